@@ -1,0 +1,125 @@
+//! `saintflow import graphsaint|edgelist`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::error::Result;
+use crate::progress::Progress;
+use crate::store::import::{
+    import_edgelist, import_graphsaint, EdgeListOptions, GraphSaintOptions, ImportReport, TrainGraphMode,
+};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum Import {
+    /// A GraphSAINT dataset directory (adj_full.npz, adj_train.npz, feats.npy, class_map.json, role.json).
+    Graphsaint(GraphSaintArgs),
+    /// A whitespace edge list ("u v" per line; # and % comments).
+    Edgelist(EdgeListArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TrainGraphArg {
+    /// adj_train.npz as given.
+    Given,
+    /// Induced from adj_full.npz on the training nodes.
+    Induce,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct GraphSaintArgs {
+    /// Dataset directory.
+    dir: PathBuf,
+    /// Output store directory.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Standardise features with the training nodes' mean and standard deviation (as GraphSAINT's loader does).
+    #[arg(long)]
+    standardize: bool,
+    /// Which training graph to store.
+    #[arg(long, value_enum, default_value = "given")]
+    train_graph: TrainGraphArg,
+    /// Replace an existing store.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct EdgeListArgs {
+    /// Edge-list file.
+    file: PathBuf,
+    /// Output store directory.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Add the reverse of every edge (the input lists each undirected edge once, or is directed).
+    #[arg(long)]
+    symmetrize: bool,
+    /// Number of nodes (default: largest id + 1).
+    #[arg(long)]
+    nodes: Option<u64>,
+    /// Node features, an (N, F) .npy file.
+    #[arg(long)]
+    features: Option<PathBuf>,
+    /// Standardise features on the training nodes.
+    #[arg(long, requires = "features")]
+    standardize: bool,
+    /// Labels: a class_map.json or a .npy (1-D class ids, negative = none; 2-D 0/1 multi-label).
+    #[arg(long)]
+    labels: Option<PathBuf>,
+    /// Split: a GraphSAINT role.json (default: a random split of the labelled nodes).
+    #[arg(long)]
+    roles: Option<PathBuf>,
+    /// Train,val,test fractions of the random split.
+    #[arg(long, default_value = "0.6,0.2,0.2", value_parser = super::parse_split)]
+    split: [f64; 3],
+    /// Seed of the random split.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Replace an existing store.
+    #[arg(long)]
+    force: bool,
+}
+
+fn report(out: &std::path::Path, r: &ImportReport) {
+    println!(
+        "wrote {}: {} nodes, {} undirected edges ({} in the training graph; {} self loops and {} duplicate entries dropped) in {:.2} s",
+        out.display(),
+        r.n_nodes,
+        r.entries / 2,
+        r.train_entries / 2,
+        r.self_loops,
+        r.duplicates,
+        r.seconds
+    );
+}
+
+pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
+    match i {
+        Import::Graphsaint(a) => {
+            let opts = GraphSaintOptions {
+                standardize: a.standardize,
+                train_graph: match a.train_graph {
+                    TrainGraphArg::Given => TrainGraphMode::Given,
+                    TrainGraphArg::Induce => TrainGraphMode::Induce,
+                },
+            };
+            let r = import_graphsaint(&a.dir, &a.output, &opts, a.force, progress)?;
+            report(&a.output, &r);
+        }
+        Import::Edgelist(a) => {
+            let opts = EdgeListOptions {
+                symmetrize: a.symmetrize,
+                n_nodes: a.nodes,
+                features: a.features,
+                standardize: a.standardize,
+                labels: a.labels,
+                roles: a.roles,
+                split: a.split,
+                seed: a.seed,
+            };
+            let r = import_edgelist(&a.file, &a.output, &opts, a.force, progress)?;
+            report(&a.output, &r);
+        }
+    }
+    Ok(())
+}

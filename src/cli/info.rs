@@ -1,0 +1,28 @@
+//! `saintflow info`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::Result;
+use crate::store::{info, GraphStore};
+
+#[derive(Debug, Args)]
+pub(super) struct InfoArgs {
+    /// Store directory.
+    store: PathBuf,
+    /// Print the stable JSON (schema saintflow.info/1, see docs/FORMAT.md).
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(a: InfoArgs) -> Result<()> {
+    let store = GraphStore::open(&a.store)?;
+    let i = info(&store);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&i).expect("info serialises"));
+    } else {
+        print!("{}", i.to_text());
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! The `saintflow` command: argument parsing (clap) and dispatch, one file per subcommand.
+
+mod check;
+mod demo;
+mod gen;
+mod import;
+mod info;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::progress::Progress;
+
+/// Train GNNs by graph sampling over memory-mapped on-disk graphs.
+#[derive(Debug, Parser)]
+#[command(name = "saintflow", version, about, propagate_version = true)]
+pub struct Cli {
+    /// No progress bars.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate a synthetic graph store.
+    #[command(subcommand)]
+    Gen(gen::Gen),
+    /// Import a dataset into a graph store.
+    #[command(subcommand)]
+    Import(import::Import),
+    /// Print a store's summary statistics.
+    Info(info::InfoArgs),
+    /// Verify a store completely (checksums, indices, ordering, symmetry, labels, roles).
+    Check(check::CheckArgs),
+    /// The quick start: generate a small planted graph, check it and print its info.
+    Demo(demo::DemoArgs),
+}
+
+/// Parses the arguments, runs the command, prints any error, and returns the exit code
+/// (0 success, 1 error; clap exits with 2 on a usage error).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let progress = Progress::new(cli.quiet);
+    let result = match cli.command {
+        Command::Gen(g) => gen::run(g, &progress),
+        Command::Import(i) => import::run(i, &progress),
+        Command::Info(a) => info::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Demo(a) => demo::run(a, &progress),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parses "a,b,c" into three fractions.
+fn parse_split(s: &str) -> Result<[f64; 3], String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    let [a, b, c] = parts.as_slice() else {
+        return Err(format!("expected three comma-separated fractions (train,val,test), got {s:?}"));
+    };
+    let f = |x: &str| x.trim().parse::<f64>().map_err(|_| format!("{x:?} is not a number"));
+    Ok([f(a)?, f(b)?, f(c)?])
+}

@@ -1,0 +1,5 @@
+//! The `saintflow` binary: see `saintflow --help`.
+
+fn main() -> std::process::ExitCode {
+    saintflow::cli::main()
+}

@@ -1,0 +1,40 @@
+//! Progress bars for long operations (indicatif), silenced by `--quiet` and when stderr is
+//! not a terminal.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Makes progress bars, or hidden ones when quiet.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Progress {
+    quiet: bool,
+}
+
+impl Progress {
+    /// Bars drawn on stderr (when it is a terminal).
+    pub fn new(quiet: bool) -> Self {
+        Progress { quiet }
+    }
+
+    /// No bars at all (library use, tests).
+    pub fn hidden() -> Self {
+        Progress { quiet: true }
+    }
+
+    /// A bar of `len` units labelled `msg`.
+    pub fn bar(&self, len: u64, msg: &'static str, unit: &'static str) -> ProgressBar {
+        if self.quiet {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+        let template = format!(
+            "{{msg:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})"
+        );
+        bar.set_style(
+            ProgressStyle::with_template(&template)
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(msg);
+        bar
+    }
+}

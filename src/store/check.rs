@@ -1,0 +1,232 @@
+//! Full verification of a store (`saintflow check`): checksums of every section, every
+//! CSR index in range, rows strictly increasing, no self loops, symmetry, the training
+//! graph against the full graph and the roles, label ranges, finite features.
+//!
+//! Cost: one sequential pass over every section for the checksums, plus O(nnz · log d)
+//! binary searches for symmetry, in parallel over row blocks.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::error::StoreError;
+use crate::store::format::{LabelKind, Role, SectionId, TrainGraph, NO_LABEL};
+use crate::store::mmap::{Csr, GraphStore, Labels};
+
+/// Problems listed per kind of check before the rest are only counted.
+const SAMPLES_PER_CHECK: usize = 5;
+/// Rows per parallel block.
+const BLOCK_ROWS: usize = 1 << 14;
+
+/// Entries of a CSR that satisfy a predicate: how many, and the first few (in row order).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Number of entries found.
+    pub count: u64,
+    /// The first entries found, in row order, at most a few.
+    pub first: Vec<(u32, u32)>,
+}
+
+/// Finds the entries `(u, v)` of `csr` for which `pred(u, v)` holds.
+pub fn find_entries(csr: Csr<'_>, pred: impl Fn(u32, u32) -> bool + Sync) -> Found {
+    blocks(csr.n_nodes())
+        .into_par_iter()
+        .map(|rows| {
+            let mut f = Found::default();
+            for u in rows {
+                for &v in csr.neighbors(u as u32) {
+                    if pred(u as u32, v) {
+                        f.count += 1;
+                        if f.first.len() < SAMPLES_PER_CHECK {
+                            f.first.push((u as u32, v));
+                        }
+                    }
+                }
+            }
+            f
+        })
+        .reduce(Found::default, merge)
+}
+
+/// Finds the rows `u` of a graph with `n` rows for which `pred(u)` holds.
+pub fn find_rows(n: usize, pred: impl Fn(u32) -> bool + Sync) -> Found {
+    blocks(n)
+        .into_par_iter()
+        .map(|rows| {
+            let mut f = Found::default();
+            for u in rows {
+                if pred(u as u32) {
+                    f.count += 1;
+                    if f.first.len() < SAMPLES_PER_CHECK {
+                        f.first.push((u as u32, 0));
+                    }
+                }
+            }
+            f
+        })
+        .reduce(Found::default, merge)
+}
+
+fn merge(mut a: Found, b: Found) -> Found {
+    a.count += b.count;
+    let room = SAMPLES_PER_CHECK.saturating_sub(a.first.len());
+    a.first.extend(b.first.into_iter().take(room));
+    a
+}
+
+fn blocks(n: usize) -> Vec<Range<usize>> {
+    (0..n.div_ceil(BLOCK_ROWS))
+        .map(|b| b * BLOCK_ROWS..((b + 1) * BLOCK_ROWS).min(n))
+        .collect()
+}
+
+/// Whether row `u` of `csr` (sorted) contains `v`; false for `u ≥ N`.
+pub fn contains(csr: Csr<'_>, u: u32, v: u32) -> bool {
+    (u as usize) < csr.n_nodes() && csr.neighbors(u).binary_search(&v).is_ok()
+}
+
+/// Entries whose reverse is missing (requires in-range ids and sorted rows).
+pub fn asymmetric_entries(csr: Csr<'_>) -> Found {
+    find_entries(csr, |u, v| !contains(csr, v, u))
+}
+
+/// Entries of `sub` absent from `sup`.
+pub fn entries_not_in(sub: Csr<'_>, sup: Csr<'_>) -> Found {
+    find_entries(sub, |u, v| !contains(sup, u, v))
+}
+
+fn describe_entries(found: &Found) -> String {
+    let list: Vec<String> = found.first.iter().map(|(u, v)| format!("({u}, {v})")).collect();
+    format!("{} entries, first: {}", found.count, list.join(", "))
+}
+
+fn describe_rows(found: &Found) -> String {
+    let list: Vec<String> = found.first.iter().map(|(u, _)| u.to_string()).collect();
+    format!("{} rows, first: {}", found.count, list.join(", "))
+}
+
+/// Runs every check; `Ok` if the store is valid, else every problem found.
+pub fn check(store: &GraphStore) -> Result<(), StoreError> {
+    let mut problems: Vec<String> = Vec::new();
+    let mut report = |id: SectionId, what: String| {
+        problems.push(format!(
+            "{}: section {}: {what}",
+            store.section_path(id).display(),
+            id.name()
+        ))
+    };
+
+    // Checksums, one section per task.
+    let sums: Vec<(SectionId, String)> = SectionId::ALL
+        .par_iter()
+        .map(|&id| (id, format!("{:016x}", xxh3_64(store.section_bytes(id)))))
+        .collect();
+    for (id, got) in sums {
+        let want = &store.header().section(id).xxh3;
+        if *want != got {
+            report(id, format!("checksum mismatch, expected {want}, got {got}"));
+        }
+    }
+
+    let n = store.n_nodes() as u64;
+    let graphs = [
+        (store.full(), SectionId::FullIndices),
+        (store.train(), SectionId::TrainIndices),
+    ];
+    let mut structure_ok = [true, true];
+    for (i, &(csr, sec)) in graphs.iter().enumerate() {
+        let out_of_range = find_entries(csr, |_, v| u64::from(v) >= n);
+        if out_of_range.count > 0 {
+            report(sec, format!("index out of range (expected < N = {n}): {}", describe_entries(&out_of_range)));
+            structure_ok[i] = false;
+        }
+        let unsorted = find_rows(csr.n_nodes(), |u| {
+            csr.neighbors(u).windows(2).any(|w| w[0] >= w[1])
+        });
+        if unsorted.count > 0 {
+            report(sec, format!("rows not strictly increasing (unsorted or duplicate entries): {}", describe_rows(&unsorted)));
+            structure_ok[i] = false;
+        }
+        let loops = find_entries(csr, |u, v| u == v);
+        if loops.count > 0 {
+            report(sec, format!("self loops: {}", describe_entries(&loops)));
+        }
+        if structure_ok[i] {
+            let asym = asymmetric_entries(csr);
+            if asym.count > 0 {
+                report(sec, format!("not symmetric, reverse missing for {}", describe_entries(&asym)));
+            }
+        }
+    }
+
+    if structure_ok == [true, true] {
+        let (full, train) = (store.full(), store.train());
+        let extra = entries_not_in(train, full);
+        if extra.count > 0 {
+            report(SectionId::TrainIndices, format!("training graph has edges absent from the full graph: {}", describe_entries(&extra)));
+        }
+        if store.header().train_graph == TrainGraph::Induced {
+            let is_train = |v: u32| store.role(v) == Role::Train;
+            let outside = find_entries(train, |u, v| !(is_train(u) && is_train(v)));
+            if outside.count > 0 {
+                report(SectionId::TrainIndices, format!("induced training graph has edges touching non-training nodes: {}", describe_entries(&outside)));
+            }
+            let missing = find_entries(full, |u, v| is_train(u) && is_train(v) && !contains(train, u, v));
+            if missing.count > 0 {
+                report(SectionId::TrainIndices, format!("induced training graph misses full-graph edges between training nodes: {}", describe_entries(&missing)));
+            }
+        }
+    }
+
+    let c = store.n_classes() as u64;
+    match store.labels() {
+        Labels::Single(l) => {
+            let bad = find_rows(l.len(), |v| {
+                let x = l[v as usize];
+                x != NO_LABEL && u64::from(x) >= c
+            });
+            if bad.count > 0 {
+                report(SectionId::Labels, format!("class id out of range (expected < C = {c}): {}", describe_rows(&bad)));
+            }
+        }
+        Labels::Multi { bits, row_bytes } => {
+            let spare = (row_bytes as u64 * 8 - c) as u32;
+            if spare > 0 {
+                let mask = !(0xffu8 >> spare);
+                let bad = find_rows(store.n_nodes(), |v| bits[(v as usize + 1) * row_bytes - 1] & mask != 0);
+                if bad.count > 0 {
+                    report(SectionId::Labels, format!("bits set past class C-1 = {}: {}", c - 1, describe_rows(&bad)));
+                }
+            }
+        }
+    }
+    let labels = store.labels();
+    let unlabelled = find_rows(store.n_nodes(), |v| store.role(v) != Role::None && !labels.is_labelled(v));
+    if unlabelled.count > 0 {
+        report(SectionId::Labels, format!("nodes in the train/val/test split without a label: {}", describe_rows(&unlabelled)));
+    }
+    if store.header().label_kind == LabelKind::Single && store.n_classes() == 0 && store.n_nodes() > 0 && store.header().split != Default::default() {
+        report(SectionId::Labels, "split is non-empty but C = 0".into());
+    }
+
+    let f = store.n_features();
+    if f > 0 {
+        let feats = store.features();
+        let bad = find_rows(store.n_nodes(), |v| {
+            feats[v as usize * f..(v as usize + 1) * f].iter().any(|x| !x.is_finite())
+        });
+        if bad.count > 0 {
+            report(SectionId::Features, format!("non-finite values (NaN or ±inf) in {}", describe_rows(&bad)));
+        }
+    }
+
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::CheckFailed {
+            path: store.path().to_path_buf(),
+            problems,
+        })
+    }
+}

@@ -1,0 +1,410 @@
+//! `gen kronecker`: R-MAT / stochastic-Kronecker graphs as in JPDC §7.6, streamed to disk.
+//!
+//! * Edges: M = round(N·D/2) draws; each draw descends `scale` levels of the 2×2 initiator
+//!   (default ∝ [[0.9, 0.5], [0.5, 0.1]], i.e. quadrant probabilities 0.45/0.25/0.25/0.05),
+//!   picking a quadrant from 16 random bits per level. Ids are then relabelled by a keyed
+//!   pseudo-random permutation, so hubs are spread over the id range (which also balances
+//!   the CSR builder's buckets). Both directions are stored; self loops and duplicates are
+//!   dropped, so the realised mean degree is a little below D (`info` reports it).
+//! * Labels: class(v) = v mod C, a uniform labelling after the permutation.
+//! * `--planted h`: with probability h a draw's second end is moved to the node of the
+//!   first end's class within its own block of C consecutive ids, so the intra-class edge
+//!   fraction is about h + (1−h)/C while degrees stay heavy-tailed; features are
+//!   `separation · μ_class + N(0, I)` with unit class centroids μ_c, so features alone are
+//!   weakly informative and neighbourhoods strongly so. Without it, features are N(0, I).
+//! * Roles: independent per node with probabilities `split` (train/val/test, the rest none).
+//! * Determinism: every random value is a function of (seed, stream, index); chunks of draws
+//!   and blocks of nodes may run on any thread in any order.
+
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand_core::RngCore;
+use rand_distr::{Distribution, StandardNormal};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+
+use crate::error::StoreError;
+use crate::progress::Progress;
+use crate::store::build::{self, Meta};
+use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
+use crate::store::format::{Dtype, LabelKind, Role, SectionId, SplitCounts, TrainGraph};
+use crate::store::gen::{hash3, random_role, Permutation};
+use crate::store::writer::StoreWriter;
+
+const STREAM_EDGES: u64 = 1;
+const STREAM_FEATS: u64 = 3;
+const STREAM_CENTROIDS: u64 = 4;
+const STREAM_PERM: u64 = 5;
+/// Draws per chunk: 2^18 draws → 4 MiB of keys, enough to amortise per-bucket appends.
+const CHUNK_DRAWS: u64 = 1 << 18;
+/// Nodes per block when writing node sections.
+const NODE_BLOCK: u64 = 1 << 15;
+
+/// Planted-partition parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Planted {
+    /// Probability that a draw is rewired to stay inside the first end's class.
+    pub homophily: f64,
+    /// Distance of each class centroid from the origin, in noise standard deviations.
+    pub separation: f32,
+}
+
+impl Default for Planted {
+    fn default() -> Self {
+        Planted {
+            homophily: 0.8,
+            separation: 1.0,
+        }
+    }
+}
+
+/// What to generate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KroneckerSpec {
+    /// N = 2^scale nodes (1..=31).
+    pub scale: u32,
+    /// Target mean degree D (edge draws = N·D/2).
+    pub degree: f64,
+    /// Feature width F.
+    pub n_features: u32,
+    /// Number of classes C (≥ 1).
+    pub n_classes: u32,
+    /// Seed of everything random.
+    pub seed: u64,
+    /// Initiator matrix [a, b; c, d] (normalised to sum 1).
+    pub initiator: [f64; 4],
+    /// Planted-partition mode.
+    pub planted: Option<Planted>,
+    /// Train / val / test probabilities (sum ≤ 1).
+    pub split: [f64; 3],
+    /// Memory for one CSR bucket.
+    pub bucket_bytes: u64,
+}
+
+impl Default for KroneckerSpec {
+    fn default() -> Self {
+        KroneckerSpec {
+            scale: 14,
+            degree: 16.0,
+            n_features: 32,
+            n_classes: 4,
+            seed: 1,
+            initiator: [0.9, 0.5, 0.5, 0.1],
+            planted: None,
+            split: [0.6, 0.2, 0.2],
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        }
+    }
+}
+
+/// What a generation did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenReport {
+    /// N.
+    pub n_nodes: u64,
+    /// Edge draws made.
+    pub draws: u64,
+    /// Directed entries in the full graph.
+    pub entries: u64,
+    /// Directed entries in the training graph.
+    pub train_entries: u64,
+    /// Draws that were self loops.
+    pub self_loops: u64,
+    /// Directed entries dropped as duplicates.
+    pub duplicates: u64,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+impl KroneckerSpec {
+    fn validate(&self) -> Result<(), StoreError> {
+        let arg = |w: String| Err(StoreError::argument(w));
+        if !(1..=31).contains(&self.scale) {
+            return arg(format!("--scale expected 1..=31 (u32 node ids), got {}", self.scale));
+        }
+        if !(self.degree.is_finite() && self.degree >= 0.0) {
+            return arg(format!("--degree expected ≥ 0, got {}", self.degree));
+        }
+        if self.n_classes == 0 {
+            return arg("--classes expected ≥ 1, got 0".into());
+        }
+        if self.initiator.iter().any(|&x| !(x.is_finite() && x >= 0.0)) || self.initiator.iter().sum::<f64>() <= 0.0 {
+            return arg(format!("initiator expected non-negative entries with a positive sum, got {:?}", self.initiator));
+        }
+        let s: f64 = self.split.iter().sum();
+        if self.split.iter().any(|&x| !(0.0..=1.0).contains(&x)) || s > 1.0 + 1e-9 {
+            return arg(format!("--split expected three fractions summing to ≤ 1, got {:?}", self.split));
+        }
+        if let Some(p) = self.planted {
+            if !(0.0..=1.0).contains(&p.homophily) {
+                return arg(format!("--homophily expected 0..=1, got {}", p.homophily));
+            }
+            if !(p.separation.is_finite() && p.separation >= 0.0) {
+                return arg(format!("--separation expected ≥ 0, got {}", p.separation));
+            }
+        }
+        let n = 1u64 << self.scale;
+        let feat_bytes = (n as f64) * f64::from(self.n_features) * 4.0;
+        if feat_bytes > 1e15 {
+            return arg(format!("features would take {feat_bytes:.3e} bytes"));
+        }
+        Ok(())
+    }
+
+    /// Number of nodes.
+    pub fn n_nodes(&self) -> u64 {
+        1u64 << self.scale
+    }
+
+    /// Number of edge draws.
+    pub fn draws(&self) -> u64 {
+        (self.n_nodes() as f64 * self.degree / 2.0).round() as u64
+    }
+
+    /// Class of node `v`.
+    pub fn class_of(&self, v: u64) -> u32 {
+        (v % u64::from(self.n_classes)) as u32
+    }
+
+    /// Role of node `v`.
+    pub fn role_of(&self, v: u64) -> Role {
+        random_role(self.seed, self.split, v)
+    }
+
+    fn source(&self) -> String {
+        let mut s = format!(
+            "saintflow gen kronecker --scale {} --degree {} --features {} --classes {} --seed {} --initiator {},{},{},{} --split {},{},{}",
+            self.scale, self.degree, self.n_features, self.n_classes, self.seed,
+            self.initiator[0], self.initiator[1], self.initiator[2], self.initiator[3],
+            self.split[0], self.split[1], self.split[2]
+        );
+        if let Some(p) = self.planted {
+            s += &format!(" --planted --homophily {} --separation {}", p.homophily, p.separation);
+        }
+        s
+    }
+}
+
+/// Quadrant thresholds on 16-bit uniforms: q = #{t : r ≥ t}, quadrant q ∈ 0..4 is
+/// (row bit, col bit) = (q >> 1, q & 1).
+fn thresholds(init: [f64; 4]) -> [u32; 3] {
+    let sum: f64 = init.iter().sum();
+    let mut acc = 0.0;
+    std::array::from_fn(|i| {
+        acc += init[i] / sum;
+        (acc * 65536.0).round().min(65536.0) as u32
+    })
+}
+
+/// One R-MAT draw over `scale` levels.
+#[inline]
+fn rmat(rng: &mut Xoshiro256PlusPlus, scale: u32, t: [u32; 3]) -> (u64, u64) {
+    let (mut u, mut v) = (0u64, 0u64);
+    let mut bits = 0u64;
+    for level in 0..scale {
+        if level % 4 == 0 {
+            bits = rng.next_u64();
+        }
+        let r = (bits & 0xffff) as u32;
+        bits >>= 16;
+        let q = u64::from(r >= t[0]) + u64::from(r >= t[1]) + u64::from(r >= t[2]);
+        u = (u << 1) | (q >> 1);
+        v = (v << 1) | (q & 1);
+    }
+    (u, v)
+}
+
+/// Generates the store described by `spec` at `out`.
+pub fn generate_kronecker(
+    spec: &KroneckerSpec,
+    out: &std::path::Path,
+    force: bool,
+    progress: &Progress,
+) -> Result<GenReport, StoreError> {
+    spec.validate()?;
+    let start = Instant::now();
+    let n = spec.n_nodes();
+    let draws = spec.draws();
+    let w = StoreWriter::create(out, force)?;
+    let scratch = w.scratch_dir()?;
+    let mut builder = CsrBuilder::new(&scratch, n, draws * 2, spec.bucket_bytes)?;
+    let perm = Permutation::new(n, hash3(spec.seed, STREAM_PERM, 0));
+    let t = thresholds(spec.initiator);
+    let c = u64::from(spec.n_classes);
+    let rewire = spec.planted.map(|p| (p.homophily * (1u64 << 32) as f64) as u64);
+
+    // Edge draws, in parallel batches of chunks; each chunk's keys grouped by bucket.
+    let n_chunks = draws.div_ceil(CHUNK_DRAWS);
+    let batch = (rayon::current_num_threads() as u64 * 2).max(1);
+    let bar = progress.bar(draws, "edges", "draws");
+    let mut self_loops = 0u64;
+    let n_buckets = builder.n_buckets();
+    let map = builder.bucket_map();
+    let bucket_of = |src: u64| map.bucket_of(src as u32);
+    for first in (0..n_chunks).step_by(batch as usize) {
+        let outs: Vec<(Vec<Vec<u64>>, u64)> = (first..(first + batch).min(n_chunks))
+            .into_par_iter()
+            .map(|chunk| {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_EDGES, chunk));
+                let lo = chunk * CHUNK_DRAWS;
+                let hi = (lo + CHUNK_DRAWS).min(draws);
+                let mut per_bucket: Vec<Vec<u64>> = vec![Vec::new(); n_buckets];
+                let mut loops = 0u64;
+                for _ in lo..hi {
+                    let (a, b) = rmat(&mut rng, spec.scale, t);
+                    let u = perm.apply(a);
+                    let mut v = perm.apply(b);
+                    if let Some(p) = rewire {
+                        let r = rng.next_u64();
+                        if (r >> 32) < p {
+                            let moved = v - v % c + u % c;
+                            if moved < n {
+                                v = moved;
+                            }
+                        }
+                    }
+                    if u == v {
+                        loops += 1;
+                        continue;
+                    }
+                    per_bucket[bucket_of(u)].push(pack(u as u32, v as u32));
+                    per_bucket[bucket_of(v)].push(pack(v as u32, u as u32));
+                }
+                (per_bucket, loops)
+            })
+            .collect();
+        for (per_bucket, loops) in outs {
+            self_loops += loops;
+            for (b, keys) in per_bucket.iter().enumerate() {
+                if !keys.is_empty() {
+                    builder.push_bucket(b, keys)?;
+                }
+            }
+        }
+        bar.set_position(((first + batch) * CHUNK_DRAWS).min(draws));
+    }
+    bar.finish_and_clear();
+
+    let is_train = |v: u32| spec.role_of(u64::from(v)) == Role::Train;
+    let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
+
+    // Node sections, block by block.
+    let f = spec.n_features as usize;
+    let centroids: Vec<f32> = match spec.planted {
+        Some(p) => unit_centroids(spec.n_classes as usize, f, spec.seed, p.separation),
+        None => Vec::new(),
+    };
+    let mut feats = w.section(SectionId::Features, Dtype::F32)?;
+    let mut labels = w.section(SectionId::Labels, Dtype::U32)?;
+    let mut roles = w.section(SectionId::Roles, Dtype::U8)?;
+    let mut split = SplitCounts::default();
+    let n_blocks = n.div_ceil(NODE_BLOCK);
+    let bar = progress.bar(n, "nodes", "nodes");
+    for first in (0..n_blocks).step_by(batch as usize) {
+        let blocks: Vec<(Vec<f32>, Vec<u32>, Vec<u8>)> = (first..(first + batch).min(n_blocks))
+            .into_par_iter()
+            .map(|b| {
+                let (lo, hi) = (b * NODE_BLOCK, ((b + 1) * NODE_BLOCK).min(n));
+                let mut x = vec![0f32; (hi - lo) as usize * f];
+                let mut l = Vec::with_capacity((hi - lo) as usize);
+                let mut r = Vec::with_capacity((hi - lo) as usize);
+                for (i, v) in (lo..hi).enumerate() {
+                    let class = spec.class_of(v);
+                    l.push(class);
+                    r.push(spec.role_of(v) as u8);
+                    if f > 0 {
+                        let row = &mut x[i * f..(i + 1) * f];
+                        let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_FEATS, v));
+                        for xj in row.iter_mut() {
+                            *xj = StandardNormal.sample(&mut rng);
+                        }
+                        if !centroids.is_empty() {
+                            let mu = &centroids[class as usize * f..(class as usize + 1) * f];
+                            for (xj, m) in row.iter_mut().zip(mu) {
+                                *xj += m;
+                            }
+                        }
+                    }
+                }
+                (x, l, r)
+            })
+            .collect();
+        for (x, l, r) in blocks {
+            feats.write_f32s(&x)?;
+            labels.write_u32s(&l)?;
+            roles.write_bytes(&r)?;
+            let s = build::split_counts(&r);
+            split.train += s.train;
+            split.val += s.val;
+            split.test += s.test;
+            bar.inc(l.len() as u64);
+        }
+    }
+    bar.finish_and_clear();
+
+    let stats = graph.stats;
+    let (entries, train_entries) = (graph.n_entries, graph.n_train_entries);
+    let meta = Meta {
+        n_nodes: n,
+        n_features: u64::from(spec.n_features),
+        n_classes: c,
+        label_kind: LabelKind::Single,
+        train_graph: TrainGraph::Induced,
+        split,
+        source: spec.source(),
+    };
+    let header = build::header(meta, graph, feats.finish()?, labels.finish()?, roles.finish()?);
+    w.commit(&header, |_| Ok(()))?;
+    Ok(GenReport {
+        n_nodes: n,
+        draws,
+        entries,
+        train_entries,
+        self_loops,
+        duplicates: stats.duplicates,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// C centroids of norm `separation` in F dimensions, uniformly oriented.
+fn unit_centroids(c: usize, f: usize, seed: u64, separation: f32) -> Vec<f32> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(seed, STREAM_CENTROIDS, 0));
+    let mut mu: Vec<f32> = (0..c * f).map(|_| StandardNormal.sample(&mut rng)).collect();
+    for row in mu.chunks_exact_mut(f.max(1)) {
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            row.iter_mut().for_each(|x| *x *= separation / norm);
+        }
+    }
+    mu
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_match_the_paper_initiator() {
+        // [[0.9,0.5],[0.5,0.1]] / 2.0 → cumulative 0.45, 0.70, 0.95 of 65536.
+        assert_eq!(thresholds([0.9, 0.5, 0.5, 0.1]), [29491, 45875, 62259]);
+    }
+
+    #[test]
+    fn rmat_quadrant_frequencies_follow_the_initiator() {
+        // One level: P(row bit 0) = a + b = 0.70, P(col bit 0) = a + c = 0.70.
+        let t = thresholds([0.9, 0.5, 0.5, 0.1]);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut counts = [0u64; 4];
+        let n = 400_000;
+        for _ in 0..n {
+            let (u, v) = rmat(&mut rng, 1, t);
+            counts[(u * 2 + v) as usize] += 1;
+        }
+        for (q, p) in [0.45, 0.25, 0.25, 0.05].iter().enumerate() {
+            let got = counts[q] as f64 / n as f64;
+            let sd = (p * (1.0 - p) / n as f64).sqrt();
+            assert!((got - p).abs() < 5.0 * sd, "quadrant {q}: {got} vs {p}");
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! `import graphsaint DIR`: GraphSAINT's dataset layout (`adj_full.npz`, `adj_train.npz`,
+//! `feats.npy`, `class_map.json`, `role.json`), single- or multi-label.
+//!
+//! The adjacency files are `scipy.sparse.save_npz` archives of N×N CSR matrices; edge
+//! values are ignored (saintflow graphs are unweighted; normalisation is the plan's job).
+//! Rows may be unsorted in the input; the store's rows are sorted and deduplicated, and self
+//! loops dropped (both counted in the report). Both graphs must be symmetric and
+//! `adj_train` a subgraph of `adj_full`: anything else is an error naming the file.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::error::StoreError;
+use crate::progress::Progress;
+use crate::store::build::{self, Meta};
+use crate::store::check::{asymmetric_entries, entries_not_in};
+use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
+use crate::store::format::{Role, TrainGraph, MAX_NODES};
+use crate::store::import::{read_class_map, read_roles, require_labels, write_features_npy, write_roles, ImportReport};
+use crate::store::writer::StoreWriter;
+
+/// Which training graph to store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrainGraphMode {
+    /// `adj_train.npz` as the dataset gives it (GraphSAINT's own behaviour).
+    #[default]
+    Given,
+    /// Induced from `adj_full.npz` on the `tr` nodes, ignoring `adj_train.npz`.
+    Induce,
+}
+
+/// Options of the GraphSAINT importer.
+#[derive(Debug, Clone, Default)]
+pub struct GraphSaintOptions {
+    /// Standardise features with the training nodes' mean and standard deviation.
+    pub standardize: bool,
+    /// Which training graph to store.
+    pub train_graph: TrainGraphMode,
+}
+
+/// A CSR read from an npz, as plain arrays.
+struct NpzCsr {
+    n: u64,
+    indptr: Vec<u64>,
+    indices: Vec<u32>,
+}
+
+fn int_vec(arr: npyz::NpyFile<impl std::io::Read>, path: &Path, member: &str) -> Result<Vec<i64>, StoreError> {
+    let bad = |e: std::io::Error| StoreError::input(path, format!("member {member}: {e}"));
+    let t = match arr.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        d => return Err(StoreError::input(path, format!("member {member}: unsupported dtype {}", d.descr()))),
+    };
+    Ok(match t.as_str() {
+        "<i4" => arr.into_vec::<i32>().map_err(bad)?.into_iter().map(i64::from).collect(),
+        "<i8" => arr.into_vec::<i64>().map_err(bad)?,
+        "<u4" => arr.into_vec::<u32>().map_err(bad)?.into_iter().map(i64::from).collect(),
+        t => return Err(StoreError::input(path, format!("member {member}: dtype {t}, expected <i4 or <i8"))),
+    })
+}
+
+fn member<'a, R: std::io::Read + std::io::Seek>(
+    npz: &'a mut npyz::npz::NpzArchive<R>,
+    path: &Path,
+    name: &str,
+) -> Result<npyz::NpyFile<impl std::io::Read + 'a>, StoreError> {
+    npz.by_name(name)
+        .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?
+        .ok_or_else(|| StoreError::input(path, format!("missing member {name}.npy (not a scipy.sparse save_npz archive?)")))
+}
+
+/// Reads and validates a scipy CSR npz: square, indptr monotone from 0 to nnz, indices in
+/// range.
+fn read_csr_npz(path: &Path) -> Result<NpzCsr, StoreError> {
+    let mut npz = npyz::npz::NpzArchive::open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => StoreError::io(path, "open", e),
+            _ => StoreError::input(path, format!("not a valid npz (zip) archive: {e}")),
+        })?;
+    let format = member(&mut npz, path, "format")?
+        .into_vec::<Vec<u8>>()
+        .map_err(|e| StoreError::input(path, format!("member format: {e}")))?;
+    let format = format.first().cloned().unwrap_or_default();
+    if format != b"csr" {
+        return Err(StoreError::input(
+            path,
+            format!("sparse format expected \"csr\", got {:?}", String::from_utf8_lossy(&format)),
+        ));
+    }
+    let shape = int_vec(member(&mut npz, path, "shape")?, path, "shape")?;
+    let (rows, cols) = match shape.as_slice() {
+        [r, c] => (*r, *c),
+        s => return Err(StoreError::input(path, format!("shape expected 2 entries, got {s:?}"))),
+    };
+    if rows != cols || rows < 0 {
+        return Err(StoreError::input(path, format!("adjacency expected square, got shape ({rows}, {cols})")));
+    }
+    let n = rows as u64;
+    if n > MAX_NODES {
+        return Err(StoreError::input(path, format!("{n} nodes exceed the u32 index limit {MAX_NODES}")));
+    }
+    let indptr = int_vec(member(&mut npz, path, "indptr")?, path, "indptr")?;
+    let indices = int_vec(member(&mut npz, path, "indices")?, path, "indices")?;
+    let data_len = member(&mut npz, path, "data")?.len();
+    if indptr.len() as u64 != n + 1 {
+        return Err(StoreError::input(path, format!("indptr expected N+1 = {} entries, got {}", n + 1, indptr.len())));
+    }
+    if data_len != indices.len() as u64 {
+        return Err(StoreError::input(path, format!("data expected {} entries (as indices), got {data_len}", indices.len())));
+    }
+    let nnz = indices.len() as i64;
+    if indptr[0] != 0 || indptr[n as usize] != nnz {
+        return Err(StoreError::input(
+            path,
+            format!("indptr expected to run from 0 to nnz = {nnz}, got {} .. {}", indptr[0], indptr[n as usize]),
+        ));
+    }
+    if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
+        return Err(StoreError::input(path, format!("indptr decreases at row {i}: {} > {}", indptr[i], indptr[i + 1])));
+    }
+    if let Some(k) = indices.iter().position(|&x| x < 0 || x as u64 >= n) {
+        let row = indptr.partition_point(|&p| p <= k as i64) - 1;
+        return Err(StoreError::input(
+            path,
+            format!("indices[{k}] (row {row}) = {}, expected 0..{n}", indices[k]),
+        ));
+    }
+    Ok(NpzCsr {
+        n,
+        indptr: indptr.into_iter().map(|x| x as u64).collect(),
+        indices: indices.into_iter().map(|x| x as u32).collect(),
+    })
+}
+
+fn push_csr(builder: &mut CsrBuilder, csr: &NpzCsr) -> Result<(), StoreError> {
+    let mut keys: Vec<u64> = Vec::new();
+    let mut bucket = usize::MAX;
+    for u in 0..csr.n as usize {
+        let b = builder.bucket_of(u as u32);
+        if b != bucket && !keys.is_empty() {
+            builder.push_bucket(bucket, &keys)?;
+            keys.clear();
+        }
+        bucket = b;
+        for &v in &csr.indices[csr.indptr[u] as usize..csr.indptr[u + 1] as usize] {
+            keys.push(pack(u as u32, v));
+        }
+    }
+    if !keys.is_empty() {
+        builder.push_bucket(bucket, &keys)?;
+    }
+    Ok(())
+}
+
+/// Imports the GraphSAINT dataset in `dir` into a new store at `out`.
+pub fn import_graphsaint(
+    dir: &Path,
+    out: &Path,
+    opts: &GraphSaintOptions,
+    force: bool,
+    progress: &Progress,
+) -> Result<ImportReport, StoreError> {
+    let start = Instant::now();
+    if !dir.is_dir() {
+        return Err(StoreError::input(dir, "not a directory (expected a GraphSAINT dataset directory)"));
+    }
+    let file = |name: &str| -> PathBuf { dir.join(name) };
+    let (full_path, train_path) = (file("adj_full.npz"), file("adj_train.npz"));
+    let full = read_csr_npz(&full_path)?;
+    let n = full.n as usize;
+    let roles = read_roles(&file("role.json"), n)?;
+    let labels = read_class_map(&file("class_map.json"), n)?;
+    require_labels(&file("class_map.json"), &labels, &roles)?;
+
+    let w = StoreWriter::create(out, force)?;
+    let scratch = w.scratch_dir()?;
+    let mut full_b = CsrBuilder::new(&scratch, full.n, full.indices.len() as u64, DEFAULT_BUCKET_BYTES)?;
+    push_csr(&mut full_b, &full)?;
+    drop(full);
+    let train_b = match opts.train_graph {
+        TrainGraphMode::Induce => None,
+        TrainGraphMode::Given => {
+            let train = read_csr_npz(&train_path)?;
+            if train.n != n as u64 {
+                return Err(StoreError::input(&train_path, format!("shape expected ({n}, {n}) as adj_full.npz, got ({0}, {0})", train.n)));
+            }
+            let mut b = CsrBuilder::new(&scratch, train.n, train.indices.len() as u64, DEFAULT_BUCKET_BYTES)?;
+            push_csr(&mut b, &train)?;
+            Some(b)
+        }
+    };
+    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let graph = build::write_graph(&w, full_b, train_b, &is_train, progress)?;
+
+    let fit = |v: usize| roles[v] == Role::Train as u8;
+    let (n_features, feats) = write_features_npy(&w, &file("feats.npy"), n, opts.standardize.then_some(&fit as &dyn Fn(usize) -> bool))?;
+    let labels_entry = labels.write(&w)?;
+    let roles_entry = write_roles(&w, &roles)?;
+    let report = ImportReport {
+        n_nodes: n as u64,
+        entries: graph.n_entries,
+        train_entries: graph.n_train_entries,
+        self_loops: graph.stats.self_loops,
+        duplicates: graph.stats.duplicates,
+        seconds: 0.0,
+    };
+    let meta = Meta {
+        n_nodes: n as u64,
+        n_features,
+        n_classes: labels.n_classes,
+        label_kind: labels.kind,
+        train_graph: match opts.train_graph {
+            TrainGraphMode::Given => TrainGraph::Given,
+            TrainGraphMode::Induce => TrainGraph::Induced,
+        },
+        split: build::split_counts(&roles),
+        source: format!(
+            "saintflow import graphsaint {}{}{}",
+            dir.display(),
+            if opts.standardize { " --standardize" } else { "" },
+            if opts.train_graph == TrainGraphMode::Induce { " --train-graph induce" } else { "" },
+        ),
+    };
+    let header = build::header(meta, graph, feats, labels_entry, roles_entry);
+    w.commit(&header, |store| {
+        let asym = asymmetric_entries(store.full());
+        if let Some(&(u, v)) = asym.first.first() {
+            return Err(StoreError::input(&full_path, format!(
+                "adjacency is not symmetric: {} entries lack their reverse, e.g. ({u}, {v}) is present but ({v}, {u}) is not", asym.count)));
+        }
+        let extra = entries_not_in(store.train(), store.full());
+        if let Some(&(u, v)) = extra.first.first() {
+            return Err(StoreError::input(&train_path, format!(
+                "{} entries are absent from adj_full.npz, e.g. ({u}, {v}): the training graph must be a subgraph", extra.count)));
+        }
+        let asym = asymmetric_entries(store.train());
+        if let Some(&(u, v)) = asym.first.first() {
+            return Err(StoreError::input(&train_path, format!(
+                "adjacency is not symmetric: {} entries lack their reverse, e.g. ({u}, {v})", asym.count)));
+        }
+        Ok(())
+    })?;
+    Ok(ImportReport { seconds: start.elapsed().as_secs_f64(), ..report })
+}

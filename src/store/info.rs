@@ -1,0 +1,173 @@
+//! `saintflow info`: summary statistics of a store, as text or as stable JSON
+//! (schema `saintflow.info/1`, documented in docs/FORMAT.md).
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::store::format::{LabelKind, Role, SectionId, TrainGraph, HEADER_FILE, VERSION};
+use crate::store::mmap::{Csr, GraphStore};
+
+/// Schema tag of the JSON.
+pub const INFO_SCHEMA: &str = "saintflow.info/1";
+
+/// Edge counts of one graph.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EdgeCounts {
+    /// CSR entries (each undirected edge twice).
+    pub directed: u64,
+    /// Undirected edges.
+    pub undirected: u64,
+}
+
+/// Degree distribution of the full graph (nearest-rank percentiles).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DegreeStats {
+    /// Smallest degree.
+    pub min: u64,
+    /// Mean degree (directed entries / N).
+    pub mean: f64,
+    /// Largest degree.
+    pub max: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Nodes of degree 0.
+    pub isolated: u64,
+}
+
+/// Role counts, including nodes in no role.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SplitInfo {
+    /// Training nodes.
+    pub train: u64,
+    /// Validation nodes.
+    pub val: u64,
+    /// Test nodes.
+    pub test: u64,
+    /// Nodes in no role.
+    pub none: u64,
+}
+
+/// File sizes.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Bytes {
+    /// All files.
+    pub total: u64,
+    /// header.sf.
+    pub header: u64,
+    /// Per section name.
+    pub sections: BTreeMap<String, u64>,
+}
+
+/// Everything `info` reports.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Info {
+    /// Always [`INFO_SCHEMA`].
+    pub schema: &'static str,
+    /// Store path as given.
+    pub path: String,
+    /// Store format version.
+    pub format_version: u32,
+    /// N.
+    pub nodes: u64,
+    /// Full graph.
+    pub edges: EdgeCounts,
+    /// Training graph.
+    pub train_edges: EdgeCounts,
+    /// How the training graph was made.
+    pub train_graph: TrainGraph,
+    /// F.
+    pub features: u64,
+    /// C.
+    pub classes: u64,
+    /// Label layout.
+    pub label_kind: LabelKind,
+    /// Role counts.
+    pub split: SplitInfo,
+    /// Degrees in the full graph.
+    pub degree: DegreeStats,
+    /// File sizes.
+    pub bytes: Bytes,
+    /// Provenance from the header.
+    pub source: String,
+}
+
+/// Degree statistics of a CSR.
+pub fn degree_stats(csr: Csr<'_>) -> DegreeStats {
+    let n = csr.n_nodes();
+    if n == 0 {
+        return DegreeStats { min: 0, mean: 0.0, max: 0, p50: 0, p90: 0, p99: 0, p999: 0, isolated: 0 };
+    }
+    let offsets = csr.offsets();
+    let mut deg: Vec<u64> = offsets.par_windows(2).map(|w| w[1] - w[0]).collect();
+    deg.par_sort_unstable();
+    let rank = |p: f64| deg[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    DegreeStats {
+        min: deg[0],
+        mean: csr.n_entries() as f64 / n as f64,
+        max: deg[n - 1],
+        p50: rank(0.5),
+        p90: rank(0.9),
+        p99: rank(0.99),
+        p999: rank(0.999),
+        isolated: deg.partition_point(|&d| d == 0) as u64,
+    }
+}
+
+/// Collects the info of an open store.
+pub fn info(store: &GraphStore) -> Info {
+    let h = store.header();
+    let mut sections = BTreeMap::new();
+    for id in SectionId::ALL {
+        sections.insert(id.name().to_string(), h.section(id).bytes);
+    }
+    let header_bytes = std::fs::metadata(store.path().join(HEADER_FILE)).map_or(0, |m| m.len());
+    let total = header_bytes + sections.values().sum::<u64>();
+    let none = store.roles().par_iter().filter(|&&r| r == Role::None as u8).count() as u64;
+    Info {
+        schema: INFO_SCHEMA,
+        path: store.path().display().to_string(),
+        format_version: VERSION,
+        nodes: h.n_nodes,
+        edges: EdgeCounts { directed: h.n_entries, undirected: h.n_entries / 2 },
+        train_edges: EdgeCounts { directed: h.n_train_entries, undirected: h.n_train_entries / 2 },
+        train_graph: h.train_graph,
+        features: h.n_features,
+        classes: h.n_classes,
+        label_kind: h.label_kind,
+        split: SplitInfo { train: h.split.train, val: h.split.val, test: h.split.test, none },
+        degree: degree_stats(store.full()),
+        bytes: Bytes { total, header: header_bytes, sections },
+        source: h.source.clone(),
+    }
+}
+
+impl Info {
+    /// Human-readable summary.
+    pub fn to_text(&self) -> String {
+        let d = &self.degree;
+        let mut s = String::new();
+        let mut line = |k: &str, v: String| s.push_str(&format!("{k:<14} {v}\n"));
+        line("store", format!("{} (format v{})", self.path, self.format_version));
+        line("nodes", self.nodes.to_string());
+        line("edges", format!("{} undirected ({} directed entries)", self.edges.undirected, self.edges.directed));
+        line("train edges", format!("{} undirected ({:?} training graph)", self.train_edges.undirected, self.train_graph).to_lowercase());
+        line("features", self.features.to_string());
+        line("classes", format!("{} ({}-label)", self.classes, match self.label_kind { LabelKind::Single => "single", LabelKind::Multi => "multi" }));
+        line("split", format!("train {} / val {} / test {} / none {}", self.split.train, self.split.val, self.split.test, self.split.none));
+        line("degree", format!("min {} / mean {:.2} / max {}; p50 {} p90 {} p99 {} p99.9 {}; isolated {}", d.min, d.mean, d.max, d.p50, d.p90, d.p99, d.p999, d.isolated));
+        line("size", format!("{} bytes", self.bytes.total));
+        for (name, b) in &self.bytes.sections {
+            line("", format!("{name}: {b} bytes"));
+        }
+        line("source", self.source.clone());
+        s
+    }
+}

@@ -1,0 +1,434 @@
+//! `GraphStore`: a store directory opened by memory-mapping its section files.
+//!
+//! Opening reads only the header and performs checks whose cost is at most O(N) sequential
+//! bytes: header checksum and consistency, every file's length, CSR offsets (first = 0,
+//! last = nnz, monotone) and role bytes. After that, every accessor below is panic-free for
+//! in-range node ids. What opening does not check (index range, sorted rows, symmetry,
+//! label range, checksums of the large sections) is what `check` verifies; readers that
+//! follow neighbour ids treat an id ≥ N as corruption via [`Csr::checked_neighbors`].
+//!
+//! Safety of the mapping: files are opened read-only and mapped private; the store is
+//! immutable once committed, and saintflow never modifies a store in place. Truncating a
+//! store's file from another process while it is mapped makes later reads fault (SIGBUS);
+//! that is outside what any mmap-based reader can prevent and is documented in FORMAT.md.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::StoreError;
+use crate::store::format::{
+    decode_header, Header, LabelKind, Role, SectionId, SplitCounts, HEADER_FILE, NO_LABEL,
+};
+
+/// A mapped section, or nothing for an empty one (zero-length files cannot be mapped).
+enum Backing {
+    Empty,
+    Map(Mmap),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Empty => &[],
+            Backing::Map(m) => m,
+        }
+    }
+}
+
+/// An opened, memory-mapped graph store. Cheap to share by reference across threads.
+pub struct GraphStore {
+    dir: PathBuf,
+    header: Header,
+    sections: Vec<Backing>,
+}
+
+/// A CSR adjacency view: `offsets` has N+1 monotone entries ending at `indices.len()`.
+#[derive(Clone, Copy)]
+pub struct Csr<'a> {
+    offsets: &'a [u64],
+    indices: &'a [u32],
+}
+
+impl<'a> Csr<'a> {
+    /// Builds a view over raw arrays, checking the offset invariants (O(N)).
+    pub fn new(offsets: &'a [u64], indices: &'a [u32]) -> Result<Self, String> {
+        check_offsets(offsets, indices.len() as u64)?;
+        Ok(Csr { offsets, indices })
+    }
+
+    /// Number of rows (nodes).
+    pub fn n_nodes(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Number of directed entries (nnz).
+    pub fn n_entries(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// The row offsets (N+1).
+    pub fn offsets(&self) -> &'a [u64] {
+        self.offsets
+    }
+
+    /// The column indices (nnz).
+    pub fn indices(&self) -> &'a [u32] {
+        self.indices
+    }
+
+    /// Degree of `v`. Panics if `v ≥ N` (a caller bug); see [`Csr::try_neighbors`].
+    pub fn degree(&self, v: u32) -> usize {
+        let v = v as usize;
+        (self.offsets[v + 1] - self.offsets[v]) as usize
+    }
+
+    /// Neighbours of `v` as stored. Panics if `v ≥ N` (a caller bug).
+    pub fn neighbors(&self, v: u32) -> &'a [u32] {
+        let v = v as usize;
+        // In bounds: offsets were checked monotone and ending at nnz when opened.
+        &self.indices[self.offsets[v] as usize..self.offsets[v + 1] as usize]
+    }
+
+    /// Neighbours of `v`, or an error if `v ≥ N`.
+    pub fn try_neighbors(&self, v: u32) -> Result<&'a [u32], StoreError> {
+        if (v as usize) < self.n_nodes() {
+            Ok(self.neighbors(v))
+        } else {
+            Err(StoreError::argument(format!(
+                "node id {v} out of range, expected < {}",
+                self.n_nodes()
+            )))
+        }
+    }
+
+    /// Neighbours of `v`, verified to be `< N` (O(degree)); for readers that index arrays
+    /// by neighbour id on a store that has not been through `check`.
+    pub fn checked_neighbors(&self, v: u32) -> Result<&'a [u32], StoreError> {
+        let row = self.try_neighbors(v)?;
+        let n = self.n_nodes() as u64;
+        if let Some(&bad) = row.iter().find(|&&u| u64::from(u) >= n) {
+            return Err(StoreError::argument(format!(
+                "neighbour {bad} of node {v} out of range, expected < {n} (corrupt store? run `saintflow check`)"
+            )));
+        }
+        Ok(row)
+    }
+}
+
+/// Checks CSR offsets: N+1 ≥ 1 entries, first 0, monotone, last = `nnz`.
+pub(crate) fn check_offsets(offsets: &[u64], nnz: u64) -> Result<(), String> {
+    let Some(&first) = offsets.first() else {
+        return Err("offsets are empty, expected N+1 entries".into());
+    };
+    if first != 0 {
+        return Err(format!("offsets[0] expected 0, got {first}"));
+    }
+    if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
+        return Err(format!(
+            "offsets not monotone at row {i}: offsets[{i}] = {}, offsets[{}] = {}",
+            offsets[i],
+            i + 1,
+            offsets[i + 1]
+        ));
+    }
+    let last = offsets[offsets.len() - 1];
+    if last != nnz {
+        return Err(format!(
+            "offsets[N] expected nnz = {nnz}, got {last}"
+        ));
+    }
+    Ok(())
+}
+
+/// Labels of all nodes.
+#[derive(Clone, Copy)]
+pub enum Labels<'a> {
+    /// One class id per node; [`NO_LABEL`] for none.
+    Single(&'a [u32]),
+    /// Bit rows of `row_bytes` bytes per node.
+    Multi {
+        /// N × row_bytes bytes.
+        bits: &'a [u8],
+        /// ⌈C/8⌉.
+        row_bytes: usize,
+    },
+}
+
+impl Labels<'_> {
+    /// Whether node `v` has class `c`. Panics if `v ≥ N`.
+    pub fn has_class(&self, v: u32, c: u32) -> bool {
+        match *self {
+            Labels::Single(l) => l[v as usize] == c,
+            Labels::Multi { bits, row_bytes } => {
+                let c = c as usize;
+                if c / 8 >= row_bytes {
+                    return false;
+                }
+                bits[v as usize * row_bytes + c / 8] >> (c % 8) & 1 == 1
+            }
+        }
+    }
+
+    /// Whether node `v` has at least one label. Panics if `v ≥ N`.
+    pub fn is_labelled(&self, v: u32) -> bool {
+        match *self {
+            Labels::Single(l) => l[v as usize] != NO_LABEL,
+            Labels::Multi { bits, row_bytes } => {
+                let r = v as usize * row_bytes;
+                bits[r..r + row_bytes].iter().any(|&b| b != 0)
+            }
+        }
+    }
+}
+
+impl GraphStore {
+    /// Opens the store directory `dir`: header, lengths, offsets and roles are checked.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        if !dir.is_dir() {
+            let what = if dir.exists() { "is not a store directory" } else { "does not exist" };
+            return Err(StoreError::io(
+                &dir,
+                "open store",
+                std::io::Error::new(std::io::ErrorKind::NotFound, what),
+            ));
+        }
+        let hpath = dir.join(HEADER_FILE);
+        let hbytes = read_header_bytes(&hpath)?;
+        let header = decode_header(&hbytes, &hpath)?;
+        let mut sections = Vec::with_capacity(SectionId::ALL.len());
+        for id in SectionId::ALL {
+            sections.push(map_section(&dir, &header, id)?);
+        }
+        let store = GraphStore {
+            dir,
+            header,
+            sections,
+        };
+        store.check_cheap()?;
+        Ok(store)
+    }
+
+    fn check_cheap(&self) -> Result<(), StoreError> {
+        for (off, idx) in [
+            (SectionId::FullOffsets, SectionId::FullIndices),
+            (SectionId::TrainOffsets, SectionId::TrainIndices),
+        ] {
+            let offsets: &[u64] = self.slice(off);
+            check_offsets(offsets, self.header.section(idx).len)
+                .map_err(|what| StoreError::corrupt(self.section_path(off), off.name(), what))?;
+        }
+        let roles = self.roles_raw();
+        let mut counts = [0u64; 4];
+        for (v, &b) in roles.iter().enumerate() {
+            match Role::from_byte(b) {
+                Some(r) => counts[r as usize] += 1,
+                None => {
+                    return Err(StoreError::corrupt(
+                        self.section_path(SectionId::Roles),
+                        "roles",
+                        format!("node {v}: role byte expected 0..=3, got {b}"),
+                    ))
+                }
+            }
+        }
+        let got = SplitCounts {
+            train: counts[1],
+            val: counts[2],
+            test: counts[3],
+        };
+        if got != self.header.split {
+            return Err(StoreError::corrupt(
+                self.section_path(SectionId::Roles),
+                "roles",
+                format!(
+                    "role counts expected {:?} (header), got {got:?}",
+                    self.header.split
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Number of nodes N.
+    pub fn n_nodes(&self) -> usize {
+        self.header.n_nodes as usize
+    }
+
+    /// Feature width F.
+    pub fn n_features(&self) -> usize {
+        self.header.n_features as usize
+    }
+
+    /// Number of classes C.
+    pub fn n_classes(&self) -> usize {
+        self.header.n_classes as usize
+    }
+
+    /// Path of a section's file.
+    pub fn section_path(&self, id: SectionId) -> PathBuf {
+        self.dir.join(id.file_name())
+    }
+
+    /// A section's raw bytes (mapped).
+    pub fn section_bytes(&self, id: SectionId) -> &[u8] {
+        self.sections[id.index()].bytes()
+    }
+
+    fn slice<T: bytemuck::Pod>(&self, id: SectionId) -> &[T] {
+        // Cannot fail: mappings are page-aligned and the length was checked to be
+        // len × size_of::<T>() against the validated header when the section was mapped.
+        bytemuck::cast_slice(self.section_bytes(id))
+    }
+
+    /// The full graph.
+    pub fn full(&self) -> Csr<'_> {
+        Csr {
+            offsets: self.slice(SectionId::FullOffsets),
+            indices: self.slice(SectionId::FullIndices),
+        }
+    }
+
+    /// The training graph (edges between training nodes, or as given by the dataset).
+    pub fn train(&self) -> Csr<'_> {
+        Csr {
+            offsets: self.slice(SectionId::TrainOffsets),
+            indices: self.slice(SectionId::TrainIndices),
+        }
+    }
+
+    /// All features, N×F row-major.
+    pub fn features(&self) -> &[f32] {
+        self.slice(SectionId::Features)
+    }
+
+    /// Feature row of `v`, or an error if `v ≥ N`.
+    pub fn feature_row(&self, v: u32) -> Result<&[f32], StoreError> {
+        let f = self.n_features();
+        if (v as usize) < self.n_nodes() {
+            Ok(&self.features()[v as usize * f..(v as usize + 1) * f])
+        } else {
+            Err(StoreError::argument(format!(
+                "node id {v} out of range, expected < {}",
+                self.n_nodes()
+            )))
+        }
+    }
+
+    /// Copies the feature rows of `ids` into `out` (|ids| × F, row-major), straight from
+    /// the mapping. Errors on an id ≥ N or a wrongly sized `out`.
+    pub fn gather_features(&self, ids: &[u32], out: &mut [f32]) -> Result<(), StoreError> {
+        let f = self.n_features();
+        if out.len() != ids.len() * f {
+            return Err(StoreError::argument(format!(
+                "gather_features: output expected {} × {f} = {} floats, got {}",
+                ids.len(),
+                ids.len() * f,
+                out.len()
+            )));
+        }
+        if f == 0 {
+            return ids.iter().try_for_each(|&v| self.feature_row(v).map(|_| ()));
+        }
+        for (&v, dst) in ids.iter().zip(out.chunks_exact_mut(f)) {
+            dst.copy_from_slice(self.feature_row(v)?);
+        }
+        Ok(())
+    }
+
+    /// The labels.
+    pub fn labels(&self) -> Labels<'_> {
+        match self.header.label_kind {
+            LabelKind::Single => Labels::Single(self.slice(SectionId::Labels)),
+            LabelKind::Multi => Labels::Multi {
+                bits: self.slice(SectionId::Labels),
+                row_bytes: self.header.label_row_bytes() as usize,
+            },
+        }
+    }
+
+    fn roles_raw(&self) -> &[u8] {
+        self.slice(SectionId::Roles)
+    }
+
+    /// Role of `v` (validated at open). Panics if `v ≥ N`.
+    pub fn role(&self, v: u32) -> Role {
+        Role::from_byte(self.roles_raw()[v as usize]).unwrap_or(Role::None)
+    }
+
+    /// The role bytes, one per node (values 0..=3, see [`Role`]).
+    pub fn roles(&self) -> &[u8] {
+        self.roles_raw()
+    }
+
+    /// Ascending ids of the nodes with role `role`.
+    pub fn nodes_with_role(&self, role: Role) -> Vec<u32> {
+        self.roles_raw()
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == role as u8)
+            .map(|(v, _)| v as u32)
+            .collect()
+    }
+}
+
+fn read_header_bytes(path: &Path) -> Result<Vec<u8>, StoreError> {
+    use std::io::Read;
+    let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
+    // Never trust the file's size: read at most prefix + the body limit + 1.
+    let limit = crate::store::format::PREFIX_BYTES as u64
+        + u64::from(crate::store::format::MAX_BODY_BYTES)
+        + 1;
+    let mut buf = Vec::new();
+    f.take(limit)
+        .read_to_end(&mut buf)
+        .map_err(|e| StoreError::io(path, "read", e))?;
+    Ok(buf)
+}
+
+fn map_section(dir: &Path, header: &Header, id: SectionId) -> Result<Backing, StoreError> {
+    let entry = header.section(id);
+    let path = dir.join(id.file_name());
+    let file = File::open(&path).map_err(|e| StoreError::io(&path, "open section", e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::io(&path, "stat", e))?
+        .len();
+    if len != entry.bytes {
+        return Err(StoreError::corrupt(
+            &path,
+            id.name(),
+            format!(
+                "file length expected {} bytes, got {len} ({})",
+                entry.bytes,
+                if len < entry.bytes { "truncated" } else { "extended" }
+            ),
+        ));
+    }
+    if len == 0 {
+        return Ok(Backing::Empty);
+    }
+    if usize::try_from(len).is_err() {
+        return Err(StoreError::corrupt(&path, id.name(), "section larger than the address space"));
+    }
+    // SAFETY: the file is opened read-only and the mapping is read-only. Its length was
+    // checked above; saintflow never writes to a committed store. See the module comment
+    // for what another process truncating the file would do.
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| StoreError::io(&path, "mmap", e))?;
+    if map.len() as u64 != len {
+        return Err(StoreError::corrupt(&path, id.name(), "file changed size while being mapped"));
+    }
+    Ok(Backing::Map(map))
+}

@@ -1,0 +1,17 @@
+//! The graph store: on-disk format, memory-mapped access, verification, importers and the
+//! synthetic generator. See docs/FORMAT.md.
+
+pub mod build;
+pub mod check;
+pub mod csr_build;
+pub mod format;
+pub mod gen;
+pub mod import;
+pub mod info;
+pub mod mmap;
+pub mod writer;
+
+pub use check::check;
+pub use format::{Header, LabelKind, Role, SectionId, TrainGraph};
+pub use info::{info, Info};
+pub use mmap::{Csr, GraphStore, Labels};

@@ -1,0 +1,216 @@
+//! Writing a store atomically: every section goes to a temporary directory beside the
+//! destination, each file is fsynced, the header is written last, and one `rename` makes
+//! the store appear. A failure at any point (full disk, bad input, a panic) leaves no
+//! directory that looks like a valid store: the temporary one is removed on drop.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::error::StoreError;
+use crate::store::mmap::GraphStore;
+use crate::store::format::{encode_header, Dtype, Header, SectionEntry, SectionId, HEADER_FILE};
+
+#[cfg(target_endian = "big")]
+compile_error!("saintflow's store format is little-endian and is mapped in place; big-endian targets are not supported");
+
+/// Streams one section's elements to its file while hashing them.
+pub struct SectionWriter {
+    id: SectionId,
+    dtype: Dtype,
+    path: PathBuf,
+    out: BufWriter<File>,
+    hasher: Xxh3,
+    bytes: u64,
+}
+
+impl SectionWriter {
+    fn create(dir: &Path, id: SectionId, dtype: Dtype) -> Result<Self, StoreError> {
+        let path = dir.join(id.file_name());
+        let file = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
+        Ok(SectionWriter {
+            id,
+            dtype,
+            path,
+            out: BufWriter::with_capacity(1 << 20, file),
+            hasher: Xxh3::new(),
+            bytes: 0,
+        })
+    }
+
+    /// Appends raw bytes; the caller keeps them a whole number of elements overall.
+    pub fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.hasher.update(bytes);
+        self.bytes += bytes.len() as u64;
+        self.out
+            .write_all(bytes)
+            .map_err(|e| StoreError::io(&self.path, "write", e))
+    }
+
+    /// Appends u32 elements.
+    pub fn write_u32s(&mut self, v: &[u32]) -> Result<(), StoreError> {
+        debug_assert_eq!(self.dtype, Dtype::U32);
+        self.write_bytes(bytemuck::cast_slice(v))
+    }
+
+    /// Appends u64 elements.
+    pub fn write_u64s(&mut self, v: &[u64]) -> Result<(), StoreError> {
+        debug_assert_eq!(self.dtype, Dtype::U64);
+        self.write_bytes(bytemuck::cast_slice(v))
+    }
+
+    /// Appends f32 elements.
+    pub fn write_f32s(&mut self, v: &[f32]) -> Result<(), StoreError> {
+        debug_assert_eq!(self.dtype, Dtype::F32);
+        self.write_bytes(bytemuck::cast_slice(v))
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Flushes and fsyncs the file and returns its header entry.
+    pub fn finish(self) -> Result<SectionEntry, StoreError> {
+        let SectionWriter {
+            id,
+            dtype,
+            path,
+            out,
+            hasher,
+            bytes,
+        } = self;
+        let file = out
+            .into_inner()
+            .map_err(|e| StoreError::io(&path, "write", e.into_error()))?;
+        file.sync_all()
+            .map_err(|e| StoreError::io(&path, "fsync", e))?;
+        Ok(SectionEntry {
+            name: id.name().to_string(),
+            file: id.file_name().to_string(),
+            dtype,
+            len: bytes / dtype.size(),
+            bytes,
+            xxh3: format!("{:016x}", hasher.digest()),
+        })
+    }
+}
+
+/// A store being written: a temporary directory that becomes the store on [`commit`].
+///
+/// [`commit`]: StoreWriter::commit
+pub struct StoreWriter {
+    dest: PathBuf,
+    tmp: PathBuf,
+    force: bool,
+    committed: bool,
+}
+
+impl StoreWriter {
+    /// Starts writing a store at `dest`. Fails if `dest` exists, unless `force`.
+    pub fn create(dest: &Path, force: bool) -> Result<Self, StoreError> {
+        if dest.exists() && !force {
+            return Err(StoreError::Exists {
+                path: dest.to_path_buf(),
+            });
+        }
+        let name = dest
+            .file_name()
+            .ok_or_else(|| StoreError::argument(format!("{}: not a valid store path", dest.display())))?;
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = parent.join(format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, "remove stale", e))?;
+        }
+        fs::create_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, "create directory", e))?;
+        Ok(StoreWriter {
+            dest: dest.to_path_buf(),
+            tmp,
+            force,
+            committed: false,
+        })
+    }
+
+    /// Opens the file of section `id` for streaming.
+    pub fn section(&self, id: SectionId, dtype: Dtype) -> Result<SectionWriter, StoreError> {
+        SectionWriter::create(&self.tmp, id, dtype)
+    }
+
+    /// A scratch directory inside the temporary store, removed before commit.
+    pub fn scratch_dir(&self) -> Result<PathBuf, StoreError> {
+        let dir = self.tmp.join("scratch");
+        fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, "create directory", e))?;
+        Ok(dir)
+    }
+
+    /// Writes `header` (whose sections the caller filled from the writers' entries), checks
+    /// it against the counts, opens the result (the checks of [`GraphStore::open`]), runs
+    /// `verify` on it, fsyncs, and renames the directory into place. Nothing appears at the
+    /// destination unless all of that succeeds.
+    pub fn commit(
+        mut self,
+        header: &Header,
+        verify: impl FnOnce(&GraphStore) -> Result<(), StoreError>,
+    ) -> Result<PathBuf, StoreError> {
+        let scratch = self.tmp.join("scratch");
+        if scratch.exists() {
+            fs::remove_dir_all(&scratch).map_err(|e| StoreError::io(&scratch, "remove", e))?;
+        }
+        let hpath = self.tmp.join(HEADER_FILE);
+        // A writer that produced lengths inconsistent with its counts is a bug; refuse to
+        // publish such a store rather than let `open` find out later.
+        header.validate(&hpath)?;
+        let bytes = encode_header(header);
+        let mut f = File::create(&hpath).map_err(|e| StoreError::io(&hpath, "create", e))?;
+        f.write_all(&bytes)
+            .map_err(|e| StoreError::io(&hpath, "write", e))?;
+        f.sync_all().map_err(|e| StoreError::io(&hpath, "fsync", e))?;
+        sync_dir(&self.tmp)?;
+        verify(&GraphStore::open(&self.tmp)?)?;
+        let mut old = None;
+        if self.dest.exists() {
+            debug_assert!(self.force);
+            let trash = self.tmp.with_extension("old");
+            fs::rename(&self.dest, &trash).map_err(|e| StoreError::io(&self.dest, "move aside", e))?;
+            old = Some(trash);
+        }
+        fs::rename(&self.tmp, &self.dest).map_err(|e| StoreError::io(&self.dest, "rename into place", e))?;
+        self.committed = true;
+        if let Some(parent) = self.dest.parent() {
+            if !parent.as_os_str().is_empty() {
+                sync_dir(parent)?;
+            }
+        }
+        if let Some(trash) = old {
+            let _ = if trash.is_dir() {
+                fs::remove_dir_all(&trash)
+            } else {
+                fs::remove_file(&trash)
+            };
+        }
+        Ok(self.dest.clone())
+    }
+}
+
+impl Drop for StoreWriter {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(dir, "fsync directory", e))
+}
