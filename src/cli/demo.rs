@@ -28,7 +28,8 @@ pub(super) fn run(a: DemoArgs, progress: &Progress) -> Result<()> {
         ..KroneckerSpec::default()
     };
     if let Some(parent) = a.output.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| crate::StoreError::io(parent, "create directory", e))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| crate::StoreError::io(parent, "create directory", e))?;
     }
     let r = generate_kronecker(&spec, &a.output, true, progress)?;
     println!(

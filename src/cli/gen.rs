@@ -60,9 +60,14 @@ pub(super) struct KroneckerArgs {
 fn parse_initiator(s: &str) -> std::result::Result<[f64; 4], String> {
     let v: Vec<f64> = s
         .split(',')
-        .map(|x| x.trim().parse::<f64>().map_err(|_| format!("{x:?} is not a number")))
+        .map(|x| {
+            x.trim()
+                .parse::<f64>()
+                .map_err(|_| format!("{x:?} is not a number"))
+        })
         .collect::<std::result::Result<_, _>>()?;
-    v.try_into().map_err(|v: Vec<f64>| format!("expected 4 numbers a,b,c,d, got {}", v.len()))
+    v.try_into()
+        .map_err(|v: Vec<f64>| format!("expected 4 numbers a,b,c,d, got {}", v.len()))
 }
 
 pub(super) fn run(g: Gen, progress: &Progress) -> Result<()> {
@@ -74,7 +79,10 @@ pub(super) fn run(g: Gen, progress: &Progress) -> Result<()> {
         n_classes: a.classes,
         seed: a.seed,
         initiator: a.initiator,
-        planted: a.planted.then_some(Planted { homophily: a.homophily, separation: a.separation }),
+        planted: a.planted.then_some(Planted {
+            homophily: a.homophily,
+            separation: a.separation,
+        }),
         split: a.split,
         bucket_bytes: a.bucket_mib.max(1) << 20,
     };

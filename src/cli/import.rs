@@ -7,7 +7,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use crate::error::Result;
 use crate::progress::Progress;
 use crate::store::import::{
-    import_edgelist, import_graphsaint, EdgeListOptions, GraphSaintOptions, ImportReport, TrainGraphMode,
+    import_edgelist, import_graphsaint, EdgeListOptions, GraphSaintOptions, ImportReport,
+    TrainGraphMode,
 };
 
 #[derive(Debug, Subcommand)]

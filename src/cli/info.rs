@@ -20,7 +20,10 @@ pub(super) fn run(a: InfoArgs) -> Result<()> {
     let store = GraphStore::open(&a.store)?;
     let i = info(&store);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&i).expect("info serialises"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&i).expect("info serialises")
+        );
     } else {
         print!("{}", i.to_text());
     }

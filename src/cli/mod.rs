@@ -64,8 +64,14 @@ pub fn main() -> ExitCode {
 fn parse_split(s: &str) -> Result<[f64; 3], String> {
     let parts: Vec<&str> = s.split(',').collect();
     let [a, b, c] = parts.as_slice() else {
-        return Err(format!("expected three comma-separated fractions (train,val,test), got {s:?}"));
+        return Err(format!(
+            "expected three comma-separated fractions (train,val,test), got {s:?}"
+        ));
     };
-    let f = |x: &str| x.trim().parse::<f64>().map_err(|_| format!("{x:?} is not a number"));
+    let f = |x: &str| {
+        x.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("{x:?} is not a number"))
+    };
     Ok([f(a)?, f(b)?, f(c)?])
 }

@@ -44,17 +44,37 @@ pub fn write_graph(
     let (stats, n_entries, n_train_entries) = match train {
         None => {
             let mut sinks = [
-                CsrSink { offsets: &mut fo, indices: &mut fi, keep: &keep_all, entries: 0 },
-                CsrSink { offsets: &mut to, indices: &mut ti, keep: &keep_train, entries: 0 },
+                CsrSink {
+                    offsets: &mut fo,
+                    indices: &mut fi,
+                    keep: &keep_all,
+                    entries: 0,
+                },
+                CsrSink {
+                    offsets: &mut to,
+                    indices: &mut ti,
+                    keep: &keep_train,
+                    entries: 0,
+                },
             ];
             let stats = full.finish(&mut sinks, || bar.inc(1))?;
             (stats, sinks[0].entries, sinks[1].entries)
         }
         Some(train) => {
-            let mut sinks = [CsrSink { offsets: &mut fo, indices: &mut fi, keep: &keep_all, entries: 0 }];
+            let mut sinks = [CsrSink {
+                offsets: &mut fo,
+                indices: &mut fi,
+                keep: &keep_all,
+                entries: 0,
+            }];
             let stats = full.finish(&mut sinks, || bar.inc(1))?;
             let n_entries = sinks[0].entries;
-            let mut sinks = [CsrSink { offsets: &mut to, indices: &mut ti, keep: &keep_all, entries: 0 }];
+            let mut sinks = [CsrSink {
+                offsets: &mut to,
+                indices: &mut ti,
+                keep: &keep_all,
+                entries: 0,
+            }];
             train.finish(&mut sinks, || bar.inc(1))?;
             (stats, n_entries, sinks[0].entries)
         }
@@ -115,5 +135,9 @@ pub fn split_counts(roles: &[u8]) -> SplitCounts {
     for &r in roles {
         c[usize::from(r.min(3))] += 1;
     }
-    SplitCounts { train: c[1], val: c[2], test: c[3] }
+    SplitCounts {
+        train: c[1],
+        val: c[2],
+        test: c[3],
+    }
 }

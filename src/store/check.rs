@@ -97,7 +97,11 @@ pub fn entries_not_in(sub: Csr<'_>, sup: Csr<'_>) -> Found {
 }
 
 fn describe_entries(found: &Found) -> String {
-    let list: Vec<String> = found.first.iter().map(|(u, v)| format!("({u}, {v})")).collect();
+    let list: Vec<String> = found
+        .first
+        .iter()
+        .map(|(u, v)| format!("({u}, {v})"))
+        .collect();
     format!("{} entries, first: {}", found.count, list.join(", "))
 }
 
@@ -138,14 +142,26 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
     for (i, &(csr, sec)) in graphs.iter().enumerate() {
         let out_of_range = find_entries(csr, |_, v| u64::from(v) >= n);
         if out_of_range.count > 0 {
-            report(sec, format!("index out of range (expected < N = {n}): {}", describe_entries(&out_of_range)));
+            report(
+                sec,
+                format!(
+                    "index out of range (expected < N = {n}): {}",
+                    describe_entries(&out_of_range)
+                ),
+            );
             structure_ok[i] = false;
         }
         let unsorted = find_rows(csr.n_nodes(), |u| {
             csr.neighbors(u).windows(2).any(|w| w[0] >= w[1])
         });
         if unsorted.count > 0 {
-            report(sec, format!("rows not strictly increasing (unsorted or duplicate entries): {}", describe_rows(&unsorted)));
+            report(
+                sec,
+                format!(
+                    "rows not strictly increasing (unsorted or duplicate entries): {}",
+                    describe_rows(&unsorted)
+                ),
+            );
             structure_ok[i] = false;
         }
         let loops = find_entries(csr, |u, v| u == v);
@@ -155,7 +171,13 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
         if structure_ok[i] {
             let asym = asymmetric_entries(csr);
             if asym.count > 0 {
-                report(sec, format!("not symmetric, reverse missing for {}", describe_entries(&asym)));
+                report(
+                    sec,
+                    format!(
+                        "not symmetric, reverse missing for {}",
+                        describe_entries(&asym)
+                    ),
+                );
             }
         }
     }
@@ -164,17 +186,37 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
         let (full, train) = (store.full(), store.train());
         let extra = entries_not_in(train, full);
         if extra.count > 0 {
-            report(SectionId::TrainIndices, format!("training graph has edges absent from the full graph: {}", describe_entries(&extra)));
+            report(
+                SectionId::TrainIndices,
+                format!(
+                    "training graph has edges absent from the full graph: {}",
+                    describe_entries(&extra)
+                ),
+            );
         }
         if store.header().train_graph == TrainGraph::Induced {
             let is_train = |v: u32| store.role(v) == Role::Train;
             let outside = find_entries(train, |u, v| !(is_train(u) && is_train(v)));
             if outside.count > 0 {
-                report(SectionId::TrainIndices, format!("induced training graph has edges touching non-training nodes: {}", describe_entries(&outside)));
+                report(
+                    SectionId::TrainIndices,
+                    format!(
+                        "induced training graph has edges touching non-training nodes: {}",
+                        describe_entries(&outside)
+                    ),
+                );
             }
-            let missing = find_entries(full, |u, v| is_train(u) && is_train(v) && !contains(train, u, v));
+            let missing = find_entries(full, |u, v| {
+                is_train(u) && is_train(v) && !contains(train, u, v)
+            });
             if missing.count > 0 {
-                report(SectionId::TrainIndices, format!("induced training graph misses full-graph edges between training nodes: {}", describe_entries(&missing)));
+                report(
+                    SectionId::TrainIndices,
+                    format!(
+                        "induced training graph misses full-graph edges between training nodes: {}",
+                        describe_entries(&missing)
+                    ),
+                );
             }
         }
     }
@@ -187,26 +229,53 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
                 x != NO_LABEL && u64::from(x) >= c
             });
             if bad.count > 0 {
-                report(SectionId::Labels, format!("class id out of range (expected < C = {c}): {}", describe_rows(&bad)));
+                report(
+                    SectionId::Labels,
+                    format!(
+                        "class id out of range (expected < C = {c}): {}",
+                        describe_rows(&bad)
+                    ),
+                );
             }
         }
         Labels::Multi { bits, row_bytes } => {
             let spare = (row_bytes as u64 * 8 - c) as u32;
             if spare > 0 {
                 let mask = !(0xffu8 >> spare);
-                let bad = find_rows(store.n_nodes(), |v| bits[(v as usize + 1) * row_bytes - 1] & mask != 0);
+                let bad = find_rows(store.n_nodes(), |v| {
+                    bits[(v as usize + 1) * row_bytes - 1] & mask != 0
+                });
                 if bad.count > 0 {
-                    report(SectionId::Labels, format!("bits set past class C-1 = {}: {}", c - 1, describe_rows(&bad)));
+                    report(
+                        SectionId::Labels,
+                        format!(
+                            "bits set past class C-1 = {}: {}",
+                            c - 1,
+                            describe_rows(&bad)
+                        ),
+                    );
                 }
             }
         }
     }
     let labels = store.labels();
-    let unlabelled = find_rows(store.n_nodes(), |v| store.role(v) != Role::None && !labels.is_labelled(v));
+    let unlabelled = find_rows(store.n_nodes(), |v| {
+        store.role(v) != Role::None && !labels.is_labelled(v)
+    });
     if unlabelled.count > 0 {
-        report(SectionId::Labels, format!("nodes in the train/val/test split without a label: {}", describe_rows(&unlabelled)));
+        report(
+            SectionId::Labels,
+            format!(
+                "nodes in the train/val/test split without a label: {}",
+                describe_rows(&unlabelled)
+            ),
+        );
     }
-    if store.header().label_kind == LabelKind::Single && store.n_classes() == 0 && store.n_nodes() > 0 && store.header().split != Default::default() {
+    if store.header().label_kind == LabelKind::Single
+        && store.n_classes() == 0
+        && store.n_nodes() > 0
+        && store.header().split != Default::default()
+    {
         report(SectionId::Labels, "split is non-empty but C = 0".into());
     }
 
@@ -214,10 +283,15 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
     if f > 0 {
         let feats = store.features();
         let bad = find_rows(store.n_nodes(), |v| {
-            feats[v as usize * f..(v as usize + 1) * f].iter().any(|x| !x.is_finite())
+            feats[v as usize * f..(v as usize + 1) * f]
+                .iter()
+                .any(|x| !x.is_finite())
         });
         if bad.count > 0 {
-            report(SectionId::Features, format!("non-finite values (NaN or ±inf) in {}", describe_rows(&bad)));
+            report(
+                SectionId::Features,
+                format!("non-finite values (NaN or ±inf) in {}", describe_rows(&bad)),
+            );
         }
     }
 

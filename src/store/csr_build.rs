@@ -237,19 +237,82 @@ fn read_keys(path: &Path, len: u64) -> Result<Vec<u64>, StoreError> {
     Ok(keys)
 }
 
-/// Builds one symmetric CSR in memory from an iterator of entries (small graphs, tests).
-/// Returns (offsets, indices) sorted and deduplicated, self loops dropped.
-pub fn csr_from_entries(n_nodes: usize, entries: impl IntoIterator<Item = (u32, u32)>) -> (Vec<u64>, Vec<u32>) {
-    let mut keys: Vec<u64> = entries.into_iter().map(|(u, v)| pack(u, v)).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys.retain(|&k| (k >> 32) != (k & 0xffff_ffff));
-    let mut offsets = vec![0u64; n_nodes + 1];
-    for &k in &keys {
-        offsets[(k >> 32) as usize + 1] += 1;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::format::SectionId;
+    use crate::store::writer::StoreWriter;
+    use proptest::prelude::*;
+
+    /// The oracle: an in-memory sort of all keys.
+    fn naive_csr(
+        n: usize,
+        entries: &[(u32, u32)],
+        keep: impl Fn(u32, u32) -> bool,
+    ) -> (Vec<u64>, Vec<u32>) {
+        let mut e: Vec<(u32, u32)> = entries
+            .iter()
+            .copied()
+            .filter(|&(u, v)| u != v && keep(u, v))
+            .collect();
+        e.sort_unstable();
+        e.dedup();
+        let mut offsets = vec![0u64; n + 1];
+        for &(u, _) in &e {
+            offsets[u as usize + 1] += 1;
+        }
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        (offsets, e.iter().map(|&(_, v)| v).collect())
     }
-    for i in 0..n_nodes {
-        offsets[i + 1] += offsets[i];
+
+    fn read<T: bytemuck::Pod>(path: &Path) -> Vec<T> {
+        bytemuck::pod_collect_to_vec(&fs::read(path).unwrap())
     }
-    (offsets, keys.iter().map(|&k| k as u32).collect())
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn external_build_equals_in_memory_sort(
+            n in 1usize..300,
+            raw in prop::collection::vec((0u32..300, 0u32..300), 0..2000),
+            bucket_bytes in prop::sample::select(vec![8u64, 64, 1024, 1 << 20]),
+        ) {
+            let entries: Vec<(u32, u32)> = raw.into_iter().map(|(u, v)| (u % n as u32, v % n as u32)).collect();
+            let tmp = tempfile::tempdir().unwrap();
+            let w = StoreWriter::create(&tmp.path().join("s"), false).unwrap();
+            let mut b = CsrBuilder::new(&w.scratch_dir().unwrap(), n as u64, entries.len() as u64, bucket_bytes).unwrap();
+            for &(u, v) in &entries {
+                b.push(u, v).unwrap();
+            }
+            let mut o1 = w.section(SectionId::FullOffsets, crate::store::format::Dtype::U64).unwrap();
+            let mut i1 = w.section(SectionId::FullIndices, crate::store::format::Dtype::U32).unwrap();
+            let mut o2 = w.section(SectionId::TrainOffsets, crate::store::format::Dtype::U64).unwrap();
+            let mut i2 = w.section(SectionId::TrainIndices, crate::store::format::Dtype::U32).unwrap();
+            let all = |_: u32, _: u32| true;
+            let even = |u: u32, v: u32| (u + v) % 2 == 0;
+            let mut sinks = [
+                CsrSink { offsets: &mut o1, indices: &mut i1, keep: &all, entries: 0 },
+                CsrSink { offsets: &mut o2, indices: &mut i2, keep: &even, entries: 0 },
+            ];
+            let stats = b.finish(&mut sinks, || {}).unwrap();
+            let (e1, e2) = (sinks[0].entries, sinks[1].entries);
+            for s in [o1, i1, o2, i2] {
+                s.finish().unwrap();
+            }
+            let dir = tmp.path().join(format!(".s.tmp-{}", std::process::id()));
+            let (want_o, want_i) = naive_csr(n, &entries, all);
+            prop_assert_eq!(read::<u64>(&dir.join(SectionId::FullOffsets.file_name())), want_o);
+            prop_assert_eq!(read::<u32>(&dir.join(SectionId::FullIndices.file_name())), want_i.clone());
+            prop_assert_eq!(e1, want_i.len() as u64);
+            let (want_o, want_i) = naive_csr(n, &entries, even);
+            prop_assert_eq!(read::<u64>(&dir.join(SectionId::TrainOffsets.file_name())), want_o);
+            prop_assert_eq!(read::<u32>(&dir.join(SectionId::TrainIndices.file_name())), want_i.clone());
+            prop_assert_eq!(e2, want_i.len() as u64);
+            let loops = entries.iter().filter(|(u, v)| u == v).count() as u64;
+            prop_assert_eq!(stats.self_loops + stats.duplicates + stats.entries, entries.len() as u64);
+            prop_assert!(stats.self_loops <= loops);
+        }
+    }
 }

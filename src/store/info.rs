@@ -103,7 +103,16 @@ pub struct Info {
 pub fn degree_stats(csr: Csr<'_>) -> DegreeStats {
     let n = csr.n_nodes();
     if n == 0 {
-        return DegreeStats { min: 0, mean: 0.0, max: 0, p50: 0, p90: 0, p99: 0, p999: 0, isolated: 0 };
+        return DegreeStats {
+            min: 0,
+            mean: 0.0,
+            max: 0,
+            p50: 0,
+            p90: 0,
+            p99: 0,
+            p999: 0,
+            isolated: 0,
+        };
     }
     let offsets = csr.offsets();
     let mut deg: Vec<u64> = offsets.par_windows(2).map(|w| w[1] - w[0]).collect();
@@ -130,21 +139,40 @@ pub fn info(store: &GraphStore) -> Info {
     }
     let header_bytes = std::fs::metadata(store.path().join(HEADER_FILE)).map_or(0, |m| m.len());
     let total = header_bytes + sections.values().sum::<u64>();
-    let none = store.roles().par_iter().filter(|&&r| r == Role::None as u8).count() as u64;
+    let none = store
+        .roles()
+        .par_iter()
+        .filter(|&&r| r == Role::None as u8)
+        .count() as u64;
     Info {
         schema: INFO_SCHEMA,
         path: store.path().display().to_string(),
         format_version: VERSION,
         nodes: h.n_nodes,
-        edges: EdgeCounts { directed: h.n_entries, undirected: h.n_entries / 2 },
-        train_edges: EdgeCounts { directed: h.n_train_entries, undirected: h.n_train_entries / 2 },
+        edges: EdgeCounts {
+            directed: h.n_entries,
+            undirected: h.n_entries / 2,
+        },
+        train_edges: EdgeCounts {
+            directed: h.n_train_entries,
+            undirected: h.n_train_entries / 2,
+        },
         train_graph: h.train_graph,
         features: h.n_features,
         classes: h.n_classes,
         label_kind: h.label_kind,
-        split: SplitInfo { train: h.split.train, val: h.split.val, test: h.split.test, none },
+        split: SplitInfo {
+            train: h.split.train,
+            val: h.split.val,
+            test: h.split.test,
+            none,
+        },
         degree: degree_stats(store.full()),
-        bytes: Bytes { total, header: header_bytes, sections },
+        bytes: Bytes {
+            total,
+            header: header_bytes,
+            sections,
+        },
         source: h.source.clone(),
     }
 }
@@ -155,14 +183,52 @@ impl Info {
         let d = &self.degree;
         let mut s = String::new();
         let mut line = |k: &str, v: String| s.push_str(&format!("{k:<14} {v}\n"));
-        line("store", format!("{} (format v{})", self.path, self.format_version));
+        line(
+            "store",
+            format!("{} (format v{})", self.path, self.format_version),
+        );
         line("nodes", self.nodes.to_string());
-        line("edges", format!("{} undirected ({} directed entries)", self.edges.undirected, self.edges.directed));
-        line("train edges", format!("{} undirected ({:?} training graph)", self.train_edges.undirected, self.train_graph).to_lowercase());
+        line(
+            "edges",
+            format!(
+                "{} undirected ({} directed entries)",
+                self.edges.undirected, self.edges.directed
+            ),
+        );
+        line(
+            "train edges",
+            format!(
+                "{} undirected ({:?} training graph)",
+                self.train_edges.undirected, self.train_graph
+            )
+            .to_lowercase(),
+        );
         line("features", self.features.to_string());
-        line("classes", format!("{} ({}-label)", self.classes, match self.label_kind { LabelKind::Single => "single", LabelKind::Multi => "multi" }));
-        line("split", format!("train {} / val {} / test {} / none {}", self.split.train, self.split.val, self.split.test, self.split.none));
-        line("degree", format!("min {} / mean {:.2} / max {}; p50 {} p90 {} p99 {} p99.9 {}; isolated {}", d.min, d.mean, d.max, d.p50, d.p90, d.p99, d.p999, d.isolated));
+        line(
+            "classes",
+            format!(
+                "{} ({}-label)",
+                self.classes,
+                match self.label_kind {
+                    LabelKind::Single => "single",
+                    LabelKind::Multi => "multi",
+                }
+            ),
+        );
+        line(
+            "split",
+            format!(
+                "train {} / val {} / test {} / none {}",
+                self.split.train, self.split.val, self.split.test, self.split.none
+            ),
+        );
+        line(
+            "degree",
+            format!(
+                "min {} / mean {:.2} / max {}; p50 {} p90 {} p99 {} p99.9 {}; isolated {}",
+                d.min, d.mean, d.max, d.p50, d.p90, d.p99, d.p999, d.isolated
+            ),
+        );
         line("size", format!("{} bytes", self.bytes.total));
         for (name, b) in &self.bytes.sections {
             line("", format!("{name}: {b} bytes"));

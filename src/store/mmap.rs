@@ -135,9 +135,7 @@ pub(crate) fn check_offsets(offsets: &[u64], nnz: u64) -> Result<(), String> {
     }
     let last = offsets[offsets.len() - 1];
     if last != nnz {
-        return Err(format!(
-            "offsets[N] expected nnz = {nnz}, got {last}"
-        ));
+        return Err(format!("offsets[N] expected nnz = {nnz}, got {last}"));
     }
     Ok(())
 }
@@ -188,7 +186,11 @@ impl GraphStore {
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, StoreError> {
         let dir = dir.as_ref().to_path_buf();
         if !dir.is_dir() {
-            let what = if dir.exists() { "is not a store directory" } else { "does not exist" };
+            let what = if dir.exists() {
+                "is not a store directory"
+            } else {
+                "does not exist"
+            };
             return Err(StoreError::io(
                 &dir,
                 "open store",
@@ -288,9 +290,14 @@ impl GraphStore {
     }
 
     fn slice<T: bytemuck::Pod>(&self, id: SectionId) -> &[T] {
+        let bytes = self.section_bytes(id);
+        if bytes.is_empty() {
+            // An empty section has no mapping, and `&[]` of u8 need not be aligned for T.
+            return &[];
+        }
         // Cannot fail: mappings are page-aligned and the length was checked to be
         // len × size_of::<T>() against the validated header when the section was mapped.
-        bytemuck::cast_slice(self.section_bytes(id))
+        bytemuck::cast_slice(bytes)
     }
 
     /// The full graph.
@@ -340,7 +347,9 @@ impl GraphStore {
             )));
         }
         if f == 0 {
-            return ids.iter().try_for_each(|&v| self.feature_row(v).map(|_| ()));
+            return ids
+                .iter()
+                .try_for_each(|&v| self.feature_row(v).map(|_| ()));
         }
         for (&v, dst) in ids.iter().zip(out.chunks_exact_mut(f)) {
             dst.copy_from_slice(self.feature_row(v)?);
@@ -413,7 +422,11 @@ fn map_section(dir: &Path, header: &Header, id: SectionId) -> Result<Backing, St
             format!(
                 "file length expected {} bytes, got {len} ({})",
                 entry.bytes,
-                if len < entry.bytes { "truncated" } else { "extended" }
+                if len < entry.bytes {
+                    "truncated"
+                } else {
+                    "extended"
+                }
             ),
         ));
     }
@@ -421,14 +434,22 @@ fn map_section(dir: &Path, header: &Header, id: SectionId) -> Result<Backing, St
         return Ok(Backing::Empty);
     }
     if usize::try_from(len).is_err() {
-        return Err(StoreError::corrupt(&path, id.name(), "section larger than the address space"));
+        return Err(StoreError::corrupt(
+            &path,
+            id.name(),
+            "section larger than the address space",
+        ));
     }
     // SAFETY: the file is opened read-only and the mapping is read-only. Its length was
     // checked above; saintflow never writes to a committed store. See the module comment
     // for what another process truncating the file would do.
     let map = unsafe { Mmap::map(&file) }.map_err(|e| StoreError::io(&path, "mmap", e))?;
     if map.len() as u64 != len {
-        return Err(StoreError::corrupt(&path, id.name(), "file changed size while being mapped"));
+        return Err(StoreError::corrupt(
+            &path,
+            id.name(),
+            "file changed size while being mapped",
+        ));
     }
     Ok(Backing::Map(map))
 }

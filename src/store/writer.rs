@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::error::StoreError;
-use crate::store::mmap::GraphStore;
 use crate::store::format::{encode_header, Dtype, Header, SectionEntry, SectionId, HEADER_FILE};
+use crate::store::mmap::GraphStore;
 
 #[cfg(target_endian = "big")]
 compile_error!("saintflow's store format is little-endian and is mapped in place; big-endian targets are not supported");
@@ -116,9 +116,9 @@ impl StoreWriter {
                 path: dest.to_path_buf(),
             });
         }
-        let name = dest
-            .file_name()
-            .ok_or_else(|| StoreError::argument(format!("{}: not a valid store path", dest.display())))?;
+        let name = dest.file_name().ok_or_else(|| {
+            StoreError::argument(format!("{}: not a valid store path", dest.display()))
+        })?;
         let parent = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -173,17 +173,20 @@ impl StoreWriter {
         let mut f = File::create(&hpath).map_err(|e| StoreError::io(&hpath, "create", e))?;
         f.write_all(&bytes)
             .map_err(|e| StoreError::io(&hpath, "write", e))?;
-        f.sync_all().map_err(|e| StoreError::io(&hpath, "fsync", e))?;
+        f.sync_all()
+            .map_err(|e| StoreError::io(&hpath, "fsync", e))?;
         sync_dir(&self.tmp)?;
         verify(&GraphStore::open(&self.tmp)?)?;
         let mut old = None;
         if self.dest.exists() {
             debug_assert!(self.force);
             let trash = self.tmp.with_extension("old");
-            fs::rename(&self.dest, &trash).map_err(|e| StoreError::io(&self.dest, "move aside", e))?;
+            fs::rename(&self.dest, &trash)
+                .map_err(|e| StoreError::io(&self.dest, "move aside", e))?;
             old = Some(trash);
         }
-        fs::rename(&self.tmp, &self.dest).map_err(|e| StoreError::io(&self.dest, "rename into place", e))?;
+        fs::rename(&self.tmp, &self.dest)
+            .map_err(|e| StoreError::io(&self.dest, "rename into place", e))?;
         self.committed = true;
         if let Some(parent) = self.dest.parent() {
             if !parent.as_os_str().is_empty() {

@@ -121,7 +121,10 @@ impl KroneckerSpec {
     fn validate(&self) -> Result<(), StoreError> {
         let arg = |w: String| Err(StoreError::argument(w));
         if !(1..=31).contains(&self.scale) {
-            return arg(format!("--scale expected 1..=31 (u32 node ids), got {}", self.scale));
+            return arg(format!(
+                "--scale expected 1..=31 (u32 node ids), got {}",
+                self.scale
+            ));
         }
         if !(self.degree.is_finite() && self.degree >= 0.0) {
             return arg(format!("--degree expected ≥ 0, got {}", self.degree));
@@ -129,12 +132,20 @@ impl KroneckerSpec {
         if self.n_classes == 0 {
             return arg("--classes expected ≥ 1, got 0".into());
         }
-        if self.initiator.iter().any(|&x| !(x.is_finite() && x >= 0.0)) || self.initiator.iter().sum::<f64>() <= 0.0 {
-            return arg(format!("initiator expected non-negative entries with a positive sum, got {:?}", self.initiator));
+        if self.initiator.iter().any(|&x| !(x.is_finite() && x >= 0.0))
+            || self.initiator.iter().sum::<f64>() <= 0.0
+        {
+            return arg(format!(
+                "initiator expected non-negative entries with a positive sum, got {:?}",
+                self.initiator
+            ));
         }
         let s: f64 = self.split.iter().sum();
         if self.split.iter().any(|&x| !(0.0..=1.0).contains(&x)) || s > 1.0 + 1e-9 {
-            return arg(format!("--split expected three fractions summing to ≤ 1, got {:?}", self.split));
+            return arg(format!(
+                "--split expected three fractions summing to ≤ 1, got {:?}",
+                self.split
+            ));
         }
         if let Some(p) = self.planted {
             if !(0.0..=1.0).contains(&p.homophily) {
@@ -180,7 +191,10 @@ impl KroneckerSpec {
             self.split[0], self.split[1], self.split[2]
         );
         if let Some(p) = self.planted {
-            s += &format!(" --planted --homophily {} --separation {}", p.homophily, p.separation);
+            s += &format!(
+                " --planted --homophily {} --separation {}",
+                p.homophily, p.separation
+            );
         }
         s
     }
@@ -232,7 +246,9 @@ pub fn generate_kronecker(
     let perm = Permutation::new(n, hash3(spec.seed, STREAM_PERM, 0));
     let t = thresholds(spec.initiator);
     let c = u64::from(spec.n_classes);
-    let rewire = spec.planted.map(|p| (p.homophily * (1u64 << 32) as f64) as u64);
+    let rewire = spec
+        .planted
+        .map(|p| (p.homophily * (1u64 << 32) as f64) as u64);
 
     // Edge draws, in parallel batches of chunks; each chunk's keys grouped by bucket.
     let n_chunks = draws.div_ceil(CHUNK_DRAWS);
@@ -246,7 +262,8 @@ pub fn generate_kronecker(
         let outs: Vec<(Vec<Vec<u64>>, u64)> = (first..(first + batch).min(n_chunks))
             .into_par_iter()
             .map(|chunk| {
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_EDGES, chunk));
+                let mut rng =
+                    Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_EDGES, chunk));
                 let lo = chunk * CHUNK_DRAWS;
                 let hi = (lo + CHUNK_DRAWS).min(draws);
                 let mut per_bucket: Vec<Vec<u64>> = vec![Vec::new(); n_buckets];
@@ -315,7 +332,8 @@ pub fn generate_kronecker(
                     r.push(spec.role_of(v) as u8);
                     if f > 0 {
                         let row = &mut x[i * f..(i + 1) * f];
-                        let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_FEATS, v));
+                        let mut rng =
+                            Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_FEATS, v));
                         for xj in row.iter_mut() {
                             *xj = StandardNormal.sample(&mut rng);
                         }
@@ -354,7 +372,13 @@ pub fn generate_kronecker(
         split,
         source: spec.source(),
     };
-    let header = build::header(meta, graph, feats.finish()?, labels.finish()?, roles.finish()?);
+    let header = build::header(
+        meta,
+        graph,
+        feats.finish()?,
+        labels.finish()?,
+        roles.finish()?,
+    );
     w.commit(&header, |_| Ok(()))?;
     Ok(GenReport {
         n_nodes: n,
@@ -370,7 +394,9 @@ pub fn generate_kronecker(
 /// C centroids of norm `separation` in F dimensions, uniformly oriented.
 fn unit_centroids(c: usize, f: usize, seed: u64, separation: f32) -> Vec<f32> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(seed, STREAM_CENTROIDS, 0));
-    let mut mu: Vec<f32> = (0..c * f).map(|_| StandardNormal.sample(&mut rng)).collect();
+    let mut mu: Vec<f32> = (0..c * f)
+        .map(|_| StandardNormal.sample(&mut rng))
+        .collect();
     for row in mu.chunks_exact_mut(f.max(1)) {
         let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
         if norm > 0.0 {

@@ -112,7 +112,10 @@ mod tests {
         let (a, b) = (Permutation::new(4096, 1), Permutation::new(4096, 2));
         let differ = (0..4096).filter(|&x| a.apply(x) != b.apply(x)).count();
         let fixed = (0..4096).filter(|&x| a.apply(x) == x).count();
-        assert!(differ > 4000, "seeds give near-identical permutations: {differ}");
+        assert!(
+            differ > 4000,
+            "seeds give near-identical permutations: {differ}"
+        );
         assert!(fixed < 20, "{fixed} fixed points: not mixing");
     }
 }

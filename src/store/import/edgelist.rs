@@ -21,8 +21,8 @@ use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
 use crate::store::gen::random_role;
 use crate::store::import::{
-    read_labels, read_roles, require_labels, write_features_npy, write_no_features, write_roles, ImportReport,
-    LabelTable,
+    read_labels, read_roles, require_labels, write_features_npy, write_no_features, write_roles,
+    ImportReport, LabelTable,
 };
 use crate::store::writer::StoreWriter;
 
@@ -63,7 +63,10 @@ impl Default for EdgeListOptions {
 }
 
 /// Calls `each(line_no, u, v)` for every edge line of `path`.
-fn scan(path: &Path, mut each: impl FnMut(u64, u64, u64) -> Result<(), StoreError>) -> Result<(), StoreError> {
+fn scan(
+    path: &Path,
+    mut each: impl FnMut(u64, u64, u64) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = String::new();
@@ -88,10 +91,16 @@ fn scan(path: &Path, mut each: impl FnMut(u64, u64, u64) -> Result<(), StoreErro
         let mut tok = t.split_whitespace();
         let mut id = |what: &str| -> Result<u64, StoreError> {
             let s = tok.next().ok_or_else(|| {
-                StoreError::input(path, format!("line {line_no}: expected two node ids, got {t:?}"))
+                StoreError::input(
+                    path,
+                    format!("line {line_no}: expected two node ids, got {t:?}"),
+                )
             })?;
             s.parse::<u64>().map_err(|_| {
-                StoreError::input(path, format!("line {line_no}: {what} node id {s:?} is not a non-negative integer"))
+                StoreError::input(
+                    path,
+                    format!("line {line_no}: {what} node id {s:?} is not a non-negative integer"),
+                )
             })
         };
         let u = id("first")?;
@@ -117,14 +126,20 @@ pub fn import_edgelist(
     })?;
     let n = match (opts.n_nodes, max_id) {
         (Some(n), Some(m)) if m >= n => {
-            return Err(StoreError::input(path, format!("node id {m} out of range for --nodes {n}")))
+            return Err(StoreError::input(
+                path,
+                format!("node id {m} out of range for --nodes {n}"),
+            ))
         }
         (Some(n), _) => n,
         (None, Some(m)) => m + 1,
         (None, None) => 0,
     };
     if n > MAX_NODES {
-        return Err(StoreError::input(path, format!("{n} nodes exceed the u32 index limit {MAX_NODES}")));
+        return Err(StoreError::input(
+            path,
+            format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
+        ));
     }
     let nu = n as usize;
     let labels = match &opts.labels {
@@ -165,7 +180,12 @@ pub fn import_edgelist(
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
     let fit = |v: usize| roles[v] == Role::Train as u8;
     let (n_features, feats) = match &opts.features {
-        Some(p) => write_features_npy(&w, p, nu, opts.standardize.then_some(&fit as &dyn Fn(usize) -> bool))?,
+        Some(p) => write_features_npy(
+            &w,
+            p,
+            nu,
+            opts.standardize.then_some(&fit as &dyn Fn(usize) -> bool),
+        )?,
         None => (0, write_no_features(&w)?),
     };
     let report = ImportReport {
@@ -183,9 +203,19 @@ pub fn import_edgelist(
         label_kind: labels.kind,
         train_graph: TrainGraph::Induced,
         split: build::split_counts(&roles),
-        source: format!("saintflow import edgelist {}{}", path.display(), if opts.symmetrize { " --symmetrize" } else { "" }),
+        source: format!(
+            "saintflow import edgelist {}{}",
+            path.display(),
+            if opts.symmetrize { " --symmetrize" } else { "" }
+        ),
     };
-    let header = build::header(meta, graph, feats, labels.write(&w)?, write_roles(&w, &roles)?);
+    let header = build::header(
+        meta,
+        graph,
+        feats,
+        labels.write(&w)?,
+        write_roles(&w, &roles)?,
+    );
     w.commit(&header, |store| {
         let asym = asymmetric_entries(store.full());
         match asym.first.first() {
@@ -195,5 +225,8 @@ pub fn import_edgelist(
             _ => Ok(()),
         }
     })?;
-    Ok(ImportReport { seconds: start.elapsed().as_secs_f64(), ..report })
+    Ok(ImportReport {
+        seconds: start.elapsed().as_secs_f64(),
+        ..report
+    })
 }

@@ -16,7 +16,9 @@ use crate::store::build::{self, Meta};
 use crate::store::check::{asymmetric_entries, entries_not_in};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
-use crate::store::import::{read_class_map, read_roles, require_labels, write_features_npy, write_roles, ImportReport};
+use crate::store::import::{
+    read_class_map, read_roles, require_labels, write_features_npy, write_roles, ImportReport,
+};
 use crate::store::writer::StoreWriter;
 
 /// Which training graph to store.
@@ -45,17 +47,41 @@ struct NpzCsr {
     indices: Vec<u32>,
 }
 
-fn int_vec(arr: npyz::NpyFile<impl std::io::Read>, path: &Path, member: &str) -> Result<Vec<i64>, StoreError> {
+fn int_vec(
+    arr: npyz::NpyFile<impl std::io::Read>,
+    path: &Path,
+    member: &str,
+) -> Result<Vec<i64>, StoreError> {
     let bad = |e: std::io::Error| StoreError::input(path, format!("member {member}: {e}"));
     let t = match arr.dtype() {
         npyz::DType::Plain(t) => t.to_string(),
-        d => return Err(StoreError::input(path, format!("member {member}: unsupported dtype {}", d.descr()))),
+        d => {
+            return Err(StoreError::input(
+                path,
+                format!("member {member}: unsupported dtype {}", d.descr()),
+            ))
+        }
     };
     Ok(match t.as_str() {
-        "<i4" => arr.into_vec::<i32>().map_err(bad)?.into_iter().map(i64::from).collect(),
+        "<i4" => arr
+            .into_vec::<i32>()
+            .map_err(bad)?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
         "<i8" => arr.into_vec::<i64>().map_err(bad)?,
-        "<u4" => arr.into_vec::<u32>().map_err(bad)?.into_iter().map(i64::from).collect(),
-        t => return Err(StoreError::input(path, format!("member {member}: dtype {t}, expected <i4 or <i8"))),
+        "<u4" => arr
+            .into_vec::<u32>()
+            .map_err(bad)?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
+        t => {
+            return Err(StoreError::input(
+                path,
+                format!("member {member}: dtype {t}, expected <i4 or <i8"),
+            ))
+        }
     })
 }
 
@@ -66,17 +92,21 @@ fn member<'a, R: std::io::Read + std::io::Seek>(
 ) -> Result<npyz::NpyFile<impl std::io::Read + 'a>, StoreError> {
     npz.by_name(name)
         .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?
-        .ok_or_else(|| StoreError::input(path, format!("missing member {name}.npy (not a scipy.sparse save_npz archive?)")))
+        .ok_or_else(|| {
+            StoreError::input(
+                path,
+                format!("missing member {name}.npy (not a scipy.sparse save_npz archive?)"),
+            )
+        })
 }
 
 /// Reads and validates a scipy CSR npz: square, indptr monotone from 0 to nnz, indices in
 /// range.
 fn read_csr_npz(path: &Path) -> Result<NpzCsr, StoreError> {
-    let mut npz = npyz::npz::NpzArchive::open(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => StoreError::io(path, "open", e),
-            _ => StoreError::input(path, format!("not a valid npz (zip) archive: {e}")),
-        })?;
+    let mut npz = npyz::npz::NpzArchive::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => StoreError::io(path, "open", e),
+        _ => StoreError::input(path, format!("not a valid npz (zip) archive: {e}")),
+    })?;
     let format = member(&mut npz, path, "format")?
         .into_vec::<Vec<u8>>()
         .map_err(|e| StoreError::input(path, format!("member format: {e}")))?;
@@ -84,39 +114,76 @@ fn read_csr_npz(path: &Path) -> Result<NpzCsr, StoreError> {
     if format != b"csr" {
         return Err(StoreError::input(
             path,
-            format!("sparse format expected \"csr\", got {:?}", String::from_utf8_lossy(&format)),
+            format!(
+                "sparse format expected \"csr\", got {:?}",
+                String::from_utf8_lossy(&format)
+            ),
         ));
     }
     let shape = int_vec(member(&mut npz, path, "shape")?, path, "shape")?;
     let (rows, cols) = match shape.as_slice() {
         [r, c] => (*r, *c),
-        s => return Err(StoreError::input(path, format!("shape expected 2 entries, got {s:?}"))),
+        s => {
+            return Err(StoreError::input(
+                path,
+                format!("shape expected 2 entries, got {s:?}"),
+            ))
+        }
     };
     if rows != cols || rows < 0 {
-        return Err(StoreError::input(path, format!("adjacency expected square, got shape ({rows}, {cols})")));
+        return Err(StoreError::input(
+            path,
+            format!("adjacency expected square, got shape ({rows}, {cols})"),
+        ));
     }
     let n = rows as u64;
     if n > MAX_NODES {
-        return Err(StoreError::input(path, format!("{n} nodes exceed the u32 index limit {MAX_NODES}")));
+        return Err(StoreError::input(
+            path,
+            format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
+        ));
     }
     let indptr = int_vec(member(&mut npz, path, "indptr")?, path, "indptr")?;
     let indices = int_vec(member(&mut npz, path, "indices")?, path, "indices")?;
     let data_len = member(&mut npz, path, "data")?.len();
     if indptr.len() as u64 != n + 1 {
-        return Err(StoreError::input(path, format!("indptr expected N+1 = {} entries, got {}", n + 1, indptr.len())));
+        return Err(StoreError::input(
+            path,
+            format!(
+                "indptr expected N+1 = {} entries, got {}",
+                n + 1,
+                indptr.len()
+            ),
+        ));
     }
     if data_len != indices.len() as u64 {
-        return Err(StoreError::input(path, format!("data expected {} entries (as indices), got {data_len}", indices.len())));
+        return Err(StoreError::input(
+            path,
+            format!(
+                "data expected {} entries (as indices), got {data_len}",
+                indices.len()
+            ),
+        ));
     }
     let nnz = indices.len() as i64;
     if indptr[0] != 0 || indptr[n as usize] != nnz {
         return Err(StoreError::input(
             path,
-            format!("indptr expected to run from 0 to nnz = {nnz}, got {} .. {}", indptr[0], indptr[n as usize]),
+            format!(
+                "indptr expected to run from 0 to nnz = {nnz}, got {} .. {}",
+                indptr[0], indptr[n as usize]
+            ),
         ));
     }
     if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
-        return Err(StoreError::input(path, format!("indptr decreases at row {i}: {} > {}", indptr[i], indptr[i + 1])));
+        return Err(StoreError::input(
+            path,
+            format!(
+                "indptr decreases at row {i}: {} > {}",
+                indptr[i],
+                indptr[i + 1]
+            ),
+        ));
     }
     if let Some(k) = indices.iter().position(|&x| x < 0 || x as u64 >= n) {
         let row = indptr.partition_point(|&p| p <= k as i64) - 1;
@@ -162,7 +229,10 @@ pub fn import_graphsaint(
 ) -> Result<ImportReport, StoreError> {
     let start = Instant::now();
     if !dir.is_dir() {
-        return Err(StoreError::input(dir, "not a directory (expected a GraphSAINT dataset directory)"));
+        return Err(StoreError::input(
+            dir,
+            "not a directory (expected a GraphSAINT dataset directory)",
+        ));
     }
     let file = |name: &str| -> PathBuf { dir.join(name) };
     let (full_path, train_path) = (file("adj_full.npz"), file("adj_train.npz"));
@@ -174,7 +244,12 @@ pub fn import_graphsaint(
 
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
-    let mut full_b = CsrBuilder::new(&scratch, full.n, full.indices.len() as u64, DEFAULT_BUCKET_BYTES)?;
+    let mut full_b = CsrBuilder::new(
+        &scratch,
+        full.n,
+        full.indices.len() as u64,
+        DEFAULT_BUCKET_BYTES,
+    )?;
     push_csr(&mut full_b, &full)?;
     drop(full);
     let train_b = match opts.train_graph {
@@ -182,9 +257,20 @@ pub fn import_graphsaint(
         TrainGraphMode::Given => {
             let train = read_csr_npz(&train_path)?;
             if train.n != n as u64 {
-                return Err(StoreError::input(&train_path, format!("shape expected ({n}, {n}) as adj_full.npz, got ({0}, {0})", train.n)));
+                return Err(StoreError::input(
+                    &train_path,
+                    format!(
+                        "shape expected ({n}, {n}) as adj_full.npz, got ({0}, {0})",
+                        train.n
+                    ),
+                ));
             }
-            let mut b = CsrBuilder::new(&scratch, train.n, train.indices.len() as u64, DEFAULT_BUCKET_BYTES)?;
+            let mut b = CsrBuilder::new(
+                &scratch,
+                train.n,
+                train.indices.len() as u64,
+                DEFAULT_BUCKET_BYTES,
+            )?;
             push_csr(&mut b, &train)?;
             Some(b)
         }
@@ -193,7 +279,12 @@ pub fn import_graphsaint(
     let graph = build::write_graph(&w, full_b, train_b, &is_train, progress)?;
 
     let fit = |v: usize| roles[v] == Role::Train as u8;
-    let (n_features, feats) = write_features_npy(&w, &file("feats.npy"), n, opts.standardize.then_some(&fit as &dyn Fn(usize) -> bool))?;
+    let (n_features, feats) = write_features_npy(
+        &w,
+        &file("feats.npy"),
+        n,
+        opts.standardize.then_some(&fit as &dyn Fn(usize) -> bool),
+    )?;
     let labels_entry = labels.write(&w)?;
     let roles_entry = write_roles(&w, &roles)?;
     let report = ImportReport {
@@ -217,8 +308,16 @@ pub fn import_graphsaint(
         source: format!(
             "saintflow import graphsaint {}{}{}",
             dir.display(),
-            if opts.standardize { " --standardize" } else { "" },
-            if opts.train_graph == TrainGraphMode::Induce { " --train-graph induce" } else { "" },
+            if opts.standardize {
+                " --standardize"
+            } else {
+                ""
+            },
+            if opts.train_graph == TrainGraphMode::Induce {
+                " --train-graph induce"
+            } else {
+                ""
+            },
         ),
     };
     let header = build::header(meta, graph, feats, labels_entry, roles_entry);
@@ -240,5 +339,8 @@ pub fn import_graphsaint(
         }
         Ok(())
     })?;
-    Ok(ImportReport { seconds: start.elapsed().as_secs_f64(), ..report })
+    Ok(ImportReport {
+        seconds: start.elapsed().as_secs_f64(),
+        ..report
+    })
 }

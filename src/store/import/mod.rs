@@ -88,10 +88,15 @@ impl LabelTable {
 
 /// Checks that every node with a role has a label; the error names `path`.
 pub fn require_labels(path: &Path, labels: &LabelTable, roles: &[u8]) -> Result<(), StoreError> {
-    if let Some(v) = (0..roles.len()).find(|&v| roles[v] != Role::None as u8 && !labels.is_labelled(v)) {
+    if let Some(v) =
+        (0..roles.len()).find(|&v| roles[v] != Role::None as u8 && !labels.is_labelled(v))
+    {
         return Err(StoreError::input(
             path,
-            format!("node {v} is in the split ({:?}) but has no label", Role::from_byte(roles[v]).unwrap()),
+            format!(
+                "node {v} is in the split ({:?}) but has no label",
+                Role::from_byte(roles[v]).unwrap()
+            ),
         ));
     }
     Ok(())
@@ -132,7 +137,10 @@ impl<'de> Visitor<'de> for ClassMapSeed<'_> {
                 .parse()
                 .map_err(|_| de::Error::custom(format!("key {key:?} is not a node id")))?;
             if v >= self.n {
-                return Err(de::Error::custom(format!("node id {v} out of range, expected < N = {}", self.n)));
+                return Err(de::Error::custom(format!(
+                    "node id {v} out of range, expected < N = {}",
+                    self.n
+                )));
             }
             if std::mem::replace(&mut present[v], true) {
                 return Err(de::Error::custom(format!("node id {v} appears twice")));
@@ -217,7 +225,11 @@ impl<'de> de::Deserialize<'de> for LabelValue {
                     match x {
                         0 => bits.push(false),
                         1 => bits.push(true),
-                        _ => return Err(de::Error::custom(format!("multi-label entry {x}, expected 0 or 1"))),
+                        _ => {
+                            return Err(de::Error::custom(format!(
+                                "multi-label entry {x}, expected 0 or 1"
+                            )))
+                        }
                     }
                 }
                 Ok(LabelValue::Bits(bits))
@@ -269,20 +281,32 @@ pub fn read_roles(path: &Path, n: usize) -> Result<Vec<u8>, StoreError> {
     }
     let file = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
     let parsed: RoleFile = serde_json::from_reader(BufReader::new(file)).map_err(|e| {
-        StoreError::input(path, format!("expected {{\"tr\": [ids], \"va\": [ids], \"te\": [ids]}}: {e}"))
+        StoreError::input(
+            path,
+            format!("expected {{\"tr\": [ids], \"va\": [ids], \"te\": [ids]}}: {e}"),
+        )
     })?;
     let mut roles = vec![Role::None as u8; n];
-    for (list, name, role) in [(&parsed.tr, "tr", Role::Train), (&parsed.va, "va", Role::Val), (&parsed.te, "te", Role::Test)] {
+    for (list, name, role) in [
+        (&parsed.tr, "tr", Role::Train),
+        (&parsed.va, "va", Role::Val),
+        (&parsed.te, "te", Role::Test),
+    ] {
         for &id in list {
             let v = usize::try_from(id).ok().filter(|&v| v < n).ok_or_else(|| {
-                StoreError::input(path, format!("\"{name}\": node id {id} out of range, expected 0..{n}"))
+                StoreError::input(
+                    path,
+                    format!("\"{name}\": node id {id} out of range, expected 0..{n}"),
+                )
             })?;
             if roles[v] != Role::None as u8 {
                 let other = ["", "tr", "va", "te"][roles[v] as usize];
                 let what = if roles[v] == role as u8 {
                     format!("node {v} is listed twice in \"{name}\"")
                 } else {
-                    format!("node {v} is in both \"{other}\" and \"{name}\": roles must not overlap")
+                    format!(
+                        "node {v} is in both \"{other}\" and \"{name}\": roles must not overlap"
+                    )
                 };
                 return Err(StoreError::input(path, what));
             }
@@ -309,11 +333,19 @@ impl Npy {
         let file = npyz::NpyFile::new(BufReader::with_capacity(1 << 20, f))
             .map_err(|e| StoreError::input(path, format!("not a valid NPY file: {e}")))?;
         if file.order() != npyz::Order::C {
-            return Err(StoreError::input(path, "array is in Fortran order, expected C order"));
+            return Err(StoreError::input(
+                path,
+                "array is in Fortran order, expected C order",
+            ));
         }
         let type_str = match file.dtype() {
             npyz::DType::Plain(t) => t.to_string(),
-            other => return Err(StoreError::input(path, format!("unsupported dtype {}", other.descr()))),
+            other => {
+                return Err(StoreError::input(
+                    path,
+                    format!("unsupported dtype {}", other.descr()),
+                ))
+            }
         };
         Ok(Npy {
             shape: file.shape().to_vec(),
@@ -323,11 +355,19 @@ impl Npy {
     }
 
     /// Streams the elements as f64 (from f4/f8/integers), calling `each` in order.
-    pub fn for_each_f64(self, path: &Path, mut each: impl FnMut(f64) -> Result<(), StoreError>) -> Result<(), StoreError> {
-        let read_err = |e: std::io::Error| StoreError::input(path, format!("reading array data: {e}"));
+    pub fn for_each_f64(
+        self,
+        path: &Path,
+        mut each: impl FnMut(f64) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let read_err =
+            |e: std::io::Error| StoreError::input(path, format!("reading array data: {e}"));
         macro_rules! stream {
             ($t:ty) => {{
-                let data = self.file.data::<$t>().map_err(|e| StoreError::input(path, e.to_string()))?;
+                let data = self
+                    .file
+                    .data::<$t>()
+                    .map_err(|e| StoreError::input(path, e.to_string()))?;
                 for x in data {
                     each(x.map_err(read_err)? as f64)?;
                 }
@@ -341,7 +381,10 @@ impl Npy {
             "|u1" | "<u1" => stream!(u8),
             "|i1" | "<i1" => stream!(i8),
             "|b1" => {
-                let data = self.file.data::<bool>().map_err(|e| StoreError::input(path, e.to_string()))?;
+                let data = self
+                    .file
+                    .data::<bool>()
+                    .map_err(|e| StoreError::input(path, e.to_string()))?;
                 for x in data {
                     each(if x.map_err(read_err)? { 1.0 } else { 0.0 })?;
                 }
@@ -376,7 +419,12 @@ pub fn write_features_npy(
     let f = match npy.shape.as_slice() {
         [rows, cols] if *rows == n as u64 => *cols as usize,
         [rows] if *rows == n as u64 => 1,
-        s => return Err(StoreError::input(path, format!("shape expected ({n}, F), got {s:?}"))),
+        s => {
+            return Err(StoreError::input(
+                path,
+                format!("shape expected ({n}, F), got {s:?}"),
+            ))
+        }
     };
     let transform = match fit_rows {
         None => None,
@@ -396,13 +444,20 @@ pub fn write_features_npy(
                 Ok(())
             })?;
             if count == 0 {
-                return Err(StoreError::input(path, "cannot standardise: no training nodes to fit on"));
+                return Err(StoreError::input(
+                    path,
+                    "cannot standardise: no training nodes to fit on",
+                ));
             }
             let mean: Vec<f64> = sum.iter().map(|s| s / count as f64).collect();
             let scale: Vec<f64> = (0..f)
                 .map(|j| {
                     let var = (sumsq[j] / count as f64 - mean[j] * mean[j]).max(0.0);
-                    if var > 0.0 { 1.0 / var.sqrt() } else { 1.0 }
+                    if var > 0.0 {
+                        1.0 / var.sqrt()
+                    } else {
+                        1.0
+                    }
                 })
                 .collect();
             Some((mean, scale))
@@ -419,7 +474,13 @@ pub fn write_features_npy(
             None => x,
         };
         if !y.is_finite() {
-            return Err(StoreError::input(path, format!("element {i} (row {}, column {j}) is not finite: {x}", i / f.max(1))));
+            return Err(StoreError::input(
+                path,
+                format!(
+                    "element {i} (row {}, column {j}) is not finite: {x}",
+                    i / f.max(1)
+                ),
+            ));
         }
         buf.push(y as f32);
         i += 1;
@@ -443,7 +504,10 @@ pub fn write_features_npy(
 pub fn read_labels_npy(path: &Path, n: usize) -> Result<LabelTable, StoreError> {
     let npy = Npy::open(path)?;
     if !npy.is_integer() {
-        return Err(StoreError::input(path, "labels expected an integer or boolean dtype"));
+        return Err(StoreError::input(
+            path,
+            "labels expected an integer or boolean dtype",
+        ));
     }
     match npy.shape.clone().as_slice() {
         [rows] if *rows == n as u64 => {
@@ -453,7 +517,10 @@ pub fn read_labels_npy(path: &Path, n: usize) -> Result<LabelTable, StoreError> 
                 if x < 0.0 {
                     out.push(NO_LABEL);
                 } else if x >= f64::from(NO_LABEL) {
-                    return Err(StoreError::input(path, format!("node {}: class id {x} too large", out.len())));
+                    return Err(StoreError::input(
+                        path,
+                        format!("node {}: class id {x} too large", out.len()),
+                    ));
                 } else {
                     out.push(x as u32);
                     max = Some(max.map_or(x as u64, |m: u64| m.max(x as u64)));
@@ -476,14 +543,24 @@ pub fn read_labels_npy(path: &Path, n: usize) -> Result<LabelTable, StoreError> 
                 if x == 1.0 {
                     data[v * r + j / 8] |= 1 << (j % 8);
                 } else if x != 0.0 {
-                    return Err(StoreError::input(path, format!("node {v}, class {j}: expected 0 or 1, got {x}")));
+                    return Err(StoreError::input(
+                        path,
+                        format!("node {v}, class {j}: expected 0 or 1, got {x}"),
+                    ));
                 }
                 i += 1;
                 Ok(())
             })?;
-            Ok(LabelTable { kind: LabelKind::Multi, n_classes: c as u64, data })
+            Ok(LabelTable {
+                kind: LabelKind::Multi,
+                n_classes: c as u64,
+                data,
+            })
         }
-        s => Err(StoreError::input(path, format!("labels shape expected ({n},) or ({n}, C), got {s:?}"))),
+        s => Err(StoreError::input(
+            path,
+            format!("labels shape expected ({n},) or ({n}, C), got {s:?}"),
+        )),
     }
 }
 
@@ -492,7 +569,10 @@ pub fn read_labels(path: &Path, n: usize) -> Result<LabelTable, StoreError> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("json") => read_class_map(path, n),
         Some("npy") => read_labels_npy(path, n),
-        _ => Err(StoreError::input(path, "labels file expected a .json class map or a .npy array")),
+        _ => Err(StoreError::input(
+            path,
+            "labels file expected a .json class map or a .npy array",
+        )),
     }
 }
 

@@ -1,0 +1,166 @@
+//! The `saintflow` command as a user runs it: exit codes, messages, JSON.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn saintflow(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn demo_generates_checks_and_prints_info() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = saintflow(&["demo", "--output", "d.sf"], tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("check: ok") && out.contains("nodes          16384"),
+        "{out}"
+    );
+}
+
+#[test]
+fn gen_info_json_and_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "10",
+            "--degree",
+            "8",
+            "--features",
+            "4",
+            "--classes",
+            "3",
+            "--planted",
+            "-o",
+            "g.sf",
+            "-q",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = saintflow(&["info", "g.sf", "--json"], tmp.path());
+    assert!(o.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["schema"], "saintflow.info/1");
+    assert_eq!(j["nodes"], 1024);
+    assert_eq!(j["features"], 4);
+    assert_eq!(j["classes"], 3);
+    assert_eq!(j["label_kind"], "single");
+    assert_eq!(j["train_graph"], "induced");
+    let directed = j["edges"]["directed"].as_u64().unwrap();
+    assert_eq!(j["edges"]["undirected"].as_u64().unwrap() * 2, directed);
+    let split = &j["split"];
+    let total: u64 = ["train", "val", "test", "none"]
+        .iter()
+        .map(|k| split[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 1024);
+    for k in [
+        "min", "mean", "max", "p50", "p90", "p99", "p999", "isolated",
+    ] {
+        assert!(j["degree"][k].is_number(), "degree.{k}");
+    }
+    assert!(
+        j["bytes"]["total"].as_u64().unwrap()
+            > j["bytes"]["sections"]["features"].as_u64().unwrap()
+    );
+    let o = saintflow(&["check", "g.sf"], tmp.path());
+    assert!(o.status.success() && text(&o).0.contains("passed every check"));
+
+    // Existing output: refused without --force, replaced with it.
+    let o = saintflow(
+        &["gen", "kronecker", "--scale", "9", "-o", "g.sf", "-q"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("already exists (pass --force"));
+    let o = saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "9",
+            "-o",
+            "g.sf",
+            "-q",
+            "--force",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success());
+}
+
+#[test]
+fn damaged_store_fails_check_and_open_with_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = common::small_store(tmp.path(), "s.sf", 9, 1);
+    common::poke(&s.join("features.f32"), 0, &[1, 2, 3, 4]);
+    let o = saintflow(&["check", "s.sf"], tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.starts_with("error: ")
+            && err.contains("features.f32")
+            && err.contains("checksum mismatch"),
+        "{err}"
+    );
+    std::fs::remove_file(s.join("labels.bin")).unwrap();
+    for cmd in ["check", "info"] {
+        let o = saintflow(&[cmd, "s.sf"], tmp.path());
+        assert_eq!(o.status.code(), Some(1));
+        assert!(text(&o).1.contains("labels.bin"), "{cmd}: {:?}", text(&o));
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = saintflow(&["gen", "kronecker", "--scale", "x", "-o", "a"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    let o = saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "4",
+            "--split",
+            "0.5,0.5",
+            "-o",
+            "a",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("three comma-separated fractions"));
+    let o = saintflow(&["frobnicate"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn import_error_exits_1_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = saintflow(
+        &["import", "graphsaint", "nowhere", "-o", "x.sf"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("nowhere"));
+    assert!(!tmp.path().join("x.sf").exists());
+}

@@ -1,0 +1,180 @@
+//! Helpers shared by the integration tests: small stores, damaged files, GraphSAINT inputs.
+#![allow(dead_code)]
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use npyz::WriterBuilder;
+use saintflow::progress::Progress;
+use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+
+/// A small planted Kronecker store at `dir/name`.
+pub fn small_store(dir: &Path, name: &str, scale: u32, seed: u64) -> PathBuf {
+    let out = dir.join(name);
+    let spec = KroneckerSpec {
+        scale,
+        degree: 8.0,
+        n_features: 6,
+        n_classes: 3,
+        seed,
+        planted: Some(Planted::default()),
+        ..KroneckerSpec::default()
+    };
+    generate_kronecker(&spec, &out, false, &Progress::hidden()).expect("generate");
+    out
+}
+
+/// Overwrites bytes of a file at `offset`.
+pub fn poke(path: &Path, offset: u64, bytes: &[u8]) {
+    let mut f = OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+/// Copies a store directory.
+pub fn copy_store(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// Writes a scipy-style CSR npz for an N×N matrix from per-row neighbour lists.
+pub fn write_csr_npz(path: &Path, n: u64, rows: &[Vec<i64>]) {
+    let mut indptr = vec![0usize];
+    let mut indices = Vec::new();
+    for r in rows {
+        indices.extend(r.iter().map(|&x| x as u64));
+        indptr.push(indices.len());
+    }
+    let m = npyz::sparse::Csr {
+        data: vec![1.0f32; indices.len()],
+        indices,
+        indptr,
+        shape: [n, n],
+    };
+    let mut w = npyz::npz::NpzWriter::create(path).unwrap();
+    m.write_npz(&mut w).unwrap();
+}
+
+/// Symmetric neighbour lists of a ring of `n` nodes plus chords i–(i+3).
+pub fn ring_rows(n: usize) -> Vec<Vec<i64>> {
+    let mut rows = vec![Vec::new(); n];
+    for i in 0..n {
+        for d in [1, 3] {
+            let j = (i + d) % n;
+            if i != j {
+                rows[i].push(j as i64);
+                rows[j].push(i as i64);
+            }
+        }
+    }
+    for r in &mut rows {
+        r.sort();
+        r.dedup();
+    }
+    rows
+}
+
+/// Writes an (n, f) f32 .npy file.
+pub fn write_npy_f32(path: &Path, n: u64, f: u64, data: &[f32]) {
+    let file = BufWriter::new(File::create(path).unwrap());
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[n, f])
+        .writer(file)
+        .begin_nd()
+        .unwrap();
+    w.extend(data.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
+/// Writes a 1-D i64 .npy file.
+pub fn write_npy_i64(path: &Path, data: &[i64]) {
+    let file = BufWriter::new(File::create(path).unwrap());
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[data.len() as u64])
+        .writer(file)
+        .begin_nd()
+        .unwrap();
+    w.extend(data.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
+/// A complete, valid GraphSAINT dataset directory of `n` nodes (ring + chords), F = 3,
+/// 3 classes (single-label), roles tr = first half, va = next quarter, te = rest.
+pub fn graphsaint_dir(dir: &Path, n: usize) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let rows = ring_rows(n);
+    write_csr_npz(&dir.join("adj_full.npz"), n as u64, &rows);
+    // GraphSAINT's adj_train: only edges between training nodes.
+    let tr = n / 2;
+    let train_rows: Vec<Vec<i64>> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            if i < tr {
+                r.iter().copied().filter(|&j| (j as usize) < tr).collect()
+            } else {
+                vec![]
+            }
+        })
+        .collect();
+    write_csr_npz(&dir.join("adj_train.npz"), n as u64, &train_rows);
+    let feats: Vec<f32> = (0..n * 3)
+        .map(|i| (i % 7) as f32 + (i / 3) as f32 * 0.5)
+        .collect();
+    write_npy_f32(&dir.join("feats.npy"), n as u64, 3, &feats);
+    let class_map: Vec<String> = (0..n).map(|i| format!("\"{i}\":{}", i % 3)).collect();
+    std::fs::write(
+        dir.join("class_map.json"),
+        format!("{{{}}}", class_map.join(",")),
+    )
+    .unwrap();
+    write_roles(
+        dir,
+        &(0..tr).collect::<Vec<_>>(),
+        &(tr..tr + n / 4).collect::<Vec<_>>(),
+        &(tr + n / 4..n).collect::<Vec<_>>(),
+    );
+    dir.to_path_buf()
+}
+
+/// Writes role.json.
+pub fn write_roles(dir: &Path, tr: &[usize], va: &[usize], te: &[usize]) {
+    let j = |v: &[usize]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    std::fs::write(
+        dir.join("role.json"),
+        format!(
+            "{{\"tr\":[{}],\"va\":[{}],\"te\":[{}]}}",
+            j(tr),
+            j(va),
+            j(te)
+        ),
+    )
+    .unwrap();
+}
+
+/// Path to a shared real dataset, if this checkout has ../shared/data beside it.
+pub fn shared_dataset(name: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(name);
+    p.join("adj_full.npz").exists().then_some(p)
+}
+
+/// The error message of a result, panicking if it is Ok.
+pub fn err_text<T, E: std::fmt::Display>(r: Result<T, E>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error, got Ok"),
+        Err(e) => e.to_string(),
+    }
+}

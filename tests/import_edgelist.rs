@@ -1,0 +1,160 @@
+//! The edge-list importer.
+
+mod common;
+
+use std::path::Path;
+
+use common::{err_text, write_npy_f32, write_npy_i64};
+use saintflow::progress::Progress;
+use saintflow::store::import::{import_edgelist, EdgeListOptions};
+use saintflow::store::{check, GraphStore, LabelKind, Role};
+
+fn import(
+    file: &Path,
+    out: &Path,
+    opts: &EdgeListOptions,
+) -> Result<GraphStore, saintflow::StoreError> {
+    import_edgelist(file, out, opts, false, &Progress::hidden())?;
+    Ok(GraphStore::open(out).unwrap())
+}
+
+#[test]
+fn comments_duplicates_self_loops_and_symmetrisation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    std::fs::write(
+        &f,
+        "# a comment\n% another\n\n0 1\n1 2 0.5\n2 2\n0 1\n  3\t0  \n4 4\n",
+    )
+    .unwrap();
+    let s = import(
+        &f,
+        &tmp.path().join("a.sf"),
+        &EdgeListOptions {
+            symmetrize: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    check(&s).unwrap();
+    assert_eq!(s.n_nodes(), 5);
+    let nb: Vec<Vec<u32>> = (0..5).map(|v| s.full().neighbors(v).to_vec()).collect();
+    assert_eq!(nb, vec![vec![1, 3], vec![0, 2], vec![1], vec![0], vec![]]);
+    // No labels: C = 0 and no node in the split.
+    assert_eq!(s.n_classes(), 0);
+    assert_eq!(s.nodes_with_role(Role::None).len(), 5);
+}
+
+#[test]
+fn asymmetric_input_without_symmetrize_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    std::fs::write(&f, "0 1\n1 0\n1 2\n").unwrap();
+    let out = tmp.path().join("a.sf");
+    let msg = err_text(import(&f, &out, &EdgeListOptions::default()));
+    assert!(
+        msg.contains("g.txt")
+            && msg.contains("1 2 is listed but 2 1 is not")
+            && msg.contains("--symmetrize"),
+        "{msg}"
+    );
+    assert!(!out.exists());
+    // Already symmetric input needs no flag.
+    std::fs::write(&f, "0 1\n1 0\n1 2\n2 1\n").unwrap();
+    let s = import(&f, &out, &EdgeListOptions::default()).unwrap();
+    assert_eq!(s.header().n_entries, 4);
+}
+
+#[test]
+fn malformed_lines_name_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    for (text, what) in [
+        ("0 1\n2\n", "line 2: expected two node ids"),
+        (
+            "0 1\n1 -3\n",
+            "line 2: second node id \"-3\" is not a non-negative integer",
+        ),
+        ("x 1\n", "line 1: first node id \"x\""),
+        ("0 99999999999\n", "exceed the u32 index limit"),
+    ] {
+        std::fs::write(&f, text).unwrap();
+        let msg = err_text(import(
+            &f,
+            &tmp.path().join("a.sf"),
+            &EdgeListOptions {
+                symmetrize: true,
+                ..Default::default()
+            },
+        ));
+        assert!(
+            msg.contains("g.txt") && msg.contains(what),
+            "{msg} lacks {what}"
+        );
+    }
+    std::fs::write(&f, b"0 1\n\xff\xfe 2\n").unwrap();
+    let msg = err_text(import(
+        &f,
+        &tmp.path().join("a.sf"),
+        &EdgeListOptions {
+            symmetrize: true,
+            ..Default::default()
+        },
+    ));
+    assert!(msg.contains("line 2: not valid UTF-8"), "{msg}");
+    std::fs::write(&f, "0 5\n").unwrap();
+    let msg = err_text(import(
+        &f,
+        &tmp.path().join("a.sf"),
+        &EdgeListOptions {
+            symmetrize: true,
+            n_nodes: Some(4),
+            ..Default::default()
+        },
+    ));
+    assert!(
+        msg.contains("node id 5 out of range for --nodes 4"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn features_labels_and_random_split() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 200usize;
+    let f = tmp.path().join("g.txt");
+    let text: String = (0..n).map(|i| format!("{i} {}\n", (i + 1) % n)).collect();
+    std::fs::write(&f, text).unwrap();
+    let x: Vec<f32> = (0..n * 2).map(|i| i as f32).collect();
+    write_npy_f32(&tmp.path().join("x.npy"), n as u64, 2, &x);
+    // Node 7 unlabelled (negative id).
+    let y: Vec<i64> = (0..n as i64)
+        .map(|i| if i == 7 { -1 } else { i % 5 })
+        .collect();
+    write_npy_i64(&tmp.path().join("y.npy"), &y);
+    let opts = EdgeListOptions {
+        symmetrize: true,
+        features: Some(tmp.path().join("x.npy")),
+        labels: Some(tmp.path().join("y.npy")),
+        ..Default::default()
+    };
+    let s = import(&f, &tmp.path().join("a.sf"), &opts).unwrap();
+    check(&s).unwrap();
+    assert_eq!((s.n_features(), s.n_classes()), (2, 5));
+    assert_eq!(s.header().label_kind, LabelKind::Single);
+    assert_eq!(s.feature_row(10).unwrap(), &[20.0, 21.0][..]);
+    assert_eq!(
+        s.role(7),
+        Role::None,
+        "unlabelled nodes stay out of the split"
+    );
+    let tr = s.nodes_with_role(Role::Train).len() as f64 / n as f64;
+    assert!((0.45..0.75).contains(&tr), "train fraction {tr}");
+    // Labels of the wrong length are an error naming the labels file.
+    write_npy_i64(&tmp.path().join("y.npy"), &[0, 1, 2]);
+    let msg = err_text(import(&f, &tmp.path().join("b.sf"), &opts));
+    assert!(
+        msg.contains("y.npy") && msg.contains("labels shape expected (200,)"),
+        "{msg}"
+    );
+}

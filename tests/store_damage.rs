@@ -1,0 +1,410 @@
+//! Damaged stores: every kind of damage gets a clear error naming the file and section,
+//! from `GraphStore::open` where a cheap check can see it and from `check` always; nothing
+//! panics.
+
+mod common;
+
+use std::path::Path;
+
+use common::{copy_store, err_text, poke, small_store};
+use saintflow::store::format::{decode_header, encode_header, SectionId, HEADER_FILE};
+use saintflow::store::{check, GraphStore};
+
+/// Recomputes the header's section checksums so that only structural damage remains.
+fn reseal(store: &Path) {
+    let hpath = store.join(HEADER_FILE);
+    let mut h = decode_header(&std::fs::read(&hpath).unwrap(), &hpath).unwrap();
+    for id in SectionId::ALL {
+        let bytes = std::fs::read(store.join(id.file_name())).unwrap();
+        h.sections[id.index()].xxh3 = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
+    }
+    std::fs::write(&hpath, encode_header(&h)).unwrap();
+}
+
+fn fresh(tmp: &Path, name: &str) -> std::path::PathBuf {
+    let base = tmp.join("base");
+    if !base.exists() {
+        small_store(tmp, "base", 9, 3);
+    }
+    let dst = tmp.join(name);
+    copy_store(&base, &dst);
+    dst
+}
+
+fn file_of(store: &Path, id: SectionId) -> std::path::PathBuf {
+    store.join(id.file_name())
+}
+
+fn read_u64(path: &Path, i: usize) -> u64 {
+    let b = std::fs::read(path).unwrap();
+    u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap())
+}
+
+fn read_u32s(path: &Path) -> Vec<u32> {
+    std::fs::read(path)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Both `open` and `check` (through the library) reject the store with a message that
+/// contains every one of `needles`.
+fn assert_open_fails(store: &Path, needles: &[&str]) {
+    let msg = err_text(GraphStore::open(store));
+    for n in needles {
+        assert!(msg.contains(n), "open error {msg:?} lacks {n:?}");
+    }
+}
+
+/// `open` succeeds (the damage needs a full scan) but `check` reports it.
+fn assert_check_fails(store: &Path, needles: &[&str]) {
+    let s = GraphStore::open(store).expect("cheap open passes");
+    let msg = err_text(check(&s));
+    for n in needles {
+        assert!(msg.contains(n), "check error {msg:?} lacks {n:?}");
+    }
+}
+
+#[test]
+fn a_valid_store_passes_open_and_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = fresh(tmp.path(), "ok");
+    check(&GraphStore::open(&s).unwrap()).unwrap();
+}
+
+#[test]
+fn truncated_and_extended_sections() {
+    let tmp = tempfile::tempdir().unwrap();
+    for id in SectionId::ALL {
+        let s = fresh(tmp.path(), &format!("trunc-{}", id.name()));
+        let f = file_of(&s, id);
+        let len = std::fs::metadata(&f).unwrap().len();
+        if len == 0 {
+            continue;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_len(len - 1)
+            .unwrap();
+        assert_open_fails(&s, &[id.file_name(), id.name(), "truncated"]);
+
+        let s = fresh(tmp.path(), &format!("ext-{}", id.name()));
+        let f = file_of(&s, id);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_len(len + 8)
+            .unwrap();
+        assert_open_fails(&s, &[id.file_name(), "extended"]);
+    }
+}
+
+#[test]
+fn header_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = fresh(tmp.path(), "magic");
+    poke(&s.join(HEADER_FILE), 0, b"NOTSAINT");
+    assert_open_fails(&s, &[HEADER_FILE, "header", "wrong magic"]);
+
+    let s = fresh(tmp.path(), "version");
+    poke(&s.join(HEADER_FILE), 8, &99u32.to_le_bytes());
+    assert_open_fails(
+        &s,
+        &[
+            HEADER_FILE,
+            "unsupported format version, expected 1, got 99",
+        ],
+    );
+
+    let s = fresh(tmp.path(), "hostile-length");
+    poke(&s.join(HEADER_FILE), 12, &u32::MAX.to_le_bytes());
+    assert_open_fails(&s, &[HEADER_FILE, "exceeds the limit"]);
+
+    let s = fresh(tmp.path(), "body");
+    let h = s.join(HEADER_FILE);
+    let mut bytes = std::fs::read(&h).unwrap();
+    let pos = bytes.iter().rposition(|&b| b.is_ascii_digit()).unwrap();
+    bytes[pos] = if bytes[pos] == b'9' {
+        b'0'
+    } else {
+        bytes[pos] + 1
+    };
+    std::fs::write(&h, &bytes).unwrap();
+    assert_open_fails(&s, &[HEADER_FILE, "checksum mismatch"]);
+
+    let s = fresh(tmp.path(), "short");
+    std::fs::write(s.join(HEADER_FILE), b"SAINT").unwrap();
+    assert_open_fails(&s, &[HEADER_FILE, "shorter than"]);
+
+    // A header that is well-formed JSON with a valid checksum but whose counts disagree
+    // with its section list.
+    let s = fresh(tmp.path(), "counts");
+    let hp = s.join(HEADER_FILE);
+    let mut hd = decode_header(&std::fs::read(&hp).unwrap(), &hp).unwrap();
+    hd.n_entries += 2;
+    std::fs::write(&hp, encode_header(&hd)).unwrap();
+    assert_open_fails(&s, &[HEADER_FILE, "full.indices", "expected"]);
+}
+
+#[test]
+fn missing_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    for id in SectionId::ALL {
+        let s = fresh(tmp.path(), &format!("missing-{}", id.name()));
+        std::fs::remove_file(file_of(&s, id)).unwrap();
+        assert_open_fails(&s, &[id.file_name(), "No such file"]);
+    }
+    let s = fresh(tmp.path(), "missing-header");
+    std::fs::remove_file(s.join(HEADER_FILE)).unwrap();
+    assert_open_fails(&s, &[HEADER_FILE]);
+    assert_open_fails(&tmp.path().join("nowhere"), &["nowhere", "does not exist"]);
+}
+
+#[test]
+fn offsets_non_monotone_or_wrong_total() {
+    let tmp = tempfile::tempdir().unwrap();
+    for id in [SectionId::FullOffsets, SectionId::TrainOffsets] {
+        let s = fresh(tmp.path(), &format!("mono-{}", id.name()));
+        let f = file_of(&s, id);
+        let big = read_u64(&f, 6) + 1_000;
+        poke(&f, 5 * 8, &big.to_le_bytes());
+        reseal(&s);
+        assert_open_fails(&s, &[id.file_name(), id.name(), "not monotone at row 5"]);
+
+        let s = fresh(tmp.path(), &format!("total-{}", id.name()));
+        let f = file_of(&s, id);
+        let n = std::fs::metadata(&f).unwrap().len() / 8 - 1;
+        let last = read_u64(&f, n as usize);
+        poke(&f, n * 8, &(last + 1).to_le_bytes());
+        reseal(&s);
+        assert_open_fails(&s, &[id.name(), "offsets[N] expected nnz"]);
+
+        let s = fresh(tmp.path(), &format!("first-{}", id.name()));
+        poke(&file_of(&s, id), 0, &1u64.to_le_bytes());
+        assert_open_fails(&s, &[id.name(), "offsets[0] expected 0, got 1"]);
+    }
+}
+
+#[test]
+fn index_out_of_range_is_found_by_check_and_by_checked_access() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = fresh(tmp.path(), "index");
+    let f = file_of(&s, SectionId::FullIndices);
+    let n = GraphStore::open(&s).unwrap().n_nodes() as u32;
+    let idx = read_u32s(&f);
+    // Put N + 7 at the end of the row that holds the last entry (keeps the row sorted).
+    poke(&f, (idx.len() as u64 - 1) * 4, &(n + 7).to_le_bytes());
+    // Without resealing, the checksum disagrees too.
+    assert_check_fails(
+        &s,
+        &[
+            "full.indices",
+            "checksum mismatch",
+            "index out of range (expected < N",
+        ],
+    );
+    reseal(&s);
+    assert_check_fails(
+        &s,
+        &["full.indices", "index out of range", &format!("{}", n + 7)],
+    );
+    let store = GraphStore::open(&s).unwrap();
+    let full = store.full();
+    let last_row = (0..n).rev().find(|&v| full.degree(v) > 0).unwrap();
+    let msg = err_text(full.checked_neighbors(last_row));
+    assert!(
+        msg.contains("out of range") && msg.contains("saintflow check"),
+        "{msg}"
+    );
+    assert!(err_text(full.try_neighbors(n)).contains("out of range"));
+    assert!(err_text(store.feature_row(n)).contains("out of range"));
+}
+
+#[test]
+fn unsorted_rows_asymmetry_and_self_loops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = fresh(tmp.path(), "unsorted");
+    let store = GraphStore::open(&s).unwrap();
+    let full = store.full();
+    let u = (0..store.n_nodes() as u32)
+        .find(|&v| full.degree(v) >= 2)
+        .unwrap();
+    let start = full.offsets()[u as usize];
+    let (a, b) = (full.neighbors(u)[0], full.neighbors(u)[1]);
+    drop(store);
+    let f = file_of(&s, SectionId::FullIndices);
+    poke(&f, start * 4, &b.to_le_bytes());
+    poke(&f, start * 4 + 4, &a.to_le_bytes());
+    reseal(&s);
+    assert_check_fails(
+        &s,
+        &[
+            "full.indices",
+            "not strictly increasing",
+            &format!("first: {u}"),
+        ],
+    );
+
+    // Replace a row's last neighbour by a node that is absent from the row and larger:
+    // still sorted and in range, but the reverse entry is missing.
+    let s = fresh(tmp.path(), "asym");
+    let store = GraphStore::open(&s).unwrap();
+    let full = store.full();
+    let n = store.n_nodes() as u32;
+    let (u, pos, w) = (0..n)
+        .find_map(|u| {
+            let row = full.neighbors(u);
+            let last = *row.last()?;
+            let w = (last + 1..n).find(|&w| w != u)?;
+            Some((u, full.offsets()[u as usize + 1] - 1, w))
+        })
+        .unwrap();
+    drop(store);
+    poke(
+        &file_of(&s, SectionId::FullIndices),
+        pos * 4,
+        &w.to_le_bytes(),
+    );
+    reseal(&s);
+    assert_check_fails(
+        &s,
+        &["full.indices", "not symmetric", &format!("({u}, {w})")],
+    );
+
+    // A self loop in place of a row's last entry, where that keeps the row sorted.
+    let s = fresh(tmp.path(), "loop");
+    let store = GraphStore::open(&s).unwrap();
+    let full = store.full();
+    let (u, pos) = (0..n)
+        .find_map(|u| {
+            let row = full.neighbors(u);
+            let k = row.len();
+            (k >= 1 && row[k - 1] < u && (k == 1 || row[k - 2] < u))
+                .then(|| (u, full.offsets()[u as usize + 1] - 1))
+        })
+        .unwrap();
+    drop(store);
+    poke(
+        &file_of(&s, SectionId::FullIndices),
+        pos * 4,
+        &u.to_le_bytes(),
+    );
+    reseal(&s);
+    assert_check_fails(&s, &["self loops", &format!("({u}, {u})")]);
+}
+
+#[test]
+fn checksum_mismatch_in_every_section() {
+    let tmp = tempfile::tempdir().unwrap();
+    for id in [
+        SectionId::Features,
+        SectionId::Labels,
+        SectionId::TrainIndices,
+    ] {
+        let s = fresh(tmp.path(), &format!("sum-{}", id.name()));
+        let f = file_of(&s, id);
+        let mut b = std::fs::read(&f).unwrap();
+        // Flip the lowest bit of a byte that keeps the content valid (a feature mantissa
+        // bit, a label 0↔1, an index of the training graph → caught by checksum first).
+        b[0] ^= 1;
+        std::fs::write(&f, &b).unwrap();
+        assert_check_fails(&s, &[id.file_name(), id.name(), "checksum mismatch"]);
+    }
+}
+
+#[test]
+fn roles_labels_and_features_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = fresh(tmp.path(), "role");
+    poke(&file_of(&s, SectionId::Roles), 3, &[7]);
+    assert_open_fails(&s, &["roles.u8", "node 3: role byte expected 0..=3, got 7"]);
+
+    let s = fresh(tmp.path(), "rolecount");
+    let r = std::fs::read(file_of(&s, SectionId::Roles)).unwrap();
+    let v = r.iter().position(|&x| x == 1).unwrap();
+    poke(&file_of(&s, SectionId::Roles), v as u64, &[2]);
+    reseal(&s);
+    assert_open_fails(&s, &["roles", "role counts expected"]);
+
+    let s = fresh(tmp.path(), "label");
+    poke(&file_of(&s, SectionId::Labels), 0, &99u32.to_le_bytes());
+    reseal(&s);
+    assert_check_fails(
+        &s,
+        &[
+            "labels",
+            "class id out of range (expected < C = 3)",
+            "first: 0",
+        ],
+    );
+
+    let s = fresh(tmp.path(), "nan");
+    poke(
+        &file_of(&s, SectionId::Features),
+        4 * 13,
+        &f32::NAN.to_le_bytes(),
+    );
+    reseal(&s);
+    assert_check_fails(&s, &["features", "non-finite", "first: 2"]);
+}
+
+#[test]
+fn random_byte_damage_never_panics() {
+    // Flip bytes at pseudo-random places of every file; open and check must return,
+    // whatever they decide.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut state = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let files: Vec<String> = std::iter::once(HEADER_FILE.to_string())
+        .chain(SectionId::ALL.iter().map(|id| id.file_name().to_string()))
+        .collect();
+    let mut rejected = 0;
+    for round in 0..60 {
+        let s = fresh(tmp.path(), &format!("fuzz-{round}"));
+        let f = s.join(&files[round % files.len()]);
+        let mut b = std::fs::read(&f).unwrap();
+        if b.is_empty() {
+            continue;
+        }
+        for _ in 0..1 + next() % 4 {
+            let i = (next() % b.len() as u64) as usize;
+            b[i] = next() as u8;
+        }
+        std::fs::write(&f, &b).unwrap();
+        if round % 3 == 0 {
+            reseal_if_possible(&s);
+        }
+        match GraphStore::open(&s) {
+            Err(_) => rejected += 1,
+            Ok(store) => {
+                if check(&store).is_err() {
+                    rejected += 1;
+                }
+                let n = store.n_nodes() as u32;
+                for v in 0..n {
+                    let _ = store.full().checked_neighbors(v);
+                }
+            }
+        }
+    }
+    assert!(
+        rejected > 30,
+        "only {rejected} of 60 damaged stores rejected"
+    );
+}
+
+fn reseal_if_possible(s: &Path) {
+    let hpath = s.join(HEADER_FILE);
+    if decode_header(&std::fs::read(&hpath).unwrap(), &hpath).is_ok() {
+        reseal(s);
+    }
+}
