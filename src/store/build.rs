@@ -5,7 +5,7 @@
 
 use crate::error::StoreError;
 use crate::progress::Progress;
-use crate::store::csr_build::{BuildStats, CsrBuilder, CsrSink};
+use crate::store::csr_build::{BuildStats, CsrBuilder, CsrSink, NodeSet};
 use crate::store::format::{
     Dtype, Header, LabelKind, SectionEntry, SectionId, SplitCounts, TrainGraph,
 };
@@ -37,23 +37,22 @@ pub fn write_graph(
     let mut fi = w.section(SectionId::FullIndices, Dtype::U32)?;
     let mut to = w.section(SectionId::TrainOffsets, Dtype::U64)?;
     let mut ti = w.section(SectionId::TrainIndices, Dtype::U32)?;
-    let keep_all = |_: u32, _: u32| true;
-    let keep_train = |u: u32, v: u32| is_train(u) && is_train(v);
     let buckets = full.n_buckets() as u64 + train.as_ref().map_or(0, |t| t.n_buckets() as u64);
     let bar = progress.bar(buckets, "build CSR", "buckets");
     let (stats, n_entries, n_train_entries) = match train {
         None => {
+            let train_set = NodeSet::from_fn(full.n_nodes(), is_train);
             let mut sinks = [
                 CsrSink {
                     offsets: &mut fo,
                     indices: &mut fi,
-                    keep: &keep_all,
+                    keep: None,
                     entries: 0,
                 },
                 CsrSink {
                     offsets: &mut to,
                     indices: &mut ti,
-                    keep: &keep_train,
+                    keep: Some(&train_set),
                     entries: 0,
                 },
             ];
@@ -64,7 +63,7 @@ pub fn write_graph(
             let mut sinks = [CsrSink {
                 offsets: &mut fo,
                 indices: &mut fi,
-                keep: &keep_all,
+                keep: None,
                 entries: 0,
             }];
             let stats = full.finish(&mut sinks, || bar.inc(1))?;
@@ -72,7 +71,7 @@ pub fn write_graph(
             let mut sinks = [CsrSink {
                 offsets: &mut to,
                 indices: &mut ti,
-                keep: &keep_all,
+                keep: None,
                 entries: 0,
             }];
             train.finish(&mut sinks, || bar.inc(1))?;

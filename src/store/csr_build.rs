@@ -13,8 +13,6 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rayon::slice::ParallelSliceMut;
-
 use crate::error::StoreError;
 use crate::store::writer::SectionWriter;
 
@@ -39,9 +37,23 @@ pub struct BuildStats {
 }
 
 struct Bucket {
-    path: PathBuf,
-    out: BufWriter<File>,
+    data: BucketData,
     len: u64,
+}
+
+/// Where a bucket's keys are kept: in memory while the whole graph fits one bucket's
+/// budget (no disk round trip for small graphs), else in a file.
+enum BucketData {
+    Memory(Vec<u64>),
+    File { path: PathBuf, out: BufWriter<File> },
+}
+
+fn bucket_file(path: PathBuf) -> Result<BucketData, StoreError> {
+    let f = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
+    Ok(BucketData::File {
+        path,
+        out: BufWriter::with_capacity(BUCKET_BUF_BYTES, f),
+    })
 }
 
 /// Which bucket a row falls in: rows are split into ranges of 2^shift.
@@ -58,12 +70,46 @@ impl BucketMap {
     }
 }
 
+/// A set of node ids as a bitmap: N/8 bytes, O(1) membership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSet {
+    words: Vec<u64>,
+}
+
+impl NodeSet {
+    /// The set `{v < n : member(v)}`, built in parallel.
+    pub fn from_fn(n: u64, member: impl Fn(u32) -> bool + Sync) -> Self {
+        use rayon::prelude::*;
+        let words = (0..n.div_ceil(64))
+            .into_par_iter()
+            .map(|w| {
+                let lo = w * 64;
+                (lo..(lo + 64).min(n)).fold(0u64, |acc, v| {
+                    acc | (u64::from(member(v as u32)) << (v - lo))
+                })
+            })
+            .collect();
+        NodeSet { words }
+    }
+
+    /// Whether `v` is in the set (false past its end).
+    #[inline]
+    pub fn contains(&self, v: u32) -> bool {
+        self.words
+            .get(v as usize / 64)
+            .is_some_and(|w| w >> (v % 64) & 1 == 1)
+    }
+}
+
 /// Accumulates directed entries on disk, then writes sorted, deduplicated CSR sections.
 pub struct CsrBuilder {
     n_nodes: u64,
     shift: u32,
     buckets: Vec<Bucket>,
     pushed: u64,
+    bucket_bytes: u64,
+    /// File a memory bucket spills to if it outgrows `bucket_bytes`.
+    spill_path: PathBuf,
 }
 
 /// One CSR to emit: its two sections and which entries it keeps.
@@ -72,8 +118,9 @@ pub struct CsrSink<'a> {
     pub offsets: &'a mut SectionWriter,
     /// Receives the u32 column indices.
     pub indices: &'a mut SectionWriter,
-    /// Keeps entry `(src, dst)` when true.
-    pub keep: &'a (dyn Fn(u32, u32) -> bool + Sync),
+    /// `None` keeps every entry; `Some(set)` keeps the entries whose two ends are in `set`
+    /// (an induced subgraph).
+    pub keep: Option<&'a NodeSet>,
     /// Entries written (filled by `finish`).
     pub entries: u64,
 }
@@ -99,19 +146,26 @@ impl CsrBuilder {
         let mut buckets = Vec::with_capacity(n_buckets as usize);
         for b in 0..n_buckets {
             let path = scratch.join(format!("csr{id}-bucket{b:05}.keys"));
-            let f = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
-            buckets.push(Bucket {
-                path,
-                out: BufWriter::with_capacity(BUCKET_BUF_BYTES, f),
-                len: 0,
-            });
+            let data = if n_buckets == 1 {
+                BucketData::Memory(Vec::new())
+            } else {
+                bucket_file(path)?
+            };
+            buckets.push(Bucket { data, len: 0 });
         }
         Ok(CsrBuilder {
             n_nodes,
             shift,
             buckets,
             pushed: 0,
+            bucket_bytes,
+            spill_path: scratch.join(format!("csr{id}-bucket00000.keys")),
         })
+    }
+
+    /// Number of rows N.
+    pub fn n_nodes(&self) -> u64 {
+        self.n_nodes
     }
 
     /// Number of bucket files.
@@ -136,10 +190,23 @@ impl CsrBuilder {
             .iter()
             .all(|&k| self.bucket_of((k >> 32) as u32) == b && (k as u32 as u64) < self.n_nodes));
         let bucket = &mut self.buckets[b];
-        bucket
-            .out
-            .write_all(bytemuck::cast_slice(keys))
-            .map_err(|e| StoreError::io(&bucket.path, "write", e))?;
+        if let BucketData::Memory(mem) = &mut bucket.data {
+            if (mem.len() + keys.len()) as u64 * 8 > self.bucket_bytes {
+                // More entries than expected: move to disk and keep memory bounded.
+                let mut data = bucket_file(self.spill_path.clone())?;
+                if let BucketData::File { path, out } = &mut data {
+                    out.write_all(bytemuck::cast_slice(mem))
+                        .map_err(|e| StoreError::io(&*path, "write", e))?;
+                }
+                bucket.data = data;
+            }
+        }
+        match &mut bucket.data {
+            BucketData::Memory(mem) => mem.extend_from_slice(keys),
+            BucketData::File { path, out } => out
+                .write_all(bytemuck::cast_slice(keys))
+                .map_err(|e| StoreError::io(&*path, "write", e))?,
+        }
         bucket.len += keys.len() as u64;
         self.pushed += keys.len() as u64;
         Ok(())
@@ -157,8 +224,12 @@ impl CsrBuilder {
         self.push_bucket(b, &[pack(src, dst)])
     }
 
-    /// Sorts each bucket and writes the rows to every sink; `on_bucket` is called after
-    /// each bucket (progress). Self loops and duplicates are dropped from every sink.
+    /// Turns each bucket into CSR rows and writes them to every sink; `on_bucket` is called
+    /// after each bucket (progress). Self loops and duplicates are dropped from every sink.
+    ///
+    /// Per bucket: a counting sort by source row (two passes over the keys) places every
+    /// destination in its row, then the rows are sorted and deduplicated in parallel. This
+    /// is O(keys + Σ d log d) instead of a comparison sort of all keys.
     pub fn finish(
         self,
         sinks: &mut [CsrSink<'_>],
@@ -168,48 +239,57 @@ impl CsrBuilder {
             pushed: self.pushed,
             ..BuildStats::default()
         };
+        let mut keys_buf: Vec<u64> = Vec::new();
+        let mut cols: Vec<u32> = Vec::new();
+        let mut start: Vec<usize> = Vec::new();
+        let mut lens: Vec<u32> = Vec::new();
         let mut offsets_buf: Vec<u64> = Vec::new();
         let mut indices_buf: Vec<u32> = Vec::new();
         for (b, bucket) in self.buckets.into_iter().enumerate() {
-            let Bucket { path, out, len } = bucket;
-            let file = out
-                .into_inner()
-                .map_err(|e| StoreError::io(&path, "write", e.into_error()))?;
-            drop(file);
-            let mut keys = read_keys(&path, len)?;
-            fs::remove_file(&path).map_err(|e| StoreError::io(&path, "remove", e))?;
-            keys.par_sort_unstable();
-            let before = keys.len() as u64;
-            keys.dedup();
-            stats.duplicates += before - keys.len() as u64;
-            let loops_before = keys.len();
-            keys.retain(|&k| (k >> 32) != (k & 0xffff_ffff));
-            stats.self_loops += (loops_before - keys.len()) as u64;
-
+            let keys: &[u64] = match bucket.data {
+                BucketData::Memory(k) => {
+                    keys_buf = k;
+                    &keys_buf
+                }
+                BucketData::File { path, out } => {
+                    let file = out
+                        .into_inner()
+                        .map_err(|e| StoreError::io(&path, "write", e.into_error()))?;
+                    drop(file);
+                    read_keys(&path, bucket.len, &mut keys_buf)?;
+                    fs::remove_file(&path).map_err(|e| StoreError::io(&path, "remove", e))?;
+                    &keys_buf
+                }
+            };
             let lo = (b as u64) << self.shift;
             let hi = ((b as u64 + 1) << self.shift).min(self.n_nodes);
+            let rows = (hi - lo) as usize;
+
+            // Counting sort by source row.
+            counting_sort(keys, lo, rows, &mut start, &mut cols);
+            // Sort, deduplicate and drop the self loop of every row, in parallel blocks.
+            lens.clear();
+            lens.resize(rows, 0);
+            let (dups, loops) = sort_rows(&mut cols, &start, &mut lens, lo);
+            stats.duplicates += dups;
+            stats.self_loops += loops;
+
             for sink in sinks.iter_mut() {
                 offsets_buf.clear();
                 indices_buf.clear();
-                let mut row = lo;
-                let mut off = sink.entries;
-                for &k in &keys {
-                    let (u, v) = ((k >> 32) as u32, k as u32);
-                    if !(sink.keep)(u, v) {
-                        continue;
+                let base = sink.entries;
+                for r in 0..rows {
+                    offsets_buf.push(base + indices_buf.len() as u64);
+                    let row = &cols[start[r]..start[r] + lens[r] as usize];
+                    match sink.keep {
+                        None => indices_buf.extend_from_slice(row),
+                        Some(set) if set.contains((lo + r as u64) as u32) => {
+                            indices_buf.extend(row.iter().copied().filter(|&v| set.contains(v)))
+                        }
+                        Some(_) => {}
                     }
-                    while row <= u64::from(u) {
-                        offsets_buf.push(off);
-                        row += 1;
-                    }
-                    indices_buf.push(v);
-                    off += 1;
                 }
-                while row < hi {
-                    offsets_buf.push(off);
-                    row += 1;
-                }
-                sink.entries = off;
+                sink.entries = base + indices_buf.len() as u64;
                 sink.offsets.write_u64s(&offsets_buf)?;
                 sink.indices.write_u32s(&indices_buf)?;
             }
@@ -223,18 +303,123 @@ impl CsrBuilder {
     }
 }
 
+/// Places the destination of every key in its row: afterwards row `r` (source `lo + r`)
+/// is `cols[start[r]..start[r+1]]`, in key order. Parallel by ranges of rows: each task
+/// scans all keys (a cheap sequential read) and counts, then scatters, only its own rows,
+/// so tasks write disjoint slices and the result does not depend on the thread count.
+fn counting_sort(keys: &[u64], lo: u64, rows: usize, start: &mut Vec<usize>, cols: &mut Vec<u32>) {
+    use rayon::prelude::*;
+    let parts = rayon::current_num_threads().clamp(1, rows.max(1));
+    let bounds: Vec<usize> = (0..=parts).map(|p| p * rows / parts).collect();
+    let counts: Vec<Vec<usize>> = (0..parts)
+        .into_par_iter()
+        .map(|p| {
+            let (r0, r1) = (bounds[p], bounds[p + 1]);
+            let mut c = vec![0usize; r1 - r0];
+            for &k in keys {
+                let r = ((k >> 32) - lo) as usize;
+                if (r0..r1).contains(&r) {
+                    c[r - r0] += 1;
+                }
+            }
+            c
+        })
+        .collect();
+    start.clear();
+    start.push(0);
+    for c in &counts {
+        for &x in c {
+            start.push(start[start.len() - 1] + x);
+        }
+    }
+    cols.clear();
+    cols.resize(keys.len(), 0);
+    let mut slices = Vec::with_capacity(parts);
+    let mut rest = cols.as_mut_slice();
+    for p in 0..parts {
+        let (mine, tail) =
+            std::mem::take(&mut rest).split_at_mut(start[bounds[p + 1]] - start[bounds[p]]);
+        slices.push((p, mine));
+        rest = tail;
+    }
+    let start = &*start;
+    slices.into_par_iter().for_each(|(p, out)| {
+        let (r0, r1) = (bounds[p], bounds[p + 1]);
+        let base = start[r0];
+        let mut pos: Vec<usize> = start[r0..r1].iter().map(|&s| s - base).collect();
+        for &k in keys {
+            let r = ((k >> 32) - lo) as usize;
+            if (r0..r1).contains(&r) {
+                out[pos[r - r0]] = k as u32;
+                pos[r - r0] += 1;
+            }
+        }
+    });
+}
+
+/// Rows per parallel task in [`sort_rows`].
+const SORT_BLOCK_ROWS: usize = 4096;
+
+/// Sorts each row `cols[start[r]..start[r+1]]` in place, removes duplicates and the self
+/// loop (`lo + r`), and stores the remaining length in `lens[r]` (the kept entries are the
+/// row's prefix). Returns (duplicates, self loops) removed.
+fn sort_rows(cols: &mut [u32], start: &[usize], lens: &mut [u32], lo: u64) -> (u64, u64) {
+    use rayon::prelude::*;
+    let rows = lens.len();
+    // Split `cols` and `lens` into disjoint blocks of rows so tasks own their slices.
+    let mut tasks = Vec::with_capacity(rows.div_ceil(SORT_BLOCK_ROWS));
+    let (mut rest_cols, mut rest_lens) = (cols, lens);
+    let mut r0 = 0;
+    while r0 < rows {
+        let r1 = (r0 + SORT_BLOCK_ROWS).min(rows);
+        let (c, rc) = std::mem::take(&mut rest_cols).split_at_mut(start[r1] - start[r0]);
+        let (l, rl) = std::mem::take(&mut rest_lens).split_at_mut(r1 - r0);
+        tasks.push((r0, c, l));
+        (rest_cols, rest_lens) = (rc, rl);
+        r0 = r1;
+    }
+    tasks
+        .into_par_iter()
+        .map(|(r0, block, lens)| {
+            let (mut dups, mut loops) = (0u64, 0u64);
+            let base = start[r0];
+            for (i, len) in lens.iter_mut().enumerate() {
+                let r = r0 + i;
+                let row = &mut block[start[r] - base..start[r + 1] - base];
+                row.sort_unstable();
+                let mut kept = 0;
+                for j in 0..row.len() {
+                    if j > 0 && row[j] == row[j - 1] {
+                        dups += 1;
+                        continue;
+                    }
+                    if u64::from(row[j]) == lo + r as u64 {
+                        loops += 1;
+                        continue;
+                    }
+                    row[kept] = row[j];
+                    kept += 1;
+                }
+                *len = kept as u32;
+            }
+            (dups, loops)
+        })
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
 /// Packs a directed entry into a sortable key.
 #[inline]
 pub fn pack(src: u32, dst: u32) -> u64 {
     (u64::from(src) << 32) | u64::from(dst)
 }
 
-fn read_keys(path: &Path, len: u64) -> Result<Vec<u64>, StoreError> {
-    let mut keys = vec![0u64; len as usize];
+/// Reads a bucket file into `keys` (reusing its allocation across buckets).
+fn read_keys(path: &Path, len: u64, keys: &mut Vec<u64>) -> Result<(), StoreError> {
+    keys.clear();
+    keys.resize(len as usize, 0);
     let mut f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
-    f.read_exact(bytemuck::cast_slice_mut(&mut keys))
-        .map_err(|e| StoreError::io(path, "read", e))?;
-    Ok(keys)
+    f.read_exact(bytemuck::cast_slice_mut(keys))
+        .map_err(|e| StoreError::io(path, "read", e))
 }
 
 #[cfg(test)]
@@ -291,10 +476,11 @@ mod tests {
             let mut o2 = w.section(SectionId::TrainOffsets, crate::store::format::Dtype::U64).unwrap();
             let mut i2 = w.section(SectionId::TrainIndices, crate::store::format::Dtype::U32).unwrap();
             let all = |_: u32, _: u32| true;
-            let even = |u: u32, v: u32| (u + v) % 2 == 0;
+            let set = NodeSet::from_fn(n as u64, |v| v % 3 != 0);
+            let induced = |u: u32, v: u32| u % 3 != 0 && v % 3 != 0;
             let mut sinks = [
-                CsrSink { offsets: &mut o1, indices: &mut i1, keep: &all, entries: 0 },
-                CsrSink { offsets: &mut o2, indices: &mut i2, keep: &even, entries: 0 },
+                CsrSink { offsets: &mut o1, indices: &mut i1, keep: None, entries: 0 },
+                CsrSink { offsets: &mut o2, indices: &mut i2, keep: Some(&set), entries: 0 },
             ];
             let stats = b.finish(&mut sinks, || {}).unwrap();
             let (e1, e2) = (sinks[0].entries, sinks[1].entries);
@@ -306,7 +492,7 @@ mod tests {
             prop_assert_eq!(read::<u64>(&dir.join(SectionId::FullOffsets.file_name())), want_o);
             prop_assert_eq!(read::<u32>(&dir.join(SectionId::FullIndices.file_name())), want_i.clone());
             prop_assert_eq!(e1, want_i.len() as u64);
-            let (want_o, want_i) = naive_csr(n, &entries, even);
+            let (want_o, want_i) = naive_csr(n, &entries, induced);
             prop_assert_eq!(read::<u64>(&dir.join(SectionId::TrainOffsets.file_name())), want_o);
             prop_assert_eq!(read::<u32>(&dir.join(SectionId::TrainIndices.file_name())), want_i.clone());
             prop_assert_eq!(e2, want_i.len() as u64);

@@ -258,8 +258,8 @@ pub fn generate_kronecker(
     let n_buckets = builder.n_buckets();
     let map = builder.bucket_map();
     let bucket_of = |src: u64| map.bucket_of(src as u32);
-    for first in (0..n_chunks).step_by(batch as usize) {
-        let outs: Vec<(Vec<Vec<u64>>, u64)> = (first..(first + batch).min(n_chunks))
+    let generate = |first: u64| -> Vec<(Vec<Vec<u64>>, u64)> {
+        (first..(first + batch).min(n_chunks))
             .into_par_iter()
             .map(|chunk| {
                 let mut rng =
@@ -290,16 +290,35 @@ pub fn generate_kronecker(
                 }
                 (per_bucket, loops)
             })
-            .collect();
-        for (per_bucket, loops) in outs {
-            self_loops += loops;
-            for (b, keys) in per_bucket.iter().enumerate() {
-                if !keys.is_empty() {
-                    builder.push_bucket(b, keys)?;
+            .collect()
+    };
+    // Batch k+1 is generated while batch k is appended to the bucket files.
+    let mut pending: Vec<(Vec<Vec<u64>>, u64)> = Vec::new();
+    let mut first = 0;
+    loop {
+        let more = first < n_chunks;
+        let (next, written) = rayon::join(
+            || if more { generate(first) } else { Vec::new() },
+            || -> Result<u64, StoreError> {
+                let mut loops_done = 0;
+                for (per_bucket, loops) in pending.drain(..) {
+                    loops_done += loops;
+                    for (b, keys) in per_bucket.iter().enumerate() {
+                        if !keys.is_empty() {
+                            builder.push_bucket(b, keys)?;
+                        }
+                    }
                 }
-            }
+                Ok(loops_done)
+            },
+        );
+        self_loops += written?;
+        bar.set_position((first * CHUNK_DRAWS).min(draws));
+        if !more {
+            break;
         }
-        bar.set_position(((first + batch) * CHUNK_DRAWS).min(draws));
+        pending = next;
+        first += batch;
     }
     bar.finish_and_clear();
 
