@@ -20,6 +20,21 @@ impl Progress {
         Progress { quiet: true }
     }
 
+    /// A spinner with elapsed time for work of unknown length; finish it with
+    /// `finish_and_clear`.
+    pub fn spinner(&self, msg: &'static str) -> ProgressBar {
+        if self.quiet {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} ({elapsed})").expect("static template"),
+        );
+        bar.set_message(msg);
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        bar
+    }
+
     /// A bar of `len` units labelled `msg`.
     pub fn bar(&self, len: u64, msg: &'static str, unit: &'static str) -> ProgressBar {
         if self.quiet {

@@ -48,7 +48,7 @@ pub fn main() -> ExitCode {
         Command::Gen(g) => gen::run(g, &progress),
         Command::Import(i) => import::run(i, &progress),
         Command::Info(a) => info::run(a),
-        Command::Check(a) => check::run(a),
+        Command::Check(a) => check::run(a, &progress),
         Command::Demo(a) => demo::run(a, &progress),
     };
     match result {
