@@ -178,24 +178,11 @@ pub fn import_edgelist(
     bar.finish_and_clear();
     let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
-    let fit = |v: usize| roles[v] == Role::Train as u8;
     let (n_features, feats) = match &opts.features {
-        Some(p) => write_features_npy(
-            &w,
-            p,
-            nu,
-            opts.standardize.then_some(&fit as &dyn Fn(usize) -> bool),
-        )?,
+        Some(p) => write_features_npy(&w, p, nu, opts.standardize, &roles)?,
         None => (0, write_no_features(&w)?),
     };
-    let report = ImportReport {
-        n_nodes: n,
-        entries: graph.n_entries,
-        train_entries: graph.n_train_entries,
-        self_loops: graph.stats.self_loops,
-        duplicates: graph.stats.duplicates,
-        seconds: 0.0,
-    };
+    let report = ImportReport::new(n, &graph, start);
     let meta = Meta {
         n_nodes: n,
         n_features,

@@ -278,23 +278,11 @@ pub fn import_graphsaint(
     let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
     let graph = build::write_graph(&w, full_b, train_b, &is_train, progress)?;
 
-    let fit = |v: usize| roles[v] == Role::Train as u8;
-    let (n_features, feats) = write_features_npy(
-        &w,
-        &file("feats.npy"),
-        n,
-        opts.standardize.then_some(&fit as &dyn Fn(usize) -> bool),
-    )?;
+    let (n_features, feats) =
+        write_features_npy(&w, &file("feats.npy"), n, opts.standardize, &roles)?;
     let labels_entry = labels.write(&w)?;
     let roles_entry = write_roles(&w, &roles)?;
-    let report = ImportReport {
-        n_nodes: n as u64,
-        entries: graph.n_entries,
-        train_entries: graph.n_train_entries,
-        self_loops: graph.stats.self_loops,
-        duplicates: graph.stats.duplicates,
-        seconds: 0.0,
-    };
+    let report = ImportReport::new(n as u64, &graph, start);
     let meta = Meta {
         n_nodes: n as u64,
         n_features,

@@ -36,6 +36,24 @@ pub struct ImportReport {
     pub seconds: f64,
 }
 
+impl ImportReport {
+    /// The report of an import that wrote `graph` for `n_nodes` nodes, started at `start`.
+    pub fn new(
+        n_nodes: u64,
+        graph: &crate::store::build::GraphSections,
+        start: std::time::Instant,
+    ) -> Self {
+        ImportReport {
+            n_nodes,
+            entries: graph.n_entries,
+            train_entries: graph.n_train_entries,
+            self_loops: graph.stats.self_loops,
+            duplicates: graph.stats.duplicates,
+            seconds: start.elapsed().as_secs_f64(),
+        }
+    }
+}
+
 /// Labels read from a file, one row per node.
 pub struct LabelTable {
     /// Single or multi.
@@ -405,16 +423,19 @@ impl Npy {
     }
 }
 
-/// Writes the features section from an `(n, F)` NPY file, optionally standardised with
-/// the mean and population standard deviation of the rows where `fit_rows[v]` holds (a
-/// zero-variance column is only centred, as scikit-learn's StandardScaler does). Streams
+/// Writes the features section from an `(n, F)` NPY file, standardised when `standardize`
+/// with the mean and population standard deviation of the training rows (`roles`); a
+/// zero-variance column is only centred, as scikit-learn's StandardScaler does. Streams
 /// the file (twice when standardising): memory is O(F). Returns F and the entry.
 pub fn write_features_npy(
     w: &StoreWriter,
     path: &Path,
     n: usize,
-    fit_rows: Option<&dyn Fn(usize) -> bool>,
+    standardize: bool,
+    roles: &[u8],
 ) -> Result<(u64, SectionEntry), StoreError> {
+    let fit = |v: usize| roles[v] == Role::Train as u8;
+    let fit_rows: Option<&dyn Fn(usize) -> bool> = standardize.then_some(&fit);
     let npy = Npy::open(path)?;
     let f = match npy.shape.as_slice() {
         [rows, cols] if *rows == n as u64 => *cols as usize,
