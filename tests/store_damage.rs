@@ -57,10 +57,13 @@ fn assert_open_fails(store: &Path, needles: &[&str]) {
     }
 }
 
-/// `open` succeeds (the damage needs a full scan) but `check` reports it.
+/// The cheap `open` passes (the damage needs a full scan), `check` and `open_verified`
+/// report it.
 fn assert_check_fails(store: &Path, needles: &[&str]) {
     let s = GraphStore::open(store).expect("cheap open passes");
     let msg = err_text(check(&s));
+    let msg2 = err_text(GraphStore::open_verified(store));
+    assert_eq!(msg, msg2);
     for n in needles {
         assert!(msg.contains(n), "check error {msg:?} lacks {n:?}");
     }
