@@ -10,6 +10,9 @@ pub enum Error {
     /// Opening, writing, checking or importing a graph store.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Sampling subgraphs.
+    #[error(transparent)]
+    Sample(#[from] crate::sample::SampleError),
 }
 
 /// Errors of the store layer: on-disk format, mmap, importers, generator.

@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod error;
 pub mod progress;
+pub mod sample;
 pub mod store;
 
 pub use error::{Error, Result, StoreError};

@@ -164,3 +164,68 @@ fn import_error_exits_1_and_leaves_nothing() {
     assert!(text(&o).1.contains("nowhere"));
     assert!(!tmp.path().join("x.sf").exists());
 }
+
+#[test]
+fn sample_prints_json_records_and_a_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::small_store(tmp.path(), "s.sf", 10, 2);
+    let o = saintflow(
+        &[
+            "sample",
+            "s.sf",
+            "--sampler",
+            "frontier",
+            "--frontier",
+            "20",
+            "--budget",
+            "200",
+            "--count",
+            "4",
+            "--json",
+            "--save-norm",
+            "n.bin",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+    let lines: Vec<serde_json::Value> = text(&o)
+        .0
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    for l in &lines[..4] {
+        assert!(l["nodes"].as_u64().unwrap() > 0 && l["nodes"].as_u64().unwrap() % 16 == 0);
+        assert!(l["edges"].is_u64());
+    }
+    assert_eq!(lines[4]["summary"], true);
+    assert_eq!(lines[4]["count"], 4);
+    let norm = saintflow::sample::NormCounts::load(&tmp.path().join("n.bin")).unwrap();
+    assert_eq!(norm.meta.subgraphs, 4);
+    for s in ["rw", "edge", "node", "full"] {
+        let o = saintflow(
+            &[
+                "sample",
+                "s.sf",
+                "--graph",
+                "full",
+                "--sampler",
+                s,
+                "--count",
+                "2",
+                "--roots",
+                "10",
+                "--edges",
+                "30",
+                "--budget",
+                "40",
+            ],
+            tmp.path(),
+        );
+        assert!(o.status.success(), "{s}: {:?}", text(&o));
+        assert!(text(&o).0.contains("subgraphs, mean"), "{s}");
+    }
+    let o = saintflow(&["sample", "s.sf", "--frontier", "0"], tmp.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("expected 1 ≤ m ≤ n"));
+}

@@ -5,6 +5,7 @@ mod demo;
 mod gen;
 mod import;
 mod info;
+mod sample;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Verify a store completely (checksums, indices, ordering, symmetry, labels, roles).
     Check(check::CheckArgs),
+    /// Draw subgraphs with a sampler and report sizes, timing and coverage.
+    Sample(sample::SampleArgs),
     /// The quick start: generate a small planted graph, check it and print its info.
     Demo(demo::DemoArgs),
 }
@@ -50,6 +53,7 @@ pub fn main() -> ExitCode {
         Command::Info(a) => info::run(a),
         Command::Check(a) => check::run(a, &progress),
         Command::Demo(a) => demo::run(a, &progress),
+        Command::Sample(a) => sample::run(a, &progress),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -178,3 +178,22 @@ pub fn err_text<T, E: std::fmt::Display>(r: Result<T, E>) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// Symmetric CSR arrays (sorted, deduplicated, loop-free) of an undirected edge list.
+pub fn symmetric_csr(n: usize, edges: &[(u32, u32)]) -> (Vec<u64>, Vec<u32>) {
+    let mut pairs: Vec<(u32, u32)> = edges
+        .iter()
+        .flat_map(|&(u, v)| [(u, v), (v, u)])
+        .filter(|(u, v)| u != v)
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut offsets = vec![0u64; n + 1];
+    for &(u, _) in &pairs {
+        offsets[u as usize + 1] += 1;
+    }
+    for i in 0..n {
+        offsets[i + 1] += offsets[i];
+    }
+    (offsets, pairs.into_iter().map(|(_, v)| v).collect())
+}

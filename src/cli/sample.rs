@@ -1,0 +1,226 @@
+//! `saintflow sample`: draw subgraphs and report sizes, degrees, timing and coverage.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::progress::Progress;
+use crate::sample::{
+    sample_subgraph, EdgeSampler, FrontierParams, FrontierSampler, FullSampler, NodeSampler,
+    NormCounts, RandomWalkSampler, Sampler,
+};
+use crate::store::GraphStore;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Kind {
+    /// Frontier sampling with the Dashboard.
+    Frontier,
+    /// Random walks.
+    Rw,
+    /// Edges ∝ 1/deg(u) + 1/deg(v).
+    Edge,
+    /// Nodes ∝ degree (or uniform with --uniform).
+    Node,
+    /// The whole graph.
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum GraphArg {
+    /// The training graph (inductive training).
+    Train,
+    /// The full graph (transductive training, e.g. Planetoid Cora).
+    Full,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct SampleArgs {
+    /// Store directory.
+    store: PathBuf,
+    /// Sampler.
+    #[arg(long, value_enum, default_value = "frontier")]
+    sampler: Kind,
+    /// Graph to sample from.
+    #[arg(long, value_enum, default_value = "train")]
+    graph: GraphArg,
+    /// Number of subgraphs.
+    #[arg(long, default_value_t = 10)]
+    count: u64,
+    /// Seed: subgraph i depends only on (seed, i).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Frontier size m (frontier).
+    #[arg(long, default_value_t = 1000)]
+    frontier: usize,
+    /// Node budget n (frontier, node).
+    #[arg(long, default_value_t = 8000)]
+    budget: usize,
+    /// Dashboard size factor η (frontier).
+    #[arg(long, default_value_t = 2.0)]
+    eta: f64,
+    /// At most this many pins per node (frontier; IPDPS 2019 used 30 on skewed graphs).
+    #[arg(long)]
+    pin_cap: Option<usize>,
+    /// Walk roots r (rw).
+    #[arg(long, default_value_t = 3000)]
+    roots: usize,
+    /// Walk length h (rw).
+    #[arg(long, default_value_t = 2)]
+    depth: usize,
+    /// Edges per subgraph (edge).
+    #[arg(long, default_value_t = 4000)]
+    edges: usize,
+    /// Uniform node sampling instead of ∝ degree (node).
+    #[arg(long)]
+    uniform: bool,
+    /// Clip |V_s| down to a multiple of this (16 f32 per cache line; 1 = off; full: off).
+    #[arg(long, default_value_t = 16)]
+    clip: usize,
+    /// Also estimate GraphSAINT normalisation from these subgraphs and write it here.
+    #[arg(long)]
+    save_norm: Option<PathBuf>,
+    /// One JSON object per subgraph, then a summary object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Record {
+    index: u64,
+    nodes: usize,
+    edges: usize,
+    mean_degree: f64,
+    max_degree: usize,
+    ms: f64,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    summary: bool,
+    sampler: String,
+    graph: &'static str,
+    count: u64,
+    mean_nodes: f64,
+    mean_edges: f64,
+    mean_degree: f64,
+    median_ms: f64,
+    subgraphs_per_s: f64,
+    coverage: f64,
+    threads: usize,
+}
+
+pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
+    let store = GraphStore::open(&a.store)?;
+    let (g, graph_name) = match a.graph {
+        GraphArg::Train => (store.train(), "train"),
+        GraphArg::Full => (store.full(), "full"),
+    };
+    let sampler: Box<dyn Sampler> = match a.sampler {
+        Kind::Frontier => Box::new(FrontierSampler::new(
+            g,
+            FrontierParams {
+                frontier: a.frontier,
+                budget: a.budget,
+                eta: a.eta,
+                pin_cap: a.pin_cap,
+            },
+        )?),
+        Kind::Rw => Box::new(RandomWalkSampler::new(g, a.roots, a.depth)?),
+        Kind::Edge => Box::new(EdgeSampler::new(g, a.edges)?),
+        Kind::Node => Box::new(NodeSampler::new(g, a.budget, !a.uniform)?),
+        Kind::Full => Box::new(FullSampler::new(g)),
+    };
+    let clip = if matches!(a.sampler, Kind::Full) {
+        1
+    } else {
+        a.clip.max(1)
+    };
+    // Timing is per subgraph on one thread; subgraphs/s is for the whole pool below.
+    let bar = progress.bar(a.count, "sample", "subgraphs");
+    let mut seen = vec![false; g.n_nodes()];
+    let mut ms = Vec::with_capacity(a.count as usize);
+    let (mut sum_nodes, mut sum_edges) = (0usize, 0usize);
+    let start = Instant::now();
+    for i in 0..a.count {
+        let t = Instant::now();
+        let s = sample_subgraph(sampler.as_ref(), a.seed, i, clip)?;
+        let dt = t.elapsed().as_secs_f64() * 1e3;
+        ms.push(dt);
+        for &v in &s.nodes {
+            seen[v as usize] = true;
+        }
+        sum_nodes += s.n_nodes();
+        sum_edges += s.n_entries() / 2;
+        let max_degree = (0..s.n_nodes())
+            .map(|k| s.neighbors(k).len())
+            .max()
+            .unwrap_or(0);
+        let rec = Record {
+            index: i,
+            nodes: s.n_nodes(),
+            edges: s.n_entries() / 2,
+            mean_degree: s.n_entries() as f64 / s.n_nodes().max(1) as f64,
+            max_degree,
+            ms: dt,
+        };
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string(&rec).expect("record serialises")
+            );
+        } else if a.count <= 20 {
+            bar.suspend(|| {
+                println!(
+                    "subgraph {:>4}: {:>8} nodes {:>10} edges  mean degree {:>7.2}  max {:>6}  {:>8.2} ms",
+                    i, rec.nodes, rec.edges, rec.mean_degree, rec.max_degree, dt
+                )
+            });
+        }
+        bar.inc(1);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    ms.sort_by(f64::total_cmp);
+    let candidates = crate::sample::nodes_with_edges(g).len().max(1);
+    let k = a.count.max(1) as f64;
+    let summary = Summary {
+        summary: true,
+        sampler: sampler.name(),
+        graph: graph_name,
+        count: a.count,
+        mean_nodes: sum_nodes as f64 / k,
+        mean_edges: sum_edges as f64 / k,
+        mean_degree: 2.0 * sum_edges as f64 / sum_nodes.max(1) as f64,
+        median_ms: ms.get(ms.len() / 2).copied().unwrap_or(0.0),
+        subgraphs_per_s: a.count as f64 / elapsed.max(1e-9),
+        coverage: seen.iter().filter(|&&s| s).count() as f64 / candidates as f64,
+        threads: 1,
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("summary serialises")
+        );
+    } else {
+        println!(
+            "{} on the {} graph: {} subgraphs, mean {:.1} nodes / {:.1} edges (mean degree {:.2}), median {:.2} ms per subgraph (1 thread), {:.1} subgraphs/s; {:.1}% of the nodes with edges covered",
+            summary.sampler, graph_name, a.count, summary.mean_nodes, summary.mean_edges, summary.mean_degree,
+            summary.median_ms, summary.subgraphs_per_s, summary.coverage * 100.0
+        );
+    }
+    if let Some(path) = &a.save_norm {
+        let counts = NormCounts::estimate(sampler.as_ref(), a.count, a.seed, clip)?;
+        counts.save(path)?;
+        if !a.json {
+            println!(
+                "normalisation counts over {} subgraphs written to {}",
+                a.count,
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}

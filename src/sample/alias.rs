@@ -1,0 +1,104 @@
+//! Walker's alias method (Vose's construction): O(n) build, O(1) draw from a discrete
+//! distribution given by non-negative weights.
+
+use rand_core::RngCore;
+
+use crate::sample::below;
+
+/// An alias table over `0..n`.
+#[derive(Debug, Clone)]
+pub struct AliasTable {
+    /// Probability of keeping column i (scaled to [0, 1]).
+    prob: Vec<f64>,
+    /// The other outcome of column i.
+    alias: Vec<u32>,
+}
+
+impl AliasTable {
+    /// Builds the table; `None` if there are no weights, a weight is negative or not
+    /// finite, or all are zero.
+    pub fn new(weights: &[f64]) -> Option<Self> {
+        let n = weights.len();
+        let total: f64 = weights.iter().sum();
+        if n == 0
+            || n > u32::MAX as usize
+            || !(total.is_finite() && total > 0.0)
+            || weights.iter().any(|&w| w.is_nan() || w < 0.0)
+        {
+            return None;
+        }
+        let mut prob: Vec<f64> = weights.iter().map(|&w| w * n as f64 / total).collect();
+        let mut alias: Vec<u32> = (0..n as u32).collect();
+        let (mut small, mut large): (Vec<u32>, Vec<u32>) =
+            (0..n as u32).partition(|&i| prob[i as usize] < 1.0);
+        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
+            alias[s as usize] = l;
+            prob[l as usize] -= 1.0 - prob[s as usize];
+            if prob[l as usize] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        // Leftovers are 1 up to rounding.
+        for i in large.into_iter().chain(small) {
+            prob[i as usize] = 1.0;
+        }
+        Some(AliasTable { prob, alias })
+    }
+
+    /// Number of outcomes.
+    pub fn len(&self) -> usize {
+        self.prob.len()
+    }
+
+    /// Whether the table is empty (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.prob.is_empty()
+    }
+
+    /// One draw.
+    #[inline]
+    pub fn sample(&self, rng: &mut impl RngCore) -> usize {
+        let i = below(rng, self.prob.len() as u64) as usize;
+        let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        if u < self.prob[i] {
+            i
+        } else {
+            self.alias[i] as usize
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn frequencies_match_weights() {
+        let w = [1.0, 0.0, 3.0, 0.5, 5.5, 2.0];
+        let t = AliasTable::new(&w).unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        let draws = 600_000;
+        let mut c = [0u64; 6];
+        for _ in 0..draws {
+            c[t.sample(&mut rng)] += 1;
+        }
+        let total: f64 = w.iter().sum();
+        let expected: Vec<f64> = w.iter().map(|x| x / total * draws as f64).collect();
+        assert_eq!(c[1], 0, "zero-weight outcome drawn");
+        let stat = crate::sample::naive::chi_square(&c, &expected);
+        assert!(
+            stat < crate::sample::naive::chi_square_critical(4),
+            "chi2 {stat}: {c:?}"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_weights() {
+        assert!(AliasTable::new(&[]).is_none());
+        assert!(AliasTable::new(&[0.0, 0.0]).is_none());
+        assert!(AliasTable::new(&[1.0, -1.0]).is_none());
+        assert!(AliasTable::new(&[1.0, f64::NAN]).is_none());
+    }
+}

@@ -1,0 +1,130 @@
+//! Graph samplers: the first stage of every training step. A [`Sampler`] draws a node
+//! multiset from a graph; [`sample_subgraph`] turns it into an induced [`Subgraph`]
+//! (dedup, optional clipping, induction); [`sample_pool`] fills a pool of subgraphs with
+//! independent samplers in parallel (inter-sampler parallelism).
+//!
+//! Determinism: subgraph `i` of a run with seed `s` is drawn from an RNG seeded by
+//! hash(s, i) alone, so it is the same whatever the number of threads or the order in
+//! which subgraphs are drawn.
+
+pub mod alias;
+pub mod edge;
+pub mod frontier;
+pub mod induce;
+pub mod naive;
+pub mod node;
+pub mod norm;
+pub mod walk;
+
+use rand::SeedableRng;
+use rand_core::RngCore;
+use rayon::prelude::*;
+
+use crate::error::StoreError;
+use crate::store::gen::hash3;
+use crate::store::Csr;
+
+pub use edge::EdgeSampler;
+pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
+pub use induce::{clip, induce, transpose_permutation, Subgraph};
+pub use node::{FullSampler, NodeSampler};
+pub use norm::NormCounts;
+pub use walk::RandomWalkSampler;
+
+/// The RNG of one subgraph draw: xoshiro256++, a fixed algorithm (portable results).
+pub type SampleRng = rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Stream id of subgraph draws.
+const STREAM_SUBGRAPH: u64 = 0x5355_4247;
+
+/// Errors of the sampling layer.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// Reading the graph failed (corrupt store: a neighbour id out of range).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A sampler parameter is out of range.
+    #[error("sampler parameter: {0}")]
+    Param(String),
+    /// The graph has no edges, so there is nothing to sample from.
+    #[error("the graph has no edges: nothing to sample (for inductive training, is the training graph empty?)")]
+    NoEdges,
+}
+
+/// A graph sampler: draws a node multiset from its graph. Implement it to plug in a sampler
+/// of your own; [`sample_subgraph`] does the rest (dedup, clip, induce).
+pub trait Sampler: Sync {
+    /// A description with the parameters, e.g. `frontier(m=1000, n=8000, eta=2)`.
+    fn name(&self) -> String;
+    /// The graph sampled from.
+    fn graph(&self) -> Csr<'_>;
+    /// Appends the sampled nodes (any order, repeats allowed) to `out`.
+    fn sample_nodes(&self, rng: &mut SampleRng, out: &mut Vec<u32>) -> Result<(), SampleError>;
+}
+
+/// A uniform integer in `0..k` (k ≥ 1) by Lemire's multiply-shift; bias ≤ k / 2^64.
+#[inline]
+pub fn below(rng: &mut impl RngCore, k: u64) -> u64 {
+    ((u128::from(rng.next_u64()) * u128::from(k)) >> 64) as u64
+}
+
+/// A uniformly random neighbour of `u` (which must have one), checked `< N`: O(1), so a
+/// corrupt store is an error without scanning the row.
+#[inline]
+pub fn random_neighbor(graph: Csr<'_>, u: u32, rng: &mut impl RngCore) -> Result<u32, SampleError> {
+    let row = graph.try_neighbors(u)?;
+    let v = row[below(rng, row.len() as u64) as usize];
+    if v as usize >= graph.n_nodes() {
+        return Err(SampleError::Store(StoreError::argument(format!(
+            "neighbour {v} of node {u} out of range, expected < {} (corrupt store? run `saintflow check`)",
+            graph.n_nodes()
+        ))));
+    }
+    Ok(v)
+}
+
+/// Nodes with at least one neighbour, ascending (parallel scan of the offsets).
+pub fn nodes_with_edges(graph: Csr<'_>) -> Vec<u32> {
+    let offsets = graph.offsets();
+    (0..graph.n_nodes() as u32)
+        .into_par_iter()
+        .filter(|&v| offsets[v as usize + 1] > offsets[v as usize])
+        .collect()
+}
+
+/// The RNG of subgraph `index` of a run seeded with `seed`.
+pub fn subgraph_rng(seed: u64, index: u64) -> SampleRng {
+    SampleRng::seed_from_u64(hash3(seed, STREAM_SUBGRAPH, index))
+}
+
+/// Draws subgraph `index`: sample nodes, dedup, drop random nodes down to a multiple of
+/// `clip_to` (1 = no clipping), induce.
+pub fn sample_subgraph(
+    sampler: &(impl Sampler + ?Sized),
+    seed: u64,
+    index: u64,
+    clip_to: usize,
+) -> Result<Subgraph, SampleError> {
+    let mut rng = subgraph_rng(seed, index);
+    let mut nodes = Vec::new();
+    sampler.sample_nodes(&mut rng, &mut nodes)?;
+    nodes.sort_unstable();
+    nodes.dedup();
+    clip(&mut nodes, clip_to, &mut rng);
+    Ok(induce(sampler.graph(), nodes)?)
+}
+
+/// Draws subgraphs `first..first + count` in parallel on the current rayon pool, in index
+/// order: a subgraph pool filled by independent samplers.
+pub fn sample_pool(
+    sampler: &(impl Sampler + ?Sized),
+    seed: u64,
+    first: u64,
+    count: u64,
+    clip_to: usize,
+) -> Result<Vec<Subgraph>, SampleError> {
+    (first..first + count)
+        .into_par_iter()
+        .map(|i| sample_subgraph(sampler, seed, i, clip_to))
+        .collect()
+}

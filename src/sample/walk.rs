@@ -1,0 +1,58 @@
+//! Random-walk sampler (GraphSAINT): r roots drawn uniformly from the nodes that have
+//! neighbours, a walk of h steps from each; the sample is every node visited.
+
+use crate::sample::{below, nodes_with_edges, SampleError, SampleRng, Sampler};
+use crate::store::Csr;
+
+/// Random-walk sampler over one graph.
+pub struct RandomWalkSampler<'g> {
+    graph: Csr<'g>,
+    roots: usize,
+    depth: usize,
+    candidates: Vec<u32>,
+}
+
+impl<'g> RandomWalkSampler<'g> {
+    /// `roots` walks of `depth` steps.
+    pub fn new(graph: Csr<'g>, roots: usize, depth: usize) -> Result<Self, SampleError> {
+        if roots == 0 {
+            return Err(SampleError::Param("rw: --roots expected ≥ 1, got 0".into()));
+        }
+        let candidates = nodes_with_edges(graph);
+        if candidates.is_empty() {
+            return Err(SampleError::NoEdges);
+        }
+        Ok(RandomWalkSampler {
+            graph,
+            roots,
+            depth,
+            candidates,
+        })
+    }
+}
+
+impl Sampler for RandomWalkSampler<'_> {
+    fn name(&self) -> String {
+        format!("rw(roots={}, depth={})", self.roots, self.depth)
+    }
+
+    fn graph(&self) -> Csr<'_> {
+        self.graph
+    }
+
+    fn sample_nodes(&self, rng: &mut SampleRng, out: &mut Vec<u32>) -> Result<(), SampleError> {
+        out.reserve(self.roots * (self.depth + 1));
+        for _ in 0..self.roots {
+            let mut v = self.candidates[below(rng, self.candidates.len() as u64) as usize];
+            out.push(v);
+            for _ in 0..self.depth {
+                if self.graph.degree(v) == 0 {
+                    break;
+                }
+                v = crate::sample::random_neighbor(self.graph, v, rng)?;
+                out.push(v);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,443 @@
+//! Samplers against their stated distributions (chi-square at p = 0.001 on fixed seeds),
+//! the Dashboard's cleanup and high-degree corner case, determinism, normalisation, and
+//! corrupt or cold stores.
+
+mod common;
+
+use common::symmetric_csr;
+use rand::SeedableRng;
+use saintflow::sample::naive::{chi_square, chi_square_critical, NaiveFrontier};
+use saintflow::sample::*;
+use saintflow::store::{Csr, GraphStore, Role};
+
+fn rng(seed: u64) -> SampleRng {
+    SampleRng::seed_from_u64(seed)
+}
+
+/// A graph with a spread of degrees: node i is joined to the next (i % 7) + 1 nodes.
+fn skewed_graph(n: usize) -> (Vec<u64>, Vec<u32>) {
+    let mut edges = Vec::new();
+    for i in 0..n as u32 {
+        for d in 1..=(i % 7) + 1 {
+            edges.push((i, (i + d * 3) % n as u32));
+        }
+    }
+    symmetric_csr(n, &edges)
+}
+
+#[test]
+fn dashboard_selects_proportionally_to_degree() {
+    let (o, i) = skewed_graph(200);
+    let g = Csr::new(&o, &i).unwrap();
+    let frontier: Vec<u32> = (0..40).map(|k| k * 5).collect();
+    let mut db = Dashboard::new(
+        2 * frontier.iter().map(|&v| g.degree(v)).sum::<usize>(),
+        frontier.len(),
+    );
+    for (slot, &v) in frontier.iter().enumerate() {
+        db.put(slot, v, g.degree(v));
+    }
+    let mut r = rng(1);
+    let draws = 200_000;
+    let mut counts = vec![0u64; frontier.len()];
+    for _ in 0..draws {
+        counts[db.select(&mut r).unwrap()] += 1;
+    }
+    let total: usize = frontier.iter().map(|&v| g.degree(v)).sum();
+    let expected: Vec<f64> = frontier
+        .iter()
+        .map(|&v| g.degree(v) as f64 / total as f64 * draws as f64)
+        .collect();
+    let stat = chi_square(&counts, &expected);
+    assert!(
+        stat < chi_square_critical(frontier.len() - 1),
+        "chi2 = {stat}"
+    );
+}
+
+#[test]
+fn cleanup_reclaims_pins_without_growing_and_keeps_the_distribution() {
+    // Replace frontier nodes many times: the tail runs off the end of DB repeatedly, so
+    // only cleanups keep DB at its size. Without a working cleanup DB would grow (or the
+    // pins would be wrong and the chi-square would fail).
+    let pins = [3usize, 5, 8, 1, 13];
+    let cap = 2 * pins.iter().sum::<usize>();
+    let mut db = Dashboard::new(cap, pins.len());
+    for (s, &p) in pins.iter().enumerate() {
+        db.put(s, s as u32, p);
+    }
+    let mut r = rng(2);
+    for round in 0..5_000 {
+        let s = round % pins.len();
+        let node = db.take(s);
+        db.put(s, node, pins[s]);
+    }
+    assert!(db.cleanups() > 100, "only {} cleanups", db.cleanups());
+    assert_eq!(db.grows(), 0);
+    assert_eq!(db.capacity(), cap);
+    assert_eq!(db.valid_pins(), pins.iter().sum::<usize>());
+    let draws = 100_000;
+    let mut counts = vec![0u64; pins.len()];
+    for _ in 0..draws {
+        let s = db.select(&mut r).unwrap();
+        assert_eq!(db.node(s), s as u32);
+        counts[s] += 1;
+    }
+    let total: usize = pins.iter().sum();
+    let expected: Vec<f64> = pins
+        .iter()
+        .map(|&p| p as f64 / total as f64 * draws as f64)
+        .collect();
+    assert!(chi_square(&counts, &expected) < chi_square_critical(pins.len() - 1));
+}
+
+#[test]
+fn a_node_with_more_pins_than_db_grows_it_and_keeps_proportions() {
+    let mut db = Dashboard::new(10, 3);
+    db.put(0, 0, 2);
+    db.put(1, 1, 3);
+    db.put(2, 2, 60); // the hub: 60 pins in a 10-pin table
+    assert_eq!(db.grows(), 1);
+    assert!(db.capacity() >= 65);
+    let mut r = rng(3);
+    let draws = 65_000;
+    let mut counts = [0u64; 3];
+    for _ in 0..draws {
+        counts[db.select(&mut r).unwrap()] += 1;
+    }
+    let expected = [2000.0, 3000.0, 60000.0];
+    assert!(
+        chi_square(&counts, &expected) < chi_square_critical(2),
+        "{counts:?}"
+    );
+    // A star graph: the hub's degree exceeds η·m·d̄; sampling still works.
+    let n = 600;
+    let edges: Vec<(u32, u32)> = (1..n as u32).map(|v| (0, v)).collect();
+    let (o, i) = symmetric_csr(n, &edges);
+    let g = Csr::new(&o, &i).unwrap();
+    let s = FrontierSampler::new(
+        g,
+        FrontierParams {
+            frontier: 2,
+            budget: 50,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut db = s.dashboard();
+    let mut out = Vec::new();
+    s.sample_with(&mut db, &mut r, &mut out).unwrap();
+    assert_eq!(out.len(), 50);
+    assert!(
+        db.grows() >= 1,
+        "the hub did not exceed the table: test does not exercise the corner case"
+    );
+    assert!(
+        out.iter().filter(|&&v| v == 0).count() > 10,
+        "a walk on a star keeps returning to the hub"
+    );
+}
+
+#[test]
+fn pin_cap_makes_selection_proportional_to_capped_degree() {
+    let (o, i) = skewed_graph(100);
+    let g = Csr::new(&o, &i).unwrap();
+    let cap = 4usize;
+    let frontier: Vec<u32> = (0..30).collect();
+    let mut db = Dashboard::new(1000, frontier.len());
+    for (slot, &v) in frontier.iter().enumerate() {
+        db.put(slot, v, g.degree(v).min(cap));
+    }
+    let mut r = rng(4);
+    let draws = 150_000;
+    let mut counts = vec![0u64; frontier.len()];
+    for _ in 0..draws {
+        counts[db.select(&mut r).unwrap()] += 1;
+    }
+    let total: usize = frontier.iter().map(|&v| g.degree(v).min(cap)).sum();
+    let expected: Vec<f64> = frontier
+        .iter()
+        .map(|&v| g.degree(v).min(cap) as f64 / total as f64 * draws as f64)
+        .collect();
+    assert!(chi_square(&counts, &expected) < chi_square_critical(frontier.len() - 1));
+}
+
+#[test]
+fn frontier_sampler_pop_matches_the_naive_scan_in_distribution() {
+    // The naive O(m) pop and the Dashboard select are the same distribution: both ∝ degree.
+    let (o, i) = skewed_graph(120);
+    let g = Csr::new(&o, &i).unwrap();
+    let frontier: Vec<u32> = (0..25).map(|k| k * 4 + 1).collect();
+    let mut r = rng(5);
+    let draws = 100_000;
+    let mut naive = vec![0u64; frontier.len()];
+    for _ in 0..draws {
+        naive[NaiveFrontier::pop(g, &frontier, &mut r)] += 1;
+    }
+    let total: usize = frontier.iter().map(|&v| g.degree(v)).sum();
+    let expected: Vec<f64> = frontier
+        .iter()
+        .map(|&v| g.degree(v) as f64 / total as f64 * draws as f64)
+        .collect();
+    assert!(chi_square(&naive, &expected) < chi_square_critical(frontier.len() - 1));
+}
+
+#[test]
+fn frontier_visits_converge_to_degree_proportions() {
+    // Frontier sampling's long-run visit distribution on a connected graph is ∝ degree.
+    let (o, i) = skewed_graph(60);
+    let g = Csr::new(&o, &i).unwrap();
+    let s = FrontierSampler::new(
+        g,
+        FrontierParams {
+            frontier: 10,
+            budget: 2010,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut counts = vec![0u64; 60];
+    let mut r = rng(6);
+    for _ in 0..100 {
+        let mut out = Vec::new();
+        s.sample_nodes(&mut r, &mut out).unwrap();
+        for &v in &out[10 + 500..] {
+            counts[v as usize] += 1; // after burn-in
+        }
+    }
+    let total: u64 = counts.iter().sum();
+    let deg_total: usize = (0..60).map(|v| g.degree(v)).sum();
+    for v in 0..60u32 {
+        let want = g.degree(v) as f64 / deg_total as f64;
+        let got = counts[v as usize] as f64 / total as f64;
+        assert!(
+            (got - want).abs() < 0.2 * want + 0.002,
+            "node {v}: {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn edge_sampler_frequencies_match_inverse_degrees() {
+    let (o, i) = skewed_graph(30);
+    let g = Csr::new(&o, &i).unwrap();
+    let s = EdgeSampler::new(g, 1).unwrap();
+    let mut edges = Vec::new();
+    for u in 0..30u32 {
+        for &v in g.neighbors(u) {
+            if v > u {
+                edges.push((u, v));
+            }
+        }
+    }
+    let w: Vec<f64> = edges
+        .iter()
+        .map(|&(u, v)| 1.0 / g.degree(u) as f64 + 1.0 / g.degree(v) as f64)
+        .collect();
+    let wsum: f64 = w.iter().sum();
+    let draws = 400_000;
+    let mut counts = vec![0u64; edges.len()];
+    let mut r = rng(7);
+    for _ in 0..draws {
+        let e = s.sample_edge(&mut r);
+        counts[edges.binary_search(&e).expect("drawn edge exists")] += 1;
+    }
+    let expected: Vec<f64> = w.iter().map(|x| x / wsum * draws as f64).collect();
+    let stat = chi_square(&counts, &expected);
+    assert!(
+        stat < chi_square_critical(edges.len() - 1),
+        "chi2 = {stat} over {} edges",
+        edges.len()
+    );
+}
+
+#[test]
+fn node_sampler_by_degree_and_uniform() {
+    let (o, i) = skewed_graph(40);
+    let g = Csr::new(&o, &i).unwrap();
+    let draws = 200_000;
+    for by_degree in [true, false] {
+        let s = NodeSampler::new(g, 1, by_degree).unwrap();
+        let mut counts = vec![0u64; 40];
+        let mut r = rng(8);
+        for _ in 0..draws {
+            counts[s.sample_node(&mut r) as usize] += 1;
+        }
+        let total: usize = (0..40).map(|v| g.degree(v)).sum();
+        let expected: Vec<f64> = (0..40u32)
+            .map(|v| if by_degree { g.degree(v) as f64 / total as f64 } else { 1.0 / 40.0 } * draws as f64)
+            .collect();
+        assert!(
+            chi_square(&counts, &expected) < chi_square_critical(39),
+            "by_degree={by_degree}"
+        );
+    }
+}
+
+#[test]
+fn random_walks_follow_edges() {
+    let (o, i) = skewed_graph(80);
+    let g = Csr::new(&o, &i).unwrap();
+    let (roots, depth) = (30, 6);
+    let s = RandomWalkSampler::new(g, roots, depth).unwrap();
+    let mut out = Vec::new();
+    s.sample_nodes(&mut rng(9), &mut out).unwrap();
+    assert_eq!(out.len(), roots * (depth + 1));
+    for walk in out.chunks(depth + 1) {
+        for w in walk.windows(2) {
+            assert!(
+                g.neighbors(w[0]).contains(&w[1]),
+                "step {} → {} is not an edge",
+                w[0],
+                w[1]
+            );
+        }
+    }
+}
+
+#[test]
+fn subgraphs_are_deterministic_whatever_the_threads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::small_store(tmp.path(), "g", 11, 4)).unwrap();
+    let g = store.train();
+    let f = FrontierSampler::new(
+        g,
+        FrontierParams {
+            frontier: 50,
+            budget: 400,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let pool = |threads: usize, seed: u64| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| sample_pool(&f, seed, 0, 8, 16).unwrap())
+    };
+    let a = pool(1, 42);
+    let b = pool(2, 42);
+    assert_eq!(a, b);
+    assert_ne!(a, pool(2, 43));
+    // Subgraph 5 alone equals the pool's 6th.
+    assert_eq!(sample_subgraph(&f, 42, 5, 16).unwrap(), a[5]);
+    for s in &a {
+        assert_eq!(s.n_nodes() % 16, 0, "clipped to a multiple of 16");
+        assert!(
+            s.nodes.iter().all(|&v| store.role(v) == Role::Train),
+            "inductive sampling left the training graph"
+        );
+        assert!(s.n_nodes() <= 400);
+    }
+}
+
+#[test]
+fn normalisation_counts_round_trip_and_full_sampler_is_neutral() {
+    let (o, i) = skewed_graph(50);
+    let g = Csr::new(&o, &i).unwrap();
+    let full = FullSampler::new(g);
+    let c = NormCounts::estimate(&full, 7, 1, 1).unwrap();
+    assert!(c.node.iter().all(|&x| x == 7) && c.edge.iter().all(|&x| x == 7));
+    let s = sample_subgraph(&full, 1, 0, 1).unwrap();
+    assert!(c.aggregator_weights(&s).iter().all(|&w| w == 1.0));
+    assert!(c
+        .loss_weights(&s, 50)
+        .iter()
+        .all(|&w| (w - 1.0 / 50.0).abs() < 1e-7));
+
+    let f = FrontierSampler::new(
+        g,
+        FrontierParams {
+            frontier: 5,
+            budget: 30,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = NormCounts::estimate(&f, 200, 3, 1).unwrap();
+    let sizes: u64 = (0..200)
+        .map(|k| sample_subgraph(&f, 3, k, 1).unwrap().n_nodes() as u64)
+        .sum();
+    assert_eq!(
+        c.node.iter().map(|&x| u64::from(x)).sum::<u64>(),
+        sizes,
+        "C_v sums to Σ|V_s|"
+    );
+    // C_{u,v} = C_{v,u}: induced subgraphs hold both directions.
+    let perm = transpose_permutation(&o.iter().map(|&x| x as u32).collect::<Vec<_>>(), &i);
+    for (k, &p) in perm.iter().enumerate() {
+        assert_eq!(c.edge[k], c.edge[p as usize]);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("norm.bin");
+    c.save(&path).unwrap();
+    assert_eq!(NormCounts::load(&path).unwrap(), c);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let msg = NormCounts::load(&path).unwrap_err().to_string();
+    assert!(
+        msg.contains("norm.bin") && msg.contains("checksum mismatch"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn corrupt_store_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = common::small_store(tmp.path(), "g", 9, 5);
+    let n = GraphStore::open(&path).unwrap().n_nodes() as u32;
+    let f = path.join("full.indices.u32");
+    let len = std::fs::metadata(&f).unwrap().len() as usize;
+    let junk: Vec<u8> = (0..len / 4).flat_map(|_| (n + 3).to_le_bytes()).collect();
+    std::fs::write(&f, junk).unwrap();
+    let store = GraphStore::open(&path).unwrap(); // cheap checks do not read indices
+    let g = store.full();
+    let msg = |e: SampleError| e.to_string();
+    let fr = FrontierSampler::new(
+        g,
+        FrontierParams {
+            frontier: 10,
+            budget: 100,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(msg(sample_subgraph(&fr, 1, 0, 1).unwrap_err()).contains("out of range"));
+    let rw = RandomWalkSampler::new(g, 5, 3).unwrap();
+    assert!(msg(sample_subgraph(&rw, 1, 0, 1).unwrap_err()).contains("out of range"));
+    let nd = NodeSampler::new(g, 50, true).unwrap();
+    assert!(msg(sample_subgraph(&nd, 1, 0, 1).unwrap_err()).contains("out of range"));
+    assert!(EdgeSampler::new(g, 10)
+        .err()
+        .map(msg)
+        .unwrap()
+        .contains("out of range"));
+}
+
+#[test]
+fn sampling_a_cold_store_reads_through_mmap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = common::small_store(tmp.path(), "g", 12, 6);
+    let params = FrontierParams {
+        frontier: 100,
+        budget: 800,
+        ..Default::default()
+    };
+    let before = {
+        let store = GraphStore::open(&path).unwrap();
+        let f = FrontierSampler::new(store.full(), params).unwrap();
+        sample_pool(&f, 9, 0, 4, 16).unwrap()
+    };
+    // Drop the page cache (root only; elsewhere this test still samples, warm).
+    let _ = std::process::Command::new("sync").status();
+    let dropped = std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok();
+    if !dropped {
+        eprintln!("could not drop the page cache (not root?): sampling a warm store");
+    }
+    let store = GraphStore::open(&path).unwrap();
+    let f = FrontierSampler::new(store.full(), params).unwrap();
+    assert_eq!(sample_pool(&f, 9, 0, 4, 16).unwrap(), before);
+}
