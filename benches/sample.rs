@@ -78,6 +78,27 @@ fn frontier_vs_naive(c: &mut Criterion) {
                 black_box(out)
             })
         });
+        // The floor of any frontier sampler: per pop, a random neighbour of a frontier node
+        // and that neighbour's degree (two dependent random reads), with a free "selection"
+        // (a uniform slot, which needs no structure).
+        let cand = nodes_with_edges(g);
+        grp.bench_function("graph_reads_floor", |b| {
+            b.iter(|| {
+                let mut r = subgraph_rng(2, i);
+                i += 1;
+                let mut fs: Vec<u32> = (0..M)
+                    .map(|_| cand[below(&mut r, cand.len() as u64) as usize])
+                    .collect();
+                let mut acc = 0usize;
+                for _ in M..N {
+                    let slot = below(&mut r, M as u64) as usize;
+                    let v = random_neighbor(g, fs[slot], &mut r).unwrap();
+                    acc += g.degree(v);
+                    fs[slot] = v;
+                }
+                black_box((fs, acc))
+            })
+        });
         grp.bench_function("naive_textbook", |b| {
             b.iter(|| {
                 let mut out = Vec::with_capacity(N);

@@ -340,6 +340,43 @@ fn subgraphs_are_deterministic_whatever_the_threads() {
 }
 
 #[test]
+fn a_draw_does_not_depend_on_earlier_draws_on_the_same_thread() {
+    // Regression (found by CI): the per-thread Dashboard kept a table grown by an earlier
+    // draw, which changed later draws. On the ring-and-hub graph the hub grows the table.
+    let ring = 1000u32;
+    let mut edges: Vec<(u32, u32)> = (0..ring).map(|v| (v, (v + 1) % ring)).collect();
+    edges.extend((0..ring).step_by(2).map(|v| (v, ring)));
+    let (o, i) = symmetric_csr(ring as usize + 1, &edges);
+    let g = Csr::new(&o, &i).unwrap();
+    let f = FrontierSampler::new(
+        g,
+        FrontierParams {
+            frontier: 2,
+            budget: 400,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let fresh = |k: u64| {
+        std::thread::scope(|s| {
+            s.spawn(|| sample_subgraph(&f, 11, k, 1).unwrap())
+                .join()
+                .unwrap()
+        })
+    };
+    let on_one_thread: Vec<Subgraph> = (0..12)
+        .map(|k| sample_subgraph(&f, 11, k, 1).unwrap())
+        .collect();
+    for k in [0u64, 5, 11] {
+        assert_eq!(
+            fresh(k),
+            on_one_thread[k as usize],
+            "subgraph {k} depends on the thread's history"
+        );
+    }
+}
+
+#[test]
 fn normalisation_counts_round_trip_and_full_sampler_is_neutral() {
     let (o, i) = skewed_graph(50);
     let g = Csr::new(&o, &i).unwrap();

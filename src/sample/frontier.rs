@@ -65,13 +65,15 @@ impl Dashboard {
         }
     }
 
-    /// Empties the Dashboard for reuse with at least `capacity` pins and `slots` slots
-    /// (keeps a larger table grown by an earlier draw).
+    /// Empties the Dashboard for reuse with exactly `capacity` pins and `slots` slots.
+    ///
+    /// Exactly: the pin layout (and so which slot a probe hits) depends on the capacity, so
+    /// a table grown by an earlier draw must shrink back, or a draw would depend on the
+    /// draws before it on the same thread. Invariant used: `db[tail..]` is all INVALID.
     pub fn reset(&mut self, capacity: usize, slots: usize) {
-        if self.db.len() < capacity {
-            self.db.resize(capacity, INVALID);
-        }
-        self.db[..self.tail].fill(INVALID);
+        let used = self.tail.min(capacity);
+        self.db.resize(capacity.max(1), INVALID);
+        self.db[..used].fill(INVALID);
         self.tail = 0;
         self.valid = 0;
         self.ia.clear();
