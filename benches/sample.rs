@@ -53,6 +53,16 @@ fn frontier_vs_naive(c: &mut Criterion) {
             },
         )
         .unwrap();
+        let capped = FrontierSampler::new(
+            g,
+            FrontierParams {
+                frontier: M,
+                budget: N,
+                pin_cap: Some(30),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let naive = NaiveFrontier::new(g, M, N).unwrap();
         let textbook = NaiveFrontier::textbook(g, M, N).unwrap();
         let mut grp = c.benchmark_group(format!("frontier_nodes/kron{scale}_d16"));
@@ -64,6 +74,16 @@ fn frontier_vs_naive(c: &mut Criterion) {
                 let mut out = Vec::with_capacity(N);
                 i += 1;
                 dash.sample_nodes(&mut subgraph_rng(1, i), &mut out)
+                    .unwrap();
+                black_box(out)
+            })
+        });
+        grp.bench_function("dashboard_pin_cap30", |b| {
+            b.iter(|| {
+                let mut out = Vec::with_capacity(N);
+                i += 1;
+                capped
+                    .sample_nodes(&mut subgraph_rng(1, i), &mut out)
                     .unwrap();
                 black_box(out)
             })
