@@ -1,0 +1,200 @@
+//! Kernel benchmarks (issue: kernels). GEMM at the issue's shapes through `gemm` (and
+//! `matrixmultiply` on one thread, the alternative measured), 1 and 2 threads, in FLOP/s;
+//! SpMM on real frontier subgraphs (scale-17 degree-16 Kronecker, m=1000 n=8000) at
+//! f = 512 and 1024, partitioned vs unpartitioned, 1 and 2 threads, against the bytes-moved
+//! bound over a STREAM-style triad measured in the same run.
+//!
+//! Run: `cargo bench --bench kernels`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rayon::prelude::*;
+use saintflow::progress::Progress;
+use saintflow::sample::{sample_subgraph, FrontierParams, FrontierSampler};
+use saintflow::store::gen::{generate_kronecker, KroneckerSpec};
+use saintflow::store::GraphStore;
+use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
+use saintflow_ops::spmm::{spmm, spmm_blocked, CsrRef};
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
+fn fill(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+        .collect()
+}
+
+fn gemm_bench(c: &mut Criterion) {
+    // (name, m, k, n, kind): forward X·W and the two backward products of each layer.
+    let shapes = [
+        ("nn_8000x512x512", 8000, 512, 512, 'n'),
+        ("tn_512x8000x512", 512, 8000, 512, 't'),
+        ("nt_8000x512x512", 8000, 512, 512, 'r'),
+        ("nn_8000x1024x512", 8000, 1024, 512, 'n'),
+        ("tn_1024x8000x512", 1024, 8000, 512, 't'),
+        ("nt_8000x512x1024", 8000, 512, 1024, 'r'),
+    ];
+    let mut g = c.benchmark_group("gemm");
+    g.sample_size(10).measurement_time(Duration::from_secs(4));
+    for (name, m, k, n, kind) in shapes {
+        let a = fill(m * k);
+        let b = fill(k * n);
+        let mut out = vec![0f32; m * n];
+        g.throughput(Throughput::Elements(2 * (m * k * n) as u64));
+        for threads in [1, 2] {
+            let p = pool(threads);
+            g.bench_with_input(
+                BenchmarkId::new(format!("gemm_crate/{name}"), threads),
+                &threads,
+                |bch, _| {
+                    bch.iter(|| {
+                        p.install(|| match kind {
+                            'n' => gemm_nn(m, k, n, &a, &b, &mut out, false),
+                            't' => gemm_tn(m, k, n, &a, &b, &mut out, false),
+                            _ => gemm_nt(m, k, n, &a, &b, &mut out, false),
+                        })
+                        .unwrap()
+                    })
+                },
+            );
+        }
+        if kind == 'n' {
+            // The alternative library, single-threaded (its threading uses a pool of its own,
+            // which the one-pool rule excludes anyway).
+            g.bench_function(format!("matrixmultiply/{name}/1"), |bch| {
+                bch.iter(|| unsafe {
+                    matrixmultiply::sgemm(
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        a.as_ptr(),
+                        k as isize,
+                        1,
+                        b.as_ptr(),
+                        n as isize,
+                        1,
+                        0.0,
+                        out.as_mut_ptr(),
+                        n as isize,
+                        1,
+                    )
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// STREAM triad a = b + s·c over 3 × 64 MiB, best of 5, in bytes/s (24 bytes per element).
+fn triad_bandwidth(threads: usize) -> f64 {
+    let n = 16 << 20;
+    let b = vec![1f32; n];
+    let cc = vec![2f32; n];
+    let mut a = vec![0f32; n];
+    let p = pool(threads);
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        p.install(|| {
+            a.par_chunks_mut(1 << 16)
+                .zip(b.par_chunks(1 << 16))
+                .zip(cc.par_chunks(1 << 16))
+                .for_each(|((a, b), c)| {
+                    for i in 0..a.len() {
+                        a[i] = b[i] + 3.0 * c[i];
+                    }
+                })
+        });
+        best = best.min(t.elapsed().as_secs_f64());
+        black_box(&a);
+    }
+    (12 * n) as f64 / best
+}
+
+fn spmm_bench(c: &mut Criterion) {
+    let tmp = tempfile::tempdir_in(".").unwrap();
+    let out_path = tmp.path().join("k17.sf");
+    let spec = KroneckerSpec {
+        scale: 17,
+        degree: 16.0,
+        n_features: 0,
+        n_classes: 2,
+        ..Default::default()
+    };
+    generate_kronecker(&spec, &out_path, true, &Progress::hidden()).unwrap();
+    let store = GraphStore::open(&out_path).unwrap();
+    let sampler = FrontierSampler::new(
+        store.full(),
+        FrontierParams {
+            frontier: 1000,
+            budget: 8000,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let s = sample_subgraph(&sampler, 1, 0, 16).unwrap();
+    let (n, nnz) = (s.n_nodes(), s.n_entries());
+    let values: Vec<f32> = (0..nnz).map(|k| 1.0 / (1.0 + (k % 7) as f32)).collect();
+    let a = CsrRef {
+        offsets: &s.offsets,
+        indices: &s.indices,
+        values: Some(&values),
+        n_cols: n,
+    };
+    for threads in [1, 2] {
+        let bw = triad_bandwidth(threads);
+        for f in [512usize, 1024] {
+            let bytes = nnz * 8 + n * f * 4;
+            eprintln!(
+                "spmm bound: {n} nodes, {nnz} entries, f={f}, {threads} thread(s): triad {:.1} GB/s, {bytes} bytes -> bound {:.3} ms",
+                bw / 1e9,
+                bytes as f64 / bw * 1e3
+            );
+        }
+    }
+    let mut g = c.benchmark_group("spmm/frontier_kron17");
+    g.sample_size(20).measurement_time(Duration::from_secs(3));
+    for f in [512usize, 1024] {
+        let x = fill(n * f);
+        let mut out = vec![0f32; n * f];
+        g.throughput(Throughput::Elements(2 * (nnz * f) as u64));
+        for threads in [1, 2] {
+            let p = pool(threads);
+            g.bench_with_input(
+                BenchmarkId::new(format!("partitioned/f{f}"), threads),
+                &threads,
+                |b, _| b.iter(|| p.install(|| spmm(a, &x, f, &mut out)).unwrap()),
+            );
+            g.bench_with_input(
+                BenchmarkId::new(format!("unpartitioned/f{f}"), threads),
+                &threads,
+                |b, _| b.iter(|| p.install(|| spmm_blocked(a, &x, f, &mut out, f)).unwrap()),
+            );
+        }
+    }
+    g.finish();
+    // Block-width sweep (1 thread, f = 512): where the partition's working set fits.
+    let mut g = c.benchmark_group("spmm_width/frontier_kron17_f512");
+    g.sample_size(10).measurement_time(Duration::from_secs(2));
+    let f = 512;
+    let x = fill(n * f);
+    let mut out = vec![0f32; n * f];
+    let p = pool(1);
+    for w in [16usize, 32, 64, 128, 256] {
+        g.bench_with_input(BenchmarkId::from_parameter(w), &w, |b, &w| {
+            b.iter(|| p.install(|| spmm_blocked(a, &x, f, &mut out, w)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, gemm_bench, spmm_bench);
+criterion_main!(benches);

@@ -1,0 +1,52 @@
+//! Naive oracles: the definitions, in f64, that every optimised kernel is tested against
+//! and benchmarked beside.
+
+/// C = A·B for row-major A (m×k), B (k×n), accumulated in f64.
+pub fn gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0f64;
+            for p in 0..k {
+                s += f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+            }
+            c[i * n + j] = s as f32;
+        }
+    }
+    c
+}
+
+/// Row-major transpose of an r×c matrix.
+pub fn transpose(r: usize, c: usize, a: &[f32]) -> Vec<f32> {
+    let mut t = vec![0f32; r * c];
+    for i in 0..r {
+        for j in 0..c {
+            t[j * r + i] = a[i * c + j];
+        }
+    }
+    t
+}
+
+/// out = A·X for a CSR A (offsets, indices, optional values; missing values are 1) and a
+/// row-major X with `f` columns; the triple loop, accumulated in f64.
+pub fn spmm(
+    offsets: &[u32],
+    indices: &[u32],
+    values: Option<&[f32]>,
+    x: &[f32],
+    f: usize,
+) -> Vec<f32> {
+    let n = offsets.len() - 1;
+    let mut out = vec![0f32; n * f];
+    for i in 0..n {
+        for c in 0..f {
+            let mut s = 0f64;
+            for k in offsets[i] as usize..offsets[i + 1] as usize {
+                let v = values.map_or(1.0, |v| f64::from(v[k]));
+                s += v * f64::from(x[indices[k] as usize * f + c]);
+            }
+            out[i * f + c] = s as f32;
+        }
+    }
+    out
+}
