@@ -64,14 +64,18 @@ impl CsrRef<'_> {
     }
 }
 
+/// Columns of one register panel: 4 × 16 floats (see `block`).
+pub const PANEL: usize = 4 * CACHE_LINE_F32;
+
 /// Block width in columns for `n` rows of `f` features on `threads` threads: f/Q_f with
-/// Q_f = max(p, ⌈8·n·f / L2⌉), rounded up to a cache line of f32.
+/// Q_f = max(p, ⌈8·n·f / L2⌉), rounded up to whole panels of 64 columns (a block is
+/// computed panel by panel anyway, so a narrower block only adds passes over the indices).
 pub fn block_width(n: usize, f: usize, threads: usize) -> usize {
-    if f <= CACHE_LINE_F32 {
+    if f <= PANEL {
         return f.max(1);
     }
     let q = threads.max(1).max((8 * n * f).div_ceil(cache::l2_bytes()));
-    f.div_ceil(q).div_ceil(CACHE_LINE_F32) * CACHE_LINE_F32
+    f.div_ceil(q).div_ceil(PANEL) * PANEL
 }
 
 /// out = A·X with the default partition (see [`block_width`]) on the current rayon pool.
@@ -145,9 +149,9 @@ fn select_kernel() -> BlockKernel {
 #[inline(always)]
 unsafe fn block(a: CsrRef<'_>, x: &[f32], f: usize, c0: usize, c1: usize, out: *mut f32) {
     let mut c = c0;
-    while c1 - c >= 64 {
+    while c1 - c >= PANEL {
         unsafe { panel::<4>(a, x, f, c, out) };
-        c += 64;
+        c += PANEL;
     }
     for chunks in [2usize, 1] {
         if c1 - c >= 16 * chunks {

@@ -225,17 +225,18 @@ fn spmm_rejects_malformed_operands() {
 
 #[test]
 fn block_width_follows_the_cache_rule() {
-    // Small problems: one block per thread, rounded to a cache line.
+    // Small problems: one block per thread, rounded to whole 64-column panels.
     assert_eq!(block_width(100, 512, 2), 256);
     assert_eq!(block_width(100, 8, 2), 8);
-    // Large: 8·n·f / L2 blocks, each a multiple of 16 columns, whose working set fits L2.
+    assert_eq!(block_width(100, 100, 2), 64);
+    // Large: 8·n·f / L2 blocks, whole panels, each within one panel of fitting L2.
     let l2 = saintflow_ops::cache::l2_bytes();
     let (n, f) = (5500, 1024);
     let w = block_width(n, f, 2);
-    assert_eq!(w % 16, 0);
+    assert_eq!(w % 64, 0);
     assert!(
-        8 * n * w <= l2 + 8 * n * 16,
-        "block of {w} columns overflows L2 ({l2} bytes)"
+        8 * n * (w - 64) <= l2,
+        "block of {w} columns overflows L2 ({l2} bytes) by more than a panel"
     );
     assert!(w < f);
 }
