@@ -25,6 +25,15 @@ fn skewed_graph(n: usize) -> (Vec<u64>, Vec<u32>) {
     symmetric_csr(n, &edges)
 }
 
+/// A ring of 1000 nodes whose even nodes also link to a hub (node 1000) of degree 500:
+/// mean degree ≈ 3, so a Dashboard sized for it starts smaller than the hub's pins.
+fn ring_with_hub() -> (u32, (Vec<u64>, Vec<u32>)) {
+    let ring = 1000u32;
+    let mut edges: Vec<(u32, u32)> = (0..ring).map(|v| (v, (v + 1) % ring)).collect();
+    edges.extend((0..ring).step_by(2).map(|v| (v, ring)));
+    (ring, symmetric_csr(ring as usize + 1, &edges))
+}
+
 #[test]
 fn dashboard_selects_proportionally_to_degree() {
     let (o, i) = skewed_graph(200);
@@ -112,11 +121,7 @@ fn a_node_with_more_pins_than_db_grows_it_and_keeps_proportions() {
     );
     // In a sampler: a ring of 1000 nodes whose even nodes also link to a hub of degree 500.
     // DB starts at η·m·d̃ = 2·2·85 ≈ 340 pins (d̃ = Σd²/Σd), less than the hub's 500.
-    let ring = 1000u32;
-    let hub = ring;
-    let mut edges: Vec<(u32, u32)> = (0..ring).map(|v| (v, (v + 1) % ring)).collect();
-    edges.extend((0..ring).step_by(2).map(|v| (v, hub)));
-    let (o, i) = symmetric_csr(ring as usize + 1, &edges);
+    let (hub, (o, i)) = ring_with_hub();
     let g = Csr::new(&o, &i).unwrap();
     let s = FrontierSampler::new(
         g,
@@ -343,10 +348,7 @@ fn subgraphs_are_deterministic_whatever_the_threads() {
 fn a_draw_does_not_depend_on_earlier_draws_on_the_same_thread() {
     // Regression (found by CI): the per-thread Dashboard kept a table grown by an earlier
     // draw, which changed later draws. On the ring-and-hub graph the hub grows the table.
-    let ring = 1000u32;
-    let mut edges: Vec<(u32, u32)> = (0..ring).map(|v| (v, (v + 1) % ring)).collect();
-    edges.extend((0..ring).step_by(2).map(|v| (v, ring)));
-    let (o, i) = symmetric_csr(ring as usize + 1, &edges);
+    let (_, (o, i)) = ring_with_hub();
     let g = Csr::new(&o, &i).unwrap();
     let f = FrontierSampler::new(
         g,
