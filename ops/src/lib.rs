@@ -5,14 +5,17 @@
 //! Threads: kernels run on the *current* rayon pool (the engine's), never on threads of
 //! their own; call them inside `pool.install(..)` to choose the pool.
 //!
-//! Today: GEMM (NN, NT, TN through the `gemm` crate, chosen by measurement: BENCHMARKS.md)
-//! and CSR SpMM (feature-partitioned, JPDC Algorithm 7). Elementwise ops, losses,
-//! attention and optimisers arrive with the rest of the kernels issue.
+//! Today: GEMM (NN, NT, TN through the `gemm` crate, chosen by measurement: BENCHMARKS.md),
+//! CSR SpMM (feature-partitioned, JPDC Algorithm 7), elementwise ops, losses and optimisers.
+//! Attention (GAT) arrives with the rest of the kernels issue.
 #![warn(missing_docs)]
 
 pub mod cache;
+pub mod elementwise;
 pub mod gemm;
+pub mod loss;
 pub mod naive;
+pub mod optim;
 pub mod spmm;
 
 /// Bytes in one cache line on the x86-64 and aarch64 machines we target; kernels and the
