@@ -164,7 +164,7 @@ fn bias_add_and_its_gradient() {
     let mut y = x.clone();
     bias_add(&mut y, &b).unwrap();
     assert_eq!(y[2 * f + 3], x[2 * f + 3] + b[3]);
-    assert!(bias_add(&mut vec![0.0; 7], &b).is_err());
+    assert!(bias_add(&mut [0.0; 7], &b).is_err());
 }
 
 #[test]
