@@ -7,9 +7,10 @@
 //!
 //! Today: GEMM (NN, NT, TN through the `gemm` crate, chosen by measurement: BENCHMARKS.md),
 //! CSR SpMM (feature-partitioned, JPDC Algorithm 7), elementwise ops, losses and optimisers.
-//! Attention (GAT) arrives with the rest of the kernels issue.
+//! and GAT attention (edge scores, edge softmax).
 #![warn(missing_docs)]
 
+pub mod attention;
 pub mod cache;
 pub mod elementwise;
 pub mod gemm;

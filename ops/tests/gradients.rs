@@ -304,3 +304,67 @@ fn sgd_with_momentum_matches_its_recurrence() {
     assert!((buf[0] - 3.8).abs() < 1e-12 && (p[0] - 0.42).abs() < 1e-12);
     assert!(sgd.step(&mut p, &[1.0, 2.0], &mut buf).is_err());
 }
+
+#[test]
+fn gat_attention_chain() {
+    use saintflow_ops::attention::*;
+    // 6 nodes: row 2 empty, row 4 a single edge (softmax 1, gradient 0), others several.
+    let offsets = [0u32, 3, 5, 5, 8, 9, 12];
+    let indices = [1u32, 3, 5, 0, 4, 0, 1, 5, 1, 0, 3, 4];
+    let (n, heads, slope) = (6, 3, 0.2);
+    let nnz = indices.len();
+    let s_l = rand_vec(n * heads, 12, 2.0);
+    let s_r = rand_vec(n * heads, 13, 2.0);
+    let r = rand_vec(nnz * heads, 14, 1.0);
+    let forward = |s_l: &[f64], s_r: &[f64]| {
+        let (mut e_raw, mut e, mut alpha) = (
+            vec![0.0; nnz * heads],
+            vec![0.0; nnz * heads],
+            vec![0.0; nnz * heads],
+        );
+        gat_scores(
+            &offsets, &indices, heads, s_l, s_r, slope, &mut e_raw, &mut e,
+        )
+        .unwrap();
+        edge_softmax(&offsets, heads, &e, &mut alpha).unwrap();
+        (e_raw, alpha)
+    };
+    let (e_raw, alpha) = forward(&s_l, &s_r);
+    // Each non-empty row's attention sums to 1 per head.
+    for w in offsets.windows(2).filter(|w| w[1] > w[0]) {
+        for h in 0..heads {
+            let s: f64 = (w[0]..w[1]).map(|k| alpha[k as usize * heads + h]).sum();
+            assert!((s - 1.0).abs() < 1e-12);
+        }
+    }
+    let mut de = vec![0.0; nnz * heads];
+    edge_softmax_backward(&offsets, heads, &alpha, &r, &mut de).unwrap();
+    assert!(
+        de[8 * heads..9 * heads].iter().all(|&d| d == 0.0),
+        "single-entry row has no gradient"
+    );
+    let (mut ds_l, mut ds_r) = (vec![0.0; n * heads], vec![0.0; n * heads]);
+    gat_scores_backward(
+        &offsets, &indices, heads, slope, &e_raw, &de, &mut ds_l, &mut ds_r,
+    )
+    .unwrap();
+    let loss = |a: &[f64]| a.iter().zip(&r).map(|(x, y)| x * y).sum::<f64>();
+    check("gat (s_l)", &s_l, &ds_l, |s| loss(&forward(s, &s_r).1));
+    check("gat (s_r)", &s_r, &ds_r, |s| loss(&forward(&s_l, s).1));
+    // Large scores stay finite (max subtraction).
+    let big = vec![500.0; n * heads];
+    let (_, a) = forward(&big, &big);
+    assert!(a.iter().all(|x| x.is_finite()));
+    let mut e_bad = vec![0.0; nnz * heads];
+    assert!(gat_scores(
+        &offsets,
+        &[9u32; 12],
+        heads,
+        &s_l,
+        &s_r,
+        slope,
+        &mut e_bad.clone(),
+        &mut e_bad
+    )
+    .is_err());
+}

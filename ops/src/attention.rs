@@ -1,0 +1,183 @@
+//! GAT attention on a CSR graph (JPDC Eqs. 6–7), multi-head, with backward.
+//!
+//! Row u aggregates its neighbours v. With per-node, per-head projections
+//! s_l[u] = a_lᵀ z_u and s_r[v] = a_rᵀ z_v (two GEMVs the caller does with `gemm`):
+//!
+//! * scores (SDDMM-like, one value per entry and head): ê_uv = s_l[u] + s_r[v],
+//!   e_uv = LeakyReLU(ê_uv);
+//! * edge softmax over each row: α_uv = exp(e_uv − max_u) / Σ_w exp(e_uw − max_u);
+//! * the aggregation Σ_v α_uv z_v is then `spmm` with α as the edge values.
+//!
+//! Layout: per-entry values are entry-major, `e[k·heads + h]`; per-node ones node-major,
+//! `s[u·heads + h]`. Forward saves ê (for LeakyReLU's slope) and α.
+
+use num_traits::Float;
+
+use crate::{check_len, KernelError};
+
+fn check_graph(
+    kernel: &'static str,
+    offsets: &[u32],
+    indices: &[u32],
+    n_cols: usize,
+) -> Result<usize, KernelError> {
+    let n = offsets.len().saturating_sub(1);
+    let nnz = indices.len();
+    if offsets.first() != Some(&0)
+        || offsets.last().map(|&o| o as usize) != Some(nnz)
+        || offsets.windows(2).any(|w| w[1] < w[0])
+    {
+        return Err(KernelError::Sparse {
+            kernel,
+            what: format!("offsets must run monotonically from 0 to nnz = {nnz}"),
+        });
+    }
+    if let Some(k) = indices.iter().position(|&v| v as usize >= n_cols) {
+        return Err(KernelError::Sparse {
+            kernel,
+            what: format!(
+                "indices[{k}] = {} out of range, expected < {n_cols}",
+                indices[k]
+            ),
+        });
+    }
+    Ok(n)
+}
+
+/// ê = s_l[u] + s_r[v] per entry and head, e = LeakyReLU_slope(ê).
+#[allow(clippy::too_many_arguments)]
+pub fn gat_scores<T: Float>(
+    offsets: &[u32],
+    indices: &[u32],
+    heads: usize,
+    s_l: &[T],
+    s_r: &[T],
+    slope: T,
+    e_raw: &mut [T],
+    e: &mut [T],
+) -> Result<(), KernelError> {
+    let n_cols = s_r.len() / heads.max(1);
+    let n = check_graph("gat_scores", offsets, indices, n_cols)?;
+    check_len("gat_scores", "s_l", n * heads, s_l.len())?;
+    check_len("gat_scores", "e_raw", indices.len() * heads, e_raw.len())?;
+    check_len("gat_scores", "e", indices.len() * heads, e.len())?;
+    for u in 0..n {
+        let (lo, hi) = (offsets[u] as usize, offsets[u + 1] as usize);
+        for (k, &v) in (lo..hi).zip(&indices[lo..hi]) {
+            let v = v as usize;
+            for h in 0..heads {
+                let x = s_l[u * heads + h] + s_r[v * heads + h];
+                e_raw[k * heads + h] = x;
+                e[k * heads + h] = if x > T::zero() { x } else { slope * x };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Backward of [`gat_scores`]: from ∂L/∂e, dê = de · (1 if ê > 0 else slope);
+/// ds_l[u] = Σ_{v ∈ row u} dê_uv, ds_r[v] = Σ over entries (u, v) of dê_uv (scatter-add).
+#[allow(clippy::too_many_arguments)]
+pub fn gat_scores_backward<T: Float>(
+    offsets: &[u32],
+    indices: &[u32],
+    heads: usize,
+    slope: T,
+    e_raw: &[T],
+    de: &[T],
+    ds_l: &mut [T],
+    ds_r: &mut [T],
+) -> Result<(), KernelError> {
+    let n_cols = ds_r.len() / heads.max(1);
+    let n = check_graph("gat_scores_backward", offsets, indices, n_cols)?;
+    check_len("gat_scores_backward", "ds_l", n * heads, ds_l.len())?;
+    check_len(
+        "gat_scores_backward",
+        "e_raw",
+        indices.len() * heads,
+        e_raw.len(),
+    )?;
+    check_len("gat_scores_backward", "de", indices.len() * heads, de.len())?;
+    ds_l.iter_mut()
+        .chain(ds_r.iter_mut())
+        .for_each(|x| *x = T::zero());
+    for u in 0..n {
+        let (lo, hi) = (offsets[u] as usize, offsets[u + 1] as usize);
+        for (k, &v) in (lo..hi).zip(&indices[lo..hi]) {
+            let v = v as usize;
+            for h in 0..heads {
+                let i = k * heads + h;
+                let d = if e_raw[i] > T::zero() {
+                    de[i]
+                } else {
+                    slope * de[i]
+                };
+                ds_l[u * heads + h] = ds_l[u * heads + h] + d;
+                ds_r[v * heads + h] = ds_r[v * heads + h] + d;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// α = softmax of e over each row's entries, per head (max-subtracted; an empty row has no
+/// entries and so nothing to normalise).
+pub fn edge_softmax<T: Float>(
+    offsets: &[u32],
+    heads: usize,
+    e: &[T],
+    alpha: &mut [T],
+) -> Result<(), KernelError> {
+    let nnz = offsets.last().map_or(0, |&o| o as usize);
+    check_len("edge_softmax", "e", nnz * heads, e.len())?;
+    check_len("edge_softmax", "alpha", nnz * heads, alpha.len())?;
+    if offsets.windows(2).any(|w| w[1] < w[0]) || offsets.first().is_some_and(|&o| o != 0) {
+        return Err(KernelError::Sparse {
+            kernel: "edge_softmax",
+            what: "offsets not monotone from 0".into(),
+        });
+    }
+    for w in offsets.windows(2) {
+        let (lo, hi) = (w[0] as usize, w[1] as usize);
+        for h in 0..heads {
+            let max = (lo..hi).fold(T::neg_infinity(), |m, k| m.max(e[k * heads + h]));
+            let mut sum = T::zero();
+            for k in lo..hi {
+                let x = (e[k * heads + h] - max).exp();
+                alpha[k * heads + h] = x;
+                sum = sum + x;
+            }
+            for k in lo..hi {
+                alpha[k * heads + h] = alpha[k * heads + h] / sum;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Backward of [`edge_softmax`]: de_k = α_k (dα_k − Σ_{j ∈ row} α_j dα_j).
+pub fn edge_softmax_backward<T: Float>(
+    offsets: &[u32],
+    heads: usize,
+    alpha: &[T],
+    dalpha: &[T],
+    de: &mut [T],
+) -> Result<(), KernelError> {
+    let nnz = offsets.last().map_or(0, |&o| o as usize);
+    check_len("edge_softmax_backward", "alpha", nnz * heads, alpha.len())?;
+    check_len("edge_softmax_backward", "dalpha", nnz * heads, dalpha.len())?;
+    check_len("edge_softmax_backward", "de", nnz * heads, de.len())?;
+    for w in offsets.windows(2) {
+        let (lo, hi) = (w[0] as usize, w[1] as usize);
+        for h in 0..heads {
+            let dot = (lo..hi).fold(T::zero(), |s, k| {
+                s + alpha[k * heads + h] * dalpha[k * heads + h]
+            });
+            for k in lo..hi {
+                let i = k * heads + h;
+                de[i] = alpha[i] * (dalpha[i] - dot);
+            }
+        }
+    }
+    Ok(())
+}
