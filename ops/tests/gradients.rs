@@ -3,6 +3,8 @@
 //! relative catches any wrong term). Inputs avoid the kinks of ReLU-like ops (|x| > 1e-3),
 //! include zero rows, masked and unlabelled rows, and extreme logits.
 
+mod common;
+
 use saintflow_ops::elementwise::*;
 use saintflow_ops::loss::{sigmoid_bce, softmax_cross_entropy};
 use saintflow_ops::optim::{Adam, Sgd};
@@ -10,16 +12,10 @@ use saintflow_ops::optim::{Adam, Sgd};
 const H: f64 = 1e-6;
 
 fn rand_vec(n: usize, seed: u64, scale: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let u = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-            // Keep away from 0 so ReLU-like kinks are not straddled by ±h.
-            scale * if u.abs() < 1e-3 { 0.5 } else { u }
-        })
+    // Kept away from 0 so ReLU-like kinks are not straddled by ±h.
+    common::uniform(n, seed)
+        .into_iter()
+        .map(|u| scale * if u.abs() < 1e-3 { 0.5 } else { u })
         .collect()
 }
 
@@ -113,15 +109,7 @@ fn activations() {
 fn dropout_gradient_and_statistics() {
     let n = 20_000;
     let p = 0.3;
-    let stream = |seed: u64| {
-        let mut s = seed | 1;
-        move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        }
-    };
+    let stream = common::xorshift;
     let x = rand_vec(n, 3, 1.0);
     let r = rand_vec(n, 4, 1.0);
     let (mut y, mut mask) = (vec![0.0; n], vec![0u8; n]);

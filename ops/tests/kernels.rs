@@ -3,6 +3,8 @@
 //! Tolerance: the standard bound for a length-k f32 dot product, |err| ≤ 2·k·u·Σ|a||b|,
 //! u = 2⁻²⁴, computed per element from the absolute-value product.
 
+mod common;
+
 use proptest::prelude::*;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
 use saintflow_ops::naive;
@@ -12,14 +14,9 @@ use saintflow_ops::KernelError;
 const U: f64 = 1.0 / (1u64 << 24) as f64;
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
+    common::uniform(n, seed)
+        .into_iter()
+        .map(|v| v as f32)
         .collect()
 }
 
