@@ -13,6 +13,7 @@
 pub mod attention;
 pub mod cache;
 pub mod elementwise;
+pub mod gather;
 pub mod gemm;
 pub mod loss;
 pub mod naive;

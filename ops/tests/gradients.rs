@@ -356,3 +356,34 @@ fn gat_attention_chain() {
     )
     .is_err());
 }
+
+#[test]
+fn gather_and_scatter_add_are_adjoint() {
+    use saintflow_ops::gather::{gather_rows, scatter_add_rows};
+    let (n, f) = (7, 3);
+    let src = rand_vec(n * f, 15, 1.0);
+    let ids = [4u32, 0, 4, 6, 2]; // a repeated id: its gradient rows must add up
+    let mut out = vec![0.0; ids.len() * f];
+    gather_rows(&src, f, &ids, &mut out).unwrap();
+    assert_eq!(&out[f..2 * f], &src[..f]);
+    assert_eq!(&out[..f], &out[2 * f..3 * f]);
+    let r = rand_vec(ids.len() * f, 16, 1.0);
+    let mut dsrc = vec![0.0; n * f];
+    scatter_add_rows(&r, f, &ids, &mut dsrc).unwrap();
+    assert!(
+        dsrc[f..2 * f].iter().all(|&v| v == 0.0),
+        "row 1 was never gathered"
+    );
+    check("gather_rows", &src, &dsrc, |s| {
+        let mut o = vec![0.0; ids.len() * f];
+        gather_rows(s, f, &ids, &mut o).unwrap();
+        o.iter().zip(&r).map(|(a, b)| a * b).sum()
+    });
+    let e = gather_rows(&src, f, &[7], &mut [0.0; 3]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("ids[0] = 7 out of range, expected < 7"),
+        "{e}"
+    );
+    assert!(scatter_add_rows(&r, f, &ids, &mut [0.0; 6]).is_err());
+}
