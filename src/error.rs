@@ -112,6 +112,14 @@ impl StoreError {
         }
     }
 
+    /// Neighbour `v` of node `u` is not a node id (< `n_nodes`): a corrupt store read
+    /// before `check` ran.
+    pub fn neighbor_out_of_range(u: u32, v: u32, n_nodes: u64) -> Self {
+        StoreError::argument(format!(
+            "neighbour {v} of node {u} out of range, expected < {n_nodes} (corrupt store? run `saintflow check`)"
+        ))
+    }
+
     /// A caller's argument out of range.
     pub fn argument(what: impl Into<String>) -> Self {
         StoreError::Argument { what: what.into() }

@@ -13,35 +13,24 @@
 
 use num_traits::Float;
 
+use crate::spmm::{validate_offsets, CsrRef};
 use crate::{check_len, KernelError};
 
+/// Validates the graph (through [`CsrRef::validate`]) and returns its row count.
 fn check_graph(
     kernel: &'static str,
     offsets: &[u32],
     indices: &[u32],
     n_cols: usize,
 ) -> Result<usize, KernelError> {
-    let n = offsets.len().saturating_sub(1);
-    let nnz = indices.len();
-    if offsets.first() != Some(&0)
-        || offsets.last().map(|&o| o as usize) != Some(nnz)
-        || offsets.windows(2).any(|w| w[1] < w[0])
-    {
-        return Err(KernelError::Sparse {
-            kernel,
-            what: format!("offsets must run monotonically from 0 to nnz = {nnz}"),
-        });
+    CsrRef {
+        offsets,
+        indices,
+        values: None,
+        n_cols,
     }
-    if let Some(k) = indices.iter().position(|&v| v as usize >= n_cols) {
-        return Err(KernelError::Sparse {
-            kernel,
-            what: format!(
-                "indices[{k}] = {} out of range, expected < {n_cols}",
-                indices[k]
-            ),
-        });
-    }
-    Ok(n)
+    .validate(kernel)?;
+    Ok(offsets.len() - 1)
 }
 
 /// ê = s_l[u] + s_r[v] per entry and head, e = LeakyReLU_slope(ê).
@@ -131,12 +120,7 @@ pub fn edge_softmax<T: Float>(
     let nnz = offsets.last().map_or(0, |&o| o as usize);
     check_len("edge_softmax", "e", nnz * heads, e.len())?;
     check_len("edge_softmax", "alpha", nnz * heads, alpha.len())?;
-    if offsets.windows(2).any(|w| w[1] < w[0]) || offsets.first().is_some_and(|&o| o != 0) {
-        return Err(KernelError::Sparse {
-            kernel: "edge_softmax",
-            what: "offsets not monotone from 0".into(),
-        });
-    }
+    validate_offsets("edge_softmax", offsets, nnz)?;
     for w in offsets.windows(2) {
         let (lo, hi) = (w[0] as usize, w[1] as usize);
         for h in 0..heads {
@@ -167,6 +151,7 @@ pub fn edge_softmax_backward<T: Float>(
     check_len("edge_softmax_backward", "alpha", nnz * heads, alpha.len())?;
     check_len("edge_softmax_backward", "dalpha", nnz * heads, dalpha.len())?;
     check_len("edge_softmax_backward", "de", nnz * heads, de.len())?;
+    validate_offsets("edge_softmax_backward", offsets, nnz)?;
     for w in offsets.windows(2) {
         let (lo, hi) = (w[0] as usize, w[1] as usize);
         for h in 0..heads {

@@ -208,19 +208,30 @@ pub fn dropout_backward<T: Float + Send + Sync>(
     Ok(())
 }
 
+/// Checks that `len` elements are whole rows of width `f`; `Ok(true)` when there is
+/// nothing to do (f = 0 with an empty matrix).
+fn whole_rows(
+    kernel: &'static str,
+    what: &'static str,
+    len: usize,
+    f: usize,
+) -> Result<bool, KernelError> {
+    if f == 0 {
+        return check_len(kernel, what, 0, len).map(|()| true);
+    }
+    check_len(kernel, what, len / f * f, len).map(|()| false)
+}
+
 /// y (n×f) = x + b broadcast over rows, in place. Saves: nothing.
 pub fn bias_add<T: Float + Send + Sync>(y: &mut [T], b: &[T]) -> Result<(), KernelError> {
     let f = b.len();
-    if f == 0 {
-        return check_len("bias_add", "matrix", 0, y.len());
-    }
-    if y.len() % f != 0 {
-        return Err(KernelError::Shape {
-            kernel: "bias_add",
-            what: "matrix (a multiple of the bias length)",
-            expected: y.len() / f * f,
-            got: y.len(),
-        });
+    if whole_rows(
+        "bias_add",
+        "matrix (a multiple of the bias length)",
+        y.len(),
+        f,
+    )? {
+        return Ok(());
     }
     y.par_chunks_mut(f * 64.max(CHUNK / f)).for_each(|rows| {
         for row in rows.chunks_exact_mut(f) {
@@ -239,16 +250,13 @@ pub fn bias_add_backward<T: Float + Send + Sync>(
 ) -> Result<(), KernelError> {
     let f = db.len();
     db.iter_mut().for_each(|v| *v = T::zero());
-    if f == 0 {
-        return check_len("bias_add_backward", "dy", 0, dy.len());
-    }
-    if dy.len() % f != 0 {
-        return Err(KernelError::Shape {
-            kernel: "bias_add_backward",
-            what: "dy (a multiple of the bias length)",
-            expected: dy.len() / f * f,
-            got: dy.len(),
-        });
+    if whole_rows(
+        "bias_add_backward",
+        "dy (a multiple of the bias length)",
+        dy.len(),
+        f,
+    )? {
+        return Ok(());
     }
     for row in dy.chunks_exact(f) {
         for (d, &v) in db.iter_mut().zip(row) {

@@ -40,17 +40,8 @@ impl CsrRef<'_> {
 
     /// Checks the structure: O(n + nnz), cheap beside the O(nnz·f) product.
     pub fn validate(&self, kernel: &'static str) -> Result<(), KernelError> {
+        validate_offsets(kernel, self.offsets, self.indices.len())?;
         let bad = |what: String| Err(KernelError::Sparse { kernel, what });
-        if self.offsets.is_empty() {
-            return bad("offsets are empty, expected n+1 entries".into());
-        }
-        let nnz = self.indices.len();
-        if self.offsets[0] != 0 || self.offsets[self.offsets.len() - 1] as usize != nnz {
-            return bad(format!("offsets expected to run from 0 to nnz = {nnz}"));
-        }
-        if let Some(i) = self.offsets.windows(2).position(|w| w[1] < w[0]) {
-            return bad(format!("offsets decrease at row {i}"));
-        }
         if let Some(k) = self.indices.iter().position(|&j| j as usize >= self.n_cols) {
             return bad(format!(
                 "indices[{k}] = {} out of range, expected < {}",
@@ -58,7 +49,7 @@ impl CsrRef<'_> {
             ));
         }
         if let Some(v) = self.values {
-            check_len(kernel, "values", nnz, v.len())?;
+            check_len(kernel, "values", self.indices.len(), v.len())?;
         }
         Ok(())
     }
@@ -66,6 +57,25 @@ impl CsrRef<'_> {
 
 /// Columns of one register panel: 4 × 16 floats (see `block`).
 pub const PANEL: usize = 4 * CACHE_LINE_F32;
+
+/// Checks CSR row offsets: n+1 ≥ 1 entries, monotone, from 0 to `nnz`.
+pub fn validate_offsets(
+    kernel: &'static str,
+    offsets: &[u32],
+    nnz: usize,
+) -> Result<(), KernelError> {
+    let bad = |what: String| Err(KernelError::Sparse { kernel, what });
+    if offsets.is_empty() {
+        return bad("offsets are empty, expected n+1 entries".into());
+    }
+    if offsets[0] != 0 || offsets[offsets.len() - 1] as usize != nnz {
+        return bad(format!("offsets expected to run from 0 to nnz = {nnz}"));
+    }
+    if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
+        return bad(format!("offsets decrease at row {i}"));
+    }
+    Ok(())
+}
 
 /// Block width in columns for `n` rows of `f` features on `threads` threads: f/Q_f with
 /// Q_f = max(p, ⌈8·n·f / L2⌉), rounded up to whole panels of 64 columns (a block is

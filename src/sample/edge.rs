@@ -39,9 +39,7 @@ impl<'g> EdgeSampler<'g> {
             })
             .collect();
         if let Some(&(u, v)) = pairs.iter().find(|&&(_, v)| v >= n) {
-            return Err(SampleError::Store(crate::StoreError::argument(format!(
-                "neighbour {v} of node {u} out of range, expected < {n} (corrupt store? run `saintflow check`)"
-            ))));
+            return Err(crate::StoreError::neighbor_out_of_range(u, v, u64::from(n)).into());
         }
         let weights: Vec<f64> = pairs
             .par_iter()

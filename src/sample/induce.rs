@@ -155,9 +155,7 @@ fn induce_marked(graph: Csr<'_>, nodes: &[u32], members: &Members) -> Result<Par
         let base = graph.offsets()[u as usize];
         for (j, &v) in row.iter().enumerate() {
             if u64::from(v) >= n_graph {
-                return Err(StoreError::argument(format!(
-                    "neighbour {v} of node {u} out of range, expected < {n_graph} (corrupt store? run `saintflow check`)"
-                )));
+                return Err(StoreError::neighbor_out_of_range(u, v, n_graph));
             }
             if members.contains(v) {
                 indices.push(members.local(v));

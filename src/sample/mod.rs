@@ -75,10 +75,7 @@ pub fn random_neighbor(graph: Csr<'_>, u: u32, rng: &mut impl RngCore) -> Result
     let row = graph.try_neighbors(u)?;
     let v = row[below(rng, row.len() as u64) as usize];
     if v as usize >= graph.n_nodes() {
-        return Err(SampleError::Store(StoreError::argument(format!(
-            "neighbour {v} of node {u} out of range, expected < {} (corrupt store? run `saintflow check`)",
-            graph.n_nodes()
-        ))));
+        return Err(StoreError::neighbor_out_of_range(u, v, graph.n_nodes() as u64).into());
     }
     Ok(v)
 }

@@ -109,9 +109,7 @@ impl<'a> Csr<'a> {
         let row = self.try_neighbors(v)?;
         let n = self.n_nodes() as u64;
         if let Some(&bad) = row.iter().find(|&&u| u64::from(u) >= n) {
-            return Err(StoreError::argument(format!(
-                "neighbour {bad} of node {v} out of range, expected < {n} (corrupt store? run `saintflow check`)"
-            )));
+            return Err(StoreError::neighbor_out_of_range(v, bad, n));
         }
         Ok(row)
     }
