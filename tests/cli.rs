@@ -225,6 +225,24 @@ fn sample_prints_json_records_and_a_summary() {
         assert!(o.status.success(), "{s}: {:?}", text(&o));
         assert!(text(&o).0.contains("subgraphs, mean"), "{s}");
     }
+    // Regression: the full sampler covers exactly the nodes with edges (isolated nodes are
+    // in its subgraph but not in the denominator; it once reported 124%).
+    let o = saintflow(
+        &[
+            "sample",
+            "s.sf",
+            "--graph",
+            "full",
+            "--sampler",
+            "full",
+            "--count",
+            "1",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let last: serde_json::Value = serde_json::from_str(text(&o).0.lines().last().unwrap()).unwrap();
+    assert_eq!(last["coverage"], 1.0);
     let o = saintflow(&["sample", "s.sf", "--frontier", "0"], tmp.path());
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).1.contains("expected 1 ≤ m ≤ n"));

@@ -184,7 +184,12 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     let elapsed = start.elapsed().as_secs_f64();
     bar.finish_and_clear();
     ms.sort_by(f64::total_cmp);
-    let candidates = crate::sample::nodes_with_edges(g).len().max(1);
+    // Coverage is over the nodes a sampler can reach: those with at least one neighbour.
+    let has_edges = |v: usize| g.offsets()[v + 1] > g.offsets()[v];
+    let candidates = (0..g.n_nodes()).filter(|&v| has_edges(v)).count().max(1);
+    let covered = (0..g.n_nodes())
+        .filter(|&v| seen[v] && has_edges(v))
+        .count();
     let k = a.count.max(1) as f64;
     let summary = Summary {
         summary: true,
@@ -196,7 +201,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
         mean_degree: 2.0 * sum_edges as f64 / sum_nodes.max(1) as f64,
         median_ms: ms.get(ms.len() / 2).copied().unwrap_or(0.0),
         subgraphs_per_s: a.count as f64 / elapsed.max(1e-9),
-        coverage: seen.iter().filter(|&&s| s).count() as f64 / candidates as f64,
+        coverage: covered as f64 / candidates as f64,
         threads: 1,
     };
     if a.json {
