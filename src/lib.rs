@@ -7,6 +7,9 @@
 
 pub mod cli;
 pub mod error;
+pub mod exec;
+pub mod ir;
+pub mod op;
 pub mod progress;
 pub mod sample;
 pub mod store;

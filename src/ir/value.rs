@@ -1,0 +1,206 @@
+//! Values: what flows along the IR's edges at run time. Dense matrices are row-major f32;
+//! sparse matrices share their structure (CSR + transpose permutation) by `Arc` and carry
+//! their own per-entry values, so an adjacency flavour or an attention layer is a new value
+//! array over the same pattern.
+
+use std::sync::Arc;
+
+use crate::sample::Subgraph;
+
+use super::fact::{Bindings, Dim, Fact};
+
+/// A row-major f32 matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// `rows × cols` values, row-major.
+    pub data: Vec<f32>,
+}
+
+impl Tensor {
+    /// A zero matrix.
+    pub fn zeros(rows: usize, cols: usize) -> Tensor {
+        Tensor {
+            rows,
+            cols,
+            data: vec![0.0; rows * cols],
+        }
+    }
+
+    /// A matrix from its values; `None` when the length disagrees with the shape.
+    pub fn from_vec(rows: usize, cols: usize, data: Vec<f32>) -> Option<Tensor> {
+        (data.len() == rows * cols).then_some(Tensor { rows, cols, data })
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+}
+
+/// The pattern of a sparse matrix on a subgraph: square CSR with sorted rows, symmetric
+/// pattern, and the Algorithm-6 permutation that transposes a value array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Structure {
+    /// Row offsets, n + 1.
+    pub offsets: Vec<u32>,
+    /// Column ids, sorted within each row.
+    pub indices: Vec<u32>,
+    /// `transpose[k]` = position of the reverse of entry k.
+    pub transpose: Vec<u32>,
+}
+
+impl Structure {
+    /// The structure of a subgraph (computes the transpose permutation: O(nnz)).
+    pub fn of(sub: &Subgraph) -> Structure {
+        Structure {
+            offsets: sub.offsets.clone(),
+            indices: sub.indices.clone(),
+            transpose: sub.transpose_permutation(),
+        }
+    }
+
+    /// Rows.
+    pub fn n_rows(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Entries.
+    pub fn nnz(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// Entries of row `i`.
+    pub fn row(&self, i: usize) -> std::ops::Range<usize> {
+        self.offsets[i] as usize..self.offsets[i + 1] as usize
+    }
+}
+
+/// A sparse matrix: a structure and `heads` values per entry (entry-major: value of entry
+/// k, head h at `values.data[k·heads + h]`).
+#[derive(Clone, Debug)]
+pub struct SparseMat {
+    /// The shared pattern.
+    pub structure: Arc<Structure>,
+    /// `nnz × heads` values.
+    pub values: Arc<Tensor>,
+}
+
+impl SparseMat {
+    /// Values per entry.
+    pub fn heads(&self) -> usize {
+        self.values.cols
+    }
+
+    /// The values of the transposed matrix, on the same pattern (Algorithm 6).
+    pub fn transposed_values(&self) -> Tensor {
+        let h = self.heads();
+        let mut t = Tensor::zeros(self.values.rows, h);
+        for (k, &p) in self.structure.transpose.iter().enumerate() {
+            t.data[k * h..(k + 1) * h].copy_from_slice(self.values.row(p as usize));
+        }
+        t
+    }
+}
+
+/// Per-node training targets of a subgraph and their loss weights (GraphSAINT's 1/λ_v for
+/// training nodes, 0 for every other node, which masks them out).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Targets {
+    /// Classes.
+    pub classes: usize,
+    /// The labels.
+    pub labels: TargetLabels,
+    /// One weight per node.
+    pub weights: Vec<f32>,
+}
+
+/// Labels of [`Targets`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum TargetLabels {
+    /// One class per node (`u32::MAX`: none).
+    Single(Vec<u32>),
+    /// n × classes 0/1 values, row-major.
+    Multi(Vec<f32>),
+}
+
+/// A value of the IR.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// A dense matrix.
+    Dense(Arc<Tensor>),
+    /// A sparse matrix on a subgraph's pattern.
+    Sparse(SparseMat),
+    /// A sampled subgraph.
+    Subgraph(Arc<Subgraph>),
+    /// Training targets.
+    Targets(Arc<Targets>),
+    /// A number.
+    Scalar(f64),
+}
+
+impl Value {
+    /// A dense value.
+    pub fn dense(t: Tensor) -> Value {
+        Value::Dense(Arc::new(t))
+    }
+
+    /// The dense matrix, if this is one.
+    pub fn as_dense(&self) -> Option<&Tensor> {
+        match self {
+            Value::Dense(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The sparse matrix, if this is one.
+    pub fn as_sparse(&self) -> Option<&SparseMat> {
+        match self {
+            Value::Sparse(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The subgraph, if this is one.
+    pub fn as_subgraph(&self) -> Option<&Arc<Subgraph>> {
+        match self {
+            Value::Subgraph(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The targets, if these are.
+    pub fn as_targets(&self) -> Option<&Targets> {
+        match self {
+            Value::Targets(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The number, if this is one.
+    pub fn as_scalar(&self) -> Option<f64> {
+        match self {
+            Value::Scalar(x) => Some(*x),
+            _ => None,
+        }
+    }
+
+    /// Whether the value matches `fact` under `b` (the interpreter checks every output).
+    pub fn matches(&self, fact: &Fact, b: &Bindings) -> bool {
+        let eq = |d: Dim, v: usize| d.resolve(b) == v;
+        match (self, fact) {
+            (Value::Dense(t), Fact::Dense { rows, cols }) => eq(*rows, t.rows) && eq(*cols, t.cols),
+            (Value::Sparse(s), Fact::Sparse { rows, nnz, heads }) => {
+                eq(*rows, s.structure.n_rows())
+                    && eq(*nnz, s.structure.nnz())
+                    && *heads == s.heads()
+            }
+            (Value::Subgraph(_), Fact::Subgraph) | (Value::Scalar(_), Fact::Scalar) => true,
+            (Value::Targets(t), Fact::Targets { classes }) => t.classes == *classes,
+            _ => false,
+        }
+    }
+}

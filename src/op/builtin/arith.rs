@@ -1,0 +1,189 @@
+//! Sums: `a + b` (same shape, or b a 1×c row broadcast over rows — a bias), the n-ary sum
+//! autodiff uses to accumulate gradients, and the column sums that are a broadcast's
+//! backward.
+
+use rayon::prelude::*;
+
+use crate::ir::{Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::{Arity, Ctx, GradBuilder, Op, OpError};
+
+use super::dense;
+
+/// a + b; b may be a 1×c row added to every row.
+#[derive(Clone, Copy, Debug)]
+pub struct Add;
+
+impl Op for Add {
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (a, b) = (inputs[0], inputs[1]);
+        let ((ar, ac), (br, bc)) = (a.matrix().expect("dense"), b.matrix().expect("dense"));
+        if ac != bc || (ar != br && br != Dim::known(1)) {
+            return Err(OpError::args(format!(
+                "add: {a} + {b}, expected equal shapes or a [1, {ac}] row on the right"
+            )));
+        }
+        Ok(a.clone())
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let (a, b) = (dense(inputs, 0, "add")?, dense(inputs, 1, "add")?);
+        let mut y = a.clone();
+        if b.rows == a.rows {
+            y.data
+                .par_iter_mut()
+                .zip(&b.data)
+                .for_each(|(y, b)| *y += b);
+        } else {
+            saintflow_ops::elementwise::bias_add(&mut y.data, &b.data)?;
+        }
+        Ok(Value::dense(y))
+    }
+    /// y = a + b: ∂a = ∇y; ∂b = ∇y, or its column sums when b was broadcast.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let broadcast = g.fact(g.input(0)) != g.fact(g.input(1));
+        let db = match (g.needs_grad(1), broadcast) {
+            (false, _) => None,
+            (true, false) => Some(grad),
+            (true, true) => Some(g.add(SumRows, &[grad])?),
+        };
+        Ok(vec![g.needs_grad(0).then_some(grad), db])
+    }
+}
+
+/// a₁ + … + a_k, all of one shape.
+#[derive(Clone, Copy, Debug)]
+pub struct AddN;
+
+impl Op for AddN {
+    fn name(&self) -> &str {
+        "add_n"
+    }
+    fn args(&self) -> Arity {
+        Arity::Variadic {
+            kind: Kind::Dense,
+            min: 1,
+        }
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        if let Some(f) = inputs.iter().find(|f| **f != inputs[0]) {
+            return Err(OpError::args(format!(
+                "add_n: {} + {f}, expected equal shapes",
+                inputs[0]
+            )));
+        }
+        Ok(inputs[0].clone())
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let mut y = dense(inputs, 0, "add_n")?.clone();
+        for i in 1..inputs.len() {
+            let b = dense(inputs, i, "add_n")?;
+            y.data
+                .par_iter_mut()
+                .zip(&b.data)
+                .for_each(|(y, b)| *y += b);
+        }
+        Ok(Value::dense(y))
+    }
+    /// ∂a_i = ∇y for every i.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok((0..g.arity())
+            .map(|i| g.needs_grad(i).then_some(grad))
+            .collect())
+    }
+}
+
+/// Column sums: n×c → 1×c (the backward of a broadcast row).
+#[derive(Clone, Copy, Debug)]
+pub struct SumRows;
+
+impl Op for SumRows {
+    fn name(&self) -> &str {
+        "sum_rows"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (_, c) = inputs[0].matrix().expect("dense");
+        Ok(Fact::dense(Dim::known(1), c))
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let x = dense(inputs, 0, "sum_rows")?;
+        let mut y = Tensor::zeros(1, x.cols);
+        saintflow_ops::elementwise::bias_add_backward(&x.data, &mut y.data)?;
+        Ok(Value::dense(y))
+    }
+    /// y = Σ_i x_i: ∂x_i = ∇y for every row i.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let x = g.input(0);
+        Ok(vec![Some(g.add(BroadcastRows, &[grad, x])?)])
+    }
+}
+
+/// Repeats a 1×c row to the shape of its second argument (whose values are unused).
+#[derive(Clone, Copy, Debug)]
+pub struct BroadcastRows;
+
+impl Op for BroadcastRows {
+    fn name(&self) -> &str {
+        "broadcast_rows"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (r, c) = inputs[0].matrix().expect("dense");
+        let (_, c2) = inputs[1].matrix().expect("dense");
+        if r != Dim::known(1) || c != c2 {
+            return Err(OpError::args(format!(
+                "broadcast_rows: {} to {}, expected a [1, {c2}] row",
+                inputs[0], inputs[1]
+            )));
+        }
+        Ok(inputs[1].clone())
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let (row, like) = (
+            dense(inputs, 0, "broadcast_rows")?,
+            dense(inputs, 1, "broadcast_rows")?,
+        );
+        let mut y = Tensor::zeros(like.rows, like.cols);
+        saintflow_ops::elementwise::bias_add(&mut y.data, &row.data)?;
+        Ok(Value::dense(y))
+    }
+    /// y_i = r: ∂r = Σ_i ∇y_i; the shape argument gets no gradient.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let dr = if g.needs_grad(0) {
+            Some(g.add(SumRows, &[grad])?)
+        } else {
+            None
+        };
+        if g.needs_grad(1) {
+            return Err(OpError::args(
+                "broadcast_rows: its shape argument has no gradient",
+            ));
+        }
+        Ok(vec![dr, None])
+    }
+}

@@ -1,0 +1,688 @@
+//! Matrix products. Lowering turns `A_mean @ x @ W` into one [`MatMul`] chain node; its
+//! backward emits the gradient chains (also [`MatMul`] nodes), and the planner's chain pass
+//! replaces every chain by binary products — [`Gemm`] (dense·dense), [`Spmm`] (sparse·
+//! dense, feature-partitioned), [`Transpose`] — in the order its dynamic programme chose.
+//! [`Sddmm`] computes the gradient of a sparse operand's values on its pattern.
+//!
+//! Transposes are flags on operands, never copies, except where a kernel needs a row-major
+//! operand that only exists transposed (then [`Transpose`] copies, and the cost says so).
+//! A sparse matrix transposes through the Algorithm-6 permutation of its values.
+
+use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
+use saintflow_ops::spmm::{block_width, spmm_blocked, CsrRef};
+
+use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+
+/// A chain operand's shape after its transpose flag: what the chain's cost model sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Factor {
+    /// Rows as used.
+    pub rows: Dim,
+    /// Columns as used.
+    pub cols: Dim,
+    /// Entries, for a sparse operand.
+    pub nnz: Option<Dim>,
+    /// Values per entry of a sparse operand (1 for dense).
+    pub heads: usize,
+}
+
+impl Factor {
+    /// The factor of a matrix fact used plain or transposed.
+    pub fn of(fact: &Fact, transposed: bool) -> Option<Factor> {
+        let (r, c) = fact.matrix()?;
+        let (rows, cols) = if transposed { (c, r) } else { (r, c) };
+        let (nnz, heads) = match *fact {
+            Fact::Sparse { nnz, heads, .. } => (Some(nnz), heads),
+            _ => (None, 1),
+        };
+        Some(Factor {
+            rows,
+            cols,
+            nnz,
+            heads,
+        })
+    }
+
+    /// The dense result of this · other (shapes assumed to fit).
+    pub fn times(&self, other: &Factor) -> Factor {
+        Factor {
+            rows: self.rows,
+            cols: other.cols,
+            nnz: None,
+            heads: 1,
+        }
+    }
+}
+
+/// FLOPs of the product of two factors under `b` (2 per multiply-add): 2·nnz·f for a
+/// sparse one, 2·m·k·n for two dense ones; `None` for two sparse ones (no SpGEMM).
+pub fn product_flops(a: &Factor, b: &Factor, bind: &Bindings) -> Option<f64> {
+    let r = |d: Dim| d.resolve(bind) as f64;
+    match (a.nnz, b.nnz) {
+        (Some(_), Some(_)) => None,
+        // Each of the h heads multiplies nnz entries by a block of cols/h columns.
+        (Some(nnz), None) => Some(2.0 * r(nnz) * r(b.cols)),
+        (None, Some(nnz)) => Some(2.0 * r(nnz) * r(a.rows)),
+        (None, None) => Some(2.0 * r(a.rows) * r(a.cols) * r(b.cols)),
+    }
+}
+
+fn shape_error(i: usize, a: &Factor, b: &Factor) -> OpError {
+    OpError::args(format!(
+        "matmul operands {} and {} do not fit: [{}, {}] @ [{}, {}], expected {} = {}",
+        i + 1,
+        i + 2,
+        a.rows,
+        a.cols,
+        b.rows,
+        b.cols,
+        a.cols,
+        b.rows
+    ))
+}
+
+/// A chain product M₁·M₂·…·M_k (each operand optionally transposed), before ordering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatMul {
+    /// Per operand: used transposed.
+    pub transposed: Vec<bool>,
+}
+
+impl MatMul {
+    /// A chain of `k` operands, none transposed.
+    pub fn plain(k: usize) -> MatMul {
+        MatMul {
+            transposed: vec![false; k],
+        }
+    }
+
+    /// The factors of the operands `inputs`.
+    pub fn factors(&self, inputs: &[&Fact]) -> Result<Vec<Factor>, OpError> {
+        if self.transposed.len() != inputs.len() {
+            return Err(OpError::args(format!(
+                "matmul has {} transpose flags for {} operands",
+                self.transposed.len(),
+                inputs.len()
+            )));
+        }
+        inputs
+            .iter()
+            .zip(&self.transposed)
+            .map(|(f, &t)| {
+                Factor::of(f, t).ok_or_else(|| OpError::args("matmul operand is not a matrix"))
+            })
+            .collect()
+    }
+}
+
+impl Op for MatMul {
+    fn name(&self) -> &str {
+        "matmul"
+    }
+    fn attrs(&self) -> String {
+        if self.transposed.iter().any(|&t| t) {
+            let flags: Vec<&str> = self
+                .transposed
+                .iter()
+                .map(|&t| if t { "T" } else { "N" })
+                .collect();
+            format!("t={}", flags.join(""))
+        } else {
+            String::new()
+        }
+    }
+    fn args(&self) -> Arity {
+        Arity::Variadic {
+            kind: Kind::Matrix,
+            min: 2,
+        }
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let fs = self.factors(inputs)?;
+        if fs.iter().all(|f| f.nnz.is_some()) {
+            return Err(OpError::args(
+                "a product of sparse matrices only (SpGEMM) is not supported: multiply by a dense matrix",
+            ));
+        }
+        for (i, w) in fs.windows(2).enumerate() {
+            if w[0].cols != w[1].rows {
+                return Err(shape_error(i, &w[0], &w[1]));
+            }
+        }
+        if let Some(i) = fs.iter().position(|f| f.heads > 1) {
+            let h = fs[i].heads;
+            let ok = fs.len() == 2
+                && i == 0
+                && fs[1].nnz.is_none()
+                && fs[1].cols.as_known().is_some_and(|c| c % h == 0);
+            if !ok {
+                return Err(OpError::args(format!(
+                    "a {h}-head attention adjacency multiplies exactly one dense matrix whose width is a multiple of {h} (bind `z = x @ W` first)"
+                )));
+            }
+        }
+        Ok(Fact::dense(fs[0].rows, fs[fs.len() - 1].cols))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        // Unordered, the chain runs right to left (see forward).
+        let mut cost = Cost::streaming(inputs, output, b);
+        if let Ok(fs) = self.factors(inputs) {
+            let mut acc = fs[fs.len() - 1];
+            for f in fs[..fs.len() - 1].iter().rev() {
+                cost.flops += product_flops(f, &acc, b).unwrap_or(f64::INFINITY);
+                acc = f.times(&acc);
+            }
+        }
+        cost
+    }
+    /// Unordered evaluation (the planner replaces chains; this serves unplanned graphs):
+    /// right to left when the last operand is dense, else left to right.
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let k = inputs.len();
+        let ops: Vec<(&Value, bool)> = inputs
+            .iter()
+            .copied()
+            .zip(self.transposed.iter().copied())
+            .collect();
+        let acc = if inputs[k - 1].as_dense().is_some() {
+            let mut acc = oriented(ops[k - 1].0, ops[k - 1].1)?;
+            for &(v, t) in ops[..k - 1].iter().rev() {
+                acc = product(v, t, &Value::dense(acc), false)?;
+            }
+            acc
+        } else {
+            let mut acc = oriented(ops[0].0, ops[0].1)?;
+            for &(v, t) in &ops[1..] {
+                acc = product(&Value::dense(acc), false, v, t)?;
+            }
+            acc
+        };
+        Ok(Value::dense(acc))
+    }
+    /// Y = M₁⋯M_k. For a dense operand i: ∂M_i = (M₁⋯M_{i−1})ᵀ · ∇Y · (M_{i+1}⋯M_k)ᵀ, a chain
+    /// again (reversed and transposed when M_i is used transposed). For a sparse operand
+    /// with trainable values: ∂S_uv = ⟨((M₁⋯M_{i−1})ᵀ∇Y)_u, (M_{i+1}⋯M_k)_v⟩ on S's pattern
+    /// (SDDMM).
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let k = self.transposed.len();
+        let operands: Vec<NodeId> = (0..k).map(|i| g.input(i)).collect();
+        let t = &self.transposed;
+        let mut out = vec![None; k];
+        for i in 0..k {
+            if !g.needs_grad(i) {
+                continue;
+            }
+            // Left part, transposed: M_{i−1}ᵀ … M₁ᵀ, then ∇Y.
+            let mut left: Vec<(NodeId, bool)> =
+                (0..i).rev().map(|j| (operands[j], !t[j])).collect();
+            left.push((grad, false));
+            let right: Vec<(NodeId, bool)> = (i + 1..k).map(|j| (operands[j], t[j])).collect();
+            let sparse = matches!(g.fact(operands[i]), Fact::Sparse { .. });
+            if sparse {
+                if right.is_empty() {
+                    return Err(OpError::args(
+                        "a sparse operand with trainable values must be followed by a dense operand",
+                    ));
+                }
+                let l = chain(g, &left)?;
+                let r = chain(g, &right)?;
+                let (a, b) = if t[i] { (r, l) } else { (l, r) };
+                out[i] = Some(g.add(Sddmm, &[operands[i], a, b])?);
+            } else {
+                // ∂op(M_i) = left · ∇Y · rightᵀ; rightᵀ = M_kᵀ … M_{i+1}ᵀ.
+                let mut parts = left;
+                parts.extend((i + 1..k).rev().map(|j| (operands[j], !t[j])));
+                if t[i] {
+                    // ∂M_i = (∂op(M_i))ᵀ: reverse the chain, flip every flag.
+                    parts = parts.into_iter().rev().map(|(n, f)| (n, !f)).collect();
+                }
+                out[i] = Some(chain(g, &parts)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A chain node for `parts`, or the single operand itself (a copy-transpose if flagged).
+fn chain(g: &mut GradBuilder<'_>, parts: &[(NodeId, bool)]) -> Result<NodeId, OpError> {
+    match parts {
+        [(n, false)] => Ok(*n),
+        [(n, true)] => g.add(Transpose, &[*n]),
+        _ => {
+            let nodes: Vec<NodeId> = parts.iter().map(|p| p.0).collect();
+            g.add(
+                MatMul {
+                    transposed: parts.iter().map(|p| p.1).collect(),
+                },
+                &nodes,
+            )
+        }
+    }
+}
+
+/// A dense value in the orientation used (a copy when transposed).
+fn oriented(v: &Value, t: bool) -> Result<Tensor, OpError> {
+    let d = v
+        .as_dense()
+        .ok_or_else(|| OpError::args("matmul: an end operand of the chain must be dense"))?;
+    Ok(if t { transpose(d) } else { d.clone() })
+}
+
+/// Row-major transpose (blocked for cache reuse).
+pub fn transpose(d: &Tensor) -> Tensor {
+    const B: usize = 32;
+    let mut t = Tensor::zeros(d.cols, d.rows);
+    for i0 in (0..d.rows).step_by(B) {
+        for j0 in (0..d.cols).step_by(B) {
+            for i in i0..(i0 + B).min(d.rows) {
+                for j in j0..(j0 + B).min(d.cols) {
+                    t.data[j * d.rows + i] = d.data[i * d.cols + j];
+                }
+            }
+        }
+    }
+    t
+}
+
+/// op(a) · op(b) for any pair but two sparse operands.
+pub fn product(a: &Value, ta: bool, b: &Value, tb: bool) -> Result<Tensor, OpError> {
+    match (a, b) {
+        (Value::Dense(x), Value::Dense(y)) => dense_product(x, ta, y, tb),
+        (Value::Sparse(s), Value::Dense(y)) => {
+            let y = if tb { transpose(y) } else { (**y).clone() };
+            sparse_product(s, ta, &y, None)
+        }
+        (Value::Dense(x), Value::Sparse(s)) => {
+            // op(X)·op(S) = (op(S)ᵀ · op(X)ᵀ)ᵀ.
+            let xt = if ta { (**x).clone() } else { transpose(x) };
+            Ok(transpose(&sparse_product(s, !tb, &xt, None)?))
+        }
+        _ => Err(OpError::args(
+            "matmul: product of two sparse matrices (SpGEMM) is not supported",
+        )),
+    }
+}
+
+fn dense_product(x: &Tensor, tx: bool, y: &Tensor, ty: bool) -> Result<Tensor, OpError> {
+    let (m, k) = if tx {
+        (x.cols, x.rows)
+    } else {
+        (x.rows, x.cols)
+    };
+    let (k2, n) = if ty {
+        (y.cols, y.rows)
+    } else {
+        (y.rows, y.cols)
+    };
+    if k != k2 {
+        return Err(OpError::args(format!(
+            "gemm: inner dimensions {k} and {k2} differ"
+        )));
+    }
+    let mut c = Tensor::zeros(m, n);
+    match (tx, ty) {
+        (false, false) => gemm_nn(m, k, n, &x.data, &y.data, &mut c.data, false)?,
+        (false, true) => gemm_nt(m, k, n, &x.data, &y.data, &mut c.data, false)?,
+        (true, false) => gemm_tn(m, k, n, &x.data, &y.data, &mut c.data, false)?,
+        (true, true) => {
+            // Xᵀ·Yᵀ = (Y·X)ᵀ.
+            let mut yx = Tensor::zeros(n, m);
+            gemm_nn(n, k, m, &y.data, &x.data, &mut yx.data, false)?;
+            c = transpose(&yx);
+        }
+    }
+    Ok(c)
+}
+
+/// op(S) · Y with Y row-major, head by head on column blocks; `width` fixes the feature
+/// block width (None: the Q_f rule of the kernel).
+fn sparse_product(
+    s: &SparseMat,
+    ts: bool,
+    y: &Tensor,
+    width: Option<usize>,
+) -> Result<Tensor, OpError> {
+    let st = &s.structure;
+    let n = st.n_rows();
+    if y.rows != n {
+        return Err(OpError::args(format!(
+            "spmm: sparse matrix is {n}×{n}, dense operand has {} rows",
+            y.rows
+        )));
+    }
+    let heads = s.heads();
+    let values = if ts {
+        s.transposed_values()
+    } else {
+        (*s.values).clone()
+    };
+    let mut out = Tensor::zeros(n, y.cols);
+    if y.cols == 0 || n == 0 {
+        return Ok(out);
+    }
+    if heads == 1 {
+        let a = CsrRef {
+            offsets: &st.offsets,
+            indices: &st.indices,
+            values: Some(&values.data),
+            n_cols: n,
+        };
+        let w = width.unwrap_or_else(|| block_width(n, y.cols, rayon::current_num_threads()));
+        spmm_blocked(a, &y.data, y.cols, &mut out.data, w)?;
+        return Ok(out);
+    }
+    let f = y.cols / heads;
+    let mut xh = Tensor::zeros(n, f);
+    let mut oh = Tensor::zeros(n, f);
+    let mut vh = vec![0.0f32; st.nnz()];
+    for h in 0..heads {
+        for (k, v) in vh.iter_mut().enumerate() {
+            *v = values.data[k * heads + h];
+        }
+        for i in 0..n {
+            xh.data[i * f..(i + 1) * f]
+                .copy_from_slice(&y.data[i * y.cols + h * f..i * y.cols + (h + 1) * f]);
+        }
+        let a = CsrRef {
+            offsets: &st.offsets,
+            indices: &st.indices,
+            values: Some(&vh),
+            n_cols: n,
+        };
+        let w = width.unwrap_or_else(|| block_width(n, f, rayon::current_num_threads()));
+        spmm_blocked(a, &xh.data, f, &mut oh.data, w)?;
+        for i in 0..n {
+            out.data[i * y.cols + h * f..i * y.cols + (h + 1) * f]
+                .copy_from_slice(&oh.data[i * f..(i + 1) * f]);
+        }
+    }
+    Ok(out)
+}
+
+/// C = op(A) · op(B), dense, through the GEMM library.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gemm {
+    /// A used transposed.
+    pub ta: bool,
+    /// B used transposed.
+    pub tb: bool,
+}
+
+impl Op for Gemm {
+    fn name(&self) -> &str {
+        "gemm"
+    }
+    fn attrs(&self) -> String {
+        format!(
+            "{}{}",
+            if self.ta { "T" } else { "N" },
+            if self.tb { "T" } else { "N" }
+        )
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let a = Factor::of(inputs[0], self.ta).expect("dense");
+        let b = Factor::of(inputs[1], self.tb).expect("dense");
+        if a.cols != b.rows {
+            return Err(shape_error(0, &a, &b));
+        }
+        Ok(Fact::dense(a.rows, b.cols))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        let fa = Factor::of(inputs[0], self.ta).expect("dense");
+        let fb = Factor::of(inputs[1], self.tb).expect("dense");
+        Cost {
+            flops: product_flops(&fa, &fb, b).unwrap_or(0.0),
+            ..Cost::streaming(inputs, output, b)
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        Ok(Value::dense(product(
+            inputs[0], self.ta, inputs[1], self.tb,
+        )?))
+    }
+    /// C = op(A)·op(B): ∂op(A) = ∇C·op(B)ᵀ, ∂op(B) = op(A)ᵀ·∇C, transposed back when the
+    /// operand is used transposed.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let (a, b) = (g.input(0), g.input(1));
+        let da = if !g.needs_grad(0) {
+            None
+        } else if self.ta {
+            // ∂A = op(B)·∇Cᵀ.
+            Some(g.add(
+                Gemm {
+                    ta: self.tb,
+                    tb: true,
+                },
+                &[b, grad],
+            )?)
+        } else {
+            Some(g.add(
+                Gemm {
+                    ta: false,
+                    tb: !self.tb,
+                },
+                &[grad, b],
+            )?)
+        };
+        let db = if !g.needs_grad(1) {
+            None
+        } else if self.tb {
+            // ∂B = ∇Cᵀ·op(A).
+            Some(g.add(
+                Gemm {
+                    ta: true,
+                    tb: self.ta,
+                },
+                &[grad, a],
+            )?)
+        } else {
+            Some(g.add(
+                Gemm {
+                    ta: !self.ta,
+                    tb: false,
+                },
+                &[a, grad],
+            )?)
+        };
+        Ok(vec![da, db])
+    }
+}
+
+/// out = op(S) · X: sparse times dense, feature-partitioned (JPDC Algorithm 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spmm {
+    /// S used transposed (its values permuted by Algorithm 6).
+    pub transpose: bool,
+    /// Feature blocks Q_f chosen by the planner (None: the kernel's own rule).
+    pub partitions: Option<usize>,
+}
+
+impl Op for Spmm {
+    fn name(&self) -> &str {
+        "spmm"
+    }
+    fn attrs(&self) -> String {
+        let mut a = Vec::new();
+        if self.transpose {
+            a.push("T".to_string());
+        }
+        if let Some(q) = self.partitions {
+            a.push(format!("Q_f={q}"));
+        }
+        a.join(", ")
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Sparse, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let s = Factor::of(inputs[0], self.transpose).expect("sparse");
+        let x = Factor::of(inputs[1], false).expect("dense");
+        if s.cols != x.rows {
+            return Err(shape_error(0, &s, &x));
+        }
+        if s.heads > 1 && x.cols.as_known().is_none_or(|c| c % s.heads != 0) {
+            return Err(OpError::args(format!(
+                "spmm: {}-head adjacency times a matrix of width {}, expected a multiple of {}",
+                s.heads, x.cols, s.heads
+            )));
+        }
+        Ok(Fact::dense(s.rows, x.cols))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        let s = Factor::of(inputs[0], self.transpose).expect("sparse");
+        let x = Factor::of(inputs[1], false).expect("dense");
+        let q = self.partitions.unwrap_or(1) as f64;
+        let nnz = s.nnz.map_or(0.0, |d| d.resolve(b) as f64);
+        Cost {
+            flops: product_flops(&s, &x, b).unwrap_or(0.0),
+            // Indices and values are re-read once per feature block.
+            bytes_read: q * nnz * (4.0 + 4.0 * s.heads as f64) + inputs[1].bytes(b) as f64,
+            bytes_written: output.bytes(b) as f64,
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let s = inputs[0]
+            .as_sparse()
+            .ok_or_else(|| OpError::args("spmm: argument 1 is not sparse"))?;
+        let x = super::dense(inputs, 1, "spmm")?;
+        let width = self.partitions.map(|q| x.cols.div_ceil(q.max(1)).max(1));
+        Ok(Value::dense(sparse_product(s, self.transpose, x, width)?))
+    }
+    /// out = op(S)·X: ∂X = op(S)ᵀ·∇out; ∂S_uv = ⟨∇out_u, X_v⟩ (⟨X_u, ∇out_v⟩ when
+    /// transposed) on S's pattern.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let (s, x) = (g.input(0), g.input(1));
+        let ds = if g.needs_grad(0) {
+            let (a, b) = if self.transpose { (x, grad) } else { (grad, x) };
+            Some(g.add(Sddmm, &[s, a, b])?)
+        } else {
+            None
+        };
+        let dx = if g.needs_grad(1) {
+            Some(g.add(
+                Spmm {
+                    transpose: !self.transpose,
+                    partitions: self.partitions,
+                },
+                &[s, grad],
+            )?)
+        } else {
+            None
+        };
+        Ok(vec![ds, dx])
+    }
+}
+
+/// Sampled dense-dense product on a sparse pattern: out[k, h] = ⟨L_u, R_v⟩ over head h's
+/// column block, for each entry k = (u, v) of S. The gradient of a sparse operand's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sddmm;
+
+impl Op for Sddmm {
+    fn name(&self) -> &str {
+        "sddmm"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Sparse, Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let Fact::Sparse { rows, nnz, heads } = *inputs[0] else {
+            unreachable!("arity checked")
+        };
+        let (lr, lc) = inputs[1].matrix().expect("dense");
+        let (rr, rc) = inputs[2].matrix().expect("dense");
+        if lr != rows || rr != rows || lc != rc {
+            return Err(OpError::args(format!(
+                "sddmm: pattern [{rows}, {rows}] with L [{lr}, {lc}] and R [{rr}, {rc}], expected both [{rows}, f]"
+            )));
+        }
+        if lc.as_known().is_none_or(|c| c % heads != 0) {
+            return Err(OpError::args(format!(
+                "sddmm: width {lc} is not a multiple of {heads} heads"
+            )));
+        }
+        Ok(Fact::dense(nnz, Dim::known(heads)))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        let nnz = output.matrix().map_or(0, |(r, _)| r.resolve(b)) as f64;
+        let f = inputs[1].matrix().map_or(0, |(_, c)| c.resolve(b)) as f64;
+        Cost {
+            flops: 2.0 * nnz * f,
+            ..Cost::streaming(inputs, output, b)
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let s = inputs[0]
+            .as_sparse()
+            .ok_or_else(|| OpError::args("sddmm: argument 1 is not sparse"))?;
+        let l = super::dense(inputs, 1, "sddmm")?;
+        let r = super::dense(inputs, 2, "sddmm")?;
+        let st = &s.structure;
+        let heads = s.heads();
+        let f = l.cols / heads;
+        let mut out = Tensor::zeros(st.nnz(), heads);
+        for u in 0..st.n_rows() {
+            let lu = l.row(u);
+            for k in st.row(u) {
+                let rv = r.row(st.indices[k] as usize);
+                for h in 0..heads {
+                    let block = h * f..(h + 1) * f;
+                    out.data[k * heads + h] = lu[block.clone()]
+                        .iter()
+                        .zip(&rv[block])
+                        .map(|(a, b)| a * b)
+                        .sum();
+                }
+            }
+        }
+        Ok(Value::dense(out))
+    }
+}
+
+/// A row-major copy of a dense matrix's transpose (only where a kernel needs one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transpose;
+
+impl Op for Transpose {
+    fn name(&self) -> &str {
+        "transpose"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (r, c) = inputs[0].matrix().expect("dense");
+        Ok(Fact::dense(c, r))
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        Ok(Value::dense(transpose(super::dense(
+            inputs,
+            0,
+            "transpose",
+        )?)))
+    }
+    /// Y = Xᵀ: ∂X = ∇Yᵀ.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(g.add(Transpose, &[grad])?)])
+    }
+}

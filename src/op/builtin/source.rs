@@ -1,0 +1,303 @@
+//! Source ops: the step's sampled subgraph, its feature rows and targets, its adjacency in
+//! each normalisation flavour, parameters, and the seed gradient. They read the
+//! [`GraphSource`](crate::op::GraphSource) or the parameter store, not other nodes' data.
+
+use std::sync::Arc;
+
+use crate::ir::{Bindings, Dim, Fact, Kind, Structure, Tensor, Value};
+use crate::op::{Arity, Cost, Ctx, Op, OpError};
+use crate::sample::Subgraph;
+
+/// The step's subgraph (sample → dedup → clip → induce, by the source's sampler).
+#[derive(Debug)]
+pub struct Sample;
+
+impl Op for Sample {
+    fn name(&self) -> &str {
+        "sample"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(Fact::Subgraph)
+    }
+    fn cost(&self, _: &[&Fact], _: &Fact, b: &Bindings) -> Cost {
+        // Induction writes the CSR: 4 bytes per offset and per index, 8 per parent entry.
+        Cost {
+            flops: 0.0,
+            bytes_read: (8 * b.entries) as f64,
+            bytes_written: (4 * b.nodes + 16 * b.entries) as f64,
+        }
+    }
+    fn forward(&self, _: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        Ok(Value::Subgraph(Arc::new(
+            ctx.source("sample")?.sample(ctx.step)?,
+        )))
+    }
+}
+
+fn subgraph<'v>(inputs: &[&'v Value], op: &str) -> Result<&'v Arc<Subgraph>, OpError> {
+    inputs[0]
+        .as_subgraph()
+        .ok_or_else(|| OpError::args(format!("{op}: argument 1 is not a subgraph")))
+}
+
+/// The feature rows of the subgraph's nodes, gathered from the (mapped) store: n × F.
+#[derive(Debug)]
+pub struct Features {
+    /// F.
+    pub width: usize,
+}
+
+impl Op for Features {
+    fn name(&self) -> &str {
+        "features"
+    }
+    fn attrs(&self) -> String {
+        format!("width={}", self.width)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Subgraph])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(Fact::dense(Dim::NODES, Dim::known(self.width)))
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        let sub = subgraph(inputs, "features")?;
+        let source = ctx.source("features")?;
+        if source.n_features() != self.width {
+            return Err(OpError::Source(format!(
+                "features: the graph has {} features, the plan was lowered for {}",
+                source.n_features(),
+                self.width
+            )));
+        }
+        let mut t = Tensor::zeros(sub.n_nodes(), self.width);
+        source.features(&sub.nodes, &mut t.data)?;
+        Ok(Value::dense(t))
+    }
+}
+
+/// The subgraph nodes' targets and loss weights.
+#[derive(Debug)]
+pub struct TargetsOp {
+    /// C.
+    pub classes: usize,
+}
+
+impl Op for TargetsOp {
+    fn name(&self) -> &str {
+        "targets"
+    }
+    fn attrs(&self) -> String {
+        format!("classes={}", self.classes)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Subgraph])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(Fact::Targets {
+            classes: self.classes,
+        })
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        let sub = subgraph(inputs, "targets")?;
+        let t = ctx.source("targets")?.targets(sub)?;
+        if t.classes != self.classes {
+            return Err(OpError::Source(format!(
+                "targets: the graph has {} classes, the plan was lowered for {}",
+                t.classes, self.classes
+            )));
+        }
+        Ok(Value::Targets(Arc::new(t)))
+    }
+}
+
+/// Adjacency flavours of a subgraph (the plan names `A`, `A_mean`, `A_sym`, `A_saint`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdjKind {
+    /// A: 1 per edge.
+    Raw,
+    /// D⁻¹A, D the subgraph degrees (mean aggregation).
+    Mean,
+    /// (I+D)^-½ (I+A) (I+D)^-½ (Kipf & Welling), self loops added.
+    Sym,
+    /// GraphSAINT's normalisation: entry (u, v) = (C_u / C_uv) / deg(u), deg the degree in
+    /// the graph sampled from, C the sampler's counts (1 when not estimated).
+    Saint,
+}
+
+impl AdjKind {
+    /// The name a plan file uses.
+    pub fn plan_name(self) -> &'static str {
+        match self {
+            AdjKind::Raw => "A",
+            AdjKind::Mean => "A_mean",
+            AdjKind::Sym => "A_sym",
+            AdjKind::Saint => "A_saint",
+        }
+    }
+
+    /// Every flavour.
+    pub const ALL: [AdjKind; 4] = [AdjKind::Raw, AdjKind::Mean, AdjKind::Sym, AdjKind::Saint];
+}
+
+/// A subgraph's adjacency matrix in one flavour.
+#[derive(Debug)]
+pub struct Adjacency {
+    /// The flavour.
+    pub kind: AdjKind,
+}
+
+/// Inserts the diagonal into every row (rows stay sorted).
+fn with_self_loops(sub: &Subgraph) -> (Vec<u32>, Vec<u32>) {
+    let n = sub.n_nodes();
+    let mut offsets = Vec::with_capacity(n + 1);
+    let mut indices = Vec::with_capacity(sub.n_entries() + n);
+    offsets.push(0u32);
+    for u in 0..n {
+        let row = sub.neighbors(u);
+        let at = row.partition_point(|&v| (v as usize) < u);
+        indices.extend_from_slice(&row[..at]);
+        indices.push(u as u32);
+        indices.extend_from_slice(&row[at..]);
+        offsets.push(indices.len() as u32);
+    }
+    (offsets, indices)
+}
+
+impl Op for Adjacency {
+    fn name(&self) -> &str {
+        "adj"
+    }
+    fn attrs(&self) -> String {
+        format!("kind={}", self.kind.plan_name())
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Subgraph])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        let nnz = match self.kind {
+            AdjKind::Sym => Dim::ENTRIES.plus(Dim::NODES),
+            _ => Dim::ENTRIES,
+        };
+        Ok(Fact::Sparse {
+            rows: Dim::NODES,
+            nnz,
+            heads: 1,
+        })
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        let sub = subgraph(inputs, "adj")?;
+        let n = sub.n_nodes();
+        let deg = |u: usize| (sub.offsets[u + 1] - sub.offsets[u]) as f32;
+        let (structure, values) = match self.kind {
+            AdjKind::Raw | AdjKind::Mean | AdjKind::Saint => {
+                let s = Structure::of(sub);
+                let mut v = vec![1.0f32; s.nnz()];
+                if self.kind == AdjKind::Mean {
+                    for u in 0..n {
+                        let r = s.row(u);
+                        let inv = 1.0 / r.len().max(1) as f32;
+                        v[r].fill(inv);
+                    }
+                }
+                if self.kind == AdjKind::Saint {
+                    let source = ctx.source("adj(kind=A_saint)")?;
+                    if let Some(w) = source.aggregator_weights(sub) {
+                        v.copy_from_slice(&w);
+                    }
+                    for u in 0..n {
+                        let d = source.degree(sub.nodes[u]).max(1) as f32;
+                        v[s.row(u)].iter_mut().for_each(|x| *x /= d);
+                    }
+                }
+                (s, v)
+            }
+            AdjKind::Sym => {
+                let (offsets, indices) = with_self_loops(sub);
+                let transpose = crate::sample::transpose_permutation(&offsets, &indices);
+                let s = Structure {
+                    offsets,
+                    indices,
+                    transpose,
+                };
+                let inv: Vec<f32> = (0..n).map(|u| 1.0 / (1.0 + deg(u)).sqrt()).collect();
+                let mut v = Vec::with_capacity(s.nnz());
+                for u in 0..n {
+                    for k in s.row(u) {
+                        v.push(inv[u] * inv[s.indices[k] as usize]);
+                    }
+                }
+                (s, v)
+            }
+        };
+        let nnz = values.len();
+        Ok(Value::Sparse(crate::ir::SparseMat {
+            structure: Arc::new(structure),
+            values: Arc::new(Tensor::from_vec(nnz, 1, values).expect("one value per entry")),
+        }))
+    }
+}
+
+/// A trainable parameter: reads its current value from the parameter store.
+#[derive(Debug)]
+pub struct Param {
+    /// Its name in the store.
+    pub name: String,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+}
+
+impl Op for Param {
+    fn name(&self) -> &str {
+        "param"
+    }
+    fn attrs(&self) -> String {
+        format!("name={}", self.name)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(Fact::dense(Dim::known(self.rows), Dim::known(self.cols)))
+    }
+    fn cost(&self, _: &[&Fact], _: &Fact, _: &Bindings) -> Cost {
+        Cost::default()
+    }
+    fn forward(&self, _: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        let t = ctx
+            .params
+            .get(&self.name)
+            .ok_or_else(|| OpError::Missing(format!("parameter {} has no value", self.name)))?;
+        if (t.rows, t.cols) != (self.rows, self.cols) {
+            return Err(OpError::Missing(format!(
+                "parameter {} is {}×{}, expected {}×{}",
+                self.name, t.rows, t.cols, self.rows, self.cols
+            )));
+        }
+        Ok(Value::dense(t.clone()))
+    }
+}
+
+/// The number 1: the gradient of the loss with respect to itself.
+#[derive(Debug)]
+pub struct One;
+
+impl Op for One {
+    fn name(&self) -> &str {
+        "one"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(Fact::Scalar)
+    }
+    fn forward(&self, _: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        Ok(Value::Scalar(1.0))
+    }
+}

@@ -1,0 +1,303 @@
+//! The `Op` trait — the public custom-op API — and what ops see: argument checks, costs,
+//! the forward context, and the [`GradBuilder`] through which a backward adds gradient
+//! nodes to the IR (so the planner optimises backward chains like forward ones).
+//!
+//! Protocol, in prose:
+//! * `infer` is pure and total on facts: it is called when a node is added and again by
+//!   `Graph::validate` after every pass; it must give the same fact each time.
+//! * `forward` may assume its inputs match the facts `infer` accepted (the interpreter
+//!   checks every output against its fact) and must not spawn threads: it runs on the
+//!   caller's rayon pool.
+//! * `backward` runs once, when the plan is loaded (autodiff), never during a step. It gets
+//!   the node's gradient node and returns one optional gradient node per input, in order,
+//!   for the inputs whose gradient is asked for ([`GradBuilder::needs_grad`]); returning
+//!   `None` for such an input is an error. The default says "backward not supported", so a
+//!   plan that differentiates through the op fails at load, not at step 10,000.
+//! * `pure` ops with equal name, attributes and inputs compute the same value: common-
+//!   subexpression elimination merges them.
+
+pub mod builtin;
+pub mod registry;
+pub mod source;
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use saintflow_ops::KernelError;
+
+use crate::ir::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, Value};
+
+pub use registry::{Attr, Attrs, Registry};
+pub use source::{GraphSource, MemorySource, StoreSource};
+
+/// Errors of ops: bad arguments (caught when the plan is loaded) and failures while a step
+/// runs (a kernel, the data source).
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// Wrong number or kinds of arguments, or shapes that do not fit.
+    #[error("{what}")]
+    Args {
+        /// What is wrong, in "expected …, got …" form.
+        what: String,
+    },
+    /// A bad attribute (`p=1.5`, a missing `name=`).
+    #[error("attribute {name}: {what}")]
+    Attr {
+        /// The attribute.
+        name: String,
+        /// What is wrong.
+        what: String,
+    },
+    /// Differentiating through an op without a backward.
+    #[error("backward not supported for {op}")]
+    NoBackward {
+        /// The op.
+        op: String,
+    },
+    /// A kernel refused its inputs.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// The data source failed (sampling, reading the store).
+    #[error("{0}")]
+    Source(String),
+    /// A value is missing (a parameter not initialised, an op run without a data source).
+    #[error("{0}")]
+    Missing(String),
+}
+
+impl OpError {
+    /// An argument error.
+    pub fn args(what: impl Into<String>) -> OpError {
+        OpError::Args { what: what.into() }
+    }
+}
+
+/// The arguments an op takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly these, in order.
+    Exact(Vec<Kind>),
+    /// At least `min` arguments, all of one kind.
+    Variadic {
+        /// Their kind.
+        kind: Kind,
+        /// The fewest accepted.
+        min: usize,
+    },
+}
+
+/// Checks the number and kinds of arguments against [`Op::args`].
+pub fn check_args(op: &dyn Op, inputs: &[&Fact]) -> Result<(), OpError> {
+    match op.args() {
+        Arity::Exact(kinds) => {
+            if kinds.len() != inputs.len() {
+                return Err(OpError::args(format!(
+                    "{} takes {} argument{}, got {}",
+                    op.name(),
+                    kinds.len(),
+                    if kinds.len() == 1 { "" } else { "s" },
+                    inputs.len()
+                )));
+            }
+            for (i, (k, f)) in kinds.iter().zip(inputs).enumerate() {
+                if !k.accepts(f.kind()) {
+                    return Err(OpError::args(format!(
+                        "{} argument {}: expected {k}, got {} {f}",
+                        op.name(),
+                        i + 1,
+                        f.kind()
+                    )));
+                }
+            }
+        }
+        Arity::Variadic { kind, min } => {
+            if inputs.len() < min {
+                return Err(OpError::args(format!(
+                    "{} takes at least {min} arguments, got {}",
+                    op.name(),
+                    inputs.len()
+                )));
+            }
+            if let Some((i, f)) = inputs
+                .iter()
+                .enumerate()
+                .find(|(_, f)| !kind.accepts(f.kind()))
+            {
+                return Err(OpError::args(format!(
+                    "{} argument {}: expected {kind}, got {} {f}",
+                    op.name(),
+                    i + 1,
+                    f.kind()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An op's estimated cost for one step: what the planner minimises and `explain` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// Floating-point operations (a multiply-add counts 2).
+    pub flops: f64,
+    /// Bytes read from inputs.
+    pub bytes_read: f64,
+    /// Bytes written.
+    pub bytes_written: f64,
+}
+
+impl Cost {
+    /// The default estimate: read every input once, write the output once, no arithmetic.
+    pub fn streaming(inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        Cost {
+            flops: 0.0,
+            bytes_read: inputs.iter().map(|f| f.bytes(b) as f64).sum(),
+            bytes_written: output.bytes(b) as f64,
+        }
+    }
+
+    /// Sum of two costs.
+    pub fn plus(self, o: Cost) -> Cost {
+        Cost {
+            flops: self.flops + o.flops,
+            bytes_read: self.bytes_read + o.bytes_read,
+            bytes_written: self.bytes_written + o.bytes_written,
+        }
+    }
+}
+
+/// What a forward sees besides its inputs.
+pub struct Ctx<'a> {
+    /// The graph being trained on, for source ops (sample, features, targets).
+    pub source: Option<&'a dyn GraphSource>,
+    /// The parameters' current values.
+    pub params: &'a Params,
+    /// The step number (subgraph index).
+    pub step: u64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Training (dropout active) or evaluation.
+    pub training: bool,
+    /// The node running, as a stable key for per-node randomness (dropout masks).
+    pub node: NodeId,
+    /// The step's symbol values.
+    pub bindings: Bindings,
+}
+
+impl Ctx<'_> {
+    /// The data source, or a clear error for ops that need one.
+    pub fn source(&self, op: &str) -> Result<&dyn GraphSource, OpError> {
+        self.source.ok_or_else(|| {
+            OpError::Missing(format!(
+                "{op}: no graph to read (run without a data source)"
+            ))
+        })
+    }
+}
+
+/// An operator of the IR. Implement it (plus registration in a [`Registry`]) to add an op
+/// of your own; see the protocol at the top of this file and `examples/custom_op`.
+pub trait Op: Any + Send + Sync + fmt::Debug {
+    /// The name plan files use (`relu`, `user.gelu`).
+    fn name(&self) -> &str;
+
+    /// Attributes that distinguish instances, canonical (`p=0.5`); part of the CSE key and
+    /// of the `explain` dump.
+    fn attrs(&self) -> String {
+        String::new()
+    }
+
+    /// The arguments taken.
+    fn args(&self) -> Arity;
+
+    /// The output's fact from the inputs' facts (arity and kinds already checked).
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError>;
+
+    /// Estimated cost for one step.
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        Cost::streaming(inputs, output, b)
+    }
+
+    /// Computes the output.
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError>;
+
+    /// Adds the nodes computing the inputs' gradients from `grad`, the gradient of this
+    /// node's output; one entry per input.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let _ = (g, grad);
+        Err(OpError::NoBackward {
+            op: self.name().to_string(),
+        })
+    }
+
+    /// Same name, attributes and inputs ⇒ same value (CSE may merge). False for ops with
+    /// randomness of their own.
+    fn pure(&self) -> bool {
+        true
+    }
+}
+
+impl dyn Op {
+    /// The concrete op, if it is a `T` (passes use this to recognise products).
+    pub fn downcast_ref<T: Op>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref::<T>()
+    }
+}
+
+/// Adds gradient nodes for one node during autodiff.
+pub struct GradBuilder<'g> {
+    pub(crate) graph: &'g mut Graph,
+    pub(crate) node: NodeId,
+    pub(crate) needs: &'g std::collections::HashSet<NodeId>,
+}
+
+impl GradBuilder<'_> {
+    /// The node being differentiated.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Its number of inputs.
+    pub fn arity(&self) -> usize {
+        self.graph.node(self.node).inputs.len()
+    }
+
+    /// Its `i`-th input.
+    pub fn input(&self, i: usize) -> NodeId {
+        self.graph.node(self.node).inputs[i]
+    }
+
+    /// Whether input `i`'s gradient is asked for.
+    pub fn needs_grad(&self, i: usize) -> bool {
+        self.needs.contains(&self.input(i))
+    }
+
+    /// A node's fact.
+    pub fn fact(&self, id: NodeId) -> &Fact {
+        self.graph.fact(id)
+    }
+
+    /// The label of the node being differentiated.
+    pub fn label(&self) -> String {
+        self.graph.node(self.node).label.clone()
+    }
+
+    /// Adds a gradient node, labelled after the node being differentiated.
+    pub fn add(&mut self, op: impl Op, inputs: &[NodeId]) -> Result<NodeId, OpError> {
+        self.add_arc(Arc::new(op), inputs)
+    }
+
+    /// [`GradBuilder::add`] for a shared op.
+    pub fn add_arc(&mut self, op: Arc<dyn Op>, inputs: &[NodeId]) -> Result<NodeId, OpError> {
+        let label = format!("∇ {}", self.graph.node(self.node).label);
+        self.graph.add(op, inputs, label).map_err(|e| match e {
+            IrError::Op { source, .. } => source,
+            other => OpError::args(other.to_string()),
+        })
+    }
+}

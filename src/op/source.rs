@@ -1,0 +1,287 @@
+//! Where source ops (sample, features, targets, adjacency normalisation) get their data: a
+//! [`GraphSource`]. [`StoreSource`] reads a memory-mapped store through a sampler; tests and
+//! embedders may implement their own.
+
+use crate::ir::{TargetLabels, Targets};
+use crate::sample::{sample_subgraph, NormCounts, Sampler, Subgraph};
+use crate::store::{GraphStore, Labels, Role};
+
+use super::OpError;
+
+/// The graph a plan trains on, as the source ops see it.
+pub trait GraphSource: Sync {
+    /// Subgraph of step `step` (deterministic for the source's seed).
+    fn sample(&self, step: u64) -> Result<Subgraph, OpError>;
+    /// Feature width F.
+    fn n_features(&self) -> usize;
+    /// Classes C.
+    fn n_classes(&self) -> usize;
+    /// Whether labels are multi-label (sigmoid loss) rather than single-label (softmax).
+    fn multilabel(&self) -> bool;
+    /// Writes the feature rows of `nodes` (original ids) into `out` (|nodes| × F).
+    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError>;
+    /// Targets of a subgraph's nodes, with loss weights (0 for nodes outside the loss).
+    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError>;
+    /// Degree of an original node in the graph sampled from (GraphSAINT's normalisation
+    /// divides by it).
+    fn degree(&self, node: u32) -> usize;
+    /// GraphSAINT aggregator weights C_v / C_uv per subgraph entry, when estimated.
+    fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>>;
+}
+
+/// A store sampled by a sampler: the training path.
+pub struct StoreSource<'g> {
+    store: &'g GraphStore,
+    sampler: Box<dyn Sampler + 'g>,
+    seed: u64,
+    clip_to: usize,
+    norm: Option<NormCounts>,
+    loss_role: Role,
+    n_loss: usize,
+}
+
+impl<'g> StoreSource<'g> {
+    /// Samples `store` with `sampler` (seeded by `seed`, node counts clipped to a multiple
+    /// of `clip_to`); the loss covers nodes of `loss_role`, weighted 1/(their count) —
+    /// or GraphSAINT's 1/λ_v when `norm` counts are given.
+    pub fn new(
+        store: &'g GraphStore,
+        sampler: Box<dyn Sampler + 'g>,
+        seed: u64,
+        clip_to: usize,
+        norm: Option<NormCounts>,
+        loss_role: Role,
+    ) -> StoreSource<'g> {
+        let n_loss = store
+            .roles()
+            .iter()
+            .filter(|&&r| r == loss_role as u8)
+            .count();
+        StoreSource {
+            store,
+            sampler,
+            seed,
+            clip_to,
+            norm,
+            loss_role,
+            n_loss,
+        }
+    }
+}
+
+impl GraphSource for StoreSource<'_> {
+    fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
+        sample_subgraph(self.sampler.as_ref(), self.seed, step, self.clip_to)
+            .map_err(|e| OpError::Source(format!("{}: {e}", self.store.path().display())))
+    }
+
+    fn n_features(&self) -> usize {
+        self.store.n_features()
+    }
+
+    fn n_classes(&self) -> usize {
+        self.store.n_classes()
+    }
+
+    fn multilabel(&self) -> bool {
+        matches!(self.store.labels(), Labels::Multi { .. })
+    }
+
+    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+        self.store
+            .gather_features(nodes, out)
+            .map_err(|e| OpError::Source(e.to_string()))
+    }
+
+    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
+        let c = self.n_classes();
+        let labels = self.store.labels();
+        let in_loss = |v: u32| self.store.role(v) == self.loss_role && labels.is_labelled(v);
+        let weights = match &self.norm {
+            Some(norm) => {
+                let mut w = norm.loss_weights(sub, self.n_loss);
+                for (wi, &v) in w.iter_mut().zip(&sub.nodes) {
+                    if !in_loss(v) {
+                        *wi = 0.0;
+                    }
+                }
+                w
+            }
+            None => {
+                let inv = 1.0 / self.n_loss.max(1) as f32;
+                sub.nodes
+                    .iter()
+                    .map(|&v| if in_loss(v) { inv } else { 0.0 })
+                    .collect()
+            }
+        };
+        let labels = match labels {
+            Labels::Multi { .. } => {
+                let mut t = vec![0.0f32; sub.n_nodes() * c];
+                for (i, &v) in sub.nodes.iter().enumerate() {
+                    for k in 0..c {
+                        if labels.has_class(v, k as u32) {
+                            t[i * c + k] = 1.0;
+                        }
+                    }
+                }
+                TargetLabels::Multi(t)
+            }
+            Labels::Single(l) => {
+                TargetLabels::Single(sub.nodes.iter().map(|&v| l[v as usize]).collect())
+            }
+        };
+        Ok(Targets {
+            classes: c,
+            labels,
+            weights,
+        })
+    }
+
+    fn degree(&self, node: u32) -> usize {
+        self.sampler.graph().degree(node)
+    }
+
+    fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
+        self.norm.as_ref().map(|n| n.aggregator_weights(sub))
+    }
+}
+
+/// An in-memory graph whose every step samples the same whole graph: for tests, examples
+/// and small experiments (the gradient checks of every op and plan run on one).
+#[derive(Clone, Debug)]
+pub struct MemorySource {
+    /// The graph, as a subgraph of itself (nodes 0..n).
+    pub graph: Subgraph,
+    /// n × F features, row-major.
+    pub features: Vec<f32>,
+    /// F.
+    pub n_features: usize,
+    /// Targets of all nodes.
+    pub targets: Targets,
+    /// Per-entry aggregator weights, if any.
+    pub aggregator_weights: Option<Vec<f32>>,
+}
+
+impl MemorySource {
+    /// A random symmetric graph on `n` nodes with about `degree` neighbours per node (node
+    /// 0 is left isolated, so empty rows are always exercised), N(0, 1) features, random
+    /// labels (multi-label: each class with probability ½) and random positive loss
+    /// weights on about half of the nodes (the others masked out).
+    pub fn random(
+        n: usize,
+        degree: usize,
+        n_features: usize,
+        classes: usize,
+        multilabel: bool,
+        seed: u64,
+    ) -> MemorySource {
+        use rand::{Rng, SeedableRng};
+        let mut rng = crate::sample::SampleRng::seed_from_u64(seed);
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for u in 1..n {
+            for _ in 0..degree.div_ceil(2) {
+                let v = rng.random_range(1..n);
+                if v != u {
+                    rows[u].push(v as u32);
+                    rows[v].push(u as u32);
+                }
+            }
+        }
+        let mut offsets = vec![0u32];
+        let mut indices = Vec::new();
+        for r in &mut rows {
+            r.sort_unstable();
+            r.dedup();
+            indices.extend_from_slice(r);
+            offsets.push(indices.len() as u32);
+        }
+        let nnz = indices.len();
+        let graph = Subgraph {
+            nodes: (0..n as u32).collect(),
+            offsets,
+            indices,
+            parent_entries: (0..nnz as u64).collect(),
+        };
+        let features = (0..n * n_features)
+            .map(|_| {
+                let (a, b): (f64, f64) = (rng.random_range(1e-9..1.0), rng.random());
+                ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
+            })
+            .collect();
+        let labels = if multilabel {
+            TargetLabels::Multi(
+                (0..n * classes)
+                    .map(|_| f32::from(u8::from(rng.random_bool(0.5))))
+                    .collect(),
+            )
+        } else {
+            TargetLabels::Single(
+                (0..n)
+                    .map(|_| rng.random_range(0..classes as u32))
+                    .collect(),
+            )
+        };
+        let weights = (0..n)
+            .map(|_| {
+                if rng.random_bool(0.5) {
+                    rng.random_range(0.5..1.5) / n as f32
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        MemorySource {
+            graph,
+            features,
+            n_features,
+            targets: Targets {
+                classes,
+                labels,
+                weights,
+            },
+            aggregator_weights: Some((0..nnz).map(|_| rng.random_range(0.5..2.0)).collect()),
+        }
+    }
+}
+
+impl GraphSource for MemorySource {
+    fn sample(&self, _: u64) -> Result<Subgraph, OpError> {
+        Ok(self.graph.clone())
+    }
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+    fn n_classes(&self) -> usize {
+        self.targets.classes
+    }
+    fn multilabel(&self) -> bool {
+        matches!(self.targets.labels, TargetLabels::Multi(_))
+    }
+    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+        let f = self.n_features;
+        for (i, &v) in nodes.iter().enumerate() {
+            let v = v as usize;
+            let row = self
+                .features
+                .get(v * f..(v + 1) * f)
+                .ok_or_else(|| OpError::Source(format!("node {v} out of range")))?;
+            out[i * f..(i + 1) * f].copy_from_slice(row);
+        }
+        Ok(())
+    }
+    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
+        if sub.nodes.len() != self.graph.nodes.len() {
+            return Err(OpError::Source(
+                "MemorySource serves its whole graph only".into(),
+            ));
+        }
+        Ok(self.targets.clone())
+    }
+    fn degree(&self, node: u32) -> usize {
+        self.graph.neighbors(node as usize).len()
+    }
+    fn aggregator_weights(&self, _: &Subgraph) -> Option<Vec<f32>> {
+        self.aggregator_weights.clone()
+    }
+}
