@@ -451,7 +451,8 @@ fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
 fn activations_forward_match_direct_loops() {
     let x = matrix(9, 7, 1);
     let xs: Vec<f64> = x.data.iter().map(|&v| f64::from(v)).collect();
-    let cases: Vec<(Arc<dyn Op>, Box<dyn Fn(f64) -> f64>)> = vec![
+    type Reference = Box<dyn Fn(f64) -> f64>;
+    let cases: Vec<(Arc<dyn Op>, Reference)> = vec![
         (
             make("leaky_relu", &[]),
             Box::new(|v| if v > 0.0 { v } else { 0.2 * v }),

@@ -168,7 +168,7 @@ impl Op for Gat {
         let (n, nnz) = (rows.resolve(b) as f64, nnz.resolve(b) as f64);
         let h = self.heads as f64;
         let dense_bytes: f64 = inputs[1..].iter().map(|f| f.bytes(b) as f64).sum();
-        let width = dense_bytes / 4.0 / n.max(1.0);
+        let width = inputs[1].matrix().map_or(0, |(_, c)| c.resolve(b)) as f64;
         Cost {
             // Two projections (2·n·F each), then per entry and head: add and LeakyReLU,
             // then softmax's subtract, exp, add and divide.
@@ -280,6 +280,21 @@ impl Op for GatScoresBackward {
             )));
         }
         Ok(Fact::dense(rows, Dim::known(2 * heads)))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        let Fact::Sparse { rows, nnz, heads } = *inputs[0] else {
+            return Cost::streaming(inputs, output, b);
+        };
+        let (n, nnz, h) = (rows.resolve(b) as f64, nnz.resolve(b) as f64, heads as f64);
+        let width = inputs[1].matrix().map_or(0, |(_, c)| c.resolve(b)) as f64;
+        Cost {
+            // Recomputed projections (4·n·F) and scores (2 per entry and head), softmax's
+            // backward (4), the slope and two scatter-adds (3).
+            flops: 4.0 * n * width + 9.0 * nnz * h,
+            // Streaming plus the pattern's indices, read twice (softmax and scores).
+            bytes_read: Cost::streaming(inputs, output, b).bytes_read + 8.0 * (nnz + n + 1.0),
+            bytes_written: output.bytes(b) as f64,
+        }
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         let name = self.name();

@@ -1,6 +1,6 @@
 //! Inverted dropout without a stored mask. Element i of node k's output in step t is kept
-//! iff `unit(hash(seed, t, k, i)) ≥ p` — a pure function of (run seed, step, the forward
-//! node's id, element index) — so the backward op recomputes the same mask from the same
+//! iff `hash(seed, t, k, i) ≥ p·2⁶⁴` (the kernel's test on one uniform u64) — a pure
+//! function of (run seed, step, the forward node's id, element index) — so the backward op recomputes the same mask from the same
 //! key instead of keeping n·f mask bytes alive from forward to backward.
 //!
 //! Invariant: the key is the forward node's id ([`Ctx::node`] when it runs); the backward op
