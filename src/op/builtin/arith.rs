@@ -1,13 +1,14 @@
-//! Sums: `a + b` (same shape, or b a 1×c row broadcast over rows — a bias), the n-ary sum
-//! autodiff uses to accumulate gradients, and the column sums that are a broadcast's
-//! backward.
+//! Arithmetic: `a + b` (same shape, or b a 1×c row broadcast over rows — a bias), the n-ary
+//! sum autodiff uses to accumulate gradients, the column sums that are a broadcast's
+//! backward, and the elementwise `a - b`, `a * b`, `c * x` (a plan's unary minus is
+//! `scale(x, c=-1)`).
 
 use rayon::prelude::*;
 
-use crate::ir::{Dim, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::{Arity, Ctx, GradBuilder, Op, OpError};
+use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
 
-use super::dense;
+use super::{dense, elementwise_cost, same_shape};
 
 /// a + b; b may be a 1×c row added to every row.
 #[derive(Clone, Copy, Debug)]
@@ -185,5 +186,149 @@ impl Op for BroadcastRows {
             ));
         }
         Ok(vec![dr, None])
+    }
+}
+
+/// `y = f(a, b)` elementwise over two equal-shape matrices, in parallel.
+fn zip_with(
+    inputs: &[&Value],
+    op: &str,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Result<Value, OpError> {
+    let (a, b) = (dense(inputs, 0, op)?, dense(inputs, 1, op)?);
+    let mut y = Tensor::zeros(a.rows, a.cols);
+    y.data
+        .par_iter_mut()
+        .zip(a.data.par_iter().zip(&b.data))
+        .for_each(|(y, (&a, &b))| *y = f(a, b));
+    Ok(Value::dense(y))
+}
+
+/// a − b, equal shapes.
+#[derive(Clone, Copy, Debug)]
+pub struct Sub;
+
+impl Op for Sub {
+    fn name(&self) -> &str {
+        "sub"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        same_shape("sub", "a", inputs[0], "b", inputs[1])
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        elementwise_cost(inputs, output, b, 1.0)
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        zip_with(inputs, "sub", |a, b| a - b)
+    }
+    /// y = a − b: ∂a = ∇y, ∂b = −∇y.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let db = if g.needs_grad(1) {
+            Some(g.add(Scale { c: -1.0 }, &[grad])?)
+        } else {
+            None
+        };
+        Ok(vec![g.needs_grad(0).then_some(grad), db])
+    }
+}
+
+/// a ⊙ b (elementwise product), equal shapes.
+#[derive(Clone, Copy, Debug)]
+pub struct Mul;
+
+impl Op for Mul {
+    fn name(&self) -> &str {
+        "mul"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        same_shape("mul", "a", inputs[0], "b", inputs[1])
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        elementwise_cost(inputs, output, b, 1.0)
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        zip_with(inputs, "mul", |a, b| a * b)
+    }
+    /// y = a ⊙ b: ∂a = ∇y ⊙ b, ∂b = ∇y ⊙ a; saves both operands (each only if the other's
+    /// gradient is asked for).
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let (a, b) = (g.input(0), g.input(1));
+        let da = if g.needs_grad(0) {
+            Some(g.add(Mul, &[grad, b])?)
+        } else {
+            None
+        };
+        let db = if g.needs_grad(1) {
+            Some(g.add(Mul, &[grad, a])?)
+        } else {
+            None
+        };
+        Ok(vec![da, db])
+    }
+}
+
+/// c · x for a constant c.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scale {
+    /// The factor.
+    pub c: f32,
+}
+
+impl Scale {
+    /// The op; `c` must be finite.
+    pub fn new(c: f64) -> Result<Scale, OpError> {
+        Ok(Scale {
+            c: super::activation::finite("c", c)?,
+        })
+    }
+}
+
+impl Op for Scale {
+    fn name(&self) -> &str {
+        "scale"
+    }
+    fn attrs(&self) -> String {
+        format!("c={}", self.c)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(inputs[0].clone())
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        elementwise_cost(inputs, output, b, 1.0)
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let x = dense(inputs, 0, "scale")?;
+        let c = self.c;
+        let mut y = Tensor::zeros(x.rows, x.cols);
+        y.data
+            .par_iter_mut()
+            .zip(&x.data)
+            .for_each(|(y, &x)| *y = c * x);
+        Ok(Value::dense(y))
+    }
+    /// y = c·x: ∂x = c·∇y; saves nothing.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(g.add(*self, &[grad])?)])
     }
 }

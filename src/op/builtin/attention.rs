@@ -1,0 +1,487 @@
+//! GAT attention (JPDC Eqs. 6–7) as an op producing a sparse matrix: `gat(adj, z, a_l, a_r)`
+//! gives α on adj's pattern, H values per entry, and the aggregation is the ordinary product
+//! `gat(..) @ z`, whose backward yields ∂α through `sddmm`. This file's backward turns ∂α
+//! into ∂z, ∂a_l, ∂a_r:
+//!
+//! ```text
+//! s_l[u,h] = ⟨z_u,h, a_l,h⟩   s_r[v,h] = ⟨z_v,h, a_r,h⟩        (head h: columns h·f..(h+1)·f)
+//! e_uv,h  = LeakyReLU(ê_uv,h),  ê_uv,h = s_l[u,h] + s_r[v,h]
+//! α_uv,h  = exp(e_uv,h) / Σ_w∈N(u) exp(e_uw,h)
+//!
+//! ∂e   = edge_softmax_backward(α, ∂α)         ∂e_uv = α_uv (∂α_uv − Σ_w α_uw ∂α_uw)
+//! ∂s_l = Σ_v ∂ê_uv,  ∂s_r = Σ_u ∂ê_uv          ∂ê = ∂e · (1 if ê > 0 else slope)
+//! ∂z_u,h = ∂s_l[u,h]·a_l,h + ∂s_r[u,h]·a_r,h   ∂a_l,h = Σ_u ∂s_l[u,h]·z_u,h  (a_r alike)
+//! ```
+//!
+//! Backward nodes: `gat_scores_backward` (α, z, a_l, a_r, ∂α → [∂s_l | ∂s_r], n × 2H),
+//! then `gat_z_backward` and `gat_a_backward` (side l or r) from it. What is saved: α (the
+//! forward's own output, alive anyway for the product) and the inputs; ê is recomputed
+//! from the projections (O(n·F + nnz·H), less than one more pass over z) rather than kept
+//! as a second nnz × H array.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use saintflow_ops::attention::{
+    edge_softmax, edge_softmax_backward, gat_scores, gat_scores_backward,
+};
+
+use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+
+use super::dense;
+use super::structure::head_width;
+
+/// The sparse input `i`.
+fn sparse<'v>(inputs: &[&'v Value], i: usize, op: &str) -> Result<&'v SparseMat, OpError> {
+    inputs[i]
+        .as_sparse()
+        .ok_or_else(|| OpError::args(format!("{op}: argument {} is not sparse", i + 1)))
+}
+
+/// Checks that `fact` is a [1, width] row (an attention vector).
+fn check_row(op: &str, what: &str, fact: &Fact, width: Dim) -> Result<(), OpError> {
+    if fact.matrix() != Some((Dim::known(1), width)) {
+        return Err(OpError::args(format!(
+            "{op}: {what}, expected [1, {width}], got {fact}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the (z, a_l, a_r) facts against `rows` and `heads`; returns z's width F.
+fn check_operands(
+    op: &str,
+    rows: Dim,
+    heads: usize,
+    z: &Fact,
+    a_l: &Fact,
+    a_r: &Fact,
+) -> Result<Dim, OpError> {
+    let (zr, zc) = z.matrix().expect("dense");
+    if zr != rows {
+        return Err(OpError::args(format!(
+            "{op}: z for a [{rows}, {rows}] pattern, expected [{rows}, {zc}], got {z}"
+        )));
+    }
+    head_width(op, "z", z, heads)?;
+    check_row(op, "a_l", a_l, zc)?;
+    check_row(op, "a_r", a_r, zc)?;
+    Ok(zc)
+}
+
+/// s[u·H + h] = ⟨z[u, h·f..(h+1)·f], a[h·f..(h+1)·f]⟩.
+fn head_dot(z: &Tensor, a: &[f32], heads: usize) -> Vec<f32> {
+    let f = z.cols / heads;
+    let mut s = vec![0.0f32; z.rows * heads];
+    if f == 0 {
+        return s;
+    }
+    s.par_chunks_mut(heads).enumerate().for_each(|(u, out)| {
+        for ((o, zb), ab) in out
+            .iter_mut()
+            .zip(z.row(u).chunks_exact(f))
+            .zip(a.chunks_exact(f))
+        {
+            *o = zb.iter().zip(ab).map(|(x, y)| x * y).sum();
+        }
+    });
+    s
+}
+
+/// ê (raw scores) of every entry and head.
+fn raw_scores(
+    adj: &SparseMat,
+    z: &Tensor,
+    a_l: &Tensor,
+    a_r: &Tensor,
+    heads: usize,
+    slope: f32,
+) -> Result<(Vec<f32>, Vec<f32>), OpError> {
+    let st = &adj.structure;
+    let (s_l, s_r) = (head_dot(z, &a_l.data, heads), head_dot(z, &a_r.data, heads));
+    let mut e_raw = vec![0.0f32; st.nnz() * heads];
+    let mut e = vec![0.0f32; st.nnz() * heads];
+    gat_scores(
+        &st.offsets,
+        &st.indices,
+        heads,
+        &s_l,
+        &s_r,
+        slope,
+        &mut e_raw,
+        &mut e,
+    )?;
+    Ok((e_raw, e))
+}
+
+/// GAT attention: α on adj's pattern (adj's values ignored), `heads` values per entry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gat {
+    /// Attention heads H (z is n × H·f).
+    pub heads: usize,
+    /// LeakyReLU's slope on the scores (0.2 in GAT).
+    pub slope: f32,
+}
+
+impl Gat {
+    /// The op; `heads` ≥ 1 and a finite `slope`.
+    pub fn new(heads: usize, slope: f64) -> Result<Gat, OpError> {
+        if heads == 0 {
+            return Err(OpError::Attr {
+                name: "heads".into(),
+                what: "expected a whole number ≥ 1, got 0".into(),
+            });
+        }
+        Ok(Gat {
+            heads,
+            slope: super::activation::finite("slope", slope)?,
+        })
+    }
+}
+
+impl Op for Gat {
+    fn name(&self) -> &str {
+        "gat"
+    }
+    fn attrs(&self) -> String {
+        format!("heads={}, slope={}", self.heads, self.slope)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Sparse, Kind::Dense, Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let Fact::Sparse { rows, nnz, .. } = *inputs[0] else {
+            unreachable!("arity checked")
+        };
+        check_operands("gat", rows, self.heads, inputs[1], inputs[2], inputs[3])?;
+        Ok(Fact::Sparse {
+            rows,
+            nnz,
+            heads: self.heads,
+        })
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        let Fact::Sparse { rows, nnz, .. } = *inputs[0] else {
+            return Cost::streaming(inputs, output, b);
+        };
+        let (n, nnz) = (rows.resolve(b) as f64, nnz.resolve(b) as f64);
+        let h = self.heads as f64;
+        let dense_bytes: f64 = inputs[1..].iter().map(|f| f.bytes(b) as f64).sum();
+        let width = inputs[1].matrix().map_or(0, |(_, c)| c.resolve(b)) as f64;
+        Cost {
+            // Two projections (2·n·F each), then per entry and head: add and LeakyReLU,
+            // then softmax's subtract, exp, add and divide.
+            flops: 4.0 * n * width + 6.0 * nnz * h,
+            // The pattern (offsets and indices; adj's values are not read), z, a_l, a_r.
+            bytes_read: 4.0 * (n + 1.0 + nnz) + dense_bytes,
+            bytes_written: output.bytes(b) as f64,
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let adj = sparse(inputs, 0, "gat")?;
+        let (z, a_l, a_r) = (
+            dense(inputs, 1, "gat")?,
+            dense(inputs, 2, "gat")?,
+            dense(inputs, 3, "gat")?,
+        );
+        let (_, e) = raw_scores(adj, z, a_l, a_r, self.heads, self.slope)?;
+        let st = &adj.structure;
+        let mut alpha = Tensor::zeros(st.nnz(), self.heads);
+        edge_softmax(&st.offsets, self.heads, &e, &mut alpha.data)?;
+        Ok(Value::Sparse(SparseMat {
+            structure: Arc::clone(&adj.structure),
+            values: Arc::new(alpha),
+        }))
+    }
+    /// See the file's header for the formulas. adj's values are ignored, so no gradient
+    /// flows to them (asking for one is an error).
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        if g.needs_grad(0) {
+            return Err(OpError::args(
+                "gat: the adjacency's values are ignored, expected no gradient to be asked for them, got a request",
+            ));
+        }
+        let (z, a_l, a_r) = (g.input(1), g.input(2), g.input(3));
+        let alpha = g.node();
+        let ds = g.add(
+            GatScoresBackward {
+                heads: self.heads,
+                slope: self.slope,
+            },
+            &[alpha, z, a_l, a_r, grad],
+        )?;
+        let dz = if g.needs_grad(1) {
+            Some(g.add(GatZBackward { heads: self.heads }, &[ds, a_l, a_r])?)
+        } else {
+            None
+        };
+        let mut da = [None, None];
+        for (slot, side) in [(2, Side::Left), (3, Side::Right)] {
+            if g.needs_grad(slot) {
+                da[slot - 2] = Some(g.add(
+                    GatVecBackward {
+                        heads: self.heads,
+                        side,
+                    },
+                    &[ds, z],
+                )?);
+            }
+        }
+        Ok(vec![None, dz, da[0], da[1]])
+    }
+}
+
+/// [∂s_l | ∂s_r] (n × 2H) from α, z, a_l, a_r and ∂α (nnz × H).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatScoresBackward {
+    /// H.
+    pub heads: usize,
+    /// The forward's slope.
+    pub slope: f32,
+}
+
+impl Op for GatScoresBackward {
+    fn name(&self) -> &str {
+        "gat_scores_backward"
+    }
+    fn attrs(&self) -> String {
+        format!("heads={}, slope={}", self.heads, self.slope)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![
+            Kind::Sparse,
+            Kind::Dense,
+            Kind::Dense,
+            Kind::Dense,
+            Kind::Dense,
+        ])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let Fact::Sparse { rows, nnz, heads } = *inputs[0] else {
+            unreachable!("arity checked")
+        };
+        if heads != self.heads {
+            return Err(OpError::args(format!(
+                "gat_scores_backward: α {}, expected {} heads, got {heads}",
+                inputs[0], self.heads
+            )));
+        }
+        check_operands(self.name(), rows, heads, inputs[1], inputs[2], inputs[3])?;
+        let want = Fact::dense(nnz, Dim::known(heads));
+        if *inputs[4] != want {
+            return Err(OpError::args(format!(
+                "gat_scores_backward: ∂α, expected {want}, got {}",
+                inputs[4]
+            )));
+        }
+        Ok(Fact::dense(rows, Dim::known(2 * heads)))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        let Fact::Sparse { rows, nnz, heads } = *inputs[0] else {
+            return Cost::streaming(inputs, output, b);
+        };
+        let (n, nnz, h) = (rows.resolve(b) as f64, nnz.resolve(b) as f64, heads as f64);
+        let width = inputs[1].matrix().map_or(0, |(_, c)| c.resolve(b)) as f64;
+        Cost {
+            // Recomputed projections (4·n·F) and scores (2 per entry and head), softmax's
+            // backward (4), the slope and two scatter-adds (3).
+            flops: 4.0 * n * width + 9.0 * nnz * h,
+            // Streaming plus the pattern's indices, read twice (softmax and scores).
+            bytes_read: Cost::streaming(inputs, output, b).bytes_read + 8.0 * (nnz + n + 1.0),
+            bytes_written: output.bytes(b) as f64,
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let name = self.name();
+        let alpha = sparse(inputs, 0, name)?;
+        let (z, a_l, a_r, dalpha) = (
+            dense(inputs, 1, name)?,
+            dense(inputs, 2, name)?,
+            dense(inputs, 3, name)?,
+            dense(inputs, 4, name)?,
+        );
+        let (h, st) = (self.heads, &alpha.structure);
+        let mut de = vec![0.0f32; st.nnz() * h];
+        edge_softmax_backward(&st.offsets, h, &alpha.values.data, &dalpha.data, &mut de)?;
+        let (e_raw, _) = raw_scores(alpha, z, a_l, a_r, h, self.slope)?;
+        let n = st.n_rows();
+        let (mut ds_l, mut ds_r) = (vec![0.0f32; n * h], vec![0.0f32; n * h]);
+        gat_scores_backward(
+            &st.offsets,
+            &st.indices,
+            h,
+            self.slope,
+            &e_raw,
+            &de,
+            &mut ds_l,
+            &mut ds_r,
+        )?;
+        let mut out = Tensor::zeros(n, 2 * h);
+        for u in 0..n {
+            out.data[u * 2 * h..u * 2 * h + h].copy_from_slice(&ds_l[u * h..(u + 1) * h]);
+            out.data[u * 2 * h + h..(u + 1) * 2 * h].copy_from_slice(&ds_r[u * h..(u + 1) * h]);
+        }
+        Ok(Value::dense(out))
+    }
+}
+
+/// Checks a [∂s_l | ∂s_r] fact: [rows, 2H]; returns rows.
+fn check_ds(op: &str, ds: &Fact, heads: usize) -> Result<Dim, OpError> {
+    let (rows, cols) = ds.matrix().expect("dense");
+    if cols != Dim::known(2 * heads) {
+        return Err(OpError::args(format!(
+            "{op}: [∂s_l | ∂s_r], expected [{rows}, {}], got {ds}",
+            2 * heads
+        )));
+    }
+    Ok(rows)
+}
+
+/// ∂z_u,h = ∂s_l[u,h]·a_l,h + ∂s_r[u,h]·a_r,h, from [∂s_l | ∂s_r], a_l and a_r.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatZBackward {
+    /// H.
+    pub heads: usize,
+}
+
+impl Op for GatZBackward {
+    fn name(&self) -> &str {
+        "gat_z_backward"
+    }
+    fn attrs(&self) -> String {
+        format!("heads={}", self.heads)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let rows = check_ds(self.name(), inputs[0], self.heads)?;
+        let (_, width) = inputs[1].matrix().expect("dense");
+        check_row(self.name(), "a_l", inputs[1], width)?;
+        check_row(self.name(), "a_r", inputs[2], width)?;
+        head_width(self.name(), "a_l", inputs[1], self.heads)?;
+        Ok(Fact::dense(rows, width))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        Cost {
+            flops: output.bytes(b) as f64, // 2 multiply-adds per element: 4 flops / 4 bytes.
+            ..Cost::streaming(inputs, output, b)
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let name = self.name();
+        let (ds, a_l, a_r) = (
+            dense(inputs, 0, name)?,
+            dense(inputs, 1, name)?,
+            dense(inputs, 2, name)?,
+        );
+        let h = self.heads;
+        let width = a_l.cols;
+        let f = width / h;
+        let mut dz = Tensor::zeros(ds.rows, width);
+        if f > 0 {
+            dz.data
+                .par_chunks_mut(width)
+                .enumerate()
+                .for_each(|(u, out)| {
+                    let d = ds.row(u);
+                    for (hh, block) in out.chunks_exact_mut(f).enumerate() {
+                        let (gl, gr) = (d[hh], d[h + hh]);
+                        let cols = hh * f..(hh + 1) * f;
+                        for ((o, &l), &r) in block
+                            .iter_mut()
+                            .zip(&a_l.data[cols.clone()])
+                            .zip(&a_r.data[cols])
+                        {
+                            *o = gl * l + gr * r;
+                        }
+                    }
+                });
+        }
+        Ok(Value::dense(dz))
+    }
+}
+
+/// Which attention vector a [`GatVecBackward`] differentiates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// a_l (the row node's projection).
+    Left,
+    /// a_r (the neighbour's projection).
+    Right,
+}
+
+/// ∂a_h = Σ_u ∂s[u,h]·z_u,h for a = a_l (∂s_l) or a_r (∂s_r), from [∂s_l | ∂s_r] and z.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatVecBackward {
+    /// H.
+    pub heads: usize,
+    /// a_l or a_r.
+    pub side: Side,
+}
+
+impl Op for GatVecBackward {
+    fn name(&self) -> &str {
+        "gat_a_backward"
+    }
+    fn attrs(&self) -> String {
+        let side = match self.side {
+            Side::Left => "l",
+            Side::Right => "r",
+        };
+        format!("heads={}, side={side}", self.heads)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let rows = check_ds(self.name(), inputs[0], self.heads)?;
+        let (zr, width) = inputs[1].matrix().expect("dense");
+        if zr != rows {
+            return Err(OpError::args(format!(
+                "gat_a_backward: z, expected [{rows}, {width}], got {}",
+                inputs[1]
+            )));
+        }
+        head_width(self.name(), "z", inputs[1], self.heads)?;
+        Ok(Fact::dense(Dim::known(1), width))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        Cost {
+            flops: inputs[1].bytes(b) as f64 / 2.0, // a multiply-add per element of z.
+            ..Cost::streaming(inputs, output, b)
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let (ds, z) = (
+            dense(inputs, 0, self.name())?,
+            dense(inputs, 1, self.name())?,
+        );
+        let h = self.heads;
+        let off = match self.side {
+            Side::Left => 0,
+            Side::Right => h,
+        };
+        let f = z.cols / h;
+        let mut da = Tensor::zeros(1, z.cols);
+        if f > 0 {
+            for u in 0..z.rows {
+                let d = &ds.row(u)[off..off + h];
+                for ((o, zb), &gu) in da
+                    .data
+                    .chunks_exact_mut(f)
+                    .zip(z.row(u).chunks_exact(f))
+                    .zip(d)
+                {
+                    o.iter_mut().zip(zb).for_each(|(o, &x)| *o += gu * x);
+                }
+            }
+        }
+        Ok(Value::dense(da))
+    }
+}

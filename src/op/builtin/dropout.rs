@@ -1,0 +1,171 @@
+//! Inverted dropout without a stored mask. Element i of node k's output in step t is kept
+//! iff `hash(seed, t, k, i) ≥ p·2⁶⁴` (the kernel's test on one uniform u64) — a pure
+//! function of (run seed, step, the forward node's id, element index) — so the backward op recomputes the same mask from the same
+//! key instead of keeping n·f mask bytes alive from forward to backward.
+//!
+//! Invariant: the key is the forward node's id ([`Ctx::node`] when it runs); the backward op
+//! carries it as its `key` attribute. A pass that rebuilds a dropout node must keep that
+//! id (petgraph's stable ids survive removals of other nodes) or the masks would differ —
+//! the whole-step gradient check catches that.
+
+use rayon::prelude::*;
+
+use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::store::gen::hash3;
+
+use super::dense;
+
+/// Stream id of dropout masks ("DROP").
+const STREAM_DROPOUT: u64 = 0x4452_4F50;
+
+/// Elements per parallel task: 64 KiB of f32.
+const CHUNK: usize = 1 << 14;
+
+/// A checked dropout probability: in [0, 1).
+fn probability(p: f64) -> Result<f64, OpError> {
+    if (0.0..1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(OpError::Attr {
+            name: "p".into(),
+            what: format!("expected a probability in [0, 1), got {p}"),
+        })
+    }
+}
+
+/// The mask stream of node `key` in the step of `ctx`.
+fn mask_base(ctx: &Ctx<'_>, key: u32) -> u64 {
+    hash3(hash3(ctx.seed, STREAM_DROPOUT, ctx.step), u64::from(key), 0)
+}
+
+/// y = x ⊙ mask / (1 − p) with the mask of `base`, through the kernel (one chunk per task,
+/// each chunk's random stream starting at its first element index, so the mask does not
+/// depend on the chunking or the thread count).
+fn apply_mask(x: &Tensor, p: f64, base: u64) -> Result<Tensor, OpError> {
+    let mut y = Tensor::zeros(x.rows, x.cols);
+    y.data
+        .par_chunks_mut(CHUNK)
+        .zip(x.data.par_chunks(CHUNK))
+        .enumerate()
+        .try_for_each(|(c, (y, x))| {
+            let mut i = (c * CHUNK) as u64;
+            let mut mask = vec![0u8; x.len()];
+            saintflow_ops::elementwise::dropout(
+                x,
+                p,
+                || {
+                    let h = hash3(base, STREAM_DROPOUT, i);
+                    i += 1;
+                    h
+                },
+                y,
+                &mut mask,
+            )
+        })?;
+    Ok(y)
+}
+
+/// Inverted dropout: in training, each element is zeroed with probability p and the kept
+/// ones scaled by 1/(1 − p); in evaluation, the identity. Not pure: two dropouts of the
+/// same x draw different masks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dropout {
+    /// The probability of dropping an element, in [0, 1).
+    pub p: f64,
+}
+
+impl Dropout {
+    /// The op; p outside [0, 1) is an attribute error.
+    pub fn new(p: f64) -> Result<Dropout, OpError> {
+        Ok(Dropout { p: probability(p)? })
+    }
+}
+
+impl Op for Dropout {
+    fn name(&self) -> &str {
+        "dropout"
+    }
+    fn attrs(&self) -> String {
+        format!("p={}", self.p)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(inputs[0].clone())
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        // Two 64-bit mixes (≈ 10 integer operations) and a multiply per element.
+        super::elementwise_cost(inputs, output, b, 11.0)
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        if !ctx.training || self.p == 0.0 {
+            return Ok(inputs[0].clone());
+        }
+        let x = dense(inputs, 0, "dropout")?;
+        let key = ctx.node.index() as u32;
+        Ok(Value::dense(apply_mask(x, self.p, mask_base(ctx, key))?))
+    }
+    /// ∂x = ∇y ⊙ mask / (1 − p), the mask recomputed from this node's key: saves nothing.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let key = g.node().index() as u32;
+        Ok(vec![Some(
+            g.add(DropoutBackward { p: self.p, key }, &[grad])?,
+        )])
+    }
+    fn pure(&self) -> bool {
+        false
+    }
+}
+
+/// ∂x = ∇y ⊙ mask / (1 − p) with the mask of the forward node `key` (the identity in
+/// evaluation, as the forward).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DropoutBackward {
+    /// The forward's p.
+    pub p: f64,
+    /// The forward node's id, whose mask this applies.
+    pub key: u32,
+}
+
+impl Op for DropoutBackward {
+    fn name(&self) -> &str {
+        "dropout_backward"
+    }
+    fn attrs(&self) -> String {
+        format!("p={}, key={}", self.p, self.key)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(inputs[0].clone())
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        super::elementwise_cost(inputs, output, b, 11.0)
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        if !ctx.training || self.p == 0.0 {
+            return Ok(inputs[0].clone());
+        }
+        let dy = dense(inputs, 0, self.name())?;
+        Ok(Value::dense(apply_mask(
+            dy,
+            self.p,
+            mask_base(ctx, self.key),
+        )?))
+    }
+    /// dx = mask ⊙ ∇y / (1 − p) is self-adjoint: ∂∇y = the same op on the incoming gradient.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(g.add(*self, &[grad])?)])
+    }
+}

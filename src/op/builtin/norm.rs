@@ -1,0 +1,101 @@
+//! Row-wise L2 normalisation (`l2norm`): y_i = x_i / max(‖x_i‖₂, ε). GraphSAINT's SAGE
+//! models normalise each node's embedding before the classifier.
+
+use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+
+use super::{dense, elementwise_cost, same_shape};
+
+/// The floor ε of a row norm (PyTorch's `F.normalize` default): a zero row stays zero.
+pub const L2_EPS: f32 = 1e-12;
+
+/// y and the row norms of x.
+fn normalize(x: &Tensor) -> Result<(Tensor, Vec<f32>), OpError> {
+    let mut y = Tensor::zeros(x.rows, x.cols);
+    let mut norms = vec![0.0f32; x.rows];
+    if x.cols > 0 {
+        saintflow_ops::elementwise::l2_normalize_rows(
+            &x.data,
+            x.cols,
+            L2_EPS,
+            &mut y.data,
+            &mut norms,
+        )?;
+    } else {
+        norms.fill(L2_EPS);
+    }
+    Ok((y, norms))
+}
+
+/// y_i = x_i / max(‖x_i‖₂, ε) for every row i.
+#[derive(Clone, Copy, Debug)]
+pub struct L2Norm;
+
+impl Op for L2Norm {
+    fn name(&self) -> &str {
+        "l2norm"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(inputs[0].clone())
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        // A multiply-add for the norm and a divide per element.
+        elementwise_cost(inputs, output, b, 3.0)
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        Ok(Value::dense(normalize(dense(inputs, 0, "l2norm")?)?.0))
+    }
+    /// ∂x_i = (∇y_i − y_i ⟨y_i, ∇y_i⟩) / ‖x_i‖ (∇y_i / ε below the floor). Saves x only:
+    /// the backward recomputes y and the norms (one pass over x, the cost of reading a
+    /// saved y) instead of keeping a second n-vector alive.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let x = g.input(0);
+        Ok(vec![Some(g.add(L2NormBackward, &[x, grad])?)])
+    }
+}
+
+/// ∂x of [`L2Norm`] from x and ∇y.
+#[derive(Clone, Copy, Debug)]
+pub struct L2NormBackward;
+
+impl Op for L2NormBackward {
+    fn name(&self) -> &str {
+        "l2norm_backward"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        same_shape(self.name(), "x", inputs[0], "∇y", inputs[1])
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        // Recomputing y (3) plus the dot product and the update (4).
+        elementwise_cost(inputs, output, b, 7.0)
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let (x, dy) = (
+            dense(inputs, 0, self.name())?,
+            dense(inputs, 1, self.name())?,
+        );
+        let (y, norms) = normalize(x)?;
+        let mut dx = Tensor::zeros(x.rows, x.cols);
+        if x.cols > 0 {
+            saintflow_ops::elementwise::l2_normalize_rows_backward(
+                &y.data,
+                &norms,
+                x.cols,
+                L2_EPS,
+                &dy.data,
+                &mut dx.data,
+            )?;
+        }
+        Ok(Value::dense(dx))
+    }
+}

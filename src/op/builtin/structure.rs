@@ -1,0 +1,367 @@
+//! Column structure: `concat` (column blocks side by side), `slice` (one column block, the
+//! backward of concat), its backward `slice_backward` (the block placed in zero columns),
+//! and `mean_heads` (the average of H equal column blocks — GAT's last layer) with its
+//! backward. Pure data movement: their cost is the bytes they move.
+
+use rayon::prelude::*;
+
+use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+
+use super::dense;
+
+/// A dense fact's (rows, cols).
+fn shape(f: &Fact) -> (Dim, Dim) {
+    f.matrix().expect("arity checked: dense")
+}
+
+/// [a | b | …]: column concatenation of matrices with equal row counts.
+#[derive(Clone, Copy, Debug)]
+pub struct Concat;
+
+impl Op for Concat {
+    fn name(&self) -> &str {
+        "concat"
+    }
+    fn args(&self) -> Arity {
+        Arity::Variadic {
+            kind: Kind::Dense,
+            min: 1,
+        }
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (rows, mut cols) = shape(inputs[0]);
+        for (i, f) in inputs.iter().enumerate().skip(1) {
+            let (r, c) = shape(f);
+            if r != rows {
+                return Err(OpError::args(format!(
+                    "concat argument {}: expected {rows} rows like argument 1, got {f}",
+                    i + 1
+                )));
+            }
+            cols = cols.plus(c);
+        }
+        Ok(Fact::dense(rows, cols))
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let parts = (0..inputs.len())
+            .map(|i| dense(inputs, i, "concat"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rows = parts[0].rows;
+        if let Some(p) = parts.iter().find(|p| p.rows != rows) {
+            return Err(OpError::args(format!(
+                "concat: expected {rows} rows in every argument, got {}",
+                p.rows
+            )));
+        }
+        let cols: usize = parts.iter().map(|p| p.cols).sum();
+        let mut y = Tensor::zeros(rows, cols);
+        if cols > 0 {
+            y.data
+                .par_chunks_mut(cols)
+                .enumerate()
+                .for_each(|(i, out)| {
+                    let mut at = 0;
+                    for p in &parts {
+                        out[at..at + p.cols].copy_from_slice(p.row(i));
+                        at += p.cols;
+                    }
+                });
+        }
+        Ok(Value::dense(y))
+    }
+    /// y = [a₁ | … | a_k]: ∂a_i = ∇y[:, start_i .. start_i + width_i], a `slice`. Needs
+    /// widths known at load (feature and hidden widths always are).
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let mut start = 0;
+        let mut out = Vec::with_capacity(g.arity());
+        for i in 0..g.arity() {
+            let f = g.fact(g.input(i)).clone();
+            let len = shape(&f).1.as_known().ok_or_else(|| {
+                OpError::args(format!(
+                    "concat backward: argument {} is {f}, expected a width known when the plan is loaded",
+                    i + 1
+                ))
+            })?;
+            out.push(if g.needs_grad(i) {
+                Some(g.add(Slice { start, len }, &[grad])?)
+            } else {
+                None
+            });
+            start += len;
+        }
+        Ok(out)
+    }
+}
+
+/// x[:, start .. start + len]: one column block (the backward of `concat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// First column.
+    pub start: usize,
+    /// Columns taken.
+    pub len: usize,
+}
+
+impl Op for Slice {
+    fn name(&self) -> &str {
+        "slice"
+    }
+    fn attrs(&self) -> String {
+        format!("start={}, len={}", self.start, self.len)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (rows, cols) = shape(inputs[0]);
+        let end = self.start + self.len;
+        match cols.as_known() {
+            Some(c) if end <= c => Ok(Fact::dense(rows, Dim::known(self.len))),
+            _ => Err(OpError::args(format!(
+                "slice: columns {}..{end} of {}, expected a known width ≥ {end}, got {cols}",
+                self.start, inputs[0]
+            ))),
+        }
+    }
+    fn cost(&self, _: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        // Reads only the block it copies.
+        let bytes = output.bytes(b) as f64;
+        Cost {
+            flops: 0.0,
+            bytes_read: bytes,
+            bytes_written: bytes,
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let x = dense(inputs, 0, "slice")?;
+        let (s, len) = (self.start, self.len);
+        if s + len > x.cols {
+            return Err(OpError::args(format!(
+                "slice: expected at least {} columns, got {}",
+                s + len,
+                x.cols
+            )));
+        }
+        let mut y = Tensor::zeros(x.rows, len);
+        if len > 0 {
+            y.data
+                .par_chunks_mut(len)
+                .enumerate()
+                .for_each(|(i, out)| out.copy_from_slice(&x.row(i)[s..s + len]));
+        }
+        Ok(Value::dense(y))
+    }
+    /// y = x[:, s..s+len]: ∂x = ∇y placed at columns s..s+len of zeros (`slice_backward`).
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let (_, cols) = shape(g.fact(g.input(0)));
+        let cols = cols.as_known().expect("slice infers only on known widths");
+        Ok(vec![Some(g.add(
+            SliceBackward {
+                start: self.start,
+                cols,
+            },
+            &[grad],
+        )?)])
+    }
+}
+
+/// An n × len block placed at columns start.. of an n × cols zero matrix: the backward of
+/// [`Slice`] (and the adjoint of it, so its own backward is a slice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SliceBackward {
+    /// First column of the block.
+    pub start: usize,
+    /// Width of the output.
+    pub cols: usize,
+}
+
+impl Op for SliceBackward {
+    fn name(&self) -> &str {
+        "slice_backward"
+    }
+    fn attrs(&self) -> String {
+        format!("start={}, cols={}", self.start, self.cols)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (rows, len) = shape(inputs[0]);
+        match len.as_known() {
+            Some(l) if self.start + l <= self.cols => Ok(Fact::dense(rows, Dim::known(self.cols))),
+            _ => Err(OpError::args(format!(
+                "slice_backward: a block {} at column {} of {} columns, expected a known width ≤ {}, got {len}",
+                inputs[0],
+                self.start,
+                self.cols,
+                self.cols.saturating_sub(self.start)
+            ))),
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let d = dense(inputs, 0, "slice_backward")?;
+        let (s, len) = (self.start, d.cols);
+        let mut y = Tensor::zeros(d.rows, self.cols);
+        if len > 0 {
+            y.data
+                .par_chunks_mut(self.cols)
+                .enumerate()
+                .for_each(|(i, out)| out[s..s + len].copy_from_slice(d.row(i)));
+        }
+        Ok(Value::dense(y))
+    }
+    /// y = pad(x): ∂x = ∇y[:, s..s+len].
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let len = shape(g.fact(g.input(0))).1.as_known().expect("inferred");
+        Ok(vec![Some(g.add(
+            Slice {
+                start: self.start,
+                len,
+            },
+            &[grad],
+        )?)])
+    }
+}
+
+/// The width f of one of `heads` column blocks of `fact`, or an "expected …, got …" error.
+pub(crate) fn head_width(
+    op: &str,
+    what: &str,
+    fact: &Fact,
+    heads: usize,
+) -> Result<usize, OpError> {
+    let (_, cols) = shape(fact);
+    match cols.as_known() {
+        Some(c) if heads > 0 && c % heads == 0 => Ok(c / heads),
+        _ => Err(OpError::args(format!(
+            "{op}: {what} {fact} for {heads} heads, expected a known width that is a multiple of {heads}, got {cols}"
+        ))),
+    }
+}
+
+/// y[:, j] = (1/H) Σ_h x[:, h·f + j]: the average of H column blocks of width f.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeanHeads {
+    /// H.
+    pub heads: usize,
+}
+
+impl Op for MeanHeads {
+    fn name(&self) -> &str {
+        "mean_heads"
+    }
+    fn attrs(&self) -> String {
+        format!("heads={}", self.heads)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let f = head_width("mean_heads", "x", inputs[0], self.heads)?;
+        Ok(Fact::dense(shape(inputs[0]).0, Dim::known(f)))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        // One add per input element.
+        Cost {
+            flops: inputs[0].bytes(b) as f64 / 4.0,
+            ..Cost::streaming(inputs, output, b)
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let x = dense(inputs, 0, "mean_heads")?;
+        let h = self.heads;
+        let f = x.cols / h;
+        let mut y = Tensor::zeros(x.rows, f);
+        let inv = 1.0 / h as f32;
+        if f > 0 {
+            y.data.par_chunks_mut(f).enumerate().for_each(|(i, out)| {
+                for block in x.row(i).chunks_exact(f) {
+                    out.iter_mut().zip(block).for_each(|(o, &v)| *o += v);
+                }
+                out.iter_mut().for_each(|o| *o *= inv);
+            });
+        }
+        Ok(Value::dense(y))
+    }
+    /// y = (1/H) Σ_h x_h: ∂x_h = ∇y / H for every block h (`mean_heads_backward`).
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(
+            g.add(MeanHeadsBackward { heads: self.heads }, &[grad])?,
+        )])
+    }
+}
+
+/// [d/H | d/H | … ] (H copies): the backward of [`MeanHeads`] (and its adjoint, so its own
+/// backward is `mean_heads`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeanHeadsBackward {
+    /// H.
+    pub heads: usize,
+}
+
+impl Op for MeanHeadsBackward {
+    fn name(&self) -> &str {
+        "mean_heads_backward"
+    }
+    fn attrs(&self) -> String {
+        format!("heads={}", self.heads)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (rows, cols) = shape(inputs[0]);
+        let f = cols.as_known().ok_or_else(|| {
+            OpError::args(format!(
+                "mean_heads_backward: expected a known width, got {}",
+                inputs[0]
+            ))
+        })?;
+        Ok(Fact::dense(rows, Dim::known(f * self.heads)))
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let d = dense(inputs, 0, "mean_heads_backward")?;
+        let (h, f) = (self.heads, d.cols);
+        let inv = 1.0 / h as f32;
+        let mut y = Tensor::zeros(d.rows, f * h);
+        if f > 0 {
+            y.data
+                .par_chunks_mut(f * h)
+                .enumerate()
+                .for_each(|(i, out)| {
+                    for block in out.chunks_exact_mut(f) {
+                        block
+                            .iter_mut()
+                            .zip(d.row(i))
+                            .for_each(|(o, &v)| *o = v * inv);
+                    }
+                });
+        }
+        Ok(Value::dense(y))
+    }
+    /// y_h = d/H for every h: ∂d = (1/H) Σ_h ∇y_h, a `mean_heads`.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(g.add(MeanHeads { heads: self.heads }, &[grad])?)])
+    }
+}

@@ -1,0 +1,1043 @@
+//! The built-in ops of the IR: every forward op's backward through the whole-graph gradient
+//! check (on graphs with an isolated node and on a single node), forward values against
+//! direct loops, dropout's masks and statistics, a mutation check (a wrong backward must be
+//! reported), and registration under the names plan files use.
+
+use std::sync::Arc;
+
+use saintflow::exec::{check_gradients, run, Discrepancy, GradCheck};
+use saintflow::ir::{
+    differentiate, Bindings, Dim, Fact, Graph, Init, NodeId, ParamDecl, Params, SparseMat,
+    Structure, Tensor, Value,
+};
+use saintflow::op::builtin::{
+    Add, AdjKind, Adjacency, Concat, DropoutBackward, Features, Gat, Loss, LossKind, MatMul,
+    MeanHeads, Param, Sample, Scale, SliceBackward, TargetsOp,
+};
+use saintflow::op::{
+    Arity, Attr, Attrs, Ctx, GradBuilder, GraphSource, MemorySource, Op, OpError, Registry,
+};
+
+// ---------------------------------------------------------------------------------------
+// Building small graphs by hand.
+
+/// An op made through the registry, as a plan file would name it.
+fn make(name: &str, attrs: &[(&str, f64)]) -> Arc<dyn Op> {
+    let a = attrs
+        .iter()
+        .fold(Attrs::new(), |a, (k, v)| a.with(k, Attr::Num(*v)));
+    Registry::with_builtins().make(name, &a).unwrap()
+}
+
+/// A graph under construction on `src`: the step's subgraph, features, targets, and the
+/// parameters declared so far.
+struct Net<'s> {
+    g: Graph,
+    src: &'s MemorySource,
+    sample: NodeId,
+    x: NodeId,
+    decls: Vec<ParamDecl>,
+    params: Vec<NodeId>,
+}
+
+impl<'s> Net<'s> {
+    fn new(src: &'s MemorySource) -> Net<'s> {
+        let mut g = Graph::new();
+        let sample = g.add(Arc::new(Sample), &[], "sample").unwrap();
+        let x = g
+            .add(
+                Arc::new(Features {
+                    width: src.n_features,
+                }),
+                &[sample],
+                "x",
+            )
+            .unwrap();
+        Net {
+            g,
+            src,
+            sample,
+            x,
+            decls: Vec::new(),
+            params: Vec::new(),
+        }
+    }
+
+    fn f(&self) -> usize {
+        self.src.n_features
+    }
+
+    fn adj(&mut self, kind: AdjKind) -> NodeId {
+        self.g
+            .add(
+                Arc::new(Adjacency { kind }),
+                &[self.sample],
+                kind.plan_name(),
+            )
+            .unwrap()
+    }
+
+    fn param(&mut self, name: &str, rows: usize, cols: usize, init: Init) -> NodeId {
+        let id = self
+            .g
+            .add(
+                Arc::new(Param {
+                    name: name.into(),
+                    rows,
+                    cols,
+                }),
+                &[],
+                name,
+            )
+            .unwrap();
+        self.decls.push(ParamDecl {
+            name: name.into(),
+            rows,
+            cols,
+            init,
+        });
+        self.params.push(id);
+        id
+    }
+
+    fn op(&mut self, op: Arc<dyn Op>, inputs: &[NodeId]) -> NodeId {
+        let label = format!("{}[{}]", op.name(), op.attrs());
+        self.g.add(op, inputs, label).unwrap()
+    }
+
+    fn mm(&mut self, inputs: &[NodeId]) -> NodeId {
+        self.op(Arc::new(MatMul::plain(inputs.len())), inputs)
+    }
+
+    /// `A_sym @ x @ W1`: a first layer whose output depends on a parameter.
+    fn layer(&mut self, width: usize) -> NodeId {
+        let a = self.adj(AdjKind::Sym);
+        let w = self.param("W1", self.f(), width, Init::Glorot);
+        self.mm(&[a, self.x, w])
+    }
+
+    /// Adds the classifier `h @ W_out + b` and the loss, differentiates with respect to
+    /// every parameter, and runs the gradient check. Returns the failures and each
+    /// parameter's gradient norm.
+    fn check(self, h: NodeId) -> (Vec<Discrepancy>, Vec<(String, f64)>) {
+        self.check_with(h, GradCheck::default())
+    }
+
+    /// [`Net::check`] with the check's settings.
+    fn check_with(
+        mut self,
+        h: NodeId,
+        settings: GradCheck,
+    ) -> (Vec<Discrepancy>, Vec<(String, f64)>) {
+        let Some((_, width)) = self.g.fact(h).matrix() else {
+            panic!("h is not a matrix")
+        };
+        let width = width.as_known().unwrap();
+        let c = self.src.targets.classes;
+        let w = self.param("W_out", width, c, Init::Glorot);
+        let b = self.param("b", 1, c, Init::Const(0.1));
+        let z = self.mm(&[h, w]);
+        let z = self.op(Arc::new(Add), &[z, b]);
+        let t = self
+            .g
+            .add(Arc::new(TargetsOp { classes: c }), &[self.sample], "y")
+            .unwrap();
+        let kind = if self.src.multilabel() {
+            LossKind::SigmoidBce
+        } else {
+            LossKind::SoftmaxCe
+        };
+        let loss = self
+            .g
+            .add(Arc::new(Loss { kind }), &[z, t], "loss")
+            .unwrap();
+        let d = differentiate(&mut self.g, loss, &self.params).unwrap();
+        self.g.validate().unwrap();
+        let grads: Vec<(String, NodeId)> = self
+            .decls
+            .iter()
+            .map(|d| d.name.clone())
+            .zip(d.grads.iter().map(|x| x.1))
+            .collect();
+        let params = Params::init(&self.decls, 3);
+        let bad = check_gradients(&self.g, loss, &grads, self.src, &params, settings).unwrap();
+        let ids: Vec<NodeId> = grads.iter().map(|g| g.1).collect();
+        let mut v = run(&self.g, &ids, Some(self.src), &params, 0, 0, true).unwrap();
+        let norms = grads
+            .iter()
+            .map(|(name, id)| {
+                let t = v.take(*id).unwrap();
+                let t = t.as_dense().unwrap();
+                let n2: f64 = t.data.iter().map(|&x| f64::from(x).powi(2)).sum();
+                (name.clone(), n2.sqrt())
+            })
+            .collect();
+        (bad, norms)
+    }
+}
+
+/// The graphs every op is checked on: several nodes with the isolated node 0 (an empty
+/// row) single- and multi-label, and a single node without edges.
+fn sources() -> Vec<(&'static str, MemorySource)> {
+    vec![
+        ("23 nodes", MemorySource::random(23, 4, 6, 3, false, 11)),
+        (
+            "15 nodes, multi-label",
+            MemorySource::random(15, 3, 5, 4, true, 7),
+        ),
+        ("a single node", MemorySource::random(1, 0, 3, 2, false, 5)),
+    ]
+}
+
+/// Checks the graph `build` makes on every source; returns the gradient norms on the first.
+fn grads_check(what: &str, build: impl Fn(&mut Net) -> NodeId) -> Vec<(String, f64)> {
+    grads_check_with(what, GradCheck::default(), build)
+}
+
+/// [`grads_check`] with the check's settings.
+fn grads_check_with(
+    what: &str,
+    settings: GradCheck,
+    build: impl Fn(&mut Net) -> NodeId,
+) -> Vec<(String, f64)> {
+    let mut first = None;
+    for (label, src) in sources() {
+        assert_eq!(src.graph.neighbors(0).len(), 0, "node 0 is isolated");
+        let mut net = Net::new(&src);
+        let h = build(&mut net);
+        let (bad, norms) = net.check_with(h, settings);
+        assert!(bad.is_empty(), "{what} on {label}: {bad:#?}");
+        first.get_or_insert(norms);
+    }
+    first.unwrap()
+}
+
+/// The gradient norm of parameter `name`.
+fn norm_of(norms: &[(String, f64)], name: &str) -> f64 {
+    norms.iter().find(|(n, _)| n == name).unwrap().1
+}
+
+// ---------------------------------------------------------------------------------------
+// Gradient checks, one per forward op.
+
+#[test]
+fn leaky_relu_gradient() {
+    for slope in [0.2, 0.05] {
+        grads_check("leaky_relu", |n| {
+            let z = n.layer(5);
+            n.op(make("leaky_relu", &[("slope", slope)]), &[z])
+        });
+    }
+}
+
+#[test]
+fn sigmoid_gradient() {
+    grads_check("sigmoid", |n| {
+        let z = n.layer(5);
+        n.op(make("sigmoid", &[]), &[z])
+    });
+}
+
+#[test]
+fn tanh_gradient() {
+    grads_check("tanh", |n| {
+        let z = n.layer(5);
+        n.op(make("tanh", &[]), &[z])
+    });
+}
+
+#[test]
+fn elu_gradient() {
+    for alpha in [1.0, 0.5] {
+        grads_check("elu", |n| {
+            let z = n.layer(5);
+            n.op(make("elu", &[("alpha", alpha)]), &[z])
+        });
+    }
+}
+
+#[test]
+fn l2norm_gradient() {
+    grads_check("l2norm", |n| {
+        let z = n.layer(5);
+        n.op(make("l2norm", &[]), &[z])
+    });
+}
+
+#[test]
+fn concat_gradient_with_an_argument_that_needs_none() {
+    // GraphSAGE's layer, plus the raw features (no gradient) as a third block.
+    grads_check("concat", |n| {
+        let a = n.adj(AdjKind::Mean);
+        let (f, x) = (n.f(), n.x);
+        let ws = n.param("W_self", f, 3, Init::Glorot);
+        let wn = n.param("W_neigh", f, 4, Init::Glorot);
+        let hs = n.mm(&[x, ws]);
+        let hn = n.mm(&[a, x, wn]);
+        n.op(make("concat", &[]), &[hs, x, hn])
+    });
+}
+
+#[test]
+fn slice_gradient() {
+    grads_check("slice", |n| {
+        let z = n.layer(6);
+        n.op(make("slice", &[("start", 1.0), ("len", 3.0)]), &[z])
+    });
+}
+
+#[test]
+fn sub_gradient() {
+    grads_check("sub", |n| {
+        let z = n.layer(4);
+        let w = n.param("W2", n.f(), 4, Init::Glorot);
+        let y = n.mm(&[n.x, w]);
+        n.op(make("sub", &[]), &[z, y])
+    });
+}
+
+#[test]
+fn mul_gradient_also_of_a_square() {
+    grads_check("mul", |n| {
+        let z = n.layer(4);
+        let w = n.param("W2", n.f(), 4, Init::Glorot);
+        let y = n.mm(&[n.x, w]);
+        let p = n.op(make("mul", &[]), &[z, y]);
+        // mul(p, p): both arguments are one node, autodiff sums the two gradients.
+        n.op(make("mul", &[]), &[p, p])
+    });
+}
+
+#[test]
+fn scale_gradient() {
+    grads_check("scale", |n| {
+        let z = n.layer(4);
+        n.op(make("scale", &[("c", -1.5)]), &[z])
+    });
+}
+
+#[test]
+fn mean_heads_gradient() {
+    grads_check("mean_heads", |n| {
+        let z = n.layer(6);
+        n.op(make("mean_heads", &[("heads", 3.0)]), &[z])
+    });
+}
+
+#[test]
+fn dropout_gradient_in_training_mode_with_two_masks_of_one_input() {
+    // Two dropouts of one value draw different masks; each backward must recompute its own.
+    grads_check("dropout", |n| {
+        let z = n.layer(5);
+        let d1 = n.op(make("dropout", &[("p", 0.3)]), &[z]);
+        let d2 = n.op(make("dropout", &[("p", 0.5)]), &[z]);
+        n.op(make("concat", &[]), &[d1, d2])
+    });
+}
+
+/// GAT on `adj`: z = x @ W, α = gat(adj, z, a_l, a_r), h = elu(α @ z), then the heads'
+/// mean when there are several.
+fn gat_layer(n: &mut Net, adj: AdjKind, heads: usize) -> NodeId {
+    let f = 3;
+    let a = n.adj(adj);
+    let w = n.param("W", n.f(), heads * f, Init::Glorot);
+    let a_l = n.param("a_l", 1, heads * f, Init::Glorot);
+    let a_r = n.param("a_r", 1, heads * f, Init::Glorot);
+    let z = n.mm(&[n.x, w]);
+    let alpha = n.op(
+        make("gat", &[("heads", heads as f64), ("slope", 0.2)]),
+        &[a, z, a_l, a_r],
+    );
+    let h = n.mm(&[alpha, z]);
+    let h = n.op(make("elu", &[]), &[h]);
+    if heads > 1 {
+        n.op(make("mean_heads", &[("heads", heads as f64)]), &[h])
+    } else {
+        h
+    }
+}
+
+#[test]
+fn gat_gradient_one_and_several_heads_with_and_without_self_loops() {
+    for (adj, heads) in [
+        (AdjKind::Sym, 1),
+        (AdjKind::Sym, 2),
+        (AdjKind::Raw, 3),
+        (AdjKind::Mean, 2),
+    ] {
+        // ∂a_l flows only through rows whose scores straddle LeakyReLU's kink (a shift of
+        // s_l[u] shared by a whole row of one sign leaves its softmax unchanged), so it is
+        // small, and central differences that step across a kink err by O(ε): measured at
+        // ε = 10⁻² up to 100 % on a_l, at ε = 10⁻³ below 3 %, the f32 rounding term
+        // (∝ 1/ε) then still small (see exec::gradcheck). Every other op keeps ε = 10⁻².
+        let settings = GradCheck {
+            eps: 1e-3,
+            ..GradCheck::default()
+        };
+        let norms = grads_check_with(&format!("gat {adj:?} heads={heads}"), settings, |n| {
+            gat_layer(n, adj, heads)
+        });
+        // The attention vectors get a gradient (else the check would pass trivially).
+        for p in ["a_l", "a_r"] {
+            assert!(
+                norm_of(&norms, p) > 1e-4,
+                "{adj:?} heads={heads}: ∂{p} = {norms:?}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward values against direct loops.
+
+/// A context for calling an op's forward directly.
+fn ctx<'a>(params: &'a Params, source: Option<&'a dyn GraphSource>, node: usize) -> Ctx<'a> {
+    Ctx {
+        source,
+        params,
+        step: 4,
+        seed: 9,
+        training: true,
+        node: NodeId::new(node),
+        bindings: Bindings {
+            nodes: 0,
+            entries: 0,
+        },
+    }
+}
+
+/// A deterministic n × c matrix with both signs, exact zeros and a zero row (row 1).
+fn matrix(n: usize, c: usize, seed: u32) -> Tensor {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    let data = (0..n * c)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            if i / c.max(1) == 1 || i % 7 == 3 {
+                0.0
+            } else {
+                (s % 2001) as f32 / 500.0 - 2.0
+            }
+        })
+        .collect();
+    Tensor::from_vec(n, c, data).unwrap()
+}
+
+fn forward(op: &Arc<dyn Op>, inputs: &[Value]) -> Value {
+    let p = Params::default();
+    let refs: Vec<&Value> = inputs.iter().collect();
+    op.forward(&refs, &ctx(&p, None, 0)).unwrap()
+}
+
+fn forward1(op: &Arc<dyn Op>, x: &Tensor) -> Tensor {
+    forward(op, &[Value::dense(x.clone())])
+        .as_dense()
+        .unwrap()
+        .clone()
+}
+
+fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (f64::from(g) - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}[{i}]: got {g}, expected {w}"
+        );
+    }
+}
+
+#[test]
+fn activations_forward_match_direct_loops() {
+    let x = matrix(9, 7, 1);
+    let xs: Vec<f64> = x.data.iter().map(|&v| f64::from(v)).collect();
+    type Reference = Box<dyn Fn(f64) -> f64>;
+    let cases: Vec<(Arc<dyn Op>, Reference)> = vec![
+        (
+            make("leaky_relu", &[]),
+            Box::new(|v| if v > 0.0 { v } else { 0.2 * v }),
+        ),
+        (
+            make("leaky_relu", &[("slope", 0.01)]),
+            Box::new(|v| if v > 0.0 { v } else { 0.01 * v }),
+        ),
+        (
+            make("elu", &[]),
+            Box::new(|v| if v > 0.0 { v } else { v.exp() - 1.0 }),
+        ),
+        (
+            make("elu", &[("alpha", 0.5)]),
+            Box::new(|v| if v > 0.0 { v } else { 0.5 * (v.exp() - 1.0) }),
+        ),
+        (make("sigmoid", &[]), Box::new(|v| 1.0 / (1.0 + (-v).exp()))),
+        (make("tanh", &[]), Box::new(f64::tanh)),
+        (make("scale", &[("c", -2.5)]), Box::new(|v| -2.5 * v)),
+    ];
+    for (op, f) in cases {
+        let want: Vec<f64> = xs.iter().map(|&v| f(v)).collect();
+        assert_close(&forward1(&op, &x).data, &want, 1e-6, op.name());
+    }
+    // Binary elementwise ops.
+    let y = matrix(9, 7, 2);
+    let sub = forward(
+        &make("sub", &[]),
+        &[Value::dense(x.clone()), Value::dense(y.clone())],
+    );
+    let mul = forward(
+        &make("mul", &[]),
+        &[Value::dense(x.clone()), Value::dense(y.clone())],
+    );
+    let want_sub: Vec<f64> = x
+        .data
+        .iter()
+        .zip(&y.data)
+        .map(|(&a, &b)| f64::from(a - b))
+        .collect();
+    let want_mul: Vec<f64> = x
+        .data
+        .iter()
+        .zip(&y.data)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .collect();
+    assert_close(&sub.as_dense().unwrap().data, &want_sub, 1e-6, "sub");
+    assert_close(&mul.as_dense().unwrap().data, &want_mul, 1e-6, "mul");
+}
+
+#[test]
+fn l2norm_forward_gives_unit_rows_and_keeps_a_zero_row() {
+    let x = matrix(8, 5, 3);
+    let y = forward1(&make("l2norm", &[]), &x);
+    for i in 0..x.rows {
+        let norm: f64 = x
+            .row(i)
+            .iter()
+            .map(|&v| f64::from(v).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let want: Vec<f64> = x
+            .row(i)
+            .iter()
+            .map(|&v| if norm > 0.0 { f64::from(v) / norm } else { 0.0 })
+            .collect();
+        assert_close(y.row(i), &want, 1e-6, &format!("l2norm row {i}"));
+    }
+    assert!(y.row(1).iter().all(|&v| v == 0.0), "row 1 is zero");
+    // No columns at all: nothing to normalise, no error.
+    assert_eq!(
+        forward1(&make("l2norm", &[]), &Tensor::zeros(3, 0))
+            .data
+            .len(),
+        0
+    );
+}
+
+#[test]
+fn concat_and_slice_forward_place_blocks_and_slice_back() {
+    let parts = [
+        matrix(5, 2, 4),
+        Tensor::zeros(5, 0),
+        matrix(5, 3, 5),
+        matrix(5, 1, 6),
+    ];
+    let values: Vec<Value> = parts.iter().map(|t| Value::dense(t.clone())).collect();
+    let y = forward(&make("concat", &[]), &values);
+    let y = y.as_dense().unwrap().clone();
+    assert_eq!((y.rows, y.cols), (5, 6));
+    for i in 0..5 {
+        let want: Vec<f32> = parts.iter().flat_map(|p| p.row(i).to_vec()).collect();
+        assert_eq!(y.row(i), &want[..], "row {i}");
+    }
+    let mut start = 0;
+    for p in &parts {
+        let s: Arc<dyn Op> = make("slice", &[("start", start as f64), ("len", p.cols as f64)]);
+        assert_eq!(&forward1(&s, &y), p, "slice at {start}");
+        // The backward of slice places the block back among zero columns.
+        let pad: Arc<dyn Op> = Arc::new(SliceBackward { start, cols: 6 });
+        let back = forward1(&pad, p);
+        for i in 0..5 {
+            for j in 0..6 {
+                let want = if (start..start + p.cols).contains(&j) {
+                    p.row(i)[j - start]
+                } else {
+                    0.0
+                };
+                assert_eq!(back.row(i)[j], want, "slice_backward ({i}, {j})");
+            }
+        }
+        start += p.cols;
+    }
+}
+
+#[test]
+fn mean_heads_forward_averages_the_column_blocks() {
+    let x = matrix(6, 12, 7);
+    for heads in [1, 2, 3, 4] {
+        let f = 12 / heads;
+        let y = forward1(&make("mean_heads", &[("heads", heads as f64)]), &x);
+        assert_eq!((y.rows, y.cols), (6, f));
+        let want: Vec<f64> = (0..6)
+            .flat_map(|i| {
+                let x = &x;
+                (0..f).map(move |j| {
+                    (0..heads)
+                        .map(|h| f64::from(x.row(i)[h * f + j]))
+                        .sum::<f64>()
+                        / heads as f64
+                })
+            })
+            .collect();
+        assert_close(&y.data, &want, 1e-6, &format!("mean_heads heads={heads}"));
+    }
+}
+
+/// Naive GAT attention in f64: per row u and head h, the softmax over u's entries of
+/// LeakyReLU(⟨z_u,h, a_l,h⟩ + ⟨z_v,h, a_r,h⟩).
+fn naive_gat(
+    st: &Structure,
+    z: &Tensor,
+    a_l: &Tensor,
+    a_r: &Tensor,
+    heads: usize,
+    slope: f64,
+) -> Vec<f64> {
+    let f = z.cols / heads;
+    let dot = |u: usize, a: &Tensor, h: usize| -> f64 {
+        (0..f)
+            .map(|j| f64::from(z.row(u)[h * f + j]) * f64::from(a.data[h * f + j]))
+            .sum()
+    };
+    let mut alpha = vec![0.0; st.nnz() * heads];
+    for u in 0..st.n_rows() {
+        for h in 0..heads {
+            let scores: Vec<f64> = st
+                .row(u)
+                .map(|k| {
+                    let e = dot(u, a_l, h) + dot(st.indices[k] as usize, a_r, h);
+                    if e > 0.0 {
+                        e
+                    } else {
+                        slope * e
+                    }
+                })
+                .collect();
+            let sum: f64 = scores.iter().map(|e| e.exp()).sum();
+            for (k, e) in st.row(u).zip(&scores) {
+                alpha[k * heads + h] = e.exp() / sum;
+            }
+        }
+    }
+    alpha
+}
+
+#[test]
+fn gat_forward_is_a_row_softmax_of_leaky_scores_per_head() {
+    let src = MemorySource::random(14, 4, 5, 2, false, 3);
+    let p = Params::default();
+    let sub = Value::Subgraph(Arc::new(src.sample(0).unwrap()));
+    for (kind, heads) in [(AdjKind::Sym, 1), (AdjKind::Sym, 3), (AdjKind::Raw, 2)] {
+        let adj = Adjacency { kind }
+            .forward(&[&sub], &ctx(&p, Some(&src), 0))
+            .unwrap();
+        let st = adj.as_sparse().unwrap().structure.clone();
+        let width = heads * 4;
+        let z = matrix(14, width, 8);
+        let a_l = matrix(1, width, 9);
+        let a_r = matrix(1, width, 10);
+        let op = make("gat", &[("heads", heads as f64), ("slope", 0.2)]);
+        let out = forward(
+            &op,
+            &[
+                adj.clone(),
+                Value::dense(z.clone()),
+                Value::dense(a_l.clone()),
+                Value::dense(a_r.clone()),
+            ],
+        );
+        let s: &SparseMat = out.as_sparse().unwrap();
+        assert_eq!(*s.structure, *st, "gat keeps adj's pattern");
+        assert_eq!(s.heads(), heads);
+        let want = naive_gat(&st, &z, &a_l, &a_r, heads, 0.2);
+        assert_close(
+            &s.values.data,
+            &want,
+            1e-5,
+            &format!("gat {kind:?} heads={heads}"),
+        );
+        for u in 0..st.n_rows() {
+            for h in 0..heads {
+                let sum: f64 = st
+                    .row(u)
+                    .map(|k| f64::from(s.values.data[k * heads + h]))
+                    .sum();
+                if st.row(u).is_empty() {
+                    assert_eq!(sum, 0.0);
+                } else {
+                    assert!((sum - 1.0).abs() < 1e-5, "row {u} head {h}: Σα = {sum}");
+                }
+            }
+        }
+        if kind == AdjKind::Raw {
+            assert!(st.row(0).is_empty(), "node 0 is isolated: an empty row");
+        }
+        // The fact says the same.
+        let fact = op
+            .infer(&[
+                &Fact::Sparse {
+                    rows: Dim::NODES,
+                    nnz: Dim::ENTRIES,
+                    heads: 1,
+                },
+                &Fact::dense(Dim::NODES, Dim::known(width)),
+                &Fact::dense(Dim::known(1), Dim::known(width)),
+                &Fact::dense(Dim::known(1), Dim::known(width)),
+            ])
+            .unwrap();
+        assert_eq!(
+            fact,
+            Fact::Sparse {
+                rows: Dim::NODES,
+                nnz: Dim::ENTRIES,
+                heads
+            }
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Dropout.
+
+#[test]
+fn dropout_evaluation_is_the_identity_training_drops_about_p_and_rescales() {
+    let (n, c) = (100, 100);
+    let x = Tensor::from_vec(n, c, vec![1.0; n * c]).unwrap();
+    let p = 0.3;
+    let op: Arc<dyn Op> = make("dropout", &[("p", p)]);
+    assert!(!op.pure(), "two dropouts of one x differ: not pure");
+    let params = Params::default();
+    let xv = Value::dense(x.clone());
+    let at = |training: bool, node: usize, step: u64| -> Tensor {
+        let mut c = ctx(&params, None, node);
+        c.training = training;
+        c.step = step;
+        op.forward(&[&xv], &c).unwrap().as_dense().unwrap().clone()
+    };
+    assert_eq!(at(false, 5, 0), x, "evaluation: identity");
+    let y = at(true, 5, 0);
+    let total = (n * c) as f64;
+    let zeros = y.data.iter().filter(|&&v| v == 0.0).count() as f64;
+    // Binomial(N, p): 5 standard deviations (a false alarm once in ~3.5 million runs).
+    let sd = (total * p * (1.0 - p)).sqrt();
+    assert!(
+        (zeros - p * total).abs() < 5.0 * sd,
+        "{zeros} zeros of {total}, expected {} ± {}",
+        p * total,
+        5.0 * sd
+    );
+    let scale = (1.0 / (1.0 - p)) as f32;
+    assert!(
+        y.data.iter().all(|&v| v == 0.0 || (v - scale).abs() < 1e-6),
+        "kept entries are scaled by 1/(1 − p)"
+    );
+    // Deterministic for (seed, step, node); another node or step draws another mask.
+    assert_eq!(at(true, 5, 0), y);
+    let differ = |a: &Tensor| a.data.iter().zip(&y.data).filter(|(a, b)| a != b).count();
+    assert!(differ(&at(true, 6, 0)) > 1000, "another node's mask");
+    assert!(differ(&at(true, 5, 1)) > 1000, "another step's mask");
+    // The backward op given the forward's key applies the same mask, whichever node runs it.
+    let back: Arc<dyn Op> = Arc::new(DropoutBackward { p, key: 5 });
+    let mut c2 = ctx(&params, None, 77);
+    c2.step = 0;
+    let dx = back.forward(&[&xv], &c2).unwrap();
+    assert_eq!(dx.as_dense().unwrap(), &y, "backward mask = forward mask");
+    // p = 0 keeps everything, even in training.
+    let keep_all: Arc<dyn Op> = make("dropout", &[("p", 0.0)]);
+    let c3 = ctx(&params, None, 5);
+    assert_eq!(
+        keep_all.forward(&[&xv], &c3).unwrap().as_dense().unwrap(),
+        &x
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Mutation: the gradient check must notice a wrong backward.
+
+/// `inner` with its backward's gradients multiplied by `factor` (−1: the sign flipped).
+#[derive(Debug)]
+struct Mutated {
+    inner: Arc<dyn Op>,
+    factor: f32,
+}
+
+impl Op for Mutated {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn attrs(&self) -> String {
+        format!("{}, mutated={}", self.inner.attrs(), self.factor)
+    }
+    fn args(&self) -> Arity {
+        self.inner.args()
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        self.inner.infer(inputs)
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        self.inner.forward(inputs, ctx)
+    }
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let grads = self.inner.backward(g, grad)?;
+        grads
+            .into_iter()
+            .map(|d| match d {
+                Some(d) if self.factor != 1.0 => g.add(Scale { c: self.factor }, &[d]).map(Some),
+                d => Ok(d),
+            })
+            .collect()
+    }
+    fn pure(&self) -> bool {
+        self.inner.pure()
+    }
+}
+
+#[test]
+fn the_gradient_check_reports_a_backward_with_its_sign_flipped() {
+    type Build = Box<dyn Fn(&mut Net, Arc<dyn Op>) -> NodeId>;
+    let unary =
+        |name: &'static str, attrs: &'static [(&'static str, f64)]| -> (Arc<dyn Op>, Build) {
+            (
+                make(name, attrs),
+                Box::new(|n: &mut Net, op| {
+                    let z = n.layer(5);
+                    n.op(op, &[z])
+                }),
+            )
+        };
+    let cases: Vec<(Arc<dyn Op>, Build)> = vec![
+        unary("tanh", &[]),
+        unary("elu", &[]),
+        unary("l2norm", &[]),
+        unary("dropout", &[("p", 0.4)]),
+        (
+            make("gat", &[("heads", 2.0)]),
+            Box::new(|n: &mut Net, op| {
+                let a = n.adj(AdjKind::Sym);
+                let w = n.param("W", n.f(), 6, Init::Glorot);
+                let a_l = n.param("a_l", 1, 6, Init::Glorot);
+                let a_r = n.param("a_r", 1, 6, Init::Glorot);
+                let z = n.mm(&[n.x, w]);
+                let alpha = n.op(op, &[a, z, a_l, a_r]);
+                n.mm(&[alpha, z])
+            }),
+        ),
+    ];
+    let src = MemorySource::random(23, 4, 6, 3, false, 11);
+    for (op, build) in cases {
+        let name = op.name().to_string();
+        for factor in [1.0, -1.0] {
+            let mut n = Net::new(&src);
+            let h = build(
+                &mut n,
+                Arc::new(Mutated {
+                    inner: op.clone(),
+                    factor,
+                }),
+            );
+            let (bad, _) = n.check(h);
+            if factor == 1.0 {
+                assert!(bad.is_empty(), "{name} unmutated: {bad:#?}");
+            } else {
+                // Parameters before the op get wrong gradients; those after it do not.
+                assert!(!bad.is_empty(), "{name}: a flipped backward went unnoticed");
+                assert!(
+                    bad.iter()
+                        .all(|d| !matches!(d.param.as_str(), "W_out" | "b")),
+                    "{name}: {bad:#?}"
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration, attributes, shape errors.
+
+#[test]
+fn every_builtin_is_registered_with_canonical_attributes() {
+    let r = Registry::with_builtins();
+    let defaults = [
+        ("relu", ""),
+        ("leaky_relu", "slope=0.2"),
+        ("sigmoid", ""),
+        ("tanh", ""),
+        ("elu", "alpha=1"),
+        ("dropout", "p=0.5"),
+        ("l2norm", ""),
+        ("concat", ""),
+        ("sub", ""),
+        ("mul", ""),
+        ("scale", "c=1"),
+        ("gat", "heads=1, slope=0.2"),
+    ];
+    for (name, attrs) in defaults {
+        assert!(r.contains(name), "{name} registered");
+        let op = r.make(name, &Attrs::new()).unwrap();
+        assert_eq!(op.name(), name);
+        assert_eq!(op.attrs(), attrs, "{name}'s canonical attributes");
+    }
+    // Ops whose attributes are required.
+    for (name, attrs, canonical) in [
+        (
+            "slice",
+            vec![("start", 2.0), ("len", 3.0)],
+            "start=2, len=3",
+        ),
+        ("mean_heads", vec![("heads", 4.0)], "heads=4"),
+    ] {
+        assert!(r.contains(name));
+        let err = r.make(name, &Attrs::new()).unwrap_err().to_string();
+        assert!(err.contains("needs"), "{name} without attributes: {err}");
+        assert_eq!(make(name, &attrs).attrs(), canonical);
+    }
+    // Attributes given are kept, canonically: equal ops print equal keys.
+    assert_eq!(
+        make("gat", &[("slope", 0.1), ("heads", 4.0)]).attrs(),
+        "heads=4, slope=0.1"
+    );
+    assert_eq!(make("dropout", &[("p", 0.25)]).attrs(), "p=0.25");
+}
+
+#[test]
+fn unknown_names_and_attributes_are_rejected_with_a_suggestion() {
+    let r = Registry::with_builtins();
+    let attr = |k: &str, v: f64| Attrs::new().with(k, Attr::Num(v));
+    let err = r
+        .make("leaky_relu", &attr("slop", 0.1))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("did you mean `slope`"), "{err}");
+    let err = r.make("gat", &attr("head", 2.0)).unwrap_err().to_string();
+    assert!(err.contains("did you mean `heads`"), "{err}");
+    let err = r.make("tanh", &attr("alpha", 1.0)).unwrap_err().to_string();
+    assert!(err.contains("takes none"), "{err}");
+    let err = r.make("leaky_rel", &Attrs::new()).unwrap_err().to_string();
+    assert!(err.contains("leaky_relu"), "{err}");
+    // Values out of range.
+    for (name, k, v, says) in [
+        ("dropout", "p", 1.0, "[0, 1)"),
+        ("dropout", "p", -0.1, "[0, 1)"),
+        ("dropout", "p", f64::NAN, "[0, 1)"),
+        ("elu", "alpha", -1.0, "≥ 0"),
+        ("gat", "heads", 0.0, "≥ 1"),
+        ("gat", "heads", 1.5, "whole number"),
+        ("mean_heads", "heads", 0.0, "≥ 1"),
+        ("slice", "start", -1.0, "whole number"),
+        ("leaky_relu", "slope", f64::INFINITY, "finite"),
+        ("scale", "c", f64::NAN, "finite"),
+    ] {
+        let mut a = attr(k, v);
+        if name == "slice" {
+            a = a.with("len", Attr::Num(1.0));
+        }
+        let err = r.make(name, &a).unwrap_err().to_string();
+        assert!(
+            err.contains(k) && err.contains(says),
+            "{name}({k}={v}): {err}"
+        );
+    }
+    let err = r
+        .make("dropout", &Attrs::new().with("p", Attr::Str("half".into())))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected a number"), "{err}");
+}
+
+#[test]
+fn shape_errors_say_what_was_expected_and_what_came() {
+    let mut g = Graph::new();
+    let mut param = |name: &str, rows: usize, cols: usize| {
+        g.add(
+            Arc::new(Param {
+                name: name.into(),
+                rows,
+                cols,
+            }),
+            &[],
+            name,
+        )
+        .unwrap()
+    };
+    let p23 = param("P", 2, 3);
+    let q43 = param("Q", 4, 3);
+    let r24 = param("R", 2, 4);
+    let r25 = param("S", 2, 5);
+    let mut err =
+        |op: Arc<dyn Op>, inputs: &[NodeId]| g.add(op, inputs, "e").unwrap_err().to_string();
+    let cases = [
+        (
+            err(Arc::new(Concat), &[p23, q43]),
+            "expected 2 rows",
+            "got [4, 3]",
+        ),
+        (
+            err(make("mul", &[]), &[p23, r24]),
+            "expected [2, 3]",
+            "got [2, 4]",
+        ),
+        (
+            err(make("sub", &[]), &[p23, q43]),
+            "expected [2, 3]",
+            "got [4, 3]",
+        ),
+        (
+            err(make("slice", &[("start", 2.0), ("len", 3.0)]), &[r24]),
+            "expected a known width ≥ 5",
+            "got 4",
+        ),
+        (
+            err(make("mean_heads", &[("heads", 2.0)]), &[r25]),
+            "multiple of 2",
+            "got 5",
+        ),
+        (err(make("concat", &[]), &[]), "at least 1", "got 0"),
+    ];
+    for (e, expected, got) in cases {
+        assert!(e.contains(expected) && e.contains(got), "{e}");
+    }
+    // gat: z's width must split into heads; a_l and a_r must be [1, width].
+    let src = MemorySource::random(5, 2, 4, 2, false, 1);
+    let mut n = Net::new(&src);
+    let a = n.adj(AdjKind::Sym);
+    let w = n.param("W", 4, 5, Init::Glorot);
+    let z = n.mm(&[n.x, w]);
+    let w6 = n.param("W6", 4, 6, Init::Glorot);
+    let z6 = n.mm(&[n.x, w6]);
+    let a5 = n.param("a5", 1, 5, Init::Glorot);
+    let a6 = n.param("a6", 1, 6, Init::Glorot);
+    let a4 = n.param("a4", 1, 4, Init::Glorot);
+    let gat2: Arc<dyn Op> = Arc::new(Gat::new(2, 0.2).unwrap());
+    let e =
+        n.g.add(gat2.clone(), &[a, z, a5, a5], "gat")
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("multiple of 2") && e.contains("got 5"), "{e}");
+    let e =
+        n.g.add(gat2.clone(), &[a, z6, a4, a6], "gat")
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("a_l, expected [1, 6], got [1, 4]"), "{e}");
+    let row = n.param("row", 1, 6, Init::Glorot);
+    let e =
+        n.g.add(gat2, &[a, row, a6, a6], "gat")
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("expected [n, 6], got [1, 6]"), "{e}");
+    let e =
+        n.g.add(Arc::new(MeanHeads { heads: 4 }), &[z6], "m")
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("multiple of 4") && e.contains("got 6"), "{e}");
+}
