@@ -755,7 +755,7 @@ fn plan_fields_are_typed() {
         SamplerKind::RandomWalk { roots: 5, depth: 2 }
     );
     assert_eq!(
-        p.ops_used().unwrap().into_iter().collect::<Vec<_>>(),
+        p.ops_used().into_iter().collect::<Vec<_>>(),
         ["concat", "relu"]
     );
 }
@@ -933,7 +933,6 @@ fn shipped_plans_lower_and_pass_the_gradient_check_when_their_ops_exist() {
         let plan = Plan::load(&path).unwrap_or_else(|e| panic!("{}", e.render()));
         let missing: Vec<String> = plan
             .ops_used()
-            .unwrap()
             .into_iter()
             .filter(|o| !reg.contains(o))
             .collect();
@@ -970,7 +969,7 @@ fn shipped_plans_lower_with_stand_ins_for_missing_ops() {
     let reg = registry();
     for (path, _) in shipped() {
         let plan = Plan::load(&path).unwrap();
-        if plan.ops_used().unwrap().iter().any(|o| !reg.contains(o)) {
+        if plan.ops_used().iter().any(|o| !reg.contains(o)) {
             continue;
         }
         plan.lower(&LowerEnv {
@@ -991,5 +990,26 @@ fn loading_a_missing_file_names_it() {
         e.to_string()
             .starts_with("/nonexistent/plan.toml: cannot read"),
         "{e}"
+    );
+}
+
+#[test]
+fn expression_syntax_errors_are_found_by_parse_alone() {
+    // No registry, no graph: `Plan::parse` checks the expressions' syntax.
+    let e = Plan::parse(&two("relu(x @ W_self"), "t.toml").unwrap_err();
+    assert_eq!(e.kind, PlanErrorKind::Expr);
+    assert_at(&e, 6, 23, &["expected `)`", "`relu`"]);
+    let e = Plan::parse(&two("x @ "), "t.toml").unwrap_err();
+    assert_at(&e, 6, 12, &["expected an operand"]);
+}
+
+#[test]
+fn a_value_of_the_wrong_type_says_what_was_expected() {
+    let text = two("x @ W_self").replace("[[layer]]\n", "[[layer]]\nrepeat = \"two\"\n");
+    assert_at(
+        &error(&text),
+        5,
+        10,
+        &["wrong type", "\"two\"", "expected a whole number"],
     );
 }

@@ -474,38 +474,37 @@ pub fn one_line(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn show(e: &Expr, s: &str) -> String {
+    fn show(e: &Expr) -> String {
         match &e.kind {
             ExprKind::Name(n) => n.clone(),
             ExprKind::Number(x) => x.to_string(),
             ExprKind::Str(v) => format!("{v:?}"),
-            ExprKind::Neg(e) => format!("(neg {})", show(e, s)),
+            ExprKind::Neg(e) => format!("(neg {})", show(e)),
             ExprKind::Binary { op, lhs, rhs } => {
-                format!("({} {} {})", op.symbol(), show(lhs, s), show(rhs, s))
+                format!("({} {} {})", op.symbol(), show(lhs), show(rhs))
             }
-            ExprKind::Chain(ops) => format!(
-                "(@ {})",
-                ops.iter().map(|o| show(o, s)).collect::<Vec<_>>().join(" ")
-            ),
+            ExprKind::Chain(ops) => {
+                format!("(@ {})", ops.iter().map(show).collect::<Vec<_>>().join(" "))
+            }
             ExprKind::Call {
                 name, args, kwargs, ..
             } => {
-                let mut parts: Vec<String> = args.iter().map(|a| show(a, s)).collect();
+                let mut parts: Vec<String> = args.iter().map(show).collect();
                 parts.extend(
                     kwargs
                         .iter()
-                        .map(|k| format!("{}={}", k.name, show(&k.value, s))),
+                        .map(|k| format!("{}={}", k.name, show(&k.value))),
                 );
                 format!("{name}({})", parts.join(", "))
             }
-            ExprKind::Paren(e) => format!("[{}]", show(e, s)),
+            ExprKind::Paren(e) => format!("[{}]", show(e)),
         }
     }
 
     fn one(s: &str) -> String {
         let p = parse(s).unwrap();
         assert_eq!(p.len(), 1);
-        show(&p[0].expr, s)
+        show(&p[0].expr)
     }
 
     #[test]

@@ -80,21 +80,17 @@ impl Plan {
 
     /// Every registry op the plan calls (by name, or through `-`, `*`, `/` and `dropout`):
     /// what a caller checks against its registry before lowering.
-    pub fn ops_used(&self) -> Result<BTreeSet<String>, PlanError> {
+    pub fn ops_used(&self) -> BTreeSet<String> {
         let mut ops = BTreeSet::new();
         for l in self.layers.iter().chain(std::iter::once(&self.output)) {
             if l.dropout.is_some_and(|p| p > 0.0) {
                 ops.insert("dropout".to_string());
             }
-            let stmts = expr::parse(&l.out).map_err(|e| {
-                self.src
-                    .error(l.out_map.at(e.at), PlanErrorKind::Expr, e.what)
-            })?;
-            for s in &stmts {
+            for s in &l.program {
                 collect_ops(&s.expr, &mut ops);
             }
         }
-        Ok(ops)
+        ops
     }
 }
 
@@ -432,24 +428,8 @@ impl<'a> Lowerer<'a> {
         }
         scope.names.insert("x".into(), x);
 
-        let stmts = expr::parse(&layer.out)
-            .map_err(|e| self.err(layer, e.at, PlanErrorKind::Expr, e.what))?;
-        let Some(last) = stmts.last() else {
-            return Err(self.err(
-                layer,
-                0,
-                PlanErrorKind::Expr,
-                "`out` is empty: write the layer's result, for example `relu(A_sym @ x @ W)`",
-            ));
-        };
-        if let Some((n, span)) = &last.target {
-            return Err(self.err(
-                layer,
-                span.start,
-                PlanErrorKind::Expr,
-                format!("`out` ends with the binding `{n} = …`: its last line must be the layer's result (write `{n}` on a line of its own)"),
-            ));
-        }
+        let stmts = &layer.program;
+        let last = stmts.last().expect("a parsed `out` is not empty");
         for (i, s) in stmts.iter().enumerate() {
             let Some((n, span)) = &s.target else { continue };
             if scope.names.contains_key(n) || RESERVED.contains(&n.as_str()) {
@@ -491,7 +471,7 @@ impl<'a> Lowerer<'a> {
                 None => result = Some(node),
             }
         }
-        for s in &stmts {
+        for s in stmts {
             if let Some((n, span)) = &s.target {
                 if scope.uses.get(n).copied().unwrap_or(0) == 0 {
                     return Err(self.err(

@@ -21,6 +21,7 @@ use crate::op::builtin::LossKind;
 use crate::op::registry::did_you_mean;
 use crate::sample::FrontierParams;
 
+use super::expr::{self, Statement};
 use super::{PlanError, PlanErrorKind, Source};
 
 type S<T> = Spanned<T>;
@@ -275,6 +276,8 @@ pub struct Layer {
     /// The expression program.
     pub out: String,
     pub(crate) out_map: OutMap,
+    /// `out`, parsed (never empty; the last statement is an expression).
+    pub(crate) program: Vec<Statement>,
     pub(crate) dropout_span: usize,
 }
 
@@ -434,6 +437,8 @@ fn toml_error(src: &Source, e: &toml::de::Error, kind: PlanErrorKind) -> PlanErr
         format!("missing key `{rest}")
     } else {
         msg.replace("invalid type: ", "wrong type: ")
+            .replace("expected i64", "expected a whole number")
+            .replace("expected f64", "expected a number")
     };
     src.error(at, kind, what)
 }
@@ -867,6 +872,22 @@ fn layer(
     let out_span = raw.out.span();
     let out = raw.out.into_inner();
     let out_map = out_map(&src.text()[out_span.clone()], out_span.start, &out);
+    let program =
+        expr::parse(&out).map_err(|e| src.error(out_map.at(e.at), PlanErrorKind::Expr, e.what))?;
+    let Some(last) = program.last() else {
+        return Err(src.error(
+            out_map.at(0),
+            PlanErrorKind::Expr,
+            "`out` is empty: write the layer's result, for example `relu(A_sym @ x @ W)`",
+        ));
+    };
+    if let Some((n, span)) = &last.target {
+        return Err(src.error(
+            out_map.at(span.start),
+            PlanErrorKind::Expr,
+            format!("`out` ends with the binding `{n} = …`: its last line must be the layer's result (write `{n}` on a line of its own)"),
+        ));
+    }
     Ok(Layer {
         repeat,
         dropout,
@@ -874,6 +895,7 @@ fn layer(
         params,
         out,
         out_map,
+        program,
         dropout_span: raw
             .dropout
             .as_ref()
