@@ -13,6 +13,9 @@ pub enum Error {
     /// Sampling subgraphs.
     #[error(transparent)]
     Sample(#[from] crate::sample::SampleError),
+    /// Parsing or lowering a plan file.
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
 }
 
 /// Errors of the store layer: on-disk format, mmap, importers, generator.

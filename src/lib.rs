@@ -10,6 +10,7 @@ pub mod error;
 pub mod exec;
 pub mod ir;
 pub mod op;
+pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod sample;

@@ -1,0 +1,546 @@
+//! The expression language of `out` strings: a lexer and a recursive-descent parser. Every
+//! node carries its byte range in the (decoded) string, so lowering can point at it.
+//!
+//! ```text
+//! program   := sep* statement (sep+ statement)* sep*        sep := newline | ';'
+//! statement := NAME '=' expr | expr                         (the last one: an expr)
+//! expr      := term (('+' | '-') term)*
+//! term      := unary (('*' | '/') unary)*
+//! unary     := '-' unary | chain
+//! chain     := primary ('@' primary)*                       one MatMul chain node
+//! primary   := NUMBER | STRING | NAME | NAME '(' args ')' | '(' expr ')'
+//! args      := (arg (',' arg)* ','?)?      arg := expr | NAME '=' expr   (keywords last)
+//! ```
+//! `@` binds tighter than `*`, so `0.5 * A @ x` scales the product. Newlines inside
+//! parentheses continue the line; `#` starts a comment. Names may contain dots
+//! (`user.gelu`, the namespaced custom ops).
+
+use std::ops::Range;
+
+/// A parse error at byte `at` of the expression string.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExprError {
+    /// Byte offset in the string.
+    pub at: usize,
+    /// What is wrong.
+    pub what: String,
+}
+
+/// A binary operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+}
+
+impl BinOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+        }
+    }
+}
+
+/// A keyword argument of a call (`p=0.5`): becomes an op attribute.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KwArg {
+    /// The attribute name.
+    pub name: String,
+    /// Where the name is.
+    pub name_span: Range<usize>,
+    /// Its value (a literal, `true`/`false`, a dim name, or a negated number).
+    pub value: Expr,
+}
+
+/// What an expression is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// A name: `x`, a parameter, an adjacency, a binding.
+    Name(String),
+    /// A number.
+    Number(f64),
+    /// A string (attributes only).
+    Str(String),
+    /// `-e`.
+    Neg(Box<Expr>),
+    /// `a op b`.
+    Binary {
+        /// The operator.
+        op: BinOp,
+        /// Left operand.
+        lhs: Box<Expr>,
+        /// Right operand.
+        rhs: Box<Expr>,
+    },
+    /// `a @ b @ …`, two or more operands: one chain product.
+    Chain(Vec<Expr>),
+    /// `f(args, key=value)`.
+    Call {
+        /// The op's name.
+        name: String,
+        /// Where the name is.
+        name_span: Range<usize>,
+        /// Positional arguments.
+        args: Vec<Expr>,
+        /// Keyword arguments.
+        kwargs: Vec<KwArg>,
+    },
+    /// `(e)`: a parenthesised expression (a product in it is a chain of its own).
+    Paren(Box<Expr>),
+}
+
+/// An expression and its byte range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// What it is.
+    pub kind: ExprKind,
+    /// Where it is.
+    pub span: Range<usize>,
+}
+
+/// One line of an `out` program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Statement {
+    /// `name = …`: the bound name and its range; `None` for the final expression.
+    pub target: Option<(String, Range<usize>)>,
+    /// The expression.
+    pub expr: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Name(String),
+    Num(f64),
+    Str(String),
+    Op(char),
+    Sep,
+    Eof,
+}
+
+fn describe(t: &Tok) -> String {
+    match t {
+        Tok::Name(n) => format!("`{n}`"),
+        Tok::Num(x) => format!("the number {x}"),
+        Tok::Str(s) => format!("the string {s:?}"),
+        Tok::Op(c) => format!("`{c}`"),
+        Tok::Sep => "the end of the line".into(),
+        Tok::Eof => "the end of the expression".into(),
+    }
+}
+
+fn lex(s: &str) -> Result<Vec<(Tok, Range<usize>)>, ExprError> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let start = i;
+        match c {
+            b' ' | b'\t' | b'\r' => i += 1,
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'\n' | b';' => {
+                i += 1;
+                if depth == 0 {
+                    out.push((Tok::Sep, start..i));
+                } else if c == b';' {
+                    return Err(ExprError {
+                        at: start,
+                        what: "`;` inside parentheses".into(),
+                    });
+                }
+            }
+            b'(' | b')' | b',' | b'=' | b'+' | b'-' | b'*' | b'/' | b'@' => {
+                if c == b'(' {
+                    depth += 1;
+                } else if c == b')' {
+                    depth = depth.saturating_sub(1);
+                }
+                i += 1;
+                out.push((Tok::Op(c as char), start..i));
+            }
+            b'0'..=b'9' | b'.' if c != b'.' || b.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.' || b[i] == b'_') {
+                    i += 1;
+                }
+                if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+                    let mut j = i + 1;
+                    if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+                        j += 1;
+                    }
+                    if j < b.len() && b[j].is_ascii_digit() {
+                        i = j;
+                        while i < b.len() && b[i].is_ascii_digit() {
+                            i += 1;
+                        }
+                    }
+                }
+                let text = s[start..i].replace('_', "");
+                let x = text.parse::<f64>().map_err(|_| ExprError {
+                    at: start,
+                    what: format!("`{}` is not a number", &s[start..i]),
+                })?;
+                out.push((Tok::Num(x), start..i));
+            }
+            b'"' | b'\'' => {
+                i += 1;
+                while i < b.len() && b[i] != c && b[i] != b'\n' {
+                    i += 1;
+                }
+                if i >= b.len() || b[i] != c {
+                    return Err(ExprError {
+                        at: start,
+                        what: "unterminated string".into(),
+                    });
+                }
+                i += 1;
+                out.push((Tok::Str(s[start + 1..i - 1].to_string()), start..i));
+            }
+            _ if c.is_ascii_alphabetic() || c == b'_' => {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.')
+                {
+                    i += 1;
+                }
+                out.push((Tok::Name(s[start..i].to_string()), start..i));
+            }
+            _ => {
+                let ch = s[start..].chars().next().expect("in bounds");
+                return Err(ExprError {
+                    at: start,
+                    what: format!("unexpected character `{ch}`"),
+                });
+            }
+        }
+    }
+    out.push((Tok::Eof, s.len()..s.len()));
+    Ok(out)
+}
+
+struct Parser {
+    toks: Vec<(Tok, Range<usize>)>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].0
+    }
+    fn peek_at(&self, k: usize) -> &Tok {
+        &self.toks[(self.pos + k).min(self.toks.len() - 1)].0
+    }
+    fn span(&self) -> Range<usize> {
+        self.toks[self.pos].1.clone()
+    }
+    fn bump(&mut self) -> (Tok, Range<usize>) {
+        let t = self.toks[self.pos].clone();
+        if self.pos + 1 < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+    fn is_op(&self, c: char) -> bool {
+        *self.peek() == Tok::Op(c)
+    }
+    fn error<T>(&self, what: impl Into<String>) -> Result<T, ExprError> {
+        Err(ExprError {
+            at: self.span().start,
+            what: what.into(),
+        })
+    }
+    fn expect(&mut self, c: char, context: &str) -> Result<Range<usize>, ExprError> {
+        if self.is_op(c) {
+            Ok(self.bump().1)
+        } else {
+            self.error(format!(
+                "expected `{c}` {context}, found {}",
+                describe(self.peek())
+            ))
+        }
+    }
+
+    fn program(&mut self) -> Result<Vec<Statement>, ExprError> {
+        let mut stmts = Vec::new();
+        loop {
+            while *self.peek() == Tok::Sep {
+                self.bump();
+            }
+            if *self.peek() == Tok::Eof {
+                break;
+            }
+            let target = match (self.peek().clone(), self.peek_at(1)) {
+                (Tok::Name(n), Tok::Op('=')) => {
+                    let span = self.bump().1;
+                    self.bump();
+                    Some((n, span))
+                }
+                _ => None,
+            };
+            let expr = self.expr()?;
+            if !matches!(self.peek(), Tok::Sep | Tok::Eof) {
+                return self.error(format!(
+                    "expected an operator or the end of the line, found {}",
+                    describe(self.peek())
+                ));
+            }
+            stmts.push(Statement { target, expr });
+        }
+        Ok(stmts)
+    }
+
+    fn expr(&mut self) -> Result<Expr, ExprError> {
+        let mut lhs = self.term()?;
+        loop {
+            let op = match self.peek() {
+                Tok::Op('+') => BinOp::Add,
+                Tok::Op('-') => BinOp::Sub,
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.term()?;
+            lhs = binary(op, lhs, rhs);
+        }
+    }
+
+    fn term(&mut self) -> Result<Expr, ExprError> {
+        let mut lhs = self.unary()?;
+        loop {
+            let op = match self.peek() {
+                Tok::Op('*') => BinOp::Mul,
+                Tok::Op('/') => BinOp::Div,
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.unary()?;
+            lhs = binary(op, lhs, rhs);
+        }
+    }
+
+    fn unary(&mut self) -> Result<Expr, ExprError> {
+        if self.is_op('-') {
+            let start = self.bump().1.start;
+            let e = self.unary()?;
+            let span = start..e.span.end;
+            return Ok(Expr {
+                kind: ExprKind::Neg(Box::new(e)),
+                span,
+            });
+        }
+        self.chain()
+    }
+
+    fn chain(&mut self) -> Result<Expr, ExprError> {
+        let first = self.primary()?;
+        if !self.is_op('@') {
+            return Ok(first);
+        }
+        let mut ops = vec![first];
+        while self.is_op('@') {
+            self.bump();
+            ops.push(self.primary()?);
+        }
+        let span = ops[0].span.start..ops[ops.len() - 1].span.end;
+        Ok(Expr {
+            kind: ExprKind::Chain(ops),
+            span,
+        })
+    }
+
+    fn primary(&mut self) -> Result<Expr, ExprError> {
+        let (tok, span) = (self.peek().clone(), self.span());
+        match tok {
+            Tok::Num(x) => {
+                self.bump();
+                Ok(Expr {
+                    kind: ExprKind::Number(x),
+                    span,
+                })
+            }
+            Tok::Str(s) => {
+                self.bump();
+                Ok(Expr {
+                    kind: ExprKind::Str(s),
+                    span,
+                })
+            }
+            Tok::Name(name) => {
+                self.bump();
+                if !self.is_op('(') {
+                    return Ok(Expr {
+                        kind: ExprKind::Name(name),
+                        span,
+                    });
+                }
+                self.bump();
+                let (args, kwargs) = self.args(&name)?;
+                let end = self.expect(')', &format!("to close the call of `{name}`"))?;
+                Ok(Expr {
+                    kind: ExprKind::Call {
+                        name,
+                        name_span: span.clone(),
+                        args,
+                        kwargs,
+                    },
+                    span: span.start..end.end,
+                })
+            }
+            Tok::Op('(') => {
+                self.bump();
+                let inner = self.expr()?;
+                let end = self.expect(')', "to close the parenthesis")?;
+                Ok(Expr {
+                    kind: ExprKind::Paren(Box::new(inner)),
+                    span: span.start..end.end,
+                })
+            }
+            other => self.error(format!("expected an operand, found {}", describe(&other))),
+        }
+    }
+
+    fn args(&mut self, call: &str) -> Result<(Vec<Expr>, Vec<KwArg>), ExprError> {
+        let (mut args, mut kwargs) = (Vec::new(), Vec::<KwArg>::new());
+        while !self.is_op(')') {
+            if let (Tok::Name(n), Tok::Op('=')) = (self.peek().clone(), self.peek_at(1)) {
+                let name_span = self.bump().1;
+                self.bump();
+                if kwargs.iter().any(|k| k.name == n) {
+                    return Err(ExprError {
+                        at: name_span.start,
+                        what: format!("attribute `{n}` given twice in the call of `{call}`"),
+                    });
+                }
+                let value = self.expr()?;
+                kwargs.push(KwArg {
+                    name: n,
+                    name_span,
+                    value,
+                });
+            } else {
+                if let Some(k) = kwargs.last() {
+                    return self.error(format!(
+                        "positional argument after the keyword argument `{}` in the call of `{call}`",
+                        k.name
+                    ));
+                }
+                args.push(self.expr()?);
+            }
+            if !self.is_op(',') {
+                break;
+            }
+            self.bump();
+        }
+        Ok((args, kwargs))
+    }
+}
+
+fn binary(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
+    let span = lhs.span.start..rhs.span.end;
+    Expr {
+        kind: ExprKind::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        },
+        span,
+    }
+}
+
+/// Parses an `out` program into statements (possibly none: the caller reports an empty
+/// `out`).
+pub fn parse(s: &str) -> Result<Vec<Statement>, ExprError> {
+    let toks = lex(s)?;
+    Parser { toks, pos: 0 }.program()
+}
+
+/// Collapses whitespace runs (newlines included) to one space: node labels are one line.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Name(n) => n.clone(),
+            ExprKind::Number(x) => x.to_string(),
+            ExprKind::Str(v) => format!("{v:?}"),
+            ExprKind::Neg(e) => format!("(neg {})", show(e)),
+            ExprKind::Binary { op, lhs, rhs } => {
+                format!("({} {} {})", op.symbol(), show(lhs), show(rhs))
+            }
+            ExprKind::Chain(ops) => {
+                format!("(@ {})", ops.iter().map(show).collect::<Vec<_>>().join(" "))
+            }
+            ExprKind::Call {
+                name, args, kwargs, ..
+            } => {
+                let mut parts: Vec<String> = args.iter().map(show).collect();
+                parts.extend(
+                    kwargs
+                        .iter()
+                        .map(|k| format!("{}={}", k.name, show(&k.value))),
+                );
+                format!("{name}({})", parts.join(", "))
+            }
+            ExprKind::Paren(e) => format!("[{}]", show(e)),
+        }
+    }
+
+    fn one(s: &str) -> String {
+        let p = parse(s).unwrap();
+        assert_eq!(p.len(), 1);
+        show(&p[0].expr)
+    }
+
+    #[test]
+    fn precedence_and_chains() {
+        assert_eq!(one("A_mean @ x @ W"), "(@ A_mean x W)");
+        assert_eq!(one("A @ (x @ W)"), "(@ A [(@ x W)])");
+        assert_eq!(one("0.5 * A @ x + b"), "(+ (* 0.5 (@ A x)) b)");
+        assert_eq!(one("-x @ W - b"), "(- (neg (@ x W)) b)");
+        assert_eq!(
+            one("dropout(x, p=0.5, mode=\"a\")"),
+            "dropout(x, p=0.5, mode=\"a\")"
+        );
+        assert_eq!(one("f(\n  a,\n  b,\n)"), "f(a, b)");
+        assert_eq!(one("1e-3 * x / 2"), "(/ (* 0.001 x) 2)");
+    }
+
+    #[test]
+    fn statements_and_spans() {
+        let s = "z = x @ W  # project\n\nrelu(A @ z)";
+        let p = parse(s).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].target.as_ref().unwrap().0, "z");
+        assert_eq!(&s[p[0].expr.span.clone()], "x @ W");
+        assert_eq!(&s[p[1].expr.span.clone()], "relu(A @ z)");
+    }
+
+    #[test]
+    fn errors_point_at_the_token() {
+        let e = parse("relu(x @ W").unwrap_err();
+        assert_eq!(e.at, 10);
+        assert!(e.what.contains("expected `)`"), "{}", e.what);
+        let e = parse("x @ $").unwrap_err();
+        assert_eq!((e.at, e.what.as_str()), (4, "unexpected character `$`"));
+        let e = parse("x W").unwrap_err();
+        assert_eq!(e.at, 2);
+        let e = parse("f(p=1, x)").unwrap_err();
+        assert!(e.what.contains("positional argument after"), "{}", e.what);
+    }
+}

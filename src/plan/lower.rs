@@ -1,0 +1,781 @@
+//! Lowering a [`Plan`] to the IR: source nodes (one `sample`, its `features`, one
+//! adjacency node per flavour used, shared by every layer, and the `targets`), one `param`
+//! node per parameter copy, the layers' expressions, the loss, then autodiff. Every node is
+//! labelled with its expression's text, and every error points at the expression.
+//!
+//! Expression → IR: a run of `@` operands is one `MatMul` chain (the planner orders it),
+//! `a + b` is `Add` (b may be a `[1, k]` bias row), `a - b`, `a * b`, `c * a`, `a / c`
+//! and `-a` are the registry's `sub`, `mul` and `scale` (attribute `c`), a call `f(…)` is
+//! the registry's op `f` with its keyword arguments as attributes, a layer's `dropout` key
+//! the registry's `dropout` (attribute `p`). A binding `z = …` names a node: later uses
+//! share it, and a chain does not flow through it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::ir::{differentiate, Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
+use crate::op::builtin::{
+    Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
+};
+use crate::op::registry::did_you_mean;
+use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
+
+use super::expr::{self, BinOp, Expr, ExprKind};
+use super::schema::{DimRef, Layer, RESERVED};
+use super::{Plan, PlanError, PlanErrorKind, Source};
+
+/// What lowering needs to know about the graph trained on, and the ops available.
+#[derive(Clone, Copy, Debug)]
+pub struct LowerEnv<'r> {
+    /// Feature width F.
+    pub n_features: usize,
+    /// Classes C.
+    pub n_classes: usize,
+    /// Multi-label targets (sigmoid loss) rather than single-label (softmax).
+    pub multilabel: bool,
+    /// The ops plan expressions may call.
+    pub registry: &'r Registry,
+}
+
+impl<'r> LowerEnv<'r> {
+    /// The environment of a data source.
+    pub fn of(source: &dyn GraphSource, registry: &'r Registry) -> LowerEnv<'r> {
+        LowerEnv {
+            n_features: source.n_features(),
+            n_classes: source.n_classes(),
+            multilabel: source.multilabel(),
+            registry,
+        }
+    }
+}
+
+/// A lowered plan: the validated forward + backward graph of one step, with its outputs
+/// named `loss`, `logits` and `grad/<param>`.
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    /// The graph.
+    pub graph: Graph,
+    /// The loss node (a scalar).
+    pub loss: NodeId,
+    /// The logits node, `[n, classes]`.
+    pub logits: NodeId,
+    /// The loss chosen (`auto` resolved).
+    pub loss_kind: LossKind,
+    /// Every parameter, in the order the plan declares them (layer by layer, repetition by
+    /// repetition, names sorted within a layer).
+    pub params: Vec<ParamDecl>,
+    /// `(parameter name, gradient node)`, in the order of `params`.
+    pub grads: Vec<(String, NodeId)>,
+    /// L2 weight decay per parameter: its layer's `weight_decay`, else the optimizer's.
+    pub weight_decay: BTreeMap<String, f32>,
+}
+
+impl Plan {
+    /// Lowers the plan for a graph with `env`'s sizes: builds the forward graph, checks
+    /// every shape, differentiates the loss with respect to every parameter and validates
+    /// the result.
+    pub fn lower(&self, env: &LowerEnv<'_>) -> Result<Lowered, PlanError> {
+        Lowerer::new(self, env)?.run()
+    }
+
+    /// Every registry op the plan calls (by name, or through `-`, `*`, `/` and `dropout`):
+    /// what a caller checks against its registry before lowering.
+    pub fn ops_used(&self) -> BTreeSet<String> {
+        let mut ops = BTreeSet::new();
+        for l in self.layers.iter().chain(std::iter::once(&self.output)) {
+            if l.dropout.is_some_and(|p| p > 0.0) {
+                ops.insert("dropout".to_string());
+            }
+            for s in &l.program {
+                collect_ops(&s.expr, &mut ops);
+            }
+        }
+        ops
+    }
+}
+
+fn collect_ops(e: &Expr, ops: &mut BTreeSet<String>) {
+    match &e.kind {
+        ExprKind::Name(_) | ExprKind::Number(_) | ExprKind::Str(_) => {}
+        ExprKind::Neg(a) | ExprKind::Paren(a) => {
+            if matches!(e.kind, ExprKind::Neg(_)) && !matches!(a.kind, ExprKind::Number(_)) {
+                ops.insert("scale".into());
+            }
+            collect_ops(a, ops);
+        }
+        ExprKind::Binary { op, lhs, rhs } => {
+            let num = |x: &Expr| matches!(x.kind, ExprKind::Number(_));
+            match op {
+                BinOp::Add => {}
+                BinOp::Sub => {
+                    ops.insert("sub".into());
+                }
+                BinOp::Mul if num(lhs) || num(rhs) => {
+                    ops.insert("scale".into());
+                }
+                BinOp::Mul => {
+                    ops.insert("mul".into());
+                }
+                BinOp::Div => {
+                    ops.insert("scale".into());
+                }
+            }
+            collect_ops(lhs, ops);
+            collect_ops(rhs, ops);
+        }
+        ExprKind::Chain(v) => v.iter().for_each(|x| collect_ops(x, ops)),
+        ExprKind::Call { name, args, .. } => {
+            ops.insert(name.clone());
+            args.iter().for_each(|x| collect_ops(x, ops));
+        }
+    }
+}
+
+/// A lowered expression: a node, or a number (a factor of `*`, an attribute).
+#[derive(Clone, Copy, Debug)]
+enum Val {
+    Node(NodeId),
+    Num(f64),
+}
+
+/// The names of one layer copy while its `out` is lowered.
+struct Scope {
+    /// x, the parameters, and the bindings made so far.
+    names: HashMap<String, NodeId>,
+    /// Every binding of the program: name → (statement index, offset of the name).
+    bound: HashMap<String, (usize, usize)>,
+    /// The statement being lowered.
+    current: usize,
+    /// Uses of each binding.
+    uses: HashMap<String, usize>,
+}
+
+struct Lowerer<'a> {
+    plan: &'a Plan,
+    env: &'a LowerEnv<'a>,
+    src: &'a Source,
+    g: Graph,
+    sample: NodeId,
+    adj: BTreeMap<&'static str, NodeId>,
+    params: Vec<ParamDecl>,
+    param_nodes: Vec<NodeId>,
+    param_at: Vec<usize>,
+    declared: HashMap<String, usize>,
+    weight_decay: BTreeMap<String, f32>,
+    /// Node label → where its expression is (for errors raised by autodiff).
+    origins: HashMap<String, usize>,
+}
+
+impl<'a> Lowerer<'a> {
+    fn new(plan: &'a Plan, env: &'a LowerEnv<'a>) -> Result<Lowerer<'a>, PlanError> {
+        let mut g = Graph::new();
+        let sample = g
+            .add(Arc::new(Sample), &[], "sample")
+            .map_err(|e| plan.src.error(0, PlanErrorKind::Op, e.to_string()))?;
+        Ok(Lowerer {
+            plan,
+            env,
+            src: &plan.src,
+            g,
+            sample,
+            adj: BTreeMap::new(),
+            params: Vec::new(),
+            param_nodes: Vec::new(),
+            param_at: Vec::new(),
+            declared: HashMap::new(),
+            weight_decay: BTreeMap::new(),
+            origins: HashMap::new(),
+        })
+    }
+
+    fn internal(&self, e: IrError) -> PlanError {
+        self.src.error(0, PlanErrorKind::Op, e.to_string())
+    }
+
+    fn run(mut self) -> Result<Lowered, PlanError> {
+        let env = self.env;
+        let plan = self.plan;
+        let mut x = self
+            .g
+            .add(
+                Arc::new(Features {
+                    width: env.n_features,
+                }),
+                &[self.sample],
+                "features",
+            )
+            .map_err(|e| self.internal(e))?;
+        for layer in &plan.layers {
+            for k in 0..layer.repeat {
+                let suffix = if layer.repeat > 1 {
+                    format!(".{k}")
+                } else {
+                    String::new()
+                };
+                let (y, at) = self.layer(layer, x, &suffix)?;
+                match *self.g.fact(y) {
+                    Fact::Dense { rows, cols }
+                        if rows == Dim::NODES && cols.as_known().is_some() => {}
+                    ref f => {
+                        return Err(self.src.error(
+                            at,
+                            PlanErrorKind::Op,
+                            format!("a layer's result must be a dense [n, k] matrix, got {f}"),
+                        ))
+                    }
+                }
+                x = y;
+            }
+        }
+        let (logits, at) = self.layer(&plan.output, x, "")?;
+        let c = env.n_classes;
+        if *self.g.fact(logits) != Fact::dense(Dim::NODES, Dim::known(c)) {
+            return Err(self.src.error(
+                at,
+                PlanErrorKind::Graph,
+                format!(
+                    "the [output] gives {}, expected the logits [n, {c}] (classes = {c})",
+                    self.g.fact(logits)
+                ),
+            ));
+        }
+        let loss_kind = match (plan.loss, env.multilabel) {
+            (None, false) => LossKind::SoftmaxCe,
+            (None, true) => LossKind::SigmoidBce,
+            (Some(k), multi) => {
+                let want = if multi {
+                    LossKind::SigmoidBce
+                } else {
+                    LossKind::SoftmaxCe
+                };
+                if k != want {
+                    return Err(self.src.error(
+                        plan.loss_span,
+                        PlanErrorKind::Graph,
+                        format!(
+                            "loss kind `{}` needs {} targets, but the graph is {}: use `{}` or `auto`",
+                            k.plan_name(),
+                            if multi { "single-label" } else { "multi-label" },
+                            if multi { "multi-label" } else { "single-label" },
+                            want.plan_name()
+                        ),
+                    ));
+                }
+                k
+            }
+        };
+        let targets = self
+            .g
+            .add(
+                Arc::new(TargetsOp { classes: c }),
+                &[self.sample],
+                "targets",
+            )
+            .map_err(|e| self.internal(e))?;
+        let loss = self
+            .g
+            .add(
+                Arc::new(Loss { kind: loss_kind }),
+                &[logits, targets],
+                "loss",
+            )
+            .map_err(|e| self.src.error(at, PlanErrorKind::Op, e.to_string()))?;
+        let used = self.g.ancestors(&[loss]);
+        for (i, p) in self.param_nodes.iter().enumerate() {
+            if !used.contains(p) {
+                return Err(self.src.error(
+                    self.param_at[i],
+                    PlanErrorKind::Name,
+                    format!(
+                        "parameter `{}` is declared but the loss does not depend on it",
+                        self.params[i].name
+                    ),
+                ));
+            }
+        }
+        let d = differentiate(&mut self.g, loss, &self.param_nodes).map_err(|e| match e {
+            IrError::Op { op, label, source } => self.src.error(
+                self.origins.get(&label).copied().unwrap_or(0),
+                PlanErrorKind::Op,
+                format!("cannot differentiate `{label}`: {op}: {source}"),
+            ),
+            other => self.internal(other),
+        })?;
+        self.g.set_output("loss", loss);
+        self.g.set_output("logits", logits);
+        let mut grads = Vec::with_capacity(self.params.len());
+        for (decl, (_, gnode)) in self.params.iter().zip(&d.grads) {
+            self.g.set_output(format!("grad/{}", decl.name), *gnode);
+            grads.push((decl.name.clone(), *gnode));
+        }
+        self.g.validate().map_err(|e| self.internal(e))?;
+        Ok(Lowered {
+            graph: self.g,
+            loss,
+            logits,
+            loss_kind,
+            params: self.params,
+            grads,
+            weight_decay: self.weight_decay,
+        })
+    }
+
+    /// Source offset of byte `i` of `layer`'s `out`.
+    fn at(layer: &Layer, i: usize) -> usize {
+        layer.out_map.at(i)
+    }
+
+    fn err(
+        &self,
+        layer: &Layer,
+        i: usize,
+        kind: PlanErrorKind,
+        what: impl Into<String>,
+    ) -> PlanError {
+        self.src.error(Self::at(layer, i), kind, what)
+    }
+
+    /// Lowers one copy of a layer on input `x`; returns its result and where its final
+    /// expression is.
+    fn layer(
+        &mut self,
+        layer: &Layer,
+        x: NodeId,
+        suffix: &str,
+    ) -> Result<(NodeId, usize), PlanError> {
+        let width = self
+            .g
+            .fact(x)
+            .matrix()
+            .and_then(|(_, c)| c.as_known())
+            .expect("layer inputs are checked [n, k]");
+        let mut scope = Scope {
+            names: HashMap::new(),
+            bound: HashMap::new(),
+            current: 0,
+            uses: HashMap::new(),
+        };
+        let wd = layer
+            .weight_decay
+            .unwrap_or(self.plan.optimizer.weight_decay() as f32);
+        for p in &layer.params {
+            let resolve = |d: DimRef| match d {
+                DimRef::In => width,
+                DimRef::Features => self.env.n_features,
+                DimRef::Classes => self.env.n_classes,
+                DimRef::Known(k) => k,
+            };
+            let (rows, cols) = (resolve(p.shape[0]), resolve(p.shape[1]));
+            let name = format!("{}{suffix}", p.name);
+            if let Some(&first) = self.declared.get(&name) {
+                let line = self.src.error(first, PlanErrorKind::Name, "").line;
+                return Err(self.src.error(
+                    p.span.start,
+                    PlanErrorKind::Name,
+                    format!("parameter `{name}` is declared twice (first on line {line}): parameters need distinct names"),
+                ));
+            }
+            self.declared.insert(name.clone(), p.span.start);
+            let init = p
+                .init
+                .unwrap_or(if rows == 1 { Init::Zeros } else { Init::Glorot });
+            let node = self
+                .g
+                .add(
+                    Arc::new(Param {
+                        name: name.clone(),
+                        rows,
+                        cols,
+                    }),
+                    &[],
+                    name.clone(),
+                )
+                .map_err(|e| self.internal(e))?;
+            self.params.push(ParamDecl {
+                name: name.clone(),
+                rows,
+                cols,
+                init,
+            });
+            self.param_nodes.push(node);
+            self.param_at.push(p.span.start);
+            self.weight_decay.insert(name, wd);
+            scope.names.insert(p.name.clone(), node);
+        }
+        let mut x = x;
+        if let Some(p) = layer.dropout.filter(|&p| p > 0.0) {
+            if !self.env.registry.contains("dropout") {
+                return Err(self.src.error(
+                    layer.dropout_span,
+                    PlanErrorKind::Name,
+                    "`dropout` needs the op `dropout`, which is not registered",
+                ));
+            }
+            let op = self
+                .env
+                .registry
+                .make("dropout", &Attrs::new().with("p", Attr::Num(f64::from(p))))
+                .map_err(|e| {
+                    self.src
+                        .error(layer.dropout_span, PlanErrorKind::Op, e.to_string())
+                })?;
+            let label = format!("dropout(x, p={p})");
+            x = self.g.add(op, &[x], label.clone()).map_err(|e| {
+                self.src
+                    .error(layer.dropout_span, PlanErrorKind::Op, e.to_string())
+            })?;
+            self.origins.entry(label).or_insert(layer.dropout_span);
+        }
+        scope.names.insert("x".into(), x);
+
+        let stmts = &layer.program;
+        let last = stmts.last().expect("a parsed `out` is not empty");
+        for (i, s) in stmts.iter().enumerate() {
+            let Some((n, span)) = &s.target else { continue };
+            if scope.names.contains_key(n) || RESERVED.contains(&n.as_str()) {
+                let what = if n == "x" || RESERVED.contains(&n.as_str()) {
+                    "a built-in name (the layer input or an adjacency)"
+                } else {
+                    "a parameter of this layer"
+                };
+                return Err(self.err(
+                    layer,
+                    span.start,
+                    PlanErrorKind::Name,
+                    format!("cannot bind `{n}`: it is {what}"),
+                ));
+            }
+            if let Some(&(_, first)) = scope.bound.get(n) {
+                let line = self
+                    .src
+                    .error(Self::at(layer, first), PlanErrorKind::Name, "")
+                    .line;
+                return Err(self.err(
+                    layer,
+                    span.start,
+                    PlanErrorKind::Name,
+                    format!("`{n}` is bound twice (first on line {line}): use another name"),
+                ));
+            }
+            scope.bound.insert(n.clone(), (i, span.start));
+        }
+        let mut result = None;
+        for (i, s) in stmts.iter().enumerate() {
+            scope.current = i;
+            let v = self.expr(layer, &mut scope, &s.expr)?;
+            let node = self.node(layer, v, &s.expr, "a layer's result")?;
+            match &s.target {
+                Some((n, _)) => {
+                    scope.names.insert(n.clone(), node);
+                }
+                None => result = Some(node),
+            }
+        }
+        for s in stmts {
+            if let Some((n, span)) = &s.target {
+                if scope.uses.get(n).copied().unwrap_or(0) == 0 {
+                    return Err(self.err(
+                        layer,
+                        span.start,
+                        PlanErrorKind::Name,
+                        format!("`{n}` is bound but never used"),
+                    ));
+                }
+            }
+        }
+        let result = result.expect("the last statement is an expression");
+        Ok((result, Self::at(layer, last.expr.span.start)))
+    }
+
+    /// A value that must be a node (`what` says where it is used).
+    fn node(&self, layer: &Layer, v: Val, e: &Expr, what: &str) -> Result<NodeId, PlanError> {
+        match v {
+            Val::Node(n) => Ok(n),
+            Val::Num(x) => Err(self.err(
+                layer,
+                e.span.start,
+                PlanErrorKind::Op,
+                format!("{what} must be a matrix, got the number {x} (numbers scale matrices: `{x} * …`)"),
+            )),
+        }
+    }
+
+    fn label(layer: &Layer, e: &Expr) -> String {
+        expr::one_line(&layer.out[e.span.clone()])
+    }
+
+    /// Adds a node for expression `e`; op errors (arity, kinds, shapes) point at `e`.
+    fn add(
+        &mut self,
+        layer: &Layer,
+        e: &Expr,
+        op: Arc<dyn Op>,
+        inputs: &[NodeId],
+    ) -> Result<NodeId, PlanError> {
+        let label = Self::label(layer, e);
+        let at = Self::at(layer, e.span.start);
+        let id = self
+            .g
+            .add(op, inputs, label.clone())
+            .map_err(|err| match err {
+                IrError::Op { source, .. } => {
+                    self.src
+                        .error(at, PlanErrorKind::Op, format!("in `{label}`: {source}"))
+                }
+                other => self.internal(other),
+            })?;
+        self.origins.entry(label).or_insert(at);
+        Ok(id)
+    }
+
+    /// A registry op behind an operator (`-` → `sub`, `*` → `mul`/`scale`).
+    fn operator_op(
+        &self,
+        layer: &Layer,
+        e: &Expr,
+        name: &str,
+        attrs: Attrs,
+    ) -> Result<Arc<dyn Op>, PlanError> {
+        if !self.env.registry.contains(name) {
+            return Err(self.err(
+                layer,
+                e.span.start,
+                PlanErrorKind::Name,
+                format!(
+                    "`{}` needs the op `{name}`, which is not registered",
+                    Self::label(layer, e)
+                ),
+            ));
+        }
+        self.env
+            .registry
+            .make(name, &attrs)
+            .map_err(|err| self.err(layer, e.span.start, PlanErrorKind::Op, err.to_string()))
+    }
+
+    fn scale(&mut self, layer: &Layer, e: &Expr, c: f64, a: NodeId) -> Result<Val, PlanError> {
+        let op = self.operator_op(layer, e, "scale", Attrs::new().with("c", Attr::Num(c)))?;
+        Ok(Val::Node(self.add(layer, e, op, &[a])?))
+    }
+
+    fn expr(&mut self, layer: &Layer, scope: &mut Scope, e: &Expr) -> Result<Val, PlanError> {
+        match &e.kind {
+            ExprKind::Number(x) => Ok(Val::Num(*x)),
+            ExprKind::Str(s) => Err(self.err(
+                layer,
+                e.span.start,
+                PlanErrorKind::Expr,
+                format!(
+                    "the string {s:?} is not a value: strings are attributes (`f(x, key=\"…\")`)"
+                ),
+            )),
+            ExprKind::Paren(inner) => self.expr(layer, scope, inner),
+            ExprKind::Name(n) => self.name(layer, scope, n, e).map(Val::Node),
+            ExprKind::Neg(a) => match self.expr(layer, scope, a)? {
+                Val::Num(x) => Ok(Val::Num(-x)),
+                Val::Node(n) => self.scale(layer, e, -1.0, n),
+            },
+            ExprKind::Binary { op, lhs, rhs } => {
+                let (l, r) = (self.expr(layer, scope, lhs)?, self.expr(layer, scope, rhs)?);
+                let sym = op.symbol();
+                match (op, l, r) {
+                    (BinOp::Add, Val::Num(a), Val::Num(b)) => Ok(Val::Num(a + b)),
+                    (BinOp::Sub, Val::Num(a), Val::Num(b)) => Ok(Val::Num(a - b)),
+                    (BinOp::Mul, Val::Num(a), Val::Num(b)) => Ok(Val::Num(a * b)),
+                    (BinOp::Div, Val::Num(a), Val::Num(b)) if b != 0.0 => Ok(Val::Num(a / b)),
+                    (BinOp::Add, Val::Node(a), Val::Node(b)) => {
+                        Ok(Val::Node(self.add(layer, e, Arc::new(Add), &[a, b])?))
+                    }
+                    (BinOp::Sub, Val::Node(a), Val::Node(b)) => {
+                        let op = self.operator_op(layer, e, "sub", Attrs::new())?;
+                        Ok(Val::Node(self.add(layer, e, op, &[a, b])?))
+                    }
+                    (BinOp::Mul, Val::Node(a), Val::Node(b)) => {
+                        let op = self.operator_op(layer, e, "mul", Attrs::new())?;
+                        Ok(Val::Node(self.add(layer, e, op, &[a, b])?))
+                    }
+                    (BinOp::Mul, Val::Num(c), Val::Node(a)) | (BinOp::Mul, Val::Node(a), Val::Num(c)) => {
+                        self.scale(layer, e, c, a)
+                    }
+                    (BinOp::Div, Val::Node(a), Val::Num(c)) if c != 0.0 => self.scale(layer, e, 1.0 / c, a),
+                    (BinOp::Div, _, Val::Num(_)) => Err(self.err(
+                        layer,
+                        rhs.span.start,
+                        PlanErrorKind::Op,
+                        "division by zero",
+                    )),
+                    (BinOp::Div, _, Val::Node(_)) => Err(self.err(
+                        layer,
+                        rhs.span.start,
+                        PlanErrorKind::Op,
+                        "only division by a number is supported (`x / 2`)",
+                    )),
+                    _ => Err(self.err(
+                        layer,
+                        e.span.start,
+                        PlanErrorKind::Op,
+                        format!("`{}`: a number and a matrix cannot be combined with `{sym}` (only `c * a` and `a / c` mix them)", Self::label(layer, e)),
+                    )),
+                }
+            }
+            ExprKind::Chain(operands) => {
+                let mut inputs = Vec::with_capacity(operands.len());
+                for o in operands {
+                    let v = self.expr(layer, scope, o)?;
+                    inputs.push(self.node(layer, v, o, "an operand of `@`")?);
+                }
+                Ok(Val::Node(self.add(
+                    layer,
+                    e,
+                    Arc::new(MatMul::plain(inputs.len())),
+                    &inputs,
+                )?))
+            }
+            ExprKind::Call {
+                name,
+                name_span,
+                args,
+                kwargs,
+            } => {
+                let mut attrs = Attrs::new();
+                for k in kwargs {
+                    let v = match &k.value.kind {
+                        ExprKind::Number(x) => Attr::Num(*x),
+                        ExprKind::Neg(inner) if matches!(inner.kind, ExprKind::Number(_)) => {
+                            let ExprKind::Number(x) = inner.kind else { unreachable!() };
+                            Attr::Num(-x)
+                        }
+                        ExprKind::Str(s) => Attr::Str(s.clone()),
+                        ExprKind::Name(b) if b == "true" || b == "false" => Attr::Bool(b == "true"),
+                        ExprKind::Name(d) if self.plan.dims.contains_key(d) => {
+                            Attr::Num(self.plan.dims[d] as f64)
+                        }
+                        _ => {
+                            return Err(self.err(
+                                layer,
+                                k.value.span.start,
+                                PlanErrorKind::Expr,
+                                format!("attribute `{}` of `{name}`: expected a number, a string, true/false or a [dims] name, got `{}`", k.name, Self::label(layer, &k.value)),
+                            ))
+                        }
+                    };
+                    attrs.0.insert(k.name.clone(), v);
+                }
+                let op = match self.env.registry.make(name, &attrs) {
+                    Ok(op) => op,
+                    Err(err) => {
+                        let (at, kind) = match &err {
+                            _ if !self.env.registry.contains(name) => {
+                                (name_span.start, PlanErrorKind::Name)
+                            }
+                            OpError::Attr { name: a, .. } => (
+                                kwargs
+                                    .iter()
+                                    .find(|k| &k.name == a)
+                                    .map_or(e.span.start, |k| k.name_span.start),
+                                PlanErrorKind::Op,
+                            ),
+                            _ => (e.span.start, PlanErrorKind::Op),
+                        };
+                        let what = if self.env.registry.contains(name) {
+                            format!("in `{}`: {err}", Self::label(layer, e))
+                        } else {
+                            err.to_string()
+                        };
+                        return Err(self.err(layer, at, kind, what));
+                    }
+                };
+                let mut inputs = Vec::with_capacity(args.len());
+                for (i, a) in args.iter().enumerate() {
+                    let v = self.expr(layer, scope, a)?;
+                    inputs.push(self.node(
+                        layer,
+                        v,
+                        a,
+                        &format!("argument {} of `{name}`", i + 1),
+                    )?);
+                }
+                Ok(Val::Node(self.add(layer, e, op, &inputs)?))
+            }
+        }
+    }
+
+    fn name(
+        &mut self,
+        layer: &Layer,
+        scope: &mut Scope,
+        n: &str,
+        e: &Expr,
+    ) -> Result<NodeId, PlanError> {
+        if let Some(&id) = scope.names.get(n) {
+            if scope.bound.contains_key(n) {
+                *scope.uses.entry(n.to_string()).or_default() += 1;
+            }
+            return Ok(id);
+        }
+        if let Some(kind) = AdjKind::ALL.into_iter().find(|k| k.plan_name() == n) {
+            if let Some(&id) = self.adj.get(kind.plan_name()) {
+                return Ok(id);
+            }
+            let id = self
+                .g
+                .add(
+                    Arc::new(Adjacency { kind }),
+                    &[self.sample],
+                    kind.plan_name(),
+                )
+                .map_err(|err| self.internal(err))?;
+            self.adj.insert(kind.plan_name(), id);
+            return Ok(id);
+        }
+        let at = e.span.start;
+        if let Some(&(i, def)) = scope.bound.get(n) {
+            let what = if i == scope.current {
+                format!("`{n}` is used in its own definition (a cycle)")
+            } else {
+                let line = self
+                    .src
+                    .error(Self::at(layer, def), PlanErrorKind::Name, "")
+                    .line;
+                format!("`{n}` is used before it is defined (it is bound on line {line}, below)")
+            };
+            return Err(self.err(layer, at, PlanErrorKind::Name, what));
+        }
+        if self.plan.dims.contains_key(n) {
+            return Err(self.err(
+                layer,
+                at,
+                PlanErrorKind::Name,
+                format!("`{n}` is a dim, not a value: dims size parameters and attributes"),
+            ));
+        }
+        let elsewhere = self
+            .plan
+            .layers
+            .iter()
+            .chain(std::iter::once(&self.plan.output))
+            .any(|l| l.params.iter().any(|p| p.name == n));
+        if elsewhere {
+            return Err(self.err(
+                layer,
+                at,
+                PlanErrorKind::Name,
+                format!("`{n}` is a parameter of another layer: parameters belong to the layer declaring them (declare `{n}` in this layer's `params`)"),
+            ));
+        }
+        let known: Vec<&str> = scope
+            .names
+            .keys()
+            .map(String::as_str)
+            .chain(scope.bound.keys().map(String::as_str))
+            .chain(AdjKind::ALL.iter().map(|k| k.plan_name()))
+            .collect();
+        let hint = did_you_mean(n, known.into_iter());
+        let what = if hint.is_empty() {
+            format!("unknown name `{n}`: not `x`, an adjacency (A, A_mean, A_sym, A_saint), a binding or a parameter of this layer (declare it in `params`)")
+        } else {
+            format!("unknown name `{n}`{hint}")
+        };
+        Err(self.err(layer, at, PlanErrorKind::Name, what))
+    }
+}
