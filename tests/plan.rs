@@ -1013,3 +1013,51 @@ fn a_value_of_the_wrong_type_says_what_was_expected() {
         &["wrong type", "\"two\"", "expected a whole number"],
     );
 }
+
+/// An op without a backward: differentiating through it fails when the plan is lowered.
+#[derive(Debug)]
+struct Opaque;
+
+impl Op for Opaque {
+    fn name(&self) -> &str {
+        "user.opaque"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, i: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(i[0].clone())
+    }
+    fn forward(&self, v: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        Ok(v[0].clone())
+    }
+}
+
+#[test]
+fn an_op_without_backward_fails_at_lowering_pointing_at_its_call() {
+    let mut reg = registry();
+    reg.register("user.opaque", &[], "no backward", |_| Ok(Arc::new(Opaque)))
+        .unwrap();
+    // Namespaced custom ops are called by their full name.
+    let text = two("relu(user.opaque(x @ W_self) + A_mean @ x @ W_neigh)");
+    let e = lower(&text, &reg, false).unwrap_err();
+    assert_at(
+        &e,
+        6,
+        13,
+        &[
+            "cannot differentiate `user.opaque(x @ W_self)`",
+            "backward not supported for user.opaque",
+        ],
+    );
+    // On the features alone it needs no backward: the plan lowers.
+    let text = two("relu(x @ W_self + A_mean @ user.opaque(x) @ W_neigh)");
+    lower(&text, &reg, false).unwrap();
+}
+
+#[test]
+fn plan_errors_convert_into_the_crate_error() {
+    let e = error(&two("rleu(x @ W_self + A_mean @ x @ W_neigh)"));
+    let crate_err: saintflow::Error = e.clone().into();
+    assert_eq!(crate_err.to_string(), e.to_string());
+}
