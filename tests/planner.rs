@@ -814,3 +814,62 @@ fn explain_text_and_dot_are_deterministic_and_complete() {
     assert_eq!(d1.matches(" [label=\"%").count(), len);
     let _ = Transpose.name();
 }
+
+/// `saintflow explain` on a plan file (GCN without dropout: only built-in ops).
+#[test]
+fn explain_command_prints_the_planned_step_and_dot() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("gcn.toml");
+    std::fs::write(
+        &plan,
+        r#"name = "gcn"
+[dims]
+hidden = 16
+[sampler]
+kind = "node"
+budget = 8000
+[[layer]]
+params = { W0 = ["in", "hidden"] }
+out = "relu(A_sym @ x @ W0)"
+[output]
+params = { W1 = ["in", "classes"] }
+out = "A_sym @ x @ W1"
+"#,
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_saintflow");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(bin)
+            .arg("explain")
+            .arg(&plan)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let sizes = ["--features", "50", "--classes", "121", "--threads", "2"];
+    let out = run(&sizes);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // n from the sampler's budget, nnz = n·16 by default.
+    assert!(
+        text.contains("# planned for n = 8000, nnz = 128000, p = 2"),
+        "{text}"
+    );
+    assert!(text.contains("order: A_sym·(features·W0)"), "{text}");
+    assert!(text.contains("Q_f = max(p=2"), "{text}");
+    assert!(!text.contains("matmul"), "{text}");
+    let dot = run(&[&sizes[..], &["--dot", "--nodes", "100"]].concat());
+    let dot_text = String::from_utf8_lossy(&dot.stdout);
+    assert!(
+        dot.status.success() && dot_text.starts_with("digraph plan {"),
+        "{dot_text}"
+    );
+    // Sizes missing: a usage error naming the flag.
+    let bad = run(&["--features", "50"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--classes"));
+}
