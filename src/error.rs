@@ -16,6 +16,9 @@ pub enum Error {
     /// Parsing or lowering a plan file.
     #[error(transparent)]
     Plan(#[from] crate::plan::PlanError),
+    /// Building, differentiating or planning a step graph.
+    #[error(transparent)]
+    Ir(#[from] crate::ir::IrError),
 }
 
 /// Errors of the store layer: on-disk format, mmap, importers, generator.

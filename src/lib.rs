@@ -11,6 +11,7 @@ pub mod exec;
 pub mod ir;
 pub mod op;
 pub mod plan;
+pub mod planner;
 pub mod progress;
 pub mod sample;
 pub mod store;

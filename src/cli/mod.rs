@@ -2,6 +2,7 @@
 
 mod check;
 mod demo;
+mod explain;
 mod gen;
 mod import;
 mod info;
@@ -38,6 +39,9 @@ enum Command {
     Check(check::CheckArgs),
     /// Draw subgraphs with a sampler and report sizes, timing and coverage.
     Sample(sample::SampleArgs),
+    /// Lower a plan file, plan its step for expected subgraph sizes and print the planned
+    /// graph with per-node costs (chain orders, Q_f, peak memory).
+    Explain(explain::ExplainArgs),
     /// The quick start: generate a small planted graph, check it and print its info.
     Demo(demo::DemoArgs),
 }
@@ -54,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a, &progress),
         Command::Demo(a) => demo::run(a, &progress),
         Command::Sample(a) => sample::run(a, &progress),
+        Command::Explain(a) => explain::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,131 @@
+//! `saintflow explain`: lowers a plan file, plans the step for expected subgraph sizes and
+//! prints the planned graph with its costs (canonical text, or Graphviz DOT with `--dot`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::{Error, Result};
+use crate::ir::Bindings;
+use crate::op::Registry;
+use crate::plan::{LowerEnv, Plan, SamplerKind};
+use crate::planner::{explain_dot, explain_text, plan, PlanOptions};
+use crate::store::{GraphStore, Labels};
+
+#[derive(Debug, Args)]
+pub(super) struct ExplainArgs {
+    /// The plan file.
+    plan: PathBuf,
+    /// A graph store: F, C, single/multi-label, its mean degree and (for `full`) n.
+    #[arg(long)]
+    graph: Option<PathBuf>,
+    /// Print Graphviz DOT instead of text.
+    #[arg(long)]
+    dot: bool,
+    /// Feature width F (default: the store's).
+    #[arg(long)]
+    features: Option<usize>,
+    /// Classes C (default: the store's).
+    #[arg(long)]
+    classes: Option<usize>,
+    /// Multi-label targets (default: the store's labels; single-label without a store).
+    #[arg(long)]
+    multilabel: bool,
+    /// Expected subgraph nodes n (default: from the plan's sampler).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Expected mean degree of a subgraph, nnz = n·D (default: the store's mean degree,
+    /// else 16).
+    #[arg(long)]
+    degree: Option<f64>,
+    /// Executor threads p (default: the rayon pool's).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Cache bytes a feature block should fit (default: the detected L2).
+    #[arg(long)]
+    cache_bytes: Option<usize>,
+}
+
+/// A missing size: a usage error (exit code 2), as clap reports its own.
+fn usage(what: String) -> ! {
+    clap::Error::raw(clap::error::ErrorKind::MissingRequiredArgument, what + "\n").exit()
+}
+
+/// The sampler's expected node count, where the plan says it.
+fn sampler_nodes(kind: &SamplerKind) -> Option<usize> {
+    match *kind {
+        SamplerKind::Frontier(p) => Some(p.budget),
+        SamplerKind::RandomWalk { roots, depth } => Some(roots * (depth + 1)),
+        SamplerKind::Edge { edges } => Some(2 * edges),
+        SamplerKind::Node { budget, .. } => Some(budget),
+        SamplerKind::Full => None,
+    }
+}
+
+pub(super) fn run(a: ExplainArgs) -> Result<()> {
+    let p = Plan::load(&a.plan)?;
+    let store = a.graph.as_ref().map(GraphStore::open).transpose()?;
+    let need = |v: Option<usize>, from_store: Option<usize>, flag: &str| {
+        v.or(from_store).unwrap_or_else(|| {
+            usage(format!(
+                "explain {}: give --graph STORE or --{flag}",
+                a.plan.display()
+            ))
+        })
+    };
+    let n_features = need(
+        a.features,
+        store.as_ref().map(|s| s.n_features()),
+        "features",
+    );
+    let n_classes = need(a.classes, store.as_ref().map(|s| s.n_classes()), "classes");
+    let multilabel = a.multilabel
+        || store
+            .as_ref()
+            .is_some_and(|s| matches!(s.labels(), Labels::Multi { .. }));
+    let nodes = need(
+        a.nodes.or(sampler_nodes(&p.sampler.kind)),
+        store.as_ref().map(|s| s.n_nodes()),
+        "nodes",
+    );
+    let degree = a.degree.unwrap_or_else(|| {
+        store.as_ref().map_or(16.0, |s| {
+            s.full().n_entries() as f64 / s.n_nodes().max(1) as f64
+        })
+    });
+    let registry = Registry::with_builtins();
+    let lowered = p.lower(&LowerEnv {
+        n_features,
+        n_classes,
+        multilabel,
+        registry: &registry,
+    })?;
+    let mut opts = PlanOptions::new(Bindings {
+        nodes,
+        entries: (nodes as f64 * degree).round() as usize,
+    });
+    if let Some(t) = a.threads {
+        opts.threads = t.max(1);
+    }
+    if let Some(c) = a.cache_bytes {
+        opts.cache_bytes = c.max(1);
+    }
+    let mut graph = lowered.graph;
+    let report = plan(&mut graph, &opts).map_err(Error::Ir)?;
+    if a.dot {
+        print!("{}", explain_dot(&graph, &report));
+    } else {
+        println!(
+            "# {} ({}): F = {n_features}, C = {n_classes}, {}",
+            p.name,
+            a.plan.display(),
+            if multilabel {
+                "multi-label"
+            } else {
+                "single-label"
+            }
+        );
+        print!("{}", explain_text(&graph, &report));
+    }
+    Ok(())
+}
