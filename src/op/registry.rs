@@ -198,7 +198,11 @@ pub fn did_you_mean<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Str
     let Some(best) = near.iter().map(|(d, _)| *d).min() else {
         return String::new();
     };
-    let mut near: Vec<&str> = near.iter().filter(|(d, _)| *d == best).map(|(_, k)| *k).collect();
+    let mut near: Vec<&str> = near
+        .iter()
+        .filter(|(d, _)| *d == best)
+        .map(|(_, k)| *k)
+        .collect();
     near.sort();
     match near.as_slice() {
         [k] => format!(", did you mean `{k}`?"),
