@@ -112,3 +112,42 @@ fn swish_registers_and_its_gradient_matches_finite_differences() {
     let bad = check_gradients(&g, loss, &named, &src, &params, GradCheck::default()).unwrap();
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+#[test]
+fn a_plan_file_uses_the_custom_op_and_its_whole_step_gradient_checks() {
+    use saintflow::plan::{LowerEnv, Plan};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("swish_gcn.toml");
+    let plan = Plan::load(&path).unwrap();
+    let src = MemorySource::random(21, 4, 6, 3, false, 9);
+    // Without registration the plan names the unknown op, with its position.
+    let bare = Registry::with_builtins();
+    let err = plan
+        .lower(&LowerEnv::of(&src, &bare))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("swish_gcn.toml:15:") && err.contains("user.swish"),
+        "{err}"
+    );
+    let mut registry = Registry::with_builtins();
+    saintflow_example_custom_op::register(&mut registry).unwrap();
+    let lowered = plan
+        .lower(&LowerEnv::of(&src, &registry))
+        .unwrap_or_else(|e| panic!("{}", e.render()));
+    let dump = saintflow::ir::dump::dump(&lowered.graph).unwrap();
+    assert!(
+        dump.contains("user.swish[beta=1.5]") && dump.contains("user.swish_backward"),
+        "{dump}"
+    );
+    let params = Params::init(&lowered.params, 2);
+    let bad = check_gradients(
+        &lowered.graph,
+        lowered.loss,
+        &lowered.grads,
+        &src,
+        &params,
+        GradCheck::default(),
+    )
+    .unwrap();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
