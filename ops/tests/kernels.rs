@@ -5,67 +5,16 @@
 
 mod common;
 
+use common::{abs, assert_close, in_pool, random_csr, values, GEMM_SHAPES};
 use proptest::prelude::*;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
 use saintflow_ops::naive;
 use saintflow_ops::spmm::{block_width, spmm, spmm_blocked, CsrRef};
 use saintflow_ops::KernelError;
 
-const U: f64 = 1.0 / (1u64 << 24) as f64;
-
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    common::uniform(n, seed)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect()
-}
-
-fn abs(v: &[f32]) -> Vec<f32> {
-    v.iter().map(|x| x.abs()).collect()
-}
-
-fn assert_close(kernel: &str, got: &[f32], want: &[f32], bound: &[f32], k: usize) {
-    assert_eq!(got.len(), want.len());
-    for i in 0..got.len() {
-        let tol = 2.0 * k.max(1) as f64 * U * f64::from(bound[i]) + 1e-30;
-        let err = (f64::from(got[i]) - f64::from(want[i])).abs();
-        assert!(
-            err <= tol,
-            "{kernel}: element {i}: got {}, want {}, err {err:e} > tol {tol:e}",
-            got[i],
-            want[i]
-        );
-    }
-}
-
-fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap()
-        .install(f)
-}
-
-const SHAPES: [(usize, usize, usize); 14] = [
-    (0, 5, 7),
-    (5, 0, 7),
-    (5, 7, 0),
-    (1, 1, 1),
-    (1, 1000, 1),
-    (7, 13, 5),
-    (17, 33, 65),
-    (64, 64, 64),
-    (130, 257, 33),
-    (2, 3000, 2),
-    (1000, 3, 7),
-    (3, 5, 1000),
-    (257, 129, 300),
-    (600, 512, 64),
-];
-
 #[test]
 fn gemm_products_match_the_naive_loop() {
-    for (m, k, n) in SHAPES {
+    for (m, k, n) in GEMM_SHAPES {
         let a = values(m * k, 1);
         let b = values(k * n, 2);
         let want = naive::gemm_nn(m, k, n, &a, &b);
@@ -113,33 +62,6 @@ fn gemm_rejects_wrong_lengths() {
     );
     assert!(e.to_string().contains("gemm_nn: B, expected 12, got 11"));
     assert!(gemm_tn(2, 3, 4, &[0.0; 6], &[0.0; 12], &mut [0.0; 7], false).is_err());
-}
-
-/// A random CSR with a hub row, empty rows and duplicates allowed in no row (sorted).
-fn random_csr(n: usize, n_cols: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
-    let r = values(n * 8 + 1, seed);
-    let mut offsets = vec![0u32];
-    let mut indices = Vec::new();
-    for i in 0..n {
-        let deg = if i == n / 2 {
-            n_cols
-        } else {
-            ((r[i].abs() * 9.0) as usize).saturating_sub(2)
-        };
-        let mut row: Vec<u32> = (0..deg.min(n_cols))
-            .map(|t| {
-                ((r[(i * 7 + t) % r.len()].abs() * n_cols as f32) as u32).min(n_cols as u32 - 1)
-            })
-            .collect();
-        if i == n / 2 {
-            row = (0..n_cols as u32).collect();
-        }
-        row.sort_unstable();
-        row.dedup();
-        indices.extend(row);
-        offsets.push(indices.len() as u32);
-    }
-    (offsets, indices)
 }
 
 proptest! {

@@ -50,3 +50,49 @@ pub fn spmm(
     }
     out
 }
+
+/// The row-major `rows × cols` matrix whose element (i, j) is `data[i·row_stride + j]`:
+/// a strided view read the obvious way.
+pub fn dense(data: &[f32], rows: usize, cols: usize, row_stride: usize) -> Vec<f32> {
+    let mut d = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        for j in 0..cols {
+            d.push(data[i * row_stride + j]);
+        }
+    }
+    d
+}
+
+/// [x_0 | x_1 | …] for row-major `rows × w_i` matrices given as `(w_i, x_i)`.
+pub fn concat_cols(rows: usize, pieces: &[(usize, &[f32])]) -> Vec<f32> {
+    let width: usize = pieces.iter().map(|p| p.0).sum();
+    let mut out = vec![0f32; rows * width];
+    let mut c0 = 0;
+    for &(w, x) in pieces {
+        for i in 0..rows {
+            for j in 0..w {
+                out[i * width + c0 + j] = x[i * w + j];
+            }
+        }
+        c0 += w;
+    }
+    out
+}
+
+/// The column blocks of widths `widths` of a row-major `rows × Σw` matrix, in order.
+pub fn split_cols(rows: usize, widths: &[usize], a: &[f32]) -> Vec<Vec<f32>> {
+    let width: usize = widths.iter().sum();
+    let mut c0 = 0;
+    let mut out = Vec::new();
+    for &w in widths {
+        let mut x = vec![0f32; rows * w];
+        for i in 0..rows {
+            for j in 0..w {
+                x[i * w + j] = a[i * width + c0 + j];
+            }
+        }
+        out.push(x);
+        c0 += w;
+    }
+    out
+}
