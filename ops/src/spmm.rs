@@ -246,10 +246,10 @@ unsafe fn panel<const C: usize>(a: CsrRef<'_>, x: MatRef<'_>, c: usize, out: &Ou
             }
             let j = a.indices[k] as usize;
             let v = a.values.map_or(1.0, |vals| vals[k]);
-            // SAFETY: j < n_cols of A = rows of X (validated and checked by the caller).
-            let xr = &unsafe { x.row_unchecked(j) }[c..c + 16 * C];
-            for (ch, acc) in acc.iter_mut().enumerate() {
-                let xs: &[f32; 16] = xr[ch * 16..ch * 16 + 16].try_into().unwrap();
+            // SAFETY: j < n_cols of A = rows of X (validated and checked by the caller),
+            // and columns c..c + 16·C lie within X's width (caller's contract).
+            let xr = unsafe { &*x.row_unchecked(j).as_ptr().add(c).cast::<[[f32; 16]; C]>() };
+            for (acc, xs) in acc.iter_mut().zip(xr) {
                 for l in 0..16 {
                     acc[l] += v * xs[l];
                 }
