@@ -1,5 +1,15 @@
-//! Naive oracles: the definitions, in f64, that every optimised kernel is tested against
-//! and benchmarked beside.
+//! Naive oracles: the definitions, in f64 where they sum, that every optimised kernel is
+//! tested against and benchmarked beside. Dense products and SpMM here; the elementwise,
+//! gather, loss, attention and optimiser oracles in submodules named after their kernels'
+//! modules, generic over f32/f64 like the kernels (f32 for the benches, f64 as test oracle).
+//! Indexed loops on purpose: they are the definitions as written, and the bench baseline.
+#![allow(clippy::needless_range_loop)]
+
+pub mod attention;
+pub mod elementwise;
+pub mod gather;
+pub mod loss;
+pub mod optim;
 
 /// C = A·B for row-major A (m×k), B (k×n), accumulated in f64.
 pub fn gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
