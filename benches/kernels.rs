@@ -2,7 +2,8 @@
 //! `matrixmultiply` on one thread, the alternative measured), 1 and 2 threads, in FLOP/s;
 //! SpMM on real frontier subgraphs (scale-17 degree-16 Kronecker, m=1000 n=8000) at
 //! f = 512 and 1024, partitioned vs unpartitioned, 1 and 2 threads, against the bytes-moved
-//! bound over a STREAM-style triad measured in the same run.
+//! bound over a STREAM-style triad measured in the same run. The view path (a product
+//! written into, or read from, a column block of a wider matrix) beside the contiguous one.
 //!
 //! Run: `cargo bench --bench kernels`.
 
@@ -15,8 +16,9 @@ use saintflow::progress::Progress;
 use saintflow::sample::{sample_subgraph, FrontierParams, FrontierSampler};
 use saintflow::store::gen::{generate_kronecker, KroneckerSpec};
 use saintflow::store::GraphStore;
-use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
-use saintflow_ops::spmm::{spmm, spmm_blocked, CsrRef};
+use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, gemm_view, Trans};
+use saintflow_ops::spmm::{spmm, spmm_blocked, spmm_view, CsrRef};
+use saintflow_ops::{MatMut, MatRef};
 
 fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
@@ -89,6 +91,60 @@ fn gemm_bench(c: &mut Criterion) {
                 })
             });
         }
+    }
+    g.finish();
+}
+
+/// The view path against the contiguous one at the forward shape: C = X·W (8000×512·512×512)
+/// written into columns 512..1024 of an 8000×1024 buffer (one block of a concatenation),
+/// and ∇X = G·Wᵀ reading its G from those columns (the concatenation's backward).
+fn gemm_view_bench(c: &mut Criterion) {
+    let (m, k, n) = (8000, 512, 512);
+    let a = fill(m * k);
+    let b = fill(k * n);
+    let mut out = vec![0f32; m * n];
+    let mut wide = vec![0f32; m * 2 * n];
+    let mut g = c.benchmark_group("gemm_view/nn_8000x512x512");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(2 * (m * k * n) as u64));
+    for threads in [1, 2] {
+        let p = pool(threads);
+        let av = MatRef::row_major(&a, m, k).unwrap();
+        let bv = MatRef::row_major(&b, k, n).unwrap();
+        g.bench_function(format!("contiguous/{threads}"), |bch| {
+            bch.iter(|| {
+                p.install(|| gemm_nn(m, k, n, &a, &b, &mut out, false))
+                    .unwrap()
+            })
+        });
+        g.bench_function(format!("into_cols_512_of_1024/{threads}"), |bch| {
+            bch.iter(|| {
+                let cv = MatMut::row_major(&mut wide, m, 2 * n)
+                    .unwrap()
+                    .cols_mut(n..2 * n)
+                    .unwrap();
+                p.install(|| gemm_view(av, Trans::N, bv, Trans::N, cv, false))
+                    .unwrap()
+            })
+        });
+        g.bench_function(format!("nt_contiguous/{threads}"), |bch| {
+            bch.iter(|| {
+                p.install(|| gemm_nt(m, n, k, &out, &b, &mut wide[..m * k], false))
+                    .unwrap()
+            })
+        });
+        g.bench_function(format!("nt_from_cols_512_of_1024/{threads}"), |bch| {
+            let mut dx = vec![0f32; m * k];
+            bch.iter(|| {
+                let gv = MatRef::row_major(&wide, m, 2 * n)
+                    .unwrap()
+                    .cols(n..2 * n)
+                    .unwrap();
+                let dxv = MatMut::row_major(&mut dx, m, k).unwrap();
+                p.install(|| gemm_view(gv, Trans::N, bv, Trans::T, dxv, false))
+                    .unwrap()
+            })
+        });
     }
     g.finish();
 }
@@ -178,6 +234,28 @@ fn spmm_bench(c: &mut Criterion) {
                 &threads,
                 |b, _| b.iter(|| p.install(|| spmm_blocked(a, &x, f, &mut out, f)).unwrap()),
             );
+            if f == 512 {
+                // The view path: X and out are columns 512..1024 of n×1024 buffers.
+                let x_wide = fill(n * 2 * f);
+                let mut out_wide = vec![0f32; n * 2 * f];
+                g.bench_with_input(
+                    BenchmarkId::new("view_cols_512_of_1024/f512", threads),
+                    &threads,
+                    |b, _| {
+                        b.iter(|| {
+                            let xv = MatRef::row_major(&x_wide, n, 2 * f)
+                                .unwrap()
+                                .cols(f..2 * f)
+                                .unwrap();
+                            let ov = MatMut::row_major(&mut out_wide, n, 2 * f)
+                                .unwrap()
+                                .cols_mut(f..2 * f)
+                                .unwrap();
+                            p.install(|| spmm_view(a, xv, ov)).unwrap()
+                        })
+                    },
+                );
+            }
         }
     }
     g.finish();
@@ -196,5 +274,5 @@ fn spmm_bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, gemm_bench, spmm_bench);
+criterion_group!(benches, gemm_bench, gemm_view_bench, spmm_bench);
 criterion_main!(benches);

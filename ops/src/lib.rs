@@ -1,17 +1,20 @@
-//! `saintflow-ops`: the numeric kernels of saintflow on plain row-major slices. It knows
-//! nothing of the engine: slices in, results out, so every kernel can be tested against its
-//! naive oracle and benchmarked alone.
+//! `saintflow-ops`: the numeric kernels of saintflow on row-major slices and strided views
+//! ([`MatRef`], [`MatMut`]: a column block of a wider matrix, no copy). It knows nothing of
+//! the engine: views in, results out, so every kernel can be tested against its naive
+//! oracle and benchmarked alone.
 //!
 //! Threads: kernels run on the *current* rayon pool (the engine's), never on threads of
 //! their own; call them inside `pool.install(..)` to choose the pool.
 //!
-//! Today: GEMM (NN, NT, TN through the `gemm` crate, chosen by measurement: BENCHMARKS.md),
-//! CSR SpMM (feature-partitioned, JPDC Algorithm 7), elementwise ops, losses and optimisers.
+//! Today: GEMM (any transpose combination on strided views, through the `gemm` crate, chosen
+//! by measurement: BENCHMARKS.md), CSR SpMM (feature-partitioned, JPDC Algorithm 7, strided
+//! X and output), column concatenation and its split, elementwise ops, losses, optimisers
 //! and GAT attention (edge scores, edge softmax).
 #![warn(missing_docs)]
 
 pub mod attention;
 pub mod cache;
+pub mod concat;
 pub mod elementwise;
 pub mod gather;
 pub mod gemm;
@@ -19,6 +22,9 @@ pub mod loss;
 pub mod naive;
 pub mod optim;
 pub mod spmm;
+pub mod view;
+
+pub use view::{MatMut, MatRef};
 
 /// Bytes in one cache line on the x86-64 and aarch64 machines we target; kernels and the
 /// samplers' node clipping align to it.
@@ -41,6 +47,14 @@ pub enum KernelError {
         expected: usize,
         /// The length given.
         got: usize,
+    },
+    /// A strided view that does not fit its slice, or a sub-view outside its view.
+    #[error("{kernel}: {what}")]
+    View {
+        /// The constructor or kernel.
+        kernel: &'static str,
+        /// What is wrong, with the shapes.
+        what: String,
     },
     /// A sparse operand is malformed (offsets not monotone, index out of range).
     #[error("{kernel}: {what}")]

@@ -5,67 +5,16 @@
 
 mod common;
 
+use common::{abs, assert_close, in_pool, random_csr, values, GEMM_SHAPES, U};
 use proptest::prelude::*;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
 use saintflow_ops::naive;
 use saintflow_ops::spmm::{block_width, spmm, spmm_blocked, CsrRef};
 use saintflow_ops::KernelError;
 
-const U: f64 = 1.0 / (1u64 << 24) as f64;
-
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    common::uniform(n, seed)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect()
-}
-
-fn abs(v: &[f32]) -> Vec<f32> {
-    v.iter().map(|x| x.abs()).collect()
-}
-
-fn assert_close(kernel: &str, got: &[f32], want: &[f32], bound: &[f32], k: usize) {
-    assert_eq!(got.len(), want.len());
-    for i in 0..got.len() {
-        let tol = 2.0 * k.max(1) as f64 * U * f64::from(bound[i]) + 1e-30;
-        let err = (f64::from(got[i]) - f64::from(want[i])).abs();
-        assert!(
-            err <= tol,
-            "{kernel}: element {i}: got {}, want {}, err {err:e} > tol {tol:e}",
-            got[i],
-            want[i]
-        );
-    }
-}
-
-fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap()
-        .install(f)
-}
-
-const SHAPES: [(usize, usize, usize); 14] = [
-    (0, 5, 7),
-    (5, 0, 7),
-    (5, 7, 0),
-    (1, 1, 1),
-    (1, 1000, 1),
-    (7, 13, 5),
-    (17, 33, 65),
-    (64, 64, 64),
-    (130, 257, 33),
-    (2, 3000, 2),
-    (1000, 3, 7),
-    (3, 5, 1000),
-    (257, 129, 300),
-    (600, 512, 64),
-];
-
 #[test]
 fn gemm_products_match_the_naive_loop() {
-    for (m, k, n) in SHAPES {
+    for (m, k, n) in GEMM_SHAPES {
         let a = values(m * k, 1);
         let b = values(k * n, 2);
         let want = naive::gemm_nn(m, k, n, &a, &b);
@@ -113,33 +62,6 @@ fn gemm_rejects_wrong_lengths() {
     );
     assert!(e.to_string().contains("gemm_nn: B, expected 12, got 11"));
     assert!(gemm_tn(2, 3, 4, &[0.0; 6], &[0.0; 12], &mut [0.0; 7], false).is_err());
-}
-
-/// A random CSR with a hub row, empty rows and duplicates allowed in no row (sorted).
-fn random_csr(n: usize, n_cols: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
-    let r = values(n * 8 + 1, seed);
-    let mut offsets = vec![0u32];
-    let mut indices = Vec::new();
-    for i in 0..n {
-        let deg = if i == n / 2 {
-            n_cols
-        } else {
-            ((r[i].abs() * 9.0) as usize).saturating_sub(2)
-        };
-        let mut row: Vec<u32> = (0..deg.min(n_cols))
-            .map(|t| {
-                ((r[(i * 7 + t) % r.len()].abs() * n_cols as f32) as u32).min(n_cols as u32 - 1)
-            })
-            .collect();
-        if i == n / 2 {
-            row = (0..n_cols as u32).collect();
-        }
-        row.sort_unstable();
-        row.dedup();
-        indices.extend(row);
-        offsets.push(indices.len() as u32);
-    }
-    (offsets, indices)
 }
 
 proptest! {
@@ -236,4 +158,360 @@ fn block_width_follows_the_cache_rule() {
         "block of {w} columns overflows L2 ({l2} bytes) by more than a panel"
     );
     assert!(w < f);
+}
+
+// ---- Elementwise, row-wise, gather, losses, edge softmax, Adam: against the naive
+// oracles of `naive::*` evaluated in f64 (f32 results within a few roundings), or in f32
+// where the kernel must equal the definition bit for bit. Sizes straddle the parallel
+// chunking (several chunks plus an odd remainder) and run on 1 and 2 threads.
+
+use saintflow_ops::{attention, elementwise as ew, gather, loss, optim};
+
+/// Element counts: one, odd small, and three 16 Ki chunks plus an odd remainder.
+const LENGTHS: [usize; 4] = [0, 1, 7, 3 * (1 << 14) + 123];
+
+fn wide(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
+/// |got − want| ≤ ulps·u·(|want| + floor) per element.
+fn assert_rel(kernel: &str, got: &[f32], want: &[f64], ulps: f64, floor: f64) {
+    assert_eq!(got.len(), want.len(), "{kernel}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let tol = ulps * U * (w.abs() + floor);
+        assert!(
+            (f64::from(g) - w).abs() <= tol,
+            "{kernel}: element {i}: got {g}, want {w}, tol {tol:e}"
+        );
+    }
+}
+
+#[test]
+fn activations_match_naive() {
+    for n in LENGTHS {
+        let x: Vec<f32> = values(n, 31).iter().map(|v| 6.0 * v).collect();
+        let xw = wide(&x);
+        let dy = values(n, 30);
+        let dyw = wide(&dy);
+        let mut want = vec![0f64; n];
+        for threads in [1, 2] {
+            in_pool(threads, || {
+                let mut y = vec![f32::NAN; n];
+                ew::relu(&x, &mut y).unwrap();
+                naive::elementwise::relu(&xw, &mut want);
+                assert_rel("relu", &y, &want, 0.0, 0.0);
+                ew::leaky_relu(&x, 0.2, &mut y).unwrap();
+                naive::elementwise::leaky_relu(&xw, f64::from(0.2f32), &mut want);
+                assert_rel("leaky_relu", &y, &want, 1.0, 0.0);
+                ew::sigmoid(&x, &mut y).unwrap();
+                naive::elementwise::sigmoid(&xw, &mut want);
+                assert_rel("sigmoid", &y, &want, 4.0, 0.0);
+                ew::elu(&x, 1.3, &mut y).unwrap();
+                naive::elementwise::elu(&xw, f64::from(1.3f32), &mut want);
+                assert_rel("elu", &y, &want, 4.0, 0.0);
+                // Backwards, from the forward's saved values where the kernel takes them.
+                let mut dx = vec![f32::NAN; n];
+                ew::elu_backward(&x, &y, 1.3, &dy, &mut dx).unwrap();
+                naive::elementwise::elu_backward(&xw, f64::from(1.3f32), &dyw, &mut want);
+                // The kernel forms α e^x as y + α from the saved y = α(e^x − 1): it cancels
+                // for x ≪ 0, so the error is a few u of α·|dy| (≤ 1.3), not of the result.
+                assert_rel("elu_backward", &dx, &want, 4.0, 1.3);
+                ew::relu(&x, &mut y).unwrap();
+                ew::relu_backward(&y, &dy, &mut dx).unwrap();
+                naive::elementwise::relu_backward(&wide(&y), &dyw, &mut want);
+                assert_rel("relu_backward", &dx, &want, 0.0, 0.0);
+                ew::leaky_relu_backward(&x, 0.2, &dy, &mut dx).unwrap();
+                naive::elementwise::leaky_relu_backward(&xw, f64::from(0.2f32), &dyw, &mut want);
+                assert_rel("leaky_relu_backward", &dx, &want, 1.0, 0.0);
+                ew::sigmoid(&x, &mut y).unwrap();
+                ew::sigmoid_backward(&y, &dy, &mut dx).unwrap();
+                naive::elementwise::sigmoid_backward(&wide(&y), &dyw, &mut want);
+                assert_rel("sigmoid_backward", &dx, &want, 4.0, 0.0);
+            });
+        }
+    }
+}
+
+#[test]
+fn dropout_matches_naive_draw_for_draw() {
+    for n in LENGTHS {
+        let x = values(n, 32);
+        for p in [0.0, 0.3, 0.9] {
+            let (mut y0, mut m0) = (vec![0f64; n], vec![9u8; n]);
+            naive::elementwise::dropout(&wide(&x), p, common::xorshift(5), &mut y0, &mut m0);
+            for threads in [1, 2] {
+                in_pool(threads, || {
+                    let (mut y, mut m) = (vec![f32::NAN; n], vec![9u8; n]);
+                    ew::dropout(&x, p, common::xorshift(5), &mut y, &mut m).unwrap();
+                    assert_eq!(m, m0, "dropout mask, n={n}, p={p}");
+                    assert_rel("dropout", &y, &y0, 2.0, 0.0);
+                    let dy = values(n, 29);
+                    let mut dx = vec![f32::NAN; n];
+                    ew::dropout_backward(&m, p, &dy, &mut dx).unwrap();
+                    let mut want = vec![0f64; n];
+                    naive::elementwise::dropout_backward(&m, p, &wide(&dy), &mut want);
+                    assert_rel("dropout_backward", &dx, &want, 2.0, 0.0);
+                });
+            }
+        }
+    }
+}
+
+#[test]
+fn bias_add_and_l2_normalisation_match_naive() {
+    for (n, f) in [(0usize, 3usize), (1, 1), (5, 7), (3000, 33), (200, 512)] {
+        let x = values(n * f, 33);
+        let b = values(f, 34);
+        let mut want = x.clone();
+        naive::elementwise::bias_add(&mut want, &b);
+        let (mut yw, mut nw) = (vec![0f64; n * f], vec![0f64; n]);
+        let mut xz = x.clone();
+        if n > 2 {
+            xz[f..2 * f].fill(0.0); // a zero row: the ε branch
+        }
+        naive::elementwise::l2_normalize_rows(&wide(&xz), f, 1e-6, &mut yw, &mut nw);
+        for threads in [1, 2] {
+            in_pool(threads, || {
+                let mut y = x.clone();
+                ew::bias_add(&mut y, &b).unwrap();
+                assert_eq!(y, want, "bias_add {n}×{f}");
+                let (mut y, mut norms) = (vec![f32::NAN; n * f], vec![f32::NAN; n]);
+                ew::l2_normalize_rows(&xz, f, 1e-6, &mut y, &mut norms).unwrap();
+                assert_rel("l2_normalize_rows norms", &norms, &nw, 2.0 * f as f64, 0.0);
+                assert_rel("l2_normalize_rows", &y, &yw, 2.0 * f as f64, 0.0);
+                let dy = values(n * f, 28);
+                let mut dx = vec![f32::NAN; n * f];
+                ew::l2_normalize_rows_backward(&y, &norms, f, 1e-6, &dy, &mut dx).unwrap();
+                let mut want = vec![0f64; n * f];
+                naive::elementwise::l2_normalize_rows_backward(
+                    &wide(&y),
+                    &wide(&norms),
+                    f,
+                    1e-6,
+                    &wide(&dy),
+                    &mut want,
+                );
+                // dx_i = (dy − y (y·dy)) / n: the dot's absolute sum bounds its error.
+                let bound: Vec<f64> = (0..n * f)
+                    .map(|k| {
+                        let i = k / f;
+                        let dot_abs: f64 = (0..f)
+                            .map(|j| f64::from((y[i * f + j] * dy[i * f + j]).abs()))
+                            .sum();
+                        (f64::from(dy[k].abs()) + f64::from(y[k].abs()) * dot_abs)
+                            / f64::from(norms[i]).max(1e-6)
+                    })
+                    .collect();
+                for k in 0..n * f {
+                    let err = (f64::from(dx[k]) - want[k]).abs();
+                    assert!(
+                        err <= 4.0 * (f + 2) as f64 * U * bound[k],
+                        "l2_normalize_rows_backward[{k}]: got {}, want {}",
+                        dx[k],
+                        want[k]
+                    );
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn gather_and_scatter_add_match_naive_bit_for_bit() {
+    for (n_src, n_ids, f) in [
+        (1usize, 0usize, 4usize),
+        (5, 9, 1),
+        (40, 3000, 17),
+        (3000, 9000, 64),
+    ] {
+        let src = values(n_src * f, 35);
+        // Repeats and a hub: every third id is row 0.
+        let ids: Vec<u32> = (0..n_ids)
+            .map(|i| {
+                if i % 3 == 0 {
+                    0
+                } else {
+                    ((i * 7919) % n_src) as u32
+                }
+            })
+            .collect();
+        let mut want = vec![0f32; n_ids * f];
+        naive::gather::gather_rows(&src, f, &ids, &mut want);
+        let grad = values(n_ids * f, 36);
+        let mut dst_want = values(n_src * f, 37);
+        let dst0 = dst_want.clone();
+        naive::gather::scatter_add_rows(&grad, f, &ids, &mut dst_want);
+        for threads in [1, 2] {
+            in_pool(threads, || {
+                let mut out = vec![f32::NAN; n_ids * f];
+                gather::gather_rows(&src, f, &ids, &mut out).unwrap();
+                assert_eq!(out, want, "gather_rows");
+                let mut dst = dst0.clone();
+                gather::scatter_add_rows(&grad, f, &ids, &mut dst).unwrap();
+                assert_eq!(dst, dst_want, "scatter_add_rows {n_src}×{f}, {n_ids} ids");
+            });
+        }
+    }
+}
+
+#[test]
+fn losses_match_naive_and_do_not_depend_on_threads() {
+    for (n, c) in [(0usize, 3usize), (1, 1), (7, 5), (3000, 41), (300, 121)] {
+        let z: Vec<f32> = values(n * c, 38).iter().map(|v| 8.0 * v).collect();
+        let labels: Vec<u32> = (0..n)
+            .map(|i| {
+                if i % 11 == 3 {
+                    u32::MAX
+                } else {
+                    ((i * 31) % c) as u32
+                }
+            })
+            .collect();
+        let weights: Vec<f32> = (0..n)
+            .map(|i| {
+                if i % 13 == 5 {
+                    0.0
+                } else {
+                    0.5 + (i % 4) as f32 / 4.0
+                }
+            })
+            .collect();
+        let targets: Vec<f32> = (0..n * c)
+            .map(|i| f32::from(u8::from(i % 3 == 0)))
+            .collect();
+        let (zw, ww) = (wide(&z), wide(&weights));
+        let mut dw = vec![0f64; n * c];
+        let lw = naive::loss::softmax_cross_entropy(&zw, c, &labels, &ww, &mut dw);
+        let mut dbw = vec![0f64; n * c];
+        let lbw = naive::loss::sigmoid_bce(&zw, c, &wide(&targets), &ww, &mut dbw);
+        let mut first: Option<(f32, Vec<f32>, f32, Vec<f32>)> = None;
+        for threads in [1, 2] {
+            let got = in_pool(threads, || {
+                let mut d = vec![f32::NAN; n * c];
+                let l = loss::softmax_cross_entropy(&z, c, &labels, &weights, &mut d).unwrap();
+                let mut db = vec![f32::NAN; n * c];
+                let lb = loss::sigmoid_bce(&z, c, &targets, &weights, &mut db).unwrap();
+                (l, d, lb, db)
+            });
+            // Per-row terms are O(c·u) accurate; the sums add n of them.
+            let sum_tol = (n * c) as f64 * 8.0;
+            assert_rel("softmax_cross_entropy loss", &[got.0], &[lw], sum_tol, 1.0);
+            assert_rel(
+                "softmax_cross_entropy grad",
+                &got.1,
+                &dw,
+                8.0 * c as f64,
+                1.0,
+            );
+            assert_rel("sigmoid_bce loss", &[got.2], &[lbw], sum_tol, 1.0);
+            assert_rel("sigmoid_bce grad", &got.3, &dbw, 8.0, 1.0);
+            match &first {
+                None => first = Some(got),
+                Some(f) => assert!(
+                    f.0.to_bits() == got.0.to_bits()
+                        && f.1 == got.1
+                        && f.2.to_bits() == got.2.to_bits()
+                        && f.3 == got.3,
+                    "losses differ between 1 and 2 threads ({n}×{c})"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn edge_softmax_matches_naive() {
+    for (n, heads) in [(0usize, 2usize), (1, 1), (30, 3), (4000, 4)] {
+        let (offsets, _) = random_csr(n, n.max(1), 39);
+        let nnz = *offsets.last().unwrap() as usize;
+        let e: Vec<f32> = values(nnz * heads, 40).iter().map(|v| 10.0 * v).collect();
+        let mut want = vec![0f64; nnz * heads];
+        naive::attention::edge_softmax(&offsets, heads, &wide(&e), &mut want);
+        let max_deg = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64;
+        for threads in [1, 2] {
+            in_pool(threads, || {
+                let mut alpha = vec![f32::NAN; nnz * heads];
+                attention::edge_softmax(&offsets, heads, &e, &mut alpha).unwrap();
+                assert_rel("edge_softmax", &alpha, &want, 8.0 * (max_deg + 2.0), 0.0);
+                let dalpha = values(nnz * heads, 41);
+                let mut de = vec![f32::NAN; nnz * heads];
+                attention::edge_softmax_backward(&offsets, heads, &alpha, &dalpha, &mut de)
+                    .unwrap();
+                let mut want_de = vec![0f64; nnz * heads];
+                naive::attention::edge_softmax_backward(
+                    &offsets,
+                    heads,
+                    &wide(&alpha),
+                    &wide(&dalpha),
+                    &mut want_de,
+                );
+                // |de| ≤ α (|dα| + Σ α|dα|) ≤ 2α·max|dα|: the dot's error scales with it.
+                let bound: Vec<f64> = alpha.iter().map(|&a| 2.0 * f64::from(a)).collect();
+                for k in 0..nnz * heads {
+                    let err = (f64::from(de[k]) - want_de[k]).abs();
+                    assert!(
+                        err <= 4.0 * (max_deg + 2.0) * U * bound[k] + 1e-30,
+                        "edge_softmax_backward[{k}]: got {}, want {}",
+                        de[k],
+                        want_de[k]
+                    );
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn adam_matches_naive() {
+    // Hyper-parameters representable in f32, so the f64 oracle runs the same update (0.999
+    // itself is not: 1 − β2 would differ by 1.3e-5 relative between the two precisions).
+    let f = |x: f32| f64::from(x);
+    let adam = optim::Adam {
+        lr: f(0.01),
+        beta1: f(0.9),
+        beta2: f(0.999),
+        eps: f(1e-8),
+        weight_decay: f(5e-4),
+    };
+    let t = 7;
+    for n in LENGTHS {
+        let p0 = values(n, 41);
+        let g = values(n, 42);
+        let m0: Vec<f32> = values(n, 43).iter().map(|v| 0.1 * v).collect();
+        let v0: Vec<f32> = values(n, 44).iter().map(|v| 0.01 * v.abs()).collect();
+        let (mut pw, mut mw, mut vw) = (wide(&p0), wide(&m0), wide(&v0));
+        naive::optim::adam_step(&adam, t, &mut pw, &wide(&g), &mut mw, &mut vw);
+        // Error bounds from the absolute values of each sum's terms (m can cancel), the
+        // update's through m̂'s: a few roundings of each, and the f32 hyper-parameters.
+        let (b1, b2) = (adam.beta1, adam.beta2);
+        let m_abs: Vec<f64> = (0..n)
+            .map(|i| b1 * f64::from(m0[i].abs()) + (1.0 - b1) * f64::from(g[i].abs()) + 1e-3)
+            .collect();
+        let p_abs: Vec<f64> = (0..n)
+            .map(|i| {
+                let v_hat = vw[i] / (1.0 - b2.powi(t as i32));
+                let step =
+                    adam.lr * m_abs[i] / (1.0 - b1.powi(t as i32)) / (v_hat.sqrt() + adam.eps);
+                pw[i].abs() + step
+            })
+            .collect();
+        for threads in [1, 2] {
+            in_pool(threads, || {
+                let (mut p, mut m, mut v) = (p0.clone(), m0.clone(), v0.clone());
+                adam.step(t, &mut p, &g, &mut m, &mut v).unwrap();
+                for i in 0..n {
+                    let close = |what: &str, got: f32, want: f64, bound: f64, ulps: f64| {
+                        let err = (f64::from(got) - want).abs();
+                        assert!(
+                            err <= ulps * U * bound,
+                            "adam {what}[{i}]: got {got}, want {want}, err {err:e}"
+                        );
+                    };
+                    close("m", m[i], mw[i], m_abs[i], 4.0);
+                    close("v", v[i], vw[i], vw[i], 6.0);
+                    close("p", p[i], pw[i], p_abs[i], 8.0);
+                }
+            });
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Deterministic test inputs shared by the kernel tests.
+//! Deterministic test inputs and checks shared by the kernel tests.
 #![allow(dead_code)]
 
 /// A xorshift64 stream of u64 from `seed` (any seed; 0 is mapped to 1).
@@ -19,3 +19,86 @@ pub fn uniform(n: usize, seed: u64) -> Vec<f64> {
         .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
         .collect()
 }
+
+/// f32 unit roundoff.
+pub const U: f64 = 1.0 / (1u64 << 24) as f64;
+
+/// `n` values uniform in [−1, 1) as f32.
+pub fn values(n: usize, seed: u64) -> Vec<f32> {
+    uniform(n, seed).into_iter().map(|v| v as f32).collect()
+}
+
+/// Elementwise |v|.
+pub fn abs(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|x| x.abs()).collect()
+}
+
+/// |got − want| ≤ 2·k·u·bound + tiny, per element: the f32 bound for length-k dot
+/// products whose absolute-value product is `bound`.
+pub fn assert_close(kernel: &str, got: &[f32], want: &[f32], bound: &[f32], k: usize) {
+    assert_eq!(got.len(), want.len());
+    for i in 0..got.len() {
+        let tol = 2.0 * k.max(1) as f64 * U * f64::from(bound[i]) + 1e-30;
+        let err = (f64::from(got[i]) - f64::from(want[i])).abs();
+        assert!(
+            err <= tol,
+            "{kernel}: element {i}: got {}, want {}, err {err:e} > tol {tol:e}",
+            got[i],
+            want[i]
+        );
+    }
+}
+
+/// Runs `f` on a fresh rayon pool of `threads` threads.
+pub fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
+/// A random CSR with a hub row, empty rows and duplicates allowed in no row (sorted).
+pub fn random_csr(n: usize, n_cols: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
+    let r = values(n * 8 + 1, seed);
+    let mut offsets = vec![0u32];
+    let mut indices = Vec::new();
+    for i in 0..n {
+        let deg = if i == n / 2 {
+            n_cols
+        } else {
+            ((r[i].abs() * 9.0) as usize).saturating_sub(2)
+        };
+        let mut row: Vec<u32> = (0..deg.min(n_cols))
+            .map(|t| {
+                ((r[(i * 7 + t) % r.len()].abs() * n_cols as f32) as u32).min(n_cols as u32 - 1)
+            })
+            .collect();
+        if i == n / 2 {
+            row = (0..n_cols as u32).collect();
+        }
+        row.sort_unstable();
+        row.dedup();
+        indices.extend(row);
+        offsets.push(indices.len() as u32);
+    }
+    (offsets, indices)
+}
+
+/// GEMM shapes (m, k, n): empty dimensions, one element, odd sizes, thin and tall.
+pub const GEMM_SHAPES: [(usize, usize, usize); 14] = [
+    (0, 5, 7),
+    (5, 0, 7),
+    (5, 7, 0),
+    (1, 1, 1),
+    (1, 1000, 1),
+    (7, 13, 5),
+    (17, 33, 65),
+    (64, 64, 64),
+    (130, 257, 33),
+    (2, 3000, 2),
+    (1000, 3, 7),
+    (3, 5, 1000),
+    (257, 129, 300),
+    (600, 512, 64),
+];
