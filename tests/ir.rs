@@ -6,7 +6,7 @@ use std::sync::Arc;
 use saintflow::exec::{check_gradients, run, GradCheck};
 use saintflow::ir::{differentiate, Fact, Graph, Init, NodeId, ParamDecl, Params};
 use saintflow::op::builtin::{
-    Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Relu, Sample, TargetsOp,
+    Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp, RELU,
 };
 use saintflow::op::{Arity, Ctx, GradBuilder, MemorySource, Op, OpError};
 
@@ -67,7 +67,7 @@ fn two_layer(src: &MemorySource, adj: AdjKind, hidden: usize, extra: Option<Arc<
     let z1 = g
         .add(Arc::new(MatMul::plain(3)), &[a, x, p[0]], "A @ x @ W1")
         .unwrap();
-    let mut h = g.add(Arc::new(Relu), &[z1], "relu(A @ x @ W1)").unwrap();
+    let mut h = g.add(Arc::new(RELU), &[z1], "relu(A @ x @ W1)").unwrap();
     if let Some(op) = extra {
         h = g.add(op, &[h], "extra(h)").unwrap();
     }

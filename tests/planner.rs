@@ -12,7 +12,7 @@ use saintflow::ir::{
 };
 use saintflow::op::builtin::{
     product_flops, Add, AdjKind, Adjacency, Factor, Features, Gemm, Loss, LossKind, MatMul, Param,
-    Relu, Sample, Spmm, TargetsOp, Transpose,
+    Sample, Spmm, TargetsOp, Transpose, RELU,
 };
 use saintflow::op::{MemorySource, Op};
 use saintflow::planner::chain::tree_cost;
@@ -301,7 +301,7 @@ fn build(arch: Arch, adj: AdjKind, f: usize, hidden: usize, c: usize, multilabel
     let z = match arch {
         Arch::Gcn => {
             let z1 = mm(&mut g, &[a, x, p[0]], "A @ x @ W1");
-            let h = g.add(Arc::new(Relu), &[z1], "h").unwrap();
+            let h = g.add(Arc::new(RELU), &[z1], "h").unwrap();
             let z2 = mm(&mut g, &[a, h, p[1]], "A @ h @ W2");
             g.add(Arc::new(Add), &[z2, p[2]], "A @ h @ W2 + b").unwrap()
         }
@@ -309,7 +309,7 @@ fn build(arch: Arch, adj: AdjKind, f: usize, hidden: usize, c: usize, multilabel
             let s1 = mm(&mut g, &[x, p[0]], "x @ Ws1");
             let n1 = mm(&mut g, &[a, x, p[1]], "A @ x @ Wn1");
             let z1 = g.add(Arc::new(Add), &[s1, n1], "z1").unwrap();
-            let h = g.add(Arc::new(Relu), &[z1], "h").unwrap();
+            let h = g.add(Arc::new(RELU), &[z1], "h").unwrap();
             let s2 = mm(&mut g, &[h, p[2]], "h @ Ws2");
             let n2 = mm(&mut g, &[a, h, p[3]], "A @ h @ Wn2");
             let z2 = g.add(Arc::new(Add), &[s2, n2], "z2").unwrap();
@@ -317,9 +317,9 @@ fn build(arch: Arch, adj: AdjKind, f: usize, hidden: usize, c: usize, multilabel
         }
         Arch::TwoBranch => {
             let za = mm(&mut g, &[a, x, p[0]], "A @ x @ Wa");
-            let ha = g.add(Arc::new(Relu), &[za], "ha").unwrap();
+            let ha = g.add(Arc::new(RELU), &[za], "ha").unwrap();
             let zb = mm(&mut g, &[a, x, p[1]], "A @ x @ Wb");
-            let hb = g.add(Arc::new(Relu), &[zb], "hb").unwrap();
+            let hb = g.add(Arc::new(RELU), &[zb], "hb").unwrap();
             let oa = mm(&mut g, &[ha, p[2]], "ha @ Wc");
             let ob = mm(&mut g, &[hb, p[3]], "hb @ Wd");
             let o = g.add(Arc::new(Add), &[oa, ob], "o").unwrap();
@@ -625,10 +625,10 @@ fn cse_merges_a_duplicate_and_dce_drops_a_dangling_node() {
     let dup = g
         .add(Arc::new(MatMul::plain(3)), &ins, "dup A @ x @ W1")
         .unwrap();
-    let dup_h = g.add(Arc::new(Relu), &[dup], "dup h").unwrap();
+    let dup_h = g.add(Arc::new(RELU), &[dup], "dup h").unwrap();
     g.set_output("h again", dup_h);
     let x = find(g, "x");
-    let dangling = g.add(Arc::new(Relu), &[x], "dangling").unwrap();
+    let dangling = g.add(Arc::new(RELU), &[x], "dangling").unwrap();
     let before = g.len();
     let reports = run_passes(g, &[Box::new(Cse), Box::new(Dce)], &opts(100, 400)).unwrap();
     // dup merged into z1, then dup_h into h (one sweep: inputs are merged first).
@@ -713,8 +713,8 @@ fn liveness_by_hand_and_the_memory_aware_order() {
             "Q",
         )
         .unwrap();
-    let r1 = g.add(Arc::new(Relu), &[p], "r1").unwrap();
-    let r2 = g.add(Arc::new(Relu), &[r1], "r2").unwrap();
+    let r1 = g.add(Arc::new(RELU), &[p], "r1").unwrap();
+    let r2 = g.add(Arc::new(RELU), &[r1], "r2").unwrap();
     g.set_output("r2", r2);
     g.set_output("q", q);
     let b = Bindings {

@@ -13,10 +13,7 @@ mod structure;
 
 use std::sync::Arc;
 
-pub use activation::{
-    Elu, EluBackward, LeakyRelu, LeakyReluBackward, Relu, ReluBackward, Sigmoid, SigmoidBackward,
-    Tanh, TanhBackward,
-};
+pub use activation::{Activate, ActivateBackward, Activation, RELU};
 pub use arith::{Add, AddN, BroadcastRows, Mul, Scale, Sub, SumRows};
 pub use attention::{Gat, GatScoresBackward, GatVecBackward, GatZBackward, Side};
 pub use dropout::{Dropout, DropoutBackward};
@@ -47,24 +44,30 @@ fn required(attrs: &Attrs, op: &str, name: &str) -> Result<(), OpError> {
 /// A plan's `a - b`, `a * b`, `c * x` and `-x` lower to `sub`, `mul` and `scale`.
 pub fn register(r: &mut Registry) {
     let ok = |res: Result<(), OpError>| res.expect("built-in names are distinct");
-    ok(r.register("relu", &[], "relu(x): max(x, 0)", |_| Ok(Arc::new(Relu))));
+    ok(r.register("relu", &[], "relu(x): max(x, 0)", |_| Ok(Arc::new(RELU))));
     ok(r.register(
         "leaky_relu",
         &["slope"],
         "leaky_relu(x, slope=0.2): x if x > 0 else slope·x",
-        |a| Ok(Arc::new(LeakyRelu::new(a.num("slope", 0.2)?)?)),
+        |a| {
+            Ok(Arc::new(Activate(Activation::leaky_relu(
+                a.num("slope", 0.2)?,
+            )?)))
+        },
     ));
     ok(
         r.register("sigmoid", &[], "sigmoid(x): 1 / (1 + e^−x)", |_| {
-            Ok(Arc::new(Sigmoid))
+            Ok(Arc::new(Activate(Activation::Sigmoid)))
         }),
     );
-    ok(r.register("tanh", &[], "tanh(x)", |_| Ok(Arc::new(Tanh))));
+    ok(r.register("tanh", &[], "tanh(x)", |_| {
+        Ok(Arc::new(Activate(Activation::Tanh)))
+    }));
     ok(r.register(
         "elu",
         &["alpha"],
         "elu(x, alpha=1.0): x if x > 0 else alpha·(e^x − 1), alpha ≥ 0",
-        |a| Ok(Arc::new(Elu::new(a.num("alpha", 1.0)?)?)),
+        |a| Ok(Arc::new(Activate(Activation::elu(a.num("alpha", 1.0)?)?))),
     ));
     ok(r.register(
         "dropout",
