@@ -46,7 +46,7 @@ pub fn gather_rows<T: Real>(
 /// [`gather_rows`]. Repeated ids sum in `ids` order, whatever the thread count.
 ///
 /// Parallel by destination: the rows of `dst` are cut into up to 4 contiguous ranges per
-/// thread, one task each; every task scans all of `ids` and adds the gradient rows whose
+/// thread (one range on one thread), one task each; every task scans all of `ids` and adds the gradient rows whose
 /// destination lies in its range, in `ids` order. So each destination row receives exactly
 /// the serial sequence of additions (bit-identical to the serial loop), no two tasks touch
 /// one row, and the price is one extra read of `ids` (4 bytes per id) per task, small
@@ -72,7 +72,9 @@ pub fn scatter_add_rows<T: Real>(
     if n_dst == 0 {
         return Ok(());
     }
-    let parts = (4 * rayon::current_num_threads()).min(n_dst);
+    // One part on one thread: there an extra part only rescans `ids` (a compare per id).
+    let threads = rayon::current_num_threads();
+    let parts = if threads == 1 { 1 } else { 4 * threads }.min(n_dst);
     let rows_per_part = n_dst.div_ceil(parts);
     dst.par_chunks_mut(rows_per_part * f)
         .enumerate()
