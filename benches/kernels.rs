@@ -234,27 +234,45 @@ fn spmm_bench(c: &mut Criterion) {
                 &threads,
                 |b, _| b.iter(|| p.install(|| spmm_blocked(a, &x, f, &mut out, f)).unwrap()),
             );
+            // Rows padded by one cache line (row stride f + 16): rows 2 or 4 KiB apart put
+            // the same panel of every X row in the same L1 sets (see BENCHMARKS.md).
+            let x_pad = fill(n * (f + 16));
+            let mut out_pad = vec![0f32; n * (f + 16)];
+            g.bench_with_input(
+                BenchmarkId::new(format!("padded_rows_{}/f{f}", f + 16), threads),
+                &threads,
+                |b, _| {
+                    b.iter(|| {
+                        let xv = MatRef::new(&x_pad, n, f, f + 16).unwrap();
+                        let ov = MatMut::new(&mut out_pad, n, f, f + 16).unwrap();
+                        p.install(|| spmm_view(a, xv, ov)).unwrap()
+                    })
+                },
+            );
             if f == 512 {
-                // The view path: X and out are columns 512..1024 of n×1024 buffers.
-                let x_wide = fill(n * 2 * f);
-                let mut out_wide = vec![0f32; n * 2 * f];
-                g.bench_with_input(
-                    BenchmarkId::new("view_cols_512_of_1024/f512", threads),
-                    &threads,
-                    |b, _| {
-                        b.iter(|| {
-                            let xv = MatRef::row_major(&x_wide, n, 2 * f)
-                                .unwrap()
-                                .cols(f..2 * f)
-                                .unwrap();
-                            let ov = MatMut::row_major(&mut out_wide, n, 2 * f)
-                                .unwrap()
-                                .cols_mut(f..2 * f)
-                                .unwrap();
-                            p.install(|| spmm_view(a, xv, ov)).unwrap()
-                        })
-                    },
-                );
+                // The view path: X and out are columns 512..1024 of n×W buffers, W = 1024
+                // (rows 4 KiB apart) and W = 1040 (rows 4 KiB + 64 B apart).
+                for wide in [2 * f, 2 * f + 16] {
+                    let x_wide = fill(n * wide);
+                    let mut out_wide = vec![0f32; n * wide];
+                    g.bench_with_input(
+                        BenchmarkId::new(format!("view_cols_512_of_{wide}/f512"), threads),
+                        &threads,
+                        |b, _| {
+                            b.iter(|| {
+                                let xv = MatRef::row_major(&x_wide, n, wide)
+                                    .unwrap()
+                                    .cols(f..2 * f)
+                                    .unwrap();
+                                let ov = MatMut::row_major(&mut out_wide, n, wide)
+                                    .unwrap()
+                                    .cols_mut(f..2 * f)
+                                    .unwrap();
+                                p.install(|| spmm_view(a, xv, ov)).unwrap()
+                            })
+                        },
+                    );
+                }
             }
         }
     }

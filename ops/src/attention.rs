@@ -11,8 +11,9 @@
 //! Layout: per-entry values are entry-major, `e[k·heads + h]`; per-node ones node-major,
 //! `s[u·heads + h]`. Forward saves ê (for LeakyReLU's slope) and α.
 
-use num_traits::Float;
+use crate::real::Real;
 
+use crate::simd::wide;
 use crate::spmm::{validate_offsets, CsrRef};
 use crate::{check_len, KernelError};
 
@@ -35,7 +36,7 @@ fn check_graph(
 
 /// ê = s_l[u] + s_r[v] per entry and head, e = LeakyReLU_slope(ê).
 #[allow(clippy::too_many_arguments)]
-pub fn gat_scores<T: Float>(
+pub fn gat_scores<T: Real>(
     offsets: &[u32],
     indices: &[u32],
     heads: usize,
@@ -67,7 +68,7 @@ pub fn gat_scores<T: Float>(
 /// Backward of [`gat_scores`]: from ∂L/∂e, dê = de · (1 if ê > 0 else slope);
 /// ds_l[u] = Σ_{v ∈ row u} dê_uv, ds_r[v] = Σ over entries (u, v) of dê_uv (scatter-add).
 #[allow(clippy::too_many_arguments)]
-pub fn gat_scores_backward<T: Float>(
+pub fn gat_scores_backward<T: Real>(
     offsets: &[u32],
     indices: &[u32],
     heads: usize,
@@ -109,9 +110,40 @@ pub fn gat_scores_backward<T: Float>(
     Ok(())
 }
 
+/// Per-entry values (heads per entry) at most this many per serial task: 64 KiB of f32.
+const TASK_VALUES: usize = 1 << 14;
+
+/// Runs `f(offsets, in, out)` on blocks of whole rows in parallel (rayon::join, halving by
+/// entries), each block given its rows' offsets (still absolute) and its slices of the
+/// entry-major `input` and `out` (heads values per entry). A row is never split, so a
+/// per-row computation sees all of its entries.
+fn par_row_blocks<T: Send + Sync>(
+    offsets: &[u32],
+    heads: usize,
+    input: &[T],
+    out: &mut [T],
+    f: &(impl Fn(&[u32], &[T], &mut [T]) + Sync),
+) {
+    let rows = offsets.len() - 1;
+    let (first, last) = (offsets[0], offsets[rows]);
+    if rows <= 1 || (last - first) as usize * heads <= TASK_VALUES {
+        f(offsets, input, out);
+        return;
+    }
+    let half = first + (last - first) / 2;
+    let mid = offsets.partition_point(|&o| o < half).clamp(1, rows - 1);
+    let cut = (offsets[mid] - first) as usize * heads;
+    let (in_l, in_r) = input.split_at(cut);
+    let (out_l, out_r) = out.split_at_mut(cut);
+    rayon::join(
+        || par_row_blocks(&offsets[..=mid], heads, in_l, out_l, f),
+        || par_row_blocks(&offsets[mid..], heads, in_r, out_r, f),
+    );
+}
+
 /// α = softmax of e over each row's entries, per head (max-subtracted; an empty row has no
-/// entries and so nothing to normalise).
-pub fn edge_softmax<T: Float>(
+/// entries and so nothing to normalise). In parallel blocks of whole rows.
+pub fn edge_softmax<T: Real>(
     offsets: &[u32],
     heads: usize,
     e: &[T],
@@ -121,26 +153,57 @@ pub fn edge_softmax<T: Float>(
     check_len("edge_softmax", "e", nnz * heads, e.len())?;
     check_len("edge_softmax", "alpha", nnz * heads, alpha.len())?;
     validate_offsets("edge_softmax", offsets, nnz)?;
-    for w in offsets.windows(2) {
-        let (lo, hi) = (w[0] as usize, w[1] as usize);
-        for h in 0..heads {
-            let max = (lo..hi).fold(T::neg_infinity(), |m, k| m.max(e[k * heads + h]));
-            let mut sum = T::zero();
-            for k in lo..hi {
-                let x = (e[k * heads + h] - max).exp();
-                alpha[k * heads + h] = x;
-                sum = sum + x;
-            }
-            for k in lo..hi {
-                alpha[k * heads + h] = alpha[k * heads + h] / sum;
-            }
-        }
-    }
+    par_row_blocks(offsets, heads, e, alpha, &|offsets, e, alpha| {
+        wide(|| edge_softmax_rows(offsets, heads, e, alpha))
+    });
     Ok(())
 }
 
+/// The rows `offsets` (absolute) of [`edge_softmax`], `e` and `alpha` starting at their
+/// first entry. A function of its own so `alpha` is known not to alias `e`.
+fn edge_softmax_rows<T: Real>(offsets: &[u32], heads: usize, e: &[T], alpha: &mut [T]) {
+    let base = offsets[0] as usize;
+    for w in offsets.windows(2) {
+        let (lo, hi) = (w[0] as usize - base, w[1] as usize - base);
+        if lo == hi {
+            continue; // no entries, nothing to normalise
+        }
+        let (e, alpha) = (
+            &e[lo * heads..hi * heads],
+            &mut alpha[lo * heads..hi * heads],
+        );
+        // Per head: the max, then e − max written to α (strided, cheap: the row is in
+        // L1); then one contiguous pass of exponentials over the whole row, which
+        // vectorises (per-head strided exponentials did not); then per-head sums and
+        // the division. The same operations in the same order as head by head.
+        for h in 0..heads {
+            let max = e[h..]
+                .iter()
+                .step_by(heads)
+                .fold(T::neg_infinity(), |m, &v| m.max(v));
+            for (a, &x) in alpha[h..]
+                .iter_mut()
+                .step_by(heads)
+                .zip(e[h..].iter().step_by(heads))
+            {
+                *a = x - max;
+            }
+        }
+        alpha.iter_mut().for_each(|a| *a = a.exp_fast());
+        for h in 0..heads {
+            let sum = alpha[h..]
+                .iter()
+                .step_by(heads)
+                .fold(T::zero(), |s, &a| s + a);
+            for a in alpha[h..].iter_mut().step_by(heads) {
+                *a = *a / sum;
+            }
+        }
+    }
+}
+
 /// Backward of [`edge_softmax`]: de_k = α_k (dα_k − Σ_{j ∈ row} α_j dα_j).
-pub fn edge_softmax_backward<T: Float>(
+pub fn edge_softmax_backward<T: Real>(
     offsets: &[u32],
     heads: usize,
     alpha: &[T],
@@ -152,17 +215,21 @@ pub fn edge_softmax_backward<T: Float>(
     check_len("edge_softmax_backward", "dalpha", nnz * heads, dalpha.len())?;
     check_len("edge_softmax_backward", "de", nnz * heads, de.len())?;
     validate_offsets("edge_softmax_backward", offsets, nnz)?;
-    for w in offsets.windows(2) {
-        let (lo, hi) = (w[0] as usize, w[1] as usize);
-        for h in 0..heads {
-            let dot = (lo..hi).fold(T::zero(), |s, k| {
-                s + alpha[k * heads + h] * dalpha[k * heads + h]
-            });
-            for k in lo..hi {
-                let i = k * heads + h;
-                de[i] = alpha[i] * (dalpha[i] - dot);
+    par_row_blocks(offsets, heads, dalpha, de, &|offsets, dalpha, de| {
+        let base = offsets[0] as usize;
+        let alpha = &alpha[base * heads..];
+        for w in offsets.windows(2) {
+            let (lo, hi) = (w[0] as usize - base, w[1] as usize - base);
+            for h in 0..heads {
+                let dot = (lo..hi).fold(T::zero(), |s, k| {
+                    s + alpha[k * heads + h] * dalpha[k * heads + h]
+                });
+                for k in lo..hi {
+                    let i = k * heads + h;
+                    de[i] = alpha[i] * (dalpha[i] - dot);
+                }
             }
         }
-    }
+    });
     Ok(())
 }

@@ -9,7 +9,8 @@
 //! Today: GEMM (any transpose combination on strided views, through the `gemm` crate, chosen
 //! by measurement: BENCHMARKS.md), CSR SpMM (feature-partitioned, JPDC Algorithm 7, strided
 //! X and output), column concatenation and its split, elementwise ops, losses, optimisers
-//! and GAT attention (edge scores, edge softmax).
+//! and GAT attention (edge scores, edge softmax). The elementwise-style kernels are generic
+//! over [`Real`] (f32 for the engine, f64 for the tests' reference path).
 #![warn(missing_docs)]
 
 pub mod attention;
@@ -21,9 +22,12 @@ pub mod gemm;
 pub mod loss;
 pub mod naive;
 pub mod optim;
+pub mod real;
+mod simd;
 pub mod spmm;
 pub mod view;
 
+pub use real::Real;
 pub use view::{MatMut, MatRef};
 
 /// Bytes in one cache line on the x86-64 and aarch64 machines we target; kernels and the

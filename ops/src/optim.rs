@@ -2,9 +2,14 @@
 //! added to the gradient as in Kipf & Welling's GCN and GraphSAINT) and SGD (momentum
 //! optional).
 
-use num_traits::Float;
+use crate::real::Real;
+use rayon::prelude::*;
 
+use crate::simd::wide;
 use crate::{check_len, KernelError};
+
+/// Parameters per parallel task: 64 KiB of f32 per array.
+const CHUNK: usize = 1 << 14;
 
 /// Adam's hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,7 +42,7 @@ impl Adam {
     /// Step `t` (1-based) on `params` with gradient `grads` and moment buffers `m`, `v`:
     /// g' = g + wd·p; m ← β1 m + (1−β1) g'; v ← β2 v + (1−β2) g'²;
     /// p ← p − lr · (m / (1−β1^t)) / (√(v / (1−β2^t)) + ε).
-    pub fn step<T: Float>(
+    pub fn step<T: Real>(
         &self,
         t: u64,
         params: &mut [T],
@@ -59,13 +64,28 @@ impl Adam {
         let bc1 = c(1.0 - self.beta1.powi(t.min(i32::MAX as u64) as i32));
         let bc2 = c(1.0 - self.beta2.powi(t.min(i32::MAX as u64) as i32));
         let (lr, eps, wd) = (c(self.lr), c(self.eps), c(self.weight_decay));
-        for i in 0..params.len() {
-            let g = grads[i] + wd * params[i];
-            m[i] = b1 * m[i] + (T::one() - b1) * g;
-            v[i] = b2 * v[i] + (T::one() - b2) * g * g;
-            params[i] = params[i] - lr * (m[i] / bc1) / ((v[i] / bc2).sqrt() + eps);
-        }
+        params
+            .par_chunks_mut(CHUNK)
+            .zip(grads.par_chunks(CHUNK))
+            .zip(m.par_chunks_mut(CHUNK))
+            .zip(v.par_chunks_mut(CHUNK))
+            .for_each(|(((p, g), m), v)| {
+                wide(|| adam_chunk([b1, b2, bc1, bc2, lr, eps, wd], p, g, m, v))
+            });
         Ok(())
+    }
+}
+
+/// One chunk of [`Adam::step`], constants [β1, β2, 1−β1^t, 1−β2^t, lr, ε, wd]. A function
+/// of its own so the four slices are known not to alias and the loop vectorises (inline in
+/// the rayon closure, each captured constant was reloaded per element).
+fn adam_chunk<T: Real>(k: [T; 7], p: &mut [T], g: &[T], m: &mut [T], v: &mut [T]) {
+    let [b1, b2, bc1, bc2, lr, eps, wd] = k;
+    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+        let g = g + wd * *p;
+        *m = b1 * *m + (T::one() - b1) * g;
+        *v = b2 * *v + (T::one() - b2) * g * g;
+        *p = *p - lr * (*m / bc1) / ((*v / bc2).sqrt() + eps);
     }
 }
 
@@ -82,7 +102,7 @@ pub struct Sgd {
 
 impl Sgd {
     /// g' = g + wd·p; buf ← μ·buf + g'; p ← p − lr·buf.
-    pub fn step<T: Float>(
+    pub fn step<T: Real>(
         &self,
         params: &mut [T],
         grads: &[T],
