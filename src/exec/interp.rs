@@ -4,9 +4,41 @@
 //! held is the live set of the order.
 
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use crate::ir::{Bindings, Graph, IrError, NodeId, Params, Value};
-use crate::op::{Ctx, GraphSource};
+use crate::op::{Ctx, GraphSource, Stage};
+
+/// Time spent per [`Stage`] in one step: the sum of the durations of the op tasks of that
+/// stage (on several threads this is CPU time, and may exceed the step's wall time).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    /// Source ops: sample, features, targets, adjacency.
+    pub sampling: Duration,
+    /// SpMM, SDDMM, attention.
+    pub aggregation: Duration,
+    /// GEMM.
+    pub transformation: Duration,
+    /// Everything else.
+    pub other: Duration,
+}
+
+impl StageTimes {
+    /// Adds `d` to `stage`'s time.
+    pub fn add(&mut self, stage: Stage, d: Duration) {
+        match stage {
+            Stage::Sampling => self.sampling += d,
+            Stage::Aggregation => self.aggregation += d,
+            Stage::Transformation => self.transformation += d,
+            Stage::Other => self.other += d,
+        }
+    }
+
+    /// The sum over stages.
+    pub fn total(&self) -> Duration {
+        self.sampling + self.aggregation + self.transformation + self.other
+    }
+}
 
 /// The values of the wanted nodes after one step.
 #[derive(Debug)]
@@ -14,6 +46,54 @@ pub struct StepValues {
     values: HashMap<NodeId, Value>,
     /// The step's symbol values (from its subgraph).
     pub bindings: Bindings,
+    /// Where the step's time went.
+    pub times: StageTimes,
+}
+
+/// Something that runs a step's DAG: the reference [`Interpreter`] or the work-stealing
+/// executor. The training loop, evaluation and `embed` are written against this, so a
+/// runner can be swapped (and tested against the interpreter) without touching them.
+pub trait StepRunner: Sync {
+    /// Runs step `step` of `graph` (`seed` keys the step's randomness, `training` turns
+    /// dropout on) and returns the values of `wanted`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_step(
+        &self,
+        graph: &Graph,
+        wanted: &[NodeId],
+        source: Option<&dyn GraphSource>,
+        params: &Params,
+        step: u64,
+        seed: u64,
+        training: bool,
+    ) -> Result<StepValues, IrError>;
+
+    /// Worker threads it computes on.
+    fn threads(&self) -> usize;
+}
+
+/// The reference interpreter as a [`StepRunner`]: [`run`] on the calling thread (kernels
+/// use the current rayon pool).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Interpreter;
+
+impl StepRunner for Interpreter {
+    fn run_step(
+        &self,
+        graph: &Graph,
+        wanted: &[NodeId],
+        source: Option<&dyn GraphSource>,
+        params: &Params,
+        step: u64,
+        seed: u64,
+        training: bool,
+    ) -> Result<StepValues, IrError> {
+        run(graph, wanted, source, params, step, seed, training)
+    }
+
+    fn threads(&self) -> usize {
+        rayon::current_num_threads()
+    }
 }
 
 impl StepValues {
@@ -56,8 +136,10 @@ pub fn run(
         nodes: 0,
         entries: 0,
     };
+    let mut times = StageTimes::default();
     for &v in &order {
         let node = graph.node(v);
+        let started = Instant::now();
         let out = {
             let inputs: Vec<&Value> = node
                 .inputs
@@ -81,6 +163,7 @@ pub fn run(
                     source,
                 })?
         };
+        times.add(node.op.stage(), started.elapsed());
         if let Value::Subgraph(s) = &out {
             bindings = Bindings {
                 nodes: s.n_nodes(),
@@ -106,5 +189,9 @@ pub fn run(
         values.insert(v, out);
     }
     values.retain(|k, _| keep.contains(k));
-    Ok(StepValues { values, bindings })
+    Ok(StepValues {
+        values,
+        bindings,
+        times,
+    })
 }

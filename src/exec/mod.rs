@@ -6,4 +6,4 @@ pub mod gradcheck;
 pub mod interp;
 
 pub use gradcheck::{check_gradients, Discrepancy, GradCheck};
-pub use interp::{run, StepValues};
+pub use interp::{run, Interpreter, StageTimes, StepRunner, StepValues};

@@ -240,6 +240,25 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
     fn pure(&self) -> bool {
         true
     }
+
+    /// Which stage of a step its time is reported under (the training log splits step time
+    /// into sampling / aggregation / weight transformation / other, as JPDC Fig. 2 does).
+    fn stage(&self) -> Stage {
+        Stage::Other
+    }
+}
+
+/// The stages a step's time is split into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Drawing the subgraph and reading its features, targets and adjacency.
+    Sampling,
+    /// Sparse products over the subgraph's edges (SpMM, SDDMM, attention).
+    Aggregation,
+    /// Dense products with the weights (GEMM).
+    Transformation,
+    /// Everything else (activations, losses, concatenation, ...).
+    Other,
 }
 
 impl dyn Op {

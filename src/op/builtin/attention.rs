@@ -27,7 +27,7 @@ use saintflow_ops::attention::{
 };
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError, Stage};
 
 use super::dense;
 use super::structure::head_width;
@@ -141,6 +141,10 @@ impl Gat {
 }
 
 impl Op for Gat {
+    fn stage(&self) -> Stage {
+        Stage::Aggregation
+    }
+
     fn name(&self) -> &str {
         "gat"
     }
@@ -246,6 +250,10 @@ pub struct GatScoresBackward {
 }
 
 impl Op for GatScoresBackward {
+    fn stage(&self) -> Stage {
+        Stage::Aggregation
+    }
+
     fn name(&self) -> &str {
         "gat_scores_backward"
     }
@@ -350,6 +358,10 @@ pub struct GatZBackward {
 }
 
 impl Op for GatZBackward {
+    fn stage(&self) -> Stage {
+        Stage::Aggregation
+    }
+
     fn name(&self) -> &str {
         "gat_z_backward"
     }
@@ -426,6 +438,10 @@ pub struct GatVecBackward {
 }
 
 impl Op for GatVecBackward {
+    fn stage(&self) -> Stage {
+        Stage::Aggregation
+    }
+
     fn name(&self) -> &str {
         "gat_a_backward"
     }

@@ -12,7 +12,7 @@ use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
 use saintflow_ops::spmm::{block_width, spmm_blocked, CsrRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError, Stage};
 
 /// A chain operand's shape after its transpose flag: what the chain's cost model sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -414,6 +414,10 @@ pub struct Gemm {
 }
 
 impl Op for Gemm {
+    fn stage(&self) -> Stage {
+        Stage::Transformation
+    }
+
     fn name(&self) -> &str {
         "gemm"
     }
@@ -510,6 +514,10 @@ pub struct Spmm {
 }
 
 impl Op for Spmm {
+    fn stage(&self) -> Stage {
+        Stage::Aggregation
+    }
+
     fn name(&self) -> &str {
         "spmm"
     }
@@ -595,6 +603,10 @@ impl Op for Spmm {
 pub struct Sddmm;
 
 impl Op for Sddmm {
+    fn stage(&self) -> Stage {
+        Stage::Aggregation
+    }
+
     fn name(&self) -> &str {
         "sddmm"
     }

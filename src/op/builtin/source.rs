@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, Structure, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, Op, OpError};
+use crate::op::{Arity, Cost, Ctx, Op, OpError, Stage};
 use crate::sample::Subgraph;
 
 /// The step's subgraph (sample → dedup → clip → induce, by the source's sampler).
@@ -13,6 +13,10 @@ use crate::sample::Subgraph;
 pub struct Sample;
 
 impl Op for Sample {
+    fn stage(&self) -> Stage {
+        Stage::Sampling
+    }
+
     fn name(&self) -> &str {
         "sample"
     }
@@ -51,6 +55,10 @@ pub struct Features {
 }
 
 impl Op for Features {
+    fn stage(&self) -> Stage {
+        Stage::Sampling
+    }
+
     fn name(&self) -> &str {
         "features"
     }
@@ -87,6 +95,10 @@ pub struct TargetsOp {
 }
 
 impl Op for TargetsOp {
+    fn stage(&self) -> Stage {
+        Stage::Sampling
+    }
+
     fn name(&self) -> &str {
         "targets"
     }
@@ -168,6 +180,10 @@ fn with_self_loops(sub: &Subgraph) -> (Vec<u32>, Vec<u32>) {
 }
 
 impl Op for Adjacency {
+    fn stage(&self) -> Stage {
+        Stage::Sampling
+    }
+
     fn name(&self) -> &str {
         "adj"
     }
