@@ -19,6 +19,9 @@ pub enum Error {
     /// Building, differentiating or planning a step graph.
     #[error(transparent)]
     Ir(#[from] crate::ir::IrError),
+    /// Reading training logs or drawing training curves.
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
 }
 
 /// Errors of the store layer: on-disk format, mmap, importers, generator.

@@ -12,6 +12,7 @@ pub mod ir;
 pub mod op;
 pub mod plan;
 pub mod planner;
+pub mod plot;
 pub mod progress;
 pub mod sample;
 pub mod store;

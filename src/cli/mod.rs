@@ -7,6 +7,7 @@ mod gen;
 mod import;
 mod info;
 mod sample;
+mod plot;
 
 use std::process::ExitCode;
 
@@ -44,6 +45,9 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// The quick start: generate a small planted graph, check it and print its info.
     Demo(demo::DemoArgs),
+    /// Draw training curves (validation accuracy and loss against wall time) of training
+    /// logs as SVG or PNG.
+    Plot(plot::PlotArgs),
 }
 
 /// Parses the arguments, runs the command, prints any error, and returns the exit code
@@ -59,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a, &progress),
         Command::Sample(a) => sample::run(a, &progress),
         Command::Explain(a) => explain::run(a),
+        Command::Plot(a) => plot::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,661 @@
+//! Training curves as SVG or PNG: [`plot`] draws [`Panel`]s of line [`Curve`]s, and
+//! [`training_panels`] turns training logs (JSON lines, the records below) into the JPDC
+//! Fig. 2 panels: validation accuracy and F1-micro against wall time, and training loss (each
+//! step's, and each epoch's mean) against wall time. [`read_log`] reads a log file.
+//!
+//! # The log records read
+//!
+//! One JSON object per line, `kind` first; a `run` record opens each run (a file may hold
+//! several runs one after another):
+//!
+//! * `run`: `plan` (string) and `seed` (integer) name the run's curves, "`plan` seed `seed`".
+//! * `step`: `epoch`, `step`, `time` (seconds since the start of training), `loss`.
+//! * `epoch`: `epoch`, `step`, `time`, `train_loss`, and `val.accuracy`, `val.f1_micro` when
+//!   the epoch was evaluated (`val` absent otherwise).
+//! * `test`: the closing record; not drawn.
+//!
+//! Other fields are allowed and ignored. A loss written as `null` (serde_json writes NaN and
+//! infinities so) is a diverged step: it is skipped, not an error. Times must not go back
+//! within a run. Every other departure is an error naming the record (or, through
+//! [`read_log`], the file and line) and the field.
+//!
+//! # Rendering
+//!
+//! plotters draws both formats with the same layout: SVG through its SVG backend (text as
+//! `<text>` elements), PNG through its RGB bitmap backend, encoded by the `png` crate. Text
+//! metrics and the PNG's glyphs come from a bundled subset of DejaVu Sans through ab_glyph, so
+//! nothing outside cargo is needed (no fontconfig, no FreeType). Panels are 640×480 pixels,
+//! two to a row. Files are written atomically: a temp file beside the target, fsync, rename.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::Value;
+
+/// One line of a panel: `points` are (x, y) pairs drawn in order, joined by straight segments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// The legend's text.
+    pub label: String,
+    /// The vertices, in drawing order; all finite.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One chart: a title, axis descriptions and its curves, on axes fitted to the curves' points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// Caption above the chart.
+    pub title: String,
+    /// Description of the horizontal axis.
+    pub x_label: String,
+    /// Description of the vertical axis.
+    pub y_label: String,
+    /// The lines, each in its own colour, in legend order.
+    pub curves: Vec<Curve>,
+}
+
+/// Errors of the plotting layer.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// An operating-system error on the output or a log file.
+    #[error("{}: cannot {op}: {source}", path.display())]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// What we were doing ("read", "write", ...).
+        op: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The output's extension names no format we write.
+    #[error("{}: unknown image format {ext:?}, expected a file name ending in .svg or .png", path.display())]
+    Format {
+        /// The output path.
+        path: PathBuf,
+        /// Its extension ("" when it has none).
+        ext: String,
+    },
+    /// The panels cannot be drawn (no panel, a non-finite point), or the drawing failed.
+    #[error("{}: {what}", path.display())]
+    Draw {
+        /// The output path.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// A training log record is malformed.
+    #[error("{at}: {what}")]
+    Log {
+        /// Where: `FILE:LINE` from [`read_log`], `RUN: record N` from [`training_panels`].
+        at: String,
+        /// What is wrong, naming the field.
+        what: String,
+    },
+}
+
+/// Width and height of one panel, pixels.
+pub const PANEL_SIZE: (u32, u32) = (640, 480);
+/// Panels per row of the image.
+pub const PANELS_PER_ROW: usize = 2;
+
+/// The bundled font (printable ASCII of DejaVu Sans; licence in `assets/fonts/`).
+static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans-subset.ttf");
+
+/// Line colours, in curve order (cycled): ten well-separated hues.
+const PALETTE: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+/// The colour of curve `i` of a panel, as written in SVG (`#rrggbb`) and PNG (RGB).
+pub fn curve_color(i: usize) -> (u8, u8, u8) {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// The image size for `n_panels` panels, pixels: [`PANELS_PER_ROW`] to a row.
+pub fn image_size(n_panels: usize) -> (u32, u32) {
+    let cols = n_panels.clamp(1, PANELS_PER_ROW);
+    let rows = n_panels.div_ceil(PANELS_PER_ROW).max(1);
+    (PANEL_SIZE.0 * cols as u32, PANEL_SIZE.1 * rows as u32)
+}
+
+/// Writes `panels` to `path`, two to a row, as SVG or PNG by the extension (`.svg`, `.png`,
+/// any case; anything else is an error before anything is written). Atomic: the image goes
+/// to a temp file in the same directory, is fsynced, then renamed over `path`; on failure no
+/// temp file is left and an existing `path` is untouched.
+pub fn plot(path: &Path, panels: &[Panel]) -> Result<(), crate::Error> {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let draw_err = |what: String| PlotError::Draw {
+        path: path.to_path_buf(),
+        what,
+    };
+    if ext != "svg" && ext != "png" {
+        return Err(PlotError::Format {
+            path: path.to_path_buf(),
+            ext,
+        }
+        .into());
+    }
+    if panels.is_empty() {
+        return Err(draw_err("no panels to draw".into()).into());
+    }
+    for p in panels {
+        for c in &p.curves {
+            if let Some(i) = c
+                .points
+                .iter()
+                .position(|&(x, y)| !x.is_finite() || !y.is_finite())
+            {
+                return Err(draw_err(format!(
+                    "panel {:?}: curve {:?}: point {i} is {:?}, expected finite coordinates",
+                    p.title, c.label, c.points[i]
+                ))
+                .into());
+            }
+        }
+    }
+    register_font();
+    let size = image_size(panels.len());
+    let bytes = if ext == "svg" {
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+            draw_panels(&root, panels).map_err(draw_err)?;
+        }
+        svg.into_bytes()
+    } else {
+        let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+        {
+            let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+            draw_panels(&root, panels).map_err(draw_err)?;
+        }
+        encode_png(&rgb, size).map_err(|e| draw_err(format!("cannot encode PNG: {e}")))?
+    };
+    write_atomic(path, &bytes)?;
+    Ok(())
+}
+
+/// Registers the bundled font as plotters' "sans-serif", once per process.
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The font is compiled in; failing to parse it is a broken build, not bad input.
+        if plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_err() {
+            panic!("the bundled font assets/fonts/DejaVuSans-subset.ttf does not parse");
+        }
+    });
+}
+
+fn draw_panels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    panels: &[Panel],
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let cols = panels.len().clamp(1, PANELS_PER_ROW);
+    let rows = panels.len().div_ceil(PANELS_PER_ROW);
+    let areas = root.split_evenly((rows, cols));
+    for (area, panel) in areas.iter().zip(panels) {
+        draw_panel(area, panel).map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let all = || panel.curves.iter().flat_map(|c| c.points.iter().copied());
+    let x_range = padded_range(all().map(|p| p.0), 0.0);
+    let y_range = padded_range(all().map(|p| p.1), 0.05);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x_range.clone(), y_range.clone())?;
+    chart
+        .configure_mesh()
+        .x_desc(&panel.x_label)
+        .y_desc(&panel.y_label)
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    let mut labelled = false;
+    for (i, curve) in panel.curves.iter().enumerate() {
+        if curve.points.is_empty() {
+            continue;
+        }
+        let (r, g, b) = curve_color(i);
+        let style = RGBColor(r, g, b).stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(curve.points.iter().copied(), style))?
+            .label(curve.label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        labelled = true;
+    }
+    if labelled {
+        chart
+            .configure_series_labels()
+            .position(legend_corner(panel, &x_range, &y_range))
+            .label_font(("sans-serif", 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(160, 160, 160))
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// `[min, max]` of `values` widened by `pad` of its span on each side; a single value or
+/// none gets a unit-wide range around it (or [0, 1]).
+fn padded_range(values: impl Iterator<Item = f64>, pad: f64) -> Range<f64> {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    if lo > hi {
+        return 0.0..1.0;
+    }
+    let span = hi - lo;
+    if span <= f64::EPSILON * hi.abs().max(1.0) {
+        return lo - 0.5..hi + 0.5;
+    }
+    lo - pad * span..hi + pad * span
+}
+
+/// The corner of the plot whose quarter holds the fewest points, so the legend hides the
+/// least: typically the lower right for rising accuracy, the upper right for falling loss.
+fn legend_corner(panel: &Panel, x: &Range<f64>, y: &Range<f64>) -> SeriesLabelPosition {
+    // Order of preference on ties: upper right, lower right, upper left, lower left.
+    let mut counts = [0usize; 4];
+    let (xm, ym) = ((x.start + x.end) / 2.0, (y.start + y.end) / 2.0);
+    for c in &panel.curves {
+        for &(px, py) in &c.points {
+            let idx = match (px >= xm, py >= ym) {
+                (true, true) => 0,
+                (true, false) => 1,
+                (false, true) => 2,
+                (false, false) => 3,
+            };
+            counts[idx] += 1;
+        }
+    }
+    let best = (0..4).min_by_key(|&i| (counts[i], i)).unwrap_or(0);
+    [
+        SeriesLabelPosition::UpperRight,
+        SeriesLabelPosition::LowerRight,
+        SeriesLabelPosition::UpperLeft,
+        SeriesLabelPosition::LowerLeft,
+    ][best]
+        .clone()
+}
+
+fn encode_png(rgb: &[u8], (w, h): (u32, u32)) -> Result<Vec<u8>, png::EncodingError> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Balanced);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(rgb)?;
+        writer.finish()?;
+    }
+    Ok(out)
+}
+
+/// Writes `bytes` to `path` through a temp file in the same directory: write, fsync,
+/// rename, fsync the directory. On failure the temp file is removed.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlotError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.as_deref().unwrap_or("plot"),
+        std::process::id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        // The rename is durable once the directory is; some filesystems refuse to open a
+        // directory for syncing, which does not undo the rename, so that error is ignored.
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        PlotError::Io {
+            path: path.to_path_buf(),
+            op: "write",
+            source: e,
+        }
+    })
+}
+
+/// Reads a training log (JSON lines): every non-blank line must be a JSON object and a
+/// well-formed record (see the module docs), the first a `run` record. Errors name
+/// `FILE:LINE` and the field.
+pub fn read_log(path: &Path) -> Result<Vec<Value>, crate::Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| PlotError::Io {
+        path: path.to_path_buf(),
+        op: "read",
+        source: e,
+    })?;
+    let mut records = Vec::new();
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| PlotError::Log {
+            at: format!("{}:{}", path.display(), i + 1),
+            what: format!("not a JSON object: {e}"),
+        })?;
+        records.push(v);
+        lines.push(i + 1);
+    }
+    if records.is_empty() {
+        return Err(PlotError::Log {
+            at: path.display().to_string(),
+            what: "no records, expected a training log (JSON lines, a \"run\" record first)"
+                .into(),
+        }
+        .into());
+    }
+    parse_runs(&records).map_err(|(i, what)| PlotError::Log {
+        at: format!("{}:{}", path.display(), lines[i]),
+        what,
+    })?;
+    Ok(records)
+}
+
+/// The JPDC Fig. 2 panels of training logs: (1) validation accuracy and F1-micro against
+/// wall time, (2) training loss per step and its per-epoch mean against wall time. Each
+/// entry of `runs` is (a name for errors and disambiguation, e.g. the log's path; its
+/// records in order); each `run` record in them starts a run, whose curves are labelled
+/// "`plan` seed `seed`" (plus the name, or a number, where two runs would share a label).
+pub fn training_panels(runs: &[(String, Vec<Value>)]) -> Result<Vec<Panel>, crate::Error> {
+    let mut all = Vec::new();
+    for (name, records) in runs {
+        if records.is_empty() {
+            return Err(PlotError::Log {
+                at: name.clone(),
+                what: "no records, expected a training log (a \"run\" record first)".into(),
+            }
+            .into());
+        }
+        let parsed = parse_runs(records).map_err(|(i, what)| PlotError::Log {
+            at: format!("{name}: record {}", i + 1),
+            what,
+        })?;
+        all.extend(parsed.into_iter().map(|r| (name.as_str(), r)));
+    }
+    let labels = unique_labels(&all);
+    let mut val = Vec::new();
+    let mut loss = Vec::new();
+    for ((_, run), label) in all.into_iter().zip(labels) {
+        val.push(Curve {
+            label: format!("{label} accuracy"),
+            points: run.accuracy,
+        });
+        val.push(Curve {
+            label: format!("{label} F1-micro"),
+            points: run.f1_micro,
+        });
+        loss.push(Curve {
+            label: format!("{label} step loss"),
+            points: run.step_loss,
+        });
+        loss.push(Curve {
+            label: format!("{label} epoch mean"),
+            points: run.epoch_loss,
+        });
+    }
+    Ok(vec![
+        Panel {
+            title: "Validation accuracy vs time".into(),
+            x_label: "wall time (s)".into(),
+            y_label: "validation accuracy / F1-micro".into(),
+            curves: val,
+        },
+        Panel {
+            title: "Training loss vs time".into(),
+            x_label: "wall time (s)".into(),
+            y_label: "training loss".into(),
+            curves: loss,
+        },
+    ])
+}
+
+/// One run's series, (time, value) in log order.
+struct RunSeries {
+    label: String,
+    accuracy: Vec<(f64, f64)>,
+    f1_micro: Vec<(f64, f64)>,
+    step_loss: Vec<(f64, f64)>,
+    epoch_loss: Vec<(f64, f64)>,
+}
+
+/// Labels of the runs, made unique: a repeated "plan seed S" gets " (name)", and one still
+/// repeated (two runs of one log) also " #k" with k counting from 1 within its log.
+fn unique_labels(runs: &[(&str, RunSeries)]) -> Vec<String> {
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for (_, r) in runs {
+        *count.entry(r.label.as_str()).or_default() += 1;
+    }
+    let mut with_name: Vec<String> = runs
+        .iter()
+        .map(|(name, r)| {
+            if count[r.label.as_str()] > 1 {
+                format!("{} ({name})", r.label)
+            } else {
+                r.label.clone()
+            }
+        })
+        .collect();
+    let mut count2: HashMap<String, usize> = HashMap::new();
+    for l in &with_name {
+        *count2.entry(l.clone()).or_default() += 1;
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for l in &mut with_name {
+        if count2[l.as_str()] > 1 {
+            let k = seen.entry(l.clone()).or_default();
+            *k += 1;
+            *l = format!("{l} #{k}");
+        }
+    }
+    with_name
+}
+
+/// Splits records into runs and checks each; an error is (record index, what).
+fn parse_runs(records: &[Value]) -> Result<Vec<RunSeries>, (usize, String)> {
+    let mut runs: Vec<RunSeries> = Vec::new();
+    let mut last_time = f64::NEG_INFINITY;
+    for (i, rec) in records.iter().enumerate() {
+        let fail = |what: String| (i, what);
+        let obj = rec
+            .as_object()
+            .ok_or_else(|| fail(format!("expected a JSON object, got {}", kind_of(rec))))?;
+        let kind = match obj.get("kind") {
+            Some(Value::String(k)) => k.as_str(),
+            Some(v) => {
+                return Err(fail(format!(
+                    "field \"kind\" is {}, expected a string",
+                    kind_of(v)
+                )))
+            }
+            None => return Err(fail("missing field \"kind\"".into())),
+        };
+        let at = format!("{kind} record");
+        let field = |name: &'static str| Field { rec, at: &at, name };
+        if kind == "run" {
+            let plan = field("plan").string().map_err(fail)?.to_string();
+            let seed = field("seed").integer().map_err(fail)?;
+            runs.push(RunSeries {
+                label: format!("{plan} seed {seed}"),
+                accuracy: Vec::new(),
+                f1_micro: Vec::new(),
+                step_loss: Vec::new(),
+                epoch_loss: Vec::new(),
+            });
+            last_time = f64::NEG_INFINITY;
+            continue;
+        }
+        let Some(run) = runs.last_mut() else {
+            return Err(fail(format!(
+                "a \"{kind}\" record before any \"run\" record, expected the log to start with a \"run\" record"
+            )));
+        };
+        if !matches!(kind, "step" | "epoch" | "test") {
+            return Err(fail(format!(
+                "unknown record kind {kind:?}, expected run, step, epoch or test"
+            )));
+        }
+        let time = field("time").number().map_err(fail)?;
+        if time < 0.0 {
+            return Err(fail(format!(
+                "{at}: field \"time\" is {time}, expected seconds ≥ 0"
+            )));
+        }
+        if time < last_time {
+            return Err(fail(format!(
+                "{at}: field \"time\" is {time}, before the previous record's {last_time} (times must not go back within a run)"
+            )));
+        }
+        last_time = time;
+        match kind {
+            "step" => {
+                field("epoch").integer().map_err(fail)?;
+                field("step").integer().map_err(fail)?;
+                if let Some(loss) = field("loss").number_or_null().map_err(fail)? {
+                    run.step_loss.push((time, loss));
+                }
+            }
+            "epoch" => {
+                field("epoch").integer().map_err(fail)?;
+                field("step").integer().map_err(fail)?;
+                if let Some(loss) = field("train_loss").number_or_null().map_err(fail)? {
+                    run.epoch_loss.push((time, loss));
+                }
+                if let Some(val) = rec.get("val") {
+                    let vfield = |name: &'static str| Field {
+                        rec: val,
+                        at: "epoch record: field \"val\"",
+                        name,
+                    };
+                    if !val.is_object() {
+                        return Err(fail(format!(
+                            "epoch record: field \"val\" is {}, expected an object with accuracy and f1_micro",
+                            kind_of(val)
+                        )));
+                    }
+                    let acc = vfield("accuracy").number().map_err(fail)?;
+                    let f1 = vfield("f1_micro").number().map_err(fail)?;
+                    run.accuracy.push((time, acc));
+                    run.f1_micro.push((time, f1));
+                }
+            }
+            _ => {} // "test": checked for its time only; not drawn.
+        }
+    }
+    Ok(runs)
+}
+
+/// A named field of a record, read with a message naming where it is (`at`) and the field.
+struct Field<'a> {
+    rec: &'a Value,
+    at: &'a str,
+    name: &'static str,
+}
+
+impl Field<'_> {
+    fn get(&self) -> Result<&Value, String> {
+        self.rec
+            .get(self.name)
+            .ok_or_else(|| format!("{}: missing field {:?}", self.at, self.name))
+    }
+
+    fn wrong(&self, v: &Value, expected: &str) -> String {
+        format!(
+            "{}: field {:?} is {}, expected {expected}",
+            self.at,
+            self.name,
+            kind_of(v)
+        )
+    }
+
+    fn number(&self) -> Result<f64, String> {
+        let v = self.get()?;
+        v.as_f64()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| self.wrong(v, "a number"))
+    }
+
+    fn number_or_null(&self) -> Result<Option<f64>, String> {
+        match self.get()? {
+            Value::Null => Ok(None),
+            _ => self.number().map(Some),
+        }
+    }
+
+    /// The integer's decimal text (any JSON integer, signed or not).
+    fn integer(&self) -> Result<String, String> {
+        let v = self.get()?;
+        if v.is_i64() || v.is_u64() {
+            Ok(v.to_string())
+        } else {
+            Err(self.wrong(v, "an integer"))
+        }
+    }
+
+    fn string(&self) -> Result<&str, String> {
+        let v = self.get()?;
+        v.as_str().ok_or_else(|| self.wrong(v, "a string"))
+    }
+}
+
+/// A short description of a JSON value for messages: its type and, when short, its text.
+fn kind_of(v: &Value) -> String {
+    let ty = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    let text = v.to_string();
+    if matches!(v, Value::Null) {
+        ty.to_string()
+    } else if text.len() <= 40 {
+        format!("{ty} ({text})")
+    } else {
+        ty.to_string()
+    }
+}
