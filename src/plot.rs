@@ -38,7 +38,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 
-/// One line of a panel: `points` are (x, y) pairs drawn in order, joined by straight segments.
+/// One line of a panel: `points` are (x, y) pairs drawn in order, joined by straight segments
+/// (a lone point is drawn as a dot).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
     /// The legend's text.
@@ -250,6 +251,10 @@ fn draw_panel<DB: DrawingBackend>(
             .draw_series(LineSeries::new(curve.points.iter().copied(), style))?
             .label(curve.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        if let [p] = curve.points[..] {
+            // A line through one point draws nothing: mark it (one evaluation so far).
+            chart.draw_series(std::iter::once(Circle::new(p, 3, style.filled())))?;
+        }
         labelled = true;
     }
     if labelled {
@@ -382,8 +387,7 @@ pub fn read_log(path: &Path) -> Result<Vec<Value>, crate::Error> {
     if records.is_empty() {
         return Err(PlotError::Log {
             at: path.display().to_string(),
-            what: "no records, expected a training log (JSON lines, a \"run\" record first)"
-                .into(),
+            what: "no records, expected a training log (JSON lines, a \"run\" record first)".into(),
         }
         .into());
     }

@@ -6,8 +6,8 @@ mod explain;
 mod gen;
 mod import;
 mod info;
-mod sample;
 mod plot;
+mod sample;
 
 use std::process::ExitCode;
 
