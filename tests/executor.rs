@@ -182,7 +182,8 @@ fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: u
 }
 
 #[test]
-fn gemm_row_blocks_and_spmm_column_blocks_equal_the_whole_forward_bit_for_bit() {
+fn gemm_row_blocks_spmm_column_blocks_and_activation_row_blocks_equal_the_whole_forward_bit_for_bit(
+) {
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
@@ -212,6 +213,22 @@ fn gemm_row_blocks_and_spmm_column_blocks_equal_the_whole_forward_bit_for_bit() 
                 for threads in [2, 3, 4] {
                     parts_equal_forward(&Gemm { ta, tb }, &[&a, &b], &ctx, threads);
                 }
+            }
+        }
+        // Activations and their backwards: row blocks of an elementwise op.
+        use saintflow::op::builtin::{Activate, ActivateBackward, Activation};
+        let x = Value::dense(dense(700, 130, 5));
+        let dy = Value::dense(dense(700, 130, 6));
+        for act in [
+            Activation::Relu,
+            Activation::LeakyRelu { slope: 0.2 },
+            Activation::Sigmoid,
+            Activation::Tanh,
+            Activation::Elu { alpha: 1.0 },
+        ] {
+            for threads in [2, 3] {
+                parts_equal_forward(&Activate(act), &[&x], &ctx, threads);
+                parts_equal_forward(&ActivateBackward(act), &[&x, &dy], &ctx, threads);
             }
         }
         // Spmm on a sampled adjacency, plain and transposed, planner's Q_f or the rule's.

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use saintflow_ops::elementwise as k;
 
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{Arity, Axis, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
 
 use super::{dense, elementwise_cost, same_shape};
 
@@ -157,6 +157,32 @@ impl Activation {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Activate(pub Activation);
 
+/// Elements below which an activation is one task: splitting costs more than it saves.
+const SPLIT_MIN_ELEMENTS: usize = 1 << 16;
+
+/// Row blocks, about two per worker, for an elementwise op on `rows × cols` (None: small,
+/// or one worker). Elementwise: any split gives the same bits.
+fn row_split(rows: usize, cols: usize, threads: usize) -> Option<Split> {
+    (threads >= 2 && rows >= 2 && rows * cols >= SPLIT_MIN_ELEMENTS)
+        .then(|| Split::even(Axis::Rows, rows, 2 * threads))
+}
+
+/// Rows `split.ranges[part]` of an elementwise op, one kernel call per row (a row is
+/// `cols` contiguous floats of every operand).
+fn rows_part(
+    split: &Split,
+    part: usize,
+    cols: usize,
+    mut out: MatMut<'_>,
+    mut f: impl FnMut(std::ops::Range<usize>, &mut [f32]) -> Result<(), OpError>,
+) -> Result<(), OpError> {
+    let rows = split.ranges[part].clone();
+    for (k, i) in rows.enumerate() {
+        f(i * cols..(i + 1) * cols, out.row_mut(k))?;
+    }
+    Ok(())
+}
+
 /// ReLU, the most used activation.
 pub const RELU: Activate = Activate(Activation::Relu);
 
@@ -181,6 +207,30 @@ impl Op for Activate {
         let mut y = Tensor::zeros(x.rows, x.cols);
         self.0.forward(&x.data, &mut y.data)?;
         Ok(Value::dense(y))
+    }
+    /// Row blocks (elementwise: bit-identical to `forward`).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let x = dense(inputs, 0, self.name())?;
+        Ok(row_split(x.rows, x.cols, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let x = dense(inputs, 0, self.name())?;
+        rows_part(split, part, x.cols, out, |r, y| {
+            self.0.forward(&x.data[r], y)
+        })
     }
     /// The formula is on each [`Activation`] variant; the backward op reads x or y.
     fn backward(
@@ -223,5 +273,34 @@ impl Op for ActivateBackward {
         let mut dx = Tensor::zeros(saved.rows, saved.cols);
         self.0.backward(&saved.data, &dy.data, &mut dx.data)?;
         Ok(Value::dense(dx))
+    }
+    /// Row blocks (elementwise: bit-identical to `forward`).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let saved = dense(inputs, 0, self.name())?;
+        let dy = dense(inputs, 1, self.name())?;
+        if saved.data.len() != dy.data.len() {
+            return Ok(None); // `forward` reports the mismatch
+        }
+        Ok(row_split(saved.rows, saved.cols, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let saved = dense(inputs, 0, self.name())?;
+        let dy = dense(inputs, 1, self.name())?;
+        rows_part(split, part, saved.cols, out, |r, dx| {
+            self.0.backward(&saved.data[r.clone()], &dy.data[r], dx)
+        })
     }
 }
