@@ -182,8 +182,7 @@ fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: u
 }
 
 #[test]
-fn gemm_row_blocks_spmm_column_blocks_and_activation_row_blocks_equal_the_whole_forward_bit_for_bit(
-) {
+fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_forward_bit_for_bit() {
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
@@ -230,6 +229,11 @@ fn gemm_row_blocks_spmm_column_blocks_and_activation_row_blocks_equal_the_whole_
                 parts_equal_forward(&Activate(act), &[&x], &ctx, threads);
                 parts_equal_forward(&ActivateBackward(act), &[&x, &dy], &ctx, threads);
             }
+        }
+        use saintflow::op::builtin::{L2Norm, L2NormBackward};
+        for threads in [2, 3] {
+            parts_equal_forward(&L2Norm, &[&x], &ctx, threads);
+            parts_equal_forward(&L2NormBackward, &[&x, &dy], &ctx, threads);
         }
         // Spmm on a sampled adjacency, plain and transposed, planner's Q_f or the rule's.
         let adj = saintflow::op::builtin::Adjacency {

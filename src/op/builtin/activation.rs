@@ -9,9 +9,9 @@ use rayon::prelude::*;
 use saintflow_ops::elementwise as k;
 
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::{Arity, Axis, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
 
-use super::{dense, elementwise_cost, same_shape};
+use super::{dense, elementwise_cost, row_split, rows_part, same_shape};
 
 /// A finite number attribute (a slope, ELU's α).
 pub(crate) fn finite(name: &str, x: f64) -> Result<f32, OpError> {
@@ -156,32 +156,6 @@ impl Activation {
 /// y = activation(x), elementwise.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Activate(pub Activation);
-
-/// Elements below which an activation is one task: splitting costs more than it saves.
-const SPLIT_MIN_ELEMENTS: usize = 1 << 16;
-
-/// Row blocks, about two per worker, for an elementwise op on `rows × cols` (None: small,
-/// or one worker). Elementwise: any split gives the same bits.
-fn row_split(rows: usize, cols: usize, threads: usize) -> Option<Split> {
-    (threads >= 2 && rows >= 2 && rows * cols >= SPLIT_MIN_ELEMENTS)
-        .then(|| Split::even(Axis::Rows, rows, 2 * threads))
-}
-
-/// Rows `split.ranges[part]` of an elementwise op, one kernel call per row (a row is
-/// `cols` contiguous floats of every operand).
-fn rows_part(
-    split: &Split,
-    part: usize,
-    cols: usize,
-    mut out: MatMut<'_>,
-    mut f: impl FnMut(std::ops::Range<usize>, &mut [f32]) -> Result<(), OpError>,
-) -> Result<(), OpError> {
-    let rows = split.ranges[part].clone();
-    for (k, i) in rows.enumerate() {
-        f(i * cols..(i + 1) * cols, out.row_mut(k))?;
-    }
-    Ok(())
-}
 
 /// ReLU, the most used activation.
 pub const RELU: Activate = Activate(Activation::Relu);
