@@ -233,7 +233,7 @@ fn per_op(model: &Model, src: &dyn GraphSource) {
         values.insert(v, out);
     }
     let mut rows: Vec<_> = by_op.into_iter().collect();
-    rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1 .0));
     for (name, (d, k)) in rows {
         eprintln!("  {:>8.1} ms  {k:3}×  {name}", ms(d));
     }
@@ -246,46 +246,85 @@ fn rayon_pool(threads: usize) -> rayon::ThreadPool {
         .unwrap()
 }
 
-/// Median over `runs` runs of `steps` steps: (ms per step, nodes per step, mean stage
-/// times per step, mean optimizer time per step).
-fn summary(
-    model: &mut Model,
-    runner: &dyn StepRunner,
-    src: &dyn GraphSource,
-    next: &mut u64,
-) -> (f64, f64, StageTimes, Duration) {
-    let (runs, steps) = (3, 4);
-    let mut per_run = Vec::new();
-    let mut nodes = 0usize;
-    let mut times = StageTimes::default();
-    let mut opt = Duration::ZERO;
-    for _ in 0..2 {
-        model.step(runner, src, *next);
-        *next += 1;
-    }
-    for _ in 0..runs {
-        let started = Instant::now();
-        for _ in 0..steps {
-            let (n, t, o) = model.step(runner, src, *next);
-            *next += 1;
-            nodes += n;
-            times.sampling += t.sampling;
-            times.aggregation += t.aggregation;
-            times.transformation += t.transformation;
-            times.other += t.other;
-            opt += o;
+/// One variant of the summary: a name, a runner, a source and its own step counter.
+struct Variant<'a> {
+    name: &'a str,
+    runner: &'a dyn StepRunner,
+    src: &'a dyn GraphSource,
+    next: u64,
+    per_round: Vec<f64>,
+    nodes: usize,
+    times: StageTimes,
+    opt: Duration,
+}
+
+impl<'a> Variant<'a> {
+    fn new(
+        name: &'a str,
+        runner: &'a dyn StepRunner,
+        src: &'a dyn GraphSource,
+        first: u64,
+    ) -> Self {
+        Variant {
+            name,
+            runner,
+            src,
+            next: first,
+            per_round: Vec::new(),
+            nodes: 0,
+            times: StageTimes::default(),
+            opt: Duration::ZERO,
         }
-        per_run.push(started.elapsed().as_secs_f64() * 1e3 / steps as f64);
     }
-    per_run.sort_by(|a, b| a.total_cmp(b));
-    let k = (runs * steps) as u32;
-    let mean = StageTimes {
-        sampling: times.sampling / k,
-        aggregation: times.aggregation / k,
-        transformation: times.transformation / k,
-        other: times.other / k,
-    };
-    (per_run[runs / 2], nodes as f64 / k as f64, mean, opt / k)
+}
+
+/// Interleaved measurement (the machine is shared and its load drifts): `rounds` rounds,
+/// each running `steps` steps of every variant in turn; per variant the median over rounds
+/// of the mean step time, with mean nodes, stage times and optimizer time per step. Each
+/// variant counts its own steps, so the prefetcher sees consecutive steps.
+fn interleaved(model: &mut Model, variants: &mut [Variant<'_>], threads: usize) {
+    let (rounds, steps) = (5, 3);
+    for v in variants.iter_mut() {
+        model.step(v.runner, v.src, v.next); // warm-up
+        v.next += 1;
+    }
+    for _ in 0..rounds {
+        for v in variants.iter_mut() {
+            let started = Instant::now();
+            for _ in 0..steps {
+                let (n, t, o) = model.step(v.runner, v.src, v.next);
+                v.next += 1;
+                v.nodes += n;
+                v.times.sampling += t.sampling;
+                v.times.aggregation += t.aggregation;
+                v.times.transformation += t.transformation;
+                v.times.other += t.other;
+                v.opt += o;
+            }
+            v.per_round
+                .push(started.elapsed().as_secs_f64() * 1e3 / steps as f64);
+        }
+    }
+    let k = (rounds * steps) as u32;
+    for v in variants.iter_mut() {
+        v.per_round.sort_by(|a, b| a.total_cmp(b));
+        let mean = StageTimes {
+            sampling: v.times.sampling / k,
+            aggregation: v.times.aggregation / k,
+            transformation: v.times.transformation / k,
+            other: v.times.other / k,
+        };
+        print_line(
+            v.name,
+            threads,
+            (
+                v.per_round[rounds / 2],
+                v.nodes as f64 / k as f64,
+                mean,
+                v.opt / k,
+            ),
+        );
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -346,27 +385,15 @@ fn steps(c: &mut Criterion) {
             pool.install(|| per_op(&model, &pre));
         }
         pool.install(|| {
-            print_line(
-                "interpreter, pre-sampled",
-                threads,
-                summary(&mut model, &Interpreter, &pre, &mut next),
-            );
-            print_line(
-                "executor, pre-sampled",
-                threads,
-                summary(&mut model, &ex, &pre, &mut next),
-            );
-            print_line(
-                "executor, sampling inline",
-                threads,
-                summary(&mut model, &ex, &src, &mut next),
-            );
             Prefetch::scope(ex.pool(), &src, 2, |fetch| {
-                print_line(
-                    "executor, prefetch pool k=2",
-                    threads,
-                    summary(&mut model, &ex, fetch, &mut next),
-                );
+                let mut variants = [
+                    Variant::new("interpreter, pre-sampled", &Interpreter, &pre, 0),
+                    Variant::new("executor, pre-sampled", &ex, &pre, 0),
+                    Variant::new("interpreter, sampling inline", &Interpreter, &src, 1 << 20),
+                    Variant::new("executor, sampling inline", &ex, &src, 2 << 20),
+                    Variant::new("executor, prefetch pool k=2", &ex, fetch, 3 << 20),
+                ];
+                interleaved(&mut model, &mut variants, threads);
             });
         });
         let mut bench = |name: &str, runner: &dyn StepRunner, s: &dyn GraphSource| {
@@ -400,16 +427,45 @@ fn steps(c: &mut Criterion) {
     for threads in thread_counts() {
         let pool = rayon_pool(threads);
         let ex = Executor::new(threads);
-        for layers in 1..=4 {
-            let mut model = Model::new(&src, layers, threads, b);
+        let mut models: Vec<Model> = (1..=4).map(|l| Model::new(&src, l, threads, b)).collect();
+        // Interleaved over depths: round-robin one variant per model.
+        pool.install(|| {
+            let names = [
+                "executor, 1 layer",
+                "executor, 2 layers",
+                "executor, 3 layers",
+                "executor, 4 layers",
+            ];
+            let mut per: Vec<Vec<f64>> = vec![Vec::new(); 4];
+            let mut nodes = 0usize;
             let mut next = 0u64;
-            pool.install(|| {
-                print_line(
-                    &format!("executor, {layers} layers"),
-                    threads,
-                    summary(&mut model, &ex, &pre, &mut next),
-                )
-            });
+            for round in 0..6 {
+                for (l, m) in models.iter_mut().enumerate() {
+                    let started = Instant::now();
+                    for _ in 0..2 {
+                        let (n, _, _) = m.step(&ex, &pre, next);
+                        next += 1;
+                        nodes += n;
+                    }
+                    if round > 0 {
+                        per[l].push(started.elapsed().as_secs_f64() * 1e3 / 2.0);
+                    }
+                }
+            }
+            let avg_nodes = nodes as f64 / (6 * 4 * 2) as f64;
+            for (l, mut v) in per.into_iter().enumerate() {
+                v.sort_by(|a, b| a.total_cmp(b));
+                let med = v[v.len() / 2];
+                eprintln!(
+                    "{:<28} {threads}t  {med:8.1} ms/step  {:6.1} ms/1000 nodes",
+                    names[l],
+                    med / avg_nodes * 1000.0
+                );
+            }
+        });
+        for (l, model) in models.iter_mut().enumerate() {
+            let layers = l + 1;
+            let mut next = 0u64;
             group.bench_function(
                 BenchmarkId::new(format!("executor_{layers}_layers"), format!("{threads}t")),
                 |bn| {
