@@ -97,6 +97,18 @@ impl StepRunner for Interpreter {
 }
 
 impl StepValues {
+    pub(crate) fn new(
+        values: HashMap<NodeId, Value>,
+        bindings: Bindings,
+        times: StageTimes,
+    ) -> StepValues {
+        StepValues {
+            values,
+            bindings,
+            times,
+        }
+    }
+
     /// A wanted node's value.
     pub fn get(&self, id: NodeId) -> Option<&Value> {
         self.values.get(&id)

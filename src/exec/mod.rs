@@ -1,9 +1,16 @@
-//! Running a step's DAG. Today: [`interp`], a sequential reference interpreter (nodes in
-//! topological order, values freed after their last use); the work-stealing executor will
-//! run the same graphs and is tested against it.
+//! Running a step's DAG: [`interp`], the sequential reference interpreter (nodes in
+//! topological order, values freed after their last use), and [`executor`], the
+//! work-stealing executor on a [`pool`] of workers, tested against it; [`prefetch`] samples
+//! the next steps' subgraphs on the same pool while a step computes.
 
+pub mod executor;
 pub mod gradcheck;
 pub mod interp;
+pub mod pool;
+pub mod prefetch;
 
+pub use executor::Executor;
 pub use gradcheck::{check_gradients, Discrepancy, GradCheck};
 pub use interp::{run, Interpreter, StageTimes, StepRunner, StepValues};
+pub use pool::{Pool, Scope};
+pub use prefetch::Prefetch;

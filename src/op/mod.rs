@@ -15,6 +15,21 @@
 //!   plan that differentiates through the op fails at load, not at step 10,000.
 //! * `pure` ops with equal name, attributes and inputs compute the same value: common-
 //!   subexpression elimination merges them.
+//! * Partitioned forward (optional, for the work-stealing executor). An op whose output is
+//!   dense may say, from its actual inputs, how its forward splits into parts that run at
+//!   once: [`Op::split`] returns a [`Split`] — an axis of the output (rows or columns), the
+//!   parts' ranges along it (ascending, disjoint, within the output) and optional data
+//!   prepared once for all parts. The executor then allocates the output (zeros, the shape
+//!   of the node's fact under the step's bindings), hands each part a [`MatMut`] view of
+//!   exactly its range (so no two parts can write the same element) and calls
+//!   [`Op::forward_part`] for every part, on any worker, in any order, possibly at once.
+//!   Elements outside every range stay 0. The parts together must compute what `forward`
+//!   computes; when they do not change the order of any summation the executor's result is
+//!   bit-identical to the interpreter's. The executor dispatches parts in range order: the
+//!   worker that split keeps the last part, thieves take the first ones, so neighbouring
+//!   parts (which share cache lines at their boundary) rarely run at the same time.
+//!   Default: `split` returns `None` (one task runs `forward`), so existing ops are
+//!   unchanged; an op that returns a split must implement `forward_part`.
 
 pub mod builtin;
 pub mod registry;
@@ -22,8 +37,10 @@ pub mod source;
 
 use std::any::Any;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
+pub use saintflow_ops::view::{MatMut, MatRef};
 use saintflow_ops::KernelError;
 
 use crate::ir::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, Value};
@@ -64,6 +81,9 @@ pub enum OpError {
     /// A value is missing (a parameter not initialised, an op run without a data source).
     #[error("{0}")]
     Missing(String),
+    /// The op panicked while running (the executor catches it and fails the step).
+    #[error("panicked: {0}")]
+    Panicked(String),
 }
 
 impl OpError {
@@ -245,6 +265,79 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
     /// into sampling / aggregation / weight transformation / other, as JPDC Fig. 2 does).
     fn stage(&self) -> Stage {
         Stage::Other
+    }
+
+    /// How to split this forward into parts for `threads` workers, from the actual inputs
+    /// (see "Partitioned forward" at the top of this file). `output` is the node's fact;
+    /// `ctx.bindings` resolves it. `None` (the default): one task runs `forward`.
+    fn split(
+        &self,
+        inputs: &[&Value],
+        output: &Fact,
+        ctx: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let _ = (inputs, output, ctx, threads);
+        Ok(None)
+    }
+
+    /// Computes part `part` of `split` (the value [`Op::split`] returned) into `out`, the
+    /// view of the output's rows or columns `split.ranges[part]`.
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        ctx: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let _ = (inputs, ctx, split, part, out);
+        Err(OpError::Missing(format!(
+            "{}: split declared without forward_part",
+            self.name()
+        )))
+    }
+}
+
+/// The axis of a dense output that a [`Split`] cuts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Axis {
+    /// Parts are blocks of rows.
+    Rows,
+    /// Parts are blocks of columns.
+    Cols,
+}
+
+/// How an op's forward splits into parts (see [`Op::split`]).
+pub struct Split {
+    /// The output axis cut.
+    pub axis: Axis,
+    /// One range per part, ascending and disjoint, within the output's extent on `axis`.
+    pub ranges: Vec<Range<usize>>,
+    /// Data the op computes once for all parts (e.g. permuted values), read by every part.
+    pub prepared: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Split")
+            .field("axis", &self.axis)
+            .field("ranges", &self.ranges)
+            .finish()
+    }
+}
+
+impl Split {
+    /// `parts` near-equal blocks of `0..len` along `axis` (fewer if `len` is smaller).
+    pub fn even(axis: Axis, len: usize, parts: usize) -> Split {
+        let parts = parts.clamp(1, len.max(1));
+        Split {
+            axis,
+            ranges: (0..parts)
+                .map(|i| i * len / parts..(i + 1) * len / parts)
+                .collect(),
+            prepared: None,
+        }
     }
 }
 

@@ -9,9 +9,9 @@ use rayon::prelude::*;
 use saintflow_ops::elementwise as k;
 
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
 
-use super::{dense, elementwise_cost, same_shape};
+use super::{dense, elementwise_cost, row_split, rows_part, same_shape};
 
 /// A finite number attribute (a slope, ELU's α).
 pub(crate) fn finite(name: &str, x: f64) -> Result<f32, OpError> {
@@ -182,6 +182,30 @@ impl Op for Activate {
         self.0.forward(&x.data, &mut y.data)?;
         Ok(Value::dense(y))
     }
+    /// Row blocks (elementwise: bit-identical to `forward`).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let x = dense(inputs, 0, self.name())?;
+        Ok(row_split(x.rows, x.cols, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let x = dense(inputs, 0, self.name())?;
+        rows_part(split, part, x.cols, out, |r, y| {
+            self.0.forward(&x.data[r], y)
+        })
+    }
     /// The formula is on each [`Activation`] variant; the backward op reads x or y.
     fn backward(
         &self,
@@ -223,5 +247,34 @@ impl Op for ActivateBackward {
         let mut dx = Tensor::zeros(saved.rows, saved.cols);
         self.0.backward(&saved.data, &dy.data, &mut dx.data)?;
         Ok(Value::dense(dx))
+    }
+    /// Row blocks (elementwise: bit-identical to `forward`).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let saved = dense(inputs, 0, self.name())?;
+        let dy = dense(inputs, 1, self.name())?;
+        if saved.data.len() != dy.data.len() {
+            return Ok(None); // `forward` reports the mismatch
+        }
+        Ok(row_split(saved.rows, saved.cols, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let saved = dense(inputs, 0, self.name())?;
+        let dy = dense(inputs, 1, self.name())?;
+        rows_part(split, part, saved.cols, out, |r, dx| {
+            self.0.backward(&saved.data[r.clone()], &dy.data[r], dx)
+        })
     }
 }

@@ -8,11 +8,18 @@
 //! operand that only exists transposed (then [`Transpose`] copies, and the cost says so).
 //! A sparse matrix transposes through the Algorithm-6 permutation of its values.
 
-use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
-use saintflow_ops::spmm::{block_width, spmm_blocked, CsrRef};
+use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, gemm_view, Trans};
+use saintflow_ops::spmm::{block_width, spmm_blocked, spmm_view_blocked, CsrRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError, Stage};
+use crate::op::{Arity, Axis, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Split, Stage};
+
+/// Below this many multiply-adds a GEMM is one task (as `saintflow_ops::gemm` runs such a
+/// product on one thread: splitting costs more than it saves).
+const GEMM_SPLIT_MIN_MACS: usize = 1 << 18;
+/// Rows per GEMM part at least: the `gemm` crate's packed micro-panels are up to 48 rows
+/// tall, so thinner blocks waste packing work.
+const GEMM_MIN_ROWS: usize = 64;
 
 /// A chain operand's shape after its transpose flag: what the chain's cost model sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -452,6 +459,57 @@ impl Op for Gemm {
             inputs[0], self.ta, inputs[1], self.tb,
         )?))
     }
+    /// Row blocks of C (rows of op(A)), about two per worker so a slow block can be
+    /// balanced; each computed by one sequential call of the kernel. The k-sum of every
+    /// element is the kernel's, whatever the blocks (measured bit-identical in
+    /// tests/executor.rs). Xᵀ·Yᵀ (computed as (Y·X)ᵀ by `forward`) is not split.
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let (Some(a), Some(b)) = (inputs[0].as_dense(), inputs[1].as_dense()) else {
+            return Ok(None);
+        };
+        if threads < 2 || (self.ta && self.tb) {
+            return Ok(None);
+        }
+        let (m, k) = if self.ta {
+            (a.cols, a.rows)
+        } else {
+            (a.rows, a.cols)
+        };
+        let n = if self.tb { b.rows } else { b.cols };
+        if m * n * k < GEMM_SPLIT_MIN_MACS || m < 2 * GEMM_MIN_ROWS {
+            return Ok(None);
+        }
+        let parts = (2 * threads).min(m / GEMM_MIN_ROWS);
+        Ok(Some(Split::even(Axis::Rows, m, parts)))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let a = super::dense(inputs, 0, "gemm")?;
+        let b = super::dense(inputs, 1, "gemm")?;
+        let rows = split.ranges[part].clone();
+        let av = MatRef::row_major(&a.data, a.rows, a.cols)?;
+        let av = if self.ta {
+            av.cols(rows)?
+        } else {
+            av.rows(rows)?
+        };
+        let bv = MatRef::row_major(&b.data, b.rows, b.cols)?;
+        let t = |x: bool| if x { Trans::T } else { Trans::N };
+        gemm_view(av, t(self.ta), bv, t(self.tb), out, false)?;
+        Ok(())
+    }
     /// C = op(A)·op(B): ∂op(A) = ∇C·op(B)ᵀ, ∂op(B) = op(A)ᵀ·∇C, transposed back when the
     /// operand is used transposed.
     fn backward(
@@ -568,6 +626,91 @@ impl Op for Spmm {
         let width = self.partitions.map(|q| x.cols.div_ceil(q.max(1)).max(1));
         Ok(Value::dense(sparse_product(s, self.transpose, x, width)?))
     }
+    /// Column blocks of the output (JPDC §6.2): the Q_f feature blocks of width w (the
+    /// planner's Q_f, else the kernel's rule) grouped into about two runs of contiguous
+    /// blocks per worker; each run is one call of the kernel, which computes its blocks one
+    /// after the other. Run boundaries are block boundaries, so every block is the one the
+    /// interpreter computes: bit-identical. Dispatch in order, owner from the end, thieves
+    /// from the start, keeps the runs computed at once far apart. Single-head only; the
+    /// transposed values (Algorithm 6) are permuted once, in `prepared`.
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let (Some(s), Some(x)) = (inputs[0].as_sparse(), inputs[1].as_dense()) else {
+            return Ok(None);
+        };
+        let n = s.structure.n_rows();
+        let f = x.cols;
+        if threads < 2 || s.heads() != 1 || n == 0 || f == 0 || x.rows != n {
+            return Ok(None);
+        }
+        let w = match self.partitions {
+            Some(q) => f.div_ceil(q.max(1)).max(1),
+            None => block_width(n, f, threads),
+        };
+        let q = f.div_ceil(w);
+        if q < 2 {
+            return Ok(None);
+        }
+        let runs = (2 * threads).min(q);
+        let ranges = (0..runs)
+            .map(|r| (r * q / runs * w).min(f)..((r + 1) * q / runs * w).min(f))
+            .collect();
+        let prepared: Option<Box<dyn std::any::Any + Send + Sync>> = if self.transpose {
+            Some(Box::new(SpmmPrepared {
+                values: s.transposed_values(),
+                width: w,
+            }))
+        } else {
+            Some(Box::new(SpmmPrepared {
+                values: Tensor::zeros(0, 0),
+                width: w,
+            }))
+        };
+        Ok(Some(Split {
+            axis: Axis::Cols,
+            ranges,
+            prepared,
+        }))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let s = inputs[0]
+            .as_sparse()
+            .ok_or_else(|| OpError::args("spmm: argument 1 is not sparse"))?;
+        let x = super::dense(inputs, 1, "spmm")?;
+        let prep = split
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<SpmmPrepared>())
+            .ok_or_else(|| OpError::Missing("spmm: part without its prepared data".into()))?;
+        let values = if self.transpose {
+            &prep.values.data
+        } else {
+            &s.values.data
+        };
+        let st = &s.structure;
+        let a = CsrRef {
+            offsets: &st.offsets,
+            indices: &st.indices,
+            values: Some(values),
+            n_cols: st.n_rows(),
+        };
+        let cols = split.ranges[part].clone();
+        let xv = MatRef::row_major(&x.data, x.rows, x.cols)?.cols(cols)?;
+        spmm_view_blocked(a, xv, out, prep.width)?;
+        Ok(())
+    }
     /// out = op(S)·X: ∂X = op(S)ᵀ·∇out; ∂S_uv = ⟨∇out_u, X_v⟩ (⟨X_u, ∇out_v⟩ when
     /// transposed) on S's pattern.
     fn backward(
@@ -595,6 +738,14 @@ impl Op for Spmm {
         };
         Ok(vec![ds, dx])
     }
+}
+
+/// What [`Spmm::split`] computes once for its parts.
+struct SpmmPrepared {
+    /// The transposed values (Algorithm 6), when the product is transposed.
+    values: Tensor,
+    /// Feature block width w.
+    width: usize,
 }
 
 /// Sampled dense-dense product on a sparse pattern: out[k, h] = ⟨L_u, R_v⟩ over head h's

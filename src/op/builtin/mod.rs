@@ -170,3 +170,29 @@ pub(crate) fn elementwise_cost(
         ..Cost::streaming(inputs, output, b)
     }
 }
+
+/// Elements below which a row-wise op is one task: splitting costs more than it saves.
+const SPLIT_MIN_ELEMENTS: usize = 1 << 16;
+
+/// Row blocks, about two per worker, for a row-wise op on `rows × cols` (None: small,
+/// or one worker). Row-wise ops compute each row alone: any split gives the same bits.
+pub(crate) fn row_split(rows: usize, cols: usize, threads: usize) -> Option<crate::op::Split> {
+    (threads >= 2 && rows >= 2 && rows * cols >= SPLIT_MIN_ELEMENTS)
+        .then(|| crate::op::Split::even(crate::op::Axis::Rows, rows, 2 * threads))
+}
+
+/// Rows `split.ranges[part]` of a row-wise op, one kernel call per row (a row is
+/// `cols` contiguous floats of every operand).
+pub(crate) fn rows_part(
+    split: &crate::op::Split,
+    part: usize,
+    cols: usize,
+    mut out: crate::op::MatMut<'_>,
+    mut f: impl FnMut(std::ops::Range<usize>, &mut [f32]) -> Result<(), OpError>,
+) -> Result<(), OpError> {
+    let rows = split.ranges[part].clone();
+    for (k, i) in rows.enumerate() {
+        f(i * cols..(i + 1) * cols, out.row_mut(k))?;
+    }
+    Ok(())
+}

@@ -2,9 +2,9 @@
 //! models normalise each node's embedding before the classifier.
 
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{Arity, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
 
-use super::{dense, elementwise_cost, same_shape};
+use super::{dense, elementwise_cost, row_split, rows_part, same_shape};
 
 /// The floor ε of a row norm (PyTorch's `F.normalize` default): a zero row stays zero.
 pub const L2_EPS: f32 = 1e-12;
@@ -47,6 +47,34 @@ impl Op for L2Norm {
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         Ok(Value::dense(normalize(dense(inputs, 0, "l2norm")?)?.0))
+    }
+    /// Row blocks (each row is normalised alone: bit-identical to `forward`).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let x = dense(inputs, 0, "l2norm")?;
+        Ok(row_split(x.rows, x.cols, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let x = dense(inputs, 0, "l2norm")?;
+        let mut norm = [0.0f32];
+        rows_part(split, part, x.cols, out, |r, y| {
+            saintflow_ops::elementwise::l2_normalize_rows(
+                &x.data[r], x.cols, L2_EPS, y, &mut norm,
+            )?;
+            Ok(())
+        })
     }
     /// ∂x_i = (∇y_i − y_i ⟨y_i, ∇y_i⟩) / ‖x_i‖ (∇y_i / ε below the floor). Saves x only:
     /// the backward recomputes y and the norms (one pass over x, the cost of reading a
@@ -97,5 +125,57 @@ impl Op for L2NormBackward {
             )?;
         }
         Ok(Value::dense(dx))
+    }
+    /// Row blocks (each row alone: bit-identical to `forward`).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let (x, dy) = (
+            dense(inputs, 0, self.name())?,
+            dense(inputs, 1, self.name())?,
+        );
+        if x.data.len() != dy.data.len() || x.cols == 0 {
+            return Ok(None); // `forward` reports the mismatch
+        }
+        Ok(row_split(x.rows, x.cols, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let (x, dy) = (
+            dense(inputs, 0, self.name())?,
+            dense(inputs, 1, self.name())?,
+        );
+        let f = x.cols;
+        let mut y = vec![0.0f32; f];
+        let mut norm = [0.0f32];
+        rows_part(split, part, f, out, |r, dx| {
+            let e = saintflow_ops::elementwise::l2_normalize_rows(
+                &x.data[r.clone()],
+                f,
+                L2_EPS,
+                &mut y,
+                &mut norm,
+            );
+            e?;
+            saintflow_ops::elementwise::l2_normalize_rows_backward(
+                &y,
+                &norm,
+                f,
+                L2_EPS,
+                &dy.data[r],
+                dx,
+            )?;
+            Ok(())
+        })
     }
 }

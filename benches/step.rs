@@ -1,0 +1,490 @@
+//! Whole training steps in the JPDC Table-3 setup: a Kronecker graph (scale 17, degree 16,
+//! F = 50, C = 2), frontier sampler m = 1000, n = 8000, GraphSAGE with hidden 512
+//! (plans/graphsage.toml: SAGE(50→512‖512, ReLU) → SAGE(1024→512‖512) → L2 norm → dense
+//! 1024→2), planned. A step = forward + backward + Adam on every parameter.
+//!
+//! Variants, in the same run, on 1 and 2 threads: the interpreter (on a rayon pool of p
+//! threads) vs the executor (p workers); compute only (subgraphs pre-sampled) vs sampling
+//! inline vs the prefetching subgraph pool; and the executor on 1–4 GraphSAGE layers.
+//! Before criterion's groups a summary prints the median step time per 1000 subgraph nodes
+//! and the stage breakdown (from `StepValues::times`, CPU time summed over tasks).
+//!
+//! Run: `cargo bench --bench step`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use saintflow::exec::{Executor, Interpreter, Prefetch, StageTimes, StepRunner};
+use saintflow::ir::{Bindings, Graph, NodeId, Params, Targets, Tensor};
+use saintflow::op::{GraphSource, OpError, Registry, StoreSource};
+use saintflow::plan::{LowerEnv, Plan};
+use saintflow::planner::{plan, PlanOptions};
+use saintflow::progress::Progress;
+use saintflow::sample::{FrontierParams, FrontierSampler, Subgraph};
+use saintflow::store::gen::{generate_kronecker, KroneckerSpec};
+use saintflow::store::{GraphStore, Role};
+use saintflow_ops::optim::Adam;
+
+/// Subgraphs drawn once and served in turn: compute-only steps.
+struct Presampled<'a> {
+    inner: &'a dyn GraphSource,
+    subs: Vec<Subgraph>,
+}
+
+impl GraphSource for Presampled<'_> {
+    fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
+        Ok(self.subs[step as usize % self.subs.len()].clone())
+    }
+    fn n_features(&self) -> usize {
+        self.inner.n_features()
+    }
+    fn n_classes(&self) -> usize {
+        self.inner.n_classes()
+    }
+    fn multilabel(&self) -> bool {
+        self.inner.multilabel()
+    }
+    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+        self.inner.features(nodes, out)
+    }
+    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
+        self.inner.targets(sub)
+    }
+    fn degree(&self, node: u32) -> usize {
+        self.inner.degree(node)
+    }
+    fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
+        self.inner.aggregator_weights(sub)
+    }
+}
+
+fn store(dir: &Path) -> GraphStore {
+    let out = dir.join("kron17.sf");
+    let spec = KroneckerSpec {
+        scale: 17,
+        degree: 16.0,
+        n_features: 50,
+        n_classes: 2,
+        ..Default::default()
+    };
+    generate_kronecker(&spec, &out, true, &Progress::hidden()).unwrap();
+    GraphStore::open(&out).unwrap()
+}
+
+fn source(store: &GraphStore) -> StoreSource<'_> {
+    let sampler = FrontierSampler::new(
+        store.train(),
+        FrontierParams {
+            frontier: 1000,
+            budget: 8000,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    StoreSource::new(store, Box::new(sampler), 1, 1, None, Role::Train)
+}
+
+/// The planned model and its training state.
+struct Model {
+    graph: Graph,
+    wanted: Vec<NodeId>,
+    names: Vec<String>,
+    params: Params,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    t: u64,
+}
+
+impl Model {
+    fn new(src: &dyn GraphSource, layers: usize, threads: usize, b: Bindings) -> Model {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
+        let path = if path.exists() {
+            path
+        } else {
+            Path::new("plans/graphsage.toml").to_path_buf()
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        let repeat = format!("layer.0.repeat={layers}");
+        let plan_file = Plan::parse_with_overrides(
+            &text,
+            "graphsage.toml",
+            &["dims.hidden=512", repeat.as_str()],
+        )
+        .unwrap_or_else(|e| panic!("{}", e.render()));
+        let reg = Registry::with_builtins();
+        let lowered = plan_file.lower(&LowerEnv::of(src, &reg)).unwrap();
+        let mut graph = lowered.graph;
+        plan(
+            &mut graph,
+            &PlanOptions {
+                bindings: b,
+                threads,
+                cache_bytes: saintflow_ops::cache::l2_bytes(),
+            },
+        )
+        .unwrap();
+        let mut wanted = vec![graph.output("loss").unwrap()];
+        let mut names = Vec::new();
+        for (name, _) in &lowered.grads {
+            wanted.push(graph.output(&format!("grad/{name}")).unwrap());
+            names.push(name.clone());
+        }
+        let params = Params::init(&lowered.params, 1);
+        let zeros: Vec<Tensor> = names
+            .iter()
+            .map(|n| {
+                let p = params.get(n).unwrap();
+                Tensor::zeros(p.rows, p.cols)
+            })
+            .collect();
+        Model {
+            graph,
+            wanted,
+            names,
+            params,
+            m: zeros.clone(),
+            v: zeros,
+            t: 0,
+        }
+    }
+
+    /// One full step; returns (subgraph nodes, stage times, optimizer time).
+    fn step(
+        &mut self,
+        runner: &dyn StepRunner,
+        src: &dyn GraphSource,
+        step: u64,
+    ) -> (usize, StageTimes, Duration) {
+        let mut out = runner
+            .run_step(
+                &self.graph,
+                &self.wanted,
+                Some(src),
+                &self.params,
+                step,
+                1,
+                true,
+            )
+            .unwrap();
+        let started = Instant::now();
+        self.t += 1;
+        let adam = Adam::default();
+        for (k, name) in self.names.iter().enumerate() {
+            let g = out.take(self.wanted[k + 1]).unwrap();
+            let g = g.as_dense().unwrap();
+            let p = self.params.get_mut(name).unwrap();
+            adam.step(
+                self.t,
+                &mut p.data,
+                &g.data,
+                &mut self.m[k].data,
+                &mut self.v[k].data,
+            )
+            .unwrap();
+        }
+        (out.bindings.nodes, out.times, started.elapsed())
+    }
+}
+
+/// Time per op name over one step, by the interpreter's order, on the current rayon pool
+/// (`STEP_BENCH_OPS=1`): where "other" goes.
+fn per_op(model: &Model, src: &dyn GraphSource) {
+    use saintflow::ir::Value;
+    use saintflow::op::Ctx;
+    let g = &model.graph;
+    let needed = g.ancestors(&model.wanted);
+    let mut values: std::collections::HashMap<NodeId, Value> = Default::default();
+    let mut by_op: std::collections::BTreeMap<String, (Duration, usize)> = Default::default();
+    let mut bindings = Bindings {
+        nodes: 0,
+        entries: 0,
+    };
+    for v in g
+        .topo_order()
+        .unwrap()
+        .into_iter()
+        .filter(|v| needed.contains(v))
+    {
+        let node = g.node(v);
+        let inputs: Vec<&Value> = node.inputs.iter().map(|i| &values[i]).collect();
+        let ctx = Ctx {
+            source: Some(src),
+            params: &model.params,
+            step: 3,
+            seed: 1,
+            training: true,
+            node: v,
+            bindings,
+        };
+        let started = Instant::now();
+        let out = node.op.forward(&inputs, &ctx).unwrap();
+        let e = by_op
+            .entry(format!("{} {}", node.op.name(), node.op.attrs()))
+            .or_default();
+        e.0 += started.elapsed();
+        e.1 += 1;
+        if let Value::Subgraph(s) = &out {
+            bindings = Bindings {
+                nodes: s.n_nodes(),
+                entries: s.n_entries(),
+            };
+        }
+        values.insert(v, out);
+    }
+    let mut rows: Vec<_> = by_op.into_iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1 .0));
+    for (name, (d, k)) in rows {
+        eprintln!("  {:>8.1} ms  {k:3}×  {name}", ms(d));
+    }
+}
+
+fn rayon_pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// One variant of the summary: a name, a runner, a source and its own step counter.
+struct Variant<'a> {
+    name: &'a str,
+    runner: &'a dyn StepRunner,
+    src: &'a dyn GraphSource,
+    next: u64,
+    per_round: Vec<f64>,
+    nodes: usize,
+    times: StageTimes,
+    opt: Duration,
+}
+
+impl<'a> Variant<'a> {
+    fn new(
+        name: &'a str,
+        runner: &'a dyn StepRunner,
+        src: &'a dyn GraphSource,
+        first: u64,
+    ) -> Self {
+        Variant {
+            name,
+            runner,
+            src,
+            next: first,
+            per_round: Vec::new(),
+            nodes: 0,
+            times: StageTimes::default(),
+            opt: Duration::ZERO,
+        }
+    }
+}
+
+/// Interleaved measurement (the machine is shared and its load drifts): `rounds` rounds,
+/// each running `steps` steps of every variant in turn; per variant the median over rounds
+/// of the mean step time, with mean nodes, stage times and optimizer time per step. Each
+/// variant counts its own steps, so the prefetcher sees consecutive steps.
+fn interleaved(model: &mut Model, variants: &mut [Variant<'_>], threads: usize) {
+    let (rounds, steps) = (5, 3);
+    for v in variants.iter_mut() {
+        model.step(v.runner, v.src, v.next); // warm-up
+        v.next += 1;
+    }
+    for _ in 0..rounds {
+        for v in variants.iter_mut() {
+            let started = Instant::now();
+            for _ in 0..steps {
+                let (n, t, o) = model.step(v.runner, v.src, v.next);
+                v.next += 1;
+                v.nodes += n;
+                v.times.sampling += t.sampling;
+                v.times.aggregation += t.aggregation;
+                v.times.transformation += t.transformation;
+                v.times.other += t.other;
+                v.opt += o;
+            }
+            v.per_round
+                .push(started.elapsed().as_secs_f64() * 1e3 / steps as f64);
+        }
+    }
+    let k = (rounds * steps) as u32;
+    for v in variants.iter_mut() {
+        v.per_round.sort_by(|a, b| a.total_cmp(b));
+        let mean = StageTimes {
+            sampling: v.times.sampling / k,
+            aggregation: v.times.aggregation / k,
+            transformation: v.times.transformation / k,
+            other: v.times.other / k,
+        };
+        print_line(
+            v.name,
+            threads,
+            (
+                v.per_round[rounds / 2],
+                v.nodes as f64 / k as f64,
+                mean,
+                v.opt / k,
+            ),
+        );
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn print_line(name: &str, threads: usize, r: (f64, f64, StageTimes, Duration)) {
+    let (step_ms, nodes, t, opt) = r;
+    eprintln!(
+        "{name:<28} {threads}t  {step_ms:8.1} ms/step  {nodes:6.0} nodes  {:6.1} ms/1000 nodes  \
+         [sampling {:6.1}  aggregation {:6.1}  transformation {:6.1}  other {:6.1}  optimizer {:5.1}] ms",
+        step_ms / nodes * 1000.0,
+        ms(t.sampling),
+        ms(t.aggregation),
+        ms(t.transformation),
+        ms(t.other),
+        ms(opt)
+    );
+}
+
+/// Thread counts to measure: `STEP_BENCH_THREADS=2` (default "1,2").
+fn thread_counts() -> Vec<usize> {
+    std::env::var("STEP_BENCH_THREADS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse()
+                .expect("STEP_BENCH_THREADS: comma-separated counts")
+        })
+        .collect()
+}
+
+fn steps(c: &mut Criterion) {
+    let tmp = tempfile::tempdir_in(".").unwrap();
+    let st = store(tmp.path());
+    let src = source(&st);
+    let subs: Vec<Subgraph> = (1000..1008).map(|i| src.sample(i).unwrap()).collect();
+    let b = Bindings {
+        nodes: subs.iter().map(|s| s.n_nodes()).sum::<usize>() / subs.len(),
+        entries: subs.iter().map(|s| s.n_entries()).sum::<usize>() / subs.len(),
+    };
+    eprintln!(
+        "subgraphs: {} nodes, {} entries on average",
+        b.nodes, b.entries
+    );
+    let pre = Presampled { inner: &src, subs };
+    let mut group = c.benchmark_group("step_graphsage512");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(8));
+    group.warm_up_time(Duration::from_secs(2));
+    for threads in thread_counts() {
+        let pool = rayon_pool(threads);
+        let ex = Executor::new(threads);
+        let mut next = 0u64;
+        let mut model = Model::new(&src, 2, threads, b);
+        if std::env::var_os("STEP_BENCH_OPS").is_some() {
+            pool.install(|| per_op(&model, &pre));
+        }
+        pool.install(|| {
+            Prefetch::scope(ex.pool(), &src, 2, |fetch| {
+                let mut variants = [
+                    Variant::new("interpreter, pre-sampled", &Interpreter, &pre, 0),
+                    Variant::new("executor, pre-sampled", &ex, &pre, 0),
+                    Variant::new("interpreter, sampling inline", &Interpreter, &src, 1 << 20),
+                    Variant::new("executor, sampling inline", &ex, &src, 2 << 20),
+                    Variant::new("executor, prefetch pool k=2", &ex, fetch, 3 << 20),
+                ];
+                interleaved(&mut model, &mut variants, threads);
+            });
+        });
+        let mut bench = |name: &str, runner: &dyn StepRunner, s: &dyn GraphSource| {
+            group.bench_function(BenchmarkId::new(name, format!("{threads}t")), |bn| {
+                bn.iter_custom(|iters| {
+                    pool.install(|| {
+                        let started = Instant::now();
+                        for _ in 0..iters {
+                            model.step(runner, s, next);
+                            next += 1;
+                        }
+                        started.elapsed()
+                    })
+                })
+            });
+        };
+        bench("interpreter_presampled", &Interpreter, &pre);
+        bench("executor_presampled", &ex, &pre);
+        bench("executor_inline_sampling", &ex, &src);
+        Prefetch::scope(ex.pool(), &src, 2, |fetch| {
+            bench("executor_prefetch", &ex, fetch);
+        });
+    }
+    group.finish();
+
+    // Depth: 1..4 GraphSAGE layers on the executor, compute only.
+    let mut group = c.benchmark_group("step_depth");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(6));
+    group.warm_up_time(Duration::from_secs(1));
+    for threads in thread_counts() {
+        let pool = rayon_pool(threads);
+        let ex = Executor::new(threads);
+        let mut models: Vec<Model> = (1..=4).map(|l| Model::new(&src, l, threads, b)).collect();
+        // Interleaved over depths: round-robin one variant per model.
+        pool.install(|| {
+            let names = [
+                "executor, 1 layer",
+                "executor, 2 layers",
+                "executor, 3 layers",
+                "executor, 4 layers",
+            ];
+            let mut per: Vec<Vec<f64>> = vec![Vec::new(); 4];
+            let mut nodes = 0usize;
+            let mut next = 0u64;
+            for round in 0..6 {
+                for (l, m) in models.iter_mut().enumerate() {
+                    let started = Instant::now();
+                    for _ in 0..2 {
+                        let (n, _, _) = m.step(&ex, &pre, next);
+                        next += 1;
+                        nodes += n;
+                    }
+                    if round > 0 {
+                        per[l].push(started.elapsed().as_secs_f64() * 1e3 / 2.0);
+                    }
+                }
+            }
+            let avg_nodes = nodes as f64 / (6 * 4 * 2) as f64;
+            for (l, mut v) in per.into_iter().enumerate() {
+                v.sort_by(|a, b| a.total_cmp(b));
+                let med = v[v.len() / 2];
+                eprintln!(
+                    "{:<28} {threads}t  {med:8.1} ms/step  {:6.1} ms/1000 nodes",
+                    names[l],
+                    med / avg_nodes * 1000.0
+                );
+            }
+        });
+        for (l, model) in models.iter_mut().enumerate() {
+            let layers = l + 1;
+            let mut next = 0u64;
+            group.bench_function(
+                BenchmarkId::new(format!("executor_{layers}_layers"), format!("{threads}t")),
+                |bn| {
+                    bn.iter_custom(|iters| {
+                        pool.install(|| {
+                            let started = Instant::now();
+                            for _ in 0..iters {
+                                model.step(&ex, &pre, next);
+                                next += 1;
+                            }
+                            started.elapsed()
+                        })
+                    })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, steps);
+criterion_main!(benches);

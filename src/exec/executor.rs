@@ -1,0 +1,446 @@
+//! The work-stealing executor: runs a step's DAG as op × part tasks on a [`Pool`], with
+//! readiness by atomic dependency counters, and returns what the interpreter returns.
+//!
+//! Protocol, in prose:
+//! * The step's nodes are the ancestors of the wanted ones. Each node counts its unfinished
+//!   inputs (one per input *occurrence*, so `add(x, x)` waits for x once per use); nodes at
+//!   zero are submitted in topological order. The task that finishes a node decrements each
+//!   consumer's counter and spawns the consumers that reach zero (on its own deque).
+//! * A node's task asks its op for a [`Split`](crate::op::Split) (`Op::split`, given the
+//!   actual inputs and the pool's width). None: the task runs `forward`. Some: it allocates
+//!   the output, cuts it into one disjoint view per part and spawns the parts in range
+//!   order; the part that finishes last (an atomic count) completes the node.
+//! * Completing a node: if it is a subgraph, the step's bindings are set from it (every
+//!   node that depends on it runs later, through the counters); the value is checked
+//!   against the node's fact, stored, and each input's remaining-use count is decremented —
+//!   at zero the input's value is dropped unless it is wanted (the interpreter's freeing).
+//! * Time: each task adds its duration to its op's stage ([`StageTimes`]); CPU time, so on
+//!   p workers the sum may exceed the step's wall time.
+//! * Failure: an op error, or a panic (caught per task), records the first error naming
+//!   the op and its expression, and sets a flag; tasks that start afterwards return at once
+//!   and no node is completed, so no new task is spawned. The step returns `Err` once the
+//!   pool's scope has drained every task already spawned: never a hang, nothing borrowed
+//!   from the step outlives it.
+
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::interp::{StageTimes, StepRunner, StepValues};
+use super::pool::{Pool, Scope};
+use crate::ir::{Bindings, Graph, IrError, NodeId, Params, Tensor, Value};
+use crate::op::{Axis, Ctx, GraphSource, MatMut, OpError, Split};
+
+/// The work-stealing [`StepRunner`]: one [`Pool`] of worker threads, reused by every step.
+#[derive(Debug)]
+pub struct Executor {
+    pool: Arc<Pool>,
+}
+
+impl Executor {
+    /// An executor on `threads` worker threads (0: the machine's available parallelism).
+    /// The threads start now and live until the executor is dropped; kernels inside its
+    /// tasks see a one-thread rayon pool, so the process computes on exactly `threads`
+    /// threads (plus the caller, who waits).
+    pub fn new(threads: usize) -> Executor {
+        Executor {
+            pool: Arc::new(Pool::new(threads)),
+        }
+    }
+
+    /// The pool, for other work that should share the workers (the subgraph prefetcher).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+}
+
+impl StepRunner for Executor {
+    fn run_step(
+        &self,
+        graph: &Graph,
+        wanted: &[NodeId],
+        source: Option<&dyn GraphSource>,
+        params: &Params,
+        step: u64,
+        seed: u64,
+        training: bool,
+    ) -> Result<StepValues, IrError> {
+        run_on(
+            &self.pool, graph, wanted, source, params, step, seed, training,
+        )
+    }
+
+    fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+}
+
+/// One node of the step, by dense index.
+struct NodeState {
+    id: NodeId,
+    /// Inputs by dense index, one per occurrence.
+    inputs: Vec<usize>,
+    /// Consumers by dense index, one per input occurrence.
+    consumers: Vec<usize>,
+    /// Unfinished input occurrences.
+    deps: AtomicUsize,
+    /// Reads of the value still to come (one per consumer occurrence).
+    uses: AtomicUsize,
+    keep: bool,
+    value: Mutex<Option<Arc<Value>>>,
+}
+
+struct Step<'a> {
+    graph: &'a Graph,
+    nodes: Vec<NodeState>,
+    source: Option<&'a dyn GraphSource>,
+    params: &'a Params,
+    step: u64,
+    seed: u64,
+    training: bool,
+    threads: usize,
+    bindings: Mutex<Bindings>,
+    times: Mutex<StageTimes>,
+    failed: AtomicBool,
+    error: Mutex<Option<IrError>>,
+}
+
+/// The output of a split node while its parts run.
+struct Parts {
+    inputs: Vec<Arc<Value>>,
+    split: Split,
+    /// Views of the output, one per part, taken by the part that runs.
+    views: Mutex<Vec<Option<MatMut<'static>>>>,
+    /// The output buffer; the views point into it. Taken when the last part ends.
+    out: Mutex<Option<Box<Tensor>>>,
+    remaining: AtomicUsize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_on(
+    pool: &Pool,
+    graph: &Graph,
+    wanted: &[NodeId],
+    source: Option<&dyn GraphSource>,
+    params: &Params,
+    step: u64,
+    seed: u64,
+    training: bool,
+) -> Result<StepValues, IrError> {
+    let needed = graph.ancestors(wanted);
+    let order: Vec<NodeId> = graph
+        .topo_order()?
+        .into_iter()
+        .filter(|v| needed.contains(v))
+        .collect();
+    let index: std::collections::HashMap<NodeId, usize> =
+        order.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    let keep: HashSet<NodeId> = wanted.iter().copied().collect();
+    let mut nodes: Vec<NodeState> = order
+        .iter()
+        .map(|&v| {
+            let inputs: Vec<usize> = graph.node(v).inputs.iter().map(|i| index[i]).collect();
+            NodeState {
+                id: v,
+                deps: AtomicUsize::new(inputs.len()),
+                inputs,
+                consumers: Vec::new(),
+                uses: AtomicUsize::new(0),
+                keep: keep.contains(&v),
+                value: Mutex::new(None),
+            }
+        })
+        .collect();
+    for i in 0..nodes.len() {
+        for k in 0..nodes[i].inputs.len() {
+            let j = nodes[i].inputs[k];
+            nodes[j].consumers.push(i);
+            *nodes[j].uses.get_mut() += 1;
+        }
+    }
+    let st = Step {
+        graph,
+        nodes,
+        source,
+        params,
+        step,
+        seed,
+        training,
+        threads: pool.threads(),
+        bindings: Mutex::new(Bindings {
+            nodes: 0,
+            entries: 0,
+        }),
+        times: Mutex::new(StageTimes::default()),
+        failed: AtomicBool::new(false),
+        error: Mutex::new(None),
+    };
+    let st = &st;
+    pool.scope(|s| {
+        for (i, n) in st.nodes.iter().enumerate() {
+            if n.inputs.is_empty() {
+                s.spawn(move |s| run_node(st, i, s));
+            }
+        }
+    });
+    if let Some(e) = st.error.lock().expect("step").take() {
+        return Err(e);
+    }
+    let mut values = std::collections::HashMap::new();
+    for &w in wanted {
+        if values.contains_key(&w) {
+            continue;
+        }
+        let i = *index
+            .get(&w)
+            .ok_or_else(|| IrError::Invariant(format!("wanted node %{} not run", w.index())))?;
+        let v = st.nodes[i]
+            .value
+            .lock()
+            .expect("value")
+            .take()
+            .ok_or_else(|| {
+                IrError::Invariant(format!("%{}: no value after the step", w.index()))
+            })?;
+        values.insert(w, Arc::try_unwrap(v).unwrap_or_else(|a| (*a).clone()));
+    }
+    let bindings = *st.bindings.lock().expect("bindings");
+    let times = *st.times.lock().expect("times");
+    Ok(StepValues::new(values, bindings, times))
+}
+
+impl Step<'_> {
+    fn fail(&self, i: usize, source: OpError) {
+        let node = self.graph.node(self.nodes[i].id);
+        self.fail_with(IrError::Op {
+            op: node.op.name().to_string(),
+            label: node.label.clone(),
+            source,
+        });
+    }
+
+    fn fail_with(&self, e: IrError) {
+        let mut slot = self.error.lock().expect("step");
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    fn ctx(&self, i: usize) -> Ctx<'_> {
+        Ctx {
+            source: self.source,
+            params: self.params,
+            step: self.step,
+            seed: self.seed,
+            training: self.training,
+            node: self.nodes[i].id,
+            bindings: *self.bindings.lock().expect("bindings"),
+        }
+    }
+
+    fn inputs(&self, i: usize) -> Option<Vec<Arc<Value>>> {
+        self.nodes[i]
+            .inputs
+            .iter()
+            .map(|&j| self.nodes[j].value.lock().expect("value").clone())
+            .collect()
+    }
+
+    fn add_time(&self, i: usize, started: Instant) {
+        let stage = self.graph.node(self.nodes[i].id).op.stage();
+        self.times
+            .lock()
+            .expect("times")
+            .add(stage, started.elapsed());
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+/// Runs `f` catching a panic as an op error.
+fn guarded<T>(f: impl FnOnce() -> Result<T, OpError>) -> Result<T, OpError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(OpError::Panicked(panic_message(p.as_ref()))),
+    }
+}
+
+fn run_node<'s>(st: &'s Step<'s>, i: usize, s: &Scope<'s>) {
+    if st.failed.load(Ordering::SeqCst) {
+        return;
+    }
+    let started = Instant::now();
+    let Some(inputs) = st.inputs(i) else {
+        st.fail_with(IrError::Invariant(format!(
+            "%{}: an input's value is missing",
+            st.nodes[i].id.index()
+        )));
+        return;
+    };
+    let node = st.graph.node(st.nodes[i].id);
+    let ctx = st.ctx(i);
+    let refs: Vec<&Value> = inputs.iter().map(|v| &**v).collect();
+    let split = match guarded(|| node.op.split(&refs, &node.fact, &ctx, st.threads)) {
+        Ok(s) => s,
+        Err(e) => return st.fail(i, e),
+    };
+    let Some(split) = split else {
+        let out = guarded(|| node.op.forward(&refs, &ctx));
+        drop(refs);
+        drop(inputs);
+        st.add_time(i, started);
+        match out {
+            Ok(v) => complete(st, i, v, s),
+            Err(e) => st.fail(i, e),
+        }
+        return;
+    };
+    drop(refs);
+    let parts = match prepare_parts(st, i, inputs, split, &ctx) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return st.fail(i, e),
+    };
+    st.add_time(i, started);
+    for k in 0..parts.split.ranges.len() {
+        let parts = parts.clone();
+        s.spawn(move |s| run_part(st, i, &parts, k, s));
+    }
+}
+
+/// Allocates a split node's output and cuts it into one view per part.
+fn prepare_parts(
+    st: &Step<'_>,
+    i: usize,
+    inputs: Vec<Arc<Value>>,
+    split: Split,
+    ctx: &Ctx<'_>,
+) -> Result<Parts, OpError> {
+    let fact = &st.graph.node(st.nodes[i].id).fact;
+    let (r, c) = fact
+        .matrix()
+        .ok_or_else(|| OpError::args(format!("split of a non-matrix output {fact}")))?;
+    let (rows, cols) = (r.resolve(&ctx.bindings), c.resolve(&ctx.bindings));
+    let extent = match split.axis {
+        Axis::Rows => rows,
+        Axis::Cols => cols,
+    };
+    let mut at = 0;
+    for r in &split.ranges {
+        if r.start < at || r.end < r.start || r.end > extent {
+            return Err(OpError::args(format!(
+                "split ranges {:?}: expected ascending disjoint ranges within 0..{extent}",
+                split.ranges
+            )));
+        }
+        at = r.end;
+    }
+    let mut out = Box::new(Tensor::zeros(rows, cols));
+    // SAFETY: the buffer is boxed, so it does not move when `out` is moved into `Parts`;
+    // it is taken out (and the views dropped first) only after every part has finished.
+    // The views cover disjoint ranges (checked above), so no element has two writers.
+    let data: &'static mut [f32] =
+        unsafe { std::slice::from_raw_parts_mut(out.data.as_mut_ptr(), out.data.len()) };
+    let mut rest = MatMut::row_major(data, rows, cols)?;
+    let mut offset = 0;
+    let mut views = Vec::with_capacity(split.ranges.len());
+    for r in &split.ranges {
+        let (view, tail) = match split.axis {
+            Axis::Rows => {
+                let (_, v) = rest.split_rows_mut(r.start - offset)?;
+                v.split_rows_mut(r.end - r.start)?
+            }
+            Axis::Cols => {
+                let (_, v) = rest.split_cols_mut(r.start - offset)?;
+                v.split_cols_mut(r.end - r.start)?
+            }
+        };
+        views.push(Some(view));
+        rest = tail;
+        offset = r.end;
+    }
+    Ok(Parts {
+        inputs,
+        remaining: AtomicUsize::new(split.ranges.len()),
+        split,
+        views: Mutex::new(views),
+        out: Mutex::new(Some(out)),
+    })
+}
+
+fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'s>) {
+    if !st.failed.load(Ordering::SeqCst) {
+        let started = Instant::now();
+        let view = parts.views.lock().expect("views")[k].take();
+        if let Some(view) = view {
+            let node = st.graph.node(st.nodes[i].id);
+            let ctx = st.ctx(i);
+            let refs: Vec<&Value> = parts.inputs.iter().map(|v| &**v).collect();
+            let r = guarded(|| node.op.forward_part(&refs, &ctx, &parts.split, k, view));
+            st.add_time(i, started);
+            if let Err(e) = r {
+                st.fail(i, e);
+            }
+        }
+    }
+    if parts.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // Every part is done: no view is in use any more.
+        parts.views.lock().expect("views").clear();
+        let out = parts.out.lock().expect("out").take();
+        if let (Some(out), false) = (out, st.failed.load(Ordering::SeqCst)) {
+            complete(st, i, Value::dense(*out), s);
+        }
+    }
+}
+
+/// Checks, stores and publishes a node's value; frees inputs after their last use; spawns
+/// the consumers that became ready.
+fn complete<'s>(st: &'s Step<'s>, i: usize, out: Value, s: &Scope<'s>) {
+    let n = &st.nodes[i];
+    let node = st.graph.node(n.id);
+    let bindings = {
+        let mut b = st.bindings.lock().expect("bindings");
+        if let Value::Subgraph(sub) = &out {
+            *b = Bindings {
+                nodes: sub.n_nodes(),
+                entries: sub.n_entries(),
+            };
+        }
+        *b
+    };
+    if !out.matches(&node.fact, &bindings) {
+        st.fail_with(IrError::Invariant(format!(
+            "%{} {} in `{}`: output does not match its fact {}",
+            n.id.index(),
+            node.op.name(),
+            node.label,
+            node.fact
+        )));
+        return;
+    }
+    *n.value.lock().expect("value") = Some(Arc::new(out));
+    for &j in &n.inputs {
+        let input = &st.nodes[j];
+        if input.uses.fetch_sub(1, Ordering::AcqRel) == 1 && !input.keep {
+            input.value.lock().expect("value").take();
+        }
+    }
+    if st.failed.load(Ordering::SeqCst) {
+        return;
+    }
+    for &c in &n.consumers {
+        if st.nodes[c].deps.fetch_sub(1, Ordering::AcqRel) == 1 {
+            s.spawn(move |s| run_node(st, c, s));
+        }
+    }
+}

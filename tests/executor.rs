@@ -1,0 +1,529 @@
+//! The work-stealing executor against the reference interpreter: every shipped plan's loss
+//! and gradients, bit for bit, on 1–4 workers; partitioned GEMM and SpMM against their
+//! whole forward; failing and panicking ops give errors, not hangs; the prefetching source
+//! hands out the subgraphs direct sampling gives; many steps leave nothing behind.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use saintflow::exec::{run, Executor, Prefetch, StepRunner, StepValues};
+use saintflow::ir::{Bindings, Fact, Graph, Kind, NodeId, Params, Tensor, Value};
+use saintflow::op::builtin::{Gemm, Spmm};
+use saintflow::op::{
+    Arity, Attrs, Ctx, GraphSource, MatMut, MemorySource, Op, OpError, Registry, StoreSource,
+};
+use saintflow::plan::{LowerEnv, Plan};
+use saintflow::planner::{plan, PlanOptions};
+use saintflow::sample::{FrontierParams, FrontierSampler};
+use saintflow::store::{GraphStore, Role};
+
+fn shipped() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The interpreter on a one-thread rayon pool: the reference every executor run must equal.
+fn reference(
+    g: &Graph,
+    wanted: &[NodeId],
+    src: &dyn GraphSource,
+    params: &Params,
+    step: u64,
+    seed: u64,
+) -> StepValues {
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    one.install(|| run(g, wanted, Some(src), params, step, seed, true).unwrap())
+}
+
+fn bits(v: &Value) -> Vec<u32> {
+    match v {
+        Value::Dense(t) => t.data.iter().map(|x| x.to_bits()).collect(),
+        Value::Scalar(s) => vec![(s.to_bits() >> 32) as u32, s.to_bits() as u32],
+        other => panic!("unexpected wanted value {other:?}"),
+    }
+}
+
+/// A shipped plan lowered for `src` with `hidden`, planned for its size on `threads`.
+fn planned(
+    path: &Path,
+    hidden: usize,
+    src: &MemorySource,
+    reg: &Registry,
+) -> (Graph, Vec<NodeId>, Params) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let has_hidden = Plan::load(path).unwrap().dims.contains_key("hidden");
+    let over = format!("dims.hidden={hidden}");
+    let overrides: Vec<&str> = if has_hidden { vec![&over] } else { vec![] };
+    let p = Plan::parse_with_overrides(&text, &path.display().to_string(), &overrides)
+        .unwrap_or_else(|e| panic!("{}", e.render()));
+    let lowered = p
+        .lower(&LowerEnv::of(src, reg))
+        .unwrap_or_else(|e| panic!("{}", e.render()));
+    let params = Params::init(&lowered.params, 1);
+    let mut g = lowered.graph.clone();
+    let n = src.sample(0).unwrap();
+    plan(
+        &mut g,
+        &PlanOptions {
+            bindings: Bindings {
+                nodes: n.n_nodes(),
+                entries: n.n_entries(),
+            },
+            threads: 4,
+            cache_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    let mut wanted = vec![g.output("loss").unwrap()];
+    for (name, _) in &lowered.grads {
+        wanted.push(g.output(&format!("grad/{name}")).unwrap());
+    }
+    (g, wanted, params)
+}
+
+#[test]
+fn executor_equals_the_interpreter_bit_for_bit_on_every_shipped_plan() {
+    let reg = Registry::with_builtins();
+    let executors: Vec<Executor> = (1..=4).map(Executor::new).collect();
+    // (nodes, degree, hidden): the shipped-plans test's size, and one large enough that
+    // GEMMs split into row blocks and SpMMs into column blocks.
+    for (n, degree, hidden) in [(21, 4, 16), (300, 8, 64)] {
+        for (multilabel, seed) in [(false, 3), (true, 4)] {
+            let src = MemorySource::random(n, degree, 6, 3, multilabel, seed);
+            for path in shipped() {
+                let (g, wanted, params) = planned(&path, hidden, &src, &reg);
+                let want = reference(&g, &wanted, &src, &params, 2, 7);
+                for ex in &executors {
+                    let got = ex
+                        .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+                        .unwrap();
+                    assert_eq!(got.bindings, want.bindings);
+                    for &w in &wanted {
+                        assert!(
+                            bits(got.get(w).unwrap()) == bits(want.get(w).unwrap()),
+                            "{} n={n} hidden={hidden} multilabel={multilabel} on {} workers: \
+                             %{} differs from the interpreter",
+                            path.display(),
+                            ex.threads(),
+                            w.index()
+                        );
+                    }
+                    let t = got.times;
+                    assert!(
+                        t.sampling > Duration::ZERO && t.aggregation > Duration::ZERO
+                            || path.ends_with("mlp.toml")
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn dense(rows: usize, cols: usize, seed: u32) -> Tensor {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    let data = (0..rows * cols)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(rows, cols, data).unwrap()
+}
+
+/// Runs every part of `op`'s split into one output, in reverse order (parts may run in
+/// any order), and compares with `forward`.
+fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: usize) {
+    let want = op.forward(inputs, ctx).unwrap();
+    let want = want.as_dense().unwrap();
+    let split = op
+        .split(
+            inputs,
+            &Fact::dense(saintflow::ir::Dim::known(0), saintflow::ir::Dim::known(0)),
+            ctx,
+            threads,
+        )
+        .unwrap()
+        .unwrap_or_else(|| panic!("{} did not split", op.name()));
+    assert!(split.ranges.len() >= 2);
+    let mut out = Tensor::zeros(want.rows, want.cols);
+    for k in (0..split.ranges.len()).rev() {
+        let r = split.ranges[k].clone();
+        let full = MatMut::row_major(&mut out.data, want.rows, want.cols).unwrap();
+        let view = match split.axis {
+            saintflow::op::Axis::Rows => full.rows_mut(r).unwrap(),
+            saintflow::op::Axis::Cols => full.cols_mut(r).unwrap(),
+        };
+        op.forward_part(inputs, ctx, &split, k, view).unwrap();
+    }
+    assert!(
+        out.data
+            .iter()
+            .zip(&want.data)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "{} {}: parts differ from forward",
+        op.name(),
+        op.attrs()
+    );
+}
+
+#[test]
+fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_forward_bit_for_bit() {
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    one.install(|| {
+        let params = Params::default();
+        let src = MemorySource::random(500, 12, 4, 2, false, 9);
+        let sub = src.sample(0).unwrap();
+        let ctx = Ctx {
+            source: None,
+            params: &params,
+            step: 0,
+            seed: 0,
+            training: false,
+            node: NodeId::new(0),
+            bindings: Bindings {
+                nodes: sub.n_nodes(),
+                entries: sub.n_entries(),
+            },
+        };
+        // Gemm, every transpose combination that splits, odd shapes.
+        for (m, k, n) in [(333, 70, 41), (1000, 64, 64), (129, 300, 17)] {
+            for (ta, tb) in [(false, false), (false, true), (true, false)] {
+                let a = if ta { dense(k, m, 1) } else { dense(m, k, 1) };
+                let b = if tb { dense(n, k, 2) } else { dense(k, n, 2) };
+                let (a, b) = (Value::dense(a), Value::dense(b));
+                for threads in [2, 3, 4] {
+                    parts_equal_forward(&Gemm { ta, tb }, &[&a, &b], &ctx, threads);
+                }
+            }
+        }
+        // Activations and their backwards: row blocks of an elementwise op.
+        use saintflow::op::builtin::{Activate, ActivateBackward, Activation};
+        let x = Value::dense(dense(700, 130, 5));
+        let dy = Value::dense(dense(700, 130, 6));
+        for act in [
+            Activation::Relu,
+            Activation::LeakyRelu { slope: 0.2 },
+            Activation::Sigmoid,
+            Activation::Tanh,
+            Activation::Elu { alpha: 1.0 },
+        ] {
+            for threads in [2, 3] {
+                parts_equal_forward(&Activate(act), &[&x], &ctx, threads);
+                parts_equal_forward(&ActivateBackward(act), &[&x, &dy], &ctx, threads);
+            }
+        }
+        use saintflow::op::builtin::{L2Norm, L2NormBackward};
+        for threads in [2, 3] {
+            parts_equal_forward(&L2Norm, &[&x], &ctx, threads);
+            parts_equal_forward(&L2NormBackward, &[&x, &dy], &ctx, threads);
+        }
+        // Spmm on a sampled adjacency, plain and transposed, planner's Q_f or the rule's.
+        let adj = saintflow::op::builtin::Adjacency {
+            kind: saintflow::op::builtin::AdjKind::Mean,
+        };
+        let s = adj
+            .forward(&[&Value::Subgraph(Arc::new(sub.clone()))], &ctx)
+            .unwrap();
+        for f in [40, 200, 515] {
+            let x = Value::dense(dense(sub.n_nodes(), f, 3));
+            for transpose in [false, true] {
+                for partitions in [Some(2), Some(5), Some(37), None] {
+                    let op = Spmm {
+                        transpose,
+                        partitions,
+                    };
+                    if partitions.is_none() && f <= 64 {
+                        continue; // one panel: the kernel's rule does not split
+                    }
+                    parts_equal_forward(&op, &[&s, &x], &ctx, 2);
+                }
+            }
+        }
+    });
+}
+
+/// A test op: identity, except that it fails (`mode` 1) or panics (`mode` 2) at step 3.
+#[derive(Debug)]
+struct Faulty {
+    mode: u8,
+}
+
+impl Op for Faulty {
+    fn name(&self) -> &str {
+        if self.mode == 1 {
+            "test.fail"
+        } else {
+            "test.panic"
+        }
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(inputs[0].clone())
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        if ctx.step == 3 {
+            if self.mode == 1 {
+                return Err(OpError::Source("the disk is on fire".into()));
+            }
+            panic!("deliberate panic in a test op");
+        }
+        Ok(inputs[0].clone())
+    }
+    /// Identity: ∂x = ∇y.
+    fn backward(
+        &self,
+        _: &mut saintflow::op::GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(grad)])
+    }
+}
+
+fn with_timeout<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the executor hung (no result within 60 s)")
+}
+
+#[test]
+fn a_failing_or_panicking_op_fails_the_step_without_hanging() {
+    let mut reg = Registry::with_builtins();
+    for mode in [1u8, 2] {
+        let name = if mode == 1 { "test.fail" } else { "test.panic" };
+        reg.register(name, &[], "test op", move |_: &Attrs| {
+            Ok(Arc::new(Faulty { mode }) as Arc<dyn Op>)
+        })
+        .unwrap();
+    }
+    let reg = Arc::new(reg);
+    for name in ["test.fail", "test.panic"] {
+        for threads in 1..=4 {
+            let reg = reg.clone();
+            with_timeout(move || {
+                let src = MemorySource::random(300, 8, 6, 3, false, 5);
+                // GCN with the faulty op on the first layer's output: many tasks are in
+                // flight (other branches, split products) when it fails.
+                let text = format!(
+                    "name = \"faulty\"\n[dims]\nhidden = 64\n[[layer]]\nparams = {{ W = [\"in\", \"hidden\"], V = [\"in\", \"hidden\"] }}\nout = \"relu(concat({name}(A_sym @ x @ W), A_sym @ x @ V))\"\n[output]\nparams = {{ W_out = [\"in\", \"classes\"] }}\nout = \"x @ W_out\"\n[loss]\nkind = \"auto\"\n"
+                );
+                let p =
+                    Plan::parse(&text, "faulty.toml").unwrap_or_else(|e| panic!("{}", e.render()));
+                let lowered = p
+                    .lower(&LowerEnv::of(&src, &reg))
+                    .unwrap_or_else(|e| panic!("{}", e.render()));
+                let params = Params::init(&lowered.params, 1);
+                let mut wanted = vec![lowered.loss];
+                wanted.extend(lowered.grads.iter().map(|g| g.1));
+                let ex = Executor::new(threads);
+                for step in 0..6 {
+                    let r =
+                        ex.run_step(&lowered.graph, &wanted, Some(&src), &params, step, 1, true);
+                    if step == 3 {
+                        let e = r.expect_err("step 3 must fail").to_string();
+                        assert!(e.contains(name), "{e}");
+                        if name == "test.fail" {
+                            assert!(e.contains("the disk is on fire"), "{e}");
+                        } else {
+                            assert!(e.contains("panicked") && e.contains("deliberate"), "{e}");
+                        }
+                    } else {
+                        // The steps around the failure run normally, on the same pool.
+                        let want = reference(&lowered.graph, &wanted, &src, &params, step, 1);
+                        let got = r.unwrap();
+                        let _ = want.get(lowered.loss).unwrap();
+                        assert_eq!(
+                            bits(got.get(lowered.loss).unwrap()),
+                            bits(want.get(lowered.loss).unwrap())
+                        );
+                    }
+                }
+            });
+        }
+    }
+}
+
+fn frontier_source(store: &GraphStore) -> StoreSource<'_> {
+    let sampler = FrontierSampler::new(
+        store.full(),
+        FrontierParams {
+            frontier: 20,
+            budget: 150,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    StoreSource::new(store, Box::new(sampler), 11, 1, None, Role::Train)
+}
+
+#[test]
+fn prefetched_subgraphs_equal_direct_sampling_and_steps_on_them_equal_the_interpreter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = common::small_store(tmp.path(), "g", 10, 3);
+    let store = GraphStore::open(&path).unwrap();
+    let src = frontier_source(&store);
+    let direct: Vec<_> = (0..12).map(|i| src.sample(i).unwrap()).collect();
+    let reg = Registry::with_builtins();
+    let gcn = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let p = Plan::parse_with_overrides(
+        &std::fs::read_to_string(&gcn).unwrap(),
+        "gcn.toml",
+        &["dims.hidden=32"],
+    )
+    .unwrap();
+    let lowered = p.lower(&LowerEnv::of(&src, &reg)).unwrap();
+    let params = Params::init(&lowered.params, 1);
+    for threads in [1, 2, 3] {
+        let ex = Executor::new(threads);
+        for ahead in [0, 1, 4] {
+            // Asked directly, in order, with a gap (steps 5..7 skipped).
+            Prefetch::scope(ex.pool(), &src, ahead, |pre| {
+                for i in (0..5).chain(8..12) {
+                    assert_eq!(pre.sample(i).unwrap(), direct[i as usize], "step {i}");
+                }
+            });
+            // Asked by the steps' sample ops, on the workers, while steps compute.
+            Prefetch::scope(ex.pool(), &src, ahead, |pre| {
+                for step in 0..6 {
+                    let got = ex
+                        .run_step(
+                            &lowered.graph,
+                            &[lowered.loss],
+                            Some(pre),
+                            &params,
+                            step,
+                            1,
+                            true,
+                        )
+                        .unwrap();
+                    let want = reference(&lowered.graph, &[lowered.loss], &src, &params, step, 1);
+                    assert_eq!(got.bindings, want.bindings);
+                    assert_eq!(
+                        bits(got.get(lowered.loss).unwrap()),
+                        bits(want.get(lowered.loss).unwrap()),
+                        "step {step}, {threads} workers, {ahead} ahead"
+                    );
+                }
+            });
+        }
+    }
+}
+
+/// Identity that remembers every value it makes, to see whether they are freed.
+#[derive(Debug)]
+struct Probe {
+    made: Arc<Mutex<Vec<Weak<Tensor>>>>,
+    calls: Arc<AtomicUsize>,
+    /// (thread, rayon width) of every call.
+    seen: Arc<Mutex<Vec<(std::thread::ThreadId, usize)>>>,
+}
+
+impl Op for Probe {
+    fn name(&self) -> &str {
+        "test.probe"
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(inputs[0].clone())
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.seen
+            .lock()
+            .unwrap()
+            .push((std::thread::current().id(), rayon::current_num_threads()));
+        let t = Arc::new(inputs[0].as_dense().unwrap().clone());
+        self.made.lock().unwrap().push(Arc::downgrade(&t));
+        Ok(Value::Dense(t))
+    }
+    /// Identity: ∂x = ∇y.
+    fn backward(
+        &self,
+        _: &mut saintflow::op::GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(grad)])
+    }
+}
+
+#[test]
+fn many_steps_in_a_row_free_every_intermediate_on_p_one_thread_rayon_workers() {
+    let made = Arc::new(Mutex::new(Vec::new()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut reg = Registry::with_builtins();
+    {
+        let (made, calls, seen) = (made.clone(), calls.clone(), seen.clone());
+        reg.register(
+            "test.probe",
+            &[],
+            "identity that tracks its outputs",
+            move |_: &Attrs| {
+                Ok(Arc::new(Probe {
+                    made: made.clone(),
+                    calls: calls.clone(),
+                    seen: seen.clone(),
+                }) as Arc<dyn Op>)
+            },
+        )
+        .unwrap();
+    }
+    let src = MemorySource::random(200, 6, 6, 3, false, 8);
+    let text = "name = \"probe\"\n[dims]\nhidden = 32\n[[layer]]\nrepeat = 2\nparams = { W = [\"in\", \"hidden\"] }\nout = \"relu(test.probe(A_sym @ x @ W))\"\n[output]\nparams = { W_out = [\"in\", \"classes\"] }\nout = \"x @ W_out\"\n[loss]\nkind = \"auto\"\n";
+    let p = Plan::parse(text, "probe.toml").unwrap_or_else(|e| panic!("{}", e.render()));
+    let lowered = p.lower(&LowerEnv::of(&src, &reg)).unwrap();
+    let params = Params::init(&lowered.params, 1);
+    let mut wanted = vec![lowered.loss];
+    wanted.extend(lowered.grads.iter().map(|g| g.1));
+    let ex = Executor::new(3);
+    for step in 0..200 {
+        let v = ex
+            .run_step(&lowered.graph, &wanted, Some(&src), &params, step, 1, true)
+            .unwrap();
+        // Every probe output was an intermediate: none may survive the step.
+        assert!(
+            made.lock().unwrap().iter().all(|w| w.strong_count() == 0),
+            "step {step}: a value outlived its step"
+        );
+        made.lock().unwrap().clear();
+        drop(v);
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        200 * 2,
+        "each probe node runs once per step"
+    );
+    // No oversubscription: ops ran on the 3 workers only, each a one-thread rayon pool.
+    let seen = seen.lock().unwrap();
+    let threads: std::collections::HashSet<_> = seen.iter().map(|s| s.0).collect();
+    assert!(threads.len() <= 3, "{} threads ran ops", threads.len());
+    assert!(!threads.contains(&std::thread::current().id()));
+    assert!(
+        seen.iter().all(|s| s.1 == 1),
+        "an op saw a rayon pool wider than 1"
+    );
+}
