@@ -19,6 +19,9 @@ pub enum Error {
     /// Building, differentiating or planning a step graph.
     #[error(transparent)]
     Ir(#[from] crate::ir::IrError),
+    /// Training, evaluation, checkpoints and logs.
+    #[error(transparent)]
+    Train(#[from] crate::train::TrainError),
 }
 
 /// Errors of the store layer: on-disk format, mmap, importers, generator.

@@ -15,6 +15,7 @@ pub mod planner;
 pub mod progress;
 pub mod sample;
 pub mod store;
+pub mod train;
 
 pub use error::{Error, Result, StoreError};
 pub use store::GraphStore;

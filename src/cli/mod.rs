@@ -2,11 +2,13 @@
 
 mod check;
 mod demo;
+mod embed;
 mod explain;
 mod gen;
 mod import;
 mod info;
 mod sample;
+mod train;
 
 use std::process::ExitCode;
 
@@ -42,8 +44,12 @@ enum Command {
     /// Lower a plan file, plan its step for expected subgraph sizes and print the planned
     /// graph with per-node costs (chain orders, Q_f, peak memory).
     Explain(explain::ExplainArgs),
-    /// The quick start: generate a small planted graph, check it and print its info.
+    /// The quick start: generate a small planted graph and train a shipped plan on it.
     Demo(demo::DemoArgs),
+    /// Train a plan file on a graph store; print the test accuracy and F1.
+    Train(train::TrainArgs),
+    /// Write the node embeddings of a trained plan (the `[output]` layer's input) as .npy.
+    Embed(embed::EmbedArgs),
 }
 
 /// Parses the arguments, runs the command, prints any error, and returns the exit code
@@ -59,6 +65,8 @@ pub fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a, &progress),
         Command::Sample(a) => sample::run(a, &progress),
         Command::Explain(a) => explain::run(a),
+        Command::Train(a) => train::run(a, &progress).map(|_| ()),
+        Command::Embed(a) => embed::run(a, &progress),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

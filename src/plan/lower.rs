@@ -59,6 +59,10 @@ pub struct Lowered {
     pub loss: NodeId,
     /// The logits node, `[n, classes]`.
     pub logits: NodeId,
+    /// The input of the `[output]` layer (the last hidden layer's output, before the
+    /// output's dropout; the features when the plan has no layer): the nodes' embedding.
+    /// Also the graph's output `embedding`.
+    pub embedding: NodeId,
     /// The loss chosen (`auto` resolved).
     pub loss_kind: LossKind,
     /// Every parameter, in the order the plan declares them (layer by layer, repetition by
@@ -227,6 +231,7 @@ impl<'a> Lowerer<'a> {
                 x = y;
             }
         }
+        let embedding = x;
         let (logits, at) = self.layer(&plan.output, x, "")?;
         let c = env.n_classes;
         if *self.g.fact(logits) != Fact::dense(Dim::NODES, Dim::known(c)) {
@@ -303,6 +308,7 @@ impl<'a> Lowerer<'a> {
         })?;
         self.g.set_output("loss", loss);
         self.g.set_output("logits", logits);
+        self.g.set_output("embedding", embedding);
         let mut grads = Vec::with_capacity(self.params.len());
         for (decl, (_, gnode)) in self.params.iter().zip(&d.grads) {
             self.g.set_output(format!("grad/{}", decl.name), *gnode);
@@ -313,6 +319,7 @@ impl<'a> Lowerer<'a> {
             graph: self.g,
             loss,
             logits,
+            embedding,
             loss_kind,
             params: self.params,
             grads,
