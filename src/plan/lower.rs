@@ -61,7 +61,8 @@ pub struct Lowered {
     pub logits: NodeId,
     /// The input of the `[output]` layer (the last hidden layer's output, before the
     /// output's dropout; the features when the plan has no layer): the nodes' embedding.
-    /// Also the graph's output `embedding`.
+    /// Not a named output (that would keep it live through the step's schedule): name it
+    /// before planning a graph that must keep it.
     pub embedding: NodeId,
     /// The loss chosen (`auto` resolved).
     pub loss_kind: LossKind,
@@ -308,7 +309,6 @@ impl<'a> Lowerer<'a> {
         })?;
         self.g.set_output("loss", loss);
         self.g.set_output("logits", logits);
-        self.g.set_output("embedding", embedding);
         let mut grads = Vec::with_capacity(self.params.len());
         for (decl, (_, gnode)) in self.params.iter().zip(&d.grads) {
             self.g.set_output(format!("grad/{}", decl.name), *gnode);

@@ -48,6 +48,7 @@ impl<'g> FullGraph<'g> {
             Role::Val,
         );
         let mut graph = lowered.graph.clone();
+        graph.set_output("embedding", lowered.embedding);
         plan(
             &mut graph,
             &PlanOptions::new(Bindings {
