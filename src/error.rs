@@ -22,6 +22,9 @@ pub enum Error {
     /// Reading training logs or drawing training curves.
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
+    /// Training, evaluation, checkpoints and logs.
+    #[error(transparent)]
+    Train(#[from] crate::train::TrainError),
 }
 
 /// Errors of the store layer: on-disk format, mmap, importers, generator.

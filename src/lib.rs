@@ -16,6 +16,7 @@ pub mod plot;
 pub mod progress;
 pub mod sample;
 pub mod store;
+pub mod train;
 
 pub use error::{Error, Result, StoreError};
 pub use store::GraphStore;

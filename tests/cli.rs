@@ -30,6 +30,15 @@ fn demo_generates_checks_and_prints_info() {
         out.contains("check: ok") && out.contains("nodes          16384"),
         "{out}"
     );
+    // The last line is the trained GraphSAGE's test accuracy: far above chance (0.25) on
+    // the planted graph.
+    let last = out.lines().last().unwrap();
+    let acc: f64 = last
+        .strip_prefix("test accuracy ")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no test accuracy in {last:?}"));
+    assert!(acc > 0.6, "{last}");
 }
 
 #[test]

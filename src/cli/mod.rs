@@ -2,12 +2,14 @@
 
 mod check;
 mod demo;
+mod embed;
 mod explain;
 mod gen;
 mod import;
 mod info;
 mod plot;
 mod sample;
+mod train;
 
 use std::process::ExitCode;
 
@@ -43,11 +45,15 @@ enum Command {
     /// Lower a plan file, plan its step for expected subgraph sizes and print the planned
     /// graph with per-node costs (chain orders, Q_f, peak memory).
     Explain(explain::ExplainArgs),
-    /// The quick start: generate a small planted graph, check it and print its info.
+    /// The quick start: generate a small planted graph and train a shipped plan on it.
     Demo(demo::DemoArgs),
     /// Draw training curves (validation accuracy and loss against wall time) of training
     /// logs as SVG or PNG.
     Plot(plot::PlotArgs),
+    /// Train a plan file on a graph store; print the test accuracy and F1.
+    Train(train::TrainArgs),
+    /// Write the node embeddings of a trained plan (the `[output]` layer's input) as .npy.
+    Embed(embed::EmbedArgs),
 }
 
 /// Parses the arguments, runs the command, prints any error, and returns the exit code
@@ -64,6 +70,8 @@ pub fn main() -> ExitCode {
         Command::Sample(a) => sample::run(a, &progress),
         Command::Explain(a) => explain::run(a),
         Command::Plot(a) => plot::run(a),
+        Command::Train(a) => train::run(a, &progress).map(|_| ()),
+        Command::Embed(a) => embed::run(a, &progress),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

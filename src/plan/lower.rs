@@ -59,6 +59,11 @@ pub struct Lowered {
     pub loss: NodeId,
     /// The logits node, `[n, classes]`.
     pub logits: NodeId,
+    /// The input of the `[output]` layer (the last hidden layer's output, before the
+    /// output's dropout; the features when the plan has no layer): the nodes' embedding.
+    /// Not a named output (that would keep it live through the step's schedule): name it
+    /// before planning a graph that must keep it.
+    pub embedding: NodeId,
     /// The loss chosen (`auto` resolved).
     pub loss_kind: LossKind,
     /// Every parameter, in the order the plan declares them (layer by layer, repetition by
@@ -227,6 +232,7 @@ impl<'a> Lowerer<'a> {
                 x = y;
             }
         }
+        let embedding = x;
         let (logits, at) = self.layer(&plan.output, x, "")?;
         let c = env.n_classes;
         if *self.g.fact(logits) != Fact::dense(Dim::NODES, Dim::known(c)) {
@@ -313,6 +319,7 @@ impl<'a> Lowerer<'a> {
             graph: self.g,
             loss,
             logits,
+            embedding,
             loss_kind,
             params: self.params,
             grads,

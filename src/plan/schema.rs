@@ -404,6 +404,17 @@ pub struct Plan {
     pub eval: Eval,
     pub(crate) src: Arc<Source>,
     pub(crate) loss_span: usize,
+    /// The TOML after overrides, re-serialised (see [`Plan::effective_text`]).
+    pub(crate) effective: String,
+}
+
+impl Plan {
+    /// The effective plan: the file's TOML tree with every override applied, serialised
+    /// again (comments and layout are not kept). Training logs it and hashes it: two runs
+    /// with the same effective text train the same model.
+    pub fn effective_text(&self) -> &str {
+        &self.effective
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -451,9 +462,18 @@ pub(crate) fn parse(src: Arc<Source>) -> Result<Plan, PlanError> {
     for k in 0..src.overrides.len() {
         apply_override(&src, text, k, &mut root)?;
     }
+    let effective = toml::Table::deserialize(toml::de::Deserializer::from(Spanned::new(
+        span.clone(),
+        root.clone(),
+    )))
+    .ok()
+    .and_then(|t| toml::to_string(&t).ok())
+    .unwrap_or_default();
     let de = toml::de::Deserializer::from(Spanned::new(span, root));
     let raw = RawPlan::deserialize(de).map_err(|e| toml_error(&src, &e, PlanErrorKind::Schema))?;
-    typed(raw, src.clone())
+    let mut plan = typed(raw, src.clone())?;
+    plan.effective = effective;
+    Ok(plan)
 }
 
 /// Shifts every span of a value parsed from a slice starting at `by`.
@@ -1248,5 +1268,6 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         eval,
         src,
         loss_span,
+        effective: String::new(),
     })
 }

@@ -1,0 +1,188 @@
+//! Checkpoints: everything a run needs to continue exactly where it stopped — parameters,
+//! the best-validation parameters, the optimiser's state (Adam's m, v and step count, or
+//! SGD's momentum), the epoch and step reached, the best validation metrics, the elapsed
+//! time and the log position — tied to the plan by the hash of its effective text.
+//!
+//! File format: magic `SFCKPT01`, the bincode encoding of [`Checkpoint`], then the
+//! xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
+//! refused with its name rather than half-loaded. Written atomically: a temporary file in
+//! the same directory, fsync, rename over the old one, fsync of the directory — a kill at
+//! any moment leaves the old checkpoint or the new one, never a mix.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ir::{Params, Tensor};
+
+use super::metrics::Metrics;
+use super::TrainError;
+
+const MAGIC: &[u8; 8] = b"SFCKPT01";
+
+/// A parameter's value, serialisable.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SavedTensor {
+    /// Its name.
+    pub name: String,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Row-major values.
+    pub data: Vec<f32>,
+}
+
+/// Saves every parameter, by name.
+pub fn save_params(p: &Params) -> Vec<SavedTensor> {
+    p.iter()
+        .map(|(name, t)| SavedTensor {
+            name: name.clone(),
+            rows: t.rows,
+            cols: t.cols,
+            data: t.data.clone(),
+        })
+        .collect()
+}
+
+/// The parameters back.
+pub fn load_params(saved: &[SavedTensor]) -> Params {
+    let mut p = Params::default();
+    for s in saved {
+        p.insert(
+            s.name.clone(),
+            Tensor {
+                rows: s.rows,
+                cols: s.cols,
+                data: s.data.clone(),
+            },
+        );
+    }
+    p
+}
+
+/// A training run's state after an epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// xxh3-64 of the effective plan text.
+    pub plan_hash: u64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Epochs completed.
+    pub epoch: usize,
+    /// Steps completed (the next step's global index).
+    pub step: u64,
+    /// Current parameters.
+    pub params: Vec<SavedTensor>,
+    /// Optimiser buffers per parameter: Adam's m and v (SGD: its momentum buffer, v
+    /// empty).
+    pub opt_m: Vec<SavedTensor>,
+    /// Adam's v.
+    pub opt_v: Vec<SavedTensor>,
+    /// Adam's step count t.
+    pub opt_t: u64,
+    /// The best-validation parameters so far (None before the first evaluation).
+    pub best_params: Option<Vec<SavedTensor>>,
+    /// Their epoch.
+    pub best_epoch: usize,
+    /// Their validation metrics.
+    pub best_val: Option<Metrics>,
+    /// Seconds of training so far.
+    pub elapsed: f64,
+    /// Length of the log file when the checkpoint was written (None without a log file).
+    pub log_pos: Option<u64>,
+}
+
+impl Checkpoint {
+    /// Writes the checkpoint to `path` atomically.
+    pub fn save(&self, path: &Path) -> Result<(), TrainError> {
+        let mut bytes = MAGIC.to_vec();
+        bincode::serialize_into(&mut bytes, self).expect("checkpoints serialise");
+        let sum = xxhash_rust::xxh3::xxh3_64(&bytes);
+        bytes.extend_from_slice(&sum.to_le_bytes());
+        write_atomic(path, &bytes)
+    }
+
+    /// Reads a checkpoint, verifying magic and checksum.
+    pub fn load(path: &Path) -> Result<Checkpoint, TrainError> {
+        let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, "read", e))?;
+        let bad = |what: String| TrainError::Checkpoint {
+            path: path.to_path_buf(),
+            what,
+        };
+        if bytes.len() < MAGIC.len() + 8 || &bytes[..MAGIC.len()] != MAGIC {
+            return Err(bad(format!(
+                "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
+                bytes.len()
+            )));
+        }
+        let (body, sum) = bytes.split_at(bytes.len() - 8);
+        let want = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
+        let got = xxhash_rust::xxh3::xxh3_64(body);
+        if want != got {
+            return Err(bad(format!(
+                "checksum mismatch (truncated or damaged), expected {want:016x}, got {got:016x}"
+            )));
+        }
+        bincode::deserialize(&body[MAGIC.len()..]).map_err(|e| bad(format!("decoding: {e}")))
+    }
+
+    /// Refuses a checkpoint of another plan or seed.
+    pub fn check_matches(&self, path: &Path, plan_hash: u64, seed: u64) -> Result<(), TrainError> {
+        if self.plan_hash != plan_hash {
+            return Err(TrainError::Checkpoint {
+                path: path.to_path_buf(),
+                what: format!(
+                    "written for another plan (plan hash {:016x}, this plan's effective text hashes to {plan_hash:016x}): same plan file and the same --set overrides are needed",
+                    self.plan_hash
+                ),
+            });
+        }
+        if self.seed != seed {
+            return Err(TrainError::Checkpoint {
+                path: path.to_path_buf(),
+                what: format!(
+                    "written by a run with --seed {}, this run has --seed {seed}",
+                    self.seed
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Where a `--checkpoint` argument puts the file: inside it when it is a directory
+/// (`checkpoint.bin`), else the path itself.
+pub fn checkpoint_file(arg: &Path) -> PathBuf {
+    if arg.is_dir() {
+        arg.join("checkpoint.bin")
+    } else {
+        arg.to_path_buf()
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync
+/// of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        TrainError::io(path, "write", e)
+    })
+}

@@ -1,0 +1,68 @@
+//! Training: the loop ([`trainer`]), full-graph evaluation and embeddings ([`infer`]),
+//! metrics ([`metrics`]), checkpoints ([`checkpoint`]) and the JSON-lines log ([`log`]).
+//!
+//! Everything runs through a [`StepRunner`](crate::exec::StepRunner), so the reference
+//! interpreter and the work-stealing executor train the same way. A run is reproducible
+//! for a seed and a thread count: subgraph i depends on (seed, i), dropout on (seed, step,
+//! node, element), parameters start from (seed, name); a checkpoint holds the rest of the
+//! state, so a resumed run computes the same losses as an uninterrupted one.
+
+pub mod checkpoint;
+pub mod infer;
+pub mod log;
+pub mod metrics;
+pub mod trainer;
+
+use std::path::{Path, PathBuf};
+
+pub use checkpoint::Checkpoint;
+pub use infer::{write_npy_atomic, FullGraph};
+pub use log::{LogSink, Record, StepMs};
+pub use metrics::{Counts, Metrics};
+pub use trainer::{plan_hash, schedule, train, TrainOptions, TrainOutcome};
+
+/// Errors of the training layer.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// A file operation failed.
+    #[error("{}: cannot {op}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What we were doing.
+        op: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A checkpoint that cannot be used.
+    #[error("{}: checkpoint: {what}", path.display())]
+    Checkpoint {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// A log file that cannot be continued.
+    #[error("{}: log: {what}", path.display())]
+    Log {
+        /// The log file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// The run itself went wrong (a loss that is not finite, an optimiser error, a plan
+    /// whose outputs are missing).
+    #[error("training: {0}")]
+    Run(String),
+}
+
+impl TrainError {
+    /// An I/O error on `path`.
+    pub fn io(path: &Path, op: &'static str, source: std::io::Error) -> TrainError {
+        TrainError::Io {
+            path: path.to_path_buf(),
+            op,
+            source,
+        }
+    }
+}

@@ -1,0 +1,591 @@
+//! The training loop: phases of epochs, an epoch being ⌈|V_train| / |V_s|⌉ steps of one
+//! sampled subgraph each (GraphSAINT's definition; 1 for the `full` sampler); each step
+//! runs the lowered plan (forward, loss, backward) through a [`StepRunner`] and updates the
+//! parameters with Adam or SGD, each parameter with its own L2 weight decay. Validation by
+//! full-graph inference every `[eval] every` epochs (and after the last), keeping the
+//! best-validation parameters; the test set is evaluated with those at the end.
+//!
+//! Randomness and resume: step T samples subgraph T of the phase's sampler seeded by the
+//! run's seed, and its dropout masks are keyed by (seed, T, node, element), so a step's
+//! result depends only on the parameters and optimiser state it starts from. Those are in
+//! the checkpoint written after every epoch, which is why a resumed run reproduces an
+//! uninterrupted one's losses bit for bit (for the same thread count: reductions are split
+//! by the pool's size).
+//!
+//! GraphSAINT normalisation: for every sampler but `full`, C_v and C_{u,v} are estimated
+//! before the phase from N_pre pre-sampled subgraphs (seeded apart from the training
+//! ones), enough that about 10·N nodes are drawn (between 8 and 200 subgraphs). They
+//! weight the loss (1/λ_v) and `A_saint`'s entries; the same pre-sampling gives |V_s|.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::exec::StepRunner;
+use crate::ir::{Bindings, Graph, NodeId, Params};
+use crate::op::{Registry, StoreSource};
+use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerKind, SamplerPlan};
+use crate::planner::{plan, PlanOptions};
+use crate::progress::Progress;
+use crate::sample::{
+    EdgeSampler, FrontierSampler, FullSampler, NodeSampler, NormCounts, RandomWalkSampler, Sampler,
+};
+use crate::store::gen::hash3;
+use crate::store::{GraphStore, Labels, Role};
+
+use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
+use super::infer::FullGraph;
+use super::log::{LogSink, Record, StepMs};
+use super::metrics::Metrics;
+use super::TrainError;
+
+/// Epochs of a plan without `[[phase]]`.
+pub const DEFAULT_EPOCHS: usize = 50;
+
+/// Stream id of the normalisation pre-sampling ("NORM").
+const STREAM_NORM: u64 = 0x4E4F_524D;
+
+/// How to run a training.
+#[derive(Clone, Debug, Default)]
+pub struct TrainOptions {
+    /// Seed of everything random (parameters, subgraphs, dropout).
+    pub seed: u64,
+    /// Total epochs instead of the plan's phases' sum (the last phase is cut or extended).
+    pub epochs: Option<usize>,
+    /// The checkpoint file (written after every epoch when set).
+    pub checkpoint: Option<PathBuf>,
+    /// Continue from the checkpoint, if it exists.
+    pub resume: bool,
+    /// The JSON-lines log file.
+    pub log: Option<PathBuf>,
+    /// Also print the log on stdout.
+    pub json: bool,
+    /// The graph's name in the log (the store's path).
+    pub graph_name: String,
+    /// The runner's name in the log (`interpreter` or `executor`).
+    pub runner_name: String,
+    /// Stop (after the checkpoint) once this many epochs are done, without testing: an
+    /// interrupted run, for tests.
+    pub stop_after: Option<usize>,
+}
+
+/// What a training returns.
+#[derive(Clone, Debug)]
+pub struct TrainOutcome {
+    /// Every log record of the run (those of earlier sessions included on resume).
+    pub records: Vec<Record>,
+    /// The best validation metrics (or the last parameters' when never evaluated).
+    pub val: Metrics,
+    /// The test metrics of those parameters (None when stopped by `stop_after`).
+    pub test: Option<Metrics>,
+    /// The epoch of those parameters.
+    pub best_epoch: usize,
+    /// Those parameters.
+    pub params: Params,
+    /// Epochs done.
+    pub epochs: usize,
+}
+
+impl TrainOutcome {
+    /// The loss of every step, in order.
+    pub fn losses(&self) -> Vec<f64> {
+        self.records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Step { loss, .. } => Some(*loss),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// xxh3-64 of a plan's effective text: what a checkpoint is tied to.
+pub fn plan_hash(plan: &Plan) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(plan.effective_text().as_bytes())
+}
+
+/// The schedule: `(phase index, sampler, epochs)` in order. Without phases, one phase of
+/// the plan's sampler and [`DEFAULT_EPOCHS`]; with `epochs`, phases are taken in order
+/// until that total, the last cut or extended.
+pub fn schedule(plan: &Plan, epochs: Option<usize>) -> Vec<(usize, SamplerPlan, usize)> {
+    let mut phases: Vec<(usize, SamplerPlan, usize)> = if plan.phases.is_empty() {
+        vec![(0, plan.sampler, DEFAULT_EPOCHS)]
+    } else {
+        plan.phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, p.sampler, p.epochs))
+            .collect()
+    };
+    if let Some(total) = epochs {
+        let mut left = total;
+        let mut out = Vec::new();
+        for p in &phases {
+            if left == 0 {
+                break;
+            }
+            let e = p.2.min(left);
+            out.push((p.0, p.1, e));
+            left -= e;
+        }
+        if left > 0 {
+            let last = out.last_mut().expect("at least one phase");
+            last.2 += left;
+        }
+        phases = out;
+    }
+    phases
+}
+
+/// A sampler of `sp`'s kind over the graph it names.
+pub fn build_sampler<'g>(store: &'g GraphStore, sp: &SamplerPlan) -> Result<Box<dyn Sampler + 'g>> {
+    let g = match sp.graph {
+        SampleGraph::Train => store.train(),
+        SampleGraph::Full => store.full(),
+    };
+    Ok(match sp.kind {
+        SamplerKind::Frontier(p) => Box::new(FrontierSampler::new(g, p)?),
+        SamplerKind::RandomWalk { roots, depth } => {
+            Box::new(RandomWalkSampler::new(g, roots, depth)?)
+        }
+        SamplerKind::Edge { edges } => Box::new(EdgeSampler::new(g, edges)?),
+        SamplerKind::Node { budget, uniform } => Box::new(NodeSampler::new(g, budget, !uniform)?),
+        SamplerKind::Full => Box::new(FullSampler::new(g)),
+    })
+}
+
+/// The sampler's expected node draw (before dedup).
+fn expected_nodes(kind: &SamplerKind, n: usize) -> usize {
+    match *kind {
+        SamplerKind::Frontier(p) => p.budget,
+        SamplerKind::RandomWalk { roots, depth } => roots * (depth + 1),
+        SamplerKind::Edge { edges } => 2 * edges,
+        SamplerKind::Node { budget, .. } => budget,
+        SamplerKind::Full => n,
+    }
+    .clamp(1, n.max(1))
+}
+
+/// One phase, ready to step.
+struct PhaseRun<'g> {
+    source: StoreSource<'g>,
+    graph: Graph,
+    loss: NodeId,
+    grads: Vec<(String, NodeId)>,
+    wanted: Vec<NodeId>,
+    steps_per_epoch: u64,
+}
+
+fn setup_phase<'g>(
+    store: &'g GraphStore,
+    lowered: &Lowered,
+    sp: &SamplerPlan,
+    phase: usize,
+    seed: u64,
+    n_train: usize,
+) -> Result<PhaseRun<'g>> {
+    let sampler = build_sampler(store, sp)?;
+    let g = sampler.graph();
+    let full = matches!(sp.kind, SamplerKind::Full);
+    let clip = if full { 1 } else { sp.clip.max(1) };
+    let (norm, mean_nodes) = if full {
+        (None, g.n_nodes() as f64)
+    } else {
+        let expect = expected_nodes(&sp.kind, g.n_nodes());
+        let n_pre = (10 * g.n_nodes()).div_ceil(expect).clamp(8, 200) as u64;
+        let counts = NormCounts::estimate(
+            sampler.as_ref(),
+            n_pre,
+            hash3(seed, STREAM_NORM, phase as u64),
+            clip,
+        )?;
+        let drawn: u64 = counts.node.iter().map(|&c| u64::from(c)).sum();
+        let mean = drawn as f64 / n_pre as f64;
+        (Some(counts), mean.max(1.0))
+    };
+    let steps_per_epoch = if full {
+        1
+    } else {
+        ((n_train as f64 / mean_nodes).ceil() as u64).max(1)
+    };
+    let nodes = mean_nodes.round() as usize;
+    let degree = g.n_entries() as f64 / g.n_nodes().max(1) as f64;
+    let mut graph = lowered.graph.clone();
+    plan(
+        &mut graph,
+        &PlanOptions::new(Bindings {
+            nodes,
+            entries: (nodes as f64 * degree).round() as usize,
+        }),
+    )?;
+    let missing =
+        |name: &str| TrainError::Run(format!("the planned graph lost its `{name}` output"));
+    let loss = graph.output("loss").ok_or_else(|| missing("loss"))?;
+    let mut grads = Vec::with_capacity(lowered.grads.len());
+    for (name, _) in &lowered.grads {
+        let out = format!("grad/{name}");
+        grads.push((
+            name.clone(),
+            graph.output(&out).ok_or_else(|| missing(&out))?,
+        ));
+    }
+    let mut wanted = vec![loss];
+    wanted.extend(grads.iter().map(|g| g.1));
+    let source = StoreSource::new(store, sampler, seed, clip, norm, Role::Train);
+    Ok(PhaseRun {
+        source,
+        graph,
+        loss,
+        grads,
+        wanted,
+        steps_per_epoch,
+    })
+}
+
+/// The optimiser's state.
+struct OptState {
+    kind: Optimizer,
+    weight_decay: BTreeMap<String, f32>,
+    t: u64,
+    m: BTreeMap<String, Vec<f32>>,
+    v: BTreeMap<String, Vec<f32>>,
+}
+
+impl OptState {
+    fn new(kind: Optimizer, lowered: &Lowered, params: &Params) -> OptState {
+        let zeros: BTreeMap<String, Vec<f32>> = params
+            .iter()
+            .map(|(n, t)| (n.clone(), vec![0.0; t.data.len()]))
+            .collect();
+        OptState {
+            kind,
+            weight_decay: lowered.weight_decay.clone(),
+            t: 0,
+            v: if matches!(kind, Optimizer::Adam(_)) {
+                zeros.clone()
+            } else {
+                BTreeMap::new()
+            },
+            m: zeros,
+        }
+    }
+
+    fn update(&mut self, name: &str, p: &mut [f32], g: &[f32]) -> Result<(), TrainError> {
+        let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
+        let m = self.m.get_mut(name).expect("state per parameter");
+        let r = match self.kind {
+            Optimizer::Adam(a) => {
+                let v = self.v.get_mut(name).expect("state per parameter");
+                saintflow_ops::optim::Adam {
+                    weight_decay: wd,
+                    ..a
+                }
+                .step(self.t, p, g, m, v)
+            }
+            Optimizer::Sgd(s) => saintflow_ops::optim::Sgd {
+                weight_decay: wd,
+                ..s
+            }
+            .step(p, g, m),
+        };
+        r.map_err(|e| TrainError::Run(format!("optimiser on `{name}`: {e}")))
+    }
+
+    fn save(map: &BTreeMap<String, Vec<f32>>) -> Vec<SavedTensor> {
+        map.iter()
+            .map(|(n, d)| SavedTensor {
+                name: n.clone(),
+                rows: 1,
+                cols: d.len(),
+                data: d.clone(),
+            })
+            .collect()
+    }
+
+    fn restore(
+        map: &mut BTreeMap<String, Vec<f32>>,
+        saved: &[SavedTensor],
+        path: &std::path::Path,
+    ) -> Result<(), TrainError> {
+        for (name, buf) in map.iter_mut() {
+            let s = saved
+                .iter()
+                .find(|s| &s.name == name)
+                .filter(|s| s.data.len() == buf.len())
+                .ok_or_else(|| TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!("no optimiser state of the right size for `{name}`"),
+                })?;
+            buf.copy_from_slice(&s.data);
+        }
+        Ok(())
+    }
+}
+
+fn check_params(
+    params: &Params,
+    lowered: &Lowered,
+    path: &std::path::Path,
+) -> Result<(), TrainError> {
+    for d in &lowered.params {
+        match params.get(&d.name) {
+            Some(t) if (t.rows, t.cols) == (d.rows, d.cols) => {}
+            Some(t) => {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "parameter `{}` is {}×{}, the plan declares {}×{}",
+                        d.name, t.rows, t.cols, d.rows, d.cols
+                    ),
+                })
+            }
+            None => {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!("parameter `{}` is missing", d.name),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Lowers `plan` for `store` with the built-in ops.
+pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
+    Ok(plan.lower(&LowerEnv {
+        n_features: store.n_features(),
+        n_classes: store.n_classes(),
+        multilabel: matches!(store.labels(), Labels::Multi { .. }),
+        registry,
+    })?)
+}
+
+/// Trains `plan` on `store` with `runner` (see the module's documentation).
+pub fn train(
+    store: &GraphStore,
+    plan_: &Plan,
+    runner: &dyn StepRunner,
+    opts: &TrainOptions,
+    progress: &Progress,
+) -> Result<TrainOutcome> {
+    let registry = Registry::with_builtins();
+    let lowered = lower_for(plan_, store, &registry)?;
+    let hash = plan_hash(plan_);
+    let sched = schedule(plan_, opts.epochs);
+    let total: usize = sched.iter().map(|p| p.2).sum();
+    let n_train = store.nodes_with_role(Role::Train).len();
+    if n_train == 0 {
+        return Err(TrainError::Run(format!(
+            "{}: no training nodes (role `train`)",
+            store.path().display()
+        ))
+        .into());
+    }
+    let eval = FullGraph::new(store, &lowered)?;
+    let every = plan_.eval.every.max(1);
+
+    // State: fresh, or from the checkpoint.
+    let mut params = Params::init(&lowered.params, opts.seed);
+    let mut opt = OptState::new(plan_.optimizer, &lowered, &params);
+    let mut epoch = 0usize;
+    let mut step = 0u64;
+    let mut best: Option<(Metrics, usize, Params)> = None;
+    let mut elapsed0 = 0.0;
+    let ckpt = opts.checkpoint.clone();
+    let resumed = match &ckpt {
+        Some(path) if opts.resume && path.exists() => {
+            let c = Checkpoint::load(path)?;
+            c.check_matches(path, hash, opts.seed)?;
+            params = load_params(&c.params);
+            check_params(&params, &lowered, path)?;
+            OptState::restore(&mut opt.m, &c.opt_m, path)?;
+            OptState::restore(&mut opt.v, &c.opt_v, path)?;
+            opt.t = c.opt_t;
+            epoch = c.epoch;
+            step = c.step;
+            elapsed0 = c.elapsed;
+            if let (Some(bp), Some(bv)) = (&c.best_params, c.best_val) {
+                best = Some((bv, c.best_epoch, load_params(bp)));
+            }
+            Some(c.log_pos)
+        }
+        _ => None,
+    };
+    let (mut log, fresh) = match resumed {
+        Some(Some(pos)) => (LogSink::resume(opts.log.as_deref(), pos, opts.json)?, false),
+        _ => (LogSink::create(opts.log.as_deref(), opts.json)?, true),
+    };
+    if fresh {
+        log.push(Record::Run {
+            plan: plan_.name.clone(),
+            plan_hash: format!("{hash:016x}"),
+            effective_plan: plan_.effective_text().to_string(),
+            graph: opts.graph_name.clone(),
+            seed: opts.seed,
+            threads: runner.threads(),
+            runner: opts.runner_name.clone(),
+        })?;
+    }
+
+    let start = Instant::now();
+    let now = |start: &Instant| elapsed0 + start.elapsed().as_secs_f64();
+    let bar = progress.bar((total - epoch.min(total)) as u64, "train", "epochs");
+    let mut phase_run: Option<(usize, PhaseRun<'_>)> = None;
+    let stop = opts.stop_after.unwrap_or(usize::MAX);
+    while epoch < total && epoch < stop {
+        epoch += 1;
+        // The phase of this epoch.
+        let mut acc = 0;
+        let (pi, sp) = sched
+            .iter()
+            .find(|p| {
+                acc += p.2;
+                epoch <= acc
+            })
+            .map(|p| (p.0, p.1))
+            .expect("epoch within the schedule");
+        if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
+            phase_run = Some((
+                pi,
+                setup_phase(store, &lowered, &sp, pi, opts.seed, n_train)?,
+            ));
+        }
+        let ph = &phase_run.as_ref().expect("set up").1;
+        let mut loss_sum = 0.0;
+        for _ in 0..ph.steps_per_epoch {
+            let t0 = Instant::now();
+            let vals = runner.run_step(
+                &ph.graph,
+                &ph.wanted,
+                Some(&ph.source),
+                &params,
+                step,
+                opts.seed,
+                true,
+            )?;
+            let loss = vals
+                .get(ph.loss)
+                .and_then(|v| v.as_scalar())
+                .ok_or_else(|| TrainError::Run("the step gave no loss".into()))?;
+            if !loss.is_finite() {
+                return Err(TrainError::Run(format!(
+                    "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
+                ))
+                .into());
+            }
+            let t_opt = Instant::now();
+            opt.t += 1;
+            for (name, gid) in &ph.grads {
+                let g = vals
+                    .get(*gid)
+                    .and_then(|v| v.as_dense())
+                    .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
+                let p = params.get_mut(name).expect("every parameter initialised");
+                opt.update(name, &mut p.data, &g.data)?;
+            }
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+            let times = vals.times;
+            log.push(Record::Step {
+                epoch,
+                step,
+                time: now(&start),
+                loss,
+                nodes: vals.bindings.nodes,
+                entries: vals.bindings.entries,
+                ms: StepMs {
+                    sampling: ms(times.sampling),
+                    aggregation: ms(times.aggregation),
+                    transformation: ms(times.transformation),
+                    other: ms(times.other),
+                    optimizer: ms(t_opt.elapsed()),
+                    wall: ms(t0.elapsed()),
+                },
+            })?;
+            loss_sum += loss;
+            step += 1;
+        }
+        let train_loss = loss_sum / ph.steps_per_epoch as f64;
+        let (val, eval_ms, is_best) = if epoch % every == 0 || epoch == total {
+            let t = Instant::now();
+            let logits = eval.logits(runner, &params)?;
+            let m = eval.metrics(&logits, Role::Val);
+            let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
+            if better {
+                best = Some((m, epoch, params.clone()));
+            }
+            (Some(m), Some(t.elapsed().as_secs_f64() * 1e3), better)
+        } else {
+            (None, None, false)
+        };
+        log.push(Record::Epoch {
+            epoch,
+            step: step - 1,
+            time: now(&start),
+            train_loss,
+            val,
+            best: is_best,
+            eval_ms,
+        })?;
+        let pos = log.sync()?;
+        bar.set_message(format!(
+            "loss {train_loss:.4}{}",
+            best.as_ref()
+                .map_or(String::new(), |b| format!(" best val {:.4}", b.0.accuracy))
+        ));
+        bar.inc(1);
+        if let Some(path) = &ckpt {
+            Checkpoint {
+                plan_hash: hash,
+                seed: opts.seed,
+                epoch,
+                step,
+                params: save_params(&params),
+                opt_m: OptState::save(&opt.m),
+                opt_v: OptState::save(&opt.v),
+                opt_t: opt.t,
+                best_params: best.as_ref().map(|b| save_params(&b.2)),
+                best_epoch: best.as_ref().map_or(0, |b| b.1),
+                best_val: best.as_ref().map(|b| b.0),
+                elapsed: now(&start),
+                log_pos: opts.log.as_ref().map(|_| pos),
+            }
+            .save(path)?;
+        }
+    }
+    bar.finish_and_clear();
+    let (val, best_epoch, best_params) = match best {
+        Some(b) => b,
+        None => {
+            let logits = eval.logits(runner, &params)?;
+            (eval.metrics(&logits, Role::Val), epoch, params.clone())
+        }
+    };
+    if epoch < total {
+        return Ok(TrainOutcome {
+            records: log.into_records(),
+            val,
+            test: None,
+            best_epoch,
+            params: best_params,
+            epochs: epoch,
+        });
+    }
+    let logits = eval.logits(runner, &best_params)?;
+    let test = eval.metrics(&logits, Role::Test);
+    log.push(Record::Test {
+        epoch: best_epoch,
+        time: now(&start),
+        val,
+        test,
+    })?;
+    log.sync()?;
+    Ok(TrainOutcome {
+        records: log.into_records(),
+        val,
+        test: Some(test),
+        best_epoch,
+        params: best_params,
+        epochs: epoch,
+    })
+}

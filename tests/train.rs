@@ -1,0 +1,589 @@
+//! Training end to end: every shipped plan learns what a features-only MLP cannot on a
+//! planted graph whose classes show in the structure more than in the features; a resumed
+//! run reproduces an uninterrupted one bit for bit (also after SIGKILL of the binary);
+//! damaged or foreign checkpoints are refused with the file's name; metrics against a
+//! brute-force definition; the CLI's JSON log and `embed`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use saintflow::exec::Interpreter;
+use saintflow::op::Registry;
+use saintflow::plan::Plan;
+use saintflow::progress::Progress;
+use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+use saintflow::train::trainer::lower_for;
+use saintflow::train::{train, Counts, FullGraph, Metrics, Record, TrainOptions, TrainOutcome};
+use saintflow::GraphStore;
+
+/// A planted graph where structure carries the class (homophily 0.9) and features barely
+/// do (centroids 0.3 noise deviations from the origin).
+fn planted(dir: &Path, scale: u32) -> PathBuf {
+    let path = dir.join(format!("planted{scale}.sf"));
+    let spec = KroneckerSpec {
+        scale,
+        degree: 8.0,
+        n_features: 8,
+        n_classes: 4,
+        seed: 7,
+        planted: Some(Planted {
+            homophily: 0.9,
+            separation: 0.3,
+        }),
+        ..KroneckerSpec::default()
+    };
+    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
+    path
+}
+
+fn plan_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("plans")
+        .join(format!("{name}.toml"))
+}
+
+fn load(name: &str, set: &[&str]) -> Plan {
+    let path = plan_file(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    Plan::parse_with_overrides(&text, &path.display().to_string(), set).unwrap()
+}
+
+/// Trains on a two-thread pool (results are reproducible for a thread count).
+fn run(store: &GraphStore, plan: &Plan, opts: &TrainOptions) -> saintflow::Result<TrainOutcome> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(|| train(store, plan, &Interpreter, opts, &Progress::hidden()))
+}
+
+fn opts(seed: u64, epochs: usize) -> TrainOptions {
+    TrainOptions {
+        seed,
+        epochs: Some(epochs),
+        runner_name: "interpreter".into(),
+        ..TrainOptions::default()
+    }
+}
+
+/// Small sizes for each shipped plan, so the whole comparison trains in seconds.
+fn shipped(name: &str) -> (Vec<&'static str>, usize) {
+    match name {
+        "gcn" => (vec!["dims.hidden=16"], 100),
+        "graphsage" => (
+            vec![
+                "dims.hidden=32",
+                "sampler.roots=100",
+                "phase.1.sampler.roots=200",
+            ],
+            10,
+        ),
+        "mixhop" => (
+            vec![
+                "dims.hidden=16",
+                "sampler.frontier=40",
+                "sampler.budget=300",
+            ],
+            20,
+        ),
+        "gat" => (vec!["dims.hidden=16", "dims.heads=2"], 100),
+        "gin" => (vec!["dims.hidden=32", "sampler.roots=100"], 10),
+        "mlp" => (vec!["dims.hidden=32", "sampler.budget=300"], 10),
+        other => panic!("no sizes for plan {other}"),
+    }
+}
+
+#[test]
+fn every_shipped_plan_beats_the_features_only_mlp_on_a_planted_graph() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path(), 11)).unwrap();
+    let test_acc = |name: &str| {
+        let (set, epochs) = shipped(name);
+        let out = run(&store, &load(name, &set), &opts(1, epochs)).unwrap();
+        out.test.unwrap().accuracy
+    };
+    let mlp = test_acc("mlp");
+    // Four classes: chance is 0.25; the MLP sees only weak feature signal.
+    assert!(mlp < 0.4, "the MLP should be near chance, got {mlp}");
+    let plans: BTreeSet<String> = std::fs::read_dir(plan_file("gcn").parent().unwrap())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            (p.extension()? == "toml").then(|| p.file_stem().unwrap().to_string_lossy().into())
+        })
+        .collect();
+    assert!(plans.len() >= 6, "{plans:?}");
+    for name in plans.iter().filter(|p| *p != "mlp") {
+        let acc = test_acc(name);
+        assert!(
+            acc > mlp + 0.15,
+            "{name}: test accuracy {acc:.3} should beat the MLP's {mlp:.3} by 0.15"
+        );
+    }
+}
+
+fn step_losses(records: &[Record]) -> Vec<(u64, f64)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Step { step, loss, .. } => Some((*step, *loss)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn resumed_run_equals_uninterrupted_run_bit_for_bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path(), 10)).unwrap();
+    // A sampler (several steps per epoch), dropout, two phases, weight decay.
+    let plan = load(
+        "graphsage",
+        &[
+            "dims.hidden=16",
+            "sampler.roots=60",
+            "phase.0.epochs=3",
+            "phase.1.epochs=3",
+            "phase.1.sampler.roots=120",
+            "layer.0.dropout=0.2",
+            "optimizer.weight_decay=1e-4",
+        ],
+    );
+    let whole = run(
+        &store,
+        &plan,
+        &TrainOptions {
+            epochs: None,
+            log: Some(tmp.path().join("whole.log")),
+            ..opts(3, 0)
+        },
+    )
+    .unwrap();
+    let ck = tmp.path().join("ck.bin");
+    let log = tmp.path().join("split.log");
+    let part = TrainOptions {
+        epochs: None,
+        checkpoint: Some(ck.clone()),
+        resume: true,
+        log: Some(log.clone()),
+        stop_after: Some(4),
+        ..opts(3, 0)
+    };
+    let first = run(&store, &plan, &part).unwrap();
+    assert!(first.test.is_none() && first.epochs == 4);
+    let rest = run(
+        &store,
+        &plan,
+        &TrainOptions {
+            stop_after: None,
+            ..part
+        },
+    )
+    .unwrap();
+    let (a, b) = (step_losses(&whole.records), step_losses(&rest.records));
+    assert!(
+        a.len() > 6,
+        "several steps per epoch expected, got {}",
+        a.len()
+    );
+    assert_eq!(a.len(), b.len());
+    for ((sa, la), (sb, lb)) in a.iter().zip(&b) {
+        assert_eq!(sa, sb);
+        assert_eq!(la.to_bits(), lb.to_bits(), "step {sa}: {la} vs {lb}");
+    }
+    assert_eq!(whole.test, rest.test);
+    assert_eq!(whole.best_epoch, rest.best_epoch);
+    assert_eq!(whole.params, rest.params);
+    // The log file was cut back to the checkpoint and continued: same records as the
+    // uninterrupted log, timings aside.
+    let read = |p: &Path| -> Vec<Record> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (lw, ls) = (read(&tmp.path().join("whole.log")), read(&log));
+    assert_eq!(step_losses(&lw), step_losses(&ls));
+    assert_eq!(lw.len(), ls.len());
+    assert!(matches!(ls.first(), Some(Record::Run { .. })));
+    assert!(matches!(ls.last(), Some(Record::Test { .. })));
+}
+
+#[test]
+fn damaged_and_foreign_checkpoints_are_refused_with_the_file_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path(), 9)).unwrap();
+    let plan = load("gcn", &["dims.hidden=8"]);
+    let ck = tmp.path().join("ck.bin");
+    let o = TrainOptions {
+        checkpoint: Some(ck.clone()),
+        resume: true,
+        ..opts(1, 3)
+    };
+    run(&store, &plan, &o).unwrap();
+    let good = std::fs::read(&ck).unwrap();
+    let name = ck.display().to_string();
+    let resume_err = |plan: &Plan, o: &TrainOptions| match run(&store, plan, o) {
+        Ok(_) => panic!("resume should fail"),
+        Err(e) => e.to_string(),
+    };
+
+    // Truncated (as a torn write without the atomic rename would leave it).
+    std::fs::write(&ck, &good[..good.len() / 2]).unwrap();
+    let e = resume_err(&plan, &o);
+    assert!(e.contains(&name) && e.contains("checksum"), "{e}");
+    // Too short to be one.
+    std::fs::write(&ck, &good[..5]).unwrap();
+    let e = resume_err(&plan, &o);
+    assert!(
+        e.contains(&name) && e.contains("not a saintflow checkpoint"),
+        "{e}"
+    );
+    // One flipped bit in a parameter value.
+    let mut bad = good.clone();
+    let at = bad.len() / 2;
+    bad[at] ^= 0x10;
+    std::fs::write(&ck, &bad).unwrap();
+    let e = resume_err(&plan, &o);
+    assert!(e.contains(&name) && e.contains("checksum mismatch"), "{e}");
+    // Another plan (an override changes the effective plan).
+    std::fs::write(&ck, &good).unwrap();
+    let other = load("gcn", &["dims.hidden=9"]);
+    let e = resume_err(&other, &o);
+    assert!(e.contains(&name) && e.contains("another plan"), "{e}");
+    // Another seed.
+    let e = resume_err(
+        &plan,
+        &TrainOptions {
+            seed: 2,
+            ..o.clone()
+        },
+    );
+    assert!(e.contains(&name) && e.contains("--seed 1"), "{e}");
+    // The intact file still resumes (to the same 3 epochs: it only re-tests).
+    let again = run(&store, &plan, &o).unwrap();
+    assert_eq!(again.epochs, 3);
+    assert!(again.test.is_some());
+}
+
+/// Brute-force metrics from their set definitions: per class, precision = |P∩T|/|P|,
+/// recall = |P∩T|/|T|, F1 = 2PR/(P+R) (0 when P∩T is empty); micro over the pooled
+/// (node, class) pairs; macro over classes in P ∪ T; accuracy = exact matches / nodes.
+fn brute(pred: &[Vec<bool>], truth: &[Vec<bool>], classes: usize) -> Metrics {
+    let f1 = |p: &BTreeSet<(usize, usize)>, t: &BTreeSet<(usize, usize)>| {
+        let both = p.intersection(t).count() as f64;
+        if both == 0.0 {
+            return 0.0;
+        }
+        let (pr, rc) = (both / p.len() as f64, both / t.len() as f64);
+        2.0 * pr * rc / (pr + rc)
+    };
+    let pairs = |m: &[Vec<bool>], k: Option<usize>| -> BTreeSet<(usize, usize)> {
+        let mut s = BTreeSet::new();
+        for (i, row) in m.iter().enumerate() {
+            for (c, &x) in row.iter().enumerate() {
+                if x && k.is_none_or(|k| k == c) {
+                    s.insert((i, c));
+                }
+            }
+        }
+        s
+    };
+    let micro = f1(&pairs(pred, None), &pairs(truth, None));
+    let mut per = Vec::new();
+    for c in 0..classes {
+        let (p, t) = (pairs(pred, Some(c)), pairs(truth, Some(c)));
+        if !p.is_empty() || !t.is_empty() {
+            per.push(f1(&p, &t));
+        }
+    }
+    let exact = pred.iter().zip(truth).filter(|(p, t)| p == t).count();
+    Metrics {
+        accuracy: exact as f64 / pred.len() as f64,
+        f1_micro: micro,
+        f1_macro: per.iter().sum::<f64>() / per.len().max(1) as f64,
+    }
+}
+
+fn close(a: &Metrics, b: &Metrics) -> bool {
+    (a.accuracy - b.accuracy).abs() < 1e-12
+        && (a.f1_micro - b.f1_micro).abs() < 1e-12
+        && (a.f1_macro - b.f1_macro).abs() < 1e-12
+}
+
+#[test]
+fn metrics_match_hand_computed_cases_and_the_brute_force_definition() {
+    // Hand-computed: truth [0, 0, 1, 2], predicted [0, 1, 1, 1]. Class 0: TP 1, FN 1 →
+    // F1 2/3; class 1: TP 1, FP 2 → F1 2/4; class 2: FN 1 → 0. Macro = (2/3 + 1/2 + 0)/3.
+    let mut c = Counts::new(4);
+    for (p, t) in [(0, 0), (1, 0), (1, 1), (1, 2)] {
+        c.add_single(p, t);
+    }
+    let m = c.metrics();
+    assert!((m.accuracy - 0.5).abs() < 1e-12);
+    assert!((m.f1_micro - 0.5).abs() < 1e-12);
+    assert!(
+        (m.f1_macro - (2.0 / 3.0 + 0.5) / 3.0).abs() < 1e-12,
+        "{m:?}"
+    );
+    // Multi-label, 2 nodes × 3 classes: truth {0,1}, {2}; predicted {0}, {2}. TP 2, FN 1,
+    // FP 0 → micro 4/5; per class F1 1, 0, 1 → macro 2/3; exact matches 1 of 2.
+    let mut c = Counts::new(3);
+    c.add_multi(|k| k == 0, |k| k < 2);
+    c.add_multi(|k| k == 2, |k| k == 2);
+    let m = c.metrics();
+    assert!((m.accuracy - 0.5).abs() < 1e-12 && (m.f1_micro - 0.8).abs() < 1e-12);
+    assert!((m.f1_macro - 2.0 / 3.0).abs() < 1e-12, "{m:?}");
+    assert_eq!(Counts::new(3).metrics(), Metrics::default());
+
+    // Random cases against the brute force.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |k: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % k
+    };
+    for case in 0..200 {
+        let classes = 1 + next(6) as usize;
+        let n = 1 + next(40) as usize;
+        if case % 2 == 0 {
+            let (mut c, mut p, mut t) = (Counts::new(classes), Vec::new(), Vec::new());
+            for _ in 0..n {
+                let (a, b) = (next(classes as u64) as usize, next(classes as u64) as usize);
+                c.add_single(a, b);
+                p.push((0..classes).map(|k| k == a).collect());
+                t.push((0..classes).map(|k| k == b).collect());
+            }
+            let (got, want) = (c.metrics(), brute(&p, &t, classes));
+            assert!(close(&got, &want), "single {case}: {got:?} vs {want:?}");
+            assert!((got.accuracy - got.f1_micro).abs() < 1e-12);
+        } else {
+            let (mut c, mut p, mut t) = (Counts::new(classes), Vec::new(), Vec::new());
+            for _ in 0..n {
+                let a: Vec<bool> = (0..classes).map(|_| next(2) == 1).collect();
+                let b: Vec<bool> = (0..classes).map(|_| next(3) == 0).collect();
+                c.add_multi(|k| a[k], |k| b[k]);
+                p.push(a);
+                t.push(b);
+            }
+            let (got, want) = (c.metrics(), brute(&p, &t, classes));
+            assert!(close(&got, &want), "multi {case}: {got:?} vs {want:?}");
+        }
+    }
+}
+
+fn saintflow(args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_train_json_log_and_embed() {
+    let tmp = tempfile::tempdir().unwrap();
+    planted(tmp.path(), 9);
+    let plan = plan_file("graphsage").display().to_string();
+    let common = [
+        "--graph",
+        "planted9.sf",
+        "--set",
+        "model.hidden=8",
+        "--set",
+        "sampler.roots=50",
+        "--epochs",
+        "3",
+        "--threads",
+        "2",
+        "--seed",
+        "5",
+    ];
+    let mut args = vec!["train", plan.as_str(), "--json", "--checkpoint", "ck"];
+    args.extend(common);
+    std::fs::create_dir(tmp.path().join("ck")).unwrap();
+    let o = saintflow(&args, tmp.path());
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    let recs: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs[0]["kind"], "run");
+    assert_eq!(recs[0]["seed"], 5);
+    assert_eq!(recs[0]["threads"], 2);
+    assert!(recs[0]["effective_plan"]
+        .as_str()
+        .unwrap()
+        .contains("hidden = 8"));
+    let steps = recs.iter().filter(|r| r["kind"] == "step").count();
+    let epochs: Vec<_> = recs.iter().filter(|r| r["kind"] == "epoch").collect();
+    assert_eq!(epochs.len(), 3);
+    assert!(steps >= 3);
+    for k in [
+        "sampling",
+        "aggregation",
+        "transformation",
+        "other",
+        "optimizer",
+        "wall",
+    ] {
+        assert!(recs[1]["ms"][k].as_f64().is_some(), "ms.{k} in {}", recs[1]);
+    }
+    let last = recs.last().unwrap();
+    assert_eq!(last["kind"], "test");
+    let acc = last["test"]["accuracy"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&acc));
+    assert!(last["test"]["f1_micro"].is_f64() && last["test"]["f1_macro"].is_f64());
+    assert!(
+        err.contains(&format!("test accuracy {acc:.4}")),
+        "the summary line goes to stderr with --json: {err}"
+    );
+
+    // embed: the checkpoint's best parameters, the [output] input of every node.
+    let mut args = vec![
+        "embed",
+        plan.as_str(),
+        "--checkpoint",
+        "ck",
+        "-o",
+        "emb.npy",
+    ];
+    args.extend(&common[..6]);
+    let o = saintflow(&args, tmp.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(tmp.path().join("emb.npy")).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    let shape = npy.shape().to_vec();
+    let data: Vec<f32> = npy.into_vec().unwrap();
+    let store = GraphStore::open(tmp.path().join("planted9.sf")).unwrap();
+    // GraphSAGE's embedding is concat(self, neighbours) of the last layer: 2 × hidden.
+    assert_eq!(shape, vec![store.n_nodes() as u64, 16]);
+    let plan_ = load("graphsage", &["dims.hidden=8", "sampler.roots=50"]);
+    let ck = saintflow::train::Checkpoint::load(&tmp.path().join("ck/checkpoint.bin")).unwrap();
+    let params = saintflow::train::checkpoint::load_params(ck.best_params.as_ref().unwrap());
+    let lowered = lower_for(&plan_, &store, &Registry::with_builtins()).unwrap();
+    let want = FullGraph::new(&store, &lowered)
+        .unwrap()
+        .embedding(&Interpreter, &params)
+        .unwrap();
+    assert_eq!(want.data, data);
+
+    // A wrong plan for the checkpoint: a clear error naming it, exit code 1.
+    let mut args = vec!["embed", plan.as_str(), "--checkpoint", "ck", "-o", "e2.npy"];
+    args.extend(&common[..4]);
+    let o = saintflow(&args, tmp.path());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ck/checkpoint.bin") && err.contains("another plan"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("e2.npy").exists());
+}
+
+/// `saintflow train` killed with SIGKILL mid-run, then resumed: the checkpoint is intact
+/// and the final metrics and every step's loss equal an uninterrupted run's.
+#[cfg(unix)]
+#[test]
+fn sigkill_mid_run_then_resume_gives_the_uninterrupted_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    planted(tmp.path(), 10);
+    let plan = plan_file("gcn").display().to_string();
+    let args = |log: &str, ck: &str| -> Vec<String> {
+        [
+            "train",
+            &plan,
+            "--graph",
+            "planted10.sf",
+            "--set",
+            "dims.hidden=16",
+            "--epochs",
+            "400",
+            "--threads",
+            "2",
+            "--seed",
+            "4",
+            "-q",
+            "--log",
+            log,
+            "--checkpoint",
+            ck,
+            "--resume",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let whole = saintflow(
+        &args("whole.log", "whole.ck")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        tmp.path(),
+    );
+    assert!(whole.status.success());
+    let killed_args = args("k.log", "k.ck");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(&killed_args)
+        .current_dir(tmp.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for a few epochs' checkpoints, then kill without warning.
+    let ck = tmp.path().join("k.ck");
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Ok(c) = saintflow::train::Checkpoint::load(&ck) {
+            if c.epoch >= 5 {
+                break;
+            }
+        }
+        assert!(t0.elapsed().as_secs() < 60, "no checkpoint after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    let at_kill = saintflow::train::Checkpoint::load(&ck).expect("intact after SIGKILL");
+    assert!(at_kill.epoch < 400, "the run was killed before its end");
+    let resumed = saintflow(
+        &killed_args.iter().map(String::as_str).collect::<Vec<_>>(),
+        tmp.path(),
+    );
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let read = |p: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(tmp.path().join(p))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (a, b) = (read("whole.log"), read("k.log"));
+    let losses = |v: &[serde_json::Value]| -> Vec<f64> {
+        v.iter()
+            .filter(|r| r["kind"] == "step")
+            .map(|r| r["loss"].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(losses(&a).len(), 400);
+    assert_eq!(losses(&a), losses(&b));
+    assert_eq!(a.last().unwrap()["test"], b.last().unwrap()["test"]);
+    assert_eq!(a.last().unwrap()["epoch"], b.last().unwrap()["epoch"]);
+    let out = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        out(&whole).lines().last().unwrap(),
+        out(&resumed).lines().last().unwrap()
+    );
+}
