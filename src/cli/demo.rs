@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::Result;
-use crate::exec::Interpreter;
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::store::gen::{generate_kronecker, KroneckerSpec, Planted};
@@ -69,15 +68,16 @@ pub(super) fn run(a: DemoArgs, progress: &Progress) -> Result<()> {
         "training plans/graphsage.toml (hidden 64, random walks from 1000 roots) for {} epochs",
         a.epochs
     );
+    let (runner, runner_name) = super::train::runner(0);
     let out = train(
         &store,
         &plan,
-        &Interpreter,
+        runner.as_ref(),
         &TrainOptions {
             seed: 1,
             epochs: Some(a.epochs),
             graph_name: a.output.display().to_string(),
-            runner_name: "interpreter".into(),
+            runner_name: runner_name.into(),
             ..TrainOptions::default()
         },
         progress,

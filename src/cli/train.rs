@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use crate::error::{Error, Result};
-use crate::exec::{Interpreter, StepRunner};
+use crate::exec::{Executor, StepRunner};
 use crate::plan::{Plan, PlanError, PlanErrorKind};
 use crate::progress::Progress;
 use crate::store::GraphStore;
@@ -46,11 +46,16 @@ pub(super) struct TrainArgs {
     /// Print the JSON-lines log on stdout (the summary goes to stderr).
     #[arg(long)]
     json: bool,
+    /// Draw validation accuracy and loss against wall time (JPDC Fig. 2) to FILE.svg or
+    /// FILE.png when the run ends.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
-/// The one place that chooses how steps run.
-pub(super) fn runner(_threads: usize) -> (Box<dyn StepRunner>, &'static str) {
-    (Box::new(Interpreter), "interpreter")
+/// The one place that chooses how steps run: the work-stealing executor on `threads`
+/// workers (the reference interpreter is `exec::Interpreter`).
+pub(super) fn runner(threads: usize) -> (Box<dyn StepRunner>, &'static str) {
+    (Box::new(Executor::new(threads)), "executor")
 }
 
 /// A rayon pool of `threads` (None: the default pool's size).
@@ -115,6 +120,16 @@ pub(super) fn run(a: TrainArgs, progress: &Progress) -> Result<TrainOutcome> {
         };
         train(&store, &plan, runner.as_ref(), &opts, progress)
     })?;
+    if let Some(path) = &a.plot {
+        let records = outcome
+            .records
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("log: {e}"))))?;
+        let panels = crate::plot::training_panels(&[(plan.name.clone(), records)])?;
+        crate::plot::plot(path, &panels)?;
+    }
     let test = outcome.test.expect("a finished run is tested");
     let line = format!(
         "{} on {}: best validation epoch {} ({}); test {}",
