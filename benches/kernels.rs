@@ -255,10 +255,7 @@ fn spmm_bench(c: &mut Criterion) {
             // Same flops and index traffic as the real pattern, no gather misses: what the
             // loop costs when memory costs nothing.
             let l1: Vec<u32> = (0..nnz).map(|k| (k % 32.min(n)) as u32).collect();
-            let a_l1 = CsrRef {
-                indices: &l1,
-                ..a
-            };
+            let a_l1 = CsrRef { indices: &l1, ..a };
             g.bench_with_input(
                 BenchmarkId::new(format!("l1_resident_x_padded_{}/f{f}", f + 16), threads),
                 &threads,
