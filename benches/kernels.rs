@@ -208,7 +208,8 @@ fn spmm_bench(c: &mut Criterion) {
     for threads in [1, 2] {
         let bw = triad_bandwidth(threads);
         for f in [512usize, 1024] {
-            let bytes = nnz * 8 + n * f * 4;
+            // Indices and values once, X read once, out written once.
+            let bytes = nnz * 8 + 2 * n * f * 4;
             eprintln!(
                 "spmm bound: {n} nodes, {nnz} entries, f={f}, {threads} thread(s): triad {:.1} GB/s, {bytes} bytes -> bound {:.3} ms",
                 bw / 1e9,
@@ -246,6 +247,23 @@ fn spmm_bench(c: &mut Criterion) {
                         let xv = MatRef::new(&x_pad, n, f, f + 16).unwrap();
                         let ov = MatMut::new(&mut out_pad, n, f, f + 16).unwrap();
                         p.install(|| spmm_view(a, xv, ov)).unwrap()
+                    })
+                },
+            );
+            // The compute side of the roofline: the same offsets and values, but entry k
+            // reads X row k mod 32, so every gathered panel is in L1 (32 rows · 256 B).
+            // Same flops and index traffic as the real pattern, no gather misses: what the
+            // loop costs when memory costs nothing.
+            let l1: Vec<u32> = (0..nnz).map(|k| (k % 32.min(n)) as u32).collect();
+            let a_l1 = CsrRef { indices: &l1, ..a };
+            g.bench_with_input(
+                BenchmarkId::new(format!("l1_resident_x_padded_{}/f{f}", f + 16), threads),
+                &threads,
+                |b, _| {
+                    b.iter(|| {
+                        let xv = MatRef::new(&x_pad, n, f, f + 16).unwrap();
+                        let ov = MatMut::new(&mut out_pad, n, f, f + 16).unwrap();
+                        p.install(|| spmm_view(a_l1, xv, ov)).unwrap()
                     })
                 },
             );

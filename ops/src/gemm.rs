@@ -85,26 +85,31 @@ fn product(
         Parallelism::None
     };
     let c_rs = c.row_stride() as isize;
+    // The crate is handed the transposed problem, Cᵀ (n×m) = op(B)ᵀ·op(A)ᵀ, with Cᵀ
+    // column-major: the same storage, strides swapped. Same arithmetic; measured faster on
+    // 2 threads than handing it C = op(A)·op(B) with C row-major (its thread split follows
+    // the orientation; BENCHMARKS.md, "Kernels, third slice").
     // SAFETY: the views' constructors checked that every element (i, j) at
     // i·row_stride + j, i < rows, j < cols, lies in their slices, and the shapes agree
     // (checked above), so the strides reach only in-bounds elements of each operand's own
     // view. C is a unique borrow (MatMut): no element of C is an element of A or B.
     // dst = alpha·dst + beta·lhs·rhs with alpha = 1 (read only when accumulating), beta = 1.
+    // gemm's arguments per operand: pointer, column stride, row stride.
     unsafe {
         gemm::gemm(
-            m,
             n,
+            m,
             k,
             c.as_mut_ptr(),
-            1,
             c_rs,
+            1,
             accumulate,
-            a.as_ptr(),
-            a_cs,
-            a_rs,
             b.as_ptr(),
-            b_cs,
             b_rs,
+            b_cs,
+            a.as_ptr(),
+            a_rs,
+            a_cs,
             1.0f32,
             1.0f32,
             false,

@@ -239,6 +239,10 @@ unsafe fn block(a: CsrRef<'_>, x: MatRef<'_>, c0: usize, c1: usize, out: &Out) {
 }
 
 /// Columns c..c + 16·C for every row, accumulators in registers.
+///
+/// Tried (third slice, BENCHMARKS.md): two accumulator sets (entries alternating, halving
+/// the add chain) with fused multiply-adds: no difference measurable under the shared
+/// machine's load, also with X in L1, so the simpler loop stays.
 #[inline(always)]
 unsafe fn panel<const C: usize>(a: CsrRef<'_>, x: MatRef<'_>, c: usize, out: &Out) {
     for i in 0..a.n_rows() {
