@@ -781,10 +781,23 @@ fn overrides_edit_the_toml_before_typing() {
             "eval.every=4",
         ],
     );
-    // frontier/budget belong to the frontier sampler: switching kind alone is refused.
-    let e = p.unwrap_err();
+    // Switching the kind drops the frontier sampler's keys (frontier, budget): the walk
+    // sampler keeps `roots` from the override and takes its default depth.
+    let p = p.unwrap();
+    assert_eq!(
+        p.sampler.kind,
+        SamplerKind::RandomWalk { roots: 7, depth: 2 }
+    );
     assert!(
-        e.to_string().contains("`rw` sampler has no key `budget`"),
+        !p.effective_text().contains("budget"),
+        "{}",
+        p.effective_text()
+    );
+    // Without a kind switch, a key of another kind is still an error.
+    let e = Plan::parse_with_overrides(SAGE, "sage.toml", &["sampler.roots=7"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`frontier` sampler has no key `roots`"),
         "{e}"
     );
     let p = Plan::parse_with_overrides(

@@ -549,12 +549,47 @@ fn apply_override<'i>(
             format!("empty key in the path `{}`", &line[..eq]),
         ));
     }
+    let new_kind = match (&parts[..], value.get_ref()) {
+        ([("sampler", _), ("kind", _)], DeValue::String(k)) => Some(k.to_string()),
+        _ => None,
+    };
     let mut top = DeValue::Table(std::mem::take(root));
     let result = set_path(src, &mut top, &parts, value);
     if let DeValue::Table(t) = top {
         *root = t;
     }
+    if let (Ok(()), Some(kind)) = (&result, new_kind) {
+        drop_foreign_sampler_keys(root, &kind);
+    }
     result
+}
+
+/// After `sampler.kind` is overridden: the keys of another kind's sampler (in `[sampler]`
+/// and in the phases' `sampler` tables without a `kind` of their own) no longer mean
+/// anything, so they are dropped and the new kind's keys take their defaults unless set.
+/// `--set sampler.kind=rw` thus switches a frontier plan to random walks.
+fn drop_foreign_sampler_keys(root: &mut DeTable<'_>, kind: &str) {
+    let keep = |k: &str| COMMON_SAMPLER_KEYS.contains(&k) || sampler_keys(kind).contains(&k);
+    let prune = |t: &mut DeTable<'_>| {
+        let foreign: Vec<_> = t.keys().filter(|k| !keep(k.get_ref())).cloned().collect();
+        for k in foreign {
+            t.remove(&k);
+        }
+    };
+    if let Some(DeValue::Table(t)) = root.get_mut("sampler").map(|v| v.get_mut()) {
+        prune(t);
+    }
+    if let Some(DeValue::Array(phases)) = root.get_mut("phase").map(|v| v.get_mut()) {
+        for ph in phases.iter_mut() {
+            if let DeValue::Table(pt) = ph.get_mut() {
+                if let Some(DeValue::Table(st)) = pt.get_mut("sampler").map(|v| v.get_mut()) {
+                    if !st.contains_key("kind") {
+                        prune(st);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Sets `parts` (path parts with their offsets) in `top` to `value`.
