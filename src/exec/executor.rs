@@ -75,7 +75,21 @@ impl StepRunner for Executor {
     fn threads(&self) -> usize {
         self.pool.threads()
     }
+
+    fn with_prefetch(
+        &self,
+        source: &dyn GraphSource,
+        steps: std::ops::Range<u64>,
+        f: &mut dyn FnMut(&dyn GraphSource) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        super::Prefetch::scope_until(&self.pool, source, PREFETCH_AHEAD, steps.end, |p| f(p))
+    }
 }
+
+/// Subgraphs sampled ahead by [`StepRunner::with_prefetch`] (k of JPDC Algorithm 8): two
+/// keep a sampler task queued behind the one running, which was enough to hide sampling
+/// in `benches/step.rs` (prefetch / compute-only = 1.03×).
+pub const PREFETCH_AHEAD: usize = 2;
 
 /// One node of the step, by dense index.
 struct NodeState {

@@ -70,6 +70,20 @@ pub trait StepRunner: Sync {
 
     /// Worker threads it computes on.
     fn threads(&self) -> usize;
+
+    /// Runs `f` with a source serving `source`'s subgraphs for `steps`, asked for in order.
+    /// A runner with a pool samples the next subgraphs there while the current step
+    /// computes (the executor's [`Prefetch`](super::Prefetch)); the default hands `source`
+    /// through unchanged.
+    fn with_prefetch(
+        &self,
+        source: &dyn GraphSource,
+        steps: std::ops::Range<u64>,
+        f: &mut dyn FnMut(&dyn GraphSource) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        let _ = steps;
+        f(source)
+    }
 }
 
 /// The reference interpreter as a [`StepRunner`]: [`run`] on the calling thread (kernels

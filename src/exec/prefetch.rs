@@ -47,6 +47,8 @@ pub struct Prefetch<'a, 's> {
     inner: &'a (dyn GraphSource + 'a),
     scope: &'s Scope<'a>,
     ahead: u64,
+    /// Steps at or past this one are never sampled ahead (the caller will not ask).
+    end: u64,
     shared: Arc<Shared>,
 }
 
@@ -59,12 +61,26 @@ impl<'a> Prefetch<'a, '_> {
         ahead: usize,
         f: impl FnOnce(&Prefetch<'a, '_>) -> R,
     ) -> R {
+        Prefetch::scope_until(pool, source, ahead, u64::MAX, f)
+    }
+
+    /// [`Prefetch::scope`] for a caller that asks for steps below `end` only: nothing at or
+    /// past `end` is sampled ahead (an epoch's last step does not start the next epoch's
+    /// subgraphs only to drop them when the scope ends).
+    pub fn scope_until<R>(
+        pool: &Pool,
+        source: &'a (dyn GraphSource + 'a),
+        ahead: usize,
+        end: u64,
+        f: impl FnOnce(&Prefetch<'a, '_>) -> R,
+    ) -> R {
         let shared = Arc::new(Shared::default());
         let r = pool.scope(|s| {
             let p = Prefetch {
                 inner: source,
                 scope: s,
                 ahead: ahead as u64,
+                end,
                 shared: shared.clone(),
             };
             let r = catch_unwind(AssertUnwindSafe(|| f(&p)));
@@ -117,7 +133,11 @@ impl GraphSource for Prefetch<'_, '_> {
             st.slots.remove(&k);
         }
         let mut spawn = Vec::new();
-        for i in step + 1..=step.saturating_add(self.ahead) {
+        for i in step + 1
+            ..=step
+                .saturating_add(self.ahead)
+                .min(self.end.saturating_sub(1))
+        {
             if let std::collections::btree_map::Entry::Vacant(e) = st.slots.entry(i) {
                 e.insert(Slot::Queued);
                 spawn.push(i);

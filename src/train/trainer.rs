@@ -453,58 +453,63 @@ pub fn train(
         }
         let ph = &phase_run.as_ref().expect("set up").1;
         let mut loss_sum = 0.0;
-        for _ in 0..ph.steps_per_epoch {
-            let t0 = Instant::now();
-            let vals = runner.run_step(
-                &ph.graph,
-                &ph.wanted,
-                Some(&ph.source),
-                &params,
-                step,
-                opts.seed,
-                true,
-            )?;
-            let loss = vals
-                .get(ph.loss)
-                .and_then(|v| v.as_scalar())
-                .ok_or_else(|| TrainError::Run("the step gave no loss".into()))?;
-            if !loss.is_finite() {
-                return Err(TrainError::Run(format!(
+        // The epoch's subgraphs are sampled ahead on the runner's pool while steps compute.
+        let steps = step..step + ph.steps_per_epoch;
+        runner.with_prefetch(&ph.source, steps, &mut |source| {
+            for _ in 0..ph.steps_per_epoch {
+                let t0 = Instant::now();
+                let vals = runner.run_step(
+                    &ph.graph,
+                    &ph.wanted,
+                    Some(source),
+                    &params,
+                    step,
+                    opts.seed,
+                    true,
+                )?;
+                let loss = vals
+                    .get(ph.loss)
+                    .and_then(|v| v.as_scalar())
+                    .ok_or_else(|| TrainError::Run("the step gave no loss".into()))?;
+                if !loss.is_finite() {
+                    return Err(TrainError::Run(format!(
                     "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
                 ))
-                .into());
+                    .into());
+                }
+                let t_opt = Instant::now();
+                opt.t += 1;
+                for (name, gid) in &ph.grads {
+                    let g = vals
+                        .get(*gid)
+                        .and_then(|v| v.as_dense())
+                        .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
+                    let p = params.get_mut(name).expect("every parameter initialised");
+                    opt.update(name, &mut p.data, &g.data)?;
+                }
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+                let times = vals.times;
+                log.push(Record::Step {
+                    epoch,
+                    step,
+                    time: now(&start),
+                    loss,
+                    nodes: vals.bindings.nodes,
+                    entries: vals.bindings.entries,
+                    ms: StepMs {
+                        sampling: ms(times.sampling),
+                        aggregation: ms(times.aggregation),
+                        transformation: ms(times.transformation),
+                        other: ms(times.other),
+                        optimizer: ms(t_opt.elapsed()),
+                        wall: ms(t0.elapsed()),
+                    },
+                })?;
+                loss_sum += loss;
+                step += 1;
             }
-            let t_opt = Instant::now();
-            opt.t += 1;
-            for (name, gid) in &ph.grads {
-                let g = vals
-                    .get(*gid)
-                    .and_then(|v| v.as_dense())
-                    .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
-                let p = params.get_mut(name).expect("every parameter initialised");
-                opt.update(name, &mut p.data, &g.data)?;
-            }
-            let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-            let times = vals.times;
-            log.push(Record::Step {
-                epoch,
-                step,
-                time: now(&start),
-                loss,
-                nodes: vals.bindings.nodes,
-                entries: vals.bindings.entries,
-                ms: StepMs {
-                    sampling: ms(times.sampling),
-                    aggregation: ms(times.aggregation),
-                    transformation: ms(times.transformation),
-                    other: ms(times.other),
-                    optimizer: ms(t_opt.elapsed()),
-                    wall: ms(t0.elapsed()),
-                },
-            })?;
-            loss_sum += loss;
-            step += 1;
-        }
+            Ok(())
+        })?;
         let train_loss = loss_sum / ph.steps_per_epoch as f64;
         let (val, eval_ms, is_best) = if epoch % every == 0 || epoch == total {
             let t = Instant::now();
