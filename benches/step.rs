@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use saintflow::exec::{Executor, Interpreter, Prefetch, StageTimes, StepRunner};
-use saintflow::ir::{Bindings, Graph, NodeId, Params, Targets, Tensor};
+use saintflow::ir::{recycle, Bindings, Graph, NodeId, Params, Targets, Tensor};
 use saintflow::op::{GraphSource, OpError, Registry, StoreSource};
 use saintflow::plan::{LowerEnv, Plan};
 use saintflow::planner::{plan, PlanOptions};
@@ -256,6 +256,8 @@ struct Variant<'a> {
     nodes: usize,
     times: StageTimes,
     opt: Duration,
+    /// Whether dead buffers are recycled (`ir::recycle`) during this variant's steps.
+    reuse: bool,
 }
 
 impl<'a> Variant<'a> {
@@ -274,8 +276,20 @@ impl<'a> Variant<'a> {
             nodes: 0,
             times: StageTimes::default(),
             opt: Duration::ZERO,
+            reuse: true,
         }
     }
+
+    /// The same variant with buffer recycling off (the baseline of the free-list).
+    fn without_reuse(mut self) -> Self {
+        self.reuse = false;
+        self
+    }
+}
+
+/// Turns buffer recycling on (default cap) or off (cap 0, the free-list emptied).
+fn set_reuse(on: bool) {
+    recycle::set_capacity(if on { recycle::DEFAULT_CAPACITY } else { 0 });
 }
 
 /// Interleaved measurement (the machine is shared and its load drifts): `rounds` rounds,
@@ -285,11 +299,13 @@ impl<'a> Variant<'a> {
 fn interleaved(model: &mut Model, variants: &mut [Variant<'_>], threads: usize) {
     let (rounds, steps) = (5, 3);
     for v in variants.iter_mut() {
+        set_reuse(v.reuse);
         model.step(v.runner, v.src, v.next); // warm-up
         v.next += 1;
     }
     for _ in 0..rounds {
         for v in variants.iter_mut() {
+            set_reuse(v.reuse);
             let started = Instant::now();
             for _ in 0..steps {
                 let (n, t, o) = model.step(v.runner, v.src, v.next);
@@ -305,6 +321,7 @@ fn interleaved(model: &mut Model, variants: &mut [Variant<'_>], threads: usize) 
                 .push(started.elapsed().as_secs_f64() * 1e3 / steps as f64);
         }
     }
+    set_reuse(true);
     let k = (rounds * steps) as u32;
     for v in variants.iter_mut() {
         v.per_round.sort_by(|a, b| a.total_cmp(b));
@@ -389,6 +406,7 @@ fn steps(c: &mut Criterion) {
                 let mut variants = [
                     Variant::new("interpreter, pre-sampled", &Interpreter, &pre, 0),
                     Variant::new("executor, pre-sampled", &ex, &pre, 0),
+                    Variant::new("executor, pre-sampled, no reuse", &ex, &pre, 0).without_reuse(),
                     Variant::new("interpreter, sampling inline", &Interpreter, &src, 1 << 20),
                     Variant::new("executor, sampling inline", &ex, &src, 2 << 20),
                     Variant::new("executor, prefetch pool k=2", &ex, fetch, 3 << 20),

@@ -13,7 +13,8 @@
 //! * Completing a node: if it is a subgraph, the step's bindings are set from it (every
 //!   node that depends on it runs later, through the counters); the value is checked
 //!   against the node's fact, stored, and each input's remaining-use count is decremented —
-//!   at zero the input's value is dropped unless it is wanted (the interpreter's freeing).
+//!   at zero the input's value is dropped unless it is wanted (the interpreter's freeing),
+//!   its buffer going to the [`recycle`](crate::ir::recycle) free-list when unshared.
 //! * Time: each task adds its duration to its op's stage ([`StageTimes`]); CPU time, so on
 //!   p workers the sum may exceed the step's wall time.
 //! * Failure: an op error, or a panic (caught per task), records the first error naming
@@ -30,7 +31,7 @@ use std::time::Instant;
 
 use super::interp::{StageTimes, StepRunner, StepValues};
 use super::pool::{Pool, Scope};
-use crate::ir::{Bindings, Graph, IrError, NodeId, Params, Tensor, Value};
+use crate::ir::{recycle, Bindings, Graph, IrError, NodeId, Params, Tensor, Value};
 use crate::op::{Axis, Ctx, GraphSource, MatMut, OpError, Split};
 
 /// The work-stealing [`StepRunner`]: one [`Pool`] of worker threads, reused by every step.
@@ -123,7 +124,9 @@ struct Step<'a> {
 
 /// The output of a split node while its parts run.
 struct Parts {
-    inputs: Vec<Arc<Value>>,
+    /// The inputs; each part reads a clone, the last part empties it (so the inputs'
+    /// buffers can be recycled when the node completes).
+    inputs: Mutex<Vec<Arc<Value>>>,
     split: Split,
     /// Views of the output, one per part, taken by the part that runs.
     views: Mutex<Vec<Option<MatMut<'static>>>>,
@@ -384,7 +387,7 @@ fn prepare_parts(
         offset = r.end;
     }
     Ok(Parts {
-        inputs,
+        inputs: Mutex::new(inputs),
         remaining: AtomicUsize::new(split.ranges.len()),
         split,
         views: Mutex::new(views),
@@ -399,8 +402,11 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
         if let Some(view) = view {
             let node = st.graph.node(st.nodes[i].id);
             let ctx = st.ctx(i);
-            let refs: Vec<&Value> = parts.inputs.iter().map(|v| &**v).collect();
+            let inputs = parts.inputs.lock().expect("inputs").clone();
+            let refs: Vec<&Value> = inputs.iter().map(|v| &**v).collect();
             let r = guarded(|| node.op.forward_part(&refs, &ctx, &parts.split, k, view));
+            drop(refs);
+            drop(inputs);
             st.add_time(i, started);
             if let Err(e) = r {
                 st.fail(i, e);
@@ -410,6 +416,7 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
     if parts.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
         // Every part is done: no view is in use any more.
         parts.views.lock().expect("views").clear();
+        parts.inputs.lock().expect("inputs").clear();
         let out = parts.out.lock().expect("out").take();
         if let (Some(out), false) = (out, st.failed.load(Ordering::SeqCst)) {
             complete(st, i, Value::dense(*out), s);
@@ -446,7 +453,10 @@ fn complete<'s>(st: &'s Step<'s>, i: usize, out: Value, s: &Scope<'s>) {
     for &j in &n.inputs {
         let input = &st.nodes[j];
         if input.uses.fetch_sub(1, Ordering::AcqRel) == 1 && !input.keep {
-            input.value.lock().expect("value").take();
+            let dead = input.value.lock().expect("value").take();
+            if let Some(Ok(v)) = dead.map(Arc::try_unwrap) {
+                recycle::recycle_value(v);
+            }
         }
     }
     if st.failed.load(Ordering::SeqCst) {

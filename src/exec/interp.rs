@@ -209,7 +209,9 @@ pub fn run(
             let u = uses.get_mut(&i).expect("counted");
             *u -= 1;
             if *u == 0 && !keep.contains(&i) {
-                values.remove(&i);
+                if let Some(dead) = values.remove(&i) {
+                    crate::ir::recycle::recycle_value(dead);
+                }
             }
         }
         values.insert(v, out);

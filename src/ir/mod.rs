@@ -7,6 +7,7 @@ pub mod dump;
 pub mod fact;
 pub mod graph;
 pub mod params;
+pub mod recycle;
 pub mod value;
 
 pub use autodiff::{differentiate, Gradients};

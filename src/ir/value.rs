@@ -9,8 +9,9 @@ use crate::sample::Subgraph;
 
 use super::fact::{Bindings, Dim, Fact};
 
-/// A row-major f32 matrix.
-#[derive(Clone, Debug, PartialEq)]
+/// A row-major f32 matrix. New and cloned matrices draw their buffers from the
+/// [`recycle`](super::recycle) free-list when it holds one that fits.
+#[derive(Debug, PartialEq)]
 pub struct Tensor {
     /// Rows.
     pub rows: usize,
@@ -26,7 +27,7 @@ impl Tensor {
         Tensor {
             rows,
             cols,
-            data: vec![0.0; rows * cols],
+            data: super::recycle::zeroed(rows * cols),
         }
     }
 
@@ -38,6 +39,16 @@ impl Tensor {
     /// Row `i`.
     pub fn row(&self, i: usize) -> &[f32] {
         &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+}
+
+impl Clone for Tensor {
+    fn clone(&self) -> Tensor {
+        Tensor {
+            rows: self.rows,
+            cols: self.cols,
+            data: super::recycle::copied(&self.data),
+        }
     }
 }
 

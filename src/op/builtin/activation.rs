@@ -178,7 +178,8 @@ impl Op for Activate {
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         let x = dense(inputs, 0, self.name())?;
-        let mut y = Tensor::zeros(x.rows, x.cols);
+        // Every activation writes every element of y.
+        let mut y = Tensor::scratch(x.rows, x.cols);
         self.0.forward(&x.data, &mut y.data)?;
         Ok(Value::dense(y))
     }
@@ -244,7 +245,8 @@ impl Op for ActivateBackward {
             dense(inputs, 0, self.name())?,
             dense(inputs, 1, self.name())?,
         );
-        let mut dx = Tensor::zeros(saved.rows, saved.cols);
+        // Every activation's backward writes every element of dx.
+        let mut dx = Tensor::scratch(saved.rows, saved.cols);
         self.0.backward(&saved.data, &dy.data, &mut dx.data)?;
         Ok(Value::dense(dx))
     }

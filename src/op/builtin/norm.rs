@@ -11,7 +11,8 @@ pub const L2_EPS: f32 = 1e-12;
 
 /// y and the row norms of x.
 fn normalize(x: &Tensor) -> Result<(Tensor, Vec<f32>), OpError> {
-    let mut y = Tensor::zeros(x.rows, x.cols);
+    // The kernel writes every row of y (and y is empty when there are no columns).
+    let mut y = Tensor::scratch(x.rows, x.cols);
     let mut norms = vec![0.0f32; x.rows];
     if x.cols > 0 {
         saintflow_ops::elementwise::l2_normalize_rows(
@@ -113,7 +114,8 @@ impl Op for L2NormBackward {
             dense(inputs, 1, self.name())?,
         );
         let (y, norms) = normalize(x)?;
-        let mut dx = Tensor::zeros(x.rows, x.cols);
+        // The kernel writes every row of dx (and dx is empty when there are no columns).
+        let mut dx = Tensor::scratch(x.rows, x.cols);
         if x.cols > 0 {
             saintflow_ops::elementwise::l2_normalize_rows_backward(
                 &y.data,

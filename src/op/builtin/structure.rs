@@ -55,7 +55,8 @@ impl Op for Concat {
             )));
         }
         let cols: usize = parts.iter().map(|p| p.cols).sum();
-        let mut y = Tensor::zeros(rows, cols);
+        // Each row is filled by its parts' rows, whose widths sum to `cols`.
+        let mut y = Tensor::scratch(rows, cols);
         if cols > 0 {
             y.data
                 .par_chunks_mut(cols)
@@ -147,7 +148,8 @@ impl Op for Slice {
                 x.cols
             )));
         }
-        let mut y = Tensor::zeros(x.rows, len);
+        // Each row of y is one copy of `len` columns.
+        let mut y = Tensor::scratch(x.rows, len);
         if len > 0 {
             y.data
                 .par_chunks_mut(len)

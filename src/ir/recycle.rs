@@ -1,0 +1,257 @@
+//! A process-wide free-list of dense value buffers. A training step allocates and frees
+//! dozens of n×1024 matrices (tens of MB each); fresh allocations of that size are fresh
+//! mappings, so every step paid page faults and the kernel's zeroing for each of them.
+//! The runners ([`Executor`](crate::exec::Executor), the interpreter) hand a value's
+//! buffer here when its last reader is done ([`recycle_value`]); [`Tensor::zeros`] and
+//! [`Tensor::scratch`] draw from here first.
+//!
+//! Rules: only buffers of at least [`MIN_LEN`] floats are kept (malloc serves small ones
+//! well); a request of `len` takes the smallest kept buffer whose capacity is in
+//! `len..=len + len/4` (subgraph sizes differ from step to step by a few percent); the
+//! kept bytes never exceed the capacity ([`set_capacity`], default
+//! [`DEFAULT_CAPACITY`]); when a new buffer would exceed it, the least recently kept
+//! buffers are released first. A buffer handed out always holds initialised `f32`s
+//! (zeroed by `Tensor::zeros`, stale values for `Tensor::scratch`), so reuse never exposes
+//! uninitialised memory. One mutex guards the list: a take or a give is a few map
+//! operations, negligible next to filling the buffer.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use super::value::{Tensor, Value};
+
+/// Smallest buffer kept, in floats (256 KiB).
+pub const MIN_LEN: usize = 64 * 1024;
+
+/// Default cap on the kept bytes (1 GiB: a few times the peak of the JPDC Table-3 step).
+pub const DEFAULT_CAPACITY: usize = 1 << 30;
+
+struct FreeList {
+    /// Buffers by capacity (floats), each with the stamp of when it was kept.
+    by_cap: BTreeMap<usize, Vec<(u64, Vec<f32>)>>,
+    bytes: usize,
+    capacity: usize,
+    stamp: u64,
+}
+
+static FREE: Mutex<FreeList> = Mutex::new(FreeList {
+    by_cap: BTreeMap::new(),
+    bytes: 0,
+    capacity: DEFAULT_CAPACITY,
+    stamp: 0,
+});
+
+fn lock() -> std::sync::MutexGuard<'static, FreeList> {
+    // The list holds plain buffers: a panic elsewhere cannot leave it inconsistent.
+    FREE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl FreeList {
+    fn take(&mut self, len: usize) -> Option<Vec<f32>> {
+        let c = *self.by_cap.range(len..=len + len / 4).next()?.0;
+        let list = self.by_cap.get_mut(&c).expect("present");
+        let (_, buf) = list.pop().expect("non-empty lists only");
+        if list.is_empty() {
+            self.by_cap.remove(&c);
+        }
+        self.bytes -= buf.capacity() * 4;
+        Some(buf)
+    }
+
+    fn give(&mut self, buf: Vec<f32>) {
+        let bytes = buf.capacity() * 4;
+        if bytes > self.capacity {
+            return;
+        }
+        while self.bytes + bytes > self.capacity && self.evict_oldest() {}
+        self.stamp += 1;
+        self.bytes += bytes;
+        self.by_cap
+            .entry(buf.capacity())
+            .or_default()
+            .push((self.stamp, buf));
+    }
+
+    fn evict_oldest(&mut self) -> bool {
+        let oldest = self
+            .by_cap
+            .iter()
+            .flat_map(|(&c, v)| v.iter().enumerate().map(move |(k, e)| (e.0, c, k)))
+            .min();
+        let Some((_, c, k)) = oldest else {
+            return false;
+        };
+        let list = self.by_cap.get_mut(&c).expect("present");
+        let (_, buf) = list.swap_remove(k);
+        if list.is_empty() {
+            self.by_cap.remove(&c);
+        }
+        self.bytes -= buf.capacity() * 4;
+        true
+    }
+}
+
+/// Sets the cap on kept bytes (0 disables keeping); releases buffers above it now.
+pub fn set_capacity(bytes: usize) {
+    let mut f = lock();
+    f.capacity = bytes;
+    while f.bytes > f.capacity && f.evict_oldest() {}
+}
+
+/// Bytes currently kept.
+pub fn kept_bytes() -> usize {
+    lock().bytes
+}
+
+/// Releases every kept buffer.
+pub fn clear() {
+    let mut f = lock();
+    f.by_cap.clear();
+    f.bytes = 0;
+}
+
+/// A kept buffer able to hold `len` floats without reallocating (its contents are stale
+/// but initialised), or `None`.
+pub fn take(len: usize) -> Option<Vec<f32>> {
+    if len < MIN_LEN {
+        return None;
+    }
+    lock().take(len)
+}
+
+/// Keeps `buf` for a later [`take`], or drops it (too small, or over the cap).
+pub fn give(buf: Vec<f32>) {
+    if buf.capacity() >= MIN_LEN {
+        lock().give(buf);
+    }
+}
+
+/// Hands a dead value's buffers to the free-list when nothing else shares them (a shared
+/// value is simply dropped by this reference).
+pub fn recycle_value(v: Value) {
+    let t = match v {
+        Value::Dense(t) => t,
+        Value::Sparse(s) => s.values,
+        _ => return,
+    };
+    if let Ok(t) = Arc::try_unwrap(t) {
+        give(t.data);
+    }
+}
+
+impl Tensor {
+    /// A `rows × cols` matrix whose contents are unspecified (stale values of a recycled
+    /// buffer, or zeros): only for ops that overwrite every element.
+    pub fn scratch(rows: usize, cols: usize) -> Tensor {
+        let len = rows * cols;
+        let data = match take(len) {
+            Some(mut buf) => {
+                // Stale values are initialised f32s: truncating or growing within the
+                // capacity writes no uninitialised memory into view.
+                if buf.len() >= len {
+                    buf.truncate(len);
+                } else {
+                    buf.resize(len, 0.0);
+                }
+                buf
+            }
+            None => vec![0.0; len],
+        };
+        Tensor { rows, cols, data }
+    }
+}
+
+/// Buffers of a recycled [`Tensor::zeros`] start zeroed.
+pub(crate) fn zeroed(len: usize) -> Vec<f32> {
+    match take(len) {
+        Some(mut buf) => {
+            buf.clear();
+            buf.resize(len, 0.0);
+            buf
+        }
+        None => vec![0.0; len],
+    }
+}
+
+/// A copy of `src` in a recycled buffer when one fits.
+pub(crate) fn copied(src: &[f32]) -> Vec<f32> {
+    match take(src.len()) {
+        Some(mut buf) => {
+            buf.clear();
+            buf.extend_from_slice(src);
+            buf
+        }
+        None => src.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The free-list is process-wide and tests run in parallel: each test uses lengths
+    // no other test (and no other code in this test binary) requests.
+
+    #[test]
+    fn the_cap_releases_the_oldest_buffers_first() {
+        let mut f = FreeList {
+            by_cap: BTreeMap::new(),
+            bytes: 0,
+            capacity: 4 * 300,
+            stamp: 0,
+        };
+        f.give(Vec::with_capacity(100)); // oldest
+        f.give(Vec::with_capacity(110));
+        f.give(Vec::with_capacity(120)); // 330 floats: the 100 goes
+        assert_eq!(f.bytes, 4 * 230);
+        assert_eq!(f.by_cap.keys().copied().collect::<Vec<_>>(), vec![110, 120]);
+        f.give(Vec::with_capacity(400)); // larger than the cap: not kept
+        assert_eq!(f.by_cap.len(), 2);
+        assert_eq!(f.take(108).map(|b| b.capacity()), Some(110));
+        assert_eq!(f.take(120).map(|b| b.capacity()), Some(120));
+        assert_eq!(f.bytes, 0);
+    }
+
+    #[test]
+    fn zeros_from_a_dirty_buffer_are_zero() {
+        let len = MIN_LEN + 17;
+        give(vec![7.5; len]);
+        let t = Tensor::zeros(1, len);
+        assert_eq!(t.data.len(), len);
+        assert!(t.data.iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn take_reuses_a_close_capacity_and_not_a_far_one() {
+        let len = MIN_LEN * 3 + 5;
+        let buf = vec![1.0f32; len];
+        let ptr = buf.as_ptr();
+        give(buf);
+        // 25 % larger request does not fit; a slightly smaller one reuses the buffer.
+        assert!(take(len + 1).is_none());
+        let t = Tensor::scratch(1, len - 3);
+        assert_eq!(t.data.len(), len - 3);
+        assert_eq!(t.data.as_ptr(), ptr, "the kept buffer was reused");
+        assert!(take(len).is_none(), "taken once only");
+    }
+
+    #[test]
+    fn copy_and_clone_equal_the_source() {
+        let len = MIN_LEN * 5 + 1;
+        give(vec![3.0; len]);
+        let src: Vec<f32> = (0..len).map(|i| i as f32 * 0.5).collect();
+        assert_eq!(copied(&src), src);
+        let t = Tensor::from_vec(1, len, src.clone()).unwrap();
+        assert_eq!(t.clone(), t);
+    }
+
+    #[test]
+    fn recycle_value_only_takes_unshared_buffers() {
+        let len = MIN_LEN * 7 + 3;
+        let shared = Arc::new(Tensor::zeros(1, len));
+        recycle_value(Value::Dense(shared.clone()));
+        assert!(take(len).is_none(), "a buffer still shared is not kept");
+        recycle_value(Value::Dense(shared));
+        assert_eq!(take(len).map(|b| b.capacity() >= len), Some(true));
+    }
+}
