@@ -33,13 +33,11 @@ impl Op for Add {
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         let (a, b) = (dense(inputs, 0, "add")?, dense(inputs, 1, "add")?);
-        let mut y = a.clone();
         if b.rows == a.rows {
-            y.data
-                .par_iter_mut()
-                .zip(&b.data)
-                .for_each(|(y, b)| *y += b);
-        } else {
+            return Ok(Value::dense(sum2(a, b, "add")?));
+        }
+        let mut y = a.clone();
+        {
             saintflow_ops::elementwise::bias_add(&mut y.data, &b.data)?;
         }
         Ok(Value::dense(y))
@@ -84,8 +82,13 @@ impl Op for AddN {
         Ok(inputs[0].clone())
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let mut y = dense(inputs, 0, "add_n")?.clone();
-        for i in 1..inputs.len() {
+        let a = dense(inputs, 0, "add_n")?;
+        if inputs.len() == 1 {
+            return Ok(Value::dense(a.clone()));
+        }
+        // One pass for the first two, then in place: the same additions in the same order.
+        let mut y = sum2(a, dense(inputs, 1, "add_n")?, "add_n")?;
+        for i in 2..inputs.len() {
             let b = dense(inputs, i, "add_n")?;
             y.data
                 .par_iter_mut()
@@ -330,5 +333,85 @@ impl Op for Scale {
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         Ok(vec![Some(g.add(*self, &[grad])?)])
+    }
+}
+
+/// a + b elementwise into a new matrix, in one pass (no copy of a first).
+fn sum2(a: &Tensor, b: &Tensor, op: &str) -> Result<Tensor, OpError> {
+    if (a.rows, a.cols) != (b.rows, b.cols) {
+        return Err(OpError::args(format!(
+            "{op}: [{}, {}] + [{}, {}], expected equal shapes",
+            a.rows, a.cols, b.rows, b.cols
+        )));
+    }
+    // Every element is written below.
+    let mut y = Tensor::scratch(a.rows, a.cols);
+    y.data
+        .par_iter_mut()
+        .zip(a.data.par_iter().zip(&b.data))
+        .for_each(|(y, (a, b))| *y = a + b);
+    Ok(y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Params;
+
+    fn forward(op: &dyn Op, xs: &[Tensor]) -> Tensor {
+        let params = Params::default();
+        let ctx = Ctx {
+            source: None,
+            params: &params,
+            step: 0,
+            seed: 0,
+            training: false,
+            node: NodeId::new(0),
+            bindings: Bindings {
+                nodes: 0,
+                entries: 0,
+            },
+        };
+        let vals: Vec<Value> = xs.iter().map(|t| Value::dense(t.clone())).collect();
+        let refs: Vec<&Value> = vals.iter().collect();
+        op.forward(&refs, &ctx).unwrap().as_dense().unwrap().clone()
+    }
+
+    fn matrix(rows: usize, cols: usize, k: f32) -> Tensor {
+        let data = (0..rows * cols).map(|i| (i as f32 * k).sin()).collect();
+        Tensor::from_vec(rows, cols, data).unwrap()
+    }
+
+    /// Large enough for recycled buffers (stale contents must be overwritten).
+    #[test]
+    fn add_and_add_n_equal_a_left_to_right_loop() {
+        let (r, c) = (300, 301);
+        let xs: Vec<Tensor> = (1..=4).map(|k| matrix(r, c, k as f32 * 0.37)).collect();
+        crate::ir::recycle::give(vec![f32::NAN; r * c]);
+        for k in 1..=4 {
+            let mut want = xs[0].data.clone();
+            for x in &xs[1..k] {
+                want.iter_mut().zip(&x.data).for_each(|(w, x)| *w += x);
+            }
+            let got = forward(&AddN, &xs[..k]);
+            assert_eq!((got.rows, got.cols), (r, c));
+            assert!(got
+                .data
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits()));
+        }
+        let got = forward(&Add, &xs[..2]);
+        let want: Vec<f32> = xs[0]
+            .data
+            .iter()
+            .zip(&xs[1].data)
+            .map(|(a, b)| a + b)
+            .collect();
+        assert!(got
+            .data
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| g.to_bits() == w.to_bits()));
     }
 }
