@@ -176,7 +176,7 @@ fn triad_bandwidth(threads: usize) -> f64 {
 }
 
 fn spmm_bench(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let out_path = tmp.path().join("k17.sf");
     let spec = KroneckerSpec {
         scale: 17,

@@ -40,7 +40,7 @@ fn one_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 }
 
 fn frontier_vs_naive(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     for scale in [17, 20] {
         let s = store(tmp.path(), scale);
         let g = s.full();
@@ -137,7 +137,7 @@ fn frontier_vs_naive(c: &mut Criterion) {
 /// (m = 1000) by pre-drawn nodes with the kron17 degree distribution. Dashboard: probe,
 /// take, put. Naive: one scan of the m cached degrees per pop.
 fn pop_structure(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let s = store(tmp.path(), 17);
     let g = s.full();
     let cand = nodes_with_edges(g);
@@ -218,7 +218,7 @@ fn pop_structure(c: &mut Criterion) {
 }
 
 fn subgraph_per_sampler(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     for scale in [17, 20] {
         let s = store(tmp.path(), scale);
         let g = s.full();
@@ -265,7 +265,7 @@ fn subgraph_per_sampler(c: &mut Criterion) {
 }
 
 fn pool_threads(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let s = store(tmp.path(), 17);
     let f = FrontierSampler::new(
         s.full(),

@@ -376,7 +376,7 @@ fn thread_counts() -> Vec<usize> {
 }
 
 fn steps(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let st = store(tmp.path());
     let src = source(&st);
     let subs: Vec<Subgraph> = (1000..1008).map(|i| src.sample(i).unwrap()).collect();

@@ -36,7 +36,7 @@ fn store_bytes(dir: &Path) -> u64 {
 }
 
 fn generator(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let spec = kron16();
     let out = tmp.path().join("g.sf");
     generate_kronecker(&spec, &out, true, &Progress::hidden()).unwrap();
@@ -69,7 +69,7 @@ fn generator(c: &mut Criterion) {
 
 fn import(c: &mut Criterion) {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let mut g = c.benchmark_group("import_graphsaint");
     g.sample_size(10).measurement_time(Duration::from_secs(5));
     for name in ["cora", "blogcatalog"] {
@@ -96,7 +96,7 @@ fn import(c: &mut Criterion) {
 }
 
 fn open(c: &mut Criterion) {
-    let tmp = tempfile::tempdir_in(".").unwrap();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let out = tmp.path().join("g.sf");
     generate_kronecker(&kron16(), &out, true, &Progress::hidden()).unwrap();
     let mut g = c.benchmark_group("open/kron16_d16");
