@@ -109,7 +109,13 @@ impl Model {
         let plan_file = Plan::parse_with_overrides(
             &text,
             "graphsage.toml",
-            &["dims.hidden=512", repeat.as_str()],
+            // The seed C++'s model: no dropout (the shipped plan has 0.2).
+            &[
+                "dims.hidden=512",
+                repeat.as_str(),
+                "layer.0.dropout=0",
+                "output.dropout=0",
+            ],
         )
         .unwrap_or_else(|e| panic!("{}", e.render()));
         let reg = Registry::with_builtins();
