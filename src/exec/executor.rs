@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::interp::{StageTimes, StepRunner, StepValues};
+use super::interp::{check_output, op_error, step_order, StageTimes, StepRunner, StepValues};
 use super::pool::{Pool, Scope};
 use crate::ir::{recycle, Bindings, Graph, IrError, NodeId, Params, Tensor, Value};
 use crate::op::{Axis, Ctx, GraphSource, MatMut, OpError, Split};
@@ -146,12 +146,7 @@ fn run_on(
     seed: u64,
     training: bool,
 ) -> Result<StepValues, IrError> {
-    let needed = graph.ancestors(wanted);
-    let order: Vec<NodeId> = graph
-        .topo_order()?
-        .into_iter()
-        .filter(|v| needed.contains(v))
-        .collect();
+    let order = step_order(graph, wanted)?;
     let index: std::collections::HashMap<NodeId, usize> =
         order.iter().enumerate().map(|(i, &v)| (v, i)).collect();
     let keep: HashSet<NodeId> = wanted.iter().copied().collect();
@@ -230,12 +225,7 @@ fn run_on(
 
 impl Step<'_> {
     fn fail(&self, i: usize, source: OpError) {
-        let node = self.graph.node(self.nodes[i].id);
-        self.fail_with(IrError::Op {
-            op: node.op.name().to_string(),
-            label: node.label.clone(),
-            source,
-        });
+        self.fail_with(op_error(self.graph.node(self.nodes[i].id), source));
     }
 
     fn fail_with(&self, e: IrError) {
@@ -429,24 +419,9 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
 fn complete<'s>(st: &'s Step<'s>, i: usize, out: Value, s: &Scope<'s>) {
     let n = &st.nodes[i];
     let node = st.graph.node(n.id);
-    let bindings = {
-        let mut b = st.bindings.lock().expect("bindings");
-        if let Value::Subgraph(sub) = &out {
-            *b = Bindings {
-                nodes: sub.n_nodes(),
-                entries: sub.n_entries(),
-            };
-        }
-        *b
-    };
-    if !out.matches(&node.fact, &bindings) {
-        st.fail_with(IrError::Invariant(format!(
-            "%{} {} in `{}`: output does not match its fact {}",
-            n.id.index(),
-            node.op.name(),
-            node.label,
-            node.fact
-        )));
+    let checked = check_output(n.id, node, &out, &mut st.bindings.lock().expect("bindings"));
+    if let Err(e) = checked {
+        st.fail_with(e);
         return;
     }
     *n.value.lock().expect("value") = Some(Arc::new(out));

@@ -6,8 +6,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use crate::ir::{Bindings, Graph, IrError, NodeId, Params, Value};
-use crate::op::{Ctx, GraphSource, Stage};
+use crate::ir::{Bindings, Graph, IrError, Node, NodeId, Params, Value};
+use crate::op::{Ctx, GraphSource, OpError, Stage};
 
 /// Time spent per [`Stage`] in one step: the sum of the durations of the op tasks of that
 /// stage (on several threads this is CPU time, and may exceed the step's wall time).
@@ -134,6 +134,51 @@ impl StepValues {
     }
 }
 
+/// What a step runs: the ancestors of `wanted`, in the graph's topological order.
+pub(crate) fn step_order(graph: &Graph, wanted: &[NodeId]) -> Result<Vec<NodeId>, IrError> {
+    let needed = graph.ancestors(wanted);
+    Ok(graph
+        .topo_order()?
+        .into_iter()
+        .filter(|v| needed.contains(v))
+        .collect())
+}
+
+/// An op's failure, named by the op and its expression.
+pub(crate) fn op_error(node: &Node, source: OpError) -> IrError {
+    IrError::Op {
+        op: node.op.name().to_string(),
+        label: node.label.clone(),
+        source,
+    }
+}
+
+/// Checks node `id`'s output against its fact; a subgraph output first sets the step's
+/// symbols in `bindings` (n and nnz). Returns the symbols the check used.
+pub(crate) fn check_output(
+    id: NodeId,
+    node: &Node,
+    out: &Value,
+    bindings: &mut Bindings,
+) -> Result<Bindings, IrError> {
+    if let Value::Subgraph(s) = out {
+        *bindings = Bindings {
+            nodes: s.n_nodes(),
+            entries: s.n_entries(),
+        };
+    }
+    if !out.matches(&node.fact, bindings) {
+        return Err(IrError::Invariant(format!(
+            "%{} {} in `{}`: output does not match its fact {}",
+            id.index(),
+            node.op.name(),
+            node.label,
+            node.fact
+        )));
+    }
+    Ok(*bindings)
+}
+
 /// Runs step `step` of `graph` and returns the values of `wanted`.
 pub fn run(
     graph: &Graph,
@@ -144,12 +189,7 @@ pub fn run(
     seed: u64,
     training: bool,
 ) -> Result<StepValues, IrError> {
-    let needed = graph.ancestors(wanted);
-    let order: Vec<NodeId> = graph
-        .topo_order()?
-        .into_iter()
-        .filter(|v| needed.contains(v))
-        .collect();
+    let order = step_order(graph, wanted)?;
     let keep: HashSet<NodeId> = wanted.iter().copied().collect();
     let mut uses: HashMap<NodeId, usize> = HashMap::new();
     for &v in &order {
@@ -183,28 +223,10 @@ pub fn run(
             };
             node.op
                 .forward(&inputs, &ctx)
-                .map_err(|source| IrError::Op {
-                    op: node.op.name().to_string(),
-                    label: node.label.clone(),
-                    source,
-                })?
+                .map_err(|source| op_error(node, source))?
         };
         times.add(node.op.stage(), started.elapsed());
-        if let Value::Subgraph(s) = &out {
-            bindings = Bindings {
-                nodes: s.n_nodes(),
-                entries: s.n_entries(),
-            };
-        }
-        if !out.matches(&node.fact, &bindings) {
-            return Err(IrError::Invariant(format!(
-                "%{} {} in `{}`: output does not match its fact {}",
-                v.index(),
-                node.op.name(),
-                node.label,
-                node.fact
-            )));
-        }
+        check_output(v, node, &out, &mut bindings)?;
         for &i in &node.inputs {
             let u = uses.get_mut(&i).expect("counted");
             *u -= 1;

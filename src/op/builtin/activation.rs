@@ -11,7 +11,7 @@ use saintflow_ops::elementwise as k;
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
 use crate::op::{Arity, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
 
-use super::{dense, elementwise_cost, row_split, rows_part, same_shape};
+use super::{dense, elementwise_cost, row_split_of, rows_part, same_shape};
 
 /// A finite number attribute (a slope, ELU's α).
 pub(crate) fn finite(name: &str, x: f64) -> Result<f32, OpError> {
@@ -191,8 +191,7 @@ impl Op for Activate {
         _: &Ctx<'_>,
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
-        let x = dense(inputs, 0, self.name())?;
-        Ok(row_split(x.rows, x.cols, threads))
+        row_split_of(inputs, self.name(), threads)
     }
     fn forward_part(
         &self,
@@ -258,12 +257,7 @@ impl Op for ActivateBackward {
         _: &Ctx<'_>,
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
-        let saved = dense(inputs, 0, self.name())?;
-        let dy = dense(inputs, 1, self.name())?;
-        if saved.data.len() != dy.data.len() {
-            return Ok(None); // `forward` reports the mismatch
-        }
-        Ok(row_split(saved.rows, saved.cols, threads))
+        row_split_of(inputs, self.name(), threads)
     }
     fn forward_part(
         &self,

@@ -181,6 +181,23 @@ pub(crate) fn row_split(rows: usize, cols: usize, threads: usize) -> Option<crat
         .then(|| crate::op::Split::even(crate::op::Axis::Rows, rows, 2 * threads))
 }
 
+/// [`row_split`] for a row-wise op whose dense operands all have input 0's shape (an
+/// activation and its backward, l2norm and its backward); None on a length mismatch,
+/// which `forward` reports.
+pub(crate) fn row_split_of(
+    inputs: &[&Value],
+    op: &str,
+    threads: usize,
+) -> Result<Option<crate::op::Split>, OpError> {
+    let x = dense(inputs, 0, op)?;
+    for k in 1..inputs.len() {
+        if dense(inputs, k, op)?.data.len() != x.data.len() {
+            return Ok(None);
+        }
+    }
+    Ok(row_split(x.rows, x.cols, threads))
+}
+
 /// Rows `split.ranges[part]` of a row-wise op, one kernel call per row (a row is
 /// `cols` contiguous floats of every operand).
 pub(crate) fn rows_part(

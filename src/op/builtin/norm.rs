@@ -4,7 +4,7 @@
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
 use crate::op::{Arity, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
 
-use super::{dense, elementwise_cost, row_split, rows_part, same_shape};
+use super::{dense, elementwise_cost, row_split_of, rows_part, same_shape};
 
 /// The floor ε of a row norm (PyTorch's `F.normalize` default): a zero row stays zero.
 pub const L2_EPS: f32 = 1e-12;
@@ -57,8 +57,7 @@ impl Op for L2Norm {
         _: &Ctx<'_>,
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
-        let x = dense(inputs, 0, "l2norm")?;
-        Ok(row_split(x.rows, x.cols, threads))
+        row_split_of(inputs, self.name(), threads)
     }
     fn forward_part(
         &self,
@@ -136,14 +135,7 @@ impl Op for L2NormBackward {
         _: &Ctx<'_>,
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
-        let (x, dy) = (
-            dense(inputs, 0, self.name())?,
-            dense(inputs, 1, self.name())?,
-        );
-        if x.data.len() != dy.data.len() || x.cols == 0 {
-            return Ok(None); // `forward` reports the mismatch
-        }
-        Ok(row_split(x.rows, x.cols, threads))
+        row_split_of(inputs, self.name(), threads)
     }
     fn forward_part(
         &self,
