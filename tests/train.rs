@@ -16,7 +16,9 @@ use saintflow::plan::Plan;
 use saintflow::progress::Progress;
 use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
 use saintflow::train::trainer::lower_for;
-use saintflow::train::{train, Counts, FullGraph, Metrics, Record, TrainOptions, TrainOutcome};
+use saintflow::train::{
+    train, Counts, FullGraph, InferOptions, Metrics, Output, Record, TrainOptions, TrainOutcome,
+};
 use saintflow::GraphStore;
 
 /// A planted graph where structure carries the class (homophily 0.9) and features barely
@@ -452,6 +454,8 @@ fn cli_train_json_log_and_embed() {
     let mut args = vec![
         "embed",
         plan.as_str(),
+        "--memory",
+        "0",
         "--checkpoint",
         "ck",
         "-o",
@@ -471,11 +475,20 @@ fn cli_train_json_log_and_embed() {
     let ck = saintflow::train::Checkpoint::load(&tmp.path().join("ck/checkpoint.bin")).unwrap();
     let params = saintflow::train::checkpoint::load_params(ck.best_params.as_ref().unwrap());
     let lowered = lower_for(&plan_, &store, &Registry::with_builtins()).unwrap();
+    // Against the in-memory pass (the CLI ran blocked, its kept values in scratch files).
     let want = FullGraph::new(&store, &lowered)
         .unwrap()
-        .embedding(&Interpreter, &params)
+        .in_memory(&Interpreter, &params, Output::Embedding)
         .unwrap();
-    assert_eq!(want.data, data);
+    assert_close(&want.data, &data, "embed vs in-memory");
+    assert!(
+        std::fs::read_dir(tmp.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.')),
+        "no scratch or temporary file is left behind"
+    );
 
     // A wrong plan for the checkpoint: a clear error naming it, exit code 1.
     let mut args = vec!["embed", plan.as_str(), "--checkpoint", "ck", "-o", "e2.npy"];
@@ -623,4 +636,151 @@ fn executor_with_prefetching_trains_exactly_as_the_interpreter() {
         assert_eq!(sizes(&got), sizes(&reference), "{threads} workers");
         assert_eq!(got.test, reference.test, "{threads} workers");
     }
+}
+
+/// Equal up to f32 rounding of differently blocked products: |a − b| ≤ 1e-5·(1 + |a|).
+fn assert_close(want: &[f32], got: &[f32], what: &str) {
+    assert_eq!(want.len(), got.len(), "{what}: lengths");
+    for (i, (a, b)) in want.iter().zip(got).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * (1.0 + a.abs()),
+            "{what}: element {i}: {a} vs {b}"
+        );
+    }
+}
+
+/// Every shipped plan's logits and embedding computed row-blocked and layer by layer —
+/// odd block sizes, kept values in memory or in scratch files — equal the in-memory pass
+/// over the whole graph; blocks come in order and cover every row once.
+#[test]
+fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path(), 9)).unwrap();
+    let scratch = tmp.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    for name in ["gcn", "graphsage", "mixhop", "gat", "gin", "mlp"] {
+        let (set, _) = shipped(name);
+        let lowered = lower_for(&load(name, &set), &store, &Registry::with_builtins()).unwrap();
+        let params = saintflow::ir::Params::init(&lowered.params, 3);
+        for (rows, memory) in [(Some(37), usize::MAX), (Some(100), 0), (None, 0)] {
+            let full = FullGraph::new(&store, &lowered)
+                .unwrap()
+                .with_options(InferOptions {
+                    block_rows: rows,
+                    memory_bytes: memory,
+                    scratch_dir: scratch.clone(),
+                    ..InferOptions::default()
+                });
+            for which in [Output::Logits, Output::Embedding] {
+                assert_eq!(full.in_memory_reason(which), None, "{name} {which:?}");
+                let want = full.in_memory(&Interpreter, &params, which).unwrap();
+                let mut starts = Vec::new();
+                let mut got = Vec::new();
+                full.for_each_block(&Interpreter, &params, which, &mut |r0, t| {
+                    assert_eq!(t.cols, want.cols);
+                    starts.push((r0, t.rows));
+                    got.extend_from_slice(&t.data);
+                    Ok(())
+                })
+                .unwrap();
+                let mut next = 0;
+                for &(r0, n) in &starts {
+                    assert_eq!(r0, next, "{name}: blocks in order");
+                    if let Some(b) = rows {
+                        assert!(n <= b);
+                    }
+                    next += n;
+                }
+                assert_eq!(next, store.n_nodes());
+                let what = format!("{name} {which:?} rows {rows:?} memory {memory}");
+                assert_close(&want.data, &got, &what);
+            }
+        }
+        assert_eq!(
+            std::fs::read_dir(&scratch).unwrap().count(),
+            0,
+            "scratch files unlinked"
+        );
+    }
+}
+
+/// x − the mean of x's rows: every output row depends on every input row, so it is not
+/// row-local (the default) and inference cannot block it.
+#[derive(Debug)]
+struct Center;
+
+impl saintflow::op::Op for Center {
+    fn name(&self) -> &str {
+        "test.center"
+    }
+    fn args(&self) -> saintflow::op::Arity {
+        saintflow::op::Arity::Exact(vec![saintflow::ir::Kind::Dense])
+    }
+    fn infer(
+        &self,
+        inputs: &[&saintflow::ir::Fact],
+    ) -> Result<saintflow::ir::Fact, saintflow::op::OpError> {
+        Ok(inputs[0].clone())
+    }
+    fn forward(
+        &self,
+        inputs: &[&saintflow::ir::Value],
+        _: &saintflow::op::Ctx<'_>,
+    ) -> Result<saintflow::ir::Value, saintflow::op::OpError> {
+        let x = inputs[0].as_dense().unwrap();
+        let mut y = x.clone();
+        for c in 0..x.cols {
+            let mean = (0..x.rows).map(|r| x.data[r * x.cols + c]).sum::<f32>() / x.rows as f32;
+            for r in 0..x.rows {
+                y.data[r * x.cols + c] -= mean;
+            }
+        }
+        Ok(saintflow::ir::Value::dense(y))
+    }
+    /// Centering is linear and symmetric: ∂x = center(∇y).
+    fn backward(
+        &self,
+        g: &mut saintflow::op::GradBuilder<'_>,
+        grad: saintflow::ir::NodeId,
+    ) -> Result<Vec<Option<saintflow::ir::NodeId>>, saintflow::op::OpError> {
+        Ok(vec![Some(g.add(Center, &[grad])?)])
+    }
+}
+
+/// A plan with an op that is not row-local is evaluated in memory, says why, and still
+/// gives the in-memory result through the block interface (one block).
+#[test]
+fn a_plan_with_an_op_that_is_not_row_local_is_evaluated_in_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path(), 8)).unwrap();
+    let mut registry = Registry::with_builtins();
+    registry
+        .register("test.center", &[], "x minus its column means", |_| {
+            Ok(std::sync::Arc::new(Center))
+        })
+        .unwrap();
+    let plan = load(
+        "gcn",
+        &[
+            "dims.hidden=8",
+            "layer.0.out=\"relu(test.center(A_sym @ x @ W0))\"",
+        ],
+    );
+    let lowered = lower_for(&plan, &store, &registry).unwrap();
+    let params = saintflow::ir::Params::init(&lowered.params, 1);
+    let full = FullGraph::new(&store, &lowered).unwrap();
+    let why = full.in_memory_reason(Output::Logits).unwrap();
+    assert!(why.contains("test.center"), "{why}");
+    let want = full
+        .in_memory(&Interpreter, &params, Output::Logits)
+        .unwrap();
+    let mut calls = 0;
+    full.for_each_block(&Interpreter, &params, Output::Logits, &mut |r0, t| {
+        calls += 1;
+        assert_eq!((r0, t.rows), (0, store.n_nodes()));
+        assert_eq!(t.data, want.data);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(calls, 1);
 }

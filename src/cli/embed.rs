@@ -1,7 +1,9 @@
 //! `saintflow embed PLAN --graph STORE --checkpoint CK -o OUT.npy`: the embedding of every
 //! node (the input of the plan's `[output]` layer) by a full-graph forward pass with the
-//! checkpoint's best-validation parameters, written as an `[N, width]` f32 `.npy` through
-//! a memory map, atomically.
+//! checkpoint's best-validation parameters, layer by layer in row blocks
+//! (`train::blocked`: values kept between layers go to mapped scratch files when they do
+//! not fit `--memory`), written as an `[N, width]` f32 `.npy` through a memory map,
+//! block by block, atomically.
 
 use std::path::PathBuf;
 
@@ -13,7 +15,7 @@ use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::{checkpoint_file, load_params};
 use crate::train::trainer::lower_for;
-use crate::train::{plan_hash, write_npy_atomic, Checkpoint, FullGraph, TrainError};
+use crate::train::{plan_hash, Checkpoint, FullGraph, InferOptions, Output, TrainError};
 
 use super::train::{load_plan, pool, runner};
 
@@ -36,6 +38,13 @@ pub(super) struct EmbedArgs {
     /// Use the last parameters instead of the best-validation ones.
     #[arg(long)]
     last: bool,
+    /// Directory for the scratch files of values kept between layers (default: the
+    /// output's directory); they are unlinked at once, so nothing is left behind.
+    #[arg(long, value_name = "DIR")]
+    scratch_dir: Option<PathBuf>,
+    /// Memory for values kept between layers, in MiB, before they go to scratch files.
+    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    memory: usize,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -64,20 +73,31 @@ pub(super) fn run(a: EmbedArgs, progress: &Progress) -> Result<()> {
     };
     let registry = Registry::with_builtins();
     let lowered = lower_for(&plan, &store, &registry)?;
+    let scratch = a
+        .scratch_dir
+        .clone()
+        .unwrap_or_else(|| match a.output.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        });
+    let opts = InferOptions {
+        memory_bytes: a.memory << 20,
+        scratch_dir: scratch,
+        ..InferOptions::default()
+    };
     let spinner = progress.spinner("embedding");
-    let emb = pool(a.threads)?.install(|| -> Result<_> {
+    let (rows, cols) = pool(a.threads)?.install(|| -> Result<_> {
         let (runner, _) = runner(rayon::current_num_threads());
-        FullGraph::new(&store, &lowered)?.embedding(runner.as_ref(), &params)
+        let full = FullGraph::new(&store, &lowered)?.with_options(opts);
+        if let Some(why) = full.in_memory_reason(Output::Embedding) {
+            eprintln!("note: the whole graph is evaluated in memory at once: {why}");
+        }
+        full.write_embedding(runner.as_ref(), &params, &a.output)
     })?;
     spinner.finish_and_clear();
-    write_npy_atomic(&a.output, emb.rows, emb.cols, |i, out| {
-        out.copy_from_slice(emb.row(i))
-    })?;
     println!(
-        "wrote {} ({} nodes × {} features, f32)",
+        "wrote {} ({rows} nodes × {cols} features, f32)",
         a.output.display(),
-        emb.rows,
-        emb.cols
     );
     Ok(())
 }

@@ -120,6 +120,17 @@ pub enum Fact {
 }
 
 impl Fact {
+    /// Whether the value's shape is the same in every step: a dense matrix or sparse
+    /// pattern not sized by n or nnz, or a scalar (parameters and what is computed from
+    /// them alone).
+    pub fn is_static(&self) -> bool {
+        match *self {
+            Fact::Dense { rows, cols } => rows.as_known().is_some() && cols.as_known().is_some(),
+            Fact::Scalar => true,
+            Fact::Sparse { .. } | Fact::Subgraph | Fact::Targets { .. } => false,
+        }
+    }
+
     /// A dense matrix fact.
     pub fn dense(rows: Dim, cols: Dim) -> Fact {
         Fact::Dense { rows, cols }

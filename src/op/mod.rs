@@ -30,6 +30,12 @@
 //!   parts (which share cache lines at their boundary) rarely run at the same time.
 //!   Default: `split` returns `None` (one task runs `forward`), so existing ops are
 //!   unchanged; an op that returns a split must implement `forward_part`.
+//! * Row locality (optional, for out-of-core full-graph inference). [`Op::row_local`] says
+//!   that, in evaluation mode (`ctx.training` false), row i of the output depends only on
+//!   row i of each input whose rows are the nodes (`n`) and on the whole of inputs whose
+//!   shape does not involve `n` (parameters). Such an op can run on a block of rows at a
+//!   time, which is how inference covers graphs larger than memory
+//!   (`train::blocked`). Default: false, and a plan using the op is evaluated in memory.
 
 pub mod builtin;
 pub mod registry;
@@ -265,6 +271,13 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
     /// into sampling / aggregation / weight transformation / other, as JPDC Fig. 2 does).
     fn stage(&self) -> Stage {
         Stage::Other
+    }
+
+    /// Whether the forward is row-local in evaluation mode, given the inputs' facts (see
+    /// "Row locality" at the top of this file). Default: false.
+    fn row_local(&self, inputs: &[&Fact]) -> bool {
+        let _ = inputs;
+        false
     }
 
     /// How to split this forward into parts for `threads` workers, from the actual inputs

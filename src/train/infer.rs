@@ -4,15 +4,17 @@
 //! Evaluation follows GraphSAINT: whatever graph training sampled from (the training graph
 //! in the inductive setting), inference runs on the full graph, with the adjacency
 //! flavours normalised by full-graph degrees and no sampling coefficients (`A_saint`
-//! becomes D⁻¹A). The whole graph is one [`Subgraph`](crate::sample::Subgraph) of a
-//! [`FullSampler`], nodes in id order, so row i of the logits is node i.
+//! becomes D⁻¹A).
 //!
-//! Today the pass holds one layer's activations for all N nodes in memory at once
-//! (N × width f32 per live value); the row-blocked, out-of-core variant that DESIGN.md
-//! describes is not written yet. Embeddings are written to disk through a memory map in
-//! row blocks ([`write_npy_atomic`]).
+//! Two ways, one result: [`crate::train::blocked`] evaluates layer by layer in blocks of
+//! rows with memory bounded by a block (the default, used whenever every op of the plan
+//! allows it); otherwise the whole graph is one [`Subgraph`](crate::sample::Subgraph) of a
+//! [`FullSampler`] run through the [`StepRunner`] in one piece (N × width f32 per live
+//! value), nodes in id order so row i is node i. Either way results reach the caller in
+//! row blocks ([`FullGraph::for_each_block`]): metrics are counted and embeddings written
+//! to a mapped `.npy` ([`NpyWriter`]) block by block.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::exec::StepRunner;
@@ -23,20 +25,32 @@ use crate::planner::{plan, PlanOptions};
 use crate::sample::FullSampler;
 use crate::store::{GraphStore, Role};
 
-use super::metrics::{evaluate, Metrics};
+use super::blocked::{run_blocked, BlockedPlan, InferOptions};
+use super::metrics::{Counts, Metrics};
 use super::TrainError;
+
+/// Which per-node output of the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The logits, `[N, C]`.
+    Logits,
+    /// The `[output]` layer's input, `[N, width]`.
+    Embedding,
+}
 
 /// The forward pass of a lowered plan over a store's full graph.
 pub struct FullGraph<'g> {
     store: &'g GraphStore,
     source: StoreSource<'g>,
     graph: Graph,
-    logits: NodeId,
-    embedding: NodeId,
+    logits: (NodeId, std::result::Result<BlockedPlan, String>),
+    embedding: (NodeId, std::result::Result<BlockedPlan, String>),
+    opts: InferOptions,
 }
 
 impl<'g> FullGraph<'g> {
-    /// Plans `lowered`'s graph for the full graph's size (N nodes, its entries).
+    /// Plans `lowered`'s graph for the full graph's size (N nodes, its entries) and
+    /// analyses it for blocked evaluation.
     pub fn new(store: &'g GraphStore, lowered: &Lowered) -> Result<FullGraph<'g>> {
         let full = store.full();
         let source = StoreSource::new(
@@ -67,13 +81,86 @@ impl<'g> FullGraph<'g> {
         Ok(FullGraph {
             store,
             source,
+            logits: (logits, BlockedPlan::new(&graph, logits)),
+            embedding: (embedding, BlockedPlan::new(&graph, embedding)),
             graph,
-            logits,
-            embedding,
+            opts: InferOptions::default(),
         })
     }
 
-    fn forward(&self, runner: &dyn StepRunner, params: &Params, node: NodeId) -> Result<Tensor> {
+    /// Uses `opts` for blocked evaluation (block size, memory, scratch directory).
+    pub fn with_options(mut self, opts: InferOptions) -> FullGraph<'g> {
+        self.opts = opts;
+        self
+    }
+
+    fn output(&self, which: Output) -> &(NodeId, std::result::Result<BlockedPlan, String>) {
+        match which {
+            Output::Logits => &self.logits,
+            Output::Embedding => &self.embedding,
+        }
+    }
+
+    /// Why `which` is evaluated in memory rather than in blocks (None: it is blocked).
+    pub fn in_memory_reason(&self, which: Output) -> Option<&str> {
+        self.output(which).1.as_ref().err().map(String::as_str)
+    }
+
+    /// Columns of `which`.
+    pub fn width(&self, which: Output) -> usize {
+        let id = self.output(which).0;
+        self.graph
+            .fact(id)
+            .matrix()
+            .and_then(|(_, c)| c.as_known())
+            .unwrap_or(0)
+    }
+
+    /// Computes `which` for every node and hands it to `sink(r0, rows)` in row blocks, in
+    /// order, blocked when the plan allows (on a rayon pool of `runner.threads()`
+    /// threads), else in one piece through `runner`.
+    pub fn for_each_block(
+        &self,
+        runner: &dyn StepRunner,
+        params: &Params,
+        which: Output,
+        sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
+    ) -> Result<()> {
+        let blocked = &self.output(which).1;
+        match blocked {
+            Ok(bp) => {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(runner.threads().max(1))
+                    .build()
+                    .map_err(|e| TrainError::Run(format!("inference thread pool: {e}")))?;
+                pool.install(|| {
+                    run_blocked(
+                        self.store,
+                        &self.graph,
+                        bp,
+                        &self.source,
+                        params,
+                        &self.opts,
+                        sink,
+                    )
+                })
+            }
+            Err(_) => {
+                let t = self.in_memory(runner, params, which)?;
+                sink(0, &t)
+            }
+        }
+    }
+
+    /// `which` for every node in one piece through `runner` (the whole graph as one
+    /// subgraph): the reference the blocked pass is tested against.
+    pub fn in_memory(
+        &self,
+        runner: &dyn StepRunner,
+        params: &Params,
+        which: Output,
+    ) -> Result<Tensor> {
+        let node = self.output(which).0;
         let mut v = runner.run_step(
             &self.graph,
             &[node],
@@ -90,90 +177,180 @@ impl<'g> FullGraph<'g> {
         Ok(t)
     }
 
-    /// The logits of every node, `[N, C]`.
+    fn collect(&self, runner: &dyn StepRunner, params: &Params, which: Output) -> Result<Tensor> {
+        let cols = self.width(which);
+        let mut all = Tensor::zeros(self.store.n_nodes(), cols);
+        self.for_each_block(runner, params, which, &mut |r0, t| {
+            all.data[r0 * cols..(r0 + t.rows) * cols].copy_from_slice(&t.data);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    /// The logits of every node, `[N, C]`, in memory.
     pub fn logits(&self, runner: &dyn StepRunner, params: &Params) -> Result<Tensor> {
-        self.forward(runner, params, self.logits)
+        self.collect(runner, params, Output::Logits)
     }
 
-    /// The embedding of every node (the `[output]` layer's input), `[N, width]`.
+    /// The embedding of every node (the `[output]` layer's input), `[N, width]`, in memory.
     pub fn embedding(&self, runner: &dyn StepRunner, params: &Params) -> Result<Tensor> {
-        self.forward(runner, params, self.embedding)
+        self.collect(runner, params, Output::Embedding)
     }
 
-    /// Metrics of the nodes of `role` from full-graph logits.
-    pub fn metrics(&self, logits: &Tensor, role: Role) -> Metrics {
-        let nodes = self.store.nodes_with_role(role);
-        evaluate(
-            &logits.data,
-            logits.cols,
-            &self.store.labels(),
-            &nodes,
-            |v| v as usize,
-        )
+    /// Metrics of the nodes of each of `roles`, counted block by block.
+    pub fn metrics(
+        &self,
+        runner: &dyn StepRunner,
+        params: &Params,
+        roles: &[Role],
+    ) -> Result<Vec<Metrics>> {
+        let classes = self.width(Output::Logits);
+        let labels = self.store.labels();
+        let mut counts: Vec<Counts> = roles.iter().map(|_| Counts::new(classes)).collect();
+        self.for_each_block(runner, params, Output::Logits, &mut |r0, t| {
+            for i in 0..t.rows {
+                let v = (r0 + i) as u32;
+                let role = self.store.role(v);
+                if let Some(k) = roles.iter().position(|&r| r == role) {
+                    counts[k].add_node(&labels, v, t.row(i));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(counts.iter().map(Counts::metrics).collect())
+    }
+
+    /// Writes every node's embedding to `path` as `.npy`, block by block through a map,
+    /// atomically. Returns its shape.
+    pub fn write_embedding(
+        &self,
+        runner: &dyn StepRunner,
+        params: &Params,
+        path: &Path,
+    ) -> Result<(usize, usize)> {
+        let (rows, cols) = (self.store.n_nodes(), self.width(Output::Embedding));
+        let mut w = NpyWriter::create(path, rows, cols)?;
+        self.for_each_block(runner, params, Output::Embedding, &mut |r0, t| {
+            Ok(w.write_rows(r0, &t.data)?)
+        })?;
+        w.finish()?;
+        Ok((rows, cols))
     }
 }
 
-/// Rows copied per block when writing through the map: 4 MiB of f32 at most per block
-/// (bounded so the dirty pages of one block stay small whatever N is).
-const BLOCK_BYTES: usize = 4 << 20;
+/// A NumPy `.npy` file (format 1.0, little-endian f32, C order) `[rows, cols]` written
+/// atomically: a temporary file beside the destination, its blocks reserved up front (a
+/// full disk is an error here, before any work), filled by row blocks with positioned
+/// writes, then fsynced, renamed over the destination and the directory fsynced. Dropped
+/// without [`NpyWriter::finish`], it removes the temporary file.
+pub struct NpyWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    dir: PathBuf,
+    file: std::fs::File,
+    header: usize,
+    cols: usize,
+    done: bool,
+}
 
-/// Writes a `[rows, cols]` f32 matrix as a NumPy `.npy` file (format 1.0, little-endian,
-/// C order) atomically: a temporary file beside `path` sized up front and memory-mapped,
-/// filled in row blocks, flushed and fsynced, then renamed over `path` and the directory
-/// fsynced. `row(i, out)` fills row i.
+impl NpyWriter {
+    /// Creates the temporary file for a `[rows, cols]` array bound for `path`.
+    pub fn create(
+        path: &Path,
+        rows: usize,
+        cols: usize,
+    ) -> std::result::Result<NpyWriter, TrainError> {
+        use std::io::Write;
+        let header = npy_header(rows, cols);
+        let total = header.len() + rows * cols * 4;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out.npy".into());
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| TrainError::io(path, "create", e))?;
+        let mut w = NpyWriter {
+            path: path.to_path_buf(),
+            tmp,
+            dir,
+            file,
+            header: header.len(),
+            cols,
+            done: false,
+        };
+        fs4::fs_std::FileExt::allocate(&w.file, total as u64).map_err(|e| {
+            TrainError::Run(format!(
+                "{}: cannot reserve {total} bytes for the output ({e})",
+                path.display()
+            ))
+        })?;
+        w.file
+            .write_all(&header)
+            .map_err(|e| TrainError::io(path, "write", e))?;
+        Ok(w)
+    }
+
+    /// Writes rows r0.. (`data` holds whole rows).
+    pub fn write_rows(&mut self, r0: usize, data: &[f32]) -> std::result::Result<(), TrainError> {
+        use std::io::{Seek, SeekFrom, Write};
+        let at = self.header + r0 * self.cols * 4;
+        self.file
+            .seek(SeekFrom::Start(at as u64))
+            .and_then(|_| self.file.write_all(bytemuck::cast_slice(data)))
+            .map_err(|e| TrainError::io(&self.path, "write", e))
+    }
+
+    /// Fsyncs and renames the file into place.
+    pub fn finish(mut self) -> std::result::Result<(), TrainError> {
+        let r = self
+            .file
+            .sync_all()
+            .and_then(|_| std::fs::rename(&self.tmp, &self.path))
+            .and_then(|_| std::fs::File::open(&self.dir)?.sync_all());
+        self.done = r.is_ok();
+        r.map_err(|e| TrainError::io(&self.path, "write", e))
+    }
+}
+
+impl Drop for NpyWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes a `[rows, cols]` f32 matrix as `.npy` atomically through an [`NpyWriter`];
+/// `row(i, out)` fills row i.
 pub fn write_npy_atomic(
     path: &Path,
     rows: usize,
     cols: usize,
     mut row: impl FnMut(usize, &mut [f32]),
 ) -> std::result::Result<(), TrainError> {
-    let header = npy_header(rows, cols);
-    let data_bytes = rows * cols * 4;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out.npy".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let mut write = || -> std::io::Result<()> {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.set_len((header.len() + data_bytes) as u64)?;
-        if header.len() + data_bytes > 0 {
-            // SAFETY: the file was just created by this process under a private temporary
-            // name; nothing else maps or resizes it while the map lives.
-            let mut map = unsafe { memmap2::MmapMut::map_mut(&f)? };
-            map[..header.len()].copy_from_slice(&header);
-            let block_rows = (BLOCK_BYTES / (4 * cols.max(1))).max(1);
-            let mut buf = vec![0f32; block_rows * cols];
-            let mut r0 = 0;
-            while r0 < rows {
-                let n = block_rows.min(rows - r0);
-                for i in 0..n {
-                    row(r0 + i, &mut buf[i * cols..(i + 1) * cols]);
-                }
-                let at = header.len() + r0 * cols * 4;
-                let bytes: &[u8] = bytemuck::cast_slice(&buf[..n * cols]);
-                map[at..at + bytes.len()].copy_from_slice(bytes);
-                r0 += n;
-            }
-            map.flush()?;
+    let mut w = NpyWriter::create(path, rows, cols)?;
+    // 4 MiB of rows at a time.
+    let block = ((4 << 20) / (4 * cols.max(1))).max(1);
+    let mut buf = vec![0f32; block * cols];
+    let mut r0 = 0;
+    while r0 < rows {
+        let n = block.min(rows - r0);
+        for i in 0..n {
+            row(r0 + i, &mut buf[i * cols..(i + 1) * cols]);
         }
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        TrainError::io(path, "write", e)
-    })
+        w.write_rows(r0, &buf[..n * cols])?;
+        r0 += n;
+    }
+    w.finish()
 }
 
 /// The `.npy` 1.0 header of a little-endian f32 `[rows, cols]` array, padded with spaces

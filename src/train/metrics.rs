@@ -84,6 +84,20 @@ impl Counts {
         self.exact += u64::from(all);
     }
 
+    /// Node `v` with logits `row`, against its labels (unlabelled nodes are skipped):
+    /// single-label by argmax, multi-label by sign.
+    pub fn add_node(&mut self, labels: &Labels<'_>, v: u32, row: &[f32]) {
+        if !labels.is_labelled(v) {
+            return;
+        }
+        match labels {
+            Labels::Single(l) => self.add_single(argmax(row), l[v as usize] as usize),
+            Labels::Multi { .. } => {
+                self.add_multi(|k| row[k] > 0.0, |k| labels.has_class(v, k as u32))
+            }
+        }
+    }
+
     /// The metrics of the counts.
     pub fn metrics(&self) -> Metrics {
         if self.nodes == 0 {
@@ -137,17 +151,8 @@ pub fn evaluate(
 ) -> Metrics {
     let mut c = Counts::new(classes);
     for &v in nodes {
-        if !labels.is_labelled(v) {
-            continue;
-        }
         let r = rows(v);
-        let row = &logits[r * classes..(r + 1) * classes];
-        match labels {
-            Labels::Single(l) => c.add_single(argmax(row), l[v as usize] as usize),
-            Labels::Multi { .. } => {
-                c.add_multi(|k| row[k] > 0.0, |k| labels.has_class(v, k as u32))
-            }
-        }
+        c.add_node(labels, v, &logits[r * classes..(r + 1) * classes]);
     }
     c.metrics()
 }

@@ -7,6 +7,7 @@
 //! node, element), parameters start from (seed, name); a checkpoint holds the rest of the
 //! state, so a resumed run computes the same losses as an uninterrupted one.
 
+pub mod blocked;
 pub mod checkpoint;
 pub mod infer;
 pub mod log;
@@ -15,8 +16,9 @@ pub mod trainer;
 
 use std::path::{Path, PathBuf};
 
+pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
-pub use infer::{write_npy_atomic, FullGraph};
+pub use infer::{write_npy_atomic, FullGraph, NpyWriter, Output};
 pub use log::{LogSink, Record, StepMs};
 pub use metrics::{Counts, Metrics};
 pub use trainer::{plan_hash, schedule, train, TrainOptions, TrainOutcome};

@@ -513,8 +513,7 @@ pub fn train(
         let train_loss = loss_sum / ph.steps_per_epoch as f64;
         let (val, eval_ms, is_best) = if epoch % every == 0 || epoch == total {
             let t = Instant::now();
-            let logits = eval.logits(runner, &params)?;
-            let m = eval.metrics(&logits, Role::Val);
+            let m = eval.metrics(runner, &params, &[Role::Val])?[0];
             let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
             if better {
                 best = Some((m, epoch, params.clone()));
@@ -562,8 +561,8 @@ pub fn train(
     let (val, best_epoch, best_params) = match best {
         Some(b) => b,
         None => {
-            let logits = eval.logits(runner, &params)?;
-            (eval.metrics(&logits, Role::Val), epoch, params.clone())
+            let m = eval.metrics(runner, &params, &[Role::Val])?[0];
+            (m, epoch, params.clone())
         }
     };
     if epoch < total {
@@ -576,8 +575,7 @@ pub fn train(
             epochs: epoch,
         });
     }
-    let logits = eval.logits(runner, &best_params)?;
-    let test = eval.metrics(&logits, Role::Test);
+    let test = eval.metrics(runner, &best_params, &[Role::Test])?[0];
     log.push(Record::Test {
         epoch: best_epoch,
         time: now(&start),

@@ -45,6 +45,11 @@ impl Op for Swish {
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         Ok(inputs[0].clone())
     }
+    /// Elementwise, so row i of y is a function of row i of x alone: full-graph inference
+    /// may run it on blocks of rows (out of core).
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
+    }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         let x = dense(inputs[0], self.name())?;
         let data = x.data.iter().map(|&v| v * sigmoid(self.beta * v)).collect();

@@ -167,6 +167,9 @@ impl Op for Activate {
     fn attrs(&self) -> String {
         self.0.attrs()
     }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
+    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
     }

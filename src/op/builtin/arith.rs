@@ -18,6 +18,9 @@ impl Op for Add {
     fn name(&self) -> &str {
         "add"
     }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
+    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
     }
@@ -65,6 +68,9 @@ pub struct AddN;
 impl Op for AddN {
     fn name(&self) -> &str {
         "add_n"
+    }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
     }
     fn args(&self) -> Arity {
         Arity::Variadic {
@@ -215,6 +221,9 @@ impl Op for Sub {
     fn name(&self) -> &str {
         "sub"
     }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
+    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
     }
@@ -249,6 +258,9 @@ pub struct Mul;
 impl Op for Mul {
     fn name(&self) -> &str {
         "mul"
+    }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
@@ -306,6 +318,9 @@ impl Op for Scale {
     }
     fn attrs(&self) -> String {
         format!("c={}", self.c)
+    }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])

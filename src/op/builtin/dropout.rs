@@ -89,6 +89,9 @@ impl Op for Dropout {
     fn attrs(&self) -> String {
         format!("p={}", self.p)
     }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
+    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
     }

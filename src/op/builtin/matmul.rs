@@ -435,6 +435,11 @@ impl Op for Gemm {
             if self.tb { "T" } else { "N" }
         )
     }
+    /// op(A)·B with A not transposed and B of a static shape (a parameter): row i of the
+    /// output is row i of A times B.
+    fn row_local(&self, inputs: &[&Fact]) -> bool {
+        !self.ta && inputs[1].is_static()
+    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
     }

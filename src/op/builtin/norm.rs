@@ -36,6 +36,9 @@ impl Op for L2Norm {
     fn name(&self) -> &str {
         "l2norm"
     }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
+    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
     }

@@ -23,6 +23,9 @@ impl Op for Concat {
     fn name(&self) -> &str {
         "concat"
     }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
+    }
     fn args(&self) -> Arity {
         Arity::Variadic {
             kind: Kind::Dense,
@@ -114,6 +117,9 @@ impl Op for Slice {
     }
     fn attrs(&self) -> String {
         format!("start={}, len={}", self.start, self.len)
+    }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
@@ -267,6 +273,9 @@ impl Op for MeanHeads {
     }
     fn attrs(&self) -> String {
         format!("heads={}", self.heads)
+    }
+    fn row_local(&self, _: &[&Fact]) -> bool {
+        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
