@@ -9,19 +9,20 @@
 //! `gat(A, z, …)` need X (or z) at every neighbour of a row, so they sit one level above
 //! it. A value read at a higher level than its own is *kept*: written, row block by row
 //! block, into an N-row matrix — in memory when all kept values fit
-//! [`InferOptions::memory_bytes`], otherwise in an unlinked temporary file (reserved with
-//! `fallocate`, so a full disk is an error before anything runs, never a SIGBUS) that is
-//! memory-mapped. Level L is then computed for rows r0..r1 at a time:
+//! [`InferOptions::memory_bytes`], otherwise in an unlinked temporary file (its blocks
+//! reserved with `fallocate`, so a full disk is an error before anything runs) written
+//! with positioned writes and read through a map. Level L is then computed for rows
+//! r0..r1 at a time:
 //!
-//! * U = the block's rows followed by their neighbours outside the block (sorted); the
-//!   block's adjacency is a square |U| × |U| pattern whose first r1 − r0 rows are the
-//!   block's rows in the full graph (local ids into U) and whose other rows are empty, with
+//! * `spmm(A, X)`: the block's rows of A, with the full graph's node ids as columns and
 //!   values normalised by full-graph degrees (as the in-memory pass does: `A_saint` is
-//!   D⁻¹A);
-//! * inputs of neighbour ops are gathered at U's rows (from the store for features, from
-//!   the kept matrices otherwise), every other per-node input at the block's rows;
-//! * the dense output of a neighbour op keeps only its first r1 − r0 rows (the others have
-//!   no entries);
+//!   D⁻¹A), times the whole of X read in place — the store's mapped features, or a kept
+//!   matrix — so nothing is gathered;
+//! * `gat` (attention, and the product by its coefficients): U = the block's rows followed
+//!   by their other neighbours (sorted); the adjacency is a square |U| × |U| pattern whose
+//!   first r1 − r0 rows are the block's rows (local ids into U) and whose other rows are
+//!   empty; z is gathered at U's rows, and the product keeps its first r1 − r0 rows;
+//! * row-local ops get their per-node inputs at the block's rows;
 //! * values of the level that are kept are written at rows r0..r1; the wanted output goes
 //!   to the caller's sink, block by block, in order.
 //!
