@@ -72,3 +72,78 @@ fn full_disk_is_an_error_and_loses_nothing() {
     assert_eq!(names, vec!["g.sf".to_string()], "left behind: {names:?}");
     drop(s);
 }
+
+/// Inference outputs and scratch files reserve their disk space before any work: on a full
+/// disk, `embed`'s `.npy` and blocked inference's kept values are errors naming the file,
+/// an existing output survives, and nothing is left behind.
+#[test]
+fn full_disk_for_inference_is_an_error_before_any_work() {
+    use saintflow::exec::Interpreter;
+    use saintflow::op::Registry;
+    use saintflow::plan::Plan;
+    use saintflow::train::trainer::lower_for;
+    use saintflow::train::{write_npy_atomic, FullGraph, InferOptions, NpyWriter, Output};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let Some(fs) = Tmpfs::mount(&mnt) else {
+        eprintln!("cannot mount a tmpfs here (not root?): full-disk test not run");
+        return;
+    };
+    // An existing output, then one too big for the 1 MiB tmpfs (1000 × 1000 f32 = 4 MB).
+    let out = fs.0.join("e.npy");
+    write_npy_atomic(&out, 2, 3, |i, r| r.fill(i as f32)).unwrap();
+    let before = std::fs::read(&out).unwrap();
+    let msg = NpyWriter::create(&out, 1000, 1000)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("e.npy") && msg.contains("cannot reserve 4000128 bytes"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+
+    // Blocked inference with its scratch files on the tmpfs: GraphSAGE hidden 512 keeps
+    // 2^9 nodes × 1024 f32 (2 MiB) between its layers.
+    let store_path = tmp.path().join("g.sf");
+    let spec = KroneckerSpec {
+        scale: 9,
+        n_features: 4,
+        ..Default::default()
+    };
+    generate_kronecker(&spec, &store_path, false, &Progress::hidden()).unwrap();
+    let store = GraphStore::open(&store_path).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let plan = Plan::parse_with_overrides(&text, "graphsage.toml", &["dims.hidden=512"]).unwrap();
+    let lowered = lower_for(&plan, &store, &Registry::with_builtins()).unwrap();
+    let params = saintflow::ir::Params::init(&lowered.params, 1);
+    let full = FullGraph::new(&store, &lowered)
+        .unwrap()
+        .with_options(InferOptions {
+            memory_bytes: 0,
+            scratch_dir: fs.0.clone(),
+            ..InferOptions::default()
+        });
+    let mut blocks = 0;
+    let err = full
+        .for_each_block(&Interpreter, &params, Output::Embedding, &mut |_, _| {
+            blocks += 1;
+            Ok(())
+        })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("cannot reserve") && err.contains(".saintflow-infer-"),
+        "{err}"
+    );
+    assert_eq!(blocks, 0, "no block was computed before the error");
+    let names: Vec<String> = std::fs::read_dir(&fs.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["e.npy".to_string()], "left behind: {names:?}");
+}

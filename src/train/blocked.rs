@@ -244,13 +244,14 @@ impl Kept {
             .map_err(io)?;
         // Unlinked at once: the open file keeps it alive and a crash leaves nothing behind.
         let _ = std::fs::remove_file(path);
-        fs4::fs_std::FileExt::allocate(&f, (len * 4) as u64).map_err(|e| {
-            TrainError::Run(format!(
-                "{}: cannot reserve {} bytes of scratch space for full-graph inference ({e}); \
-                 free space there or choose another scratch directory",
-                path.display(),
-                len * 4
-            ))
+        fs4::fs_std::FileExt::allocate(&f, (len * 4) as u64).map_err(|source| {
+            TrainError::Space {
+                path: path.to_path_buf(),
+                bytes: (len * 4) as u64,
+                what:
+                    "a value kept between layers (choose the scratch directory with --scratch-dir)",
+                source,
+            }
         })?;
         // SAFETY: the file was created by this process under a fresh name and unlinked at
         // once; nothing else can open, write or resize it; its blocks are reserved, and
@@ -278,7 +279,7 @@ impl Kept {
                 use std::io::{Seek, SeekFrom, Write};
                 file.seek(SeekFrom::Start((at * 4) as u64))
                     .and_then(|_| file.write_all(bytemuck::cast_slice(data)))
-                    .map_err(|e| TrainError::Run(format!("writing a scratch file: {e}")))
+                    .map_err(|e| TrainError::Infer(format!("writing a scratch file: {e}")))
             }
         }
     }

@@ -132,7 +132,7 @@ impl<'g> FullGraph<'g> {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(runner.threads().max(1))
                     .build()
-                    .map_err(|e| TrainError::Run(format!("inference thread pool: {e}")))?;
+                    .map_err(|e| TrainError::Infer(format!("thread pool: {e}")))?;
                 pool.install(|| {
                     run_blocked(
                         self.store,
@@ -173,7 +173,7 @@ impl<'g> FullGraph<'g> {
         let t = v
             .take(node)
             .and_then(|x| x.as_dense().cloned())
-            .ok_or_else(|| TrainError::Run("full-graph pass gave no dense output".into()))?;
+            .ok_or_else(|| TrainError::Infer("the full-graph pass gave no dense output".into()))?;
         Ok(t)
     }
 
@@ -287,11 +287,13 @@ impl NpyWriter {
             cols,
             done: false,
         };
-        fs4::fs_std::FileExt::allocate(&w.file, total as u64).map_err(|e| {
-            TrainError::Run(format!(
-                "{}: cannot reserve {total} bytes for the output ({e})",
-                path.display()
-            ))
+        fs4::fs_std::FileExt::allocate(&w.file, total as u64).map_err(|source| {
+            TrainError::Space {
+                path: path.to_path_buf(),
+                bytes: total as u64,
+                what: "the output",
+                source,
+            }
         })?;
         w.file
             .write_all(&header)

@@ -52,6 +52,22 @@ pub enum TrainError {
         /// What is wrong.
         what: String,
     },
+    /// Disk space for an output or a scratch file could not be reserved (checked before
+    /// any work, so a full disk never shows up half-way).
+    #[error("{}: cannot reserve {bytes} bytes ({:.1} GiB) of disk space for {what}: {source}", path.display(), *bytes as f64 / (1u64 << 30) as f64)]
+    Space {
+        /// The file.
+        path: PathBuf,
+        /// Bytes asked for.
+        bytes: u64,
+        /// What the file is for.
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Full-graph inference went wrong.
+    #[error("full-graph inference: {0}")]
+    Infer(String),
     /// The run itself went wrong (a loss that is not finite, an optimiser error, a plan
     /// whose outputs are missing).
     #[error("training: {0}")]
