@@ -28,7 +28,7 @@ pub use edge::EdgeSampler;
 pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
 pub use induce::{clip, induce, transpose_permutation, Subgraph};
 pub use node::{FullSampler, NodeSampler};
-pub use norm::NormCounts;
+pub use norm::{NormCounts, SparseCounts};
 pub use walk::RandomWalkSampler;
 
 /// The RNG of one subgraph draw: xoshiro256++, a fixed algorithm (portable results).
