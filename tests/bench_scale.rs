@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-fn bench(dir: &Path, memcap: &Path) -> std::process::Output {
+fn bench(dir: &Path, memcap: &Path, repeat: &str) -> std::process::Output {
     let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
     Command::new(env!("CARGO_BIN_EXE_saintflow"))
         .args(["bench", "scale", "-q", "--dir", "stores", "--scales", "8,9"])
@@ -18,7 +18,7 @@ fn bench(dir: &Path, memcap: &Path) -> std::process::Output {
             "--set",
             "sampler.budget=120",
         ])
-        .args(["--set", "dims.hidden=8", "--memcap"])
+        .args(["--set", "dims.hidden=8", "--repeat", repeat, "--memcap"])
         .arg(memcap)
         .current_dir(dir)
         .output()
@@ -47,7 +47,7 @@ fn bench_scale_tables_the_logs_medians_and_the_caps_peak() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = bench(tmp.path(), &fake);
+    let o = bench(tmp.path(), &fake, "2");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("generating"), "{err}");
@@ -72,20 +72,32 @@ fn bench_scale_tables_the_logs_medians_and_the_caps_peak() {
         );
         assert_eq!(p["nodes"], 1u64 << scale);
         assert_eq!(p["cap_peak"], 123456789);
-        let log = out.join(format!("logs/{series}-s{scale}-d{degree}.log"));
-        let steps: Vec<serde_json::Value> = std::fs::read_to_string(log)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .filter(|r| r["kind"] == "step")
-            .collect();
-        assert_eq!(steps.len(), 7);
+        let steps_of = |suffix: &str| -> Vec<serde_json::Value> {
+            let log = out.join(format!("logs/{series}-s{scale}-d{degree}{suffix}.log"));
+            std::fs::read_to_string(log)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|r| r["kind"] == "step")
+                .collect()
+        };
+        let wall = |steps: &[serde_json::Value]| -> f64 {
+            median(
+                steps[2..]
+                    .iter()
+                    .map(|s| s["ms"]["wall"].as_f64().unwrap())
+                    .collect(),
+            )
+        };
+        let (steps, again) = (steps_of(""), steps_of("-r1"));
+        assert_eq!((steps.len(), again.len()), (7, 7));
         assert_eq!(p["steps"], 7);
-        let wall: Vec<f64> = steps[2..]
-            .iter()
-            .map(|s| s["ms"]["wall"].as_f64().unwrap())
-            .collect();
-        assert_eq!(p["median_ms"].as_f64().unwrap(), median(wall));
+        let rounds = [wall(&steps), wall(&again)];
+        assert_eq!(p["round_ms"], serde_json::json!(rounds));
+        assert_eq!(
+            p["median_ms"].as_f64().unwrap(),
+            (rounds[0] + rounds[1]) / 2.0
+        );
         let per: Vec<f64> = steps[2..]
             .iter()
             .map(|s| s["ms"]["wall"].as_f64().unwrap() * 1000.0 / s["nodes"].as_f64().unwrap())
@@ -113,7 +125,7 @@ fn bench_scale_tables_the_logs_medians_and_the_caps_peak() {
     assert!(out.join("scale.png").is_file());
 
     // Without memcap: a warning, uncapped runs, the stores reused (not generated again).
-    let o = bench(tmp.path(), &tmp.path().join("no-such-memcap"));
+    let o = bench(tmp.path(), &tmp.path().join("no-such-memcap"), "1");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(

@@ -40,8 +40,8 @@ pub(super) struct ScaleArgs {
     /// Scales of the |V| series (degree 16).
     #[arg(long, value_delimiter = ',', default_value = "20,21,22,23,24,25")]
     scales: Vec<u32>,
-    /// Degrees of the degree series.
-    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128,256")]
+    /// Degrees of the degree series (`--degrees` alone: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "8,16,32,64,128,256")]
     degrees: Vec<u32>,
     /// Scale of the degree series.
     #[arg(long, default_value_t = 20)]
@@ -69,6 +69,11 @@ pub(super) struct ScaleArgs {
     /// The memory cap.
     #[arg(long, default_value = "4G")]
     cap: String,
+    /// Rounds: the whole list of runs is repeated this many times, round-robin (so a busy
+    /// moment on a shared machine hits every point alike); a point's figure is the median
+    /// of its rounds' medians.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
     /// Keep the stores' pages in the page cache between runs (default: dropped first).
     #[arg(long)]
     warm: bool,
@@ -89,7 +94,8 @@ pub const MODEL_SET: [&str; 6] = [
     "output.dropout=0",
 ];
 
-/// One run's figures.
+/// One point's figures: the step-time median over the rounds, the memory maxima over
+/// them, everything else from the first round.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
     /// `V` (the |V| series) or `degree`.
@@ -106,8 +112,10 @@ pub struct Point {
     pub store_bytes: u64,
     /// Steps in the log.
     pub steps: usize,
-    /// Median wall time per step after the warm-up, ms.
+    /// Median wall time per step after the warm-up, ms (the median over rounds).
     pub median_ms: f64,
+    /// Each round's median, ms.
+    pub round_ms: Vec<f64>,
     /// Median of wall time per 1000 subgraph nodes, ms.
     pub ms_per_1000_nodes: f64,
     /// Mean subgraph nodes.
@@ -231,8 +239,7 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         .map_err(|e| bench_error(format!("cannot find the saintflow binary: {e}")))?;
     let mut runs: Vec<(&'static str, u32, u32)> = a.scales.iter().map(|&s| ("V", s, 16)).collect();
     runs.extend(a.degrees.iter().map(|&d| ("degree", a.degree_scale, d)));
-    let mut points = Vec::new();
-    for (series, scale, degree) in runs {
+    for &(_, scale, degree) in &runs {
         let store = a.dir.join(store_name(scale, degree));
         if !store.exists() {
             eprintln!("generating {}", store.display());
@@ -246,19 +253,30 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
             };
             generate_kronecker(&spec, &store, false, progress)?;
         }
-        let point = run_one(&a, &exe, memcap.as_deref(), series, scale, degree, &store)?;
-        eprintln!(
-            "{}: {} steps, median {:.1} ms ({:.2} ms / 1000 nodes), cap peak {}, max anon {:.0} MiB",
-            store.display(),
-            point.steps,
-            point.median_ms,
-            point.ms_per_1000_nodes,
-            point
-                .cap_peak
-                .map_or("-".into(), |p| format!("{:.0} MiB", p as f64 / 1048576.0)),
-            point.max_anon as f64 / 1048576.0
-        );
-        points.push(point);
+    }
+    let mut points: Vec<Point> = Vec::new();
+    for round in 0..a.repeat {
+        for (k, &(series, scale, degree)) in runs.iter().enumerate() {
+            let store = a.dir.join(store_name(scale, degree));
+            let p = run_one(
+                &a,
+                &exe,
+                memcap.as_deref(),
+                (series, scale, degree),
+                &store,
+                round,
+            )?;
+            report(&store, &p);
+            if round == 0 {
+                points.push(p);
+            } else {
+                let q = &mut points[k];
+                q.round_ms.push(p.median_ms);
+                q.median_ms = median(&mut q.round_ms.clone());
+                q.cap_peak = q.cap_peak.max(p.cap_peak);
+                q.max_anon = q.max_anon.max(p.max_anon);
+            }
+        }
     }
     let table = markdown(&a, memcap.is_some(), &points);
     write_atomic(&a.output.join("scale.md"), table.as_bytes())?;
@@ -273,14 +291,27 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
     Ok(())
 }
 
+fn report(store: &Path, point: &Point) {
+    eprintln!(
+        "{}: {} steps, median {:.1} ms ({:.2} ms / 1000 nodes), cap peak {}, max anon {:.0} MiB",
+        store.display(),
+        point.steps,
+        point.median_ms,
+        point.ms_per_1000_nodes,
+        point
+            .cap_peak
+            .map_or("-".into(), |p| format!("{:.0} MiB", p as f64 / 1048576.0)),
+        point.max_anon as f64 / 1048576.0
+    );
+}
+
 fn run_one(
     a: &ScaleArgs,
     exe: &Path,
     memcap: Option<&Path>,
-    series: &'static str,
-    scale: u32,
-    degree: u32,
+    (series, scale, degree): (&'static str, u32, u32),
     store: &Path,
+    round: u32,
 ) -> Result<Point> {
     let opened = GraphStore::open(store)?;
     let header = opened.header();
@@ -290,10 +321,11 @@ fn run_one(
     if !a.warm {
         evict(store);
     }
-    let log = a
-        .output
-        .join("logs")
-        .join(format!("{series}-s{scale}-d{degree}.log"));
+    let log = a.output.join("logs").join(if round == 0 {
+        format!("{series}-s{scale}-d{degree}.log")
+    } else {
+        format!("{series}-s{scale}-d{degree}-r{round}.log")
+    });
     let mut cmd = match memcap {
         Some(m) => {
             let mut c = Command::new(m);
@@ -366,6 +398,7 @@ fn run_one(
         store_bytes,
         steps,
         median_ms,
+        round_ms: vec![median_ms],
         ms_per_1000_nodes,
         mean_nodes,
         mean_entries,
@@ -384,12 +417,13 @@ fn mib(b: u64) -> String {
 /// to its series' first row.
 fn markdown(a: &ScaleArgs, capped: bool, points: &[Point]) -> String {
     let mut t = format!(
-        "Plan `{}` with {}{}; {} steps per run, median after {} warm-up steps; {} threads; {}; stores {}.\n\n",
+        "Plan `{}` with {}{}; {} steps per run, median after {} warm-up steps, median of {} round(s); {} threads; {}; stores {}.\n\n",
         a.plan.display(),
         MODEL_SET.join(", "),
         a.set.iter().map(|s| format!(", {s}")).collect::<String>(),
         a.steps,
         a.warmup,
+        a.repeat,
         a.threads,
         if capped {
             format!("memcap {}", a.cap)
@@ -398,8 +432,8 @@ fn markdown(a: &ScaleArgs, capped: bool, points: &[Point]) -> String {
         },
         if a.warm { "warm" } else { "evicted from the page cache before each run" },
     );
-    t.push_str("| series | scale | degree | \\|V\\| | entries | store MiB | steps | median step ms | ×first | ms / 1000 nodes | mean nodes | mean entries | first step s | cap peak MiB | max anon MiB |\n");
-    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    t.push_str("| series | scale | degree | \\|V\\| | entries | store MiB | steps | median step ms | rounds ms | ×first | ms / 1000 nodes | mean nodes | mean entries | first step s | cap peak MiB | max anon MiB |\n");
+    t.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for series in ["V", "degree"] {
         let rows: Vec<&Point> = points.iter().filter(|p| p.series == series).collect();
         let Some(base) = rows.first().map(|p| p.median_ms) else {
@@ -407,7 +441,7 @@ fn markdown(a: &ScaleArgs, capped: bool, points: &[Point]) -> String {
         };
         for p in rows {
             t.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} | {} | {} |\n",
                 if series == "V" { "\\|V\\|" } else { "degree" },
                 p.scale,
                 p.degree,
@@ -416,6 +450,11 @@ fn markdown(a: &ScaleArgs, capped: bool, points: &[Point]) -> String {
                 mib(p.store_bytes),
                 p.steps,
                 p.median_ms,
+                p.round_ms
+                    .iter()
+                    .map(|m| format!("{m:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
                 p.median_ms / base,
                 p.ms_per_1000_nodes,
                 p.mean_nodes,
@@ -441,12 +480,17 @@ pub fn panels(points: &[Point]) -> Vec<Panel> {
     };
     let mut out = Vec::new();
     let v = curve("V", |p| f64::from(p.scale));
-    if !v.points.is_empty() {
+    if let (Some(&(x0, y0)), Some(&(x1, _))) = (v.points.first(), v.points.last()) {
+        // The acceptance band: flat within ±25 % of the smallest graph's step.
+        let band = |label: &str, f: f64| Curve {
+            label: label.into(),
+            points: vec![(x0, y0 * f), (x1, y0 * f)],
+        };
         out.push(Panel {
             title: "Step time vs |V| (degree 16)".into(),
             x_label: "log2 |V|".into(),
             y_label: "median step time (ms)".into(),
-            curves: vec![v],
+            curves: vec![v.clone(), band("+25 %", 1.25), band("-25 %", 0.75)],
         });
     }
     let d = curve("degree", |p| f64::from(p.degree));

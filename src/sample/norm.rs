@@ -9,22 +9,30 @@
 //! As in GraphSAINT, a node never sampled gets C_v = 0.1 for its loss weight, and an
 //! edge never sampled counts as 1 (it can still appear in a later subgraph).
 //!
-//! Counts are sparse: sorted (key, count) arrays holding only what was drawn, so their
-//! memory is proportional to the pre-sampled draws (N_pre subgraphs' nodes and entries),
-//! not to the graph — a graph of 2^25 nodes and 10^9 entries costs what its 200
-//! pre-sampled subgraphs hold. Each subgraph's nodes and parent entries come out of the
-//! induction sorted and distinct, so the subgraphs, drawn in parallel, are combined by a
-//! tree of merges; sums do not depend on the order, so the result is deterministic for a
-//! seed. A subgraph's lookups are in ascending key order too (nodes ascending, entries
-//! ascending row by row), so they go through a galloping cursor: O(log gap) each.
+//! Counts are kept in whichever of two layouts is smaller, per table ([`Counts`]): dense
+//! (one u32 per node or CSR entry of the sampled graph) or sparse (sorted (key, count)
+//! arrays of what was drawn, memory ∝ the pre-sampled draws). The choice is made from
+//! subgraph 0's size × N_pre against the graph's: a graph of 2^25 nodes and 2·10^8 entries
+//! pre-sampled by 200 frontier subgraphs keeps ~1.5·10^6 nodes and ~7·10^6 entries
+//! (sparse, ~100 MB instead of ~900 MB), while a small dense graph whose entries are
+//! nearly all drawn keeps 4 bytes per entry (sparse would cost 12 per drawn entry). Dense
+//! counts are accumulated with relaxed atomic adds; sparse ones, each subgraph's nodes and
+//! parent entries coming out of the induction sorted and distinct, by a tree of merges.
+//! Sums do not depend on the order, so either is deterministic for a seed, and both give
+//! the same counts ([`Layout`] forces one). A subgraph's lookups are in ascending key order
+//! (nodes ascending, entries ascending row by row), so sparse lookups go through a
+//! galloping cursor: O(log gap) each.
 //!
 //! File format (atomic write): magic `SFNORM01`, u32 version (2), u32 meta length, JSON
-//! meta (sampler, graph, counts), then nodes: u64 K, u32 × K ids, u32 × K counts; entries:
-//! u64 E, u64 × E entry positions, u32 × E counts; then the xxh3-64 of everything before
-//! it. Keys are strictly ascending and in range, counts in 1..=N_pre (checked on load).
+//! meta (sampler, graph, counts), then the node table and the entry table, each a u8
+//! layout — 0: dense, u32 × n (N or nnz); 1: sparse, u64 K, K keys (u32 nodes, u64
+//! entries), u32 × K counts — then the xxh3-64 of everything before it. Sparse keys are
+//! strictly ascending and in range, sparse counts in 1..=N_pre, dense counts ≤ N_pre
+//! (checked on load).
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -165,49 +173,177 @@ fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v
 }
 
+/// One table of counts in either layout (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counts<K> {
+    /// One count per key 0..n.
+    Dense(Vec<u32>),
+    /// The keys drawn only.
+    Sparse(SparseCounts<K>),
+}
+
+impl<K: Copy + Ord + Into<u64>> Counts<K> {
+    /// The count of `key` (0 when never drawn).
+    pub fn get(&self, key: K) -> u32 {
+        match self {
+            Counts::Dense(v) => v.get(key.into() as usize).copied().unwrap_or(0),
+            Counts::Sparse(s) => s.get(key),
+        }
+    }
+
+    /// The sum of the counts.
+    pub fn total(&self) -> u64 {
+        match self {
+            Counts::Dense(v) => v.iter().map(|&c| u64::from(c)).sum(),
+            Counts::Sparse(s) => s.total(),
+        }
+    }
+
+    /// Keys with a count above 0.
+    pub fn distinct(&self) -> usize {
+        match self {
+            Counts::Dense(v) => v.iter().filter(|&&c| c > 0).count(),
+            Counts::Sparse(s) => s.len(),
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Counts::Dense(v) => 4 * v.len(),
+            Counts::Sparse(s) => (std::mem::size_of::<K>() + 4) * s.len(),
+        }
+    }
+
+    fn lookup(&self) -> Lookup<'_, K> {
+        match self {
+            Counts::Dense(v) => Lookup::Dense(v),
+            Counts::Sparse(s) => Lookup::Sparse(s.cursor()),
+        }
+    }
+}
+
+enum Lookup<'a, K> {
+    Dense(&'a [u32]),
+    Sparse(Cursor<'a, K>),
+}
+
+impl<K: Copy + Ord + Into<u64>> Lookup<'_, K> {
+    #[inline]
+    fn get(&mut self, key: K) -> u32 {
+        match self {
+            Lookup::Dense(v) => v.get(key.into() as usize).copied().unwrap_or(0),
+            Lookup::Sparse(c) => c.get(key),
+        }
+    }
+}
+
+/// Which layout [`NormCounts::estimate_with`] keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Per table, the smaller for the expected draws (what `estimate` does).
+    Auto,
+    /// Both tables dense.
+    Dense,
+    /// Both tables sparse.
+    Sparse,
+}
+
 /// Node and edge appearance counts over N_pre pre-sampled subgraphs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NormCounts {
     /// What was counted.
     pub meta: NormMeta,
-    /// C_v of the nodes drawn (ids of the sampled graph).
-    pub node: SparseCounts<u32>,
-    /// C_{u,v} of the entries drawn (positions in the sampled graph's CSR).
-    pub edge: SparseCounts<u64>,
+    /// C_v per node of the sampled graph.
+    pub node: Counts<u32>,
+    /// C_{u,v} per entry (position in the sampled graph's CSR).
+    pub edge: Counts<u64>,
 }
 
 impl NormCounts {
-    /// Pre-samples `subgraphs` subgraphs (indices 0.., in parallel) and counts.
+    /// Pre-samples `subgraphs` subgraphs (indices 0.., in parallel) and counts, each
+    /// table in the smaller layout.
     pub fn estimate(
         sampler: &(impl Sampler + ?Sized),
         subgraphs: u64,
         seed: u64,
         clip_to: usize,
     ) -> Result<Self, SampleError> {
+        Self::estimate_with(sampler, subgraphs, seed, clip_to, Layout::Auto)
+    }
+
+    /// [`NormCounts::estimate`] with the layout chosen by the caller.
+    pub fn estimate_with(
+        sampler: &(impl Sampler + ?Sized),
+        subgraphs: u64,
+        seed: u64,
+        clip_to: usize,
+        layout: Layout,
+    ) -> Result<Self, SampleError> {
         let g = sampler.graph();
+        let (n, nnz) = (g.n_nodes() as u64, g.n_entries() as u64);
+        let (dense_nodes, dense_edges) = match layout {
+            Layout::Dense => (true, true),
+            Layout::Sparse => (false, false),
+            Layout::Auto if subgraphs == 0 => (false, false),
+            Layout::Auto => {
+                // Sparse costs 8 (nodes) or 12 (entries) bytes per distinct key drawn,
+                // dense 4 per key of the graph; draws estimated from subgraph 0.
+                let s0 = sample_subgraph(sampler, seed, 0, clip_to)?;
+                let nodes = subgraphs.saturating_mul(s0.n_nodes() as u64);
+                let entries = subgraphs.saturating_mul(s0.n_entries() as u64);
+                (2 * nodes.min(n) >= n, 3 * entries.min(nnz) >= nnz)
+            }
+        };
+        let atomics = |on: bool, len: u64| -> Option<Vec<AtomicU32>> {
+            on.then(|| (0..len).map(|_| AtomicU32::new(0)).collect())
+        };
+        let (node_acc, edge_acc) = (atomics(dense_nodes, n), atomics(dense_edges, nnz));
         let (node, edge) = (0..subgraphs)
             .into_par_iter()
             .map(|i| -> Result<_, SampleError> {
                 let s = sample_subgraph(sampler, seed, i, clip_to)?;
-                Ok((
-                    SparseCounts::once(sorted(s.nodes)),
-                    SparseCounts::once(sorted(s.parent_entries)),
-                ))
+                let node = match &node_acc {
+                    Some(acc) => {
+                        for &v in &s.nodes {
+                            acc[v as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                        SparseCounts::default()
+                    }
+                    None => SparseCounts::once(sorted(s.nodes)),
+                };
+                let edge = match &edge_acc {
+                    Some(acc) => {
+                        for &p in &s.parent_entries {
+                            acc[p as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                        SparseCounts::default()
+                    }
+                    None => SparseCounts::once(sorted(s.parent_entries)),
+                };
+                Ok((node, edge))
             })
             .try_reduce(
                 || (SparseCounts::default(), SparseCounts::default()),
                 |a, b| Ok((SparseCounts::merge(a.0, b.0), SparseCounts::merge(a.1, b.1))),
             )?;
+        let finish = |acc: Option<Vec<AtomicU32>>| {
+            acc.map(|a| {
+                a.into_iter()
+                    .map(AtomicU32::into_inner)
+                    .collect::<Vec<u32>>()
+            })
+        };
         Ok(NormCounts {
             meta: NormMeta {
                 sampler: sampler.name(),
                 subgraphs,
                 seed,
-                n_nodes: g.n_nodes() as u64,
-                n_entries: g.n_entries() as u64,
+                n_nodes: n,
+                n_entries: nnz,
             },
-            node,
-            edge,
+            node: finish(node_acc).map_or(Counts::Sparse(node), Counts::Dense),
+            edge: finish(edge_acc).map_or(Counts::Sparse(edge), Counts::Dense),
         })
     }
 
@@ -230,7 +366,7 @@ impl NormCounts {
     /// (row v, column u) gets C_v / C_{u,v}.
     pub fn aggregator_weights(&self, s: &Subgraph) -> Vec<f32> {
         let mut w = Vec::with_capacity(s.n_entries());
-        let (mut nodes, mut edges) = (self.node.cursor(), self.edge.cursor());
+        let (mut nodes, mut edges) = (self.node.lookup(), self.edge.lookup());
         for i in 0..s.n_nodes() {
             let cv = f64::from(nodes.get(s.nodes[i]).max(1));
             for k in s.offsets[i]..s.offsets[i + 1] {
@@ -244,7 +380,7 @@ impl NormCounts {
     /// Loss weight 1/λ_v = N_pre / (C_v · n_train) of each subgraph node.
     pub fn loss_weights(&self, s: &Subgraph, n_train: usize) -> Vec<f32> {
         let n_pre = self.meta.subgraphs as f64;
-        let mut nodes = self.node.cursor();
+        let mut nodes = self.node.lookup();
         s.nodes
             .iter()
             .map(|&v| {
@@ -260,19 +396,14 @@ impl NormCounts {
     /// Writes the counts to `path` atomically (temp file, fsync, rename).
     pub fn save(&self, path: &Path) -> Result<(), StoreError> {
         let meta = serde_json::to_vec(&self.meta).expect("meta serialises");
-        let mut bytes = Vec::with_capacity(
-            16 + meta.len() + 16 + 8 * self.node.len() + 12 * self.edge.len() + 8,
-        );
+        let mut bytes =
+            Vec::with_capacity(16 + meta.len() + 18 + self.node.bytes() + self.edge.bytes() + 8);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&VERSION.to_le_bytes());
         bytes.extend_from_slice(&(meta.len() as u32).to_le_bytes());
         bytes.extend_from_slice(&meta);
-        bytes.extend_from_slice(&(self.node.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(bytemuck::cast_slice(&self.node.keys));
-        bytes.extend_from_slice(bytemuck::cast_slice(&self.node.counts));
-        bytes.extend_from_slice(&(self.edge.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(bytemuck::cast_slice(&self.edge.keys));
-        bytes.extend_from_slice(bytemuck::cast_slice(&self.edge.counts));
+        write_counts(&mut bytes, &self.node);
+        write_counts(&mut bytes, &self.edge);
         let sum = xxhash_rust::xxh3::xxh3_64(&bytes);
         bytes.extend_from_slice(&sum.to_le_bytes());
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
@@ -320,9 +451,9 @@ impl NormCounts {
         let meta: NormMeta =
             serde_json::from_slice(&body[16..meta_end]).map_err(|e| bad(format!("meta: {e}")))?;
         let mut rest = &body[meta_end..];
-        let node: SparseCounts<u32> =
+        let node: Counts<u32> =
             read_counts(&mut rest, "nodes", meta.n_nodes, &meta).map_err(bad)?;
-        let edge: SparseCounts<u64> =
+        let edge: Counts<u64> =
             read_counts(&mut rest, "entries", meta.n_entries, &meta).map_err(bad)?;
         if !rest.is_empty() {
             return Err(bad(format!("{} bytes past the entry counts", rest.len())));
@@ -331,9 +462,58 @@ impl NormCounts {
     }
 }
 
-/// Reads one `u64 K, K keys, K u32 counts` block off the front of `rest`, checking keys
-/// strictly ascending and below `n`, counts in 1..=N_pre.
+fn write_counts<K: bytemuck::Pod>(bytes: &mut Vec<u8>, c: &Counts<K>) {
+    match c {
+        Counts::Dense(v) => {
+            bytes.push(0);
+            bytes.extend_from_slice(bytemuck::cast_slice(v));
+        }
+        Counts::Sparse(s) => {
+            bytes.push(1);
+            bytes.extend_from_slice(&(s.keys.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(bytemuck::cast_slice(&s.keys));
+            bytes.extend_from_slice(bytemuck::cast_slice(&s.counts));
+        }
+    }
+}
+
+/// Reads one table off the front of `rest`: a layout byte, then `n` u32 counts (dense) or
+/// `u64 K, K keys, K u32 counts` (sparse), checking sparse keys strictly ascending and
+/// below `n`, counts ≤ N_pre (and ≥ 1 when sparse).
 fn read_counts<K>(
+    rest: &mut &[u8],
+    what: &str,
+    n: u64,
+    meta: &NormMeta,
+) -> Result<Counts<K>, String>
+where
+    K: bytemuck::Pod + Ord + Into<u64>,
+{
+    let short = || format!("{what}: truncated");
+    let (&layout, tail) = rest.split_first().ok_or_else(short)?;
+    *rest = tail;
+    match layout {
+        0 => {
+            let len = n
+                .checked_mul(4)
+                .filter(|&l| l <= rest.len() as u64)
+                .ok_or_else(short)? as usize;
+            let counts: Vec<u32> = bytemuck::pod_collect_to_vec(&rest[..len]);
+            *rest = &rest[len..];
+            if let Some(c) = counts.iter().find(|&&c| u64::from(c) > meta.subgraphs) {
+                return Err(format!(
+                    "{what}: count {c} out of range, expected ≤ {}",
+                    meta.subgraphs
+                ));
+            }
+            Ok(Counts::Dense(counts))
+        }
+        1 => read_sparse(rest, what, n, meta).map(Counts::Sparse),
+        b => Err(format!("{what}: layout byte expected 0 or 1, got {b}")),
+    }
+}
+
+fn read_sparse<K>(
     rest: &mut &[u8],
     what: &str,
     n: u64,
