@@ -37,8 +37,8 @@ pub(super) struct ScaleArgs {
     /// otherwise); missing ones are generated there (50 features, 2 classes, seed 1).
     #[arg(long)]
     dir: PathBuf,
-    /// Scales of the |V| series (degree 16).
-    #[arg(long, value_delimiter = ',', default_value = "20,21,22,23,24,25")]
+    /// Scales of the |V| series, degree 16 (`--scales` alone: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "20,21,22,23,24,25")]
     scales: Vec<u32>,
     /// Degrees of the degree series (`--degrees` alone: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "8,16,32,64,128,256")]
