@@ -352,7 +352,12 @@ fn run_one(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| bench_error(format!("cannot start {}: {e}", cmd.get_program().display())))?;
+        .map_err(|e| {
+            bench_error(format!(
+                "cannot start {}: {e}",
+                Path::new(cmd.get_program()).display()
+            ))
+        })?;
     let pid = child.id();
     let stderr = child.stderr.take().expect("piped");
     let reader = std::thread::spawn(move || {
