@@ -384,7 +384,9 @@ fn normalisation_counts_round_trip_and_full_sampler_is_neutral() {
     let g = Csr::new(&o, &i).unwrap();
     let full = FullSampler::new(g);
     let c = NormCounts::estimate(&full, 7, 1, 1).unwrap();
-    assert!(c.node.iter().all(|&x| x == 7) && c.edge.iter().all(|&x| x == 7));
+    assert!((0..50).all(|v| c.node_count(v) == 7));
+    assert!((0..i.len() as u64).all(|k| c.edge_count(k) == 7));
+    assert_eq!((c.node.distinct(), c.edge.distinct()), (50, i.len()));
     let s = sample_subgraph(&full, 1, 0, 1).unwrap();
     assert!(c.aggregator_weights(&s).iter().all(|&w| w == 1.0));
     assert!(c
@@ -405,15 +407,11 @@ fn normalisation_counts_round_trip_and_full_sampler_is_neutral() {
     let sizes: u64 = (0..200)
         .map(|k| sample_subgraph(&f, 3, k, 1).unwrap().n_nodes() as u64)
         .sum();
-    assert_eq!(
-        c.node.iter().map(|&x| u64::from(x)).sum::<u64>(),
-        sizes,
-        "C_v sums to Σ|V_s|"
-    );
+    assert_eq!(c.nodes_drawn(), sizes, "C_v sums to Σ|V_s|");
     // C_{u,v} = C_{v,u}: induced subgraphs hold both directions.
     let perm = transpose_permutation(&o.iter().map(|&x| x as u32).collect::<Vec<_>>(), &i);
     for (k, &p) in perm.iter().enumerate() {
-        assert_eq!(c.edge[k], c.edge[p as usize]);
+        assert_eq!(c.edge_count(k as u64), c.edge_count(u64::from(p)));
     }
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("norm.bin");
@@ -486,4 +484,136 @@ fn sampling_a_cold_store_reads_through_mmap() {
     let store = GraphStore::open(&path).unwrap();
     let f = FrontierSampler::new(store.full(), params).unwrap();
     assert_eq!(sample_pool(&f, 9, 0, 4, 16).unwrap(), before);
+}
+
+/// Normalisation counts in both layouts (and the automatic choice) against counting the same
+/// subgraphs by hand (the definition), the weights against the formulas on those counts;
+/// round trips of both layouts; a damaged file is refused.
+#[test]
+fn normalisation_counts_in_both_layouts_equal_counting_by_hand() {
+    let (o, i) = skewed_graph(300);
+    let g = Csr::new(&o, &i).unwrap();
+    let f = FrontierSampler::new(
+        g,
+        FrontierParams {
+            frontier: 6,
+            budget: 40,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (n_pre, seed) = (37, 11);
+    let mut node = vec![0u32; 300];
+    let mut edge = vec![0u32; i.len()];
+    let subs: Vec<Subgraph> = (0..n_pre)
+        .map(|k| sample_subgraph(&f, seed, k, 1).unwrap())
+        .collect();
+    for s in &subs {
+        s.nodes.iter().for_each(|&v| node[v as usize] += 1);
+        s.parent_entries.iter().for_each(|&p| edge[p as usize] += 1);
+    }
+    assert!(
+        node.contains(&0),
+        "some nodes never drawn: absent keys exercised"
+    );
+    for layout in [Layout::Sparse, Layout::Dense, Layout::Auto] {
+        let c = NormCounts::estimate_with(&f, n_pre, seed, 1, layout).unwrap();
+        for (v, &want) in node.iter().enumerate() {
+            assert_eq!(c.node_count(v as u32), want, "{layout:?} node {v}");
+        }
+        for (k, &want) in edge.iter().enumerate() {
+            assert_eq!(c.edge_count(k as u64), want, "{layout:?} entry {k}");
+        }
+        assert_eq!(c.node.distinct(), node.iter().filter(|&&x| x > 0).count());
+        // Weights of fresh subgraphs (other seed: unseen nodes and edges appear).
+        for k in 0..5 {
+            let s = sample_subgraph(&f, seed + 1, k, 1).unwrap();
+            let mut want = Vec::new();
+            for r in 0..s.n_nodes() {
+                let cv = f64::from(node[s.nodes[r] as usize].max(1));
+                for e in s.offsets[r]..s.offsets[r + 1] {
+                    let cuv = f64::from(edge[s.parent_entries[e as usize] as usize].max(1));
+                    want.push((cv / cuv) as f32);
+                }
+            }
+            assert_eq!(c.aggregator_weights(&s), want);
+            let lw: Vec<f32> = s
+                .nodes
+                .iter()
+                .map(|&v| {
+                    let cv = match node[v as usize] {
+                        0 => 0.1,
+                        x => f64::from(x),
+                    };
+                    (n_pre as f64 / (cv * 120.0)) as f32
+                })
+                .collect();
+            assert_eq!(c.loss_weights(&s, 120), lw);
+            // Lookups out of order (descending) agree too.
+            let mut rev = s.clone();
+            rev.nodes.reverse();
+            let lw_rev: Vec<f32> = c.loss_weights(&rev, 120).into_iter().rev().collect();
+            assert_eq!(lw_rev, lw);
+        }
+    }
+    // Auto: dense here (37 subgraphs cover the 300-node graph), sparse with 2 subgraphs.
+    let c = NormCounts::estimate(&f, n_pre, seed, 1).unwrap();
+    assert!(matches!(
+        (&c.node, &c.edge),
+        (Counts::Dense(_), Counts::Dense(_))
+    ));
+    let two = NormCounts::estimate(&f, 2, seed, 1).unwrap();
+    assert!(matches!(
+        (&two.node, &two.edge),
+        (Counts::Sparse(_), Counts::Sparse(_))
+    ));
+    let want: u64 = subs[..2].iter().map(|s| s.n_nodes() as u64).sum();
+    assert_eq!(two.nodes_drawn(), want);
+
+    // Round trips, then damage that keeps the checksum valid: sparse keys out of order.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("n.bin");
+    for layout in [Layout::Dense, Layout::Sparse] {
+        let c = NormCounts::estimate_with(&f, n_pre, seed, 1, layout).unwrap();
+        c.save(&path).unwrap();
+        assert_eq!(NormCounts::load(&path).unwrap(), c);
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let meta_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let at = 16 + meta_len + 1 + 8; // layout byte, K, then the first node key
+    bytes[at..at + 4].copy_from_slice(&299u32.to_le_bytes());
+    let body = bytes.len() - 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..body]);
+    bytes[body..].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let msg = NormCounts::load(&path).unwrap_err().to_string();
+    assert!(
+        msg.contains("n.bin") && msg.contains("not strictly ascending"),
+        "{msg}"
+    );
+}
+
+/// `EdgeNodes` (bitmap + block ranks) is the list `nodes_with_edges` gives, entry for entry,
+/// on graphs with isolated nodes in every position (word and block boundaries included).
+#[test]
+fn edge_nodes_select_equals_the_listed_nodes() {
+    let mut rng = rng(5);
+    for n in [1usize, 63, 64, 65, 511, 512, 513, 1500, 4099] {
+        for p in [0.05, 0.5, 0.97] {
+            let edges: Vec<(u32, u32)> = (0..n as u32)
+                .filter(|_| rand::Rng::random_bool(&mut rng, p))
+                .map(|v| (v, (v + 1) % n as u32))
+                .filter(|(a, b)| a != b)
+                .collect();
+            let (o, i) = symmetric_csr(n, &edges);
+            let g = Csr::new(&o, &i).unwrap();
+            let list = nodes_with_edges(g);
+            let sel = EdgeNodes::new(g);
+            assert_eq!(sel.len(), list.len(), "n {n} p {p}");
+            for (k, &v) in list.iter().enumerate() {
+                assert_eq!(sel.get(k), v, "n {n} p {p} index {k}");
+            }
+            assert_eq!(sel.iter().collect::<Vec<_>>(), list);
+        }
+    }
 }

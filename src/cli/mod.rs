@@ -1,5 +1,6 @@
 //! The `saintflow` command: argument parsing (clap) and dispatch, one file per subcommand.
 
+mod bench;
 mod check;
 mod demo;
 mod embed;
@@ -54,6 +55,9 @@ enum Command {
     Train(train::TrainArgs),
     /// Write the node embeddings of a trained plan (the `[output]` layer's input) as .npy.
     Embed(embed::EmbedArgs),
+    /// Benchmarks: `bench scale` (step time vs |V| and vs degree under a memory cap).
+    #[command(subcommand)]
+    Bench(bench::Bench),
 }
 
 /// Parses the arguments, runs the command, prints any error, and returns the exit code
@@ -72,6 +76,7 @@ pub fn main() -> ExitCode {
         Command::Plot(a) => plot::run(a),
         Command::Train(a) => train::run(a, &progress).map(|_| ()),
         Command::Embed(a) => embed::run(a, &progress),
+        Command::Bench(b) => bench::run(b, &progress),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -34,6 +34,18 @@ pub(super) struct TrainArgs {
     /// Total epochs instead of the plan's phases' sum.
     #[arg(long)]
     epochs: Option<usize>,
+    /// Stop after N steps in total (the epoch in progress is cut short; it is evaluated
+    /// and tested as the last one, but not checkpointed).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    steps: Option<u64>,
+    /// No full-graph pass: no validation and no final test (the log ends with the last
+    /// `epoch` record). For timing runs.
+    #[arg(long)]
+    no_eval: bool,
+    /// Give the kernel no access hints (madvise: random access to the CSR and features
+    /// while training, read-ahead of each drawn subgraph's feature rows): to measure them.
+    #[arg(long)]
+    no_io_hints: bool,
     /// Checkpoint file (or directory: `DIR/checkpoint.bin`), written after every epoch.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
@@ -117,6 +129,9 @@ pub(super) fn run(a: TrainArgs, progress: &Progress) -> Result<TrainOutcome> {
             graph_name: a.graph.display().to_string(),
             runner_name: name.to_string(),
             stop_after: None,
+            max_steps: a.steps,
+            no_eval: a.no_eval,
+            no_io_hints: a.no_io_hints,
         };
         train(&store, &plan, runner.as_ref(), &opts, progress)
     })?;
@@ -130,15 +145,23 @@ pub(super) fn run(a: TrainArgs, progress: &Progress) -> Result<TrainOutcome> {
         let panels = crate::plot::training_panels(&[(plan.name.clone(), records)])?;
         crate::plot::plot(path, &panels)?;
     }
-    let test = outcome.test.expect("a finished run is tested");
-    let line = format!(
-        "{} on {}: best validation epoch {} ({}); test {}",
-        plan.name,
-        a.graph.display(),
-        outcome.best_epoch,
-        metrics_text(&outcome.val),
-        metrics_text(&test)
-    );
+    let line = match (&outcome.val, &outcome.test) {
+        (Some(val), Some(test)) => format!(
+            "{} on {}: best validation epoch {} ({}); test {}",
+            plan.name,
+            a.graph.display(),
+            outcome.best_epoch,
+            metrics_text(val),
+            metrics_text(test)
+        ),
+        _ => format!(
+            "{} on {}: {} steps in {} epochs, not evaluated (--no-eval)",
+            plan.name,
+            a.graph.display(),
+            outcome.steps,
+            outcome.epochs
+        ),
+    };
     if a.json {
         eprintln!("{line}");
     } else {

@@ -38,6 +38,7 @@ pub struct StoreSource<'g> {
     norm: Option<NormCounts>,
     loss_role: Role,
     n_loss: usize,
+    will_need: bool,
 }
 
 impl<'g> StoreSource<'g> {
@@ -52,11 +53,7 @@ impl<'g> StoreSource<'g> {
         norm: Option<NormCounts>,
         loss_role: Role,
     ) -> StoreSource<'g> {
-        let n_loss = store
-            .roles()
-            .iter()
-            .filter(|&&r| r == loss_role as u8)
-            .count();
+        let n_loss = store.role_count(loss_role);
         StoreSource {
             store,
             sampler,
@@ -65,14 +62,29 @@ impl<'g> StoreSource<'g> {
             norm,
             loss_role,
             n_loss,
+            will_need: false,
         }
+    }
+
+    /// With `on`, every sampled subgraph's feature rows are asked of the kernel
+    /// ([`GraphStore::will_need_features`]) as soon as it is drawn: the prefetching
+    /// executor draws subgraphs steps ahead, so their pages are read in the background
+    /// while earlier steps compute, and the gather finds them in memory. For stores whose
+    /// features do not stay in the page cache; elsewhere it only costs the calls.
+    pub fn will_need_features(mut self, on: bool) -> Self {
+        self.will_need = on;
+        self
     }
 }
 
 impl GraphSource for StoreSource<'_> {
     fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
-        sample_subgraph(self.sampler.as_ref(), self.seed, step, self.clip_to)
-            .map_err(|e| OpError::Source(format!("{}: {e}", self.store.path().display())))
+        let sub = sample_subgraph(self.sampler.as_ref(), self.seed, step, self.clip_to)
+            .map_err(|e| OpError::Source(format!("{}: {e}", self.store.path().display())))?;
+        if self.will_need {
+            self.store.will_need_features(&sub.nodes);
+        }
+        Ok(sub)
     }
 
     fn n_features(&self) -> usize {

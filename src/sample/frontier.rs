@@ -211,7 +211,7 @@ pub struct FrontierSampler<'g> {
     graph: Csr<'g>,
     params: FrontierParams,
     /// Nodes with at least one neighbour: the only ones that can be in a frontier.
-    candidates: Vec<u32>,
+    candidates: crate::sample::EdgeNodes,
     /// DB capacity, η·m·d̄ over the candidates.
     capacity: usize,
 }
@@ -236,14 +236,14 @@ impl<'g> FrontierSampler<'g> {
                 "frontier: pin cap expected ≥ 1, got 0".into(),
             ));
         }
-        let candidates = crate::sample::nodes_with_edges(graph);
+        let candidates = crate::sample::EdgeNodes::new(graph);
         if candidates.is_empty() {
             return Err(SampleError::NoEdges);
         }
         // Frontier nodes are reached through edges, so their pin counts follow the
         // size-biased distribution: mean Σp²/Σp, not Σp/N. Sizing DB with it avoids
         // growing during the first draws on skewed graphs.
-        let (sum, sum_sq) = candidates.iter().fold((0f64, 0f64), |(s, q), &v| {
+        let (sum, sum_sq) = candidates.iter().fold((0f64, 0f64), |(s, q), v| {
             let p = pins_of(graph.degree(v), params.pin_cap) as f64;
             (s + p, q + p * p)
         });
@@ -267,7 +267,9 @@ impl<'g> FrontierSampler<'g> {
     ) -> Result<(), SampleError> {
         let m = self.params.frontier.min(self.candidates.len());
         for slot in 0..m {
-            let v = self.candidates[below(rng, self.candidates.len() as u64) as usize];
+            let v = self
+                .candidates
+                .get(below(rng, self.candidates.len() as u64) as usize);
             db.put(slot, v, pins_of(self.graph.degree(v), self.params.pin_cap));
             out.push(v);
         }

@@ -1,7 +1,7 @@
 //! Random-walk sampler (GraphSAINT): r roots drawn uniformly from the nodes that have
 //! neighbours, a walk of h steps from each; the sample is every node visited.
 
-use crate::sample::{below, nodes_with_edges, SampleError, SampleRng, Sampler};
+use crate::sample::{below, EdgeNodes, SampleError, SampleRng, Sampler};
 use crate::store::Csr;
 
 /// Random-walk sampler over one graph.
@@ -9,7 +9,7 @@ pub struct RandomWalkSampler<'g> {
     graph: Csr<'g>,
     roots: usize,
     depth: usize,
-    candidates: Vec<u32>,
+    candidates: EdgeNodes,
 }
 
 impl<'g> RandomWalkSampler<'g> {
@@ -18,7 +18,7 @@ impl<'g> RandomWalkSampler<'g> {
         if roots == 0 {
             return Err(SampleError::Param("rw: --roots expected ≥ 1, got 0".into()));
         }
-        let candidates = nodes_with_edges(graph);
+        let candidates = EdgeNodes::new(graph);
         if candidates.is_empty() {
             return Err(SampleError::NoEdges);
         }
@@ -43,7 +43,9 @@ impl Sampler for RandomWalkSampler<'_> {
     fn sample_nodes(&self, rng: &mut SampleRng, out: &mut Vec<u32>) -> Result<(), SampleError> {
         out.reserve(self.roots * (self.depth + 1));
         for _ in 0..self.roots {
-            let mut v = self.candidates[below(rng, self.candidates.len() as u64) as usize];
+            let mut v = self
+                .candidates
+                .get(below(rng, self.candidates.len() as u64) as usize);
             out.push(v);
             for _ in 0..self.depth {
                 if self.graph.degree(v) == 0 {

@@ -15,7 +15,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
+use memmap2::{Advice, Mmap};
 
 use crate::error::StoreError;
 use crate::store::format::{
@@ -35,6 +35,20 @@ impl Backing {
             Backing::Map(m) => m,
         }
     }
+}
+
+/// How a run is going to read mapped sections: a hint to the kernel (madvise), for
+/// [`GraphStore::advise`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The kernel's default: a page fault reads the pages around the faulting one too.
+    Normal,
+    /// Scattered reads (sampled training): a fault reads its own page only, so a store
+    /// larger than memory is not read 32 pages per touched row and the page cache keeps
+    /// what is actually used.
+    Random,
+    /// One pass front to back (full-graph passes): aggressive read-ahead.
+    Sequential,
 }
 
 /// An opened, memory-mapped graph store. Cheap to share by reference across threads.
@@ -387,6 +401,76 @@ impl GraphStore {
     /// The role bytes, one per node (values 0..=3, see [`Role`]).
     pub fn roles(&self) -> &[u8] {
         self.roles_raw()
+    }
+
+    /// Number of nodes with role `role`, from the header's split counts (checked against
+    /// the role bytes at open), so no scan.
+    pub fn role_count(&self, role: Role) -> usize {
+        let s = &self.header.split;
+        (match role {
+            Role::Train => s.train,
+            Role::Val => s.val,
+            Role::Test => s.test,
+            Role::None => self.header.n_nodes - s.train - s.val - s.test,
+        }) as usize
+    }
+
+    /// Advises the kernel how `sections` will be read (see [`Access`]); empty sections are
+    /// skipped. A hint: a kernel refusing it changes speed, not results, so it is not an
+    /// error (the count of sections it applied to is returned).
+    pub fn advise(&self, sections: &[SectionId], access: Access) -> usize {
+        let advice = match access {
+            Access::Normal => Advice::Normal,
+            Access::Random => Advice::Random,
+            Access::Sequential => Advice::Sequential,
+        };
+        sections
+            .iter()
+            .filter(|id| match &self.sections[id.index()] {
+                Backing::Map(m) => m.advise(advice).is_ok(),
+                Backing::Empty => false,
+            })
+            .count()
+    }
+
+    /// Asks the kernel to start reading the pages holding the feature rows of `ids`
+    /// (MADV_WILLNEED) and returns at once: issued for a sampled subgraph ahead of its
+    /// step, the reads are in flight together (deep I/O queue) instead of one page fault
+    /// at a time during the gather. With `ids` ascending, rows on the same or adjacent
+    /// pages share one call. Ids ≥ N are ignored (the gather reports them). Returns the
+    /// number of madvise calls made.
+    pub fn will_need_features(&self, ids: &[u32]) -> usize {
+        let Backing::Map(map) = &self.sections[SectionId::Features.index()] else {
+            return 0;
+        };
+        let row = self.n_features() * 4;
+        let n = self.n_nodes() as u64;
+        const PAGE: usize = 4096;
+        let mut calls = 0;
+        let mut run: Option<(usize, usize)> = None; // [first page, end page)
+        let mut flush = |r: (usize, usize)| {
+            let (at, len) = (r.0 * PAGE, ((r.1 - r.0) * PAGE).min(map.len() - r.0 * PAGE));
+            calls += usize::from(map.advise_range(Advice::WillNeed, at, len).is_ok());
+        };
+        for &v in ids {
+            if u64::from(v) >= n || row == 0 {
+                continue;
+            }
+            let (start, end) = (v as usize * row, (v as usize + 1) * row);
+            let (p0, p1) = (start / PAGE, end.div_ceil(PAGE));
+            run = match run {
+                Some((a, b)) if p0 <= b && p0 >= a => Some((a, b.max(p1))),
+                Some(r) => {
+                    flush(r);
+                    Some((p0, p1))
+                }
+                None => Some((p0, p1)),
+            };
+        }
+        if let Some(r) = run {
+            flush(r);
+        }
+        calls
     }
 
     /// Ascending ids of the nodes with role `role`.

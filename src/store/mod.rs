@@ -14,4 +14,4 @@ pub mod writer;
 pub use check::check;
 pub use format::{Header, LabelKind, Role, SectionId, TrainGraph};
 pub use info::{info, Info};
-pub use mmap::{Csr, GraphStore, Labels};
+pub use mmap::{Access, Csr, GraphStore, Labels};

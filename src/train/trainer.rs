@@ -32,7 +32,7 @@ use crate::sample::{
     EdgeSampler, FrontierSampler, FullSampler, NodeSampler, NormCounts, RandomWalkSampler, Sampler,
 };
 use crate::store::gen::hash3;
-use crate::store::{GraphStore, Labels, Role};
+use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
 use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
 use super::infer::FullGraph;
@@ -68,6 +68,20 @@ pub struct TrainOptions {
     /// Stop (after the checkpoint) once this many epochs are done, without testing: an
     /// interrupted run, for tests.
     pub stop_after: Option<usize>,
+    /// Stop once this many steps are done in total (counting those of a resumed run's
+    /// earlier sessions), cutting the epoch short. The cut epoch gets its `epoch` record
+    /// and is evaluated as the last one, but no checkpoint: checkpoints stay at whole
+    /// epochs, so a resume repeats the cut epoch's steps.
+    pub max_steps: Option<u64>,
+    /// No full-graph pass at all: no validation, no final test (the last log record is
+    /// the last `epoch` record). For timing runs on graphs whose full-graph pass is not
+    /// wanted.
+    pub no_eval: bool,
+    /// No access hints to the kernel (see [`crate::store::Access`]): the sampled graph's
+    /// CSR and the features are advised `Random` while training, and every subgraph's
+    /// feature rows are asked for (`MADV_WILLNEED`) when it is drawn. Off only to measure
+    /// what they do.
+    pub no_io_hints: bool,
 }
 
 /// What a training returns.
@@ -75,16 +89,20 @@ pub struct TrainOptions {
 pub struct TrainOutcome {
     /// Every log record of the run (those of earlier sessions included on resume).
     pub records: Vec<Record>,
-    /// The best validation metrics (or the last parameters' when never evaluated).
-    pub val: Metrics,
-    /// The test metrics of those parameters (None when stopped by `stop_after`).
+    /// The best validation metrics (or the last parameters' when never evaluated); None
+    /// with `no_eval`.
+    pub val: Option<Metrics>,
+    /// The test metrics of those parameters (None when stopped by `stop_after`, or with
+    /// `no_eval`).
     pub test: Option<Metrics>,
     /// The epoch of those parameters.
     pub best_epoch: usize,
     /// Those parameters.
     pub params: Params,
-    /// Epochs done.
+    /// Epochs done (the last one partial when cut by `max_steps`).
     pub epochs: usize,
+    /// Steps done.
+    pub steps: u64,
 }
 
 impl TrainOutcome {
@@ -167,6 +185,15 @@ fn expected_nodes(kind: &SamplerKind, n: usize) -> usize {
     .clamp(1, n.max(1))
 }
 
+/// Advises what sampled training reads: the sampled graph's CSR and the features.
+fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Access) {
+    let (offsets, indices) = match sp.graph {
+        SampleGraph::Train => (SectionId::TrainOffsets, SectionId::TrainIndices),
+        SampleGraph::Full => (SectionId::FullOffsets, SectionId::FullIndices),
+    };
+    store.advise(&[offsets, indices, SectionId::Features], access);
+}
+
 /// One phase, ready to step.
 struct PhaseRun<'g> {
     source: StoreSource<'g>,
@@ -184,6 +211,7 @@ fn setup_phase<'g>(
     phase: usize,
     seed: u64,
     n_train: usize,
+    io_hints: bool,
 ) -> Result<PhaseRun<'g>> {
     let sampler = build_sampler(store, sp)?;
     let g = sampler.graph();
@@ -200,7 +228,7 @@ fn setup_phase<'g>(
             hash3(seed, STREAM_NORM, phase as u64),
             clip,
         )?;
-        let drawn: u64 = counts.node.iter().map(|&c| u64::from(c)).sum();
+        let drawn = counts.nodes_drawn();
         let mean = drawn as f64 / n_pre as f64;
         (Some(counts), mean.max(1.0))
     };
@@ -232,7 +260,8 @@ fn setup_phase<'g>(
     }
     let mut wanted = vec![loss];
     wanted.extend(grads.iter().map(|g| g.1));
-    let source = StoreSource::new(store, sampler, seed, clip, norm, Role::Train);
+    let source = StoreSource::new(store, sampler, seed, clip, norm, Role::Train)
+        .will_need_features(io_hints);
     Ok(PhaseRun {
         source,
         graph,
@@ -374,7 +403,7 @@ pub fn train(
     let hash = plan_hash(plan_);
     let sched = schedule(plan_, opts.epochs);
     let total: usize = sched.iter().map(|p| p.2).sum();
-    let n_train = store.nodes_with_role(Role::Train).len();
+    let n_train = store.role_count(Role::Train);
     if n_train == 0 {
         return Err(TrainError::Run(format!(
             "{}: no training nodes (role `train`)",
@@ -382,7 +411,12 @@ pub fn train(
         ))
         .into());
     }
-    let eval = FullGraph::new(store, &lowered)?;
+    // No full-graph pass is even planned without evaluation.
+    let eval = if opts.no_eval {
+        None
+    } else {
+        Some(FullGraph::new(store, &lowered)?)
+    };
     let every = plan_.eval.every.max(1);
 
     // State: fresh, or from the checkpoint.
@@ -433,7 +467,8 @@ pub fn train(
     let bar = progress.bar((total - epoch.min(total)) as u64, "train", "epochs");
     let mut phase_run: Option<(usize, PhaseRun<'_>)> = None;
     let stop = opts.stop_after.unwrap_or(usize::MAX);
-    while epoch < total && epoch < stop {
+    let max_steps = opts.max_steps.unwrap_or(u64::MAX);
+    while epoch < total && epoch < stop && step < max_steps {
         epoch += 1;
         // The phase of this epoch.
         let mut acc = 0;
@@ -448,15 +483,28 @@ pub fn train(
         if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
             phase_run = Some((
                 pi,
-                setup_phase(store, &lowered, &sp, pi, opts.seed, n_train)?,
+                setup_phase(
+                    store,
+                    &lowered,
+                    &sp,
+                    pi,
+                    opts.seed,
+                    n_train,
+                    !opts.no_io_hints,
+                )?,
             ));
         }
         let ph = &phase_run.as_ref().expect("set up").1;
+        if !opts.no_io_hints {
+            advise_training(store, &sp, Access::Random);
+        }
         let mut loss_sum = 0.0;
         // The epoch's subgraphs are sampled ahead on the runner's pool while steps compute.
-        let steps = step..step + ph.steps_per_epoch;
+        let n_steps = ph.steps_per_epoch.min(max_steps - step);
+        let cut = n_steps < ph.steps_per_epoch;
+        let steps = step..step + n_steps;
         runner.with_prefetch(&ph.source, steps, &mut |source| {
-            for _ in 0..ph.steps_per_epoch {
+            for _ in 0..n_steps {
                 let t0 = Instant::now();
                 let vals = runner.run_step(
                     &ph.graph,
@@ -510,18 +558,23 @@ pub fn train(
             }
             Ok(())
         })?;
-        let train_loss = loss_sum / ph.steps_per_epoch as f64;
-        let (val, eval_ms, is_best) = if epoch % every == 0 || epoch == total {
-            let t = Instant::now();
-            let m = eval.metrics(runner, &params, &[Role::Val])?[0];
-            let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
-            if better {
-                best = Some((m, epoch, params.clone()));
-            }
-            (Some(m), Some(t.elapsed().as_secs_f64() * 1e3), better)
-        } else {
-            (None, None, false)
-        };
+        let train_loss = loss_sum / n_steps as f64;
+        let last = epoch == total || step >= max_steps;
+        let (val, eval_ms, is_best) =
+            if let Some(eval) = eval.as_ref().filter(|_| epoch % every == 0 || last) {
+                if !opts.no_io_hints {
+                    advise_training(store, &sp, Access::Normal);
+                }
+                let t = Instant::now();
+                let m = eval.metrics(runner, &params, &[Role::Val])?[0];
+                let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
+                if better {
+                    best = Some((m, epoch, params.clone()));
+                }
+                (Some(m), Some(t.elapsed().as_secs_f64() * 1e3), better)
+            } else {
+                (None, None, false)
+            };
         log.push(Record::Epoch {
             epoch,
             step: step - 1,
@@ -538,7 +591,7 @@ pub fn train(
                 .map_or(String::new(), |b| format!(" best val {:.4}", b.0.accuracy))
         ));
         bar.inc(1);
-        if let Some(path) = &ckpt {
+        if let Some(path) = ckpt.as_ref().filter(|_| !cut) {
             Checkpoint {
                 plan_hash: hash,
                 seed: opts.seed,
@@ -558,6 +611,17 @@ pub fn train(
         }
     }
     bar.finish_and_clear();
+    let Some(eval) = eval else {
+        return Ok(TrainOutcome {
+            records: log.into_records(),
+            val: None,
+            test: None,
+            best_epoch: epoch,
+            params,
+            epochs: epoch,
+            steps: step,
+        });
+    };
     let (val, best_epoch, best_params) = match best {
         Some(b) => b,
         None => {
@@ -565,14 +629,15 @@ pub fn train(
             (m, epoch, params.clone())
         }
     };
-    if epoch < total {
+    if epoch < total && step < max_steps {
         return Ok(TrainOutcome {
             records: log.into_records(),
-            val,
+            val: Some(val),
             test: None,
             best_epoch,
             params: best_params,
             epochs: epoch,
+            steps: step,
         });
     }
     let test = eval.metrics(runner, &best_params, &[Role::Test])?[0];
@@ -585,10 +650,11 @@ pub fn train(
     log.sync()?;
     Ok(TrainOutcome {
         records: log.into_records(),
-        val,
+        val: Some(val),
         test: Some(test),
         best_epoch,
         params: best_params,
         epochs: epoch,
+        steps: step,
     })
 }

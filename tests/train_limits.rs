@@ -1,0 +1,238 @@
+//! `--steps N` and `--no-eval`: a run cut after N steps trains exactly the first N steps of
+//! the uninterrupted run (bit for bit), is evaluated and tested at the cut, checkpoints only
+//! whole epochs (a resume from it reproduces the uninterrupted run); without evaluation no
+//! full-graph pass runs, the losses are unchanged and the log ends with an `epoch` record.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use saintflow::exec::Interpreter;
+use saintflow::plan::Plan;
+use saintflow::progress::Progress;
+use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+use saintflow::train::{train, Record, TrainOptions, TrainOutcome};
+use saintflow::GraphStore;
+
+fn planted(dir: &Path) -> PathBuf {
+    let path = dir.join("planted.sf");
+    let spec = KroneckerSpec {
+        scale: 9,
+        degree: 8.0,
+        n_features: 8,
+        n_classes: 4,
+        seed: 7,
+        planted: Some(Planted {
+            homophily: 0.9,
+            separation: 0.3,
+        }),
+        ..KroneckerSpec::default()
+    };
+    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
+    path
+}
+
+fn plan_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml")
+}
+
+/// GraphSAGE with small random-walk subgraphs: several steps per epoch.
+fn plan() -> Plan {
+    let path = plan_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    Plan::parse_with_overrides(
+        &text,
+        &path.display().to_string(),
+        &[
+            "dims.hidden=8",
+            "sampler.roots=40",
+            "phase.1.sampler.roots=60",
+        ],
+    )
+    .unwrap()
+}
+
+fn run(store: &GraphStore, plan: &Plan, opts: &TrainOptions) -> TrainOutcome {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(|| train(store, plan, &Interpreter, opts, &Progress::hidden()))
+        .unwrap()
+}
+
+fn opts() -> TrainOptions {
+    TrainOptions {
+        seed: 4,
+        epochs: Some(4),
+        runner_name: "interpreter".into(),
+        ..TrainOptions::default()
+    }
+}
+
+fn step_losses(records: &[Record]) -> Vec<(u64, u64)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Step { step, loss, .. } => Some((*step, loss.to_bits())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Steps per epoch of a finished run, from its records.
+fn steps_of_epoch(records: &[Record], e: usize) -> usize {
+    records
+        .iter()
+        .filter(|r| matches!(r, Record::Step { epoch, .. } if *epoch == e))
+        .count()
+}
+
+#[test]
+fn steps_cut_the_run_and_checkpoints_stay_at_whole_epochs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path())).unwrap();
+    let plan = plan();
+    let whole = run(&store, &plan, &opts());
+    let per_epoch = steps_of_epoch(&whole.records, 1);
+    assert!(per_epoch >= 3, "several steps per epoch expected");
+    // Cut in the middle of epoch 2.
+    let n = per_epoch as u64 + 2;
+    let ck = tmp.path().join("ck.bin");
+    let cut_opts = TrainOptions {
+        max_steps: Some(n),
+        checkpoint: Some(ck.clone()),
+        resume: true,
+        log: Some(tmp.path().join("cut.log")),
+        ..opts()
+    };
+    let cut = run(&store, &plan, &cut_opts);
+    let losses = step_losses(&cut.records);
+    assert_eq!(losses.len() as u64, n, "exactly N steps");
+    assert_eq!(cut.steps, n);
+    assert_eq!(cut.epochs, 2);
+    assert_eq!(
+        losses,
+        step_losses(&whole.records)[..n as usize],
+        "the first N steps of the uninterrupted run"
+    );
+    // The cut epoch has its epoch record (mean of its 2 steps, evaluated), then the test.
+    let n_rec = cut.records.len();
+    match &cut.records[n_rec - 2] {
+        Record::Epoch {
+            epoch,
+            step,
+            val,
+            train_loss,
+            ..
+        } => {
+            assert_eq!((*epoch, *step), (2, n - 1));
+            assert!(val.is_some(), "the cut epoch is evaluated as the last one");
+            let mean = (f64::from_bits(losses[n as usize - 2].1)
+                + f64::from_bits(losses[n as usize - 1].1))
+                / 2.0;
+            assert!((train_loss - mean).abs() < 1e-12, "{train_loss} vs {mean}");
+        }
+        r => panic!("expected the cut epoch's record, got {r:?}"),
+    }
+    assert!(matches!(cut.records[n_rec - 1], Record::Test { .. }));
+    assert!(cut.test.is_some());
+    // The checkpoint holds epoch 1 (the last whole one): resuming without the cap repeats
+    // epoch 2 from its start and ends exactly as the uninterrupted run.
+    let rest = run(
+        &store,
+        &plan,
+        &TrainOptions {
+            max_steps: None,
+            ..cut_opts
+        },
+    );
+    // The log was cut back to epoch 1's end: the cut epoch's records are gone.
+    assert_eq!(step_losses(&rest.records), step_losses(&whole.records));
+    let in_file = std::fs::read_to_string(tmp.path().join("cut.log")).unwrap();
+    assert_eq!(
+        in_file
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"test\""))
+            .count(),
+        1
+    );
+    assert_eq!(rest.params, whole.params);
+    assert_eq!(rest.test, whole.test);
+}
+
+#[test]
+fn no_eval_runs_no_full_graph_pass_and_trains_the_same() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path())).unwrap();
+    let plan = plan();
+    let with = run(&store, &plan, &opts());
+    let without = run(
+        &store,
+        &plan,
+        &TrainOptions {
+            no_eval: true,
+            max_steps: Some(5),
+            ..opts()
+        },
+    );
+    assert!(without.val.is_none() && without.test.is_none());
+    assert_eq!(
+        step_losses(&without.records),
+        step_losses(&with.records)[..5]
+    );
+    for r in &without.records {
+        match r {
+            Record::Epoch { val, eval_ms, .. } => assert!(val.is_none() && eval_ms.is_none()),
+            Record::Test { .. } => panic!("a test record without evaluation"),
+            _ => {}
+        }
+    }
+    assert!(matches!(
+        without.records.last(),
+        Some(Record::Epoch { step: 4, .. })
+    ));
+}
+
+#[test]
+fn cli_steps_and_no_eval() {
+    let tmp = tempfile::tempdir().unwrap();
+    planted(tmp.path());
+    let plan = plan_path().display().to_string();
+    let o = Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args([
+            "train",
+            &plan,
+            "--graph",
+            "planted.sf",
+            "--set",
+            "model.hidden=8",
+            "--set",
+            "sampler.roots=40",
+            "--threads",
+            "2",
+            "--steps",
+            "3",
+            "--no-eval",
+            "--json",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let recs: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = recs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["run", "step", "step", "step", "epoch"], "{kinds:?}");
+    assert!(recs[4].get("val").is_none());
+    assert!(err.contains("3 steps in 1 epochs, not evaluated"), "{err}");
+    // N = 0 is a usage error.
+    let o = Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(["train", &plan, "--graph", "planted.sf", "--steps", "0"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
