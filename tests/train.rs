@@ -14,32 +14,11 @@ use saintflow::exec::Interpreter;
 use saintflow::op::Registry;
 use saintflow::plan::Plan;
 use saintflow::progress::Progress;
-use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
 use saintflow::train::trainer::lower_for;
 use saintflow::train::{
     train, Counts, FullGraph, InferOptions, Metrics, Output, Record, TrainOptions, TrainOutcome,
 };
 use saintflow::GraphStore;
-
-/// A planted graph where structure carries the class (homophily 0.9) and features barely
-/// do (centroids 0.3 noise deviations from the origin).
-fn planted(dir: &Path, scale: u32) -> PathBuf {
-    let path = dir.join(format!("planted{scale}.sf"));
-    let spec = KroneckerSpec {
-        scale,
-        degree: 8.0,
-        n_features: 8,
-        n_classes: 4,
-        seed: 7,
-        planted: Some(Planted {
-            homophily: 0.9,
-            separation: 0.3,
-        }),
-        ..KroneckerSpec::default()
-    };
-    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
-    path
-}
 
 fn plan_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -101,7 +80,7 @@ fn shipped(name: &str) -> (Vec<&'static str>, usize) {
 #[test]
 fn every_shipped_plan_beats_the_features_only_mlp_on_a_planted_graph() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path(), 11)).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 11)).unwrap();
     let test_acc = |name: &str| {
         let (set, epochs) = shipped(name);
         let out = run(&store, &load(name, &set), &opts(1, epochs)).unwrap();
@@ -140,7 +119,7 @@ fn step_losses(records: &[Record]) -> Vec<(u64, f64)> {
 #[test]
 fn resumed_run_equals_uninterrupted_run_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path(), 10)).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 10)).unwrap();
     // A sampler (several steps per epoch), dropout, two phases, weight decay.
     let plan = load(
         "graphsage",
@@ -218,7 +197,7 @@ fn resumed_run_equals_uninterrupted_run_bit_for_bit() {
 #[test]
 fn damaged_and_foreign_checkpoints_are_refused_with_the_file_name() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path(), 9)).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let plan = load("gcn", &["dims.hidden=8"]);
     let ck = tmp.path().join("ck.bin");
     let o = TrainOptions {
@@ -390,7 +369,7 @@ fn saintflow(args: &[&str], cwd: &Path) -> std::process::Output {
 #[test]
 fn cli_train_json_log_and_embed() {
     let tmp = tempfile::tempdir().unwrap();
-    planted(tmp.path(), 9);
+    common::planted(tmp.path(), 9);
     let plan = plan_file("graphsage").display().to_string();
     let common = [
         "--graph",
@@ -509,7 +488,7 @@ fn cli_train_json_log_and_embed() {
 #[test]
 fn sigkill_mid_run_then_resume_gives_the_uninterrupted_result() {
     let tmp = tempfile::tempdir().unwrap();
-    planted(tmp.path(), 10);
+    common::planted(tmp.path(), 10);
     let plan = plan_file("gcn").display().to_string();
     let args = |log: &str, ck: &str| -> Vec<String> {
         [
@@ -607,7 +586,7 @@ fn sigkill_mid_run_then_resume_gives_the_uninterrupted_result() {
 #[test]
 fn executor_with_prefetching_trains_exactly_as_the_interpreter() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path(), 10)).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 10)).unwrap();
     // Frontier sampling: several steps per epoch, so subgraphs are prefetched.
     let plan = load(
         "mixhop",
@@ -655,7 +634,7 @@ fn assert_close(want: &[f32], got: &[f32], what: &str) {
 #[test]
 fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path(), 9)).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let scratch = tmp.path().join("scratch");
     std::fs::create_dir(&scratch).unwrap();
     for name in ["gcn", "graphsage", "mixhop", "gat", "gin", "mlp"] {
@@ -752,7 +731,7 @@ impl saintflow::op::Op for Center {
 #[test]
 fn a_plan_with_an_op_that_is_not_row_local_is_evaluated_in_memory() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path(), 8)).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 8)).unwrap();
     let mut registry = Registry::with_builtins();
     registry
         .register("test.center", &[], "x minus its column means", |_| {

@@ -3,33 +3,16 @@
 //! whole epochs (a resume from it reproduces the uninterrupted run); without evaluation no
 //! full-graph pass runs, the losses are unchanged and the log ends with an `epoch` record.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use saintflow::exec::Interpreter;
 use saintflow::plan::Plan;
 use saintflow::progress::Progress;
-use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
 use saintflow::train::{train, Record, TrainOptions, TrainOutcome};
 use saintflow::GraphStore;
-
-fn planted(dir: &Path) -> PathBuf {
-    let path = dir.join("planted.sf");
-    let spec = KroneckerSpec {
-        scale: 9,
-        degree: 8.0,
-        n_features: 8,
-        n_classes: 4,
-        seed: 7,
-        planted: Some(Planted {
-            homophily: 0.9,
-            separation: 0.3,
-        }),
-        ..KroneckerSpec::default()
-    };
-    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
-    path
-}
 
 fn plan_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml")
@@ -90,7 +73,7 @@ fn steps_of_epoch(records: &[Record], e: usize) -> usize {
 #[test]
 fn steps_cut_the_run_and_checkpoints_stay_at_whole_epochs() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path())).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let plan = plan();
     let whole = run(&store, &plan, &opts());
     let per_epoch = steps_of_epoch(&whole.records, 1);
@@ -163,7 +146,7 @@ fn steps_cut_the_run_and_checkpoints_stay_at_whole_epochs() {
 #[test]
 fn no_eval_runs_no_full_graph_pass_and_trains_the_same() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = GraphStore::open(planted(tmp.path())).unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let plan = plan();
     let with = run(&store, &plan, &opts());
     let without = run(
@@ -196,14 +179,14 @@ fn no_eval_runs_no_full_graph_pass_and_trains_the_same() {
 #[test]
 fn cli_steps_and_no_eval() {
     let tmp = tempfile::tempdir().unwrap();
-    planted(tmp.path());
+    common::planted(tmp.path(), 9);
     let plan = plan_path().display().to_string();
     let o = Command::new(env!("CARGO_BIN_EXE_saintflow"))
         .args([
             "train",
             &plan,
             "--graph",
-            "planted.sf",
+            "planted9.sf",
             "--set",
             "model.hidden=8",
             "--set",
@@ -230,7 +213,7 @@ fn cli_steps_and_no_eval() {
     assert!(err.contains("3 steps in 1 epochs, not evaluated"), "{err}");
     // N = 0 is a usage error.
     let o = Command::new(env!("CARGO_BIN_EXE_saintflow"))
-        .args(["train", &plan, "--graph", "planted.sf", "--steps", "0"])
+        .args(["train", &plan, "--graph", "planted9.sf", "--steps", "0"])
         .current_dir(tmp.path())
         .output()
         .unwrap();

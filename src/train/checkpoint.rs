@@ -162,9 +162,9 @@ pub fn checkpoint_file(arg: &Path) -> PathBuf {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync
-/// of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+/// The directory of `path` and a temporary name beside it (`.NAME.tmp-PID`), where an
+/// atomic write prepares the file it then renames over `path`.
+pub(crate) fn temp_beside(path: &Path) -> (PathBuf, PathBuf) {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -174,6 +174,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    (dir, tmp)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync
+/// of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    let (dir, tmp) = temp_beside(path);
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;

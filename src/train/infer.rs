@@ -263,15 +263,7 @@ impl NpyWriter {
         use std::io::Write;
         let header = npy_header(rows, cols);
         let total = header.len() + rows * cols * 4;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out.npy".into());
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let (dir, tmp) = super::checkpoint::temp_beside(path);
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)

@@ -25,6 +25,26 @@ pub fn small_store(dir: &Path, name: &str, scale: u32, seed: u64) -> PathBuf {
     out
 }
 
+/// A planted graph where structure carries the class (homophily 0.9) and features barely
+/// do (centroids 0.3 noise deviations from the origin).
+pub fn planted(dir: &Path, scale: u32) -> PathBuf {
+    let path = dir.join(format!("planted{scale}.sf"));
+    let spec = KroneckerSpec {
+        scale,
+        degree: 8.0,
+        n_features: 8,
+        n_classes: 4,
+        seed: 7,
+        planted: Some(Planted {
+            homophily: 0.9,
+            separation: 0.3,
+        }),
+        ..KroneckerSpec::default()
+    };
+    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
+    path
+}
+
 /// Overwrites bytes of a file at `offset`.
 pub fn poke(path: &Path, offset: u64, bytes: &[u8]) {
     let mut f = OpenOptions::new().write(true).open(path).unwrap();
