@@ -385,9 +385,21 @@ fn cli_train_json_log_and_embed() {
         "--seed",
         "5",
     ];
-    let mut args = vec!["train", plan.as_str(), "--json", "--checkpoint", "ck"];
+    // Evaluation's kept values in scratch files (`--memory 0`), unlinked at once.
+    let mut args = vec![
+        "train",
+        plan.as_str(),
+        "--json",
+        "--checkpoint",
+        "ck",
+        "--memory",
+        "0",
+        "--scratch-dir",
+        "scratch",
+    ];
     args.extend(common);
     std::fs::create_dir(tmp.path().join("ck")).unwrap();
+    std::fs::create_dir(tmp.path().join("scratch")).unwrap();
     let o = saintflow(&args, tmp.path());
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
@@ -399,6 +411,13 @@ fn cli_train_json_log_and_embed() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(recs[0]["kind"], "run");
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("scratch"))
+            .unwrap()
+            .count(),
+        0,
+        "no scratch file is left behind"
+    );
     assert_eq!(recs[0]["seed"], 5);
     assert_eq!(recs[0]["threads"], 2);
     assert!(recs[0]["effective_plan"]

@@ -12,7 +12,7 @@ use crate::plan::{Plan, PlanError, PlanErrorKind};
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
-use crate::train::{train, Metrics, TrainOptions, TrainOutcome};
+use crate::train::{train, InferOptions, Metrics, TrainOptions, TrainOutcome};
 
 #[derive(Debug, Args)]
 pub(super) struct TrainArgs {
@@ -46,6 +46,14 @@ pub(super) struct TrainArgs {
     /// while training, read-ahead of each drawn subgraph's feature rows): to measure them.
     #[arg(long)]
     no_io_hints: bool,
+    /// Directory for the scratch files of evaluation's full-graph passes (values kept
+    /// between layers beyond `--memory`; unlinked at once) [default: the system's
+    /// temporary directory].
+    #[arg(long, value_name = "DIR")]
+    scratch_dir: Option<PathBuf>,
+    /// Memory for values kept between layers in evaluation, in MiB, before scratch files.
+    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    memory: usize,
     /// Checkpoint file (or directory: `DIR/checkpoint.bin`), written after every epoch.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
@@ -132,6 +140,11 @@ pub(super) fn run(a: TrainArgs, progress: &Progress) -> Result<TrainOutcome> {
             max_steps: a.steps,
             no_eval: a.no_eval,
             no_io_hints: a.no_io_hints,
+            infer: InferOptions {
+                memory_bytes: a.memory << 20,
+                scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+                ..InferOptions::default()
+            },
         };
         train(&store, &plan, runner.as_ref(), &opts, progress)
     })?;

@@ -34,6 +34,7 @@ use crate::sample::{
 use crate::store::gen::hash3;
 use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
+use super::blocked::InferOptions;
 use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
 use super::infer::FullGraph;
 use super::log::{LogSink, Record, StepMs};
@@ -82,6 +83,8 @@ pub struct TrainOptions {
     /// feature rows are asked for (`MADV_WILLNEED`) when it is drawn. Off only to measure
     /// what they do.
     pub no_io_hints: bool,
+    /// How evaluation's row-blocked full-graph passes use memory and scratch disk.
+    pub infer: InferOptions,
 }
 
 /// What a training returns.
@@ -415,7 +418,7 @@ pub fn train(
     let eval = if opts.no_eval {
         None
     } else {
-        Some(FullGraph::new(store, &lowered)?)
+        Some(FullGraph::new(store, &lowered)?.with_options(opts.infer.clone()))
     };
     let every = plan_.eval.every.max(1);
 
