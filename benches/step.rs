@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use saintflow::exec::{Executor, Interpreter, Prefetch, StageTimes, StepRunner};
-use saintflow::ir::{recycle, Bindings, Graph, NodeId, Params, Targets, Tensor};
-use saintflow::op::{GraphSource, OpError, Registry, StoreSource};
+use saintflow::ir::{recycle, Bindings, Graph, NodeId, Params, Tensor};
+use saintflow::op::{GraphSource, Registry, StoreSource, WithSampler};
 use saintflow::plan::{LowerEnv, Plan};
 use saintflow::planner::{plan, PlanOptions};
 use saintflow::progress::Progress;
@@ -25,39 +25,6 @@ use saintflow::sample::{FrontierParams, FrontierSampler, Subgraph};
 use saintflow::store::gen::{generate_kronecker, KroneckerSpec};
 use saintflow::store::{GraphStore, Role};
 use saintflow_ops::optim::Adam;
-
-/// Subgraphs drawn once and served in turn: compute-only steps.
-struct Presampled<'a> {
-    inner: &'a dyn GraphSource,
-    subs: Vec<Subgraph>,
-}
-
-impl GraphSource for Presampled<'_> {
-    fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
-        Ok(self.subs[step as usize % self.subs.len()].clone())
-    }
-    fn n_features(&self) -> usize {
-        self.inner.n_features()
-    }
-    fn n_classes(&self) -> usize {
-        self.inner.n_classes()
-    }
-    fn multilabel(&self) -> bool {
-        self.inner.multilabel()
-    }
-    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
-        self.inner.features(nodes, out)
-    }
-    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
-        self.inner.targets(sub)
-    }
-    fn degree(&self, node: u32) -> usize {
-        self.inner.degree(node)
-    }
-    fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
-        self.inner.aggregator_weights(sub)
-    }
-}
 
 fn store(dir: &Path) -> GraphStore {
     let out = dir.join("kron17.sf");
@@ -394,7 +361,8 @@ fn steps(c: &mut Criterion) {
         "subgraphs: {} nodes, {} entries on average",
         b.nodes, b.entries
     );
-    let pre = Presampled { inner: &src, subs };
+    // Subgraphs drawn once and served in turn: compute-only steps.
+    let pre = WithSampler::new(&src, |step| Ok(subs[step as usize % subs.len()].clone()));
     let mut group = c.benchmark_group("step_graphsage512");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(8));

@@ -2,16 +2,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use common::saintflow;
 
-fn saintflow(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_saintflow"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn text(o: &Output) -> (String, String) {
     (

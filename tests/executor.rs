@@ -15,6 +15,7 @@ use saintflow::ir::{Bindings, Fact, Graph, Kind, NodeId, Params, Tensor, Value};
 use saintflow::op::builtin::{Gemm, Spmm};
 use saintflow::op::{
     Arity, Attrs, Ctx, GraphSource, MatMut, MemorySource, Op, OpError, Registry, StoreSource,
+    WithSampler,
 };
 use saintflow::plan::{LowerEnv, Plan};
 use saintflow::planner::{plan, PlanOptions};
@@ -528,43 +529,6 @@ fn many_steps_in_a_row_free_every_intermediate_on_p_one_thread_rayon_workers() {
     );
 }
 
-/// A source that records which steps were sampled.
-struct Counting<'a> {
-    inner: &'a dyn GraphSource,
-    sampled: Mutex<Vec<u64>>,
-}
-
-impl GraphSource for Counting<'_> {
-    fn sample(&self, step: u64) -> Result<saintflow::sample::Subgraph, saintflow::op::OpError> {
-        self.sampled.lock().unwrap().push(step);
-        self.inner.sample(step)
-    }
-    fn n_features(&self) -> usize {
-        self.inner.n_features()
-    }
-    fn n_classes(&self) -> usize {
-        self.inner.n_classes()
-    }
-    fn multilabel(&self) -> bool {
-        self.inner.multilabel()
-    }
-    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), saintflow::op::OpError> {
-        self.inner.features(nodes, out)
-    }
-    fn targets(
-        &self,
-        sub: &saintflow::sample::Subgraph,
-    ) -> Result<saintflow::ir::Targets, saintflow::op::OpError> {
-        self.inner.targets(sub)
-    }
-    fn degree(&self, node: u32) -> usize {
-        self.inner.degree(node)
-    }
-    fn aggregator_weights(&self, sub: &saintflow::sample::Subgraph) -> Option<Vec<f32>> {
-        self.inner.aggregator_weights(sub)
-    }
-}
-
 /// `scope_until` never samples a step at or past its end (an epoch's last step does not
 /// start the next epoch's subgraphs), and every step asked for is sampled exactly once.
 #[test]
@@ -575,16 +539,18 @@ fn prefetching_stops_at_the_end_of_the_range() {
     let src = frontier_source(&store);
     for threads in [1, 2, 3] {
         let ex = Executor::new(threads);
-        let counting = Counting {
-            inner: &src,
-            sampled: Mutex::new(Vec::new()),
-        };
+        // A source that records which steps were sampled.
+        let sampled = Mutex::new(Vec::new());
+        let counting = WithSampler::new(&src, |step| {
+            sampled.lock().unwrap().push(step);
+            src.sample(step)
+        });
         Prefetch::scope_until(ex.pool(), &counting, 4, 15, |pre| {
             for i in 10..15 {
                 assert_eq!(pre.sample(i).unwrap(), src.sample(i).unwrap(), "step {i}");
             }
         });
-        let mut got = counting.sampled.into_inner().unwrap();
+        let mut got = sampled.into_inner().unwrap();
         got.sort_unstable();
         assert_eq!(got, (10..15).collect::<Vec<_>>(), "{threads} workers");
     }

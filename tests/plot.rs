@@ -3,8 +3,11 @@
 //! absent), `training_panels` extracts exactly the logged series, and bad input (format, log
 //! records) fails with errors naming the place, leaving no file behind.
 
+mod common;
+
+use common::saintflow;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use saintflow::plot::{
     curve_color, image_size, plot, read_log, training_panels, Curve, Panel, PANEL_SIZE,
@@ -614,14 +617,6 @@ fn writes_are_atomic() {
 
 // ---------------------------------------------------------------------------------------
 // The command
-
-fn saintflow(args: &[&str], cwd: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_saintflow"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn plot_command_draws_logs_and_names_bad_lines() {

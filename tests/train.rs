@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::saintflow;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -356,14 +358,6 @@ fn metrics_match_hand_computed_cases_and_the_brute_force_definition() {
             assert!(close(&got, &want), "multi {case}: {got:?} vs {want:?}");
         }
     }
-}
-
-fn saintflow(args: &[&str], cwd: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_saintflow"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap()
 }
 
 #[test]

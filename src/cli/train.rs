@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::error::{Error, Result};
 use crate::exec::{Executor, StepRunner};
-use crate::plan::{Plan, PlanError, PlanErrorKind};
+use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
@@ -90,14 +90,6 @@ pub(super) fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
 
 /// Loads a plan with `--set` overrides (`model.X` → `dims.X`).
 pub(super) fn load_plan(path: &Path, set: &[String]) -> Result<Plan> {
-    let text = std::fs::read_to_string(path).map_err(|e| PlanError {
-        file: path.display().to_string(),
-        line: 0,
-        col: 0,
-        kind: PlanErrorKind::Io,
-        what: format!("cannot read: {e}"),
-        source_line: String::new(),
-    })?;
     let set: Vec<String> = set
         .iter()
         .map(|s| match s.strip_prefix("model.") {
@@ -106,11 +98,7 @@ pub(super) fn load_plan(path: &Path, set: &[String]) -> Result<Plan> {
         })
         .collect();
     let refs: Vec<&str> = set.iter().map(String::as_str).collect();
-    Ok(Plan::parse_with_overrides(
-        &text,
-        &path.display().to_string(),
-        &refs,
-    )?)
+    Ok(Plan::load_with_overrides(path, &refs)?)
 }
 
 /// `accuracy 0.8130  F1-micro 0.8130  F1-macro 0.8021`.

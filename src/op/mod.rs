@@ -52,7 +52,7 @@ use saintflow_ops::KernelError;
 use crate::ir::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, Value};
 
 pub use registry::{Attr, Attrs, Registry};
-pub use source::{GraphSource, MemorySource, StoreSource};
+pub use source::{GraphSource, MemorySource, StoreSource, WithSampler};
 
 /// Errors of ops: bad arguments (caught when the plan is loaded) and failures while a step
 /// runs (a kernel, the data source).

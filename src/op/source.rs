@@ -29,6 +29,54 @@ pub trait GraphSource: Sync {
     fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>>;
 }
 
+/// `inner`'s graph with its subgraphs taken from `sample` instead: a source that only
+/// changes where subgraphs come from (pre-sampled ones, counted or logged ones) and
+/// forwards everything else.
+pub struct WithSampler<'a, F> {
+    inner: &'a dyn GraphSource,
+    sample: F,
+}
+
+impl<'a, F> WithSampler<'a, F>
+where
+    F: Fn(u64) -> Result<Subgraph, OpError> + Sync,
+{
+    /// Serves `inner`'s data with subgraph `step` from `sample(step)`.
+    pub fn new(inner: &'a dyn GraphSource, sample: F) -> WithSampler<'a, F> {
+        WithSampler { inner, sample }
+    }
+}
+
+impl<F> GraphSource for WithSampler<'_, F>
+where
+    F: Fn(u64) -> Result<Subgraph, OpError> + Sync,
+{
+    fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
+        (self.sample)(step)
+    }
+    fn n_features(&self) -> usize {
+        self.inner.n_features()
+    }
+    fn n_classes(&self) -> usize {
+        self.inner.n_classes()
+    }
+    fn multilabel(&self) -> bool {
+        self.inner.multilabel()
+    }
+    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+        self.inner.features(nodes, out)
+    }
+    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
+        self.inner.targets(sub)
+    }
+    fn degree(&self, node: u32) -> usize {
+        self.inner.degree(node)
+    }
+    fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
+        self.inner.aggregator_weights(sub)
+    }
+}
+
 /// A store sampled by a sampler: the training path.
 pub struct StoreSource<'g> {
     store: &'g GraphStore,

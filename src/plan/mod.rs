@@ -188,6 +188,15 @@ impl Plan {
 
     /// Reads and parses the plan file at `path`.
     pub fn load(path: impl AsRef<Path>) -> Result<Plan, PlanError> {
+        Plan::load_with_overrides(path, &[])
+    }
+
+    /// Reads the plan file at `path` and parses it with `overrides` (as
+    /// [`Plan::parse_with_overrides`]).
+    pub fn load_with_overrides(
+        path: impl AsRef<Path>,
+        overrides: &[&str],
+    ) -> Result<Plan, PlanError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| PlanError {
             file: path.display().to_string(),
@@ -197,7 +206,7 @@ impl Plan {
             what: format!("cannot read: {e}"),
             source_line: String::new(),
         })?;
-        Plan::parse(&text, &path.display().to_string())
+        Plan::parse_with_overrides(&text, &path.display().to_string(), overrides)
     }
 
     /// Parses a plan after applying `overrides`, each `key.path=value` with a TOML value

@@ -196,13 +196,8 @@ impl BlockedPlan {
         })
     }
 
-    /// Levels (passes over the rows).
-    pub fn levels(&self) -> usize {
-        self.levels
-    }
-
     /// Values kept between levels: `(node, columns)`.
-    pub fn kept(&self, graph: &Graph) -> Vec<(NodeId, usize)> {
+    fn kept(&self, graph: &Graph) -> Vec<(NodeId, usize)> {
         self.kept.iter().map(|&id| (id, width(graph, id))).collect()
     }
 }
@@ -470,10 +465,11 @@ pub fn run_blocked(
     }
 
     // Kept matrices: in memory or in scratch files.
-    let kept_bytes: usize = plan.kept(graph).iter().map(|&(_, c)| 4 * n * c).sum();
+    let widths = plan.kept(graph);
+    let kept_bytes: usize = widths.iter().map(|&(_, c)| 4 * n * c).sum();
     let on_disk = kept_bytes > opts.memory_bytes;
     let mut kept: HashMap<NodeId, Kept> = HashMap::new();
-    for (k, (id, cols)) in plan.kept(graph).into_iter().enumerate() {
+    for (k, (id, cols)) in widths.into_iter().enumerate() {
         let file = on_disk.then(|| {
             opts.scratch_dir
                 .join(format!(".saintflow-infer-{}-{k}", std::process::id()))

@@ -45,6 +45,15 @@ pub fn planted(dir: &Path, scale: u32) -> PathBuf {
     path
 }
 
+/// Runs the `saintflow` binary with `args` in `cwd`.
+pub fn saintflow(args: &[&str], cwd: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
 /// Overwrites bytes of a file at `offset`.
 pub fn poke(path: &Path, offset: u64, bytes: &[u8]) {
     let mut f = OpenOptions::new().write(true).open(path).unwrap();
