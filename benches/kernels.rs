@@ -1,9 +1,11 @@
 //! Kernel benchmarks (issue: kernels). GEMM at the issue's shapes through `gemm` (and
 //! `matrixmultiply` on one thread, the alternative measured), 1 and 2 threads, in FLOP/s;
 //! SpMM on real frontier subgraphs (scale-17 degree-16 Kronecker, m=1000 n=8000) at
-//! f = 512 and 1024, partitioned vs unpartitioned, 1 and 2 threads, against the bytes-moved
-//! bound over a STREAM-style triad measured in the same run. The view path (a product
-//! written into, or read from, a column block of a wider matrix) beside the contiguous one.
+//! f = 512 and 1024, partitioned vs unpartitioned, packed vs in place, 1 and 2 threads,
+//! against the bytes-moved bound over a STREAM-style triad measured in the same run, with
+//! the roofline's other sides (the same loop with X's panel in L1, and in L2). The view
+//! path (a product written into, or read from, a column block of a wider matrix) beside
+//! the contiguous one.
 //!
 //! Run: `cargo bench --bench kernels`.
 
@@ -17,7 +19,9 @@ use saintflow::sample::{sample_subgraph, FrontierParams, FrontierSampler};
 use saintflow::store::gen::{generate_kronecker, KroneckerSpec};
 use saintflow::store::GraphStore;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, gemm_view, Trans};
-use saintflow_ops::spmm::{spmm, spmm_blocked, spmm_view, CsrRef};
+use saintflow_ops::spmm::{
+    block_width, spmm, spmm_blocked, spmm_view, spmm_view_with, CsrRef, Gather,
+};
 use saintflow_ops::{MatMut, MatRef};
 
 fn pool(threads: usize) -> rayon::ThreadPool {
@@ -31,6 +35,27 @@ fn fill(n: usize) -> Vec<f32> {
     (0..n)
         .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
         .collect()
+}
+
+/// `len` floats starting on a cache line (a `Vec` of floats is only 16-byte aligned).
+struct Aligned {
+    buf: Vec<f32>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let buf = vec![0f32; len + 16];
+        let start = buf.as_ptr().align_offset(64);
+        Aligned { buf, start, len }
+    }
+    fn get(&self) -> &[f32] {
+        &self.buf[self.start..self.start + self.len]
+    }
+    fn get_mut(&mut self) -> &mut [f32] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
 }
 
 fn gemm_bench(c: &mut Criterion) {
@@ -225,6 +250,7 @@ fn spmm_bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(2 * (nnz * f) as u64));
         for threads in [1, 2] {
             let p = pool(threads);
+            let w_default = block_width(n, f, threads);
             g.bench_with_input(
                 BenchmarkId::new(format!("partitioned/f{f}"), threads),
                 &threads,
@@ -235,38 +261,80 @@ fn spmm_bench(c: &mut Criterion) {
                 &threads,
                 |b, _| b.iter(|| p.install(|| spmm_blocked(a, &x, f, &mut out, f)).unwrap()),
             );
-            // Rows padded by one cache line (row stride f + 16): rows 2 or 4 KiB apart put
-            // the same panel of every X row in the same L1 sets (see BENCHMARKS.md).
-            let x_pad = fill(n * (f + 16));
-            let mut out_pad = vec![0f32; n * (f + 16)];
+            // The old way of reading X: in place from the contiguous layout (rows 2 or
+            // 4 KiB apart, 16-byte aligned), against `partitioned`, which packs.
             g.bench_with_input(
-                BenchmarkId::new(format!("padded_rows_{}/f{f}", f + 16), threads),
+                BenchmarkId::new(format!("in_place/f{f}"), threads),
                 &threads,
                 |b, _| {
                     b.iter(|| {
-                        let xv = MatRef::new(&x_pad, n, f, f + 16).unwrap();
-                        let ov = MatMut::new(&mut out_pad, n, f, f + 16).unwrap();
+                        let xv = MatRef::row_major(&x, n, f).unwrap();
+                        let ov = MatMut::row_major(&mut out, n, f).unwrap();
+                        p.install(|| spmm_view_with(a, xv, ov, w_default, Gather::InPlace))
+                            .unwrap()
+                    })
+                },
+            );
+            // A good layout: rows padded by one cache line (stride f + 16), 64-byte
+            // aligned (`Auto` still packs: cheaper gathers, fewer TLB misses).
+            let mut x_pad = Aligned::new(n * (f + 16));
+            x_pad.get_mut().copy_from_slice(&fill(n * (f + 16)));
+            let mut out_pad = Aligned::new(n * (f + 16));
+            g.bench_with_input(
+                BenchmarkId::new(format!("padded_aligned_{}/f{f}", f + 16), threads),
+                &threads,
+                |b, _| {
+                    b.iter(|| {
+                        let xv = MatRef::new(x_pad.get(), n, f, f + 16).unwrap();
+                        let ov = MatMut::new(out_pad.get_mut(), n, f, f + 16).unwrap();
                         p.install(|| spmm_view(a, xv, ov)).unwrap()
                     })
                 },
             );
-            // The compute side of the roofline: the same offsets and values, but entry k
-            // reads X row k mod 32, so every gathered panel is in L1 (32 rows · 256 B).
-            // Same flops and index traffic as the real pattern, no gather misses: what the
-            // loop costs when memory costs nothing.
-            let l1: Vec<u32> = (0..nnz).map(|k| (k % 32.min(n)) as u32).collect();
-            let a_l1 = CsrRef { indices: &l1, ..a };
             g.bench_with_input(
-                BenchmarkId::new(format!("l1_resident_x_padded_{}/f{f}", f + 16), threads),
+                BenchmarkId::new(format!("padded_aligned_{}_in_place/f{f}", f + 16), threads),
                 &threads,
                 |b, _| {
                     b.iter(|| {
-                        let xv = MatRef::new(&x_pad, n, f, f + 16).unwrap();
-                        let ov = MatMut::new(&mut out_pad, n, f, f + 16).unwrap();
-                        p.install(|| spmm_view(a_l1, xv, ov)).unwrap()
+                        let xv = MatRef::new(x_pad.get(), n, f, f + 16).unwrap();
+                        let ov = MatMut::new(out_pad.get_mut(), n, f, f + 16).unwrap();
+                        p.install(|| spmm_view_with(a, xv, ov, w_default, Gather::InPlace))
+                            .unwrap()
                     })
                 },
             );
+            // The roofline's other sides, through the shipped (packed) path: the same
+            // offsets and values, but entry k reads one of only R rows of X (A has R
+            // columns, so only those R rows are packed). R = 32: every gathered panel is
+            // in L1 (32 · 256 B), what the loop costs when memory costs nothing. R = 2048
+            // (rows drawn at random): a pass's panels (512 KiB) stay in L2 but mostly miss
+            // L1, what the gathers cost when none goes past L2.
+            for (name, r) in [("l1_resident_x", 32usize), ("l2_resident_x", 2048)] {
+                let r = r.min(n);
+                let idx: Vec<u32> = (0..nnz as u64)
+                    .map(|k| match r {
+                        32 => (k % 32) as u32,
+                        _ => ((k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % r as u64) as u32,
+                    })
+                    .collect();
+                let a_r = CsrRef {
+                    indices: &idx,
+                    n_cols: r,
+                    ..a
+                };
+                g.bench_with_input(
+                    BenchmarkId::new(format!("{name}/f{f}"), threads),
+                    &threads,
+                    |b, _| {
+                        b.iter(|| {
+                            let xv = MatRef::row_major(&x[..r * f], r, f).unwrap();
+                            let ov = MatMut::row_major(&mut out, n, f).unwrap();
+                            p.install(|| spmm_view_with(a_r, xv, ov, w_default, Gather::Packed))
+                                .unwrap()
+                        })
+                    },
+                );
+            }
             if f == 512 {
                 // The view path: X and out are columns 512..1024 of n×W buffers, W = 1024
                 // (rows 4 KiB apart) and W = 1040 (rows 4 KiB + 64 B apart).

@@ -13,11 +13,17 @@
 //! same time are Q_f/p apart (never adjacent when Q_f ≥ 2p). Cost: 2·nnz·f flops; bytes
 //! ≈ nnz·(4 + 4)·Q_f (indices and values once per block) + n_x·f·4 + n·f·4.
 //!
-//! Row stride: with rows of X a multiple of 2 KiB apart (f = 512 or 1024, contiguous), the
-//! same panel of every gathered X row maps to the same few L1 sets, and the prefetched
-//! panels evict each other. Rows padded by one cache line (row stride f + 16, through
-//! [`spmm_view`]) measured 1.6× faster at f = 512 and 2.1× at f = 1024 on one thread
-//! (BENCHMARKS.md, "SpMM row stride"): whoever allocates X should pad it.
+//! Inside a block, columns go in panels of up to 64 ([`PANEL`]): for each row, the panel's
+//! accumulators stay in registers while the row's entries are gathered, one fused
+//! multiply-add per vector and entry, in CSR order. That order is the kernel's definition
+//! (`panel_plain`), so every vector width, partition, stride and [`Gather`] choice gives
+//! the same result bit for bit.
+//!
+//! Row layout: X rows a multiple of 512 B apart (any f = 128·k, contiguous) put the same
+//! panel of every row in the same few L1 sets; rows that do not start on a cache line
+//! split every vector load; thousands of rows each a TLB miss. When X has few enough rows,
+//! each panel is therefore first copied into a contiguous, aligned buffer ([`Gather`]:
+//! 2.4× at f = 512 and 2.8× at f = 1024 on one thread against reading in place).
 //!
 //! The backward of out = A·X is ∇X = Aᵀ·∇out: call this with the transposed data array of
 //! a symmetric pattern (the samplers' Algorithm-6 permutation); no general transpose.
@@ -64,7 +70,10 @@ impl CsrRef<'_> {
     }
 }
 
-/// Columns of one register panel: 4 × 16 floats (see `block`).
+/// Columns of one register panel: 4 AVX-512 vectors (8 AVX2 ones), whose accumulators
+/// stay in registers for a whole row. Measured (BENCHMARKS.md): 32- and 48-column panels
+/// are slower (more passes over the index stream), and so are 128-column ones (twice the
+/// panel a pass keeps in L2).
 pub const PANEL: usize = 4 * CACHE_LINE_F32;
 
 /// Checks CSR row offsets: n+1 ≥ 1 entries, monotone, from 0 to `nnz`.
@@ -118,7 +127,7 @@ pub fn spmm_blocked(
     check_len("spmm", "out", a.n_rows() * f, out.len())?;
     let x = MatRef::row_major(x, a.n_cols, f)?;
     let out = MatMut::row_major(out, a.n_rows(), f)?;
-    run("spmm", a, x, out, width)
+    run("spmm", a, x, out, width, Gather::Auto)
 }
 
 /// out = A·X with the default partition, X and out strided views (either may be a column
@@ -137,8 +146,20 @@ pub fn spmm_view_blocked(
     out: MatMut<'_>,
     width: usize,
 ) -> Result<(), KernelError> {
+    spmm_view_with(a, x, out, width, Gather::Auto)
+}
+
+/// [`spmm_view_blocked`] with the way X's panels are read chosen by the caller (see
+/// [`Gather`]; every choice gives the same result, bit for bit).
+pub fn spmm_view_with(
+    a: CsrRef<'_>,
+    x: MatRef<'_>,
+    out: MatMut<'_>,
+    width: usize,
+    gather: Gather,
+) -> Result<(), KernelError> {
     a.validate("spmm_view")?;
-    run("spmm_view", a, x, out, width)
+    run("spmm_view", a, x, out, width, gather)
 }
 
 /// The one code path: shapes checked against the validated CSR, then lanes of blocks.
@@ -148,6 +169,7 @@ fn run(
     x: MatRef<'_>,
     mut out: MatMut<'_>,
     width: usize,
+    gather: Gather,
 ) -> Result<(), KernelError> {
     check_len(kernel, "rows of X (columns of A)", a.n_cols, x.n_rows())?;
     check_len(kernel, "rows of out (rows of A)", a.n_rows(), out.n_rows())?;
@@ -168,18 +190,24 @@ fn run(
         ptr: out.as_mut_ptr(),
         row_stride: out.row_stride(),
     };
-    let kernel = select_kernel();
+    let how = How::choose(gather, a, x);
     (0..lanes).into_par_iter().for_each(|lane| {
         let out = &out;
+        let mut pack = PackBuffer::take(how.packed);
         for b in lane * q / lanes..(lane + 1) * q / lanes {
-            let c0 = b * w;
-            let c1 = (c0 + w).min(f);
-            // SAFETY: block b covers columns c0..c1 of every row of out; blocks are disjoint
-            // and each is computed by exactly one lane, so no element of out is written by
-            // two tasks, and out (a unique borrow) outlives the parallel loop. Shapes were
-            // checked above against the validated CSR, so every access is in bounds.
-            unsafe { kernel(a, x, c0, c1, out) };
+            let c1 = ((b + 1) * w).min(f);
+            let mut c = b * w;
+            while c < c1 {
+                let cols = (c1 - c).min(PANEL);
+                // SAFETY: columns c..c + cols of every row of out belong to block b, which
+                // only this lane computes (blocks are disjoint), and out (a unique borrow)
+                // outlives the parallel loop. Shapes were checked above against the
+                // validated CSR, so every X row named by an index exists.
+                unsafe { panel(a, x, c, cols, out, how, &mut pack) };
+                c += cols;
+            }
         }
+        pack.give_back();
     });
     Ok(())
 }
@@ -193,151 +221,637 @@ struct Out {
 // SAFETY: lanes write disjoint column blocks (see `run`).
 unsafe impl Sync for Out {}
 
-type BlockKernel = unsafe fn(CsrRef<'_>, MatRef<'_>, usize, usize, &Out);
+/// How the panels of X are read.
+///
+/// Every gathered X row contributes one panel, 64 floats = 4 cache lines. Read in place,
+/// a matrix whose rows are a multiple of 512 B apart (any f = 128·k, contiguous) puts the
+/// panels of all rows in a few L1 sets, where they evict each other; a row start that is
+/// not 64-byte aligned splits each vector load over two lines; and thousands of rows
+/// 2–4 KiB apart make each gather a TLB miss as well. Copying the panel first into a
+/// contiguous, aligned buffer (n_x × 64 floats, one sequential pass) removes all three.
+/// Measured on the frontier subgraph of the kernel bench (BENCHMARKS.md, "SpMM: fused
+/// multiply-adds and packed X panels"): 2.4× faster than in place at f = 512 and 2.8× at f = 1024 on one thread for
+/// contiguous X, and still 1.09× / 1.37× faster for X already padded to a stride of f + 16
+/// and aligned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Gather {
+    /// Packed when packing is cheap: X has at most as many rows as A has entries (each
+    /// copied row is gathered once or more on average), and a packed panel takes at most
+    /// [`PACK_MAX_BYTES`]. In place otherwise, e.g. in full-graph inference, whose X is
+    /// the whole graph and whose block of A touches few of its rows.
+    #[default]
+    Auto,
+    /// Always straight from X.
+    InPlace,
+    /// Always through the thread's packing buffer (if the CPU has AVX2 or AVX-512;
+    /// otherwise in place).
+    Packed,
+}
 
-/// Picks the widest vector width the CPU has, once per call (the check is a cached load).
-fn select_kernel() -> BlockKernel {
+/// The largest packed panel, in bytes (16 MiB: X of up to 65 536 rows). Each thread that
+/// has packed keeps its buffer, so this is also the most a thread holds between calls.
+pub const PACK_MAX_BYTES: usize = 16 << 20;
+
+/// What one call does for every panel: the vector unit, packing, prefetching.
+#[derive(Clone, Copy, Debug)]
+struct How {
+    isa: Isa,
+    packed: bool,
+    /// Prefetch X panels ahead (in place from a layout whose gathers miss, see [`Gather`]).
+    prefetch: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    Plain,
     #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx512f") {
-            return block_avx512;
-        }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            return block_avx2;
-        }
-    }
-    block_plain
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
-/// Rows × columns c0..c1 of out. Unsafe: out must hold n_rows rows of X's width that no
-/// one else touches in columns c0..c1, and the shapes must have been checked.
-///
-/// Columns go in panels of up to 4 × 16 floats whose accumulators live in registers for a
-/// whole row (16 floats = one AVX-512 vector, two AVX2 ones); a runtime-length inner loop
-/// would pay its setup and an accumulator load/store per entry. Measured: 8-chunk panels
-/// spill (w = 128: 56 ms vs 11.6 ms at w = 64, BENCHMARKS.md). Strides change nothing here:
-/// a panel reads 16·C consecutive floats of one X row and writes as many of one out row.
-#[inline(always)]
-unsafe fn block(a: CsrRef<'_>, x: MatRef<'_>, c0: usize, c1: usize, out: &Out) {
-    let mut c = c0;
-    while c1 - c >= PANEL {
-        unsafe { panel::<4>(a, x, c, out) };
-        c += PANEL;
-    }
-    for chunks in [2usize, 1] {
-        if c1 - c >= 16 * chunks {
-            match chunks {
-                2 => unsafe { panel::<2>(a, x, c, out) },
-                _ => unsafe { panel::<1>(a, x, c, out) },
-            }
-            c += 16 * chunks;
+impl How {
+    fn choose(gather: Gather, a: CsrRef<'_>, x: MatRef<'_>) -> How {
+        let isa = Isa::detect();
+        let stride_bytes = x.row_stride() * 4;
+        let good_layout = x.n_rows() <= 1
+            || (x.as_ptr() as usize).is_multiple_of(64)
+                && stride_bytes.is_multiple_of(64)
+                && !stride_bytes.is_multiple_of(512);
+        let cheap = a.n_cols <= a.indices.len() && a.n_cols * PANEL * 4 <= PACK_MAX_BYTES;
+        let packed = isa != Isa::Plain
+            && match gather {
+                Gather::Auto => cheap,
+                Gather::InPlace => false,
+                Gather::Packed => true,
+            };
+        How {
+            isa,
+            packed,
+            prefetch: !packed && !good_layout,
         }
-    }
-    if c < c1 {
-        unsafe { tail(a, x, c, c1, out) };
     }
 }
 
-/// Columns c..c + 16·C for every row, accumulators in registers.
-///
-/// Tried (third slice, BENCHMARKS.md): two accumulator sets (entries alternating, halving
-/// the add chain) with fused multiply-adds: no difference measurable under the shared
-/// machine's load, also with X in L1, so the simpler loop stays.
-#[inline(always)]
-unsafe fn panel<const C: usize>(a: CsrRef<'_>, x: MatRef<'_>, c: usize, out: &Out) {
-    for i in 0..a.n_rows() {
-        let mut acc = [[0f32; 16]; C];
-        let (lo, hi) = (a.offsets[i] as usize, a.offsets[i + 1] as usize);
-        for k in lo..hi {
-            // The X rows are gathered at random: fetch the panel of the entry PREFETCH
-            // ahead (across row boundaries) while this one computes.
-            if let Some(&jn) = a.indices.get(k + PREFETCH) {
-                prefetch(x, jn as usize, c, C);
+impl Isa {
+    /// The widest vector unit the CPU has (the check is a cached load).
+    fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
             }
-            let j = a.indices[k] as usize;
-            let v = a.values.map_or(1.0, |vals| vals[k]);
-            // SAFETY: j < n_cols of A = rows of X (validated and checked by the caller),
-            // and columns c..c + 16·C lie within X's width (caller's contract).
-            let xr = unsafe { &*x.row_unchecked(j).as_ptr().add(c).cast::<[[f32; 16]; C]>() };
-            for (acc, xs) in acc.iter_mut().zip(xr) {
-                for l in 0..16 {
-                    acc[l] += v * xs[l];
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Plain
+    }
+}
+
+/// A lane's packing buffer: the thread's kept buffer while the lane runs.
+struct PackBuffer {
+    buf: Vec<f32>,
+}
+
+thread_local! {
+    static PACK: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl PackBuffer {
+    fn take(packed: bool) -> PackBuffer {
+        PackBuffer {
+            buf: if packed { PACK.take() } else { Vec::new() },
+        }
+    }
+
+    /// A 64-byte aligned region of `len` floats (grown when needed, never shrunk below
+    /// what the thread used before).
+    fn region(&mut self, len: usize) -> *mut f32 {
+        let need = len + CACHE_LINE_F32;
+        if self.buf.len() < need {
+            self.buf = vec![0.0; need];
+        }
+        let skip = self.buf.as_ptr().align_offset(CACHE_LINE_F32 * 4);
+        self.buf[skip..].as_mut_ptr()
+    }
+
+    fn give_back(self) {
+        if self.buf.capacity() > 0 {
+            PACK.set(self.buf);
+        }
+    }
+}
+
+/// Columns c..c + cols (cols ≤ [`PANEL`]) of every row of out. Unsafe: out must hold
+/// n_rows rows of X's width that no one else touches in those columns, and the shapes
+/// must have been checked against the validated CSR.
+unsafe fn panel(
+    a: CsrRef<'_>,
+    x: MatRef<'_>,
+    c: usize,
+    cols: usize,
+    out: &Out,
+    how: How,
+    pack: &mut PackBuffer,
+) {
+    let rows = Rows::of(a);
+    let dst = Strided {
+        ptr: out.ptr.wrapping_add(c),
+        stride: out.row_stride,
+    };
+    let mut src = |lanes: usize| {
+        if how.packed {
+            let width = cols.div_ceil(lanes) * lanes;
+            let buf = pack.region(a.n_cols * width);
+            for j in 0..a.n_cols {
+                // SAFETY: j < rows of X and c + cols ≤ its width (caller's contract); the
+                // region holds n_cols rows of `width ≥ cols` floats.
+                unsafe {
+                    let from = x.row_unchecked(j).as_ptr().add(c);
+                    let to = buf.add(j * width);
+                    std::ptr::copy_nonoverlapping(from, to, cols);
+                    std::ptr::write_bytes(to.add(cols), 0, width - cols);
+                }
+            }
+            Strided {
+                ptr: buf,
+                stride: width,
+            }
+        } else {
+            Strided {
+                ptr: x.as_ptr().wrapping_add(c).cast_mut(),
+                stride: x.row_stride(),
+            }
+        }
+    };
+    // SAFETY (all arms): the CPU has the feature each arm's function is compiled for
+    // (`Isa::detect`); every source row j < n_cols has `stride`-spaced floats from
+    // `src.ptr`, of which the first `cols` (all of the packed, zero-padded width) may be
+    // read; every out row i < n_rows has `cols` floats from `dst.ptr` that only we write.
+    match how.isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { x86::panel_avx512(rows, src(16), dst, cols, how) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::panel_avx2(rows, src(8), dst, cols, how) },
+        Isa::Plain => unsafe { panel_plain(rows, src(1), dst, cols) },
+    }
+}
+
+/// The CSR as raw parts for the inner loops (validated by the caller).
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    offsets: &'a [u32],
+    indices: &'a [u32],
+    /// The edge values, or one 1.0 read for every entry (`value_step` 0).
+    values: *const f32,
+    value_step: usize,
+}
+
+static ONE: f32 = 1.0;
+
+impl Rows<'_> {
+    fn of(a: CsrRef<'_>) -> Rows<'_> {
+        match a.values {
+            Some(v) => Rows {
+                offsets: a.offsets,
+                indices: a.indices,
+                values: v.as_ptr(),
+                value_step: 1,
+            },
+            None => Rows {
+                offsets: a.offsets,
+                indices: a.indices,
+                values: &ONE,
+                value_step: 0,
+            },
+        }
+    }
+}
+
+/// Row i of a panel starts at `ptr + i·stride`.
+#[derive(Clone, Copy)]
+struct Strided {
+    ptr: *mut f32,
+    stride: usize,
+}
+
+/// Entries ahead whose X panel is prefetched when reading in place from a slow layout:
+/// about an L3 latency (≈ 50 ns) of work at a few ns per entry.
+const PREFETCH: usize = 12;
+
+/// The order every path computes in, and what the vector paths must equal bit for bit:
+/// out[i][c] = fma(v_k, x[j_k][c], … fma(v_0, x[j_0][c], 0)), over row i's entries in
+/// CSR order, one rounding per entry. No vector unit (or a CPU without AVX2): one column
+/// at a time (`mul_add` is exact on every target, in hardware where it has FMA).
+unsafe fn panel_plain(rows: Rows<'_>, src: Strided, dst: Strided, cols: usize) {
+    let mut acc = [0f32; PANEL];
+    let acc = &mut acc[..cols];
+    for i in 0..rows.offsets.len() - 1 {
+        acc.fill(0.0);
+        for k in rows.offsets[i] as usize..rows.offsets[i + 1] as usize {
+            let j = rows.indices[k] as usize;
+            // SAFETY: value k exists (or the one 1.0 with step 0); row j of the source
+            // has `cols` readable floats (caller's contract).
+            let (v, xr) = unsafe {
+                (
+                    *rows.values.add(k * rows.value_step),
+                    std::slice::from_raw_parts(src.ptr.add(j * src.stride), cols),
+                )
+            };
+            for (o, &xv) in acc.iter_mut().zip(xr) {
+                *o = v.mul_add(xv, *o);
+            }
+        }
+        // SAFETY: row i of out has `cols` floats only we write (caller's contract).
+        unsafe { std::slice::from_raw_parts_mut(dst.ptr.add(i * dst.stride), cols) }
+            .copy_from_slice(acc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The vector paths: a panel's accumulators live in registers for a whole row (up to
+    //! 4 AVX-512 or 8 AVX2 vectors), each entry one fused multiply-add per vector.
+    //! Generic over [`Vector`]; each entry point is compiled for its feature and
+    //! everything below it is inlined into it.
+
+    use std::arch::x86_64::*;
+
+    use super::{How, Rows, Strided, PANEL, PREFETCH};
+
+    /// One register of floats and what the row loop does with it.
+    pub(super) trait Vector: Copy {
+        const LANES: usize;
+        type Mask: Copy;
+        /// The first `n` lanes (1 ≤ n ≤ LANES).
+        unsafe fn mask(n: usize) -> Self::Mask;
+        unsafe fn zero() -> Self;
+        unsafe fn splat(v: f32) -> Self;
+        unsafe fn load(p: *const f32) -> Self;
+        /// Reads only the masked lanes (no access to the others); zeros elsewhere.
+        unsafe fn load_masked(p: *const f32, m: Self::Mask) -> Self;
+        unsafe fn store(self, p: *mut f32);
+        unsafe fn store_masked(self, p: *mut f32, m: Self::Mask);
+        /// v·x + self, rounded once.
+        unsafe fn fma(self, v: Self, x: Self) -> Self;
+    }
+
+    impl Vector for __m512 {
+        const LANES: usize = 16;
+        type Mask = __mmask16;
+        #[inline(always)]
+        unsafe fn mask(n: usize) -> __mmask16 {
+            (((1u32 << n) - 1) & 0xffff) as __mmask16
+        }
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            _mm512_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            _mm512_set1_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            unsafe { _mm512_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn load_masked(p: *const f32, m: __mmask16) -> Self {
+            unsafe { _mm512_maskz_loadu_ps(m, p) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm512_storeu_ps(p, self) }
+        }
+        #[inline(always)]
+        unsafe fn store_masked(self, p: *mut f32, m: __mmask16) {
+            unsafe { _mm512_mask_storeu_ps(p, m, self) }
+        }
+        #[inline(always)]
+        unsafe fn fma(self, v: Self, x: Self) -> Self {
+            _mm512_fmadd_ps(v, x, self)
+        }
+    }
+
+    impl Vector for __m256 {
+        const LANES: usize = 8;
+        type Mask = __m256i;
+        #[inline(always)]
+        unsafe fn mask(n: usize) -> __m256i {
+            let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lane)
+        }
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            _mm256_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            _mm256_set1_ps(v)
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn load_masked(p: *const f32, m: __m256i) -> Self {
+            unsafe { _mm256_maskload_ps(p, m) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm256_storeu_ps(p, self) }
+        }
+        #[inline(always)]
+        unsafe fn store_masked(self, p: *mut f32, m: __m256i) {
+            unsafe { _mm256_maskstore_ps(p, m, self) }
+        }
+        #[inline(always)]
+        unsafe fn fma(self, v: Self, x: Self) -> Self {
+            _mm256_fmadd_ps(v, x, self)
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn panel_avx512(
+        rows: Rows<'_>,
+        src: Strided,
+        dst: Strided,
+        cols: usize,
+        how: How,
+    ) {
+        // SAFETY: forwarded contract (see `super::panel`).
+        unsafe { dispatch::<__m512>(rows, src, dst, cols, how) }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn panel_avx2(
+        rows: Rows<'_>,
+        src: Strided,
+        dst: Strided,
+        cols: usize,
+        how: How,
+    ) {
+        // SAFETY: forwarded contract (see `super::panel`).
+        unsafe { dispatch::<__m256>(rows, src, dst, cols, how) }
+    }
+
+    /// The row loop for this panel's vector count, with masked loads only when the source
+    /// is read in place and its last vector is partial.
+    #[inline(always)]
+    unsafe fn dispatch<V: Vector>(
+        rows: Rows<'_>,
+        src: Strided,
+        dst: Strided,
+        cols: usize,
+        how: How,
+    ) {
+        let vectors = cols.div_ceil(V::LANES);
+        let last = cols - (vectors - 1) * V::LANES;
+        let partial = !how.packed && last < V::LANES;
+        macro_rules! go {
+            ($($c:literal)*) => {
+                match vectors {
+                    $($c => match (partial, how.prefetch) {
+                        (false, false) => row_loop::<V, $c, false, false>(rows, src, dst, last),
+                        (true, false) => row_loop::<V, $c, true, false>(rows, src, dst, last),
+                        (false, true) => row_loop::<V, $c, false, true>(rows, src, dst, last),
+                        (true, true) => row_loop::<V, $c, true, true>(rows, src, dst, last),
+                    },)*
+                    _ => unreachable!("a panel is at most {PANEL} columns"),
+                }
+            };
+        }
+        // SAFETY: forwarded contract; `vectors` covers `cols`, the last one `last` lanes.
+        unsafe {
+            if V::LANES == 16 {
+                go!(1 2 3 4)
+            } else {
+                go!(1 2 3 4 5 6 7 8)
+            }
+        }
+    }
+
+    /// Every row of the panel: C vectors of accumulators for a whole row, one fused
+    /// multiply-add per vector and entry, in CSR order (the order of `panel_plain`).
+    #[inline(always)]
+    unsafe fn row_loop<V: Vector, const C: usize, const PARTIAL: bool, const PF: bool>(
+        rows: Rows<'_>,
+        src: Strided,
+        dst: Strided,
+        last: usize,
+    ) {
+        // SAFETY: the caller's contract (see `super::panel`): offsets are validated and
+        // monotone, indices name source rows, the last vector of a source row is read
+        // masked when it is partial, and out rows are ours.
+        unsafe {
+            let m = V::mask(last);
+            let nnz = rows.indices.len();
+            for i in 0..rows.offsets.len() - 1 {
+                let mut acc = [V::zero(); C];
+                let lo = *rows.offsets.get_unchecked(i) as usize;
+                let hi = *rows.offsets.get_unchecked(i + 1) as usize;
+                for k in lo..hi {
+                    if PF && k + PREFETCH < nnz {
+                        let jn = *rows.indices.get_unchecked(k + PREFETCH) as usize;
+                        let p = src.ptr.wrapping_add(jn * src.stride) as *const i8;
+                        for l in 0..C * V::LANES / 16 {
+                            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64 * l));
+                        }
+                    }
+                    let j = *rows.indices.get_unchecked(k) as usize;
+                    let v = V::splat(*rows.values.add(k * rows.value_step));
+                    let xr = src.ptr.add(j * src.stride);
+                    for (ch, acc) in acc.iter_mut().enumerate() {
+                        let xv = if PARTIAL && ch == C - 1 {
+                            V::load_masked(xr.add(ch * V::LANES), m)
+                        } else {
+                            V::load(xr.add(ch * V::LANES))
+                        };
+                        *acc = acc.fma(v, xv);
+                    }
+                }
+                let o = dst.ptr.add(i * dst.stride);
+                for (ch, acc) in acc.iter().enumerate() {
+                    if ch == C - 1 && last < V::LANES {
+                        acc.store_masked(o.add(ch * V::LANES), m);
+                    } else {
+                        acc.store(o.add(ch * V::LANES));
+                    }
                 }
             }
         }
-        // SAFETY: row i's columns c..c+16C lie inside this block (caller's contract).
-        let dst = unsafe { out_row(out, i, c, 16 * C) };
-        for (ch, acc) in acc.iter().enumerate() {
-            dst[ch * 16..ch * 16 + 16].copy_from_slice(acc);
-        }
     }
 }
 
-/// Columns c..c + len of out's row i. Safety: they lie in out and no one else accesses
-/// them while the slice lives.
-#[inline(always)]
-unsafe fn out_row<'o>(out: &Out, i: usize, c: usize, len: usize) -> &'o mut [f32] {
-    // SAFETY: forwarded contract.
-    unsafe { std::slice::from_raw_parts_mut(out.ptr.add(i * out.row_stride + c), len) }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Entries ahead whose X panel is prefetched: about an L3 latency (≈ 50 ns) of work at a
-/// few ns per entry.
-const PREFETCH: usize = 12;
-
-/// Hints the `lines` cache lines of X row `j` from column `c` into L1. `j` must be a row of
-/// X and c + 16·(lines − 1) a column of it (true in `panel`).
-#[inline(always)]
-fn prefetch(x: MatRef<'_>, j: usize, c: usize, lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let row = x.as_ptr().wrapping_add(j * x.row_stride() + c);
-        for l in 0..lines {
-            // SAFETY: a prefetch has no architectural effect, whatever the address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(16 * l) as *const i8) };
-        }
+    fn next(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (x, j, c, lines);
-}
 
-/// Fewer than 16 remaining columns c..c1: plain loops.
-#[inline(always)]
-unsafe fn tail(a: CsrRef<'_>, x: MatRef<'_>, c: usize, c1: usize, out: &Out) {
-    let w = c1 - c;
-    for i in 0..a.n_rows() {
-        let mut acc = [0f32; 16];
-        let acc = &mut acc[..w];
-        for k in a.offsets[i] as usize..a.offsets[i + 1] as usize {
-            let j = a.indices[k] as usize;
-            let v = a.values.map_or(1.0, |vals| vals[k]);
-            // SAFETY: as in `panel`.
-            let xr = &unsafe { x.row_unchecked(j) }[c..c1];
-            for (o, &xv) in acc.iter_mut().zip(xr) {
-                *o += v * xv;
+    fn isas() -> Vec<Isa> {
+        let mut v = vec![Isa::Plain];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                v.push(Isa::Avx2);
+            }
+            if is_x86_feature_detected!("avx512f") {
+                v.push(Isa::Avx512);
             }
         }
-        // SAFETY: as in `panel`.
-        unsafe { out_row(out, i, c, w) }.copy_from_slice(acc);
+        v
     }
-}
 
-unsafe fn block_plain(a: CsrRef<'_>, x: MatRef<'_>, c0: usize, c1: usize, out: &Out) {
-    // SAFETY: forwarded contract.
-    unsafe { block(a, x, c0, c1, out) }
-}
+    /// Every path this CPU can run (plain; AVX2 and AVX-512 where present; packed and in
+    /// place; with and without prefetching) gives the plain loop's result bit for bit, at
+    /// every panel width from 1 to 64 (partial vectors), an odd offset and stride (no
+    /// aligned load anywhere), unweighted and weighted, with empty rows.
+    #[test]
+    fn every_path_equals_the_plain_order_bit_for_bit() {
+        let mut seed = 11u64;
+        let (n, n_cols, stride, c) = (29usize, 41usize, 71usize, 3usize);
+        let mut offsets = vec![0u32];
+        let mut indices = vec![];
+        for i in 0..n {
+            let deg = if i % 5 == 0 {
+                0
+            } else {
+                next(&mut seed) as usize % 12
+            };
+            indices.extend((0..deg).map(|_| (next(&mut seed) % n_cols as u64) as u32));
+            offsets.push(indices.len() as u32);
+        }
+        let nnz = indices.len();
+        let vals: Vec<f32> = (0..nnz)
+            .map(|_| (next(&mut seed) % 2000) as f32 / 997.0 - 1.0)
+            .collect();
+        let xs: Vec<f32> = (0..n_cols * stride)
+            .map(|_| (next(&mut seed) % 4000) as f32 / 1999.0 - 1.0)
+            .collect();
+        let x = MatRef::new(&xs, n_cols, stride, stride).unwrap();
+        for weighted in [false, true] {
+            let a = CsrRef {
+                offsets: &offsets,
+                indices: &indices,
+                values: weighted.then_some(&vals[..]),
+                n_cols,
+            };
+            for cols in 1..=PANEL {
+                let mut want = None;
+                for isa in isas() {
+                    for packed in [false, true] {
+                        if packed && isa == Isa::Plain {
+                            continue;
+                        }
+                        for prefetch in [false, true] {
+                            let how = How {
+                                isa,
+                                packed,
+                                prefetch,
+                            };
+                            let mut got = vec![f32::NAN; n * stride];
+                            let out = Out {
+                                ptr: got.as_mut_ptr(),
+                                row_stride: stride,
+                            };
+                            let mut pack = PackBuffer::take(packed);
+                            // SAFETY: columns c..c + cols lie within X's and out's width
+                            // (3 + 64 ≤ 71), the CSR is well formed, out is ours.
+                            unsafe { panel(a, x, c, cols, &out, how, &mut pack) };
+                            pack.give_back();
+                            // Outside the panel's columns nothing is written.
+                            for i in 0..n {
+                                let row = &got[i * stride..(i + 1) * stride];
+                                assert!(row[..c].iter().all(|v| v.is_nan()));
+                                assert!(row[c + cols..].iter().all(|v| v.is_nan()));
+                            }
+                            let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                            match &want {
+                                None => want = Some(bits),
+                                Some(w) => assert!(
+                                    *w == bits,
+                                    "{how:?}, {cols} columns, weighted {weighted}: differs from the plain loop"
+                                ),
+                            }
+                        }
+                    }
+                }
+                // The plain loop's value of one element, by hand.
+                let i = n - 1;
+                let mut s = 0f32;
+                for k in offsets[i] as usize..offsets[i + 1] as usize {
+                    let v = if weighted { vals[k] } else { 1.0 };
+                    s = v.mul_add(xs[indices[k] as usize * stride + c + cols - 1], s);
+                }
+                let w = want.unwrap();
+                assert_eq!(w[i * stride + c + cols - 1], s.to_bits());
+            }
+        }
+    }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn block_avx2(a: CsrRef<'_>, x: MatRef<'_>, c0: usize, c1: usize, out: &Out) {
-    // SAFETY: forwarded contract; selected only when the CPU has AVX2 and FMA.
-    unsafe { block(a, x, c0, c1, out) }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn block_avx512(a: CsrRef<'_>, x: MatRef<'_>, c0: usize, c1: usize, out: &Out) {
-    // SAFETY: forwarded contract; selected only when the CPU has AVX-512F.
-    unsafe { block(a, x, c0, c1, out) }
+    #[test]
+    fn auto_packs_when_cheap_and_prefetches_only_slow_layouts_read_in_place() {
+        let n_cols = 4;
+        let offsets = [0u32, 8];
+        let many = [0u32, 1, 2, 3, 0, 1, 2, 3];
+        let dense = CsrRef {
+            offsets: &offsets,
+            indices: &many,
+            values: None,
+            n_cols,
+        };
+        // One entry for a 64-row X: packing would copy more than it gathers.
+        let sparse_offsets = [0u32, 1];
+        let sparse = CsrRef {
+            offsets: &sparse_offsets,
+            indices: &[5],
+            values: None,
+            n_cols: 64,
+        };
+        // Packing would exceed PACK_MAX_BYTES (a panel of 64 floats per row of X).
+        let rows_over = PACK_MAX_BYTES / (PANEL * 4) + 1;
+        let huge_offsets = [0u32, rows_over as u32];
+        let huge_indices = vec![0u32; rows_over];
+        let huge = CsrRef {
+            offsets: &huge_offsets,
+            indices: &huge_indices,
+            values: None,
+            n_cols: rows_over,
+        };
+        let buf = vec![0f32; 64 * 1040 + 32];
+        let aligned = buf.as_ptr().align_offset(64);
+        let view = |skip: usize, rows: usize, stride: usize| {
+            MatRef::new(&buf[skip..], rows, 512, stride).unwrap()
+        };
+        let vector = Isa::detect() != Isa::Plain;
+        let how = |g, a, x| {
+            let h = How::choose(g, a, x);
+            (h.packed, h.prefetch)
+        };
+        let slow = view(aligned, n_cols, 512);
+        let good = view(aligned, n_cols, 528);
+        let unaligned = view(aligned + 1, n_cols, 528);
+        // Cheap: packed whatever the layout (where there is a vector unit).
+        assert_eq!(how(Gather::Auto, dense, slow), (vector, !vector));
+        assert_eq!(how(Gather::Auto, dense, good), (vector, false));
+        assert_eq!(how(Gather::Auto, dense, unaligned), (vector, !vector));
+        // Too few entries for the rows of X: in place, prefetching on a slow layout only.
+        let wide = view(aligned, 64, 512);
+        assert_eq!(how(Gather::Auto, sparse, wide), (false, true));
+        let wide_good = view(aligned, 64, 528);
+        assert_eq!(how(Gather::Auto, sparse, wide_good), (false, false));
+        // Too large a panel: in place (the view is never read, only its layout).
+        let one_row = MatRef::new(&buf[aligned..], 1, 512, 512).unwrap();
+        assert!(!How::choose(Gather::Auto, huge, one_row).packed);
+        // The caller decides.
+        assert_eq!(how(Gather::InPlace, dense, slow), (false, true));
+        assert_eq!(how(Gather::Packed, sparse, good), (vector, false));
+    }
 }

@@ -9,8 +9,8 @@ use common::{abs, assert_close, in_pool, random_csr, values, GEMM_SHAPES, U};
 use proptest::prelude::*;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
 use saintflow_ops::naive;
-use saintflow_ops::spmm::{block_width, spmm, spmm_blocked, CsrRef};
-use saintflow_ops::KernelError;
+use saintflow_ops::spmm::{block_width, spmm, spmm_blocked, spmm_view_with, CsrRef, Gather};
+use saintflow_ops::{KernelError, MatMut, MatRef};
 
 #[test]
 fn gemm_products_match_the_naive_loop() {
@@ -96,6 +96,14 @@ proptest! {
         spmm(a, &x, f, &mut default).unwrap();
         prop_assert_eq!(&got, &whole);
         prop_assert_eq!(&default, &whole);
+        // Packed and in-place gathers too.
+        for gather in [Gather::InPlace, Gather::Packed] {
+            let mut o = vec![f32::NAN; n * f];
+            let xv = MatRef::row_major(&x, n_cols, f).unwrap();
+            let ov = MatMut::row_major(&mut o, n, f).unwrap();
+            in_pool(threads, || spmm_view_with(a, xv, ov, width, gather)).unwrap();
+            prop_assert_eq!(&o, &whole, "{:?}", gather);
+        }
     }
 }
 

@@ -477,7 +477,7 @@ mod tests {
             let mut i2 = w.section(SectionId::TrainIndices, crate::store::format::Dtype::U32).unwrap();
             let all = |_: u32, _: u32| true;
             let set = NodeSet::from_fn(n as u64, |v| v % 3 != 0);
-            let induced = |u: u32, v: u32| u % 3 != 0 && v % 3 != 0;
+            let induced = |u: u32, v: u32| !u.is_multiple_of(3) && !v.is_multiple_of(3);
             let mut sinks = [
                 CsrSink { offsets: &mut o1, indices: &mut i1, keep: None, entries: 0 },
                 CsrSink { offsets: &mut o2, indices: &mut i2, keep: Some(&set), entries: 0 },

@@ -563,21 +563,23 @@ pub fn train(
         })?;
         let train_loss = loss_sum / n_steps as f64;
         let last = epoch == total || step >= max_steps;
-        let (val, eval_ms, is_best) =
-            if let Some(eval) = eval.as_ref().filter(|_| epoch % every == 0 || last) {
-                if !opts.no_io_hints {
-                    advise_training(store, &sp, Access::Normal);
-                }
-                let t = Instant::now();
-                let m = eval.metrics(runner, &params, &[Role::Val])?[0];
-                let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
-                if better {
-                    best = Some((m, epoch, params.clone()));
-                }
-                (Some(m), Some(t.elapsed().as_secs_f64() * 1e3), better)
-            } else {
-                (None, None, false)
-            };
+        let (val, eval_ms, is_best) = if let Some(eval) = eval
+            .as_ref()
+            .filter(|_| epoch.is_multiple_of(every) || last)
+        {
+            if !opts.no_io_hints {
+                advise_training(store, &sp, Access::Normal);
+            }
+            let t = Instant::now();
+            let m = eval.metrics(runner, &params, &[Role::Val])?[0];
+            let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
+            if better {
+                best = Some((m, epoch, params.clone()));
+            }
+            (Some(m), Some(t.elapsed().as_secs_f64() * 1e3), better)
+        } else {
+            (None, None, false)
+        };
         log.push(Record::Epoch {
             epoch,
             step: step - 1,
