@@ -230,9 +230,9 @@ unsafe impl Sync for Out {}
 /// 2–4 KiB apart make each gather a TLB miss as well. Copying the panel first into a
 /// contiguous, aligned buffer (n_x × 64 floats, one sequential pass) removes all three.
 /// Measured on the frontier subgraph of the kernel bench (BENCHMARKS.md, "SpMM: fused
-/// multiply-adds and packed X panels"): 2.4× faster than in place at f = 512 and 2.8× at f = 1024 on one thread for
-/// contiguous X, and still 1.09× / 1.37× faster for X already padded to a stride of f + 16
-/// and aligned.
+/// multiply-adds and packed X panels"): 2.4× faster than in place at f = 512 and 2.8× at
+/// f = 1024 on one thread for contiguous X, and still 1.09× / 1.37× faster for X already
+/// padded to a stride of f + 16 and aligned.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Gather {
     /// Packed when packing is cheap: X has at most as many rows as A has entries (each
@@ -243,8 +243,9 @@ pub enum Gather {
     Auto,
     /// Always straight from X.
     InPlace,
-    /// Always through the thread's packing buffer (if the CPU has AVX2 or AVX-512;
-    /// otherwise in place).
+    /// Through the thread's packing buffer however few entries A has, as long as a
+    /// packed panel takes at most [`PACK_MAX_BYTES`] and the CPU has AVX2 or AVX-512 (in
+    /// place otherwise).
     Packed,
 }
 
@@ -278,10 +279,11 @@ impl How {
             || (x.as_ptr() as usize).is_multiple_of(64)
                 && stride_bytes.is_multiple_of(64)
                 && !stride_bytes.is_multiple_of(512);
-        let cheap = a.n_cols <= a.indices.len() && a.n_cols * PANEL * 4 <= PACK_MAX_BYTES;
+        let fits = a.n_cols.saturating_mul(PANEL * 4) <= PACK_MAX_BYTES;
         let packed = isa != Isa::Plain
+            && fits
             && match gather {
-                Gather::Auto => cheap,
+                Gather::Auto => a.n_cols <= a.indices.len(),
                 Gather::InPlace => false,
                 Gather::Packed => true,
             };
@@ -847,9 +849,11 @@ mod tests {
         assert_eq!(how(Gather::Auto, sparse, wide), (false, true));
         let wide_good = view(aligned, 64, 528);
         assert_eq!(how(Gather::Auto, sparse, wide_good), (false, false));
-        // Too large a panel: in place (the view is never read, only its layout).
+        // Too large a panel: in place, even when asked (the view is never read, only its
+        // layout).
         let one_row = MatRef::new(&buf[aligned..], 1, 512, 512).unwrap();
         assert!(!How::choose(Gather::Auto, huge, one_row).packed);
+        assert!(!How::choose(Gather::Packed, huge, one_row).packed);
         // The caller decides.
         assert_eq!(how(Gather::InPlace, dense, slow), (false, true));
         assert_eq!(how(Gather::Packed, sparse, good), (vector, false));
