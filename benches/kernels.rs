@@ -22,7 +22,7 @@ use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, gemm_view, Trans};
 use saintflow_ops::spmm::{
     block_width, spmm, spmm_blocked, spmm_view, spmm_view_with, CsrRef, Gather,
 };
-use saintflow_ops::{MatMut, MatRef};
+use saintflow_ops::{AlignedVec, MatMut, MatRef};
 
 fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
@@ -35,27 +35,6 @@ fn fill(n: usize) -> Vec<f32> {
     (0..n)
         .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
         .collect()
-}
-
-/// `len` floats starting on a cache line (a `Vec` of floats is only 16-byte aligned).
-struct Aligned {
-    buf: Vec<f32>,
-    start: usize,
-    len: usize,
-}
-
-impl Aligned {
-    fn new(len: usize) -> Aligned {
-        let buf = vec![0f32; len + 16];
-        let start = buf.as_ptr().align_offset(64);
-        Aligned { buf, start, len }
-    }
-    fn get(&self) -> &[f32] {
-        &self.buf[self.start..self.start + self.len]
-    }
-    fn get_mut(&mut self) -> &mut [f32] {
-        &mut self.buf[self.start..self.start + self.len]
-    }
 }
 
 fn gemm_bench(c: &mut Criterion) {
@@ -277,16 +256,16 @@ fn spmm_bench(c: &mut Criterion) {
             );
             // A good layout: rows padded by one cache line (stride f + 16), 64-byte
             // aligned (`Auto` still packs: cheaper gathers, fewer TLB misses).
-            let mut x_pad = Aligned::new(n * (f + 16));
-            x_pad.get_mut().copy_from_slice(&fill(n * (f + 16)));
-            let mut out_pad = Aligned::new(n * (f + 16));
+            let mut x_pad = AlignedVec::zeroed(n * (f + 16));
+            x_pad.as_mut_slice().copy_from_slice(&fill(n * (f + 16)));
+            let mut out_pad = AlignedVec::zeroed(n * (f + 16));
             g.bench_with_input(
                 BenchmarkId::new(format!("padded_aligned_{}/f{f}", f + 16), threads),
                 &threads,
                 |b, _| {
                     b.iter(|| {
-                        let xv = MatRef::new(x_pad.get(), n, f, f + 16).unwrap();
-                        let ov = MatMut::new(out_pad.get_mut(), n, f, f + 16).unwrap();
+                        let xv = MatRef::new(x_pad.as_slice(), n, f, f + 16).unwrap();
+                        let ov = MatMut::new(out_pad.as_mut_slice(), n, f, f + 16).unwrap();
                         p.install(|| spmm_view(a, xv, ov)).unwrap()
                     })
                 },
@@ -296,8 +275,8 @@ fn spmm_bench(c: &mut Criterion) {
                 &threads,
                 |b, _| {
                     b.iter(|| {
-                        let xv = MatRef::new(x_pad.get(), n, f, f + 16).unwrap();
-                        let ov = MatMut::new(out_pad.get_mut(), n, f, f + 16).unwrap();
+                        let xv = MatRef::new(x_pad.as_slice(), n, f, f + 16).unwrap();
+                        let ov = MatMut::new(out_pad.as_mut_slice(), n, f, f + 16).unwrap();
                         p.install(|| spmm_view_with(a, xv, ov, w_default, Gather::InPlace))
                             .unwrap()
                     })

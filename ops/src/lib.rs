@@ -13,6 +13,7 @@
 //! over [`Real`] (f32 for the engine, f64 for the tests' reference path).
 #![warn(missing_docs)]
 
+pub mod aligned;
 pub mod attention;
 pub mod cache;
 pub mod concat;
@@ -27,6 +28,7 @@ mod simd;
 pub mod spmm;
 pub mod view;
 
+pub use aligned::AlignedVec;
 pub use real::Real;
 pub use view::{MatMut, MatRef};
 

@@ -31,7 +31,7 @@
 use rayon::prelude::*;
 
 use crate::view::{MatMut, MatRef};
-use crate::{cache, check_len, KernelError, CACHE_LINE_F32};
+use crate::{cache, check_len, AlignedVec, KernelError, CACHE_LINE_F32};
 
 /// A CSR matrix view: `offsets` (n+1, monotone, ending at nnz), `indices` (< n_cols), and
 /// optional `values` (absent: all 1).
@@ -191,6 +191,7 @@ fn run(
         row_stride: out.row_stride(),
     };
     let how = How::choose(gather, a, x);
+    let rows = Rows::of(a);
     (0..lanes).into_par_iter().for_each(|lane| {
         let out = &out;
         let mut pack = PackBuffer::take(how.packed);
@@ -203,7 +204,7 @@ fn run(
                 // only this lane computes (blocks are disjoint), and out (a unique borrow)
                 // outlives the parallel loop. Shapes were checked above against the
                 // validated CSR, so every X row named by an index exists.
-                unsafe { panel(a, x, c, cols, out, how, &mut pack) };
+                unsafe { panel(rows, x, c, cols, out, how, &mut pack) };
                 c += cols;
             }
         }
@@ -313,33 +314,35 @@ impl Isa {
 
 /// A lane's packing buffer: the thread's kept buffer while the lane runs.
 struct PackBuffer {
-    buf: Vec<f32>,
+    buf: AlignedVec,
 }
 
 thread_local! {
-    static PACK: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+    static PACK: std::cell::Cell<AlignedVec> = const { std::cell::Cell::new(AlignedVec::new()) };
 }
 
 impl PackBuffer {
     fn take(packed: bool) -> PackBuffer {
         PackBuffer {
-            buf: if packed { PACK.take() } else { Vec::new() },
+            buf: if packed {
+                PACK.take()
+            } else {
+                AlignedVec::new()
+            },
         }
     }
 
-    /// A 64-byte aligned region of `len` floats (grown when needed, never shrunk below
-    /// what the thread used before).
+    /// A 64-byte aligned region of at least `len` floats (replaced by a larger one when
+    /// needed, never shrunk).
     fn region(&mut self, len: usize) -> *mut f32 {
-        let need = len + CACHE_LINE_F32;
-        if self.buf.len() < need {
-            self.buf = vec![0.0; need];
+        if self.buf.len() < len {
+            self.buf = AlignedVec::zeroed(len);
         }
-        let skip = self.buf.as_ptr().align_offset(CACHE_LINE_F32 * 4);
-        self.buf[skip..].as_mut_ptr()
+        self.buf.as_mut_slice().as_mut_ptr()
     }
 
     fn give_back(self) {
-        if self.buf.capacity() > 0 {
+        if !self.buf.is_empty() {
             PACK.set(self.buf);
         }
     }
@@ -349,7 +352,7 @@ impl PackBuffer {
 /// n_rows rows of X's width that no one else touches in those columns, and the shapes
 /// must have been checked against the validated CSR.
 unsafe fn panel(
-    a: CsrRef<'_>,
+    rows: Rows<'_>,
     x: MatRef<'_>,
     c: usize,
     cols: usize,
@@ -357,7 +360,6 @@ unsafe fn panel(
     how: How,
     pack: &mut PackBuffer,
 ) {
-    let rows = Rows::of(a);
     let dst = Strided {
         ptr: out.ptr.wrapping_add(c),
         stride: out.row_stride,
@@ -365,8 +367,8 @@ unsafe fn panel(
     let mut src = |lanes: usize| {
         if how.packed {
             let width = cols.div_ceil(lanes) * lanes;
-            let buf = pack.region(a.n_cols * width);
-            for j in 0..a.n_cols {
+            let buf = pack.region(x.n_rows() * width);
+            for j in 0..x.n_rows() {
                 // SAFETY: j < rows of X and c + cols ≤ its width (caller's contract); the
                 // region holds n_cols rows of `width ≥ cols` floats.
                 unsafe {
@@ -406,7 +408,7 @@ struct Rows<'a> {
     offsets: &'a [u32],
     indices: &'a [u32],
     /// The edge values, or one 1.0 read for every entry (`value_step` 0).
-    values: *const f32,
+    values: &'a [f32],
     value_step: usize,
 }
 
@@ -418,13 +420,13 @@ impl Rows<'_> {
             Some(v) => Rows {
                 offsets: a.offsets,
                 indices: a.indices,
-                values: v.as_ptr(),
+                values: v,
                 value_step: 1,
             },
             None => Rows {
                 offsets: a.offsets,
                 indices: a.indices,
-                values: &ONE,
+                values: std::slice::from_ref(&ONE),
                 value_step: 0,
             },
         }
@@ -453,14 +455,9 @@ unsafe fn panel_plain(rows: Rows<'_>, src: Strided, dst: Strided, cols: usize) {
         acc.fill(0.0);
         for k in rows.offsets[i] as usize..rows.offsets[i + 1] as usize {
             let j = rows.indices[k] as usize;
-            // SAFETY: value k exists (or the one 1.0 with step 0); row j of the source
-            // has `cols` readable floats (caller's contract).
-            let (v, xr) = unsafe {
-                (
-                    *rows.values.add(k * rows.value_step),
-                    std::slice::from_raw_parts(src.ptr.add(j * src.stride), cols),
-                )
-            };
+            let v = rows.values[k * rows.value_step];
+            // SAFETY: row j of the source has `cols` readable floats (caller's contract).
+            let xr = unsafe { std::slice::from_raw_parts(src.ptr.add(j * src.stride), cols) };
             for (o, &xv) in acc.iter_mut().zip(xr) {
                 *o = v.mul_add(xv, *o);
             }
@@ -662,7 +659,7 @@ mod x86 {
                         }
                     }
                     let j = *rows.indices.get_unchecked(k) as usize;
-                    let v = V::splat(*rows.values.add(k * rows.value_step));
+                    let v = V::splat(*rows.values.get_unchecked(k * rows.value_step));
                     let xr = src.ptr.add(j * src.stride);
                     for (ch, acc) in acc.iter_mut().enumerate() {
                         let xv = if PARTIAL && ch == C - 1 {
@@ -766,7 +763,7 @@ mod tests {
                             let mut pack = PackBuffer::take(packed);
                             // SAFETY: columns c..c + cols lie within X's and out's width
                             // (3 + 64 ≤ 71), the CSR is well formed, out is ours.
-                            unsafe { panel(a, x, c, cols, &out, how, &mut pack) };
+                            unsafe { panel(Rows::of(a), x, c, cols, &out, how, &mut pack) };
                             pack.give_back();
                             // Outside the panel's columns nothing is written.
                             for i in 0..n {
@@ -827,8 +824,9 @@ mod tests {
             values: None,
             n_cols: rows_over,
         };
-        let buf = vec![0f32; 64 * 1040 + 32];
-        let aligned = buf.as_ptr().align_offset(64);
+        // Starts on a cache line; `skip` 1 puts a view one float off it.
+        let buf = AlignedVec::zeroed(64 * 1040 + 32);
+        let buf = buf.as_slice();
         let view = |skip: usize, rows: usize, stride: usize| {
             MatRef::new(&buf[skip..], rows, 512, stride).unwrap()
         };
@@ -837,21 +835,21 @@ mod tests {
             let h = How::choose(g, a, x);
             (h.packed, h.prefetch)
         };
-        let slow = view(aligned, n_cols, 512);
-        let good = view(aligned, n_cols, 528);
-        let unaligned = view(aligned + 1, n_cols, 528);
+        let slow = view(0, n_cols, 512);
+        let good = view(0, n_cols, 528);
+        let unaligned = view(1, n_cols, 528);
         // Cheap: packed whatever the layout (where there is a vector unit).
         assert_eq!(how(Gather::Auto, dense, slow), (vector, !vector));
         assert_eq!(how(Gather::Auto, dense, good), (vector, false));
         assert_eq!(how(Gather::Auto, dense, unaligned), (vector, !vector));
         // Too few entries for the rows of X: in place, prefetching on a slow layout only.
-        let wide = view(aligned, 64, 512);
+        let wide = view(0, 64, 512);
         assert_eq!(how(Gather::Auto, sparse, wide), (false, true));
-        let wide_good = view(aligned, 64, 528);
+        let wide_good = view(0, 64, 528);
         assert_eq!(how(Gather::Auto, sparse, wide_good), (false, false));
         // Too large a panel: in place, even when asked (the view is never read, only its
         // layout).
-        let one_row = MatRef::new(&buf[aligned..], 1, 512, 512).unwrap();
+        let one_row = MatRef::new(buf, 1, 512, 512).unwrap();
         assert!(!How::choose(Gather::Auto, huge, one_row).packed);
         assert!(!How::choose(Gather::Packed, huge, one_row).packed);
         // The caller decides.

@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::pool::{Pool, Scope};
 use crate::ir::Targets;
+use crate::op::source::forward_to_inner;
 use crate::op::{GraphSource, OpError};
 use crate::sample::Subgraph;
 
@@ -163,25 +164,5 @@ impl GraphSource for Prefetch<'_, '_> {
         }
     }
 
-    fn n_features(&self) -> usize {
-        self.inner.n_features()
-    }
-    fn n_classes(&self) -> usize {
-        self.inner.n_classes()
-    }
-    fn multilabel(&self) -> bool {
-        self.inner.multilabel()
-    }
-    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
-        self.inner.features(nodes, out)
-    }
-    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
-        self.inner.targets(sub)
-    }
-    fn degree(&self, node: u32) -> usize {
-        self.inner.degree(node)
-    }
-    fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
-        self.inner.aggregator_weights(sub)
-    }
+    forward_to_inner!();
 }

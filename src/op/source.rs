@@ -29,6 +29,35 @@ pub trait GraphSource: Sync {
     fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>>;
 }
 
+/// The [`GraphSource`] methods other than `sample`, forwarded to `self.inner` (a
+/// `&dyn GraphSource`): for wrappers that only change where subgraphs come from.
+macro_rules! forward_to_inner {
+    () => {
+        fn n_features(&self) -> usize {
+            self.inner.n_features()
+        }
+        fn n_classes(&self) -> usize {
+            self.inner.n_classes()
+        }
+        fn multilabel(&self) -> bool {
+            self.inner.multilabel()
+        }
+        fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+            self.inner.features(nodes, out)
+        }
+        fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
+            self.inner.targets(sub)
+        }
+        fn degree(&self, node: u32) -> usize {
+            self.inner.degree(node)
+        }
+        fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
+            self.inner.aggregator_weights(sub)
+        }
+    };
+}
+pub(crate) use forward_to_inner;
+
 /// `inner`'s graph with its subgraphs taken from `sample` instead: a source that only
 /// changes where subgraphs come from (pre-sampled ones, counted or logged ones) and
 /// forwards everything else.
@@ -54,27 +83,7 @@ where
     fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
         (self.sample)(step)
     }
-    fn n_features(&self) -> usize {
-        self.inner.n_features()
-    }
-    fn n_classes(&self) -> usize {
-        self.inner.n_classes()
-    }
-    fn multilabel(&self) -> bool {
-        self.inner.multilabel()
-    }
-    fn features(&self, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
-        self.inner.features(nodes, out)
-    }
-    fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {
-        self.inner.targets(sub)
-    }
-    fn degree(&self, node: u32) -> usize {
-        self.inner.degree(node)
-    }
-    fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
-        self.inner.aggregator_weights(sub)
-    }
+    forward_to_inner!();
 }
 
 /// A store sampled by a sampler: the training path.
