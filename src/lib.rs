@@ -5,6 +5,7 @@
 //! importers, the Kronecker generator). See ARCHITECTURE.md for the module map.
 #![warn(missing_docs)]
 
+pub mod atomic;
 pub mod cli;
 pub mod error;
 pub mod exec;
@@ -14,6 +15,8 @@ pub mod plan;
 pub mod planner;
 pub mod plot;
 pub mod progress;
+pub mod seed;
+pub mod suggest;
 pub mod sample;
 pub mod store;
 pub mod train;

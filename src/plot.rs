@@ -28,8 +28,6 @@
 //! two to a row. Files are written atomically: a temp file beside the target, fsync, rename.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -326,39 +324,12 @@ fn encode_png(rgb: &[u8], (w, h): (u32, u32)) -> Result<Vec<u8>, png::EncodingEr
     Ok(out)
 }
 
-/// Writes `bytes` to `path` through a temp file in the same directory: write, fsync,
-/// rename, fsync the directory. On failure the temp file is removed.
+/// Writes `bytes` to `path` atomically ([`crate::atomic`]).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlotError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.as_deref().unwrap_or("plot"),
-        std::process::id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        // The rename is durable once the directory is; some filesystems refuse to open a
-        // directory for syncing, which does not undo the rename, so that error is ignored.
-        if let Ok(d) = File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        PlotError::Io {
-            path: path.to_path_buf(),
-            op: "write",
-            source: e,
-        }
+    crate::atomic::write_atomic(path, bytes).map_err(|source| PlotError::Io {
+        path: path.to_path_buf(),
+        op: "write",
+        source,
     })
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
 
 use crate::sample::SampleRng;
-use crate::store::gen::hash3;
+use crate::seed::{hash3, stream};
 
 use super::value::Tensor;
 
@@ -36,9 +36,6 @@ pub struct ParamDecl {
     pub init: Init,
 }
 
-/// Stream id of parameter initialisation.
-const STREAM_INIT: u64 = 0x494E_4954;
-
 /// Parameter values by name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Params {
@@ -52,7 +49,7 @@ impl Params {
         let mut values = BTreeMap::new();
         for d in decls {
             let key = xxhash_rust::xxh3::xxh3_64(d.name.as_bytes());
-            let mut rng = SampleRng::seed_from_u64(hash3(seed, STREAM_INIT, key));
+            let mut rng = SampleRng::seed_from_u64(hash3(seed, stream::INIT, key));
             let mut t = Tensor::zeros(d.rows, d.cols);
             match d.init {
                 Init::Glorot => {

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{Op, OpError};
+use crate::suggest::did_you_mean;
 
 /// An attribute value as a plan file writes it (`p=0.5`, `kind="sym"`, `bias=true`).
 #[derive(Clone, Debug, PartialEq)]
@@ -181,34 +182,5 @@ impl Registry {
             }
         }
         (spec.make)(attrs)
-    }
-}
-
-/// ", did you mean `x`?" for the known names nearest to `name` (the fewest edits, counting a
-/// swap of neighbours as one, up to 2; or names it is a prefix of), or "" when none is near.
-pub fn did_you_mean<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> String {
-    let limit = if name.chars().count() <= 3 { 1 } else { 2 };
-    let near: Vec<(usize, &str)> = known
-        .filter_map(|k| {
-            let d = strsim::damerau_levenshtein(name, k);
-            let prefix = name.len() >= 3 && k.starts_with(name);
-            (d <= limit || prefix).then_some((if prefix { 1.min(d) } else { d }, k))
-        })
-        .collect();
-    let Some(best) = near.iter().map(|(d, _)| *d).min() else {
-        return String::new();
-    };
-    let mut near: Vec<&str> = near
-        .iter()
-        .filter(|(d, _)| *d == best)
-        .map(|(_, k)| *k)
-        .collect();
-    near.sort();
-    match near.as_slice() {
-        [k] => format!(", did you mean `{k}`?"),
-        many => {
-            let list: Vec<String> = many.iter().take(3).map(|k| format!("`{k}`")).collect();
-            format!(", did you mean one of {}?", list.join(", "))
-        }
     }
 }

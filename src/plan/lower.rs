@@ -17,7 +17,7 @@ use crate::ir::{differentiate, Dim, Fact, Graph, Init, IrError, NodeId, ParamDec
 use crate::op::builtin::{
     Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };
-use crate::op::registry::did_you_mean;
+use crate::suggest::did_you_mean;
 use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
 
 use super::expr::{self, BinOp, Expr, ExprKind};

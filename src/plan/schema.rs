@@ -18,7 +18,7 @@ use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
 use crate::op::builtin::LossKind;
-use crate::op::registry::did_you_mean;
+use crate::suggest::did_you_mean;
 use crate::sample::FrontierParams;
 
 use super::expr::{self, Statement};

@@ -21,7 +21,7 @@ use rand_core::RngCore;
 use rayon::prelude::*;
 
 use crate::error::StoreError;
-use crate::store::gen::hash3;
+use crate::seed::{hash3, stream};
 use crate::store::Csr;
 
 pub use edge::EdgeSampler;
@@ -33,9 +33,6 @@ pub use walk::RandomWalkSampler;
 
 /// The RNG of one subgraph draw: xoshiro256++, a fixed algorithm (portable results).
 pub type SampleRng = rand_xoshiro::Xoshiro256PlusPlus;
-
-/// Stream id of subgraph draws.
-const STREAM_SUBGRAPH: u64 = 0x5355_4247;
 
 /// Errors of the sampling layer.
 #[derive(Debug, thiserror::Error)]
@@ -180,7 +177,7 @@ impl EdgeNodes {
 
 /// The RNG of subgraph `index` of a run seeded with `seed`.
 pub fn subgraph_rng(seed: u64, index: u64) -> SampleRng {
-    SampleRng::seed_from_u64(hash3(seed, STREAM_SUBGRAPH, index))
+    SampleRng::seed_from_u64(hash3(seed, stream::SUBGRAPH, index))
 }
 
 /// Draws subgraph `index`: sample nodes, dedup, drop random nodes down to a multiple of

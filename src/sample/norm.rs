@@ -30,7 +30,6 @@
 //! strictly ascending and in range, sparse counts in 1..=N_pre, dense counts ≤ N_pre
 //! (checked on load).
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -393,7 +392,7 @@ impl NormCounts {
             .collect()
     }
 
-    /// Writes the counts to `path` atomically (temp file, fsync, rename).
+    /// Writes the counts to `path` atomically ([`crate::atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), StoreError> {
         let meta = serde_json::to_vec(&self.meta).expect("meta serialises");
         let mut bytes =
@@ -406,17 +405,7 @@ impl NormCounts {
         write_counts(&mut bytes, &self.edge);
         let sum = xxhash_rust::xxh3::xxh3_64(&bytes);
         bytes.extend_from_slice(&sum.to_le_bytes());
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            StoreError::io(path, "write", e)
-        })
+        crate::atomic::write_atomic(path, &bytes).map_err(|e| StoreError::io(path, "write", e))
     }
 
     /// Reads counts written by [`NormCounts::save`], verifying magic, version, lengths,

@@ -116,18 +116,13 @@ impl StoreWriter {
                 path: dest.to_path_buf(),
             });
         }
-        let name = dest.file_name().ok_or_else(|| {
-            StoreError::argument(format!("{}: not a valid store path", dest.display()))
-        })?;
-        let parent = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let tmp = parent.join(format!(
-            ".{}.tmp-{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
+        if dest.file_name().is_none() {
+            return Err(StoreError::argument(format!(
+                "{}: not a valid store path",
+                dest.display()
+            )));
+        }
+        let (_, tmp) = crate::atomic::temp_beside(dest);
         if tmp.exists() {
             fs::remove_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, "remove stale", e))?;
         }
@@ -213,7 +208,5 @@ impl Drop for StoreWriter {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(dir, "fsync directory", e))
+    crate::atomic::sync_dir(dir).map_err(|e| StoreError::io(dir, "fsync directory", e))
 }

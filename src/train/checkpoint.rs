@@ -9,7 +9,6 @@
 //! the same directory, fsync, rename over the old one, fsync of the directory — a kill at
 //! any moment leaves the old checkpoint or the new one, never a mix.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -162,34 +161,7 @@ pub fn checkpoint_file(arg: &Path) -> PathBuf {
     }
 }
 
-/// The directory of `path` and a temporary name beside it (`.NAME.tmp-PID`), where an
-/// atomic write prepares the file it then renames over `path`.
-pub(crate) fn temp_beside(path: &Path) -> (PathBuf, PathBuf) {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    (dir, tmp)
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync
-/// of the directory.
+/// Writes `bytes` to `path` atomically ([`crate::atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    let (dir, tmp) = temp_beside(path);
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        TrainError::io(path, "write", e)
-    })
+    crate::atomic::write_atomic(path, bytes).map_err(|e| TrainError::io(path, "write", e))
 }

@@ -14,7 +14,9 @@
 //! row blocks ([`FullGraph::for_each_block`]): metrics are counted and embeddings written
 //! to a mapped `.npy` ([`NpyWriter`]) block by block.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::atomic::AtomicFile;
 
 use crate::error::{Error, Result};
 use crate::exec::StepRunner;
@@ -244,13 +246,9 @@ impl<'g> FullGraph<'g> {
 /// writes, then fsynced, renamed over the destination and the directory fsynced. Dropped
 /// without [`NpyWriter::finish`], it removes the temporary file.
 pub struct NpyWriter {
-    path: PathBuf,
-    tmp: PathBuf,
-    dir: PathBuf,
-    file: std::fs::File,
+    out: AtomicFile,
     header: usize,
     cols: usize,
-    done: bool,
 }
 
 impl NpyWriter {
@@ -260,26 +258,10 @@ impl NpyWriter {
         rows: usize,
         cols: usize,
     ) -> std::result::Result<NpyWriter, TrainError> {
-        use std::io::Write;
         let header = npy_header(rows, cols);
         let total = header.len() + rows * cols * 4;
-        let (dir, tmp) = super::checkpoint::temp_beside(path);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(|e| TrainError::io(path, "create", e))?;
-        let mut w = NpyWriter {
-            path: path.to_path_buf(),
-            tmp,
-            dir,
-            file,
-            header: header.len(),
-            cols,
-            done: false,
-        };
-        fs4::fs_std::FileExt::allocate(&w.file, total as u64).map_err(|source| {
+        let mut out = AtomicFile::create(path).map_err(|e| TrainError::io(path, "create", e))?;
+        fs4::fs_std::FileExt::allocate(out.file(), total as u64).map_err(|source| {
             TrainError::Space {
                 path: path.to_path_buf(),
                 bytes: total as u64,
@@ -287,39 +269,29 @@ impl NpyWriter {
                 source,
             }
         })?;
-        w.file
-            .write_all(&header)
+        out.write_at(0, &header)
             .map_err(|e| TrainError::io(path, "write", e))?;
-        Ok(w)
+        Ok(NpyWriter {
+            out,
+            header: header.len(),
+            cols,
+        })
     }
 
     /// Writes rows r0.. (`data` holds whole rows).
     pub fn write_rows(&mut self, r0: usize, data: &[f32]) -> std::result::Result<(), TrainError> {
-        use std::io::{Seek, SeekFrom, Write};
         let at = self.header + r0 * self.cols * 4;
-        self.file
-            .seek(SeekFrom::Start(at as u64))
-            .and_then(|_| self.file.write_all(bytemuck::cast_slice(data)))
-            .map_err(|e| TrainError::io(&self.path, "write", e))
+        self.out
+            .write_at(at as u64, bytemuck::cast_slice(data))
+            .map_err(|e| TrainError::io(self.out.path(), "write", e))
     }
 
     /// Fsyncs and renames the file into place.
-    pub fn finish(mut self) -> std::result::Result<(), TrainError> {
-        let r = self
-            .file
-            .sync_all()
-            .and_then(|_| std::fs::rename(&self.tmp, &self.path))
-            .and_then(|_| std::fs::File::open(&self.dir)?.sync_all());
-        self.done = r.is_ok();
-        r.map_err(|e| TrainError::io(&self.path, "write", e))
-    }
-}
-
-impl Drop for NpyWriter {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+    pub fn finish(self) -> std::result::Result<(), TrainError> {
+        let path = self.out.path().to_path_buf();
+        self.out
+            .commit()
+            .map_err(|e| TrainError::io(&path, "write", e))
     }
 }
 

@@ -31,7 +31,7 @@ use crate::progress::Progress;
 use crate::sample::{
     EdgeSampler, FrontierSampler, FullSampler, NodeSampler, NormCounts, RandomWalkSampler, Sampler,
 };
-use crate::store::gen::hash3;
+use crate::seed::{hash3, stream};
 use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
 use super::blocked::InferOptions;
@@ -43,9 +43,6 @@ use super::TrainError;
 
 /// Epochs of a plan without `[[phase]]`.
 pub const DEFAULT_EPOCHS: usize = 50;
-
-/// Stream id of the normalisation pre-sampling ("NORM").
-const STREAM_NORM: u64 = 0x4E4F_524D;
 
 /// How to run a training.
 #[derive(Clone, Debug, Default)]
@@ -228,7 +225,7 @@ fn setup_phase<'g>(
         let counts = NormCounts::estimate(
             sampler.as_ref(),
             n_pre,
-            hash3(seed, STREAM_NORM, phase as u64),
+            hash3(seed, stream::NORM, phase as u64),
             clip,
         )?;
         let drawn = counts.nodes_drawn();

@@ -12,12 +12,9 @@ use rayon::prelude::*;
 
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
 use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
-use crate::store::gen::hash3;
+use crate::seed::{hash3, stream};
 
 use super::dense;
-
-/// Stream id of dropout masks ("DROP").
-const STREAM_DROPOUT: u64 = 0x4452_4F50;
 
 /// Elements per parallel task: 64 KiB of f32.
 const CHUNK: usize = 1 << 14;
@@ -36,7 +33,7 @@ fn probability(p: f64) -> Result<f64, OpError> {
 
 /// The mask stream of node `key` in the step of `ctx`.
 fn mask_base(ctx: &Ctx<'_>, key: u32) -> u64 {
-    hash3(hash3(ctx.seed, STREAM_DROPOUT, ctx.step), u64::from(key), 0)
+    hash3(hash3(ctx.seed, stream::DROPOUT, ctx.step), u64::from(key), 0)
 }
 
 /// y = x ⊙ mask / (1 − p) with the mask of `base`, through the kernel (one chunk per task,
@@ -55,7 +52,7 @@ fn apply_mask(x: &Tensor, p: f64, base: u64) -> Result<Tensor, OpError> {
                 x,
                 p,
                 || {
-                    let h = hash3(base, STREAM_DROPOUT, i);
+                    let h = hash3(base, stream::DROPOUT, i);
                     i += 1;
                     h
                 },

@@ -29,13 +29,10 @@ use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Dtype, LabelKind, Role, SectionId, SplitCounts, TrainGraph};
-use crate::store::gen::{hash3, random_role, Permutation};
+use crate::seed::{hash3, stream};
+use crate::store::gen::{random_role, Permutation};
 use crate::store::writer::StoreWriter;
 
-const STREAM_EDGES: u64 = 1;
-const STREAM_FEATS: u64 = 3;
-const STREAM_CENTROIDS: u64 = 4;
-const STREAM_PERM: u64 = 5;
 /// Draws per chunk: 2^18 draws → 4 MiB of keys, enough to amortise per-bucket appends.
 const CHUNK_DRAWS: u64 = 1 << 18;
 /// Nodes per block when writing node sections.
@@ -243,7 +240,7 @@ pub fn generate_kronecker(
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
     let mut builder = CsrBuilder::new(&scratch, n, draws * 2, spec.bucket_bytes)?;
-    let perm = Permutation::new(n, hash3(spec.seed, STREAM_PERM, 0));
+    let perm = Permutation::new(n, hash3(spec.seed, stream::PERMUTATION, 0));
     let t = thresholds(spec.initiator);
     let c = u64::from(spec.n_classes);
     let rewire = spec
@@ -263,7 +260,7 @@ pub fn generate_kronecker(
             .into_par_iter()
             .map(|chunk| {
                 let mut rng =
-                    Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_EDGES, chunk));
+                    Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, stream::EDGES, chunk));
                 let lo = chunk * CHUNK_DRAWS;
                 let hi = (lo + CHUNK_DRAWS).min(draws);
                 let mut per_bucket: Vec<Vec<u64>> = vec![Vec::new(); n_buckets];
@@ -352,7 +349,7 @@ pub fn generate_kronecker(
                     if f > 0 {
                         let row = &mut x[i * f..(i + 1) * f];
                         let mut rng =
-                            Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, STREAM_FEATS, v));
+                            Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, stream::FEATURES, v));
                         for xj in row.iter_mut() {
                             *xj = StandardNormal.sample(&mut rng);
                         }
@@ -412,7 +409,7 @@ pub fn generate_kronecker(
 
 /// C centroids of norm `separation` in F dimensions, uniformly oriented.
 fn unit_centroids(c: usize, f: usize, seed: u64, separation: f32) -> Vec<f32> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(seed, STREAM_CENTROIDS, 0));
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(seed, stream::CENTROIDS, 0));
     let mut mu: Vec<f32> = (0..c * f)
         .map(|_| StandardNormal.sample(&mut rng))
         .collect();

@@ -3,37 +3,15 @@
 
 pub mod kronecker;
 
+use crate::seed::{hash3, mix64, stream, unit_f64};
 use crate::store::format::Role;
 
 pub use kronecker::{generate_kronecker, GenReport, KroneckerSpec, Planted};
 
-/// SplitMix64 finaliser: a bijective 64-bit mix with full avalanche.
-#[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A hash of (seed, stream, index), the seed of every per-item random stream.
-#[inline]
-pub fn hash3(seed: u64, stream: u64, index: u64) -> u64 {
-    mix64(mix64(seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_add(index))
-}
-
-/// Uniform in [0, 1) from 53 bits of a hash.
-#[inline]
-pub fn unit_f64(h: u64) -> f64 {
-    (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-}
-
-/// Stream id of the per-node role draws.
-pub const STREAM_ROLES: u64 = 2;
-
 /// The role of node `v` in a random split with train/val/test probabilities `split`
 /// (the rest gets no role): independent per node, a pure function of (seed, v).
 pub fn random_role(seed: u64, split: [f64; 3], v: u64) -> Role {
-    let r = unit_f64(hash3(seed, STREAM_ROLES, v));
+    let r = unit_f64(hash3(seed, stream::ROLES, v));
     let [tr, va, te] = split;
     if r < tr {
         Role::Train
@@ -61,7 +39,7 @@ impl Permutation {
     pub fn new(n: u64, seed: u64) -> Self {
         let bits = 64 - n.saturating_sub(1).leading_zeros();
         let half = bits.div_ceil(2).max(1);
-        let keys = std::array::from_fn(|i| hash3(seed, 0x5045_524d, i as u64));
+        let keys = std::array::from_fn(|i| hash3(seed, stream::FEISTEL, i as u64));
         Permutation { n, half, keys }
     }
 
