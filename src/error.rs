@@ -1,8 +1,9 @@
-//! The crate's error type: one variant per layer, each wrapping that layer's own enum.
+//! The crate's error type: one variant per layer, each wrapping that layer's own enum. This
+//! module only gathers: every layer defines its errors itself and none imports this one
+//! (the layering test checks it), so `Error` is for callers above the layers — the CLI and
+//! users of the library.
 
-use std::fmt;
-use std::io;
-use std::path::{Path, PathBuf};
+pub use crate::store::StoreError;
 
 /// Every error saintflow's library returns.
 #[derive(Debug, thiserror::Error)]
@@ -25,117 +26,6 @@ pub enum Error {
     /// Training, evaluation, checkpoints and logs.
     #[error(transparent)]
     Train(#[from] crate::train::TrainError),
-}
-
-/// Errors of the store layer: on-disk format, mmap, importers, generator.
-///
-/// Every message names the file and says what is wrong, in the form
-/// `<path>: <section>: <what>, expected <x>, got <y>` where the parts apply.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// An operating-system error on a file (open, read, write, fsync, rename, mmap).
-    #[error("{}: cannot {op}: {source}", path.display())]
-    Io {
-        /// The file or directory concerned.
-        path: PathBuf,
-        /// What we were doing ("open", "write", "mmap", ...).
-        op: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
-    /// A store file exists but its content breaks the format.
-    #[error("{}: section {section}: {what}", path.display())]
-    Corrupt {
-        /// The file holding the section.
-        path: PathBuf,
-        /// The section's name (`header`, `full.indices`, ...).
-        section: String,
-        /// What is wrong, with the expected and actual values.
-        what: String,
-    },
-    /// An importer's or generator's input is malformed or inconsistent.
-    #[error("{}: {what}", path.display())]
-    Input {
-        /// The input file (or directory) at fault.
-        path: PathBuf,
-        /// What is wrong.
-        what: String,
-    },
-    /// A caller's argument is out of range (a node id ≥ N, a bad parameter).
-    #[error("{what}")]
-    Argument {
-        /// What is wrong.
-        what: String,
-    },
-    /// The output path already exists and overwriting was not asked for.
-    #[error("{}: already exists (pass --force to replace it)", path.display())]
-    Exists {
-        /// The existing path.
-        path: PathBuf,
-    },
-    /// `check` found problems; all of them are listed.
-    #[error("{}: {} problem(s) found:\n{}", path.display(), problems.len(), Problems(problems))]
-    CheckFailed {
-        /// The store directory.
-        path: PathBuf,
-        /// Each problem found, already formatted with file and section.
-        problems: Vec<String>,
-    },
-}
-
-struct Problems<'a>(&'a [String]);
-
-impl fmt::Display for Problems<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, p) in self.0.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "  - {p}")?;
-        }
-        Ok(())
-    }
-}
-
-impl StoreError {
-    /// An I/O error on `path` while doing `op`.
-    pub fn io(path: impl AsRef<Path>, op: &'static str, source: io::Error) -> Self {
-        StoreError::Io {
-            path: path.as_ref().to_path_buf(),
-            op,
-            source,
-        }
-    }
-
-    /// A format violation in `section` of the file at `path`.
-    pub fn corrupt(path: impl AsRef<Path>, section: &str, what: impl Into<String>) -> Self {
-        StoreError::Corrupt {
-            path: path.as_ref().to_path_buf(),
-            section: section.to_string(),
-            what: what.into(),
-        }
-    }
-
-    /// A malformed importer or generator input at `path`.
-    pub fn input(path: impl AsRef<Path>, what: impl Into<String>) -> Self {
-        StoreError::Input {
-            path: path.as_ref().to_path_buf(),
-            what: what.into(),
-        }
-    }
-
-    /// Neighbour `v` of node `u` is not a node id (< `n_nodes`): a corrupt store read
-    /// before `check` ran.
-    pub fn neighbor_out_of_range(u: u32, v: u32, n_nodes: u64) -> Self {
-        StoreError::argument(format!(
-            "neighbour {v} of node {u} out of range, expected < {n_nodes} (corrupt store? run `saintflow check`)"
-        ))
-    }
-
-    /// A caller's argument out of range.
-    pub fn argument(what: impl Into<String>) -> Self {
-        StoreError::Argument { what: what.into() }
-    }
 }
 
 /// Result with the crate's [`Error`].

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+pub mod autodiff;
 pub mod cli;
 pub mod error;
 pub mod exec;
@@ -15,10 +16,10 @@ pub mod plan;
 pub mod planner;
 pub mod plot;
 pub mod progress;
-pub mod seed;
-pub mod suggest;
 pub mod sample;
+pub mod seed;
 pub mod store;
+pub mod suggest;
 pub mod train;
 
 pub use error::{Error, Result, StoreError};

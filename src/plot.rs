@@ -136,7 +136,7 @@ pub fn image_size(n_panels: usize) -> (u32, u32) {
 /// any case; anything else is an error before anything is written). Atomic: the image goes
 /// to a temp file in the same directory, is fsynced, then renamed over `path`; on failure no
 /// temp file is left and an existing `path` is untouched.
-pub fn plot(path: &Path, panels: &[Panel]) -> Result<(), crate::Error> {
+pub fn plot(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
     let ext = path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
@@ -336,7 +336,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlotError> {
 /// Reads a training log (JSON lines): every non-blank line must be a JSON object and a
 /// well-formed record (see the module docs), the first a `run` record. Errors name
 /// `FILE:LINE` and the field.
-pub fn read_log(path: &Path) -> Result<Vec<Value>, crate::Error> {
+pub fn read_log(path: &Path) -> Result<Vec<Value>, PlotError> {
     let text = std::fs::read_to_string(path).map_err(|e| PlotError::Io {
         path: path.to_path_buf(),
         op: "read",
@@ -374,7 +374,7 @@ pub fn read_log(path: &Path) -> Result<Vec<Value>, crate::Error> {
 /// entry of `runs` is (a name for errors and disambiguation, e.g. the log's path; its
 /// records in order); each `run` record in them starts a run, whose curves are labelled
 /// "`plan` seed `seed`" (plus the name, or a number, where two runs would share a label).
-pub fn training_panels(runs: &[(String, Vec<Value>)]) -> Result<Vec<Panel>, crate::Error> {
+pub fn training_panels(runs: &[(String, Vec<Value>)]) -> Result<Vec<Panel>, PlotError> {
     let mut all = Vec::new();
     for (name, records) in runs {
         if records.is_empty() {

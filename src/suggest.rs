@@ -37,8 +37,14 @@ mod tests {
     #[test]
     fn one_near_name_is_suggested() {
         let known = ["relu", "sigmoid", "tanh"];
-        assert_eq!(did_you_mean("rleu", known.into_iter()), ", did you mean `relu`?");
-        assert_eq!(did_you_mean("sigmod", known.into_iter()), ", did you mean `sigmoid`?");
+        assert_eq!(
+            did_you_mean("rleu", known.into_iter()),
+            ", did you mean `relu`?"
+        );
+        assert_eq!(
+            did_you_mean("sigmod", known.into_iter()),
+            ", did you mean `sigmoid`?"
+        );
     }
 
     #[test]

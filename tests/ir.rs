@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use saintflow::autodiff::differentiate;
 use saintflow::exec::{check_gradients, run, GradCheck};
-use saintflow::ir::{differentiate, Fact, Graph, Init, NodeId, ParamDecl, Params};
+use saintflow::ir::{Fact, Graph, Init, NodeId, ParamDecl, Params};
 use saintflow::op::builtin::{
     Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp, RELU,
 };

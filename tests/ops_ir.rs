@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
+use saintflow::autodiff::differentiate;
 use saintflow::exec::{check_gradients, run, Discrepancy, GradCheck};
 use saintflow::ir::{
-    differentiate, Bindings, Dim, Fact, Graph, Init, NodeId, ParamDecl, Params, SparseMat,
-    Structure, Tensor, Value,
+    Bindings, Dim, Fact, Graph, Init, NodeId, ParamDecl, Params, SparseMat, Structure, Tensor,
+    Value,
 };
 use saintflow::op::builtin::{
     Add, AdjKind, Adjacency, Concat, DropoutBackward, Features, Gat, Loss, LossKind, MatMul,

@@ -6,10 +6,9 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use saintflow::autodiff::differentiate;
 use saintflow::exec::{check_gradients, run, GradCheck};
-use saintflow::ir::{
-    differentiate, Bindings, Dim, Graph, Init, IrError, NodeId, ParamDecl, Params,
-};
+use saintflow::ir::{Bindings, Dim, Graph, Init, IrError, NodeId, ParamDecl, Params};
 use saintflow::op::builtin::{
     product_flops, Add, AdjKind, Adjacency, Factor, Features, Gemm, Loss, LossKind, MatMul, Param,
     Sample, Spmm, TargetsOp, Transpose, RELU,

@@ -81,8 +81,8 @@ impl StepRunner for Executor {
         &self,
         source: &dyn GraphSource,
         steps: std::ops::Range<u64>,
-        f: &mut dyn FnMut(&dyn GraphSource) -> crate::Result<()>,
-    ) -> crate::Result<()> {
+        f: &mut dyn FnMut(&dyn GraphSource),
+    ) {
         super::Prefetch::scope_until(&self.pool, source, PREFETCH_AHEAD, steps.end, |p| f(p))
     }
 }

@@ -74,13 +74,13 @@ pub trait StepRunner: Sync {
     /// Runs `f` with a source serving `source`'s subgraphs for `steps`, asked for in order.
     /// A runner with a pool samples the next subgraphs there while the current step
     /// computes (the executor's [`Prefetch`](super::Prefetch)); the default hands `source`
-    /// through unchanged.
+    /// through unchanged. `f` keeps its own result (its error type is the caller's).
     fn with_prefetch(
         &self,
         source: &dyn GraphSource,
         steps: std::ops::Range<u64>,
-        f: &mut dyn FnMut(&dyn GraphSource) -> crate::Result<()>,
-    ) -> crate::Result<()> {
+        f: &mut dyn FnMut(&dyn GraphSource),
+    ) {
         let _ = steps;
         f(source)
     }

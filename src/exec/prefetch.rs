@@ -20,8 +20,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::pool::{Pool, Scope};
+use crate::ir::source::forward_to_inner;
 use crate::ir::Targets;
-use crate::op::source::forward_to_inner;
 use crate::op::{GraphSource, OpError};
 use crate::sample::Subgraph;
 

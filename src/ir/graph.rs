@@ -12,7 +12,7 @@ use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{Dfs, EdgeRef, Reversed};
 use petgraph::Direction;
 
-use crate::op::Op;
+use super::op::Op;
 
 use super::fact::Fact;
 use super::IrError;
@@ -76,7 +76,7 @@ impl Graph {
             .iter()
             .map(|&i| self.try_node(i).map(|n| &n.fact))
             .collect::<Result<Vec<_>, _>>()?;
-        crate::op::check_args(op, &facts)
+        super::op::check_args(op, &facts)
             .and_then(|()| op.infer(&facts))
             .map_err(|source| IrError::Op {
                 op: op.name().to_string(),

@@ -1,22 +1,25 @@
 //! The dataflow IR of a training step: facts (kinds and symbolic shapes), values, the DAG
-//! on petgraph, parameters, autodiff (which appends the backward DAG through each op's
-//! `backward`) and the canonical text dump that `explain` and the golden tests use.
+//! on petgraph, the `Op` trait its nodes hold (with the [`GraphSource`] their forward
+//! reads), parameters and the canonical text dump that `explain` and the golden tests use.
+//! Autodiff, which appends the backward DAG through each op's `backward`, is
+//! [`crate::autodiff`]; the ops themselves are [`crate::op`].
 
-pub mod autodiff;
 pub mod dump;
 pub mod fact;
 pub mod graph;
+pub mod op;
 pub mod params;
 pub mod recycle;
+pub mod source;
 pub mod value;
 
-pub use autodiff::{differentiate, Gradients};
 pub use fact::{Bindings, Dim, Fact, Kind};
 pub use graph::{Graph, Node, NodeId};
+pub use op::{Op, OpError};
 pub use params::{Init, ParamDecl, Params};
 pub use value::{SparseMat, Structure, TargetLabels, Targets, Tensor, Value};
 
-use crate::op::OpError;
+pub use source::GraphSource;
 
 /// Errors of the IR layer: building, checking and differentiating a graph.
 #[derive(Debug, thiserror::Error)]

@@ -13,12 +13,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::ir::{differentiate, Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
+use crate::autodiff::differentiate;
+use crate::ir::{Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
 use crate::op::builtin::{
     Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };
-use crate::suggest::did_you_mean;
 use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
+use crate::suggest::did_you_mean;
 
 use super::expr::{self, BinOp, Expr, ExprKind};
 use super::schema::{DimRef, Layer, RESERVED};

@@ -18,8 +18,8 @@ use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
 use crate::op::builtin::LossKind;
-use crate::suggest::did_you_mean;
 use crate::sample::FrontierParams;
+use crate::suggest::did_you_mean;
 
 use super::expr::{self, Statement};
 use super::{PlanError, PlanErrorKind, Source};

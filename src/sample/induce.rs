@@ -14,8 +14,8 @@ use std::cell::RefCell;
 
 use rand_core::RngCore;
 
-use crate::error::StoreError;
 use crate::store::Csr;
+use crate::store::StoreError;
 
 /// An induced subgraph: local CSR + original ids.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -20,9 +20,9 @@ use rand::SeedableRng;
 use rand_core::RngCore;
 use rayon::prelude::*;
 
-use crate::error::StoreError;
 use crate::seed::{hash3, stream};
 use crate::store::Csr;
+use crate::store::StoreError;
 
 pub use edge::EdgeSampler;
 pub use frontier::{Dashboard, FrontierParams, FrontierSampler};

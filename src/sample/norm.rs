@@ -36,8 +36,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::error::StoreError;
 use crate::sample::{sample_subgraph, SampleError, Sampler, Subgraph};
+use crate::store::StoreError;
 
 const MAGIC: &[u8; 8] = b"SFNORM01";
 const VERSION: u32 = 2;

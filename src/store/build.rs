@@ -3,13 +3,13 @@
 //! section writers; this module turns the builders into the four CSR sections and the
 //! entries into a header.
 
-use crate::error::StoreError;
 use crate::progress::Progress;
 use crate::store::csr_build::{BuildStats, CsrBuilder, CsrSink, NodeSet};
 use crate::store::format::{
     Dtype, Header, LabelKind, SectionEntry, SectionId, SplitCounts, TrainGraph,
 };
 use crate::store::writer::StoreWriter;
+use crate::store::StoreError;
 
 /// The four CSR sections of a store once written.
 pub struct GraphSections {

@@ -10,9 +10,9 @@ use std::ops::Range;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::error::StoreError;
 use crate::store::format::{LabelKind, Role, SectionId, TrainGraph, NO_LABEL};
 use crate::store::mmap::{Csr, GraphStore, Labels};
+use crate::store::StoreError;
 
 /// Problems listed per kind of check before the rest are only counted.
 const SAMPLES_PER_CHECK: usize = 5;

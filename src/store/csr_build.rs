@@ -13,8 +13,8 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::error::StoreError;
 use crate::store::writer::SectionWriter;
+use crate::store::StoreError;
 
 /// Default memory for one bucket: 512 MiB of keys.
 pub const DEFAULT_BUCKET_BYTES: u64 = 512 << 20;

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::StoreError;
+use crate::store::StoreError;
 use std::path::Path;
 
 /// First 8 bytes of `header.sf`.

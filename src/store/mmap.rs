@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{Advice, Mmap};
 
-use crate::error::StoreError;
 use crate::store::format::{
     decode_header, Header, LabelKind, Role, SectionId, SplitCounts, HEADER_FILE, NO_LABEL,
 };
+use crate::store::StoreError;
 
 /// A mapped section, or nothing for an empty one (zero-length files cannot be mapped).
 enum Backing {

@@ -4,6 +4,7 @@
 pub mod build;
 pub mod check;
 pub mod csr_build;
+pub mod error;
 pub mod format;
 pub mod gen;
 pub mod import;
@@ -12,6 +13,7 @@ pub mod mmap;
 pub mod writer;
 
 pub use check::check;
+pub use error::StoreError;
 pub use format::{Header, LabelKind, Role, SectionId, TrainGraph};
 pub use info::{info, Info};
 pub use mmap::{Access, Csr, GraphStore, Labels};

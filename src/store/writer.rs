@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::error::StoreError;
 use crate::store::format::{encode_header, Dtype, Header, SectionEntry, SectionId, HEADER_FILE};
 use crate::store::mmap::GraphStore;
+use crate::store::StoreError;
 
 #[cfg(target_endian = "big")]
 compile_error!("saintflow's store format is little-endian and is mapped in place; big-endian targets are not supported");

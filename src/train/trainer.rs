@@ -24,7 +24,7 @@ use std::time::Instant;
 use crate::error::Result;
 use crate::exec::StepRunner;
 use crate::ir::{Bindings, Graph, NodeId, Params};
-use crate::op::{Registry, StoreSource};
+use crate::op::{GraphSource, Registry, StoreSource};
 use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerKind, SamplerPlan};
 use crate::planner::{plan, PlanOptions};
 use crate::progress::Progress;
@@ -503,7 +503,7 @@ pub fn train(
         let n_steps = ph.steps_per_epoch.min(max_steps - step);
         let cut = n_steps < ph.steps_per_epoch;
         let steps = step..step + n_steps;
-        runner.with_prefetch(&ph.source, steps, &mut |source| {
+        let mut run_epoch = |source: &dyn GraphSource| -> Result<()> {
             for _ in 0..n_steps {
                 let t0 = Instant::now();
                 let vals = runner.run_step(
@@ -557,7 +557,10 @@ pub fn train(
                 step += 1;
             }
             Ok(())
-        })?;
+        };
+        let mut epoch_result = Ok(());
+        runner.with_prefetch(&ph.source, steps, &mut |s| epoch_result = run_epoch(s));
+        epoch_result?;
         let train_loss = loss_sum / n_steps as f64;
         let last = epoch == total || step >= max_steps;
         let (val, eval_ms, is_best) = if let Some(eval) = eval

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use saintflow::autodiff::differentiate;
 use saintflow::exec::{check_gradients, run, GradCheck};
-use saintflow::ir::{differentiate, Graph, Init, ParamDecl, Params};
+use saintflow::ir::{Graph, Init, ParamDecl, Params};
 use saintflow::op::builtin::{
     AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };

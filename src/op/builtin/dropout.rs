@@ -33,7 +33,11 @@ fn probability(p: f64) -> Result<f64, OpError> {
 
 /// The mask stream of node `key` in the step of `ctx`.
 fn mask_base(ctx: &Ctx<'_>, key: u32) -> u64 {
-    hash3(hash3(ctx.seed, stream::DROPOUT, ctx.step), u64::from(key), 0)
+    hash3(
+        hash3(ctx.seed, stream::DROPOUT, ctx.step),
+        u64::from(key),
+        0,
+    )
 }
 
 /// y = x ⊙ mask / (1 − p) with the mask of `base`, through the kernel (one chunk per task,

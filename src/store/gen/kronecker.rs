@@ -24,14 +24,14 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
-use crate::error::StoreError;
 use crate::progress::Progress;
+use crate::seed::{hash3, stream};
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Dtype, LabelKind, Role, SectionId, SplitCounts, TrainGraph};
-use crate::seed::{hash3, stream};
 use crate::store::gen::{random_role, Permutation};
 use crate::store::writer::StoreWriter;
+use crate::store::StoreError;
 
 /// Draws per chunk: 2^18 draws → 4 MiB of keys, enough to amortise per-bucket appends.
 const CHUNK_DRAWS: u64 = 1 << 18;
@@ -348,8 +348,11 @@ pub fn generate_kronecker(
                     r.push(spec.role_of(v) as u8);
                     if f > 0 {
                         let row = &mut x[i * f..(i + 1) * f];
-                        let mut rng =
-                            Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, stream::FEATURES, v));
+                        let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(
+                            spec.seed,
+                            stream::FEATURES,
+                            v,
+                        ));
                         for xj in row.iter_mut() {
                             *xj = StandardNormal.sample(&mut rng);
                         }

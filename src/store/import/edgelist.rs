@@ -13,7 +13,6 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::error::StoreError;
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::check::asymmetric_entries;
@@ -25,6 +24,7 @@ use crate::store::import::{
     ImportReport, LabelTable,
 };
 use crate::store::writer::StoreWriter;
+use crate::store::StoreError;
 
 /// Options of the edge-list importer.
 #[derive(Debug, Clone)]

@@ -10,7 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::error::StoreError;
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::check::{asymmetric_entries, entries_not_in};
@@ -20,6 +19,7 @@ use crate::store::import::{
     read_class_map, read_roles, require_labels, write_features_npy, write_roles, ImportReport,
 };
 use crate::store::writer::StoreWriter;
+use crate::store::StoreError;
 
 /// Which training graph to store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -12,9 +12,9 @@ use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use crate::error::StoreError;
 use crate::store::format::{Dtype, LabelKind, Role, SectionEntry, SectionId, NO_LABEL};
 use crate::store::writer::StoreWriter;
+use crate::store::StoreError;
 
 pub use edgelist::{import_edgelist, EdgeListOptions};
 pub use graphsaint::{import_graphsaint, GraphSaintOptions, TrainGraphMode};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::op::builtin::{AddN, One};
 use crate::op::{GradBuilder, Op};
 
-use super::{Fact, Graph, IrError, NodeId};
+use crate::ir::{Fact, Graph, IrError, NodeId};
 
 /// The result of [`differentiate`]: the gradient node of each node asked for.
 #[derive(Clone, Debug)]

@@ -1,0 +1,422 @@
+//! The `Op` trait — the public custom-op API, re-exported as `saintflow::op` — and what ops see: argument checks, costs,
+//! the forward context, and the [`GradBuilder`] through which a backward adds gradient
+//! nodes to the IR (so the planner optimises backward chains like forward ones).
+//!
+//! Protocol, in prose:
+//! * `infer` is pure and total on facts: it is called when a node is added and again by
+//!   `Graph::validate` after every pass; it must give the same fact each time.
+//! * `forward` may assume its inputs match the facts `infer` accepted (the interpreter
+//!   checks every output against its fact) and must not spawn threads: it runs on the
+//!   caller's rayon pool.
+//! * `backward` runs once, when the plan is loaded (autodiff), never during a step. It gets
+//!   the node's gradient node and returns one optional gradient node per input, in order,
+//!   for the inputs whose gradient is asked for ([`GradBuilder::needs_grad`]); returning
+//!   `None` for such an input is an error. The default says "backward not supported", so a
+//!   plan that differentiates through the op fails at load, not at step 10,000.
+//! * `pure` ops with equal name, attributes and inputs compute the same value: common-
+//!   subexpression elimination merges them.
+//! * Partitioned forward (optional, for the work-stealing executor). An op whose output is
+//!   dense may say, from its actual inputs, how its forward splits into parts that run at
+//!   once: [`Op::split`] returns a [`Split`] — an axis of the output (rows or columns), the
+//!   parts' ranges along it (ascending, disjoint, within the output) and optional data
+//!   prepared once for all parts. The executor then allocates the output (zeros, the shape
+//!   of the node's fact under the step's bindings), hands each part a [`MatMut`] view of
+//!   exactly its range (so no two parts can write the same element) and calls
+//!   [`Op::forward_part`] for every part, on any worker, in any order, possibly at once.
+//!   Elements outside every range stay 0. The parts together must compute what `forward`
+//!   computes; when they do not change the order of any summation the executor's result is
+//!   bit-identical to the interpreter's. The executor dispatches parts in range order: the
+//!   worker that split keeps the last part, thieves take the first ones, so neighbouring
+//!   parts (which share cache lines at their boundary) rarely run at the same time.
+//!   Default: `split` returns `None` (one task runs `forward`), so existing ops are
+//!   unchanged; an op that returns a split must implement `forward_part`.
+//! * Row locality (optional, for out-of-core full-graph inference). [`Op::row_local`] says
+//!   that, in evaluation mode (`ctx.training` false), row i of the output depends only on
+//!   row i of each input whose rows are the nodes (`n`) and on the whole of inputs whose
+//!   shape does not involve `n` (parameters). Such an op can run on a block of rows at a
+//!   time, which is how inference covers graphs larger than memory
+//!   (`train::blocked`). Default: false, and a plan using the op is evaluated in memory.
+
+use std::any::Any;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+pub use saintflow_ops::view::{MatMut, MatRef};
+use saintflow_ops::KernelError;
+
+use super::source::GraphSource;
+use super::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, Value};
+
+/// Errors of ops: bad arguments (caught when the plan is loaded) and failures while a step
+/// runs (a kernel, the data source).
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// Wrong number or kinds of arguments, or shapes that do not fit.
+    #[error("{what}")]
+    Args {
+        /// What is wrong, in "expected …, got …" form.
+        what: String,
+    },
+    /// A bad attribute (`p=1.5`, a missing `name=`).
+    #[error("attribute {name}: {what}")]
+    Attr {
+        /// The attribute.
+        name: String,
+        /// What is wrong.
+        what: String,
+    },
+    /// Differentiating through an op without a backward.
+    #[error("backward not supported for {op}")]
+    NoBackward {
+        /// The op.
+        op: String,
+    },
+    /// A kernel refused its inputs.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// The data source failed (sampling, reading the store).
+    #[error("{0}")]
+    Source(String),
+    /// A value is missing (a parameter not initialised, an op run without a data source).
+    #[error("{0}")]
+    Missing(String),
+    /// The op panicked while running (the executor catches it and fails the step).
+    #[error("panicked: {0}")]
+    Panicked(String),
+}
+
+impl OpError {
+    /// An argument error.
+    pub fn args(what: impl Into<String>) -> OpError {
+        OpError::Args { what: what.into() }
+    }
+}
+
+/// The arguments an op takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly these, in order.
+    Exact(Vec<Kind>),
+    /// At least `min` arguments, all of one kind.
+    Variadic {
+        /// Their kind.
+        kind: Kind,
+        /// The fewest accepted.
+        min: usize,
+    },
+}
+
+/// Checks the number and kinds of arguments against [`Op::args`].
+pub fn check_args(op: &dyn Op, inputs: &[&Fact]) -> Result<(), OpError> {
+    match op.args() {
+        Arity::Exact(kinds) => {
+            if kinds.len() != inputs.len() {
+                return Err(OpError::args(format!(
+                    "{} takes {} argument{}, got {}",
+                    op.name(),
+                    kinds.len(),
+                    if kinds.len() == 1 { "" } else { "s" },
+                    inputs.len()
+                )));
+            }
+            for (i, (k, f)) in kinds.iter().zip(inputs).enumerate() {
+                if !k.accepts(f.kind()) {
+                    return Err(OpError::args(format!(
+                        "{} argument {}: expected {k}, got {} {f}",
+                        op.name(),
+                        i + 1,
+                        f.kind()
+                    )));
+                }
+            }
+        }
+        Arity::Variadic { kind, min } => {
+            if inputs.len() < min {
+                return Err(OpError::args(format!(
+                    "{} takes at least {min} arguments, got {}",
+                    op.name(),
+                    inputs.len()
+                )));
+            }
+            if let Some((i, f)) = inputs
+                .iter()
+                .enumerate()
+                .find(|(_, f)| !kind.accepts(f.kind()))
+            {
+                return Err(OpError::args(format!(
+                    "{} argument {}: expected {kind}, got {} {f}",
+                    op.name(),
+                    i + 1,
+                    f.kind()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An op's estimated cost for one step: what the planner minimises and `explain` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// Floating-point operations (a multiply-add counts 2).
+    pub flops: f64,
+    /// Bytes read from inputs.
+    pub bytes_read: f64,
+    /// Bytes written.
+    pub bytes_written: f64,
+}
+
+impl Cost {
+    /// The default estimate: read every input once, write the output once, no arithmetic.
+    pub fn streaming(inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        Cost {
+            flops: 0.0,
+            bytes_read: inputs.iter().map(|f| f.bytes(b) as f64).sum(),
+            bytes_written: output.bytes(b) as f64,
+        }
+    }
+
+    /// Sum of two costs.
+    pub fn plus(self, o: Cost) -> Cost {
+        Cost {
+            flops: self.flops + o.flops,
+            bytes_read: self.bytes_read + o.bytes_read,
+            bytes_written: self.bytes_written + o.bytes_written,
+        }
+    }
+}
+
+/// What a forward sees besides its inputs.
+pub struct Ctx<'a> {
+    /// The graph being trained on, for source ops (sample, features, targets).
+    pub source: Option<&'a dyn GraphSource>,
+    /// The parameters' current values.
+    pub params: &'a Params,
+    /// The step number (subgraph index).
+    pub step: u64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Training (dropout active) or evaluation.
+    pub training: bool,
+    /// The node running, as a stable key for per-node randomness (dropout masks).
+    pub node: NodeId,
+    /// The step's symbol values.
+    pub bindings: Bindings,
+}
+
+impl Ctx<'_> {
+    /// The data source, or a clear error for ops that need one.
+    pub fn source(&self, op: &str) -> Result<&dyn GraphSource, OpError> {
+        self.source.ok_or_else(|| {
+            OpError::Missing(format!(
+                "{op}: no graph to read (run without a data source)"
+            ))
+        })
+    }
+}
+
+/// An operator of the IR. Implement it (plus registration in a [`Registry`]) to add an op
+/// of your own; see the protocol at the top of this file and `examples/custom_op`.
+pub trait Op: Any + Send + Sync + fmt::Debug {
+    /// The name plan files use (`relu`, `user.gelu`).
+    fn name(&self) -> &str;
+
+    /// Attributes that distinguish instances, canonical (`p=0.5`); part of the CSE key and
+    /// of the `explain` dump.
+    fn attrs(&self) -> String {
+        String::new()
+    }
+
+    /// The arguments taken.
+    fn args(&self) -> Arity;
+
+    /// The output's fact from the inputs' facts (arity and kinds already checked).
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError>;
+
+    /// Estimated cost for one step.
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        Cost::streaming(inputs, output, b)
+    }
+
+    /// Computes the output.
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError>;
+
+    /// Adds the nodes computing the inputs' gradients from `grad`, the gradient of this
+    /// node's output; one entry per input.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let _ = (g, grad);
+        Err(OpError::NoBackward {
+            op: self.name().to_string(),
+        })
+    }
+
+    /// Same name, attributes and inputs ⇒ same value (CSE may merge). False for ops with
+    /// randomness of their own.
+    fn pure(&self) -> bool {
+        true
+    }
+
+    /// Which stage of a step its time is reported under (the training log splits step time
+    /// into sampling / aggregation / weight transformation / other, as JPDC Fig. 2 does).
+    fn stage(&self) -> Stage {
+        Stage::Other
+    }
+
+    /// Whether the forward is row-local in evaluation mode, given the inputs' facts (see
+    /// "Row locality" at the top of this file). Default: false.
+    fn row_local(&self, inputs: &[&Fact]) -> bool {
+        let _ = inputs;
+        false
+    }
+
+    /// How to split this forward into parts for `threads` workers, from the actual inputs
+    /// (see "Partitioned forward" at the top of this file). `output` is the node's fact;
+    /// `ctx.bindings` resolves it. `None` (the default): one task runs `forward`.
+    fn split(
+        &self,
+        inputs: &[&Value],
+        output: &Fact,
+        ctx: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let _ = (inputs, output, ctx, threads);
+        Ok(None)
+    }
+
+    /// Computes part `part` of `split` (the value [`Op::split`] returned) into `out`, the
+    /// view of the output's rows or columns `split.ranges[part]`.
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        ctx: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let _ = (inputs, ctx, split, part, out);
+        Err(OpError::Missing(format!(
+            "{}: split declared without forward_part",
+            self.name()
+        )))
+    }
+}
+
+/// The axis of a dense output that a [`Split`] cuts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Axis {
+    /// Parts are blocks of rows.
+    Rows,
+    /// Parts are blocks of columns.
+    Cols,
+}
+
+/// How an op's forward splits into parts (see [`Op::split`]).
+pub struct Split {
+    /// The output axis cut.
+    pub axis: Axis,
+    /// One range per part, ascending and disjoint, within the output's extent on `axis`.
+    pub ranges: Vec<Range<usize>>,
+    /// Data the op computes once for all parts (e.g. permuted values), read by every part.
+    pub prepared: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Split")
+            .field("axis", &self.axis)
+            .field("ranges", &self.ranges)
+            .finish()
+    }
+}
+
+impl Split {
+    /// `parts` near-equal blocks of `0..len` along `axis` (fewer if `len` is smaller).
+    pub fn even(axis: Axis, len: usize, parts: usize) -> Split {
+        let parts = parts.clamp(1, len.max(1));
+        Split {
+            axis,
+            ranges: (0..parts)
+                .map(|i| i * len / parts..(i + 1) * len / parts)
+                .collect(),
+            prepared: None,
+        }
+    }
+}
+
+/// The stages a step's time is split into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Drawing the subgraph and reading its features, targets and adjacency.
+    Sampling,
+    /// Sparse products over the subgraph's edges (SpMM, SDDMM, attention).
+    Aggregation,
+    /// Dense products with the weights (GEMM).
+    Transformation,
+    /// Everything else (activations, losses, concatenation, ...).
+    Other,
+}
+
+impl dyn Op {
+    /// The concrete op, if it is a `T` (passes use this to recognise products).
+    pub fn downcast_ref<T: Op>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref::<T>()
+    }
+}
+
+/// Adds gradient nodes for one node during autodiff.
+pub struct GradBuilder<'g> {
+    pub(crate) graph: &'g mut Graph,
+    pub(crate) node: NodeId,
+    pub(crate) needs: &'g std::collections::HashSet<NodeId>,
+}
+
+impl GradBuilder<'_> {
+    /// The node being differentiated.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Its number of inputs.
+    pub fn arity(&self) -> usize {
+        self.graph.node(self.node).inputs.len()
+    }
+
+    /// Its `i`-th input.
+    pub fn input(&self, i: usize) -> NodeId {
+        self.graph.node(self.node).inputs[i]
+    }
+
+    /// Whether input `i`'s gradient is asked for.
+    pub fn needs_grad(&self, i: usize) -> bool {
+        self.needs.contains(&self.input(i))
+    }
+
+    /// A node's fact.
+    pub fn fact(&self, id: NodeId) -> &Fact {
+        self.graph.fact(id)
+    }
+
+    /// The label of the node being differentiated.
+    pub fn label(&self) -> String {
+        self.graph.node(self.node).label.clone()
+    }
+
+    /// Adds a gradient node, labelled after the node being differentiated.
+    pub fn add(&mut self, op: impl Op, inputs: &[NodeId]) -> Result<NodeId, OpError> {
+        self.add_arc(Arc::new(op), inputs)
+    }
+
+    /// [`GradBuilder::add`] for a shared op.
+    pub fn add_arc(&mut self, op: Arc<dyn Op>, inputs: &[NodeId]) -> Result<NodeId, OpError> {
+        let label = format!("∇ {}", self.graph.node(self.node).label);
+        self.graph.add(op, inputs, label).map_err(|e| match e {
+            IrError::Op { source, .. } => source,
+            other => OpError::args(other.to_string()),
+        })
+    }
+}
