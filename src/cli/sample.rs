@@ -3,30 +3,15 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::sample::{
-    sample_subgraph, EdgeSampler, FrontierParams, FrontierSampler, FullSampler, NodeSampler,
-    NormCounts, RandomWalkSampler, Sampler,
-};
+use crate::sample::spec::{self, SamplerKind, Value};
+use crate::sample::{sample_subgraph, NormCounts, SampleError};
 use crate::store::GraphStore;
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Kind {
-    /// Frontier sampling with the Dashboard.
-    Frontier,
-    /// Random walks.
-    Rw,
-    /// Edges ∝ 1/deg(u) + 1/deg(v).
-    Edge,
-    /// Nodes ∝ degree (or uniform with --uniform).
-    Node,
-    /// The whole graph.
-    Full,
-}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum GraphArg {
@@ -40,9 +25,9 @@ enum GraphArg {
 pub(super) struct SampleArgs {
     /// Store directory.
     store: PathBuf,
-    /// Sampler.
-    #[arg(long, value_enum, default_value = "frontier")]
-    sampler: Kind,
+    /// Sampler (a kind of the sampler table).
+    #[arg(long, default_value = "frontier", value_parser = sampler_names())]
+    sampler: String,
     /// Graph to sample from.
     #[arg(long, value_enum, default_value = "train")]
     graph: GraphArg,
@@ -52,27 +37,27 @@ pub(super) struct SampleArgs {
     /// Seed: subgraph i depends only on (seed, i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Frontier size m (frontier).
-    #[arg(long, default_value_t = 1000)]
-    frontier: usize,
-    /// Node budget n (frontier, node).
-    #[arg(long, default_value_t = 8000)]
-    budget: usize,
-    /// Dashboard size factor η (frontier).
-    #[arg(long, default_value_t = 2.0)]
-    eta: f64,
+    /// Frontier size m (frontier) [default: the sampler table's, 1000].
+    #[arg(long)]
+    frontier: Option<usize>,
+    /// Node budget n (frontier, node) [default: 8000].
+    #[arg(long)]
+    budget: Option<usize>,
+    /// Dashboard size factor η (frontier) [default: 2].
+    #[arg(long)]
+    eta: Option<f64>,
     /// At most this many pins per node (frontier; IPDPS 2019 used 30 on skewed graphs).
     #[arg(long)]
     pin_cap: Option<usize>,
-    /// Walk roots r (rw).
-    #[arg(long, default_value_t = 3000)]
-    roots: usize,
-    /// Walk length h (rw).
-    #[arg(long, default_value_t = 2)]
-    depth: usize,
-    /// Edges per subgraph (edge).
-    #[arg(long, default_value_t = 4000)]
-    edges: usize,
+    /// Walk roots r (rw) [default: 3000].
+    #[arg(long)]
+    roots: Option<usize>,
+    /// Walk length h (rw) [default: 2].
+    #[arg(long)]
+    depth: Option<usize>,
+    /// Edges per subgraph (edge) [default: 4000].
+    #[arg(long)]
+    edges: Option<usize>,
     /// Uniform node sampling instead of ∝ degree (node).
     #[arg(long)]
     uniform: bool,
@@ -112,28 +97,47 @@ struct Summary {
     threads: usize,
 }
 
+/// `--sampler`'s values: the table's kinds, with their docs.
+fn sampler_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        spec::SAMPLERS
+            .iter()
+            .map(|s| clap::builder::PossibleValue::new(s.name).help(s.doc)),
+    )
+}
+
+/// The sampler the flags name: each flag given sets the table key of its name when the kind
+/// has one (flags of other kinds are ignored, as they always were); unset keys keep the
+/// table's defaults.
+fn sampler_kind(a: &SampleArgs) -> std::result::Result<SamplerKind, SampleError> {
+    let flags = [
+        ("frontier", a.frontier.map(Value::Count)),
+        ("budget", a.budget.map(Value::Count)),
+        ("eta", a.eta.map(Value::Number)),
+        ("pin_cap", a.pin_cap.map(Value::Count)),
+        ("roots", a.roots.map(Value::Count)),
+        ("depth", a.depth.map(Value::Count)),
+        ("edges", a.edges.map(Value::Count)),
+        ("uniform", a.uniform.then_some(Value::Flag(true))),
+    ];
+    let mut kind = SamplerKind::new(&a.sampler).expect("clap checked the name");
+    for (key, v) in flags {
+        if let Some(v) = v.filter(|_| kind.spec().key(key).is_some()) {
+            kind.set(key, v)?;
+        }
+    }
+    Ok(kind)
+}
+
 pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     let store = GraphStore::open(&a.store)?;
     let (g, graph_name) = match a.graph {
         GraphArg::Train => (store.train(), "train"),
         GraphArg::Full => (store.full(), "full"),
     };
-    let sampler: Box<dyn Sampler> = match a.sampler {
-        Kind::Frontier => Box::new(FrontierSampler::new(
-            g,
-            FrontierParams {
-                frontier: a.frontier,
-                budget: a.budget,
-                eta: a.eta,
-                pin_cap: a.pin_cap,
-            },
-        )?),
-        Kind::Rw => Box::new(RandomWalkSampler::new(g, a.roots, a.depth)?),
-        Kind::Edge => Box::new(EdgeSampler::new(g, a.edges)?),
-        Kind::Node => Box::new(NodeSampler::new(g, a.budget, !a.uniform)?),
-        Kind::Full => Box::new(FullSampler::new(g)),
-    };
-    let clip = if matches!(a.sampler, Kind::Full) {
+    let kind = sampler_kind(&a)?;
+    let sampler = kind.build(g)?;
+    let clip = if kind.whole_graph() {
         1
     } else {
         a.clip.max(1)
