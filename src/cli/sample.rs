@@ -137,11 +137,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     };
     let kind = sampler_kind(&a)?;
     let sampler = kind.build(g)?;
-    let clip = if kind.whole_graph() {
-        1
-    } else {
-        a.clip.max(1)
-    };
+    let clip = if kind.whole_graph() { 1 } else { a.clip.max(1) };
     // Timing is per subgraph on one thread; subgraphs/s is for the whole pool below.
     let bar = progress.bar(a.count, "sample", "subgraphs");
     let mut seen = vec![false; g.n_nodes()];

@@ -97,7 +97,11 @@ pub(super) fn sampler(
             err(
                 src,
                 v.span().start,
-                format!("sampler `{}`: expected {}{got}", key.name, key.ty.expected()),
+                format!(
+                    "sampler `{}`: expected {}{got}",
+                    key.name,
+                    key.ty.expected()
+                ),
             )
         })?;
         kind.set(key.name, value)
@@ -150,7 +154,9 @@ pub(super) fn phase_sampler(
     let mut merged = base.clone();
     let new_kind = phase.get_ref().get("kind").map(|k| k.get_ref().clone());
     if new_kind.is_some() && new_kind.as_ref() != base.get("kind").map(|k| k.get_ref()) {
-        merged.retain(|k, _| k.get_ref() != "kind" && COMMON_SAMPLER_KEYS.contains(&k.get_ref().as_str()));
+        merged.retain(|k, _| {
+            k.get_ref() != "kind" && COMMON_SAMPLER_KEYS.contains(&k.get_ref().as_str())
+        });
     }
     for (k, v) in phase.get_ref() {
         merged.insert(k.clone(), v.clone());

@@ -41,7 +41,6 @@ pub struct ParamSpec {
     pub(crate) span: Range<usize>,
 }
 
-
 /// A `[[layer]]`, or the `[output]` (whose `repeat` is 1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layer {
@@ -69,7 +68,6 @@ pub enum SampleGraph {
     /// The full graph (transductive, e.g. Planetoid splits).
     Full,
 }
-
 
 /// The `[sampler]` table, typed.
 #[derive(Clone, Debug, PartialEq)]

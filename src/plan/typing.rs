@@ -247,7 +247,6 @@ fn layer(
     })
 }
 
-
 fn positive(src: &Source, v: &Option<S<f64>>, what: &str, default: f64) -> Result<f64, PlanError> {
     match v {
         None => Ok(default),
@@ -438,4 +437,3 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         effective: String::new(),
     })
 }
-

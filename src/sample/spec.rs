@@ -231,7 +231,11 @@ impl SamplerKind {
 
     /// The keys with their values, in the row's order.
     pub fn values(&self) -> impl Iterator<Item = (&'static str, Option<Value>)> + '_ {
-        self.spec.keys.iter().map(|k| k.name).zip(self.values.iter().copied())
+        self.spec
+            .keys
+            .iter()
+            .map(|k| k.name)
+            .zip(self.values.iter().copied())
     }
 
     /// A count key's value (`None`: unset).
@@ -313,7 +317,9 @@ mod tests {
                 }
             }
         }
-        let e = SamplerKind::new("rw").unwrap().with("budget", Value::Count(3));
+        let e = SamplerKind::new("rw")
+            .unwrap()
+            .with("budget", Value::Count(3));
         assert!(e.is_err());
         let e = SamplerKind::new("rw")
             .unwrap()

@@ -28,9 +28,7 @@ use crate::op::{Registry, StoreSource};
 use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerKind, SamplerPlan};
 use crate::planner::{plan, PlanOptions};
 use crate::progress::Progress;
-use crate::sample::{
-    NormCounts, Sampler,
-};
+use crate::sample::{NormCounts, Sampler};
 use crate::store::gen::hash3;
 use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
