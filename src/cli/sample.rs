@@ -37,29 +37,22 @@ pub(super) struct SampleArgs {
     /// Seed: subgraph i depends only on (seed, i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Frontier size m (frontier) [default: the sampler table's, 1000].
-    #[arg(long)]
+    // The sampler keys: help (doc, kinds, default) from the sampler table.
+    #[arg(long, help = key_help("frontier"))]
     frontier: Option<usize>,
-    /// Node budget n (frontier, node) [default: 8000].
-    #[arg(long)]
+    #[arg(long, help = key_help("budget"))]
     budget: Option<usize>,
-    /// Dashboard size factor η (frontier) [default: 2].
-    #[arg(long)]
+    #[arg(long, help = key_help("eta"))]
     eta: Option<f64>,
-    /// At most this many pins per node (frontier; IPDPS 2019 used 30 on skewed graphs).
-    #[arg(long)]
+    #[arg(long, help = key_help("pin_cap"))]
     pin_cap: Option<usize>,
-    /// Walk roots r (rw) [default: 3000].
-    #[arg(long)]
+    #[arg(long, help = key_help("roots"))]
     roots: Option<usize>,
-    /// Walk length h (rw) [default: 2].
-    #[arg(long)]
+    #[arg(long, help = key_help("depth"))]
     depth: Option<usize>,
-    /// Edges per subgraph (edge) [default: 4000].
-    #[arg(long)]
+    #[arg(long, help = key_help("edges"))]
     edges: Option<usize>,
-    /// Uniform node sampling instead of ∝ degree (node).
-    #[arg(long)]
+    #[arg(long, help = key_help("uniform"))]
     uniform: bool,
     /// Clip |V_s| down to a multiple of this (16 f32 per cache line; 1 = off; full: off).
     #[arg(long, default_value_t = 16)]
@@ -95,6 +88,29 @@ struct Summary {
     subgraphs_per_s: f64,
     coverage: f64,
     threads: usize,
+}
+
+/// A key flag's help from the table: the first row's doc, the kinds that have the key, and
+/// the defaults (`"Walk roots r (rw) [default: 3000]"`).
+fn key_help(name: &str) -> String {
+    let rows: Vec<_> = spec::SAMPLERS
+        .iter()
+        .filter_map(|s| s.key(name).map(|(_, k)| (s.name, k)))
+        .collect();
+    let doc = rows.first().map_or("", |(_, k)| k.doc);
+    let kinds: Vec<&str> = rows.iter().map(|(s, _)| *s).collect();
+    let mut defaults: Vec<String> = rows
+        .iter()
+        .filter(|(_, k)| k.ty != spec::KeyType::Flag)
+        .filter_map(|(_, k)| k.default.map(|d| d.to_string()))
+        .collect();
+    defaults.dedup();
+    let default = match defaults.as_slice() {
+        [] => String::new(),
+        [d] => format!(" [default: {d}]"),
+        many => format!(" [defaults: {}]", many.join(", ")),
+    };
+    format!("{doc} ({}){default}", kinds.join(", "))
 }
 
 /// `--sampler`'s values: the table's kinds, with their docs.
