@@ -245,3 +245,54 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SampleArgs,
+    }
+
+    /// Every key of every row of the sampler table has its flag (`--pin-cap` for
+    /// `pin_cap`) and the flag sets that key; flags of other kinds are ignored.
+    #[test]
+    fn every_table_key_has_a_flag() {
+        for row in spec::SAMPLERS {
+            for key in row.keys {
+                let flag = format!("--{}", key.name.replace('_', "-"));
+                // A flag of another kind, ignored.
+                let foreign = if row.key("edges").is_some() {
+                    "--roots"
+                } else {
+                    "--edges"
+                };
+                let (mut argv, want) = (
+                    vec!["sample", "store", "--sampler", row.name, foreign, "9"],
+                    match key.ty {
+                        spec::KeyType::Count => Value::Count(7),
+                        spec::KeyType::Positive => Value::Number(2.5),
+                        spec::KeyType::Flag => Value::Flag(true),
+                    },
+                );
+                argv.push(&flag);
+                let text = want.to_string();
+                if key.ty != spec::KeyType::Flag {
+                    argv.push(&text);
+                }
+                let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+                let kind = sampler_kind(&cli.args).unwrap();
+                assert_eq!(kind.get(key.name), Some(want), "{argv:?}");
+                for (other, v) in kind.values() {
+                    if other != key.name {
+                        assert_eq!(v, row.key(other).unwrap().1.default, "{argv:?}");
+                    }
+                }
+            }
+        }
+    }
+}
