@@ -15,6 +15,7 @@ use saintflow::op::{
     Arity, Attrs, Ctx, GradBuilder, GraphSource, MemorySource, Op, OpError, Registry,
 };
 use saintflow::plan::{LowerEnv, Lowered, Plan, PlanError, PlanErrorKind, SamplerKind};
+use saintflow::sample::spec::{self, Value as KeyValue, SAMPLERS};
 
 // ---------------------------------------------------------------------------------------
 // Test-local stand-ins for ops of the built-ins branch.
@@ -434,6 +435,77 @@ fn a_key_of_another_sampler_is_refused() {
     );
 }
 
+/// The sampler table (`sample::spec`) is the plan's sampler schema: for every row, a plan
+/// naming the kind takes the row's defaults, every key of the row is accepted and lands, a
+/// misspelt key is refused with a suggestion, a count key of 0 is refused in the row's
+/// words, and `--set sampler.kind=` to the kind drops the frontier plan's keys the kind
+/// does not have.
+#[test]
+fn the_sampler_table_is_the_plan_schema() {
+    for row in SAMPLERS {
+        let plan = |keys: &str| {
+            format!(
+                "[sampler]\nkind = \"{}\"\n{keys}\n{}",
+                row.name,
+                two("x @ W_self")
+            )
+        };
+        let p = Plan::parse(&plan(""), "t.toml").unwrap();
+        assert_eq!(p.sampler.kind, SamplerKind::of(row), "{}", row.name);
+        assert_eq!(p.sampler.clip, row.default_clip());
+        for (key, v) in p.sampler.kind.values() {
+            assert_eq!(v, row.key(key).unwrap().1.default, "{}.{key}", row.name);
+        }
+        let (mut keys, mut want) = (String::new(), SamplerKind::of(row));
+        for k in row.keys {
+            let (text, v) = match k.ty {
+                spec::KeyType::Count => ("7", KeyValue::Count(7)),
+                spec::KeyType::Positive => ("2.5", KeyValue::Number(2.5)),
+                spec::KeyType::Flag => ("true", KeyValue::Flag(true)),
+            };
+            keys += &format!("{} = {text}\n", k.name);
+            want.set(k.name, v).unwrap();
+            assert_ne!(Some(v), k.default, "pick values that are not the defaults");
+        }
+        let p = Plan::parse(&plan(&keys), "t.toml").unwrap();
+        assert_eq!(p.sampler.kind, want);
+        // A misspelt key (the last letter dropped) of every row, and a misspelt `clip`.
+        for name in row.keys.iter().map(|k| k.name).chain(["clip"]) {
+            let typo = &name[..name.len() - 1];
+            assert_at(
+                &error(&plan(&format!("{typo} = 1\n"))),
+                3,
+                typo.len() + 4,
+                &[
+                    &format!("the `{}` sampler has no key `{typo}`", row.name),
+                    &format!("did you mean `{name}`?"),
+                ],
+            );
+        }
+        for k in row.keys.iter().filter(|k| k.ty == spec::KeyType::Count) {
+            assert_at(
+                &error(&plan(&format!("{} = 0\n", k.name))),
+                3,
+                k.name.len() + 4,
+                &[&format!(
+                    "sampler `{}`: expected a whole number ≥ 1, got 0",
+                    k.name
+                )],
+            );
+        }
+        // SAGE's sampler is `frontier = 10, budget = 50`: a kind with the same key keeps it.
+        let kind = format!("sampler.kind={}", row.name);
+        let p = Plan::parse_with_overrides(SAGE, "sage.toml", &[&kind]).unwrap();
+        let mut want = SamplerKind::of(row);
+        for (k, v) in [("frontier", 10), ("budget", 50)] {
+            if row.key(k).is_some() {
+                want.set(k, KeyValue::Count(v)).unwrap();
+            }
+        }
+        assert_eq!(p.sampler.kind, want);
+    }
+}
+
 #[test]
 fn a_bad_attribute_points_at_it_with_a_suggestion() {
     let e = error(&two(
@@ -729,6 +801,15 @@ fn operators_lower_to_registry_ops() {
     assert_eq!(ops.iter().filter(|&&o| o == "scale").count(), 3, "{ops:?}");
 }
 
+/// The random-walk sampler with `roots` and `depth`.
+fn rw(roots: usize, depth: usize) -> SamplerKind {
+    SamplerKind::new("rw")
+        .unwrap()
+        .with("roots", KeyValue::Count(roots))
+        .and_then(|k| k.with("depth", KeyValue::Count(depth)))
+        .unwrap()
+}
+
 #[test]
 fn plan_fields_are_typed() {
     let text = format!(
@@ -740,20 +821,18 @@ fn plan_fields_are_typed() {
     assert_eq!(p.layers.len(), 1);
     assert_eq!(p.layers[0].repeat, 2);
     assert_eq!(p.eval.every, 2);
-    let SamplerKind::Frontier(fp) = p.sampler.kind else {
-        panic!("{:?}", p.sampler)
-    };
-    assert_eq!((fp.frontier, fp.budget, p.sampler.clip), (10, 50, 16));
+    let fp = &p.sampler.kind;
+    assert_eq!(fp.name(), "frontier", "{:?}", p.sampler);
+    assert_eq!(
+        (fp.count("frontier"), fp.count("budget"), p.sampler.clip),
+        (10, 50, 16)
+    );
     assert_eq!(p.phases.len(), 3);
     assert_eq!(p.phases[0].sampler, p.sampler);
-    let SamplerKind::Frontier(fp) = p.phases[1].sampler.kind else {
-        panic!()
-    };
-    assert_eq!((fp.frontier, fp.budget), (10, 70));
-    assert_eq!(
-        p.phases[2].sampler.kind,
-        SamplerKind::RandomWalk { roots: 5, depth: 2 }
-    );
+    let fp = &p.phases[1].sampler.kind;
+    assert_eq!(fp.name(), "frontier");
+    assert_eq!((fp.count("frontier"), fp.count("budget")), (10, 70));
+    assert_eq!(p.phases[2].sampler.kind, rw(5, 2));
     assert_eq!(
         p.ops_used().into_iter().collect::<Vec<_>>(),
         ["concat", "relu"]
@@ -784,10 +863,7 @@ fn overrides_edit_the_toml_before_typing() {
     // Switching the kind drops the frontier sampler's keys (frontier, budget): the walk
     // sampler keeps `roots` from the override and takes its default depth.
     let p = p.unwrap();
-    assert_eq!(
-        p.sampler.kind,
-        SamplerKind::RandomWalk { roots: 7, depth: 2 }
-    );
+    assert_eq!(p.sampler.kind, rw(7, 2));
     assert!(
         !p.effective_text().contains("budget"),
         "{}",
@@ -814,10 +890,7 @@ fn overrides_edit_the_toml_before_typing() {
     )
     .unwrap();
     assert_eq!(p.dims["hidden"], 6);
-    assert_eq!(
-        p.sampler.kind,
-        SamplerKind::RandomWalk { roots: 7, depth: 2 }
-    );
+    assert_eq!(p.sampler.kind, rw(7, 2));
     assert_eq!(p.layers[0].repeat, 3);
     assert_eq!(p.eval.every, 4);
     let saintflow::plan::Optimizer::Adam(a) = p.optimizer else {

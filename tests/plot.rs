@@ -447,8 +447,11 @@ fn a_log_file_round_trips_through_read_log_and_plots() {
 // ---------------------------------------------------------------------------------------
 // Errors
 
-fn err_text<T: std::fmt::Debug>(r: Result<T, saintflow::Error>) -> String {
-    r.expect_err("expected an error").to_string()
+fn err_text<T: std::fmt::Debug, E: std::fmt::Display>(r: Result<T, E>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
 }
 
 /// Writes `recs` as a log with line `line` (1-based) replaced by `bad`, and returns

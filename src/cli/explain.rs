@@ -8,7 +8,7 @@ use clap::Args;
 use crate::error::{Error, Result};
 use crate::ir::Bindings;
 use crate::op::Registry;
-use crate::plan::{LowerEnv, Plan, SamplerKind};
+use crate::plan::{LowerEnv, Plan};
 use crate::planner::{explain_dot, explain_text, plan, PlanOptions};
 use crate::store::{GraphStore, Labels};
 
@@ -51,17 +51,6 @@ fn usage(what: String) -> ! {
     clap::Error::raw(clap::error::ErrorKind::MissingRequiredArgument, what + "\n").exit()
 }
 
-/// The sampler's expected node count, where the plan says it.
-fn sampler_nodes(kind: &SamplerKind) -> Option<usize> {
-    match *kind {
-        SamplerKind::Frontier(p) => Some(p.budget),
-        SamplerKind::RandomWalk { roots, depth } => Some(roots * (depth + 1)),
-        SamplerKind::Edge { edges } => Some(2 * edges),
-        SamplerKind::Node { budget, .. } => Some(budget),
-        SamplerKind::Full => None,
-    }
-}
-
 pub(super) fn run(a: ExplainArgs) -> Result<()> {
     let p = Plan::load(&a.plan)?;
     let store = a.graph.as_ref().map(GraphStore::open).transpose()?;
@@ -84,7 +73,7 @@ pub(super) fn run(a: ExplainArgs) -> Result<()> {
             .as_ref()
             .is_some_and(|s| matches!(s.labels(), Labels::Multi { .. }));
     let nodes = need(
-        a.nodes.or(sampler_nodes(&p.sampler.kind)),
+        a.nodes.or(p.sampler.kind.expected_nodes()),
         store.as_ref().map(|s| s.n_nodes()),
         "nodes",
     );

@@ -3,30 +3,15 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::sample::{
-    sample_subgraph, EdgeSampler, FrontierParams, FrontierSampler, FullSampler, NodeSampler,
-    NormCounts, RandomWalkSampler, Sampler,
-};
+use crate::sample::spec::{self, SamplerKind, Value};
+use crate::sample::{sample_subgraph, NormCounts, SampleError};
 use crate::store::GraphStore;
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Kind {
-    /// Frontier sampling with the Dashboard.
-    Frontier,
-    /// Random walks.
-    Rw,
-    /// Edges ∝ 1/deg(u) + 1/deg(v).
-    Edge,
-    /// Nodes ∝ degree (or uniform with --uniform).
-    Node,
-    /// The whole graph.
-    Full,
-}
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum GraphArg {
@@ -40,9 +25,9 @@ enum GraphArg {
 pub(super) struct SampleArgs {
     /// Store directory.
     store: PathBuf,
-    /// Sampler.
-    #[arg(long, value_enum, default_value = "frontier")]
-    sampler: Kind,
+    /// Sampler (a kind of the sampler table).
+    #[arg(long, default_value = "frontier", value_parser = sampler_names())]
+    sampler: String,
     /// Graph to sample from.
     #[arg(long, value_enum, default_value = "train")]
     graph: GraphArg,
@@ -52,29 +37,22 @@ pub(super) struct SampleArgs {
     /// Seed: subgraph i depends only on (seed, i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Frontier size m (frontier).
-    #[arg(long, default_value_t = 1000)]
-    frontier: usize,
-    /// Node budget n (frontier, node).
-    #[arg(long, default_value_t = 8000)]
-    budget: usize,
-    /// Dashboard size factor η (frontier).
-    #[arg(long, default_value_t = 2.0)]
-    eta: f64,
-    /// At most this many pins per node (frontier; IPDPS 2019 used 30 on skewed graphs).
-    #[arg(long)]
+    // The sampler keys: help (doc, kinds, default) from the sampler table.
+    #[arg(long, help = key_help("frontier"))]
+    frontier: Option<usize>,
+    #[arg(long, help = key_help("budget"))]
+    budget: Option<usize>,
+    #[arg(long, help = key_help("eta"))]
+    eta: Option<f64>,
+    #[arg(long, help = key_help("pin_cap"))]
     pin_cap: Option<usize>,
-    /// Walk roots r (rw).
-    #[arg(long, default_value_t = 3000)]
-    roots: usize,
-    /// Walk length h (rw).
-    #[arg(long, default_value_t = 2)]
-    depth: usize,
-    /// Edges per subgraph (edge).
-    #[arg(long, default_value_t = 4000)]
-    edges: usize,
-    /// Uniform node sampling instead of ∝ degree (node).
-    #[arg(long)]
+    #[arg(long, help = key_help("roots"))]
+    roots: Option<usize>,
+    #[arg(long, help = key_help("depth"))]
+    depth: Option<usize>,
+    #[arg(long, help = key_help("edges"))]
+    edges: Option<usize>,
+    #[arg(long, help = key_help("uniform"))]
     uniform: bool,
     /// Clip |V_s| down to a multiple of this (16 f32 per cache line; 1 = off; full: off).
     #[arg(long, default_value_t = 16)]
@@ -112,32 +90,70 @@ struct Summary {
     threads: usize,
 }
 
+/// A key flag's help from the table: the first row's doc, the kinds that have the key, and
+/// the defaults (`"Walk roots r (rw) [default: 3000]"`).
+fn key_help(name: &str) -> String {
+    let rows: Vec<_> = spec::SAMPLERS
+        .iter()
+        .filter_map(|s| s.key(name).map(|(_, k)| (s.name, k)))
+        .collect();
+    let doc = rows.first().map_or("", |(_, k)| k.doc);
+    let kinds: Vec<&str> = rows.iter().map(|(s, _)| *s).collect();
+    let mut defaults: Vec<String> = rows
+        .iter()
+        .filter(|(_, k)| k.ty != spec::KeyType::Flag)
+        .filter_map(|(_, k)| k.default.map(|d| d.to_string()))
+        .collect();
+    defaults.dedup();
+    let default = match defaults.as_slice() {
+        [] => String::new(),
+        [d] => format!(" [default: {d}]"),
+        many => format!(" [defaults: {}]", many.join(", ")),
+    };
+    format!("{doc} ({}){default}", kinds.join(", "))
+}
+
+/// `--sampler`'s values: the table's kinds, with their docs.
+fn sampler_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        spec::SAMPLERS
+            .iter()
+            .map(|s| clap::builder::PossibleValue::new(s.name).help(s.doc)),
+    )
+}
+
+/// The sampler the flags name: each flag given sets the table key of its name when the kind
+/// has one (flags of other kinds are ignored, as they always were); unset keys keep the
+/// table's defaults.
+fn sampler_kind(a: &SampleArgs) -> std::result::Result<SamplerKind, SampleError> {
+    let flags = [
+        ("frontier", a.frontier.map(Value::Count)),
+        ("budget", a.budget.map(Value::Count)),
+        ("eta", a.eta.map(Value::Number)),
+        ("pin_cap", a.pin_cap.map(Value::Count)),
+        ("roots", a.roots.map(Value::Count)),
+        ("depth", a.depth.map(Value::Count)),
+        ("edges", a.edges.map(Value::Count)),
+        ("uniform", a.uniform.then_some(Value::Flag(true))),
+    ];
+    let mut kind = SamplerKind::new(&a.sampler).expect("clap checked the name");
+    for (key, v) in flags {
+        if let Some(v) = v.filter(|_| kind.spec().key(key).is_some()) {
+            kind.set(key, v)?;
+        }
+    }
+    Ok(kind)
+}
+
 pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     let store = GraphStore::open(&a.store)?;
     let (g, graph_name) = match a.graph {
         GraphArg::Train => (store.train(), "train"),
         GraphArg::Full => (store.full(), "full"),
     };
-    let sampler: Box<dyn Sampler> = match a.sampler {
-        Kind::Frontier => Box::new(FrontierSampler::new(
-            g,
-            FrontierParams {
-                frontier: a.frontier,
-                budget: a.budget,
-                eta: a.eta,
-                pin_cap: a.pin_cap,
-            },
-        )?),
-        Kind::Rw => Box::new(RandomWalkSampler::new(g, a.roots, a.depth)?),
-        Kind::Edge => Box::new(EdgeSampler::new(g, a.edges)?),
-        Kind::Node => Box::new(NodeSampler::new(g, a.budget, !a.uniform)?),
-        Kind::Full => Box::new(FullSampler::new(g)),
-    };
-    let clip = if matches!(a.sampler, Kind::Full) {
-        1
-    } else {
-        a.clip.max(1)
-    };
+    let kind = sampler_kind(&a)?;
+    let sampler = kind.build(g)?;
+    let clip = if kind.whole_graph() { 1 } else { a.clip.max(1) };
     // Timing is per subgraph on one thread; subgraphs/s is for the whole pool below.
     let bar = progress.bar(a.count, "sample", "subgraphs");
     let mut seen = vec![false; g.n_nodes()];
@@ -228,4 +244,55 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SampleArgs,
+    }
+
+    /// Every key of every row of the sampler table has its flag (`--pin-cap` for
+    /// `pin_cap`) and the flag sets that key; flags of other kinds are ignored.
+    #[test]
+    fn every_table_key_has_a_flag() {
+        for row in spec::SAMPLERS {
+            for key in row.keys {
+                let flag = format!("--{}", key.name.replace('_', "-"));
+                // A flag of another kind, ignored.
+                let foreign = if row.key("edges").is_some() {
+                    "--roots"
+                } else {
+                    "--edges"
+                };
+                let (mut argv, want) = (
+                    vec!["sample", "store", "--sampler", row.name, foreign, "9"],
+                    match key.ty {
+                        spec::KeyType::Count => Value::Count(7),
+                        spec::KeyType::Positive => Value::Number(2.5),
+                        spec::KeyType::Flag => Value::Flag(true),
+                    },
+                );
+                argv.push(&flag);
+                let text = want.to_string();
+                if key.ty != spec::KeyType::Flag {
+                    argv.push(&text);
+                }
+                let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+                let kind = sampler_kind(&cli.args).unwrap();
+                assert_eq!(kind.get(key.name), Some(want), "{argv:?}");
+                for (other, v) in kind.values() {
+                    if other != key.name {
+                        assert_eq!(v, row.key(other).unwrap().1.default, "{argv:?}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -22,7 +22,8 @@ use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
 use crate::suggest::did_you_mean;
 
 use super::expr::{self, BinOp, Expr, ExprKind};
-use super::schema::{DimRef, Layer, RESERVED};
+use super::schema::{DimRef, Layer};
+use super::typing::RESERVED;
 use super::{Plan, PlanError, PlanErrorKind, Source};
 
 /// What lowering needs to know about the graph trained on, and the ops available.

@@ -1,6 +1,7 @@
 //! Plan files: a GNN variant, its sampler, loss, optimiser and schedule as one TOML file
 //! whose layers are written as expressions (`relu(concat(x @ W_self, A_mean @ x @ W_neigh))`).
-//! [`Plan::parse`] types the file ([`schema`]), [`Plan::lower`] turns it into an IR graph
+//! [`Plan::parse`] types the file (`spanned` reads it, `overrides` edits it, `typing` and
+//! `sampler` check it into a [`schema`] plan), [`Plan::lower`] turns it into an IR graph
 //! with its backward ([`lower`]); expressions are parsed by [`expr`].
 //!
 //! Every error is a [`PlanError`] that names `FILE:LINE:COL`. Positions are byte offsets
@@ -13,7 +14,12 @@
 
 pub mod expr;
 pub mod lower;
+mod outpos;
+mod overrides;
+mod sampler;
 pub mod schema;
+mod spanned;
+mod typing;
 
 use std::fmt;
 use std::ops::Range;
@@ -221,6 +227,6 @@ impl Plan {
         overrides: &[&str],
     ) -> Result<Plan, PlanError> {
         let src = Arc::new(Source::new(text, file, overrides));
-        schema::parse(src)
+        typing::parse(src)
     }
 }

@@ -5,8 +5,25 @@
 use rayon::prelude::*;
 
 use crate::sample::alias::AliasTable;
+use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
 use crate::sample::{SampleError, SampleRng, Sampler};
 use crate::store::Csr;
+
+/// The edge sampler's row of the sampler table.
+pub const SPEC: SamplerSpec = SamplerSpec {
+    name: "edge",
+    doc: "Edges ∝ 1/deg(u) + 1/deg(v)",
+    keys: &[Key {
+        name: "edges",
+        ty: KeyType::Count,
+        default: Some(Value::Count(4000)),
+        doc: "Edges per subgraph",
+    }],
+    whole_graph: false,
+    build: |g, k| Ok(Box::new(EdgeSampler::new(g, k.count("edges"))?)),
+    // Two endpoints per edge drawn.
+    expected_nodes: |k| Some(2 * k.count("edges")),
+};
 
 /// Edge sampler over one graph.
 pub struct EdgeSampler<'g> {

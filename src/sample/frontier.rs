@@ -18,6 +18,7 @@
 
 use rand_core::RngCore;
 
+use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
 use crate::sample::{below, SampleError, Sampler};
 use crate::store::Csr;
 
@@ -195,16 +196,63 @@ pub struct FrontierParams {
     pub pin_cap: Option<usize>,
 }
 
+/// The defaults: also the table's (see [`SPEC`]).
+const DEFAULTS: FrontierParams = FrontierParams {
+    frontier: 1000,
+    budget: 8000,
+    eta: 2.0,
+    pin_cap: None,
+};
+
 impl Default for FrontierParams {
     fn default() -> Self {
-        FrontierParams {
-            frontier: 1000,
-            budget: 8000,
-            eta: 2.0,
-            pin_cap: None,
-        }
+        DEFAULTS
     }
 }
+
+/// The frontier sampler's row of the sampler table.
+pub const SPEC: SamplerSpec = SamplerSpec {
+    name: "frontier",
+    doc: "Frontier sampling with the Dashboard",
+    keys: &[
+        Key {
+            name: "frontier",
+            ty: KeyType::Count,
+            default: Some(Value::Count(DEFAULTS.frontier)),
+            doc: "Frontier size m",
+        },
+        Key {
+            name: "budget",
+            ty: KeyType::Count,
+            default: Some(Value::Count(DEFAULTS.budget)),
+            doc: "Node budget n",
+        },
+        Key {
+            name: "eta",
+            ty: KeyType::Positive,
+            default: Some(Value::Number(DEFAULTS.eta)),
+            doc: "Dashboard size factor η",
+        },
+        Key {
+            name: "pin_cap",
+            ty: KeyType::Count,
+            default: None,
+            doc: "At most this many pins per node (IPDPS 2019 used 30 on skewed graphs)",
+        },
+    ],
+    whole_graph: false,
+    build: |g, k| {
+        let params = FrontierParams {
+            frontier: k.count("frontier"),
+            budget: k.count("budget"),
+            eta: k.number("eta"),
+            pin_cap: k.opt_count("pin_cap"),
+        };
+        Ok(Box::new(FrontierSampler::new(g, params)?))
+    },
+    // Every pop adds one node: the initial frontier and the pops make n draws.
+    expected_nodes: |k| Some(k.count("budget")),
+};
 
 /// The frontier sampler over one graph.
 pub struct FrontierSampler<'g> {

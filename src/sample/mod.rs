@@ -14,6 +14,7 @@ pub mod induce;
 pub mod naive;
 pub mod node;
 pub mod norm;
+pub mod spec;
 pub mod walk;
 
 use rand::SeedableRng;
@@ -29,6 +30,7 @@ pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
 pub use induce::{clip, induce, transpose_permutation, Subgraph};
 pub use node::{FullSampler, NodeSampler};
 pub use norm::{Counts, Layout, NormCounts, SparseCounts};
+pub use spec::{SamplerKind, SamplerSpec, SAMPLERS};
 pub use walk::RandomWalkSampler;
 
 /// The RNG of one subgraph draw: xoshiro256++, a fixed algorithm (portable results).

@@ -4,8 +4,48 @@
 //! Drawing ∝ degree needs no table: a uniform entry position k ∈ [0, nnz) belongs to row u
 //! with probability deg(u)/nnz, and its row is found by binary search on the offsets.
 
+use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
 use crate::sample::{below, nodes_with_edges, SampleError, SampleRng, Sampler};
 use crate::store::Csr;
+
+/// The node sampler's row of the sampler table.
+pub const SPEC: SamplerSpec = SamplerSpec {
+    name: "node",
+    doc: "Nodes ∝ degree (or uniform with `uniform`)",
+    keys: &[
+        Key {
+            name: "budget",
+            ty: KeyType::Count,
+            default: Some(Value::Count(8000)),
+            doc: "Nodes drawn",
+        },
+        Key {
+            name: "uniform",
+            ty: KeyType::Flag,
+            default: Some(Value::Flag(false)),
+            doc: "Uniform node sampling instead of ∝ degree",
+        },
+    ],
+    whole_graph: false,
+    build: |g, k| {
+        Ok(Box::new(NodeSampler::new(
+            g,
+            k.count("budget"),
+            !k.flag("uniform"),
+        )?))
+    },
+    expected_nodes: |k| Some(k.count("budget")),
+};
+
+/// The full sampler's row of the sampler table.
+pub const FULL_SPEC: SamplerSpec = SamplerSpec {
+    name: "full",
+    doc: "The whole graph",
+    keys: &[],
+    whole_graph: true,
+    build: |g, _| Ok(Box::new(FullSampler::new(g))),
+    expected_nodes: |_| None,
+};
 
 /// Node sampler over one graph.
 pub struct NodeSampler<'g> {

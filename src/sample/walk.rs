@@ -1,8 +1,40 @@
 //! Random-walk sampler (GraphSAINT): r roots drawn uniformly from the nodes that have
 //! neighbours, a walk of h steps from each; the sample is every node visited.
 
+use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
 use crate::sample::{below, EdgeNodes, SampleError, SampleRng, Sampler};
 use crate::store::Csr;
+
+/// The random-walk sampler's row of the sampler table.
+pub const SPEC: SamplerSpec = SamplerSpec {
+    name: "rw",
+    doc: "Random walks",
+    keys: &[
+        Key {
+            name: "roots",
+            ty: KeyType::Count,
+            default: Some(Value::Count(3000)),
+            doc: "Walk roots r",
+        },
+        Key {
+            name: "depth",
+            ty: KeyType::Count,
+            default: Some(Value::Count(2)),
+            doc: "Walk length h",
+        },
+    ],
+    whole_graph: false,
+    build: |g, k| {
+        Ok(Box::new(RandomWalkSampler::new(
+            g,
+            k.count("roots"),
+            k.count("depth"),
+        )?))
+    },
+    // Each walk visits its root and h more nodes (no dead ends: roots have neighbours and
+    // the graph is symmetric).
+    expected_nodes: |k| Some(k.count("roots") * (k.count("depth") + 1)),
+};
 
 /// Random-walk sampler over one graph.
 pub struct RandomWalkSampler<'g> {

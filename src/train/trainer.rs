@@ -28,9 +28,7 @@ use crate::op::{GraphSource, Registry, StoreSource};
 use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerKind, SamplerPlan};
 use crate::planner::{plan, PlanOptions};
 use crate::progress::Progress;
-use crate::sample::{
-    EdgeSampler, FrontierSampler, FullSampler, NodeSampler, NormCounts, RandomWalkSampler, Sampler,
-};
+use crate::sample::{NormCounts, Sampler};
 use crate::seed::{hash3, stream};
 use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
@@ -128,12 +126,12 @@ pub fn plan_hash(plan: &Plan) -> u64 {
 /// until that total, the last cut or extended.
 pub fn schedule(plan: &Plan, epochs: Option<usize>) -> Vec<(usize, SamplerPlan, usize)> {
     let mut phases: Vec<(usize, SamplerPlan, usize)> = if plan.phases.is_empty() {
-        vec![(0, plan.sampler, DEFAULT_EPOCHS)]
+        vec![(0, plan.sampler.clone(), DEFAULT_EPOCHS)]
     } else {
         plan.phases
             .iter()
             .enumerate()
-            .map(|(i, p)| (i, p.sampler, p.epochs))
+            .map(|(i, p)| (i, p.sampler.clone(), p.epochs))
             .collect()
     };
     if let Some(total) = epochs {
@@ -144,7 +142,7 @@ pub fn schedule(plan: &Plan, epochs: Option<usize>) -> Vec<(usize, SamplerPlan, 
                 break;
             }
             let e = p.2.min(left);
-            out.push((p.0, p.1, e));
+            out.push((p.0, p.1.clone(), e));
             left -= e;
         }
         if left > 0 {
@@ -156,33 +154,18 @@ pub fn schedule(plan: &Plan, epochs: Option<usize>) -> Vec<(usize, SamplerPlan, 
     phases
 }
 
-/// A sampler of `sp`'s kind over the graph it names.
+/// A sampler of `sp`'s kind over the graph it names (the sampler table's `build`).
 pub fn build_sampler<'g>(store: &'g GraphStore, sp: &SamplerPlan) -> Result<Box<dyn Sampler + 'g>> {
     let g = match sp.graph {
         SampleGraph::Train => store.train(),
         SampleGraph::Full => store.full(),
     };
-    Ok(match sp.kind {
-        SamplerKind::Frontier(p) => Box::new(FrontierSampler::new(g, p)?),
-        SamplerKind::RandomWalk { roots, depth } => {
-            Box::new(RandomWalkSampler::new(g, roots, depth)?)
-        }
-        SamplerKind::Edge { edges } => Box::new(EdgeSampler::new(g, edges)?),
-        SamplerKind::Node { budget, uniform } => Box::new(NodeSampler::new(g, budget, !uniform)?),
-        SamplerKind::Full => Box::new(FullSampler::new(g)),
-    })
+    Ok(sp.kind.build(g)?)
 }
 
-/// The sampler's expected node draw (before dedup).
+/// The sampler's expected node draw (before dedup) on a graph of `n` nodes.
 fn expected_nodes(kind: &SamplerKind, n: usize) -> usize {
-    match *kind {
-        SamplerKind::Frontier(p) => p.budget,
-        SamplerKind::RandomWalk { roots, depth } => roots * (depth + 1),
-        SamplerKind::Edge { edges } => 2 * edges,
-        SamplerKind::Node { budget, .. } => budget,
-        SamplerKind::Full => n,
-    }
-    .clamp(1, n.max(1))
+    kind.expected_nodes().unwrap_or(n).clamp(1, n.max(1))
 }
 
 /// Advises what sampled training reads: the sampled graph's CSR and the features.
@@ -215,7 +198,7 @@ fn setup_phase<'g>(
 ) -> Result<PhaseRun<'g>> {
     let sampler = build_sampler(store, sp)?;
     let g = sampler.graph();
-    let full = matches!(sp.kind, SamplerKind::Full);
+    let full = sp.kind.whole_graph();
     let clip = if full { 1 } else { sp.clip.max(1) };
     let (norm, mean_nodes) = if full {
         (None, g.n_nodes() as f64)
@@ -478,7 +461,7 @@ pub fn train(
                 acc += p.2;
                 epoch <= acc
             })
-            .map(|p| (p.0, p.1))
+            .map(|p| (p.0, p.1.clone()))
             .expect("epoch within the schedule");
         if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
             phase_run = Some((

@@ -1,0 +1,165 @@
+//! The `[sampler]` table (and a phase's `sampler` over it) typed through the sampler table
+//! ([`crate::sample::spec`]): kinds, keys, defaults and range checks come from its rows; this
+//! file converts TOML values into the table's inputs and places its answers in the source.
+
+use toml::Spanned;
+
+use crate::suggest::did_you_mean;
+use crate::sample::spec::{self, Input, SamplerKind};
+
+use super::schema::{SampleGraph, SamplerPlan};
+use super::spanned::RawTable;
+use super::typing::err;
+use super::{PlanError, PlanErrorKind, Source};
+
+/// The keys every sampler has in a plan.
+const COMMON_SAMPLER_KEYS: &[&str] = &["kind", "graph", "clip"];
+
+/// Whether a `[sampler]` of kind `kind` keeps `key` (a common key or one of the kind's).
+pub(super) fn keeps_key(kind: &str, key: &str) -> bool {
+    COMMON_SAMPLER_KEYS.contains(&key) || spec::find(kind).is_some_and(|s| s.key(key).is_some())
+}
+
+/// A TOML value as the table's input.
+fn input(v: &toml::Value) -> Input {
+    match v {
+        toml::Value::Integer(i) => Input::Int(*i),
+        toml::Value::Float(x) => Input::Float(*x),
+        toml::Value::Boolean(b) => Input::Bool(*b),
+        _ => Input::Other,
+    }
+}
+
+/// The sampler of a merged `[sampler]` table (`table_at`: where to point when `kind` is
+/// missing).
+pub(super) fn sampler(
+    src: &Source,
+    t: &RawTable,
+    table_at: usize,
+) -> Result<SamplerPlan, PlanError> {
+    let known = || spec::names().collect::<Vec<_>>().join(", ");
+    let get = |k: &str| t.get(k);
+    let kind_v = get("kind").ok_or_else(|| {
+        err(
+            src,
+            table_at,
+            format!("the sampler has no `kind`: expected one of {}", known()),
+        )
+    })?;
+    let name = kind_v
+        .get_ref()
+        .as_str()
+        .ok_or_else(|| err(src, kind_v.span().start, "sampler kind: expected a string"))?;
+    let Some(row) = spec::find(name) else {
+        return Err(src.error(
+            kind_v.span().start,
+            PlanErrorKind::Name,
+            format!(
+                "unknown sampler kind `{name}`{}",
+                match did_you_mean(name, spec::names()) {
+                    h if h.is_empty() => format!(" (known: {})", known()),
+                    h => h,
+                }
+            ),
+        ));
+    };
+    for (k, v) in t {
+        let k = k.get_ref().as_str();
+        if !keeps_key(name, k) {
+            let all: Vec<&str> = COMMON_SAMPLER_KEYS
+                .iter()
+                .copied()
+                .chain(row.keys.iter().map(|key| key.name))
+                .collect();
+            let hint = did_you_mean(k, all.iter().copied());
+            let other = spec::owner_of(k)
+                .map(|s| format!(" (`{k}` belongs to the `{}` sampler)", s.name))
+                .unwrap_or_default();
+            return Err(err(
+                src,
+                v.span().start,
+                format!(
+                    "the `{name}` sampler has no key `{k}`{hint}{other}; its keys: {}",
+                    all.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut kind = SamplerKind::of(row);
+    for key in row.keys {
+        let Some(v) = get(key.name) else { continue };
+        let value = key.ty.check(&input(v.get_ref())).ok_or_else(|| {
+            let got = match key.ty {
+                // The flag's message never named the value.
+                spec::KeyType::Flag => String::new(),
+                _ => format!(", got {}", v.get_ref()),
+            };
+            err(
+                src,
+                v.span().start,
+                format!(
+                    "sampler `{}`: expected {}{got}",
+                    key.name,
+                    key.ty.expected()
+                ),
+            )
+        })?;
+        kind.set(key.name, value)
+            .expect("a checked value fits its key");
+    }
+    let graph = match get("graph") {
+        None => SampleGraph::Train,
+        Some(v) => match v.get_ref().as_str() {
+            Some("train") => SampleGraph::Train,
+            Some("full") => SampleGraph::Full,
+            _ => {
+                return Err(err(
+                    src,
+                    v.span().start,
+                    format!(
+                        "sampler `graph`: expected \"train\" or \"full\", got {}",
+                        v.get_ref()
+                    ),
+                ))
+            }
+        },
+    };
+    let clip = match get("clip") {
+        None => row.default_clip(),
+        Some(v) => match spec::KeyType::Count.check(&input(v.get_ref())) {
+            Some(spec::Value::Count(c)) => c,
+            _ => {
+                return Err(err(
+                    src,
+                    v.span().start,
+                    format!(
+                        "sampler `clip`: expected {}, got {}",
+                        spec::KeyType::Count.expected(),
+                        v.get_ref()
+                    ),
+                ))
+            }
+        },
+    };
+    Ok(SamplerPlan { kind, graph, clip })
+}
+
+/// A phase's sampler: its `sampler` table over the plan's `[sampler]` (`base`). A phase
+/// naming another kind keeps only the keys every sampler has from the base.
+pub(super) fn phase_sampler(
+    src: &Source,
+    base: &RawTable,
+    phase: &Spanned<RawTable>,
+) -> Result<SamplerPlan, PlanError> {
+    let mut merged = base.clone();
+    let new_kind = phase.get_ref().get("kind").map(|k| k.get_ref().clone());
+    if new_kind.is_some() && new_kind.as_ref() != base.get("kind").map(|k| k.get_ref()) {
+        merged.retain(|k, _| {
+            k.get_ref() != "kind" && COMMON_SAMPLER_KEYS.contains(&k.get_ref().as_str())
+        });
+    }
+    for (k, v) in phase.get_ref() {
+        merged.insert(k.clone(), v.clone());
+    }
+    sampler(src, &merged, phase.span().start)
+}

@@ -1,0 +1,439 @@
+//! Typing: the spanned TOML ([`super::spanned`]) checked into a [`Plan`] (dims, layers
+//! with their parameters and parsed `out`, loss, optimizer, phases, eval); `parse` is the
+//! whole road from the virtual source to a plan.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::de::DeTable;
+use toml::Spanned;
+
+use saintflow_ops::optim::{Adam, Sgd};
+
+use crate::ir::Init;
+use crate::op::builtin::LossKind;
+use crate::suggest::did_you_mean;
+
+use super::expr;
+use super::outpos::out_map;
+use super::overrides::apply_override;
+use super::sampler::{phase_sampler, sampler};
+use super::schema::{DimRef, Eval, Layer, Optimizer, ParamSpec, Phase, Plan};
+use super::spanned::{toml_error, Lit, RawLayer, RawOptimizer, RawPlan, RawTable, S};
+use super::{PlanError, PlanErrorKind, Source};
+
+pub(super) fn err(src: &Source, at: usize, what: impl Into<String>) -> PlanError {
+    src.error(at, PlanErrorKind::Schema, what)
+}
+
+pub(crate) fn parse(src: Arc<Source>) -> Result<Plan, PlanError> {
+    let text = src.text();
+    let doc =
+        DeTable::parse(src.file_text()).map_err(|e| toml_error(&src, &e, PlanErrorKind::Syntax))?;
+    let (span, mut root) = (doc.span(), doc.into_inner());
+    for k in 0..src.overrides.len() {
+        apply_override(&src, text, k, &mut root)?;
+    }
+    let effective = toml::Table::deserialize(toml::de::Deserializer::from(Spanned::new(
+        span.clone(),
+        root.clone(),
+    )))
+    .ok()
+    .and_then(|t| toml::to_string(&t).ok())
+    .unwrap_or_default();
+    let de = toml::de::Deserializer::from(Spanned::new(span, root));
+    let raw = RawPlan::deserialize(de).map_err(|e| toml_error(&src, &e, PlanErrorKind::Schema))?;
+    let mut plan = typed(raw, src.clone())?;
+    plan.effective = effective;
+    Ok(plan)
+}
+
+/// Names that expressions define themselves; parameters may not take them.
+pub(crate) const RESERVED: &[&str] = &["x", "A", "A_mean", "A_sym", "A_saint"];
+
+fn count(src: &Source, v: &S<i64>, what: &str, min: i64) -> Result<usize, PlanError> {
+    let x = *v.get_ref();
+    if x < min {
+        return Err(err(
+            src,
+            v.span().start,
+            format!("{what} must be ≥ {min}, got {x}"),
+        ));
+    }
+    Ok(x as usize)
+}
+
+fn dim_ref(
+    src: &Source,
+    lit: &S<Lit>,
+    param: &str,
+    dims: &BTreeMap<String, usize>,
+) -> Result<DimRef, PlanError> {
+    let at = lit.span().start;
+    match lit.get_ref() {
+        Lit::Int(k) if *k >= 1 => Ok(DimRef::Known(*k as usize)),
+        Lit::Str(s) => match s.as_str() {
+            "in" => Ok(DimRef::In),
+            "features" => Ok(DimRef::Features),
+            "classes" => Ok(DimRef::Classes),
+            name => dims.get(name).map(|&k| DimRef::Known(k)).ok_or_else(|| {
+                let known = ["in", "features", "classes"]
+                    .into_iter()
+                    .chain(dims.keys().map(String::as_str));
+                src.error(
+                    at,
+                    PlanErrorKind::Name,
+                    format!(
+                        "unknown dim `{name}` in the shape of `{param}`{}",
+                        did_you_mean(name, known)
+                    ),
+                )
+            }),
+        },
+        other => Err(err(
+            src,
+            at,
+            format!(
+                "the shape of `{param}` holds {other}: expected a whole number ≥ 1, `in`, `features`, `classes` or a [dims] name"
+            ),
+        )),
+    }
+}
+
+fn init_of(src: &Source, lit: &S<Lit>, param: &str) -> Result<Init, PlanError> {
+    let at = lit.span().start;
+    match lit.get_ref() {
+        Lit::Int(k) => Ok(Init::Const(*k as f32)),
+        Lit::Float(x) => Ok(Init::Const(*x as f32)),
+        Lit::Str(s) => match s.as_str() {
+            "glorot" => Ok(Init::Glorot),
+            "zeros" => Ok(Init::Zeros),
+            "ones" => Ok(Init::Const(1.0)),
+            other => Err(err(
+                src,
+                at,
+                format!(
+                    "unknown init `{other}` of `{param}`{}",
+                    did_you_mean(other, ["glorot", "zeros", "ones"].into_iter())
+                ),
+            )),
+        },
+        Lit::Bool(b) => Err(err(
+            src,
+            at,
+            format!(
+                "init of `{param}` is {b}: expected \"glorot\", \"zeros\", \"ones\" or a number"
+            ),
+        )),
+    }
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+fn layer(
+    src: &Source,
+    raw: RawLayer,
+    dims: &BTreeMap<String, usize>,
+    output: bool,
+) -> Result<Layer, PlanError> {
+    let repeat = match &raw.repeat {
+        Some(r) if output => {
+            return Err(err(
+                src,
+                r.span().start,
+                "the [output] takes no `repeat`: repeat a [[layer]] instead",
+            ))
+        }
+        Some(r) => count(src, r, "repeat", 1)?,
+        None => 1,
+    };
+    let dropout = match &raw.dropout {
+        Some(d) if !(0.0..1.0).contains(d.get_ref()) => {
+            return Err(err(
+                src,
+                d.span().start,
+                format!("dropout must be in [0, 1), got {}", d.get_ref()),
+            ))
+        }
+        d => d.as_ref().map(|d| *d.get_ref() as f32),
+    };
+    let weight_decay = match &raw.weight_decay {
+        Some(w) if *w.get_ref() < 0.0 || !w.get_ref().is_finite() => {
+            return Err(err(
+                src,
+                w.span().start,
+                format!("weight_decay must be ≥ 0, got {}", w.get_ref()),
+            ))
+        }
+        w => w.as_ref().map(|w| *w.get_ref() as f32),
+    };
+    let mut params = Vec::new();
+    for (name, p) in &raw.params {
+        let (n, at) = (name.get_ref().as_str(), name.span().start);
+        if !is_ident(n) {
+            return Err(err(
+                src,
+                at,
+                format!("parameter name `{n}`: expected letters, digits and `_`"),
+            ));
+        }
+        if RESERVED.contains(&n) {
+            return Err(err(
+                src,
+                at,
+                format!("`{n}` is a built-in name (the layer input or an adjacency): name the parameter otherwise"),
+            ));
+        }
+        let p = p.get_ref();
+        if p.shape.len() != 2 {
+            return Err(err(
+                src,
+                at,
+                format!(
+                    "the shape of `{n}` has {} entries: expected [rows, cols]",
+                    p.shape.len()
+                ),
+            ));
+        }
+        let shape = [
+            dim_ref(src, &p.shape[0], n, dims)?,
+            dim_ref(src, &p.shape[1], n, dims)?,
+        ];
+        let init = p.init.as_ref().map(|i| init_of(src, i, n)).transpose()?;
+        params.push(ParamSpec {
+            name: n.to_string(),
+            shape,
+            init,
+            span: name.span(),
+        });
+    }
+    let out_span = raw.out.span();
+    let out = raw.out.into_inner();
+    let out_map = out_map(&src.text()[out_span.clone()], out_span.start, &out);
+    let program =
+        expr::parse(&out).map_err(|e| src.error(out_map.at(e.at), PlanErrorKind::Expr, e.what))?;
+    let Some(last) = program.last() else {
+        return Err(src.error(
+            out_map.at(0),
+            PlanErrorKind::Expr,
+            "`out` is empty: write the layer's result, for example `relu(A_sym @ x @ W)`",
+        ));
+    };
+    if let Some((n, span)) = &last.target {
+        return Err(src.error(
+            out_map.at(span.start),
+            PlanErrorKind::Expr,
+            format!("`out` ends with the binding `{n} = …`: its last line must be the layer's result (write `{n}` on a line of its own)"),
+        ));
+    }
+    Ok(Layer {
+        repeat,
+        dropout,
+        weight_decay,
+        params,
+        out,
+        out_map,
+        program,
+        dropout_span: raw
+            .dropout
+            .as_ref()
+            .map_or(out_span.start, |d| d.span().start),
+    })
+}
+
+fn positive(src: &Source, v: &Option<S<f64>>, what: &str, default: f64) -> Result<f64, PlanError> {
+    match v {
+        None => Ok(default),
+        Some(x) if *x.get_ref() > 0.0 && x.get_ref().is_finite() => Ok(*x.get_ref()),
+        Some(x) => Err(err(
+            src,
+            x.span().start,
+            format!("{what} must be > 0, got {}", x.get_ref()),
+        )),
+    }
+}
+
+fn optimizer(src: &Source, raw: Option<RawOptimizer>) -> Result<Optimizer, PlanError> {
+    let Some(o) = raw else {
+        return Ok(Optimizer::Adam(Adam::default()));
+    };
+    let kind = o.kind.as_ref().map_or("adam", |k| k.get_ref().as_str());
+    let wd = match &o.weight_decay {
+        None => 0.0,
+        Some(w) if *w.get_ref() >= 0.0 => *w.get_ref(),
+        Some(w) => {
+            return Err(err(
+                src,
+                w.span().start,
+                format!("weight_decay must be ≥ 0, got {}", w.get_ref()),
+            ))
+        }
+    };
+    let refuse = |v: &Option<S<f64>>, key: &str| match v {
+        Some(v) => Err(err(
+            src,
+            v.span().start,
+            format!("the `{kind}` optimizer has no `{key}`"),
+        )),
+        None => Ok(()),
+    };
+    match kind {
+        "adam" => {
+            refuse(&o.momentum, "momentum")?;
+            let d = Adam::default();
+            Ok(Optimizer::Adam(Adam {
+                lr: positive(src, &o.lr, "lr", d.lr)?,
+                beta1: positive(src, &o.beta1, "beta1", d.beta1)?,
+                beta2: positive(src, &o.beta2, "beta2", d.beta2)?,
+                eps: positive(src, &o.eps, "eps", d.eps)?,
+                weight_decay: wd,
+            }))
+        }
+        "sgd" => {
+            refuse(&o.beta1, "beta1")?;
+            refuse(&o.beta2, "beta2")?;
+            refuse(&o.eps, "eps")?;
+            let momentum = match &o.momentum {
+                None => 0.0,
+                Some(m) if (0.0..1.0).contains(m.get_ref()) => *m.get_ref(),
+                Some(m) => {
+                    return Err(err(
+                        src,
+                        m.span().start,
+                        format!("momentum must be in [0, 1), got {}", m.get_ref()),
+                    ))
+                }
+            };
+            Ok(Optimizer::Sgd(Sgd {
+                lr: positive(src, &o.lr, "lr", 0.01)?,
+                momentum,
+                weight_decay: wd,
+            }))
+        }
+        other => Err(src.error(
+            o.kind.as_ref().map_or(0, |k| k.span().start),
+            PlanErrorKind::Name,
+            format!(
+                "unknown optimizer kind `{other}`{}",
+                match did_you_mean(other, ["adam", "sgd"].into_iter()) {
+                    h if h.is_empty() => " (known: adam, sgd)".to_string(),
+                    h => h,
+                }
+            ),
+        )),
+    }
+}
+
+fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
+    let s = src.as_ref();
+    let mut dims = BTreeMap::new();
+    for (k, v) in &raw.dims {
+        let name = k.get_ref();
+        if ["in", "features", "classes"].contains(&name.as_str()) || !is_ident(name) {
+            return Err(err(
+                s,
+                k.span().start,
+                format!("`{name}` cannot name a dim (`in`, `features` and `classes` are built in; a dim name is letters, digits and `_`)"),
+            ));
+        }
+        dims.insert(name.clone(), count(s, v, &format!("dim `{name}`"), 1)?);
+    }
+    let (base_table, base_at) = match &raw.sampler {
+        Some(t) => (t.get_ref().clone(), t.span().start),
+        None => {
+            let mut t = RawTable::new();
+            t.insert(
+                Spanned::new(0..0, "kind".to_string()),
+                Spanned::new(0..0, toml::Value::String("full".into())),
+            );
+            (t, 0)
+        }
+    };
+    let sampler_plan = sampler(s, &base_table, base_at)?;
+    let layers = raw
+        .layer
+        .unwrap_or_default()
+        .0
+        .into_iter()
+        .map(|l| layer(s, l, &dims, false))
+        .collect::<Result<Vec<_>, _>>()?;
+    let output = match raw.output {
+        Some(o) => layer(s, o, &dims, true)?,
+        None => {
+            return Err(err(
+                s,
+                s.file_text().len(),
+                "the plan has no [output]: add one whose `out` gives the logits [n, classes]",
+            ))
+        }
+    };
+    let (loss, loss_span) = match raw.loss.and_then(|l| l.kind) {
+        None => (None, 0),
+        Some(k) => {
+            let at = k.span().start;
+            let kind = match k.get_ref().as_str() {
+                "auto" => None,
+                "softmax_ce" => Some(LossKind::SoftmaxCe),
+                "sigmoid_bce" => Some(LossKind::SigmoidBce),
+                other => {
+                    let known = ["auto", "softmax_ce", "sigmoid_bce"];
+                    return Err(s.error(
+                        at,
+                        PlanErrorKind::Name,
+                        format!(
+                            "unknown loss kind `{other}`{}",
+                            match did_you_mean(other, known.into_iter()) {
+                                h if h.is_empty() => format!(" (known: {})", known.join(", ")),
+                                h => h,
+                            }
+                        ),
+                    ));
+                }
+            };
+            (kind, at)
+        }
+    };
+    let optimizer = optimizer(s, raw.optimizer)?;
+    let mut phases = Vec::new();
+    for p in &raw.phase {
+        let epochs = count(s, &p.epochs, "epochs", 1)?;
+        let sampler = match &p.sampler {
+            None => sampler_plan.clone(),
+            Some(o) => phase_sampler(s, &base_table, o)?,
+        };
+        phases.push(Phase { epochs, sampler });
+    }
+    let eval = Eval {
+        every: match raw.eval.and_then(|e| e.every) {
+            None => 1,
+            Some(e) => count(s, &e, "eval every", 1)?,
+        },
+    };
+    let name = match raw.name {
+        Some(n) => n.into_inner(),
+        None => std::path::Path::new(&s.file)
+            .file_stem()
+            .map_or_else(|| s.file.clone(), |f| f.to_string_lossy().into_owned()),
+    };
+    Ok(Plan {
+        name,
+        description: raw.description.unwrap_or_default(),
+        dims,
+        sampler: sampler_plan,
+        layers,
+        output,
+        loss,
+        optimizer,
+        phases,
+        eval,
+        src,
+        loss_span,
+        effective: String::new(),
+    })
+}
