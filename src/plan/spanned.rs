@@ -73,9 +73,9 @@ pub(super) struct RawParam {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawParamTable {
-    pub(super) shape: Vec<S<Lit>>,
-    pub(super) init: Option<S<Lit>>,
+struct RawParamTable {
+    shape: Vec<S<Lit>>,
+    init: Option<S<Lit>>,
 }
 
 impl<'de> Deserialize<'de> for RawParam {
