@@ -111,7 +111,11 @@ pub(super) fn metrics_text(m: &Metrics) -> String {
     )
 }
 
-pub(super) fn run(a: TrainArgs, registry: &Arc<Registry>, progress: &Progress) -> Result<TrainOutcome> {
+pub(super) fn run(
+    a: TrainArgs,
+    registry: &Arc<Registry>,
+    progress: &Progress,
+) -> Result<TrainOutcome> {
     let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
     let mut opts = TrainOptions::new(&plan, &store)

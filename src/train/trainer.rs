@@ -615,7 +615,11 @@ pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result
 }
 
 /// Trains `opts.plan` on `opts.store` with `registry`'s ops and `runner`.
-fn run(opts: &TrainOptions<'_>, registry: &Registry, runner: &dyn StepRunner) -> Result<TrainOutcome> {
+fn run(
+    opts: &TrainOptions<'_>,
+    registry: &Registry,
+    runner: &dyn StepRunner,
+) -> Result<TrainOutcome> {
     let (store, plan_, progress) = (opts.store, opts.plan, &opts.progress);
     let lowered = lower_for(plan_, store, registry)?;
     let hash = plan_hash(plan_);
@@ -704,15 +708,7 @@ fn run(opts: &TrainOptions<'_>, registry: &Registry, runner: &dyn StepRunner) ->
         if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
             phase_run = Some((
                 pi,
-                setup_phase(
-                    store,
-                    &lowered,
-                    &sp,
-                    pi,
-                    opts.seed,
-                    n_train,
-                    opts.io_hints,
-                )?,
+                setup_phase(store, &lowered, &sp, pi, opts.seed, n_train, opts.io_hints)?,
             ));
         }
         let ph = &phase_run.as_ref().expect("set up").1;
