@@ -25,6 +25,9 @@ pub enum Error {
     /// Training, evaluation, checkpoints and logs.
     #[error(transparent)]
     Train(#[from] crate::train::TrainError),
+    /// Benchmarks that run the program (`bench scale`).
+    #[error(transparent)]
+    Bench(#[from] crate::bench::BenchError),
 }
 
 /// Errors of the store layer: on-disk format, mmap, importers, generator.

@@ -5,6 +5,8 @@
 //! importers, the Kronecker generator). See ARCHITECTURE.md for the module map.
 #![warn(missing_docs)]
 
+pub mod bench;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod error;
 pub mod exec;
