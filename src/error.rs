@@ -26,6 +26,9 @@ pub enum Error {
     /// Training, evaluation, checkpoints and logs.
     #[error(transparent)]
     Train(#[from] crate::train::TrainError),
+    /// Benchmarks that run the program (`bench scale`).
+    #[error(transparent)]
+    Bench(#[from] crate::bench::BenchError),
 }
 
 /// Result with the crate's [`Error`].

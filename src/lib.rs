@@ -7,6 +7,8 @@
 
 pub mod atomic;
 pub mod autodiff;
+pub mod bench;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod error;
 pub mod exec;

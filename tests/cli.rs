@@ -249,3 +249,33 @@ fn sample_prints_json_records_and_a_summary() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).1.contains("expected 1 ≤ m ≤ n"));
 }
+
+/// The plain binary has only the built-in ops: the custom-op example's plan is refused,
+/// naming the op and where the plan uses it (its own binary, `saintflow-custom-op`, trains
+/// it: examples/custom_op/tests/train.rs).
+#[test]
+fn plain_binary_refuses_a_plan_with_an_unknown_custom_op() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::small_store(tmp.path(), "s.sf", 6, 1);
+    let plan = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/custom_op/swish_gcn.toml")
+        .display()
+        .to_string();
+    let store = store.display().to_string();
+    let o = saintflow(
+        &[
+            "train", &plan, "--graph", &store, "--epochs", "1", "--quiet",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("swish_gcn.toml:15:") && err.contains("unknown op `user.swish`"),
+        "{err}"
+    );
+    let o = saintflow(&["explain", &plan, "--graph", &store], tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("user.swish"), "{err}");
+}

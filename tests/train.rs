@@ -15,10 +15,9 @@ use std::process::Command;
 use saintflow::exec::Interpreter;
 use saintflow::op::Registry;
 use saintflow::plan::Plan;
-use saintflow::progress::Progress;
 use saintflow::train::trainer::lower_for;
 use saintflow::train::{
-    train, Counts, FullGraph, InferOptions, Metrics, Output, Record, TrainOptions, TrainOutcome,
+    Counts, FullGraph, InferOptions, Metrics, Output, Record, TrainOptions, TrainOutcome,
 };
 use saintflow::GraphStore;
 
@@ -35,21 +34,17 @@ fn load(name: &str, set: &[&str]) -> Plan {
 }
 
 /// Trains on a two-thread pool (results are reproducible for a thread count).
-fn run(store: &GraphStore, plan: &Plan, opts: &TrainOptions) -> saintflow::Result<TrainOutcome> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap();
-    pool.install(|| train(store, plan, &Interpreter, opts, &Progress::hidden()))
+fn run(opts: &TrainOptions) -> saintflow::Result<TrainOutcome> {
+    opts.train()
 }
 
-fn opts(seed: u64, epochs: usize) -> TrainOptions {
-    TrainOptions {
-        seed,
-        epochs: Some(epochs),
-        runner_name: "interpreter".into(),
-        ..TrainOptions::default()
-    }
+/// The reference interpreter on two threads, `seed`, `epochs`.
+fn opts<'a>(store: &'a GraphStore, plan: &'a Plan, seed: u64, epochs: usize) -> TrainOptions<'a> {
+    TrainOptions::new(plan, store)
+        .runner(&Interpreter)
+        .threads(2)
+        .seed(seed)
+        .epochs(epochs)
 }
 
 /// Small sizes for each shipped plan, so the whole comparison trains in seconds.
@@ -85,7 +80,8 @@ fn every_shipped_plan_beats_the_features_only_mlp_on_a_planted_graph() {
     let store = GraphStore::open(common::planted(tmp.path(), 11)).unwrap();
     let test_acc = |name: &str| {
         let (set, epochs) = shipped(name);
-        let out = run(&store, &load(name, &set), &opts(1, epochs)).unwrap();
+        let plan = load(name, &set);
+        let out = run(&opts(&store, &plan, 1, epochs)).unwrap();
         out.test.unwrap().accuracy
     };
     let mlp = test_acc("mlp");
@@ -135,37 +131,21 @@ fn resumed_run_equals_uninterrupted_run_bit_for_bit() {
             "optimizer.weight_decay=1e-4",
         ],
     );
-    let whole = run(
-        &store,
-        &plan,
-        &TrainOptions {
-            epochs: None,
-            log: Some(tmp.path().join("whole.log")),
-            ..opts(3, 0)
-        },
-    )
+    let whole = run(&opts(&store, &plan, 3, 0)
+        .epochs(None)
+        .log(tmp.path().join("whole.log")))
     .unwrap();
     let ck = tmp.path().join("ck.bin");
     let log = tmp.path().join("split.log");
-    let part = TrainOptions {
-        epochs: None,
-        checkpoint: Some(ck.clone()),
-        resume: true,
-        log: Some(log.clone()),
-        stop_after: Some(4),
-        ..opts(3, 0)
-    };
-    let first = run(&store, &plan, &part).unwrap();
+    let part = opts(&store, &plan, 3, 0)
+        .epochs(None)
+        .checkpoint(&ck)
+        .resume(true)
+        .log(&log)
+        .stop_after(4);
+    let first = run(&part).unwrap();
     assert!(first.test.is_none() && first.epochs == 4);
-    let rest = run(
-        &store,
-        &plan,
-        &TrainOptions {
-            stop_after: None,
-            ..part
-        },
-    )
-    .unwrap();
+    let rest = run(&part.stop_after(None)).unwrap();
     let (a, b) = (step_losses(&whole.records), step_losses(&rest.records));
     assert!(
         a.len() > 6,
@@ -202,26 +182,22 @@ fn damaged_and_foreign_checkpoints_are_refused_with_the_file_name() {
     let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let plan = load("gcn", &["dims.hidden=8"]);
     let ck = tmp.path().join("ck.bin");
-    let o = TrainOptions {
-        checkpoint: Some(ck.clone()),
-        resume: true,
-        ..opts(1, 3)
-    };
-    run(&store, &plan, &o).unwrap();
+    let o = opts(&store, &plan, 1, 3).checkpoint(&ck).resume(true);
+    run(&o).unwrap();
     let good = std::fs::read(&ck).unwrap();
     let name = ck.display().to_string();
-    let resume_err = |plan: &Plan, o: &TrainOptions| match run(&store, plan, o) {
+    let resume_err = |o: &TrainOptions| match run(o) {
         Ok(_) => panic!("resume should fail"),
         Err(e) => e.to_string(),
     };
 
     // Truncated (as a torn write without the atomic rename would leave it).
     std::fs::write(&ck, &good[..good.len() / 2]).unwrap();
-    let e = resume_err(&plan, &o);
+    let e = resume_err(&o);
     assert!(e.contains(&name) && e.contains("checksum"), "{e}");
     // Too short to be one.
     std::fs::write(&ck, &good[..5]).unwrap();
-    let e = resume_err(&plan, &o);
+    let e = resume_err(&o);
     assert!(
         e.contains(&name) && e.contains("not a saintflow checkpoint"),
         "{e}"
@@ -231,24 +207,18 @@ fn damaged_and_foreign_checkpoints_are_refused_with_the_file_name() {
     let at = bad.len() / 2;
     bad[at] ^= 0x10;
     std::fs::write(&ck, &bad).unwrap();
-    let e = resume_err(&plan, &o);
+    let e = resume_err(&o);
     assert!(e.contains(&name) && e.contains("checksum mismatch"), "{e}");
     // Another plan (an override changes the effective plan).
     std::fs::write(&ck, &good).unwrap();
     let other = load("gcn", &["dims.hidden=9"]);
-    let e = resume_err(&other, &o);
+    let e = resume_err(&opts(&store, &other, 1, 3).checkpoint(&ck).resume(true));
     assert!(e.contains(&name) && e.contains("another plan"), "{e}");
     // Another seed.
-    let e = resume_err(
-        &plan,
-        &TrainOptions {
-            seed: 2,
-            ..o.clone()
-        },
-    );
+    let e = resume_err(&o.clone().seed(2));
     assert!(e.contains(&name) && e.contains("--seed 1"), "{e}");
     // The intact file still resumes (to the same 3 epochs: it only re-tests).
-    let again = run(&store, &plan, &o).unwrap();
+    let again = run(&o).unwrap();
     assert_eq!(again.epochs, 3);
     assert!(again.test.is_some());
 }
@@ -605,7 +575,7 @@ fn executor_with_prefetching_trains_exactly_as_the_interpreter() {
         "mixhop",
         &["dims.hidden=8", "sampler.frontier=20", "sampler.budget=120"],
     );
-    let reference = run(&store, &plan, &opts(3, 3)).unwrap();
+    let reference = run(&opts(&store, &plan, 3, 3)).unwrap();
     let sizes = |o: &TrainOutcome| -> Vec<(usize, usize)> {
         o.records
             .iter()
@@ -623,7 +593,13 @@ fn executor_with_prefetching_trains_exactly_as_the_interpreter() {
     );
     for threads in [1, 3] {
         let exec = saintflow::exec::Executor::new(threads);
-        let got = train(&store, &plan, &exec, &opts(3, 3), &Progress::hidden()).unwrap();
+        // On the test thread's own pool, as the command line runs (no two-thread pool).
+        let got = TrainOptions::new(&plan, &store)
+            .runner(&exec)
+            .seed(3)
+            .epochs(3)
+            .train()
+            .unwrap();
         assert_eq!(step_losses(&got.records), steps, "{threads} workers");
         assert_eq!(sizes(&got), sizes(&reference), "{threads} workers");
         assert_eq!(got.test, reference.test, "{threads} workers");

@@ -10,8 +10,7 @@ use std::process::Command;
 
 use saintflow::exec::Interpreter;
 use saintflow::plan::Plan;
-use saintflow::progress::Progress;
-use saintflow::train::{train, Record, TrainOptions, TrainOutcome};
+use saintflow::train::{Record, TrainOptions, TrainOutcome};
 use saintflow::GraphStore;
 
 fn plan_path() -> PathBuf {
@@ -34,22 +33,17 @@ fn plan() -> Plan {
     .unwrap()
 }
 
-fn run(store: &GraphStore, plan: &Plan, opts: &TrainOptions) -> TrainOutcome {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap();
-    pool.install(|| train(store, plan, &Interpreter, opts, &Progress::hidden()))
-        .unwrap()
+fn run(opts: &TrainOptions) -> TrainOutcome {
+    opts.train().unwrap()
 }
 
-fn opts() -> TrainOptions {
-    TrainOptions {
-        seed: 4,
-        epochs: Some(4),
-        runner_name: "interpreter".into(),
-        ..TrainOptions::default()
-    }
+/// The reference interpreter on two threads, seed 4, 4 epochs.
+fn opts<'a>(store: &'a GraphStore, plan: &'a Plan) -> TrainOptions<'a> {
+    TrainOptions::new(plan, store)
+        .runner(&Interpreter)
+        .threads(2)
+        .seed(4)
+        .epochs(4)
 }
 
 fn step_losses(records: &[Record]) -> Vec<(u64, u64)> {
@@ -75,20 +69,18 @@ fn steps_cut_the_run_and_checkpoints_stay_at_whole_epochs() {
     let tmp = tempfile::tempdir().unwrap();
     let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let plan = plan();
-    let whole = run(&store, &plan, &opts());
+    let whole = run(&opts(&store, &plan));
     let per_epoch = steps_of_epoch(&whole.records, 1);
     assert!(per_epoch >= 3, "several steps per epoch expected");
     // Cut in the middle of epoch 2.
     let n = per_epoch as u64 + 2;
     let ck = tmp.path().join("ck.bin");
-    let cut_opts = TrainOptions {
-        max_steps: Some(n),
-        checkpoint: Some(ck.clone()),
-        resume: true,
-        log: Some(tmp.path().join("cut.log")),
-        ..opts()
-    };
-    let cut = run(&store, &plan, &cut_opts);
+    let cut_opts = opts(&store, &plan)
+        .max_steps(n)
+        .checkpoint(&ck)
+        .resume(true)
+        .log(tmp.path().join("cut.log"));
+    let cut = run(&cut_opts);
     let losses = step_losses(&cut.records);
     assert_eq!(losses.len() as u64, n, "exactly N steps");
     assert_eq!(cut.steps, n);
@@ -121,14 +113,7 @@ fn steps_cut_the_run_and_checkpoints_stay_at_whole_epochs() {
     assert!(cut.test.is_some());
     // The checkpoint holds epoch 1 (the last whole one): resuming without the cap repeats
     // epoch 2 from its start and ends exactly as the uninterrupted run.
-    let rest = run(
-        &store,
-        &plan,
-        &TrainOptions {
-            max_steps: None,
-            ..cut_opts
-        },
-    );
+    let rest = run(&cut_opts.max_steps(None));
     // The log was cut back to epoch 1's end: the cut epoch's records are gone.
     assert_eq!(step_losses(&rest.records), step_losses(&whole.records));
     let in_file = std::fs::read_to_string(tmp.path().join("cut.log")).unwrap();
@@ -148,16 +133,8 @@ fn no_eval_runs_no_full_graph_pass_and_trains_the_same() {
     let tmp = tempfile::tempdir().unwrap();
     let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let plan = plan();
-    let with = run(&store, &plan, &opts());
-    let without = run(
-        &store,
-        &plan,
-        &TrainOptions {
-            no_eval: true,
-            max_steps: Some(5),
-            ..opts()
-        },
-    );
+    let with = run(&opts(&store, &plan));
+    let without = run(&opts(&store, &plan).no_eval(true).max_steps(5));
     assert!(without.val.is_none() && without.test.is_none());
     assert_eq!(
         step_losses(&without.records),

@@ -3,15 +3,17 @@
 //! and prints the test accuracy.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 
 use crate::error::Result;
+use crate::op::Registry;
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::store::gen::{generate_kronecker, KroneckerSpec, Planted};
 use crate::store::{check, info, GraphStore};
-use crate::train::{train, TrainOptions};
+use crate::train::TrainOptions;
 
 /// The plan the demo trains, compiled in so the demo runs from any directory.
 const DEMO_PLAN: &str = include_str!("../../plans/graphsage.toml");
@@ -26,7 +28,7 @@ pub(super) struct DemoArgs {
     epochs: usize,
 }
 
-pub(super) fn run(a: DemoArgs, progress: &Progress) -> Result<()> {
+pub(super) fn run(a: DemoArgs, registry: &Arc<Registry>, progress: &Progress) -> Result<()> {
     let spec = KroneckerSpec {
         scale: 14,
         degree: 16.0,
@@ -68,20 +70,13 @@ pub(super) fn run(a: DemoArgs, progress: &Progress) -> Result<()> {
         "training plans/graphsage.toml (hidden 64, random walks from 1000 roots) for {} epochs",
         a.epochs
     );
-    let (runner, runner_name) = super::train::runner(0);
-    let out = train(
-        &store,
-        &plan,
-        runner.as_ref(),
-        &TrainOptions {
-            seed: 1,
-            epochs: Some(a.epochs),
-            graph_name: a.output.display().to_string(),
-            runner_name: runner_name.into(),
-            ..TrainOptions::default()
-        },
-        progress,
-    )?;
+    let out = TrainOptions::new(&plan, &store)
+        .registry(Arc::clone(registry))
+        .progress(*progress)
+        .seed(1)
+        .epochs(a.epochs)
+        .graph_name(a.output.display().to_string())
+        .train()?;
     let test = out.test.expect("a finished run is tested");
     println!(
         "test accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4} (best validation epoch {})",

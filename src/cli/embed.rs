@@ -14,8 +14,7 @@ use crate::op::Registry;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::{checkpoint_file, load_params};
-use crate::train::trainer::lower_for;
-use crate::train::{plan_hash, Checkpoint, FullGraph, InferOptions, Output, TrainError};
+use crate::train::{embed, plan_hash, Checkpoint, InferOptions, TrainError};
 
 use super::train::{load_plan, pool, runner};
 
@@ -50,7 +49,7 @@ pub(super) struct EmbedArgs {
     threads: Option<usize>,
 }
 
-pub(super) fn run(a: EmbedArgs, progress: &Progress) -> Result<()> {
+pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Result<()> {
     let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
     let ck_path = checkpoint_file(&a.checkpoint);
@@ -71,8 +70,6 @@ pub(super) fn run(a: EmbedArgs, progress: &Progress) -> Result<()> {
         (Some(b), false) => load_params(b),
         _ => load_params(&ck.params),
     };
-    let registry = Registry::with_builtins();
-    let lowered = lower_for(&plan, &store, &registry)?;
     let scratch = a
         .scratch_dir
         .clone()
@@ -86,15 +83,15 @@ pub(super) fn run(a: EmbedArgs, progress: &Progress) -> Result<()> {
         ..InferOptions::default()
     };
     let spinner = progress.spinner("embedding");
-    let (rows, cols) = pool(a.threads)?.install(|| -> Result<_> {
-        let (runner, _) = runner(rayon::current_num_threads());
-        let full = FullGraph::new(&store, &lowered)?.with_options(opts);
-        if let Some(why) = full.in_memory_reason(Output::Embedding) {
-            eprintln!("note: the whole graph is evaluated in memory at once: {why}");
-        }
-        full.write_embedding(runner.as_ref(), &params, &a.output)
+    let out = pool(a.threads)?.install(|| {
+        let runner = runner(rayon::current_num_threads());
+        embed(&store, &plan, registry, &params, &runner, opts, &a.output)
     })?;
     spinner.finish_and_clear();
+    if let Some(why) = &out.in_memory {
+        eprintln!("note: the whole graph is evaluated in memory at once: {why}");
+    }
+    let (rows, cols) = (out.rows, out.cols);
     println!(
         "wrote {} ({rows} nodes × {cols} features, f32)",
         a.output.display(),

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ir::Bindings;
 use crate::op::Registry;
 use crate::plan::{LowerEnv, Plan};
-use crate::planner::{explain_dot, explain_text, plan, PlanOptions};
+use crate::planner::{explain_dot, explain_text, lower_and_plan, PlanOptions};
 use crate::store::{GraphStore, Labels};
 
 #[derive(Debug, Args)]
@@ -51,7 +51,7 @@ fn usage(what: String) -> ! {
     clap::Error::raw(clap::error::ErrorKind::MissingRequiredArgument, what + "\n").exit()
 }
 
-pub(super) fn run(a: ExplainArgs) -> Result<()> {
+pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
     let p = Plan::load(&a.plan)?;
     let store = a.graph.as_ref().map(GraphStore::open).transpose()?;
     let need = |v: Option<usize>, from_store: Option<usize>, flag: &str| {
@@ -82,13 +82,6 @@ pub(super) fn run(a: ExplainArgs) -> Result<()> {
             s.full().n_entries() as f64 / s.n_nodes().max(1) as f64
         })
     });
-    let registry = Registry::with_builtins();
-    let lowered = p.lower(&LowerEnv {
-        n_features,
-        n_classes,
-        multilabel,
-        registry: &registry,
-    })?;
     let mut opts = PlanOptions::new(Bindings {
         nodes,
         entries: (nodes as f64 * degree).round() as usize,
@@ -99,8 +92,13 @@ pub(super) fn run(a: ExplainArgs) -> Result<()> {
     if let Some(c) = a.cache_bytes {
         opts.cache_bytes = c.max(1);
     }
-    let mut graph = lowered.graph;
-    let report = plan(&mut graph, &opts).map_err(Error::Ir)?;
+    let env = LowerEnv {
+        n_features,
+        n_classes,
+        multilabel,
+        registry,
+    };
+    let (graph, report) = lower_and_plan(&p, &env, &opts)?;
     if a.dot {
         print!("{}", explain_dot(&graph, &report));
     } else {

@@ -13,18 +13,20 @@ mod sample;
 mod train;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
+use crate::op::Registry;
 use crate::progress::Progress;
 
 /// Train GNNs by graph sampling over memory-mapped on-disk graphs.
 #[derive(Debug, Parser)]
 #[command(name = "saintflow", version, about, propagate_version = true)]
-pub struct Cli {
+struct Cli {
     /// No progress bars.
     #[arg(long, short, global = true)]
-    pub quiet: bool,
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -60,22 +62,31 @@ enum Command {
     Bench(bench::Bench),
 }
 
-/// Parses the arguments, runs the command, prints any error, and returns the exit code
-/// (0 success, 1 error; clap exits with 2 on a usage error).
+/// The `saintflow` command with the built-in ops: [`run_with`]`(Registry::with_builtins())`.
 pub fn main() -> ExitCode {
+    run_with(Registry::with_builtins())
+}
+
+/// The whole `saintflow` command line with `registry`'s ops: what a user crate's `main`
+/// calls to get `train`, `embed`, `explain` and `demo` with its own ops added
+/// (`examples/custom_op/src/main.rs`). Parses the arguments, runs the command, prints any
+/// error, and returns the exit code (0 success, 1 error; clap exits with 2 on a usage
+/// error).
+pub fn run_with(registry: Registry) -> ExitCode {
     let cli = Cli::parse();
     let progress = Progress::new(cli.quiet);
+    let registry = Arc::new(registry);
     let result = match cli.command {
         Command::Gen(g) => gen::run(g, &progress),
         Command::Import(i) => import::run(i, &progress),
         Command::Info(a) => info::run(a),
         Command::Check(a) => check::run(a, &progress),
-        Command::Demo(a) => demo::run(a, &progress),
+        Command::Demo(a) => demo::run(a, &registry, &progress),
         Command::Sample(a) => sample::run(a, &progress),
-        Command::Explain(a) => explain::run(a),
+        Command::Explain(a) => explain::run(a, &registry),
         Command::Plot(a) => plot::run(a),
-        Command::Train(a) => train::run(a, &progress).map(|_| ()),
-        Command::Embed(a) => embed::run(a, &progress),
+        Command::Train(a) => train::run(a, &registry, &progress).map(|_| ()),
+        Command::Embed(a) => embed::run(a, &registry, &progress),
         Command::Bench(b) => bench::run(b, &progress),
     };
     match result {

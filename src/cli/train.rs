@@ -3,16 +3,18 @@
 //! JSON-lines log; the last line printed is the test accuracy and F1.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Args;
 
 use crate::error::{Error, Result};
-use crate::exec::{Executor, StepRunner};
+use crate::exec::Executor;
+use crate::op::Registry;
 use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
-use crate::train::{train, InferOptions, Metrics, TrainOptions, TrainOutcome};
+use crate::train::{InferOptions, Metrics, TrainOptions, TrainOutcome};
 
 #[derive(Debug, Args)]
 pub(super) struct TrainArgs {
@@ -72,10 +74,10 @@ pub(super) struct TrainArgs {
     plot: Option<PathBuf>,
 }
 
-/// The one place that chooses how steps run: the work-stealing executor on `threads`
-/// workers (the reference interpreter is `exec::Interpreter`).
-pub(super) fn runner(threads: usize) -> (Box<dyn StepRunner>, &'static str) {
-    (Box::new(Executor::new(threads)), "executor")
+/// How steps run outside training (`embed`): the work-stealing executor on `threads`
+/// workers, as [`TrainOptions`] chooses by default.
+pub(super) fn runner(threads: usize) -> Executor {
+    Executor::new(threads)
 }
 
 /// A rayon pool of `threads` (None: the default pool's size).
@@ -109,33 +111,37 @@ pub(super) fn metrics_text(m: &Metrics) -> String {
     )
 }
 
-pub(super) fn run(a: TrainArgs, progress: &Progress) -> Result<TrainOutcome> {
+pub(super) fn run(
+    a: TrainArgs,
+    registry: &Arc<Registry>,
+    progress: &Progress,
+) -> Result<TrainOutcome> {
     let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
-    let pool = pool(a.threads)?;
-    let outcome = pool.install(|| {
-        let (runner, name) = runner(rayon::current_num_threads());
-        let opts = TrainOptions {
-            seed: a.seed,
-            epochs: a.epochs,
-            checkpoint: a.checkpoint.as_deref().map(checkpoint_file),
-            resume: a.resume,
-            log: a.log.clone(),
-            json: a.json,
-            graph_name: a.graph.display().to_string(),
-            runner_name: name.to_string(),
-            stop_after: None,
-            max_steps: a.steps,
-            no_eval: a.no_eval,
-            no_io_hints: a.no_io_hints,
-            infer: InferOptions {
-                memory_bytes: a.memory << 20,
-                scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
-                ..InferOptions::default()
-            },
-        };
-        train(&store, &plan, runner.as_ref(), &opts, progress)
-    })?;
+    let mut opts = TrainOptions::new(&plan, &store)
+        .registry(Arc::clone(registry))
+        .threads(a.threads.unwrap_or(0))
+        .progress(*progress)
+        .seed(a.seed)
+        .epochs(a.epochs)
+        .resume(a.resume)
+        .json(a.json)
+        .graph_name(a.graph.display().to_string())
+        .max_steps(a.steps)
+        .no_eval(a.no_eval)
+        .io_hints(!a.no_io_hints)
+        .infer(InferOptions {
+            memory_bytes: a.memory << 20,
+            scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+            ..InferOptions::default()
+        });
+    if let Some(ck) = &a.checkpoint {
+        opts = opts.checkpoint(checkpoint_file(ck));
+    }
+    if let Some(log) = &a.log {
+        opts = opts.log(log);
+    }
+    let outcome = opts.train()?;
     if let Some(path) = &a.plot {
         let records = outcome
             .records

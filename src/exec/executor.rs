@@ -77,6 +77,10 @@ impl StepRunner for Executor {
         self.pool.threads()
     }
 
+    fn name(&self) -> &'static str {
+        "executor"
+    }
+
     fn with_prefetch(
         &self,
         source: &dyn GraphSource,

@@ -71,6 +71,11 @@ pub trait StepRunner: Sync {
     /// Worker threads it computes on.
     fn threads(&self) -> usize;
 
+    /// Its name in the training log's `run` record.
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
     /// Runs `f` with a source serving `source`'s subgraphs for `steps`, asked for in order.
     /// A runner with a pool samples the next subgraphs there while the current step
     /// computes (the executor's [`Prefetch`](super::Prefetch)); the default hands `source`
@@ -107,6 +112,10 @@ impl StepRunner for Interpreter {
 
     fn threads(&self) -> usize {
         rayon::current_num_threads()
+    }
+
+    fn name(&self) -> &'static str {
+        "interpreter"
     }
 }
 

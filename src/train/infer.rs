@@ -21,8 +21,8 @@ use crate::atomic::AtomicFile;
 use crate::error::{Error, Result};
 use crate::exec::StepRunner;
 use crate::ir::{Bindings, Graph, NodeId, Params, Tensor};
-use crate::op::StoreSource;
-use crate::plan::Lowered;
+use crate::op::{Registry, StoreSource};
+use crate::plan::{Lowered, Plan};
 use crate::planner::{plan, PlanOptions};
 use crate::sample::FullSampler;
 use crate::store::{GraphStore, Role};
@@ -238,6 +238,41 @@ impl<'g> FullGraph<'g> {
         w.finish()?;
         Ok((rows, cols))
     }
+}
+
+/// What [`embed`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Embedded {
+    /// Rows (every node of the store).
+    pub rows: usize,
+    /// Columns (the `[output]` layer's input width).
+    pub cols: usize,
+    /// Why the graph was evaluated in memory in one piece rather than in row blocks
+    /// (a custom op that is not row-local), if it was.
+    pub in_memory: Option<String>,
+}
+
+/// The embedding of every node of `store` (the input of `plan`'s `[output]` layer) with
+/// `params`, the plan's op names made from `registry`, written to `path` as an `[N, width]`
+/// f32 `.npy` (row blocks as `opts` allows, atomically).
+pub fn embed(
+    store: &GraphStore,
+    plan: &Plan,
+    registry: &Registry,
+    params: &Params,
+    runner: &dyn StepRunner,
+    opts: InferOptions,
+    path: &Path,
+) -> Result<Embedded> {
+    let lowered = super::trainer::lower_for(plan, store, registry)?;
+    let full = FullGraph::new(store, &lowered)?.with_options(opts);
+    let in_memory = full.in_memory_reason(Output::Embedding).map(str::to_string);
+    let (rows, cols) = full.write_embedding(runner, params, path)?;
+    Ok(Embedded {
+        rows,
+        cols,
+        in_memory,
+    })
 }
 
 /// A NumPy `.npy` file (format 1.0, little-endian f32, C order) `[rows, cols]` written

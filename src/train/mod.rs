@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 
 pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
-pub use infer::{write_npy_atomic, FullGraph, NpyWriter, Output};
+pub use infer::{embed, write_npy_atomic, Embedded, FullGraph, NpyWriter, Output};
 pub use log::{LogSink, Record, StepMs};
 pub use metrics::{Counts, Metrics};
-pub use trainer::{plan_hash, schedule, train, TrainOptions, TrainOutcome};
+pub use trainer::{lower_for, plan_hash, schedule, train, TrainOptions, TrainOutcome};
 
 /// Errors of the training layer.
 #[derive(Debug, thiserror::Error)]

@@ -19,10 +19,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::exec::StepRunner;
+use crate::exec::{Executor, StepRunner};
 use crate::ir::{Bindings, Graph, NodeId, Params};
 use crate::op::{GraphSource, Registry, StoreSource};
 use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerKind, SamplerPlan};
@@ -42,44 +43,264 @@ use super::TrainError;
 /// Epochs of a plan without `[[phase]]`.
 pub const DEFAULT_EPOCHS: usize = 50;
 
-/// How to run a training.
-#[derive(Clone, Debug, Default)]
-pub struct TrainOptions {
-    /// Seed of everything random (parameters, subgraphs, dropout).
-    pub seed: u64,
-    /// Total epochs instead of the plan's phases' sum (the last phase is cut or extended).
-    pub epochs: Option<usize>,
-    /// The checkpoint file (written after every epoch when set).
-    pub checkpoint: Option<PathBuf>,
+/// How to run a training: a builder over the plan and the store, with defaults for
+/// everything else, consumed by [`TrainOptions::train`].
+///
+/// ```no_run
+/// # fn main() -> saintflow::Result<()> {
+/// use saintflow::op::Registry;
+/// use saintflow::plan::Plan;
+/// use saintflow::train::TrainOptions;
+/// use saintflow::GraphStore;
+///
+/// let plan = Plan::load("plans/gcn.toml")?;
+/// let store = GraphStore::open("cora.sf")?;
+/// let outcome = TrainOptions::new(&plan, &store)
+///     .seed(1)
+///     .epochs(5)
+///     .registry(Registry::with_builtins())
+///     .checkpoint("run/checkpoint.bin")
+///     .train()?;
+/// println!("test {:?}", outcome.test);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Defaults: seed 0, the plan's epochs, the built-in ops ([`Registry::with_builtins`]),
+/// the work-stealing [`Executor`] on every thread of the current rayon pool (all cores
+/// unless called inside another pool, or [`threads`](Self::threads) says), hidden progress,
+/// no checkpoint, no log, evaluation on, I/O hints on.
+#[derive(Clone)]
+pub struct TrainOptions<'a> {
+    plan: &'a Plan,
+    store: &'a GraphStore,
+    registry: Option<Arc<Registry>>,
+    runner: Option<&'a dyn StepRunner>,
+    threads: Option<usize>,
+    progress: Progress,
+    seed: u64,
+    epochs: Option<usize>,
+    checkpoint: Option<PathBuf>,
+    resume: bool,
+    log: Option<PathBuf>,
+    json: bool,
+    graph_name: Option<String>,
+    stop_after: Option<usize>,
+    max_steps: Option<u64>,
+    no_eval: bool,
+    io_hints: bool,
+    infer: InferOptions,
+}
+
+impl std::fmt::Debug for TrainOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrainOptions")
+            .field("plan", &self.plan.name)
+            .field("store", &self.store.path())
+            .field("custom_registry", &self.registry.is_some())
+            .field("runner", &self.runner.map(|r| r.name()))
+            .field("threads", &self.threads)
+            .field("seed", &self.seed)
+            .field("epochs", &self.epochs)
+            .field("checkpoint", &self.checkpoint)
+            .field("resume", &self.resume)
+            .field("log", &self.log)
+            .field("json", &self.json)
+            .field("graph_name", &self.graph_name)
+            .field("stop_after", &self.stop_after)
+            .field("max_steps", &self.max_steps)
+            .field("no_eval", &self.no_eval)
+            .field("io_hints", &self.io_hints)
+            .field("infer", &self.infer)
+            .finish()
+    }
+}
+
+impl<'a> TrainOptions<'a> {
+    /// Training `plan` on `store` with the defaults (see the type's documentation).
+    pub fn new(plan: &'a Plan, store: &'a GraphStore) -> TrainOptions<'a> {
+        TrainOptions {
+            plan,
+            store,
+            registry: None,
+            runner: None,
+            threads: None,
+            progress: Progress::hidden(),
+            seed: 0,
+            epochs: None,
+            checkpoint: None,
+            resume: false,
+            log: None,
+            json: false,
+            graph_name: None,
+            stop_after: None,
+            max_steps: None,
+            no_eval: false,
+            io_hints: true,
+            infer: InferOptions::default(),
+        }
+    }
+
+    /// The ops the plan's names are made from (default: the built-ins). A user crate passes
+    /// the built-ins plus its own ops here.
+    pub fn registry(mut self, registry: impl Into<Arc<Registry>>) -> Self {
+        self.registry = Some(registry.into());
+        self
+    }
+
+    /// What runs the steps (default: the work-stealing [`Executor`]; the reference is
+    /// [`Interpreter`](crate::exec::Interpreter)).
+    pub fn runner(mut self, runner: &'a dyn StepRunner) -> Self {
+        self.runner = Some(runner);
+        self
+    }
+
+    /// Trains inside a rayon pool of `threads` workers (0: all cores), with the default
+    /// executor on as many (default: the calling thread's pool).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Progress bars (default: hidden).
+    pub fn progress(mut self, progress: Progress) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Seed of everything random: parameters, subgraphs, dropout (default 0).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Total epochs instead of the plan's phases' sum (the last phase is cut or extended);
+    /// `None`: the plan's.
+    pub fn epochs(mut self, epochs: impl Into<Option<usize>>) -> Self {
+        self.epochs = epochs.into();
+        self
+    }
+
+    /// The checkpoint file, written after every epoch.
+    pub fn checkpoint(mut self, path: impl Into<PathBuf>) -> Self {
+        self.checkpoint = Some(path.into());
+        self
+    }
+
     /// Continue from the checkpoint, if it exists.
-    pub resume: bool,
-    /// The JSON-lines log file.
-    pub log: Option<PathBuf>,
+    pub fn resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// The JSON-lines log file (schema: docs/LOG.md).
+    pub fn log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.log = Some(path.into());
+        self
+    }
+
     /// Also print the log on stdout.
-    pub json: bool,
-    /// The graph's name in the log (the store's path).
-    pub graph_name: String,
-    /// The runner's name in the log (`interpreter` or `executor`).
-    pub runner_name: String,
+    pub fn json(mut self, json: bool) -> Self {
+        self.json = json;
+        self
+    }
+
+    /// The graph's name in the log (default: the store's path).
+    pub fn graph_name(mut self, name: impl Into<String>) -> Self {
+        self.graph_name = Some(name.into());
+        self
+    }
+
     /// Stop (after the checkpoint) once this many epochs are done, without testing: an
-    /// interrupted run, for tests.
-    pub stop_after: Option<usize>,
+    /// interrupted run, for tests. `None`: run to the end.
+    pub fn stop_after(mut self, epochs: impl Into<Option<usize>>) -> Self {
+        self.stop_after = epochs.into();
+        self
+    }
+
     /// Stop once this many steps are done in total (counting those of a resumed run's
     /// earlier sessions), cutting the epoch short. The cut epoch gets its `epoch` record
     /// and is evaluated as the last one, but no checkpoint: checkpoints stay at whole
-    /// epochs, so a resume repeats the cut epoch's steps.
-    pub max_steps: Option<u64>,
+    /// epochs, so a resume repeats the cut epoch's steps. `None`: no limit.
+    pub fn max_steps(mut self, steps: impl Into<Option<u64>>) -> Self {
+        self.max_steps = steps.into();
+        self
+    }
+
     /// No full-graph pass at all: no validation, no final test (the last log record is
-    /// the last `epoch` record). For timing runs on graphs whose full-graph pass is not
-    /// wanted.
-    pub no_eval: bool,
-    /// No access hints to the kernel (see [`crate::store::Access`]): the sampled graph's
-    /// CSR and the features are advised `Random` while training, and every subgraph's
-    /// feature rows are asked for (`MADV_WILLNEED`) when it is drawn. Off only to measure
-    /// what they do.
-    pub no_io_hints: bool,
+    /// the last `epoch` record). For timing runs.
+    pub fn no_eval(mut self, no_eval: bool) -> Self {
+        self.no_eval = no_eval;
+        self
+    }
+
+    /// Access hints to the kernel (default on; see [`crate::store::Access`]): the sampled
+    /// graph's CSR and the features are advised `Random` while training, and every
+    /// subgraph's feature rows are asked for (`MADV_WILLNEED`) when it is drawn. Off only
+    /// to measure what they do.
+    pub fn io_hints(mut self, on: bool) -> Self {
+        self.io_hints = on;
+        self
+    }
+
     /// How evaluation's row-blocked full-graph passes use memory and scratch disk.
-    pub infer: InferOptions,
+    pub fn infer(mut self, infer: InferOptions) -> Self {
+        self.infer = infer;
+        self
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &'a Plan {
+        self.plan
+    }
+
+    /// The store.
+    pub fn store(&self) -> &'a GraphStore {
+        self.store
+    }
+
+    /// Runs the training (see the module's documentation).
+    pub fn train(&self) -> Result<TrainOutcome> {
+        match self.threads {
+            Some(t) => {
+                let mut b = rayon::ThreadPoolBuilder::new();
+                if t > 0 {
+                    b = b.num_threads(t);
+                }
+                let pool = b
+                    .build()
+                    .map_err(|e| TrainError::Run(format!("thread pool: {e}")))?;
+                pool.install(|| self.train_here())
+            }
+            None => self.train_here(),
+        }
+    }
+
+    /// [`train`](Self::train) on the current rayon pool.
+    fn train_here(&self) -> Result<TrainOutcome> {
+        let builtins;
+        let registry = match &self.registry {
+            Some(r) => r.as_ref(),
+            None => {
+                builtins = Registry::with_builtins();
+                &builtins
+            }
+        };
+        let executor;
+        let runner = match self.runner {
+            Some(r) => r,
+            None => {
+                executor = Executor::new(rayon::current_num_threads());
+                &executor as &dyn StepRunner
+            }
+        };
+        run(self, registry, runner)
+    }
+}
+
+/// Runs the training `opts` describes: [`TrainOptions::train`].
+pub fn train(opts: &TrainOptions<'_>) -> Result<TrainOutcome> {
+    opts.train()
 }
 
 /// What a training returns.
@@ -363,7 +584,7 @@ fn check_params(
     Ok(())
 }
 
-/// Lowers `plan` for `store` with the built-in ops.
+/// Lowers `plan` for `store` with `registry`'s ops.
 pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
     Ok(plan.lower(&LowerEnv {
         n_features: store.n_features(),
@@ -373,16 +594,14 @@ pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result
     })?)
 }
 
-/// Trains `plan` on `store` with `runner` (see the module's documentation).
-pub fn train(
-    store: &GraphStore,
-    plan_: &Plan,
+/// Trains `opts.plan` on `opts.store` with `registry`'s ops and `runner`.
+fn run(
+    opts: &TrainOptions<'_>,
+    registry: &Registry,
     runner: &dyn StepRunner,
-    opts: &TrainOptions,
-    progress: &Progress,
 ) -> Result<TrainOutcome> {
-    let registry = Registry::with_builtins();
-    let lowered = lower_for(plan_, store, &registry)?;
+    let (store, plan_, progress) = (opts.store, opts.plan, &opts.progress);
+    let lowered = lower_for(plan_, store, registry)?;
     let hash = plan_hash(plan_);
     let sched = schedule(plan_, opts.epochs);
     let total: usize = sched.iter().map(|p| p.2).sum();
@@ -438,10 +657,13 @@ pub fn train(
             plan: plan_.name.clone(),
             plan_hash: format!("{hash:016x}"),
             effective_plan: plan_.effective_text().to_string(),
-            graph: opts.graph_name.clone(),
+            graph: opts
+                .graph_name
+                .clone()
+                .unwrap_or_else(|| store.path().display().to_string()),
             seed: opts.seed,
             threads: runner.threads(),
-            runner: opts.runner_name.clone(),
+            runner: runner.name().to_string(),
         })?;
     }
 
@@ -466,19 +688,11 @@ pub fn train(
         if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
             phase_run = Some((
                 pi,
-                setup_phase(
-                    store,
-                    &lowered,
-                    &sp,
-                    pi,
-                    opts.seed,
-                    n_train,
-                    !opts.no_io_hints,
-                )?,
+                setup_phase(store, &lowered, &sp, pi, opts.seed, n_train, opts.io_hints)?,
             ));
         }
         let ph = &phase_run.as_ref().expect("set up").1;
-        if !opts.no_io_hints {
+        if opts.io_hints {
             advise_training(store, &sp, Access::Random);
         }
         let mut loss_sum = 0.0;
@@ -550,7 +764,7 @@ pub fn train(
             .as_ref()
             .filter(|_| epoch.is_multiple_of(every) || last)
         {
-            if !opts.no_io_hints {
+            if opts.io_hints {
                 advise_training(store, &sp, Access::Normal);
             }
             let t = Instant::now();

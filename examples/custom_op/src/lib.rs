@@ -129,3 +129,11 @@ pub fn register(registry: &mut Registry) -> Result<(), OpError> {
         },
     )
 }
+
+/// The built-in ops and this crate's: what the `saintflow-custom-op` binary and a library
+/// caller ([`saintflow::train::TrainOptions::registry`]) train with.
+pub fn registry() -> Registry {
+    let mut registry = Registry::with_builtins();
+    register(&mut registry).expect("the example's op names are free in the built-ins");
+    registry
+}
