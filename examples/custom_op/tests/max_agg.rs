@@ -68,7 +68,7 @@ fn registry() -> Registry {
 }
 
 fn max_sage() -> Plan {
-    Plan::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("max_sage.toml")).unwrap()
+    Plan::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("max_sage.toml")).unwrap()
 }
 
 fn lowered(store: &GraphStore) -> Lowered {
