@@ -128,5 +128,5 @@ pub fn differentiate(
 
 /// Whether `op` is the seed gradient node autodiff adds.
 pub fn is_seed(op: &dyn Op) -> bool {
-    op.downcast_ref::<One>().is_some()
+    op.source_kind() == Some(crate::op::SourceKind::Seed)
 }

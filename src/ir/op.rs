@@ -36,6 +36,29 @@
 //!   shape does not involve `n` (parameters). Such an op can run on a block of rows at a
 //!   time, which is how inference covers graphs larger than memory
 //!   (`train::blocked`). Default: false, and a plan using the op is evaluated in memory.
+//! * Neighbour ops (optional, for out-of-core full-graph inference). An op that aggregates
+//!   over the rows of an adjacency — row i of its output needs row i of a sparse input
+//!   and, of a dense per-node input X, the rows j of i's neighbours — says which inputs
+//!   those are ([`Op::neighbour`]; every other input must be static: parameters) and
+//!   computes a block of rows r0..r1 at a time in [`Op::forward_block`]: the adjacency's
+//!   rows r0..r1 with the full graph's node ids as columns, and X whole (N rows, read in
+//!   place by global id, never gathered). Its output is the block's rows: dense
+//!   `(r1 − r0) × cols`, or sparse with the block's rows and global column ids (an
+//!   attention matrix, then read as the adjacency of a neighbour op of the same level).
+//!   On the whole graph (`forward` with the full graph as the subgraph, ids in order)
+//!   the blocks together must equal `forward`; summing in CSR order as `forward` does
+//!   makes them bit-identical. Default: `None`, and the op is not a neighbour op.
+//! * Chain roles (optional, for the matrix-chain pass). [`Op::chain`] says that a node is
+//!   an unordered product chain to order, or a binary product op(A)·op(B), or a row-major
+//!   transpose copy; the pass orders the chains and reuses the products and transposes it
+//!   finds. Default: `None` (neither).
+//! * Feature partitions (optional, for the partition pass). An op whose kernel walks its
+//!   output in Q_f feature blocks returns itself with that count from
+//!   [`Op::with_partitions`]; the pass chooses Q_f from the output's shape. Default:
+//!   `None` (the op takes no count).
+//! * Source kinds. [`Op::source_kind`] names the ops that read the data source rather than
+//!   other nodes (the sampled subgraph, its features, targets and adjacency) and the seed
+//!   gradient; blocked inference replaces them by the full graph's blocks. Default: `None`.
 
 use std::any::Any;
 use std::fmt;
@@ -46,7 +69,7 @@ pub use saintflow_ops::view::{MatMut, MatRef};
 use saintflow_ops::KernelError;
 
 use super::source::GraphSource;
-use super::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, Value};
+use super::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, SparseMat, Tensor, Value};
 
 /// Errors of ops: bad arguments (caught when the plan is loaded) and failures while a step
 /// runs (a kernel, the data source).
@@ -274,6 +297,43 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         false
     }
 
+    /// The inputs this op aggregates over when it is a neighbour op, from the inputs'
+    /// facts (see "Neighbour ops" at the top of this file). Default: `None`.
+    fn neighbour(&self, inputs: &[&Fact]) -> Option<Neighbour> {
+        let _ = inputs;
+        None
+    }
+
+    /// The output's rows `block.r0..block.r0 + block.rows()` of a neighbour op (see
+    /// "Neighbour ops" at the top of this file); called only when [`Op::neighbour`]
+    /// returned `Some`, with `ctx.training` false.
+    fn forward_block(&self, block: &RowBlock<'_>, ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        let _ = (block, ctx);
+        Err(OpError::Missing(format!(
+            "{}: neighbour op without forward_block",
+            self.name()
+        )))
+    }
+
+    /// What the matrix-chain pass sees in this op (see "Chain roles" at the top of this
+    /// file). Default: `None`.
+    fn chain(&self) -> Option<ChainRole> {
+        None
+    }
+
+    /// This op with `q` feature partitions, when it takes a count (see "Feature
+    /// partitions" at the top of this file). Default: `None`.
+    fn with_partitions(&self, q: usize) -> Option<Arc<dyn Op>> {
+        let _ = q;
+        None
+    }
+
+    /// What this op reads, when it is a source op (see "Source kinds" at the top of this
+    /// file). Default: `None`.
+    fn source_kind(&self) -> Option<SourceKind> {
+        None
+    }
+
     /// How to split this forward into parts for `threads` workers, from the actual inputs
     /// (see "Partitioned forward" at the top of this file). `output` is the node's fact;
     /// `ctx.bindings` resolves it. `None` (the default): one task runs `forward`.
@@ -304,6 +364,140 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
             self.name()
         )))
     }
+}
+
+/// Which inputs a neighbour op aggregates over (see [`Op::neighbour`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Neighbour {
+    /// The sparse n × n input whose rows are aggregated over.
+    pub adjacency: usize,
+    /// The dense per-node input read at the neighbours' rows.
+    pub x: usize,
+}
+
+/// The rows of a per-node matrix over the whole graph, read in place by global node id
+/// (the store's mapped features, or a value kept between levels).
+#[derive(Clone, Copy, Debug)]
+pub struct NodeRows<'a> {
+    data: &'a [f32],
+    cols: usize,
+}
+
+impl<'a> NodeRows<'a> {
+    /// `data` as a row-major matrix of `cols` columns (its length a multiple of `cols`).
+    pub fn new(data: &'a [f32], cols: usize) -> NodeRows<'a> {
+        NodeRows { data, cols }
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Rows (N, the graph's nodes).
+    pub fn n_rows(&self) -> usize {
+        self.data.len().checked_div(self.cols).unwrap_or(0)
+    }
+
+    /// Row `v` (a global node id).
+    pub fn row(&self, v: usize) -> &'a [f32] {
+        &self.data[v * self.cols..(v + 1) * self.cols]
+    }
+
+    /// The whole row-major matrix.
+    pub fn data(&self) -> &'a [f32] {
+        self.data
+    }
+
+    /// A copy of rows `ids`, in that order.
+    pub fn gather(&self, ids: &[u32]) -> Tensor {
+        let mut t = Tensor::zeros(ids.len(), self.cols);
+        if self.cols > 0 {
+            for (dst, &v) in t.data.chunks_exact_mut(self.cols).zip(ids) {
+                dst.copy_from_slice(self.row(v as usize));
+            }
+        }
+        t
+    }
+}
+
+/// A block of rows of a neighbour op's output (see [`Op::forward_block`]).
+pub struct RowBlock<'a> {
+    /// The global id of the block's first row.
+    pub r0: usize,
+    /// N, the graph's nodes (the adjacency's columns).
+    pub n_nodes: usize,
+    /// The adjacency input's rows r0..r0 + rows: CSR with global node ids as columns,
+    /// values as the whole-graph adjacency has them.
+    pub adjacency: &'a SparseMat,
+    /// The whole of the `x` input.
+    pub x: NodeRows<'a>,
+    /// Every input by position: `None` at the adjacency's and x's, the value (static:
+    /// computed once) elsewhere.
+    pub inputs: &'a [Option<&'a Value>],
+}
+
+impl RowBlock<'_> {
+    /// Rows in the block.
+    pub fn rows(&self) -> usize {
+        self.adjacency.structure.n_rows()
+    }
+}
+
+/// What the matrix-chain pass sees in an op (see [`Op::chain`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainRole {
+    /// An unordered chain M₁·…·M_k of its inputs, operand i used transposed when flag i
+    /// is set: the pass replaces it by binary products in the best order.
+    Chain(Vec<bool>),
+    /// The binary product op(input 0)·op(input 1), the flags saying which is transposed.
+    Product(bool, bool),
+    /// A row-major copy of input 0's transpose.
+    Transpose,
+}
+
+/// Adjacency flavours of a subgraph (the plan names `A`, `A_mean`, `A_sym`, `A_saint`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AdjKind {
+    /// A: 1 per edge.
+    Raw,
+    /// D⁻¹A, D the subgraph degrees (mean aggregation).
+    Mean,
+    /// (I+D)^-½ (I+A) (I+D)^-½ (Kipf & Welling), self loops added.
+    Sym,
+    /// GraphSAINT's normalisation: entry (u, v) = (C_u / C_uv) / deg(u), deg the degree in
+    /// the graph sampled from, C the sampler's counts (1 when not estimated).
+    Saint,
+}
+
+impl AdjKind {
+    /// The name a plan file uses.
+    pub fn plan_name(self) -> &'static str {
+        match self {
+            AdjKind::Raw => "A",
+            AdjKind::Mean => "A_mean",
+            AdjKind::Sym => "A_sym",
+            AdjKind::Saint => "A_saint",
+        }
+    }
+
+    /// Every flavour.
+    pub const ALL: [AdjKind; 4] = [AdjKind::Raw, AdjKind::Mean, AdjKind::Sym, AdjKind::Saint];
+}
+
+/// What a source op reads (see [`Op::source_kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    /// The step's subgraph (the whole graph in full-graph inference).
+    Subgraph,
+    /// The subgraph nodes' feature rows.
+    Features,
+    /// The subgraph nodes' targets.
+    Targets,
+    /// The subgraph's adjacency in a flavour.
+    Adjacency(AdjKind),
+    /// The seed gradient (the number 1) autodiff starts from.
+    Seed,
 }
 
 /// The axis of a dense output that a [`Split`] cuts.
@@ -362,7 +556,8 @@ pub enum Stage {
 }
 
 impl dyn Op {
-    /// The concrete op, if it is a `T` (passes use this to recognise products).
+    /// The concrete op, if it is a `T` (for users and ops' own code; the engine's passes
+    /// ask the trait's queries instead).
     pub fn downcast_ref<T: Op>(&self) -> Option<&T> {
         (self as &dyn Any).downcast_ref::<T>()
     }

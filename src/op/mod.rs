@@ -7,7 +7,8 @@ pub mod registry;
 pub mod source;
 
 pub use crate::ir::op::{
-    check_args, Arity, Axis, Cost, Ctx, GradBuilder, Op, OpError, Split, Stage,
+    check_args, AdjKind, Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, Neighbour, NodeRows, Op,
+    OpError, RowBlock, SourceKind, Split, Stage,
 };
 pub use crate::ir::source::{GraphSource, WithSampler};
 pub use registry::{Attr, Attrs, Registry};

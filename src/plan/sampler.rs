@@ -4,8 +4,8 @@
 
 use toml::Spanned;
 
-use crate::suggest::did_you_mean;
 use crate::sample::spec::{self, Input, SamplerKind};
+use crate::suggest::did_you_mean;
 
 use super::schema::{SampleGraph, SamplerPlan};
 use super::spanned::RawTable;

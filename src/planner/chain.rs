@@ -1,10 +1,10 @@
-//! Matrix-chain ordering: every [`MatMul`] chain node — forward ones from lowering, backward
+//! Matrix-chain ordering: every chain node ([`ChainRole::Chain`]: `matmul`) — forward ones from lowering, backward
 //! ones from `MatMul::backward` — becomes a tree of binary products chosen by the classic
 //! O(k³) dynamic programme with the sparse-aware cost of JPDC §6.1 ([`product_flops`]:
 //! sparse·dense = 2·nnz·f, dense·dense = 2·m·k·n, sparse·sparse impossible).
 //!
 //! CSE-aware: chains are processed in topological order and every product emitted (or
-//! already in the graph: `gemm`, `spmm`, `transpose` nodes) is recorded under its operand
+//! already in the graph: nodes whose [`Op::chain`] is a product or a transpose) is recorded under its operand
 //! sequence `[(node, transposed)]`; the transpose of `[(a,ta),(b,tb)]` is `[(b,!tb),(a,!ta)]`.
 //! In the programme a sub-chain whose product or its transpose exists costs 0 and is reused:
 //! this is how Â·X of the forward is shared by ∇W = (Â·X)ᵀ·∇Y.
@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::ir::{Bindings, Fact, Graph, IrError, NodeId};
-use crate::op::builtin::{product_flops, Factor, Gemm, MatMul, Spmm, Transpose};
-use crate::op::Op;
+use crate::op::builtin::{chain_factors, product_flops, Factor, Gemm, Spmm, Transpose};
+use crate::op::{ChainRole, Op};
 
 use super::{Pass, PlanOptions};
 
@@ -254,17 +254,12 @@ impl Products {
     fn seed(&mut self, graph: &Graph) {
         for id in graph.ids() {
             let n = graph.node(id);
-            let op = n.op.as_ref();
-            if op.downcast_ref::<Transpose>().is_some() {
-                self.put(&[(n.inputs[0], false)], id, true);
-            } else if let Some(g) = op.downcast_ref::<Gemm>() {
-                self.put(&[(n.inputs[0], g.ta), (n.inputs[1], g.tb)], id, false);
-            } else if let Some(s) = op.downcast_ref::<Spmm>() {
-                self.put(
-                    &[(n.inputs[0], s.transpose), (n.inputs[1], false)],
-                    id,
-                    false,
-                );
+            match n.op.chain() {
+                Some(ChainRole::Transpose) => self.put(&[(n.inputs[0], false)], id, true),
+                Some(ChainRole::Product(ta, tb)) => {
+                    self.put(&[(n.inputs[0], ta), (n.inputs[1], tb)], id, false)
+                }
+                Some(ChainRole::Chain(_)) | None => {}
             }
         }
     }
@@ -436,7 +431,7 @@ impl Pass for ChainPass {
         }
         let mut counts = Counts::default();
         for id in graph.topo_order()? {
-            let Some(mm) = graph.node(id).op.downcast_ref::<MatMul>().cloned() else {
+            let Some(ChainRole::Chain(transposed)) = graph.node(id).op.chain() else {
                 continue;
             };
             if !self.reuse {
@@ -447,11 +442,11 @@ impl Pass for ChainPass {
                 .inputs
                 .iter()
                 .copied()
-                .zip(mm.transposed.iter().copied())
+                .zip(transposed.iter().copied())
                 .collect();
             let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
-            let factors = mm.factors(&facts).map_err(|source| IrError::Op {
-                op: "matmul".into(),
+            let factors = chain_factors(&transposed, &facts).map_err(|source| IrError::Op {
+                op: node.op.name().to_string(),
                 label: node.label.clone(),
                 source,
             })?;

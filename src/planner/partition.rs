@@ -3,12 +3,10 @@
 //! each, times 2 for the output block it accumulates into) should fit the per-core cache:
 //! 8·n·f/Q_f ≤ S_cache, i.e. Q_f ≥ ⌈8·n·f / S_cache⌉; and at least p blocks, so every thread
 //! has one. Q_f = max(p, ⌈8·n·f / S_cache⌉), capped at f (a block has at least one column).
-//! The count is decided for the expected bindings and written on the node and its note.
-
-use std::sync::Arc;
+//! The count is decided for the expected bindings and written on the node and its note;
+//! the ops that take one say so through [`Op::with_partitions`](crate::op::Op) (`spmm`).
 
 use crate::ir::{Graph, IrError};
-use crate::op::builtin::Spmm;
 
 use super::{Pass, PlanOptions};
 
@@ -33,21 +31,15 @@ impl Pass for Partition {
         let mut annotated = 0;
         let mut max_q = 0;
         for id in graph.ids() {
-            let Some(s) = graph.node(id).op.downcast_ref::<Spmm>().copied() else {
-                continue;
-            };
             let Some((rows, cols)) = graph.fact(id).matrix() else {
                 continue;
             };
             let (n, f) = (rows.resolve(b), cols.resolve(b));
             let q = feature_partitions(n, f, opts.threads, opts.cache_bytes);
-            graph.replace_op(
-                id,
-                Arc::new(Spmm {
-                    partitions: Some(q),
-                    ..s
-                }),
-            )?;
+            let Some(op) = graph.node(id).op.with_partitions(q) else {
+                continue;
+            };
+            graph.replace_op(id, op)?;
             let note = &mut graph.node_mut(id).note;
             let by_cache = (8 * n * f).div_ceil(opts.cache_bytes.max(1));
             let mut add = format!(

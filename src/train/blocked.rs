@@ -2,26 +2,26 @@
 //! layer by layer, in blocks of rows, so that memory is bounded by a block and the model,
 //! not by the graph.
 //!
-//! The planned forward graph is cut into *levels* at its neighbour operations. A value's
-//! level is the number of neighbour hops between it and the features: the features are
-//! level 0 (they are the store's mapped file); a row-local op ([`Op::row_local`]: row i of
-//! its output needs row i of its inputs) has its inputs' level; `spmm(S, X)` and
-//! `gat(A, z, …)` need X (or z) at every neighbour of a row, so they sit one level above
-//! it. A value read at a higher level than its own is *kept*: written, row block by row
-//! block, into an N-row matrix — in memory when all kept values fit
-//! [`InferOptions::memory_bytes`], otherwise in an unlinked temporary file (its blocks
-//! reserved with `fallocate`, so a full disk is an error before anything runs) written
-//! with positioned writes and read through a map. Level L is then computed for rows
-//! r0..r1 at a time:
+//! The planned forward graph is cut into *levels* at its neighbour ops
+//! ([`Op::neighbour`](crate::op::Op::neighbour): `spmm(S, X)`, `gat(A, z, …)`, a user's
+//! aggregation). A value's level is the number of neighbour hops between it and the
+//! features: the features are level 0 (they are the store's mapped file); a row-local op
+//! ([`Op::row_local`](crate::op::Op::row_local): row i of its output needs row i of its
+//! inputs) has its inputs' level; a neighbour op needs X at every neighbour of a row, so
+//! it sits one level above X (and at its sparse operand's level when that is a neighbour
+//! op's output, as attention's α is). A value read at a higher level than its own is
+//! *kept*: written, row block by row block, into an N-row matrix — in memory when all
+//! kept values fit [`InferOptions::memory_bytes`], otherwise in an unlinked temporary
+//! file (its blocks reserved with `fallocate`, so a full disk is an error before anything
+//! runs) written with positioned writes and read through a map. Level L is then computed
+//! for rows r0..r1 at a time:
 //!
-//! * `spmm(A, X)`: the block's rows of A, with the full graph's node ids as columns and
-//!   values normalised by full-graph degrees (as the in-memory pass does: `A_saint` is
-//!   D⁻¹A), times the whole of X read in place — the store's mapped features, or a kept
-//!   matrix — so nothing is gathered;
-//! * `gat` (attention, and the product by its coefficients): U = the block's rows followed
-//!   by their other neighbours (sorted); the adjacency is a square |U| × |U| pattern whose
-//!   first r1 − r0 rows are the block's rows (local ids into U) and whose other rows are
-//!   empty; z is gathered at U's rows, and the product keeps its first r1 − r0 rows;
+//! * a neighbour op gets, through [`Op::forward_block`](crate::op::Op::forward_block),
+//!   the block's rows of its sparse operand with the full graph's node ids as columns —
+//!   an adjacency flavour built here, values normalised by full-graph degrees (as the
+//!   in-memory pass does: `A_saint` is D⁻¹A), or a sparse neighbour op's output of this
+//!   level — and the whole of X read in place by global id (the store's mapped features,
+//!   or a kept matrix), so nothing is gathered here; the op computes the block's rows;
 //! * row-local ops get their per-node inputs at the block's rows;
 //! * values of the level that are kept are written at rows r0..r1; the wanted output goes
 //!   to the caller's sink, block by block, in order.
@@ -39,12 +39,10 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::exec::interp::{op_error, step_order};
-use saintflow_ops::spmm::{block_width, spmm_blocked, CsrRef};
 
 use crate::ir::recycle::recycle_value;
 use crate::ir::{Bindings, Fact, Graph, NodeId, Params, SparseMat, Structure, Tensor, Value};
-use crate::op::builtin::{AdjKind, Adjacency, Features, Gat, Sample, Spmm};
-use crate::op::{Ctx, GraphSource};
+use crate::op::{AdjKind, Ctx, GraphSource, Neighbour, NodeRows, RowBlock, SourceKind};
 use crate::store::GraphStore;
 
 use super::TrainError;
@@ -83,20 +81,20 @@ enum Class {
     Subgraph,
     /// An adjacency flavour, built per block.
     Adj(AdjKind),
-    /// Attention coefficients (sparse), per block from gathered z.
-    Attention,
+    /// A neighbour op's sparse output (attention coefficients): the block's rows.
+    BlockSparse,
     /// The store's feature rows.
     Features,
     /// A row-local dense op.
     RowLocal,
-    /// A sparse × dense product.
-    Spmm,
+    /// A neighbour op's dense per-node output.
+    Neighbour,
 }
 
 impl Class {
     /// A dense value with one row per node.
     fn per_node(self) -> bool {
-        matches!(self, Class::Features | Class::RowLocal | Class::Spmm)
+        matches!(self, Class::Features | Class::RowLocal | Class::Neighbour)
     }
 }
 
@@ -106,6 +104,8 @@ pub struct BlockedPlan {
     order: Vec<NodeId>,
     class: HashMap<NodeId, Class>,
     level: HashMap<NodeId, usize>,
+    /// The neighbour ops' operands.
+    neighbour: HashMap<NodeId, Neighbour>,
     /// Per-node values (not features) read at a higher level than their own.
     kept: Vec<NodeId>,
     output: NodeId,
@@ -118,53 +118,70 @@ impl BlockedPlan {
         let order = step_order(graph, &[output]).map_err(|e| e.to_string())?;
         let mut class: HashMap<NodeId, Class> = HashMap::new();
         let mut level: HashMap<NodeId, usize> = HashMap::new();
+        let mut neighbour: HashMap<NodeId, Neighbour> = HashMap::new();
         for &id in &order {
             let node = graph.node(id);
             let op = node.op.as_ref();
             let ins: Vec<Class> = node.inputs.iter().map(|i| class[i]).collect();
             let lvl = |i: usize| level.get(&node.inputs[i]).copied().unwrap_or(0);
             let what = || format!("`{}` ({})", op.name(), node.label);
-            let (c, l) = if op.downcast_ref::<Sample>().is_some() {
-                (Class::Subgraph, 0)
-            } else if let Some(a) = op.downcast_ref::<Adjacency>() {
-                (Class::Adj(a.kind), 0)
-            } else if op.downcast_ref::<Features>().is_some() {
-                (Class::Features, 0)
-            } else if ins.iter().all(|c| *c == Class::Static) && node.fact.is_static() {
-                (Class::Static, 0)
-            } else if let Some(s) = op.downcast_ref::<Spmm>() {
-                if s.transpose {
-                    return Err(format!("{} multiplies by a transposed matrix", what()));
+            let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
+            let (c, l) = match op.source_kind() {
+                Some(SourceKind::Subgraph) => (Class::Subgraph, 0),
+                Some(SourceKind::Adjacency(kind)) => (Class::Adj(kind), 0),
+                Some(SourceKind::Features) => (Class::Features, 0),
+                _ if ins.iter().all(|c| *c == Class::Static) && node.fact.is_static() => {
+                    (Class::Static, 0)
                 }
-                if !matches!(ins[0], Class::Adj(_) | Class::Attention) || !ins[1].per_node() {
-                    return Err(format!("{}: unexpected operands", what()));
-                }
-                (Class::Spmm, (lvl(1) + 1).max(lvl(0)))
-            } else if op.downcast_ref::<Gat>().is_some() {
-                if !matches!(ins[0], Class::Adj(_))
-                    || !ins[1].per_node()
-                    || ins[2..].iter().any(|c| *c != Class::Static)
-                {
-                    return Err(format!("{}: unexpected operands", what()));
-                }
-                (Class::Attention, lvl(1) + 1)
-            } else {
-                let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
-                let per_node_rows =
-                    matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
-                let inputs_ok = ins.iter().all(|c| c.per_node() || *c == Class::Static);
-                if !(per_node_rows && inputs_ok && op.row_local(&facts)) {
-                    return Err(format!(
-                        "{} is not a row-local op of per-node values",
-                        what()
-                    ));
-                }
-                let l = (0..ins.len())
-                    .filter(|&i| ins[i].per_node())
-                    .map(lvl)
-                    .max()
-                    .unwrap_or(0);
-                (Class::RowLocal, l)
+                _ => match op.neighbour(&facts) {
+                    Some(nb) => {
+                        let (a, x) = (nb.adjacency, nb.x);
+                        let ok = a < ins.len()
+                            && x < ins.len()
+                            && a != x
+                            && matches!(ins[a], Class::Adj(_) | Class::BlockSparse)
+                            && ins[x].per_node()
+                            && (0..ins.len()).all(|i| i == a || i == x || ins[i] == Class::Static);
+                        if !ok {
+                            return Err(format!("{}: unexpected operands", what()));
+                        }
+                        let l = (lvl(x) + 1).max(lvl(a));
+                        if ins[a] == Class::BlockSparse && lvl(a) != l {
+                            return Err(format!(
+                                "{}: its sparse operand is computed at a lower level",
+                                what()
+                            ));
+                        }
+                        let c = match node.fact {
+                            Fact::Sparse { rows, .. } if rows == crate::ir::Dim::NODES => {
+                                Class::BlockSparse
+                            }
+                            _ if matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES) => {
+                                Class::Neighbour
+                            }
+                            _ => return Err(format!("{} does not give one row per node", what())),
+                        };
+                        neighbour.insert(id, nb);
+                        (c, l)
+                    }
+                    None => {
+                        let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
+                            && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
+                        let inputs_ok = ins.iter().all(|c| c.per_node() || *c == Class::Static);
+                        if !(per_node_rows && inputs_ok && op.row_local(&facts)) {
+                            return Err(format!(
+                                "{} is not a row-local op of per-node values",
+                                what()
+                            ));
+                        }
+                        let l = (0..ins.len())
+                            .filter(|&i| ins[i].per_node())
+                            .map(lvl)
+                            .max()
+                            .unwrap_or(0);
+                        (Class::RowLocal, l)
+                    }
+                },
             };
             class.insert(id, c);
             level.insert(id, l);
@@ -172,10 +189,10 @@ impl BlockedPlan {
         if !class[&output].per_node() {
             return Err("the output is not a per-node matrix".into());
         }
-        // Kept: read at a higher level than their own (neighbour ops always are).
+        // Kept: read at a higher level than their own (neighbour ops' X always are).
         let mut kept = Vec::new();
         for &id in &order {
-            if !matches!(class[&id], Class::RowLocal | Class::Spmm) {
+            if !matches!(class[&id], Class::RowLocal | Class::Neighbour) {
                 continue;
             }
             let later = order
@@ -190,6 +207,7 @@ impl BlockedPlan {
             order,
             class,
             level,
+            neighbour,
             kept,
             output,
             levels,
@@ -295,83 +313,39 @@ fn gather_rows(data: &[f32], cols: usize, ids: &[u32]) -> Tensor {
     t
 }
 
-/// One block of rows r0..r1: their adjacency rows with the full graph's node ids, and,
-/// when attention needs it, U (the rows, then their other neighbours, ascending) with the
-/// rows' neighbours as local ids into U, sorted per row.
+/// One block of rows r0..r1: their adjacency rows with the full graph's node ids.
 struct Block {
     r0: usize,
     rows: usize,
     offsets: Vec<u32>,
     indices: Vec<u32>,
-    local: Option<(Vec<u32>, Vec<u32>)>,
 }
 
 impl Block {
-    fn new(store: &GraphStore, r0: usize, r1: usize, local: bool) -> Block {
+    fn new(store: &GraphStore, r0: usize, r1: usize) -> Block {
         let full = store.full();
-        let rows = r1 - r0;
         let base = full.offsets()[r0];
         let offsets: Vec<u32> = full.offsets()[r0..=r1]
             .iter()
             .map(|&o| (o - base) as u32)
             .collect();
         let indices = full.indices()[base as usize..full.offsets()[r1] as usize].to_vec();
-        let local = local.then(|| {
-            let outside = |v: u32| (v as usize) < r0 || (v as usize) >= r1;
-            let mut extra: Vec<u32> = indices.iter().copied().filter(|&v| outside(v)).collect();
-            extra.sort_unstable();
-            extra.dedup();
-            let mut li: Vec<u32> = indices
-                .iter()
-                .map(|&w| {
-                    if outside(w) {
-                        (rows + extra.binary_search(&w).expect("collected above")) as u32
-                    } else {
-                        w - r0 as u32
-                    }
-                })
-                .collect();
-            for i in 0..rows {
-                li[offsets[i] as usize..offsets[i + 1] as usize].sort_unstable();
-            }
-            let mut u: Vec<u32> = (r0 as u32..r1 as u32).collect();
-            u.extend_from_slice(&extra);
-            (u, li)
-        });
         Block {
             r0,
-            rows,
+            rows: r1 - r0,
             offsets,
             indices,
-            local,
         }
     }
 
-    /// U: the rows and their neighbours (only for a level with attention).
-    fn u(&self) -> &[u32] {
-        &self.local.as_ref().expect("built with neighbours").0
-    }
-
     /// The block's adjacency in flavour `kind`, normalised by full-graph degrees: its rows
-    /// with the full graph's ids as columns (`local` false: rows × N), or square on U with
-    /// the rows past the block's empty (`local` true, for attention).
-    fn adjacency(&self, store: &GraphStore, kind: AdjKind, local: bool) -> SparseMat {
+    /// with the full graph's ids as columns (rows × N).
+    fn adjacency(&self, store: &GraphStore, kind: AdjKind) -> SparseMat {
         let full = store.full();
-        let (indices_in, n): (&[u32], usize) = match (&self.local, local) {
-            (Some((u, li)), true) => (li, u.len()),
-            _ => (&self.indices, self.rows),
-        };
-        let global = |k: usize| -> u32 {
-            match (&self.local, local) {
-                (Some((u, li)), true) => u[li[k] as usize],
-                _ => self.indices[k],
-            }
-        };
         let deg = |v: u32| full.degree(v) as f32;
         let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
         for i in 0..self.rows {
-            let range = self.offsets[i] as usize..self.offsets[i + 1] as usize;
-            let row = &indices_in[range.clone()];
+            let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
             let v = (self.r0 + i) as u32;
             let d = deg(v);
             match kind {
@@ -385,23 +359,19 @@ impl Block {
                     values.extend(row.iter().map(|_| inv));
                 }
                 AdjKind::Sym => {
-                    // The self loop goes where v sorts: local id i, or global id v.
-                    let me = if local { i as u32 } else { v };
-                    let at = row.partition_point(|&w| w < me);
+                    // The self loop goes where v sorts.
+                    let at = row.partition_point(|&w| w < v);
                     let inv_v = 1.0 / (1.0 + d).sqrt();
-                    let g = |k: usize| 1.0 / (1.0 + deg(global(range.start + k))).sqrt();
+                    let g = |w: u32| 1.0 / (1.0 + deg(w)).sqrt();
                     indices.extend_from_slice(&row[..at]);
-                    values.extend((0..at).map(|k| inv_v * g(k)));
-                    indices.push(me);
+                    values.extend(row[..at].iter().map(|&w| inv_v * g(w)));
+                    indices.push(v);
                     values.push(inv_v * inv_v);
                     indices.extend_from_slice(&row[at..]);
-                    values.extend((at..row.len()).map(|k| inv_v * g(k)));
+                    values.extend(row[at..].iter().map(|&w| inv_v * g(w)));
                 }
             }
             offsets.push(indices.len() as u32);
-        }
-        if local {
-            offsets.resize(n + 1, indices.len() as u32);
         }
         let nnz = values.len();
         SparseMat {
@@ -492,7 +462,6 @@ pub fn run_blocked(
         .unwrap_or(opts.block_bytes / (4 * widest * fanout))
         .clamp(1, n.max(1));
 
-    let threads = rayon::current_num_threads();
     let features = store.features();
     let n_features = store.n_features();
     // A lower level's per-node value, whole (N rows).
@@ -517,120 +486,108 @@ pub fn run_blocked(
                 plan.level[id] == level
                     && (matches!(
                         plan.class[id],
-                        Class::RowLocal | Class::Spmm | Class::Attention
+                        Class::RowLocal | Class::Neighbour | Class::BlockSparse
                     ) || *id == plan.output)
             })
             .collect();
         if work.is_empty() {
             continue;
         }
-        let attention = work.iter().any(|id| plan.class[id] == Class::Attention);
         let mut r0 = 0;
         while r0 < n {
             let r1 = (r0 + block_rows).min(n);
-            let block = Block::new(store, r0, r1, attention);
+            let block = Block::new(store, r0, r1);
+            let mut adjacency: HashMap<AdjKind, SparseMat> = HashMap::new();
             let mut vals: HashMap<NodeId, Value> = HashMap::new();
-            // Per-node input `src` at rows `ids` (the block's, or U).
-            let kept_now = &kept;
-            let rows_of = |vals: &HashMap<NodeId, Value>, src: NodeId, ids: &[u32]| -> Value {
-                match plan.class[&src] {
-                    Class::Static => statics[&src].clone(),
-                    Class::RowLocal | Class::Spmm if plan.level[&src] == level => {
-                        vals[&src].clone()
-                    }
-                    _ => {
-                        let (data, cols) = whole(plan, graph, kept_now, features, src);
-                        Value::dense(gather_rows(data, cols, ids))
-                    }
-                }
-            };
             let own: Vec<u32> = (r0 as u32..r1 as u32).collect();
             for &id in &work {
                 let node = graph.node(id);
-                let forward = |ins: &[Value]| -> Result<Value> {
-                    let refs: Vec<&Value> = ins.iter().collect();
-                    let b = Bindings {
-                        nodes: block.rows,
-                        entries: block.indices.len(),
-                    };
-                    node.op.forward(&refs, &ctx(id, b)).map_err(|e| fail(id, e))
-                };
                 let out = match plan.class[&id] {
                     // Only as the output itself: a plan whose embedding is the features.
                     Class::Features => Value::dense(gather_rows(features, n_features, &own)),
                     Class::RowLocal => {
+                        // Per-node inputs at the block's rows: this level's, or gathered.
                         let ins: Vec<Value> = node
                             .inputs
                             .iter()
-                            .map(|&i| rows_of(&vals, i, &own))
-                            .collect();
-                        forward(&ins)?
-                    }
-                    Class::Attention => {
-                        let (adj, z) = (node.inputs[0], node.inputs[1]);
-                        let Class::Adj(kind) = plan.class[&adj] else {
-                            unreachable!("the analysis admits adjacency operands only")
-                        };
-                        let mut ins = vec![
-                            Value::Sparse(block.adjacency(store, kind, true)),
-                            rows_of(&vals, z, block.u()),
-                        ];
-                        ins.extend(node.inputs[2..].iter().map(|i| statics[i].clone()));
-                        forward(&ins)?
-                    }
-                    Class::Spmm => {
-                        let (s, x) = (node.inputs[0], node.inputs[1]);
-                        match plan.class[&s] {
-                            Class::Adj(kind) => {
-                                // The block's rows of A times the whole of X, read in place.
-                                let a = block.adjacency(store, kind, false);
-                                let (data, f) = whole(plan, graph, kept_now, features, x);
-                                let csr = CsrRef {
-                                    offsets: &a.structure.offsets,
-                                    indices: &a.structure.indices,
-                                    values: Some(&a.values.data),
-                                    n_cols: n,
-                                };
-                                let mut out = Tensor::zeros(block.rows, f);
-                                spmm_blocked(
-                                    csr,
-                                    data,
-                                    f,
-                                    &mut out.data,
-                                    block_width(0, f, threads),
-                                )
-                                .map_err(|e| fail(id, e.into()))?;
-                                Value::dense(out)
-                            }
-                            _ => {
-                                // Attention on U: the product has |U| rows, the block's first.
-                                let ins = vec![vals[&s].clone(), rows_of(&vals, x, block.u())];
-                                let mut out = forward(&ins)?;
-                                if let Value::Dense(t) = &mut out {
-                                    let t = Arc::make_mut(t);
-                                    t.data.truncate(block.rows * t.cols);
-                                    t.rows = block.rows;
+                            .map(|&src| match plan.class[&src] {
+                                Class::Static => statics[&src].clone(),
+                                Class::RowLocal | Class::Neighbour if plan.level[&src] == level => {
+                                    vals[&src].clone()
                                 }
-                                out
-                            }
+                                _ => {
+                                    let (data, cols) = whole(plan, graph, &kept, features, src);
+                                    Value::dense(gather_rows(data, cols, &own))
+                                }
+                            })
+                            .collect();
+                        let refs: Vec<&Value> = ins.iter().collect();
+                        let b = Bindings {
+                            nodes: block.rows,
+                            entries: block.indices.len(),
+                        };
+                        node.op
+                            .forward(&refs, &ctx(id, b))
+                            .map_err(|e| fail(id, e))?
+                    }
+                    Class::Neighbour | Class::BlockSparse => {
+                        let nb = plan.neighbour[&id];
+                        let (s, x) = (node.inputs[nb.adjacency], node.inputs[nb.x]);
+                        if let Class::Adj(kind) = plan.class[&s] {
+                            adjacency
+                                .entry(kind)
+                                .or_insert_with(|| block.adjacency(store, kind));
                         }
+                        let a = match plan.class[&s] {
+                            Class::Adj(kind) => &adjacency[&kind],
+                            _ => vals[&s].as_sparse().ok_or_else(|| {
+                                fail(id, crate::op::OpError::args("sparse operand expected"))
+                            })?,
+                        };
+                        let (data, cols) = whole(plan, graph, &kept, features, x);
+                        let inputs: Vec<Option<&Value>> = node
+                            .inputs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, src)| (i != nb.adjacency && i != nb.x).then(|| &statics[src]))
+                            .collect();
+                        let rb = RowBlock {
+                            r0,
+                            n_nodes: n,
+                            adjacency: a,
+                            x: NodeRows::new(data, cols),
+                            inputs: &inputs,
+                        };
+                        let b = Bindings {
+                            nodes: block.rows,
+                            entries: a.structure.nnz(),
+                        };
+                        node.op
+                            .forward_block(&rb, &ctx(id, b))
+                            .map_err(|e| fail(id, e))?
                     }
                     Class::Static | Class::Subgraph | Class::Adj(_) => {
                         unreachable!("not in a level's work")
                     }
                 };
-                if plan.class[&id] != Class::Attention {
-                    let ok = matches!(out.as_dense(), Some(t) if t.rows == block.rows && t.cols == width(graph, id));
-                    if !ok {
-                        return Err(fail(
-                            id,
-                            crate::op::OpError::args(format!(
-                                "row-blocked evaluation: expected {} × {} for rows {r0}..{r1}",
-                                block.rows,
-                                width(graph, id)
-                            )),
-                        ));
+                let ok = match plan.class[&id] {
+                    Class::BlockSparse => {
+                        matches!(out.as_sparse(), Some(s) if s.structure.n_rows() == block.rows)
                     }
+                    _ => matches!(
+                        out.as_dense(),
+                        Some(t) if t.rows == block.rows && t.cols == width(graph, id)
+                    ),
+                };
+                if !ok {
+                    return Err(fail(
+                        id,
+                        crate::op::OpError::args(format!(
+                            "row-blocked evaluation: expected {} × {} for rows {r0}..{r1}",
+                            block.rows,
+                            width(graph, id)
+                        )),
+                    ));
                 }
                 vals.insert(id, out);
             }

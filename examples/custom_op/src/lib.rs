@@ -8,6 +8,9 @@
 
 use std::sync::Arc;
 
+mod max_agg;
+pub use max_agg::{register_max_agg, MaxAgg, MaxAggBackward};
+
 use saintflow::ir::{Fact, Kind, NodeId, Tensor, Value};
 use saintflow::op::{Arity, Attrs, Ctx, GradBuilder, Op, OpError, Registry};
 
@@ -117,7 +120,7 @@ impl Op for SwishBackward {
     }
 }
 
-/// Registers `user.swish` (attribute `beta`, default 1).
+/// Registers `user.swish` (attribute `beta`, default 1) and `user.max_agg`.
 pub fn register(registry: &mut Registry) -> Result<(), OpError> {
     registry.register(
         "user.swish",
@@ -127,7 +130,8 @@ pub fn register(registry: &mut Registry) -> Result<(), OpError> {
             let beta = attrs.num("beta", 1.0)? as f32;
             Ok(Arc::new(Swish { beta }) as Arc<dyn Op>)
         },
-    )
+    )?;
+    register_max_agg(registry)
 }
 
 /// The built-in ops and this crate's: what the `saintflow-custom-op` binary and a library

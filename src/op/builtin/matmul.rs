@@ -12,7 +12,12 @@ use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, gemm_view, Trans};
 use saintflow_ops::spmm::{block_width, spmm_blocked, spmm_view_blocked, CsrRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
-use crate::op::{Arity, Axis, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Split, Stage};
+use std::sync::Arc;
+
+use crate::op::{
+    Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, Op, OpError,
+    RowBlock, Split, Stage,
+};
 
 /// Below this many multiply-adds a GEMM is one task (as `saintflow_ops::gemm` runs such a
 /// product on one thread: splitting costs more than it saves).
@@ -106,26 +111,35 @@ impl MatMul {
 
     /// The factors of the operands `inputs`.
     pub fn factors(&self, inputs: &[&Fact]) -> Result<Vec<Factor>, OpError> {
-        if self.transposed.len() != inputs.len() {
-            return Err(OpError::args(format!(
-                "matmul has {} transpose flags for {} operands",
-                self.transposed.len(),
-                inputs.len()
-            )));
-        }
-        inputs
-            .iter()
-            .zip(&self.transposed)
-            .map(|(f, &t)| {
-                Factor::of(f, t).ok_or_else(|| OpError::args("matmul operand is not a matrix"))
-            })
-            .collect()
+        chain_factors(&self.transposed, inputs)
     }
+}
+
+/// The factors of a chain's operands `inputs`, operand i used transposed when
+/// `transposed[i]` (what the chain pass orders a [`ChainRole::Chain`] by).
+pub fn chain_factors(transposed: &[bool], inputs: &[&Fact]) -> Result<Vec<Factor>, OpError> {
+    if transposed.len() != inputs.len() {
+        return Err(OpError::args(format!(
+            "matmul has {} transpose flags for {} operands",
+            transposed.len(),
+            inputs.len()
+        )));
+    }
+    inputs
+        .iter()
+        .zip(transposed)
+        .map(|(f, &t)| {
+            Factor::of(f, t).ok_or_else(|| OpError::args("matmul operand is not a matrix"))
+        })
+        .collect()
 }
 
 impl Op for MatMul {
     fn name(&self) -> &str {
         "matmul"
+    }
+    fn chain(&self) -> Option<ChainRole> {
+        Some(ChainRole::Chain(self.transposed.clone()))
     }
     fn attrs(&self) -> String {
         if self.transposed.iter().any(|&t| t) {
@@ -428,6 +442,9 @@ impl Op for Gemm {
     fn name(&self) -> &str {
         "gemm"
     }
+    fn chain(&self) -> Option<ChainRole> {
+        Some(ChainRole::Product(self.ta, self.tb))
+    }
     fn attrs(&self) -> String {
         format!(
             "{}{}",
@@ -583,6 +600,71 @@ impl Op for Spmm {
 
     fn name(&self) -> &str {
         "spmm"
+    }
+    fn chain(&self) -> Option<ChainRole> {
+        Some(ChainRole::Product(self.transpose, false))
+    }
+    fn with_partitions(&self, q: usize) -> Option<Arc<dyn Op>> {
+        Some(Arc::new(Spmm {
+            partitions: Some(q),
+            ..*self
+        }))
+    }
+    /// S·X aggregates X over S's rows; a transposed S is not (its rows are S's columns).
+    fn neighbour(&self, _: &[&Fact]) -> Option<Neighbour> {
+        (!self.transpose).then_some(Neighbour { adjacency: 0, x: 1 })
+    }
+    /// The block's rows of S (global column ids) times the whole of X read in place, head
+    /// by head on column views: every output element the same CSR-order sum as `forward`.
+    fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
+        let s = block.adjacency;
+        let st = &s.structure;
+        let (rows, f) = (block.rows(), block.x.cols());
+        let heads = s.heads();
+        let mut out = Tensor::zeros(rows, f);
+        if rows == 0 || f == 0 {
+            return Ok(Value::dense(out));
+        }
+        let threads = rayon::current_num_threads();
+        if heads == 1 {
+            let a = CsrRef {
+                offsets: &st.offsets,
+                indices: &st.indices,
+                values: Some(&s.values.data),
+                n_cols: block.n_nodes,
+            };
+            spmm_blocked(
+                a,
+                block.x.data(),
+                f,
+                &mut out.data,
+                block_width(0, f, threads),
+            )?;
+            return Ok(Value::dense(out));
+        }
+        let x = MatRef::row_major(block.x.data(), block.n_nodes, f)?;
+        if f % heads != 0 {
+            return Err(OpError::args(format!(
+                "spmm: {heads}-head matrix times a matrix of width {f}"
+            )));
+        }
+        let fh = f / heads;
+        let mut vh = vec![0.0f32; st.nnz()];
+        for h in 0..heads {
+            for (k, v) in vh.iter_mut().enumerate() {
+                *v = s.values.data[k * heads + h];
+            }
+            let a = CsrRef {
+                offsets: &st.offsets,
+                indices: &st.indices,
+                values: Some(&vh),
+                n_cols: block.n_nodes,
+            };
+            let cols = h * fh..(h + 1) * fh;
+            let o = MatMut::row_major(&mut out.data, rows, f)?.cols_mut(cols.clone())?;
+            spmm_view_blocked(a, x.cols(cols)?, o, block_width(0, fh, threads))?;
+        }
+        Ok(Value::dense(out))
     }
     fn attrs(&self) -> String {
         let mut a = Vec::new();
@@ -830,6 +912,9 @@ pub struct Transpose;
 impl Op for Transpose {
     fn name(&self) -> &str {
         "transpose"
+    }
+    fn chain(&self) -> Option<ChainRole> {
+        Some(ChainRole::Transpose)
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])

@@ -18,7 +18,9 @@ pub use arith::{Add, AddN, BroadcastRows, Mul, Scale, Sub, SumRows};
 pub use attention::{Gat, GatScoresBackward, GatVecBackward, GatZBackward, Side};
 pub use dropout::{Dropout, DropoutBackward};
 pub use loss::{Loss, LossBackward, LossKind};
-pub use matmul::{product, product_flops, transpose, Factor, Gemm, MatMul, Sddmm, Spmm, Transpose};
+pub use matmul::{
+    chain_factors, product, product_flops, transpose, Factor, Gemm, MatMul, Sddmm, Spmm, Transpose,
+};
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
 pub use source::{AdjKind, Adjacency, Features, One, Param, Sample, TargetsOp};
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, Structure, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, Op, OpError, Stage};
+use crate::op::{Arity, Cost, Ctx, Op, OpError, SourceKind, Stage};
 use crate::sample::Subgraph;
 
 /// The step's subgraph (sample → dedup → clip → induce, by the source's sampler).
@@ -19,6 +19,9 @@ impl Op for Sample {
 
     fn name(&self) -> &str {
         "sample"
+    }
+    fn source_kind(&self) -> Option<SourceKind> {
+        Some(SourceKind::Subgraph)
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![])
@@ -62,6 +65,9 @@ impl Op for Features {
     fn name(&self) -> &str {
         "features"
     }
+    fn source_kind(&self) -> Option<SourceKind> {
+        Some(SourceKind::Features)
+    }
     fn attrs(&self) -> String {
         format!("width={}", self.width)
     }
@@ -102,6 +108,9 @@ impl Op for TargetsOp {
     fn name(&self) -> &str {
         "targets"
     }
+    fn source_kind(&self) -> Option<SourceKind> {
+        Some(SourceKind::Targets)
+    }
     fn attrs(&self) -> String {
         format!("classes={}", self.classes)
     }
@@ -126,34 +135,7 @@ impl Op for TargetsOp {
     }
 }
 
-/// Adjacency flavours of a subgraph (the plan names `A`, `A_mean`, `A_sym`, `A_saint`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AdjKind {
-    /// A: 1 per edge.
-    Raw,
-    /// D⁻¹A, D the subgraph degrees (mean aggregation).
-    Mean,
-    /// (I+D)^-½ (I+A) (I+D)^-½ (Kipf & Welling), self loops added.
-    Sym,
-    /// GraphSAINT's normalisation: entry (u, v) = (C_u / C_uv) / deg(u), deg the degree in
-    /// the graph sampled from, C the sampler's counts (1 when not estimated).
-    Saint,
-}
-
-impl AdjKind {
-    /// The name a plan file uses.
-    pub fn plan_name(self) -> &'static str {
-        match self {
-            AdjKind::Raw => "A",
-            AdjKind::Mean => "A_mean",
-            AdjKind::Sym => "A_sym",
-            AdjKind::Saint => "A_saint",
-        }
-    }
-
-    /// Every flavour.
-    pub const ALL: [AdjKind; 4] = [AdjKind::Raw, AdjKind::Mean, AdjKind::Sym, AdjKind::Saint];
-}
+pub use crate::ir::op::AdjKind;
 
 /// A subgraph's adjacency matrix in one flavour.
 #[derive(Debug)]
@@ -186,6 +168,9 @@ impl Op for Adjacency {
 
     fn name(&self) -> &str {
         "adj"
+    }
+    fn source_kind(&self) -> Option<SourceKind> {
+        Some(SourceKind::Adjacency(self.kind))
     }
     fn attrs(&self) -> String {
         format!("kind={}", self.kind.plan_name())
@@ -306,6 +291,9 @@ pub struct One;
 impl Op for One {
     fn name(&self) -> &str {
         "one"
+    }
+    fn source_kind(&self) -> Option<SourceKind> {
+        Some(SourceKind::Seed)
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![])

@@ -1,0 +1,365 @@
+//! The user neighbour op `user.max_agg` through the public API: its gradient against
+//! finite differences, a plan using it trains (loss falls on a planted graph), the planner
+//! orders the product after it, and out-of-core inference in row blocks equals the
+//! in-memory pass bit for bit.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use saintflow::autodiff::differentiate;
+use saintflow::exec::{check_gradients, run, GradCheck, Interpreter, StepRunner};
+use saintflow::ir::{Bindings, Graph, Init, ParamDecl, Params};
+use saintflow::op::builtin::{
+    AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
+};
+use saintflow::op::{MemorySource, Registry, StoreSource};
+use saintflow::plan::{Lowered, Plan};
+use saintflow::planner::{explain_text, plan, PlanOptions};
+use saintflow::progress::Progress;
+use saintflow::sample::FullSampler;
+use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+use saintflow::store::Role;
+use saintflow::train::trainer::lower_for;
+use saintflow::train::{FullGraph, InferOptions, Output};
+use saintflow::GraphStore;
+use saintflow_example_custom_op::{register, MaxAgg};
+
+/// A directory removed when dropped (the crate has no dev-dependencies).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> TempDir {
+        let p =
+            std::env::temp_dir().join(format!("saintflow-max-agg-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A planted Kronecker graph of 2^scale nodes: 8 features, 4 classes, homophilous labels.
+fn planted(dir: &Path, scale: u32) -> GraphStore {
+    let path = dir.join(format!("planted{scale}.sf"));
+    let spec = KroneckerSpec {
+        scale,
+        degree: 8.0,
+        n_features: 8,
+        n_classes: 4,
+        seed: 7,
+        planted: Some(Planted {
+            homophily: 0.9,
+            separation: 0.3,
+        }),
+        ..KroneckerSpec::default()
+    };
+    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
+    GraphStore::open(&path).unwrap()
+}
+
+fn registry() -> Registry {
+    let mut r = Registry::with_builtins();
+    register(&mut r).unwrap();
+    r
+}
+
+fn max_sage() -> Plan {
+    Plan::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("max_sage.toml")).unwrap()
+}
+
+fn lowered(store: &GraphStore) -> Lowered {
+    lower_for(&max_sage(), store, &registry()).unwrap()
+}
+
+fn param(g: &mut Graph, name: &str, rows: usize, cols: usize) -> saintflow::ir::NodeId {
+    g.add(
+        Arc::new(Param {
+            name: name.into(),
+            rows,
+            cols,
+        }),
+        &[],
+        name,
+    )
+    .unwrap()
+}
+
+/// Forward = the brute-force definition (0 for the isolated node 0), and ∂W through the
+/// op's backward (the recomputed argmax) matches central differences.
+#[test]
+fn max_agg_forward_is_the_definition_and_its_gradient_matches_finite_differences() {
+    let src = MemorySource::random(19, 4, 5, 3, false, 4);
+    let mut g = Graph::new();
+    let s = g.add(Arc::new(Sample), &[], "sample").unwrap();
+    let x = g.add(Arc::new(Features { width: 5 }), &[s], "x").unwrap();
+    let a = g
+        .add(Arc::new(Adjacency { kind: AdjKind::Raw }), &[s], "A")
+        .unwrap();
+    let t = g
+        .add(Arc::new(TargetsOp { classes: 3 }), &[s], "y")
+        .unwrap();
+    let w = param(&mut g, "W", 5, 4);
+    let wo = param(&mut g, "W_out", 4, 3);
+    let z = g.add(Arc::new(MatMul::plain(2)), &[x, w], "x @ W").unwrap();
+    let h = g
+        .add(Arc::new(MaxAgg), &[a, z], "user.max_agg(A, z)")
+        .unwrap();
+    let o = g
+        .add(Arc::new(MatMul::plain(2)), &[h, wo], "h @ W_out")
+        .unwrap();
+    let loss = g
+        .add(
+            Arc::new(Loss {
+                kind: LossKind::SoftmaxCe,
+            }),
+            &[o, t],
+            "loss",
+        )
+        .unwrap();
+    let grads = differentiate(&mut g, loss, &[w, wo]).unwrap();
+    let decls: Vec<ParamDecl> = [("W", 5, 4), ("W_out", 4, 3)]
+        .iter()
+        .map(|&(name, rows, cols)| ParamDecl {
+            name: name.into(),
+            rows,
+            cols,
+            init: Init::Glorot,
+        })
+        .collect();
+    let params = Params::init(&decls, 1);
+
+    let v = run(&g, &[a, z, h], Some(&src), &params, 0, 0, true).unwrap();
+    let (av, zv, hv) = (
+        v.get(a).unwrap().as_sparse().unwrap(),
+        v.get(z).unwrap().as_dense().unwrap(),
+        v.get(h).unwrap().as_dense().unwrap(),
+    );
+    let st = &av.structure;
+    let mut empty = 0;
+    for i in 0..st.n_rows() {
+        let nbrs: Vec<usize> = st.row(i).map(|k| st.indices[k] as usize).collect();
+        empty += usize::from(nbrs.is_empty());
+        for c in 0..zv.cols {
+            let want = nbrs
+                .iter()
+                .map(|&j| zv.row(j)[c])
+                .fold(None, |m: Option<f32>, v| Some(m.map_or(v, |m| m.max(v))))
+                .unwrap_or(0.0);
+            assert_eq!(hv.row(i)[c], want, "row {i} column {c}");
+        }
+    }
+    assert!(empty > 0, "an empty row is exercised");
+
+    let named = vec![
+        ("W".to_string(), grads.grads[0].1),
+        ("W_out".to_string(), grads.grads[1].1),
+    ];
+    // A small step: a maximum is piecewise linear, and the step must not move an argmax.
+    let check = GradCheck {
+        eps: 1e-3,
+        ..GradCheck::default()
+    };
+    let bad = check_gradients(&g, loss, &named, &src, &params, check).unwrap();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// The plan file's whole step through lowering and autodiff also checks against finite
+/// differences (the backward op is in the lowered graph).
+#[test]
+fn the_max_sage_plan_lowers_with_the_user_backward_and_its_step_gradient_checks() {
+    let src = MemorySource::random(21, 4, 6, 3, false, 9);
+    let registry = registry();
+    let lowered = max_sage()
+        .lower(&saintflow::plan::LowerEnv::of(&src, &registry))
+        .unwrap_or_else(|e| panic!("{}", e.render()));
+    let dump = saintflow::ir::dump::dump(&lowered.graph).unwrap();
+    assert!(
+        dump.contains("user.max_agg(") && dump.contains("user.max_agg_backward"),
+        "{dump}"
+    );
+    let params = Params::init(&lowered.params, 2);
+    let check = GradCheck {
+        eps: 1e-3,
+        ..GradCheck::default()
+    };
+    let bad = check_gradients(
+        &lowered.graph,
+        lowered.loss,
+        &lowered.grads,
+        &src,
+        &params,
+        check,
+    )
+    .unwrap();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// The planner keeps the user op and orders the product after it like any chain: `@ W_neigh`
+/// becomes a `gemm` reading the op's output, with the chain pass's order note.
+#[test]
+fn the_planner_plans_the_user_neighbour_op() {
+    let tmp = TempDir::new("plan");
+    let store = planted(&tmp.0, 7);
+    let lowered = lowered(&store);
+    let mut graph = lowered.graph.clone();
+    let report = plan(
+        &mut graph,
+        &PlanOptions::new(Bindings {
+            nodes: store.n_nodes(),
+            entries: store.full().n_entries(),
+        }),
+    )
+    .unwrap();
+    let text = explain_text(&graph, &report);
+    assert!(text.contains("user.max_agg"), "{text}");
+    let ids = graph.ids();
+    let aggs: Vec<_> = ids
+        .iter()
+        .copied()
+        .filter(|&i| graph.node(i).op.name() == "user.max_agg")
+        .collect();
+    assert_eq!(aggs.len(), 2, "one per layer:\n{text}");
+    for &m in &aggs {
+        let users: Vec<_> = ids
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let n = graph.node(i);
+                n.op.name() == "gemm" && n.inputs[0] == m && !n.label.starts_with('∇')
+            })
+            .collect();
+        assert_eq!(users.len(), 1, "one forward product by W_neigh:\n{text}");
+        assert!(
+            graph.node(users[0]).note.starts_with("order:"),
+            "{}",
+            graph.node(users[0]).note
+        );
+    }
+    assert!(
+        ids.iter().all(|&i| graph.node(i).op.name() != "matmul"),
+        "every chain ordered:\n{text}"
+    );
+    assert!(report.passes.iter().any(|p| p.count("chains") > 0));
+}
+
+/// Full-batch Adam steps on a planted graph: the loss falls clearly.
+#[test]
+fn a_plan_with_the_user_neighbour_op_trains() {
+    let tmp = TempDir::new("train");
+    let store = planted(&tmp.0, 8);
+    let lowered = lowered(&store);
+    let mut graph = lowered.graph.clone();
+    plan(
+        &mut graph,
+        &PlanOptions::new(Bindings {
+            nodes: store.n_nodes(),
+            entries: store.full().n_entries(),
+        }),
+    )
+    .unwrap();
+    let loss = graph.output("loss").unwrap();
+    let grads: Vec<(String, saintflow::ir::NodeId)> = lowered
+        .grads
+        .iter()
+        .map(|(name, _)| (name.clone(), graph.output(&format!("grad/{name}")).unwrap()))
+        .collect();
+    let mut wanted = vec![loss];
+    wanted.extend(grads.iter().map(|g| g.1));
+    let source = StoreSource::new(
+        &store,
+        Box::new(FullSampler::new(store.full())),
+        5,
+        1,
+        None,
+        Role::Train,
+    );
+    let mut params = Params::init(&lowered.params, 3);
+    // Adam (lr 0.01, β = 0.9 / 0.999), by hand: the optimiser is not the point here.
+    let (lr, b1, b2, eps) = (0.01f32, 0.9f32, 0.999f32, 1e-8f32);
+    let mut moments: std::collections::HashMap<String, (Vec<f32>, Vec<f32>)> = Default::default();
+    let mut losses = Vec::new();
+    for step in 0..60u64 {
+        let vals = Interpreter
+            .run_step(&graph, &wanted, Some(&source), &params, step, 11, true)
+            .unwrap();
+        losses.push(vals.get(loss).unwrap().as_scalar().unwrap());
+        let t = (step + 1) as i32;
+        for (name, gid) in &grads {
+            let g = vals.get(*gid).unwrap().as_dense().unwrap();
+            let p = params.get_mut(name).unwrap();
+            let (m, v) = moments
+                .entry(name.clone())
+                .or_insert_with(|| (vec![0.0; g.data.len()], vec![0.0; g.data.len()]));
+            for (((p, &g), m), v) in p.data.iter_mut().zip(&g.data).zip(m).zip(v) {
+                *m = b1 * *m + (1.0 - b1) * g;
+                *v = b2 * *v + (1.0 - b2) * g * g;
+                let mh = *m / (1.0 - b1.powi(t));
+                let vh = *v / (1.0 - b2.powi(t));
+                *p -= lr * mh / (vh.sqrt() + eps);
+            }
+        }
+    }
+    let (first, last) = (losses[0], *losses.last().unwrap());
+    assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
+    assert!(last < 0.75 * first, "loss {first} → {last}: {losses:?}");
+}
+
+/// Logits and embedding computed row-blocked and layer by layer — odd block sizes, kept
+/// values in memory or in scratch files — equal the in-memory pass bit for bit: the user
+/// op reads X in place by global id and takes maxima, which do not round.
+#[test]
+fn blocked_inference_with_the_user_neighbour_op_equals_the_in_memory_pass_bit_for_bit() {
+    let tmp = TempDir::new("infer");
+    let store = planted(&tmp.0, 9);
+    let scratch = tmp.0.join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let lowered = lowered(&store);
+    let params = Params::init(&lowered.params, 3);
+    for (rows, memory) in [
+        (Some(37), usize::MAX),
+        (Some(100), 0),
+        (Some(1), 0),
+        (None, 0),
+    ] {
+        let full = FullGraph::new(&store, &lowered)
+            .unwrap()
+            .with_options(InferOptions {
+                block_rows: rows,
+                memory_bytes: memory,
+                scratch_dir: scratch.clone(),
+                ..InferOptions::default()
+            });
+        for which in [Output::Logits, Output::Embedding] {
+            assert_eq!(full.in_memory_reason(which), None, "{which:?}");
+            let want = full.in_memory(&Interpreter, &params, which).unwrap();
+            let mut got = Vec::new();
+            let mut next = 0;
+            full.for_each_block(&Interpreter, &params, which, &mut |r0, t| {
+                assert_eq!((r0, t.cols), (next, want.cols));
+                if let Some(b) = rows {
+                    assert!(t.rows <= b);
+                }
+                next += t.rows;
+                got.extend_from_slice(&t.data);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(next, store.n_nodes());
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(
+                bits(&want.data) == bits(&got),
+                "{which:?} rows {rows:?} memory {memory}: blocked differs from in-memory"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(&scratch).unwrap().count(),
+        0,
+        "scratch files unlinked"
+    );
+}
