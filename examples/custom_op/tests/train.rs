@@ -64,6 +64,29 @@ fn swish_gcn_trains_through_the_library_with_the_user_registry() {
     );
 }
 
+/// The user neighbour op through `train()`: sampled training steps, then validation and
+/// test by blocked full-graph inference (`user.max_agg` is a neighbour op, so evaluation
+/// runs in row blocks through its `forward_block`).
+#[test]
+fn max_sage_trains_through_the_library_and_evaluates_blocked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(planted(tmp.path())).unwrap();
+    let plan = Plan::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("max_sage.toml")).unwrap();
+    let out = TrainOptions::new(&plan, &store)
+        .registry(saintflow_example_custom_op::registry())
+        .threads(2)
+        .seed(1)
+        .epochs(30)
+        .train()
+        .unwrap();
+    let test = out.test.expect("a finished run is tested");
+    assert!(
+        test.accuracy > 0.5,
+        "test accuracy {} (chance 0.25)",
+        test.accuracy
+    );
+}
+
 #[test]
 fn the_example_binary_trains_the_plan_from_the_command_line() {
     let tmp = tempfile::tempdir().unwrap();
