@@ -149,11 +149,10 @@ pub fn plot(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
         return Err(PlotError::Format {
             path: path.to_path_buf(),
             ext,
-        }
-        .into());
+        });
     }
     if panels.is_empty() {
-        return Err(draw_err("no panels to draw".into()).into());
+        return Err(draw_err("no panels to draw".into()));
     }
     for p in panels {
         for c in &p.curves {
@@ -165,8 +164,7 @@ pub fn plot(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
                 return Err(draw_err(format!(
                     "panel {:?}: curve {:?}: point {i} is {:?}, expected finite coordinates",
                     p.title, c.label, c.points[i]
-                ))
-                .into());
+                )));
             }
         }
     }
@@ -359,8 +357,7 @@ pub fn read_log(path: &Path) -> Result<Vec<Value>, PlotError> {
         return Err(PlotError::Log {
             at: path.display().to_string(),
             what: "no records, expected a training log (JSON lines, a \"run\" record first)".into(),
-        }
-        .into());
+        });
     }
     parse_runs(&records).map_err(|(i, what)| PlotError::Log {
         at: format!("{}:{}", path.display(), lines[i]),
@@ -381,8 +378,7 @@ pub fn training_panels(runs: &[(String, Vec<Value>)]) -> Result<Vec<Panel>, Plot
             return Err(PlotError::Log {
                 at: name.clone(),
                 what: "no records, expected a training log (a \"run\" record first)".into(),
-            }
-            .into());
+            });
         }
         let parsed = parse_runs(records).map_err(|(i, what)| PlotError::Log {
             at: format!("{name}: record {}", i + 1),

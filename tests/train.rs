@@ -35,7 +35,7 @@ fn load(name: &str, set: &[&str]) -> Plan {
 
 /// Trains on a two-thread pool (results are reproducible for a thread count).
 fn run(opts: &TrainOptions) -> saintflow::Result<TrainOutcome> {
-    opts.train()
+    Ok(opts.train()?)
 }
 
 /// The reference interpreter on two threads, `seed`, `epochs`.

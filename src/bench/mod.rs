@@ -8,6 +8,12 @@ use std::path::PathBuf;
 /// Errors of the benchmarks (a store or plan error inside a run is the run's own).
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
+    /// Generating or opening a store of the series.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Reading a run's log or drawing the figure.
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
     /// A file operation failed.
     #[error("bench scale: {}: cannot {op}: {source}", path.display())]
     Io {

@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::error::Result;
 use crate::plot::{Curve, Panel};
 use crate::progress::Progress;
 use crate::store::gen::{generate_kronecker, KroneckerSpec};
 use crate::store::GraphStore;
 
 use super::BenchError;
+
+type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// What [`run`] measures (the `bench scale` flags; defaults as the command's).
 #[derive(Clone, Debug)]
@@ -365,8 +366,7 @@ fn run_one(
                     path: store.to_path_buf(),
                     op: "wait for the run on",
                     source,
-                }
-                .into())
+                })
             }
         }
     };
@@ -377,8 +377,7 @@ fn run_one(
             store: store.to_path_buf(),
             status: status.to_string(),
             stderr: lines.join("\n"),
-        }
-        .into());
+        });
     }
     let cap_peak = lines
         .iter()
@@ -527,6 +526,5 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             op: "write",
             source,
         }
-        .into()
     })
 }

@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::error::Result;
+use super::Result;
 use crate::exec::interp::{op_error, step_order};
 
 use crate::ir::recycle::recycle_value;
@@ -408,7 +408,7 @@ pub fn run_blocked(
         node: id,
         bindings: b,
     };
-    let fail = |id: NodeId, e| -> crate::error::Error { op_error(graph.node(id), e).into() };
+    let fail = |id: NodeId, e| -> TrainError { op_error(graph.node(id), e).into() };
 
     // Static values, once.
     let mut statics: HashMap<NodeId, Value> = HashMap::new();

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use crate::atomic::AtomicFile;
 
-use crate::error::{Error, Result};
+use super::Result;
 use crate::exec::StepRunner;
 use crate::ir::{Bindings, Graph, NodeId, Params, Tensor};
 use crate::op::{Registry, StoreSource};
@@ -74,9 +74,7 @@ impl<'g> FullGraph<'g> {
         )?;
         let find = |name: &str| {
             graph.output(name).ok_or_else(|| {
-                Error::from(TrainError::Run(format!(
-                    "the planned graph lost its `{name}` output"
-                )))
+                TrainError::Run(format!("the planned graph lost its `{name}` output"))
             })
         };
         let (logits, embedding) = (find("logits")?, find("embedding")?);
@@ -233,7 +231,7 @@ impl<'g> FullGraph<'g> {
         let (rows, cols) = (self.store.n_nodes(), self.width(Output::Embedding));
         let mut w = NpyWriter::create(path, rows, cols)?;
         self.for_each_block(runner, params, Output::Embedding, &mut |r0, t| {
-            Ok(w.write_rows(r0, &t.data)?)
+            w.write_rows(r0, &t.data)
         })?;
         w.finish()?;
         Ok((rows, cols))

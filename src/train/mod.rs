@@ -23,9 +23,25 @@ pub use log::{LogSink, Record, StepMs};
 pub use metrics::{Counts, Metrics};
 pub use trainer::{lower_for, plan_hash, schedule, train, TrainOptions, TrainOutcome};
 
-/// Errors of the training layer.
+/// Result with the training layer's [`TrainError`].
+pub type Result<T, E = TrainError> = std::result::Result<T, E>;
+
+/// Errors of the training layer: its own, and those of the layers it drives (each shown as
+/// that layer words it).
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
+    /// The store (opening, reading rows, a corrupt section).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Sampling subgraphs.
+    #[error(transparent)]
+    Sample(#[from] crate::sample::SampleError),
+    /// Typing or lowering the plan.
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// Building, planning or running the step graph.
+    #[error(transparent)]
+    Ir(#[from] crate::ir::IrError),
     /// A file operation failed.
     #[error("{}: cannot {op}: {source}", path.display())]
     Io {

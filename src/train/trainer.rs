@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::error::Result;
+use super::Result;
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Bindings, Graph, NodeId, Params};
 use crate::op::{GraphSource, Registry, StoreSource};
@@ -610,8 +610,7 @@ fn run(
         return Err(TrainError::Run(format!(
             "{}: no training nodes (role `train`)",
             store.path().display()
-        ))
-        .into());
+        )));
     }
     // No full-graph pass is even planned without evaluation.
     let eval = if opts.no_eval {
@@ -719,8 +718,7 @@ fn run(
                 if !loss.is_finite() {
                     return Err(TrainError::Run(format!(
                     "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
-                ))
-                    .into());
+                )));
                 }
                 let t_opt = Instant::now();
                 opt.t += 1;

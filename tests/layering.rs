@@ -1,0 +1,233 @@
+//! The layering of `src/`: no import cycle between top-level modules (issue 14). Every
+//! `crate::MODULE` path in code (comments and doc comments excluded) is an edge from the
+//! file's top-level module to MODULE; the test fails on any cycle, naming one edge of it
+//! with its file and line, so a new `use` that bends a layer back is caught where it is
+//! written. Also: built-in op types are only downcast to inside `op/`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// `(from, to) -> first "file:line"` for every cross-module reference under `src/`.
+type Edges = BTreeMap<(String, String), String>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`src/ir/op.rs` → `ir`), or None for
+/// the crate root and the binary.
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+    let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
+    (name != "lib" && name != "main").then_some(name)
+}
+
+/// The code of a line without its comment (`//`, `///`, `//!`); string literals holding
+/// `//` are rare enough in this crate not to matter here.
+fn code(line: &str) -> &str {
+    line.find("//").map_or(line, |i| &line[..i])
+}
+
+fn edges(src: &Path) -> Edges {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut edges = Edges::new();
+    for f in &files {
+        let Some(from) = module_of(src, f) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let mut rest = code(line);
+            while let Some(at) = rest.find("crate::") {
+                let tail = &rest[at + "crate::".len()..];
+                let name: String = tail
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                // `saintflow_ops::` and other crates' paths end in `crate::` only as
+                // `$crate::` in macros; neither is ours.
+                let own = !rest[..at].ends_with('$') && !rest[..at].ends_with('_');
+                if own && !name.is_empty() && name != from {
+                    edges
+                        .entry((from.clone(), name.clone()))
+                        .or_insert_with(|| format!("{}:{}", f.display(), i + 1));
+                }
+                rest = &tail[name.len()..];
+            }
+        }
+    }
+    edges
+}
+
+/// A cycle in the module graph, as its edges' locations, if there is one.
+fn find_cycle(edges: &Edges) -> Option<Vec<String>> {
+    let mut adj: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (a, b) in edges.keys() {
+        adj.entry(a).or_default().insert(b);
+    }
+    // Depth-first search with colours; the grey stack is the path.
+    fn visit<'a>(
+        v: &'a str,
+        adj: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+        state: &mut BTreeMap<&'a str, u8>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<&'a str>> {
+        state.insert(v, 1);
+        path.push(v);
+        for &w in adj.get(v).into_iter().flatten() {
+            match state.get(w).copied().unwrap_or(0) {
+                1 => {
+                    let i = path.iter().position(|&x| x == w).unwrap();
+                    let mut c = path[i..].to_vec();
+                    c.push(w);
+                    return Some(c);
+                }
+                0 => {
+                    if let Some(c) = visit(w, adj, state, path) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        state.insert(v, 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for &v in adj.keys() {
+        if state.get(v).copied().unwrap_or(0) == 0 {
+            if let Some(c) = visit(v, &adj, &mut state, &mut Vec::new()) {
+                return Some(
+                    c.windows(2)
+                        .map(|w| {
+                            let at = &edges[&(w[0].to_string(), w[1].to_string())];
+                            format!("{} -> {} ({at})", w[0], w[1])
+                        })
+                        .collect(),
+                );
+            }
+        }
+    }
+    None
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn no_import_cycle_between_top_level_modules() {
+    let edges = edges(&src());
+    // The test sees the layers at all: these edges exist and point down.
+    for (a, b) in [
+        ("train", "exec"),
+        ("plan", "ir"),
+        ("sample", "store"),
+        ("op", "ir"),
+    ] {
+        assert!(
+            edges.contains_key(&(a.to_string(), b.to_string())),
+            "expected {a} -> {b}; the scan of `crate::` paths is broken"
+        );
+    }
+    if let Some(cycle) = find_cycle(&edges) {
+        panic!(
+            "import cycle between top-level modules:\n  {}",
+            cycle.join("\n  ")
+        );
+    }
+}
+
+#[test]
+fn the_cycle_finder_finds_a_planted_cycle() {
+    let mut e = Edges::new();
+    for (a, b) in [("a", "b"), ("b", "c"), ("c", "d")] {
+        e.insert((a.into(), b.into()), format!("{a}.rs:1"));
+    }
+    assert!(find_cycle(&e).is_none());
+    e.insert(("c".into(), "a".into()), "c.rs:9".into());
+    let c = find_cycle(&e).expect("a -> b -> c -> a");
+    assert_eq!(c.len(), 3, "{c:?}");
+    assert!(c.iter().any(|s| s == "c -> a (c.rs:9)"), "{c:?}");
+}
+
+#[test]
+fn error_only_gathers_and_no_layer_imports_it() {
+    let edges = edges(&src());
+    let users: Vec<_> = edges
+        .iter()
+        .filter(|((a, b), _)| b == "error" && a != "cli" && a != "bench")
+        .map(|((a, _), at)| format!("{a} ({at})"))
+        .collect();
+    assert!(
+        users.is_empty(),
+        "layers import crate::error (each layer has its own error enum): {users:?}"
+    );
+}
+
+/// The names of the types `src/op/builtin/` defines (`pub struct X`, `pub enum X`).
+fn builtin_types(src: &Path) -> BTreeSet<String> {
+    let mut files = Vec::new();
+    rust_files(&src.join("op/builtin"), &mut files);
+    let mut names = BTreeSet::new();
+    for f in files {
+        for line in std::fs::read_to_string(f).unwrap().lines() {
+            let t = line.trim_start();
+            for kw in ["pub struct ", "pub enum "] {
+                if let Some(rest) = t.strip_prefix(kw) {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    names.insert(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn no_downcast_to_a_built_in_op_outside_op() {
+    let src = src();
+    let builtins = builtin_types(&src);
+    for t in ["Spmm", "Gemm", "MatMul", "Gat"] {
+        assert!(builtins.contains(t), "built-in {t} not found: {builtins:?}");
+    }
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for f in files.iter().filter(|f| !f.starts_with(src.join("op"))) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let mut rest = code(line);
+            while let Some(at) = rest.find("downcast_ref::<") {
+                let tail = &rest[at + "downcast_ref::<".len()..];
+                let name: String = tail
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                let last = name.rsplit("::").next().unwrap_or("");
+                if builtins.contains(last) {
+                    found.push(format!("{}:{}: {name}", f.display(), i + 1));
+                }
+                rest = tail;
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "downcasts to built-in ops outside op/ (ask the Op trait instead): {found:?}"
+    );
+}
