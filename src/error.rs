@@ -17,6 +17,9 @@ pub enum Error {
     /// Parsing or lowering a plan file.
     #[error(transparent)]
     Plan(#[from] crate::plan::PlanError),
+    /// An op: registering it, its arguments or attributes, a kernel it ran.
+    #[error(transparent)]
+    Op(#[from] crate::ir::OpError),
     /// Building, differentiating or planning a step graph.
     #[error(transparent)]
     Ir(#[from] crate::ir::IrError),

@@ -1,8 +1,173 @@
 //! saintflow: training Graph Neural Networks by graph sampling (the GraphSAINT line of
-//! work) on one machine's cores, over memory-mapped on-disk graphs.
+//! work, Zeng et al., IPDPS 2019 and JPDC 2021) on one machine's cores, over memory-mapped
+//! on-disk graphs. Every training step samples a small connected subgraph and trains the
+//! complete GNN on it; the step is a DAG of ops that a planner optimises and a
+//! work-stealing executor runs. GNN variants are plan files (`plans/`); new ops come
+//! through the [`op::Op`] trait and a [`op::Registry`].
 //!
-//! Today the crate holds the foundation: the [`store`] (format, mmap access, `check`,
-//! importers, the Kronecker generator). See ARCHITECTURE.md for the module map.
+//! # A tour
+//!
+//! Make a graph store (here a small generated one; `saintflow import` reads GraphSAINT
+//! datasets and edge lists), open it — a memory map, never loaded whole — and sample
+//! subgraphs from it with any sampler of the table in [`sample::spec`]:
+//!
+//! ```
+//! use saintflow::prelude::*;
+//! use saintflow::progress::Progress;
+//! use saintflow::sample::{sample_subgraph, SamplerKind};
+//! use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+//!
+//! # fn main() -> saintflow::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("planted.sf");
+//! let spec = KroneckerSpec {
+//!     scale: 9, // 512 nodes
+//!     degree: 8.0,
+//!     n_features: 8,
+//!     n_classes: 4,
+//!     planted: Some(Planted::default()), // labels follow communities
+//!     ..KroneckerSpec::default()
+//! };
+//! generate_kronecker(&spec, &path, false, &Progress::hidden())?;
+//!
+//! let store = GraphStore::open(&path)?;
+//! assert_eq!(store.n_nodes(), 512);
+//! let x0: &[f32] = store.feature_row(0)?;
+//! assert_eq!(x0.len(), 8);
+//! let train: Vec<u32> = store.nodes_with_role(Role::Train);
+//!
+//! // 50 random walks of length 2 from the training graph; subgraph i depends only on
+//! // (seed, i). Node counts are clipped to a multiple of 16.
+//! let rw = SamplerKind::new("rw")
+//!     .expect("a sampler of the table")
+//!     .with("roots", Value::Count(50))?
+//!     .with("depth", Value::Count(2))?;
+//! let sampler = rw.build(store.train())?;
+//! let sub = sample_subgraph(&*sampler, 7, 0, 16)?;
+//! assert!(sub.n_nodes() > 0 && sub.n_nodes() % 16 == 0);
+//! assert!(sub.nodes.iter().all(|v| train.binary_search(v).is_ok()));
+//! # Ok(())
+//! # }
+//! # use saintflow::sample::spec::Value;
+//! ```
+//!
+//! Train a shipped plan on it: [`train::TrainOptions`] is a builder over the plan and the
+//! store with defaults for everything else (seed 0, the plan's epochs, the built-in ops,
+//! the executor on every core, no checkpoint, no log):
+//!
+//! ```
+//! # use saintflow::prelude::*;
+//! # use saintflow::progress::Progress;
+//! # use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+//! use saintflow::plan::Plan;
+//! use saintflow::train::TrainOptions;
+//!
+//! # fn main() -> saintflow::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("planted.sf");
+//! # let spec = KroneckerSpec { scale: 9, degree: 8.0, n_features: 8, n_classes: 4,
+//! #     planted: Some(Planted::default()), ..KroneckerSpec::default() };
+//! # generate_kronecker(&spec, &path, false, &Progress::hidden())?;
+//! let store = GraphStore::open(&path)?;
+//! let plan = Plan::load("plans/gcn.toml")?;
+//! let outcome = TrainOptions::new(&plan, &store)
+//!     .seed(1)
+//!     .epochs(20)
+//!     .threads(2)
+//!     .train()?;
+//! let test = outcome.test.expect("tested on the best-validation parameters");
+//! assert!(test.accuracy > 0.5, "4 classes: chance is 0.25");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Add an op of your own: implement [`op::Op`] (name, arguments, output fact, forward;
+//! backward for training), register it under a name, and a plan file uses that name like a
+//! built-in. `user.double` is 2·x; its gradient is 2·∇y, the op again:
+//!
+//! ```
+//! # use saintflow::prelude::*;
+//! # use saintflow::progress::Progress;
+//! # use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+//! use std::sync::Arc;
+//!
+//! use saintflow::ir::{Fact, Kind, NodeId, Tensor, Value};
+//! use saintflow::op::{Arity, Ctx, GradBuilder, Op, OpError, Registry};
+//! use saintflow::plan::Plan;
+//! use saintflow::train::TrainOptions;
+//!
+//! #[derive(Debug)]
+//! struct Double;
+//!
+//! impl Op for Double {
+//!     fn name(&self) -> &str {
+//!         "user.double"
+//!     }
+//!     fn args(&self) -> Arity {
+//!         Arity::Exact(vec![Kind::Dense])
+//!     }
+//!     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+//!         Ok(inputs[0].clone())
+//!     }
+//!     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+//!         let x = inputs[0].as_dense().ok_or_else(|| OpError::args("dense x expected"))?;
+//!         let y = x.data.iter().map(|v| 2.0 * v).collect();
+//!         Ok(Value::dense(Tensor::from_vec(x.rows, x.cols, y).expect("same shape")))
+//!     }
+//!     fn backward(&self, g: &mut GradBuilder<'_>, grad: NodeId) -> Result<Vec<Option<NodeId>>, OpError> {
+//!         Ok(vec![Some(g.add(Double, &[grad])?)])
+//!     }
+//!     fn row_local(&self, _: &[&Fact]) -> bool {
+//!         true // elementwise: evaluation may run it on blocks of rows
+//!     }
+//! }
+//!
+//! # fn main() -> saintflow::Result<()> {
+//! let mut registry = Registry::with_builtins();
+//! registry.register("user.double", &[], "user.double(x): 2x", |_| Ok(Arc::new(Double) as Arc<dyn Op>))?;
+//!
+//! let plan = Plan::parse(r#"
+//! name = "double_gcn"
+//! [dims]
+//! hidden = 16
+//! [sampler]
+//! kind = "full"
+//! [[layer]]
+//! params = { W = ["in", "hidden"] }
+//! out = "relu(user.double(A_sym @ x @ W))"
+//! [output]
+//! params = { W_out = ["in", "classes"] }
+//! out = "A_sym @ x @ W_out"
+//! "#, "double_gcn.toml")?;
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("planted.sf");
+//! # let spec = KroneckerSpec { scale: 9, degree: 8.0, n_features: 8, n_classes: 4,
+//! #     planted: Some(Planted::default()), ..KroneckerSpec::default() };
+//! # generate_kronecker(&spec, &path, false, &Progress::hidden())?;
+//! let store = GraphStore::open(&path)?;
+//! // The built-ins alone refuse the plan when it is loaded, naming the op...
+//! let refused = TrainOptions::new(&plan, &store).train().unwrap_err();
+//! assert!(refused.to_string().contains("unknown op `user.double`"));
+//! // ...the registry with it trains it.
+//! let outcome = TrainOptions::new(&plan, &store)
+//!     .registry(registry)
+//!     .epochs(30)
+//!     .threads(2)
+//!     .train()?;
+//! assert!(outcome.test.expect("tested").accuracy > 0.5);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The same registry gives a user crate the whole command line with its ops:
+//! `saintflow::cli::run_with(registry)` in its `main` (see `examples/custom_op`).
+//!
+//! # Layers
+//!
+//! [`store`] ← [`sample`] ← [`ir`] (facts, values, the DAG, the `Op` trait) ← [`op`]
+//! (built-in ops, registry, sources) ← [`autodiff`] ← [`plan`] / [`planner`] / [`exec`] ←
+//! [`train`]; [`error::Error`] gathers each layer's error enum. ARCHITECTURE.md in the
+//! repository is the module map.
 #![warn(missing_docs)]
 
 pub mod atomic;

@@ -1,9 +1,9 @@
 //! GAT attention on a CSR graph (JPDC Eqs. 6–7), multi-head, with backward.
 //!
 //! Row u aggregates its neighbours v. With per-node, per-head projections
-//! s_l[u] = a_lᵀ z_u and s_r[v] = a_rᵀ z_v (two GEMVs the caller does with `gemm`):
+//! s_l\[u\] = a_lᵀ z_u and s_r\[v\] = a_rᵀ z_v (two GEMVs the caller does with `gemm`):
 //!
-//! * scores (SDDMM-like, one value per entry and head): ê_uv = s_l[u] + s_r[v],
+//! * scores (SDDMM-like, one value per entry and head): ê_uv = s_l\[u\] + s_r\[v\],
 //!   e_uv = LeakyReLU(ê_uv);
 //! * edge softmax over each row: α_uv = exp(e_uv − max_u) / Σ_w exp(e_uw − max_u);
 //! * the aggregation Σ_v α_uv z_v is then `spmm` with α as the edge values.
@@ -34,7 +34,7 @@ fn check_graph(
     Ok(offsets.len() - 1)
 }
 
-/// ê = s_l[u] + s_r[v] per entry and head, e = LeakyReLU_slope(ê).
+/// ê = s_l\[u\] + s_r\[v\] per entry and head, e = LeakyReLU_slope(ê).
 #[allow(clippy::too_many_arguments)]
 pub fn gat_scores<T: Real>(
     offsets: &[u32],
@@ -66,7 +66,7 @@ pub fn gat_scores<T: Real>(
 }
 
 /// Backward of [`gat_scores`]: from ∂L/∂e, dê = de · (1 if ê > 0 else slope);
-/// ds_l[u] = Σ_{v ∈ row u} dê_uv, ds_r[v] = Σ over entries (u, v) of dê_uv (scatter-add).
+/// ds_l\[u\] = Σ_{v ∈ row u} dê_uv, ds_r\[v\] = Σ over entries (u, v) of dê_uv (scatter-add).
 #[allow(clippy::too_many_arguments)]
 pub fn gat_scores_backward<T: Real>(
     offsets: &[u32],

@@ -19,7 +19,7 @@ fn rows_per_task(cols: usize) -> usize {
     (TASK_F32 / cols.max(1)).max(1)
 }
 
-/// out (n × Σw_i) = [inputs[0] | inputs[1] | …], inputs[i] n × w_i. Any of them may be
+/// out (n × Σw_i) = [inputs\[0\] | inputs\[1\] | …], inputs\[i\] n × w_i. Any of them may be
 /// strided; only out's own elements are written.
 pub fn concat_cols(inputs: &[MatRef<'_>], out: MatMut<'_>) -> Result<(), KernelError> {
     let n = out.n_rows();

@@ -71,7 +71,7 @@ pub fn relu<T: Real>(x: &[T], y: &mut [T]) -> Result<(), KernelError> {
     map1("relu", x, y, |v| v.max(T::zero()))
 }
 
-/// dx = dy · [y > 0] (the subgradient 0 at 0).
+/// dx = dy · \[y > 0\] (the subgradient 0 at 0).
 pub fn relu_backward<T: Real>(y: &[T], dy: &[T], dx: &mut [T]) -> Result<(), KernelError> {
     map2("relu_backward", y, dy, dx, |y, d| {
         if y > T::zero() {

@@ -1,5 +1,5 @@
-//! Row gather and scatter-add: out[i] = src[ids[i]] (features of sampled nodes), and its
-//! backward dst[ids[i]] += grad[i] (repeated ids accumulate). Row-major, `f` columns.
+//! Row gather and scatter-add: out\[i\] = src[ids\[i\]] (features of sampled nodes), and its
+//! backward dst[ids\[i\]] += grad\[i\] (repeated ids accumulate). Row-major, `f` columns.
 
 use crate::real::Real;
 use rayon::prelude::*;
@@ -42,7 +42,7 @@ pub fn gather_rows<T: Real>(
     Ok(())
 }
 
-/// dst[ids[i]] += grad[i] for each row i of `grad` (|ids| × f): the backward of
+/// dst[ids\[i\]] += grad\[i\] for each row i of `grad` (|ids| × f): the backward of
 /// [`gather_rows`]. Repeated ids sum in `ids` order, whatever the thread count.
 ///
 /// Parallel by destination: the rows of `dst` are cut into up to 4 contiguous ranges per

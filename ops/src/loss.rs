@@ -1,7 +1,7 @@
 //! Losses with their gradient, numerically stable, with per-node weights (GraphSAINT's loss
 //! normalisation 1/λ_v; weight 0 masks a node out, e.g. a non-training node).
 //!
-//! * `softmax_cross_entropy` (single-label): ℓ_i = logsumexp(z_i) − z_i[y_i], computed
+//! * `softmax_cross_entropy` (single-label): ℓ_i = logsumexp(z_i) − z_i\[y_i\], computed
 //!   with the row max subtracted; ∂ℓ_i/∂z_i = softmax(z_i) − e_{y_i}.
 //! * `sigmoid_bce` (multi-label): ℓ_i = Σ_c max(z,0) − z·t + log(1 + e^−|z|), which never
 //!   overflows; ∂/∂z = σ(z) − t.

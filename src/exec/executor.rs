@@ -6,7 +6,7 @@
 //!   inputs (one per input *occurrence*, so `add(x, x)` waits for x once per use); nodes at
 //!   zero are submitted in topological order. The task that finishes a node decrements each
 //!   consumer's counter and spawns the consumers that reach zero (on its own deque).
-//! * A node's task asks its op for a [`Split`](crate::op::Split) (`Op::split`, given the
+//! * A node's task asks its op for a [`Split`] (`Op::split`, given the
 //!   actual inputs and the pool's width). None: the task runs `forward`. Some: it allocates
 //!   the output, cuts it into one disjoint view per part and spawns the parts in range
 //!   order; the part that finishes last (an atomic count) completes the node.
@@ -14,7 +14,7 @@
 //!   node that depends on it runs later, through the counters); the value is checked
 //!   against the node's fact, stored, and each input's remaining-use count is decremented —
 //!   at zero the input's value is dropped unless it is wanted (the interpreter's freeing),
-//!   its buffer going to the [`recycle`](crate::ir::recycle) free-list when unshared.
+//!   its buffer going to the [`recycle`] free-list when unshared.
 //! * Time: each task adds its duration to its op's stage ([`StageTimes`]); CPU time, so on
 //!   p workers the sum may exceed the step's wall time.
 //! * Failure: an op error, or a panic (caught per task), records the first error naming

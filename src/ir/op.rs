@@ -239,7 +239,7 @@ impl Ctx<'_> {
     }
 }
 
-/// An operator of the IR. Implement it (plus registration in a [`Registry`]) to add an op
+/// An operator of the IR. Implement it (plus registration in a [`Registry`](crate::op::Registry)) to add an op
 /// of your own; see the protocol at the top of this file and `examples/custom_op`.
 pub trait Op: Any + Send + Sync + fmt::Debug {
     /// The name plan files use (`relu`, `user.gelu`).

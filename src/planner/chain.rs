@@ -140,7 +140,7 @@ pub fn tree_cost(
 
 /// The cheapest parenthesisation of the chain `factors` (k ≥ 1) under `b`, where the
 /// product of operands `lo..=hi` (hi > lo) costs nothing when `available(lo, hi)`: the
-/// classic O(k³) programme, cost[i][j] = min over split s of cost[i][s] + cost[s+1][j] +
+/// classic O(k³) programme, cost\[i\]\[j\] = min over split s of cost\[i\]\[s\] + cost\[s+1\]\[j\] +
 /// flops(M_i..s, M_s+1..j). Ties go to the leftmost split, so the result is deterministic.
 /// `None` when every order needs a sparse·sparse product.
 pub fn best_order(

@@ -225,7 +225,7 @@ impl GraphStore {
         Ok(store)
     }
 
-    /// Opens the store and runs every check of [`crate::store::check`] (one pass over all
+    /// Opens the store and runs every check of [`check`](fn@crate::store::check) (one pass over all
     /// bytes plus the symmetry searches): for callers that want a corrupt store refused
     /// up front, whatever the damage.
     pub fn open_verified(dir: impl AsRef<Path>) -> Result<Self, StoreError> {

@@ -141,3 +141,9 @@ pub fn registry() -> Registry {
     register(&mut registry).expect("the example's op names are free in the built-ins");
     registry
 }
+
+/// The repository README's Rust blocks, compiled as this crate's doctests (they use this
+/// crate's `register`), so the README cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -57,7 +57,7 @@ pub fn dropout<T: Float>(
     }
 }
 
-/// y[i][j] += b[j] over the rows of y (width = |b|).
+/// y\[i\]\[j\] += b\[j\] over the rows of y (width = |b|).
 pub fn bias_add<T: Float>(y: &mut [T], b: &[T]) {
     let f = b.len();
     for i in 0..y.len().checked_div(f).unwrap_or(0) {
@@ -67,7 +67,7 @@ pub fn bias_add<T: Float>(y: &mut [T], b: &[T]) {
     }
 }
 
-/// y_i = x_i / max(‖x_i‖₂, ε), norms[i] = max(‖x_i‖₂, ε), rows of width f.
+/// y_i = x_i / max(‖x_i‖₂, ε), norms\[i\] = max(‖x_i‖₂, ε), rows of width f.
 pub fn l2_normalize_rows<T: Float>(x: &[T], f: usize, eps: T, y: &mut [T], norms: &mut [T]) {
     for i in 0..norms.len() {
         let mut s = T::zero();

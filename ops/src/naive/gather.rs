@@ -2,7 +2,7 @@
 
 use num_traits::Float;
 
-/// out[i][j] = src[ids[i]][j].
+/// out\[i\]\[j\] = src\[ids\[i\]\]\[j\].
 pub fn gather_rows<T: Float>(src: &[T], f: usize, ids: &[u32], out: &mut [T]) {
     for (i, &v) in ids.iter().enumerate() {
         for j in 0..f {
@@ -11,7 +11,7 @@ pub fn gather_rows<T: Float>(src: &[T], f: usize, ids: &[u32], out: &mut [T]) {
     }
 }
 
-/// dst[ids[i]][j] += grad[i][j], in `ids` order.
+/// dst\[ids\[i\]\]\[j\] += grad\[i\]\[j\], in `ids` order.
 pub fn scatter_add_rows<T: Float>(grad: &[T], f: usize, ids: &[u32], dst: &mut [T]) {
     for (i, &v) in ids.iter().enumerate() {
         for j in 0..f {

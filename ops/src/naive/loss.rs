@@ -3,7 +3,7 @@
 
 use num_traits::Float;
 
-/// L = Σ_i w_i · (−ln softmax(z_i)[y_i]) and dz_i = w_i (softmax(z_i) − e_{y_i}); rows with
+/// L = Σ_i w_i · (−ln softmax(z_i)\[y_i\]) and dz_i = w_i (softmax(z_i) − e_{y_i}); rows with
 /// label `u32::MAX` or weight 0 contribute nothing. The softmax subtracts the row max
 /// (part of its definition in floating point: e^z overflows f32 at z ≈ 89).
 pub fn softmax_cross_entropy<T: Float>(

@@ -28,7 +28,7 @@ pub(crate) fn finite(name: &str, x: f64) -> Result<f32, OpError> {
 /// An elementwise activation and its parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Activation {
-    /// y = max(x, 0); ∂x = ∇y · [y > 0] (saves y).
+    /// y = max(x, 0); ∂x = ∇y · \[y > 0\] (saves y).
     Relu,
     /// y = x if x > 0 else slope·x; ∂x = ∇y · (1 if x > 0 else slope) (saves x: y has x's
     /// sign only when slope > 0).
@@ -41,7 +41,7 @@ pub enum Activation {
     /// y = tanh(x); ∂x = ∇y · (1 − y²) (saves y).
     Tanh,
     /// y = x if x > 0 else α (e^x − 1), α ≥ 0; ∂x = ∇y if x > 0 else ∇y · α e^x =
-    /// ∇y · (y + α) (saves y: α ≥ 0 makes [x > 0] = [y > 0]).
+    /// ∇y · (y + α) (saves y: α ≥ 0 makes \[x > 0\] = \[y > 0\]).
     Elu {
         /// α (1 by default).
         alpha: f32,

@@ -403,7 +403,7 @@ fn check_ds(op: &str, ds: &Fact, heads: usize) -> Result<Dim, OpError> {
     Ok(rows)
 }
 
-/// ∂z_u,h = ∂s_l[u,h]·a_l,h + ∂s_r[u,h]·a_r,h, from [∂s_l | ∂s_r], a_l and a_r.
+/// ∂z_u,h = ∂s_l\[u,h\]·a_l,h + ∂s_r\[u,h\]·a_r,h, from [∂s_l | ∂s_r], a_l and a_r.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatZBackward {
     /// H.
@@ -481,7 +481,7 @@ pub enum Side {
     Right,
 }
 
-/// ∂a_h = Σ_u ∂s[u,h]·z_u,h for a = a_l (∂s_l) or a_r (∂s_r), from [∂s_l | ∂s_r] and z.
+/// ∂a_h = Σ_u ∂s\[u,h\]·z_u,h for a = a_l (∂s_l) or a_r (∂s_r), from [∂s_l | ∂s_r] and z.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatVecBackward {
     /// H.
