@@ -3,7 +3,7 @@
 //! orders the product after it, and out-of-core inference in row blocks equals the
 //! in-memory pass bit for bit.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use saintflow::autodiff::differentiate;
@@ -12,60 +12,26 @@ use saintflow::ir::{Bindings, Graph, Init, ParamDecl, Params};
 use saintflow::op::builtin::{
     AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };
-use saintflow::op::{MemorySource, Registry, StoreSource};
+use saintflow::op::{MemorySource, StoreSource};
 use saintflow::plan::{Lowered, Plan};
 use saintflow::planner::{explain_text, plan, PlanOptions};
-use saintflow::progress::Progress;
 use saintflow::sample::FullSampler;
-use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+use saintflow::store::gen::Planted;
 use saintflow::store::Role;
 use saintflow::train::trainer::lower_for;
 use saintflow::train::{FullGraph, InferOptions, Output};
 use saintflow::GraphStore;
-use saintflow_example_custom_op::{register, MaxAgg};
+use saintflow_example_custom_op::{registry, MaxAgg};
 
-/// A directory removed when dropped (the crate has no dev-dependencies).
-struct TempDir(PathBuf);
+mod common;
 
-impl TempDir {
-    fn new(what: &str) -> TempDir {
-        let p =
-            std::env::temp_dir().join(format!("saintflow-max-agg-{what}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A planted Kronecker graph of 2^scale nodes: 8 features, 4 classes, homophilous labels.
+/// The planted graph of the tests: homophily 0.9, centroids 0.3 noise deviations apart.
 fn planted(dir: &Path, scale: u32) -> GraphStore {
-    let path = dir.join(format!("planted{scale}.sf"));
-    let spec = KroneckerSpec {
-        scale,
-        degree: 8.0,
-        n_features: 8,
-        n_classes: 4,
-        seed: 7,
-        planted: Some(Planted {
-            homophily: 0.9,
-            separation: 0.3,
-        }),
-        ..KroneckerSpec::default()
+    let p = Planted {
+        homophily: 0.9,
+        separation: 0.3,
     };
-    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
-    GraphStore::open(&path).unwrap()
-}
-
-fn registry() -> Registry {
-    let mut r = Registry::with_builtins();
-    register(&mut r).unwrap();
-    r
+    GraphStore::open(common::planted(dir, scale, 7, p)).unwrap()
 }
 
 fn max_sage() -> Plan {
@@ -203,8 +169,8 @@ fn the_max_sage_plan_lowers_with_the_user_backward_and_its_step_gradient_checks(
 /// becomes a `gemm` reading the op's output, with the chain pass's order note.
 #[test]
 fn the_planner_plans_the_user_neighbour_op() {
-    let tmp = TempDir::new("plan");
-    let store = planted(&tmp.0, 7);
+    let tmp = tempfile::tempdir().unwrap();
+    let store = planted(tmp.path(), 7);
     let lowered = lowered(&store);
     let mut graph = lowered.graph.clone();
     let report = plan(
@@ -250,8 +216,8 @@ fn the_planner_plans_the_user_neighbour_op() {
 /// Full-batch Adam steps on a planted graph: the loss falls clearly.
 #[test]
 fn a_plan_with_the_user_neighbour_op_trains() {
-    let tmp = TempDir::new("train");
-    let store = planted(&tmp.0, 8);
+    let tmp = tempfile::tempdir().unwrap();
+    let store = planted(tmp.path(), 8);
     let lowered = lowered(&store);
     let mut graph = lowered.graph.clone();
     plan(
@@ -314,9 +280,9 @@ fn a_plan_with_the_user_neighbour_op_trains() {
 /// op reads X in place by global id and takes maxima, which do not round.
 #[test]
 fn blocked_inference_with_the_user_neighbour_op_equals_the_in_memory_pass_bit_for_bit() {
-    let tmp = TempDir::new("infer");
-    let store = planted(&tmp.0, 9);
-    let scratch = tmp.0.join("scratch");
+    let tmp = tempfile::tempdir().unwrap();
+    let store = planted(tmp.path(), 9);
+    let scratch = tmp.path().join("scratch");
     std::fs::create_dir(&scratch).unwrap();
     let lowered = lowered(&store);
     let params = Params::init(&lowered.params, 3);

@@ -5,25 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use saintflow::plan::Plan;
-use saintflow::progress::Progress;
-use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+use saintflow::store::gen::Planted;
 use saintflow::train::TrainOptions;
 use saintflow::GraphStore;
 
+mod common;
+
 /// 512 nodes, 4 planted classes (chance: 0.25).
 fn planted(dir: &Path) -> PathBuf {
-    let path = dir.join("planted.sf");
-    let spec = KroneckerSpec {
-        scale: 9,
-        degree: 8.0,
-        n_features: 8,
-        n_classes: 4,
-        seed: 3,
-        planted: Some(Planted::default()),
-        ..KroneckerSpec::default()
-    };
-    generate_kronecker(&spec, &path, true, &Progress::hidden()).unwrap();
-    path
+    common::planted(dir, 9, 3, Planted::default())
 }
 
 fn plan_path() -> PathBuf {
