@@ -510,21 +510,11 @@ pub fn panels(points: &[Point]) -> Vec<Panel> {
     out
 }
 
+/// Writes `bytes` to `path` atomically ([`crate::atomic`]).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        BenchError::Io {
-            path: path.to_path_buf(),
-            op: "write",
-            source,
-        }
+    crate::atomic::write_atomic(path, bytes).map_err(|source| BenchError::Io {
+        path: path.to_path_buf(),
+        op: "write",
+        source,
     })
 }
