@@ -109,6 +109,42 @@ fn gen_info_json_and_check() {
     assert!(o.status.success());
 }
 
+/// Issue 15: `demo` and `gen --force` never delete what saintflow did not write.
+#[test]
+fn demo_and_forced_gen_refuse_a_directory_that_is_not_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mine = tmp.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("thesis.tex"), b"years of work").unwrap();
+    for args in [
+        &["demo", "--output", "mine", "--epochs", "0"][..],
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "9",
+            "-o",
+            "mine",
+            "-q",
+            "--force",
+        ][..],
+    ] {
+        let o = saintflow(args, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("mine: exists and is not a saintflow store"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(mine.join("thesis.tex")).unwrap(),
+            b"years of work"
+        );
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "something was left beside it: {names:?}");
+    }
+}
+
 #[test]
 fn damaged_store_fails_check_and_open_with_exit_1() {
     let tmp = tempfile::tempdir().unwrap();

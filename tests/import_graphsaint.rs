@@ -446,15 +446,38 @@ fn existing_output_is_kept_unless_forced() {
     )
     .is_err());
     assert_eq!(std::fs::read(out.join("precious")).unwrap(), b"keep me");
+    // Issue 15: --force replaces a store only; a directory of the user's is never deleted.
     let dir = graphsaint_dir(&tmp.path().join("ds2"), 24);
-    import_graphsaint(
+    let import = |force| {
+        import_graphsaint(
+            &dir,
+            &out,
+            &GraphSaintOptions::default(),
+            force,
+            &Progress::hidden(),
+        )
+    };
+    let msg = err_text(import(true));
+    assert!(
+        msg.contains("x.sf: exists and is not a saintflow store") && msg.contains("refusing"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(out.join("precious")).unwrap(), b"keep me");
+    // A store is replaced with --force.
+    std::fs::remove_dir_all(&out).unwrap();
+    import(false).unwrap();
+    import(true).unwrap();
+    GraphStore::open(&out).unwrap();
+    // A plain file is not a store either.
+    let file = tmp.path().join("notes.txt");
+    std::fs::write(&file, b"mine").unwrap();
+    let msg = err_text(import_graphsaint(
         &dir,
-        &out,
+        &file,
         &GraphSaintOptions::default(),
         true,
         &Progress::hidden(),
-    )
-    .unwrap();
-    assert!(!out.join("precious").exists());
-    GraphStore::open(&out).unwrap();
+    ));
+    assert!(msg.contains("is not a saintflow store"), "{msg}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"mine");
 }

@@ -51,6 +51,12 @@ pub enum StoreError {
         /// The existing path.
         path: PathBuf,
     },
+    /// The output path exists and is not a store: saintflow replaces only what it wrote.
+    #[error("{}: exists and is not a saintflow store (no {} starting with the store's magic); refusing to replace it, even with --force", path.display(), crate::store::format::HEADER_FILE)]
+    NotAStore {
+        /// The existing path.
+        path: PathBuf,
+    },
     /// `check` found problems; all of them are listed.
     #[error("{}: {} problem(s) found:\n{}", path.display(), problems.len(), Problems(problems))]
     CheckFailed {

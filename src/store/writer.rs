@@ -116,6 +116,12 @@ impl StoreWriter {
                 path: dest.to_path_buf(),
             });
         }
+        // `force` replaces a store, never anything else (a directory of the user's, a file).
+        if dest.exists() && !is_store_dir(dest) {
+            return Err(StoreError::NotAStore {
+                path: dest.to_path_buf(),
+            });
+        }
         if dest.file_name().is_none() {
             return Err(StoreError::argument(format!(
                 "{}: not a valid store path",
@@ -205,6 +211,18 @@ impl Drop for StoreWriter {
             let _ = fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// Whether `path` is a store directory, recognised by its header file's magic (a store
+/// damaged past the magic is still one: `--force` may replace it).
+pub fn is_store_dir(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    path.is_dir()
+        && File::open(path.join(HEADER_FILE))
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok()
+        && magic == crate::store::format::MAGIC
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
