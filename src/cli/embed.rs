@@ -16,7 +16,8 @@ use crate::store::GraphStore;
 use crate::train::checkpoint::{checkpoint_file, load_params};
 use crate::train::{embed, plan_hash, Checkpoint, InferOptions, TrainError};
 
-use super::train::{load_plan, pool, runner};
+use super::train::{load_plan, pool};
+use crate::exec::Executor;
 
 #[derive(Debug, Args)]
 pub(super) struct EmbedArgs {
@@ -84,7 +85,8 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
     };
     let spinner = progress.spinner("embedding");
     let out = pool(a.threads)?.install(|| {
-        let runner = runner(rayon::current_num_threads());
+        // The work-stealing executor on the pool's workers, as training uses by default.
+        let runner = Executor::new(rayon::current_num_threads());
         embed(&store, &plan, registry, &params, &runner, opts, &a.output)
     })?;
     spinner.finish_and_clear();

@@ -9,8 +9,9 @@ use crate::error::Result;
 use crate::ir::Bindings;
 use crate::op::Registry;
 use crate::plan::{LowerEnv, Plan};
-use crate::planner::{explain_dot, explain_text, lower_and_plan, PlanOptions};
+use crate::planner::{explain_dot, explain_text, PlanOptions};
 use crate::store::{GraphStore, Labels};
+use crate::train::lower_and_plan;
 
 #[derive(Debug, Args)]
 pub(super) struct ExplainArgs {

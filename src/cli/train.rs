@@ -8,7 +8,6 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::error::{Error, Result};
-use crate::exec::Executor;
 use crate::op::Registry;
 use crate::plan::Plan;
 use crate::progress::Progress;
@@ -74,19 +73,9 @@ pub(super) struct TrainArgs {
     plot: Option<PathBuf>,
 }
 
-/// How steps run outside training (`embed`): the work-stealing executor on `threads`
-/// workers, as [`TrainOptions`] chooses by default.
-pub(super) fn runner(threads: usize) -> Executor {
-    Executor::new(threads)
-}
-
-/// A rayon pool of `threads` (None: the default pool's size).
+/// A rayon pool of `threads` (None: one per core; an explicit 0 is one thread).
 pub(super) fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
-    let mut b = rayon::ThreadPoolBuilder::new();
-    if let Some(t) = threads {
-        b = b.num_threads(t.max(1));
-    }
-    b.build()
+    crate::exec::rayon_pool(threads.map_or(0, |t| t.max(1)))
         .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}"))))
 }
 

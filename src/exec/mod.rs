@@ -14,3 +14,13 @@ pub use gradcheck::{check_gradients, Discrepancy, GradCheck};
 pub use interp::{run, Interpreter, StageTimes, StepRunner, StepValues};
 pub use pool::{Pool, Scope};
 pub use prefetch::Prefetch;
+
+/// A rayon pool of `threads` workers (0: one per core): where training and full-graph
+/// inference run when asked for a thread count, the executor then taking as many.
+pub fn rayon_pool(threads: usize) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if threads > 0 {
+        b = b.num_threads(threads);
+    }
+    b.build()
+}

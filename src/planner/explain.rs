@@ -10,9 +10,7 @@ use crate::ir::dump::dump_with;
 use crate::ir::{Graph, NodeId};
 use crate::op::Cost;
 
-use crate::plan::{LowerEnv, Plan};
-
-use super::{PlanOptions, PlanReport};
+use super::PlanReport;
 
 /// `x` with an SI prefix and `unit`, three significant digits (`1.23 GFLOP`).
 pub fn human(x: f64, unit: &str) -> String {
@@ -35,19 +33,6 @@ fn cost_text(c: &Cost) -> String {
     }
     s.push_str(&human(c.bytes_read + c.bytes_written, "B"));
     format!("{{{s}}}")
-}
-
-/// What `explain` shows, as values: `plan` lowered with `env` (its registry makes the
-/// plan's op names, so a user's ops explain like built-in ones) and planned for `opts`.
-/// Print with [`explain_text`] or [`explain_dot`].
-pub fn lower_and_plan(
-    plan: &Plan,
-    env: &LowerEnv<'_>,
-    opts: &PlanOptions,
-) -> crate::Result<(Graph, PlanReport)> {
-    let mut graph = plan.lower(env)?.graph;
-    let report = super::plan(&mut graph, opts).map_err(crate::Error::Ir)?;
-    Ok((graph, report))
 }
 
 /// The text rendering: header, passes, the graph in schedule order with costs, totals.

@@ -23,7 +23,7 @@ use crate::op::Cost;
 pub use chain::{best_order, ChainPass, Tree};
 pub use cse::Cse;
 pub use dce::Dce;
-pub use explain::{explain_dot, explain_text, lower_and_plan};
+pub use explain::{explain_dot, explain_text};
 pub use memory::{greedy_order, liveness, schedule, Liveness};
 pub use partition::{feature_partitions, Partition};
 

@@ -56,7 +56,7 @@ impl<'g> EdgeSampler<'g> {
             })
             .collect();
         if let Some(&(u, v)) = pairs.iter().find(|&&(_, v)| v >= n) {
-            return Err(crate::StoreError::neighbor_out_of_range(u, v, u64::from(n)).into());
+            return Err(crate::store::StoreError::neighbor_out_of_range(u, v, u64::from(n)).into());
         }
         let weights: Vec<f64> = pairs
             .par_iter()

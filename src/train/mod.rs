@@ -21,7 +21,9 @@ pub use checkpoint::Checkpoint;
 pub use infer::{embed, write_npy_atomic, Embedded, FullGraph, NpyWriter, Output};
 pub use log::{LogSink, Record, StepMs};
 pub use metrics::{Counts, Metrics};
-pub use trainer::{lower_for, plan_hash, schedule, train, TrainOptions, TrainOutcome};
+pub use trainer::{
+    lower_and_plan, lower_for, plan_hash, schedule, train, TrainOptions, TrainOutcome,
+};
 
 /// Result with the training layer's [`TrainError`].
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;

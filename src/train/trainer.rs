@@ -27,7 +27,7 @@ use crate::exec::{Executor, StepRunner};
 use crate::ir::{Bindings, Graph, NodeId, Params};
 use crate::op::{GraphSource, Registry, StoreSource};
 use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerKind, SamplerPlan};
-use crate::planner::{plan, PlanOptions};
+use crate::planner::{plan, PlanOptions, PlanReport};
 use crate::progress::Progress;
 use crate::sample::{NormCounts, Sampler};
 use crate::seed::{hash3, stream};
@@ -262,16 +262,9 @@ impl<'a> TrainOptions<'a> {
     /// Runs the training (see the module's documentation).
     pub fn train(&self) -> Result<TrainOutcome> {
         match self.threads {
-            Some(t) => {
-                let mut b = rayon::ThreadPoolBuilder::new();
-                if t > 0 {
-                    b = b.num_threads(t);
-                }
-                let pool = b
-                    .build()
-                    .map_err(|e| TrainError::Run(format!("thread pool: {e}")))?;
-                pool.install(|| self.train_here())
-            }
+            Some(t) => crate::exec::rayon_pool(t)
+                .map_err(|e| TrainError::Run(format!("thread pool: {e}")))?
+                .install(|| self.train_here()),
             None => self.train_here(),
         }
     }
@@ -582,6 +575,20 @@ fn check_params(
         }
     }
     Ok(())
+}
+
+/// What `explain` shows, as values: `plan` lowered with `env` (its registry makes the
+/// plan's op names, so a user's ops explain like built-in ones) and planned for `opts`.
+/// Print with [`explain_text`](crate::planner::explain_text) or
+/// [`explain_dot`](crate::planner::explain_dot).
+pub fn lower_and_plan(
+    plan: &Plan,
+    env: &LowerEnv<'_>,
+    opts: &PlanOptions,
+) -> Result<(Graph, PlanReport)> {
+    let mut graph = plan.lower(env)?.graph;
+    let report = crate::planner::plan(&mut graph, opts)?;
+    Ok((graph, report))
 }
 
 /// Lowers `plan` for `store` with `registry`'s ops.
