@@ -22,7 +22,9 @@
 //! # Rendering
 //!
 //! plotters draws both formats with the same layout: SVG through its SVG backend (text as
-//! `<text>` elements), PNG through its RGB bitmap backend, encoded by the `png` crate. Text
+//! `<text>` elements), PNG through its RGB bitmap backend, encoded by the `png` crate. PNG
+//! curves are stroked one segment at a time and clipped to the plotting area (see
+//! `Strokes`): the backend's own wide polylines spike at sharp reversals. Text
 //! metrics and the PNG's glyphs come from a bundled subset of DejaVu Sans through ab_glyph, so
 //! nothing outside cargo is needed (no fontconfig, no FreeType). Panels are 640×480 pixels,
 //! two to a row. Files are written atomically: a temp file beside the target, fsync, rename.
@@ -174,14 +176,14 @@ pub fn plot(path: &Path, panels: &[Panel]) -> Result<(), PlotError> {
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-            draw_panels(&root, panels).map_err(draw_err)?;
+            draw_panels(&root, panels, Strokes::Native).map_err(draw_err)?;
         }
         svg.into_bytes()
     } else {
         let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
         {
             let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-            draw_panels(&root, panels).map_err(draw_err)?;
+            draw_panels(&root, panels, Strokes::Clipped).map_err(draw_err)?;
         }
         encode_png(&rgb, size).map_err(|e| draw_err(format!("cannot encode PNG: {e}")))?
     };
@@ -203,6 +205,7 @@ fn register_font() {
 fn draw_panels<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     panels: &[Panel],
+    strokes: Strokes,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
@@ -210,7 +213,7 @@ fn draw_panels<DB: DrawingBackend>(
     let rows = panels.len().div_ceil(PANELS_PER_ROW);
     let areas = root.split_evenly((rows, cols));
     for (area, panel) in areas.iter().zip(panels) {
-        draw_panel(area, panel).map_err(err)?;
+        draw_panel(area, panel, strokes).map_err(err)?;
     }
     root.present().map_err(err)
 }
@@ -218,6 +221,7 @@ fn draw_panels<DB: DrawingBackend>(
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
+    strokes: Strokes,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let all = || panel.curves.iter().flat_map(|c| c.points.iter().copied());
     let x_range = padded_range(all().map(|p| p.0), 0.0);
@@ -242,14 +246,26 @@ fn draw_panel<DB: DrawingBackend>(
             continue;
         }
         let (r, g, b) = curve_color(i);
-        let style = RGBColor(r, g, b).stroke_width(2);
-        chart
-            .draw_series(LineSeries::new(curve.points.iter().copied(), style))?
-            .label(curve.label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
-        if let [p] = curve.points[..] {
-            // A line through one point draws nothing: mark it (one evaluation so far).
-            chart.draw_series(std::iter::once(Circle::new(p, 3, style.filled())))?;
+        let style = RGBColor(r, g, b).stroke_width(STROKE);
+        match strokes {
+            Strokes::Native => {
+                chart
+                    .draw_series(LineSeries::new(curve.points.iter().copied(), style))?
+                    .label(curve.label.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+                if let [p] = curve.points[..] {
+                    // A line through one point draws nothing: mark it (one evaluation so far).
+                    chart.draw_series(std::iter::once(Circle::new(p, DOT, style.filled())))?;
+                }
+            }
+            Strokes::Clipped => {
+                draw_clipped(chart.plotting_area(), &curve.points, style.color)?;
+                // An empty series only to register the legend entry.
+                chart
+                    .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())?
+                    .label(curve.label.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+            }
         }
         labelled = true;
     }
@@ -263,6 +279,132 @@ fn draw_panel<DB: DrawingBackend>(
             .draw()?;
     }
     Ok(())
+}
+
+/// Stroke width of the curves, pixels.
+const STROKE: u32 = 2;
+/// Radius of the dot that marks a lone point, pixels.
+const DOT: u32 = 3;
+
+/// How curves are stroked. SVG strokes are the renderer's (a `<polyline>` per curve, joins
+/// with the renderer's miter limit). plotters' bitmap backend turns a wide polyline into
+/// one polygon whose inner join at a sharp reversal lies ~w/(2·tan(θ/2)) from the vertex: a
+/// per-step loss with several steps to a pixel column made spikes hundreds of pixels long,
+/// far outside the axes (issue 15). So the PNG strokes each segment as its own rectangle
+/// with a square at each vertex (no joins to spike), clipped to the plotting area.
+#[derive(Debug, Clone, Copy)]
+enum Strokes {
+    Native,
+    Clipped,
+}
+
+/// Draws `points` as a polyline of width [`STROKE`] (a lone point as a dot of radius
+/// [`DOT`]) in `color` on the chart's plotting `area`, every piece clipped to that area (in
+/// pixels: the closed box plotters maps the axis ranges onto).
+fn draw_clipped<DB: DrawingBackend, CT: CoordTranslate<From = (f64, f64)>>(
+    area: &DrawingArea<DB, CT>,
+    points: &[(f64, f64)],
+    color: RGBAColor,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (xr, yr) = area.get_pixel_range();
+    let bounds = (
+        f64::from(xr.start),
+        f64::from(xr.end),
+        f64::from(yr.start),
+        f64::from(yr.end),
+    );
+    let px: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| {
+            let (x, y) = area.map_coordinate(p);
+            (f64::from(x), f64::from(y))
+        })
+        .collect();
+    // Backend coordinates, drawn on the same rectangle without its data coordinates.
+    let pixels = area.strip_coord_spec();
+    let origin = (xr.start, yr.start);
+    let fill = |poly: Vec<(f64, f64)>| {
+        let clipped = clip_polygon(poly, bounds);
+        if clipped.len() < 3 {
+            return Ok(());
+        }
+        let rel = clipped
+            .iter()
+            .map(|&(x, y)| (x.round() as i32 - origin.0, y.round() as i32 - origin.1))
+            .collect::<Vec<_>>();
+        pixels.draw(&Polygon::new(rel, color.filled()))
+    };
+    let hw = f64::from(STROKE) / 2.0;
+    if let [(x, y)] = px[..] {
+        let r = f64::from(DOT);
+        let dot = (0..16)
+            .map(|k| {
+                let a = std::f64::consts::TAU * f64::from(k) / 16.0;
+                (x + r * a.cos(), y + r * a.sin())
+            })
+            .collect();
+        return fill(dot);
+    }
+    for w in px.windows(2) {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        let len = (x1 - x0).hypot(y1 - y0);
+        if len > 0.0 {
+            let (nx, ny) = (-(y1 - y0) / len * hw, (x1 - x0) / len * hw);
+            fill(vec![
+                (x0 + nx, y0 + ny),
+                (x1 + nx, y1 + ny),
+                (x1 - nx, y1 - ny),
+                (x0 - nx, y0 - ny),
+            ])?;
+        }
+    }
+    // A square of the stroke's width at each vertex fills the joins (and marks a run of
+    // points on one pixel).
+    for &(x, y) in &px {
+        fill(vec![
+            (x - hw, y - hw),
+            (x + hw, y - hw),
+            (x + hw, y + hw),
+            (x - hw, y + hw),
+        ])?;
+    }
+    Ok(())
+}
+
+/// Sutherland–Hodgman: the part of the convex polygon `poly` inside the box
+/// `(x_min, x_max, y_min, y_max)`, as a polygon (fewer than 3 vertices when nothing is left).
+fn clip_polygon(
+    mut poly: Vec<(f64, f64)>,
+    (x0, x1, y0, y1): (f64, f64, f64, f64),
+) -> Vec<(f64, f64)> {
+    // Each edge of the box: the coordinate tested (0 = x, 1 = y), the bound, and whether
+    // inside is below it.
+    for (axis, bound, below) in [(0, x0, false), (0, x1, true), (1, y0, false), (1, y1, true)] {
+        let coord = |p: (f64, f64)| if axis == 0 { p.0 } else { p.1 };
+        let inside = |p: (f64, f64)| {
+            if below {
+                coord(p) <= bound
+            } else {
+                coord(p) >= bound
+            }
+        };
+        let mut out = Vec::with_capacity(poly.len() + 2);
+        for i in 0..poly.len() {
+            let (a, b) = (poly[i], poly[(i + 1) % poly.len()]);
+            if inside(a) {
+                out.push(a);
+            }
+            if inside(a) != inside(b) {
+                let t = (bound - coord(a)) / (coord(b) - coord(a));
+                out.push((a.0 + t * (b.0 - a.0), a.1 + t * (b.1 - a.1)));
+            }
+        }
+        poly = out;
+        if poly.is_empty() {
+            break;
+        }
+    }
+    poly
 }
 
 /// `[min, max]` of `values` widened by `pad` of its span on each side; a single value or

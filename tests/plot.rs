@@ -264,6 +264,92 @@ fn panels_are_laid_out_two_to_a_row() {
     assert_eq!((w, h), image_size(3));
 }
 
+/// Issue 15: the PNG drew stroke joins of a jagged curve (per-step losses: sharp reversals a
+/// pixel apart) as spikes reaching far outside the axes, and across the neighbouring panel.
+/// The plotting area is read off the SVG (x unpadded: the first and last vertices are its
+/// left and right edges; y padded by 5 % of the span each side), and no pixel of a curve's
+/// colour may lie outside it (one pixel of slack for rounding).
+#[test]
+fn png_curves_stay_inside_the_plotting_area() {
+    let dir = tempfile::tempdir().unwrap();
+    // A jagged loss: 5000 steps, several to a pixel column, alternating high and low.
+    let jagged: Vec<(f64, f64)> = (0..5000)
+        .map(|i| {
+            let t = i as f64 * 0.001;
+            let noise =
+                if i % 2 == 0 { 0.9 } else { -0.9 } * (1.0 + 0.3 * ((i * 7919) % 13) as f64 / 13.0);
+            (t, 2.0 * (-t).exp() + noise)
+        })
+        .collect();
+    let smooth: Vec<(f64, f64)> = (0..40)
+        .map(|i| (i as f64 * 0.1, 1.0 - 0.02 * i as f64))
+        .collect();
+    let panels = vec![
+        panel(
+            "jagged",
+            vec![curve("steps", &jagged), curve("epochs", &smooth)],
+        ),
+        // An empty right-hand panel: a spike crossing into it would be the only colour there.
+        panel("right", vec![]),
+    ];
+    let (svg_path, png_path) = (dir.path().join("j.svg"), dir.path().join("j.png"));
+    plot(&svg_path, &panels).unwrap();
+    plot(&png_path, &panels).unwrap();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let px = &polylines(&svg, curve_color(0), jagged.len())[0];
+    assert_affine(
+        &jagged,
+        px,
+        0.0,
+        f64::from(PANEL_SIZE.0),
+        f64::from(PANEL_SIZE.1),
+    );
+    // The area's pixel box from the map of the extreme points.
+    let (x0, x1) = (px[0].0, px[jagged.len() - 1].0);
+    let (lo, hi) = jagged
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+            (l.min(p.1), h.max(p.1))
+        });
+    let (ilo, ihi) = (
+        (0..jagged.len()).find(|&i| jagged[i].1 == lo).unwrap(),
+        (0..jagged.len()).find(|&i| jagged[i].1 == hi).unwrap(),
+    );
+    let per = (px[ilo].1 - px[ihi].1) / (hi - lo); // pixels per unit, downwards
+    let pad = 0.05 * (hi - lo) * per;
+    let (y0, y1) = (px[ihi].1 - pad, px[ilo].1 + pad);
+    let (w, _, rgb) = decode_png(&png_path);
+    for c in [curve_color(0), curve_color(1)] {
+        let outside: Vec<(usize, usize)> = rgb
+            .chunks_exact(3)
+            .enumerate()
+            .filter(|(_, p)| (p[0], p[1], p[2]) == c)
+            .map(|(i, _)| (i % w as usize, i / w as usize))
+            .filter(|&(x, y)| {
+                let (x, y) = (x as f64, y as f64);
+                x < x0 - 1.0 || x > x1 + 1.0 || y < y0 - 1.0 || y > y1 + 1.0
+            })
+            .collect();
+        assert!(
+            outside.is_empty(),
+            "{} pixels of colour {c:?} outside the plotting area x {x0}..{x1}, y {y0:.1}..{y1:.1}, e.g. {:?}",
+            outside.len(),
+            &outside[..outside.len().min(5)]
+        );
+    }
+    // And the curve is drawn: its colour reaches the area's four sides.
+    let blue: Vec<(f64, f64)> = rgb
+        .chunks_exact(3)
+        .enumerate()
+        .filter(|(_, p)| (p[0], p[1], p[2]) == curve_color(0))
+        .map(|(i, _)| ((i % w as usize) as f64, (i / w as usize) as f64))
+        .collect();
+    assert!(blue.iter().any(|p| p.0 <= x0 + 1.0) && blue.iter().any(|p| p.0 >= x1 - 1.0));
+    assert!(
+        blue.iter().any(|p| p.1 <= y0 + pad + 1.0) && blue.iter().any(|p| p.1 >= y1 - pad - 1.0)
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Logs
 
