@@ -1,5 +1,9 @@
 //! Progress bars for long operations (indicatif), silenced by `--quiet` and when stderr is
-//! not a terminal.
+//! not a terminal; then [`Progress::line`] writes plain lines to stderr instead (training
+//! prints one per epoch), so a log of a piped run still shows progress. Lines never go to
+//! stdout: `--json` output there stays pure JSON.
+
+use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -18,6 +22,20 @@ impl Progress {
     /// No bars at all (library use, tests).
     pub fn hidden() -> Self {
         Progress { quiet: true }
+    }
+
+    /// Whether [`line`](Self::line) prints: not quiet, and stderr is not a terminal (where the
+    /// bars are drawn instead).
+    pub fn lines(&self) -> bool {
+        !self.quiet && !std::io::stderr().is_terminal()
+    }
+
+    /// Writes `text` and a newline to stderr when [`lines`](Self::lines) says so: the
+    /// progress of a run whose bars cannot be drawn (output piped to a file or a pipe).
+    pub fn line(&self, text: impl std::fmt::Display) {
+        if self.lines() {
+            eprintln!("{text}");
+        }
     }
 
     /// A spinner with elapsed time for work of unknown length; finish it with

@@ -315,3 +315,92 @@ fn plain_binary_refuses_a_plan_with_an_unknown_custom_op() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("user.swish"), "{err}");
 }
+
+/// Issue 15: where no progress bar can be drawn (stderr is a pipe here), `train` prints one
+/// line per epoch on stderr, with the epoch, the step, the epoch's mean loss, the validation
+/// metrics and the time; the numbers are the log's. `--quiet` silences them, and with
+/// `--json` stdout stays pure JSON lines.
+#[test]
+fn piped_train_prints_one_line_per_epoch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::small_store(tmp.path(), "s.sf", 8, 1);
+    let store = store.display().to_string();
+    let plan = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("plans/gcn.toml")
+        .display()
+        .to_string();
+    let args = [
+        "train",
+        &plan,
+        "--graph",
+        &store,
+        "--epochs",
+        "3",
+        "--threads",
+        "1",
+        "--log",
+        "log.jsonl",
+    ];
+    let o = saintflow(&args, tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("epoch ")).collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    let log = std::fs::read_to_string(tmp.path().join("log.jsonl")).unwrap();
+    let epochs: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["kind"] == "epoch")
+        .collect();
+    assert_eq!(epochs.len(), 3);
+    for (i, (line, rec)) in lines.iter().zip(&epochs).enumerate() {
+        let want = format!(
+            "epoch {}/3  step {}  loss {:.4}  val accuracy {:.4} F1-micro {:.4}  time ",
+            i + 1,
+            rec["step"].as_u64().unwrap() + 1,
+            rec["train_loss"].as_f64().unwrap(),
+            rec["val"]["accuracy"].as_f64().unwrap(),
+            rec["val"]["f1_micro"].as_f64().unwrap(),
+        );
+        assert!(line.starts_with(&want), "{line:?} vs {want:?}");
+        let secs: f64 = line[want.len()..]
+            .strip_suffix('s')
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(secs >= 0.0 && secs < 600.0, "{line}");
+    }
+    // The summary is still the last line of stdout, and stdout has nothing else.
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with("gcn on "), "{out}");
+
+    let mut quiet = args.to_vec();
+    quiet.push("--quiet");
+    let o = saintflow(&quiet, tmp.path());
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.lines().any(|l| l.starts_with("epoch ")), "{err}");
+
+    let json = [
+        "train",
+        &plan,
+        "--graph",
+        &store,
+        "--epochs",
+        "3",
+        "--threads",
+        "1",
+        "--json",
+    ];
+    let o = saintflow(&json, tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("epoch ")).count(),
+        3,
+        "{err}"
+    );
+    for l in out.lines() {
+        serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l:?}: {e}"));
+    }
+}

@@ -798,6 +798,15 @@ fn run(
                 .map_or(String::new(), |b| format!(" best val {:.4}", b.0.accuracy))
         ));
         bar.inc(1);
+        // Where no bar can be drawn (stderr piped), one line per epoch instead.
+        progress.line(format_args!(
+            "epoch {epoch}/{total}  step {step}  loss {train_loss:.4}{}  time {:.1}s",
+            val.map_or(String::new(), |m| format!(
+                "  val accuracy {:.4} F1-micro {:.4}",
+                m.accuracy, m.f1_micro
+            )),
+            now(&start)
+        ));
         if let Some(path) = ckpt.as_ref().filter(|_| !cut) {
             Checkpoint {
                 plan_hash: hash,
