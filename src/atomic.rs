@@ -28,6 +28,42 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Creates the missing directories above `path` (a file to be written), like
+/// `mkdir -p "$(dirname path)"`, and fsyncs the directory holding the first one created,
+/// so the new directories survive a crash with the files later written into them. Nothing
+/// to do when the parent exists.
+pub fn create_parent_dirs(path: &Path) -> io::Result<()> {
+    let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if parent.is_dir() {
+        return Ok(());
+    }
+    // The deepest ancestor that exists: its entry for the first new directory is what a
+    // crash could lose.
+    let existing = parent
+        .ancestors()
+        .skip(1)
+        .find(|a| a.as_os_str().is_empty() || a.is_dir())
+        .map(|a| {
+            if a.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                a
+            }
+        })
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    std::fs::create_dir_all(parent)?;
+    for dir in parent
+        .ancestors()
+        .take_while(|a| *a != existing && !a.as_os_str().is_empty())
+    {
+        sync_dir(dir)?;
+    }
+    sync_dir(&existing)
+}
+
 /// Writes `bytes` to `path` atomically (see the module's documentation).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = AtomicFile::create(path)?;
@@ -130,6 +166,20 @@ mod tests {
         f.write_at(0, b"head").unwrap();
         f.commit().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"headtail");
+    }
+
+    #[test]
+    fn create_parent_dirs_makes_the_missing_ones_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b/c.bin");
+        create_parent_dirs(&p).unwrap();
+        assert!(dir.path().join("a/b").is_dir() && !p.exists());
+        write_atomic(&p, b"x").unwrap();
+        create_parent_dirs(&p).unwrap(); // exists: nothing to do
+        assert_eq!(std::fs::read(&p).unwrap(), b"x");
+        // A file where a directory should be is an error.
+        assert!(create_parent_dirs(&p.join("d.bin")).is_err());
+        create_parent_dirs(Path::new("bare-name.bin")).unwrap();
     }
 
     #[test]

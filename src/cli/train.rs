@@ -55,7 +55,9 @@ pub(super) struct TrainArgs {
     /// Memory for values kept between layers in evaluation, in MiB, before scratch files.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     memory: usize,
-    /// Checkpoint file (or directory: `DIR/checkpoint.bin`), written after every epoch.
+    /// Checkpoint file (or directory, existing or written `DIR/`: `DIR/checkpoint.bin`),
+    /// written after every epoch. Missing directories above it are created, as for `--log`
+    /// and `--plot`.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
     /// Continue from `--checkpoint` if it exists (same plan, overrides and seed).
@@ -124,8 +126,19 @@ pub(super) fn run(
             scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
             ..InferOptions::default()
         });
-    if let Some(ck) = &a.checkpoint {
-        opts = opts.checkpoint(checkpoint_file(ck));
+    // A run's output directories are made on demand (`--checkpoint run/ --log run/log.jsonl`).
+    let outputs = a.checkpoint.as_deref().map(checkpoint_file);
+    for path in outputs.iter().chain(&a.log).chain(&a.plot) {
+        crate::atomic::create_parent_dirs(path).map_err(|e| {
+            Error::Train(crate::train::TrainError::io(
+                path,
+                "create the directory of",
+                e,
+            ))
+        })?;
+    }
+    if let Some(ck) = outputs {
+        opts = opts.checkpoint(ck);
     }
     if let Some(log) = &a.log {
         opts = opts.log(log);

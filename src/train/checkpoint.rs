@@ -151,10 +151,15 @@ impl Checkpoint {
     }
 }
 
-/// Where a `--checkpoint` argument puts the file: inside it when it is a directory
-/// (`checkpoint.bin`), else the path itself.
+/// Where a `--checkpoint` argument puts the file: inside it when it is a directory or is
+/// written as one (`run/`, existing or not): `checkpoint.bin`; else the path itself.
 pub fn checkpoint_file(arg: &Path) -> PathBuf {
-    if arg.is_dir() {
+    // `run/` names a directory even before it exists (train creates it).
+    let dir_syntax = arg
+        .as_os_str()
+        .to_string_lossy()
+        .ends_with(std::path::is_separator);
+    if arg.is_dir() || dir_syntax {
         arg.join("checkpoint.bin")
     } else {
         arg.to_path_buf()
