@@ -368,7 +368,7 @@ fn piped_train_prints_one_line_per_epoch() {
             .unwrap()
             .parse()
             .unwrap();
-        assert!(secs >= 0.0 && secs < 600.0, "{line}");
+        assert!((0.0..600.0).contains(&secs), "{line}");
     }
     // The summary is still the last line of stdout, and stdout has nothing else.
     assert_eq!(out.lines().count(), 1, "{out}");
