@@ -606,7 +606,12 @@ fn issue_15_deep_out_expressions_are_errors_not_stack_overflows() {
     assert!(e.to_string().contains("nests deeper than 64"), "{e}");
     // At the limit the plan parses and lowers (parser, lowering and drop all recurse).
     let sum = vec!["x @ W_self"; 60].join(" + ");
-    lower(&two(&format!("relu({sum} + A_mean @ x @ W_neigh)")), &registry(), false).unwrap();
+    lower(
+        &two(&format!("relu({sum} + A_mean @ x @ W_neigh)")),
+        &registry(),
+        false,
+    )
+    .unwrap();
     let long = format!("x @ W_self {}", " ".repeat(70_000));
     let e = expr_error(&two(&long));
     assert!(e.to_string().contains("the limit is 65536"), "{e}");
@@ -648,7 +653,12 @@ fn issue_15_deeply_nested_toml_is_an_error_not_a_stack_overflow() {
 fn issue_15_oversized_dims_and_plans_are_refused() {
     let text = two("relu(x @ W_self + A_mean @ x @ W_neigh)");
     let e = limit(&text.replace("hidden = 4", "hidden = 4294967296"));
-    assert_at(&e, 2, 10, &["dim `hidden` is 4294967296, the limit is 4294967295"]);
+    assert_at(
+        &e,
+        2,
+        10,
+        &["dim `hidden` is 4294967296, the limit is 4294967295"],
+    );
     let e = limit(&text.replace("[\"in\", \"classes\"]", "[\"in\", 5000000000]"));
     assert_at(&e, 9, 27, &["a shape entry of `W_out` is 5000000000"]);
     let big = format!("# {}\n{text}", "x".repeat(1 << 20));

@@ -419,7 +419,15 @@ impl Parser {
     fn primary(&mut self, above: usize) -> Result<Deep, ExprError> {
         let (tok, span) = (self.peek().clone(), self.span());
         within(above + 1, span.start)?;
-        let leaf = |kind| Ok((Expr { kind, span: span.clone() }, 1));
+        let leaf = |kind| {
+            Ok((
+                Expr {
+                    kind,
+                    span: span.clone(),
+                },
+                1,
+            ))
+        };
         match tok {
             Tok::Num(x) => {
                 self.bump();
@@ -628,7 +636,10 @@ mod tests {
         let deep = format!("{}x{}", "(".repeat(30_000), ")".repeat(30_000));
         let e = parse(&deep).unwrap_err();
         assert!(e.what.contains("deeper than 64"), "{}", e.what);
-        assert_eq!(e.at, MAX_EXPR_DEPTH, "the 65th parenthesis is the 65th level");
+        assert_eq!(
+            e.at, MAX_EXPR_DEPTH,
+            "the 65th parenthesis is the 65th level"
+        );
         let e = parse(&format!("{}x", "-".repeat(60_000))).unwrap_err();
         assert_eq!(e.at, MAX_EXPR_DEPTH);
         let sum = vec!["x"; 20_000].join("+");
@@ -653,7 +664,11 @@ mod tests {
     fn issue_15_length_is_limited() {
         let long = format!("x{}", " ".repeat(MAX_EXPR_BYTES));
         let e = parse(&long).unwrap_err();
-        assert!(e.what.contains("bytes long, the limit is 65536"), "{}", e.what);
+        assert!(
+            e.what.contains("bytes long, the limit is 65536"),
+            "{}",
+            e.what
+        );
         parse(&long[..MAX_EXPR_BYTES]).unwrap();
     }
 }

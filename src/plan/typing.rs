@@ -381,7 +381,10 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
     let mut layers = Vec::new();
     let mut copies = 0usize;
     for l in raw.layer.unwrap_or_default().0 {
-        let at = l.repeat.as_ref().map_or(l.out.span().start, |r| r.span().start);
+        let at = l
+            .repeat
+            .as_ref()
+            .map_or(l.out.span().start, |r| r.span().start);
         let l = layer(s, l, &dims, false)?;
         // Checked before lowering, which builds every copy.
         copies = copies.saturating_add(l.repeat);
