@@ -15,7 +15,9 @@
 //! The machine's memory is `MemTotal` from `/proc/meminfo`, or the cgroup v2 `memory.max`
 //! of this process's cgroup (or an ancestor's) when lower; where neither can be read the
 //! check is skipped. [`MemoryLimit`] overrides it: a fixed number of bytes (tests, or a
-//! machine with swap) or `Off` (`--no-memory-check`).
+//! machine with swap) or `Off` (`--no-memory-check`). The environment variable
+//! `SAINTFLOW_MEMORY_LIMIT` replaces the detected number for [`MemoryLimit::Detect`]:
+//! bytes with an optional binary suffix (`64G`, `512M`), or `off`.
 
 use std::fmt::Write as _;
 
@@ -39,11 +41,42 @@ impl MemoryLimit {
     /// The bytes to check against and where the number comes from; None: no check.
     pub fn resolve(self) -> Option<(u64, String)> {
         match self {
-            MemoryLimit::Detect => machine_memory(),
+            MemoryLimit::Detect => match std::env::var(ENV) {
+                Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
+                Ok(v) => match parse_bytes(&v) {
+                    Some(b) => Some((b, format!("{ENV}={}", v.trim()))),
+                    None => {
+                        eprintln!("warning: {ENV}={v:?} is not a byte count (like 64G) or `off`; using the machine's memory");
+                        machine_memory()
+                    }
+                },
+                Err(_) => machine_memory(),
+            },
             MemoryLimit::Bytes(b) => Some((b, "the given limit".into())),
             MemoryLimit::Off => None,
         }
     }
+}
+
+/// The environment variable that replaces the detected memory (see the module's
+/// documentation).
+pub const ENV: &str = "SAINTFLOW_MEMORY_LIMIT";
+
+/// `4096`, `512K`, `64M`, `16G`, `1T` (binary units, an optional trailing `B`/`iB`).
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let s = s
+        .strip_suffix("iB")
+        .or_else(|| s.strip_suffix('B'))
+        .unwrap_or(s);
+    let (num, shift) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 10),
+        'M' | 'm' => (&s[..s.len() - 1], 20),
+        'G' | 'g' => (&s[..s.len() - 1], 30),
+        'T' | 't' => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(1u64 << shift)
 }
 
 /// The machine's memory in bytes and its source (`MemTotal`, or the cgroup's `memory.max`
@@ -267,4 +300,23 @@ pub fn check(
         )
     };
     Err(plan.limit_error(dim, what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_parse_with_binary_suffixes() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes(" 64G "), Some(64 << 30));
+        assert_eq!(parse_bytes("512MiB"), Some(512 << 20));
+        assert_eq!(parse_bytes("1T"), Some(1 << 40));
+        assert_eq!(parse_bytes("2kB"), Some(2048));
+        assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes(""), None);
+        assert_eq!(parse_bytes("99999999999T"), None);
+        assert_eq!(human(17), "17 B");
+        assert_eq!(human(3 << 30), "3.0 GiB");
+    }
 }
