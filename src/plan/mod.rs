@@ -213,9 +213,8 @@ impl Source {
     /// module's documentation): the file and each override at most [`MAX_PLAN_BYTES`],
     /// brackets and braces outside strings and comments at most [`MAX_TOML_DEPTH`] deep.
     pub(crate) fn check_limits(&self) -> Result<(), PlanError> {
-        let mut parts = vec![0..self.file_len];
-        parts.extend(self.overrides.iter().cloned());
-        for r in parts {
+        let file = std::iter::once(0..self.file_len);
+        for r in file.chain(self.overrides.iter().cloned()) {
             if r.len() > MAX_PLAN_BYTES {
                 let what = if r.start == 0 {
                     "the plan"

@@ -298,7 +298,7 @@ pub fn import_edgelist(
         let (u, v) = (id(line_no, "first", u)?, id(line_no, "second", v)?);
         builder.push(u, v)?;
         if opts.symmetrize {
-            builder.push(v as u32, u as u32)?;
+            builder.push(v, u)?;
         }
         bar.inc(1);
         Ok(())
