@@ -4,6 +4,7 @@ mod common;
 
 use common::saintflow;
 
+use std::path::Path;
 use std::process::Output;
 
 fn text(o: &Output) -> (String, String) {
@@ -403,4 +404,115 @@ fn piped_train_prints_one_line_per_epoch() {
     for l in out.lines() {
         serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l:?}: {e}"));
     }
+}
+
+/// Issue 15: zeros that mean nothing are usage errors (exit 2) naming the flag, before
+/// any store or plan is read.
+#[test]
+fn issue_15_zero_counts_are_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let plan = plan.to_str().unwrap();
+    for args in [
+        &["train", plan, "--graph", "g.sf", "--threads", "0"][..],
+        &["train", plan, "--graph", "g.sf", "--epochs", "0"],
+        &["train", plan, "--graph", "g.sf", "--steps", "0"],
+        &[
+            "embed",
+            plan,
+            "--graph",
+            "g.sf",
+            "--checkpoint",
+            "c",
+            "-o",
+            "e.npy",
+            "--threads",
+            "0",
+        ],
+        &["sample", "g.sf", "--count", "0"],
+        &["sample", "g.sf", "--clip", "0"],
+        &["explain", plan, "--threads", "0"],
+    ] {
+        let o = saintflow(args, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let flag = args[args.len() - 2];
+        assert!(err.contains(flag) && err.contains('0'), "{args:?}: {err}");
+    }
+}
+
+/// Issue 15: a plan whose parameters cannot fit is refused before allocating, naming the
+/// dim at its place (the override), exit 1; `--no-memory-check` is what lets it through.
+#[test]
+fn issue_15_a_huge_hidden_dim_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::small_store(tmp.path(), "g.sf", 6, 1);
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let args = [
+        "train",
+        plan.to_str().unwrap(),
+        "--graph",
+        store.to_str().unwrap(),
+        "--set",
+        // (6 + 3) × 10⁸ f32: 3.6 GB of parameters.
+        "dims.hidden=100000000",
+        "--checkpoint",
+        "ck",
+    ];
+    // The machine's memory set to 1 GiB, so the test means the same on any machine.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .current_dir(tmp.path())
+        .env("SAINTFLOW_MEMORY_LIMIT", "1G")
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("override `dims.hidden=100000000`:1:13: dims.hidden = 100000000: the parameters alone need 3.4 GiB (W0: 6 × 100000000 f32, W1: 100000000 × 3 f32)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("this machine has 1.0 GiB (SAINTFLOW_MEMORY_LIMIT=1G)"),
+        "{err}"
+    );
+    assert!(err.contains("--no-memory-check"), "{err}");
+    assert!(!tmp.path().join("ck").exists(), "nothing written");
+}
+
+/// Issue 15: an edge list with an id far beyond its lines is refused naming the line and
+/// `--remap`; with `--remap` it imports and the mapping is in the store.
+#[test]
+fn issue_15_import_edgelist_far_ids_and_remap() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("e.txt"), "0 1\n1 4000000000\n").unwrap();
+    let o = saintflow(
+        &["import", "edgelist", "e.txt", "-o", "x.sf", "--symmetrize"],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("e.txt: line 2: node id 4000000000") && err.contains("--remap"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("x.sf").exists());
+    let o = saintflow(
+        &[
+            "import",
+            "edgelist",
+            "e.txt",
+            "-o",
+            "x.sf",
+            "--symmetrize",
+            "--remap",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    assert!(text(&o).0.contains("3 nodes"));
+    let ids = std::fs::read_to_string(tmp.path().join("x.sf/ids.tsv")).unwrap();
+    assert!(ids.ends_with("2\t4000000000\n"), "{ids}");
+    let o = saintflow(&["check", "x.sf"], tmp.path());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
 }

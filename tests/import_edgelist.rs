@@ -158,3 +158,141 @@ fn features_labels_and_random_split() {
         "{msg}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 15: node ids.
+
+#[test]
+fn issue_15_an_id_far_beyond_the_edges_is_refused_before_allocating() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    let out = tmp.path().join("a.sf");
+    for big in ["4000000000", "100000000"] {
+        std::fs::write(&f, format!("0 1\n# comment\n1 {big}\n")).unwrap();
+        let opts = EdgeListOptions {
+            symmetrize: true,
+            ..Default::default()
+        };
+        let msg = err_text(import(&f, &out, &opts));
+        assert!(
+            msg.contains(&format!(
+                "line 3: node id {big} is far beyond the 2 edge lines"
+            )) && msg.contains("--remap"),
+            "{msg}"
+        );
+        assert!(msg.starts_with(&f.display().to_string()), "{msg}");
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).unwrap().count(),
+            1,
+            "nothing left"
+        );
+    }
+    // Ids 1..N with every node on an edge are fine (N + 1 rows, node 0 isolated), and so
+    // is an id at the bound's edge: 16 × 2 lines + 1024 − 1.
+    std::fs::write(&f, "0 1\n1 1055\n").unwrap();
+    let opts = EdgeListOptions {
+        symmetrize: true,
+        ..Default::default()
+    };
+    assert_eq!(import(&f, &out, &opts).unwrap().n_nodes(), 1056);
+    std::fs::write(&f, "0 1\n1 1056\n").unwrap();
+    assert!(err_text(import(&f, &tmp.path().join("b.sf"), &opts)).contains("far beyond"));
+}
+
+#[test]
+fn issue_15_string_ids_need_remap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    std::fs::write(&f, "0 1\nalice 1\n").unwrap();
+    let msg = err_text(import(
+        &f,
+        &tmp.path().join("a.sf"),
+        &EdgeListOptions::default(),
+    ));
+    assert!(
+        msg.contains("line 2: first node id \"alice\" is not a non-negative integer (pass --remap"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn issue_15_remap_numbers_ids_by_first_appearance_and_maps_labels_and_roles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    // Sparse numbers and strings mixed; `7` and `07` are different ids.
+    std::fs::write(
+        &f,
+        "# a triangle and a pendant\n4000000000 bob\nbob 7\n7 4000000000\n07 bob 0.5\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("class_map.json"),
+        r#"{"bob": 1, "4000000000": 0, "7": 2, "07": 1}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("role.json"),
+        r#"{"tr": [4000000000, "bob"], "va": [7], "te": ["07"]}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("a.sf");
+    let opts = EdgeListOptions {
+        symmetrize: true,
+        remap: true,
+        labels: Some(tmp.path().join("class_map.json")),
+        roles: Some(tmp.path().join("role.json")),
+        ..Default::default()
+    };
+    let s = import(&f, &out, &opts).unwrap();
+    check(&s).unwrap();
+    assert_eq!(s.n_nodes(), 4);
+    let ids = std::fs::read_to_string(out.join("ids.tsv")).unwrap();
+    let rows: Vec<&str> = ids.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows, ["0\t4000000000", "1\tbob", "2\t7", "3\t07"]);
+    // Edges follow the mapping: 3 (07) hangs off 1 (bob).
+    assert_eq!(s.full().neighbors(3), &[1][..]);
+    assert_eq!(s.full().neighbors(0), &[1, 2][..]);
+    let roles: Vec<Role> = (0..4).map(|v| s.role(v)).collect();
+    assert_eq!(roles, [Role::Train, Role::Train, Role::Val, Role::Test]);
+    let saintflow::store::Labels::Single(l) = s.labels() else {
+        panic!("single labels")
+    };
+    assert_eq!(l, &[0, 1, 2, 1][..]);
+}
+
+#[test]
+fn issue_15_remap_refuses_what_it_cannot_map() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    std::fs::write(&f, "a b\nb a\n").unwrap();
+    write_npy_f32(&tmp.path().join("x.npy"), 2, 1, &[1.0, 2.0]);
+    std::fs::write(tmp.path().join("class_map.json"), r#"{"a": 0, "zed": 1}"#).unwrap();
+    let out = tmp.path().join("a.sf");
+    let msg = err_text(import(
+        &f,
+        &out,
+        &EdgeListOptions {
+            remap: true,
+            features: Some(tmp.path().join("x.npy")),
+            ..Default::default()
+        },
+    ));
+    assert!(
+        msg.contains("x.npy") && msg.contains("--features with --remap"),
+        "{msg}"
+    );
+    let msg = err_text(import(
+        &f,
+        &out,
+        &EdgeListOptions {
+            remap: true,
+            labels: Some(tmp.path().join("class_map.json")),
+            ..Default::default()
+        },
+    ));
+    assert!(
+        msg.contains("\"zed\" does not appear in the edge list"),
+        "{msg}"
+    );
+    assert!(!out.exists());
+}

@@ -556,6 +556,122 @@ fn repeat_zero_is_an_error() {
     assert_at(&error(&text), 5, 10, &["repeat must be ≥ 1, got 0"]);
 }
 
+// ---------------------------------------------------------------------------------------
+// Issue 15: resource limits, each an error at the value before the work it bounds.
+
+fn limit(text: &str) -> PlanError {
+    let e = error(text);
+    assert_eq!(e.kind, PlanErrorKind::Limit, "{e}");
+    e
+}
+
+#[test]
+fn issue_15_a_billion_repeats_is_refused_before_lowering() {
+    let text = two("relu(x @ W_self + A_mean @ x @ W_neigh)")
+        .replace("[[layer]]\n", "[[layer]]\nrepeat = 1000000000\n");
+    assert_at(
+        &limit(&text),
+        5,
+        10,
+        &["1000000000 layer copies", "the limit is 1024"],
+    );
+    // The limit counts every [[layer]]'s copies: 1000 + 25 crosses it at the second.
+    let layer = "[[layer]]\nrepeat = R\nparams = { W_R = [\"in\", \"hidden\"] }\nout = \"relu(A_mean @ x @ W_R)\"\n";
+    let plan = |a: usize, b: usize| {
+        format!(
+            "[dims]\nhidden = 2\n\n{}{}[output]\nparams = {{ W_out = [\"in\", \"classes\"] }}\nout = \"x @ W_out\"\n",
+            layer.replace('R', &a.to_string()),
+            layer.replace('R', &b.to_string()),
+        )
+    };
+    assert_at(&limit(&plan(1000, 25)), 9, 10, &["1025 layer copies"]);
+    // At the limit it parses.
+    Plan::parse(&plan(1000, 24), "t.toml").unwrap();
+}
+
+/// Expression errors are `Expr`-kind errors (what the parser reports), limits included.
+fn expr_error(text: &str) -> PlanError {
+    let e = error(text);
+    assert_eq!(e.kind, PlanErrorKind::Expr, "{e}");
+    e
+}
+
+#[test]
+fn issue_15_deep_out_expressions_are_errors_not_stack_overflows() {
+    let deep = format!("{}x{}", "(".repeat(30_000), ")".repeat(30_000));
+    let e = expr_error(&two(&deep));
+    assert_at(&e, 6, 8 + 64, &["nests deeper than 64 levels"]);
+    // 5000 terms: a left-deep tree, as deep as it is long.
+    let e = expr_error(&two(&vec!["x @ W_self"; 5_000].join(" + ")));
+    assert!(e.to_string().contains("nests deeper than 64"), "{e}");
+    // At the limit the plan parses and lowers (parser, lowering and drop all recurse).
+    let sum = vec!["x @ W_self"; 60].join(" + ");
+    lower(
+        &two(&format!("relu({sum} + A_mean @ x @ W_neigh)")),
+        &registry(),
+        false,
+    )
+    .unwrap();
+    let long = format!("x @ W_self {}", " ".repeat(70_000));
+    let e = expr_error(&two(&long));
+    assert!(e.to_string().contains("the limit is 65536"), "{e}");
+}
+
+#[test]
+fn issue_15_deeply_nested_toml_is_an_error_not_a_stack_overflow() {
+    let base = two("relu(x @ W_self + A_mean @ x @ W_neigh)");
+    for (open, close) in [("[", "]"), ("{a = ", "}")] {
+        let text = format!(
+            "description = {}1{}\n{base}",
+            open.repeat(100_000),
+            close.repeat(100_000)
+        );
+        let e = limit(&text);
+        let col = 15 + 32 * open.chars().count();
+        assert_at(&e, 1, col, &["nest deeper than 32 levels"]);
+    }
+    // Brackets inside strings and comments do not count.
+    let quoted = format!(
+        "name = \"{}\"  # {}\ndescription = '''{}'''\n{base}",
+        "[".repeat(100),
+        "{".repeat(100),
+        "[".repeat(100)
+    );
+    Plan::parse(&quoted, "t.toml").unwrap();
+    // An override is checked the same way and the error names it.
+    let e = Plan::parse_with_overrides(
+        &base,
+        "t.toml",
+        &[&format!("layer.0.dropout={}", "[".repeat(50_000))],
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, PlanErrorKind::Limit, "{e}");
+    assert!(e.file.starts_with("override `layer.0.dropout="), "{e}");
+}
+
+#[test]
+fn issue_15_oversized_dims_and_plans_are_refused() {
+    let text = two("relu(x @ W_self + A_mean @ x @ W_neigh)");
+    let e = limit(&text.replace("hidden = 4", "hidden = 4294967296"));
+    assert_at(
+        &e,
+        2,
+        10,
+        &["dim `hidden` is 4294967296, the limit is 4294967295"],
+    );
+    let e = limit(&text.replace("[\"in\", \"classes\"]", "[\"in\", 5000000000]"));
+    assert_at(&e, 9, 27, &["a shape entry of `W_out` is 5000000000"]);
+    let big = format!("# {}\n{text}", "x".repeat(1 << 20));
+    let e = Plan::parse(&big, "t.toml").unwrap_err();
+    assert_eq!(e.kind, PlanErrorKind::Limit);
+    assert!(e.to_string().contains("the limit is 1048576"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.toml");
+    std::fs::write(&path, &big).unwrap();
+    let e = Plan::load(&path).unwrap_err();
+    assert_eq!((e.kind, e.line), (PlanErrorKind::Limit, 0), "{e}");
+}
+
 #[test]
 fn columns_are_exact_after_escapes_in_basic_strings() {
     // \u0078 is `x`: the decoded string is 5 bytes shorter than the source before `A_men`.

@@ -196,3 +196,125 @@ fn cli_steps_and_no_eval() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 15: the memory check, with the machine's memory injected (MemoryLimit::Bytes), so
+// the assertions hold on any machine.
+
+use saintflow::plan::PlanErrorKind;
+use saintflow::train::memory::{estimate, memory_from};
+use saintflow::train::{lower_for, schedule, MemoryLimit, TrainError};
+
+#[test]
+fn issue_15_memory_check_refuses_a_plan_one_byte_over_and_names_the_dim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
+    let path = plan_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let file = path.display().to_string();
+    // A wide hidden layer: the parameters dominate the estimate.
+    let plan = Plan::parse_with_overrides(&text, &file, &["dims.hidden=4096", "sampler.roots=40"])
+        .unwrap();
+    let reg = saintflow::op::Registry::with_builtins();
+    let lowered = lower_for(&plan, &store, &reg).unwrap();
+    let samplers: Vec<_> = schedule(&plan, Some(1)).into_iter().map(|p| p.1).collect();
+    let est = estimate(&lowered, Some(&plan.optimizer), &store, &samplers).unwrap();
+    // Adam: two more copies; the parameters are the declared shapes' f32s.
+    let p: u128 = lowered
+        .params
+        .iter()
+        .map(|d| 4 * (d.rows * d.cols) as u128)
+        .sum();
+    assert_eq!((est.params, est.optimizer), (p, 2 * p));
+    assert!(est.step > 0 && est.params * 3 > est.step, "{est:?}");
+    let total = est.total() as u64;
+    let opts = |limit| {
+        TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .threads(1)
+            .epochs(1)
+            .max_steps(1)
+            .no_eval(true)
+            .memory_limit(limit)
+    };
+    let e = match opts(MemoryLimit::Bytes(total - 1)).train() {
+        Err(TrainError::Plan(e)) => e,
+        other => panic!("expected a plan error, got {other:?}"),
+    };
+    let msg = e.to_string();
+    assert_eq!(e.kind, PlanErrorKind::Limit);
+    // The override that set the dim, at its value.
+    assert!(
+        msg.starts_with("override `dims.hidden=4096`:1:13: dims.hidden = 4096: training needs"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("Adam's state") && msg.contains("--no-memory-check"),
+        "{msg}"
+    );
+    // Exactly the estimate fits; so does no check at all.
+    opts(MemoryLimit::Bytes(total)).train().unwrap();
+    opts(MemoryLimit::Off).train().unwrap();
+}
+
+#[test]
+fn issue_15_parameters_alone_too_large_name_the_dim_in_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
+    let text = std::fs::read_to_string(plan_path())
+        .unwrap()
+        .replace("hidden = 256", "hidden = 100000000");
+    let plan = Plan::parse(&text, "g.toml").unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("hidden = "))
+        .unwrap()
+        + 1;
+    // 1 GiB: less than the first layer alone (8 features × 10⁸ × 4 bytes = 3.2 GB).
+    let e = TrainOptions::new(&plan, &store)
+        .epochs(1)
+        .memory_limit(MemoryLimit::Bytes(1 << 30))
+        .train()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!(
+            "g.toml:{line}:10: dims.hidden = 100000000: the parameters alone need"
+        )),
+        "{e}"
+    );
+    assert!(
+        e.contains("× 100000000 f32") && e.contains("this machine has 1.0 GiB"),
+        "{e}"
+    );
+}
+
+#[test]
+fn issue_15_machine_memory_is_memtotal_or_a_lower_cgroup_limit() {
+    let meminfo = "MemTotal:       16384000 kB\nMemFree: 1 kB\n";
+    assert_eq!(memory_from(Some(meminfo), &[]).unwrap().0, 16384000 * 1024);
+    let (b, src) = memory_from(Some(meminfo), &["max\n", "4294967296\n"]).unwrap();
+    assert_eq!((b, src.contains("memory.max")), (4 << 30, true));
+    // A cgroup limit above MemTotal does not raise it.
+    assert_eq!(
+        memory_from(Some(meminfo), &["99999999999999"]).unwrap().0,
+        16384000 * 1024
+    );
+    assert_eq!(memory_from(None, &["max"]), None);
+    assert_eq!(memory_from(Some("garbage"), &[]), None);
+}
+
+#[test]
+fn issue_15_zero_epochs_or_steps_are_refused_by_the_library() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
+    let plan = plan();
+    for (o, what) in [
+        (opts(&store, &plan).epochs(0), "epochs(0)"),
+        (opts(&store, &plan).max_steps(0), "max_steps(0)"),
+        (opts(&store, &plan).stop_after(0), "stop_after(0)"),
+    ] {
+        let e = o.train().unwrap_err().to_string();
+        assert!(e.contains(what) && e.contains("at least 1"), "{e}");
+    }
+}

@@ -31,8 +31,8 @@ pub(super) struct ScaleArgs {
     /// Scale of the degree series.
     #[arg(long, default_value_t = 20)]
     degree_scale: u32,
-    /// Training steps per run.
-    #[arg(long, default_value_t = 200)]
+    /// Training steps per run, ≥ 1.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     steps: u64,
     /// Steps left out of the median at the start of each run.
     #[arg(long, default_value_t = 5)]
@@ -44,8 +44,8 @@ pub(super) struct ScaleArgs {
     /// dropout 0).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Worker threads of each run.
-    #[arg(long, default_value_t = 2)]
+    /// Worker threads of each run, ≥ 1.
+    #[arg(long, default_value_t = 2, value_parser = super::at_least_one)]
     threads: usize,
     /// The memcap script (relative paths from the current directory); when it is absent
     /// runs are not capped, with a warning.

@@ -14,7 +14,7 @@ use crate::op::Registry;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::{checkpoint_file, load_params};
-use crate::train::{embed, plan_hash, Checkpoint, InferOptions, TrainError};
+use crate::train::{embed, plan_hash, Checkpoint, InferOptions, MemoryLimit, TrainError};
 
 use super::train::{load_plan, pool};
 use crate::exec::Executor;
@@ -45,8 +45,11 @@ pub(super) struct EmbedArgs {
     /// Memory for values kept between layers, in MiB, before they go to scratch files.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     memory: usize,
-    /// Worker threads (default: all cores).
+    /// Skip the check that the parameters fit the machine's memory.
     #[arg(long)]
+    no_memory_check: bool,
+    /// Worker threads, ≥ 1 (default: all cores).
+    #[arg(long, value_parser = super::at_least_one)]
     threads: Option<usize>,
 }
 
@@ -81,6 +84,11 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
     let opts = InferOptions {
         memory_bytes: a.memory << 20,
         scratch_dir: scratch,
+        memory_limit: if a.no_memory_check {
+            MemoryLimit::Off
+        } else {
+            MemoryLimit::Detect
+        },
         ..InferOptions::default()
     };
     let spinner = progress.spinner("embedding");

@@ -32,15 +32,15 @@ pub(super) struct ExplainArgs {
     /// Multi-label targets (default: the store's labels; single-label without a store).
     #[arg(long)]
     multilabel: bool,
-    /// Expected subgraph nodes n (default: from the plan's sampler).
-    #[arg(long)]
+    /// Expected subgraph nodes n, ≥ 1 (default: from the plan's sampler).
+    #[arg(long, value_parser = super::at_least_one)]
     nodes: Option<usize>,
     /// Expected mean degree of a subgraph, nnz = n·D (default: the store's mean degree,
     /// else 16).
     #[arg(long)]
     degree: Option<f64>,
-    /// Executor threads p (default: the rayon pool's).
-    #[arg(long)]
+    /// Executor threads p, ≥ 1 (default: the rayon pool's).
+    #[arg(long, value_parser = super::at_least_one)]
     threads: Option<usize>,
     /// Cache bytes a feature block should fit (default: the detected L2).
     #[arg(long)]

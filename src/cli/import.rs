@@ -55,9 +55,15 @@ pub(super) struct EdgeListArgs {
     /// Add the reverse of every edge (the input lists each undirected edge once, or is directed).
     #[arg(long)]
     symmetrize: bool,
-    /// Number of nodes (default: largest id + 1).
-    #[arg(long)]
+    /// Number of nodes (default: largest id + 1; ids far beyond the number of lines need
+    /// --remap or this).
+    #[arg(long, conflicts_with = "remap")]
     nodes: Option<u64>,
+    /// Number the node ids (any tokens: sparse numbers, strings) 0..N in order of first
+    /// appearance; the mapping is written to STORE/ids.tsv. Labels and roles must then be
+    /// class_map.json / role.json keyed by the original ids (.npy inputs are refused).
+    #[arg(long)]
+    remap: bool,
     /// Node features, an (N, F) .npy file.
     #[arg(long)]
     features: Option<PathBuf>,
@@ -117,6 +123,7 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
                 roles: a.roles,
                 split: a.split,
                 seed: a.seed,
+                remap: a.remap,
             };
             let r = import_edgelist(&a.file, &a.output, &opts, a.force, progress)?;
             report(&a.output, &r);

@@ -98,6 +98,16 @@ pub fn run_with(registry: Registry) -> ExitCode {
     }
 }
 
+/// A count that must be at least 1 (`--threads`, `--epochs`, …): 0 would mean nothing, so
+/// it is a usage error (exit 2) rather than silently read as a default.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1, got 0".into()),
+        Ok(k) => Ok(k),
+        Err(_) => Err(format!("{s:?} is not a whole number")),
+    }
+}
+
 /// Parses "a,b,c" into three fractions.
 fn parse_split(s: &str) -> Result<[f64; 3], String> {
     let parts: Vec<&str> = s.split(',').collect();

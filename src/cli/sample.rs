@@ -31,8 +31,8 @@ pub(super) struct SampleArgs {
     /// Graph to sample from.
     #[arg(long, value_enum, default_value = "train")]
     graph: GraphArg,
-    /// Number of subgraphs.
-    #[arg(long, default_value_t = 10)]
+    /// Number of subgraphs, ≥ 1.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     count: u64,
     /// Seed: subgraph i depends only on (seed, i).
     #[arg(long, default_value_t = 1)]
@@ -55,7 +55,7 @@ pub(super) struct SampleArgs {
     #[arg(long, help = key_help("uniform"))]
     uniform: bool,
     /// Clip |V_s| down to a multiple of this (16 f32 per cache line; 1 = off; full: off).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = super::at_least_one)]
     clip: usize,
     /// Also estimate GraphSAINT normalisation from these subgraphs and write it here.
     #[arg(long)]

@@ -13,7 +13,7 @@ use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
-use crate::train::{InferOptions, Metrics, TrainOptions, TrainOutcome};
+use crate::train::{InferOptions, MemoryLimit, Metrics, TrainOptions, TrainOutcome};
 
 #[derive(Debug, Args)]
 pub(super) struct TrainArgs {
@@ -29,11 +29,11 @@ pub(super) struct TrainArgs {
     /// Seed of parameters, subgraphs and dropout.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
+    /// Worker threads, ≥ 1 (default: all cores).
+    #[arg(long, value_parser = super::at_least_one)]
     threads: Option<usize>,
-    /// Total epochs instead of the plan's phases' sum.
-    #[arg(long)]
+    /// Total epochs instead of the plan's phases' sum, ≥ 1.
+    #[arg(long, value_parser = super::at_least_one)]
     epochs: Option<usize>,
     /// Stop after N steps in total (the epoch in progress is cut short; it is evaluated
     /// and tested as the last one, but not checkpointed).
@@ -55,6 +55,10 @@ pub(super) struct TrainArgs {
     /// Memory for values kept between layers in evaluation, in MiB, before scratch files.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     memory: usize,
+    /// Skip the check that the parameters, the optimiser's state and one step fit the
+    /// machine's memory (MemTotal, or the cgroup's memory.max): for a machine with swap.
+    #[arg(long)]
+    no_memory_check: bool,
     /// Checkpoint file (or directory, existing or written `DIR/`: `DIR/checkpoint.bin`),
     /// written after every epoch. Missing directories above it are created, as for `--log`
     /// and `--plot`.
@@ -121,6 +125,11 @@ pub(super) fn run(
         .max_steps(a.steps)
         .no_eval(a.no_eval)
         .io_hints(!a.no_io_hints)
+        .memory_limit(if a.no_memory_check {
+            MemoryLimit::Off
+        } else {
+            MemoryLimit::Detect
+        })
         .infer(InferOptions {
             memory_bytes: a.memory << 20,
             scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),

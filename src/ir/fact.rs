@@ -157,11 +157,16 @@ impl Fact {
     }
 
     /// Bytes of the value for one step (0 for subgraphs and targets, which the sampler
-    /// owns).
+    /// owns); saturating at `usize::MAX`, so an estimate for absurd sizes (the memory
+    /// check's) never overflows.
     pub fn bytes(&self, b: &Bindings) -> usize {
         match *self {
-            Fact::Dense { rows, cols } => 4 * rows.resolve(b) * cols.resolve(b),
-            Fact::Sparse { nnz, heads, .. } => 4 * heads * nnz.resolve(b),
+            Fact::Dense { rows, cols } => 4usize
+                .saturating_mul(rows.resolve(b))
+                .saturating_mul(cols.resolve(b)),
+            Fact::Sparse { nnz, heads, .. } => {
+                4usize.saturating_mul(heads).saturating_mul(nnz.resolve(b))
+            }
             Fact::Scalar => 8,
             Fact::Subgraph | Fact::Targets { .. } => 0,
         }

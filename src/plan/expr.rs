@@ -14,8 +14,23 @@
 //! `@` binds tighter than `*`, so `0.5 * A @ x` scales the product. Newlines inside
 //! parentheses continue the line; `#` starts a comment. Names may contain dots
 //! (`user.gelu`, the namespaced custom ops).
+//!
+//! Limits, checked while parsing so that no input can exhaust the stack (the parser, the
+//! lowering and dropping an [`Expr`] all recurse over the tree): an `out` string is at most
+//! [`MAX_EXPR_BYTES`] bytes and an expression tree at most [`MAX_EXPR_DEPTH`] levels deep,
+//! counting every operator, call, parenthesis and unary minus on the way down (a left-deep
+//! sum `a + b + c` is 3 levels: two `+` and an operand).
 
 use std::ops::Range;
+
+/// The longest `out` string, in bytes (64 KiB: a hundred times the longest shipped one).
+pub const MAX_EXPR_BYTES: usize = 64 * 1024;
+
+/// The deepest expression tree: 64 levels. At each level the parser recurses through
+/// about six frames (expr → term → unary → chain → primary → args), so the limit keeps it,
+/// the lowering and the tree's drop within a few hundred frames: far inside the 2 MiB
+/// stack of a spawned thread. Real layers nest a handful of levels.
+pub const MAX_EXPR_DEPTH: usize = 64;
 
 /// A parse error at byte `at` of the expression string.
 #[derive(Clone, Debug, PartialEq)]
@@ -235,6 +250,28 @@ struct Parser {
     pos: usize,
 }
 
+/// An expression with the depth of its tree (a leaf is 1).
+type Deep = (Expr, usize);
+
+/// The error for a tree deeper than [`MAX_EXPR_DEPTH`], at byte `at`.
+fn too_deep(at: usize) -> ExprError {
+    ExprError {
+        at,
+        what: format!(
+            "the expression nests deeper than {MAX_EXPR_DEPTH} levels (operators, calls and parentheses): split it with `name = …` bindings"
+        ),
+    }
+}
+
+/// `depth` if within the limit, else the error at `at`.
+fn within(depth: usize, at: usize) -> Result<usize, ExprError> {
+    if depth > MAX_EXPR_DEPTH {
+        Err(too_deep(at))
+    } else {
+        Ok(depth)
+    }
+}
+
 impl Parser {
     fn peek(&self) -> &Tok {
         &self.toks[self.pos].0
@@ -289,7 +326,7 @@ impl Parser {
                 }
                 _ => None,
             };
-            let expr = self.expr()?;
+            let (expr, _) = self.expr(0)?;
             if !matches!(self.peek(), Tok::Sep | Tok::Eof) {
                 return self.error(format!(
                     "expected an operator or the end of the line, found {}",
@@ -301,117 +338,150 @@ impl Parser {
         Ok(stmts)
     }
 
-    fn expr(&mut self) -> Result<Expr, ExprError> {
-        let mut lhs = self.term()?;
+    // Every method takes `above`, the levels above the expression it parses, and returns
+    // the depth of the tree it built; `above + depth` never exceeds MAX_EXPR_DEPTH, so the
+    // recursion stops at the limit whatever the input.
+
+    fn expr(&mut self, above: usize) -> Result<Deep, ExprError> {
+        let (mut lhs, mut depth) = self.term(above)?;
         loop {
             let op = match self.peek() {
                 Tok::Op('+') => BinOp::Add,
                 Tok::Op('-') => BinOp::Sub,
-                _ => return Ok(lhs),
+                _ => return Ok((lhs, depth)),
             };
-            self.bump();
-            let rhs = self.term()?;
+            let at = self.bump().1.start;
+            // The new node sits above both operands.
+            within(above + depth + 1, at)?;
+            let (rhs, d) = self.term(above + 1)?;
+            depth = within(above + depth.max(d) + 1, at)? - above;
             lhs = binary(op, lhs, rhs);
         }
     }
 
-    fn term(&mut self) -> Result<Expr, ExprError> {
-        let mut lhs = self.unary()?;
+    fn term(&mut self, above: usize) -> Result<Deep, ExprError> {
+        let (mut lhs, mut depth) = self.unary(above)?;
         loop {
             let op = match self.peek() {
                 Tok::Op('*') => BinOp::Mul,
                 Tok::Op('/') => BinOp::Div,
-                _ => return Ok(lhs),
+                _ => return Ok((lhs, depth)),
             };
-            self.bump();
-            let rhs = self.unary()?;
+            let at = self.bump().1.start;
+            within(above + depth + 1, at)?;
+            let (rhs, d) = self.unary(above + 1)?;
+            depth = within(above + depth.max(d) + 1, at)? - above;
             lhs = binary(op, lhs, rhs);
         }
     }
 
-    fn unary(&mut self) -> Result<Expr, ExprError> {
+    fn unary(&mut self, above: usize) -> Result<Deep, ExprError> {
         if self.is_op('-') {
             let start = self.bump().1.start;
-            let e = self.unary()?;
+            within(above + 1, start)?;
+            let (e, d) = self.unary(above + 1)?;
             let span = start..e.span.end;
-            return Ok(Expr {
-                kind: ExprKind::Neg(Box::new(e)),
-                span,
-            });
+            return Ok((
+                Expr {
+                    kind: ExprKind::Neg(Box::new(e)),
+                    span,
+                },
+                d + 1,
+            ));
         }
-        self.chain()
+        self.chain(above)
     }
 
-    fn chain(&mut self) -> Result<Expr, ExprError> {
-        let first = self.primary()?;
+    fn chain(&mut self, above: usize) -> Result<Deep, ExprError> {
+        let (first, d0) = self.primary(above)?;
         if !self.is_op('@') {
-            return Ok(first);
+            return Ok((first, d0));
         }
-        let mut ops = vec![first];
+        // A chain is one node over all its operands.
+        within(above + d0 + 1, first.span.start)?;
+        let (mut ops, mut depth) = (vec![first], d0);
         while self.is_op('@') {
             self.bump();
-            ops.push(self.primary()?);
+            let (e, d) = self.primary(above + 1)?;
+            depth = depth.max(d);
+            ops.push(e);
         }
         let span = ops[0].span.start..ops[ops.len() - 1].span.end;
-        Ok(Expr {
-            kind: ExprKind::Chain(ops),
-            span,
-        })
+        Ok((
+            Expr {
+                kind: ExprKind::Chain(ops),
+                span,
+            },
+            depth + 1,
+        ))
     }
 
-    fn primary(&mut self) -> Result<Expr, ExprError> {
+    fn primary(&mut self, above: usize) -> Result<Deep, ExprError> {
         let (tok, span) = (self.peek().clone(), self.span());
+        within(above + 1, span.start)?;
+        let leaf = |kind| {
+            Ok((
+                Expr {
+                    kind,
+                    span: span.clone(),
+                },
+                1,
+            ))
+        };
         match tok {
             Tok::Num(x) => {
                 self.bump();
-                Ok(Expr {
-                    kind: ExprKind::Number(x),
-                    span,
-                })
+                leaf(ExprKind::Number(x))
             }
             Tok::Str(s) => {
                 self.bump();
-                Ok(Expr {
-                    kind: ExprKind::Str(s),
-                    span,
-                })
+                leaf(ExprKind::Str(s))
             }
             Tok::Name(name) => {
                 self.bump();
                 if !self.is_op('(') {
-                    return Ok(Expr {
-                        kind: ExprKind::Name(name),
-                        span,
-                    });
+                    return leaf(ExprKind::Name(name));
                 }
                 self.bump();
-                let (args, kwargs) = self.args(&name)?;
+                let (args, kwargs, d) = self.args(&name, above + 1)?;
                 let end = self.expect(')', &format!("to close the call of `{name}`"))?;
-                Ok(Expr {
-                    kind: ExprKind::Call {
-                        name,
-                        name_span: span.clone(),
-                        args,
-                        kwargs,
+                Ok((
+                    Expr {
+                        kind: ExprKind::Call {
+                            name,
+                            name_span: span.clone(),
+                            args,
+                            kwargs,
+                        },
+                        span: span.start..end.end,
                     },
-                    span: span.start..end.end,
-                })
+                    d + 1,
+                ))
             }
             Tok::Op('(') => {
                 self.bump();
-                let inner = self.expr()?;
+                let (inner, d) = self.expr(above + 1)?;
                 let end = self.expect(')', "to close the parenthesis")?;
-                Ok(Expr {
-                    kind: ExprKind::Paren(Box::new(inner)),
-                    span: span.start..end.end,
-                })
+                Ok((
+                    Expr {
+                        kind: ExprKind::Paren(Box::new(inner)),
+                        span: span.start..end.end,
+                    },
+                    d + 1,
+                ))
             }
             other => self.error(format!("expected an operand, found {}", describe(&other))),
         }
     }
 
-    fn args(&mut self, call: &str) -> Result<(Vec<Expr>, Vec<KwArg>), ExprError> {
+    /// A call's arguments, each parsed `above` levels down; their greatest depth.
+    fn args(
+        &mut self,
+        call: &str,
+        above: usize,
+    ) -> Result<(Vec<Expr>, Vec<KwArg>, usize), ExprError> {
         let (mut args, mut kwargs) = (Vec::new(), Vec::<KwArg>::new());
+        let mut depth = 0;
         while !self.is_op(')') {
             if let (Tok::Name(n), Tok::Op('=')) = (self.peek().clone(), self.peek_at(1)) {
                 let name_span = self.bump().1;
@@ -422,7 +492,8 @@ impl Parser {
                         what: format!("attribute `{n}` given twice in the call of `{call}`"),
                     });
                 }
-                let value = self.expr()?;
+                let (value, d) = self.expr(above)?;
+                depth = depth.max(d);
                 kwargs.push(KwArg {
                     name: n,
                     name_span,
@@ -435,14 +506,16 @@ impl Parser {
                         k.name
                     ));
                 }
-                args.push(self.expr()?);
+                let (e, d) = self.expr(above)?;
+                depth = depth.max(d);
+                args.push(e);
             }
             if !self.is_op(',') {
                 break;
             }
             self.bump();
         }
-        Ok((args, kwargs))
+        Ok((args, kwargs, depth))
     }
 }
 
@@ -460,7 +533,18 @@ fn binary(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
 
 /// Parses an `out` program into statements (possibly none: the caller reports an empty
 /// `out`).
+/// Strings longer than [`MAX_EXPR_BYTES`] and trees deeper than [`MAX_EXPR_DEPTH`] are
+/// errors.
 pub fn parse(s: &str) -> Result<Vec<Statement>, ExprError> {
+    if s.len() > MAX_EXPR_BYTES {
+        return Err(ExprError {
+            at: 0,
+            what: format!(
+                "`out` is {} bytes long, the limit is {MAX_EXPR_BYTES}",
+                s.len()
+            ),
+        });
+    }
     let toks = lex(s)?;
     Parser { toks, pos: 0 }.program()
 }
@@ -542,5 +626,49 @@ mod tests {
         assert_eq!(e.at, 2);
         let e = parse("f(p=1, x)").unwrap_err();
         assert!(e.what.contains("positional argument after"), "{}", e.what);
+    }
+
+    /// Issue 15: 30000 nested parentheses, unary minuses or a 20000-term sum (all within
+    /// the length limit) used to overflow the stack; each is now an error at the token
+    /// that crosses the limit, and the limit itself parses.
+    #[test]
+    fn issue_15_nesting_is_limited() {
+        let deep = format!("{}x{}", "(".repeat(30_000), ")".repeat(30_000));
+        let e = parse(&deep).unwrap_err();
+        assert!(e.what.contains("deeper than 64"), "{}", e.what);
+        assert_eq!(
+            e.at, MAX_EXPR_DEPTH,
+            "the 65th parenthesis is the 65th level"
+        );
+        let e = parse(&format!("{}x", "-".repeat(60_000))).unwrap_err();
+        assert_eq!(e.at, MAX_EXPR_DEPTH);
+        let sum = vec!["x"; 20_000].join("+");
+        assert!(sum.len() < MAX_EXPR_BYTES);
+        let e = parse(&sum).unwrap_err();
+        assert!(e.what.contains("deeper than 64"), "{}", e.what);
+        let e = parse(&format!("{}x{}", "f(".repeat(20_000), ")".repeat(20_000))).unwrap_err();
+        assert!(e.what.contains("deeper than 64"), "{}", e.what);
+        // At the limit: 63 minuses or parentheses over a leaf, a 64-level sum.
+        parse(&format!("{}x", "-".repeat(MAX_EXPR_DEPTH - 1))).unwrap();
+        parse(&vec!["x"; MAX_EXPR_DEPTH].join("+")).unwrap();
+        parse(&vec!["x"; MAX_EXPR_DEPTH + 1].join("+")).unwrap_err();
+        let p = format!("{}x{}", "(".repeat(62), ")".repeat(62));
+        parse(&p).unwrap();
+        parse(&format!("({p})")).unwrap();
+        parse(&format!("(({p}))")).unwrap_err();
+        // A long flat argument list is not deep.
+        parse(&format!("concat({})", vec!["x"; 5000].join(", "))).unwrap();
+    }
+
+    #[test]
+    fn issue_15_length_is_limited() {
+        let long = format!("x{}", " ".repeat(MAX_EXPR_BYTES));
+        let e = parse(&long).unwrap_err();
+        assert!(
+            e.what.contains("bytes long, the limit is 65536"),
+            "{}",
+            e.what
+        );
+        parse(&long[..MAX_EXPR_BYTES]).unwrap();
     }
 }

@@ -11,6 +11,15 @@
 //! string, mapped back through the opening quote, the newline trimmed after a triple quote
 //! and every escape sequence, so columns are exact even in basic strings with escapes.
 //! Columns count characters (Unicode scalar values), starting at 1.
+//!
+//! Limits (issue 15: no input may exhaust memory or the stack), each checked before the
+//! work it bounds and reported as a [`PlanErrorKind::Limit`] at the offending value: the
+//! file and each override at most [`MAX_PLAN_BYTES`]; arrays and tables nested at most
+//! [`MAX_TOML_DEPTH`] deep (checked on the text before toml parses it); at most
+//! [`MAX_LAYERS`] layer copies (the `repeat`s of all `[[layer]]`s); a dim or a shape entry
+//! at most [`MAX_DIM`]; an `out` string at most [`expr::MAX_EXPR_BYTES`] bytes and
+//! [`expr::MAX_EXPR_DEPTH`] levels deep. What the parameters and a step need in memory
+//! is checked against the machine when training starts (`train::memory`).
 
 pub mod expr;
 pub mod lower;
@@ -27,6 +36,24 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use lower::{LowerEnv, Lowered};
+
+/// The largest plan file (and override), in bytes: 1 MiB, a thousand times a shipped plan.
+pub const MAX_PLAN_BYTES: usize = 1 << 20;
+
+/// The deepest nesting of TOML arrays and inline tables (`[[[…]]]`, `{a = {b = …}}`), 32:
+/// toml's parser, its deserialiser and the override editor recurse per level, and no plan
+/// key needs more than 3.
+pub const MAX_TOML_DEPTH: usize = 32;
+
+/// The most layer copies in a plan, 1024: the sum of the `[[layer]]`s' `repeat`s (the
+/// `[output]` aside). Lowering builds each copy's nodes and their backward, so the count
+/// bounds the step graph; the deepest GNNs in the literature have about a thousand layers.
+pub const MAX_LAYERS: usize = 1024;
+
+/// The largest dim or numeric shape entry, u32::MAX: a row count of a store is a u32, and
+/// beyond it sizes in bytes could overflow. Smaller sizes that do not fit the machine are
+/// refused by the memory check when training starts.
+pub const MAX_DIM: usize = u32::MAX as usize;
 pub use schema::{
     DimRef, Eval, Layer, Optimizer, ParamSpec, Phase, Plan, SampleGraph, SamplerKind, SamplerPlan,
 };
@@ -51,6 +78,9 @@ pub enum PlanErrorKind {
     Graph,
     /// An override (`dims.hidden=256`) that does not apply.
     Override,
+    /// A limit: the plan's size, nesting or layer count, a dim too large, or more memory
+    /// than the machine has.
+    Limit,
 }
 
 /// An error in a plan file: `FILE:LINE:COL: what`.
@@ -178,6 +208,87 @@ impl Source {
     }
 }
 
+impl Source {
+    /// The size and nesting limits on the raw text, checked before toml sees it (see the
+    /// module's documentation): the file and each override at most [`MAX_PLAN_BYTES`],
+    /// brackets and braces outside strings and comments at most [`MAX_TOML_DEPTH`] deep.
+    pub(crate) fn check_limits(&self) -> Result<(), PlanError> {
+        let file = std::iter::once(0..self.file_len);
+        for r in file.chain(self.overrides.iter().cloned()) {
+            if r.len() > MAX_PLAN_BYTES {
+                let what = if r.start == 0 {
+                    "the plan"
+                } else {
+                    "the override"
+                };
+                return Err(self.error(
+                    r.start,
+                    PlanErrorKind::Limit,
+                    format!("{what} is {} bytes, the limit is {MAX_PLAN_BYTES}", r.len()),
+                ));
+            }
+            if let Some(at) = toml_too_deep(&self.text[r.clone()], MAX_TOML_DEPTH) {
+                return Err(self.error(
+                    r.start + at,
+                    PlanErrorKind::Limit,
+                    format!("arrays and tables nest deeper than {MAX_TOML_DEPTH} levels"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The offset of the first `[` or `{` that opens level `limit + 1` of `text`'s TOML
+/// nesting, skipping strings (basic, literal, multi-line) and comments; None if none does.
+/// A table header `[[a]]` is two levels, closed on its line, as toml reads it.
+fn toml_too_deep(text: &str, limit: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let (mut i, mut depth) = (0, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            q @ (b'"' | b'\'') => {
+                let triple = b[i..].starts_with(if q == b'"' { b"\"\"\"" } else { b"'''" });
+                i += if triple { 3 } else { 1 };
+                while i < b.len() {
+                    if q == b'"' && b[i] == b'\\' {
+                        i += 2;
+                        continue;
+                    }
+                    if b[i] == q && (!triple || b[i..].starts_with(&[q, q, q])) {
+                        i += if triple { 3 } else { 1 };
+                        // A multi-line string may end with up to two more quotes.
+                        while triple && i < b.len() && b[i] == q {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    if !triple && b[i] == b'\n' {
+                        break;
+                    }
+                    i += 1;
+                }
+                continue;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(i);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The largest char boundary ≤ `i`.
 fn floor_char(s: &str, mut i: usize) -> usize {
     while i > 0 && !s.is_char_boundary(i) {
@@ -204,6 +315,20 @@ impl Plan {
         overrides: &[&str],
     ) -> Result<Plan, PlanError> {
         let path = path.as_ref();
+        let too_big = |len: u64| PlanError {
+            file: path.display().to_string(),
+            line: 0,
+            col: 0,
+            kind: PlanErrorKind::Limit,
+            what: format!("the plan file is {len} bytes, the limit is {MAX_PLAN_BYTES}"),
+            source_line: String::new(),
+        };
+        // Before reading: a plan path pointing at a huge file must not be read whole.
+        if let Ok(m) = std::fs::metadata(path) {
+            if m.is_file() && m.len() > MAX_PLAN_BYTES as u64 {
+                return Err(too_big(m.len()));
+            }
+        }
         let text = std::fs::read_to_string(path).map_err(|e| PlanError {
             file: path.display().to_string(),
             line: 0,

@@ -39,6 +39,9 @@ pub struct ParamSpec {
     /// Its initialiser; `None`: glorot, or zeros for a `[1, k]` row (a bias).
     pub init: Option<Init>,
     pub(crate) span: Range<usize>,
+    /// The `[dims]` names its rows and columns were written with, if any (what the memory
+    /// check names).
+    pub(crate) dim_names: [Option<String>; 2],
 }
 
 /// A `[[layer]]`, or the `[output]` (whose `repeat` is 1).
@@ -126,6 +129,8 @@ pub struct Plan {
     pub description: String,
     /// `[dims]`: named sizes.
     pub dims: BTreeMap<String, usize>,
+    /// Where each dim's value is (in the virtual text: the file or an override).
+    pub(crate) dim_spans: BTreeMap<String, usize>,
     /// `[sampler]` (`full` on the training graph when absent).
     pub sampler: SamplerPlan,
     /// The `[[layer]]`s, in order (each possibly repeated).
@@ -152,5 +157,22 @@ impl Plan {
     /// with the same effective text train the same model.
     pub fn effective_text(&self) -> &str {
         &self.effective
+    }
+
+    /// A [`PlanErrorKind::Limit`](super::PlanErrorKind) error at the value of dim `dim`
+    /// (`FILE:LINE:COL`, or the override that set it), or without a position when the plan
+    /// has no such dim.
+    pub fn limit_error(&self, dim: Option<&str>, what: impl Into<String>) -> super::PlanError {
+        match dim.and_then(|d| self.dim_spans.get(d)) {
+            Some(&at) => self.src.error(at, super::PlanErrorKind::Limit, what),
+            None => super::PlanError {
+                file: self.src.file.clone(),
+                line: 0,
+                col: 0,
+                kind: super::PlanErrorKind::Limit,
+                what: what.into(),
+                source_line: String::new(),
+            },
+        }
     }
 }

@@ -21,13 +21,14 @@ use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
 use super::schema::{DimRef, Eval, Layer, Optimizer, ParamSpec, Phase, Plan};
 use super::spanned::{toml_error, Lit, RawLayer, RawOptimizer, RawPlan, RawTable, S};
-use super::{PlanError, PlanErrorKind, Source};
+use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_LAYERS};
 
 pub(super) fn err(src: &Source, at: usize, what: impl Into<String>) -> PlanError {
     src.error(at, PlanErrorKind::Schema, what)
 }
 
 pub(crate) fn parse(src: Arc<Source>) -> Result<Plan, PlanError> {
+    src.check_limits()?;
     let text = src.text();
     let doc =
         DeTable::parse(src.file_text()).map_err(|e| toml_error(&src, &e, PlanErrorKind::Syntax))?;
@@ -72,7 +73,7 @@ fn dim_ref(
 ) -> Result<DimRef, PlanError> {
     let at = lit.span().start;
     match lit.get_ref() {
-        Lit::Int(k) if *k >= 1 => Ok(DimRef::Known(*k as usize)),
+        Lit::Int(k) if *k >= 1 => Ok(DimRef::Known(at_most_max_dim(src, at, *k as usize, &format!("a shape entry of `{param}`"))?)),
         Lit::Str(s) => match s.as_str() {
             "in" => Ok(DimRef::In),
             "features" => Ok(DimRef::Features),
@@ -99,6 +100,18 @@ fn dim_ref(
             ),
         )),
     }
+}
+
+/// `k` if at most [`MAX_DIM`], else a limit error at `at`.
+fn at_most_max_dim(src: &Source, at: usize, k: usize, what: &str) -> Result<usize, PlanError> {
+    if k > MAX_DIM {
+        return Err(src.error(
+            at,
+            PlanErrorKind::Limit,
+            format!("{what} is {k}, the limit is {MAX_DIM}"),
+        ));
+    }
+    Ok(k)
 }
 
 fn init_of(src: &Source, lit: &S<Lit>, param: &str) -> Result<Init, PlanError> {
@@ -206,11 +219,16 @@ fn layer(
             dim_ref(src, &p.shape[1], n, dims)?,
         ];
         let init = p.init.as_ref().map(|i| init_of(src, i, n)).transpose()?;
+        let dim_name = |lit: &S<Lit>| match lit.get_ref() {
+            Lit::Str(s) if dims.contains_key(s) => Some(s.clone()),
+            _ => None,
+        };
         params.push(ParamSpec {
             name: n.to_string(),
             shape,
             init,
             span: name.span(),
+            dim_names: [dim_name(&p.shape[0]), dim_name(&p.shape[1])],
         });
     }
     let out_span = raw.out.span();
@@ -333,6 +351,7 @@ fn optimizer(src: &Source, raw: Option<RawOptimizer>) -> Result<Optimizer, PlanE
 fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
     let s = src.as_ref();
     let mut dims = BTreeMap::new();
+    let mut dim_spans = BTreeMap::new();
     for (k, v) in &raw.dims {
         let name = k.get_ref();
         if ["in", "features", "classes"].contains(&name.as_str()) || !is_ident(name) {
@@ -342,7 +361,10 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
                 format!("`{name}` cannot name a dim (`in`, `features` and `classes` are built in; a dim name is letters, digits and `_`)"),
             ));
         }
-        dims.insert(name.clone(), count(s, v, &format!("dim `{name}`"), 1)?);
+        let what = format!("dim `{name}`");
+        let value = at_most_max_dim(s, v.span().start, count(s, v, &what, 1)?, &what)?;
+        dims.insert(name.clone(), value);
+        dim_spans.insert(name.clone(), v.span().start);
     }
     let (base_table, base_at) = match &raw.sampler {
         Some(t) => (t.get_ref().clone(), t.span().start),
@@ -356,13 +378,27 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         }
     };
     let sampler_plan = sampler(s, &base_table, base_at)?;
-    let layers = raw
-        .layer
-        .unwrap_or_default()
-        .0
-        .into_iter()
-        .map(|l| layer(s, l, &dims, false))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut layers = Vec::new();
+    let mut copies = 0usize;
+    for l in raw.layer.unwrap_or_default().0 {
+        let at = l
+            .repeat
+            .as_ref()
+            .map_or(l.out.span().start, |r| r.span().start);
+        let l = layer(s, l, &dims, false)?;
+        // Checked before lowering, which builds every copy.
+        copies = copies.saturating_add(l.repeat);
+        if copies > MAX_LAYERS {
+            return Err(s.error(
+                at,
+                PlanErrorKind::Limit,
+                format!(
+                    "the plan has {copies} layer copies up to here (the `repeat`s of its [[layer]]s), the limit is {MAX_LAYERS}"
+                ),
+            ));
+        }
+        layers.push(l);
+    }
     let output = match raw.output {
         Some(o) => layer(s, o, &dims, true)?,
         None => {
@@ -425,6 +461,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         name,
         description: raw.description.unwrap_or_default(),
         dims,
+        dim_spans,
         sampler: sampler_plan,
         layers,
         output,

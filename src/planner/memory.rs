@@ -41,8 +41,9 @@ pub fn liveness(graph: &Graph, order: &[NodeId], b: &Bindings) -> Result<Livenes
     }
     let outputs: HashSet<NodeId> = graph.outputs().values().copied().collect();
     let last = order.len().saturating_sub(1);
-    // Difference array: +bytes at the producer's step, −bytes after the last use.
-    let mut delta = vec![0i64; order.len() + 1];
+    // Difference array: +bytes at the producer's step, −bytes after the last use (i128:
+    // byte counts saturate at usize::MAX, sums of them must not wrap).
+    let mut delta = vec![0i128; order.len() + 1];
     let mut total = 0usize;
     for (k, &v) in order.iter().enumerate() {
         for i in &graph.node(v).inputs {
@@ -60,16 +61,16 @@ pub fn liveness(graph: &Graph, order: &[NodeId], b: &Bindings) -> Result<Livenes
             graph.consumers(v).iter().map(|c| pos[c]).max().unwrap_or(k)
         };
         let bytes = graph.fact(v).bytes(b);
-        total += bytes;
-        delta[k] += bytes as i64;
-        delta[end + 1] -= bytes as i64;
+        total = total.saturating_add(bytes);
+        delta[k] += bytes as i128;
+        delta[end + 1] -= bytes as i128;
     }
-    let mut live = 0i64;
+    let mut live = 0i128;
     let live_bytes: Vec<usize> = delta[..order.len()]
         .iter()
         .map(|d| {
             live += d;
-            live as usize
+            live.clamp(0, usize::MAX as i128) as usize
         })
         .collect();
     Ok(Liveness {
@@ -107,8 +108,9 @@ pub fn greedy_order(graph: &Graph, b: &Bindings) -> Result<Vec<NodeId>, IrError>
                 .iter()
                 .filter(|i| uses[i] == 1 && !outputs.contains(i))
                 .map(|&i| graph.fact(i).bytes(b))
-                .sum();
-            freed as i64 - graph.fact(c).bytes(b) as i64
+                .fold(0usize, usize::saturating_add);
+            (freed as i128 - graph.fact(c).bytes(b) as i128)
+                .clamp(i64::MIN as i128, i64::MAX as i128) as i64
         };
         // Highest score, then lowest index (BTreeSet iterates by index).
         let mut best: Option<(i64, NodeId)> = None;

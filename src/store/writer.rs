@@ -146,6 +146,15 @@ impl StoreWriter {
         SectionWriter::create(&self.tmp, id, dtype)
     }
 
+    /// Creates file `name` inside the temporary store (beside the sections; not in the
+    /// header): it is published with the store by [`commit`](Self::commit)'s rename, so it
+    /// appears exactly when the store does. The caller writes and fsyncs it.
+    pub fn aux_file(&self, name: &str) -> Result<(PathBuf, File), StoreError> {
+        let path = self.tmp.join(name);
+        let f = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
+        Ok((path, f))
+    }
+
     /// A scratch directory inside the temporary store, removed before commit.
     pub fn scratch_dir(&self) -> Result<PathBuf, StoreError> {
         let dir = self.tmp.join("scratch");

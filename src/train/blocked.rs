@@ -59,6 +59,9 @@ pub struct InferOptions {
     pub scratch_dir: PathBuf,
     /// Rows per block, instead of the rule from `block_bytes` (tests use odd sizes).
     pub block_rows: Option<usize>,
+    /// What [`embed`](super::embed) checks the parameters' bytes against (training checks
+    /// with [`TrainOptions::memory_limit`](super::TrainOptions::memory_limit)).
+    pub memory_limit: super::MemoryLimit,
 }
 
 impl Default for InferOptions {
@@ -68,6 +71,7 @@ impl Default for InferOptions {
             memory_bytes: 512 << 20,
             scratch_dir: std::env::temp_dir(),
             block_rows: None,
+            memory_limit: super::MemoryLimit::Detect,
         }
     }
 }

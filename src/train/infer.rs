@@ -263,6 +263,11 @@ pub fn embed(
     path: &Path,
 ) -> Result<Embedded> {
     let lowered = super::trainer::lower_for(plan, store, registry)?;
+    // Parameters only: blocked evaluation's own memory is bounded by `opts.memory_bytes`.
+    if let Some((limit, source)) = opts.memory_limit.resolve() {
+        let est = super::memory::estimate(&lowered, None, store, &[])?;
+        super::memory::check(plan, &lowered, &est, limit, &source)?;
+    }
     let full = FullGraph::new(store, &lowered)?.with_options(opts);
     let in_memory = full.in_memory_reason(Output::Embedding).map(str::to_string);
     let (rows, cols) = full.write_embedding(runner, params, path)?;

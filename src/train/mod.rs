@@ -11,6 +11,7 @@ pub mod blocked;
 pub mod checkpoint;
 pub mod infer;
 pub mod log;
+pub mod memory;
 pub mod metrics;
 pub mod trainer;
 
@@ -20,6 +21,7 @@ pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
 pub use infer::{embed, write_npy_atomic, Embedded, FullGraph, NpyWriter, Output};
 pub use log::{LogSink, Record, StepMs};
+pub use memory::MemoryLimit;
 pub use metrics::{Counts, Metrics};
 pub use trainer::{
     lower_and_plan, lower_for, plan_hash, schedule, train, TrainOptions, TrainOutcome,

@@ -37,6 +37,7 @@ use super::blocked::InferOptions;
 use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
 use super::infer::FullGraph;
 use super::log::{LogSink, Record, StepMs};
+use super::memory::MemoryLimit;
 use super::metrics::Metrics;
 use super::TrainError;
 
@@ -90,6 +91,7 @@ pub struct TrainOptions<'a> {
     no_eval: bool,
     io_hints: bool,
     infer: InferOptions,
+    memory_limit: MemoryLimit,
 }
 
 impl std::fmt::Debug for TrainOptions<'_> {
@@ -112,6 +114,7 @@ impl std::fmt::Debug for TrainOptions<'_> {
             .field("no_eval", &self.no_eval)
             .field("io_hints", &self.io_hints)
             .field("infer", &self.infer)
+            .field("memory_limit", &self.memory_limit)
             .finish()
     }
 }
@@ -138,6 +141,7 @@ impl<'a> TrainOptions<'a> {
             no_eval: false,
             io_hints: true,
             infer: InferOptions::default(),
+            memory_limit: MemoryLimit::Detect,
         }
     }
 
@@ -155,8 +159,9 @@ impl<'a> TrainOptions<'a> {
         self
     }
 
-    /// Trains inside a rayon pool of `threads` workers (0: all cores), with the default
-    /// executor on as many (default: the calling thread's pool).
+    /// Trains inside a rayon pool of `threads` workers (0: all cores, rayon's convention;
+    /// the CLI refuses `--threads 0`), with the default executor on as many (default: the
+    /// calling thread's pool).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
@@ -175,7 +180,7 @@ impl<'a> TrainOptions<'a> {
     }
 
     /// Total epochs instead of the plan's phases' sum (the last phase is cut or extended);
-    /// `None`: the plan's.
+    /// `None`: the plan's. `Some(0)` is refused by [`train`](Self::train).
     pub fn epochs(mut self, epochs: impl Into<Option<usize>>) -> Self {
         self.epochs = epochs.into();
         self
@@ -259,8 +264,28 @@ impl<'a> TrainOptions<'a> {
         self.store
     }
 
-    /// Runs the training (see the module's documentation).
+    /// What the memory check compares the estimate with (default: the machine's memory;
+    /// see [`super::memory`]). [`MemoryLimit::Off`] skips it.
+    pub fn memory_limit(mut self, limit: MemoryLimit) -> Self {
+        self.memory_limit = limit;
+        self
+    }
+
+    /// Runs the training (see the module's documentation). Options that mean nothing
+    /// (`epochs(0)`, `max_steps(0)`, `stop_after(0)`) are errors; so is a plan whose
+    /// parameters and step do not fit the memory limit, found before anything is allocated.
     pub fn train(&self) -> Result<TrainOutcome> {
+        for (name, zero) in [
+            ("epochs", self.epochs == Some(0)),
+            ("max_steps", self.max_steps == Some(0)),
+            ("stop_after", self.stop_after == Some(0)),
+        ] {
+            if zero {
+                return Err(TrainError::Run(format!(
+                    "TrainOptions::{name}(0): must be at least 1 (None for no limit)"
+                )));
+            }
+        }
         match self.threads {
             Some(t) => crate::exec::rayon_pool(t)
                 .map_err(|e| TrainError::Run(format!("thread pool: {e}")))?
@@ -378,7 +403,7 @@ pub fn build_sampler<'g>(store: &'g GraphStore, sp: &SamplerPlan) -> Result<Box<
 }
 
 /// The sampler's expected node draw (before dedup) on a graph of `n` nodes.
-fn expected_nodes(kind: &SamplerKind, n: usize) -> usize {
+pub(crate) fn expected_nodes(kind: &SamplerKind, n: usize) -> usize {
     kind.expected_nodes().unwrap_or(n).clamp(1, n.max(1))
 }
 
@@ -611,6 +636,12 @@ fn run(
     let lowered = lower_for(plan_, store, registry)?;
     let hash = plan_hash(plan_);
     let sched = schedule(plan_, opts.epochs);
+    // Before any parameter, optimiser buffer or evaluation plan is allocated.
+    if let Some((limit, source)) = opts.memory_limit.resolve() {
+        let samplers: Vec<SamplerPlan> = sched.iter().map(|p| p.1.clone()).collect();
+        let est = super::memory::estimate(&lowered, Some(&plan_.optimizer), store, &samplers)?;
+        super::memory::check(plan_, &lowered, &est, limit, &source)?;
+    }
     let total: usize = sched.iter().map(|p| p.2).sum();
     let n_train = store.role_count(Role::Train);
     if n_train == 0 {

@@ -1,15 +1,29 @@
 //! `import edgelist FILE`: whitespace-separated edge lists.
 //!
-//! One edge per line: two non-negative integer node ids, then anything (weights,
-//! timestamps) which is ignored. Blank lines and lines starting with `#` or `%` are
-//! comments. Duplicates and self loops are dropped and counted. By default the list must
-//! already hold both directions of every edge (an asymmetric list is an error naming an
-//! example); `symmetrize` adds every reverse entry. The file is read twice (once for the
-//! node count unless given) and edges go through the external CSR builder, so memory does
-//! not grow with the number of edges.
+//! One edge per line: two node ids, then anything (weights, timestamps) which is ignored.
+//! Blank lines and lines starting with `#` or `%` are comments. Duplicates and self loops
+//! are dropped and counted. By default the list must already hold both directions of every
+//! edge (an asymmetric list is an error naming an example); `symmetrize` adds every reverse
+//! entry. The file is read twice (once for the node count unless given) and edges go
+//! through the external CSR builder, so memory does not grow with the number of edges.
+//!
+//! Node ids: without `remap`, ids are non-negative integers used as they are, and the
+//! store has largest id + 1 nodes. So that a stray large id cannot make the importer
+//! allocate (and write) arrays of billions of nodes, an id is refused, before anything
+//! is allocated, when largest id + 1 > [`SPARSE_FACTOR`] × edge lines + [`SPARSE_SLACK`]
+//! (unless `--nodes` says the count): a list with ids 1..N where most nodes have an edge
+//! has at least N/2 lines, far inside the bound. With `remap`, any token is an id (numbers,
+//! strings, compared as text: `7` and `07` differ); ids are numbered 0..N in order of first
+//! appearance (a streaming pass needs no sort, and the order is the file's), the table of
+//! distinct ids being the only memory that grows with N; the mapping is written inside the
+//! store as [`IDS_FILE`] (`store id <TAB> original id` per line), published with the store
+//! by its atomic rename. Labels and roles given by original id (`class_map.json` keys,
+//! `role.json` lists) are translated through it; `.npy` inputs give rows by position, which
+//! cannot follow a remapping, so they are refused with `remap`.
 
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -20,9 +34,16 @@ use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
 use crate::store::gen::random_role;
 use crate::store::import::{
-    read_labels, read_roles, require_labels, write_features_npy, write_no_features, write_roles,
-    ImportReport, LabelTable,
+    read_class_map_with, read_labels, read_roles_with, require_labels, write_features_npy,
+    write_no_features, write_roles, IdMap, ImportReport, LabelTable,
 };
+
+/// Without `remap`, ids may reach up to this many times the number of edge lines…
+pub const SPARSE_FACTOR: u64 = 16;
+/// …plus this many (small lists with a few isolated low ids).
+pub const SPARSE_SLACK: u64 = 1024;
+/// The id mapping's file inside a store imported with `remap`.
+pub const IDS_FILE: &str = "ids.tsv";
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
@@ -45,6 +66,9 @@ pub struct EdgeListOptions {
     pub split: [f64; 3],
     /// Seed of the random split.
     pub seed: u64,
+    /// Number the ids (any tokens) 0..N in order of first appearance; the mapping is
+    /// written to [`IDS_FILE`] in the store.
+    pub remap: bool,
 }
 
 impl Default for EdgeListOptions {
@@ -58,14 +82,15 @@ impl Default for EdgeListOptions {
             roles: None,
             split: [0.6, 0.2, 0.2],
             seed: 1,
+            remap: false,
         }
     }
 }
 
-/// Calls `each(line_no, u, v)` for every edge line of `path`.
+/// Calls `each(line_no, u, v)` with the two id tokens of every edge line of `path`.
 fn scan(
     path: &Path,
-    mut each: impl FnMut(u64, u64, u64) -> Result<(), StoreError>,
+    mut each: impl FnMut(u64, &str, &str) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -89,23 +114,67 @@ fn scan(
             continue;
         }
         let mut tok = t.split_whitespace();
-        let mut id = |what: &str| -> Result<u64, StoreError> {
-            let s = tok.next().ok_or_else(|| {
-                StoreError::input(
-                    path,
-                    format!("line {line_no}: expected two node ids, got {t:?}"),
-                )
-            })?;
-            s.parse::<u64>().map_err(|_| {
-                StoreError::input(
-                    path,
-                    format!("line {line_no}: {what} node id {s:?} is not a non-negative integer"),
-                )
-            })
+        let (Some(u), Some(v)) = (tok.next(), tok.next()) else {
+            return Err(StoreError::input(
+                path,
+                format!("line {line_no}: expected two node ids, got {t:?}"),
+            ));
         };
-        let u = id("first")?;
-        let v = id("second")?;
         each(line_no, u, v)?;
+    }
+}
+
+/// A numeric id token, or an error naming the line and suggesting `--remap`.
+fn numeric(path: &Path, line_no: u64, what: &str, s: &str) -> Result<u64, StoreError> {
+    s.parse::<u64>().map_err(|_| {
+        StoreError::input(
+            path,
+            format!("line {line_no}: {what} node id {s:?} is not a non-negative integer (pass --remap to number string or sparse ids 0..N)"),
+        )
+    })
+}
+
+/// The ids of a `remap` import: token → store id, in order of first appearance.
+struct Remap {
+    ids: HashMap<String, u32>,
+}
+
+impl Remap {
+    fn id(&mut self, path: &Path, line_no: u64, s: &str) -> Result<u32, StoreError> {
+        if let Some(&k) = self.ids.get(s) {
+            return Ok(k);
+        }
+        let k = self.ids.len() as u64;
+        if k >= MAX_NODES {
+            return Err(StoreError::input(
+                path,
+                format!(
+                    "line {line_no}: more than {MAX_NODES} distinct node ids (the u32 index limit)"
+                ),
+            ));
+        }
+        self.ids.insert(s.to_string(), k as u32);
+        Ok(k as u32)
+    }
+
+    /// The original ids by store id.
+    fn by_id(&self) -> Vec<&str> {
+        let mut v = vec![""; self.ids.len()];
+        for (s, &k) in &self.ids {
+            v[k as usize] = s;
+        }
+        v
+    }
+}
+
+/// Refuses inputs given by row position (`.npy`) when ids are remapped.
+fn refuse_positional(flag: &str, p: &Option<PathBuf>) -> Result<(), StoreError> {
+    match p {
+        Some(p) if p.extension().and_then(|e| e.to_str()) != Some("json") => Err(StoreError::input(
+            p,
+            format!("{flag} with --remap: this file gives rows by position, which cannot follow remapped ids; give labels and roles as class_map.json / role.json keyed by the original ids, or import without --remap"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -118,9 +187,30 @@ pub fn import_edgelist(
     progress: &Progress,
 ) -> Result<ImportReport, StoreError> {
     let start = Instant::now();
-    let (mut max_id, mut lines) = (None::<u64>, 0u64);
-    scan(path, |_, u, v| {
-        max_id = Some(max_id.unwrap_or(0).max(u).max(v));
+    if opts.remap {
+        refuse_positional("--features", &opts.features)?;
+        refuse_positional("--labels", &opts.labels)?;
+        refuse_positional("--roles", &opts.roles)?;
+    }
+    // Pass 1: the node count (and the remapping), before anything ∝ N is allocated.
+    let (mut max_id, mut max_line, mut lines) = (None::<u64>, 0u64, 0u64);
+    let mut remap = opts.remap.then(|| Remap {
+        ids: HashMap::new(),
+    });
+    scan(path, |line_no, u, v| {
+        let (u, v) = match &mut remap {
+            Some(r) => (
+                u64::from(r.id(path, line_no, u)?),
+                u64::from(r.id(path, line_no, v)?),
+            ),
+            None => (
+                numeric(path, line_no, "first", u)?,
+                numeric(path, line_no, "second", v)?,
+            ),
+        };
+        if max_id.is_none_or(|m| u.max(v) > m) {
+            (max_id, max_line) = (Some(u.max(v)), line_no);
+        }
         lines += 1;
         Ok(())
     })?;
@@ -141,15 +231,37 @@ pub fn import_edgelist(
             format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
         ));
     }
+    if let (None, Some(m)) = (opts.n_nodes, max_id) {
+        let bound = SPARSE_FACTOR
+            .saturating_mul(lines)
+            .saturating_add(SPARSE_SLACK);
+        if m >= bound {
+            return Err(StoreError::input(
+                path,
+                format!(
+                    "line {max_line}: node id {m} is far beyond the {lines} edge lines (ids are used as row numbers, so the store would have {} nodes; the limit without --remap is {SPARSE_FACTOR} × lines + {SPARSE_SLACK} = {bound}): pass --remap to number the ids 0..N, or --nodes to insist",
+                    m.saturating_add(1)
+                ),
+            ));
+        }
+    }
     let nu = n as usize;
-    let labels = match &opts.labels {
-        Some(p) => read_labels(p, nu)?,
-        None => LabelTable::none(nu),
+    let lookup = |s: &str| {
+        remap
+            .as_ref()
+            .and_then(|r| r.ids.get(s))
+            .map(|&k| k as usize)
+    };
+    let map: Option<IdMap<'_>> = remap.as_ref().map(|_| &lookup as IdMap<'_>);
+    let labels = match (&opts.labels, map) {
+        (Some(p), Some(map)) => read_class_map_with(p, nu, Some(map))?,
+        (Some(p), None) => read_labels(p, nu)?,
+        (None, _) => LabelTable::none(nu),
     };
     // A random split covers only labelled nodes: an unlabelled node cannot be trained or
     // scored on.
     let roles: Vec<u8> = match (&opts.roles, &opts.labels) {
-        (Some(p), _) => read_roles(p, nu)?,
+        (Some(p), _) => read_roles_with(p, nu, map)?,
         (None, Some(_)) => (0..nu)
             .map(|v| match labels.is_labelled(v) {
                 true => random_role(opts.seed, opts.split, v as u64) as u8,
@@ -167,10 +279,26 @@ pub fn import_edgelist(
     let expected = lines * if opts.symmetrize { 2 } else { 1 };
     let mut builder = CsrBuilder::new(&scratch, n, expected, DEFAULT_BUCKET_BYTES)?;
     let bar = progress.bar(lines, "edges", "lines");
-    scan(path, |_, u, v| {
-        builder.push(u as u32, v as u32)?;
+    let id = |line_no: u64, what: &str, s: &str| -> Result<u32, StoreError> {
+        match map {
+            Some(map) => map(s).map(|k| k as u32).ok_or_else(|| {
+                StoreError::input(path, format!("line {line_no}: id {s:?} was not seen by the first pass: the file changed while being read"))
+            }),
+            None => {
+                let x = numeric(path, line_no, what, s)?;
+                // n is fixed by the first pass; a file that changed since must not index past it.
+                if x >= n {
+                    return Err(StoreError::input(path, format!("line {line_no}: node id {x} out of range for {n} nodes (the file changed while being read?)")));
+                }
+                Ok(x as u32)
+            }
+        }
+    };
+    scan(path, |line_no, u, v| {
+        let (u, v) = (id(line_no, "first", u)?, id(line_no, "second", v)?);
+        builder.push(u, v)?;
         if opts.symmetrize {
-            builder.push(v as u32, u as u32)?;
+            builder.push(v, u)?;
         }
         bar.inc(1);
         Ok(())
@@ -182,6 +310,9 @@ pub fn import_edgelist(
         Some(p) => write_features_npy(&w, p, nu, opts.standardize, &roles)?,
         None => (0, write_no_features(&w)?),
     };
+    if let Some(r) = &remap {
+        write_ids(&w, &r.by_id())?;
+    }
     let report = ImportReport::new(n, &graph, start);
     let meta = Meta {
         n_nodes: n,
@@ -191,9 +322,10 @@ pub fn import_edgelist(
         train_graph: TrainGraph::Induced,
         split: build::split_counts(&roles),
         source: format!(
-            "saintflow import edgelist {}{}",
+            "saintflow import edgelist {}{}{}",
             path.display(),
-            if opts.symmetrize { " --symmetrize" } else { "" }
+            if opts.symmetrize { " --symmetrize" } else { "" },
+            if opts.remap { " --remap" } else { "" }
         ),
     };
     let header = build::header(
@@ -216,4 +348,22 @@ pub fn import_edgelist(
         seconds: start.elapsed().as_secs_f64(),
         ..report
     })
+}
+
+/// Writes [`IDS_FILE`] into the store being written: a comment line, then `k<TAB>original`
+/// for every store id k, fsynced (the store's rename publishes it).
+fn write_ids(w: &StoreWriter, originals: &[&str]) -> Result<(), StoreError> {
+    let (path, f) = w.aux_file(IDS_FILE)?;
+    let io = |e| StoreError::io(&path, "write", e);
+    let mut out = BufWriter::with_capacity(1 << 20, f);
+    writeln!(
+        out,
+        "# store id\toriginal id (saintflow import edgelist --remap)"
+    )
+    .map_err(io)?;
+    for (k, s) in originals.iter().enumerate() {
+        writeln!(out, "{k}\t{s}").map_err(io)?;
+    }
+    let f = out.into_inner().map_err(|e| io(e.into_error()))?;
+    f.sync_all().map_err(|e| StoreError::io(&path, "fsync", e))
 }

@@ -129,8 +129,13 @@ enum Seen {
     Multi { c: usize },
 }
 
+/// Maps a node id as written in an input file to its store id (`import edgelist
+/// --remap`); None: the id names no node.
+pub type IdMap<'a> = &'a dyn Fn(&str) -> Option<usize>;
+
 struct ClassMapSeed<'a> {
     n: usize,
+    map: Option<IdMap<'a>>,
     single: &'a mut Vec<u32>,
     multi: &'a mut Vec<u8>,
     seen: &'a mut Seen,
@@ -151,9 +156,16 @@ impl<'de> Visitor<'de> for ClassMapSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut present = vec![false; self.n];
         while let Some(key) = map.next_key::<String>()? {
-            let v: usize = key
-                .parse()
-                .map_err(|_| de::Error::custom(format!("key {key:?} is not a node id")))?;
+            let v: usize = match self.map {
+                Some(map) => map(&key).ok_or_else(|| {
+                    de::Error::custom(format!(
+                        "node id {key:?} does not appear in the edge list (--remap numbers its nodes only)"
+                    ))
+                })?,
+                None => key
+                    .parse()
+                    .map_err(|_| de::Error::custom(format!("key {key:?} is not a node id")))?,
+            };
             if v >= self.n {
                 return Err(de::Error::custom(format!(
                     "node id {v} out of range, expected < N = {}",
@@ -259,11 +271,21 @@ impl<'de> de::Deserialize<'de> for LabelValue {
 
 /// Reads a GraphSAINT `class_map.json` for `n` nodes (streaming: no JSON tree in memory).
 pub fn read_class_map(path: &Path, n: usize) -> Result<LabelTable, StoreError> {
+    read_class_map_with(path, n, None)
+}
+
+/// [`read_class_map`] with its keys translated by `map` (None: keys are store ids).
+pub fn read_class_map_with(
+    path: &Path,
+    n: usize,
+    map: Option<IdMap<'_>>,
+) -> Result<LabelTable, StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
     let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 20, file));
     let (mut single, mut multi, mut seen) = (Vec::new(), Vec::new(), Seen::Nothing);
     ClassMapSeed {
         n,
+        map,
         single: &mut single,
         multi: &mut multi,
         seen: &mut seen,
@@ -291,11 +313,27 @@ pub fn read_class_map(path: &Path, n: usize) -> Result<LabelTable, StoreError> {
 /// Reads a GraphSAINT `role.json` (`{"tr": [...], "va": [...], "te": [...]}`) into one
 /// role byte per node; ids out of range or in two lists are errors.
 pub fn read_roles(path: &Path, n: usize) -> Result<Vec<u8>, StoreError> {
+    read_roles_with(path, n, None)
+}
+
+/// [`read_roles`] with the ids translated by `map` (None: they are store ids); with a
+/// map, ids may be numbers or strings, as the edge list wrote them.
+pub fn read_roles_with(
+    path: &Path,
+    n: usize,
+    map: Option<IdMap<'_>>,
+) -> Result<Vec<u8>, StoreError> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum RoleId {
+        Int(i64),
+        Str(String),
+    }
     #[derive(serde::Deserialize)]
     struct RoleFile {
-        tr: Vec<i64>,
-        va: Vec<i64>,
-        te: Vec<i64>,
+        tr: Vec<RoleId>,
+        va: Vec<RoleId>,
+        te: Vec<RoleId>,
     }
     let file = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
     let parsed: RoleFile = serde_json::from_reader(BufReader::new(file)).map_err(|e| {
@@ -310,13 +348,35 @@ pub fn read_roles(path: &Path, n: usize) -> Result<Vec<u8>, StoreError> {
         (&parsed.va, "va", Role::Val),
         (&parsed.te, "te", Role::Test),
     ] {
-        for &id in list {
-            let v = usize::try_from(id).ok().filter(|&v| v < n).ok_or_else(|| {
-                StoreError::input(
-                    path,
-                    format!("\"{name}\": node id {id} out of range, expected 0..{n}"),
-                )
-            })?;
+        for id in list {
+            let v = match (id, map) {
+                (RoleId::Int(id), None) => {
+                    usize::try_from(*id).ok().filter(|&v| v < n).ok_or_else(|| {
+                        StoreError::input(
+                            path,
+                            format!("\"{name}\": node id {id} out of range, expected 0..{n}"),
+                        )
+                    })?
+                }
+                (RoleId::Str(s), None) => {
+                    return Err(StoreError::input(
+                        path,
+                        format!("\"{name}\": node id {s:?} is not a number (string ids need import --remap)"),
+                    ))
+                }
+                (id, Some(map)) => {
+                    let key = match id {
+                        RoleId::Int(i) => i.to_string(),
+                        RoleId::Str(s) => s.clone(),
+                    };
+                    map(&key).ok_or_else(|| {
+                        StoreError::input(
+                            path,
+                            format!("\"{name}\": node id {key:?} does not appear in the edge list (--remap numbers its nodes only)"),
+                        )
+                    })?
+                }
+            };
             if roles[v] != Role::None as u8 {
                 let other = ["", "tr", "va", "te"][roles[v] as usize];
                 let what = if roles[v] == role as u8 {
