@@ -55,6 +55,12 @@ pub(super) struct TrainArgs {
     /// Memory for values kept between layers in evaluation, in MiB, before scratch files.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     memory: usize,
+    /// Run the store's full check (`saintflow check`: every checksum, CSR index, symmetry,
+    /// finite features) before training and refuse a store that fails it. Without it,
+    /// opening verifies the O(N) sections (header, offsets, labels, roles, with their
+    /// checksums) and the large ones are only bounds-checked as they are read.
+    #[arg(long)]
+    verify: bool,
     /// Checkpoint file (or directory: `DIR/checkpoint.bin`), written after every epoch.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
@@ -119,6 +125,7 @@ pub(super) fn run(
         .max_steps(a.steps)
         .no_eval(a.no_eval)
         .io_hints(!a.no_io_hints)
+        .verify(a.verify)
         .infer(InferOptions {
             memory_bytes: a.memory << 20,
             scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
