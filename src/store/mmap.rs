@@ -67,6 +67,7 @@ pub enum Access {
 pub struct GraphStore {
     dir: PathBuf,
     header: Header,
+    identity: u64,
     sections: Vec<Backing>,
 }
 
@@ -230,6 +231,7 @@ impl GraphStore {
         }
         let store = GraphStore {
             dir,
+            identity: xxhash_rust::xxh3::xxh3_64(&hbytes),
             header,
             sections,
         };
@@ -351,6 +353,13 @@ impl GraphStore {
     /// The store directory.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// The graph's identity: the xxh3-64 of its header file, which holds the counts and
+    /// every section's checksum, so two stores share it only if their contents are equal
+    /// (as far as the checksums tell) — whatever their paths. Checkpoints record it.
+    pub fn identity(&self) -> u64 {
+        self.identity
     }
 
     /// The parsed header.

@@ -657,6 +657,7 @@ fn run(
         Some(path) if opts.resume && path.exists() => {
             let c = Checkpoint::load(path)?;
             c.check_matches(path, hash, opts.seed)?;
+            c.check_graph(path, store)?;
             params = load_params(&c.params);
             check_params(&params, &lowered, path)?;
             OptState::restore(&mut opt.m, &c.opt_m, path)?;
@@ -831,6 +832,7 @@ fn run(
                 best_val: best.as_ref().map(|b| b.0),
                 elapsed: now(&start),
                 log_pos: opts.log.as_ref().map(|_| pos),
+                graph_id: store.identity(),
             }
             .save(path)?;
         }
