@@ -587,8 +587,9 @@ struct Tally {
     trained: [usize; 2],
 }
 
-/// A plan of the three kinds of sampling (whole graph, random walks on the training
-/// graph, frontier with normalisation), small enough for a 2-step run in milliseconds.
+/// Plans over every kind of sampling (whole graph, random walks on the training graph,
+/// frontier with normalisation, edges, nodes) and aggregation (GCN, SAGE, MixHop, GAT's
+/// attention, GIN), small enough for a 2-step run in milliseconds.
 fn damage_plans() -> Vec<saintflow::plan::Plan> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
     [
@@ -605,6 +606,12 @@ fn damage_plans() -> Vec<saintflow::plan::Plan> {
             "mixhop",
             vec!["dims.hidden=4", "sampler.frontier=20", "sampler.budget=80"],
         ),
+        ("gat", vec!["dims.hidden=4", "dims.heads=2"]),
+        (
+            "gin",
+            vec!["dims.hidden=8", "sampler.kind=edge", "sampler.edges=60"],
+        ),
+        ("mlp", vec!["dims.hidden=8", "sampler.budget=60"]),
     ]
     .into_iter()
     .map(|(name, set)| {
@@ -614,7 +621,8 @@ fn damage_plans() -> Vec<saintflow::plan::Plan> {
 }
 
 /// `runs` random damages (seeded) of a small store, each through `open`, `check` and a
-/// 2-step training on the library (the default executor, evaluation on). Nothing may
+/// 2-step training on the library (the default executor, evaluation on), the plans in
+/// turn. Nothing may
 /// panic; a store that trains must be one `check` passes, except for resealed structural
 /// damage that only the full `check` sees (counted), and `verify(true)` always refuses a
 /// store `check` rejects.
