@@ -3,6 +3,15 @@
 //! fsync the directory. A crash or an error at any point leaves either the old file or the
 //! new one, never a half-written file under the final name; on error the temporary file is
 //! removed. Errors are plain `io::Error`s: each layer names the path in its own error.
+//!
+//! A killed writer cannot remove its temporary. Each writer holds an exclusive `flock` on
+//! its temporary (the file, or the store writer's directory) for as long as it writes, and
+//! the next writer of the same destination removes [`stale_temps`]: names of exactly the
+//! form `.NAME.tmp-PID` (or `.NAME.tmp-PID.old`, a replaced store moved aside) whose
+//! process no longer runs *and* whose lock nobody holds. The PID test alone could be
+//! fooled by a reused PID or by a writer in another PID namespace sharing the directory;
+//! the lock alone by a writer that has created its temporary but not yet locked it. Both
+//! together remove only what a dead saintflow left.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
@@ -21,6 +30,152 @@ pub fn temp_beside(path: &Path) -> (PathBuf, PathBuf) {
         .unwrap_or_else(|| "out".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     (dir, tmp)
+}
+
+/// A temporary of a destination, left by a process that is gone (see the module's
+/// documentation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleTemp {
+    /// The temporary file or directory.
+    pub path: PathBuf,
+    /// The process that wrote it.
+    pub pid: u32,
+    /// A replaced store moved aside (`.old`) rather than a half-written output.
+    pub moved_aside: bool,
+}
+
+/// The temporaries beside `path` (`.NAME.tmp-PID`, `.NAME.tmp-PID.old` for `path`'s NAME,
+/// another process's PID) whose process is not running, whose lock is free and that `ours`
+/// recognises (the writer's own test of what it writes there). Anything else — another
+/// name, a PID that runs, a held lock, a symlink, content it does not write — is left
+/// alone.
+pub fn stale_temps(path: &Path, ours: &dyn Fn(&Path) -> bool) -> Vec<StaleTemp> {
+    let (dir, _) = temp_beside(path);
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Vec::new();
+    };
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<StaleTemp> = entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let fname = e.file_name().into_string().ok()?;
+            let rest = fname.strip_prefix(&prefix)?;
+            let (digits, moved_aside) = match rest.strip_suffix(".old") {
+                Some(d) => (d, true),
+                None => (rest, false),
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let pid: u32 = digits.parse().ok()?;
+            let kind = e.path().symlink_metadata().ok()?.file_type();
+            if !(kind.is_file() || kind.is_dir())
+                || pid == std::process::id()
+                || process_may_run(pid)
+                || lock_held(&e.path())
+                || !ours(&e.path())
+            {
+                return None;
+            }
+            Some(StaleTemp {
+                path: e.path(),
+                pid,
+                moved_aside,
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Whether process `pid` may be running: `kill(pid, 0)` succeeds or is refused for
+/// permission. PIDs that are not positive `pid_t`s are assumed to run (never touched).
+fn process_may_run(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    if p <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    if unsafe { libc::kill(p, 0) } == 0 {
+        return true;
+    }
+    io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Whether another open file holds the `flock` of `path` (a file or a directory); also
+/// true when it cannot be opened or asked, so that doubt keeps the file.
+fn lock_held(path: &Path) -> bool {
+    match File::open(path) {
+        Ok(f) => match f.try_lock() {
+            Ok(()) => false,
+            Err(std::fs::TryLockError::WouldBlock) => true,
+            Err(std::fs::TryLockError::Error(_)) => true,
+        },
+        Err(_) => true,
+    }
+}
+
+/// Takes the exclusive `flock` of `f` (a writer's temporary), which tells [`stale_temps`]
+/// that its writer is alive; released when the last descriptor of `f` closes. A file
+/// system without locks only loses that protection, so its error is ignored.
+pub fn hold_lock(f: &File) {
+    let _ = f.try_lock();
+}
+
+/// Removes [`stale_temps`] of `path` and says on stderr what it removed. A `.old` store
+/// moved aside by a replace that was killed before the new store took its place is put
+/// back at `path` instead, when nothing is there. Returns what it removed or restored;
+/// errors removing one are reported and skipped (the new write does not depend on it).
+pub fn remove_stale_temps(path: &Path, ours: &dyn Fn(&Path) -> bool) -> Vec<StaleTemp> {
+    let mut done = Vec::new();
+    for t in stale_temps(path, ours) {
+        let what = if t.moved_aside {
+            "replaced store"
+        } else {
+            "temporary"
+        };
+        if t.moved_aside && !path.exists() {
+            match std::fs::rename(&t.path, path) {
+                Ok(()) => eprintln!(
+                    "note: restored {} from {} (moved aside by process {}, which was killed before its replacement was in place)",
+                    path.display(),
+                    t.path.display(),
+                    t.pid
+                ),
+                Err(e) => {
+                    eprintln!("warning: cannot restore {} from {}: {e}", path.display(), t.path.display());
+                    continue;
+                }
+            }
+            done.push(t);
+            continue;
+        }
+        let r = if t.path.is_dir() {
+            std::fs::remove_dir_all(&t.path)
+        } else {
+            std::fs::remove_file(&t.path)
+        };
+        match r {
+            Ok(()) => {
+                eprintln!(
+                    "note: removed stale {what} {} (left by process {}, which is no longer running)",
+                    t.path.display(),
+                    t.pid
+                );
+                done.push(t);
+            }
+            Err(e) => eprintln!(
+                "warning: cannot remove stale {what} {}: {e}",
+                t.path.display()
+            ),
+        }
+    }
+    done
 }
 
 /// Fsyncs a directory, which makes a rename inside it durable.
@@ -83,14 +238,18 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
-    /// Creates the temporary file for `path` (truncating a stale one of this process).
+    /// Creates the temporary file for `path` (truncating a stale one of this process),
+    /// locked while it lives, after removing the [`stale_temps`] of killed writers.
     pub fn create(path: &Path) -> io::Result<AtomicFile> {
+        // Ours: a plain file (an atomic write's temporary is never anything else).
+        remove_stale_temps(path, &|p| p.symlink_metadata().is_ok_and(|m| m.is_file()));
         let (dir, tmp) = temp_beside(path);
         let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .open(&tmp)?;
+        hold_lock(&file);
         Ok(AtomicFile {
             path: path.to_path_buf(),
             dir,

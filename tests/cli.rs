@@ -515,4 +515,139 @@ fn issue_15_import_edgelist_far_ids_and_remap() {
     assert!(ids.ends_with("2\t4000000000\n"), "{ids}");
     let o = saintflow(&["check", "x.sf"], tmp.path());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+
+/// A PID that ran and has exited (a child reaped here), so no process has it now (reuse
+/// within the test is possible in principle but needs the PID space to wrap).
+fn dead_pid() -> u32 {
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+/// Issue 15: a killed `gen` left `.X.sf.tmp-PID/` forever. The next write of X removes
+/// what a dead writer left (saying so on stderr) and nothing else: a temporary whose
+/// process runs, one whose lock is held (a live writer in another PID namespace), one with
+/// content saintflow does not write, other names. A `.old` store moved aside by a killed
+/// replace is put back. The same for atomic files' temporaries.
+#[test]
+fn issue_15_stale_temporaries_of_killed_writers_are_removed_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let mkdir = |name: &str, files: &[&str]| {
+        let p = d.join(name);
+        std::fs::create_dir(&p).unwrap();
+        for f in files {
+            std::fs::write(p.join(f), b"partial").unwrap();
+        }
+        p
+    };
+    let dead = dead_pid();
+    let mut live = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let stale = mkdir(
+        &format!(".g.sf.tmp-{dead}"),
+        &["features.f32", "full.offsets.u64"],
+    );
+    std::fs::create_dir(stale.join("scratch")).unwrap();
+    std::fs::write(stale.join("scratch/bucket-0"), b"x").unwrap();
+    let running = mkdir(&format!(".g.sf.tmp-{}", live.id()), &["features.f32"]);
+    let locked = mkdir(&format!(".g.sf.tmp-{}", dead_pid()), &["roles.u8"]);
+    let lock = std::fs::File::open(&locked).unwrap();
+    lock.try_lock().unwrap();
+    let foreign = mkdir(&format!(".g.sf.tmp-{}", dead_pid()), &["notes.txt"]);
+    let not_pid = mkdir(".g.sf.tmp-12ab", &["features.f32"]);
+    let other = mkdir(&format!(".h.sf.tmp-{dead}"), &["features.f32"]);
+
+    let gen = |out: &str| {
+        saintflow(
+            &[
+                "gen",
+                "kronecker",
+                "--scale",
+                "5",
+                "--degree",
+                "4",
+                "-o",
+                out,
+            ],
+            d,
+        )
+    };
+    let o = gen("g.sf");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("removed stale temporary")
+            && err.contains(&format!(".g.sf.tmp-{dead}"))
+            && err.contains(&format!("process {dead}")),
+        "{err}"
+    );
+    assert!(!stale.exists());
+    for kept in [&running, &locked, &foreign, &not_pid, &other] {
+        assert!(kept.exists(), "{} was removed", kept.display());
+    }
+    assert_eq!(err.matches("removed stale").count(), 1, "{err}");
+    saintflow::GraphStore::open(d.join("g.sf")).unwrap();
+
+    // Once its writer is gone, the locked one goes too; the running one stays while its
+    // process runs.
+    drop(lock);
+    let o = gen("g.sf"); // refused (exists, no --force), after the clean-up
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!locked.exists() && running.exists() && foreign.exists());
+    live.kill().unwrap();
+    live.wait().unwrap();
+    let o = saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "5",
+            "--degree",
+            "4",
+            "-o",
+            "g.sf",
+            "--force",
+        ],
+        d,
+    );
+    assert!(o.status.success());
+    assert!(!running.exists() && foreign.exists() && not_pid.exists() && other.exists());
+
+    // A replace killed between moving the old store aside and renaming the new one in:
+    // the old store comes back, then the refusal to overwrite it without --force.
+    let id = saintflow::GraphStore::open(d.join("g.sf"))
+        .unwrap()
+        .identity();
+    let aside = d.join(format!(".g.sf.tmp-{}.old", dead_pid()));
+    std::fs::rename(d.join("g.sf"), &aside).unwrap();
+    let o = gen("g.sf");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("restored") && err.contains("already exists"),
+        "{err}"
+    );
+    assert!(!aside.exists());
+    assert_eq!(
+        saintflow::GraphStore::open(d.join("g.sf"))
+            .unwrap()
+            .identity(),
+        id
+    );
+
+    // Atomic files: a dead writer's temporary goes, a locked one stays.
+    let ck = d.join("out.bin");
+    let stale_file = d.join(format!(".out.bin.tmp-{}", dead_pid()));
+    let held_file = d.join(format!(".out.bin.tmp-{}", dead_pid()));
+    std::fs::write(&stale_file, b"half").unwrap();
+    std::fs::write(&held_file, b"half").unwrap();
+    let hold = std::fs::File::open(&held_file).unwrap();
+    hold.try_lock().unwrap();
+    saintflow::atomic::write_atomic(&ck, b"new").unwrap();
+    assert!(!stale_file.exists() && held_file.exists());
+    assert_eq!(std::fs::read(&ck).unwrap(), b"new");
 }

@@ -409,7 +409,7 @@ fn normalisation_counts_round_trip_and_full_sampler_is_neutral() {
         .sum();
     assert_eq!(c.nodes_drawn(), sizes, "C_v sums to Σ|V_s|");
     // C_{u,v} = C_{v,u}: induced subgraphs hold both directions.
-    let perm = transpose_permutation(&o.iter().map(|&x| x as u32).collect::<Vec<_>>(), &i);
+    let perm = transpose_permutation(&o.iter().map(|&x| x as u32).collect::<Vec<_>>(), &i).unwrap();
     for (k, &p) in perm.iter().enumerate() {
         assert_eq!(c.edge_count(k as u64), c.edge_count(u64::from(p)));
     }

@@ -223,6 +223,109 @@ fn damaged_and_foreign_checkpoints_are_refused_with_the_file_name() {
     assert!(again.test.is_some());
 }
 
+/// Issue 15: a checkpoint of another graph with the same F and C (same generator, another
+/// seed) was resumed silently with stale metrics; it is refused, by the library, by
+/// `train --resume` and by `embed`, naming the checkpoint and the store. A checkpoint of the
+/// format before graph identities is refused with a message saying why.
+#[test]
+fn issue_15_checkpoint_of_another_graph_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a_path = common::small_store(tmp.path(), "a.sf", 8, 3);
+    let b_path = common::small_store(tmp.path(), "b.sf", 8, 4);
+    let (a, b) = (
+        GraphStore::open(&a_path).unwrap(),
+        GraphStore::open(&b_path).unwrap(),
+    );
+    assert_eq!(
+        (a.n_nodes(), a.n_features(), a.n_classes()),
+        (b.n_nodes(), b.n_features(), b.n_classes())
+    );
+    assert_ne!(a.identity(), b.identity());
+    // A copy of a (another path, same content) is the same graph.
+    let a2_path = tmp.path().join("a2.sf");
+    common::copy_store(&a_path, &a2_path);
+    assert_eq!(GraphStore::open(&a2_path).unwrap().identity(), a.identity());
+
+    let plan = load("gcn", &["dims.hidden=8"]);
+    let ck = tmp.path().join("ck.bin");
+    run(&opts(&a, &plan, 1, 2).checkpoint(&ck).resume(true)).unwrap();
+    let e = match run(&opts(&b, &plan, 1, 3).checkpoint(&ck).resume(true)) {
+        Ok(_) => panic!("a checkpoint of another graph was resumed"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains(&ck.display().to_string())
+            && e.contains("another graph")
+            && e.contains(&b_path.display().to_string()),
+        "{e}"
+    );
+    // The same content elsewhere resumes.
+    let a2 = GraphStore::open(&a2_path).unwrap();
+    assert_eq!(
+        run(&opts(&a2, &plan, 1, 3).checkpoint(&ck).resume(true))
+            .unwrap()
+            .epochs,
+        3
+    );
+
+    // The binary: train --resume and embed, exit code 1, the two files named.
+    let plan_path = plan_file("gcn");
+    let plan_arg = plan_path.to_str().unwrap();
+    for args in [
+        vec![
+            "train",
+            plan_arg,
+            "--graph",
+            "b.sf",
+            "--set",
+            "dims.hidden=8",
+            "--seed",
+            "1",
+            "--epochs",
+            "4",
+            "--threads",
+            "1",
+            "--checkpoint",
+            "ck.bin",
+            "--resume",
+        ],
+        vec![
+            "embed",
+            plan_arg,
+            "--graph",
+            "b.sf",
+            "--set",
+            "dims.hidden=8",
+            "--checkpoint",
+            "ck.bin",
+            "-o",
+            "e.npy",
+        ],
+    ] {
+        let o = saintflow(&args, tmp.path());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("ck.bin") && err.contains("another graph") && err.contains("b.sf"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!tmp.path().join("e.npy").exists());
+
+    // The format before graph identities.
+    let mut old = std::fs::read(&ck).unwrap();
+    old[..8].copy_from_slice(b"SFCKPT01");
+    std::fs::write(&ck, &old).unwrap();
+    let e = match run(&opts(&a, &plan, 1, 4).checkpoint(&ck).resume(true)) {
+        Ok(_) => panic!("an SFCKPT01 checkpoint was resumed"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains(&ck.display().to_string()) && e.contains("SFCKPT01"),
+        "{e}"
+    );
+}
+
 /// Brute-force metrics from their set definitions: per class, precision = |P∩T|/|P|,
 /// recall = |P∩T|/|T|, F1 = 2PR/(P+R) (0 when P∩T is empty); micro over the pooled
 /// (node, class) pairs; macro over classes in P ∪ T; accuracy = exact matches / nodes.

@@ -70,6 +70,7 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         }
         .into());
     }
+    ck.check_graph(&ck_path, &store)?;
     let params = match (&ck.best_params, a.last) {
         (Some(b), false) => load_params(b),
         _ => load_params(&ck.params),

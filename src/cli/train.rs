@@ -59,6 +59,12 @@ pub(super) struct TrainArgs {
     /// machine's memory (MemTotal, or the cgroup's memory.max): for a machine with swap.
     #[arg(long)]
     no_memory_check: bool,
+    /// Run the store's full check (`saintflow check`: every checksum, CSR index, symmetry,
+    /// finite features) before training and refuse a store that fails it. Without it,
+    /// opening verifies the O(N) sections (header, offsets, labels, roles, with their
+    /// checksums) and the large ones are only bounds-checked as they are read.
+    #[arg(long)]
+    verify: bool,
     /// Checkpoint file (or directory, existing or written `DIR/`: `DIR/checkpoint.bin`),
     /// written after every epoch. Missing directories above it are created, as for `--log`
     /// and `--plot`.
@@ -130,6 +136,7 @@ pub(super) fn run(
         } else {
             MemoryLimit::Detect
         })
+        .verify(a.verify)
         .infer(InferOptions {
             memory_bytes: a.memory << 20,
             scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),

@@ -65,13 +65,14 @@ pub struct Structure {
 }
 
 impl Structure {
-    /// The structure of a subgraph (computes the transpose permutation: O(nnz)).
-    pub fn of(sub: &Subgraph) -> Structure {
-        Structure {
+    /// The structure of a subgraph (computes the transpose permutation: O(nnz)); an error
+    /// if the subgraph is not symmetric (a corrupt store).
+    pub fn of(sub: &Subgraph) -> Result<Structure, crate::store::StoreError> {
+        Ok(Structure {
             offsets: sub.offsets.clone(),
             indices: sub.indices.clone(),
-            transpose: sub.transpose_permutation(),
-        }
+            transpose: sub.transpose_permutation()?,
+        })
     }
 
     /// Rows.

@@ -116,6 +116,14 @@ impl StoreError {
         ))
     }
 
+    /// The entry (u, v) of a sampled subgraph has no reverse: the store's neighbour lists
+    /// are unsorted or not symmetric (a corrupt store read before `check` ran).
+    pub fn not_symmetric(u: u32, v: u32) -> Self {
+        StoreError::argument(format!(
+            "neighbour lists not symmetric or not sorted: entry ({u}, {v}) has no reverse where expected (corrupt store? run `saintflow check`)"
+        ))
+    }
+
     /// A caller's argument out of range.
     pub fn argument(what: impl Into<String>) -> Self {
         StoreError::Argument { what: what.into() }

@@ -2,9 +2,12 @@
 //!
 //! Opening reads only the header and performs checks whose cost is at most O(N) sequential
 //! bytes: header checksum and consistency, every file's length, CSR offsets (first = 0,
-//! last = nnz, monotone) and role bytes. After that, every accessor below is panic-free for
-//! in-range node ids. What opening does not check (index range, sorted rows, symmetry,
-//! label range, checksums of the large sections) is what `check` verifies; readers that
+//! last = nnz, monotone), role bytes and counts, labels (class ids < C, no bits past C−1,
+//! a label on every split node) and the checksums of those O(N) sections
+//! ([`SMALL_SECTIONS`]): nothing whose damage can make training panic or silently use a
+//! wrong label or split gets past it. After that, every accessor below is panic-free for
+//! in-range node ids. What opening does not check (the large sections: index range, sorted
+//! rows, symmetry, finite features, their checksums) is what `check` verifies; readers that
 //! follow neighbour ids treat an id ≥ N as corruption via [`Csr::checked_neighbors`].
 //!
 //! Safety of the mapping: files are opened read-only and mapped private; the store is
@@ -21,6 +24,15 @@ use crate::store::format::{
     decode_header, Header, LabelKind, Role, SectionId, SplitCounts, HEADER_FILE, NO_LABEL,
 };
 use crate::store::StoreError;
+
+/// The sections `open` reads whole (O(N) bytes) and verifies with their checksums; the
+/// others (indices O(nnz), features O(N·F)) only `check` reads whole.
+pub const SMALL_SECTIONS: [SectionId; 4] = [
+    SectionId::FullOffsets,
+    SectionId::TrainOffsets,
+    SectionId::Labels,
+    SectionId::Roles,
+];
 
 /// A mapped section, or nothing for an empty one (zero-length files cannot be mapped).
 enum Backing {
@@ -55,6 +67,7 @@ pub enum Access {
 pub struct GraphStore {
     dir: PathBuf,
     header: Header,
+    identity: u64,
     sections: Vec<Backing>,
 }
 
@@ -218,6 +231,7 @@ impl GraphStore {
         }
         let store = GraphStore {
             dir,
+            identity: xxhash_rust::xxh3::xxh3_64(&hbytes),
             header,
             sections,
         };
@@ -272,12 +286,80 @@ impl GraphStore {
                 ),
             ));
         }
+        self.check_labels()?;
+        // The O(N) sections are read whole anyway: their checksums cost as much as the
+        // scans above and catch damage that leaves values in range (a label 1 → 2).
+        for id in SMALL_SECTIONS {
+            let want = &self.header.section(id).xxh3;
+            let got = format!(
+                "{:016x}",
+                xxhash_rust::xxh3::xxh3_64(self.section_bytes(id))
+            );
+            if *want != got {
+                return Err(StoreError::corrupt(
+                    self.section_path(id),
+                    id.name(),
+                    format!("checksum mismatch, expected {want}, got {got}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Labels: single-label class ids < C (or [`NO_LABEL`]), multi-label rows without bits
+    /// past class C−1, a label on every node of the split. O(N·label row).
+    fn check_labels(&self) -> Result<(), StoreError> {
+        let bad = |what: String| {
+            Err(StoreError::corrupt(
+                self.section_path(SectionId::Labels),
+                SectionId::Labels.name(),
+                what,
+            ))
+        };
+        let c = self.header.n_classes;
+        let labels = self.labels();
+        match labels {
+            Labels::Single(l) => {
+                if let Some(v) = l.iter().position(|&x| x != NO_LABEL && u64::from(x) >= c) {
+                    return bad(format!(
+                        "node {v}: class id expected < C = {c}, got {}",
+                        l[v]
+                    ));
+                }
+            }
+            Labels::Multi { bits, row_bytes } => {
+                let spare = row_bytes as u64 * 8 - c;
+                if spare > 0 && row_bytes > 0 {
+                    let mask = !(0xffu8 >> spare);
+                    let mut last = bits.chunks_exact(row_bytes).map(|r| r[row_bytes - 1]);
+                    if let Some(v) = last.position(|b| b & mask != 0) {
+                        return bad(format!("node {v}: bits set past class C-1 = {}", c - 1));
+                    }
+                }
+            }
+        }
+        let roles = self.roles_raw();
+        if let Some(v) = (0..roles.len())
+            .find(|&v| roles[v] != Role::None as u8 && !labels.is_labelled(v as u32))
+        {
+            return bad(format!(
+                "node {v} is in the split ({:?}) but has no label",
+                self.role(v as u32)
+            ));
+        }
         Ok(())
     }
 
     /// The store directory.
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// The graph's identity: the xxh3-64 of its header file, which holds the counts and
+    /// every section's checksum, so two stores share it only if their contents are equal
+    /// (as far as the checksums tell) — whatever their paths. Checkpoints record it.
+    pub fn identity(&self) -> u64 {
+        self.identity
     }
 
     /// The parsed header.

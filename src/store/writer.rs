@@ -104,6 +104,9 @@ impl SectionWriter {
 pub struct StoreWriter {
     dest: PathBuf,
     tmp: PathBuf,
+    /// The temporary directory, open and `flock`ed while this writer lives: a later writer
+    /// of the same destination leaves it alone ([`crate::atomic::stale_temps`]).
+    _lock: File,
     force: bool,
     committed: bool,
 }
@@ -111,6 +114,9 @@ pub struct StoreWriter {
 impl StoreWriter {
     /// Starts writing a store at `dest`. Fails if `dest` exists, unless `force`.
     pub fn create(dest: &Path, force: bool) -> Result<Self, StoreError> {
+        // First what killed writers of this destination left (a `.old` store moved aside
+        // is put back if nothing took its place), so that even a refused run cleans up.
+        crate::atomic::remove_stale_temps(dest, &is_store_temp);
         if dest.exists() && !force {
             return Err(StoreError::Exists {
                 path: dest.to_path_buf(),
@@ -133,9 +139,12 @@ impl StoreWriter {
             fs::remove_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, "remove stale", e))?;
         }
         fs::create_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, "create directory", e))?;
+        let lock = File::open(&tmp).map_err(|e| StoreError::io(&tmp, "open directory", e))?;
+        crate::atomic::hold_lock(&lock);
         Ok(StoreWriter {
             dest: dest.to_path_buf(),
             tmp,
+            _lock: lock,
             force,
             committed: false,
         })
@@ -190,7 +199,11 @@ impl StoreWriter {
         let mut old = None;
         if self.dest.exists() {
             debug_assert!(self.force);
-            let trash = self.tmp.with_extension("old");
+            // `.NAME.tmp-PID.old`: a kill before the rename below leaves the old store
+            // there, and the next writer puts it back (`remove_stale_temps`).
+            let mut trash = self.tmp.clone().into_os_string();
+            trash.push(".old");
+            let trash = PathBuf::from(trash);
             fs::rename(&self.dest, &trash)
                 .map_err(|e| StoreError::io(&self.dest, "move aside", e))?;
             old = Some(trash);
@@ -220,6 +233,26 @@ impl Drop for StoreWriter {
             let _ = fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// Whether `path` is what a store writer leaves behind (a half-written store, or a store
+/// moved aside by a replace): a directory, not a symlink, holding only store files (the
+/// header, section files) and the `scratch` directory. Anything else under a temporary's
+/// name is not ours.
+pub fn is_store_temp(path: &Path) -> bool {
+    let known = |name: &str| {
+        name == HEADER_FILE
+            || name == "scratch"
+            || SectionId::ALL.iter().any(|id| id.file_name() == name)
+    };
+    path.symlink_metadata().is_ok_and(|m| m.is_dir())
+        && fs::read_dir(path).is_ok_and(|entries| {
+            entries.into_iter().all(|e| {
+                e.ok()
+                    .and_then(|e| e.file_name().into_string().ok())
+                    .is_some_and(|n| known(&n))
+            })
+        })
 }
 
 /// Whether `path` is a store directory, recognised by its header file's magic (a store

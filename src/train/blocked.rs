@@ -43,7 +43,7 @@ use crate::exec::interp::{op_error, step_order};
 use crate::ir::recycle::recycle_value;
 use crate::ir::{Bindings, Fact, Graph, NodeId, Params, SparseMat, Structure, Tensor, Value};
 use crate::op::{AdjKind, Ctx, GraphSource, Neighbour, NodeRows, RowBlock, SourceKind};
-use crate::store::GraphStore;
+use crate::store::{GraphStore, StoreError};
 
 use super::TrainError;
 
@@ -326,7 +326,9 @@ struct Block {
 }
 
 impl Block {
-    fn new(store: &GraphStore, r0: usize, r1: usize) -> Block {
+    /// Rows r0..r1 of the full graph; a neighbour id ≥ N (a corrupt store read before
+    /// `check`) is an error naming the entry (one comparison per copied id).
+    fn new(store: &GraphStore, r0: usize, r1: usize) -> Result<Block> {
         let full = store.full();
         let base = full.offsets()[r0];
         let offsets: Vec<u32> = full.offsets()[r0..=r1]
@@ -334,12 +336,17 @@ impl Block {
             .map(|&o| (o - base) as u32)
             .collect();
         let indices = full.indices()[base as usize..full.offsets()[r1] as usize].to_vec();
-        Block {
+        let n = full.n_nodes() as u64;
+        if let Some(k) = indices.iter().position(|&v| u64::from(v) >= n) {
+            let u = r0 + offsets.partition_point(|&o| o as usize <= k) - 1;
+            return Err(StoreError::neighbor_out_of_range(u as u32, indices[k], n).into());
+        }
+        Ok(Block {
             r0,
             rows: r1 - r0,
             offsets,
             indices,
-        }
+        })
     }
 
     /// The block's adjacency in flavour `kind`, normalised by full-graph degrees: its rows
@@ -500,7 +507,7 @@ pub fn run_blocked(
         let mut r0 = 0;
         while r0 < n {
             let r1 = (r0 + block_rows).min(n);
-            let block = Block::new(store, r0, r1);
+            let block = Block::new(store, r0, r1)?;
             let mut adjacency: HashMap<AdjKind, SparseMat> = HashMap::new();
             let mut vals: HashMap<NodeId, Value> = HashMap::new();
             let own: Vec<u32> = (r0 as u32..r1 as u32).collect();

@@ -1,11 +1,16 @@
 //! Checkpoints: everything a run needs to continue exactly where it stopped — parameters,
 //! the best-validation parameters, the optimiser's state (Adam's m, v and step count, or
 //! SGD's momentum), the epoch and step reached, the best validation metrics, the elapsed
-//! time and the log position — tied to the plan by the hash of its effective text.
+//! time and the log position — tied to the plan by the hash of its effective text and to
+//! the graph by its identity ([`GraphStore::identity`]: the xxh3-64 of the store's header,
+//! which holds the counts and every section's checksum).
 //!
-//! File format: magic `SFCKPT01`, the bincode encoding of [`Checkpoint`], then the
+//! File format: magic `SFCKPT02`, the bincode encoding of [`Checkpoint`], then the
 //! xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
-//! refused with its name rather than half-loaded. Written atomically: a temporary file in
+//! refused with its name rather than half-loaded. A
+//! `SFCKPT01` file (before graph identities) is refused with a message saying so: it cannot
+//! show which graph it was trained on, and resuming on another one is the silent failure
+//! the identity exists to stop; such files came only from pre-release builds. Written atomically: a temporary file in
 //! the same directory, fsync, rename over the old one, fsync of the directory — a kill at
 //! any moment leaves the old checkpoint or the new one, never a mix.
 
@@ -14,11 +19,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::ir::{Params, Tensor};
+use crate::store::GraphStore;
 
 use super::metrics::Metrics;
 use super::TrainError;
 
-const MAGIC: &[u8; 8] = b"SFCKPT01";
+const MAGIC: &[u8; 8] = b"SFCKPT02";
+/// The format before the graph's identity was recorded.
+const MAGIC_V1: &[u8; 8] = b"SFCKPT01";
 
 /// A parameter's value, serialisable.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,6 +99,8 @@ pub struct Checkpoint {
     pub elapsed: f64,
     /// Length of the log file when the checkpoint was written (None without a log file).
     pub log_pos: Option<u64>,
+    /// The identity of the graph trained on ([`GraphStore::identity`]).
+    pub graph_id: u64,
 }
 
 impl Checkpoint {
@@ -110,6 +120,11 @@ impl Checkpoint {
             path: path.to_path_buf(),
             what,
         };
+        if bytes.len() >= MAGIC_V1.len() && &bytes[..MAGIC_V1.len()] == MAGIC_V1 {
+            return Err(bad(
+                "written by an older saintflow (format SFCKPT01) that did not record which graph it was trained on, so it cannot be checked against this one: train again without --resume (or finish that run with the saintflow that wrote it)".into(),
+            ));
+        }
         if bytes.len() < MAGIC.len() + 8 || &bytes[..MAGIC.len()] != MAGIC {
             return Err(bad(format!(
                 "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
@@ -125,6 +140,23 @@ impl Checkpoint {
             )));
         }
         bincode::deserialize(&body[MAGIC.len()..]).map_err(|e| bad(format!("decoding: {e}")))
+    }
+
+    /// Refuses a checkpoint of another graph: `path` is the checkpoint, `store` the graph
+    /// of this run; the message names both.
+    pub fn check_graph(&self, path: &Path, store: &GraphStore) -> Result<(), TrainError> {
+        if self.graph_id != store.identity() {
+            return Err(TrainError::Checkpoint {
+                path: path.to_path_buf(),
+                what: format!(
+                    "written for another graph (graph identity {:016x}), {} is {:016x}: its header (counts or section checksums) differs, so the parameters and metrics would be stale; use the store it was trained on, or train again without --resume",
+                    self.graph_id,
+                    store.path().display(),
+                    store.identity()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Refuses a checkpoint of another plan or seed.

@@ -90,6 +90,7 @@ pub struct TrainOptions<'a> {
     max_steps: Option<u64>,
     no_eval: bool,
     io_hints: bool,
+    verify: bool,
     infer: InferOptions,
     memory_limit: MemoryLimit,
 }
@@ -113,6 +114,7 @@ impl std::fmt::Debug for TrainOptions<'_> {
             .field("max_steps", &self.max_steps)
             .field("no_eval", &self.no_eval)
             .field("io_hints", &self.io_hints)
+            .field("verify", &self.verify)
             .field("infer", &self.infer)
             .field("memory_limit", &self.memory_limit)
             .finish()
@@ -140,6 +142,7 @@ impl<'a> TrainOptions<'a> {
             max_steps: None,
             no_eval: false,
             io_hints: true,
+            verify: false,
             infer: InferOptions::default(),
             memory_limit: MemoryLimit::Detect,
         }
@@ -245,6 +248,18 @@ impl<'a> TrainOptions<'a> {
     /// to measure what they do.
     pub fn io_hints(mut self, on: bool) -> Self {
         self.io_hints = on;
+        self
+    }
+
+    /// Run the store's full verification ([`crate::store::check`]: every checksum, every
+    /// CSR index, symmetry, finite features) before training, and refuse a store that
+    /// fails it. Default off: `open` has verified the O(N) sections (header, offsets,
+    /// labels, roles, checksums included) and reads of the large ones (indices, features)
+    /// are bounds-checked, so damage there gives an error or, where it stays in range,
+    /// trains on the damaged values; their checksums are compared only here and by
+    /// `saintflow check`. Costs one pass over the store plus the symmetry searches.
+    pub fn verify(mut self, verify: bool) -> Self {
+        self.verify = verify;
         self
     }
 
@@ -633,6 +648,9 @@ fn run(
     runner: &dyn StepRunner,
 ) -> Result<TrainOutcome> {
     let (store, plan_, progress) = (opts.store, opts.plan, &opts.progress);
+    if opts.verify {
+        crate::store::check(store)?;
+    }
     let lowered = lower_for(plan_, store, registry)?;
     let hash = plan_hash(plan_);
     let sched = schedule(plan_, opts.epochs);
@@ -670,6 +688,7 @@ fn run(
         Some(path) if opts.resume && path.exists() => {
             let c = Checkpoint::load(path)?;
             c.check_matches(path, hash, opts.seed)?;
+            c.check_graph(path, store)?;
             params = load_params(&c.params);
             check_params(&params, &lowered, path)?;
             OptState::restore(&mut opt.m, &c.opt_m, path)?;
@@ -853,6 +872,7 @@ fn run(
                 best_val: best.as_ref().map(|b| b.0),
                 elapsed: now(&start),
                 log_pos: opts.log.as_ref().map(|_| pos),
+                graph_id: store.identity(),
             }
             .save(path)?;
         }
