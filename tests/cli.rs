@@ -515,6 +515,7 @@ fn issue_15_import_edgelist_far_ids_and_remap() {
     assert!(ids.ends_with("2\t4000000000\n"), "{ids}");
     let o = saintflow(&["check", "x.sf"], tmp.path());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+}
 
 /// A PID that ran and has exited (a child reaped here), so no process has it now (reuse
 /// within the test is possible in principle but needs the PID space to wrap).
@@ -650,4 +651,50 @@ fn issue_15_stale_temporaries_of_killed_writers_are_removed_and_nothing_else() {
     saintflow::atomic::write_atomic(&ck, b"new").unwrap();
     assert!(!stale_file.exists() && held_file.exists());
     assert_eq!(std::fs::read(&ck).unwrap(), b"new");
+}
+
+/// Issue 15: `train` runs the store's full check first on a small store by default, so a
+/// changed feature value (valid, but not the bytes the header's checksum was taken over)
+/// is refused naming the section; `--verify` refuses it too, and `--no-verify` trains on it.
+#[test]
+fn issue_15_train_checks_a_small_store_in_full_unless_told_not_to() {
+    use saintflow::store::format::SectionId;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::small_store(tmp.path(), "g.sf", 7, 1);
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            plan.to_str().unwrap(),
+            "--graph",
+            store.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--threads",
+            "1",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        saintflow(&args, tmp.path())
+    };
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", text(&o).1);
+
+    let features = store.join(SectionId::Features.file_name());
+    let mut bytes = std::fs::read(&features).unwrap();
+    bytes[4..8].copy_from_slice(&0.5f32.to_le_bytes());
+    std::fs::write(&features, &bytes).unwrap();
+    for extra in [&[][..], &["--verify"]] {
+        let o = run(extra);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(
+            err.contains(SectionId::Features.file_name()) && err.contains("checksum"),
+            "{extra:?}: {err}"
+        );
+    }
+    let o = run(&["--no-verify"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = run(&["--verify", "--no-verify"]);
+    assert_eq!(o.status.code(), Some(2));
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use common::{copy_store, err_text, poke, small_store};
 use saintflow::store::format::{decode_header, encode_header, SectionId, HEADER_FILE};
 use saintflow::store::{check, GraphStore};
+use saintflow::train::Verify;
 
 /// Recomputes the header's section checksums so that only structural damage remains.
 fn reseal(store: &Path) {
@@ -576,10 +577,12 @@ struct Tally {
     damages: usize,
     /// Refused by `open`.
     open: [usize; 2],
-    /// Rejected by `check`, and the default training errored too.
+    /// Rejected by `check`, and training without the full check (`Verify::Off`) errored
+    /// too.
     check_and_train: [usize; 2],
-    /// Rejected by `check`, trained by the default training (damage in a large section
-    /// only); `verify(true)` refused each of them.
+    /// Rejected by `check`, trained by `Verify::Off` (damage in a large section only); the
+    /// default (`Verify::Auto`, which checks a store this small) and `Verify::Full`
+    /// refused each of them.
     check_only: [usize; 2],
     /// Passed by `check`, the training errored.
     train_only: [usize; 2],
@@ -620,12 +623,12 @@ fn damage_plans() -> Vec<saintflow::plan::Plan> {
     .collect()
 }
 
-/// `runs` random damages (seeded) of a small store, each through `open`, `check` and a
-/// 2-step training on the library (the default executor, evaluation on), the plans in
-/// turn. Nothing may
-/// panic; a store that trains must be one `check` passes, except for resealed structural
-/// damage that only the full `check` sees (counted), and `verify(true)` always refuses a
-/// store `check` rejects.
+/// `runs` random damages (seeded) of a small store, each through `open`, `check` and
+/// 2-step trainings on the library (the default executor, evaluation on), the plans in
+/// turn. Nothing may panic; the default training (which runs the full check on a store
+/// this small) and `Verify::Full` never train a store `check` rejects, and train exactly
+/// when `Verify::Off` does on one it passes; without the full check (`Verify::Off`) a store
+/// that trains although `check` rejects it has its damage in a large section (counted).
 fn damage_run(runs: usize, seed: u64) -> Tally {
     count_panics();
     let tmp = tempfile::tempdir().unwrap();
@@ -665,7 +668,7 @@ fn damage_run(runs: usize, seed: u64) -> Tally {
                 Err(e) => return ("open", e.to_string(), None),
             };
             let checked = check(&store).map_err(|e| e.to_string());
-            let train = |verify: bool| {
+            let train = |verify: Verify| {
                 saintflow::train::TrainOptions::new(plan, &store)
                     .threads(2)
                     .seed(5)
@@ -675,12 +678,26 @@ fn damage_run(runs: usize, seed: u64) -> Tally {
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             };
-            let trained = train(false);
+            // The default (a small store: the full check first) never trains a store
+            // `check` rejects; neither does `Verify::Full`.
             if checked.is_err() {
-                // The full check first: a store `check` rejects never trains.
-                let v = train(true);
-                assert!(v.is_err(), "verify(true) trained a store check rejects");
+                assert!(
+                    train(Verify::Auto).is_err(),
+                    "the default trained a store check rejects"
+                );
+                assert!(
+                    train(Verify::Full).is_err(),
+                    "Verify::Full trained a store check rejects"
+                );
+            } else {
+                assert_eq!(
+                    train(Verify::Auto).map_err(|_| ()),
+                    train(Verify::Off).map_err(|_| ()),
+                    "the full check refused a store that passes it"
+                );
             }
+            // What `open` alone stops: training with no full check.
+            let trained = train(Verify::Off);
             match (checked, trained) {
                 (Err(c), Ok(())) => ("trained-check-fails", c, None),
                 (Ok(()), Ok(())) => ("trained", String::new(), None),

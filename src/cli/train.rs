@@ -13,7 +13,9 @@ use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
-use crate::train::{InferOptions, MemoryLimit, Metrics, TrainOptions, TrainOutcome};
+use crate::train::{
+    store_bytes, InferOptions, MemoryLimit, Metrics, TrainOptions, TrainOutcome, Verify,
+};
 
 #[derive(Debug, Args)]
 pub(super) struct TrainArgs {
@@ -60,11 +62,15 @@ pub(super) struct TrainArgs {
     #[arg(long)]
     no_memory_check: bool,
     /// Run the store's full check (`saintflow check`: every checksum, CSR index, symmetry,
-    /// finite features) before training and refuse a store that fails it. Without it,
-    /// opening verifies the O(N) sections (header, offsets, labels, roles, with their
-    /// checksums) and the large ones are only bounds-checked as they are read.
-    #[arg(long)]
+    /// finite features) before training and refuse a store that fails it. Without a flag it
+    /// runs for stores up to 1 GiB; beyond that, opening verifies the O(N) sections (header,
+    /// offsets, labels, roles, with their checksums) and the large ones are only
+    /// bounds-checked as they are read.
+    #[arg(long, conflicts_with = "no_verify")]
     verify: bool,
+    /// Skip the full check even for a small store (see `--verify`).
+    #[arg(long)]
+    no_verify: bool,
     /// Checkpoint file (or directory, existing or written `DIR/`: `DIR/checkpoint.bin`),
     /// written after every epoch. Missing directories above it are created, as for `--log`
     /// and `--plot`.
@@ -119,6 +125,14 @@ pub(super) fn run(
 ) -> Result<TrainOutcome> {
     let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
+    if !a.verify && !a.no_verify && !Verify::Auto.runs_check(&store) {
+        eprintln!(
+            "note: {} holds {:.1} GiB, more than the 1 GiB checked in full before training by \
+             default; only its O(N) sections were verified (pass --verify for the full check)",
+            a.graph.display(),
+            store_bytes(&store) as f64 / (1u64 << 30) as f64
+        );
+    }
     let mut opts = TrainOptions::new(&plan, &store)
         .registry(Arc::clone(registry))
         .threads(a.threads.unwrap_or(0))
@@ -136,7 +150,13 @@ pub(super) fn run(
         } else {
             MemoryLimit::Detect
         })
-        .verify(a.verify)
+        .verify(if a.verify {
+            Verify::Full
+        } else if a.no_verify {
+            Verify::Off
+        } else {
+            Verify::Auto
+        })
         .infer(InferOptions {
             memory_bytes: a.memory << 20,
             scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),

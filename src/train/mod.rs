@@ -24,7 +24,8 @@ pub use log::{LogSink, Record, StepMs};
 pub use memory::MemoryLimit;
 pub use metrics::{Counts, Metrics};
 pub use trainer::{
-    lower_and_plan, lower_for, plan_hash, schedule, train, TrainOptions, TrainOutcome,
+    lower_and_plan, lower_for, plan_hash, schedule, store_bytes, train, TrainOptions, TrainOutcome,
+    Verify, AUTO_VERIFY_BYTES,
 };
 
 /// Result with the training layer's [`TrainError`].

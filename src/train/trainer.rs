@@ -90,9 +90,50 @@ pub struct TrainOptions<'a> {
     max_steps: Option<u64>,
     no_eval: bool,
     io_hints: bool,
-    verify: bool,
+    verify: Verify,
     infer: InferOptions,
     memory_limit: MemoryLimit,
+}
+
+/// Stores up to this many bytes (all sections) get the full check before training by
+/// default ([`Verify::Auto`]). `check` reads every byte once (xxh3) and searches each
+/// adjacency entry's reverse: 4.7–7.1 s for a 1 GiB store (Kronecker scale 21) on this
+/// project's loaded 2-core machine (BENCHMARKS.md, issue 15), small beside training on
+/// such a graph; beyond it, a store that may be larger than memory is not read whole
+/// before the first step.
+pub const AUTO_VERIFY_BYTES: u64 = 1 << 30;
+
+/// When training runs the store's full [`crate::store::check`] first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verify {
+    /// Stores up to [`AUTO_VERIFY_BYTES`] (`saintflow train` without a flag).
+    #[default]
+    Auto,
+    /// Always (`--verify`).
+    Full,
+    /// Never (`--no-verify`): only `open`'s checks of the O(N) sections.
+    Off,
+}
+
+impl Verify {
+    /// Whether the full check runs for `store`.
+    pub fn runs_check(self, store: &GraphStore) -> bool {
+        match self {
+            Verify::Full => true,
+            Verify::Off => false,
+            Verify::Auto => store_bytes(store) <= AUTO_VERIFY_BYTES,
+        }
+    }
+}
+
+/// The bytes of all of a store's sections, from its header.
+pub fn store_bytes(store: &GraphStore) -> u64 {
+    store
+        .header()
+        .sections
+        .iter()
+        .map(|s| s.bytes)
+        .fold(0u64, u64::saturating_add)
 }
 
 impl std::fmt::Debug for TrainOptions<'_> {
@@ -142,7 +183,7 @@ impl<'a> TrainOptions<'a> {
             max_steps: None,
             no_eval: false,
             io_hints: true,
-            verify: false,
+            verify: Verify::Auto,
             infer: InferOptions::default(),
             memory_limit: MemoryLimit::Detect,
         }
@@ -251,14 +292,14 @@ impl<'a> TrainOptions<'a> {
         self
     }
 
-    /// Run the store's full verification ([`crate::store::check`]: every checksum, every
-    /// CSR index, symmetry, finite features) before training, and refuse a store that
-    /// fails it. Default off: `open` has verified the O(N) sections (header, offsets,
-    /// labels, roles, checksums included) and reads of the large ones (indices, features)
-    /// are bounds-checked, so damage there gives an error or, where it stays in range,
-    /// trains on the damaged values; their checksums are compared only here and by
-    /// `saintflow check`. Costs one pass over the store plus the symmetry searches.
-    pub fn verify(mut self, verify: bool) -> Self {
+    /// Whether the store's full verification ([`crate::store::check`]: every checksum,
+    /// every CSR index, symmetry, finite features) runs before training, refusing a store
+    /// that fails it. Default [`Verify::Auto`]: for stores up to [`AUTO_VERIFY_BYTES`].
+    /// Without it, `open` has verified the O(N) sections (header, offsets, labels, roles,
+    /// checksums included) and reads of the large ones (indices, features) are
+    /// bounds-checked, so damage there gives an error or, where it stays in range, trains on
+    /// the damaged values.
+    pub fn verify(mut self, verify: Verify) -> Self {
         self.verify = verify;
         self
     }
@@ -648,7 +689,7 @@ fn run(
     runner: &dyn StepRunner,
 ) -> Result<TrainOutcome> {
     let (store, plan_, progress) = (opts.store, opts.plan, &opts.progress);
-    if opts.verify {
+    if opts.verify.runs_check(store) {
         crate::store::check(store)?;
     }
     let lowered = lower_for(plan_, store, registry)?;
