@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::sample::Subgraph;
+use crate::sample::{SampleError, Subgraph};
 
 use super::fact::{Bindings, Dim, Fact};
 
@@ -65,13 +65,14 @@ pub struct Structure {
 }
 
 impl Structure {
-    /// The structure of a subgraph (computes the transpose permutation: O(nnz)).
-    pub fn of(sub: &Subgraph) -> Structure {
-        Structure {
+    /// The structure of a subgraph (computes the transpose permutation: O(nnz)); an
+    /// asymmetric subgraph (of a damaged store) is an error.
+    pub fn of(sub: &Subgraph) -> Result<Structure, SampleError> {
+        Ok(Structure {
             offsets: sub.offsets.clone(),
             indices: sub.indices.clone(),
-            transpose: sub.transpose_permutation(),
-        }
+            transpose: sub.transpose_permutation()?,
+        })
     }
 
     /// Rows.

@@ -14,6 +14,7 @@ use std::cell::RefCell;
 
 use rand_core::RngCore;
 
+use crate::sample::SampleError;
 use crate::store::Csr;
 use crate::store::StoreError;
 
@@ -47,10 +48,17 @@ impl Subgraph {
     }
 
     /// For each entry `k` = (u, v), the position of (v, u): apply it to an edge-value array
-    /// to transpose the matrix (Algorithm 6). Requires a symmetric pattern (induced
-    /// subgraphs of a symmetric graph are symmetric).
-    pub fn transpose_permutation(&self) -> Vec<u32> {
-        transpose_permutation(&self.offsets, &self.indices)
+    /// to transpose the matrix (Algorithm 6). Induced subgraphs of a symmetric graph are
+    /// symmetric; one of a damaged, asymmetric store is an error naming the entry by its
+    /// original node ids.
+    pub fn transpose_permutation(&self) -> Result<Vec<u32>, SampleError> {
+        transpose_permutation(&self.offsets, &self.indices).map_err(|e| match e {
+            SampleError::Asymmetric { u, v } => SampleError::Asymmetric {
+                u: self.nodes[u as usize],
+                v: self.nodes[v as usize],
+            },
+            e => e,
+        })
     }
 }
 
@@ -58,25 +66,32 @@ impl Subgraph {
 /// `data_t[k] = data[perm[k]]` is the transposed matrix's data on the same index arrays.
 ///
 /// Rows are visited in increasing order u; the entries (v, u) of row v are sorted by u, so
-/// the next unclaimed slot of row v (a cursor) is exactly (v, u). One pass, O(nnz).
-/// Requires sorted rows and a symmetric pattern (debug-asserted).
-pub fn transpose_permutation(offsets: &[u32], indices: &[u32]) -> Vec<u32> {
+/// the next unclaimed slot of row v (a cursor) is exactly (v, u). One pass, O(nnz). Needs
+/// sorted rows and a symmetric pattern; the pattern comes from a store, whose symmetry
+/// only `check` verifies, so each entry's slot is checked (one compare per entry) and an
+/// entry without its reverse is [`SampleError::Asymmetric`] rather than a wrong
+/// permutation (issue 15, found by fuzzing).
+pub fn transpose_permutation(offsets: &[u32], indices: &[u32]) -> Result<Vec<u32>, SampleError> {
     let n = offsets.len().saturating_sub(1);
     let mut cursor: Vec<u32> = offsets[..n].to_vec();
     let mut perm = vec![0u32; indices.len()];
     for u in 0..n {
         for k in offsets[u]..offsets[u + 1] {
             let v = indices[k as usize] as usize;
-            let t = cursor[v];
-            debug_assert_eq!(
-                indices[t as usize] as usize, u,
-                "pattern not symmetric at ({u}, {v})"
-            );
+            let t = match cursor.get(v) {
+                Some(&t) if t < offsets[v + 1] && indices[t as usize] as usize == u => t,
+                _ => {
+                    return Err(SampleError::Asymmetric {
+                        u: u as u32,
+                        v: v as u32,
+                    })
+                }
+            };
             cursor[v] += 1;
             perm[k as usize] = t;
         }
     }
-    perm
+    Ok(perm)
 }
 
 /// Per-thread membership index over N nodes: a bitmap, and for each 64-node word that holds
@@ -245,7 +260,7 @@ mod tests {
             let offsets: Vec<u32> = offsets.iter().map(|&o| o as u32).collect();
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
             let data: Vec<f64> = (0..indices.len()).map(|_| (rand_core::RngCore::next_u64(&mut rng) % 1000) as f64).collect();
-            let perm = transpose_permutation(&offsets, &indices);
+            let perm = transpose_permutation(&offsets, &indices).unwrap();
             let fast: Vec<f64> = perm.iter().map(|&p| data[p as usize]).collect();
             // Naive: dense matrix, transposed, read back on the same pattern.
             let mut dense = vec![0f64; n * n];

@@ -48,6 +48,15 @@ pub enum SampleError {
     /// The graph has no edges, so there is nothing to sample from.
     #[error("the graph has no edges: nothing to sample (for inductive training, is the training graph empty?)")]
     NoEdges,
+    /// A sampled pattern is not symmetric: entry (u, v) has no (v, u). Stores hold
+    /// symmetric graphs; only a damaged one (which `saintflow check` reports) gets here.
+    #[error("the graph is not symmetric: entry ({u}, {v}) has no reverse ({v}, {u}); the store is damaged (run `saintflow check`)")]
+    Asymmetric {
+        /// Row of the entry (an original node id for a subgraph's pattern).
+        u: u32,
+        /// Column of the entry.
+        v: u32,
+    },
 }
 
 /// A graph sampler: draws a node multiset from its graph. Implement it to plug in a sampler

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, Structure, Tensor, Value};
 use crate::op::{Arity, Cost, Ctx, Op, OpError, SourceKind, Stage};
-use crate::sample::Subgraph;
+use crate::sample::{SampleError, Subgraph};
 
 /// The step's subgraph (sample → dedup → clip → induce, by the source's sampler).
 #[derive(Debug)]
@@ -195,7 +195,7 @@ impl Op for Adjacency {
         let deg = |u: usize| (sub.offsets[u + 1] - sub.offsets[u]) as f32;
         let (structure, values) = match self.kind {
             AdjKind::Raw | AdjKind::Mean | AdjKind::Saint => {
-                let s = Structure::of(sub);
+                let s = Structure::of(sub).map_err(|e| OpError::Source(e.to_string()))?;
                 let mut v = vec![1.0f32; s.nnz()];
                 if self.kind == AdjKind::Mean {
                     for u in 0..n {
@@ -218,7 +218,16 @@ impl Op for Adjacency {
             }
             AdjKind::Sym => {
                 let (offsets, indices) = with_self_loops(sub);
-                let transpose = crate::sample::transpose_permutation(&offsets, &indices);
+                let transpose = crate::sample::transpose_permutation(&offsets, &indices)
+                    .map_err(|e| match e {
+                        // Local ids (self loops added) back to the store's.
+                        SampleError::Asymmetric { u, v } => SampleError::Asymmetric {
+                            u: sub.nodes[u as usize],
+                            v: sub.nodes[v as usize],
+                        },
+                        e => e,
+                    })
+                    .map_err(|e| OpError::Source(e.to_string()))?;
                 let s = Structure {
                     offsets,
                     indices,
