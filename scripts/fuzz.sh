@@ -57,6 +57,10 @@ for t in "${targets[@]}"; do
   stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
   execs=$(stat number_of_executed_units)
   rate=$(stat average_exec_per_sec)
+  if [[ -z $execs ]]; then  # -fork mode: the last status line ("#N: ... exec/s: R ...")
+    execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+    [[ -n $execs ]] && rate=$((execs / secs))
+  fi
   rss=$(stat peak_rss_mb)
   inputs=$(find "$work" -type f | wc -l)
   bytes=$(find "$work" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')

@@ -26,8 +26,11 @@ pub use plan::plan;
 pub use readers::readers;
 pub use store_step::store_step;
 
+/// A target's body: one execution on one input.
+pub type Body = fn(&[u8]);
+
 /// Every target by name, as `fuzz/corpus/<name>/` and `fuzz/regressions/<name>/` name them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Body)] = &[
     ("plan", plan),
     ("store_step", store_step),
     ("readers", readers),
