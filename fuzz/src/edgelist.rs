@@ -8,7 +8,7 @@
 //! Until the importer bounds N by what the file holds (issue 15, part A: huge ids and
 //! `--remap`), an input whose largest integer token exceeds [`MAX_ID`] is skipped: one line
 //! "0 4000000000" otherwise makes a 32 GB offsets file, which is that pending fix's case,
-//! not a new finding (`fuzz/pending/edgelist/README.md`).
+//! not a new finding (`fuzz/pending/README.md`).
 
 use saintflow::progress::Progress;
 use saintflow::store::import::{import_edgelist, EdgeListOptions};
