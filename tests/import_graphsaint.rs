@@ -481,3 +481,60 @@ fn existing_output_is_kept_unless_forced() {
     assert!(msg.contains("is not a saintflow store"), "{msg}");
     assert_eq!(std::fs::read(&file).unwrap(), b"mine");
 }
+
+/// Issue 15 (fuzzing, `readers` target): npyz allocates an NPY header's declared length
+/// before reading it and parses the text with a backtracking parser (a header 16 brackets
+/// deep took 30 s); such headers are refused up front, in `.npy` files and npz members.
+#[test]
+fn issue15_hostile_npy_headers_are_refused_quickly() {
+    use std::io::Write;
+    let npy = |version: u8, len: u32, text: &[u8]| {
+        let mut b = b"\x93NUMPY".to_vec();
+        b.push(version);
+        b.push(0);
+        match version {
+            1 => b.extend_from_slice(&(len as u16).to_le_bytes()),
+            _ => b.extend_from_slice(&len.to_le_bytes()),
+        }
+        b.extend_from_slice(text);
+        b
+    };
+    let nested = [
+        b"{'descr': '<f4', 'fortran_order': False, 'shape': ".as_slice(),
+        &[b'['; 24],
+        b"\n",
+    ]
+    .concat();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let start = std::time::Instant::now();
+    let deep = npy(1, nested.len() as u32, &nested);
+    assert_import_fails(
+        t,
+        "deep-feats",
+        |d| std::fs::write(d.join("feats.npy"), &deep).unwrap(),
+        "feats.npy",
+        "header nests 25 brackets deep, expected at most 4",
+    );
+    assert_import_fails(
+        t,
+        "long-header",
+        |d| std::fs::write(d.join("feats.npy"), npy(2, u32::MAX, b"{")).unwrap(),
+        "feats.npy",
+        "header of 4294967295 bytes, expected at most 10000",
+    );
+    assert_import_fails(
+        t,
+        "deep-npz-member",
+        |d| {
+            let f = std::fs::File::create(d.join("adj_full.npz")).unwrap();
+            let mut w = npyz::npz::NpzWriter::new(f);
+            let z = w.zip_writer();
+            z.start_file("format.npy", Default::default()).unwrap();
+            z.write_all(&deep).unwrap();
+        },
+        "adj_full.npz",
+        "member format: not a valid NPY file: header nests 25 brackets deep",
+    );
+    assert!(start.elapsed().as_secs() < 5, "took {:?}", start.elapsed());
+}

@@ -659,3 +659,31 @@ fn sampler_table_expected_nodes_match_the_draws() {
         );
     }
 }
+
+/// Issue 15 (fuzzing, `store_step`): a damaged store whose graph is not symmetric gave an
+/// asymmetric subgraph, and the transpose permutation (Algorithm 6) debug-asserted, or in
+/// release computed a wrong permutation. Now each entry's reverse is checked.
+#[test]
+fn issue15_asymmetric_pattern_is_an_error_not_a_wrong_transpose() {
+    // 0 → 1, 1 → 0, 1 → 2 (no 2 → 1), 2 → 0 (no 0 → 2).
+    let (offsets, indices) = (vec![0u32, 1, 3, 4], vec![1u32, 0, 2, 0]);
+    match transpose_permutation(&offsets, &indices) {
+        Err((1, 2)) => {}
+        other => panic!("expected the entry (1, 2) without reverse, got {other:?}"),
+    }
+    // A reverse present but claimed twice: row 1 holds 0 once, rows 0 and 2 both need it.
+    let (offsets, indices) = (vec![0u32, 1, 2, 3], vec![1u32, 0, 1]);
+    assert!(matches!(
+        transpose_permutation(&offsets, &indices),
+        Err((2, 1))
+    ));
+    // The subgraph's method names the original ids.
+    let sub = Subgraph {
+        nodes: vec![10, 20, 30],
+        offsets: vec![0, 1, 3, 4],
+        indices: vec![1, 0, 2, 0],
+        parent_entries: vec![0; 4],
+    };
+    let msg = sub.transpose_permutation().unwrap_err().to_string();
+    assert!(msg.contains("entry (20, 30) has no reverse"), "{msg}");
+}

@@ -16,7 +16,8 @@ use crate::store::check::{asymmetric_entries, entries_not_in};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
 use crate::store::import::{
-    read_class_map, read_roles, require_labels, write_features_npy, write_roles, ImportReport,
+    open_npy, read_class_map, read_roles, require_labels, write_features_npy, write_roles,
+    ImportReport, VettedNpy,
 };
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
@@ -89,15 +90,20 @@ fn member<'a, R: std::io::Read + std::io::Seek>(
     npz: &'a mut npyz::npz::NpzArchive<R>,
     path: &Path,
     name: &str,
-) -> Result<npyz::NpyFile<impl std::io::Read + 'a>, StoreError> {
-    npz.by_name(name)
-        .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?
-        .ok_or_else(|| {
-            StoreError::input(
-                path,
-                format!("missing member {name}.npy (not a scipy.sparse save_npz archive?)"),
-            )
-        })
+) -> Result<VettedNpy<impl std::io::Read + 'a>, StoreError> {
+    if !npz.array_names().any(|n| n == name) {
+        return Err(StoreError::input(
+            path,
+            format!("missing member {name}.npy (not a scipy.sparse save_npz archive?)"),
+        ));
+    }
+    // Through the zip archive rather than `NpzArchive::by_name`, so that the member's NPY
+    // header is vetted before npyz parses it (`open_npy`).
+    let file = npz
+        .zip_archive()
+        .by_name(&npyz::npz::file_name_from_array_name(name))
+        .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
+    open_npy(file).map_err(|e| StoreError::input(path, format!("member {name}: {e}")))
 }
 
 /// Reads and validates a scipy CSR npz: square, indptr monotone from 0 to nnz, indices in

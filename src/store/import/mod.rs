@@ -7,7 +7,7 @@ pub mod graphsaint;
 
 use std::fmt;
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Chain, Cursor, Read};
 use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
@@ -396,9 +396,96 @@ pub fn read_roles_with(
 
 // ---------------------------------------------------------------- NPY
 
+/// Longest NPY header text read: numpy's own default limit (`np.load(max_header_size=
+/// 10000)`). A plain array's header is under 128 bytes.
+pub const MAX_NPY_HEADER_BYTES: usize = 10_000;
+
+/// Deepest bracket nesting an NPY header may have: a plain dtype's header nests 2 deep
+/// (the dict and the shape tuple), a structured dtype's 4 (a list of field tuples, each
+/// with a shape); deeper is refused before npyz's parser sees it (see [`open_npy`]).
+pub const MAX_NPY_HEADER_DEPTH: usize = 4;
+
+/// An NPY stream whose header was vetted: the vetted bytes replayed in front of the rest.
+pub type VettedNpy<R> = npyz::NpyFile<Chain<Cursor<Vec<u8>>, R>>;
+
+/// Opens an NPY stream through npyz after vetting its preamble and header text, which npyz
+/// takes on trust: it allocates the declared header length (a u32, up to 4 GiB) before
+/// reading it, and parses the text with a backtracking parser whose time grows about
+/// fourfold with each level of bracket nesting (a header 16 `[` deep took 30 s, fuzzing).
+/// Refused here: a header longer than [`MAX_NPY_HEADER_BYTES`] or nested deeper than
+/// [`MAX_NPY_HEADER_DEPTH`]. The error is a bare message; callers add the file (and member).
+pub fn open_npy<R: Read>(mut r: R) -> Result<VettedNpy<R>, String> {
+    let eof = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => "not a valid NPY file: truncated header".to_string(),
+        _ => format!("not a valid NPY file: reading the header: {e}"),
+    };
+    let mut head = vec![0u8; 8];
+    r.read_exact(&mut head).map_err(eof)?;
+    if &head[..6] != b"\x93NUMPY" {
+        return Err("not a valid NPY file: magic not found".into());
+    }
+    let len_bytes = match (head[6], head[7]) {
+        (1, 0) => 2,
+        (2, 0) | (3, 0) => 4,
+        (a, b) => {
+            return Err(format!(
+                "not a valid NPY file: unsupported version ({a}, {b})"
+            ))
+        }
+    };
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len[..len_bytes]).map_err(eof)?;
+    head.extend_from_slice(&len[..len_bytes]);
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_NPY_HEADER_BYTES {
+        return Err(format!(
+            "not a valid NPY file: header of {len} bytes, expected at most {MAX_NPY_HEADER_BYTES}"
+        ));
+    }
+    let start = head.len();
+    head.resize(start + len, 0);
+    r.read_exact(&mut head[start..]).map_err(eof)?;
+    let depth = bracket_depth(&head[start..]);
+    if depth > MAX_NPY_HEADER_DEPTH {
+        return Err(format!(
+            "not a valid NPY file: header nests {depth} brackets deep, expected at most {MAX_NPY_HEADER_DEPTH}"
+        ));
+    }
+    npyz::NpyFile::new(Cursor::new(head).chain(r)).map_err(|e| format!("not a valid NPY file: {e}"))
+}
+
+/// Deepest nesting of `(`, `[` and `{` in a Python literal, outside string literals (an
+/// unclosed bracket counts: the parser backtracks over those too).
+fn bracket_depth(text: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut quote, mut escaped) = (0usize, 0usize, None::<u8>, false);
+    for &b in text {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == q {
+                    quote = None;
+                }
+            }
+            None => match b {
+                b'\'' | b'"' => quote = Some(b),
+                b'(' | b'[' | b'{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    deepest
+}
+
 /// An NPY file opened for streaming, with its element type resolved.
 pub struct Npy {
-    file: npyz::NpyFile<BufReader<File>>,
+    file: VettedNpy<BufReader<File>>,
     /// Shape as stored.
     pub shape: Vec<u64>,
     type_str: String,
@@ -408,8 +495,8 @@ impl Npy {
     /// Opens an `.npy` file; must be C order.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
-        let file = npyz::NpyFile::new(BufReader::with_capacity(1 << 20, f))
-            .map_err(|e| StoreError::input(path, format!("not a valid NPY file: {e}")))?;
+        let file = open_npy(BufReader::with_capacity(1 << 20, f))
+            .map_err(|e| StoreError::input(path, e))?;
         if file.order() != npyz::Order::C {
             return Err(StoreError::input(
                 path,
@@ -667,4 +754,20 @@ pub fn write_roles(w: &StoreWriter, roles: &[u8]) -> Result<SectionEntry, StoreE
 /// Writes an all-empty features section (F = 0).
 pub fn write_no_features(w: &StoreWriter) -> Result<SectionEntry, StoreError> {
     w.section(SectionId::Features, Dtype::F32)?.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bracket_depth;
+
+    #[test]
+    fn bracket_depth_counts_outside_strings() {
+        let plain = b"{'descr': '<f4', 'fortran_order': False, 'shape': (24, 3), }";
+        assert_eq!(bracket_depth(plain), 2);
+        let structured = b"{'descr': [('a', '<f4', (2,)), ('b', '<i8')], 'shape': (3,)}";
+        assert_eq!(bracket_depth(structured), 4);
+        assert_eq!(bracket_depth(b"{'x': '[[[[\\'(((', 'y': \"{{\"}"), 1);
+        assert_eq!(bracket_depth(b"[[[[[[[[{"), 9);
+        assert_eq!(bracket_depth(b")))]]]"), 0);
+    }
 }

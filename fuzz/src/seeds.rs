@@ -1,0 +1,211 @@
+//! The seed corpus: small valid (and a few nearly valid) inputs per target, from which
+//! libFuzzer mutates. `cargo run -p saintflow-fuzz --example seeds` writes them under
+//! `fuzz/corpus/<target>/`; the replay test runs whatever is committed there.
+
+use std::path::Path;
+
+use saintflow::store::format::Role;
+use saintflow::train::TrainOptions;
+
+use crate::{base, checkpoint};
+
+/// `(file name, bytes)` seeds of target `target`; `repo` is the repository root (the
+/// `plan` seeds are the shipped plan files).
+pub fn seeds(target: &str, repo: &Path) -> Vec<(String, Vec<u8>)> {
+    match target {
+        "plan" => plan_seeds(repo),
+        "store_step" => store_step_seeds(),
+        "readers" => reader_seeds(),
+        "edgelist" => edgelist_seeds(),
+        "checkpoint" => checkpoint_seeds(),
+        t => panic!("unknown fuzz target {t:?}"),
+    }
+}
+
+fn plan_seeds(repo: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(repo.join("plans"))
+        .expect("plans/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    for p in files {
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        out.push((name, std::fs::read(&p).expect("plan file")));
+    }
+    for i in 0..base::N_PLANS {
+        out.push((
+            format!("fuzz{i}"),
+            base::plan(i).effective_text().as_bytes().to_vec(),
+        ));
+    }
+    let mut gcn = std::fs::read(repo.join("plans/gcn.toml")).expect("gcn.toml");
+    gcn.extend_from_slice(b"\0dims.hidden=4\0sampler.kind=\"rw\"\0layer.0.dropout=0.1");
+    out.push(("gcn_overrides".into(), gcn));
+    out
+}
+
+fn store_step_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for i in 0..base::N_PLANS as u8 {
+        out.push((format!("clean_plan{i}"), vec![i]));
+        out.push((format!("clean_plan{i}_eval"), vec![i | 0x20]));
+    }
+    // file indices: 0 full.offsets, 1 full.indices, 2 train.offsets, 3 train.indices,
+    // 4 features, 5 labels, 6 roles, 7 header.
+    let ops: [(&str, Vec<u8>); 8] = [
+        ("index_out_of_range", vec![0, 1, 8, 0, 4, 0xff, 0xff, 0, 0]),
+        (
+            "offsets_overwrite",
+            vec![0, 0, 16, 0, 8, 0xff, 0, 0, 0, 0, 0, 0, 0],
+        ),
+        ("features_truncated", vec![1, 4, 100, 0]),
+        ("train_indices_zeroed", vec![2, 3, 0, 0, 64, 0]),
+        ("labels_appended", vec![3, 5, 4, 1, 2, 3, 4]),
+        ("header_n_nodes", vec![4, 0, 65, 0, 0, 0, 0, 0, 0, 0]),
+        ("header_n_classes", vec![4, 4, 1, 0, 0, 0, 0, 0, 0, 0]),
+        ("role_byte", vec![0, 6, 3, 0, 1, 9]),
+    ];
+    for (k, (name, op)) in ops.into_iter().enumerate() {
+        for reseal in [0u8, 0x10] {
+            let mut data = vec![(k as u8 % base::N_PLANS as u8) | reseal];
+            data.extend_from_slice(&op);
+            out.push((
+                format!("{name}{}", if reseal != 0 { "_resealed" } else { "" }),
+                data,
+            ));
+        }
+    }
+    out
+}
+
+fn npy<T: npyz::Serialize + npyz::AutoSerialize + Copy>(shape: &[u64], data: &[T]) -> Vec<u8> {
+    use npyz::WriterBuilder;
+    let mut buf = Vec::new();
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(&mut buf)
+        .begin_nd()
+        .expect("npy writer");
+    w.extend(data.iter().copied()).expect("npy elements");
+    w.finish().expect("npy finished");
+    buf
+}
+
+/// A scipy CSR npz of a ring of `n` nodes (both directions).
+fn ring_npz(n: u64) -> Vec<u8> {
+    let mut indices = Vec::new();
+    let mut indptr = vec![0usize];
+    for i in 0..n {
+        let mut row = vec![(i + n - 1) % n, (i + 1) % n];
+        row.sort();
+        row.dedup();
+        row.retain(|&j| j != i);
+        indices.extend(row);
+        indptr.push(indices.len());
+    }
+    let m = npyz::sparse::Csr {
+        data: vec![1.0f32; indices.len()],
+        indices,
+        indptr,
+        shape: [n, n],
+    };
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let path = tmp.path().join("a.npz");
+    let mut w = npyz::npz::NpzWriter::create(&path).expect("npz writer");
+    m.write_npz(&mut w).expect("npz written");
+    drop(w);
+    std::fs::read(&path).expect("npz read")
+}
+
+fn reader_seeds() -> Vec<(String, Vec<u8>)> {
+    let with = |which: u8, n: u8, file: Vec<u8>| {
+        let mut d = vec![which, n];
+        d.extend(file);
+        d
+    };
+    let feats: Vec<f32> = (0..24).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let classes: Vec<i64> = (0..8).map(|i| i % 3 - (i == 5) as i64).collect();
+    let multi: Vec<u8> = (0..8 * 4).map(|i| (i % 3 == 0) as u8).collect();
+    vec![
+        ("features_f32".into(), with(0, 8, npy(&[8, 3], &feats))),
+        ("features_std".into(), with(8, 8, npy(&[8, 3], &feats))),
+        ("features_i64_1d".into(), with(0, 8, npy(&[8], &classes))),
+        ("labels_single".into(), with(1, 8, npy(&[8], &classes))),
+        ("labels_multi".into(), with(1, 8, npy(&[8, 4], &multi))),
+        (
+            "class_map_single".into(),
+            with(2, 4, br#"{"0": 1, "1": 0, "3": 2}"#.to_vec()),
+        ),
+        (
+            "class_map_multi".into(),
+            with(2, 3, br#"{"0": [0, 1, 1], "2": [1, 0, 0]}"#.to_vec()),
+        ),
+        (
+            "roles".into(),
+            with(3, 6, br#"{"tr": [0, 1, 2], "va": [3], "te": [5]}"#.to_vec()),
+        ),
+        ("npz_ring_induce".into(), with(4, 0, ring_npz(6))),
+        ("npz_ring_given".into(), with(5, 0, ring_npz(5))),
+    ]
+}
+
+fn edgelist_seeds() -> Vec<(String, Vec<u8>)> {
+    let with = |flags: u8, extra: &[u8], text: &str| {
+        let mut d = vec![flags];
+        d.extend_from_slice(extra);
+        d.extend_from_slice(text.as_bytes());
+        d
+    };
+    vec![
+        (
+            "symmetric".into(),
+            with(
+                0,
+                &[],
+                "# a triangle and a tail\n0 1\n1 0\n1 2\n2 1\n0 2\n2 0\n2 3\n3 2\n",
+            ),
+        ),
+        (
+            "symmetrize".into(),
+            with(1, &[], "% comment\n0 1 0.5\n1 2 7\n\n2 3\n3 3\n0 1\n"),
+        ),
+        ("asymmetric".into(), with(0, &[], "0 1\n1 2\n2 1\n")),
+        ("nodes_given".into(), with(3, &[10], "0 1\n4 2\n")),
+        ("bad_token".into(), with(1, &[], "0 1\n1 x\n")),
+        ("crlf_tabs".into(), with(1, &[], "0\t1\r\n1\t2\r\n")),
+    ]
+}
+
+/// Checkpoint encodings (without magic and checksum) of each fixed plan after one epoch
+/// on the base store, with the mode byte that seals them and sets their identity.
+fn checkpoint_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for i in 0..base::N_PLANS {
+        let tmp = tempfile::tempdir().expect("temporary directory");
+        let dir = base::write_store(tmp.path(), "s.sf");
+        let store = saintflow::GraphStore::open(&dir).expect("base store");
+        assert!(store.role_count(Role::Train) > 0);
+        let path = tmp.path().join("checkpoint.bin");
+        TrainOptions::new(base::plan(i), &store)
+            .seed(checkpoint::SEED)
+            .checkpoint(&path)
+            .epochs(2)
+            .stop_after(1)
+            .train()
+            .expect("a checkpointed epoch");
+        let bytes = std::fs::read(&path).expect("checkpoint written");
+        let body = &bytes[checkpoint::MAGIC.len()..bytes.len() - 8];
+        for (suffix, mode) in [("", 0x10), ("_eval", 0x30)] {
+            let mut d = vec![i as u8 | mode];
+            d.extend_from_slice(body);
+            out.push((format!("plan{i}_epoch1{suffix}"), d));
+        }
+        let mut raw = vec![i as u8];
+        raw.extend_from_slice(&bytes);
+        out.push((format!("plan{i}_raw_file"), raw));
+    }
+    out
+}
