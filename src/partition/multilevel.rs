@@ -121,6 +121,10 @@ pub struct Partition {
     /// projection onto the input graph (coarse edge weights sum the fine edges): what
     /// refinement started from.
     pub initial_cut: u64,
+    /// Whether that initial partition, projected, already met the balance bound. When it
+    /// did, `cut ≤ initial_cut` (refinement's result is kept only if no worse); when it did
+    /// not, balancing may have had to raise the cut.
+    pub initial_balanced: bool,
     /// Levels of coarsening (0: the input was partitioned directly).
     pub levels: usize,
     /// Nodes of the coarsest graph.
@@ -232,6 +236,11 @@ pub fn partition(g: &WGraph, opts: &PartitionOptions) -> Result<Partition, Parti
     }
     force_balance(g, &mut part, k, max_weight);
     let mut cut = edge_cut(g, &part);
+    debug_assert_eq!(
+        edge_cut(g, &initial),
+        initial_cut,
+        "projection keeps the cut"
+    );
     let feasible = part_weights(g, &initial, k)
         .iter()
         .all(|&w| w <= max_weight);
@@ -243,6 +252,7 @@ pub fn partition(g: &WGraph, opts: &PartitionOptions) -> Result<Partition, Parti
         k,
         cut,
         initial_cut,
+        initial_balanced: feasible,
         levels: n_levels,
         coarsest_nodes,
         max_weight,
