@@ -29,6 +29,9 @@ pub enum Error {
     /// Training, evaluation, checkpoints and logs.
     #[error(transparent)]
     Train(#[from] crate::train::TrainError),
+    /// Partitioning a store into part stores (`saintflow partition`).
+    #[error(transparent)]
+    Partition(#[from] crate::partition::PartitionError),
     /// Benchmarks that run the program (`bench scale`).
     #[error(transparent)]
     Bench(#[from] crate::bench::BenchError),

@@ -179,6 +179,7 @@ pub mod error;
 pub mod exec;
 pub mod ir;
 pub mod op;
+pub mod partition;
 pub mod plan;
 pub mod planner;
 pub mod plot;

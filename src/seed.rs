@@ -47,9 +47,13 @@ pub mod stream {
     pub const NORM: u64 = 0x4E4F_524D;
     /// Dropout masks, per step and node ("DROP").
     pub const DROPOUT: u64 = 0x4452_4F50;
+    /// The partitioner's visiting orders, per level and pass ("PART").
+    pub const PARTITION: u64 = 0x5041_5254;
+    /// GAD augmentation walks, per part and walk ("GADW").
+    pub const GAD_WALKS: u64 = 0x4741_4457;
 
     /// The table, by name: what the uniqueness test reads.
-    pub const ALL: [(&str, u64); 10] = [
+    pub const ALL: [(&str, u64); 12] = [
         ("EDGES", EDGES),
         ("ROLES", ROLES),
         ("FEATURES", FEATURES),
@@ -60,6 +64,8 @@ pub mod stream {
         ("INIT", INIT),
         ("NORM", NORM),
         ("DROPOUT", DROPOUT),
+        ("PARTITION", PARTITION),
+        ("GAD_WALKS", GAD_WALKS),
     ];
 }
 

@@ -8,6 +8,7 @@ mod explain;
 mod gen;
 mod import;
 mod info;
+mod partition;
 mod plot;
 mod sample;
 mod train;
@@ -57,6 +58,9 @@ enum Command {
     Train(train::TrainArgs),
     /// Write the node embeddings of a trained plan (the `[output]` layer's input) as .npy.
     Embed(embed::EmbedArgs),
+    /// Partition a store into k part stores (multilevel k-way + GAD augmentation by
+    /// random walks from each part's boundary) for distributed training.
+    Partition(partition::PartitionArgs),
     /// Benchmarks: `bench scale` (step time vs |V| and vs degree under a memory cap).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -87,6 +91,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Plot(a) => plot::run(a),
         Command::Train(a) => train::run(a, &registry, &progress).map(|_| ()),
         Command::Embed(a) => embed::run(a, &registry, &progress),
+        Command::Partition(a) => partition::run(a, &progress),
         Command::Bench(b) => bench::run(b, &progress),
     };
     match result {

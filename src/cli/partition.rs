@@ -1,0 +1,100 @@
+//! `saintflow partition`: k-way partition + GAD augmentation into one store per part.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::Result;
+use crate::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
+use crate::progress::Progress;
+
+#[derive(Debug, Args)]
+pub(super) struct PartitionArgs {
+    /// Store directory to partition.
+    store: PathBuf,
+    /// Number of parts k.
+    #[arg(short, long, value_parser = super::at_least_one)]
+    k: usize,
+    /// Output directory: part-0.sf … part-{k-1}.sf and partition.json.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Imbalance ε: every part has at most max(⌊(1+ε)·N/k⌋, ⌈N/k⌉) own nodes.
+    #[arg(long, default_value_t = 0.03)]
+    epsilon: f64,
+    /// α of the replication budget ⌊α(1+ρ_i)|V_i|⌋.
+    #[arg(long, default_value_t = 0.01)]
+    alpha: f64,
+    /// Walk length L: the message-passing layers of the plan to be trained (2 for the
+    /// shipped GCN/GraphSAGE plans).
+    #[arg(long, default_value_t = 2)]
+    layers: usize,
+    /// Seed of the partitioner's orders and of the walks.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Also write the graph in METIS format (for `gpmetis`; scripts/partition_vs_metis.sh).
+    #[arg(long)]
+    metis_out: Option<PathBuf>,
+    /// Replace an earlier partition directory at the output.
+    #[arg(long)]
+    force: bool,
+    /// Print the summary as JSON (partition.json's content).
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(a: PartitionArgs, progress: &Progress) -> Result<()> {
+    if let Some(path) = &a.metis_out {
+        let store = crate::store::GraphStore::open(&a.store)?;
+        let g = crate::partition::write::load_graph(&store)?;
+        crate::partition::write::write_metis(&g, path)?;
+    }
+    let spec = PartitionSpec {
+        partition: PartitionOptions {
+            k: a.k,
+            epsilon: a.epsilon,
+            seed: a.seed,
+        },
+        augment: AugmentOptions {
+            layers: a.layers,
+            alpha: a.alpha,
+            seed: a.seed,
+            ..AugmentOptions::default()
+        },
+    };
+    let r = partition_store(&a.store, &a.out, &spec, a.force, progress)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).expect("a report serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "{}: {} nodes, {} edges into {} parts (ε {}, seed {}) in {:.2} s",
+        a.out.display(),
+        r.n_nodes,
+        r.n_edges,
+        r.k,
+        r.epsilon,
+        r.seed,
+        r.total_seconds
+    );
+    println!(
+        "edge cut {} ({:.2}% of edges; initial {}), balance {:.3}, replication factor {:.4} (α {}, L {})",
+        r.edge_cut,
+        100.0 * r.cut_ratio,
+        r.initial_cut,
+        r.balance,
+        r.replication_factor,
+        r.alpha,
+        r.layers
+    );
+    println!("part      own  replicas  budget  boundary    walks  edge cut  balance");
+    for p in &r.parts {
+        println!(
+            "{:>4} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8.3}",
+            p.part, p.own, p.replicas, p.budget, p.boundary, p.walks, p.edge_cut, p.balance
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,527 @@
+//! `saintflow partition`'s output: a directory of part stores and `partition.json`,
+//! published as a whole. Part i's store holds its own nodes and its replicas (in global-id
+//! order), the full graph's edges among them, their features and labels, and the roles of
+//! its own nodes only (replicas have none, so the loss never sees them). Its training graph
+//! (`train_graph: given`) is the original training graph's edges among own nodes plus the
+//! edges between replicas and training nodes or other replicas, so samplers reach the
+//! replicas. `part.tsv` inside each store maps local ids to global ids, home parts and
+//! own/replica. The directory is written beside the destination under a temporary name
+//! (`.NAME.tmp-PID`, locked) and renamed into place; `force` replaces only an earlier
+//! partition directory (one whose `partition.json` has [`PARTITION_FORMAT`]).
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::gad::{augment, AugmentOptions, Augmentation};
+use super::multilevel::{partition, Partition, PartitionOptions, WGraph};
+use super::PartitionError;
+use crate::progress::Progress;
+use crate::store::build::split_counts;
+use crate::store::format::{Dtype, Header, Role, SectionId, TrainGraph};
+use crate::store::writer::StoreWriter;
+use crate::store::{check, GraphStore};
+
+/// The `format` tag of `partition.json`.
+pub const PARTITION_FORMAT: &str = "saintflow.partition/1";
+/// The summary file of a partition directory.
+pub const PARTITION_JSON: &str = "partition.json";
+/// The id map inside each part store.
+pub const PART_MAP_FILE: &str = "part.tsv";
+
+/// What to partition and how.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionSpec {
+    /// k, ε and the seed.
+    pub partition: PartitionOptions,
+    /// L, α (their seed is `partition.seed`).
+    pub augment: AugmentOptions,
+}
+
+/// One part in `partition.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PartReport {
+    /// i.
+    pub part: usize,
+    /// The store's directory name inside the partition directory.
+    pub store: String,
+    /// Own nodes |V_i|.
+    pub own: usize,
+    /// Replicas.
+    pub replicas: usize,
+    /// |B_i|.
+    pub boundary: usize,
+    /// Walks drawn (n).
+    pub walks: usize,
+    /// Walks taken whole.
+    pub walks_taken: usize,
+    /// x̄ and σ of the pilot.
+    pub pilot_mean: f64,
+    /// σ of the pilot.
+    pub pilot_std: f64,
+    /// ρ_i.
+    pub density: f64,
+    /// ⌊α(1+ρ_i)|V_i|⌋.
+    pub budget: usize,
+    /// Edges from own nodes to other parts.
+    pub edge_cut: u64,
+    /// |V_i| / (N/k).
+    pub balance: f64,
+    /// Own nodes by role.
+    pub train: u64,
+    /// Validation nodes.
+    pub val: u64,
+    /// Test nodes.
+    pub test: u64,
+}
+
+/// `partition.json` and the `--json` output of `saintflow partition`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PartitionReport {
+    /// [`PARTITION_FORMAT`].
+    pub format: String,
+    /// The partitioned store as given.
+    pub source: String,
+    /// N.
+    pub n_nodes: u64,
+    /// Undirected edges (self loops excluded).
+    pub n_edges: u64,
+    /// k.
+    pub k: usize,
+    /// ε.
+    pub epsilon: f64,
+    /// α.
+    pub alpha: f64,
+    /// L.
+    pub layers: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Edges between parts.
+    pub edge_cut: u64,
+    /// edge_cut / n_edges.
+    pub cut_ratio: f64,
+    /// Cut of the initial (unrefined) partition.
+    pub initial_cut: u64,
+    /// max part / (N/k).
+    pub balance: f64,
+    /// (Σ own + replicas) / N.
+    pub replication_factor: f64,
+    /// Coarsening levels.
+    pub levels: usize,
+    /// Seconds spent partitioning (coarsen, initial, refine).
+    pub partition_seconds: f64,
+    /// Seconds in all.
+    pub total_seconds: f64,
+    /// Each part.
+    pub parts: Vec<PartReport>,
+}
+
+/// Loads the full graph of `store` as a [`WGraph`] (unit weights, self loops dropped).
+pub fn load_graph(store: &GraphStore) -> Result<WGraph, PartitionError> {
+    let csr = store.full();
+    WGraph::from_csr(csr.offsets(), csr.indices())
+}
+
+/// Writes `g` in METIS's graph format (`n m`, then each node's 1-based neighbours).
+pub fn write_metis(g: &WGraph, path: &Path) -> Result<(), PartitionError> {
+    let mut text = String::with_capacity(g.adj.len() * 7 + 32);
+    text.push_str(&format!("{} {}\n", g.n(), g.adj.len() / 2));
+    for u in 0..g.n() {
+        let row: Vec<String> = g.edges(u).map(|(v, _)| (v + 1).to_string()).collect();
+        text.push_str(&row.join(" "));
+        text.push('\n');
+    }
+    crate::atomic::create_parent_dirs(path)
+        .and_then(|_| crate::atomic::write_atomic(path, text.as_bytes()))
+        .map_err(|e| PartitionError::io(path, "write", e))
+}
+
+/// Partitions the store at `input`, augments the parts and writes them to `out` (see the
+/// module's documentation). Returns what `partition.json` holds.
+pub fn partition_store(
+    input: &Path,
+    out: &Path,
+    spec: &PartitionSpec,
+    force: bool,
+    progress: &Progress,
+) -> Result<PartitionReport, PartitionError> {
+    let start = Instant::now();
+    let store = GraphStore::open(input)?;
+    let g = load_graph(&store)?;
+    let spinner = progress.spinner("partitioning");
+    let p = partition(&g, &spec.partition)?;
+    let partition_seconds = start.elapsed().as_secs_f64();
+    spinner.finish_and_clear();
+    let aug = augment(
+        &g,
+        &p.part,
+        p.k,
+        &AugmentOptions {
+            seed: spec.partition.seed,
+            ..spec.augment
+        },
+    )?;
+    let dir = OutDir::create(out, force)?;
+    let bar = progress.bar(p.k as u64, "write parts", "parts");
+    let mut parts = Vec::with_capacity(p.k);
+    for i in 0..p.k {
+        let name = format!("part-{i}.sf");
+        parts.push(write_part(
+            &store,
+            &g,
+            &p,
+            &aug,
+            i,
+            &dir.tmp.join(&name),
+            input,
+        )?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let n = g.n() as u64;
+    let stored: usize = parts.iter().map(|r| r.own + r.replicas).sum();
+    let n_edges = g.adj.len() as u64 / 2;
+    let report = PartitionReport {
+        format: PARTITION_FORMAT.into(),
+        source: input.display().to_string(),
+        n_nodes: n,
+        n_edges,
+        k: p.k,
+        epsilon: spec.partition.epsilon,
+        alpha: spec.augment.alpha,
+        layers: spec.augment.layers,
+        seed: spec.partition.seed,
+        edge_cut: p.cut,
+        cut_ratio: if n_edges == 0 {
+            0.0
+        } else {
+            p.cut as f64 / n_edges as f64
+        },
+        initial_cut: p.initial_cut,
+        balance: p.balance(&g),
+        replication_factor: if n == 0 {
+            1.0
+        } else {
+            stored as f64 / n as f64
+        },
+        levels: p.levels,
+        partition_seconds,
+        total_seconds: start.elapsed().as_secs_f64(),
+        parts,
+    };
+    let mut json = serde_json::to_vec_pretty(&report).expect("a report serialises");
+    json.push(b'\n');
+    let jpath = dir.tmp.join(PARTITION_JSON);
+    crate::atomic::write_atomic(&jpath, &json)
+        .map_err(|e| PartitionError::io(&jpath, "write", e))?;
+    dir.commit()?;
+    Ok(report)
+}
+
+/// Writes part `i`'s store at `dest`.
+fn write_part(
+    store: &GraphStore,
+    g: &WGraph,
+    p: &Partition,
+    aug: &Augmentation,
+    i: usize,
+    dest: &Path,
+    input: &Path,
+) -> Result<PartReport, PartitionError> {
+    let a = &aug.parts[i];
+    let own: Vec<u32> = (0..g.n() as u32)
+        .filter(|&v| p.part[v as usize] as usize == i)
+        .collect();
+    let mut nodes: Vec<u32> = own.iter().chain(&a.replicas).copied().collect();
+    nodes.sort_unstable();
+    let is_replica = |v: u32| p.part[v as usize] as usize != i;
+    let local = |v: u32| nodes.binary_search(&v).ok();
+    let roles: Vec<u8> = nodes
+        .iter()
+        .map(|&v| {
+            if is_replica(v) {
+                Role::None as u8
+            } else {
+                store.role(v) as u8
+            }
+        })
+        .collect();
+    let in_train = |l: usize| roles[l] == Role::Train as u8 || is_replica(nodes[l]);
+    let (full, train) = (store.full(), store.train());
+    let (mut fo, mut fi, mut to, mut ti) = (vec![0u64], Vec::new(), vec![0u64], Vec::new());
+    for (lu, &u) in nodes.iter().enumerate() {
+        for &v in full.try_neighbors(u)? {
+            let Some(lv) = local(v) else { continue };
+            fi.push(lv as u32);
+            let keep = in_train(lu)
+                && in_train(lv)
+                && (is_replica(u)
+                    || is_replica(v)
+                    || train.try_neighbors(u)?.binary_search(&v).is_ok());
+            if keep {
+                ti.push(lv as u32);
+            }
+        }
+        fo.push(fi.len() as u64);
+        to.push(ti.len() as u64);
+    }
+    let w = StoreWriter::create(dest, false)?;
+    let section_u64 = |id, v: &[u64]| -> Result<_, PartitionError> {
+        let mut s = w.section(id, Dtype::U64)?;
+        s.write_u64s(v)?;
+        Ok(s.finish()?)
+    };
+    let section_u32 = |id, v: &[u32]| -> Result<_, PartitionError> {
+        let mut s = w.section(id, Dtype::U32)?;
+        s.write_u32s(v)?;
+        Ok(s.finish()?)
+    };
+    let e_fo = section_u64(SectionId::FullOffsets, &fo)?;
+    let e_fi = section_u32(SectionId::FullIndices, &fi)?;
+    let e_to = section_u64(SectionId::TrainOffsets, &to)?;
+    let e_ti = section_u32(SectionId::TrainIndices, &ti)?;
+    let mut s = w.section(SectionId::Features, Dtype::F32)?;
+    for &v in &nodes {
+        s.write_f32s(store.feature_row(v)?)?;
+    }
+    let e_feat = s.finish()?;
+    let h = store.header();
+    let row = h.label_row_bytes() as usize;
+    let labels = store.section_bytes(SectionId::Labels);
+    let mut s = w.section(
+        SectionId::Labels,
+        match h.label_kind {
+            crate::store::LabelKind::Single => Dtype::U32,
+            crate::store::LabelKind::Multi => Dtype::U8,
+        },
+    )?;
+    for &v in &nodes {
+        let at = v as usize * row;
+        let bytes = labels.get(at..at + row).ok_or_else(|| {
+            PartitionError::argument(format!("labels of node {v} beyond the labels section"))
+        })?;
+        s.write_bytes(bytes)?;
+    }
+    let e_labels = s.finish()?;
+    let mut s = w.section(SectionId::Roles, Dtype::U8)?;
+    s.write_bytes(&roles)?;
+    let e_roles = s.finish()?;
+    let split = split_counts(&roles);
+    let header = Header {
+        n_nodes: nodes.len() as u64,
+        n_entries: fi.len() as u64,
+        n_train_entries: ti.len() as u64,
+        n_features: h.n_features,
+        n_classes: h.n_classes,
+        label_kind: h.label_kind,
+        train_graph: TrainGraph::Given,
+        split,
+        sections: vec![e_fo, e_fi, e_to, e_ti, e_feat, e_labels, e_roles],
+        source: format!(
+            "saintflow partition {} -k {}: part {i}",
+            input.display(),
+            p.k
+        ),
+    };
+    let (path, f) = w.aux_file(PART_MAP_FILE)?;
+    let io = |e| PartitionError::io(&path, "write", e);
+    let mut out = BufWriter::new(f);
+    writeln!(
+        out,
+        "# local\tglobal\thome part\town|replica (saintflow partition: part {i} of {})",
+        p.k
+    )
+    .map_err(io)?;
+    for (l, &v) in nodes.iter().enumerate() {
+        let kind = if is_replica(v) { "replica" } else { "own" };
+        writeln!(out, "{l}\t{v}\t{}\t{kind}", p.part[v as usize]).map_err(io)?;
+    }
+    let f = out.into_inner().map_err(|e| io(e.into_error()))?;
+    f.sync_all()
+        .map_err(|e| PartitionError::io(&path, "fsync", e))?;
+    w.commit(&header, check)?;
+    let edge_cut = own
+        .iter()
+        .map(|&u| {
+            g.edges(u as usize)
+                .filter(|&(v, _)| p.part[v] as usize != i)
+                .count() as u64
+        })
+        .sum();
+    Ok(PartReport {
+        part: i,
+        store: dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        own: own.len(),
+        replicas: a.replicas.len(),
+        boundary: a.boundary,
+        walks: a.walks,
+        walks_taken: a.walks_taken,
+        pilot_mean: a.pilot_mean,
+        pilot_std: a.pilot_std,
+        density: a.density,
+        budget: a.budget,
+        edge_cut,
+        balance: own.len() as f64 * p.k as f64 / g.n().max(1) as f64,
+        train: split.train,
+        val: split.val,
+        test: split.test,
+    })
+}
+
+/// A part store's `part.tsv`, read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartMap {
+    /// Global id of each local node.
+    pub global: Vec<u32>,
+    /// Home part of each local node.
+    pub home: Vec<u32>,
+    /// Whether each local node is a replica.
+    pub replica: Vec<bool>,
+}
+
+/// Reads `part.tsv` of the part store at `dir`.
+pub fn read_part_map(dir: &Path) -> Result<PartMap, PartitionError> {
+    let path = dir.join(PART_MAP_FILE);
+    let text = fs::read_to_string(&path).map_err(|e| PartitionError::io(&path, "read", e))?;
+    let mut m = PartMap {
+        global: Vec::new(),
+        home: Vec::new(),
+        replica: Vec::new(),
+    };
+    for (no, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with('#'))
+    {
+        let f: Vec<&str> = line.split('\t').collect();
+        let bad =
+            || PartitionError::argument(format!("{}:{}: malformed line", path.display(), no + 1));
+        let [l, g, h, kind] = f.as_slice() else {
+            return Err(bad());
+        };
+        if l.parse::<usize>().ok() != Some(m.global.len()) {
+            return Err(bad());
+        }
+        m.global.push(g.parse().map_err(|_| bad())?);
+        m.home.push(h.parse().map_err(|_| bad())?);
+        m.replica.push(match *kind {
+            "own" => false,
+            "replica" => true,
+            _ => return Err(bad()),
+        });
+    }
+    Ok(m)
+}
+
+/// Whether `path` is a partition directory (its `partition.json` has our format tag).
+fn is_partition_dir(path: &Path) -> bool {
+    fs::read(path.join(PARTITION_JSON))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v.get("format").and_then(|f| f.as_str()) == Some(PARTITION_FORMAT))
+}
+
+/// Whether `path` is what a killed partition writer leaves: a directory holding only part
+/// stores, their temporaries and `partition.json` (or its temporary).
+fn is_partition_temp(path: &Path) -> bool {
+    let known = |n: &str| {
+        n.starts_with("part-")
+            || n.starts_with(".part-")
+            || n.starts_with(PARTITION_JSON)
+            || n.starts_with(".partition.json")
+    };
+    path.symlink_metadata().is_ok_and(|m| m.is_dir())
+        && fs::read_dir(path).is_ok_and(|es| {
+            es.into_iter().all(|e| {
+                e.ok()
+                    .and_then(|e| e.file_name().into_string().ok())
+                    .is_some_and(|n| known(&n))
+            })
+        })
+}
+
+/// The output directory being written: a locked temporary beside the destination.
+struct OutDir {
+    dest: PathBuf,
+    tmp: PathBuf,
+    _lock: File,
+    committed: bool,
+}
+
+impl OutDir {
+    fn create(dest: &Path, force: bool) -> Result<OutDir, PartitionError> {
+        crate::atomic::remove_stale_temps(dest, &is_partition_temp);
+        let refuse = |what: &str| PartitionError::Output {
+            path: dest.to_path_buf(),
+            what: what.into(),
+        };
+        if dest.exists() && !force {
+            return Err(refuse(
+                "exists (pass --force to replace an earlier partition)",
+            ));
+        }
+        if dest.exists() && !is_partition_dir(dest) {
+            return Err(refuse(&format!("exists and is not a partition directory (no {PARTITION_JSON} of {PARTITION_FORMAT}); not replaced")));
+        }
+        if dest.file_name().is_none() {
+            return Err(refuse("not a valid output directory name"));
+        }
+        crate::atomic::create_parent_dirs(dest)
+            .map_err(|e| PartitionError::io(dest, "create parent", e))?;
+        let (_, tmp) = crate::atomic::temp_beside(dest);
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(|e| PartitionError::io(&tmp, "remove stale", e))?;
+        }
+        fs::create_dir(&tmp).map_err(|e| PartitionError::io(&tmp, "create directory", e))?;
+        let lock = File::open(&tmp).map_err(|e| PartitionError::io(&tmp, "open directory", e))?;
+        crate::atomic::hold_lock(&lock);
+        Ok(OutDir {
+            dest: dest.to_path_buf(),
+            tmp,
+            _lock: lock,
+            committed: false,
+        })
+    }
+
+    /// fsync, move an earlier partition aside, rename into place, fsync the parent, remove
+    /// the earlier one.
+    fn commit(mut self) -> Result<(), PartitionError> {
+        let sync = |d: &Path| {
+            crate::atomic::sync_dir(d).map_err(|e| PartitionError::io(d, "fsync directory", e))
+        };
+        sync(&self.tmp)?;
+        let mut old = None;
+        if self.dest.exists() {
+            let mut trash = self.tmp.clone().into_os_string();
+            trash.push(".old");
+            let trash = PathBuf::from(trash);
+            fs::rename(&self.dest, &trash)
+                .map_err(|e| PartitionError::io(&self.dest, "move aside", e))?;
+            old = Some(trash);
+        }
+        fs::rename(&self.tmp, &self.dest)
+            .map_err(|e| PartitionError::io(&self.dest, "rename into place", e))?;
+        self.committed = true;
+        if let Some(parent) = self.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync(parent)?;
+        }
+        if let Some(trash) = old {
+            let _ = fs::remove_dir_all(&trash);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
+}

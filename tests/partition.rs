@@ -1,0 +1,456 @@
+//! Issue 17, first part: the k-way partitioner (balance within ε, every edge inside a part
+//! or in the cut, refinement never worse than its start, a planted partition found), GAD
+//! augmentation (replicas connected to their part within L hops, the budget formula, the
+//! walk-count formula) and the part stores (open, check, no role on replicas, one training
+//! step through the normal engine), plus the output directory's atomic publication.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use saintflow::partition::gad::budget;
+use saintflow::partition::{
+    augment, edge_cut, partition, partition_store, read_part_map, walk_count, AugmentOptions,
+    PartitionOptions, PartitionReport, PartitionSpec, WGraph, PARTITION_JSON,
+};
+use saintflow::plan::Plan;
+use saintflow::prelude::*;
+use saintflow::progress::Progress;
+use saintflow::seed::{hash3, unit_f64};
+use saintflow::store::check;
+use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+use saintflow::train::TrainOptions;
+
+/// A symmetric CSR from undirected edges (duplicates and self loops dropped).
+fn graph(n: usize, edges: &[(u32, u32)]) -> WGraph {
+    let mut rows = vec![Vec::new(); n];
+    for &(u, v) in edges {
+        if u != v {
+            rows[u as usize].push(v);
+            rows[v as usize].push(u);
+        }
+    }
+    let mut off = vec![0u64];
+    let mut idx = Vec::new();
+    for r in &mut rows {
+        r.sort_unstable();
+        r.dedup();
+        idx.extend_from_slice(r);
+        off.push(idx.len() as u64);
+    }
+    WGraph::from_csr(&off, &idx).unwrap()
+}
+
+/// `blocks` planted blocks of `size` nodes: ~`d_in` edges per node inside its block and
+/// ~`d_out` to other blocks. Node v is in block v % blocks (interleaved ids, so id order
+/// gives the partitioner no hint).
+fn planted(blocks: usize, size: usize, d_in: usize, d_out: usize, seed: u64) -> (WGraph, Vec<u32>) {
+    let n = blocks * size;
+    let mut edges = Vec::new();
+    let mut h = 0u64;
+    let mut draw = |m: usize| {
+        h += 1;
+        (unit_f64(hash3(seed, 77, h)) * m as f64) as usize
+    };
+    for u in 0..n {
+        let b = u % blocks;
+        for _ in 0..d_in / 2 {
+            edges.push((u as u32, (draw(size) * blocks + b) as u32));
+        }
+        if draw(2 * d_out.max(1)) < d_out {
+            edges.push((u as u32, draw(n) as u32));
+        }
+    }
+    let truth = (0..n).map(|v| (v % blocks) as u32).collect();
+    (graph(n, &edges), truth)
+}
+
+fn grid(w: usize, h: usize) -> WGraph {
+    let mut e = Vec::new();
+    for y in 0..h {
+        for x in 0..w {
+            let v = (y * w + x) as u32;
+            if x + 1 < w {
+                e.push((v, v + 1));
+            }
+            if y + 1 < h {
+                e.push((v, v + w as u32));
+            }
+        }
+    }
+    graph(w * h, &e)
+}
+
+/// The cut counted from the assignment alone: undirected edges u < v in different parts.
+fn cut_of(g: &WGraph, part: &[u32]) -> (u64, u64) {
+    let (mut inside, mut cut) = (0, 0);
+    for u in 0..g.n() {
+        for (v, _) in g.edges(u) {
+            if u < v {
+                if part[u] == part[v] {
+                    inside += 1;
+                } else {
+                    cut += 1;
+                }
+            }
+        }
+    }
+    (inside, cut)
+}
+
+#[test]
+fn balance_cut_and_refinement_on_generated_graphs() {
+    let graphs = [
+        ("grid 40x50", grid(40, 50)),
+        ("planted 4x300", planted(4, 300, 10, 2, 1).0),
+        ("sparse random", planted(1, 3000, 2, 0, 5).0),
+        (
+            "with isolated nodes",
+            graph(1000, &[(0, 1), (1, 2), (5, 6), (7, 999)]),
+        ),
+    ];
+    let (mut runs, mut feasible_starts) = (0, 0);
+    for (name, g) in &graphs {
+        let n_edges = g.adj.len() as u64 / 2;
+        for k in [2, 3, 4, 8] {
+            for epsilon in [0.0, 0.03, 0.1] {
+                let o = PartitionOptions {
+                    k,
+                    epsilon,
+                    seed: 3,
+                };
+                let p = partition(g, &o).unwrap();
+                let n = g.n() as u64;
+                let bound = (((1.0 + epsilon) * n as f64 / k as f64).floor() as u64)
+                    .max(n.div_ceil(k as u64));
+                let mut sizes = vec![0u64; k];
+                for &x in &p.part {
+                    sizes[x as usize] += 1;
+                }
+                assert!(
+                    sizes.iter().all(|&s| s <= bound),
+                    "{name} k={k} ε={epsilon}: sizes {sizes:?} > {bound}"
+                );
+                let (inside, cut) = cut_of(g, &p.part);
+                assert_eq!(inside + cut, n_edges, "{name}: every edge inside or cut");
+                assert_eq!(cut, p.cut, "{name} k={k}: reported cut");
+                assert_eq!(edge_cut(g, &p.part), cut);
+                if p.initial_balanced {
+                    feasible_starts += 1;
+                    assert!(
+                        p.cut <= p.initial_cut,
+                        "{name} k={k}: refined {} > initial {}",
+                        p.cut,
+                        p.initial_cut
+                    );
+                }
+                runs += 1;
+                assert_eq!(p.part, partition(g, &o).unwrap().part, "deterministic");
+            }
+        }
+    }
+    // The no-worse check must have applied to a fair share of the runs.
+    assert!(2 * feasible_starts >= runs, "{feasible_starts} of {runs}");
+}
+
+#[test]
+fn planted_partition_is_found() {
+    for (k, seed) in [(2, 1), (4, 2), (8, 3)] {
+        let (g, truth) = planted(k, 250, 12, 1, seed);
+        let (_, planted_cut) = cut_of(&g, &truth);
+        let p = partition(
+            &g,
+            &PartitionOptions {
+                k,
+                epsilon: 0.03,
+                seed: 0,
+            },
+        )
+        .unwrap();
+        // A random balanced assignment cuts ~(1 − 1/k) of all edges: far above the planted cut.
+        let random: Vec<u32> = (0..g.n() as u64)
+            .map(|v| (hash3(9, 1, v) % k as u64) as u32)
+            .collect();
+        let (_, random_cut) = cut_of(&g, &random);
+        assert!(
+            random_cut > 3 * planted_cut,
+            "the check must reject a random assignment"
+        );
+        assert!(
+            p.cut as f64 <= 1.1 * planted_cut as f64,
+            "k={k}: cut {} vs planted {planted_cut}",
+            p.cut
+        );
+    }
+}
+
+#[test]
+fn walk_count_follows_the_monte_carlo_bound() {
+    // A pilot with x̄ = 4 and σ = 2 exactly (population 2,6 alternating, sample sd adjusted):
+    let pilot: Vec<f64> = (0..100)
+        .map(|j| if j % 2 == 0 { 2.0 } else { 6.0 })
+        .collect();
+    let sd = (pilot.iter().map(|x| (x - 4.0) * (x - 4.0)).sum::<f64>() / 99.0).sqrt();
+    let n = ((1.96 * sd / (4.0 * 0.05)) * (1.96 * sd / (4.0 * 0.05))).ceil() as usize;
+    assert_eq!(walk_count(&pilot, 1 << 20), n);
+    assert!((380..=390).contains(&n), "(1.96·2/(4·0.05))² ≈ 384: {n}");
+    assert_eq!(walk_count(&pilot, 150), 150, "capped");
+    assert_eq!(walk_count(&pilot[..2], 1), 2, "never below the pilot");
+}
+
+/// Nodes of `g` within `hops` of `sources`.
+fn within(g: &WGraph, sources: &[u32], hops: usize) -> Vec<bool> {
+    let mut dist = vec![usize::MAX; g.n()];
+    let mut q = VecDeque::new();
+    for &s in sources {
+        dist[s as usize] = 0;
+        q.push_back(s as usize);
+    }
+    while let Some(u) = q.pop_front() {
+        if dist[u] == hops {
+            continue;
+        }
+        for (v, _) in g.edges(u) {
+            if dist[v] == usize::MAX {
+                dist[v] = dist[u] + 1;
+                q.push_back(v);
+            }
+        }
+    }
+    dist.iter().map(|&d| d <= hops).collect()
+}
+
+#[test]
+fn augmentation_budget_and_connectivity() {
+    let (g, _) = planted(4, 400, 8, 3, 11);
+    let k = 4;
+    let p = partition(
+        &g,
+        &PartitionOptions {
+            k,
+            epsilon: 0.03,
+            seed: 1,
+        },
+    )
+    .unwrap();
+    for (layers, alpha) in [(1, 0.05), (2, 0.01), (2, 0.1), (3, 0.2), (2, 5.0)] {
+        let a = augment(
+            &g,
+            &p.part,
+            k,
+            &AugmentOptions {
+                layers,
+                alpha,
+                seed: 4,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for (i, pa) in a.parts.iter().enumerate() {
+            let own: Vec<u32> = (0..g.n() as u32)
+                .filter(|&v| p.part[v as usize] as usize == i)
+                .collect();
+            assert_eq!(pa.own, own.len());
+            let b = budget(alpha, pa.density, pa.own);
+            assert_eq!(pa.budget, b);
+            assert_eq!(
+                b,
+                (alpha * (1.0 + pa.density) * own.len() as f64).floor() as usize
+            );
+            assert!(
+                pa.replicas.len() <= b,
+                "part {i}: {} > budget {b}",
+                pa.replicas.len()
+            );
+            match pa.stopped_by {
+                // Stopped by a walk that did not fit: one whole walk short (< L new nodes).
+                Some(new) => {
+                    assert!(
+                        pa.replicas.len() + new > b && new <= layers,
+                        "part {i}: {pa:?}"
+                    );
+                }
+                // The walks ran out: every walk's outside nodes are in.
+                None => assert!(pa.replicas.len() <= b),
+            }
+            if alpha <= 0.1 {
+                assert!(
+                    pa.stopped_by.is_some(),
+                    "enough walks for α = {alpha}: {pa:?}"
+                );
+            }
+            // Replicas: of other parts, within L hops of the part's own nodes... through
+            // the part's own nodes and replicas only (the augmented part is connected).
+            let mut keep: Vec<(u32, u32)> = Vec::new();
+            let mut member = vec![false; g.n()];
+            for &v in own.iter().chain(&pa.replicas) {
+                member[v as usize] = true;
+            }
+            for u in 0..g.n() {
+                for (v, _) in g.edges(u) {
+                    if member[u] && member[v] {
+                        keep.push((u as u32, v as u32));
+                    }
+                }
+            }
+            let aug = graph(g.n(), &keep);
+            let near = within(&aug, &own, layers);
+            for &r in &pa.replicas {
+                assert_ne!(p.part[r as usize] as usize, i);
+                assert!(
+                    near[r as usize],
+                    "part {i}: replica {r} not within {layers} hops"
+                );
+            }
+            // Walks: the Monte-Carlo count from the pilot, clamped.
+            assert!(
+                pa.walks >= 100 && pa.walks <= (16 * pa.boundary).max(100),
+                "{pa:?}"
+            );
+        }
+    }
+}
+
+fn kron(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("k.sf");
+    let spec = KroneckerSpec {
+        scale: 10,
+        degree: 8.0,
+        n_features: 8,
+        n_classes: 4,
+        planted: Some(Planted::default()),
+        ..KroneckerSpec::default()
+    };
+    generate_kronecker(&spec, &path, false, &Progress::hidden()).unwrap();
+    path
+}
+
+#[test]
+fn part_stores_open_check_and_train() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let out = dir.path().join("parts");
+    let spec = PartitionSpec {
+        partition: PartitionOptions {
+            k: 3,
+            epsilon: 0.03,
+            seed: 2,
+        },
+        augment: AugmentOptions {
+            layers: 2,
+            alpha: 0.05,
+            ..Default::default()
+        },
+    };
+    let r = partition_store(&input, &out, &spec, false, &Progress::hidden()).unwrap();
+    let whole = GraphStore::open(&input).unwrap();
+    let json: PartitionReport =
+        serde_json::from_slice(&std::fs::read(out.join(PARTITION_JSON)).unwrap()).unwrap();
+    assert_eq!(json, r);
+    assert_eq!(
+        r.parts.iter().map(|p| p.own).sum::<usize>(),
+        whole.n_nodes()
+    );
+    let mut owner = vec![None; whole.n_nodes()];
+    let plan = Plan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/plans/gcn.toml")).unwrap();
+    for pr in &r.parts {
+        let path = out.join(&pr.store);
+        let s = GraphStore::open(&path).unwrap();
+        check(&s).unwrap();
+        let m = read_part_map(&path).unwrap();
+        assert_eq!(m.global.len(), s.n_nodes());
+        assert_eq!(m.replica.iter().filter(|&&x| x).count(), pr.replicas);
+        assert!(pr.replicas > 0 && pr.replicas <= pr.budget);
+        for (l, &gid) in m.global.iter().enumerate() {
+            let l = l as u32;
+            assert_eq!(s.feature_row(l).unwrap(), whole.feature_row(gid).unwrap());
+            assert_eq!(s.labels().is_labelled(l), whole.labels().is_labelled(gid));
+            if m.replica[l as usize] {
+                assert_eq!(
+                    s.role(l),
+                    Role::None,
+                    "a replica has no role: never in the loss"
+                );
+                assert_ne!(m.home[l as usize] as usize, pr.part);
+            } else {
+                assert_eq!(s.role(l), whole.role(gid));
+                assert_eq!(m.home[l as usize] as usize, pr.part);
+                assert!(owner[gid as usize].replace(pr.part).is_none(), "owned once");
+            }
+        }
+        // The part's edges are the whole graph's among its nodes.
+        for l in 0..s.n_nodes() as u32 {
+            let mine: Vec<u32> = s
+                .full()
+                .neighbors(l)
+                .iter()
+                .map(|&x| m.global[x as usize])
+                .collect();
+            let theirs: Vec<u32> = whole
+                .full()
+                .neighbors(m.global[l as usize])
+                .iter()
+                .copied()
+                .filter(|v| m.global.binary_search(v).is_ok())
+                .collect();
+            assert_eq!(mine, theirs);
+        }
+        // Loss only on own training nodes: the engine's loss counts role Train.
+        assert_eq!(s.role_count(Role::Train) as u64, pr.train);
+        let outcome = TrainOptions::new(&plan, &s)
+            .seed(1)
+            .threads(1)
+            .max_steps(1)
+            .no_eval(true)
+            .train()
+            .unwrap();
+        assert_eq!(outcome.steps, 1);
+        assert!(outcome.losses()[0].is_finite());
+    }
+    assert!(owner.iter().all(|o| o.is_some()));
+}
+
+#[test]
+fn output_directory_is_replaced_only_when_forced_and_a_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let out = dir.path().join("parts");
+    let spec = PartitionSpec {
+        partition: PartitionOptions {
+            k: 2,
+            ..Default::default()
+        },
+        augment: AugmentOptions::default(),
+    };
+    let p = Progress::hidden();
+    partition_store(&input, &out, &spec, false, &p).unwrap();
+    let again = partition_store(&input, &out, &spec, false, &p).unwrap_err();
+    assert!(again.to_string().contains("--force"), "{again}");
+    let spec4 = PartitionSpec {
+        partition: PartitionOptions {
+            k: 4,
+            ..spec.partition
+        },
+        ..spec
+    };
+    let r = partition_store(&input, &out, &spec4, true, &p).unwrap();
+    assert_eq!(r.k, 4);
+    assert!(out.join("part-3.sf").is_dir());
+    // A directory of the user's is never replaced, even with force.
+    let mine = dir.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "keep").unwrap();
+    let refused = partition_store(&input, &mine, &spec, true, &p).unwrap_err();
+    assert!(
+        refused.to_string().contains("not a partition directory"),
+        "{refused}"
+    );
+    assert!(mine.join("notes.txt").exists());
+    // Nothing temporary is left beside the outputs.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
