@@ -127,6 +127,103 @@ pub fn hold_lock(f: &File) {
     let _ = f.try_lock();
 }
 
+/// An I/O error with the path and the operation it happened in, for each layer to turn
+/// into its own error naming the path.
+#[derive(Debug)]
+pub struct IoAt {
+    /// The path the operation was on.
+    pub path: PathBuf,
+    /// The operation (`"create directory"`, `"rename into place"`, ...).
+    pub op: &'static str,
+    /// The error.
+    pub source: io::Error,
+}
+
+fn at(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> IoAt {
+    let path = path.to_path_buf();
+    move |source| IoAt { path, op, source }
+}
+
+/// A directory published whole or not at all (a store, a partition): written as the
+/// temporary `.NAME.tmp-PID` beside the destination, `flock`ed while this lives (so a
+/// later writer's [`remove_stale_temps`] leaves it alone), then [`AtomicDir::commit`]:
+/// fsync, an existing destination moved aside as `.NAME.tmp-PID.old` (a kill here leaves
+/// it for the next writer to put back), rename into place, fsync the parent, the old one
+/// removed. Dropped uncommitted, the temporary is removed. Whether an existing destination
+/// may be replaced is the caller's decision, taken before [`AtomicDir::create`].
+#[derive(Debug)]
+pub struct AtomicDir {
+    dest: PathBuf,
+    tmp: PathBuf,
+    _lock: File,
+    committed: bool,
+}
+
+impl AtomicDir {
+    /// Creates and locks the temporary directory of `dest` (this process's earlier one,
+    /// if any, is removed first); missing directories above `dest` are created.
+    pub fn create(dest: &Path) -> Result<AtomicDir, IoAt> {
+        create_parent_dirs(dest).map_err(at(dest, "create parent directories"))?;
+        let (_, tmp) = temp_beside(dest);
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(at(&tmp, "remove stale"))?;
+        }
+        std::fs::create_dir(&tmp).map_err(at(&tmp, "create directory"))?;
+        let lock = File::open(&tmp).map_err(at(&tmp, "open directory"))?;
+        hold_lock(&lock);
+        Ok(AtomicDir {
+            dest: dest.to_path_buf(),
+            tmp,
+            _lock: lock,
+            committed: false,
+        })
+    }
+
+    /// The temporary directory, where the content is written.
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The destination.
+    pub fn dest(&self) -> &Path {
+        &self.dest
+    }
+
+    /// Publishes the directory at the destination (see the type's documentation).
+    pub fn commit(mut self) -> Result<PathBuf, IoAt> {
+        sync_dir(&self.tmp).map_err(at(&self.tmp, "fsync directory"))?;
+        let mut old = None;
+        if self.dest.symlink_metadata().is_ok() {
+            let mut trash = self.tmp.clone().into_os_string();
+            trash.push(".old");
+            let trash = PathBuf::from(trash);
+            std::fs::rename(&self.dest, &trash).map_err(at(&self.dest, "move aside"))?;
+            old = Some(trash);
+        }
+        std::fs::rename(&self.tmp, &self.dest).map_err(at(&self.dest, "rename into place"))?;
+        self.committed = true;
+        if let Some(parent) = self.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent).map_err(at(parent, "fsync directory"))?;
+        }
+        if let Some(trash) = old {
+            let _ = if trash.is_dir() {
+                std::fs::remove_dir_all(&trash)
+            } else {
+                std::fs::remove_file(&trash)
+            };
+        }
+        Ok(self.dest.clone())
+    }
+}
+
+impl Drop for AtomicDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
 /// Removes [`stale_temps`] of `path` and says on stderr what it removed. A `.old` store
 /// moved aside by a replace that was killed before the new store took its place is put
 /// back at `path` instead, when nothing is there. Returns what it removed or restored;

@@ -2,7 +2,7 @@
 //! partition, augmentation, variance-weighted consensus"): a multilevel k-way partitioner of
 //! our own ([`multilevel`]), GAD augmentation of each part by random walks from its boundary
 //! ([`gad`]), and the writer of one saintflow store per part plus `partition.json`
-//! ([`write`]). The layer sits above `store` and below `cli`; it loads the full CSR into RAM
+//! ([`mod@write`]). The layer sits above `store` and below `cli`; it loads the full CSR into RAM
 //! (partitioning is not out of core: memory ∝ N + nnz).
 
 pub mod gad;
@@ -50,6 +50,12 @@ pub enum PartitionError {
         /// Why it is refused.
         what: String,
     },
+}
+
+impl From<crate::atomic::IoAt> for PartitionError {
+    fn from(e: crate::atomic::IoAt) -> Self {
+        PartitionError::io(e.path, e.op, e.source)
+    }
 }
 
 impl PartitionError {

@@ -9,9 +9,9 @@
 //! (`.NAME.tmp-PID`, locked) and renamed into place; `force` replaces only an earlier
 //! partition directory (one whose `partition.json` has [`PARTITION_FORMAT`]).
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::gad::{augment, AugmentOptions, Augmentation};
 use super::multilevel::{partition, Partition, PartitionOptions, WGraph};
 use super::PartitionError;
+use crate::atomic::AtomicDir;
 use crate::progress::Progress;
 use crate::store::build::split_counts;
 use crate::store::format::{Dtype, Header, Role, SectionId, TrainGraph};
@@ -164,7 +165,7 @@ pub fn partition_store(
             ..spec.augment
         },
     )?;
-    let dir = OutDir::create(out, force)?;
+    let dir = create_out_dir(out, force)?;
     let bar = progress.bar(p.k as u64, "write parts", "parts");
     let mut parts = Vec::with_capacity(p.k);
     for i in 0..p.k {
@@ -175,7 +176,7 @@ pub fn partition_store(
             &p,
             &aug,
             i,
-            &dir.tmp.join(&name),
+            &dir.path().join(&name),
             input,
         )?);
         bar.inc(1);
@@ -214,7 +215,7 @@ pub fn partition_store(
     };
     let mut json = serde_json::to_vec_pretty(&report).expect("a report serialises");
     json.push(b'\n');
-    let jpath = dir.tmp.join(PARTITION_JSON);
+    let jpath = dir.path().join(PARTITION_JSON);
     crate::atomic::write_atomic(&jpath, &json)
         .map_err(|e| PartitionError::io(&jpath, "write", e))?;
     dir.commit()?;
@@ -446,82 +447,24 @@ fn is_partition_temp(path: &Path) -> bool {
         })
 }
 
-/// The output directory being written: a locked temporary beside the destination.
-struct OutDir {
-    dest: PathBuf,
-    tmp: PathBuf,
-    _lock: File,
-    committed: bool,
-}
-
-impl OutDir {
-    fn create(dest: &Path, force: bool) -> Result<OutDir, PartitionError> {
-        crate::atomic::remove_stale_temps(dest, &is_partition_temp);
-        let refuse = |what: &str| PartitionError::Output {
-            path: dest.to_path_buf(),
-            what: what.into(),
-        };
-        if dest.exists() && !force {
-            return Err(refuse(
-                "exists (pass --force to replace an earlier partition)",
-            ));
-        }
-        if dest.exists() && !is_partition_dir(dest) {
-            return Err(refuse(&format!("exists and is not a partition directory (no {PARTITION_JSON} of {PARTITION_FORMAT}); not replaced")));
-        }
-        if dest.file_name().is_none() {
-            return Err(refuse("not a valid output directory name"));
-        }
-        crate::atomic::create_parent_dirs(dest)
-            .map_err(|e| PartitionError::io(dest, "create parent", e))?;
-        let (_, tmp) = crate::atomic::temp_beside(dest);
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(|e| PartitionError::io(&tmp, "remove stale", e))?;
-        }
-        fs::create_dir(&tmp).map_err(|e| PartitionError::io(&tmp, "create directory", e))?;
-        let lock = File::open(&tmp).map_err(|e| PartitionError::io(&tmp, "open directory", e))?;
-        crate::atomic::hold_lock(&lock);
-        Ok(OutDir {
-            dest: dest.to_path_buf(),
-            tmp,
-            _lock: lock,
-            committed: false,
-        })
+/// The output directory to write: an [`AtomicDir`] whose destination may be replaced only
+/// when it is an earlier partition (and `force`).
+fn create_out_dir(dest: &Path, force: bool) -> Result<AtomicDir, PartitionError> {
+    crate::atomic::remove_stale_temps(dest, &is_partition_temp);
+    let refuse = |what: &str| PartitionError::Output {
+        path: dest.to_path_buf(),
+        what: what.into(),
+    };
+    if dest.exists() && !force {
+        return Err(refuse(
+            "exists (pass --force to replace an earlier partition)",
+        ));
     }
-
-    /// fsync, move an earlier partition aside, rename into place, fsync the parent, remove
-    /// the earlier one.
-    fn commit(mut self) -> Result<(), PartitionError> {
-        let sync = |d: &Path| {
-            crate::atomic::sync_dir(d).map_err(|e| PartitionError::io(d, "fsync directory", e))
-        };
-        sync(&self.tmp)?;
-        let mut old = None;
-        if self.dest.exists() {
-            let mut trash = self.tmp.clone().into_os_string();
-            trash.push(".old");
-            let trash = PathBuf::from(trash);
-            fs::rename(&self.dest, &trash)
-                .map_err(|e| PartitionError::io(&self.dest, "move aside", e))?;
-            old = Some(trash);
-        }
-        fs::rename(&self.tmp, &self.dest)
-            .map_err(|e| PartitionError::io(&self.dest, "rename into place", e))?;
-        self.committed = true;
-        if let Some(parent) = self.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync(parent)?;
-        }
-        if let Some(trash) = old {
-            let _ = fs::remove_dir_all(&trash);
-        }
-        Ok(())
+    if dest.exists() && !is_partition_dir(dest) {
+        return Err(refuse(&format!("exists and is not a partition directory (no {PARTITION_JSON} of {PARTITION_FORMAT}); not replaced")));
     }
-}
-
-impl Drop for OutDir {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_dir_all(&self.tmp);
-        }
+    if dest.file_name().is_none() {
+        return Err(refuse("not a valid output directory name"));
     }
+    AtomicDir::create(dest).map_err(PartitionError::from)
 }

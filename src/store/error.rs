@@ -81,6 +81,12 @@ impl fmt::Display for Problems<'_> {
     }
 }
 
+impl From<crate::atomic::IoAt> for StoreError {
+    fn from(e: crate::atomic::IoAt) -> Self {
+        StoreError::io(e.path, e.op, e.source)
+    }
+}
+
 impl StoreError {
     /// An I/O error on `path` while doing `op`.
     pub fn io(path: impl AsRef<Path>, op: &'static str, source: io::Error) -> Self {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::atomic::AtomicDir;
 use crate::store::format::{encode_header, Dtype, Header, SectionEntry, SectionId, HEADER_FILE};
 use crate::store::mmap::GraphStore;
 use crate::store::StoreError;
@@ -102,13 +103,10 @@ impl SectionWriter {
 ///
 /// [`commit`]: StoreWriter::commit
 pub struct StoreWriter {
-    dest: PathBuf,
+    /// The temporary directory (`flock`ed while this writer lives, so a later writer of
+    /// the same destination leaves it alone) and its publication.
+    dir: AtomicDir,
     tmp: PathBuf,
-    /// The temporary directory, open and `flock`ed while this writer lives: a later writer
-    /// of the same destination leaves it alone ([`crate::atomic::stale_temps`]).
-    _lock: File,
-    force: bool,
-    committed: bool,
 }
 
 impl StoreWriter {
@@ -134,20 +132,9 @@ impl StoreWriter {
                 dest.display()
             )));
         }
-        let (_, tmp) = crate::atomic::temp_beside(dest);
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, "remove stale", e))?;
-        }
-        fs::create_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, "create directory", e))?;
-        let lock = File::open(&tmp).map_err(|e| StoreError::io(&tmp, "open directory", e))?;
-        crate::atomic::hold_lock(&lock);
-        Ok(StoreWriter {
-            dest: dest.to_path_buf(),
-            tmp,
-            _lock: lock,
-            force,
-            committed: false,
-        })
+        let dir = AtomicDir::create(dest).map_err(StoreError::from)?;
+        let tmp = dir.path().to_path_buf();
+        Ok(StoreWriter { dir, tmp })
     }
 
     /// Opens the file of section `id` for streaming.
@@ -176,7 +163,7 @@ impl StoreWriter {
     /// `verify` on it, fsyncs, and renames the directory into place. Nothing appears at the
     /// destination unless all of that succeeds.
     pub fn commit(
-        mut self,
+        self,
         header: &Header,
         verify: impl FnOnce(&GraphStore) -> Result<(), StoreError>,
     ) -> Result<PathBuf, StoreError> {
@@ -196,42 +183,7 @@ impl StoreWriter {
             .map_err(|e| StoreError::io(&hpath, "fsync", e))?;
         sync_dir(&self.tmp)?;
         verify(&GraphStore::open(&self.tmp)?)?;
-        let mut old = None;
-        if self.dest.exists() {
-            debug_assert!(self.force);
-            // `.NAME.tmp-PID.old`: a kill before the rename below leaves the old store
-            // there, and the next writer puts it back (`remove_stale_temps`).
-            let mut trash = self.tmp.clone().into_os_string();
-            trash.push(".old");
-            let trash = PathBuf::from(trash);
-            fs::rename(&self.dest, &trash)
-                .map_err(|e| StoreError::io(&self.dest, "move aside", e))?;
-            old = Some(trash);
-        }
-        fs::rename(&self.tmp, &self.dest)
-            .map_err(|e| StoreError::io(&self.dest, "rename into place", e))?;
-        self.committed = true;
-        if let Some(parent) = self.dest.parent() {
-            if !parent.as_os_str().is_empty() {
-                sync_dir(parent)?;
-            }
-        }
-        if let Some(trash) = old {
-            let _ = if trash.is_dir() {
-                fs::remove_dir_all(&trash)
-            } else {
-                fs::remove_file(&trash)
-            };
-        }
-        Ok(self.dest.clone())
-    }
-}
-
-impl Drop for StoreWriter {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_dir_all(&self.tmp);
-        }
+        Ok(self.dir.commit()?)
     }
 }
 

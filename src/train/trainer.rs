@@ -103,7 +103,7 @@ pub struct TrainOptions<'a> {
 /// before the first step.
 pub const AUTO_VERIFY_BYTES: u64 = 1 << 30;
 
-/// When training runs the store's full [`crate::store::check`] first.
+/// When training runs the store's full [`crate::store::check()`] first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Verify {
     /// Stores up to [`AUTO_VERIFY_BYTES`] (`saintflow train` without a flag).
@@ -292,7 +292,7 @@ impl<'a> TrainOptions<'a> {
         self
     }
 
-    /// Whether the store's full verification ([`crate::store::check`]: every checksum,
+    /// Whether the store's full verification ([`crate::store::check()`]: every checksum,
     /// every CSR index, symmetry, finite features) runs before training, refusing a store
     /// that fails it. Default [`Verify::Auto`]: for stores up to [`AUTO_VERIFY_BYTES`].
     /// Without it, `open` has verified the O(N) sections (header, offsets, labels, roles,
