@@ -454,3 +454,85 @@ fn output_directory_is_replaced_only_when_forced_and_a_partition() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// GAD's walk length from a plan (`partition --plan`): the receptive-field radius, hops of
+/// neighbour ops from the features to the logits, with a power A^k counting k.
+#[test]
+fn walk_length_from_plans_is_the_receptive_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(kron(dir.path())).unwrap();
+    let reg = saintflow::op::Registry::with_builtins();
+    let hops = |p: &Plan| saintflow::train::plan_hops(p, &store, &reg).unwrap();
+    let shipped = [
+        ("gcn", 2),       // Â·ReLU(Â·X·W0)·W1
+        ("graphsage", 2), // repeat = 2 layers of A_mean, a dense classifier
+        ("gat", 2),       // attention layer + attention classifier (α is not a hop of its own)
+        ("gin", 2),       // repeat = 2 of x + A·x
+        ("mixhop", 4),    // repeat = 2 of max power A² each
+        ("mlp", 0),       // no adjacency: no walks
+    ];
+    let dir_plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
+    let mut names: Vec<String> = std::fs::read_dir(dir_plans)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter_map(|f| f.strip_suffix(".toml").map(str::to_string))
+        .collect();
+    names.sort();
+    let mut listed: Vec<&str> = shipped.iter().map(|s| s.0).collect();
+    listed.sort();
+    assert_eq!(names, listed, "every shipped plan has its L here");
+    for (name, l) in shipped {
+        let p = Plan::load(format!("{dir_plans}/{name}.toml")).unwrap();
+        assert_eq!(hops(&p), l, "{name}");
+    }
+    // `repeat` counts each copy; the output layer's adjacency counts too.
+    let text = |repeat: usize, out: &str| {
+        format!(
+            "name = \"t\"\n[dims]\nhidden = 8\n[sampler]\nkind = \"full\"\n\
+             [[layer]]\nrepeat = {repeat}\nparams = {{ W = [\"in\", \"hidden\"] }}\n\
+             out = \"relu(A_sym @ x @ W)\"\n\
+             [output]\nparams = {{ W_out = [\"in\", \"classes\"] }}\nout = \"{out}\"\n\
+             [optimizer]\nkind = \"adam\"\nlr = 0.01\n[[phase]]\nepochs = 1\n"
+        )
+    };
+    for repeat in 1..=3 {
+        let p = Plan::parse(&text(repeat, "x @ W_out"), "t.toml").unwrap();
+        assert_eq!(hops(&p), repeat);
+        let p = Plan::parse(&text(repeat, "A_mean @ A_mean @ x @ W_out"), "t.toml").unwrap();
+        assert_eq!(hops(&p), repeat + 2);
+    }
+}
+
+/// The command: `--plan` sets L (0 for an MLP, said on stderr) and conflicts with `--layers`.
+#[test]
+fn partition_command_takes_l_from_a_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
+    let run = |plan: &str, extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+            .arg("partition")
+            .arg(&input)
+            .args(["-k", "2", "--json", "--force", "-o"])
+            .arg(dir.path().join("parts"))
+            .arg("--plan")
+            .arg(format!("{plans}/{plan}.toml"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    for (plan, l) in [("gcn", 2), ("mixhop", 4), ("mlp", 0)] {
+        let o = run(plan, &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r: PartitionReport = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r.layers, l, "{plan}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.contains("augmentation off"), l == 0, "{err}");
+        if l == 0 {
+            assert!(r.parts.iter().all(|p| p.replicas == 0 && p.walks == 0));
+        }
+    }
+    let o = run("gcn", &["--layers", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}

@@ -91,7 +91,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Plot(a) => plot::run(a),
         Command::Train(a) => train::run(a, &registry, &progress).map(|_| ()),
         Command::Embed(a) => embed::run(a, &registry, &progress),
-        Command::Partition(a) => partition::run(a, &progress),
+        Command::Partition(a) => partition::run(a, &registry, &progress),
         Command::Bench(b) => bench::run(b, &progress),
     };
     match result {

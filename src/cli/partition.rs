@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::Result;
+use crate::op::Registry;
 use crate::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
+use crate::plan::Plan;
 use crate::progress::Progress;
 
 #[derive(Debug, Args)]
@@ -24,10 +26,14 @@ pub(super) struct PartitionArgs {
     /// α of the replication budget ⌊α(1+ρ_i)|V_i|⌋.
     #[arg(long, default_value_t = 0.01)]
     alpha: f64,
-    /// Walk length L: the message-passing layers of the plan to be trained (2 for the
-    /// shipped GCN/GraphSAGE plans).
-    #[arg(long, default_value_t = 2)]
-    layers: usize,
+    /// Walk length L: the message-passing layers of the plan to be trained (default 2, the
+    /// shipped GCN/GraphSAGE plans'); 0 turns augmentation off.
+    #[arg(long, conflicts_with = "plan")]
+    layers: Option<usize>,
+    /// Take L from this plan: its receptive-field radius (message-passing hops from the
+    /// features to the logits; MixHop's A² counts 2), planned with the store's sizes.
+    #[arg(long)]
+    plan: Option<PathBuf>,
     /// Seed of the partitioner's orders and of the walks.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -42,7 +48,21 @@ pub(super) struct PartitionArgs {
     json: bool,
 }
 
-pub(super) fn run(a: PartitionArgs, progress: &Progress) -> Result<()> {
+pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) -> Result<()> {
+    let layers = match (&a.plan, a.layers) {
+        (Some(path), _) => {
+            let store = crate::store::GraphStore::open(&a.store)?;
+            let l = crate::train::plan_hops(&Plan::load(path)?, &store, registry)?;
+            if l == 0 {
+                eprintln!(
+                    "note: {}: no message passing (L = 0): no walks, augmentation off, parts get no replicas",
+                    path.display()
+                );
+            }
+            l
+        }
+        (None, l) => l.unwrap_or(2),
+    };
     if let Some(path) = &a.metis_out {
         let store = crate::store::GraphStore::open(&a.store)?;
         let g = crate::partition::write::load_graph(&store)?;
@@ -55,7 +75,7 @@ pub(super) fn run(a: PartitionArgs, progress: &Progress) -> Result<()> {
             seed: a.seed,
         },
         augment: AugmentOptions {
-            layers: a.layers,
+            layers,
             alpha: a.alpha,
             seed: a.seed,
             ..AugmentOptions::default()

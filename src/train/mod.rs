@@ -9,6 +9,7 @@
 
 pub mod blocked;
 pub mod checkpoint;
+pub mod hops;
 pub mod infer;
 pub mod log;
 pub mod memory;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
+pub use hops::{plan_hops, receptive_field};
 pub use infer::{embed, write_npy_atomic, Embedded, FullGraph, NpyWriter, Output};
 pub use log::{LogSink, Record, StepMs};
 pub use memory::MemoryLimit;
