@@ -7,7 +7,7 @@ use std::path::Path;
 
 use common::{err_text, graphsaint_dir, ring_rows, write_csr_npz, write_npy_f32, write_roles};
 use saintflow::progress::Progress;
-use saintflow::store::import::{import_graphsaint, GraphSaintOptions, TrainGraphMode};
+use saintflow::store::import::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
 use saintflow::store::info::info;
 use saintflow::store::{check, GraphStore, LabelKind, Labels, Role, TrainGraph};
 
@@ -537,4 +537,157 @@ fn issue15_hostile_npy_headers_are_refused_quickly() {
         "member format: not a valid NPY file: header nests 25 brackets deep",
     );
     assert!(start.elapsed().as_secs() < 5, "took {:?}", start.elapsed());
+}
+
+/// `--resplit`: role.json replaced by a seeded split with exact fractions (GAD's Cora
+/// 45/18/37), the training graph induced on the new training nodes, `given` refused.
+#[test]
+fn resplit_has_exact_fractions_and_an_induced_training_graph() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 200;
+    let dir = graphsaint_dir(&tmp.path().join("ds"), n);
+    let gad = [0.45, 0.18, 0.37];
+    let opts = |seed: u64| GraphSaintOptions {
+        train_graph: TrainGraphMode::Induce,
+        resplit: Some(Resplit {
+            fractions: gad,
+            seed,
+        }),
+        ..Default::default()
+    };
+    let roles = |s: &GraphStore| (0..n as u32).map(|v| s.role(v)).collect::<Vec<_>>();
+    let a = import(&dir, &tmp.path().join("a.sf"), &opts(1)).unwrap();
+    check(&a).unwrap();
+    let i = info(&a);
+    // Exact up to rounding, every (labelled) node one role.
+    assert_eq!(
+        (i.split.train, i.split.val, i.split.test, i.split.none),
+        (90, 36, 74, 0)
+    );
+    assert!(a
+        .header()
+        .source
+        .contains("--resplit 0.45,0.18,0.37 --split-seed 1"));
+    assert_eq!(a.header().train_graph, TrainGraph::Induced);
+    // Not role.json's split (its training nodes are 0..100).
+    assert_ne!(
+        a.nodes_with_role(Role::Train),
+        (0..100).collect::<Vec<u32>>()
+    );
+    // Deterministic for a seed, another split for another seed.
+    let b = import(&dir, &tmp.path().join("b.sf"), &opts(1)).unwrap();
+    assert_eq!(roles(&a), roles(&b));
+    let c = import(&dir, &tmp.path().join("c.sf"), &opts(2)).unwrap();
+    assert_ne!(roles(&a), roles(&c));
+    assert_eq!(info(&c).split.train, 90);
+    // The training graph: the full graph's edges among the new training nodes, only those.
+    let tr = |v: u32| a.role(v) == Role::Train;
+    for u in 0..n as u32 {
+        let want: Vec<u32> = match tr(u) {
+            true => a
+                .full()
+                .neighbors(u)
+                .iter()
+                .copied()
+                .filter(|&v| tr(v))
+                .collect(),
+            false => vec![],
+        };
+        assert_eq!(a.train().neighbors(u), &want[..], "node {u}");
+    }
+    assert!(a.train().n_entries() > 0);
+    // It trains.
+    let plan = saintflow::plan::Plan::load(concat!(env!("CARGO_MANIFEST_DIR"), "/plans/gcn.toml"))
+        .unwrap();
+    let out = saintflow::train::TrainOptions::new(&plan, &a)
+        .seed(1)
+        .threads(1)
+        .epochs(2)
+        .train()
+        .unwrap();
+    assert!(out.losses().iter().all(|l| l.is_finite()));
+    // `given` (role.json's adj_train) is refused, as are fractions beyond 1.
+    let given = GraphSaintOptions {
+        train_graph: TrainGraphMode::Given,
+        ..opts(1)
+    };
+    let e = err_text(import(&dir, &tmp.path().join("d.sf"), &given));
+    assert!(
+        e.contains("--train-graph given") && e.contains("induce"),
+        "{e}"
+    );
+    let over = GraphSaintOptions {
+        resplit: Some(Resplit {
+            fractions: [0.6, 0.3, 0.2],
+            seed: 1,
+        }),
+        ..opts(1)
+    };
+    let e = err_text(import(&dir, &tmp.path().join("e.sf"), &over));
+    assert!(e.contains("sum of at most 1"), "{e}");
+    assert!(!tmp.path().join("d.sf").exists() && !tmp.path().join("e.sf").exists());
+}
+
+#[test]
+fn cora_resplit_is_gads_45_18_37() {
+    let Some(dir) = common::shared_dataset("cora") else {
+        eprintln!("../shared/data/cora not present: skipped");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let s = import(
+        &dir,
+        &tmp.path().join("cora.sf"),
+        &GraphSaintOptions {
+            train_graph: TrainGraphMode::Induce,
+            resplit: Some(Resplit {
+                fractions: [0.45, 0.18, 0.37],
+                seed: 7,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    check(&s).unwrap();
+    let i = info(&s);
+    // 2708 labelled nodes: round(1218.6) = 1219, round(1706.04) − 1219 = 487, the rest 1002.
+    assert_eq!(
+        (i.split.train, i.split.val, i.split.test, i.split.none),
+        (1219, 487, 1002, 0)
+    );
+}
+
+/// The command: `--resplit` implies `--train-graph induce`, refuses `given`, and
+/// `--split-seed` needs it.
+#[test]
+fn resplit_on_the_command_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = graphsaint_dir(&tmp.path().join("ds"), 40);
+    let run = |out: &str, extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+            .args(["import", "graphsaint"])
+            .arg(&dir)
+            .arg("-o")
+            .arg(tmp.path().join(out))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(
+        "a.sf",
+        &["--resplit", "0.45,0.18,0.37", "--split-seed", "3"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = GraphStore::open(tmp.path().join("a.sf")).unwrap();
+    assert_eq!(s.header().train_graph, TrainGraph::Induced);
+    let i = info(&s);
+    assert_eq!((i.split.train, i.split.val, i.split.test), (18, 7, 15));
+    let o = run(
+        "b.sf",
+        &["--resplit", "0.45,0.18,0.37", "--train-graph", "given"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--train-graph given"));
+    let o = run("c.sf", &["--split-seed", "3"]);
+    assert_eq!(o.status.code(), Some(2));
 }

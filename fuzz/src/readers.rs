@@ -101,6 +101,7 @@ fn graphsaint(dir: &Path, file: &[u8], given: bool) {
         } else {
             TrainGraphMode::Induce
         },
+        resplit: None,
     };
     let out = dir.join("out.sf");
     if import_graphsaint(&data, &out, &opts, false, &Progress::hidden()).is_ok() {

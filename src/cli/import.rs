@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use crate::error::Result;
 use crate::progress::Progress;
 use crate::store::import::{
-    import_edgelist, import_graphsaint, EdgeListOptions, GraphSaintOptions, ImportReport,
+    import_edgelist, import_graphsaint, EdgeListOptions, GraphSaintOptions, ImportReport, Resplit,
     TrainGraphMode,
 };
 
@@ -37,9 +37,18 @@ pub(super) struct GraphSaintArgs {
     /// Standardise features with the training nodes' mean and standard deviation (as GraphSAINT's loader does).
     #[arg(long)]
     standardize: bool,
-    /// Which training graph to store.
-    #[arg(long, value_enum, default_value = "given")]
-    train_graph: TrainGraphArg,
+    /// Which training graph to store (default: given; induce with --resplit, which refuses
+    /// given).
+    #[arg(long, value_enum)]
+    train_graph: Option<TrainGraphArg>,
+    /// Replace role.json's split by a seeded random split of the labelled nodes with these
+    /// exact train,val,test fractions (GAD's Cora: 0.45,0.18,0.37); the training graph is
+    /// induced on the new training nodes.
+    #[arg(long, value_parser = super::parse_split)]
+    resplit: Option<[f64; 3]>,
+    /// Seed of --resplit's split.
+    #[arg(long, default_value_t = 1, requires = "resplit")]
+    split_seed: u64,
     /// Replace an existing store.
     #[arg(long)]
     force: bool,
@@ -105,10 +114,14 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
         Import::Graphsaint(a) => {
             let opts = GraphSaintOptions {
                 standardize: a.standardize,
-                train_graph: match a.train_graph {
-                    TrainGraphArg::Given => TrainGraphMode::Given,
-                    TrainGraphArg::Induce => TrainGraphMode::Induce,
+                train_graph: match (a.train_graph, a.resplit) {
+                    (Some(TrainGraphArg::Given), _) | (None, None) => TrainGraphMode::Given,
+                    (Some(TrainGraphArg::Induce), _) | (None, Some(_)) => TrainGraphMode::Induce,
                 },
+                resplit: a.resplit.map(|fractions| Resplit {
+                    fractions,
+                    seed: a.split_seed,
+                }),
             };
             let r = import_graphsaint(&a.dir, &a.output, &opts, a.force, progress)?;
             report(&a.output, &r);

@@ -24,6 +24,47 @@ pub fn random_role(seed: u64, split: [f64; 3], v: u64) -> Role {
     }
 }
 
+/// Roles of nodes `0..n` in a seeded split with *exact* train/val/test fractions `split`
+/// over the nodes `eligible` says yes to (m of them; the others get none): the eligible
+/// nodes, ranked in id order, are shuffled by a [`Permutation`] of `0..m` keyed by (seed,
+/// roles stream), and positions below round(tr·m) are Train, below round((tr+va)·m) Val,
+/// below round((tr+va+te)·m) Test (so each count is its fraction of m up to rounding, and
+/// fractions summing to 1 leave no eligible node without a role). Where [`random_role`]
+/// draws each node alone (counts binomial), this one is a permutation: the counts are
+/// fixed. Fractions must be in [0, 1] with a sum ≤ 1 (the caller checks).
+pub fn exact_split(
+    seed: u64,
+    split: [f64; 3],
+    n: usize,
+    eligible: impl Fn(usize) -> bool,
+) -> Vec<u8> {
+    let m = (0..n).filter(|&v| eligible(v)).count() as u64;
+    let perm = Permutation::new(m, hash3(seed, stream::ROLES, u64::MAX));
+    let cut = |f: f64| ((f * m as f64).round() as u64).min(m);
+    let [tr, va, te] = split;
+    let cuts = [cut(tr), cut(tr + va), cut(tr + va + te)];
+    let mut rank = 0u64;
+    (0..n)
+        .map(|v| {
+            if !eligible(v) {
+                return Role::None as u8;
+            }
+            let p = perm.apply(rank);
+            rank += 1;
+            let role = if p < cuts[0] {
+                Role::Train
+            } else if p < cuts[1] {
+                Role::Val
+            } else if p < cuts[2] {
+                Role::Test
+            } else {
+                Role::None
+            };
+            role as u8
+        })
+        .collect()
+}
+
 /// A keyed pseudo-random permutation of `0..n` for `n = 2^bits`-or-less domains: a 4-round
 /// Feistel network on an even number of bits, with cycle walking down to `n`. O(1) memory,
 /// so relabelling the nodes of a 2^25-node graph needs no table.
@@ -83,6 +124,22 @@ mod tests {
                 seen[y as usize] = true;
             }
         }
+    }
+
+    #[test]
+    fn exact_split_counts_are_the_fractions_of_the_eligible_nodes() {
+        let eligible = |v: usize| v % 7 != 3;
+        let roles = exact_split(5, [0.45, 0.18, 0.37], 2708, eligible);
+        let m = (0..2708).filter(|&v| eligible(v)).count() as f64;
+        let count = |r: Role| roles.iter().filter(|&&x| x == r as u8).count() as f64;
+        assert_eq!(count(Role::Train), (0.45 * m).round());
+        assert_eq!(count(Role::Val), (0.63 * m).round() - (0.45 * m).round());
+        assert_eq!(count(Role::Test), m - (0.63 * m).round());
+        assert!((0..2708).all(|v| eligible(v) || roles[v] == Role::None as u8));
+        assert!((0..2708).all(|v| !eligible(v) || roles[v] != Role::None as u8));
+        assert_eq!(roles, exact_split(5, [0.45, 0.18, 0.37], 2708, eligible));
+        assert_ne!(roles, exact_split(6, [0.45, 0.18, 0.37], 2708, eligible));
+        assert!(exact_split(1, [0.5, 0.2, 0.3], 0, |_| true).is_empty());
     }
 
     #[test]

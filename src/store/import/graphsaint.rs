@@ -6,6 +6,8 @@
 //! Rows may be unsorted in the input; the store's rows are sorted and deduplicated, and self
 //! loops dropped (both counted in the report). Both graphs must be symmetric and
 //! `adj_train` a subgraph of `adj_full`: anything else is an error naming the file.
+//! [`Resplit`] replaces `role.json`'s split by a seeded one with exact fractions (GAD's
+//! 45/18/37 on Cora), the training graph then induced on the new training nodes.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,6 +17,7 @@ use crate::store::build::{self, Meta};
 use crate::store::check::{asymmetric_entries, entries_not_in};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
+use crate::store::gen::exact_split;
 use crate::store::import::{
     open_npy, read_class_map, read_roles, require_labels, write_features_npy, write_roles,
     ImportReport, VettedNpy,
@@ -39,6 +42,20 @@ pub struct GraphSaintOptions {
     pub standardize: bool,
     /// Which training graph to store.
     pub train_graph: TrainGraphMode,
+    /// Replace `role.json`'s split by a seeded one with these exact fractions.
+    pub resplit: Option<Resplit>,
+}
+
+/// A seeded split replacing `role.json`'s (GAD's Cora split is 45/18/37): the labelled
+/// nodes shuffled by [`exact_split`], the train/val/test counts their fractions of the
+/// labelled nodes up to rounding. The training graph of the old split would not match: it
+/// is induced on the new training nodes ([`TrainGraphMode::Given`] is refused).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resplit {
+    /// Train, val, test fractions, each in [0, 1], summing to at most 1.
+    pub fractions: [f64; 3],
+    /// Seed of the split.
+    pub seed: u64,
 }
 
 /// A CSR read from an npz, as plain arrays.
@@ -240,12 +257,34 @@ pub fn import_graphsaint(
             "not a directory (expected a GraphSAINT dataset directory)",
         ));
     }
+    if let Some(r) = &opts.resplit {
+        let [tr, va, te] = r.fractions;
+        let ok = |f: f64| (0.0..=1.0).contains(&f);
+        if !(ok(tr) && ok(va) && ok(te) && tr + va + te <= 1.0 + 1e-9) {
+            return Err(StoreError::input(
+                dir,
+                format!("--resplit {tr},{va},{te}: fractions expected in [0, 1] with a sum of at most 1"),
+            ));
+        }
+        if opts.train_graph == TrainGraphMode::Given {
+            return Err(StoreError::input(
+                dir,
+                "--resplit with --train-graph given: adj_train.npz is role.json's training graph, \
+                 not the new split's; the training graph is induced on the new training nodes \
+                 (--train-graph induce, what --resplit implies)",
+            ));
+        }
+    }
     let file = |name: &str| -> PathBuf { dir.join(name) };
     let (full_path, train_path) = (file("adj_full.npz"), file("adj_train.npz"));
     let full = read_csr_npz(&full_path)?;
     let n = full.n as usize;
-    let roles = read_roles(&file("role.json"), n)?;
     let labels = read_class_map(&file("class_map.json"), n)?;
+    let roles = match &opts.resplit {
+        // role.json is not read: the labelled nodes get the new split.
+        Some(r) => exact_split(r.seed, r.fractions, n, |v| labels.is_labelled(v)),
+        None => read_roles(&file("role.json"), n)?,
+    };
     require_labels(&file("class_map.json"), &labels, &roles)?;
 
     let w = StoreWriter::create(out, force)?;
@@ -300,7 +339,7 @@ pub fn import_graphsaint(
         },
         split: build::split_counts(&roles),
         source: format!(
-            "saintflow import graphsaint {}{}{}",
+            "saintflow import graphsaint {}{}{}{}",
             dir.display(),
             if opts.standardize {
                 " --standardize"
@@ -311,6 +350,13 @@ pub fn import_graphsaint(
                 " --train-graph induce"
             } else {
                 ""
+            },
+            match &opts.resplit {
+                Some(r) => format!(
+                    " --resplit {},{},{} --split-seed {}",
+                    r.fractions[0], r.fractions[1], r.fractions[2], r.seed
+                ),
+                None => String::new(),
             },
         ),
     };

@@ -17,7 +17,7 @@ use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
 pub use edgelist::{import_edgelist, EdgeListOptions};
-pub use graphsaint::{import_graphsaint, GraphSaintOptions, TrainGraphMode};
+pub use graphsaint::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
 
 /// What an import did.
 #[derive(Debug, Clone, Copy, PartialEq)]
