@@ -222,15 +222,9 @@ pub fn import_edgelist(
             ))
         }
         (Some(n), _) => n,
-        (None, Some(m)) => m + 1,
+        (None, Some(m)) => m.saturating_add(1),
         (None, None) => 0,
     };
-    if n > MAX_NODES {
-        return Err(StoreError::input(
-            path,
-            format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
-        ));
-    }
     if let (None, Some(m)) = (opts.n_nodes, max_id) {
         let bound = SPARSE_FACTOR
             .saturating_mul(lines)
@@ -244,6 +238,12 @@ pub fn import_edgelist(
                 ),
             ));
         }
+    }
+    if n > MAX_NODES {
+        return Err(StoreError::input(
+            path,
+            format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
+        ));
     }
     let nu = n as usize;
     let lookup = |s: &str| {
