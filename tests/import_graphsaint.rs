@@ -514,7 +514,7 @@ fn issue15_hostile_npy_headers_are_refused_quickly() {
         "deep-feats",
         |d| std::fs::write(d.join("feats.npy"), &deep).unwrap(),
         "feats.npy",
-        "header nests 25 brackets deep, expected at most 4",
+        "not a valid NPY file: header: expected `(`",
     );
     assert_import_fails(
         t,
@@ -534,7 +534,7 @@ fn issue15_hostile_npy_headers_are_refused_quickly() {
             z.write_all(&deep).unwrap();
         },
         "adj_full.npz",
-        "member format: not a valid NPY file: header nests 25 brackets deep",
+        "member format: not a valid NPY file: header: expected `(`",
     );
     assert!(start.elapsed().as_secs() < 5, "took {:?}", start.elapsed());
 }

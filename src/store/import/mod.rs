@@ -400,26 +400,26 @@ pub fn read_roles_with(
 /// 10000)`). A plain array's header is under 128 bytes.
 pub const MAX_NPY_HEADER_BYTES: usize = 10_000;
 
-/// Deepest bracket nesting an NPY header may have: a plain dtype's header nests 2 deep
-/// (the dict and the shape tuple), a structured dtype's 4 (a list of field tuples, each
-/// with a shape); deeper is refused before npyz's parser sees it (see [`open_npy`]).
-pub const MAX_NPY_HEADER_DEPTH: usize = 4;
-
-/// An NPY stream whose header was vetted: the vetted bytes replayed in front of the rest.
+/// An NPY stream whose header was vetted: a canonical header in front of the rest.
 pub type VettedNpy<R> = npyz::NpyFile<Chain<Cursor<Vec<u8>>, R>>;
 
-/// Opens an NPY stream through npyz after vetting its preamble and header text, which npyz
-/// takes on trust: it allocates the declared header length (a u32, up to 4 GiB) before
-/// reading it, and parses the text with a backtracking parser whose time grows about
-/// fourfold with each level of bracket nesting (a header 16 `[` deep took 30 s, fuzzing).
-/// Refused here: a header longer than [`MAX_NPY_HEADER_BYTES`] or nested deeper than
-/// [`MAX_NPY_HEADER_DEPTH`]. The error is a bare message; callers add the file (and member).
+/// Opens an NPY stream through npyz after reading its preamble and header ourselves, since
+/// npyz takes them on trust: it allocates the declared header length (a u32, up to 4 GiB)
+/// before reading it, and parses the text with a backtracking parser whose time explodes on
+/// hostile input (a header 16 `[` deep took 30 s, and a 1 KB one of nested numeric
+/// literals over 30 s, both found by fuzzing). Here the header is at most
+/// [`MAX_NPY_HEADER_BYTES`] and must be the plain dictionary numpy writes for a simple
+/// dtype (`{'descr': '<f4', 'fortran_order': False, 'shape': (2708, 1433), }`, keys in any
+/// order), read by [`parse_npy_header`] in one pass; npyz is then given a header written
+/// anew from the parsed fields, so its parser never sees input text. Structured dtypes,
+/// which no importer reads, are refused. The error is a bare message; callers add the
+/// file (and member).
 pub fn open_npy<R: Read>(mut r: R) -> Result<VettedNpy<R>, String> {
     let eof = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => "not a valid NPY file: truncated header".to_string(),
         _ => format!("not a valid NPY file: reading the header: {e}"),
     };
-    let mut head = vec![0u8; 8];
+    let mut head = [0u8; 8];
     r.read_exact(&mut head).map_err(eof)?;
     if &head[..6] != b"\x93NUMPY" {
         return Err("not a valid NPY file: magic not found".into());
@@ -435,52 +435,195 @@ pub fn open_npy<R: Read>(mut r: R) -> Result<VettedNpy<R>, String> {
     };
     let mut len = [0u8; 4];
     r.read_exact(&mut len[..len_bytes]).map_err(eof)?;
-    head.extend_from_slice(&len[..len_bytes]);
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_NPY_HEADER_BYTES {
         return Err(format!(
             "not a valid NPY file: header of {len} bytes, expected at most {MAX_NPY_HEADER_BYTES}"
         ));
     }
-    let start = head.len();
-    head.resize(start + len, 0);
-    r.read_exact(&mut head[start..]).map_err(eof)?;
-    let depth = bracket_depth(&head[start..]);
-    if depth > MAX_NPY_HEADER_DEPTH {
-        return Err(format!(
-            "not a valid NPY file: header nests {depth} brackets deep, expected at most {MAX_NPY_HEADER_DEPTH}"
-        ));
-    }
-    npyz::NpyFile::new(Cursor::new(head).chain(r)).map_err(|e| format!("not a valid NPY file: {e}"))
+    let mut text = vec![0u8; len];
+    r.read_exact(&mut text).map_err(eof)?;
+    let h = parse_npy_header(&text).map_err(|e| format!("not a valid NPY file: header: {e}"))?;
+    npyz::NpyFile::new(Cursor::new(h.canonical()).chain(r))
+        .map_err(|e| format!("not a valid NPY file: {e}"))
 }
 
-/// Deepest nesting of `(`, `[` and `{` in a Python literal, outside string literals (an
-/// unclosed bracket counts: the parser backtracks over those too).
-fn bracket_depth(text: &[u8]) -> usize {
-    let (mut depth, mut deepest, mut quote, mut escaped) = (0usize, 0usize, None::<u8>, false);
-    for &b in text {
-        match quote {
-            Some(q) => {
-                if escaped {
-                    escaped = false;
-                } else if b == b'\\' {
-                    escaped = true;
-                } else if b == q {
-                    quote = None;
-                }
+/// The fields of an NPY header (see [`open_npy`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// The dtype string (`<f4`, `|u1`, ...): at most 32 characters of `<>|=` and
+    /// alphanumerics.
+    pub descr: String,
+    /// Column-major data.
+    pub fortran_order: bool,
+    /// The dimensions.
+    pub shape: Vec<u64>,
+}
+
+impl NpyHeader {
+    /// A version-1 NPY preamble and header for these fields, padded as numpy pads (the
+    /// data starts at a multiple of 64 bytes).
+    pub fn canonical(&self) -> Vec<u8> {
+        let dims: Vec<String> = self.shape.iter().map(u64::to_string).collect();
+        let shape = match dims.len() {
+            1 => format!("({},)", dims[0]),
+            _ => format!("({})", dims.join(", ")),
+        };
+        let fo = if self.fortran_order { "True" } else { "False" };
+        let mut text = format!(
+            "{{'descr': '{}', 'fortran_order': {fo}, 'shape': {shape}, }}",
+            self.descr
+        );
+        while (10 + text.len() + 1) % 64 != 0 {
+            text.push(' ');
+        }
+        text.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(text.len() as u16).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+        out
+    }
+}
+
+/// Reads an NPY header's text: a Python dict of exactly the keys `descr` (a string),
+/// `fortran_order` (`True`/`False`) and `shape` (a tuple of non-negative integers), in any
+/// order, with an optional trailing comma, then only whitespace. One pass, no backtracking.
+pub fn parse_npy_header(text: &[u8]) -> Result<NpyHeader, String> {
+    struct P<'a> {
+        t: &'a [u8],
+        i: usize,
+    }
+    impl P<'_> {
+        fn ws(&mut self) {
+            while self.i < self.t.len() && self.t[self.i].is_ascii_whitespace() {
+                self.i += 1;
             }
-            None => match b {
-                b'\'' | b'"' => quote = Some(b),
-                b'(' | b'[' | b'{' => {
-                    depth += 1;
-                    deepest = deepest.max(depth);
+        }
+        fn peek(&mut self) -> Option<u8> {
+            self.ws();
+            self.t.get(self.i).copied()
+        }
+        fn eat(&mut self, c: u8) -> Result<(), String> {
+            match self.peek() {
+                Some(b) if b == c => {
+                    self.i += 1;
+                    Ok(())
                 }
-                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-                _ => {}
-            },
+                Some(b) => Err(format!(
+                    "expected `{}` at byte {}, found `{}`",
+                    c as char,
+                    self.i,
+                    (b as char).escape_default()
+                )),
+                None => Err(format!("expected `{}`, found the end", c as char)),
+            }
+        }
+        fn string(&mut self) -> Result<&str, String> {
+            let q = match self.peek() {
+                Some(q @ (b'\'' | b'"')) => q,
+                _ => return Err(format!("expected a string at byte {}", self.i)),
+            };
+            let start = self.i + 1;
+            let len = self.t[start..]
+                .iter()
+                .position(|&b| b == q)
+                .ok_or("unterminated string")?;
+            self.i = start + len + 1;
+            std::str::from_utf8(&self.t[start..start + len])
+                .map_err(|_| "a string not in UTF-8".into())
+        }
+        fn word(&mut self) -> &[u8] {
+            self.ws();
+            let start = self.i;
+            while self.i < self.t.len() && self.t[self.i].is_ascii_alphanumeric() {
+                self.i += 1;
+            }
+            &self.t[start..self.i]
         }
     }
-    deepest
+    let mut p = P { t: text, i: 0 };
+    let (mut descr, mut fortran, mut shape) = (None, None, None);
+    p.eat(b'{')?;
+    while p.peek() != Some(b'}') {
+        let key = p.string()?.to_string();
+        p.eat(b':')?;
+        match key.as_str() {
+            "descr" if descr.is_none() => {
+                let d = p.string()?;
+                if d.is_empty()
+                    || d.len() > 32
+                    || !d
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"<>|=".contains(&b))
+                {
+                    return Err(format!(
+                        "unsupported dtype {d:?} (a plain dtype string like '<f4')"
+                    ));
+                }
+                descr = Some(d.to_string());
+            }
+            "fortran_order" if fortran.is_none() => {
+                fortran = Some(match p.word() {
+                    b"True" => true,
+                    b"False" => false,
+                    w => {
+                        return Err(format!(
+                            "fortran_order {:?}, expected True or False",
+                            String::from_utf8_lossy(w)
+                        ))
+                    }
+                });
+            }
+            "shape" if shape.is_none() => {
+                p.eat(b'(')?;
+                let mut dims = Vec::new();
+                while p.peek() != Some(b')') {
+                    let w = p.word();
+                    let w = w.strip_suffix(b"L").unwrap_or(w);
+                    let d = std::str::from_utf8(w)
+                        .ok()
+                        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            format!(
+                                "a shape entry at byte {} is not a non-negative integer",
+                                p.i
+                            )
+                        })?;
+                    if dims.len() == 32 {
+                        return Err("a shape of more than 32 dimensions".into());
+                    }
+                    dims.push(d);
+                    if p.peek() == Some(b',') {
+                        p.i += 1;
+                    } else {
+                        break;
+                    }
+                }
+                p.eat(b')')?;
+                shape = Some(dims);
+            }
+            k => return Err(format!("unexpected or repeated key {k:?}")),
+        }
+        if p.peek() == Some(b',') {
+            p.i += 1;
+        } else {
+            break;
+        }
+    }
+    p.eat(b'}')?;
+    p.ws();
+    if p.i != text.len() {
+        return Err(format!(
+            "unexpected text after the dictionary at byte {}",
+            p.i
+        ));
+    }
+    Ok(NpyHeader {
+        descr: descr.ok_or("no 'descr'")?,
+        fortran_order: fortran.ok_or("no 'fortran_order'")?,
+        shape: shape.ok_or("no 'shape'")?,
+    })
 }
 
 /// An NPY file opened for streaming, with its element type resolved.
@@ -758,16 +901,70 @@ pub fn write_no_features(w: &StoreWriter) -> Result<SectionEntry, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::bracket_depth;
+    use super::{parse_npy_header, NpyHeader};
 
     #[test]
-    fn bracket_depth_counts_outside_strings() {
-        let plain = b"{'descr': '<f4', 'fortran_order': False, 'shape': (24, 3), }";
-        assert_eq!(bracket_depth(plain), 2);
-        let structured = b"{'descr': [('a', '<f4', (2,)), ('b', '<i8')], 'shape': (3,)}";
-        assert_eq!(bracket_depth(structured), 4);
-        assert_eq!(bracket_depth(b"{'x': '[[[[\\'(((', 'y': \"{{\"}"), 1);
-        assert_eq!(bracket_depth(b"[[[[[[[[{"), 9);
-        assert_eq!(bracket_depth(b")))]]]"), 0);
+    fn npy_headers_parse_strictly_and_round_trip() {
+        let h = |d: &str, f: bool, s: &[u64]| NpyHeader {
+            descr: d.into(),
+            fortran_order: f,
+            shape: s.to_vec(),
+        };
+        let plain = b"{'descr': '<f4', 'fortran_order': False, 'shape': (24, 3), }          \n";
+        assert_eq!(parse_npy_header(plain), Ok(h("<f4", false, &[24, 3])));
+        // Keys in any order, double quotes, a 1-tuple, Python 2's `L`, no trailing comma.
+        let other = b"{\"shape\": (7L,), \"fortran_order\": True, \"descr\": \"|u1\"}";
+        assert_eq!(parse_npy_header(other), Ok(h("|u1", true, &[7])));
+        assert_eq!(
+            parse_npy_header(b"{'descr':'<f8','fortran_order':False,'shape':()}"),
+            Ok(h("<f8", false, &[]))
+        );
+        for (bad, why) in [
+            (
+                &b"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,)}"[..],
+                "string",
+            ),
+            (
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': [[[[3]]]]}",
+                "`(`",
+            ),
+            (b"{'descr': '<f4', 'fortran_order': False}", "no 'shape'"),
+            (
+                b"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}",
+                "repeated",
+            ),
+            (
+                b"{'descr': '<f4', 'fortran_order': 1, 'shape': ()}",
+                "True or False",
+            ),
+            (
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': (1e5,)}",
+                "non-negative integer",
+            ),
+            (
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}",
+                "non-negative integer",
+            ),
+            (
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': ()} x",
+                "after the dictionary",
+            ),
+            (b"{'descr': '<f4", "unterminated"),
+        ] {
+            let e = parse_npy_header(bad).unwrap_err();
+            assert!(e.contains(why), "{}: {e}", String::from_utf8_lossy(bad));
+        }
+        // The canonical header is numpy's layout: data at a multiple of 64, and it parses
+        // back to the same fields.
+        for x in [
+            h("<f4", false, &[24, 3]),
+            h("|u1", true, &[7]),
+            h("<i8", false, &[]),
+        ] {
+            let c = x.canonical();
+            assert_eq!(c.len() % 64, 0);
+            assert_eq!(c.last(), Some(&b'\n'));
+            assert_eq!(parse_npy_header(&c[10..]), Ok(x));
+        }
     }
 }
