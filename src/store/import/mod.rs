@@ -619,10 +619,19 @@ pub fn parse_npy_header(text: &[u8]) -> Result<NpyHeader, String> {
             p.i
         ));
     }
+    let shape: Vec<u64> = shape.ok_or("no 'shape'")?;
+    // npyz multiplies the dimensions (and the element size) without checking.
+    if shape
+        .iter()
+        .try_fold(16u64, |a, &d| a.checked_mul(d))
+        .is_none()
+    {
+        return Err(format!("shape {shape:?} has more bytes than a u64 counts"));
+    }
     Ok(NpyHeader {
         descr: descr.ok_or("no 'descr'")?,
         fortran_order: fortran.ok_or("no 'fortran_order'")?,
-        shape: shape.ok_or("no 'shape'")?,
+        shape,
     })
 }
 
@@ -950,6 +959,10 @@ mod tests {
                 "after the dictionary",
             ),
             (b"{'descr': '<f4", "unterminated"),
+            (
+                b"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}",
+                "more bytes than a u64",
+            ),
         ] {
             let e = parse_npy_header(bad).unwrap_err();
             assert!(e.contains(why), "{}: {e}", String::from_utf8_lossy(bad));
