@@ -224,6 +224,20 @@ impl Drop for AtomicDir {
     }
 }
 
+/// Whether `path` is a directory, not a symlink, whose every entry has a UTF-8 name that
+/// `known` accepts: the shape of a writer's own temporary, for the `ours` of
+/// [`stale_temps`] (the store writer's and `partition`'s).
+pub fn dir_holds_only(path: &Path, known: impl Fn(&str) -> bool) -> bool {
+    path.symlink_metadata().is_ok_and(|m| m.is_dir())
+        && std::fs::read_dir(path).is_ok_and(|entries| {
+            entries.into_iter().all(|e| {
+                e.ok()
+                    .and_then(|e| e.file_name().into_string().ok())
+                    .is_some_and(|n| known(&n))
+            })
+        })
+}
+
 /// Removes [`stale_temps`] of `path` and says on stderr what it removed. A `.old` store
 /// moved aside by a replace that was killed before the new store took its place is put
 /// back at `path` instead, when nothing is there. Returns what it removed or restored;

@@ -437,14 +437,7 @@ fn is_partition_temp(path: &Path) -> bool {
             || n.starts_with(PARTITION_JSON)
             || n.starts_with(".partition.json")
     };
-    path.symlink_metadata().is_ok_and(|m| m.is_dir())
-        && fs::read_dir(path).is_ok_and(|es| {
-            es.into_iter().all(|e| {
-                e.ok()
-                    .and_then(|e| e.file_name().into_string().ok())
-                    .is_some_and(|n| known(&n))
-            })
-        })
+    crate::atomic::dir_holds_only(path, known)
 }
 
 /// The output directory to write: an [`AtomicDir`] whose destination may be replaced only

@@ -197,14 +197,7 @@ pub fn is_store_temp(path: &Path) -> bool {
             || name == "scratch"
             || SectionId::ALL.iter().any(|id| id.file_name() == name)
     };
-    path.symlink_metadata().is_ok_and(|m| m.is_dir())
-        && fs::read_dir(path).is_ok_and(|entries| {
-            entries.into_iter().all(|e| {
-                e.ok()
-                    .and_then(|e| e.file_name().into_string().ok())
-                    .is_some_and(|n| known(&n))
-            })
-        })
+    crate::atomic::dir_holds_only(path, known)
 }
 
 /// Whether `path` is a store directory, recognised by its header file's magic (a store
