@@ -46,12 +46,12 @@ pub fn receptive_field(graph: &Graph, output: NodeId) -> Result<usize> {
 /// `plan`'s receptive-field radius on `store` (its feature width and classes) with
 /// `registry`'s ops: lowered, planned for the whole graph, measured at the logits.
 pub fn plan_hops(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<usize> {
-    let mut graph = super::lower_for(plan, store, registry)?.graph;
     let opts = PlanOptions::new(Bindings {
         nodes: store.n_nodes().max(1),
         entries: store.full().n_entries(),
     });
-    crate::planner::plan(&mut graph, &opts)?;
+    let (graph, _) =
+        super::lower_and_plan(plan, &super::trainer::lower_env(store, registry), &opts)?;
     let logits = graph
         .output("logits")
         .expect("a lowered plan names its logits");

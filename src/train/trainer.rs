@@ -672,14 +672,20 @@ pub fn lower_and_plan(
     Ok((graph, report))
 }
 
-/// Lowers `plan` for `store` with `registry`'s ops.
-pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
-    Ok(plan.lower(&LowerEnv {
+/// What lowering needs to know of `store` (feature width, classes, label layout), with
+/// `registry`'s ops.
+pub fn lower_env<'r>(store: &GraphStore, registry: &'r Registry) -> LowerEnv<'r> {
+    LowerEnv {
         n_features: store.n_features(),
         n_classes: store.n_classes(),
         multilabel: matches!(store.labels(), Labels::Multi { .. }),
         registry,
-    })?)
+    }
+}
+
+/// Lowers `plan` for `store` with `registry`'s ops.
+pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
+    Ok(plan.lower(&lower_env(store, registry))?)
 }
 
 /// Trains `opts.plan` on `opts.store` with `registry`'s ops and `runner`.
