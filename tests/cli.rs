@@ -14,6 +14,21 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// The shipped GCN plan's path.
+fn gcn_plan() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("plans/gcn.toml")
+        .display()
+        .to_string()
+}
+
+/// `train PLAN --graph STORE` followed by `extra`.
+fn train_args<'a>(plan: &'a str, store: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["train", plan, "--graph", store];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn demo_generates_checks_and_prints_info() {
     let tmp = tempfile::tempdir().unwrap();
@@ -326,22 +341,12 @@ fn piped_train_prints_one_line_per_epoch() {
     let tmp = tempfile::tempdir().unwrap();
     let store = common::small_store(tmp.path(), "s.sf", 8, 1);
     let store = store.display().to_string();
-    let plan = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("plans/gcn.toml")
-        .display()
-        .to_string();
-    let args = [
-        "train",
+    let plan = gcn_plan();
+    let args = train_args(
         &plan,
-        "--graph",
         &store,
-        "--epochs",
-        "3",
-        "--threads",
-        "1",
-        "--log",
-        "log.jsonl",
-    ];
+        &["--epochs", "3", "--threads", "1", "--log", "log.jsonl"],
+    );
     let o = saintflow(&args, tmp.path());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -375,24 +380,18 @@ fn piped_train_prints_one_line_per_epoch() {
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.starts_with("gcn on "), "{out}");
 
-    let mut quiet = args.to_vec();
+    let mut quiet = args.clone();
     quiet.push("--quiet");
     let o = saintflow(&quiet, tmp.path());
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(!err.lines().any(|l| l.starts_with("epoch ")), "{err}");
 
-    let json = [
-        "train",
+    let json = train_args(
         &plan,
-        "--graph",
         &store,
-        "--epochs",
-        "3",
-        "--threads",
-        "1",
-        "--json",
-    ];
+        &["--epochs", "3", "--threads", "1", "--json"],
+    );
     let o = saintflow(&json, tmp.path());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -411,8 +410,7 @@ fn piped_train_prints_one_line_per_epoch() {
 #[test]
 fn issue_15_zero_counts_are_usage_errors() {
     let tmp = tempfile::tempdir().unwrap();
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
-    let plan = plan.to_str().unwrap();
+    let plan = &gcn_plan();
     for args in [
         &["train", plan, "--graph", "g.sf", "--threads", "0"][..],
         &["train", plan, "--graph", "g.sf", "--epochs", "0"],
@@ -447,18 +445,18 @@ fn issue_15_zero_counts_are_usage_errors() {
 fn issue_15_a_huge_hidden_dim_is_refused_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let store = common::small_store(tmp.path(), "g.sf", 6, 1);
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
-    let args = [
-        "train",
-        plan.to_str().unwrap(),
-        "--graph",
+    let plan = gcn_plan();
+    let args = train_args(
+        &plan,
         store.to_str().unwrap(),
-        "--set",
-        // (6 + 3) × 10⁸ f32: 3.6 GB of parameters.
-        "dims.hidden=100000000",
-        "--checkpoint",
-        "ck",
-    ];
+        &[
+            "--set",
+            // (6 + 3) × 10⁸ f32: 3.6 GB of parameters.
+            "dims.hidden=100000000",
+            "--checkpoint",
+            "ck",
+        ],
+    );
     // The machine's memory set to 1 GiB, so the test means the same on any machine.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
         .args(args)
@@ -562,22 +560,20 @@ fn issue_15_stale_temporaries_of_killed_writers_are_removed_and_nothing_else() {
     let not_pid = mkdir(".g.sf.tmp-12ab", &["features.f32"]);
     let other = mkdir(&format!(".h.sf.tmp-{dead}"), &["features.f32"]);
 
-    let gen = |out: &str| {
-        saintflow(
-            &[
-                "gen",
-                "kronecker",
-                "--scale",
-                "5",
-                "--degree",
-                "4",
-                "-o",
-                out,
-            ],
-            d,
-        )
+    let gen = |extra: &[&str]| {
+        let base = [
+            "gen",
+            "kronecker",
+            "--scale",
+            "5",
+            "--degree",
+            "4",
+            "-o",
+            "g.sf",
+        ];
+        saintflow(&[&base[..], extra].concat(), d)
     };
-    let o = gen("g.sf");
+    let o = gen(&[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
@@ -596,25 +592,12 @@ fn issue_15_stale_temporaries_of_killed_writers_are_removed_and_nothing_else() {
     // Once its writer is gone, the locked one goes too; the running one stays while its
     // process runs.
     drop(lock);
-    let o = gen("g.sf"); // refused (exists, no --force), after the clean-up
+    let o = gen(&[]); // refused (exists, no --force), after the clean-up
     assert_eq!(o.status.code(), Some(1));
     assert!(!locked.exists() && running.exists() && foreign.exists());
     live.kill().unwrap();
     live.wait().unwrap();
-    let o = saintflow(
-        &[
-            "gen",
-            "kronecker",
-            "--scale",
-            "5",
-            "--degree",
-            "4",
-            "-o",
-            "g.sf",
-            "--force",
-        ],
-        d,
-    );
+    let o = gen(&["--force"]);
     assert!(o.status.success());
     assert!(!running.exists() && foreign.exists() && not_pid.exists() && other.exists());
 
@@ -625,7 +608,7 @@ fn issue_15_stale_temporaries_of_killed_writers_are_removed_and_nothing_else() {
         .identity();
     let aside = d.join(format!(".g.sf.tmp-{}.old", dead_pid()));
     std::fs::rename(d.join("g.sf"), &aside).unwrap();
-    let o = gen("g.sf");
+    let o = gen(&[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -661,20 +644,10 @@ fn issue_15_train_checks_a_small_store_in_full_unless_told_not_to() {
     use saintflow::store::format::SectionId;
     let tmp = tempfile::tempdir().unwrap();
     let store = common::small_store(tmp.path(), "g.sf", 7, 1);
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let plan = gcn_plan();
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            plan.to_str().unwrap(),
-            "--graph",
-            store.to_str().unwrap(),
-            "--epochs",
-            "1",
-            "--threads",
-            "1",
-            "--quiet",
-        ];
-        args.extend_from_slice(extra);
+        let base = ["--epochs", "1", "--threads", "1", "--quiet"];
+        let args = train_args(&plan, store.to_str().unwrap(), &[&base[..], extra].concat());
         saintflow(&args, tmp.path())
     };
     let o = run(&[]);

@@ -170,12 +170,12 @@ fn issue_15_an_id_far_beyond_the_edges_is_refused_before_allocating() {
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("g.txt");
     let out = tmp.path().join("a.sf");
+    let opts = EdgeListOptions {
+        symmetrize: true,
+        ..Default::default()
+    };
     for big in ["4000000000", "100000000", "18446744073709551615"] {
         std::fs::write(&f, format!("0 1\n# comment\n1 {big}\n")).unwrap();
-        let opts = EdgeListOptions {
-            symmetrize: true,
-            ..Default::default()
-        };
         let msg = err_text(import(&f, &out, &opts));
         assert!(
             msg.contains(&format!(
@@ -193,10 +193,6 @@ fn issue_15_an_id_far_beyond_the_edges_is_refused_before_allocating() {
     // Ids 1..N with every node on an edge are fine (N + 1 rows, node 0 isolated), and so
     // is an id at the bound's edge: 16 × 2 lines + 1024 − 1.
     std::fs::write(&f, "0 1\n1 1055\n").unwrap();
-    let opts = EdgeListOptions {
-        symmetrize: true,
-        ..Default::default()
-    };
     assert_eq!(import(&f, &out, &opts).unwrap().n_nodes(), 1056);
     std::fs::write(&f, "0 1\n1 1056\n").unwrap();
     assert!(err_text(import(&f, &tmp.path().join("b.sf"), &opts)).contains("far beyond"));

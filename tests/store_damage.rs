@@ -678,6 +678,8 @@ fn damage_run(runs: usize, seed: u64) -> Tally {
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             };
+            // What `open` alone stops: training with no full check.
+            let trained = train(Verify::Off);
             // The default (a small store: the full check first) never trains a store
             // `check` rejects; neither does `Verify::Full`.
             if checked.is_err() {
@@ -692,12 +694,10 @@ fn damage_run(runs: usize, seed: u64) -> Tally {
             } else {
                 assert_eq!(
                     train(Verify::Auto).map_err(|_| ()),
-                    train(Verify::Off).map_err(|_| ()),
+                    trained.clone().map_err(|_| ()),
                     "the full check refused a store that passes it"
                 );
             }
-            // What `open` alone stops: training with no full check.
-            let trained = train(Verify::Off);
             match (checked, trained) {
                 (Err(c), Ok(())) => ("trained-check-fails", c, None),
                 (Ok(()), Ok(())) => ("trained", String::new(), None),
