@@ -21,9 +21,16 @@ use crate::train::{
 pub(super) struct TrainArgs {
     /// The plan file.
     plan: PathBuf,
-    /// The graph store to train on.
-    #[arg(long)]
-    graph: PathBuf,
+    /// The graph store to train on (with `--partitions`: the full graph, which rank 0
+    /// evaluates on; default: the store `partition.json` names as its source).
+    #[arg(long, required_unless_present = "partitions")]
+    graph: Option<PathBuf>,
+    /// Distributed training on MPI (`mpirun -np P saintflow train PLAN --partitions DIR`,
+    /// a build with the `mpi` feature): rank i trains on part i of the directory
+    /// `saintflow partition -k P` wrote; gradients are combined after every step by the
+    /// plan's `[distributed]` consensus; rank 0 evaluates, logs and checkpoints.
+    #[arg(long, value_name = "DIR")]
+    partitions: Option<PathBuf>,
     /// Override a plan key: `--set dims.hidden=256 --set sampler.kind=rw` (repeatable;
     /// `model.X` is an alias of `dims.X`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -123,17 +130,135 @@ pub(super) fn run(
     registry: &Arc<Registry>,
     progress: &Progress,
 ) -> Result<TrainOutcome> {
+    if let Some(dir) = a.partitions.clone() {
+        return run_partitions(a, &dir, registry, progress);
+    }
     let plan = load_plan(&a.plan, &a.set)?;
-    let store = GraphStore::open(&a.graph)?;
-    if !a.verify && !a.no_verify && !Verify::Auto.runs_check(&store) {
+    let graph = a
+        .graph
+        .clone()
+        .expect("clap requires --graph without --partitions");
+    let store = GraphStore::open(&graph)?;
+    let opts = options(&a, &plan, &store, &graph, registry, progress)?;
+    let outcome = opts.train()?;
+    report(&a, &plan, &graph, &outcome)?;
+    Ok(outcome)
+}
+
+/// `--partitions` in a build without MPI.
+#[cfg(not(feature = "mpi"))]
+fn run_partitions(
+    _a: TrainArgs,
+    dir: &Path,
+    _registry: &Arc<Registry>,
+    _progress: &Progress,
+) -> Result<TrainOutcome> {
+    Err(Error::Train(crate::train::TrainError::Run(format!(
+        "--partitions {}: this saintflow was built without distributed training; build it with \
+         `cargo build --release --features mpi` (needs an MPI library and libclang: Debian's \
+         libopenmpi-dev openmpi-bin libclang-dev) and start it with `mpirun -np P`",
+        dir.display()
+    ))))
+}
+
+/// `mpirun -np P saintflow train PLAN --partitions DIR`: this process is one rank.
+#[cfg(feature = "mpi")]
+fn run_partitions(
+    a: TrainArgs,
+    dir: &Path,
+    registry: &Arc<Registry>,
+    progress: &Progress,
+) -> Result<TrainOutcome> {
+    use crate::train::mpi::MpiComm;
+    use crate::train::{Collective, Dist};
+    let comm = Arc::new(MpiComm::init()?);
+    let (rank, size) = (comm.rank(), comm.size());
+    let run = || -> Result<TrainOutcome> {
+        let plan = load_plan(&a.plan, &a.set)?;
+        let report_ = crate::partition::read_report(dir)?;
+        if report_.k != size {
+            return Err(Error::Train(crate::train::TrainError::Run(format!(
+                "{}: {} parts, but the job has {size} ranks: one rank trains one part \
+                 (partition with -k {size}, or start {} ranks)",
+                dir.display(),
+                report_.k,
+                report_.k
+            ))));
+        }
+        let part = &report_.parts[rank];
+        let part_path = dir.join(&part.store);
+        let store = GraphStore::open(&part_path)?;
+        // Rank 0 evaluates on the full graph.
+        let full_path = a
+            .graph
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(&report_.source));
+        let full = if rank == 0 && !a.no_eval {
+            Some(GraphStore::open(&full_path).map_err(|e| {
+                Error::Train(crate::train::TrainError::Run(format!(
+                    "rank 0 evaluates on the full graph the parts were cut from: {e} (pass --graph FULL.sf)"
+                )))
+            })?)
+        } else {
+            None
+        };
+        let label_bytes = match store.labels() {
+            crate::store::Labels::Single(_) => 4,
+            crate::store::Labels::Multi { row_bytes, .. } => row_bytes as u64,
+        };
+        let replica_bytes = part.replicas as u64 * (store.n_features() as u64 * 4 + label_bytes);
+        let quiet = Progress::hidden();
+        let mut opts = options(
+            &a,
+            &plan,
+            &store,
+            &part_path,
+            registry,
+            if rank == 0 { progress } else { &quiet },
+        )?
+        .distributed(Dist {
+            comm: Arc::clone(&comm) as Arc<dyn Collective>,
+            eval_store: full.as_ref(),
+            replica_bytes,
+        });
+        if a.threads.is_none() {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            opts = opts.threads((cores / size).max(1));
+        }
+        let outcome = opts.train()?;
+        if rank == 0 {
+            report(&a, &plan, &full_path, &outcome)?;
+        }
+        Ok(outcome)
+    };
+    match run() {
+        Err(e) if size > 1 => {
+            // The other ranks wait in a collective call: end the job now, with the reason.
+            eprintln!("saintflow: rank {rank} of {size}: {e}");
+            comm.abort(1)
+        }
+        r => r,
+    }
+}
+
+/// The [`TrainOptions`] the flags give, on `store` (at `graph`).
+fn options<'a>(
+    a: &TrainArgs,
+    plan: &'a Plan,
+    store: &'a GraphStore,
+    graph: &Path,
+    registry: &Arc<Registry>,
+    progress: &Progress,
+) -> Result<TrainOptions<'a>> {
+    if !a.verify && !a.no_verify && !Verify::Auto.runs_check(store) {
         eprintln!(
             "note: {} holds {:.1} GiB, more than the 1 GiB checked in full before training by \
              default; only its O(N) sections were verified (pass --verify for the full check)",
-            a.graph.display(),
-            store_bytes(&store) as f64 / (1u64 << 30) as f64
+            graph.display(),
+            store_bytes(store) as f64 / (1u64 << 30) as f64
         );
     }
-    let mut opts = TrainOptions::new(&plan, &store)
+    let mut opts = TrainOptions::new(plan, store)
         .registry(Arc::clone(registry))
         .threads(a.threads.unwrap_or(0))
         .progress(*progress)
@@ -141,7 +266,7 @@ pub(super) fn run(
         .epochs(a.epochs)
         .resume(a.resume)
         .json(a.json)
-        .graph_name(a.graph.display().to_string())
+        .graph_name(graph.display().to_string())
         .max_steps(a.steps)
         .no_eval(a.no_eval)
         .io_hints(!a.no_io_hints)
@@ -179,7 +304,11 @@ pub(super) fn run(
     if let Some(log) = &a.log {
         opts = opts.log(log);
     }
-    let outcome = opts.train()?;
+    Ok(opts)
+}
+
+/// The plot and the summary line of a finished run.
+fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> Result<()> {
     if let Some(path) = &a.plot {
         let records = outcome
             .records
@@ -194,7 +323,7 @@ pub(super) fn run(
         (Some(val), Some(test)) => format!(
             "{} on {}: best validation epoch {} ({}); test {}",
             plan.name,
-            a.graph.display(),
+            graph.display(),
             outcome.best_epoch,
             metrics_text(val),
             metrics_text(test)
@@ -202,7 +331,7 @@ pub(super) fn run(
         _ => format!(
             "{} on {}: {} steps in {} epochs, not evaluated (--no-eval)",
             plan.name,
-            a.graph.display(),
+            graph.display(),
             outcome.steps,
             outcome.epochs
         ),
@@ -212,5 +341,5 @@ pub(super) fn run(
     } else {
         println!("{line}");
     }
-    Ok(outcome)
+    Ok(())
 }

@@ -420,6 +420,43 @@ pub fn read_part_map(dir: &Path) -> Result<PartMap, PartitionError> {
     Ok(m)
 }
 
+/// Reads `partition.json` of the partition directory `dir`, checking its format tag and
+/// that every part's store is named inside `dir`.
+pub fn read_report(dir: &Path) -> Result<PartitionReport, PartitionError> {
+    let path = dir.join(PARTITION_JSON);
+    let bytes = fs::read(&path).map_err(|e| PartitionError::io(&path, "read", e))?;
+    let bad = |what: String| PartitionError::argument(format!("{}: {what}", path.display()));
+    let r: PartitionReport =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a partition summary: {e}")))?;
+    if r.format != PARTITION_FORMAT {
+        return Err(bad(format!(
+            "format `{}`, expected `{PARTITION_FORMAT}`",
+            r.format
+        )));
+    }
+    for (i, p) in r.parts.iter().enumerate() {
+        let plain = Path::new(&p.store)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if p.part != i || !plain || p.store.is_empty() {
+            return Err(bad(format!(
+                "part {i} is listed as part {} in `{}`, expected part {i} in a directory inside {}",
+                p.part,
+                p.store,
+                dir.display()
+            )));
+        }
+    }
+    if r.parts.len() != r.k {
+        return Err(bad(format!(
+            "k = {} but {} parts are listed",
+            r.k,
+            r.parts.len()
+        )));
+    }
+    Ok(r)
+}
+
 /// Whether `path` is a partition directory (its `partition.json` has our format tag).
 fn is_partition_dir(path: &Path) -> bool {
     fs::read(path.join(PARTITION_JSON))

@@ -55,7 +55,8 @@ pub const MAX_LAYERS: usize = 1024;
 /// refused by the memory check when training starts.
 pub const MAX_DIM: usize = u32::MAX as usize;
 pub use schema::{
-    DimRef, Eval, Layer, Optimizer, ParamSpec, Phase, Plan, SampleGraph, SamplerKind, SamplerPlan,
+    Consensus, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan, SampleGraph,
+    SamplerKind, SamplerPlan,
 };
 
 /// What kind of mistake a [`PlanError`] reports (for callers that branch on it; the

@@ -119,6 +119,35 @@ pub struct Eval {
     pub every: usize,
 }
 
+/// How ranks combine their gradients in distributed training (`[distributed] consensus`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Consensus {
+    /// GAD's variance-weighted consensus: rank i contributes ζ_i·∇W_i with
+    /// ζ_i = n_i · exp(−β · σ²_i / σ̄²) (see `train::dist`).
+    #[default]
+    Weighted,
+    /// The plain mean of the ranks' gradients (ζ_i = 1).
+    Mean,
+}
+
+/// `[distributed]`: what data-parallel training on several ranks does with the plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Distributed {
+    /// `consensus = "weighted" | "mean"` (default weighted).
+    pub consensus: Consensus,
+    /// `beta` (≥ 0, default 0.1): how strongly a rank's loss variance lowers its weight.
+    pub beta: f64,
+}
+
+impl Default for Distributed {
+    fn default() -> Self {
+        Distributed {
+            consensus: Consensus::Weighted,
+            beta: 0.1,
+        }
+    }
+}
+
 /// A parsed, typed plan. Build one with [`Plan::parse`], [`Plan::load`] or
 /// [`Plan::parse_with_overrides`]; lower it with [`Plan::lower`].
 #[derive(Clone, Debug)]
@@ -145,6 +174,8 @@ pub struct Plan {
     pub phases: Vec<Phase>,
     /// `[eval]`.
     pub eval: Eval,
+    /// `[distributed]` (read only when training on several ranks).
+    pub distributed: Distributed,
     pub(crate) src: Arc<Source>,
     pub(crate) loss_span: usize,
     /// The TOML after overrides, re-serialised (see [`Plan::effective_text`]).

@@ -181,6 +181,13 @@ pub(super) struct RawEval {
 
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
+pub(super) struct RawDistributed {
+    pub(super) consensus: Option<S<String>>,
+    pub(super) beta: Option<S<f64>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
 pub(super) struct RawPlan {
     pub(super) name: Option<S<String>>,
     pub(super) description: Option<String>,
@@ -194,6 +201,7 @@ pub(super) struct RawPlan {
     #[serde(default)]
     pub(super) phase: Vec<RawPhase>,
     pub(super) eval: Option<RawEval>,
+    pub(super) distributed: Option<RawDistributed>,
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
@@ -207,6 +215,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "optimizer",
     "phase",
     "eval",
+    "distributed",
 ];
 
 /// Rewrites serde's messages into the plan vocabulary, with suggestions.

@@ -19,8 +19,12 @@ use super::expr;
 use super::outpos::out_map;
 use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
-use super::schema::{DimRef, Eval, Layer, Optimizer, ParamSpec, Phase, Plan};
-use super::spanned::{toml_error, Lit, RawLayer, RawOptimizer, RawPlan, RawTable, S};
+use super::schema::{
+    Consensus, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan,
+};
+use super::spanned::{
+    toml_error, Lit, RawDistributed, RawLayer, RawOptimizer, RawPlan, RawTable, S,
+};
 use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_LAYERS};
 
 pub(super) fn err(src: &Source, at: usize, what: impl Into<String>) -> PlanError {
@@ -348,6 +352,51 @@ fn optimizer(src: &Source, raw: Option<RawOptimizer>) -> Result<Optimizer, PlanE
     }
 }
 
+fn distributed(src: &Source, raw: Option<RawDistributed>) -> Result<Distributed, PlanError> {
+    let d = Distributed::default();
+    let Some(r) = raw else { return Ok(d) };
+    let consensus = match &r.consensus {
+        None => d.consensus,
+        Some(c) => match c.get_ref().as_str() {
+            "weighted" => Consensus::Weighted,
+            "mean" => Consensus::Mean,
+            other => {
+                let known = ["weighted", "mean"];
+                return Err(src.error(
+                    c.span().start,
+                    PlanErrorKind::Name,
+                    format!(
+                        "unknown consensus `{other}`{}",
+                        match did_you_mean(other, known.into_iter()) {
+                            h if h.is_empty() => format!(" (known: {})", known.join(", ")),
+                            h => h,
+                        }
+                    ),
+                ));
+            }
+        },
+    };
+    let beta = match &r.beta {
+        None => d.beta,
+        Some(b) if b.get_ref().is_finite() && *b.get_ref() >= 0.0 => *b.get_ref(),
+        Some(b) => {
+            return Err(err(
+                src,
+                b.span().start,
+                format!("beta must be a finite number ≥ 0, got {}", b.get_ref()),
+            ))
+        }
+    };
+    if let (Consensus::Mean, Some(b)) = (consensus, &r.beta) {
+        return Err(err(
+            src,
+            b.span().start,
+            "`beta` weighs the ranks of `consensus = \"weighted\"`; the mean consensus has none",
+        ));
+    }
+    Ok(Distributed { consensus, beta })
+}
+
 fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
     let s = src.as_ref();
     let mut dims = BTreeMap::new();
@@ -451,6 +500,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
             Some(e) => count(s, &e, "eval every", 1)?,
         },
     };
+    let distributed = distributed(s, raw.distributed)?;
     let name = match raw.name {
         Some(n) => n.into_inner(),
         None => std::path::Path::new(&s.file)
@@ -469,6 +519,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         optimizer,
         phases,
         eval,
+        distributed,
         src,
         loss_span,
         effective: String::new(),

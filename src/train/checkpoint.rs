@@ -5,9 +5,10 @@
 //! the graph by its identity ([`GraphStore::identity`]: the xxh3-64 of the store's header,
 //! which holds the counts and every section's checksum).
 //!
-//! File format: magic `SFCKPT02`, the bincode encoding of [`Checkpoint`], then the
+//! File format: magic `SFCKPT03`, the bincode encoding of [`Checkpoint`], then the
 //! xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
-//! refused with its name rather than half-loaded. A
+//! refused with its name rather than half-loaded. `SFCKPT02` (before distributed training
+//! kept its consensus state here) is read as a single-process checkpoint. A
 //! `SFCKPT01` file (before graph identities) is refused with a message saying so: it cannot
 //! show which graph it was trained on, and resuming on another one is the silent failure
 //! the identity exists to stop; such files came only from pre-release builds. Written atomically: a temporary file in
@@ -24,7 +25,10 @@ use crate::store::GraphStore;
 use super::metrics::Metrics;
 use super::TrainError;
 
-const MAGIC: &[u8; 8] = b"SFCKPT02";
+const MAGIC: &[u8; 8] = b"SFCKPT03";
+/// The format before the distributed state: the same encoding without the last field,
+/// read as `dist: None` (bincode writes `None` as one zero byte).
+const MAGIC_V2: &[u8; 8] = b"SFCKPT02";
 /// The format before the graph's identity was recorded.
 const MAGIC_V1: &[u8; 8] = b"SFCKPT01";
 
@@ -99,8 +103,21 @@ pub struct Checkpoint {
     pub elapsed: f64,
     /// Length of the log file when the checkpoint was written (None without a log file).
     pub log_pos: Option<u64>,
-    /// The identity of the graph trained on ([`GraphStore::identity`]).
+    /// The identity of the graph trained on ([`GraphStore::identity`]; in a distributed run,
+    /// the ranks' part identities combined, [`crate::train::dist`]).
     pub graph_id: u64,
+    /// A distributed run's consensus state, every rank's (None for one process).
+    pub dist: Option<DistState>,
+}
+
+/// What a distributed run's ranks keep between steps besides the parameters (identical on
+/// every rank): each rank's moving loss estimates, gathered into rank 0's checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DistState {
+    /// Each rank's `(mean, variance, seen)` of its step losses, in rank order.
+    pub ranks: Vec<(f64, f64, bool)>,
+    /// σ̄² after the last step.
+    pub var_bar: f64,
 }
 
 impl Checkpoint {
@@ -125,7 +142,8 @@ impl Checkpoint {
                 "written by an older saintflow (format SFCKPT01) that did not record which graph it was trained on, so it cannot be checked against this one: train again without --resume (or finish that run with the saintflow that wrote it)".into(),
             ));
         }
-        if bytes.len() < MAGIC.len() + 8 || &bytes[..MAGIC.len()] != MAGIC {
+        let v2 = bytes.len() >= MAGIC_V2.len() && &bytes[..MAGIC_V2.len()] == MAGIC_V2;
+        if bytes.len() < MAGIC.len() + 8 || (&bytes[..MAGIC.len()] != MAGIC && !v2) {
             return Err(bad(format!(
                 "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
                 bytes.len()
@@ -139,20 +157,33 @@ impl Checkpoint {
                 "checksum mismatch (truncated or damaged), expected {want:016x}, got {got:016x}"
             )));
         }
-        bincode::deserialize(&body[MAGIC.len()..]).map_err(|e| bad(format!("decoding: {e}")))
+        let decoded = if v2 {
+            let mut b = body[MAGIC.len()..].to_vec();
+            b.push(0); // dist: None
+            bincode::deserialize(&b)
+        } else {
+            bincode::deserialize(&body[MAGIC.len()..])
+        };
+        decoded.map_err(|e| bad(format!("decoding: {e}")))
     }
 
     /// Refuses a checkpoint of another graph: `path` is the checkpoint, `store` the graph
     /// of this run; the message names both.
     pub fn check_graph(&self, path: &Path, store: &GraphStore) -> Result<(), TrainError> {
-        if self.graph_id != store.identity() {
+        self.check_graph_id(path, store.identity(), &store.path().display().to_string())
+    }
+
+    /// Refuses a checkpoint whose graph identity is not `id` (that of `what`, named in the
+    /// message).
+    pub fn check_graph_id(&self, path: &Path, id: u64, what: &str) -> Result<(), TrainError> {
+        if self.graph_id != id {
             return Err(TrainError::Checkpoint {
                 path: path.to_path_buf(),
                 what: format!(
                     "written for another graph (graph identity {:016x}), {} is {:016x}: its header (counts or section checksums) differs, so the parameters and metrics would be stale; use the store it was trained on, or train again without --resume",
                     self.graph_id,
-                    store.path().display(),
-                    store.identity()
+                    what,
+                    id
                 ),
             });
         }

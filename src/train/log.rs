@@ -31,6 +31,24 @@ pub struct StepMs {
     pub optimizer: f64,
     /// The whole step, start to end.
     pub wall: f64,
+    /// The gradient allreduce of a distributed run (absent for one process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allreduce: Option<f64>,
+}
+
+/// A distributed run, in its `run` record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunDist {
+    /// Ranks.
+    pub ranks: usize,
+    /// The transport (`mpi`, `threads`).
+    pub transport: String,
+    /// `weighted` or `mean`.
+    pub consensus: String,
+    /// β of the weighted consensus.
+    pub beta: f64,
+    /// Bytes of every rank's replicas (features and labels), summed.
+    pub replica_bytes: u64,
 }
 
 /// One line of the log.
@@ -53,6 +71,9 @@ pub enum Record {
         threads: usize,
         /// `interpreter` or `executor`.
         runner: String,
+        /// The ranks of a distributed run (absent for one process).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dist: Option<RunDist>,
     },
     /// One training step.
     Step {
@@ -70,6 +91,10 @@ pub enum Record {
         entries: usize,
         /// Where the time went.
         ms: StepMs,
+        /// Bytes each rank sent into the step's gradient allreduce (absent for one
+        /// process).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        allreduce_bytes: Option<u64>,
     },
     /// The end of an epoch.
     Epoch {

@@ -9,20 +9,24 @@
 
 pub mod blocked;
 pub mod checkpoint;
+pub mod dist;
 pub mod hops;
 pub mod infer;
 pub mod log;
 pub mod memory;
 pub mod metrics;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod trainer;
 
 use std::path::{Path, PathBuf};
 
 pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
+pub use dist::{Collective, Dist, ThreadGroup, ThreadRank};
 pub use hops::{plan_hops, receptive_field};
 pub use infer::{embed, write_npy_atomic, Embedded, FullGraph, NpyWriter, Output};
-pub use log::{LogSink, Record, StepMs};
+pub use log::{LogSink, Record, RunDist, StepMs};
 pub use memory::MemoryLimit;
 pub use metrics::{Counts, Metrics};
 pub use trainer::{

@@ -35,8 +35,9 @@ use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
 use super::blocked::InferOptions;
 use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
+use super::dist::{all_equal, ConsensusState, Dist, ReduceOp};
 use super::infer::FullGraph;
-use super::log::{LogSink, Record, StepMs};
+use super::log::{LogSink, Record, RunDist, StepMs};
 use super::memory::MemoryLimit;
 use super::metrics::Metrics;
 use super::TrainError;
@@ -93,6 +94,7 @@ pub struct TrainOptions<'a> {
     verify: Verify,
     infer: InferOptions,
     memory_limit: MemoryLimit,
+    dist: Option<Dist<'a>>,
 }
 
 /// Stores up to this many bytes (all sections) get the full check before training by
@@ -158,6 +160,7 @@ impl std::fmt::Debug for TrainOptions<'_> {
             .field("verify", &self.verify)
             .field("infer", &self.infer)
             .field("memory_limit", &self.memory_limit)
+            .field("dist", &self.dist)
             .finish()
     }
 }
@@ -186,7 +189,18 @@ impl<'a> TrainOptions<'a> {
             verify: Verify::Auto,
             infer: InferOptions::default(),
             memory_limit: MemoryLimit::Detect,
+            dist: None,
         }
+    }
+
+    /// Takes part in a distributed job as `dist.comm`'s rank: `store` is this rank's part,
+    /// gradients are combined by the plan's `[distributed]` consensus after every step,
+    /// only rank 0 evaluates (on `dist.eval_store`), logs and checkpoints
+    /// ([`crate::train::dist`]). Every rank must be given the same plan, seed, epochs,
+    /// steps, evaluation and checkpoint options.
+    pub fn distributed(mut self, dist: Dist<'a>) -> Self {
+        self.dist = Some(dist);
+        self
     }
 
     /// The ops the plan's names are made from (default: the built-ins). A user crate passes
@@ -630,6 +644,44 @@ impl OptState {
     }
 }
 
+/// xxh3-64 of every parameter's name and bytes, in name order: what the ranks of a
+/// distributed run compare each epoch.
+fn params_hash(params: &Params) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for (name, t) in params.iter() {
+        h.update(name.as_bytes());
+        for x in &t.data {
+            h.update(&x.to_le_bytes());
+        }
+    }
+    h.digest()
+}
+
+/// Refuses an evaluation graph whose features or labels differ in shape from the part's.
+fn check_same_schema(full: &GraphStore, part: &GraphStore) -> Result<()> {
+    let shape = |s: &GraphStore| {
+        (
+            s.n_features(),
+            s.n_classes(),
+            matches!(s.labels(), Labels::Multi { .. }),
+        )
+    };
+    if shape(full) != shape(part) {
+        return Err(TrainError::Run(format!(
+            "{}: the evaluation graph has F = {}, C = {} ({}), the part {} has F = {}, C = {} ({}): not the graph it was cut from",
+            full.path().display(),
+            full.n_features(),
+            full.n_classes(),
+            if shape(full).2 { "multi-label" } else { "single-label" },
+            part.path().display(),
+            part.n_features(),
+            part.n_classes(),
+            if shape(part).2 { "multi-label" } else { "single-label" },
+        )));
+    }
+    Ok(())
+}
+
 fn check_params(
     params: &Params,
     lowered: &Lowered,
@@ -715,12 +767,33 @@ fn run(
             store.path().display()
         )));
     }
-    // No full-graph pass is even planned without evaluation.
-    let eval = if opts.no_eval {
+    let dist = opts.dist.as_ref();
+    let rank0 = dist.is_none_or(|d| d.comm.rank() == 0);
+    // No full-graph pass is even planned without evaluation, nor on ranks other than 0.
+    let eval = if opts.no_eval || !rank0 {
         None
     } else {
-        Some(FullGraph::new(store, &lowered)?.with_options(opts.infer.clone()))
+        let on = match dist.and_then(|d| d.eval_store) {
+            Some(full) => {
+                check_same_schema(full, store)?;
+                full
+            }
+            None => store,
+        };
+        Some(FullGraph::new(on, &lowered)?.with_options(opts.infer.clone()))
     };
+    // What a checkpoint is tied to: the store, or every rank's part.
+    let graph_id = match dist {
+        Some(d) => {
+            let mut id = [crate::seed::mix64(
+                store.identity() ^ crate::seed::mix64(d.comm.rank() as u64 + 1),
+            )];
+            d.comm.allreduce_u64(&mut id, ReduceOp::Sum)?;
+            id[0]
+        }
+        None => store.identity(),
+    };
+    let mut consensus = dist.map(|_| ConsensusState::new(plan_.distributed, n_train));
     let every = plan_.eval.every.max(1);
 
     // State: fresh, or from the checkpoint.
@@ -735,7 +808,17 @@ fn run(
         Some(path) if opts.resume && path.exists() => {
             let c = Checkpoint::load(path)?;
             c.check_matches(path, hash, opts.seed)?;
-            c.check_graph(path, store)?;
+            match dist {
+                Some(d) => c.check_graph_id(
+                    path,
+                    graph_id,
+                    &format!("this job's {} parts", d.comm.size()),
+                )?,
+                None => c.check_graph(path, store)?,
+            }
+            if let (Some(d), Some(cons)) = (dist, consensus.as_mut()) {
+                cons.restore(c.dist.as_ref(), d.comm.rank(), d.comm.size(), path)?;
+            }
             params = load_params(&c.params);
             check_params(&params, &lowered, path)?;
             OptState::restore(&mut opt.m, &c.opt_m, path)?;
@@ -751,9 +834,29 @@ fn run(
         }
         _ => None,
     };
+    // Only rank 0 writes the log.
+    let log_path = opts.log.as_deref().filter(|_| rank0);
+    let json = opts.json && rank0;
     let (mut log, fresh) = match resumed {
-        Some(Some(pos)) => (LogSink::resume(opts.log.as_deref(), pos, opts.json)?, false),
-        _ => (LogSink::create(opts.log.as_deref(), opts.json)?, true),
+        Some(Some(pos)) => (LogSink::resume(log_path, pos, json)?, false),
+        _ => (LogSink::create(log_path, json)?, true),
+    };
+    let run_dist = match dist {
+        Some(d) => {
+            let mut bytes = [d.replica_bytes];
+            d.comm.allreduce_u64(&mut bytes, ReduceOp::Sum)?;
+            Some(RunDist {
+                ranks: d.comm.size(),
+                transport: d.comm.name(),
+                consensus: match plan_.distributed.consensus {
+                    crate::plan::Consensus::Weighted => "weighted".into(),
+                    crate::plan::Consensus::Mean => "mean".into(),
+                },
+                beta: plan_.distributed.beta,
+                replica_bytes: bytes[0],
+            })
+        }
+        None => None,
     };
     if fresh {
         log.push(Record::Run {
@@ -767,6 +870,7 @@ fn run(
             seed: opts.seed,
             threads: runner.threads(),
             runner: runner.name().to_string(),
+            dist: run_dist,
         })?;
     }
 
@@ -789,10 +893,14 @@ fn run(
             .map(|p| (p.0, p.1.clone()))
             .expect("epoch within the schedule");
         if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
-            phase_run = Some((
-                pi,
-                setup_phase(store, &lowered, &sp, pi, opts.seed, n_train, opts.io_hints)?,
-            ));
+            let mut ph = setup_phase(store, &lowered, &sp, pi, opts.seed, n_train, opts.io_hints)?;
+            // Every rank steps as often as the one with the most (each step is collective).
+            if let Some(d) = dist {
+                let mut n = [ph.steps_per_epoch];
+                d.comm.allreduce_u64(&mut n, ReduceOp::Max)?;
+                ph.steps_per_epoch = n[0];
+            }
+            phase_run = Some((pi, ph));
         }
         let ph = &phase_run.as_ref().expect("set up").1;
         if opts.io_hints {
@@ -826,13 +934,34 @@ fn run(
                 }
                 let t_opt = Instant::now();
                 opt.t += 1;
+                let mut grads = Vec::with_capacity(ph.grads.len());
                 for (name, gid) in &ph.grads {
                     let g = vals
                         .get(*gid)
                         .and_then(|v| v.as_dense())
                         .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
+                    grads.push(g.data.as_slice());
+                }
+                // A distributed step: one allreduce, then every rank the same update.
+                let mut comm = None;
+                let mut loss = loss;
+                let combined = match (dist, consensus.as_mut()) {
+                    (Some(d), Some(cons)) => {
+                        let t = Instant::now();
+                        let c = cons.combine(d.comm.as_ref(), loss, &grads)?;
+                        comm = Some((t.elapsed(), c.bytes));
+                        loss = c.loss;
+                        Some(c)
+                    }
+                    _ => None,
+                };
+                for (i, (name, _)) in ph.grads.iter().enumerate() {
+                    let g = match &combined {
+                        Some(c) => &c.grads[c.offsets[i]..c.offsets[i] + grads[i].len()],
+                        None => grads[i],
+                    };
                     let p = params.get_mut(name).expect("every parameter initialised");
-                    opt.update(name, &mut p.data, &g.data)?;
+                    opt.update(name, &mut p.data, g)?;
                 }
                 let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
                 let times = vals.times;
@@ -850,7 +979,9 @@ fn run(
                         other: ms(times.other),
                         optimizer: ms(t_opt.elapsed()),
                         wall: ms(t0.elapsed()),
+                        allreduce: comm.map(|c| ms(c.0)),
                     },
+                    allreduce_bytes: comm.map(|c| c.1),
                 })?;
                 loss_sum += loss;
                 step += 1;
@@ -861,6 +992,15 @@ fn run(
         runner.with_prefetch(&ph.source, steps, &mut |s| epoch_result = run_epoch(s));
         epoch_result?;
         let train_loss = loss_sum / n_steps as f64;
+        if let Some(d) = dist {
+            let h = params_hash(&params);
+            if !all_equal(d.comm.as_ref(), h)? {
+                return Err(TrainError::Run(format!(
+                    "distributed: the ranks' parameters differ after epoch {epoch} (rank {}'s hash {h:016x}): a rank applied another update",
+                    d.comm.rank()
+                )));
+            }
+        }
         let last = epoch == total || step >= max_steps;
         let (val, eval_ms, is_best) = if let Some(eval) = eval
             .as_ref()
@@ -904,7 +1044,12 @@ fn run(
             )),
             now(&start)
         ));
-        if let Some(path) = ckpt.as_ref().filter(|_| !cut) {
+        // Every rank's consensus state, for rank 0's checkpoint (a collective call).
+        let dist_state = match (dist, &consensus) {
+            (Some(d), Some(cons)) if ckpt.is_some() && !cut => Some(cons.gather(d.comm.as_ref())?),
+            _ => None,
+        };
+        if let Some(path) = ckpt.as_ref().filter(|_| !cut && rank0) {
             Checkpoint {
                 plan_hash: hash,
                 seed: opts.seed,
@@ -919,7 +1064,8 @@ fn run(
                 best_val: best.as_ref().map(|b| b.0),
                 elapsed: now(&start),
                 log_pos: opts.log.as_ref().map(|_| pos),
-                graph_id: store.identity(),
+                graph_id,
+                dist: dist_state,
             }
             .save(path)?;
         }

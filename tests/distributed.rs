@@ -1,0 +1,392 @@
+//! Issue 17: data-parallel training with GAD's consensus, on ranks that are threads of
+//! this process ([`ThreadGroup`]), so the default build tests the trainer's distributed
+//! path without MPI (tests/mpi.rs runs the same through `mpirun` in the `mpi` feature).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
+use saintflow::plan::Plan;
+use saintflow::progress::Progress;
+use saintflow::store::GraphStore;
+use saintflow::train::dist::{ConsensusState, VARIANCE_DECAY};
+use saintflow::train::{
+    Checkpoint, Collective, Dist, Record, ThreadGroup, ThreadRank, TrainError, TrainOptions,
+    TrainOutcome,
+};
+
+fn plan(consensus: &str) -> Plan {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let c = format!("distributed.consensus=\"{consensus}\"");
+    Plan::load_with_overrides(&path, &["dims.hidden=8", "optimizer.lr=0.05", c.as_str()]).unwrap()
+}
+
+/// A planted graph and its k-way partition (with augmentation).
+fn parts(dir: &Path, k: usize) -> (PathBuf, PathBuf) {
+    let full = common::planted(dir, 9);
+    let out = dir.join(format!("p{k}"));
+    let spec = PartitionSpec {
+        partition: PartitionOptions {
+            k,
+            epsilon: 0.03,
+            seed: 3,
+        },
+        augment: AugmentOptions {
+            alpha: 0.05,
+            ..AugmentOptions::default()
+        },
+    };
+    partition_store(&full, &out, &spec, false, &Progress::hidden()).unwrap();
+    (full, out)
+}
+
+/// Trains `plan` on part `rank` of `dir` as one rank of `comm`, rank 0 evaluating on `full`.
+fn train_rank(
+    comm: ThreadRank,
+    plan: &Plan,
+    full: &GraphStore,
+    dir: &Path,
+    configure: impl Fn(TrainOptions<'_>) -> TrainOptions<'_>,
+) -> Result<TrainOutcome, TrainError> {
+    let rank = comm.rank();
+    let store = GraphStore::open(dir.join(format!("part-{rank}.sf")))?;
+    let opts = TrainOptions::new(plan, &store)
+        .seed(5)
+        .threads(1)
+        .distributed(Dist {
+            comm: Arc::new(comm),
+            eval_store: Some(full),
+            replica_bytes: 100 * (rank as u64 + 1),
+        });
+    configure(opts).train()
+}
+
+fn same_params(a: &TrainOutcome, b: &TrainOutcome) -> bool {
+    a.params.iter().count() == b.params.iter().count()
+        && a.params.iter().all(|(n, t)| {
+            b.params.get(n).is_some_and(|u| {
+                u.data.len() == t.data.len()
+                    && u.data
+                        .iter()
+                        .zip(&t.data)
+                        .all(|(x, y)| x.to_bits() == y.to_bits())
+            })
+        })
+}
+
+#[test]
+fn issue_17_consensus_combines_gradients_by_zeta() {
+    // Three ranks, gradients g_r = (r+1)·[1, 2, 3], n_r = 10, 20, 40 training nodes.
+    let n = [10usize, 20, 40];
+    for consensus in ["mean", "weighted"] {
+        let d = plan(consensus).distributed;
+        let beta = d.beta;
+        // Each rank sees three losses: rank r's are (1, 1 + r, 1): its variance grows with r.
+        let losses = |r: usize| [1.0, 1.0 + r as f64, 1.0];
+        let results = ThreadGroup::run(3, |comm| {
+            let r = comm.rank();
+            let mut s = ConsensusState::new(d, n[r]);
+            let g: Vec<f32> = [1.0, 2.0, 3.0].iter().map(|x| x * (r + 1) as f32).collect();
+            let mut out = Vec::new();
+            for loss in losses(r) {
+                out.push(s.combine(&comm, loss, &[&g[..2], &g[2..]])?);
+            }
+            Ok(out)
+        });
+        let results: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+        // The documented estimate, step by step: (mean, var) per rank, σ̄² from the step before.
+        let mut state = [(0.0f64, 0.0f64, false); 3];
+        let mut var_bar = 0.0;
+        for step in 0..3 {
+            let mut zeta = [0.0; 3];
+            for r in 0..3 {
+                let x = losses(r)[step];
+                let (m, v, seen) = &mut state[r];
+                if *seen {
+                    let dlt = x - *m;
+                    *m += (1.0 - VARIANCE_DECAY) * dlt;
+                    *v = VARIANCE_DECAY * (*v + (1.0 - VARIANCE_DECAY) * dlt * dlt);
+                } else {
+                    (*m, *seen) = (x, true);
+                }
+                zeta[r] = if consensus == "mean" {
+                    1.0
+                } else {
+                    let ratio = if var_bar > 0.0 { *v / var_bar } else { 1.0 };
+                    n[r] as f64 * (-beta * ratio).exp()
+                };
+            }
+            var_bar = state.iter().map(|s| s.1).sum::<f64>() / 3.0;
+            let z: f64 = zeta.iter().sum();
+            let want: Vec<f64> = (1..=3)
+                .map(|j| (0..3).map(|r| zeta[r] * ((r + 1) * j) as f64).sum::<f64>() / z)
+                .collect();
+            for (r, res) in results.iter().enumerate() {
+                let c = &res[step];
+                assert!((c.weight - zeta[r]).abs() < 1e-6 * zeta[r].max(1.0));
+                assert_eq!(c.offsets, vec![0, 2]);
+                for (got, want) in c.grads.iter().zip(&want) {
+                    assert!(
+                        (f64::from(*got) - want).abs() < 1e-5 * want.abs(),
+                        "{consensus} step {step} rank {r}: {got} vs {want}"
+                    );
+                }
+                let mean_loss = (0..3).map(|q| losses(q)[step]).sum::<f64>() / 3.0;
+                assert!((c.loss - mean_loss).abs() < 1e-6);
+                assert_eq!(c.bytes, (3 + 3) * 4);
+            }
+            if consensus == "weighted" && step == 2 {
+                // The noisiest rank weighs less per training node than the quietest.
+                assert!(zeta[2] / (n[2] as f64) < zeta[0] / (n[0] as f64));
+            }
+        }
+    }
+}
+
+#[test]
+fn issue_17_one_rank_trains_exactly_as_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, dir) = parts(tmp.path(), 1);
+    let plan = plan("mean");
+    let full = GraphStore::open(&full).unwrap();
+    // Mean consensus of one rank is the rank's own gradient, bit for bit.
+    let dist = ThreadGroup::run(1, |c| {
+        train_rank(c, &plan, &full, &dir, |o| o.epochs(3).no_eval(true))
+    })
+    .pop()
+    .unwrap()
+    .unwrap();
+    let part = GraphStore::open(dir.join("part-0.sf")).unwrap();
+    // The same store, trained alone.
+    let alone = TrainOptions::new(&plan, &part)
+        .seed(5)
+        .threads(1)
+        .epochs(3)
+        .no_eval(true)
+        .train()
+        .unwrap();
+    assert_eq!(dist.steps, alone.steps);
+    let last = |o: &TrainOutcome| {
+        o.records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Step { loss, .. } => Some(*loss),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    for (a, b) in last(&dist).iter().zip(last(&alone)) {
+        assert!((a - b).abs() < 1e-6 * b.abs(), "{a} vs {b}");
+    }
+    assert!(same_params(&dist, &alone));
+}
+
+/// Epochs of the accuracy comparison.
+const EPOCHS: usize = 60;
+
+#[test]
+fn issue_17_ranks_keep_identical_parameters_and_only_rank_0_evaluates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, dir) = parts(tmp.path(), 3);
+    let plan = plan("weighted");
+    let full = GraphStore::open(&full).unwrap();
+    let outs: Vec<TrainOutcome> = ThreadGroup::run(3, |c| {
+        train_rank(c, &plan, &full, &dir, |o| o.epochs(4).no_eval(true))
+    })
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+    assert!(same_params(&outs[0], &outs[1]) && same_params(&outs[0], &outs[2]));
+    assert!(outs.iter().all(|o| o.steps == outs[0].steps));
+    // Rank 0 logs; the run record carries the ranks and every rank's replica bytes.
+    let Some(Record::Run { dist: Some(d), .. }) = outs[0].records.first() else {
+        panic!("no distributed run record: {:?}", outs[0].records.first());
+    };
+    assert_eq!((d.ranks, d.consensus.as_str()), (3, "weighted"));
+    assert_eq!(d.replica_bytes, 100 + 200 + 300);
+    let n_params: usize = outs[0].params.iter().map(|(_, t)| t.data.len()).sum();
+    let steps: Vec<_> = outs[0]
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Step {
+                allreduce_bytes,
+                ms,
+                ..
+            } => Some((*allreduce_bytes, ms.allreduce)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(steps.len() as u64, outs[0].steps);
+    assert!(steps
+        .iter()
+        .all(|s| s.0 == Some((n_params as u64 + 3) * 4) && s.1.is_some()));
+
+    // With evaluation: rank 0 evaluates on the full graph and tests; the others do not.
+    let outs: Vec<TrainOutcome> =
+        ThreadGroup::run(3, |c| train_rank(c, &plan, &full, &dir, |o| o.epochs(30)))
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    let test = outs[0].test.expect("rank 0 tests");
+    assert!(outs[1].test.is_none() && outs[2].test.is_none());
+    assert!(
+        outs[1].records.is_empty()
+            || !outs[1]
+                .records
+                .iter()
+                .any(|r| matches!(r, Record::Epoch { val: Some(_), .. }))
+    );
+    // Against one process on the full graph, same epochs (4 planted classes: chance 0.25).
+    let alone = TrainOptions::new(&plan, &full)
+        .seed(5)
+        .threads(1)
+        .epochs(EPOCHS)
+        .train()
+        .unwrap()
+        .test
+        .unwrap();
+    eprintln!("3 ranks {test:?}, one process {alone:?}");
+    assert!(test.accuracy > 0.5, "test accuracy {}", test.accuracy);
+    assert!(alone.accuracy - test.accuracy < 0.1);
+}
+
+#[test]
+fn issue_17_resume_continues_exactly_and_checks_the_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, dir) = parts(tmp.path(), 2);
+    let plan = plan("weighted");
+    let full = GraphStore::open(&full).unwrap();
+    let whole: Vec<TrainOutcome> =
+        ThreadGroup::run(2, |c| train_rank(c, &plan, &full, &dir, |o| o.epochs(6)))
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    let ck = tmp.path().join("ck.bin");
+    let log = tmp.path().join("log.jsonl");
+    let first: Vec<_> = ThreadGroup::run(2, |c| {
+        train_rank(c, &plan, &full, &dir, |o| {
+            o.epochs(6)
+                .stop_after(3)
+                .checkpoint(&ck)
+                .resume(true)
+                .log(&log)
+        })
+    });
+    assert!(first.iter().all(Result::is_ok));
+    let saved = Checkpoint::load(&ck).unwrap();
+    assert_eq!(saved.epoch, 3);
+    assert_eq!(saved.dist.as_ref().map(|d| d.ranks.len()), Some(2));
+    let resumed: Vec<TrainOutcome> = ThreadGroup::run(2, |c| {
+        train_rank(c, &plan, &full, &dir, |o| {
+            o.epochs(6).checkpoint(&ck).resume(true).log(&log)
+        })
+    })
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+    // Rank 0 returns the best-validation parameters, rank 1 the last ones.
+    assert!(same_params(&whole[0], &resumed[0]) && same_params(&whole[1], &resumed[1]));
+    assert_eq!(whole[0].best_epoch, resumed[0].best_epoch);
+    assert_eq!(whole[0].test, resumed[0].test);
+    assert_eq!(whole[0].losses(), resumed[0].losses());
+
+    // Another number of ranks (another partition) cannot continue it.
+    let (_, dir3) = parts(&tmp.path().join("three"), 3);
+    let e = ThreadGroup::run(3, |c| {
+        train_rank(c, &plan, &full, &dir3, |o| {
+            o.epochs(6).checkpoint(&ck).resume(true)
+        })
+    });
+    let e = common::err_text(e.into_iter().next().unwrap());
+    assert!(e.contains("another graph") && e.contains("3 parts"), "{e}");
+    // Nor can one process.
+    let part = GraphStore::open(dir.join("part-0.sf")).unwrap();
+    let e = common::err_text(
+        TrainOptions::new(&plan, &part)
+            .seed(5)
+            .epochs(6)
+            .checkpoint(&ck)
+            .resume(true)
+            .train(),
+    );
+    assert!(e.contains("another graph"), "{e}");
+}
+
+#[test]
+fn issue_17_a_failing_rank_ends_the_others_with_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, dir) = parts(tmp.path(), 2);
+    let plan = plan("mean");
+    let full = GraphStore::open(&full).unwrap();
+    let other = plan_with_hidden(12);
+    let r = ThreadGroup::run(2, |c| {
+        // Rank 1 trains another model: its allreduce has another length.
+        let p = if c.rank() == 1 { &other } else { &plan };
+        train_rank(c, p, &full, &dir, |o| o.epochs(2))
+    });
+    let texts: Vec<String> = r.into_iter().map(common::err_text).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("different collective calls")),
+        "{texts:?}"
+    );
+}
+
+fn plan_with_hidden(h: usize) -> Plan {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let s = format!("dims.hidden={h}");
+    Plan::load_with_overrides(&path, &[s.as_str()]).unwrap()
+}
+
+#[test]
+fn issue_17_distributed_plan_keys_are_checked() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let load = |set: &[&str]| Plan::load_with_overrides(&path, set).map(|p| p.distributed);
+    let d = load(&["distributed.beta=0.5"]).unwrap();
+    assert_eq!(d.beta, 0.5);
+    let e = common::err_text(load(&["distributed.consensus=\"weigthed\""]));
+    assert!(
+        e.contains("unknown consensus `weigthed`") && e.contains("weighted"),
+        "{e}"
+    );
+    let e = common::err_text(load(&["distributed.beta=-1.0"]));
+    assert!(e.contains("beta must be a finite number ≥ 0"), "{e}");
+    let e = common::err_text(load(&[
+        "distributed.consensus=\"mean\"",
+        "distributed.beta=0.2",
+    ]));
+    assert!(e.contains("mean consensus has none"), "{e}");
+    let e = common::err_text(load(&["distributed.betta=0.2"]));
+    assert!(e.contains("betta"), "{e}");
+}
+
+#[test]
+fn issue_17_sfckpt02_checkpoints_still_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::small_store(tmp.path(), "g.sf", 7, 1);
+    let store = GraphStore::open(&store).unwrap();
+    let plan = plan_with_hidden(4);
+    let ck = tmp.path().join("ck.bin");
+    TrainOptions::new(&plan, &store)
+        .epochs(1)
+        .checkpoint(&ck)
+        .train()
+        .unwrap();
+    let now = Checkpoint::load(&ck).unwrap();
+    assert!(now.dist.is_none());
+    // The same checkpoint as the format before `dist` wrote it: no trailing None byte.
+    let bytes = std::fs::read(&ck).unwrap();
+    assert_eq!(&bytes[..8], b"SFCKPT03");
+    let body = &bytes[8..bytes.len() - 8];
+    assert_eq!(body.last(), Some(&0));
+    let mut old = b"SFCKPT02".to_vec();
+    old.extend_from_slice(&body[..body.len() - 1]);
+    let sum = xxhash_rust::xxh3::xxh3_64(&old);
+    old.extend_from_slice(&sum.to_le_bytes());
+    std::fs::write(&ck, &old).unwrap();
+    assert_eq!(Checkpoint::load(&ck).unwrap(), now);
+}
