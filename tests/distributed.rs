@@ -13,8 +13,8 @@ use saintflow::progress::Progress;
 use saintflow::store::GraphStore;
 use saintflow::train::dist::{ConsensusState, VARIANCE_DECAY};
 use saintflow::train::{
-    Checkpoint, Collective, Dist, Record, ThreadGroup, ThreadRank, TrainError, TrainOptions,
-    TrainOutcome,
+    Checkpoint, Collective, Dist, DistEval, Record, ThreadGroup, ThreadRank, TrainError,
+    TrainOptions, TrainOutcome,
 };
 
 fn plan(consensus: &str) -> Plan {
@@ -57,7 +57,7 @@ fn train_rank(
         .threads(1)
         .distributed(Dist {
             comm: Arc::new(comm),
-            eval_store: Some(full),
+            eval: DistEval::Rank0(Some(full)),
             replica_bytes: 100 * (rank as u64 + 1),
         });
     configure(opts).train()
@@ -389,4 +389,52 @@ fn issue_17_sfckpt02_checkpoints_still_load() {
     old.extend_from_slice(&sum.to_le_bytes());
     std::fs::write(&ck, &old).unwrap();
     assert_eq!(Checkpoint::load(&ck).unwrap(), now);
+}
+
+#[test]
+fn issue_17_ranks_evaluating_their_parts_sum_their_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, dir) = parts(tmp.path(), 3);
+    let plan = plan("weighted");
+    let outs: Vec<TrainOutcome> = ThreadGroup::run(3, |c| {
+        let rank = c.rank();
+        let store = GraphStore::open(dir.join(format!("part-{rank}.sf")))?;
+        TrainOptions::new(&plan, &store)
+            .seed(5)
+            .threads(1)
+            .epochs(8)
+            .distributed(Dist {
+                comm: Arc::new(c),
+                eval: DistEval::Parts,
+                replica_bytes: 0,
+            })
+            .train()
+    })
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+    // Every rank took part in the evaluation and got the same figures.
+    let test = outs[0].test.expect("evaluated");
+    assert!(outs
+        .iter()
+        .all(|o| o.test == Some(test) && o.val == outs[0].val));
+    // They are those of each part's own test nodes on its part store, counted together.
+    let registry = saintflow::op::Registry::with_builtins();
+    let mut sum: Option<Vec<u64>> = None;
+    for rank in 0..3 {
+        let store = GraphStore::open(dir.join(format!("part-{rank}.sf"))).unwrap();
+        let lowered = saintflow::train::lower_for(&plan, &store, &registry).unwrap();
+        let full = saintflow::train::FullGraph::new(&store, &lowered).unwrap();
+        let runner = saintflow::exec::Interpreter;
+        let flat = full
+            .counts(&runner, &outs[0].params, &[saintflow::store::Role::Test])
+            .unwrap()[0]
+            .flat();
+        sum = Some(match sum {
+            None => flat,
+            Some(s) => s.iter().zip(&flat).map(|(a, b)| a + b).collect(),
+        });
+    }
+    let want = saintflow::train::Counts::from_flat(&sum.unwrap()).metrics();
+    assert_eq!(test, want);
 }

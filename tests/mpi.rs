@@ -14,7 +14,7 @@ use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, Pa
 use saintflow::plan::Plan;
 use saintflow::progress::Progress;
 use saintflow::store::GraphStore;
-use saintflow::train::{Collective, Dist, ThreadGroup, TrainOptions};
+use saintflow::train::{Collective, Dist, DistEval, ThreadGroup, TrainOptions};
 
 const PLAN: &str = "plans/gcn.toml";
 
@@ -119,13 +119,53 @@ fn issue_17_two_mpi_ranks_train_like_two_thread_ranks() {
             .epochs(20)
             .distributed(Dist {
                 comm: Arc::new(c),
-                eval_store: Some(&full),
+                eval: DistEval::Rank0(Some(&full)),
                 replica_bytes: 0,
             })
             .train()
     });
     let t = threads[0].as_ref().unwrap().test.unwrap();
     assert_eq!(t.accuracy, mpi_acc);
+}
+
+#[test]
+fn issue_17_four_mpi_ranks_train_and_report_their_communication() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, dir) = parts(tmp.path(), 4);
+    let log = tmp.path().join("four.jsonl");
+    let (p, d, f, l) = (
+        plan_file(),
+        dir.display().to_string(),
+        full.display().to_string(),
+        log.display().to_string(),
+    );
+    let args = [
+        "train",
+        p.to_str().unwrap(),
+        "--partitions",
+        &d,
+        "--graph",
+        &f,
+        "--epochs",
+        "40",
+        "--set",
+        "optimizer.lr=0.05",
+        "--log",
+        &l,
+    ];
+    ok(&mpirun(4, &args, tmp.path()).output().unwrap());
+    // 4 planted classes: chance is 0.25.
+    let acc = test_accuracy(&log);
+    assert!(acc > 0.5, "test accuracy {acc}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let run: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(run["dist"]["ranks"], 4);
+    let report = saintflow::partition::read_report(&dir).unwrap();
+    let replicas: u64 = report.parts.iter().map(|p| p.replicas as u64).sum();
+    let store = GraphStore::open(dir.join("part-0.sf")).unwrap();
+    // Single-label: F floats and one u32 label per replica.
+    let want = replicas * (store.n_features() as u64 * 4 + 4);
+    assert_eq!(run["dist"]["replica_bytes"], want);
 }
 
 #[test]
@@ -142,10 +182,10 @@ fn issue_17_wrong_rank_count_and_missing_full_graph_are_clear_errors() {
         "--epochs",
         "1",
     ];
-    let o = mpirun(3, &args, tmp.path()).output().unwrap();
+    let o = mpirun(4, &args, tmp.path()).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.contains("2 parts, but the job has 3 ranks"), "{err}");
+    assert!(err.contains("2 parts, but the job has 4 ranks"), "{err}");
     // Rank 0 evaluates on the source partition.json names; gone, it says what to pass.
     std::fs::remove_dir_all(&full).unwrap();
     let o = mpirun(2, &args, tmp.path()).output().unwrap();

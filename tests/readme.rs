@@ -6,9 +6,10 @@
 //!
 //! What is changed is listed below, each change with its reason, and each must apply (a
 //! README edit that makes one stale fails the test): graph sizes, epochs and `bench scale`
-//! grids cut so the test takes seconds, not hours. Two commands are skipped by name:
-//! `cargo test` (this very suite) and the custom-op binary's `cargo run` (which
-//! `examples/custom_op/tests/train.rs` runs as its own binary). Other Markdown files: docs/
+//! grids cut so the test takes seconds, not hours. Four commands are skipped by name:
+//! `cargo test` (this very suite), the custom-op binary's `cargo run` (which
+//! `examples/custom_op/tests/train.rs` runs as its own binary), and the MPI build and its
+//! `mpirun` (tests/mpi.rs, in `.ci/run`). Other Markdown files: docs/
 //! and plans/README.md have no shell blocks; BENCHMARKS.md's are the measurements
 //! themselves (minutes to hours each, on scale-20..25 graphs) and are not run here.
 //!
@@ -71,6 +72,14 @@ const SKIPPED: &[(&str, &str)] = &[
     (
         "cargo run --release -p saintflow-example-custom-op",
         "examples/custom_op/tests/train.rs runs that binary on a small graph",
+    ),
+    (
+        "cargo build --release --features mpi",
+        "the MPI build needs OpenMPI and libclang; .ci/run installs them and builds it",
+    ),
+    (
+        "mpirun ",
+        "needs the MPI build; tests/mpi.rs runs `mpirun -np P saintflow train --partitions` in .ci/run",
     ),
 ];
 

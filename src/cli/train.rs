@@ -31,6 +31,11 @@ pub(super) struct TrainArgs {
     /// plan's `[distributed]` consensus; rank 0 evaluates, logs and checkpoints.
     #[arg(long, value_name = "DIR")]
     partitions: Option<PathBuf>,
+    /// With `--partitions`: every rank evaluates its own part's validation and test nodes on
+    /// its part store (its part and replicas only, as GAD does; no full graph needed) and
+    /// the counts are summed over ranks, instead of rank 0 evaluating the full graph.
+    #[arg(long, requires = "partitions", conflicts_with = "graph")]
+    eval_parts: bool,
     /// Override a plan key: `--set dims.hidden=256 --set sampler.kind=rw` (repeatable;
     /// `model.X` is an alias of `dims.X`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -170,7 +175,7 @@ fn run_partitions(
     progress: &Progress,
 ) -> Result<TrainOutcome> {
     use crate::train::mpi::MpiComm;
-    use crate::train::{Collective, Dist};
+    use crate::train::{Collective, Dist, DistEval};
     let comm = Arc::new(MpiComm::init()?);
     let (rank, size) = (comm.rank(), comm.size());
     let run = || -> Result<TrainOutcome> {
@@ -193,7 +198,7 @@ fn run_partitions(
             .graph
             .clone()
             .unwrap_or_else(|| PathBuf::from(&report_.source));
-        let full = if rank == 0 && !a.no_eval {
+        let full = if rank == 0 && !a.no_eval && !a.eval_parts {
             Some(GraphStore::open(&full_path).map_err(|e| {
                 Error::Train(crate::train::TrainError::Run(format!(
                     "rank 0 evaluates on the full graph the parts were cut from: {e} (pass --graph FULL.sf)"
@@ -218,7 +223,11 @@ fn run_partitions(
         )?
         .distributed(Dist {
             comm: Arc::clone(&comm) as Arc<dyn Collective>,
-            eval_store: full.as_ref(),
+            eval: if a.eval_parts {
+                DistEval::Parts
+            } else {
+                DistEval::Rank0(full.as_ref())
+            },
             replica_bytes,
         });
         if a.threads.is_none() {
@@ -227,7 +236,8 @@ fn run_partitions(
         }
         let outcome = opts.train()?;
         if rank == 0 {
-            report(&a, &plan, &full_path, &outcome)?;
+            let evaluated = if a.eval_parts { dir } else { &full_path };
+            report(&a, &plan, evaluated, &outcome)?;
         }
         Ok(outcome)
     };

@@ -89,9 +89,8 @@ pub fn all_equal(comm: &dyn Collective, x: u64) -> Result<bool, TrainError> {
 pub struct Dist<'a> {
     /// The transport.
     pub comm: Arc<dyn Collective>,
-    /// The graph rank 0 evaluates on (the full graph the parts were cut from); other ranks
-    /// never evaluate. None: rank 0 evaluates on its own part store.
-    pub eval_store: Option<&'a crate::store::GraphStore>,
+    /// Who evaluates, on what; every rank must be given the same variant.
+    pub eval: DistEval<'a>,
     /// Bytes of this rank's replicas (features and labels of the nodes its part copies from
     /// other parts), summed over ranks into the log's `run` record.
     pub replica_bytes: u64,
@@ -104,12 +103,27 @@ impl std::fmt::Debug for Dist<'_> {
             .field("rank", &self.comm.rank())
             .field("size", &self.comm.size())
             .field(
-                "eval_store",
-                &self.eval_store.map(|s| s.path().to_path_buf()),
+                "eval",
+                &match self.eval {
+                    DistEval::Rank0(g) => format!("rank 0 on {:?}", g.map(|s| s.path())),
+                    DistEval::Parts => "parts".into(),
+                },
             )
             .field("replica_bytes", &self.replica_bytes)
             .finish()
     }
+}
+
+/// Where a distributed run's validation and test metrics come from.
+#[derive(Clone, Copy)]
+pub enum DistEval<'a> {
+    /// Rank 0 evaluates on this graph (the full graph the parts were cut from; None on the
+    /// other ranks, which never evaluate, and on rank 0 its own part store).
+    Rank0(Option<&'a crate::store::GraphStore>),
+    /// Every rank evaluates its own part's validation and test nodes on its part store
+    /// (each sees its part and replicas only, GAD's setting); the per-class counts are
+    /// summed over ranks.
+    Parts,
 }
 
 /// One rank's side of the consensus: its weight ζ_i, the moving estimate of its loss

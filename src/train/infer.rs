@@ -204,6 +204,20 @@ impl<'g> FullGraph<'g> {
         params: &Params,
         roles: &[Role],
     ) -> Result<Vec<Metrics>> {
+        Ok(self
+            .counts(runner, params, roles)?
+            .iter()
+            .map(Counts::metrics)
+            .collect())
+    }
+
+    /// The per-class counts behind [`metrics`](Self::metrics), one per role.
+    pub fn counts(
+        &self,
+        runner: &dyn StepRunner,
+        params: &Params,
+        roles: &[Role],
+    ) -> Result<Vec<Counts>> {
         let classes = self.width(Output::Logits);
         let labels = self.store.labels();
         let mut counts: Vec<Counts> = roles.iter().map(|_| Counts::new(classes)).collect();
@@ -217,7 +231,7 @@ impl<'g> FullGraph<'g> {
             }
             Ok(())
         })?;
-        Ok(counts.iter().map(Counts::metrics).collect())
+        Ok(counts)
     }
 
     /// Writes every node's embedding to `path` as `.npy`, block by block through a map,

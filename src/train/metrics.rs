@@ -98,6 +98,29 @@ impl Counts {
         }
     }
 
+    /// The counts as one vector (TP, FP, FN per class, exact matches, nodes): what ranks
+    /// sum to get the metrics of all their nodes.
+    pub fn flat(&self) -> Vec<u64> {
+        let mut v = Vec::with_capacity(3 * self.tp.len() + 2);
+        v.extend(&self.tp);
+        v.extend(&self.fp);
+        v.extend(&self.fn_);
+        v.extend([self.exact, self.nodes]);
+        v
+    }
+
+    /// Counts back from [`flat`](Self::flat) (a sum of such vectors included).
+    pub fn from_flat(flat: &[u64]) -> Counts {
+        let c = (flat.len().saturating_sub(2)) / 3;
+        Counts {
+            tp: flat[..c].to_vec(),
+            fp: flat[c..2 * c].to_vec(),
+            fn_: flat[2 * c..3 * c].to_vec(),
+            exact: flat[3 * c],
+            nodes: flat[3 * c + 1],
+        }
+    }
+
     /// The metrics of the counts.
     pub fn metrics(&self) -> Metrics {
         if self.nodes == 0 {

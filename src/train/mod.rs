@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
-pub use dist::{Collective, Dist, ThreadGroup, ThreadRank};
+pub use dist::{Collective, Dist, DistEval, ThreadGroup, ThreadRank};
 pub use hops::{plan_hops, receptive_field};
 pub use infer::{embed, write_npy_atomic, Embedded, FullGraph, NpyWriter, Output};
 pub use log::{LogSink, Record, RunDist, StepMs};

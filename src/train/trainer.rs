@@ -35,11 +35,11 @@ use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
 use super::blocked::InferOptions;
 use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
-use super::dist::{all_equal, ConsensusState, Dist, ReduceOp};
+use super::dist::{all_equal, ConsensusState, Dist, DistEval, ReduceOp};
 use super::infer::FullGraph;
 use super::log::{LogSink, Record, RunDist, StepMs};
 use super::memory::MemoryLimit;
-use super::metrics::Metrics;
+use super::metrics::{Counts, Metrics};
 use super::TrainError;
 
 /// Epochs of a plan without `[[phase]]`.
@@ -195,7 +195,7 @@ impl<'a> TrainOptions<'a> {
 
     /// Takes part in a distributed job as `dist.comm`'s rank: `store` is this rank's part,
     /// gradients are combined by the plan's `[distributed]` consensus after every step,
-    /// only rank 0 evaluates (on `dist.eval_store`), logs and checkpoints
+    /// only rank 0 logs and checkpoints, and `dist.eval` says who evaluates
     /// ([`crate::train::dist`]). Every rank must be given the same plan, seed, epochs,
     /// steps, evaluation and checkpoint options.
     pub fn distributed(mut self, dist: Dist<'a>) -> Self {
@@ -769,11 +769,17 @@ fn run(
     }
     let dist = opts.dist.as_ref();
     let rank0 = dist.is_none_or(|d| d.comm.rank() == 0);
-    // No full-graph pass is even planned without evaluation, nor on ranks other than 0.
-    let eval = if opts.no_eval || !rank0 {
+    // No full-graph pass is even planned without evaluation, nor on ranks other than 0
+    // when rank 0 evaluates the full graph; without one, each rank evaluates its part.
+    let eval_parts = dist.is_some_and(|d| matches!(d.eval, DistEval::Parts));
+    let full_eval = match dist.map(|d| d.eval) {
+        Some(DistEval::Rank0(full)) => full,
+        _ => None,
+    };
+    let eval = if opts.no_eval || (!eval_parts && !rank0) {
         None
     } else {
-        let on = match dist.and_then(|d| d.eval_store) {
+        let on = match full_eval {
             Some(full) => {
                 check_same_schema(full, store)?;
                 full
@@ -794,6 +800,17 @@ fn run(
         None => store.identity(),
     };
     let mut consensus = dist.map(|_| ConsensusState::new(plan_.distributed, n_train));
+    // The metrics of `role`: of the evaluation graph, or summed over every rank's part.
+    let measure = |eval: &FullGraph<'_>, params: &Params, role: Role| -> Result<Metrics> {
+        match dist.filter(|_| eval_parts) {
+            Some(d) => {
+                let mut flat = eval.counts(runner, params, &[role])?[0].flat();
+                d.comm.allreduce_u64(&mut flat, ReduceOp::Sum)?;
+                Ok(Counts::from_flat(&flat).metrics())
+            }
+            None => Ok(eval.metrics(runner, params, &[role])?[0]),
+        }
+    };
     let every = plan_.eval.every.max(1);
 
     // State: fresh, or from the checkpoint.
@@ -1010,7 +1027,7 @@ fn run(
                 advise_training(store, &sp, Access::Normal);
             }
             let t = Instant::now();
-            let m = eval.metrics(runner, &params, &[Role::Val])?[0];
+            let m = measure(eval, &params, Role::Val)?;
             let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
             if better {
                 best = Some((m, epoch, params.clone()));
@@ -1085,7 +1102,7 @@ fn run(
     let (val, best_epoch, best_params) = match best {
         Some(b) => b,
         None => {
-            let m = eval.metrics(runner, &params, &[Role::Val])?[0];
+            let m = measure(&eval, &params, Role::Val)?;
             (m, epoch, params.clone())
         }
     };
@@ -1100,7 +1117,7 @@ fn run(
             steps: step,
         });
     }
-    let test = eval.metrics(runner, &best_params, &[Role::Test])?[0];
+    let test = measure(&eval, &best_params, Role::Test)?;
     log.push(Record::Test {
         epoch: best_epoch,
         time: now(&start),
