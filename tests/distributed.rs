@@ -7,9 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
 use saintflow::plan::Plan;
-use saintflow::progress::Progress;
 use saintflow::store::GraphStore;
 use saintflow::train::dist::{ConsensusState, VARIANCE_DECAY};
 use saintflow::train::{
@@ -25,21 +23,7 @@ fn plan(consensus: &str) -> Plan {
 
 /// A planted graph and its k-way partition (with augmentation).
 fn parts(dir: &Path, k: usize) -> (PathBuf, PathBuf) {
-    let full = common::planted(dir, 9);
-    let out = dir.join(format!("p{k}"));
-    let spec = PartitionSpec {
-        partition: PartitionOptions {
-            k,
-            epsilon: 0.03,
-            seed: 3,
-        },
-        augment: AugmentOptions {
-            alpha: 0.05,
-            ..AugmentOptions::default()
-        },
-    };
-    partition_store(&full, &out, &spec, false, &Progress::hidden()).unwrap();
-    (full, out)
+    common::partitioned(dir, 9, k, 0.05, 3)
 }
 
 /// Trains `plan` on part `rank` of `dir` as one rank of `comm`, rank 0 evaluating on `full`.

@@ -10,9 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
 use saintflow::plan::Plan;
-use saintflow::progress::Progress;
 use saintflow::store::GraphStore;
 use saintflow::train::{Collective, Dist, DistEval, ThreadGroup, TrainOptions};
 
@@ -35,18 +33,22 @@ fn mpirun(np: usize, args: &[&str], cwd: &Path) -> Command {
 }
 
 fn parts(dir: &Path, k: usize) -> (PathBuf, PathBuf) {
-    let full = common::planted(dir, 10);
-    let out = dir.join(format!("p{k}"));
-    let spec = PartitionSpec {
-        partition: PartitionOptions {
-            k,
-            epsilon: 0.03,
-            seed: 1,
-        },
-        augment: AugmentOptions::default(),
-    };
-    partition_store(&full, &out, &spec, false, &Progress::hidden()).unwrap();
-    (full, out)
+    common::partitioned(dir, 10, k, 0.01, 1)
+}
+
+/// `train PLAN --partitions DIR --graph FULL --log LOG` and `extra`.
+fn train_args(dir: &Path, full: &Path, log: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec!["train".into(), plan_file().display().to_string()];
+    for (flag, p) in [("--partitions", dir), ("--graph", full), ("--log", log)] {
+        v.push(flag.into());
+        v.push(p.display().to_string());
+    }
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
 }
 
 fn plan_file() -> PathBuf {
@@ -76,29 +78,13 @@ fn issue_17_two_mpi_ranks_train_like_two_thread_ranks() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, dir) = parts(tmp.path(), 2);
     let log = tmp.path().join("mpi.jsonl");
-    let (p, d, f, l) = (
-        plan_file(),
-        dir.display().to_string(),
-        full.display().to_string(),
-        log.display().to_string(),
+    let args = train_args(
+        &dir,
+        &full,
+        &log,
+        &["--epochs", "20", "--seed", "3", "--threads", "1"],
     );
-    let args = [
-        "train",
-        p.to_str().unwrap(),
-        "--partitions",
-        &d,
-        "--graph",
-        &f,
-        "--epochs",
-        "20",
-        "--seed",
-        "3",
-        "--threads",
-        "1",
-        "--log",
-        &l,
-    ];
-    let out = ok(&mpirun(2, &args, tmp.path()).output().unwrap());
+    let out = ok(&mpirun(2, &strs(&args), tmp.path()).output().unwrap());
     assert!(out.contains("test accuracy"), "{out}");
     let mpi_acc = test_accuracy(&log);
     let text = std::fs::read_to_string(&log).unwrap();
@@ -133,27 +119,13 @@ fn issue_17_four_mpi_ranks_train_and_report_their_communication() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, dir) = parts(tmp.path(), 4);
     let log = tmp.path().join("four.jsonl");
-    let (p, d, f, l) = (
-        plan_file(),
-        dir.display().to_string(),
-        full.display().to_string(),
-        log.display().to_string(),
+    let args = train_args(
+        &dir,
+        &full,
+        &log,
+        &["--epochs", "40", "--set", "optimizer.lr=0.05"],
     );
-    let args = [
-        "train",
-        p.to_str().unwrap(),
-        "--partitions",
-        &d,
-        "--graph",
-        &f,
-        "--epochs",
-        "40",
-        "--set",
-        "optimizer.lr=0.05",
-        "--log",
-        &l,
-    ];
-    ok(&mpirun(4, &args, tmp.path()).output().unwrap());
+    ok(&mpirun(4, &strs(&args), tmp.path()).output().unwrap());
     // 4 planted classes: chance is 0.25.
     let acc = test_accuracy(&log);
     assert!(acc > 0.5, "test accuracy {acc}");
@@ -242,35 +214,18 @@ fn wait_with_deadline(mut child: Child, limit: Duration) -> (Output, Duration) {
 fn issue_17_a_killed_rank_ends_the_job_and_resume_gives_the_uninterrupted_result() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, dir) = parts(tmp.path(), 2);
-    let (p, d, f) = (
-        plan_file(),
-        dir.display().to_string(),
-        full.display().to_string(),
-    );
     let run = |log: &Path, ck: &Path| {
-        let (l, c) = (log.display().to_string(), ck.display().to_string());
-        let args: Vec<String> = [
-            "train",
-            p.to_str().unwrap(),
-            "--partitions",
-            &d,
-            "--graph",
-            &f,
+        let c = ck.display().to_string();
+        let extra = [
             "--epochs",
             "60",
             "--threads",
             "1",
-            "--log",
-            &l,
             "--checkpoint",
             &c,
             "--resume",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        mpirun(2, &args, tmp.path())
+        ];
+        mpirun(2, &strs(&train_args(&dir, &full, log, &extra)), tmp.path())
     };
     let whole_log = tmp.path().join("whole.jsonl");
     ok(&run(&whole_log, &tmp.path().join("whole.ckpt"))

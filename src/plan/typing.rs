@@ -352,29 +352,44 @@ fn optimizer(src: &Source, raw: Option<RawOptimizer>) -> Result<Optimizer, PlanE
     }
 }
 
+/// The value `name` stands for in `table`, or an error at `at` naming the `what` with a
+/// suggestion (or the known names).
+fn pick<T: Clone>(
+    src: &Source,
+    at: usize,
+    what: &str,
+    name: &str,
+    table: &[(&str, T)],
+) -> Result<T, PlanError> {
+    if let Some((_, v)) = table.iter().find(|(n, _)| *n == name) {
+        return Ok(v.clone());
+    }
+    let known = table.iter().map(|(n, _)| *n);
+    Err(src.error(
+        at,
+        PlanErrorKind::Name,
+        format!(
+            "unknown {what} `{name}`{}",
+            match did_you_mean(name, known.clone()) {
+                h if h.is_empty() => format!(" (known: {})", known.collect::<Vec<_>>().join(", ")),
+                h => h,
+            }
+        ),
+    ))
+}
+
 fn distributed(src: &Source, raw: Option<RawDistributed>) -> Result<Distributed, PlanError> {
     let d = Distributed::default();
     let Some(r) = raw else { return Ok(d) };
     let consensus = match &r.consensus {
         None => d.consensus,
-        Some(c) => match c.get_ref().as_str() {
-            "weighted" => Consensus::Weighted,
-            "mean" => Consensus::Mean,
-            other => {
-                let known = ["weighted", "mean"];
-                return Err(src.error(
-                    c.span().start,
-                    PlanErrorKind::Name,
-                    format!(
-                        "unknown consensus `{other}`{}",
-                        match did_you_mean(other, known.into_iter()) {
-                            h if h.is_empty() => format!(" (known: {})", known.join(", ")),
-                            h => h,
-                        }
-                    ),
-                ));
-            }
-        },
+        Some(c) => pick(
+            src,
+            c.span().start,
+            "consensus",
+            c.get_ref(),
+            &[("weighted", Consensus::Weighted), ("mean", Consensus::Mean)],
+        )?,
     };
     let beta = match &r.beta {
         None => d.beta,
@@ -462,25 +477,17 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         None => (None, 0),
         Some(k) => {
             let at = k.span().start;
-            let kind = match k.get_ref().as_str() {
-                "auto" => None,
-                "softmax_ce" => Some(LossKind::SoftmaxCe),
-                "sigmoid_bce" => Some(LossKind::SigmoidBce),
-                other => {
-                    let known = ["auto", "softmax_ce", "sigmoid_bce"];
-                    return Err(s.error(
-                        at,
-                        PlanErrorKind::Name,
-                        format!(
-                            "unknown loss kind `{other}`{}",
-                            match did_you_mean(other, known.into_iter()) {
-                                h if h.is_empty() => format!(" (known: {})", known.join(", ")),
-                                h => h,
-                            }
-                        ),
-                    ));
-                }
-            };
+            let kind = pick(
+                s,
+                at,
+                "loss kind",
+                k.get_ref(),
+                &[
+                    ("auto", None),
+                    ("softmax_ce", Some(LossKind::SoftmaxCe)),
+                    ("sigmoid_bce", Some(LossKind::SigmoidBce)),
+                ],
+            )?;
             (kind, at)
         }
     };

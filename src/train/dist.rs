@@ -5,8 +5,8 @@
 //! (checked by a hash every epoch). Rank 0 evaluates on the full graph, logs and
 //! checkpoints; every rank resumes from rank 0's checkpoint.
 //!
-//! The transport is a [`Collective`]: MPI in the `mpi` feature
-//! ([`crate::train::mpi`]), or [`ThreadGroup`], ranks as threads of one process (tests,
+//! The transport is a [`Collective`]: MPI in the `mpi` feature (`train::mpi::MpiComm`),
+//! or [`ThreadGroup`], ranks as threads of one process (tests,
 //! and anyone who wants to see the consensus without MPI).
 //!
 //! ## The consensus weight ζ
@@ -83,8 +83,8 @@ pub fn all_equal(comm: &dyn Collective, x: u64) -> Result<bool, TrainError> {
     Ok(lo[0] == hi[0])
 }
 
-/// How a training run takes part in a distributed job ([`TrainOptions::distributed`]
-/// (crate::train::TrainOptions::distributed)).
+/// How a training run takes part in a distributed job
+/// ([`TrainOptions::distributed`](crate::train::TrainOptions::distributed)).
 #[derive(Clone)]
 pub struct Dist<'a> {
     /// The transport.

@@ -226,3 +226,24 @@ pub fn symmetric_csr(n: usize, edges: &[(u32, u32)]) -> (Vec<u64>, Vec<u32>) {
     }
     (offsets, pairs.into_iter().map(|(_, v)| v).collect())
 }
+
+/// [`planted`] at `scale` in `dir` and its `k`-way partition with GAD augmentation of
+/// budget `alpha` (partition seed `seed`) at `dir/pK`: (the full store, the partition).
+pub fn partitioned(dir: &Path, scale: u32, k: usize, alpha: f64, seed: u64) -> (PathBuf, PathBuf) {
+    use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
+    let full = planted(dir, scale);
+    let out = dir.join(format!("p{k}"));
+    let spec = PartitionSpec {
+        partition: PartitionOptions {
+            k,
+            epsilon: 0.03,
+            seed,
+        },
+        augment: AugmentOptions {
+            alpha,
+            ..AugmentOptions::default()
+        },
+    };
+    partition_store(&full, &out, &spec, false, &Progress::hidden()).unwrap();
+    (full, out)
+}
