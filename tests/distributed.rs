@@ -35,7 +35,8 @@ fn train_rank(
     configure: impl Fn(TrainOptions<'_>) -> TrainOptions<'_>,
 ) -> Result<TrainOutcome, TrainError> {
     let rank = comm.rank();
-    let store = GraphStore::open(dir.join(format!("part-{rank}.sf")))?;
+    let report = saintflow::partition::read_report(dir).unwrap();
+    let store = GraphStore::open(dir.join(&report.ranks[rank].store))?;
     let opts = TrainOptions::new(plan, &store)
         .seed(5)
         .threads(1)
@@ -421,4 +422,24 @@ fn issue_17_ranks_evaluating_their_parts_sum_their_counts() {
     }
     let want = saintflow::train::Counts::from_flat(&sum.unwrap()).metrics();
     assert_eq!(test, want);
+}
+
+#[test]
+fn issue_17_two_ranks_train_five_parts_assigned_by_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, dir) = common::partitioned_for(tmp.path(), 9, 5, Some(2), 0.05, 3);
+    let report = saintflow::partition::read_report(&dir).unwrap();
+    assert_eq!(report.ranks.len(), 2);
+    assert_eq!(report.ranks.iter().map(|r| r.parts.len()).sum::<usize>(), 5);
+    let plan = plan("weighted");
+    let full = GraphStore::open(&full).unwrap();
+    let outs: Vec<TrainOutcome> = ThreadGroup::run(2, |c| {
+        train_rank(c, &plan, &full, &dir, |o| o.epochs(EPOCHS))
+    })
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+    let test = outs[0].test.expect("rank 0 tests");
+    // 4 planted classes: chance is 0.25.
+    assert!(test.accuracy > 0.5, "test accuracy {}", test.accuracy);
 }

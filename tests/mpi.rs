@@ -157,7 +157,31 @@ fn issue_17_wrong_rank_count_and_missing_full_graph_are_clear_errors() {
     let o = mpirun(4, &args, tmp.path()).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.contains("2 parts, but the job has 4 ranks"), "{err}");
+    assert!(
+        err.contains("stores for 2 ranks, but the job has 4 ranks"),
+        "{err}"
+    );
+    // The command's remedy: 4 parts for 2 ranks, assigned by load, trains on 2 ranks.
+    let f = full.display().to_string();
+    let o = common::saintflow(
+        &["partition", &f, "-k", "4", "--ranks", "2", "-o", "p4r2"],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("rank-0.sf") && table.contains("rank-1.sf"),
+        "{table}"
+    );
+    let args4 = [
+        "train",
+        p.to_str().unwrap(),
+        "--partitions",
+        "p4r2",
+        "--epochs",
+        "2",
+    ];
+    ok(&mpirun(2, &args4, tmp.path()).output().unwrap());
     // Rank 0 evaluates on the source partition.json names; gone, it says what to pass.
     std::fs::remove_dir_all(&full).unwrap();
     let o = mpirun(2, &args, tmp.path()).output().unwrap();

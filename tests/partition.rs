@@ -330,6 +330,7 @@ fn part_stores_open_check_and_train() {
     let input = kron(dir.path());
     let out = dir.path().join("parts");
     let spec = PartitionSpec {
+        ranks: None,
         partition: PartitionOptions {
             k: 3,
             epsilon: 0.03,
@@ -415,6 +416,7 @@ fn output_directory_is_replaced_only_when_forced_and_a_partition() {
     let input = kron(dir.path());
     let out = dir.path().join("parts");
     let spec = PartitionSpec {
+        ranks: None,
         partition: PartitionOptions {
             k: 2,
             ..Default::default()
@@ -426,6 +428,7 @@ fn output_directory_is_replaced_only_when_forced_and_a_partition() {
     let again = partition_store(&input, &out, &spec, false, &p).unwrap_err();
     assert!(again.to_string().contains("--force"), "{again}");
     let spec4 = PartitionSpec {
+        ranks: None,
         partition: PartitionOptions {
             k: 4,
             ..spec.partition
@@ -535,4 +538,155 @@ fn partition_command_takes_l_from_a_plan() {
     let o = run("gcn", &["--layers", "3"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}
+
+/// The best makespan of `load` on `ranks` ranks, by trying every assignment.
+fn best_makespan(load: &[u64], ranks: usize) -> u64 {
+    let mut best = u64::MAX;
+    let mut a = vec![0usize; load.len()];
+    loop {
+        let mut t = vec![0u64; ranks];
+        for (p, &r) in a.iter().enumerate() {
+            t[r] += load[p];
+        }
+        best = best.min(*t.iter().max().unwrap());
+        // The next assignment in base `ranks`.
+        let mut i = 0;
+        while i < a.len() && a[i] + 1 == ranks {
+            a[i] = 0;
+            i += 1;
+        }
+        if i == a.len() {
+            return best;
+        }
+        a[i] += 1;
+    }
+}
+
+#[test]
+fn issue_17_greedy_assignment_is_within_grahams_bound_of_the_best() {
+    for case in 0..300u64 {
+        let k = 2 + (hash3(case, 1, 0) % 7) as usize;
+        let ranks = 1 + (hash3(case, 2, 0) % k as u64) as usize;
+        let load: Vec<u64> = (0..k)
+            .map(|p| 1 + (unit_f64(hash3(case, 3, p as u64)) * 100.0) as u64)
+            .collect();
+        let a = saintflow::partition::assign_parts(&load, ranks);
+        // Every part to exactly one rank, every rank at least one part.
+        let mut seen: Vec<usize> = a.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..k).collect::<Vec<_>>(), "{load:?} on {ranks}");
+        assert!(a.iter().all(|parts| !parts.is_empty()), "{a:?}");
+        let makespan = a
+            .iter()
+            .map(|parts| parts.iter().map(|&p| load[p]).sum::<u64>())
+            .max()
+            .unwrap();
+        let opt = best_makespan(&load, ranks);
+        // Longest-processing-time first is within (4/3 − 1/(3P)) of the optimum (Graham).
+        let bound = opt as f64 * (4.0 / 3.0 - 1.0 / (3.0 * ranks as f64));
+        assert!(
+            makespan as f64 <= bound + 1e-9,
+            "{load:?} on {ranks}: {makespan} vs best {opt}"
+        );
+        if ranks == k {
+            assert!(a.iter().enumerate().all(|(r, parts)| parts == &[r]));
+        }
+    }
+}
+
+#[test]
+fn issue_17_fewer_ranks_than_parts_get_the_union_of_their_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let out = dir.path().join("ranks");
+    let spec = PartitionSpec {
+        ranks: Some(2),
+        partition: PartitionOptions {
+            k: 5,
+            epsilon: 0.03,
+            seed: 4,
+        },
+        augment: AugmentOptions {
+            layers: 2,
+            alpha: 0.05,
+            ..Default::default()
+        },
+    };
+    let r = partition_store(&input, &out, &spec, false, &Progress::hidden()).unwrap();
+    assert_eq!((r.k, r.ranks.len()), (5, 2));
+    let back = saintflow::partition::read_report(&out).unwrap();
+    assert_eq!(back, r);
+    let full = GraphStore::open(&input).unwrap();
+    // Each part's home part, from the part reports' stores and the global map of each rank.
+    for rk in &r.ranks {
+        assert_eq!(rk.store, format!("rank-{}.sf", rk.rank));
+        let path = out.join(&rk.store);
+        let store = GraphStore::open(&path).unwrap();
+        check(&store).unwrap();
+        let map = read_part_map(&path).unwrap();
+        let mut own = 0;
+        let mut reps = 0;
+        for l in 0..map.global.len() {
+            let home = map.home[l] as usize;
+            assert_eq!(map.replica[l], !rk.parts.contains(&home));
+            if map.replica[l] {
+                reps += 1;
+                assert_eq!(store.role(l as u32), Role::None);
+            } else {
+                own += 1;
+                assert_eq!(store.role(l as u32), full.role(map.global[l]));
+            }
+        }
+        // All own nodes of its parts, and the replicas its parts chose that are not its own.
+        let want_own: usize = rk.parts.iter().map(|&p| r.parts[p].own).sum();
+        assert_eq!((own, reps), (want_own, rk.replicas));
+        assert_eq!(own, rk.own);
+        assert!(rk.replicas <= rk.parts.iter().map(|&p| r.parts[p].replicas).sum());
+        for &p in &rk.parts {
+            assert_eq!(r.parts[p].store, rk.store);
+        }
+    }
+    let loads: Vec<u64> = r.ranks.iter().map(|rk| rk.load).collect();
+    let want = saintflow::partition::assign_parts(
+        &r.parts
+            .iter()
+            .map(|p| (p.own + p.replicas) as u64)
+            .collect::<Vec<_>>(),
+        2,
+    );
+    assert_eq!(
+        r.ranks
+            .iter()
+            .map(|rk| rk.parts.clone())
+            .collect::<Vec<_>>(),
+        want
+    );
+    assert_eq!(
+        loads.iter().sum::<u64>(),
+        r.parts
+            .iter()
+            .map(|p| (p.own + p.replicas) as u64)
+            .sum::<u64>()
+    );
+    // More ranks than parts is refused.
+    let spec6 = PartitionSpec {
+        ranks: Some(6),
+        ..spec
+    };
+    let e = common_err(partition_store(
+        &input,
+        &dir.path().join("six"),
+        &spec6,
+        false,
+        &Progress::hidden(),
+    ));
+    assert!(e.contains("6 ranks for 5 parts"), "{e}");
+}
+
+fn common_err<T>(r: Result<T, saintflow::partition::PartitionError>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
 }

@@ -17,9 +17,15 @@ pub(super) struct PartitionArgs {
     /// Number of parts k.
     #[arg(short, long, value_parser = super::at_least_one)]
     k: usize,
-    /// Output directory: part-0.sf … part-{k-1}.sf and partition.json.
+    /// Output directory: part-0.sf … part-{k-1}.sf (with `--ranks P` < k: rank-0.sf …
+    /// rank-{P-1}.sf) and partition.json.
     #[arg(short, long)]
     out: PathBuf,
+    /// Ranks P of the training job (default k): with P < k the k parts are assigned to P
+    /// ranks by GAD's greedy load balance (largest part first, to the least-loaded rank;
+    /// load = own nodes + replicas) and each rank gets one store holding its parts.
+    #[arg(long, value_parser = super::at_least_one)]
+    ranks: Option<usize>,
     /// Imbalance ε: every part has at most max(⌊(1+ε)·N/k⌋, ⌈N/k⌉) own nodes.
     #[arg(long, default_value_t = 0.03)]
     epsilon: f64,
@@ -80,6 +86,7 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
             seed: a.seed,
             ..AugmentOptions::default()
         },
+        ranks: a.ranks,
     };
     let r = partition_store(&a.store, &a.out, &spec, a.force, progress)?;
     if a.json {
@@ -115,6 +122,21 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
             "{:>4} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8.3}",
             p.part, p.own, p.replicas, p.budget, p.boundary, p.walks, p.edge_cut, p.balance
         );
+    }
+    if r.ranks.len() < r.k {
+        println!("rank  parts            own  replicas      load  store");
+        for rk in &r.ranks {
+            let parts: Vec<String> = rk.parts.iter().map(usize::to_string).collect();
+            println!(
+                "{:>4}  {:<12} {:>8} {:>9} {:>9}  {}",
+                rk.rank,
+                parts.join(","),
+                rk.own,
+                rk.replicas,
+                rk.load,
+                rk.store
+            );
+        }
     }
     Ok(())
 }

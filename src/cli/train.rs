@@ -26,8 +26,8 @@ pub(super) struct TrainArgs {
     #[arg(long, required_unless_present = "partitions")]
     graph: Option<PathBuf>,
     /// Distributed training on MPI (`mpirun -np P saintflow train PLAN --partitions DIR`,
-    /// a build with the `mpi` feature): rank i trains on part i of the directory
-    /// `saintflow partition -k P` wrote; gradients are combined after every step by the
+    /// a build with the `mpi` feature): rank i trains on its store in the directory
+    /// `saintflow partition` wrote (`-k P`, or `-k K --ranks P`); gradients are combined after every step by the
     /// plan's `[distributed]` consensus; rank 0 evaluates, logs and checkpoints.
     #[arg(long, value_name = "DIR")]
     partitions: Option<PathBuf>,
@@ -181,16 +181,16 @@ fn run_partitions(
     let run = || -> Result<TrainOutcome> {
         let plan = load_plan(&a.plan, &a.set)?;
         let report_ = crate::partition::read_report(dir)?;
-        if report_.k != size {
+        if report_.ranks.len() != size {
             return Err(Error::Train(crate::train::TrainError::Run(format!(
-                "{}: {} parts, but the job has {size} ranks: one rank trains one part \
-                 (partition with -k {size}, or start {} ranks)",
+                "{}: stores for {} ranks, but the job has {size} ranks: start {} ranks, or \
+                 partition with --ranks {size} (k ≥ {size} parts assigned to {size} ranks)",
                 dir.display(),
-                report_.k,
-                report_.k
+                report_.ranks.len(),
+                report_.ranks.len()
             ))));
         }
-        let part = &report_.parts[rank];
+        let part = &report_.ranks[rank];
         let part_path = dir.join(&part.store);
         let store = GraphStore::open(&part_path)?;
         // Rank 0 evaluates on the full graph.

@@ -16,8 +16,8 @@ use crate::store::StoreError;
 pub use gad::{augment, walk_count, AugmentOptions, Augmentation, PartAugmentation};
 pub use multilevel::{edge_cut, partition, Partition, PartitionOptions, WGraph};
 pub use write::{
-    partition_store, read_part_map, read_report, PartMap, PartReport, PartitionReport,
-    PartitionSpec, PARTITION_FORMAT, PARTITION_JSON, PART_MAP_FILE,
+    assign_parts, partition_store, read_part_map, read_report, PartMap, PartReport,
+    PartitionReport, PartitionSpec, RankReport, PARTITION_FORMAT, PARTITION_JSON, PART_MAP_FILE,
 };
 
 /// What partitioning can fail on.

@@ -40,6 +40,52 @@ pub struct PartitionSpec {
     pub partition: PartitionOptions,
     /// L, α (their seed is `partition.seed`).
     pub augment: AugmentOptions,
+    /// P, the ranks of the training job (None: k, one part per rank). With P < k the parts
+    /// are assigned to ranks by GAD's greedy load balance ([`assign_parts`]) and each rank
+    /// gets one store holding all its parts.
+    pub ranks: Option<usize>,
+}
+
+/// One rank's store in `partition.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankReport {
+    /// r.
+    pub rank: usize,
+    /// Its parts, in increasing order.
+    pub parts: Vec<usize>,
+    /// The store's directory name inside the partition directory.
+    pub store: String,
+    /// Own nodes (of its parts).
+    pub own: usize,
+    /// Replicas (nodes of other ranks' parts the store holds).
+    pub replicas: usize,
+    /// The load the assignment balanced: own nodes + replicas of its parts.
+    pub load: u64,
+}
+
+/// GAD's greedy load balance of parts onto `ranks` ranks: parts in decreasing `load` (ties:
+/// lower part first), each to the rank with the least load so far (ties: lower rank).
+/// Returns each rank's parts in increasing order. With as many ranks as parts, part i goes
+/// to rank i.
+pub fn assign_parts(load: &[u64], ranks: usize) -> Vec<Vec<usize>> {
+    if ranks == load.len() {
+        return (0..ranks).map(|i| vec![i]).collect();
+    }
+    let mut order: Vec<usize> = (0..load.len()).collect();
+    order.sort_by_key(|&p| (std::cmp::Reverse(load[p]), p));
+    let mut total = vec![0u64; ranks];
+    let mut out = vec![Vec::new(); ranks];
+    for p in order {
+        let r = (0..ranks)
+            .min_by_key(|&r| (total[r], r))
+            .expect("at least one rank");
+        total[r] += load[p];
+        out[r].push(p);
+    }
+    for parts in &mut out {
+        parts.sort_unstable();
+    }
+    out
 }
 
 /// One part in `partition.json`.
@@ -118,6 +164,10 @@ pub struct PartitionReport {
     pub total_seconds: f64,
     /// Each part.
     pub parts: Vec<PartReport>,
+    /// Each rank's store (absent in partitions written before ranks: one per part, read
+    /// back as such by [`read_report`]).
+    #[serde(default)]
+    pub ranks: Vec<RankReport>,
 }
 
 /// Loads the full graph of `store` as a [`WGraph`] (unit weights, self loops dropped).
@@ -165,25 +215,52 @@ pub fn partition_store(
             ..spec.augment
         },
     )?;
+    let n_ranks = spec.ranks.unwrap_or(p.k);
+    if n_ranks == 0 || n_ranks > p.k {
+        return Err(PartitionError::argument(format!(
+            "{n_ranks} ranks for {} parts: each rank needs at least one part (1 ≤ ranks ≤ k)",
+            p.k
+        )));
+    }
+    let mut own_count = vec![0usize; p.k];
+    for &q in &p.part {
+        own_count[q as usize] += 1;
+    }
+    let load: Vec<u64> = (0..p.k)
+        .map(|i| (own_count[i] + aug.parts[i].replicas.len()) as u64)
+        .collect();
+    let assignment = assign_parts(&load, n_ranks);
     let dir = create_out_dir(out, force)?;
-    let bar = progress.bar(p.k as u64, "write parts", "parts");
-    let mut parts = Vec::with_capacity(p.k);
-    for i in 0..p.k {
-        let name = format!("part-{i}.sf");
-        parts.push(write_part(
-            &store,
-            &g,
-            &p,
-            &aug,
-            i,
-            &dir.path().join(&name),
-            input,
-        )?);
+    let bar = progress.bar(n_ranks as u64, "write parts", "stores");
+    let mut ranks = Vec::with_capacity(n_ranks);
+    let mut home = vec![0usize; p.k];
+    for (r, mine) in assignment.iter().enumerate() {
+        let name = if n_ranks == p.k {
+            format!("part-{r}.sf")
+        } else {
+            format!("rank-{r}.sf")
+        };
+        let (own, replicas) =
+            write_store(&store, &g, &p, &aug, mine, &dir.path().join(&name), input)?;
+        for &i in mine {
+            home[i] = r;
+        }
+        ranks.push(RankReport {
+            rank: r,
+            parts: mine.clone(),
+            store: name,
+            own,
+            replicas,
+            load: mine.iter().map(|&i| load[i]).sum(),
+        });
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let parts: Vec<PartReport> = (0..p.k)
+        .map(|i| part_report(&store, &g, &p, &aug, i, own_count[i], &ranks[home[i]].store))
+        .collect();
     let n = g.n() as u64;
-    let stored: usize = parts.iter().map(|r| r.own + r.replicas).sum();
+    let stored: usize = ranks.iter().map(|r| r.own + r.replicas).sum();
     let n_edges = g.adj.len() as u64 / 2;
     let report = PartitionReport {
         format: PARTITION_FORMAT.into(),
@@ -212,6 +289,7 @@ pub fn partition_store(
         partition_seconds,
         total_seconds: start.elapsed().as_secs_f64(),
         parts,
+        ranks,
     };
     let mut json = serde_json::to_vec_pretty(&report).expect("a report serialises");
     json.push(b'\n');
@@ -222,23 +300,32 @@ pub fn partition_store(
     Ok(report)
 }
 
-/// Writes part `i`'s store at `dest`.
-fn write_part(
+/// Writes the store of the parts `mine` (one rank's) at `dest`: their own nodes and the
+/// replicas of each that are not own. Returns (own nodes, replicas).
+fn write_store(
     store: &GraphStore,
     g: &WGraph,
     p: &Partition,
     aug: &Augmentation,
-    i: usize,
+    mine: &[usize],
     dest: &Path,
     input: &Path,
-) -> Result<PartReport, PartitionError> {
-    let a = &aug.parts[i];
-    let own: Vec<u32> = (0..g.n() as u32)
-        .filter(|&v| p.part[v as usize] as usize == i)
+) -> Result<(usize, usize), PartitionError> {
+    let is_replica = |v: u32| !mine.contains(&(p.part[v as usize] as usize));
+    let own: Vec<u32> = (0..g.n() as u32).filter(|&v| !is_replica(v)).collect();
+    let mut replicas: Vec<u32> = mine
+        .iter()
+        .flat_map(|&i| aug.parts[i].replicas.iter().copied())
+        .filter(|&v| is_replica(v))
         .collect();
-    let mut nodes: Vec<u32> = own.iter().chain(&a.replicas).copied().collect();
+    replicas.sort_unstable();
+    replicas.dedup();
+    let mut nodes: Vec<u32> = own.iter().chain(&replicas).copied().collect();
     nodes.sort_unstable();
-    let is_replica = |v: u32| p.part[v as usize] as usize != i;
+    let what = match mine {
+        [i] => format!("part {i}"),
+        _ => format!("parts {mine:?}"),
+    };
     let local = |v: u32| nodes.binary_search(&v).ok();
     let roles: Vec<u8> = nodes
         .iter()
@@ -321,18 +408,14 @@ fn write_part(
         train_graph: TrainGraph::Given,
         split,
         sections: vec![e_fo, e_fi, e_to, e_ti, e_feat, e_labels, e_roles],
-        source: format!(
-            "saintflow partition {} -k {}: part {i}",
-            input.display(),
-            p.k
-        ),
+        source: format!("saintflow partition {} -k {}: {what}", input.display(), p.k),
     };
     let (path, f) = w.aux_file(PART_MAP_FILE)?;
     let io = |e| PartitionError::io(&path, "write", e);
     let mut out = BufWriter::new(f);
     writeln!(
         out,
-        "# local\tglobal\thome part\town|replica (saintflow partition: part {i} of {})",
+        "# local\tglobal\thome part\town|replica (saintflow partition: {what} of {})",
         p.k
     )
     .map_err(io)?;
@@ -344,21 +427,35 @@ fn write_part(
     f.sync_all()
         .map_err(|e| PartitionError::io(&path, "fsync", e))?;
     w.commit(&header, check)?;
-    let edge_cut = own
-        .iter()
-        .map(|&u| {
-            g.edges(u as usize)
-                .filter(|&(v, _)| p.part[v] as usize != i)
-                .count() as u64
-        })
-        .sum();
-    Ok(PartReport {
+    Ok((own.len(), replicas.len()))
+}
+
+/// Part `i`'s figures (`own` nodes, held by the store `store_name`).
+fn part_report(
+    store: &GraphStore,
+    g: &WGraph,
+    p: &Partition,
+    aug: &Augmentation,
+    i: usize,
+    own: usize,
+    store_name: &str,
+) -> PartReport {
+    let a = &aug.parts[i];
+    let mut edge_cut = 0u64;
+    let (mut train, mut val, mut test) = (0u64, 0u64, 0u64);
+    for u in (0..g.n()).filter(|&u| p.part[u] as usize == i) {
+        edge_cut += g.edges(u).filter(|&(v, _)| p.part[v] as usize != i).count() as u64;
+        match store.role(u as u32) {
+            Role::Train => train += 1,
+            Role::Val => val += 1,
+            Role::Test => test += 1,
+            Role::None => {}
+        }
+    }
+    PartReport {
         part: i,
-        store: dest
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        own: own.len(),
+        store: store_name.to_string(),
+        own,
         replicas: a.replicas.len(),
         boundary: a.boundary,
         walks: a.walks,
@@ -368,11 +465,11 @@ fn write_part(
         density: a.density,
         budget: a.budget,
         edge_cut,
-        balance: own.len() as f64 * p.k as f64 / g.n().max(1) as f64,
-        train: split.train,
-        val: split.val,
-        test: split.test,
-    })
+        balance: own as f64 * p.k as f64 / g.n().max(1) as f64,
+        train,
+        val,
+        test,
+    }
 }
 
 /// A part store's `part.tsv`, read back.
@@ -426,7 +523,7 @@ pub fn read_report(dir: &Path) -> Result<PartitionReport, PartitionError> {
     let path = dir.join(PARTITION_JSON);
     let bytes = fs::read(&path).map_err(|e| PartitionError::io(&path, "read", e))?;
     let bad = |what: String| PartitionError::argument(format!("{}: {what}", path.display()));
-    let r: PartitionReport =
+    let mut r: PartitionReport =
         serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a partition summary: {e}")))?;
     if r.format != PARTITION_FORMAT {
         return Err(bad(format!(
@@ -453,6 +550,43 @@ pub fn read_report(dir: &Path) -> Result<PartitionReport, PartitionError> {
             r.k,
             r.parts.len()
         )));
+    }
+    if r.ranks.is_empty() {
+        // Written before ranks: one store per part.
+        r.ranks = r
+            .parts
+            .iter()
+            .map(|p| RankReport {
+                rank: p.part,
+                parts: vec![p.part],
+                store: p.store.clone(),
+                own: p.own,
+                replicas: p.replicas,
+                load: (p.own + p.replicas) as u64,
+            })
+            .collect();
+    }
+    let mut seen = vec![false; r.k];
+    for (i, rk) in r.ranks.iter().enumerate() {
+        let plain = Path::new(&rk.store)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        let fresh = rk
+            .parts
+            .iter()
+            .all(|&q| q < r.k && !std::mem::replace(&mut seen[q], true));
+        if rk.rank != i || !plain || rk.store.is_empty() || rk.parts.is_empty() || !fresh {
+            return Err(bad(format!(
+                "rank {i} is listed as rank {} with parts {:?} in `{}`: expected rank {i}, parts of no other rank, a store inside {}",
+                rk.rank,
+                rk.parts,
+                rk.store,
+                dir.display()
+            )));
+        }
+    }
+    if seen.contains(&false) {
+        return Err(bad("a part is assigned to no rank".into()));
     }
     Ok(r)
 }

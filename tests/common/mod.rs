@@ -230,10 +230,26 @@ pub fn symmetric_csr(n: usize, edges: &[(u32, u32)]) -> (Vec<u64>, Vec<u32>) {
 /// [`planted`] at `scale` in `dir` and its `k`-way partition with GAD augmentation of
 /// budget `alpha` (partition seed `seed`) at `dir/pK`: (the full store, the partition).
 pub fn partitioned(dir: &Path, scale: u32, k: usize, alpha: f64, seed: u64) -> (PathBuf, PathBuf) {
+    partitioned_for(dir, scale, k, None, alpha, seed)
+}
+
+/// [`partitioned`] for `ranks` ranks (None: k) at `dir/pK` or `dir/pKrP`.
+pub fn partitioned_for(
+    dir: &Path,
+    scale: u32,
+    k: usize,
+    ranks: Option<usize>,
+    alpha: f64,
+    seed: u64,
+) -> (PathBuf, PathBuf) {
     use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
     let full = planted(dir, scale);
-    let out = dir.join(format!("p{k}"));
+    let out = match ranks {
+        Some(p) => dir.join(format!("p{k}r{p}")),
+        None => dir.join(format!("p{k}")),
+    };
     let spec = PartitionSpec {
+        ranks,
         partition: PartitionOptions {
             k,
             epsilon: 0.03,
