@@ -24,6 +24,7 @@ pub mod loss;
 pub mod naive;
 pub mod optim;
 pub mod real;
+pub mod sgns;
 mod simd;
 pub mod spmm;
 pub mod view;
