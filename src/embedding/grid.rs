@@ -106,10 +106,19 @@ impl EpisodeStats {
     }
 }
 
-/// Trains one pool: n rounds of n orthogonal blocks. `index` numbers the pool in the run
-/// (it seeds the negatives), `done` is the samples trained before it (the decay's clock).
+/// Samples per block per episode (GraphVite's episode size): an episode trains every
+/// block of the grid once, so the matrices see all blocks' samples interleaved at this
+/// grain. A whole pool in one episode trains the diagonal blocks' samples for the first
+/// 1/n of the pool, then the next diagonal's: that drift cost 9 points of Micro-F1 on
+/// BlogCatalog (33.4 M samples in one episode: 24 % at 10 % labelled, vs 33 % in 2
+/// episodes). 16 Ki samples of d = 128 are ~5 ms of SGD, far above a round's barrier.
+pub const EPISODE_BLOCK_SAMPLES: usize = 1 << 14;
+
+/// Trains one pool in episodes of n rounds of n orthogonal blocks, each block taking the
+/// next 1/m of its samples per episode. `index` numbers the pool in the run (it seeds the
+/// negatives), `done` is the samples trained before it (the decay's clock).
 #[allow(clippy::too_many_arguments)]
-pub fn episode(
+pub fn train_pool(
     pool: &Pool,
     index: u64,
     done: u64,
@@ -121,42 +130,51 @@ pub fn episode(
     touch: &impl Touch,
 ) -> EpisodeStats {
     let n = parts.n();
+    let m = pool.len().div_ceil(n * n * EPISODE_BLOCK_SAMPLES).max(1);
+    let pool_seed = hash3(seed, stream::EMB_NEGATIVES, index);
     let mut stats = EpisodeStats::default();
-    for r in 0..n {
-        let s = (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let j = (i + r) % n;
-                let at = done as f64 + pool.len() as f64 * r as f64 / n as f64;
-                block(
-                    pool,
-                    (r, i, j),
-                    at,
-                    parts,
-                    vertex,
-                    context,
-                    sgd,
-                    hash3(
-                        seed,
-                        stream::EMB_NEGATIVES,
-                        index * (n * n) as u64 + (i * n + j) as u64,
-                    ),
-                    touch,
-                )
-            })
-            .reduce(EpisodeStats::default, EpisodeStats::add);
-        stats = stats.add(s);
+    for e in 0..m {
+        for r in 0..n {
+            let s = (0..n)
+                .into_par_iter()
+                .map(|i| {
+                    let j = (i + r) % n;
+                    let at = done as f64
+                        + pool.len() as f64 * (e as f64 + r as f64 / n as f64) / m as f64;
+                    let len = pool.block_len(i, j);
+                    let range = (len * e / m, len * (e + 1) / m);
+                    let rng = hash3(pool_seed, e as u64, (i * n + j) as u64);
+                    let step =
+                        pool.len() as f64 / (n * m) as f64 / (range.1 - range.0).max(1) as f64;
+                    block(
+                        pool,
+                        (r, i, j),
+                        range,
+                        (at, step),
+                        parts,
+                        vertex,
+                        context,
+                        sgd,
+                        rng,
+                        touch,
+                    )
+                })
+                .reduce(EpisodeStats::default, EpisodeStats::add);
+            stats = stats.add(s);
+        }
     }
     stats
 }
 
-/// Block (i, j) of round r: every sample (u, v) of the block, a positive term on
-/// (u, v) and `negatives` negative terms on (u, x), x from context part j.
+/// Samples `range` of block (i, j) in round r: for each sample (u, v), a positive term on
+/// (u, v) and `negatives` negative terms on (u, x), x from context part j. The decay's clock
+/// reads `at + k·step` at the block's k-th sample.
 #[allow(clippy::too_many_arguments)]
 fn block(
     pool: &Pool,
     (r, i, j): (usize, usize, usize),
-    at: f64,
+    (lo, hi): (usize, usize),
+    (at, step): (f64, f64),
     parts: &Parts,
     vertex: Rows,
     context: Rows,
@@ -164,16 +182,22 @@ fn block(
     seed: u64,
     touch: &impl Touch,
 ) -> EpisodeStats {
-    let n = parts.n() as f64;
-    let len = pool.block_len(i, j).max(1) as f64;
-    // The block stands for 1/n of the pool's share of the run's clock.
-    let step = pool.len() as f64 / n / len;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut acc = vec![0f32; vertex.dim];
     let mut stats = EpisodeStats::default();
     let mut k = 0u64;
+    let mut skip = lo;
+    let mut left = hi - lo;
     for chunk in pool.block(i, j) {
-        for &x in chunk {
+        if skip >= chunk.len() {
+            skip -= chunk.len();
+            continue;
+        }
+        let take = (chunk.len() - skip).min(left);
+        let part = &chunk[skip..skip + take];
+        skip = 0;
+        left -= take;
+        for &x in part {
             let (u, v) = unpack(x);
             let lr = sgd.lr * (1.0 - (at + k as f64 * step) / sgd.total).max(1e-4) as f32;
             touch.touch(r, i, j, false, u);
@@ -213,6 +237,9 @@ fn block(
                 stats.loss_count += 1;
             }
             k += 1;
+        }
+        if left == 0 {
+            break;
         }
     }
     stats.samples = k;

@@ -27,7 +27,7 @@ use crate::progress::Progress;
 use crate::seed::{hash3, stream, unit_f64};
 use crate::store::GraphStore;
 
-use grid::{episode, NoTouch, Rows, Sgd, Touch};
+use grid::{train_pool, NoTouch, Rows, Sgd, Touch};
 use matrix::{MappedMatrix, MatrixIo};
 use partition::Parts;
 use pool::{Pool, Sampler, CHUNK, SAMPLE_BYTES};
@@ -247,7 +247,7 @@ fn run(
                 }
             },
             || {
-                episode(
+                train_pool(
                     &cur,
                     k,
                     k * cap as u64,
