@@ -113,8 +113,9 @@ pub(super) struct EvalEmbeddingArgs {
     /// Shuffles per fraction.
     #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
     repeats: usize,
-    /// Seed of the shuffles (and of the non-edges of link prediction).
-    #[arg(long, default_value_t = 0)]
+    /// Seed of the shuffles; with `--holdout`, the training run's seed (it picks the
+    /// held-out edges) and of the non-edges.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Inverse L2 regularisation C of the logistic regression.
     #[arg(long, default_value_t = 1.0)]
