@@ -108,10 +108,8 @@ impl EpisodeStats {
 
 /// Samples per block per episode (GraphVite's episode size): an episode trains every
 /// block of the grid once, so the matrices see all blocks' samples interleaved at this
-/// grain. A whole pool in one episode trains the diagonal blocks' samples for the first
-/// 1/n of the pool, then the next diagonal's: that drift cost 9 points of Micro-F1 on
-/// BlogCatalog (33.4 M samples in one episode: 24 % at 10 % labelled, vs 33 % in 2
-/// episodes). 16 Ki samples of d = 128 are ~5 ms of SGD, far above a round's barrier.
+/// grain, not the diagonal blocks' whole share of a pool before the next diagonal's.
+/// 16 Ki samples at d = 128 are ~5 ms of SGD, far above the cost of a round's barrier.
 pub const EPISODE_BLOCK_SAMPLES: usize = 1 << 14;
 
 /// Trains one pool in episodes of n rounds of n orthogonal blocks, each block taking the
