@@ -453,6 +453,16 @@ fn commands_train_embed_and_evaluate() {
     let out = common::saintflow(&["eval-embedding", "bad.npy", "--graph", s], dir.path());
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.npy"));
+    // A truncated `.npy` (the header promises more rows than follow): named, exit 1.
+    let whole = std::fs::read(dir.path().join("out/emb.npy")).unwrap();
+    std::fs::write(dir.path().join("short.npy"), &whole[..whole.len() - 64]).unwrap();
+    let out = common::saintflow(&["eval-embedding", "short.npy", "--graph", s], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("short.npy"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A plan error stops `embed` before any output exists.
     std::fs::write(
         &plan_path,

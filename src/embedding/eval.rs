@@ -53,6 +53,13 @@ impl Embedding {
             data.push(x as f32);
             Ok(())
         })?;
+        if Some(data.len()) != rows.checked_mul(dim) {
+            return Err(EmbedError::Invalid(format!(
+                "{}: the header says {rows} × {dim} values, the file holds {}",
+                path.display(),
+                data.len()
+            )));
+        }
         if let Some(i) = bad {
             return Err(EmbedError::Invalid(format!(
                 "{}: element [{}, {}] is not finite",
