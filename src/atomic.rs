@@ -355,7 +355,9 @@ impl AtomicFile {
         // Ours: a plain file (an atomic write's temporary is never anything else).
         remove_stale_temps(path, &|p| p.symlink_metadata().is_ok_and(|m| m.is_file()));
         let (dir, tmp) = temp_beside(path);
+        // Readable too: a writer may map it (`MmapMut` needs a read-write descriptor).
         let file = OpenOptions::new()
+            .read(true)
             .write(true)
             .create(true)
             .truncate(true)

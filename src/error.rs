@@ -32,6 +32,9 @@ pub enum Error {
     /// Partitioning a store into part stores (`saintflow partition`).
     #[error(transparent)]
     Partition(#[from] crate::partition::PartitionError),
+    /// Node embedding: `[embedding]` plans and their evaluation.
+    #[error(transparent)]
+    Embed(#[from] crate::embedding::EmbedError),
     /// Benchmarks that run the program (`bench scale`).
     #[error(transparent)]
     Bench(#[from] crate::bench::BenchError),

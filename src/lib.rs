@@ -175,6 +175,7 @@ pub mod autodiff;
 pub mod bench;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod embedding;
 pub mod error;
 pub mod exec;
 pub mod ir;

@@ -51,9 +51,17 @@ pub mod stream {
     pub const PARTITION: u64 = 0x5041_5254;
     /// GAD augmentation walks, per part and walk ("GADW").
     pub const GAD_WALKS: u64 = 0x4741_4457;
+    /// Node-embedding walks, per chunk of pool samples ("EWLK").
+    pub const EMB_WALKS: u64 = 0x4557_4C4B;
+    /// Node-embedding negative samples, per pool and grid block ("ENEG").
+    pub const EMB_NEGATIVES: u64 = 0x454E_4547;
+    /// Node-embedding initial vertex rows, per row ("EINI").
+    pub const EMB_INIT: u64 = 0x4549_4E49;
+    /// Embedding evaluation: labelled splits and held-out edges, per repeat ("EEVL").
+    pub const EMB_EVAL: u64 = 0x4545_564C;
 
     /// The table, by name: what the uniqueness test reads.
-    pub const ALL: [(&str, u64); 12] = [
+    pub const ALL: [(&str, u64); 16] = [
         ("EDGES", EDGES),
         ("ROLES", ROLES),
         ("FEATURES", FEATURES),
@@ -66,6 +74,10 @@ pub mod stream {
         ("DROPOUT", DROPOUT),
         ("PARTITION", PARTITION),
         ("GAD_WALKS", GAD_WALKS),
+        ("EMB_WALKS", EMB_WALKS),
+        ("EMB_NEGATIVES", EMB_NEGATIVES),
+        ("EMB_INIT", EMB_INIT),
+        ("EMB_EVAL", EMB_EVAL),
     ];
 }
 

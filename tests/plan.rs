@@ -1098,6 +1098,8 @@ fn shipped() -> Vec<(String, String)> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        // The `[embedding]` family is no GNN: tests/embedding.rs covers it.
+        .filter(|p| !saintflow::plan::embedding::is_embedding_plan(p))
         .map(|p| {
             (
                 p.display().to_string(),

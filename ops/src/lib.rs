@@ -9,7 +9,8 @@
 //! Today: GEMM (any transpose combination on strided views, through the `gemm` crate, chosen
 //! by measurement: BENCHMARKS.md), CSR SpMM (feature-partitioned, JPDC Algorithm 7, strided
 //! X and output), column concatenation and its split, elementwise ops, losses, optimisers
-//! and GAT attention (edge scores, edge softmax). The elementwise-style kernels are generic
+//! and GAT attention (edge scores, edge softmax), and the skip-gram negative-sampling step of
+//! node embedding ([`sgns`]). The elementwise-style kernels are generic
 //! over [`Real`] (f32 for the engine, f64 for the tests' reference path).
 #![warn(missing_docs)]
 
@@ -24,6 +25,7 @@ pub mod loss;
 pub mod naive;
 pub mod optim;
 pub mod real;
+pub mod sgns;
 mod simd;
 pub mod spmm;
 pub mod view;

@@ -26,9 +26,10 @@ pub(super) struct EmbedArgs {
     /// The graph store.
     #[arg(long)]
     graph: PathBuf,
-    /// The checkpoint (file, or the directory given to `train --checkpoint`).
+    /// The checkpoint (file, or the directory given to `train --checkpoint`). Not taken by
+    /// an `[embedding]` plan, which `embed` trains and writes at once.
     #[arg(long)]
-    checkpoint: PathBuf,
+    checkpoint: Option<PathBuf>,
     /// The same `--set` overrides as the training run.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -51,12 +52,42 @@ pub(super) struct EmbedArgs {
     /// Worker threads, ≥ 1 (default: all cores).
     #[arg(long, value_parser = super::at_least_one)]
     threads: Option<usize>,
+    /// `[embedding]` plans: seed of walks, negatives and initial rows.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// `[embedding]` plans: epochs instead of the plan's (each |E| positive samples).
+    #[arg(long)]
+    epochs: Option<f64>,
+    /// `[embedding]` plans: hold this fraction of edges out of the walks, for
+    /// `eval-embedding --holdout` (link prediction).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    holdout: f64,
 }
 
 pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Result<()> {
+    if crate::plan::embedding::is_embedding_plan(&a.plan) {
+        return embedding_plan(a, progress);
+    }
+    let Some(checkpoint) = a.checkpoint.clone() else {
+        return Err(TrainError::Run(format!(
+            "{}: a GNN plan needs --checkpoint (the trained parameters to embed with)",
+            a.plan.display()
+        ))
+        .into());
+    };
+    if a.holdout != 0.0 || a.epochs.is_some() {
+        return Err(super::embedding::refuse(
+            if a.holdout != 0.0 {
+                "--holdout"
+            } else {
+                "--epochs"
+            },
+            &a.plan,
+        ));
+    }
     let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
-    let ck_path = checkpoint_file(&a.checkpoint);
+    let ck_path = checkpoint_file(&checkpoint);
     let ck = Checkpoint::load(&ck_path)?;
     if ck.plan_hash != plan_hash(&plan) {
         return Err(TrainError::Checkpoint {
@@ -108,4 +139,47 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         a.output.display(),
     );
     Ok(())
+}
+
+/// `embed` of an `[embedding]` plan: trains it and writes the vertex matrix to `-o`.
+fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
+    if a.checkpoint.is_some() || a.last || a.no_memory_check {
+        let flag = if a.checkpoint.is_some() {
+            "--checkpoint"
+        } else if a.last {
+            "--last"
+        } else {
+            "--no-memory-check"
+        };
+        return Err(super::embedding::refuse(flag, &a.plan));
+    }
+    if !(0.0..1.0).contains(&a.holdout) {
+        return Err(crate::embedding::EmbedError::Invalid(format!(
+            "--holdout: {} is not a fraction in [0, 1)",
+            a.holdout
+        ))
+        .into());
+    }
+    if let Some(e) = a.epochs.filter(|e| !(*e > 0.0 && e.is_finite())) {
+        return Err(crate::embedding::EmbedError::Invalid(format!(
+            "--epochs: {e} must be a positive number"
+        ))
+        .into());
+    }
+    super::embedding::train(
+        super::embedding::Run {
+            plan: a.plan,
+            graph: a.graph,
+            set: a.set,
+            seed: a.seed,
+            threads: a.threads,
+            memory_mib: a.memory,
+            epochs: a.epochs,
+            json: false,
+            output: Some(a.output),
+            scratch_dir: a.scratch_dir,
+            holdout: a.holdout,
+        },
+        progress,
+    )
 }

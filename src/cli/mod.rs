@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod demo;
 mod embed;
+mod embedding;
 mod explain;
 mod gen;
 mod import;
@@ -61,6 +62,9 @@ enum Command {
     /// Partition a store into k part stores (multilevel k-way + GAD augmentation by
     /// random walks from each part's boundary) for distributed training.
     Partition(partition::PartitionArgs),
+    /// Score node embeddings (`.npy`): node classification at 10%..90% labelled
+    /// (Micro/Macro-F1), or link prediction on held-out edges (AUC).
+    EvalEmbedding(embedding::EvalEmbeddingArgs),
     /// Benchmarks: `bench scale` (step time vs |V| and vs degree under a memory cap).
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -89,7 +93,11 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Sample(a) => sample::run(a, &progress),
         Command::Explain(a) => explain::run(a, &registry),
         Command::Plot(a) => plot::run(a),
-        Command::Train(a) => train::run(a, &registry, &progress).map(|_| ()),
+        Command::Train(a) => match a.embedding() {
+            Some(run) => run.and_then(|r| embedding::train(r, &progress)),
+            None => train::run(a, &registry, &progress).map(|_| ()),
+        },
+        Command::EvalEmbedding(a) => embedding::eval(a),
         Command::Embed(a) => embed::run(a, &registry, &progress),
         Command::Partition(a) => partition::run(a, &registry, &progress),
         Command::Bench(b) => bench::run(b, &progress),

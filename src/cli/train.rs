@@ -353,3 +353,41 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
     }
     Ok(())
 }
+
+impl TrainArgs {
+    /// An `[embedding]` plan's run (issue 16; `cli/embedding.rs`), or None for a GNN plan.
+    /// Flags that only GNN training has are refused by name.
+    pub(super) fn embedding(&self) -> Option<Result<super::embedding::Run>> {
+        if !crate::plan::embedding::is_embedding_plan(&self.plan) {
+            return None;
+        }
+        let gnn_only = [
+            ("--checkpoint", self.checkpoint.is_some()),
+            ("--resume", self.resume),
+            ("--log", self.log.is_some()),
+            ("--plot", self.plot.is_some()),
+            ("--steps", self.steps.is_some()),
+            ("--no-eval", self.no_eval),
+            ("--verify", self.verify),
+            ("--partitions", self.partitions.is_some()),
+        ];
+        if let Some((flag, _)) = gnn_only.iter().find(|f| f.1) {
+            return Some(Err(super::embedding::refuse(flag, &self.plan)));
+        }
+        // clap requires --graph without --partitions, which is refused above.
+        let graph = self.graph.clone().expect("--graph");
+        Some(Ok(super::embedding::Run {
+            plan: self.plan.clone(),
+            graph,
+            set: self.set.clone(),
+            seed: self.seed,
+            threads: self.threads,
+            memory_mib: self.memory,
+            epochs: self.epochs.map(|e| e as f64),
+            json: self.json,
+            output: None,
+            scratch_dir: self.scratch_dir.clone(),
+            holdout: 0.0,
+        }))
+    }
+}

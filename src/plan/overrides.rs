@@ -158,7 +158,8 @@ fn set_path<'i>(
     for (i, &(p, at)) in walk.iter().enumerate() {
         here = match here {
             DeValue::Table(t) => {
-                if i == 0 && !TOP_KEYS.contains(&p) {
+                // `embedding`: the `[embedding]` family's table (plan/embedding.rs).
+                if i == 0 && !TOP_KEYS.contains(&p) && p != "embedding" {
                     return Err(unknown_top(p, at));
                 }
                 if !t.contains_key(p) {

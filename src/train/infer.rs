@@ -373,7 +373,7 @@ pub fn write_npy_atomic(
 
 /// The `.npy` 1.0 header of a little-endian f32 `[rows, cols]` array, padded with spaces
 /// and a newline so the data starts at a multiple of 64 bytes.
-fn npy_header(rows: usize, cols: usize) -> Vec<u8> {
+pub fn npy_header(rows: usize, cols: usize) -> Vec<u8> {
     let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
     let unpadded = 10 + dict.len() + 1;
     let total = unpadded.div_ceil(64) * 64;

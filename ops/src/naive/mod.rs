@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod gather;
 pub mod loss;
 pub mod optim;
+pub mod sgns;
 
 /// C = A·B for row-major A (m×k), B (k×n), accumulated in f64.
 pub fn gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {

@@ -1,0 +1,234 @@
+//! The `[embedding]` plan family on the command line (issue 16): `train` and `embed` of an
+//! embedding plan (dispatched here from `train.rs` and `embed.rs` when the plan file has an
+//! `[embedding]` table), and `eval-embedding`, which scores a `.npy` of node embeddings.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::embedding::eval::{classify, link_auc, ClassifyOptions, Embedding};
+use crate::embedding::{EmbedError, EmbedOptions};
+use crate::error::Result;
+use crate::plan::embedding::EmbeddingPlan;
+use crate::plot::{Curve, Panel};
+use crate::progress::Progress;
+use crate::store::GraphStore;
+
+/// A run of an embedding plan: what `train` and `embed` pass on.
+#[derive(Debug)]
+pub(super) struct Run {
+    pub plan: PathBuf,
+    pub graph: PathBuf,
+    pub set: Vec<String>,
+    pub seed: u64,
+    pub threads: Option<usize>,
+    pub memory_mib: usize,
+    pub epochs: Option<f64>,
+    pub json: bool,
+    pub output: Option<PathBuf>,
+    pub scratch_dir: Option<PathBuf>,
+    pub holdout: f64,
+}
+
+/// Refuses a flag that an embedding plan does not take, naming it.
+pub(super) fn refuse(flag: &str, plan: &std::path::Path) -> crate::error::Error {
+    EmbedError::Invalid(format!(
+        "{}: `{flag}` applies to GNN plans; an [embedding] plan takes --set, --seed, --threads, --epochs, --memory, --scratch-dir, --holdout and --json (`saintflow embed PLAN --graph G -o emb.npy` writes the embedding)",
+        plan.display()
+    ))
+    .into()
+}
+
+/// Trains the plan; writes the embedding when `run.output` is given. Prints a summary
+/// (JSON on stdout with `--json`).
+pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
+    let set: Vec<&str> = run.set.iter().map(String::as_str).collect();
+    let plan = EmbeddingPlan::load_with_overrides(&run.plan, &set)?;
+    let store = GraphStore::open(&run.graph)?;
+    if let Some(out) = &run.output {
+        crate::atomic::create_parent_dirs(out).map_err(|source| EmbedError::Io {
+            path: out.clone(),
+            op: "create the directory of",
+            source,
+        })?;
+    }
+    let scratch = run.scratch_dir.clone().unwrap_or_else(|| {
+        match run.output.as_ref().and_then(|o| o.parent()) {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::env::temp_dir(),
+        }
+    });
+    let opts = EmbedOptions {
+        seed: run.seed,
+        threads: run.threads.unwrap_or(0),
+        memory_bytes: run.memory_mib << 20,
+        output: run.output.clone(),
+        scratch_dir: scratch,
+        epochs: run.epochs,
+        progress: *progress,
+        holdout: run.holdout,
+    };
+    let out = crate::embedding::train(&plan, &store, &opts)?;
+    let line = format!(
+        "{} ({}) on {}: {} positive samples in {:.2} s ({:.2} M/s on {} workers, {} episodes of ≤ {} samples), last loss {:.4}{}",
+        plan.name,
+        plan.model.name(),
+        run.graph.display(),
+        out.samples,
+        out.seconds,
+        out.samples_per_s / 1e6,
+        out.workers,
+        out.episodes,
+        out.pool_samples,
+        out.last_loss,
+        run.output.as_ref().map_or(String::new(), |o| format!("; wrote {} ({} × {} f32)", o.display(), out.nodes, out.dim))
+    );
+    if run.json {
+        println!(
+            "{}",
+            serde_json::to_string(&out).map_err(|e| EmbedError::Invalid(e.to_string()))?
+        );
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// `saintflow eval-embedding EMB.npy --graph G.sf`.
+#[derive(Debug, Args)]
+pub(super) struct EvalEmbeddingArgs {
+    /// The embedding, an `[N, d]` `.npy` (row v = node v of the store).
+    embedding: PathBuf,
+    /// The store whose labels (classification) and edges (link prediction) are used.
+    #[arg(long)]
+    graph: PathBuf,
+    /// Labelled fractions, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"
+    )]
+    ratios: Vec<f64>,
+    /// Shuffles per fraction.
+    #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
+    repeats: usize,
+    /// Seed of the shuffles; with `--holdout`, the training run's seed (it picks the
+    /// held-out edges) and of the non-edges.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Inverse L2 regularisation C of the logistic regression.
+    #[arg(long, default_value_t = 1.0)]
+    c: f64,
+    /// Classify the rows as they are instead of scaled to unit length.
+    #[arg(long)]
+    no_normalize: bool,
+    /// Link prediction instead of classification: the edges held out at this fraction by
+    /// `train/embed --holdout` (with the same `--seed` as that run), against as many
+    /// non-edges, scored u·v; AUC.
+    #[arg(long, value_name = "FRACTION")]
+    holdout: Option<f64>,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Draw Micro- and Macro-F1 against the labelled fraction to FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_parser = super::at_least_one)]
+    threads: Option<usize>,
+}
+
+pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
+    let store = GraphStore::open(&a.graph)?;
+    let emb = Embedding::load(&a.embedding)?;
+    if emb.rows != store.n_nodes() {
+        return Err(EmbedError::Invalid(format!(
+            "{}: {} rows, but {} has {} nodes",
+            a.embedding.display(),
+            emb.rows,
+            a.graph.display(),
+            store.n_nodes()
+        ))
+        .into());
+    }
+    if let Some(bad) = a.ratios.iter().find(|r| !(**r > 0.0 && **r < 1.0)) {
+        return Err(
+            EmbedError::Invalid(format!("--ratios: {bad} is not a fraction in (0, 1)")).into(),
+        );
+    }
+    if !(a.c > 0.0 && a.c.is_finite()) {
+        return Err(EmbedError::Invalid(format!("--c: {} must be a positive number", a.c)).into());
+    }
+    let pool = super::train::pool(a.threads)?;
+    if let Some(f) = a.holdout {
+        if !(f > 0.0 && f < 1.0) {
+            return Err(
+                EmbedError::Invalid(format!("--holdout: {f} is not a fraction in (0, 1)")).into(),
+            );
+        }
+        let (auc, edges) = pool.install(|| link_auc(&emb, store.full(), f, a.seed))?;
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"link_prediction": {"auc": auc, "held_out_edges": edges, "fraction": f}})
+            );
+        } else {
+            println!(
+                "link prediction: AUC {auc:.4} on {edges} held-out edges and as many non-edges"
+            );
+        }
+        return Ok(());
+    }
+    let emb = if a.no_normalize {
+        emb
+    } else {
+        emb.normalized()
+    };
+    let opts = ClassifyOptions {
+        ratios: a.ratios.clone(),
+        repeats: a.repeats,
+        seed: a.seed,
+        c: a.c,
+        ..ClassifyOptions::default()
+    };
+    let rows = pool.install(|| classify(&emb, &store.labels(), store.n_classes(), &opts))?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"classification": rows, "repeats": a.repeats, "c": a.c, "normalized": !a.no_normalize})
+        );
+    } else {
+        println!(
+            "labelled  Micro-F1          Macro-F1          (mean ± sd over {} repeats)",
+            a.repeats
+        );
+        for r in &rows {
+            println!(
+                "{:>7.0}%  {:.4} ± {:.4}   {:.4} ± {:.4}",
+                r.ratio * 100.0,
+                r.micro_f1,
+                r.micro_f1_std,
+                r.macro_f1,
+                r.macro_f1_std
+            );
+        }
+    }
+    if let Some(path) = &a.plot {
+        let curve = |label: &str, f: fn(&crate::embedding::eval::ClassifyRow) -> f64| Curve {
+            label: label.to_string(),
+            points: rows.iter().map(|r| (r.ratio * 100.0, f(r))).collect(),
+        };
+        let panel = Panel {
+            title: format!("node classification: {}", a.embedding.display()),
+            x_label: "labelled nodes (%)".into(),
+            y_label: "F1".into(),
+            curves: vec![
+                curve("Micro-F1", |r| r.micro_f1),
+                curve("Macro-F1", |r| r.macro_f1),
+            ],
+        };
+        crate::plot::plot(path, &[panel])?;
+    }
+    Ok(())
+}

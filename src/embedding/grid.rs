@@ -1,0 +1,245 @@
+//! Parallel negative sampling on the n × n partition grid (GraphVite §3.2): a pool's samples
+//! are bucketed by block (part(u), part(v)); an episode trains the pool in n rounds, round r
+//! giving worker i block (i, (i + r) mod n), with negatives drawn from context part
+//! (i + r) mod n only. The n blocks of a round are orthogonal — distinct vertex parts and
+//! distinct context parts — so no two workers read or write the same row of either
+//! matrix, and the SGD needs no locks and loses no update. Rounds are separated by the join
+//! of a parallel loop (a barrier). [`Touch`] lets a test record every row a block touches
+//! (`tests/embedding.rs` checks disjointness on the real training path); in a run it is
+//! [`NoTouch`] and compiles away.
+
+use rand_core::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+
+use saintflow_ops::sgns::{sgns_apply, sgns_loss, sgns_term};
+
+use crate::seed::{hash3, stream};
+
+use super::partition::Parts;
+use super::pool::{unpack, Pool};
+
+/// Observes the rows a block touches.
+pub trait Touch: Sync {
+    /// Block `(i, j)` of round `round` touched row `row` of the vertex matrix (`context`
+    /// false) or of the context matrix (true).
+    fn touch(&self, round: usize, i: usize, j: usize, context: bool, row: u32);
+}
+
+/// Records nothing.
+pub struct NoTouch;
+
+impl Touch for NoTouch {
+    #[inline(always)]
+    fn touch(&self, _: usize, _: usize, _: usize, _: bool, _: u32) {}
+}
+
+/// A [rows, dim] f32 matrix shared by the grid's workers through a raw pointer: each
+/// worker takes `&mut` rows of its own parts only (the grid's invariant above).
+#[derive(Clone, Copy)]
+pub struct Rows {
+    ptr: *mut f32,
+    rows: usize,
+    dim: usize,
+}
+
+// SAFETY: `Rows` is a pointer to a matrix that outlives the episode; the grid hands each
+// row to at most one worker at a time (orthogonal blocks per round).
+unsafe impl Send for Rows {}
+// SAFETY: as above.
+unsafe impl Sync for Rows {}
+
+impl Rows {
+    /// The rows of `data` ([rows, dim] row-major), borrowed for the episode.
+    pub fn new(data: &mut [f32], dim: usize) -> Rows {
+        Rows {
+            ptr: data.as_mut_ptr(),
+            rows: data.len().checked_div(dim).unwrap_or(0),
+            dim,
+        }
+    }
+
+    /// Row r.
+    ///
+    /// # Safety
+    /// No other reference to row r may be live while the returned one is.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn row<'a>(&self, r: u32) -> &'a mut [f32] {
+        let r = r as usize;
+        assert!(r < self.rows, "row {r} of a {}-row matrix", self.rows);
+        // SAFETY: in bounds (checked above); exclusivity is the caller's.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r * self.dim), self.dim) }
+    }
+}
+
+/// The hyper-parameters of the SGD.
+#[derive(Clone, Copy, Debug)]
+pub struct Sgd {
+    /// Initial learning rate.
+    pub lr: f32,
+    /// Negatives per positive sample.
+    pub negatives: usize,
+    /// Weight of a negative term.
+    pub negative_weight: f32,
+    /// Positive samples of the whole run (the decay's horizon).
+    pub total: f64,
+}
+
+/// What an episode reports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EpisodeStats {
+    /// Σ of the loss over the sampled samples (every 16th), and their count.
+    pub loss_sum: f64,
+    /// Samples whose loss was summed.
+    pub loss_count: u64,
+    /// Samples trained.
+    pub samples: u64,
+}
+
+impl EpisodeStats {
+    fn add(mut self, o: EpisodeStats) -> EpisodeStats {
+        self.loss_sum += o.loss_sum;
+        self.loss_count += o.loss_count;
+        self.samples += o.samples;
+        self
+    }
+}
+
+/// Samples per block per episode (GraphVite's episode size): an episode trains every
+/// block of the grid once, so the matrices see all blocks' samples interleaved at this
+/// grain, not the diagonal blocks' whole share of a pool before the next diagonal's.
+/// 16 Ki samples at d = 128 are ~5 ms of SGD, far above the cost of a round's barrier.
+pub const EPISODE_BLOCK_SAMPLES: usize = 1 << 14;
+
+/// Trains one pool in episodes of n rounds of n orthogonal blocks, each block taking the
+/// next 1/m of its samples per episode. `index` numbers the pool in the run (it seeds the
+/// negatives), `done` is the samples trained before it (the decay's clock).
+#[allow(clippy::too_many_arguments)]
+pub fn train_pool(
+    pool: &Pool,
+    index: u64,
+    done: u64,
+    parts: &Parts,
+    vertex: Rows,
+    context: Rows,
+    sgd: Sgd,
+    seed: u64,
+    touch: &impl Touch,
+) -> EpisodeStats {
+    let n = parts.n();
+    let m = pool.len().div_ceil(n * n * EPISODE_BLOCK_SAMPLES).max(1);
+    let pool_seed = hash3(seed, stream::EMB_NEGATIVES, index);
+    let mut stats = EpisodeStats::default();
+    for e in 0..m {
+        for r in 0..n {
+            let s = (0..n)
+                .into_par_iter()
+                .map(|i| {
+                    let j = (i + r) % n;
+                    let at = done as f64
+                        + pool.len() as f64 * (e as f64 + r as f64 / n as f64) / m as f64;
+                    let len = pool.block_len(i, j);
+                    let range = (len * e / m, len * (e + 1) / m);
+                    let rng = hash3(pool_seed, e as u64, (i * n + j) as u64);
+                    let step =
+                        pool.len() as f64 / (n * m) as f64 / (range.1 - range.0).max(1) as f64;
+                    block(
+                        pool,
+                        (r, i, j),
+                        range,
+                        (at, step),
+                        parts,
+                        vertex,
+                        context,
+                        sgd,
+                        rng,
+                        touch,
+                    )
+                })
+                .reduce(EpisodeStats::default, EpisodeStats::add);
+            stats = stats.add(s);
+        }
+    }
+    stats
+}
+
+/// Samples `range` of block (i, j) in round r: for each sample (u, v), a positive term on
+/// (u, v) and `negatives` negative terms on (u, x), x from context part j. The decay's clock
+/// reads `at + k·step` at the block's k-th sample.
+#[allow(clippy::too_many_arguments)]
+fn block(
+    pool: &Pool,
+    (r, i, j): (usize, usize, usize),
+    (lo, hi): (usize, usize),
+    (at, step): (f64, f64),
+    parts: &Parts,
+    vertex: Rows,
+    context: Rows,
+    sgd: Sgd,
+    seed: u64,
+    touch: &impl Touch,
+) -> EpisodeStats {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut acc = vec![0f32; vertex.dim];
+    let mut stats = EpisodeStats::default();
+    let mut k = 0u64;
+    let mut skip = lo;
+    let mut left = hi - lo;
+    for chunk in pool.block(i, j) {
+        if skip >= chunk.len() {
+            skip -= chunk.len();
+            continue;
+        }
+        let take = (chunk.len() - skip).min(left);
+        let part = &chunk[skip..skip + take];
+        skip = 0;
+        left -= take;
+        for &x in part {
+            let (u, v) = unpack(x);
+            let lr = sgd.lr * (1.0 - (at + k as f64 * step) / sgd.total).max(1e-4) as f32;
+            touch.touch(r, i, j, false, u);
+            touch.touch(r, i, j, true, v);
+            // SAFETY: u is in vertex part i, v and every negative in context part j (the
+            // pool's bucketing and `Parts::negative`), and no other block of this round
+            // has part i or part j; within the block, one row reference at a time.
+            let urow = unsafe { vertex.row(u) };
+            let s = sgns_term(urow, unsafe { context.row(v) }, &mut acc, true, 1.0, lr);
+            let sample_loss = k.is_multiple_of(16);
+            let mut loss = if sample_loss {
+                sgns_loss(s, true, 1.0)
+            } else {
+                0.0
+            };
+            for _ in 0..sgd.negatives {
+                let Some(neg) = parts.negative(j, &mut rng) else {
+                    break;
+                };
+                touch.touch(r, i, j, true, neg);
+                // SAFETY: as above.
+                let s = sgns_term(
+                    urow,
+                    unsafe { context.row(neg) },
+                    &mut acc,
+                    false,
+                    sgd.negative_weight,
+                    lr,
+                );
+                if sample_loss {
+                    loss += sgns_loss(s, false, sgd.negative_weight);
+                }
+            }
+            sgns_apply(urow, &mut acc);
+            if sample_loss {
+                stats.loss_sum += loss;
+                stats.loss_count += 1;
+            }
+            k += 1;
+        }
+        if left == 0 {
+            break;
+        }
+    }
+    stats.samples = k;
+    stats
+}

@@ -1,0 +1,292 @@
+//! Node embedding in the GraphVite style (issue 16): DeepWalk, LINE and node2vec as
+//! `[embedding]` plans ([`crate::plan::embedding`]), trained on CPU cores over the mapped
+//! store.
+//!
+//! The road of a run: the grid's parts ([`partition`]: degree-guided zig-zag, per-part
+//! noise ∝ deg^0.75); samplers fill a pool with the positive samples of random walks
+//! ([`walk`], [`pool`]: departure ∝ degree, pairs within distance s, pseudo-shuffled,
+//! bucketed by block) while the trainers consume the other pool ([`grid`]: n rounds of n
+//! orthogonal blocks, lock-free SGD with the `ops` SGNS kernel); both matrices are mapped
+//! files ([`matrix`]), the vertex one the output `.npy` itself, published atomically.
+//! [`eval`] scores embeddings (node classification, link prediction).
+
+pub mod eval;
+pub mod grid;
+pub mod matrix;
+pub mod partition;
+pub mod pool;
+pub mod walk;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::plan::embedding::EmbeddingPlan;
+use crate::progress::Progress;
+use crate::seed::{hash3, stream, unit_f64};
+use crate::store::GraphStore;
+
+use grid::{train_pool, NoTouch, Rows, Sgd, Touch};
+use matrix::{MappedMatrix, MatrixIo};
+use partition::Parts;
+use pool::{Pool, Sampler, CHUNK, SAMPLE_BYTES};
+use walk::Walker;
+
+/// Errors of node embedding.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Walking the graph.
+    #[error(transparent)]
+    Sample(#[from] crate::sample::SampleError),
+    /// The plan file.
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// A file operation.
+    #[error("{}: cannot {op}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A run or an evaluation that cannot go ahead (the message says why).
+    #[error("{0}")]
+    Invalid(String),
+    /// Drawing the evaluation's plot.
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
+}
+
+impl From<MatrixIo> for EmbedError {
+    fn from(e: MatrixIo) -> EmbedError {
+        EmbedError::Io {
+            path: e.path,
+            op: e.op,
+            source: e.source,
+        }
+    }
+}
+
+/// Result with [`EmbedError`].
+pub type Result<T, E = EmbedError> = std::result::Result<T, E>;
+
+/// How to run an `[embedding]` plan (everything but the plan and the store).
+#[derive(Clone, Debug)]
+pub struct EmbedOptions {
+    /// Seed of walks, negatives and initial rows.
+    pub seed: u64,
+    /// Workers and grid parts (0: one per core).
+    pub threads: usize,
+    /// Bytes for the two sample pools together (`--memory`).
+    pub memory_bytes: usize,
+    /// The `.npy` to publish the vertex matrix to (None: train only).
+    pub output: Option<PathBuf>,
+    /// Where the context matrix's scratch file goes.
+    pub scratch_dir: PathBuf,
+    /// Epochs instead of the plan's.
+    pub epochs: Option<f64>,
+    /// Progress bars or lines.
+    pub progress: Progress,
+    /// Fraction of edges held out of the walks for link prediction (0: none), chosen by
+    /// a hash of (seed, edge) that `eval-embedding --holdout` recomputes.
+    pub holdout: f64,
+}
+
+impl Default for EmbedOptions {
+    fn default() -> Self {
+        EmbedOptions {
+            seed: 1,
+            threads: 0,
+            memory_bytes: 256 << 20,
+            output: None,
+            scratch_dir: std::env::temp_dir(),
+            epochs: None,
+            progress: Progress::hidden(),
+            holdout: 0.0,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EmbedOutcome {
+    /// The plan's name.
+    pub plan: String,
+    /// Nodes and dim of the embedding.
+    pub nodes: usize,
+    /// Embedding width.
+    pub dim: usize,
+    /// Positive samples trained.
+    pub samples: u64,
+    /// Samples per pool (from the memory budget).
+    pub pool_samples: usize,
+    /// Pools (episodes) trained.
+    pub episodes: u64,
+    /// Workers and grid parts.
+    pub workers: usize,
+    /// Wall time of the training, seconds.
+    pub seconds: f64,
+    /// Positive samples per second.
+    pub samples_per_s: f64,
+    /// Mean loss of the last episode (on every 16th sample).
+    pub last_loss: f64,
+}
+
+/// Trains `plan` on `store`'s full graph and publishes the vertex matrix to
+/// `opts.output` when given.
+pub fn train(
+    plan: &EmbeddingPlan,
+    store: &GraphStore,
+    opts: &EmbedOptions,
+) -> Result<EmbedOutcome> {
+    train_touching(plan, store, opts, &NoTouch)
+}
+
+/// [`train`] with every row each grid block touches reported to `touch` (tests).
+pub fn train_touching(
+    plan: &EmbeddingPlan,
+    store: &GraphStore,
+    opts: &EmbedOptions,
+    touch: &impl Touch,
+) -> Result<EmbedOutcome> {
+    let pool = crate::exec::rayon_pool(opts.threads)
+        .map_err(|e| EmbedError::Invalid(format!("thread pool: {e}")))?;
+    pool.install(|| run(plan, store, opts, touch))
+}
+
+/// Samples per pool for a budget of `bytes` for two pools: a multiple of [`CHUNK`], at
+/// least one chunk.
+pub fn pool_samples(bytes: usize) -> usize {
+    (bytes / (2 * SAMPLE_BYTES) / CHUNK).max(1) * CHUNK
+}
+
+fn run(
+    plan: &EmbeddingPlan,
+    store: &GraphStore,
+    opts: &EmbedOptions,
+    touch: &impl Touch,
+) -> Result<EmbedOutcome> {
+    let graph = store.full();
+    let nodes = graph.n_nodes();
+    let edges = graph.n_entries() / 2;
+    if edges == 0 {
+        return Err(EmbedError::Invalid(format!(
+            "{}: the graph has no edge, so random walks have nothing to sample",
+            store.path().display()
+        )));
+    }
+    let workers = rayon::current_num_threads().max(1);
+    let epochs = opts.epochs.unwrap_or(plan.epochs);
+    let total = (epochs * edges as f64).round().max(1.0) as u64;
+    let cap = pool_samples(opts.memory_bytes);
+    let parts = Parts::new(graph, workers, plan.noise_power);
+    let walker = Walker::new(graph, plan).hold_out(opts.holdout, opts.seed);
+    let sampler = Sampler {
+        walker: &walker,
+        walk_length: plan.walk_length,
+        window: plan.window,
+        shuffle_walks: plan.shuffle_walks,
+        parts: &parts,
+        seed: opts.seed,
+    };
+    let dim = plan.dim;
+    let mut vertex = match &opts.output {
+        Some(path) => MappedMatrix::npy_output(
+            path,
+            &crate::train::infer::npy_header(nodes, dim),
+            nodes,
+            dim,
+        )?,
+        None => MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?,
+    };
+    let mut context = MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?;
+    // word2vec's start: vertex rows uniform in ±0.5/d, context rows zero (the file's zeros).
+    let seed = opts.seed;
+    vertex
+        .data_mut()
+        .par_chunks_mut(dim.max(1))
+        .enumerate()
+        .for_each(|(r, row)| {
+            for (c, x) in row.iter_mut().enumerate() {
+                let h = hash3(seed, stream::EMB_INIT, (r * dim + c) as u64);
+                *x = ((unit_f64(h) - 0.5) / dim as f64) as f32;
+            }
+        });
+    let (vrows, crows) = (
+        Rows::new(vertex.data_mut(), dim),
+        Rows::new(context.data_mut(), dim),
+    );
+    let sgd = Sgd {
+        lr: plan.lr,
+        negatives: plan.negatives,
+        negative_weight: plan.negative_weight,
+        total: total as f64,
+    };
+    let episodes = total.div_ceil(cap as u64);
+    let len_of = |k: u64| (total - k * cap as u64).min(cap as u64) as usize;
+    let bar = opts.progress.bar(total, "embedding", "samples");
+    let start = Instant::now();
+    let (mut cur, mut next) = (Pool::default(), Pool::default());
+    cur.fill(&sampler, 0, len_of(0))?;
+    let mut last_loss = f64::NAN;
+    for k in 0..episodes {
+        // Collaboration: the samplers fill the next pool while the trainers consume this
+        // one, on the same workers (rayon's work stealing interleaves the two).
+        let (filled, stats) = rayon::join(
+            || {
+                if k + 1 < episodes {
+                    next.fill(&sampler, (k + 1) * cap as u64, len_of(k + 1))
+                } else {
+                    Ok(())
+                }
+            },
+            || {
+                train_pool(
+                    &cur,
+                    k,
+                    k * cap as u64,
+                    &parts,
+                    vrows,
+                    crows,
+                    sgd,
+                    seed,
+                    touch,
+                )
+            },
+        );
+        filled?;
+        last_loss = stats.loss_sum / stats.loss_count.max(1) as f64;
+        bar.inc(stats.samples);
+        if opts.progress.lines() {
+            opts.progress.line(format!(
+                "episode {}/{episodes}  samples {}  loss {last_loss:.4}  time {:.1}s",
+                k + 1,
+                k * cap as u64 + stats.samples,
+                start.elapsed().as_secs_f64()
+            ));
+        }
+        std::mem::swap(&mut cur, &mut next);
+    }
+    bar.finish_and_clear();
+    let seconds = start.elapsed().as_secs_f64();
+    drop(context);
+    vertex.publish()?;
+    Ok(EmbedOutcome {
+        plan: plan.name.clone(),
+        nodes,
+        dim,
+        samples: total,
+        pool_samples: cap,
+        episodes,
+        workers,
+        seconds,
+        samples_per_s: total as f64 / seconds.max(1e-9),
+        last_loss,
+    })
+}
