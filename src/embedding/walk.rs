@@ -5,7 +5,7 @@
 //! node2vec without Σd² alias tables: from (t, v) a candidate x is a uniform neighbour of
 //! v, kept with probability α(t, x)/max(1/p, 1, 1/q), α = 1/p if x = t, 1 if x is a
 //! neighbour of t (binary search in t's sorted row), 1/q otherwise; accepted x is then
-//! distributed ∝ α, the biased transition, in expected max(1/p,1,1/q)/E[α] draws (KnightKing's
+//! distributed ∝ α, the biased transition, in expected max(1/p,1,1/q)/E\[α\] draws (KnightKing's
 //! rejection sampling). Memory: nothing beyond the CSR.
 
 use rand_core::RngCore;
