@@ -71,7 +71,29 @@ impl Rows {
         // SAFETY: in bounds (checked above); exclusivity is the caller's.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r * self.dim), self.dim) }
     }
+
+    /// Asks the CPU to bring row r into the cache (a hint: no reference is made, so it may
+    /// name a row another worker is writing; out-of-range rows are ignored).
+    #[inline]
+    fn prefetch(&self, r: u32) {
+        let r = r as usize;
+        if r >= self.rows {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // 16 floats per 64-byte line.
+            for k in (0..self.dim).step_by(16) {
+                // SAFETY: in bounds (checked above); a prefetch reads nothing architecturally.
+                unsafe { _mm_prefetch(self.ptr.add(r * self.dim + k) as *const i8, _MM_HINT_T0) };
+            }
+        }
+    }
 }
+
+/// How many samples ahead of the one being trained its rows are prefetched.
+const PREFETCH_AHEAD: usize = 4;
 
 /// The hyper-parameters of the SGD.
 #[derive(Clone, Copy, Debug)]
@@ -195,7 +217,14 @@ fn block(
         let part = &chunk[skip..skip + take];
         skip = 0;
         left -= take;
-        for &x in part {
+        for (t, &x) in part.iter().enumerate() {
+            // The rows of a later sample come in while this one trains (random rows of
+            // matrices larger than L2: latency, not arithmetic, bounds the step).
+            if let Some(&y) = part.get(t + PREFETCH_AHEAD) {
+                let (pu, pv) = unpack(y);
+                vertex.prefetch(pu);
+                context.prefetch(pv);
+            }
             let (u, v) = unpack(x);
             let lr = sgd.lr * (1.0 - (at + k as f64 * step) / sgd.total).max(1e-4) as f32;
             touch.touch(r, i, j, false, u);
