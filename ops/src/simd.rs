@@ -4,7 +4,11 @@
 //! (8) when the CPU has it, where LLVM inlines the closure and vectorises it again. Same
 //! operations otherwise (no FMA contraction: Rust never fuses a·b + c by itself), so the
 //! results are bit-identical on every path. The check is one cached load per call; call it
-//! once per chunk, not per element. Measured (sigmoid over 4 M floats, one thread, Zen 5):
+//! once per chunk, not per element. LLVM does not always inline the closure (it kept
+//! `sgns_term`'s out of line, even as a one-line call of an `#[inline(always)]` body, and
+//! compiled it for SSE with a scalar dot product); a kernel where that shows in a profile
+//! defines its own target-feature functions around an `#[inline(always)]` body, as
+//! `sgns::sgns_term` does. Measured (sigmoid over 4 M floats, one thread, Zen 5):
 //! SSE 6.7 ms, AVX2 4.0 ms, AVX-512 2.7 ms. Also: reductions with lanes, which vectorise.
 
 use crate::real::Real;

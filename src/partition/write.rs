@@ -222,12 +222,9 @@ pub fn partition_store(
             p.k
         )));
     }
-    let mut own_count = vec![0usize; p.k];
-    for &q in &p.part {
-        own_count[q as usize] += 1;
-    }
+    let counts = part_counts(&store, &g, &p);
     let load: Vec<u64> = (0..p.k)
-        .map(|i| (own_count[i] + aug.parts[i].replicas.len()) as u64)
+        .map(|i| (counts[i].own + aug.parts[i].replicas.len()) as u64)
         .collect();
     let assignment = assign_parts(&load, n_ranks);
     let dir = create_out_dir(out, force)?;
@@ -257,7 +254,7 @@ pub fn partition_store(
     }
     bar.finish_and_clear();
     let parts: Vec<PartReport> = (0..p.k)
-        .map(|i| part_report(&store, &g, &p, &aug, i, own_count[i], &ranks[home[i]].store))
+        .map(|i| part_report(&g, &p, &aug, i, &counts[i], &ranks[home[i]].store))
         .collect();
     let n = g.n() as u64;
     let stored: usize = ranks.iter().map(|r| r.own + r.replicas).sum();
@@ -430,32 +427,48 @@ fn write_store(
     Ok((own.len(), replicas.len()))
 }
 
-/// Part `i`'s figures (`own` nodes, held by the store `store_name`).
+/// What one pass over the nodes counts of each part.
+#[derive(Default)]
+struct PartCounts {
+    own: usize,
+    edge_cut: u64,
+    train: u64,
+    val: u64,
+    test: u64,
+}
+
+/// Every part's own nodes, cut edges and role counts, in one pass over the nodes.
+fn part_counts(store: &GraphStore, g: &WGraph, p: &Partition) -> Vec<PartCounts> {
+    let mut c: Vec<PartCounts> = (0..p.k).map(|_| PartCounts::default()).collect();
+    for u in 0..g.n() {
+        let i = p.part[u] as usize;
+        let pc = &mut c[i];
+        pc.own += 1;
+        pc.edge_cut += g.edges(u).filter(|&(v, _)| p.part[v] as usize != i).count() as u64;
+        match store.role(u as u32) {
+            Role::Train => pc.train += 1,
+            Role::Val => pc.val += 1,
+            Role::Test => pc.test += 1,
+            Role::None => {}
+        }
+    }
+    c
+}
+
+/// Part `i`'s figures (counted by [`part_counts`], held by the store `store_name`).
 fn part_report(
-    store: &GraphStore,
     g: &WGraph,
     p: &Partition,
     aug: &Augmentation,
     i: usize,
-    own: usize,
+    c: &PartCounts,
     store_name: &str,
 ) -> PartReport {
     let a = &aug.parts[i];
-    let mut edge_cut = 0u64;
-    let (mut train, mut val, mut test) = (0u64, 0u64, 0u64);
-    for u in (0..g.n()).filter(|&u| p.part[u] as usize == i) {
-        edge_cut += g.edges(u).filter(|&(v, _)| p.part[v] as usize != i).count() as u64;
-        match store.role(u as u32) {
-            Role::Train => train += 1,
-            Role::Val => val += 1,
-            Role::Test => test += 1,
-            Role::None => {}
-        }
-    }
     PartReport {
         part: i,
         store: store_name.to_string(),
-        own,
+        own: c.own,
         replicas: a.replicas.len(),
         boundary: a.boundary,
         walks: a.walks,
@@ -464,11 +477,11 @@ fn part_report(
         pilot_std: a.pilot_std,
         density: a.density,
         budget: a.budget,
-        edge_cut,
-        balance: own as f64 * p.k as f64 / g.n().max(1) as f64,
-        train,
-        val,
-        test,
+        edge_cut: c.edge_cut,
+        balance: c.own as f64 * p.k as f64 / g.n().max(1) as f64,
+        train: c.train,
+        val: c.val,
+        test: c.test,
     }
 }
 

@@ -9,12 +9,10 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use toml::de::DeTable;
-use toml::Spanned;
 
 use crate::suggest::did_you_mean;
 
-use super::overrides::apply_override;
-use super::spanned::{toml_error, S};
+use super::spanned::S;
 use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_PLAN_BYTES};
 
 /// The walk that feeds the sample pool.
@@ -127,27 +125,7 @@ impl EmbeddingPlan {
         overrides: &[&str],
     ) -> Result<EmbeddingPlan, PlanError> {
         let file = path.display().to_string();
-        let io = |what: String, kind| PlanError {
-            file: file.clone(),
-            line: 0,
-            col: 0,
-            kind,
-            what,
-            source_line: String::new(),
-        };
-        if let Ok(m) = std::fs::metadata(path) {
-            if m.is_file() && m.len() > MAX_PLAN_BYTES as u64 {
-                return Err(io(
-                    format!(
-                        "the plan file is {} bytes, the limit is {MAX_PLAN_BYTES}",
-                        m.len()
-                    ),
-                    PlanErrorKind::Limit,
-                ));
-            }
-        }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| io(format!("cannot read: {e}"), PlanErrorKind::Io))?;
+        let text = super::read_plan_file(path)?;
         let stem = path.file_stem().map_or_else(
             || "embedding".to_string(),
             |s| s.to_string_lossy().into_owned(),
@@ -164,23 +142,7 @@ impl EmbeddingPlan {
         overrides: &[&str],
     ) -> Result<EmbeddingPlan, PlanError> {
         let src = Arc::new(Source::new(text, file, overrides));
-        src.check_limits()?;
-        let all = src.text();
-        let doc = DeTable::parse(src.file_text())
-            .map_err(|e| toml_error(&src, &e, PlanErrorKind::Syntax))?;
-        let (span, mut root) = (doc.span(), doc.into_inner());
-        for k in 0..src.overrides.len() {
-            apply_override(&src, all, k, &mut root)?;
-        }
-        let effective = toml::Table::deserialize(toml::de::Deserializer::from(Spanned::new(
-            span.clone(),
-            root.clone(),
-        )))
-        .ok()
-        .and_then(|t| toml::to_string(&t).ok())
-        .unwrap_or_default();
-        let raw = RawFile::deserialize(toml::de::Deserializer::from(Spanned::new(span, root)))
-            .map_err(|e| toml_error(&src, &e, PlanErrorKind::Schema))?;
+        let (raw, effective) = super::typing::deserialize_with_overrides::<RawFile>(&src)?;
         typed(&src, raw, stem, effective)
     }
 }

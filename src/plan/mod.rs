@@ -60,6 +60,32 @@ pub use schema::{
     SamplerKind, SamplerPlan,
 };
 
+/// The text of the plan file at `path`, refused before reading when it is larger than
+/// [`MAX_PLAN_BYTES`] (a plan path pointing at a huge file must not be read whole). Every
+/// plan family reads its file through this.
+pub(crate) fn read_plan_file(path: &Path) -> Result<String, PlanError> {
+    let error = |kind, what: String| PlanError {
+        file: path.display().to_string(),
+        line: 0,
+        col: 0,
+        kind,
+        what,
+        source_line: String::new(),
+    };
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.is_file() && m.len() > MAX_PLAN_BYTES as u64 {
+            return Err(error(
+                PlanErrorKind::Limit,
+                format!(
+                    "the plan file is {} bytes, the limit is {MAX_PLAN_BYTES}",
+                    m.len()
+                ),
+            ));
+        }
+    }
+    std::fs::read_to_string(path).map_err(|e| error(PlanErrorKind::Io, format!("cannot read: {e}")))
+}
+
 /// What kind of mistake a [`PlanError`] reports (for callers that branch on it; the
 /// message says the same in words).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,28 +343,7 @@ impl Plan {
         overrides: &[&str],
     ) -> Result<Plan, PlanError> {
         let path = path.as_ref();
-        let too_big = |len: u64| PlanError {
-            file: path.display().to_string(),
-            line: 0,
-            col: 0,
-            kind: PlanErrorKind::Limit,
-            what: format!("the plan file is {len} bytes, the limit is {MAX_PLAN_BYTES}"),
-            source_line: String::new(),
-        };
-        // Before reading: a plan path pointing at a huge file must not be read whole.
-        if let Ok(m) = std::fs::metadata(path) {
-            if m.is_file() && m.len() > MAX_PLAN_BYTES as u64 {
-                return Err(too_big(m.len()));
-            }
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| PlanError {
-            file: path.display().to_string(),
-            line: 0,
-            col: 0,
-            kind: PlanErrorKind::Io,
-            what: format!("cannot read: {e}"),
-            source_line: String::new(),
-        })?;
+        let text = read_plan_file(path)?;
         Plan::parse_with_overrides(&text, &path.display().to_string(), overrides)
     }
 

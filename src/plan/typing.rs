@@ -32,13 +32,25 @@ pub(super) fn err(src: &Source, at: usize, what: impl Into<String>) -> PlanError
 }
 
 pub(crate) fn parse(src: Arc<Source>) -> Result<Plan, PlanError> {
+    let (raw, effective) = deserialize_with_overrides::<RawPlan>(&src)?;
+    let mut plan = typed(raw, src.clone())?;
+    plan.effective = effective;
+    Ok(plan)
+}
+
+/// `src`'s file checked against the limits, parsed as TOML with its overrides applied and
+/// deserialised as `T` (errors placed in the source), with the effective text (the tree
+/// after overrides, serialised again): the front half of every plan family's parse.
+pub(super) fn deserialize_with_overrides<T: serde::de::DeserializeOwned>(
+    src: &Source,
+) -> Result<(T, String), PlanError> {
     src.check_limits()?;
     let text = src.text();
     let doc =
-        DeTable::parse(src.file_text()).map_err(|e| toml_error(&src, &e, PlanErrorKind::Syntax))?;
+        DeTable::parse(src.file_text()).map_err(|e| toml_error(src, &e, PlanErrorKind::Syntax))?;
     let (span, mut root) = (doc.span(), doc.into_inner());
     for k in 0..src.overrides.len() {
-        apply_override(&src, text, k, &mut root)?;
+        apply_override(src, text, k, &mut root)?;
     }
     let effective = toml::Table::deserialize(toml::de::Deserializer::from(Spanned::new(
         span.clone(),
@@ -48,10 +60,8 @@ pub(crate) fn parse(src: Arc<Source>) -> Result<Plan, PlanError> {
     .and_then(|t| toml::to_string(&t).ok())
     .unwrap_or_default();
     let de = toml::de::Deserializer::from(Spanned::new(span, root));
-    let raw = RawPlan::deserialize(de).map_err(|e| toml_error(&src, &e, PlanErrorKind::Schema))?;
-    let mut plan = typed(raw, src.clone())?;
-    plan.effective = effective;
-    Ok(plan)
+    let raw = T::deserialize(de).map_err(|e| toml_error(src, &e, PlanErrorKind::Schema))?;
+    Ok((raw, effective))
 }
 
 /// Names that expressions define themselves; parameters may not take them.
