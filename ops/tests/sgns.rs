@@ -113,6 +113,20 @@ fn a_positive_step_raises_the_logit_and_a_negative_step_lowers_it() {
 }
 
 #[test]
+fn sigmoid_is_within_two_ulp_of_the_f64_one() {
+    // Every 1/4096 over the clamped range, and the clamp's ends.
+    let mut worst = 0f64;
+    for k in -(15 * 4096)..=(15 * 4096) {
+        let s = k as f32 / 4096.0;
+        let exact = 1.0 / (1.0 + (-f64::from(s)).exp());
+        let got = f64::from(sigmoid(s));
+        let ulp = f64::from(f32::EPSILON) * exact.max(f64::from(f32::MIN_POSITIVE));
+        worst = worst.max((got - exact).abs() / ulp);
+    }
+    assert!(worst <= 2.0, "σ off by {worst} ulp");
+}
+
+#[test]
 fn sigmoid_and_loss_are_finite_far_out() {
     assert_eq!(sigmoid(0.0), 0.5);
     assert!(sigmoid(1e30) < 1.0 + 1e-6 && sigmoid(-1e30) >= 0.0);

@@ -8,10 +8,17 @@ use crate::sample::below;
 /// An alias table over `0..n`.
 #[derive(Debug, Clone)]
 pub struct AliasTable {
-    /// Probability of keeping column i (scaled to [0, 1]).
-    prob: Vec<f64>,
-    /// The other outcome of column i.
-    alias: Vec<u32>,
+    /// Per column i: the probability of keeping i and the other outcome, side by side so a
+    /// draw reads one cache line.
+    columns: Vec<Column>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Column {
+    /// Probability of keeping the column (scaled to [0, 1]).
+    prob: f64,
+    /// The other outcome.
+    alias: u32,
 }
 
 impl AliasTable {
@@ -43,29 +50,33 @@ impl AliasTable {
         for i in large.into_iter().chain(small) {
             prob[i as usize] = 1.0;
         }
-        Some(AliasTable { prob, alias })
+        let columns = prob
+            .into_iter()
+            .zip(alias)
+            .map(|(prob, alias)| Column { prob, alias })
+            .collect();
+        Some(AliasTable { columns })
     }
 
     /// Number of outcomes.
     pub fn len(&self) -> usize {
-        self.prob.len()
+        self.columns.len()
     }
 
     /// Whether the table is empty (never, once built).
     pub fn is_empty(&self) -> bool {
-        self.prob.is_empty()
+        self.columns.is_empty()
     }
 
     /// One draw.
     #[inline]
     pub fn sample(&self, rng: &mut impl RngCore) -> usize {
-        let i = below(rng, self.prob.len() as u64) as usize;
+        let i = below(rng, self.columns.len() as u64) as usize;
         let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-        if u < self.prob[i] {
-            i
-        } else {
-            self.alias[i] as usize
-        }
+        let c = self.columns[i];
+        // Which way a draw goes is a coin toss: a conditional move, not a branch the CPU
+        // mispredicts (a third of the negative sampling's time as a branch).
+        std::hint::select_unpredictable(u < c.prob, i, c.alias as usize)
     }
 }
 
