@@ -3,10 +3,12 @@
 # this machine, same dim (128), walks (10 per node of length 80 for the peers), window (10),
 # 2 threads: pecanpy (node2vec, SparseOTF, p = q = 0.25) and gensim Word2Vec over uniform
 # walks (DeepWalk). Each run's wall time and peak RSS come from /usr/bin/time -v; every
-# embedding is scored by the same `saintflow eval-embedding` (10 % and 50 % labelled, 5
-# repeats). Figures go to BENCHMARKS.md by hand, with this command.
+# embedding is scored by the same `saintflow eval-embedding` (10 % and 50 % labelled,
+# REPEATS shuffles). saintflow runs at each of EPOCHS, and the script prints the time to
+# each peer's quality. Figures go to BENCHMARKS.md by hand, with this command.
 #
-#   scripts/embedding_vs_peers.sh [WORKDIR]       (default /tmp/saintflow-peers)
+#   [EPOCHS="250 300 400 500"] [REPEATS=10] scripts/embedding_vs_peers.sh [WORKDIR]
+#   (WORKDIR: default /tmp/saintflow-peers)
 #
 # The peers are installed into a venv under WORKDIR (PyPI, never in the test suite):
 #   python3 -m venv WORKDIR/venv && WORKDIR/venv/bin/pip install numpy scipy gensim pecanpy
@@ -62,7 +64,7 @@ m.wv.save_word2vec_format(out)
 print(f"gensim deepwalk: walks {t1 - t0:.1f} s, word2vec {t2 - t1:.1f} s", file=sys.stderr)
 PY
 N=$("$SF" info bc.sf --json | $PY -c "import json,sys; print(json.load(sys.stdin)['nodes'])")
-measure() { # NAME CMD...: wall seconds and peak RSS (MiB) of CMD
+measure() { # NAME CMD...: wall seconds and peak RSS (MiB) of CMD, also into NAME.time
     local name=$1; shift
     /usr/bin/time -v "$@" 2> "$name.time" >/dev/null || { cat "$name.time"; exit 1; }
     local wall rss
@@ -70,12 +72,45 @@ measure() { # NAME CMD...: wall seconds and peak RSS (MiB) of CMD
     rss=$(grep 'Maximum resident set size' "$name.time" | awk '{print $NF}')
     echo "$name: wall $wall, peak RSS $((rss / 1024)) MiB"
 }
-score() { "$SF" eval-embedding "$1" --graph bc.sf --ratios 0.1,0.5 --repeats 5 | sed "s|^|  $1 |"; }
-measure saintflow-deepwalk "$SF" embed "$ROOT/plans/deepwalk.toml" --graph bc.sf -o sf-deepwalk.npy --threads $THREADS -q
-measure saintflow-node2vec "$SF" embed "$ROOT/plans/node2vec.toml" --graph bc.sf -o sf-node2vec.npy --threads $THREADS -q
+# Every embedding is scored the same way: 10 % and 50 % labelled, REPEATS shuffles (the
+# DeepWalk paper's 10 by default; the 10 % column moves ±0.5 point between shuffle seeds).
+REPEATS=${REPEATS:-10}
+score() { "$SF" eval-embedding "$1.npy" --graph bc.sf --ratios 0.1,0.5 --repeats "$REPEATS" --json > "$1.f1.json"; }
+# The peers first, then saintflow at each of EPOCHS (× |E| samples; the pools take 64 MiB).
 measure gensim-deepwalk $PY deepwalk_gensim.py bc.edg gensim.emb $THREADS
 measure pecanpy-node2vec venv/bin/pecanpy --input bc.edg --output pecanpy.emb --mode SparseOTF --p 0.25 --q 0.25 \
     --dimensions 128 --walk-length 80 --num-walks 10 --window-size 10 --workers $THREADS
 $PY w2v_to_npy.py gensim.emb gensim-deepwalk.npy "$N"
 $PY w2v_to_npy.py pecanpy.emb pecanpy-node2vec.npy "$N"
-for e in sf-deepwalk.npy gensim-deepwalk.npy sf-node2vec.npy pecanpy-node2vec.npy; do score $e; done
+EPOCHS=${EPOCHS:-"250 300 400 500"}
+for ep in $EPOCHS; do
+    measure saintflow-deepwalk-$ep "$SF" embed "$ROOT/plans/deepwalk.toml" --graph bc.sf -o saintflow-deepwalk-$ep.npy \
+        --threads $THREADS --epochs "$ep" --memory 64 -q
+    measure saintflow-node2vec-$ep "$SF" embed "$ROOT/plans/node2vec.toml" --graph bc.sf -o saintflow-node2vec-$ep.npy \
+        --threads $THREADS --epochs "$ep" --memory 64 -q
+done
+for e in gensim-deepwalk pecanpy-node2vec; do score $e; done
+for ep in $EPOCHS; do score saintflow-deepwalk-$ep; score saintflow-node2vec-$ep; done
+# The table, and time to the peer's quality: the first epoch count whose Micro-F1 at 10 %
+# and Macro-F1 at 50 % both reach the peer's.
+$PY - "$EPOCHS" <<'PY'
+import json, re, sys
+def run(name):
+    t = open(f"{name}.time").read()
+    wall = t.split("Elapsed (wall clock) time (h:mm:ss or m:ss): ")[1].split()[0].split(":")
+    secs = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall)))
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
+    rows = {r["ratio"]: r for r in json.load(open(f"{name}.f1.json"))["classification"]}
+    return secs, rss, rows[0.1]["micro_f1"], rows[0.5]["macro_f1"]
+print("| run | wall | peak RSS | Micro-F1 10 % | Macro-F1 50 % |\n|---|---|---|---|---|")
+for peer, ours in [("gensim-deepwalk", "saintflow-deepwalk"), ("pecanpy-node2vec", "saintflow-node2vec")]:
+    p = run(peer)
+    print(f"| {peer} | {p[0]:.1f} s | {p[1]:.0f} MiB | {p[2]:.4f} | {p[3]:.4f} |")
+    hit = None
+    for ep in sys.argv[1].split():
+        o = run(f"{ours}-{ep}")
+        print(f"| {ours}, {ep} epochs | {o[0]:.1f} s | {o[1]:.0f} MiB | {o[2]:.4f} | {o[3]:.4f} |")
+        if hit is None and o[2] >= p[2] and o[3] >= p[3]:
+            hit = (ep, o[0])
+    print(f"time to {peer}'s quality: " + (f"{hit[0]} epochs, {hit[1]:.1f} s: {p[0] / hit[1]:.2f}x faster" if hit else "not reached"))
+PY

@@ -15,9 +15,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use saintflow::embedding::eval::{classify, ClassifyOptions, Embedding};
 use saintflow::embedding::grid::Touch;
 use saintflow::embedding::partition::Parts;
-use saintflow::embedding::walk::Walker;
+use saintflow::embedding::walk::{emit_pairs, Walker};
 use saintflow::embedding::{train, train_touching, EmbedOptions};
-use saintflow::plan::embedding::EmbeddingPlan;
+use saintflow::plan::embedding::{EmbeddingPlan, WindowWeights};
 use saintflow::sample::naive::{chi_square, chi_square_critical};
 use saintflow::store::{Csr, GraphStore};
 
@@ -70,7 +70,9 @@ impl Touch for Recorder {
 fn blocks_of_a_round_touch_disjoint_rows() {
     let dir = tempfile::tempdir().unwrap();
     let store = GraphStore::open(common::planted(dir.path(), 9)).unwrap();
-    for threads in [2, 3] {
+    // (workers, grid parts): one part per worker, and more parts than workers (a round's
+    // blocks then share the workers).
+    for (threads, n) in [(2, 2), (3, 3), (2, 5)] {
         let rec = Recorder::default();
         let opts = EmbedOptions {
             threads,
@@ -79,14 +81,14 @@ fn blocks_of_a_round_touch_disjoint_rows() {
             epochs: Some(100.0),
             ..EmbedOptions::default()
         };
-        let out = train_touching(&plan(DEEPWALK), &store, &opts, &rec).unwrap();
-        assert_eq!(out.workers, threads);
+        let text = format!("{DEEPWALK}grid_parts = {n}\n");
+        let out = train_touching(&plan(&text), &store, &opts, &rec).unwrap();
+        assert_eq!((out.workers, out.parts), (threads, n));
         assert!(out.episodes > 1, "several pools: {}", out.episodes);
-        let parts = Parts::new(store.full(), threads, 0.75);
+        let parts = Parts::new(store.full(), n, 0.75);
         let rows = rec.rows.into_inner().unwrap();
-        for r in 0..threads {
-            let blocks: Vec<(usize, usize)> =
-                (0..threads).map(|i| (i, (i + r) % threads)).collect();
+        for r in 0..n {
+            let blocks: Vec<(usize, usize)> = (0..n).map(|i| (i, (i + r) % n)).collect();
             for ctx in [false, true] {
                 let mut seen: HashMap<u32, (usize, usize)> = HashMap::new();
                 for &(i, j) in &blocks {
@@ -108,7 +110,30 @@ fn blocks_of_a_round_touch_disjoint_rows() {
         }
         // Only the round's own blocks ran in it.
         for &(r, i, j, _) in rows.keys() {
-            assert_eq!(j, (i + r) % threads, "block ({i}, {j}) ran in round {r}");
+            assert_eq!(j, (i + r) % n, "block ({i}, {j}) ran in round {r}");
+        }
+    }
+}
+
+#[test]
+fn grid_parts_fit_blocks_in_l2_as_a_multiple_of_the_workers() {
+    use saintflow::embedding::{grid_parts, BLOCK_CACHE_BYTES};
+    // Brute force: the smallest multiple of the workers, up to 8 per worker, whose blocks'
+    // rows (2·N·d·4/n bytes) fit; else 8 per worker.
+    for workers in 1..=4 {
+        for nodes in [1, 1000, 10_312, 100_000, 4 << 20] {
+            for dim in [1, 32, 128] {
+                let bytes = 2 * nodes * dim * 4;
+                let want = (1..=8)
+                    .map(|m| m * workers)
+                    .find(|&n| bytes <= n * BLOCK_CACHE_BYTES)
+                    .unwrap_or(8 * workers);
+                assert_eq!(
+                    grid_parts(workers, nodes, dim),
+                    want,
+                    "{workers} {nodes} {dim}"
+                );
+            }
         }
     }
 }
@@ -133,6 +158,52 @@ fn departures_follow_the_degree() {
         x2 < chi_square_critical(7),
         "χ² {x2}: {count:?} vs {expected:?}"
     );
+}
+
+/// Pairs of walks whose nodes are their positions, so v − u is the pair's distance k:
+/// uniform weights emit every pair once, linear ones each k-apart pair with probability
+/// (s − k + 1)/s (chi-square over k), and both keep the pseudo-shuffled order (k
+/// outermost, then position, then walk).
+#[test]
+fn window_pairs_follow_their_distance_weights() {
+    let (len, s, walks_n) = (41usize, 6usize, 64usize);
+    let walks: Vec<Vec<u32>> = (0..walks_n).map(|_| (0..len as u32).collect()).collect();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    for weights in [WindowWeights::Uniform, WindowWeights::Linear] {
+        let mut count = vec![0u64; s + 1];
+        let mut last = (0usize, 0u32);
+        for _ in 0..200 {
+            emit_pairs(&walks, s, weights, &mut rng, |u, v| {
+                let k = (v - u) as usize;
+                assert!((1..=s).contains(&k), "{weights:?}: pair ({u}, {v})");
+                assert!((k, u) >= last, "{weights:?}: ({k}, {u}) after {last:?}");
+                last = (k, u);
+                count[k] += 1;
+                true
+            });
+            last = (0, 0);
+        }
+        let expected: Vec<f64> = (0..=s)
+            .map(|k| match (k, weights) {
+                (0, _) => 0.0,
+                (k, WindowWeights::Uniform) => (200 * walks_n * (len - k)) as f64,
+                (k, WindowWeights::Linear) => {
+                    (200 * walks_n * (len - k)) as f64 * (s - k + 1) as f64 / s as f64
+                }
+            })
+            .collect();
+        if weights == WindowWeights::Uniform {
+            let exact: Vec<u64> = expected.iter().map(|&e| e as u64).collect();
+            assert_eq!(count, exact, "uniform: every pair once");
+        } else {
+            let x2 = chi_square(&count, &expected);
+            assert!(
+                x2 < chi_square_critical(s - 1),
+                "χ² {x2}: {count:?} vs {expected:?}"
+            );
+            assert_eq!(count[1] as f64, expected[1], "pairs 1 apart are all kept");
+        }
+    }
 }
 
 #[test]
@@ -294,6 +365,10 @@ fn plan_errors_name_file_line_and_column() {
         (
             "[embedding]\nmodel = \"deepwalk\"\ndim = 8\nepochs = 1\nwalk_lenght = 5\n",
             "test.toml:5:1: unknown key `walk_lenght`, did you mean `walk_length`?",
+        ),
+        (
+            "[embedding]\nmodel = \"deepwalk\"\ndim = 8\nepochs = 1\nwindow_weights = \"linaer\"\n",
+            "test.toml:5:18: unknown embedding.window_weights `linaer`, did you mean `linear`?",
         ),
     ];
     for (text, want) in cases {

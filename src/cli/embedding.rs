@@ -70,7 +70,7 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
     };
     let out = crate::embedding::train(&plan, &store, &opts)?;
     let line = format!(
-        "{} ({}) on {}: {} positive samples in {:.2} s ({:.2} M/s on {} workers, {} episodes of ≤ {} samples), last loss {:.4}{}",
+        "{} ({}) on {}: {} positive samples in {:.2} s ({:.2} M/s on {} workers, {n}×{n} grid, {} episodes of ≤ {} samples), last loss {:.4}{}",
         plan.name,
         plan.model.name(),
         run.graph.display(),
@@ -81,7 +81,8 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
         out.episodes,
         out.pool_samples,
         out.last_loss,
-        run.output.as_ref().map_or(String::new(), |o| format!("; wrote {} ({} × {} f32)", o.display(), out.nodes, out.dim))
+        run.output.as_ref().map_or(String::new(), |o| format!("; wrote {} ({} × {} f32)", o.display(), out.nodes, out.dim)),
+        n = out.parts,
     );
     if run.json {
         println!(

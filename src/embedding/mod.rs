@@ -81,7 +81,7 @@ pub type Result<T, E = EmbedError> = std::result::Result<T, E>;
 pub struct EmbedOptions {
     /// Seed of walks, negatives and initial rows.
     pub seed: u64,
-    /// Workers and grid parts (0: one per core).
+    /// Workers (0: one per core).
     pub threads: usize,
     /// Bytes for the two sample pools together (`--memory`).
     pub memory_bytes: usize,
@@ -128,8 +128,10 @@ pub struct EmbedOutcome {
     pub pool_samples: usize,
     /// Pools (episodes) trained.
     pub episodes: u64,
-    /// Workers and grid parts.
+    /// Workers.
     pub workers: usize,
+    /// Parts n of the n × n grid.
+    pub parts: usize,
     /// Wall time of the training, seconds.
     pub seconds: f64,
     /// Positive samples per second.
@@ -160,6 +162,21 @@ pub fn train_touching(
     pool.install(|| run(plan, store, opts, touch))
 }
 
+/// Bytes of the vertex and context rows of one block that should stay in a core's L2.
+pub const BLOCK_CACHE_BYTES: usize = 1 << 20;
+
+/// The grid's parts n for `workers` workers and an [nodes, dim] embedding: the smallest
+/// multiple of the workers whose blocks' rows (a vertex part and a context part, 2·N·d·4/n
+/// bytes) fit [`BLOCK_CACHE_BYTES`], so a block's random rows hit L2 instead of L3; at
+/// most 8 per worker (past that no block fits anyway on a large graph, and n² buckets and
+/// n rounds per episode cost more than they save). A round's n blocks share the workers.
+pub fn grid_parts(workers: usize, nodes: usize, dim: usize) -> usize {
+    let workers = workers.max(1);
+    let bytes = 2 * nodes * dim * std::mem::size_of::<f32>();
+    let per_worker = bytes.div_ceil(workers * BLOCK_CACHE_BYTES).clamp(1, 8);
+    workers * per_worker
+}
+
 /// Samples per pool for a budget of `bytes` for two pools: a multiple of [`CHUNK`], at
 /// least one chunk.
 pub fn pool_samples(bytes: usize) -> usize {
@@ -185,12 +202,17 @@ fn run(
     let epochs = opts.epochs.unwrap_or(plan.epochs);
     let total = (epochs * edges as f64).round().max(1.0) as u64;
     let cap = pool_samples(opts.memory_bytes);
-    let parts = Parts::new(graph, workers, plan.noise_power);
+    let nparts = match plan.grid_parts {
+        0 => grid_parts(workers, nodes, plan.dim),
+        n => n,
+    };
+    let parts = Parts::new(graph, nparts, plan.noise_power);
     let walker = Walker::new(graph, plan).hold_out(opts.holdout, opts.seed);
     let sampler = Sampler {
         walker: &walker,
         walk_length: plan.walk_length,
         window: plan.window,
+        window_weights: plan.window_weights,
         shuffle_walks: plan.shuffle_walks,
         parts: &parts,
         seed: opts.seed,
@@ -285,6 +307,7 @@ fn run(
         pool_samples: cap,
         episodes,
         workers,
+        parts: nparts,
         seconds,
         samples_per_s: total as f64 / seconds.max(1e-9),
         last_loss,

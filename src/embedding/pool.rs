@@ -11,6 +11,7 @@ use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
+use crate::plan::embedding::WindowWeights;
 use crate::sample::SampleError;
 use crate::seed::{hash3, stream};
 
@@ -40,6 +41,8 @@ pub struct Sampler<'a> {
     pub walk_length: usize,
     /// Augmentation distance s.
     pub window: usize,
+    /// How pairs are weighted by distance.
+    pub window_weights: WindowWeights,
     /// Walks per pseudo-shuffled batch.
     pub shuffle_walks: usize,
     /// The grid's parts.
@@ -131,7 +134,7 @@ fn fill_chunk(
             out[at..].fill(0);
             return Ok(());
         }
-        emit_pairs(&walks, s.window, |u, v| {
+        emit_pairs(&walks, s.window, s.window_weights, rng, |u, v| {
             out[at] = pack(u, v);
             at += 1;
             at < out.len()

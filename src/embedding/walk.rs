@@ -1,6 +1,7 @@
 //! Online augmentation: departure nodes ∝ degree, random walks from them (uniform, or
-//! node2vec's second order by rejection), and every pair of walk nodes at most s steps
-//! apart emitted as a positive sample.
+//! node2vec's second order by rejection), and the pairs of walk nodes at most s steps
+//! apart emitted as positive samples (all of them, or a pair k apart with probability
+//! (s − k + 1)/s as word2vec's reduced window weighs them).
 //!
 //! node2vec without Σd² alias tables: from (t, v) a candidate x is a uniform neighbour of
 //! v, kept with probability α(t, x)/max(1/p, 1, 1/q), α = 1/p if x = t, 1 if x is a
@@ -11,7 +12,7 @@
 use rand_core::RngCore;
 
 use super::eval::held_out;
-use crate::plan::embedding::{EmbeddingModel, EmbeddingPlan};
+use crate::plan::embedding::{EmbeddingModel, EmbeddingPlan, WindowWeights};
 use crate::sample::alias::AliasTable;
 use crate::sample::{below, random_neighbor, SampleError};
 use crate::store::Csr;
@@ -181,17 +182,29 @@ pub fn pairs_per_walk(len: usize, window: usize) -> usize {
 /// Emits the positive samples of a batch of walks, pseudo-shuffled: offset k = 1..s
 /// outermost, then position i, then walk, so that consecutive samples come from different
 /// walks and distances (GraphVite's pseudo shuffle; samples of one walk are strongly
-/// correlated and SGD on them in a row converges worse). `emit` returns false to stop.
+/// correlated and SGD on them in a row converges worse). With [`WindowWeights::Linear`] a
+/// pair k apart is kept with probability (s − k + 1)/s, drawn from `rng` (pairs 1 apart
+/// always, without a draw). `emit` returns false to stop.
 pub fn emit_pairs(
     walks: &[Vec<u32>],
     window: usize,
+    weights: WindowWeights,
+    rng: &mut impl RngCore,
     mut emit: impl FnMut(u32, u32) -> bool,
 ) -> bool {
     let longest = walks.iter().map(Vec::len).max().unwrap_or(0);
+    let linear = weights == WindowWeights::Linear;
     for k in 1..=window {
         for i in 0..longest.saturating_sub(k) {
             for w in walks {
-                if i + k < w.len() && !emit(w[i], w[i + k]) {
+                if i + k >= w.len() {
+                    continue;
+                }
+                // Dropped with probability (k − 1)/s.
+                if linear && k > 1 && below(rng, window as u64) < (k - 1) as u64 {
+                    continue;
+                }
+                if !emit(w[i], w[i + k]) {
                     return false;
                 }
             }

@@ -38,6 +38,27 @@ impl EmbeddingModel {
     }
 }
 
+/// How the pairs of a walk are weighted by their distance k ≤ s (the window).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowWeights {
+    /// Every pair within s is a sample (GraphVite's augmentation).
+    Uniform,
+    /// A pair k apart is kept with probability (s − k + 1)/s: word2vec's reduced window
+    /// (the window drawn uniformly in 1..=s per position), which DeepWalk, node2vec, gensim
+    /// and pecanpy train with.
+    Linear,
+}
+
+impl WindowWeights {
+    /// The plan's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            WindowWeights::Uniform => "uniform",
+            WindowWeights::Linear => "linear",
+        }
+    }
+}
+
 /// A typed `[embedding]` plan. Sizes are checked here; what needs the graph (|V|·dim
 /// against the disk, partitions against |V|) is checked when training starts.
 #[derive(Clone, Debug)]
@@ -54,8 +75,10 @@ pub struct EmbeddingPlan {
     pub epochs: f64,
     /// Steps per walk (a walk visits `walk_length + 1` nodes).
     pub walk_length: usize,
-    /// Augmentation distance s: every pair of walk nodes at most s steps apart is a sample.
+    /// Augmentation distance s: pairs of walk nodes at most s steps apart are samples.
     pub window: usize,
+    /// How those pairs are weighted by distance.
+    pub window_weights: WindowWeights,
     /// Negative samples per positive sample.
     pub negatives: usize,
     /// Weight of each negative term in the loss.
@@ -70,6 +93,10 @@ pub struct EmbeddingPlan {
     pub q: f64,
     /// Walks whose samples are interleaved in the pool (the pseudo-shuffle's width).
     pub shuffle_walks: usize,
+    /// Parts n of the grid's n × n split of the rows (0: chosen from the workers and the
+    /// matrices' size, [`crate::embedding::grid_parts`]). Any n keeps concurrent blocks on
+    /// disjoint rows: every block of a round is orthogonal to the others.
+    pub grid_parts: usize,
     /// The effective plan (after overrides) as TOML.
     pub effective: String,
 }
@@ -108,6 +135,7 @@ struct RawEmbedding {
     epochs: S<f64>,
     walk_length: Option<S<i64>>,
     window: Option<S<i64>>,
+    window_weights: Option<S<String>>,
     negatives: Option<S<i64>>,
     negative_weight: Option<S<f64>>,
     noise_power: Option<S<f64>>,
@@ -115,6 +143,7 @@ struct RawEmbedding {
     p: Option<S<f64>>,
     q: Option<S<f64>>,
     shuffle_walks: Option<S<i64>>,
+    grid_parts: Option<S<i64>>,
 }
 
 impl EmbeddingPlan {
@@ -211,6 +240,24 @@ fn typed(
             .map_or(e.model.span().start, |w| w.span().start);
         return Err(err(at, format!("embedding.window = {window} is longer than embedding.walk_length = {walk_length}: no pair is that far apart")));
     }
+    let window_weights = match &e.window_weights {
+        None => WindowWeights::Linear,
+        Some(v) => match v.get_ref().as_str() {
+            "linear" => WindowWeights::Linear,
+            "uniform" => WindowWeights::Uniform,
+            other => {
+                return Err(src.error(
+                    v.span().start,
+                    PlanErrorKind::Name,
+                    format!(
+                        "unknown embedding.window_weights `{other}`{}",
+                        did_you_mean(other, ["linear", "uniform"].into_iter())
+                            .if_empty("; expected linear or uniform")
+                    ),
+                ))
+            }
+        },
+    };
     let negatives = or(&e.negatives, "negatives", 1, 1000, 1)?;
     let negative_weight = e
         .negative_weight
@@ -248,6 +295,7 @@ fn typed(
         }
     }
     let shuffle_walks = or(&e.shuffle_walks, "shuffle_walks", 1, 1 << 20, 64)?;
+    let grid_parts = or(&e.grid_parts, "grid_parts", 0, 1 << 10, 0)?;
     Ok(EmbeddingPlan {
         name: raw.name.unwrap_or_else(|| stem.to_string()),
         description: raw.description.unwrap_or_default(),
@@ -256,6 +304,7 @@ fn typed(
         epochs,
         walk_length,
         window,
+        window_weights,
         negatives,
         negative_weight,
         noise_power,
@@ -263,6 +312,7 @@ fn typed(
         p: pq[0],
         q: pq[1],
         shuffle_walks,
+        grid_parts,
         effective,
     })
 }
