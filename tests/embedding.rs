@@ -119,7 +119,8 @@ fn blocks_of_a_round_touch_disjoint_rows() {
 fn grid_parts_fit_blocks_in_l2_as_a_multiple_of_the_workers() {
     use saintflow::embedding::{grid_parts, BLOCK_CACHE_BYTES};
     // Brute force: the smallest multiple of the workers, up to 8 per worker, whose blocks'
-    // rows (2·N·d·4/n bytes) fit; else 8 per worker.
+    // rows (2·N·d·4/n bytes) fit; else 8 per worker; one per worker when the matrices
+    // take more than half the memory.
     for workers in 1..=4 {
         for nodes in [1, 1000, 10_312, 100_000, 4 << 20] {
             for dim in [1, 32, 128] {
@@ -128,10 +129,18 @@ fn grid_parts_fit_blocks_in_l2_as_a_multiple_of_the_workers() {
                     .map(|m| m * workers)
                     .find(|&n| bytes <= n * BLOCK_CACHE_BYTES)
                     .unwrap_or(8 * workers);
+                for memory in [None, Some(1u64 << 40), Some(2 * bytes as u64)] {
+                    assert_eq!(
+                        grid_parts(workers, nodes, dim, memory),
+                        want,
+                        "{workers} {nodes} {dim} {memory:?}"
+                    );
+                }
+                let tight = Some(2 * bytes as u64 - 2);
                 assert_eq!(
-                    grid_parts(workers, nodes, dim),
-                    want,
-                    "{workers} {nodes} {dim}"
+                    grid_parts(workers, nodes, dim, tight),
+                    workers,
+                    "{workers} {nodes} {dim} out of core"
                 );
             }
         }

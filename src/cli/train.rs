@@ -70,7 +70,7 @@ pub(super) struct TrainArgs {
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     memory: usize,
     /// Skip the check that the parameters, the optimiser's state and one step fit the
-    /// machine's memory (MemTotal, or the cgroup's memory.max): for a machine with swap.
+    /// machine's memory (MemTotal, or the cgroup's memory limit): for a machine with swap.
     #[arg(long)]
     no_memory_check: bool,
     /// Run the store's full check (`saintflow check`: every checksum, CSR index, symmetry,

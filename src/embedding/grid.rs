@@ -1,9 +1,11 @@
 //! Parallel negative sampling on the n × n partition grid (GraphVite §3.2): a pool's samples
 //! are bucketed by block (part(u), part(v)); an episode trains the pool in n rounds, round r
-//! giving worker i block (i, (i + r) mod n), with negatives drawn from context part
-//! (i + r) mod n only. The n blocks of a round are orthogonal — distinct vertex parts and
-//! distinct context parts — so no two workers read or write the same row of either
-//! matrix, and the SGD needs no locks and loses no update. Rounds are separated by the join
+//! running blocks (i, (i + r) mod n) for every i, block (i, j) drawing its negatives from
+//! context part j only. The n blocks of a round are orthogonal — distinct vertex parts and
+//! distinct context parts — so however the workers share them (n is a multiple of the
+//! workers, [`super::grid_parts`]: more parts than workers keep a block's rows in L2), no
+//! two workers read or write the same row of either matrix, and the SGD needs no locks
+//! and loses no update. Rounds are separated by the join
 //! of a parallel loop (a barrier). [`Touch`] lets a test record every row a block touches
 //! (`tests/embedding.rs` checks disjointness on the real training path); in a run it is
 //! [`NoTouch`] and compiles away.

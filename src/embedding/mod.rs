@@ -165,14 +165,21 @@ pub fn train_touching(
 /// Bytes of the vertex and context rows of one block that should stay in a core's L2.
 pub const BLOCK_CACHE_BYTES: usize = 1 << 20;
 
-/// The grid's parts n for `workers` workers and an [nodes, dim] embedding: the smallest
-/// multiple of the workers whose blocks' rows (a vertex part and a context part, 2·N·d·4/n
-/// bytes) fit [`BLOCK_CACHE_BYTES`], so a block's random rows hit L2 instead of L3; at
-/// most 8 per worker (past that no block fits anyway on a large graph, and n² buckets and
-/// n rounds per episode cost more than they save). A round's n blocks share the workers.
-pub fn grid_parts(workers: usize, nodes: usize, dim: usize) -> usize {
+/// The grid's parts n for `workers` workers and an [nodes, dim] embedding on a machine
+/// with `memory` bytes (None: unknown): the smallest multiple of the workers whose blocks'
+/// rows (a vertex part and a context part, 2·N·d·4/n bytes) fit [`BLOCK_CACHE_BYTES`], so a
+/// block's random rows hit L2 instead of L3; at most 8 per worker (past that no block fits
+/// anyway on a large graph, and n² buckets and n rounds per episode cost more than they
+/// save). A round's n blocks share the workers. When the two matrices take more than half
+/// the memory, one part per worker: out of core, each block's burst of rows then pages
+/// in and out again before its next turn (Kronecker 22, d = 128, 4 GiB of matrices under
+/// a 4 GiB cap: 482 s with 16 parts, 287 s with 2).
+pub fn grid_parts(workers: usize, nodes: usize, dim: usize, memory: Option<u64>) -> usize {
     let workers = workers.max(1);
     let bytes = 2 * nodes * dim * std::mem::size_of::<f32>();
+    if memory.is_some_and(|m| bytes as u64 > m / 2) {
+        return workers;
+    }
     let per_worker = bytes.div_ceil(workers * BLOCK_CACHE_BYTES).clamp(1, 8);
     workers * per_worker
 }
@@ -203,7 +210,12 @@ fn run(
     let total = (epochs * edges as f64).round().max(1.0) as u64;
     let cap = pool_samples(opts.memory_bytes);
     let nparts = match plan.grid_parts {
-        0 => grid_parts(workers, nodes, plan.dim),
+        0 => grid_parts(
+            workers,
+            nodes,
+            plan.dim,
+            crate::train::memory::machine_memory().map(|m| m.0),
+        ),
         n => n,
     };
     let parts = Parts::new(graph, nparts, plan.noise_power);

@@ -12,8 +12,8 @@
 //! once more, and the sampler's own buffers not at all; both are small beside the
 //! activations of any plan that comes near the limit.
 //!
-//! The machine's memory is `MemTotal` from `/proc/meminfo`, or the cgroup v2 `memory.max`
-//! of this process's cgroup (or an ancestor's) when lower; where neither can be read the
+//! The machine's memory is `MemTotal` from `/proc/meminfo`, or the limit of this process's
+//! cgroup (or an ancestor's) when lower: v2's `memory.max`, v1's `memory.limit_in_bytes`; where neither can be read the
 //! check is skipped. [`MemoryLimit`] overrides it: a fixed number of bytes (tests, or a
 //! machine with swap) or `Off` (`--no-memory-check`). The environment variable
 //! `SAINTFLOW_MEMORY_LIMIT` replaces the detected number for [`MemoryLimit::Detect`]:
@@ -79,30 +79,54 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
     num.trim().parse::<u64>().ok()?.checked_mul(1u64 << shift)
 }
 
-/// The machine's memory in bytes and its source (`MemTotal`, or the cgroup's `memory.max`
-/// when lower); None when neither can be read.
+/// The machine's memory in bytes and its source (`MemTotal`, or the cgroup's limit when
+/// lower: v2's `memory.max`, or v1's `memory.limit_in_bytes` of the memory controller's
+/// group, every ancestor's included); None when neither can be read.
 pub fn machine_memory() -> Option<(u64, String)> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
-    let mut limits = Vec::new();
-    if let Ok(cg) = std::fs::read_to_string("/proc/self/cgroup") {
-        // cgroup v2: one line `0::/path`; every ancestor's limit applies too.
-        if let Some(path) = cg.lines().find_map(|l| l.strip_prefix("0::")) {
-            let mut dir = std::path::PathBuf::from("/sys/fs/cgroup");
-            dir.push(path.trim().trim_start_matches('/'));
-            let mut at = Some(dir.as_path());
-            while let Some(d) = at.filter(|d| d.starts_with("/sys/fs/cgroup")) {
-                if let Ok(max) = std::fs::read_to_string(d.join("memory.max")) {
-                    limits.push(max);
-                }
-                at = d.parent();
-            }
-        }
-    }
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let limits: Vec<String> = cgroup_limit_files(&cgroup)
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect();
     let limits: Vec<&str> = limits.iter().map(String::as_str).collect();
     memory_from(meminfo.as_deref(), &limits)
 }
 
-/// [`machine_memory`] from the texts of `/proc/meminfo` and of `memory.max` files
+/// The memory-limit files that apply to a process whose `/proc/self/cgroup` reads `text`:
+/// for a v2 line `0::/path`, `memory.max` in /sys/fs/cgroup/path and each ancestor; for the
+/// v1 memory controller's line `N:…memory…:/path`, `memory.limit_in_bytes` in
+/// /sys/fs/cgroup/memory/path and each ancestor. (Files that do not exist are skipped by
+/// the reader.)
+pub fn cgroup_limit_files(text: &str) -> Vec<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    let mut files = Vec::new();
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let (root, file) = if controllers.is_empty() {
+            (PathBuf::from("/sys/fs/cgroup"), "memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (
+                PathBuf::from("/sys/fs/cgroup/memory"),
+                "memory.limit_in_bytes",
+            )
+        } else {
+            continue;
+        };
+        let dir = root.join(path.trim().trim_start_matches('/'));
+        let mut at: Option<&Path> = Some(&dir);
+        while let Some(d) = at.filter(|d| d.starts_with(&root)) {
+            files.push(d.join(file));
+            at = d.parent();
+        }
+    }
+    files
+}
+
+/// [`machine_memory`] from the texts of `/proc/meminfo` and of the cgroups' limit files
 /// (`max` means none): the least of them.
 pub fn memory_from(meminfo: Option<&str>, cgroup_max: &[&str]) -> Option<(u64, String)> {
     let total = meminfo.and_then(|m| {
@@ -116,9 +140,9 @@ pub fn memory_from(meminfo: Option<&str>, cgroup_max: &[&str]) -> Option<(u64, S
         .filter_map(|m| m.trim().parse::<u64>().ok())
         .min();
     match (total, cgroup) {
-        (Some(t), Some(c)) if c < t => Some((c, "the cgroup's memory.max".into())),
+        (Some(t), Some(c)) if c < t => Some((c, "the cgroup's memory limit".into())),
         (Some(t), _) => Some((t, "MemTotal".into())),
-        (None, Some(c)) => Some((c, "the cgroup's memory.max".into())),
+        (None, Some(c)) => Some((c, "the cgroup's memory limit".into())),
         (None, None) => None,
     }
 }
