@@ -121,51 +121,30 @@ mod x86 {
     use super::{apply, term_with, update, LANES};
     use crate::simd::combine;
 
-    /// [`super::sgns_term`] for AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn term_avx512(
-        u: &[f32],
-        c: &mut [f32],
-        acc: &mut [f32],
-        positive: bool,
-        weight: f32,
-        lr: f32,
-    ) -> f32 {
-        // SAFETY (each closure): the CPU has AVX-512F, as this function requires.
-        term_with(
-            u,
-            c,
-            acc,
-            positive,
-            weight,
-            lr,
-            |u, c| unsafe { dot_avx512(u, c) },
-            |u, c, a, g| unsafe { update_avx512(u, c, a, g) },
-        )
+    /// `$name`: [`super::sgns_term`] compiled for `$feature` from that unit's dot product
+    /// and update (which inline into it).
+    macro_rules! term_for {
+        ($name:ident, $feature:literal, $dot:ident, $update:ident) => {
+            #[doc = concat!("[`super::sgns_term`] for ", $feature, ".")]
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn $name(
+                u: &[f32],
+                c: &mut [f32],
+                acc: &mut [f32],
+                positive: bool,
+                weight: f32,
+                lr: f32,
+            ) -> f32 {
+                // SAFETY (each closure): the CPU has the feature, as this function requires.
+                let dot = |u: &[f32], c: &[f32]| unsafe { $dot(u, c) };
+                let update =
+                    |u: &[f32], c: &mut [f32], a: &mut [f32], g| unsafe { $update(u, c, a, g) };
+                term_with(u, c, acc, positive, weight, lr, dot, update)
+            }
+        };
     }
-
-    /// [`super::sgns_term`] for AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn term_avx2(
-        u: &[f32],
-        c: &mut [f32],
-        acc: &mut [f32],
-        positive: bool,
-        weight: f32,
-        lr: f32,
-    ) -> f32 {
-        // SAFETY (each closure): the CPU has AVX2, as this function requires.
-        term_with(
-            u,
-            c,
-            acc,
-            positive,
-            weight,
-            lr,
-            |u, c| unsafe { dot_avx2(u, c) },
-            |u, c, a, g| unsafe { update_avx2(u, c, a, g) },
-        )
-    }
+    term_for!(term_avx512, "avx512f", dot_avx512, update_avx512);
+    term_for!(term_avx2, "avx2", dot_avx2, update_avx2);
 
     /// Σ u_i·c_i in 16 lanes (one 512-bit register), rows of equal length.
     #[inline]
