@@ -49,16 +49,6 @@ pub enum WindowWeights {
     Linear,
 }
 
-impl WindowWeights {
-    /// The plan's spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            WindowWeights::Uniform => "uniform",
-            WindowWeights::Linear => "linear",
-        }
-    }
-}
-
 /// A typed `[embedding]` plan. Sizes are checked here; what needs the graph (|V|·dim
 /// against the disk, partitions against |V|) is checked when training starts.
 #[derive(Clone, Debug)]
