@@ -18,7 +18,6 @@ use saintflow::embedding::partition::Parts;
 use saintflow::embedding::walk::{emit_pairs, Walker};
 use saintflow::embedding::{train, train_touching, EmbedOptions};
 use saintflow::plan::embedding::{EmbeddingPlan, WindowWeights};
-use saintflow::sample::naive::{chi_square, chi_square_critical};
 use saintflow::store::{Csr, GraphStore};
 
 fn plan(text: &str) -> EmbeddingPlan {
@@ -162,11 +161,7 @@ fn departures_follow_the_degree() {
     let expected: Vec<f64> = (0..8)
         .map(|v| draws as f64 * g.degree(v) as f64 / total as f64)
         .collect();
-    let x2 = chi_square(&count, &expected);
-    assert!(
-        x2 < chi_square_critical(7),
-        "χ² {x2}: {count:?} vs {expected:?}"
-    );
+    common::assert_chi_square(&count, &expected, 7, "departures");
 }
 
 /// Pairs of walks whose nodes are their positions, so v − u is the pair's distance k:
@@ -205,11 +200,7 @@ fn window_pairs_follow_their_distance_weights() {
             let exact: Vec<u64> = expected.iter().map(|&e| e as u64).collect();
             assert_eq!(count, exact, "uniform: every pair once");
         } else {
-            let x2 = chi_square(&count, &expected);
-            assert!(
-                x2 < chi_square_critical(s - 1),
-                "χ² {x2}: {count:?} vs {expected:?}"
-            );
+            common::assert_chi_square(&count, &expected, s - 1, "linear window");
             assert_eq!(count[1] as f64, expected[1], "pairs 1 apart are all kept");
         }
     }
@@ -243,11 +234,7 @@ fn node2vec_steps_follow_p_and_q() {
             expected[x as usize] = draws as f64 * alpha(x) / z;
         }
         assert_eq!(count[6] + count[7] + count[0], 0, "only neighbours of 0");
-        let x2 = chi_square(&count, &expected);
-        assert!(
-            x2 < chi_square_critical(4),
-            "p {p} q {q}: χ² {x2}: {count:?} vs {expected:?}"
-        );
+        common::assert_chi_square(&count, &expected, 4, &format!("p {p} q {q}"));
     }
 }
 
@@ -281,11 +268,8 @@ fn negatives_follow_degree_to_the_three_quarters_within_their_part() {
                 "part {j} of {n}: {count:?}"
             );
             if members.len() > 1 {
-                let x2 = chi_square(&count, &expected);
-                assert!(
-                    x2 < chi_square_critical(members.len() - 1),
-                    "part {j} of {n}: χ² {x2}: {count:?} vs {expected:?}"
-                );
+                let what = format!("part {j} of {n}");
+                common::assert_chi_square(&count, &expected, members.len() - 1, &what);
             }
         }
     }

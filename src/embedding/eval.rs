@@ -276,6 +276,11 @@ fn objective(
     loss
 }
 
+/// Σ a_i·b_i in f64, in order (f32 or f64 operands).
+fn dot<A: Copy + Into<f64>, B: Copy + Into<f64>>(a: &[A], b: &[B]) -> f64 {
+    a.iter().zip(b).map(|(&p, &q)| p.into() * q.into()).sum()
+}
+
 /// L-BFGS (memory 10, backtracking Armijo) from W = 0; returns W [d, C].
 fn fit(x: &[f32], y: &[f32], n: usize, d: usize, c: usize, cost: f64, max_iter: usize) -> Vec<f32> {
     let m = d * c;
@@ -283,12 +288,6 @@ fn fit(x: &[f32], y: &[f32], n: usize, d: usize, c: usize, cost: f64, max_iter: 
     let mut w = vec![0f32; m];
     let mut g = vec![0f32; m];
     let mut f = objective(x, y, n, d, c, lam, &w, &mut g);
-    let dot = |a: &[f32], b: &[f32]| {
-        a.iter()
-            .zip(b)
-            .map(|(&p, &q)| f64::from(p) * f64::from(q))
-            .sum::<f64>()
-    };
     let g0 = dot(&g, &g).sqrt();
     let mut hist: Vec<(Vec<f32>, Vec<f32>, f64)> = Vec::new();
     let mut g_new = vec![0f32; m];
@@ -297,11 +296,7 @@ fn fit(x: &[f32], y: &[f32], n: usize, d: usize, c: usize, cost: f64, max_iter: 
         let mut q: Vec<f64> = g.iter().map(|&v| f64::from(v)).collect();
         let mut alphas = Vec::with_capacity(hist.len());
         for (s, yv, rho) in hist.iter().rev() {
-            let a = rho
-                * s.iter()
-                    .zip(&q)
-                    .map(|(&p, &r)| f64::from(p) * r)
-                    .sum::<f64>();
+            let a = rho * dot(s, &q);
             q.iter_mut()
                 .zip(yv)
                 .for_each(|(r, &yy)| *r -= a * f64::from(yy));
@@ -312,11 +307,7 @@ fn fit(x: &[f32], y: &[f32], n: usize, d: usize, c: usize, cost: f64, max_iter: 
         });
         q.iter_mut().for_each(|r| *r *= gamma);
         for ((s, yv, rho), a) in hist.iter().zip(alphas.iter().rev()) {
-            let b = rho
-                * yv.iter()
-                    .zip(&q)
-                    .map(|(&p, &r)| f64::from(p) * r)
-                    .sum::<f64>();
+            let b = rho * dot(yv, &q);
             q.iter_mut()
                 .zip(s)
                 .for_each(|(r, &ss)| *r += (a - b) * f64::from(ss));

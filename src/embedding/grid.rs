@@ -136,141 +136,142 @@ impl EpisodeStats {
 /// 16 Ki samples at d = 128 are ~5 ms of SGD, far above the cost of a round's barrier.
 pub const EPISODE_BLOCK_SAMPLES: usize = 1 << 14;
 
-/// Trains one pool in episodes of n rounds of n orthogonal blocks, each block taking the
-/// next 1/m of its samples per episode. `index` numbers the pool in the run (it seeds the
-/// negatives), `done` is the samples trained before it (the decay's clock).
-#[allow(clippy::too_many_arguments)]
-pub fn train_pool(
-    pool: &Pool,
-    index: u64,
-    done: u64,
-    parts: &Parts,
-    vertex: Rows,
-    context: Rows,
-    sgd: Sgd,
-    seed: u64,
-    touch: &impl Touch,
-) -> EpisodeStats {
-    let n = parts.n();
-    let m = pool.len().div_ceil(n * n * EPISODE_BLOCK_SAMPLES).max(1);
-    let pool_seed = hash3(seed, stream::EMB_NEGATIVES, index);
-    let mut stats = EpisodeStats::default();
-    for e in 0..m {
-        for r in 0..n {
-            let s = (0..n)
-                .into_par_iter()
-                .map(|i| {
-                    let j = (i + r) % n;
-                    let at = done as f64
-                        + pool.len() as f64 * (e as f64 + r as f64 / n as f64) / m as f64;
-                    let len = pool.block_len(i, j);
-                    let range = (len * e / m, len * (e + 1) / m);
-                    let rng = hash3(pool_seed, e as u64, (i * n + j) as u64);
-                    let step =
-                        pool.len() as f64 / (n * m) as f64 / (range.1 - range.0).max(1) as f64;
-                    block(
-                        pool,
-                        (r, i, j),
-                        range,
-                        (at, step),
-                        parts,
-                        vertex,
-                        context,
-                        sgd,
-                        rng,
-                        touch,
-                    )
-                })
-                .reduce(EpisodeStats::default, EpisodeStats::add);
-            stats = stats.add(s);
-        }
-    }
-    stats
+/// What stays the same for every pool of a run: the parts, both matrices, the SGD's
+/// hyper-parameters, the run's seed and the observer.
+pub struct Grid<'a, T: Touch> {
+    /// The n parts of the rows.
+    pub parts: &'a Parts,
+    /// The vertex matrix.
+    pub vertex: Rows,
+    /// The context matrix.
+    pub context: Rows,
+    /// The SGD's hyper-parameters.
+    pub sgd: Sgd,
+    /// The run's seed (with the pool's index, it seeds the negatives).
+    pub seed: u64,
+    /// Observes the rows each block touches.
+    pub touch: &'a T,
 }
 
-/// Samples `range` of block (i, j) in round r: for each sample (u, v), a positive term on
-/// (u, v) and `negatives` negative terms on (u, x), x from context part j. The decay's clock
-/// reads `at + k·step` at the block's k-th sample.
-#[allow(clippy::too_many_arguments)]
-fn block(
-    pool: &Pool,
-    (r, i, j): (usize, usize, usize),
-    (lo, hi): (usize, usize),
-    (at, step): (f64, f64),
-    parts: &Parts,
-    vertex: Rows,
-    context: Rows,
-    sgd: Sgd,
-    seed: u64,
-    touch: &impl Touch,
-) -> EpisodeStats {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut acc = vec![0f32; vertex.dim];
-    let mut stats = EpisodeStats::default();
-    let mut k = 0u64;
-    let mut skip = lo;
-    let mut left = hi - lo;
-    for chunk in pool.block(i, j) {
-        if skip >= chunk.len() {
-            skip -= chunk.len();
-            continue;
-        }
-        let take = (chunk.len() - skip).min(left);
-        let part = &chunk[skip..skip + take];
-        skip = 0;
-        left -= take;
-        for (t, &x) in part.iter().enumerate() {
-            // The rows of a later sample come in while this one trains (random rows of
-            // matrices larger than L2: latency, not arithmetic, bounds the step).
-            if let Some(&y) = part.get(t + PREFETCH_AHEAD) {
-                let (pu, pv) = unpack(y);
-                vertex.prefetch(pu);
-                context.prefetch(pv);
+impl<T: Touch> Grid<'_, T> {
+    /// Trains one pool in episodes of n rounds of n orthogonal blocks, each block taking
+    /// the next 1/m of its samples per episode. `index` numbers the pool in the run (it
+    /// seeds the negatives), `done` is the samples trained before it (the decay's clock).
+    pub fn train_pool(&self, pool: &Pool, index: u64, done: u64) -> EpisodeStats {
+        let n = self.parts.n();
+        let m = pool.len().div_ceil(n * n * EPISODE_BLOCK_SAMPLES).max(1);
+        let pool_seed = hash3(self.seed, stream::EMB_NEGATIVES, index);
+        let mut stats = EpisodeStats::default();
+        for e in 0..m {
+            for r in 0..n {
+                let s = (0..n)
+                    .into_par_iter()
+                    .map(|i| {
+                        let j = (i + r) % n;
+                        let at = done as f64
+                            + pool.len() as f64 * (e as f64 + r as f64 / n as f64) / m as f64;
+                        let len = pool.block_len(i, j);
+                        let range = (len * e / m, len * (e + 1) / m);
+                        let rng = hash3(pool_seed, e as u64, (i * n + j) as u64);
+                        let step =
+                            pool.len() as f64 / (n * m) as f64 / (range.1 - range.0).max(1) as f64;
+                        self.block(pool, (r, i, j), range, (at, step), rng)
+                    })
+                    .reduce(EpisodeStats::default, EpisodeStats::add);
+                stats = stats.add(s);
             }
-            let (u, v) = unpack(x);
-            let lr = sgd.lr * (1.0 - (at + k as f64 * step) / sgd.total).max(1e-4) as f32;
-            touch.touch(r, i, j, false, u);
-            touch.touch(r, i, j, true, v);
-            // SAFETY: u is in vertex part i, v and every negative in context part j (the
-            // pool's bucketing and `Parts::negative`), and no other block of this round
-            // has part i or part j; within the block, one row reference at a time.
-            let urow = unsafe { vertex.row(u) };
-            let s = sgns_term(urow, unsafe { context.row(v) }, &mut acc, true, 1.0, lr);
-            let sample_loss = k.is_multiple_of(16);
-            let mut loss = if sample_loss {
-                sgns_loss(s, true, 1.0)
-            } else {
-                0.0
-            };
-            for _ in 0..sgd.negatives {
-                let Some(neg) = parts.negative(j, &mut rng) else {
-                    break;
-                };
-                touch.touch(r, i, j, true, neg);
-                // SAFETY: as above.
-                let s = sgns_term(
-                    urow,
-                    unsafe { context.row(neg) },
-                    &mut acc,
-                    false,
-                    sgd.negative_weight,
-                    lr,
-                );
-                if sample_loss {
-                    loss += sgns_loss(s, false, sgd.negative_weight);
-                }
-            }
-            sgns_apply(urow, &mut acc);
-            if sample_loss {
-                stats.loss_sum += loss;
-                stats.loss_count += 1;
-            }
-            k += 1;
         }
-        if left == 0 {
-            break;
-        }
+        stats
     }
-    stats.samples = k;
-    stats
+
+    /// Samples `range` of block (i, j) in round r: for each sample (u, v), a positive term
+    /// on (u, v) and `negatives` negative terms on (u, x), x from context part j. The
+    /// decay's clock reads `at + k·step` at the block's k-th sample; `seed` seeds the
+    /// block's negatives.
+    fn block(
+        &self,
+        pool: &Pool,
+        (r, i, j): (usize, usize, usize),
+        (lo, hi): (usize, usize),
+        (at, step): (f64, f64),
+        seed: u64,
+    ) -> EpisodeStats {
+        let Grid {
+            parts,
+            vertex,
+            context,
+            sgd,
+            touch,
+            ..
+        } = *self;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut acc = vec![0f32; vertex.dim];
+        let mut stats = EpisodeStats::default();
+        let mut k = 0u64;
+        let mut skip = lo;
+        let mut left = hi - lo;
+        for chunk in pool.block(i, j) {
+            if skip >= chunk.len() {
+                skip -= chunk.len();
+                continue;
+            }
+            let take = (chunk.len() - skip).min(left);
+            let part = &chunk[skip..skip + take];
+            skip = 0;
+            left -= take;
+            for (t, &x) in part.iter().enumerate() {
+                // The rows of a later sample come in while this one trains (random rows of
+                // matrices larger than L2: latency, not arithmetic, bounds the step).
+                if let Some(&y) = part.get(t + PREFETCH_AHEAD) {
+                    let (pu, pv) = unpack(y);
+                    vertex.prefetch(pu);
+                    context.prefetch(pv);
+                }
+                let (u, v) = unpack(x);
+                let lr = sgd.lr * (1.0 - (at + k as f64 * step) / sgd.total).max(1e-4) as f32;
+                touch.touch(r, i, j, false, u);
+                touch.touch(r, i, j, true, v);
+                // SAFETY: u is in vertex part i, v and every negative in context part j (the
+                // pool's bucketing and `Parts::negative`), and no other block of this round
+                // has part i or part j; within the block, one row reference at a time.
+                let urow = unsafe { vertex.row(u) };
+                let s = sgns_term(urow, unsafe { context.row(v) }, &mut acc, true, 1.0, lr);
+                let sample_loss = k.is_multiple_of(16);
+                let mut loss = if sample_loss {
+                    sgns_loss(s, true, 1.0)
+                } else {
+                    0.0
+                };
+                for _ in 0..sgd.negatives {
+                    let Some(neg) = parts.negative(j, &mut rng) else {
+                        break;
+                    };
+                    touch.touch(r, i, j, true, neg);
+                    // SAFETY: as above.
+                    let s = sgns_term(
+                        urow,
+                        unsafe { context.row(neg) },
+                        &mut acc,
+                        false,
+                        sgd.negative_weight,
+                        lr,
+                    );
+                    if sample_loss {
+                        loss += sgns_loss(s, false, sgd.negative_weight);
+                    }
+                }
+                sgns_apply(urow, &mut acc);
+                if sample_loss {
+                    stats.loss_sum += loss;
+                    stats.loss_count += 1;
+                }
+                k += 1;
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        stats.samples = k;
+        stats
+    }
 }

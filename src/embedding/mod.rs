@@ -27,7 +27,7 @@ use crate::progress::Progress;
 use crate::seed::{hash3, stream, unit_f64};
 use crate::store::GraphStore;
 
-use grid::{train_pool, NoTouch, Rows, Sgd, Touch};
+use grid::{Grid, NoTouch, Rows, Sgd, Touch};
 use matrix::{MappedMatrix, MatrixIo};
 use partition::Parts;
 use pool::{Pool, Sampler, CHUNK, SAMPLE_BYTES};
@@ -252,15 +252,18 @@ fn run(
                 *x = ((unit_f64(h) - 0.5) / dim as f64) as f32;
             }
         });
-    let (vrows, crows) = (
-        Rows::new(vertex.data_mut(), dim),
-        Rows::new(context.data_mut(), dim),
-    );
-    let sgd = Sgd {
-        lr: plan.lr,
-        negatives: plan.negatives,
-        negative_weight: plan.negative_weight,
-        total: total as f64,
+    let grid = Grid {
+        parts: &parts,
+        vertex: Rows::new(vertex.data_mut(), dim),
+        context: Rows::new(context.data_mut(), dim),
+        sgd: Sgd {
+            lr: plan.lr,
+            negatives: plan.negatives,
+            negative_weight: plan.negative_weight,
+            total: total as f64,
+        },
+        seed,
+        touch,
     };
     let episodes = total.div_ceil(cap as u64);
     let len_of = |k: u64| (total - k * cap as u64).min(cap as u64) as usize;
@@ -280,19 +283,7 @@ fn run(
                     Ok(())
                 }
             },
-            || {
-                train_pool(
-                    &cur,
-                    k,
-                    k * cap as u64,
-                    &parts,
-                    vrows,
-                    crows,
-                    sgd,
-                    seed,
-                    touch,
-                )
-            },
+            || grid.train_pool(&cur, k, k * cap as u64),
         );
         filled?;
         last_loss = stats.loss_sum / stats.loss_count.max(1) as f64;

@@ -263,3 +263,14 @@ pub fn partitioned_for(
     partition_store(&full, &out, &spec, false, &Progress::hidden()).unwrap();
     (full, out)
 }
+
+/// Asserts that `observed` counts fit `expected` ones: the chi-square statistic below its
+/// critical value at p = 0.001 for `df` degrees of freedom; `what` names the case.
+pub fn assert_chi_square(observed: &[u64], expected: &[f64], df: usize, what: &str) {
+    use saintflow::sample::naive::{chi_square, chi_square_critical};
+    let x2 = chi_square(observed, expected);
+    assert!(
+        x2 < chi_square_critical(df),
+        "{what}: χ² {x2} (df {df}): {observed:?} vs {expected:?}"
+    );
+}
