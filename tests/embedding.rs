@@ -405,14 +405,9 @@ fn commands_train_embed_and_evaluate() {
     let plan_path = dir.path().join("dw.toml");
     std::fs::write(&plan_path, DEEPWALK).unwrap();
     let (p, s) = (plan_path.to_str().unwrap(), store.to_str().unwrap());
-    let out = common::saintflow(
+    let out = common::saintflow_ok(
         &["train", p, "--graph", s, "--threads", "2", "--json", "-q"],
         dir.path(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["samples"].as_u64().unwrap() > 0);
@@ -422,7 +417,7 @@ fn commands_train_embed_and_evaluate() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`--checkpoint` applies to GNN plans"));
-    let out = common::saintflow(
+    common::saintflow_ok(
         &[
             "embed",
             p,
@@ -440,14 +435,9 @@ fn commands_train_embed_and_evaluate() {
         ],
         dir.path(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let emb = Embedding::load(&dir.path().join("out/emb.npy")).unwrap();
     assert_eq!((emb.rows, emb.dim), (256, 16));
-    let out = common::saintflow(
+    let out = common::saintflow_ok(
         &[
             "eval-embedding",
             "out/emb.npy",
@@ -463,15 +453,10 @@ fn commands_train_embed_and_evaluate() {
         ],
         dir.path(),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["classification"][0]["ratio"], 0.5);
     assert!(dir.path().join("f1.svg").is_file());
-    let out = common::saintflow(
+    let out = common::saintflow_ok(
         &[
             "eval-embedding",
             "out/emb.npy",
@@ -482,11 +467,6 @@ fn commands_train_embed_and_evaluate() {
             "--json",
         ],
         dir.path(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let auc = v["link_prediction"]["auc"].as_f64().unwrap();

@@ -54,6 +54,18 @@ pub fn saintflow(args: &[&str], cwd: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// [`saintflow`], asserting that it succeeded (its stderr in the message otherwise).
+pub fn saintflow_ok(args: &[&str], cwd: &Path) -> std::process::Output {
+    let out = saintflow(args, cwd);
+    assert!(
+        out.status.success(),
+        "saintflow {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Overwrites bytes of a file at `offset`.
 pub fn poke(path: &Path, offset: u64, bytes: &[u8]) {
     let mut f = OpenOptions::new().write(true).open(path).unwrap();
