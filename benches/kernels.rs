@@ -1,4 +1,4 @@
-//! Kernel benchmarks (issue: kernels). GEMM at the issue's shapes through `gemm` (and
+//! Kernel benchmarks (issue: kernels). GEMM at the issue's shapes through ours (and
 //! `matrixmultiply` on one thread, the alternative measured), 1 and 2 threads, in FLOP/s;
 //! SpMM on real frontier subgraphs (scale-17 degree-16 Kronecker, m=1000 n=8000) at
 //! f = 512 and 1024, partitioned vs unpartitioned, packed vs in place, 1 and 2 threads,
@@ -57,7 +57,7 @@ fn gemm_bench(c: &mut Criterion) {
         for threads in [1, 2] {
             let p = pool(threads);
             g.bench_with_input(
-                BenchmarkId::new(format!("gemm_crate/{name}"), threads),
+                BenchmarkId::new(format!("ours/{name}"), threads),
                 &threads,
                 |bch, _| {
                     bch.iter(|| {

@@ -6,12 +6,15 @@
 //! Threads: kernels run on the *current* rayon pool (the engine's), never on threads of
 //! their own; call them inside `pool.install(..)` to choose the pool.
 //!
-//! Today: GEMM (any transpose combination on strided views, through the `gemm` crate, chosen
-//! by measurement: BENCHMARKS.md), CSR SpMM (feature-partitioned, JPDC Algorithm 7, strided
+//! Today: GEMM (any transpose combination on strided views; packed panels and AVX-512 /
+//! AVX2 micro-kernels of our own, at OpenBLAS's rate: BENCHMARKS.md), CSR SpMM (feature-partitioned, JPDC Algorithm 7, strided
 //! X and output), column concatenation and its split, elementwise ops, losses, optimisers
 //! and GAT attention (edge scores, edge softmax), and the skip-gram negative-sampling step of
 //! node embedding ([`sgns`]). The elementwise-style kernels are generic
 //! over [`Real`] (f32 for the engine, f64 for the tests' reference path).
+//!
+//! Instruction sets: every kernel with vector variants runs the widest the CPU has, or
+//! the one `SAINTFLOW_ISA` forces ([`isa::Isa`]).
 #![warn(missing_docs)]
 
 pub mod aligned;
@@ -21,6 +24,7 @@ pub mod concat;
 pub mod elementwise;
 pub mod gather;
 pub mod gemm;
+pub mod isa;
 pub mod loss;
 pub mod naive;
 pub mod optim;

@@ -12,6 +12,7 @@
 //! pass over acc, c and u, compiled for AVX-512F or AVX2 when the CPU has it (chosen per
 //! call); the naive oracle is [`crate::naive::sgns`].
 
+use crate::isa::Isa;
 use crate::simd::{dot, wide, LANES};
 
 /// Logits beyond ±this saturate σ: 1/(1+e^15) < 3.1e-7, below an f32 step of 1.0, so the
@@ -48,13 +49,12 @@ pub fn sgns_term(
     // generic body's, so every path gives the same bits.
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above); the rows have length d.
-            return unsafe { x86::term_avx512(u, c, acc, positive, weight, lr) };
-        }
-        if is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above); the rows have length d.
-            return unsafe { x86::term_avx2(u, c, acc, positive, weight, lr) };
+        match Isa::current() {
+            // SAFETY: `Isa::current` is capped to what the CPU has; the rows have length d.
+            Isa::Avx512 => return unsafe { x86::term_avx512(u, c, acc, positive, weight, lr) },
+            // SAFETY: as above (AVX2 and FMA).
+            Isa::Avx2 => return unsafe { x86::term_avx2(u, c, acc, positive, weight, lr) },
+            Isa::Generic => {}
         }
     }
     term_with(u, c, acc, positive, weight, lr, dot, update)
@@ -94,8 +94,8 @@ fn update(u: &[f32], c: &mut [f32], acc: &mut [f32], g: f32) {
 pub fn sgns_apply(u: &mut [f32], acc: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
+        if Isa::current() == Isa::Avx512 {
+            // SAFETY: `Isa::current` is capped to what the CPU has.
             return unsafe { x86::apply_avx512(u, acc) };
         }
     }

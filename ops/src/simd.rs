@@ -11,20 +11,21 @@
 //! `sgns::sgns_term` does. Measured (sigmoid over 4 M floats, one thread, Zen 5):
 //! SSE 6.7 ms, AVX2 4.0 ms, AVX-512 2.7 ms. Also: reductions with lanes, which vectorise.
 
+use crate::isa::Isa;
 use crate::real::Real;
 
-/// Calls `f`, compiled for AVX-512F or AVX2 when the CPU has it.
+/// Calls `f`, compiled for AVX-512F or AVX2 when the CPU has it (and `SAINTFLOW_ISA`
+/// does not force a narrower path: [`Isa::current`]).
 #[inline(always)]
 pub(crate) fn wide<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
-            return unsafe { avx512(f) };
-        }
-        if is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { avx2(f) };
+        match Isa::current() {
+            // SAFETY: `Isa::current` is capped to what the CPU has.
+            Isa::Avx512 => return unsafe { avx512(f) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2(f) },
+            Isa::Generic => {}
         }
     }
     f()

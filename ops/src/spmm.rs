@@ -30,6 +30,7 @@
 
 use rayon::prelude::*;
 
+use crate::isa::Isa;
 use crate::view::{MatMut, MatRef};
 use crate::{cache, check_len, AlignedVec, KernelError, CACHE_LINE_F32};
 
@@ -263,25 +264,16 @@ struct How {
     prefetch: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Isa {
-    Plain,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
 impl How {
     fn choose(gather: Gather, a: CsrRef<'_>, x: MatRef<'_>) -> How {
-        let isa = Isa::detect();
+        let isa = Isa::current();
         let stride_bytes = x.row_stride() * 4;
         let good_layout = x.n_rows() <= 1
             || (x.as_ptr() as usize).is_multiple_of(64)
                 && stride_bytes.is_multiple_of(64)
                 && !stride_bytes.is_multiple_of(512);
         let fits = a.n_cols.saturating_mul(PANEL * 4) <= PACK_MAX_BYTES;
-        let packed = isa != Isa::Plain
+        let packed = isa != Isa::Generic
             && fits
             && match gather {
                 Gather::Auto => a.n_cols <= a.indices.len(),
@@ -293,22 +285,6 @@ impl How {
             packed,
             prefetch: !packed && !good_layout,
         }
-    }
-}
-
-impl Isa {
-    /// The widest vector unit the CPU has (the check is a cached load).
-    fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
-            }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Plain
     }
 }
 
@@ -390,7 +366,7 @@ unsafe fn panel(
         }
     };
     // SAFETY (all arms): the CPU has the feature each arm's function is compiled for
-    // (`Isa::detect`); every source row j < n_cols has `stride`-spaced floats from
+    // (`Isa::current`, capped to the CPU); every source row j < n_cols has `stride`-spaced floats from
     // `src.ptr`, of which the first `cols` (all of the packed, zero-padded width) may be
     // read; every out row i < n_rows has `cols` floats from `dst.ptr` that only we write.
     match how.isa {
@@ -398,7 +374,7 @@ unsafe fn panel(
         Isa::Avx512 => unsafe { x86::panel_avx512(rows, src(16), dst, cols, how) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::panel_avx2(rows, src(8), dst, cols, how) },
-        Isa::Plain => unsafe { panel_plain(rows, src(1), dst, cols) },
+        _ => unsafe { panel_plain(rows, src(1), dst, cols) },
     }
 }
 
@@ -695,17 +671,7 @@ mod tests {
     }
 
     fn isas() -> Vec<Isa> {
-        let mut v = vec![Isa::Plain];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                v.push(Isa::Avx2);
-            }
-            if is_x86_feature_detected!("avx512f") {
-                v.push(Isa::Avx512);
-            }
-        }
-        v
+        Isa::supported()
     }
 
     /// Every path this CPU can run (plain; AVX2 and AVX-512 where present; packed and in
@@ -746,7 +712,7 @@ mod tests {
                 let mut want = None;
                 for isa in isas() {
                     for packed in [false, true] {
-                        if packed && isa == Isa::Plain {
+                        if packed && isa == Isa::Generic {
                             continue;
                         }
                         for prefetch in [false, true] {
@@ -830,7 +796,7 @@ mod tests {
         let view = |skip: usize, rows: usize, stride: usize| {
             MatRef::new(&buf[skip..], rows, 512, stride).unwrap()
         };
-        let vector = Isa::detect() != Isa::Plain;
+        let vector = Isa::current() != Isa::Generic;
         let how = |g, a, x| {
             let h = How::choose(g, a, x);
             (h.packed, h.prefetch)

@@ -48,6 +48,65 @@ fn gemm_products_match_the_naive_loop() {
     }
 }
 
+/// The GEMM's bits depend on neither the thread count nor the x86 path: each element is
+/// summed in k order with one FMA per step on AVX2 and AVX-512 alike, and a thread only
+/// chooses which tiles it computes. Shapes cross every blocking boundary (k past KC = 256,
+/// n past the widest NC, edge tiles of every tile shape).
+#[test]
+fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
+    use saintflow_ops::gemm::{gemm_view_isa, Isa, Trans};
+    let fma: Vec<Isa> = Isa::supported()
+        .into_iter()
+        .filter(|&i| i != Isa::Generic)
+        .collect();
+    for (m, k, n) in [(29, 531, 1061), (301, 600, 129), (7, 1000, 70)] {
+        let a = values(m * k, 11);
+        let b = values(k * n, 12);
+        for (ta, tb) in [
+            (Trans::N, Trans::N),
+            (Trans::T, Trans::N),
+            (Trans::N, Trans::T),
+        ] {
+            let (ar, ac) = if ta == Trans::N { (m, k) } else { (k, m) };
+            let (br, bc) = if tb == Trans::N { (k, n) } else { (n, k) };
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            let mut fma_bits: Option<(Isa, Vec<u32>)> = None;
+            for isa in Isa::supported() {
+                let mut per_thread = Vec::new();
+                for threads in [1, 2, 3] {
+                    per_thread.push(in_pool(threads, || {
+                        let mut c = vec![f32::NAN; m * n];
+                        gemm_view_isa(
+                            isa,
+                            MatRef::row_major(&a, ar, ac).unwrap(),
+                            ta,
+                            MatRef::row_major(&b, br, bc).unwrap(),
+                            tb,
+                            MatMut::row_major(&mut c, m, n).unwrap(),
+                            false,
+                        )
+                        .unwrap();
+                        bits(&c)
+                    }));
+                }
+                let what = format!("{isa:?} {ta:?}{tb:?} {m}×{k}×{n}");
+                assert!(
+                    per_thread.iter().all(|c| *c == per_thread[0]),
+                    "{what}: threads differ"
+                );
+                if fma.contains(&isa) {
+                    match &fma_bits {
+                        None => fma_bits = Some((isa, per_thread.swap_remove(0))),
+                        Some((first, c)) => {
+                            assert!(*c == per_thread[0], "{what} differs from {first:?}")
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn gemm_rejects_wrong_lengths() {
     let e = gemm_nn(2, 3, 4, &[0.0; 6], &[0.0; 11], &mut [0.0; 8], false).unwrap_err();

@@ -10,7 +10,7 @@ mod common;
 use common::{abs, assert_close, in_pool, random_csr, values, GEMM_SHAPES};
 use proptest::prelude::*;
 use saintflow_ops::concat::{concat_cols, split_cols};
-use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_view, Trans};
+use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_view, gemm_view_isa, Isa, Trans};
 use saintflow_ops::naive;
 use saintflow_ops::spmm::{spmm, spmm_blocked, spmm_view, spmm_view_blocked, CsrRef};
 use saintflow_ops::{KernelError, MatMut, MatRef};
@@ -131,18 +131,40 @@ fn strided_gemm_matches_the_naive_loop_in_every_transpose_combination() {
                         (LAYOUTS[rot], LAYOUTS[(rot + 1) % 3], LAYOUTS[(rot + 2) % 3]);
                     let ea = Embedded::new(&a_st, ar, ac, la, f32::NAN);
                     let eb = Embedded::new(&b_st, br, bc, lb, f32::NAN);
-                    let what = format!("gemm_view {ta:?}{tb:?} {m}×{k}×{n} {la:?} {lb:?} {lc:?}");
-                    for threads in [1, 2] {
-                        in_pool(threads, || {
-                            let mut ec = Embedded::new(&vec![f32::NAN; m * n], m, n, lc, GAP);
-                            gemm_view(ea.view(), ta, eb.view(), tb, ec.view_mut(), false).unwrap();
-                            assert_close(&what, &ec.dense(), &want, &bound, k);
-                            ec.assert_gaps(&what);
-                            let mut ec = Embedded::new(&c0, m, n, lc, GAP);
-                            gemm_view(ea.view(), ta, eb.view(), tb, ec.view_mut(), true).unwrap();
-                            assert_close(&what, &ec.dense(), &want_acc, &bound_acc, k + 1);
-                            ec.assert_gaps(&what);
-                        });
+                    for isa in Isa::supported() {
+                        let what = format!(
+                            "gemm_view {isa:?} {ta:?}{tb:?} {m}×{k}×{n} {la:?} {lb:?} {lc:?}"
+                        );
+                        for threads in [1, 2, 3] {
+                            in_pool(threads, || {
+                                let mut ec = Embedded::new(&vec![f32::NAN; m * n], m, n, lc, GAP);
+                                gemm_view_isa(
+                                    isa,
+                                    ea.view(),
+                                    ta,
+                                    eb.view(),
+                                    tb,
+                                    ec.view_mut(),
+                                    false,
+                                )
+                                .unwrap();
+                                assert_close(&what, &ec.dense(), &want, &bound, k);
+                                ec.assert_gaps(&what);
+                                let mut ec = Embedded::new(&c0, m, n, lc, GAP);
+                                gemm_view_isa(
+                                    isa,
+                                    ea.view(),
+                                    ta,
+                                    eb.view(),
+                                    tb,
+                                    ec.view_mut(),
+                                    true,
+                                )
+                                .unwrap();
+                                assert_close(&what, &ec.dense(), &want_acc, &bound_acc, k + 1);
+                                ec.assert_gaps(&what);
+                            });
+                        }
                     }
                 }
             }

@@ -82,6 +82,11 @@ pub fn main() -> ExitCode {
 /// error).
 pub fn run_with(registry: Registry) -> ExitCode {
     let cli = Cli::parse();
+    // The kernels ignore a `SAINTFLOW_ISA` they do not know; the command says so at once.
+    if let Err(e) = saintflow_ops::isa::Isa::from_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let progress = Progress::new(cli.quiet);
     let registry = Arc::new(registry);
     let result = match cli.command {

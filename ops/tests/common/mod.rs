@@ -86,7 +86,7 @@ pub fn random_csr(n: usize, n_cols: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
 }
 
 /// GEMM shapes (m, k, n): empty dimensions, one element, odd sizes, thin and tall.
-pub const GEMM_SHAPES: [(usize, usize, usize); 14] = [
+pub const GEMM_SHAPES: [(usize, usize, usize); 16] = [
     (0, 5, 7),
     (5, 0, 7),
     (5, 7, 0),
@@ -101,4 +101,9 @@ pub const GEMM_SHAPES: [(usize, usize, usize); 14] = [
     (3, 5, 1000),
     (257, 129, 300),
     (600, 512, 64),
+    // Every blocking boundary of the GEMM at once: k past two KC blocks (256), n past the
+    // widest NC block (1024 with a 2 MiB L2), edge tiles in both directions.
+    (29, 531, 1061),
+    // One row and one column panel short of a tile, k one past a block.
+    (13, 257, 31),
 ];

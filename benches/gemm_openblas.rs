@@ -1,0 +1,367 @@
+//! GEMM against OpenBLAS in one process (issue 33): the six products of a GraphSAGE step
+//! (forward X·W, ∇X = ∇Y·Wᵀ, ∇W = Xᵀ·∇Y at 8000 rows × 512/1024), at 1 and 2 threads,
+//! round-robin so that every library sees the same machine state, medians of `REPS`
+//! timed repetitions after a checked warm-up.
+//!
+//! OpenBLAS is the library numpy's wheel bundles (`libscipy_openblas64_`: ILP64, symbols
+//! suffixed `64_`), loaded with `dlopen` from `OPENBLAS_LIB`; `scripts/gemm_vs_openblas.sh`
+//! makes the venv, finds the library and runs this bench on every instruction set the CPU
+//! has (OpenBLAS's AVX2 kernels through `OPENBLAS_CORETYPE=Haswell`, ours through
+//! `SAINTFLOW_ISA=avx2`). Without `OPENBLAS_LIB` only saintflow's rates are printed.
+//!
+//! Run: `OPENBLAS_LIB=/path/libscipy_openblas64_-….so cargo bench --bench gemm_openblas`
+//! (`REPS`, default 9; `THREADS`, default "1,2"; `IMPLS`, default "openblas,saintflow").
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::time::Instant;
+
+use saintflow_ops::gemm::{gemm_view_isa, Isa, Trans};
+use saintflow_ops::{MatMut, MatRef};
+
+type Sgemm = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    c_int,
+    i64,
+    i64,
+    i64,
+    f32,
+    *const f32,
+    i64,
+    *const f32,
+    i64,
+    f32,
+    *mut f32,
+    i64,
+);
+type SetThreads = unsafe extern "C" fn(c_int);
+
+struct OpenBlas {
+    sgemm: Sgemm,
+    set_threads: SetThreads,
+    /// The kernels OpenBLAS chose (`SkylakeX`, `Haswell`, …).
+    core: String,
+}
+
+fn load_openblas() -> Option<OpenBlas> {
+    let path = std::env::var("OPENBLAS_LIB").ok()?;
+    // OpenBLAS's idle threads spin 2^28 cycles (≈ 0.1 s) after each call before they
+    // sleep; the library timed next would share its cores with them (measured: our GEMM
+    // at 55 % when timed right after OpenBLAS on 2 threads, 100 % when timed after another
+    // library). 2^4 cycles: they sleep at once, read when the library loads.
+    if std::env::var_os("OPENBLAS_THREAD_TIMEOUT").is_none() {
+        std::env::set_var("OPENBLAS_THREAD_TIMEOUT", "4");
+    }
+    let c = CString::new(path.clone()).ok()?;
+    // SAFETY: dlopen/dlsym with NUL-terminated names; the symbols' C signatures are
+    // OpenBLAS's cblas_sgemm and openblas_set_num_threads in their ILP64 (`64_`) build.
+    unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        if h.is_null() {
+            eprintln!("dlopen {path} failed");
+            return None;
+        }
+        let sym = |name: &str| -> *mut c_void {
+            let n = CString::new(name).unwrap();
+            libc::dlsym(h, n.as_ptr() as *const c_char)
+        };
+        let (s, t) = (
+            sym("scipy_cblas_sgemm64_"),
+            sym("scipy_openblas_set_num_threads64_"),
+        );
+        if s.is_null() || t.is_null() {
+            eprintln!("{path}: no scipy_cblas_sgemm64_ / scipy_openblas_set_num_threads64_");
+            return None;
+        }
+        let name = sym("scipy_openblas_get_corename64_");
+        let core = if name.is_null() {
+            "?".to_string()
+        } else {
+            let f =
+                std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *const c_char>(name);
+            std::ffi::CStr::from_ptr(f()).to_string_lossy().into_owned()
+        };
+        Some(OpenBlas {
+            sgemm: std::mem::transmute::<*mut c_void, Sgemm>(s),
+            set_threads: std::mem::transmute::<*mut c_void, SetThreads>(t),
+            core,
+        })
+    }
+}
+
+/// Pause before every timed call (see the loop).
+const PAUSE_MS: u64 = 30;
+
+fn fill(n: usize, seed: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i + seed) * 7919) % 1000) as f32 / 1000.0 - 0.5)
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// One product: C (m×n) = op(A)·op(B), A stored m×k or (ta) k×m, B k×n or (tb) n×k.
+struct Shape {
+    name: &'static str,
+    m: usize,
+    k: usize,
+    n: usize,
+    ta: Trans,
+    tb: Trans,
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is read from the command line.
+    let reps: usize = std::env::var("REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(9);
+    let threads: Vec<usize> = std::env::var("THREADS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let impls: Vec<String> = std::env::var("IMPLS")
+        .unwrap_or_else(|_| "openblas,saintflow".into())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let blas = load_openblas();
+    let isa = Isa::current();
+    println!(
+        "saintflow GEMM path: {isa:?}; OpenBLAS: {}",
+        blas.as_ref()
+            .map_or("not loaded".into(), |b| format!("{} kernels", b.core))
+    );
+    use Trans::{N, T};
+    let shapes = [
+        Shape {
+            name: "nn 8000x512 . 512x512",
+            m: 8000,
+            k: 512,
+            n: 512,
+            ta: N,
+            tb: N,
+        },
+        Shape {
+            name: "tn (8000x512)' . 8000x512",
+            m: 512,
+            k: 8000,
+            n: 512,
+            ta: T,
+            tb: N,
+        },
+        Shape {
+            name: "nt 8000x512 . (512x512)'",
+            m: 8000,
+            k: 512,
+            n: 512,
+            ta: N,
+            tb: T,
+        },
+        Shape {
+            name: "nn 8000x1024 . 1024x512",
+            m: 8000,
+            k: 1024,
+            n: 512,
+            ta: N,
+            tb: N,
+        },
+        Shape {
+            name: "tn (8000x1024)' . 8000x512",
+            m: 1024,
+            k: 8000,
+            n: 512,
+            ta: T,
+            tb: N,
+        },
+        Shape {
+            name: "nt 8000x512 . (1024x512)'",
+            m: 8000,
+            k: 512,
+            n: 1024,
+            ta: N,
+            tb: T,
+        },
+    ];
+    println!("| threads | shape | {} |", impls.join(" | "));
+    println!("|---|---|{}", "---|".repeat(impls.len()));
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+    for &t in &threads {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build()
+            .unwrap();
+        if let Some(b) = &blas {
+            // SAFETY: OpenBLAS's thread-count setter.
+            unsafe { (b.set_threads)(t as c_int) };
+        }
+        for s in &shapes {
+            let (ar, ac) = if s.ta == N { (s.m, s.k) } else { (s.k, s.m) };
+            let (br, bc) = if s.tb == N { (s.k, s.n) } else { (s.n, s.k) };
+            let a = fill(ar * ac, 1);
+            let b = fill(br * bc, 2);
+            let mut c = vec![0f32; s.m * s.n];
+            let mut reference: Option<Vec<f32>> = None;
+            let mut times: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+            for rep in 0..=reps {
+                for (i, name) in impls.iter().enumerate() {
+                    // OpenBLAS's idle threads spin for a while after a call, and rayon's
+                    // before they sleep: without a pause the library timed next would
+                    // share its cores with them.
+                    std::thread::sleep(std::time::Duration::from_millis(PAUSE_MS));
+                    let t0 = Instant::now();
+                    let ran = match name.as_str() {
+                        "openblas" => match &blas {
+                            Some(bl) => {
+                                let ta = if s.ta == N { 111 } else { 112 };
+                                let tb = if s.tb == N { 111 } else { 112 };
+                                // SAFETY: row-major cblas_sgemm on buffers of the sizes
+                                // above (lda = stored columns of A, ldb of B, ldc = n).
+                                unsafe {
+                                    (bl.sgemm)(
+                                        101,
+                                        ta,
+                                        tb,
+                                        s.m as i64,
+                                        s.n as i64,
+                                        s.k as i64,
+                                        1.0,
+                                        a.as_ptr(),
+                                        ac as i64,
+                                        b.as_ptr(),
+                                        bc as i64,
+                                        0.0,
+                                        c.as_mut_ptr(),
+                                        s.n as i64,
+                                    )
+                                };
+                                true
+                            }
+                            None => false,
+                        },
+                        "gemm_crate" => {
+                            // The `gemm` crate as ops/src/gemm.rs called it before issue 33:
+                            // the transposed problem Cᵀ = op(B)ᵀ·op(A)ᵀ, Cᵀ column-major.
+                            let (a_rs, a_cs) = if s.ta == N {
+                                (ac as isize, 1)
+                            } else {
+                                (1, ac as isize)
+                            };
+                            let (b_rs, b_cs) = if s.tb == N {
+                                (bc as isize, 1)
+                            } else {
+                                (1, bc as isize)
+                            };
+                            let par = if t > 1 {
+                                gemm::Parallelism::Rayon(t)
+                            } else {
+                                gemm::Parallelism::None
+                            };
+                            // SAFETY: the strides address the row-major buffers above.
+                            pool.install(|| unsafe {
+                                gemm::gemm(
+                                    s.n,
+                                    s.m,
+                                    s.k,
+                                    c.as_mut_ptr(),
+                                    s.n as isize,
+                                    1,
+                                    false,
+                                    b.as_ptr(),
+                                    b_rs,
+                                    b_cs,
+                                    a.as_ptr(),
+                                    a_rs,
+                                    a_cs,
+                                    1.0f32,
+                                    1.0f32,
+                                    false,
+                                    false,
+                                    false,
+                                    par,
+                                )
+                            });
+                            true
+                        }
+                        other => {
+                            let isa = match other {
+                                "saintflow" => Isa::current(),
+                                "saintflow_avx2" => Isa::Avx2,
+                                "saintflow_avx512" => Isa::Avx512,
+                                "saintflow_generic" => Isa::Generic,
+                                _ => panic!("unknown IMPLS entry {other}"),
+                            };
+                            let av = MatRef::row_major(&a, ar, ac).unwrap();
+                            let bv = MatRef::row_major(&b, br, bc).unwrap();
+                            let cv = MatMut::row_major(&mut c, s.m, s.n).unwrap();
+                            pool.install(|| gemm_view_isa(isa, av, s.ta, bv, s.tb, cv, false))
+                                .unwrap();
+                            true
+                        }
+                    };
+                    let dt = t0.elapsed().as_secs_f64();
+                    if !ran {
+                        continue;
+                    }
+                    if rep == 0 {
+                        // Warm-up, checked against the first library's result.
+                        match &reference {
+                            None => reference = Some(c.clone()),
+                            Some(r) => {
+                                let worst = r
+                                    .iter()
+                                    .zip(&c)
+                                    .map(|(x, y)| (x - y).abs() / (1.0 + x.abs()))
+                                    .fold(0f32, f32::max);
+                                assert!(worst < 1e-3, "{name} differs at {}: {worst}", s.name);
+                            }
+                        }
+                    } else {
+                        times[i].push(dt);
+                    }
+                }
+            }
+            let flops = 2.0 * (s.m * s.k * s.n) as f64;
+            let meds: Vec<Option<f64>> = times
+                .iter()
+                .map(|v| (!v.is_empty()).then(|| median(v.clone())))
+                .collect();
+            let base = meds[0];
+            let cells: Vec<String> = meds
+                .iter()
+                .enumerate()
+                .map(|(i, m)| match m {
+                    None => "-".into(),
+                    Some(m) => {
+                        let gf = flops / m / 1e9;
+                        match base {
+                            Some(b) if i > 0 => {
+                                ratios[i].push(b / m);
+                                format!("{:.1} ms = {gf:.0} GF/s = {:.0}%", m * 1e3, 100.0 * b / m)
+                            }
+                            _ => format!("{:.1} ms = {gf:.0} GF/s", m * 1e3),
+                        }
+                    }
+                })
+                .collect();
+            println!("| {t} | {} | {} |", s.name, cells.join(" | "));
+        }
+    }
+    for (i, r) in ratios.iter().enumerate().skip(1) {
+        if !r.is_empty() {
+            let geo = (r.iter().map(|x| x.ln()).sum::<f64>() / r.len() as f64).exp();
+            let min = r.iter().cloned().fold(f64::INFINITY, f64::min);
+            println!(
+                "{}: geometric mean {:.1}% of {}, lowest {:.1}%",
+                impls[i],
+                100.0 * geo,
+                impls[0],
+                100.0 * min
+            );
+        }
+    }
+}

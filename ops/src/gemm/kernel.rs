@@ -1,0 +1,225 @@
+//! GEMM micro-kernels: one MR×NR tile of C from a packed MR-row panel of op(A) and a
+//! packed NR-column panel of op(B), both k-major (`a[k·MR + i]`, `b[k·NR + j]`, B's panel
+//! 64-byte aligned so its vector loads are aligned ones).
+//!
+//! Register budget (why these tiles): per k step the kernel loads NR/L vectors of B
+//! (L lanes), broadcasts MR scalars of A and issues MR·NR/L FMAs into MR·NR/L accumulators.
+//! * AVX2, 16 ymm registers: 6×16 = 12 accumulators + 2 B vectors + 1 broadcast. 12 FMAs
+//!   per step keep two FMA pipes of latency 4 busy (8 independent chains needed).
+//! * AVX-512, 32 zmm registers: 6×64 = 24 accumulators + 4 B vectors + 1 broadcast; 10
+//!   loads per 24 FMAs. 14×32 (28 accumulators, 16 loads per 28 FMAs: twice the
+//!   broadcasts per FMA) was 4 % slower on a Zen 4 (its 512-bit FMAs take both 256-bit
+//!   pipes, so a step is 24 cycles either way and the extra broadcasts are what costs).
+//!
+//! Every element is accumulated in k order with one fused multiply-add per step from
+//! zero, then written (`overwrite`) or added to C: AVX2 and AVX-512 compute the same bits
+//! (same KC, same order; tested). The generic tile multiplies and adds (no FMA in plain
+//! Rust), so it differs from them by rounding only.
+//!
+//! Loads of the packed panels are aligned (B) or scalar broadcasts (A), so LLVM keeps them
+//! whole under any tuning: with `-C target-cpu=x86-64-v2` it splits every *unaligned*
+//! 256-bit load in two (`slow-unaligned-mem-32`), which is what slowed the `gemm` crate's
+//! AVX2 kernels by a third on a Zen 3 (issue 33). Only the tile's C rows are unaligned,
+//! once per KC steps.
+
+/// A micro-kernel: its tile shape and the tile routine.
+pub(crate) trait MicroKernel {
+    /// Rows of the tile (rows of op(A) per packed panel).
+    const MR: usize;
+    /// Columns of the tile (columns of op(B) per packed panel).
+    const NR: usize;
+
+    /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k a[k·MR + i]·b[k·NR + j] for i < rows,
+    /// j < cols (rows ≤ MR, cols ≤ NR); the padding lanes of the panels are zeros and
+    /// nothing outside the rows×cols corner of C is touched.
+    ///
+    /// # Safety
+    /// The CPU has the kernel's instruction set; `a` holds kc·MR floats, `b` kc·NR floats
+    /// starting on a 64-byte boundary; `c + i·ldc + j` is valid for writes for i < rows,
+    /// j < cols, and no other thread touches those elements during the call.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        overwrite: bool,
+    );
+}
+
+/// Writes an MR×NR tile held in `acc` (row-major) to the rows×cols corner of C.
+///
+/// # Safety
+/// As [`MicroKernel::tile`] for `c`.
+#[inline(always)]
+unsafe fn store_partial(
+    acc: &[f32],
+    nr: usize,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    overwrite: bool,
+) {
+    for i in 0..rows {
+        let src = &acc[i * nr..i * nr + cols];
+        // SAFETY: row i < rows of the tile, columns < cols (the caller's contract).
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), cols) };
+        if overwrite {
+            dst.copy_from_slice(src);
+        } else {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d += s;
+            }
+        }
+    }
+}
+
+/// Portable tile, 4×16: LLVM vectorises the j loop with whatever the build targets.
+pub(crate) struct Generic;
+
+impl MicroKernel for Generic {
+    const MR: usize = 4;
+    const NR: usize = 16;
+
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        overwrite: bool,
+    ) {
+        const MR: usize = Generic::MR;
+        const NR: usize = Generic::NR;
+        // SAFETY: the panels hold kc·MR and kc·NR floats (the caller's contract).
+        let (a, b) = unsafe {
+            (
+                std::slice::from_raw_parts(a, kc * MR),
+                std::slice::from_raw_parts(b, kc * NR),
+            )
+        };
+        let mut acc = [[0f32; NR]; MR];
+        for (ak, bk) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+            for i in 0..MR {
+                for j in 0..NR {
+                    acc[i][j] += ak[i] * bk[j];
+                }
+            }
+        }
+        // SAFETY: forwarded contract.
+        unsafe { store_partial(acc.as_flattened(), NR, c, ldc, rows, cols, overwrite) }
+    }
+}
+
+/// Writes one x86 micro-kernel: the type `$kernel` and its tile routine `$name`, `$mr`
+/// rows of `$nv` vectors of `$lanes` floats, under `$feature`, with the given intrinsics
+/// for the vector type `$v`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_tile {
+    ($(#[$doc:meta])* $kernel:ident, $name:ident, $feature:literal, $v:ty, $lanes:literal,
+     $mr:literal, $nv:literal, $zero:ident, $load:ident, $loadu:ident, $storeu:ident,
+     $set1:ident, $fma:ident, $add:ident) => {
+        $(#[$doc])*
+        pub(crate) struct $kernel;
+
+        impl MicroKernel for $kernel {
+            const MR: usize = $mr;
+            const NR: usize = $nv * $lanes;
+
+            unsafe fn tile(
+                kc: usize,
+                a: *const f32,
+                b: *const f32,
+                c: *mut f32,
+                ldc: usize,
+                rows: usize,
+                cols: usize,
+                overwrite: bool,
+            ) {
+                // SAFETY: forwarded contract (the CPU has the kernel's instruction set).
+                unsafe { $name(kc, a, b, c, ldc, rows, cols, overwrite) }
+            }
+        }
+
+        #[target_feature(enable = $feature)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            c: *mut f32,
+            ldc: usize,
+            rows: usize,
+            cols: usize,
+            overwrite: bool,
+        ) {
+            use std::arch::x86_64::*;
+            const MR: usize = $mr;
+            const NV: usize = $nv;
+            const NR: usize = $nv * $lanes;
+            let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
+            let (mut a, mut b) = (a, b);
+            for _ in 0..kc {
+                // SAFETY: k < kc: b + k·NR .. + NR and a + k·MR .. + MR are inside the
+                // panels; b's rows are 64-byte aligned (NR·4 is a multiple of 64).
+                unsafe {
+                    let mut bv: [$v; NV] = [$zero(); NV];
+                    for (h, v) in bv.iter_mut().enumerate() {
+                        *v = $load(b.add(h * $lanes));
+                    }
+                    for (i, row) in acc.iter_mut().enumerate() {
+                        let ai = $set1(*a.add(i));
+                        for (h, r) in row.iter_mut().enumerate() {
+                            *r = $fma(ai, bv[h], *r);
+                        }
+                    }
+                    a = a.add(MR);
+                    b = b.add(NR);
+                }
+            }
+            if rows == MR && cols == NR {
+                for (i, row) in acc.iter().enumerate() {
+                    for (h, r) in row.iter().enumerate() {
+                        // SAFETY: the whole tile is inside C (rows = MR, cols = NR).
+                        unsafe {
+                            let p = c.add(i * ldc + h * $lanes);
+                            let v = if overwrite { *r } else { $add($loadu(p), *r) };
+                            $storeu(p, v);
+                        }
+                    }
+                }
+            } else {
+                let mut tmp = [0f32; MR * NR];
+                for (i, row) in acc.iter().enumerate() {
+                    for (h, r) in row.iter().enumerate() {
+                        // SAFETY: tmp holds MR·NR floats.
+                        unsafe { $storeu(tmp.as_mut_ptr().add(i * NR + h * $lanes), *r) };
+                    }
+                }
+                // SAFETY: forwarded contract.
+                unsafe { store_partial(&tmp, NR, c, ldc, rows, cols, overwrite) }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+x86_tile!(
+    /// AVX2 + FMA, 6×16.
+    Avx2, avx2_6x16, "avx2,fma", __m256, 8, 6, 2, _mm256_setzero_ps, _mm256_load_ps,
+    _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps
+);
+
+#[cfg(target_arch = "x86_64")]
+x86_tile!(
+    /// AVX-512F, 6×64.
+    Avx512, avx512_6x64, "avx512f,avx2,fma", __m512, 16, 6, 4, _mm512_setzero_ps,
+    _mm512_load_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps,
+    _mm512_add_ps
+);

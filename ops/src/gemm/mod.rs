@@ -1,0 +1,511 @@
+//! Dense f32 GEMM, written here (issue 33): C (m×n) = op(A)·op(B), or C += it, on
+//! strided views, op = as stored or transposed, so C can be a column block of a wider
+//! matrix (a block of a concatenation written in place) and A or B a column block of one
+//! (the backward of a concatenation reads its gradient's blocks). One code path,
+//! [`gemm_view`]; `gemm_nn` / `gemm_nt` / `gemm_tn` on contiguous slices wrap it:
+//!
+//! * `gemm_nn`: C (m×n) = A (m×k) · B (k×n)        — forward X·W
+//! * `gemm_nt`: C (m×n) = A (m×k) · Bᵀ, B is n×k    — ∇X = ∇Y·Wᵀ
+//! * `gemm_tn`: C (m×n) = Aᵀ · B, A is k×m, B k×n   — ∇W = Xᵀ·∇Y
+//!
+//! The method is BLIS's (Goto's) with the roles of the caches set for row-major C and
+//! the step's shapes: for each block of NC columns and KC steps of k, op(B)'s block is
+//! packed once into NR-column panels (KC·NC floats sized to half the L2, shared by every
+//! thread); the threads then take MR-row panels of op(A), pack each (MR·KC floats, in L1)
+//! and sweep it across all of B's panels, which stream from L2 in memory order. The tile
+//! routines are in [`kernel`]: AVX-512 6×64, AVX2 6×16, a portable 4×16, chosen by
+//! [`Isa::current`] (`SAINTFLOW_ISA` forces a narrower one) or named in [`gemm_view_isa`].
+//!
+//! Why not a crate: the `gemm` crate (used before) reached 62–66 % of OpenBLAS on a Zen 3
+//! because LLVM, tuned for the repo's `x86-64-v2`, split its unaligned 256-bit loads; a
+//! library user's build flags must not decide our speed, the fusion pass needs an epilogue
+//! over C tiles, and a weight's packed panels are to be shared across a step. Figures:
+//! BENCHMARKS.md ("GEMM of our own").
+//!
+//! Arithmetic: each element is Σ over k in order, one FMA per step within a KC block,
+//! blocks added in order; the thread count and the split never change a bit, and the two
+//! x86 paths give the same bits.
+
+mod kernel;
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+
+use self::kernel::MicroKernel;
+pub use crate::isa::Isa;
+use crate::view::{MatMut, MatRef};
+use crate::{check_len, AlignedVec, KernelError};
+
+/// Below this many multiply-adds a product runs on the calling thread: forking costs more.
+const PARALLEL_MIN_MACS: usize = 1 << 18;
+
+/// Steps of k per packed block. A's panel is MR·KC floats (6·256·4 = 6 KiB, in L1) while
+/// B's panels stream from L2 in memory order; a C tile is read and written once per KC
+/// steps (24 vector loads and stores per 6144 vector FMAs on AVX-512). The same on every
+/// path, so the two x86 paths round alike.
+const KC: usize = 256;
+
+/// Columns of op(B) per packed block: KC·NC floats in half the L2 (the other half for the
+/// A panels and C tiles passing through), a multiple of every NR, at least one panel.
+/// 1 MiB of L2 (Zen 4) gives 512; 2 MiB (Sapphire/Emerald Rapids) 1024.
+fn nc_block() -> usize {
+    let l2 = crate::cache::l2_bytes();
+    let nc = (l2 / 2) / (KC * 4);
+    (nc / 32 * 32).clamp(32, 4096)
+}
+
+/// How an operand enters a product: as stored, or transposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trans {
+    /// op(X) = X.
+    N,
+    /// op(X) = Xᵀ.
+    T,
+}
+
+/// op(X) as a pointer and strides: element (i, j) of op(X) is at `ptr + i·rs + j·cs`.
+#[derive(Clone, Copy)]
+struct Operand {
+    ptr: *const f32,
+    rs: usize,
+    cs: usize,
+}
+
+impl Operand {
+    /// Element (i, j) of op(X). A method, so closures capture the whole (Sync) operand.
+    ///
+    /// # Safety
+    /// (i, j) is inside op(X).
+    unsafe fn at(&self, i: usize, j: usize) -> *const f32 {
+        // SAFETY: the caller's contract.
+        unsafe { self.ptr.add(i * self.rs + j * self.cs) }
+    }
+}
+
+// SAFETY: read-only access to the caller's borrowed operands, for the call's duration.
+unsafe impl Send for Operand {}
+unsafe impl Sync for Operand {}
+
+/// C's pointer, shared by the threads; each writes only its own rows.
+#[derive(Clone, Copy)]
+struct Out(*mut f32);
+
+impl Out {
+    /// Element `offset` of C (a method, so closures capture the whole Sync wrapper).
+    ///
+    /// # Safety
+    /// `offset` is inside C.
+    unsafe fn at(&self, offset: usize) -> *mut f32 {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.add(offset) }
+    }
+}
+
+// SAFETY: the threads write disjoint row panels of C (see `run`).
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+/// Shape and operand of op(X) for a stored view X.
+fn operand(x: MatRef<'_>, t: Trans) -> (usize, usize, Operand) {
+    let rs = x.row_stride();
+    let ptr = x.as_ptr();
+    match t {
+        Trans::N => (x.n_rows(), x.n_cols(), Operand { ptr, rs, cs: 1 }),
+        Trans::T => (x.n_cols(), x.n_rows(), Operand { ptr, rs: 1, cs: rs }),
+    }
+}
+
+/// C = op(A)·op(B), or C += it with `accumulate`. op(A) is m×k, op(B) k×n and C m×n;
+/// any of the three may be strided (a column or row block of a wider matrix). Only C's
+/// own elements are written. Runs at [`Isa::current`].
+pub fn gemm_view(
+    a: MatRef<'_>,
+    ta: Trans,
+    b: MatRef<'_>,
+    tb: Trans,
+    c: MatMut<'_>,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    product("gemm_view", Isa::current(), a, ta, b, tb, c, accumulate)
+}
+
+/// [`gemm_view`] on a named instruction set (the tests run every one the CPU has); an
+/// error if the CPU lacks it.
+pub fn gemm_view_isa(
+    isa: Isa,
+    a: MatRef<'_>,
+    ta: Trans,
+    b: MatRef<'_>,
+    tb: Trans,
+    c: MatMut<'_>,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    if !isa.available() {
+        return Err(KernelError::View {
+            kernel: "gemm_view_isa",
+            what: format!("this CPU cannot run the {} path", isa.name()),
+        });
+    }
+    product("gemm_view_isa", isa, a, ta, b, tb, c, accumulate)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn product(
+    kernel: &'static str,
+    isa: Isa,
+    a: MatRef<'_>,
+    ta: Trans,
+    b: MatRef<'_>,
+    tb: Trans,
+    mut c: MatMut<'_>,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    let (m, k, a) = operand(a, ta);
+    let (kb, n, b) = operand(b, tb);
+    check_len(kernel, "rows of op(B) (columns of op(A))", k, kb)?;
+    check_len(kernel, "rows of C (rows of op(A))", m, c.n_rows())?;
+    check_len(kernel, "columns of C (columns of op(B))", n, c.n_cols())?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        if !accumulate {
+            c.fill(0.0);
+        }
+        return Ok(());
+    }
+    let parallel = m * n * k >= PARALLEL_MIN_MACS && rayon::current_num_threads() > 1;
+    let ldc = c.row_stride();
+    let out = Out(c.as_mut_ptr());
+    let shape = (m, n, k);
+    // SAFETY: the views' constructors checked that every element (i, j) at
+    // i·row_stride + j, i < rows, j < cols, lies in their slices, and the shapes agree
+    // (checked above), so the operands' strides reach only in-bounds elements. C is a
+    // unique borrow (MatMut): no element of C is an element of A or B. `isa` is
+    // available: `gemm_view` takes `Isa::current()`, capped to the CPU; `gemm_view_isa`
+    // checked it.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => run::<kernel::Avx512>(shape, a, b, out, ldc, accumulate, parallel),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => run::<kernel::Avx2>(shape, a, b, out, ldc, accumulate, parallel),
+            _ => run::<kernel::Generic>(shape, a, b, out, ldc, accumulate, parallel),
+        }
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// The calling thread's B-block buffer, kept between calls (up to KC·NC floats). A
+    /// worker that steals another product while it waits finds it borrowed and allocates.
+    static B_PACK: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
+}
+
+/// The blocked product on tile routine `K`.
+///
+/// # Safety
+/// `a` and `b` address op(A) (m×k) and op(B) (k×n) in bounds; `c + i·ldc + j` is valid
+/// for writes for i < m, j < n and aliases neither; the CPU runs `K`.
+unsafe fn run<K: MicroKernel>(
+    (m, n, k): (usize, usize, usize),
+    a: Operand,
+    b: Operand,
+    c: Out,
+    ldc: usize,
+    accumulate: bool,
+    parallel: bool,
+) {
+    let nc_max = nc_block();
+    let b_len = KC.min(k) * n.min(nc_max).div_ceil(K::NR) * K::NR;
+    let mut owned = AlignedVec::new();
+    B_PACK.with(|cell| {
+        let mut borrowed = cell.try_borrow_mut();
+        let buf = match borrowed.as_deref_mut() {
+            Ok(buf) => buf,
+            Err(_) => &mut owned,
+        };
+        if buf.len() < b_len {
+            *buf = AlignedVec::zeroed(b_len);
+        }
+        let b_buf = &mut buf.as_mut_slice()[..b_len];
+        for jc in (0..n).step_by(nc_max) {
+            let nc = nc_max.min(n - jc);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                let panel_b = kc * K::NR;
+                let n_panels = nc.div_ceil(K::NR);
+                let b_blk = &mut b_buf[..n_panels * panel_b];
+                // op(B)[pc.., jc + q·NR..]: lanes along columns (stride cs), k along rows.
+                let pack_b = |(q, dst): (usize, &mut [f32])| {
+                    let j0 = jc + q * K::NR;
+                    // SAFETY: rows pc..pc+kc and columns j0..j0+cols of op(B) are in bounds.
+                    unsafe {
+                        pack(
+                            dst,
+                            b.at(pc, j0),
+                            b.cs,
+                            b.rs,
+                            K::NR.min(jc + nc - j0),
+                            kc,
+                            K::NR,
+                        )
+                    }
+                };
+                if parallel {
+                    b_blk.par_chunks_mut(panel_b).enumerate().for_each(pack_b);
+                } else {
+                    b_blk.chunks_mut(panel_b).enumerate().for_each(pack_b);
+                }
+                let b_blk = &*b_blk;
+                let overwrite = pc == 0 && !accumulate;
+                // One MR-row panel of op(A) against every B panel of the block.
+                let row_panel = |a_buf: &mut AlignedVec, p: usize| {
+                    let i0 = p * K::MR;
+                    let rows = K::MR.min(m - i0);
+                    let a_pan = &mut a_buf.as_mut_slice()[..kc * K::MR];
+                    // SAFETY: rows i0..i0+rows, columns pc..pc+kc of op(A) are in bounds.
+                    unsafe { pack(a_pan, a.at(i0, pc), a.rs, a.cs, rows, kc, K::MR) };
+                    // The next panel's rows, brought towards L1 while this one computes
+                    // (its packing otherwise waits on memory: X is read once, from DRAM).
+                    let next = (i0 + K::MR < m).then(|| {
+                        let rows = K::MR.min(m - i0 - K::MR);
+                        // SAFETY: row i0 + MR < m, column pc < k of op(A).
+                        (unsafe { a.at(i0 + K::MR, pc) }, rows)
+                    });
+                    let n_panels = b_blk.len() / panel_b;
+                    for (q, bp) in b_blk.chunks_exact(panel_b).enumerate() {
+                        if let Some((src, rows)) = next {
+                            prefetch_part(src, a.rs, a.cs, rows, kc, q, n_panels);
+                        }
+                        let j0 = q * K::NR;
+                        let cols = K::NR.min(nc - j0);
+                        // SAFETY: the tile rows i0..i0+rows, columns jc+j0..+cols are in C
+                        // and in this panel's rows only; the panels hold kc·MR and kc·NR
+                        // floats, B's 64-byte aligned (AlignedVec, panel_b a multiple of
+                        // 16 floats); the CPU runs K (the caller's contract).
+                        unsafe {
+                            K::tile(
+                                kc,
+                                a_pan.as_ptr(),
+                                bp.as_ptr(),
+                                c.at(i0 * ldc + jc + j0),
+                                ldc,
+                                rows,
+                                cols,
+                                overwrite,
+                            )
+                        }
+                    }
+                };
+                let m_panels = m.div_ceil(K::MR);
+                if parallel {
+                    (0..m_panels)
+                        .into_par_iter()
+                        .for_each_init(|| AlignedVec::zeroed(KC * K::MR), row_panel);
+                } else {
+                    let mut a_buf = AlignedVec::zeroed(KC * K::MR);
+                    (0..m_panels).for_each(|p| row_panel(&mut a_buf, p));
+                }
+            }
+        }
+    });
+}
+
+/// Prefetches part `part` of `parts` of the cache lines a [`pack`] of the same arguments
+/// reads. Only a hint: addresses are computed, never dereferenced.
+#[inline(always)]
+fn prefetch_part(
+    src: *const f32,
+    lane_stride: usize,
+    k_stride: usize,
+    lanes: usize,
+    kc: usize,
+    part: usize,
+    parts: usize,
+) {
+    // Lines along the contiguous direction, every element of the other.
+    let (outer, inner, o_stride, i_stride) = if k_stride == 1 {
+        (lanes, kc, lane_stride, 1)
+    } else if lane_stride == 1 {
+        (kc, lanes, k_stride, 1)
+    } else {
+        (lanes, kc, lane_stride, k_stride)
+    };
+    let step = if i_stride == 1 {
+        crate::CACHE_LINE_F32
+    } else {
+        1
+    };
+    let per_outer = inner.div_ceil(step);
+    let total = outer * per_outer;
+    let (lo, hi) = (total * part / parts, total * (part + 1) / parts);
+    for idx in lo..hi {
+        let (o, i) = (idx / per_outer, (idx % per_outer) * step);
+        let p = src.wrapping_add(o * o_stride + i * i_stride);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch never faults, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
+}
+
+/// Packs `lanes` (≤ `W`) lanes × `kc` steps of a strided operand into a k-major panel:
+/// `dst[t·W + l] = src[l·lane_stride + t·k_stride]` (W = `width`, a tile constant that
+/// inlining folds), lanes `lanes..W` zero. A's panels
+/// take rows as lanes, B's columns. Packing is O(1/NC) (A) and O(1/m) (B) of the work, but
+/// a general element loop still cost 10–15 % of a product (perf, 8000×512·512×512): the
+/// contiguous case copies whole W-float steps, the transposing case writes whole steps.
+///
+/// # Safety
+/// `src + l·lane_stride + t·k_stride` is readable for l < lanes, t < kc; dst holds
+/// kc·W floats.
+#[inline(always)]
+unsafe fn pack(
+    dst: &mut [f32],
+    src: *const f32,
+    lane_stride: usize,
+    k_stride: usize,
+    lanes: usize,
+    kc: usize,
+    width: usize,
+) {
+    let w = width;
+    assert!(dst.len() >= kc * w && lanes <= w);
+    let d = dst.as_mut_ptr();
+    if lane_stride == 1 && lanes == w {
+        // A step's W lanes are contiguous: one fixed-size copy per step.
+        for t in 0..kc {
+            // SAFETY: W floats from src + t·k_stride (the contract) into step t of dst.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(t * k_stride), d.add(t * w), w) };
+        }
+        return;
+    }
+    if lanes < w {
+        for step in dst.chunks_exact_mut(w).take(kc) {
+            step[lanes..].fill(0.0);
+        }
+    }
+    if lane_stride == 1 {
+        for t in 0..kc {
+            // SAFETY: as above, `lanes` floats.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(t * k_stride), d.add(t * w), lanes) };
+        }
+    } else if lanes == w {
+        // Whole steps (every panel but a last short one): per step, one element of each
+        // lane, written contiguously; each lane's reads run along k (a cache line serves
+        // 16 steps). `w` is the tile constant here, so the lane loop unrolls.
+        for t in 0..kc {
+            for l in 0..w {
+                // SAFETY: l < lanes, t < kc (the contract); dst holds kc·w.
+                unsafe { *d.add(t * w + l) = *src.add(l * lane_stride + t * k_stride) };
+            }
+        }
+    } else {
+        for t in 0..kc {
+            for l in 0..lanes {
+                // SAFETY: l < lanes, t < kc.
+                unsafe { *d.add(t * w + l) = *src.add(l * lane_stride + t * k_stride) };
+            }
+        }
+    }
+}
+
+/// Checks the slice lengths of a contiguous product (so the errors name the slice) and
+/// runs it through [`gemm_view`]'s path.
+#[allow(clippy::too_many_arguments)]
+fn contiguous(
+    kernel: &'static str,
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    ta: Trans,
+    b: &[f32],
+    tb: Trans,
+    c: &mut [f32],
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    check_len(kernel, "A", m * k, a.len())?;
+    check_len(kernel, "B", k * n, b.len())?;
+    check_len(kernel, "C", m * n, c.len())?;
+    // Stored shapes: a transposed operand is stored as its transpose's shape.
+    let a = match ta {
+        Trans::N => MatRef::row_major(a, m, k)?,
+        Trans::T => MatRef::row_major(a, k, m)?,
+    };
+    let b = match tb {
+        Trans::N => MatRef::row_major(b, k, n)?,
+        Trans::T => MatRef::row_major(b, n, k)?,
+    };
+    let c = MatMut::row_major(c, m, n)?;
+    product(kernel, Isa::current(), a, ta, b, tb, c, accumulate)
+}
+
+/// C (m×n) = A (m×k) · B (k×n), or C += it.
+pub fn gemm_nn(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    contiguous(
+        "gemm_nn",
+        (m, k, n),
+        a,
+        Trans::N,
+        b,
+        Trans::N,
+        c,
+        accumulate,
+    )
+}
+
+/// C (m×n) = A (m×k) · Bᵀ where B is stored n×k, or C += it.
+pub fn gemm_nt(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    contiguous(
+        "gemm_nt",
+        (m, k, n),
+        a,
+        Trans::N,
+        b,
+        Trans::T,
+        c,
+        accumulate,
+    )
+}
+
+/// C (m×n) = Aᵀ · B where A is stored k×m and B is k×n, or C += it.
+pub fn gemm_tn(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    contiguous(
+        "gemm_tn",
+        (m, k, n),
+        a,
+        Trans::T,
+        b,
+        Trans::N,
+        c,
+        accumulate,
+    )
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# GEMM against OpenBLAS in one process (issue 33), every path this CPU has:
+#   1. our widest path and the `gemm` crate (used before) against OpenBLAS's widest kernels;
+#   2. on an AVX-512 CPU, our AVX2 path against OpenBLAS's AVX2 (Haswell) kernels, the pair
+#      an AVX2-only CPU such as a Zen 3 runs;
+#   3. both again built without the repo's rustflags (plain x86-64, what a library user
+#      who depends on saintflow-ops gets), in a target directory of its own.
+# OpenBLAS is the one numpy's wheel bundles, from a venv this script makes (VENV, default
+# /tmp/saintflow-gemm-venv). Prints `lscpu`'s model line, then one table per run.
+#   REPS (default 9) timed repetitions per cell, THREADS (default 1,2), ROUNDS (default 1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-/tmp/saintflow-gemm-venv}
+ROUNDS=${ROUNDS:-1}
+export REPS=${REPS:-9} THREADS=${THREADS:-1,2}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q numpy
+fi
+OPENBLAS_LIB=$("$VENV/bin/python" - <<'EOF'
+import glob, os, numpy
+d = os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs")
+libs = glob.glob(os.path.join(d, "libscipy_openblas64_*.so"))
+print(os.path.realpath(libs[0]) if libs else "")
+EOF
+)
+[ -n "$OPENBLAS_LIB" ] || { echo "no libscipy_openblas64_ in $VENV's numpy" >&2; exit 1; }
+export OPENBLAS_LIB
+echo "numpy $("$VENV/bin/python" -c 'import numpy; print(numpy.__version__)'), OpenBLAS: $OPENBLAS_LIB"
+lscpu | grep "Model name" || true
+avx512=no
+grep -q avx512f /proc/cpuinfo && avx512=yes
+echo "AVX-512F: $avx512"
+
+run() { # $1 label, $2 target dir ("" = the repo's), rest: env assignments
+  local label=$1 tdir=$2; shift 2
+  echo; echo "== $label"
+  if [ -n "$tdir" ]; then
+    env "$@" CARGO_TARGET_DIR="$tdir" RUSTFLAGS="-C target-cpu=x86-64" \
+      cargo bench -q --bench gemm_openblas 2>/dev/null
+  else
+    env "$@" cargo bench -q --bench gemm_openblas 2>/dev/null
+  fi
+}
+
+for r in $(seq "$ROUNDS"); do
+  echo; echo "#### round $r"
+  run "widest paths, repo flags" "" IMPLS=openblas,saintflow,gemm_crate
+  if [ $avx512 = yes ]; then
+    run "AVX2 paths (OpenBLAS Haswell kernels), repo flags" "" \
+      IMPLS=openblas,saintflow_avx2 OPENBLAS_CORETYPE=Haswell SAINTFLOW_ISA=avx2
+  fi
+  run "widest paths, plain x86-64 (no repo rustflags)" target/plain-x86-64 \
+    IMPLS=openblas,saintflow,gemm_crate
+  if [ $avx512 = yes ]; then
+    run "AVX2 paths, plain x86-64" target/plain-x86-64 \
+      IMPLS=openblas,saintflow_avx2 OPENBLAS_CORETYPE=Haswell SAINTFLOW_ISA=avx2
+  fi
+done
