@@ -10,7 +10,8 @@
 //! `SAINTFLOW_ISA=avx2`). Without `OPENBLAS_LIB` only saintflow's rates are printed.
 //!
 //! Run: `OPENBLAS_LIB=/path/libscipy_openblas64_-….so cargo bench --bench gemm_openblas`
-//! (`REPS`, default 9; `THREADS`, default "1,2"; `IMPLS`, default "openblas,saintflow").
+//! (`REPS`, default 9; `THREADS`, default "1,2"; `IMPLS`, default "openblas,saintflow";
+//! `SHAPES`, default all: 0-based rows of the shape list).
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::time::Instant;
@@ -186,7 +187,44 @@ fn main() {
             ta: N,
             tb: T,
         },
+        // The classifier of a few-class graph (Cora 7, Flickr 7; Reddit 41): narrow C,
+        // forward and ∇W (SHAPES=6,7,8; not in the default set).
+        Shape {
+            name: "nn 5935x1024 . 1024x7",
+            m: 5935,
+            k: 1024,
+            n: 7,
+            ta: N,
+            tb: N,
+        },
+        Shape {
+            name: "tn (5935x1024)' . 5935x7",
+            m: 1024,
+            k: 5935,
+            n: 7,
+            ta: T,
+            tb: N,
+        },
+        Shape {
+            name: "nn 5935x1024 . 1024x41",
+            m: 5935,
+            k: 1024,
+            n: 41,
+            ta: N,
+            tb: N,
+        },
     ];
+    // `SHAPES=1,4`: only those rows of the list above (0-based), e.g. to repeat one cell;
+    // default the step's six.
+    let only: Option<Vec<usize>> = std::env::var("SHAPES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect());
+    let shapes: Vec<&Shape> = shapes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| only.as_ref().map_or(*i < 6, |o| o.contains(i)))
+        .map(|(_, s)| s)
+        .collect();
     println!("| threads | shape | {} |", impls.join(" | "));
     println!("|---|---|{}", "---|".repeat(impls.len()));
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
@@ -199,7 +237,7 @@ fn main() {
             // SAFETY: OpenBLAS's thread-count setter.
             unsafe { (b.set_threads)(t as c_int) };
         }
-        for s in &shapes {
+        for &s in &shapes {
             let (ar, ac) = if s.ta == N { (s.m, s.k) } else { (s.k, s.m) };
             let (br, bc) = if s.tb == N { (s.k, s.n) } else { (s.n, s.k) };
             let a = fill(ar * ac, 1);

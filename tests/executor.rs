@@ -150,6 +150,13 @@ fn dense(rows: usize, cols: usize, seed: u32) -> Tensor {
 
 /// Runs every part of `op`'s split into one output, in reverse order (parts may run in
 /// any order), and compares with `forward`.
+fn split_extent(split: &saintflow::op::Split, out: &Tensor) -> usize {
+    match split.axis {
+        saintflow::op::Axis::Rows => out.rows,
+        saintflow::op::Axis::Cols => out.cols,
+    }
+}
+
 fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: usize) {
     let want = op.forward(inputs, ctx).unwrap();
     let want = want.as_dense().unwrap();
@@ -163,7 +170,15 @@ fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: u
         .unwrap()
         .unwrap_or_else(|| panic!("{} did not split", op.name()));
     assert!(split.ranges.len() >= 2);
-    let mut out = Tensor::zeros(want.rows, want.cols);
+    // Every builtin split declares that its parts write their whole views (the executor
+    // then skips the zero-fill); the output starts as NaN, so an element a part leaves
+    // unwritten shows in the comparison below.
+    assert!(
+        split.writes_all && split.covers(split_extent(&split, want)),
+        "{}: split does not write its whole output",
+        op.name()
+    );
+    let mut out = Tensor::from_vec(want.rows, want.cols, vec![f32::NAN; want.data.len()]).unwrap();
     for k in (0..split.ranges.len()).rev() {
         let r = split.ranges[k].clone();
         let full = MatMut::row_major(&mut out.data, want.rows, want.cols).unwrap();

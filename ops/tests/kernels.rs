@@ -107,6 +107,77 @@ fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
     }
 }
 
+/// op(B) packed once and shared by row blocks of C (the executor's GEMM parts) gives the
+/// bits of the whole product, on every path, for every blocking edge; a packed B of the
+/// wrong depth is refused.
+#[test]
+fn gemm_on_a_packed_b_equals_the_whole_product_bit_for_bit() {
+    use saintflow_ops::gemm::{gemm_packed, gemm_view_isa, Isa, PackedB, Trans};
+    for (m, k, n) in GEMM_SHAPES.into_iter().chain([(70, 1000, 130)]) {
+        let a = values(m * k, 21);
+        let b = values(k * n, 22);
+        for (ta, tb) in [
+            (Trans::N, Trans::N),
+            (Trans::T, Trans::N),
+            (Trans::N, Trans::T),
+        ] {
+            let (ar, ac) = if ta == Trans::N { (m, k) } else { (k, m) };
+            let (br, bc) = if tb == Trans::N { (k, n) } else { (n, k) };
+            let av = MatRef::row_major(&a, ar, ac).unwrap();
+            let bv = MatRef::row_major(&b, br, bc).unwrap();
+            for isa in Isa::supported() {
+                let mut want = vec![f32::NAN; m * n];
+                let wv = MatMut::row_major(&mut want, m, n).unwrap();
+                gemm_view_isa(isa, av, ta, bv, tb, wv, false).unwrap();
+                for threads in [1, 2] {
+                    let got = in_pool(threads, || {
+                        let packed = PackedB::new(isa, bv, tb).unwrap();
+                        assert_eq!((packed.rows(), packed.cols()), (k, n));
+                        let mut got = vec![f32::NAN; m * n];
+                        // Three row blocks, as the executor's parts take them.
+                        let cuts = [0, m / 3, 2 * m / 3, m];
+                        for w in cuts.windows(2) {
+                            let rows = w[0]..w[1];
+                            let ap = match ta {
+                                Trans::N => av.rows(rows.clone()).unwrap(),
+                                Trans::T => av.cols(rows.clone()).unwrap(),
+                            };
+                            let cv = MatMut::row_major(&mut got, m, n)
+                                .unwrap()
+                                .rows_mut(rows)
+                                .unwrap();
+                            gemm_packed(ap, ta, &packed, cv, false).unwrap();
+                        }
+                        got
+                    });
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+                    assert!(
+                        bits(&got) == bits(&want),
+                        "{isa:?} {ta:?}{tb:?} {m}×{k}×{n} on {threads} threads"
+                    );
+                }
+            }
+        }
+    }
+    let b = values(12, 1);
+    let packed =
+        PackedB::new(Isa::Generic, MatRef::row_major(&b, 3, 4).unwrap(), Trans::N).unwrap();
+    let a = values(8, 2);
+    let mut c = vec![0f32; 8];
+    let e = gemm_packed(
+        MatRef::row_major(&a, 2, 4).unwrap(),
+        Trans::N,
+        &packed,
+        MatMut::row_major(&mut c, 2, 4).unwrap(),
+        false,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("gemm_packed: rows of packed B"),
+        "{e}"
+    );
+}
+
 #[test]
 fn gemm_rejects_wrong_lengths() {
     let e = gemm_nn(2, 3, 4, &[0.0; 6], &[0.0; 11], &mut [0.0; 8], false).unwrap_err();

@@ -356,7 +356,13 @@ fn prepare_parts(
         }
         at = r.end;
     }
-    let mut out = Box::new(Tensor::zeros(rows, cols));
+    // Zeros only where a part may leave an element unwritten (issue 33: this fill was a
+    // serial pass over the whole output before any part could start).
+    let mut out = Box::new(if split.writes_all && split.covers(extent) {
+        Tensor::scratch(rows, cols)
+    } else {
+        Tensor::zeros(rows, cols)
+    });
     // SAFETY: the buffer is boxed, so it does not move when `out` is moved into `Parts`;
     // it is taken out (and the views dropped first) only after every part has finished.
     // The views cover disjoint ranges (checked above), so no element has two writers.

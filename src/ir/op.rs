@@ -20,7 +20,8 @@
 //!   once: [`Op::split`] returns a [`Split`] — an axis of the output (rows or columns), the
 //!   parts' ranges along it (ascending, disjoint, within the output) and optional data
 //!   prepared once for all parts. The executor then allocates the output (zeros, the shape
-//!   of the node's fact under the step's bindings), hands each part a [`MatMut`] view of
+//!   of the node's fact under the step's bindings; not zeroed when the op declares
+//!   [`Split::writes_all`] and the ranges cover the axis), hands each part a [`MatMut`] view of
 //!   exactly its range (so no two parts can write the same element) and calls
 //!   [`Op::forward_part`] for every part, on any worker, in any order, possibly at once.
 //!   Elements outside every range stay 0. The parts together must compute what `forward`
@@ -517,6 +518,12 @@ pub struct Split {
     pub ranges: Vec<Range<usize>>,
     /// Data the op computes once for all parts (e.g. permuted values), read by every part.
     pub prepared: Option<Box<dyn Any + Send + Sync>>,
+    /// Every part writes every element of its view (no accumulation into it, no element
+    /// skipped). When the ranges also cover the whole axis the executor hands out the
+    /// output without zero-filling it first (a recycled buffer keeps its stale values until
+    /// the parts overwrite them): at 2 threads that fill was a serial pass over an n×1024
+    /// matrix before the parts could start (issue 33). False unless the op says so.
+    pub writes_all: bool,
 }
 
 impl fmt::Debug for Split {
@@ -524,6 +531,7 @@ impl fmt::Debug for Split {
         f.debug_struct("Split")
             .field("axis", &self.axis)
             .field("ranges", &self.ranges)
+            .field("writes_all", &self.writes_all)
             .finish()
     }
 }
@@ -538,7 +546,27 @@ impl Split {
                 .map(|i| i * len / parts..(i + 1) * len / parts)
                 .collect(),
             prepared: None,
+            writes_all: false,
         }
+    }
+
+    /// Declares that every part writes every element of its view ([`Split::writes_all`]).
+    pub fn writing_all(mut self) -> Split {
+        self.writes_all = true;
+        self
+    }
+
+    /// Whether the ranges tile `0..extent` with no gap (what lets the executor skip the
+    /// zero-fill, with [`Split::writes_all`]).
+    pub fn covers(&self, extent: usize) -> bool {
+        let mut at = 0;
+        for r in &self.ranges {
+            if r.start != at {
+                return false;
+            }
+            at = r.end;
+        }
+        at == extent
     }
 }
 

@@ -30,12 +30,12 @@ pub(crate) trait MicroKernel {
     const NR: usize;
 
     /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k a[k·MR + i]·b[k·NR + j] for i < rows,
-    /// j < cols (rows ≤ MR, cols ≤ NR); the padding lanes of the panels are zeros and
-    /// nothing outside the rows×cols corner of C is touched.
+    /// j < cols (rows ≤ MR, cols ≤ NR), C[i, j] at `c + i·rs + j·cs`; the padding lanes
+    /// of the panels are zeros and nothing outside the rows×cols corner of C is touched.
     ///
     /// # Safety
     /// The CPU has the kernel's instruction set; `a` holds kc·MR floats, `b` kc·NR floats
-    /// starting on a 64-byte boundary; `c + i·ldc + j` is valid for writes for i < rows,
+    /// starting on a 64-byte boundary; `c + i·rs + j·cs` is valid for writes for i < rows,
     /// j < cols, and no other thread touches those elements during the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile(
@@ -43,36 +43,37 @@ pub(crate) trait MicroKernel {
         a: *const f32,
         b: *const f32,
         c: *mut f32,
-        ldc: usize,
+        rs: usize,
+        cs: usize,
         rows: usize,
         cols: usize,
         overwrite: bool,
     );
 }
 
-/// Writes an MR×NR tile held in `acc` (row-major) to the rows×cols corner of C.
+/// Writes an MR×NR tile held in `acc` (row-major) to the rows×cols corner of C, element
+/// (i, j) at `c + i·rs + j·cs`.
 ///
 /// # Safety
 /// As [`MicroKernel::tile`] for `c`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn store_partial(
     acc: &[f32],
     nr: usize,
     c: *mut f32,
-    ldc: usize,
+    rs: usize,
+    cs: usize,
     rows: usize,
     cols: usize,
     overwrite: bool,
 ) {
     for i in 0..rows {
-        let src = &acc[i * nr..i * nr + cols];
-        // SAFETY: row i < rows of the tile, columns < cols (the caller's contract).
-        let dst = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), cols) };
-        if overwrite {
-            dst.copy_from_slice(src);
-        } else {
-            for (d, s) in dst.iter_mut().zip(src) {
-                *d += s;
+        for (j, &v) in acc[i * nr..i * nr + cols].iter().enumerate() {
+            // SAFETY: i < rows, j < cols (the caller's contract).
+            unsafe {
+                let d = c.add(i * rs + j * cs);
+                *d = if overwrite { v } else { *d + v };
             }
         }
     }
@@ -90,7 +91,8 @@ impl MicroKernel for Generic {
         a: *const f32,
         b: *const f32,
         c: *mut f32,
-        ldc: usize,
+        rs: usize,
+        cs: usize,
         rows: usize,
         cols: usize,
         overwrite: bool,
@@ -113,7 +115,7 @@ impl MicroKernel for Generic {
             }
         }
         // SAFETY: forwarded contract.
-        unsafe { store_partial(acc.as_flattened(), NR, c, ldc, rows, cols, overwrite) }
+        unsafe { store_partial(acc.as_flattened(), NR, c, rs, cs, rows, cols, overwrite) }
     }
 }
 
@@ -137,13 +139,14 @@ macro_rules! x86_tile {
                 a: *const f32,
                 b: *const f32,
                 c: *mut f32,
-                ldc: usize,
+                rs: usize,
+                cs: usize,
                 rows: usize,
                 cols: usize,
                 overwrite: bool,
             ) {
                 // SAFETY: forwarded contract (the CPU has the kernel's instruction set).
-                unsafe { $name(kc, a, b, c, ldc, rows, cols, overwrite) }
+                unsafe { $name(kc, a, b, c, rs, cs, rows, cols, overwrite) }
             }
         }
 
@@ -154,7 +157,8 @@ macro_rules! x86_tile {
             a: *const f32,
             b: *const f32,
             c: *mut f32,
-            ldc: usize,
+            rs: usize,
+            cs: usize,
             rows: usize,
             cols: usize,
             overwrite: bool,
@@ -183,12 +187,12 @@ macro_rules! x86_tile {
                     b = b.add(NR);
                 }
             }
-            if rows == MR && cols == NR {
+            if rows == MR && cols == NR && cs == 1 {
                 for (i, row) in acc.iter().enumerate() {
                     for (h, r) in row.iter().enumerate() {
-                        // SAFETY: the whole tile is inside C (rows = MR, cols = NR).
+                        // SAFETY: the whole tile is inside C (rows = MR, cols = NR, cs = 1).
                         unsafe {
-                            let p = c.add(i * ldc + h * $lanes);
+                            let p = c.add(i * rs + h * $lanes);
                             let v = if overwrite { *r } else { $add($loadu(p), *r) };
                             $storeu(p, v);
                         }
@@ -203,7 +207,7 @@ macro_rules! x86_tile {
                     }
                 }
                 // SAFETY: forwarded contract.
-                unsafe { store_partial(&tmp, NR, c, ldc, rows, cols, overwrite) }
+                unsafe { store_partial(&tmp, NR, c, rs, cs, rows, cols, overwrite) }
             }
         }
     };

@@ -47,12 +47,12 @@ const PARALLEL_MIN_MACS: usize = 1 << 18;
 const KC: usize = 256;
 
 /// Columns of op(B) per packed block: KC·NC floats in half the L2 (the other half for the
-/// A panels and C tiles passing through), a multiple of every NR, at least one panel.
+/// A panels and C tiles passing through), a multiple of every NR (64), at least one panel.
 /// 1 MiB of L2 (Zen 4) gives 512; 2 MiB (Sapphire/Emerald Rapids) 1024.
 fn nc_block() -> usize {
     let l2 = crate::cache::l2_bytes();
     let nc = (l2 / 2) / (KC * 4);
-    (nc / 32 * 32).clamp(32, 4096)
+    (nc / 64 * 64).clamp(64, 4096)
 }
 
 /// How an operand enters a product: as stored, or transposed.
@@ -87,18 +87,24 @@ impl Operand {
 unsafe impl Send for Operand {}
 unsafe impl Sync for Operand {}
 
-/// C's pointer, shared by the threads; each writes only its own rows.
+/// C's pointer and strides (element (i, j) at `ptr + i·rs + j·cs`: row-major C has cs 1,
+/// the transposed problem's Cᵀ rs 1), shared by the threads; each writes only its own
+/// rows.
 #[derive(Clone, Copy)]
-struct Out(*mut f32);
+struct Out {
+    ptr: *mut f32,
+    rs: usize,
+    cs: usize,
+}
 
 impl Out {
-    /// Element `offset` of C (a method, so closures capture the whole Sync wrapper).
+    /// Element (i, j) of C (a method, so closures capture the whole Sync wrapper).
     ///
     /// # Safety
-    /// `offset` is inside C.
-    unsafe fn at(&self, offset: usize) -> *mut f32 {
+    /// (i, j) is inside C.
+    unsafe fn at(&self, i: usize, j: usize) -> *mut f32 {
         // SAFETY: the caller's contract.
-        unsafe { self.0.add(offset) }
+        unsafe { self.ptr.add(i * self.rs + j * self.cs) }
     }
 }
 
@@ -176,9 +182,15 @@ fn product(
         return Ok(());
     }
     let parallel = m * n * k >= PARALLEL_MIN_MACS && rayon::current_num_threads() > 1;
-    let ldc = c.row_stride();
-    let out = Out(c.as_mut_ptr());
-    let shape = (m, n, k);
+    let out = Out {
+        ptr: c.as_mut_ptr(),
+        rs: c.row_stride(),
+        cs: 1,
+    };
+    let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
+    let (isa, transposed) = plan(isa, m, n, ta_of);
+    let (shape, a, b, out) = orient(transposed, (m, n, k), a, b, out);
+    let src = BSource::Strided(b);
     // SAFETY: the views' constructors checked that every element (i, j) at
     // i·row_stride + j, i < rows, j < cols, lies in their slices, and the shapes agree
     // (checked above), so the operands' strides reach only in-bounds elements. C is a
@@ -188,13 +200,83 @@ fn product(
     unsafe {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => run::<kernel::Avx512>(shape, a, b, out, ldc, accumulate, parallel),
+            Isa::Avx512 => run::<kernel::Avx512>(shape, a, src, out, accumulate, parallel),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => run::<kernel::Avx2>(shape, a, b, out, ldc, accumulate, parallel),
-            _ => run::<kernel::Generic>(shape, a, b, out, ldc, accumulate, parallel),
+            Isa::Avx2 => run::<kernel::Avx2>(shape, a, src, out, accumulate, parallel),
+            _ => run::<kernel::Generic>(shape, a, src, out, accumulate, parallel),
         }
     }
     Ok(())
+}
+
+/// How [`gemm_view`] runs an m×n product on `isa` with op(A) as `ta`: the tile routine
+/// (a narrower one when C's few columns would pad the wide tile by a third more work: on
+/// AVX-512 a 1024→7 classifier computes 64 columns per tile for 7, AVX2's 16) and whether
+/// it computes Cᵀ instead (when that pads a quarter less work and op(A) packs as cheaply
+/// transposed: for a row-major op(A) each step would gather NR rows, 3 ns an element at
+/// NR 64 — 5935×1024·1024×7 took 18.9 ms so, 5.7 on the AVX2 tile; BENCHMARKS.md). Same
+/// bits whatever the answer (the FMA paths round alike; a·b and b·a too). A caller that
+/// splits C into row blocks shares a [`PackedB`] for the returned path, and only when not
+/// transposed (then each block packs its own rows of op(A), and op(B)ᵀ is small).
+pub fn plan(isa: Isa, m: usize, n: usize, ta: Trans) -> (Isa, bool) {
+    let padded = |isa: Isa, rows: usize, cols: usize| {
+        let (mr, nr) = (mr_of(isa), nr_of(isa));
+        rows.div_ceil(mr) * mr * cols.div_ceil(nr) * nr
+    };
+    let work = |(isa, t): (Isa, bool)| {
+        if t {
+            padded(isa, n, m)
+        } else {
+            padded(isa, m, n)
+        }
+    };
+    let mut candidates = vec![(isa, false)];
+    if ta == Trans::T {
+        candidates.push((isa, true));
+    }
+    if isa == Isa::Avx512 {
+        candidates.push((Isa::Avx2, false));
+        if ta == Trans::T {
+            candidates.push((Isa::Avx2, true));
+        }
+    }
+    // The first (widest, as given) unless a later one pads a quarter less work.
+    let mut best = candidates[0];
+    for &c in &candidates[1..] {
+        if work(c) * 4 < work(best) * 3 {
+            best = c;
+        }
+    }
+    best
+}
+
+/// The product as given, or transposed (Cᵀ = op(B)ᵀ·op(A)ᵀ) when that pads the tiles far
+/// less: a tile is MR×NR, so C with few columns (n = 2 classes: 62 of every 64 AVX-512
+/// columns computed for nothing, ≈ 8 ms per classifier product of a JPDC step) runs as Cᵀ,
+/// whose n rows pad only to MR. Same bits either way: each element is the same FMAs in
+/// the same k order (a·b and b·a round alike).
+fn orient(
+    transposed: bool,
+    (m, n, k): (usize, usize, usize),
+    a: Operand,
+    b: Operand,
+    c: Out,
+) -> ((usize, usize, usize), Operand, Operand, Out) {
+    if transposed {
+        let t = |x: Operand| Operand {
+            ptr: x.ptr,
+            rs: x.cs,
+            cs: x.rs,
+        };
+        let ct = Out {
+            ptr: c.ptr,
+            rs: c.cs,
+            cs: c.rs,
+        };
+        ((n, m, k), t(b), t(a), ct)
+    } else {
+        ((m, n, k), a, b, c)
+    }
 }
 
 thread_local! {
@@ -203,22 +285,34 @@ thread_local! {
     static B_PACK: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
 }
 
+/// Where a product's packed op(B) blocks come from.
+#[derive(Clone, Copy)]
+enum BSource<'b> {
+    /// Packed block by block into the calling thread's buffer.
+    Strided(Operand),
+    /// Packed beforehand ([`PackedB`]), shared by the products that use it.
+    Packed(&'b PackedB),
+}
+
 /// The blocked product on tile routine `K`.
 ///
 /// # Safety
-/// `a` and `b` address op(A) (m×k) and op(B) (k×n) in bounds; `c + i·ldc + j` is valid
-/// for writes for i < m, j < n and aliases neither; the CPU runs `K`.
+/// `a` addresses op(A) (m×k) in bounds, and `b` op(B) (k×n) (a `PackedB` for `K`'s NR, of
+/// k×n); `c.at(i, j)` is valid for writes for i < m, j < n and aliases neither; the CPU
+/// runs `K`.
 unsafe fn run<K: MicroKernel>(
     (m, n, k): (usize, usize, usize),
     a: Operand,
-    b: Operand,
+    b: BSource<'_>,
     c: Out,
-    ldc: usize,
     accumulate: bool,
     parallel: bool,
 ) {
     let nc_max = nc_block();
-    let b_len = KC.min(k) * n.min(nc_max).div_ceil(K::NR) * K::NR;
+    let b_len = match b {
+        BSource::Strided(_) => KC.min(k) * n.min(nc_max).div_ceil(K::NR) * K::NR,
+        BSource::Packed(_) => 0,
+    };
     let mut owned = AlignedVec::new();
     B_PACK.with(|cell| {
         let mut borrowed = cell.try_borrow_mut();
@@ -229,88 +323,311 @@ unsafe fn run<K: MicroKernel>(
         if buf.len() < b_len {
             *buf = AlignedVec::zeroed(b_len);
         }
-        let b_buf = &mut buf.as_mut_slice()[..b_len];
+        for (jb, jc) in (0..n).step_by(nc_max).enumerate() {
+            let nc = nc_max.min(n - jc);
+            for (pb, pc) in (0..k).step_by(KC).enumerate() {
+                let kc = KC.min(k - pc);
+                let b_blk: &[f32] = match b {
+                    BSource::Strided(b) => {
+                        let len = kc * nc.div_ceil(K::NR) * K::NR;
+                        let dst = &mut buf.as_mut_slice()[..len];
+                        // SAFETY: the block is inside op(B) (the caller's contract).
+                        unsafe { pack_b_block(b, (jc, nc), (pc, kc), K::NR, dst, parallel) };
+                        dst
+                    }
+                    BSource::Packed(p) => p.block(jb, pb),
+                };
+                // SAFETY: forwarded contract; b_blk is the (jc, pc) block for K's NR.
+                unsafe {
+                    block::<K>(
+                        m,
+                        a,
+                        (jc, nc),
+                        (pc, kc),
+                        b_blk,
+                        c,
+                        pc == 0 && !accumulate,
+                        parallel,
+                    )
+                };
+            }
+        }
+    });
+}
+
+/// Packs op(B)'s rows pc..pc+kc, columns jc..jc+nc into `width`-column panels, one after
+/// another in `dst` (lanes along columns, k along rows).
+///
+/// # Safety
+/// The block is inside op(B); dst holds kc·⌈nc/width⌉·width floats.
+unsafe fn pack_b_block(
+    b: Operand,
+    (jc, nc): (usize, usize),
+    (pc, kc): (usize, usize),
+    width: usize,
+    dst: &mut [f32],
+    parallel: bool,
+) {
+    let pack_b = |(q, dst): (usize, &mut [f32])| {
+        let j0 = jc + q * width;
+        // SAFETY: rows pc..pc+kc and columns j0..j0+cols of op(B) are in bounds.
+        unsafe {
+            pack(
+                dst,
+                b.at(pc, j0),
+                b.cs,
+                b.rs,
+                width.min(jc + nc - j0),
+                kc,
+                width,
+            )
+        }
+    };
+    if parallel {
+        dst.par_chunks_mut(kc * width).enumerate().for_each(pack_b);
+    } else {
+        dst.chunks_mut(kc * width).enumerate().for_each(pack_b);
+    }
+}
+
+/// One (jc, pc) block: every MR-row panel of op(A) against every packed B panel.
+///
+/// # Safety
+/// As [`run`]; `b_blk` holds the block's ⌈nc/NR⌉ panels of kc·NR floats, 64-byte aligned.
+#[allow(clippy::too_many_arguments)]
+unsafe fn block<K: MicroKernel>(
+    m: usize,
+    a: Operand,
+    (jc, nc): (usize, usize),
+    (pc, kc): (usize, usize),
+    b_blk: &[f32],
+    c: Out,
+    overwrite: bool,
+    parallel: bool,
+) {
+    let panel_b = kc * K::NR;
+    let n_panels = nc.div_ceil(K::NR);
+    let b_blk = &b_blk[..n_panels * panel_b];
+    // Row panel p of op(A) against B panels `qs`.
+    let row_panel = |a_buf: &mut AlignedVec, p: usize, qs: std::ops::Range<usize>| {
+        let i0 = p * K::MR;
+        let rows = K::MR.min(m - i0);
+        let a_pan = &mut a_buf.as_mut_slice()[..kc * K::MR];
+        // SAFETY: rows i0..i0+rows, columns pc..pc+kc of op(A) are in bounds.
+        unsafe { pack(a_pan, a.at(i0, pc), a.rs, a.cs, rows, kc, K::MR) };
+        // The next panel's rows, brought towards L1 while this one computes (its packing
+        // otherwise waits on memory: X is read once, from DRAM).
+        let next = (i0 + K::MR < m).then(|| {
+            let rows = K::MR.min(m - i0 - K::MR);
+            // SAFETY: row i0 + MR < m, column pc < k of op(A).
+            (unsafe { a.at(i0 + K::MR, pc) }, rows)
+        });
+        let (first, count) = (qs.start, qs.len());
+        for (q, bp) in b_blk
+            .chunks_exact(panel_b)
+            .enumerate()
+            .skip(first)
+            .take(count)
+        {
+            if let Some((src, rows)) = next {
+                prefetch_part(src, a.rs, a.cs, rows, kc, q - first, count);
+            }
+            let j0 = q * K::NR;
+            let cols = K::NR.min(nc - j0);
+            // SAFETY: the tile rows i0..i0+rows, columns jc+j0..+cols are in C and in this
+            // panel's rows only; the panels hold kc·MR and kc·NR floats, B's 64-byte
+            // aligned (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the
+            // caller's contract).
+            unsafe {
+                K::tile(
+                    kc,
+                    a_pan.as_ptr(),
+                    bp.as_ptr(),
+                    c.at(i0, jc + j0),
+                    c.rs,
+                    c.cs,
+                    rows,
+                    cols,
+                    overwrite,
+                )
+            }
+        }
+    };
+    let m_panels = m.div_ceil(K::MR);
+    let threads = rayon::current_num_threads();
+    let a_buf = || AlignedVec::zeroed(KC * K::MR);
+    if parallel && m_panels >= 2 * threads {
+        (0..m_panels)
+            .into_par_iter()
+            .for_each_init(a_buf, |buf, p| row_panel(buf, p, 0..n_panels));
+    } else if parallel {
+        // Few row panels (a transposed narrow C: 7 rows are 2 panels): the threads split
+        // the B panels instead, each packing the row panels itself (MR·KC floats per
+        // group, against MR·NR·KC multiply-adds per tile). 1024×7 over k 5935 on 2
+        // threads: 7.0 ms with 2 row-panel tasks, one of 1 row.
+        let groups = (2 * threads).min(n_panels);
+        (0..groups).into_par_iter().for_each_init(a_buf, |buf, g| {
+            for p in 0..m_panels {
+                row_panel(buf, p, g * n_panels / groups..(g + 1) * n_panels / groups);
+            }
+        });
+    } else {
+        let mut buf = a_buf();
+        (0..m_panels).for_each(|p| row_panel(&mut buf, p, 0..n_panels));
+    }
+}
+
+/// op(B) packed once, for several products that share it: the row parts of one GEMM,
+/// which the executor runs as separate tasks (issue 33: each part re-packed all of B, and
+/// for ∇W = Xᵀ·∇Y that is all of ∇Y, per part). Holds every (NC, KC) block in the layout
+/// the tile routine of `isa` reads; [`gemm_packed`] gives the same bits as [`gemm_view`].
+pub struct PackedB {
+    isa: Isa,
+    k: usize,
+    n: usize,
+    nc_max: usize,
+    data: AlignedVec,
+}
+
+impl std::fmt::Debug for PackedB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedB")
+            .field("isa", &self.isa)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .finish()
+    }
+}
+
+impl PackedB {
+    /// Packs op(B) for products on `isa` (an error if the CPU lacks it); parallel on the
+    /// current rayon pool.
+    pub fn new(isa: Isa, b: MatRef<'_>, tb: Trans) -> Result<PackedB, KernelError> {
+        if !isa.available() {
+            return Err(KernelError::View {
+                kernel: "PackedB::new",
+                what: format!("this CPU cannot run the {} path", isa.name()),
+            });
+        }
+        let (k, n, op) = operand(b, tb);
+        let nr = nr_of(isa);
+        let nc_max = nc_block();
+        let mut data = AlignedVec::zeroed(k * n.div_ceil(nr) * nr);
+        let parallel = k * n >= PARALLEL_MIN_MACS / 64 && rayon::current_num_threads() > 1;
+        let mut rest = data.as_mut_slice();
         for jc in (0..n).step_by(nc_max) {
             let nc = nc_max.min(n - jc);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
-                let panel_b = kc * K::NR;
-                let n_panels = nc.div_ceil(K::NR);
-                let b_blk = &mut b_buf[..n_panels * panel_b];
-                // op(B)[pc.., jc + q·NR..]: lanes along columns (stride cs), k along rows.
-                let pack_b = |(q, dst): (usize, &mut [f32])| {
-                    let j0 = jc + q * K::NR;
-                    // SAFETY: rows pc..pc+kc and columns j0..j0+cols of op(B) are in bounds.
-                    unsafe {
-                        pack(
-                            dst,
-                            b.at(pc, j0),
-                            b.cs,
-                            b.rs,
-                            K::NR.min(jc + nc - j0),
-                            kc,
-                            K::NR,
-                        )
-                    }
-                };
-                if parallel {
-                    b_blk.par_chunks_mut(panel_b).enumerate().for_each(pack_b);
-                } else {
-                    b_blk.chunks_mut(panel_b).enumerate().for_each(pack_b);
-                }
-                let b_blk = &*b_blk;
-                let overwrite = pc == 0 && !accumulate;
-                // One MR-row panel of op(A) against every B panel of the block.
-                let row_panel = |a_buf: &mut AlignedVec, p: usize| {
-                    let i0 = p * K::MR;
-                    let rows = K::MR.min(m - i0);
-                    let a_pan = &mut a_buf.as_mut_slice()[..kc * K::MR];
-                    // SAFETY: rows i0..i0+rows, columns pc..pc+kc of op(A) are in bounds.
-                    unsafe { pack(a_pan, a.at(i0, pc), a.rs, a.cs, rows, kc, K::MR) };
-                    // The next panel's rows, brought towards L1 while this one computes
-                    // (its packing otherwise waits on memory: X is read once, from DRAM).
-                    let next = (i0 + K::MR < m).then(|| {
-                        let rows = K::MR.min(m - i0 - K::MR);
-                        // SAFETY: row i0 + MR < m, column pc < k of op(A).
-                        (unsafe { a.at(i0 + K::MR, pc) }, rows)
-                    });
-                    let n_panels = b_blk.len() / panel_b;
-                    for (q, bp) in b_blk.chunks_exact(panel_b).enumerate() {
-                        if let Some((src, rows)) = next {
-                            prefetch_part(src, a.rs, a.cs, rows, kc, q, n_panels);
-                        }
-                        let j0 = q * K::NR;
-                        let cols = K::NR.min(nc - j0);
-                        // SAFETY: the tile rows i0..i0+rows, columns jc+j0..+cols are in C
-                        // and in this panel's rows only; the panels hold kc·MR and kc·NR
-                        // floats, B's 64-byte aligned (AlignedVec, panel_b a multiple of
-                        // 16 floats); the CPU runs K (the caller's contract).
-                        unsafe {
-                            K::tile(
-                                kc,
-                                a_pan.as_ptr(),
-                                bp.as_ptr(),
-                                c.at(i0 * ldc + jc + j0),
-                                ldc,
-                                rows,
-                                cols,
-                                overwrite,
-                            )
-                        }
-                    }
-                };
-                let m_panels = m.div_ceil(K::MR);
-                if parallel {
-                    (0..m_panels)
-                        .into_par_iter()
-                        .for_each_init(|| AlignedVec::zeroed(KC * K::MR), row_panel);
-                } else {
-                    let mut a_buf = AlignedVec::zeroed(KC * K::MR);
-                    (0..m_panels).for_each(|p| row_panel(&mut a_buf, p));
-                }
+                let (dst, tail) = rest.split_at_mut(kc * nc.div_ceil(nr) * nr);
+                // SAFETY: the block is inside op(B) (its view's bounds), dst holds it.
+                unsafe { pack_b_block(op, (jc, nc), (pc, kc), nr, dst, parallel) };
+                rest = tail;
             }
         }
-    });
+        Ok(PackedB {
+            isa,
+            k,
+            n,
+            nc_max,
+            data,
+        })
+    }
+
+    /// Rows of op(B) (the product's k).
+    pub fn rows(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of op(B) (the product's n).
+    pub fn cols(&self) -> usize {
+        self.n
+    }
+
+    /// The block of column block `jb` and k block `pb`, as `run` packs it. Blocks lie in
+    /// (jc, pc) order; every column block but the last is `nc_max` wide and every k block
+    /// but the last KC deep, so earlier blocks have full sizes.
+    fn block(&self, jb: usize, pb: usize) -> &[f32] {
+        let nr = nr_of(self.isa);
+        let jc = jb * self.nc_max;
+        let nc = self.nc_max.min(self.n - jc);
+        let panels = nc.div_ceil(nr) * nr;
+        let start = jb * self.k * (self.nc_max.div_ceil(nr) * nr) + pb * KC * panels;
+        let kc = KC.min(self.k - pb * KC);
+        &self.data.as_slice()[start..start + kc * panels]
+    }
+}
+
+/// MR of `isa`'s tile routine.
+fn mr_of(isa: Isa) -> usize {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => kernel::Avx512::MR,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => kernel::Avx2::MR,
+        _ => kernel::Generic::MR,
+    }
+}
+
+/// NR of `isa`'s tile routine.
+fn nr_of(isa: Isa) -> usize {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => kernel::Avx512::NR,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => kernel::Avx2::NR,
+        _ => kernel::Generic::NR,
+    }
+}
+
+/// C = op(A)·B, or C += it, with B packed beforehand: the same bits as [`gemm_view`] on
+/// the B it was packed from, on the packed B's instruction set.
+pub fn gemm_packed(
+    a: MatRef<'_>,
+    ta: Trans,
+    b: &PackedB,
+    mut c: MatMut<'_>,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    let kernel = "gemm_packed";
+    let (m, k, a) = operand(a, ta);
+    check_len(kernel, "rows of packed B (columns of op(A))", k, b.k)?;
+    check_len(kernel, "rows of C (rows of op(A))", m, c.n_rows())?;
+    check_len(
+        kernel,
+        "columns of C (columns of packed B)",
+        b.n,
+        c.n_cols(),
+    )?;
+    if m == 0 || b.n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        if !accumulate {
+            c.fill(0.0);
+        }
+        return Ok(());
+    }
+    let parallel = m * b.n * k >= PARALLEL_MIN_MACS && rayon::current_num_threads() > 1;
+    let out = Out {
+        ptr: c.as_mut_ptr(),
+        rs: c.row_stride(),
+        cs: 1,
+    };
+    let shape = (m, b.n, k);
+    let src = BSource::Packed(b);
+    // SAFETY: as in `product`; b was packed for b.isa, which the CPU has (checked when it
+    // was packed), with NR = that kernel's.
+    unsafe {
+        match b.isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => run::<kernel::Avx512>(shape, a, src, out, accumulate, parallel),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => run::<kernel::Avx2>(shape, a, src, out, accumulate, parallel),
+            _ => run::<kernel::Generic>(shape, a, src, out, accumulate, parallel),
+        }
+    }
+    Ok(())
 }
 
 /// Prefetches part `part` of `parts` of the cache lines a [`pack`] of the same arguments

@@ -8,7 +8,9 @@
 //! operand that only exists transposed (then [`Transpose`] copies, and the cost says so).
 //! A sparse matrix transposes through the Algorithm-6 permutation of its values.
 
-use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, gemm_view, Trans};
+use saintflow_ops::gemm::{
+    gemm_nn, gemm_nt, gemm_packed, gemm_tn, gemm_view, plan, Isa, PackedB, Trans,
+};
 use saintflow_ops::spmm::{block_width, spmm_blocked, spmm_view_blocked, CsrRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
@@ -18,6 +20,15 @@ use crate::op::{
     Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, Op, OpError,
     RowBlock, Split, Stage,
 };
+
+/// The kernel's transpose flag of an operand used transposed or not.
+fn trans(t: bool) -> Trans {
+    if t {
+        Trans::T
+    } else {
+        Trans::N
+    }
+}
 
 /// Below this many multiply-adds a GEMM is one task (as `saintflow_ops::gemm` runs such a
 /// product on one thread: splitting costs more than it saves).
@@ -482,7 +493,8 @@ impl Op for Gemm {
         )?))
     }
     /// Row blocks of C (rows of op(A)), about two per worker so a slow block can be
-    /// balanced; each computed by one sequential call of the kernel. The k-sum of every
+    /// balanced; op(B) packed once for all of them ([`PackedB`]), each block one sequential
+    /// call of the kernel on it. The k-sum of every
     /// element is the kernel's, whatever the blocks (measured bit-identical in
     /// tests/executor.rs). Xᵀ·Yᵀ (computed as (Y·X)ᵀ by `forward`) is not split.
     fn split(
@@ -508,7 +520,19 @@ impl Op for Gemm {
             return Ok(None);
         }
         let parts = (2 * threads).min(m / GEMM_MIN_ROWS);
-        Ok(Some(Split::even(Axis::Rows, m, parts)))
+        // op(B) packed once here for every part (each used to pack all of it: for
+        // ∇W = Xᵀ·∇Y that was all of ∇Y, per part; issue 33). The parts then compute the
+        // same bits as `forward` (same packing, same tile routine).
+        // (A C with few columns runs transposed, and each part packs its own rows of
+        // op(A) then: nothing to share.)
+        let mut split = Split::even(Axis::Rows, m, parts).writing_all();
+        let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
+        if !transposed {
+            let bv = MatRef::row_major(&b.data, b.rows, b.cols)?;
+            split.prepared = Some(Box::new(PackedB::new(isa, bv, trans(self.tb))?));
+        }
+        // gemm_packed and gemm_view without accumulation write all of C.
+        Ok(Some(split))
     }
     fn forward_part(
         &self,
@@ -519,7 +543,6 @@ impl Op for Gemm {
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
         let a = super::dense(inputs, 0, "gemm")?;
-        let b = super::dense(inputs, 1, "gemm")?;
         let rows = split.ranges[part].clone();
         let av = MatRef::row_major(&a.data, a.rows, a.cols)?;
         let av = if self.ta {
@@ -527,9 +550,19 @@ impl Op for Gemm {
         } else {
             av.rows(rows)?
         };
-        let bv = MatRef::row_major(&b.data, b.rows, b.cols)?;
-        let t = |x: bool| if x { Trans::T } else { Trans::N };
-        gemm_view(av, t(self.ta), bv, t(self.tb), out, false)?;
+        match split.prepared.as_ref() {
+            Some(p) => {
+                let packed = p
+                    .downcast_ref::<PackedB>()
+                    .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))?;
+                gemm_packed(av, trans(self.ta), packed, out, false)?;
+            }
+            None => {
+                let b = super::dense(inputs, 1, "gemm")?;
+                let bv = MatRef::row_major(&b.data, b.rows, b.cols)?;
+                gemm_view(av, trans(self.ta), bv, trans(self.tb), out, false)?;
+            }
+        }
         Ok(())
     }
     /// C = op(A)·op(B): ∂op(A) = ∇C·op(B)ᵀ, ∂op(B) = op(A)ᵀ·∇C, transposed back when the
@@ -758,10 +791,12 @@ impl Op for Spmm {
                 width: w,
             }))
         };
+        // The SpMM kernel writes every row of its block, empty rows as zeros.
         Ok(Some(Split {
             axis: Axis::Cols,
             ranges,
             prepared,
+            writes_all: true,
         }))
     }
     fn forward_part(

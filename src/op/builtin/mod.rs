@@ -180,7 +180,7 @@ const SPLIT_MIN_ELEMENTS: usize = 1 << 16;
 /// or one worker). Row-wise ops compute each row alone: any split gives the same bits.
 pub(crate) fn row_split(rows: usize, cols: usize, threads: usize) -> Option<crate::op::Split> {
     (threads >= 2 && rows >= 2 && rows * cols >= SPLIT_MIN_ELEMENTS)
-        .then(|| crate::op::Split::even(crate::op::Axis::Rows, rows, 2 * threads))
+        .then(|| crate::op::Split::even(crate::op::Axis::Rows, rows, 2 * threads).writing_all())
 }
 
 /// [`row_split`] for a row-wise op whose dense operands all have input 0's shape (an
