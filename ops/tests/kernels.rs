@@ -7,7 +7,7 @@ mod common;
 
 use common::{abs, assert_close, in_pool, random_csr, values, GEMM_SHAPES, U};
 use proptest::prelude::*;
-use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn};
+use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, Trans};
 use saintflow_ops::naive;
 use saintflow_ops::spmm::{block_width, spmm, spmm_blocked, spmm_view_with, CsrRef, Gather};
 use saintflow_ops::{KernelError, MatMut, MatRef};
@@ -48,27 +48,39 @@ fn gemm_products_match_the_naive_loop() {
     }
 }
 
+/// The three products of a step (forward A·B, ∇W = Aᵀ·B, ∇X = A·Bᵀ) for op(A) m×k and
+/// op(B) k×n: the transposes and the stored shapes of A and B.
+fn oriented(m: usize, k: usize, n: usize) -> [(Trans, Trans, (usize, usize), (usize, usize)); 3] {
+    [
+        (Trans::N, Trans::N, (m, k), (k, n)),
+        (Trans::T, Trans::N, (k, m), (k, n)),
+        (Trans::N, Trans::T, (m, k), (n, k)),
+    ]
+}
+
 /// The GEMM's bits depend on neither the thread count nor the x86 path: each element is
 /// summed in k order with one FMA per step on AVX2 and AVX-512 alike, and a thread only
 /// chooses which tiles it computes. Shapes cross every blocking boundary (k past KC = 256,
 /// n past the widest NC, edge tiles of every tile shape).
 #[test]
 fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
-    use saintflow_ops::gemm::{gemm_view_isa, Isa, Trans};
+    use saintflow_ops::gemm::{gemm_view_isa, Isa};
     let fma: Vec<Isa> = Isa::supported()
         .into_iter()
         .filter(|&i| i != Isa::Generic)
         .collect();
-    for (m, k, n) in [(29, 531, 1061), (301, 600, 129), (7, 1000, 70)] {
+    // Shapes that run as given, transposed (301×129 on AVX-512; few columns with Aᵀ), and
+    // on the AVX2 tile on an AVX-512 CPU (few columns).
+    for (m, k, n) in [
+        (29, 531, 1061),
+        (301, 600, 129),
+        (7, 1000, 70),
+        (500, 300, 2),
+        (300, 700, 7),
+    ] {
         let a = values(m * k, 11);
         let b = values(k * n, 12);
-        for (ta, tb) in [
-            (Trans::N, Trans::N),
-            (Trans::T, Trans::N),
-            (Trans::N, Trans::T),
-        ] {
-            let (ar, ac) = if ta == Trans::N { (m, k) } else { (k, m) };
-            let (br, bc) = if tb == Trans::N { (k, n) } else { (n, k) };
+        for (ta, tb, (ar, ac), (br, bc)) in oriented(m, k, n) {
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
             let mut fma_bits: Option<(Isa, Vec<u32>)> = None;
             for isa in Isa::supported() {
@@ -112,17 +124,11 @@ fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
 /// wrong depth is refused.
 #[test]
 fn gemm_on_a_packed_b_equals_the_whole_product_bit_for_bit() {
-    use saintflow_ops::gemm::{gemm_packed, gemm_view_isa, Isa, PackedB, Trans};
+    use saintflow_ops::gemm::{gemm_packed, gemm_view_isa, Isa, PackedB};
     for (m, k, n) in GEMM_SHAPES.into_iter().chain([(70, 1000, 130)]) {
         let a = values(m * k, 21);
         let b = values(k * n, 22);
-        for (ta, tb) in [
-            (Trans::N, Trans::N),
-            (Trans::T, Trans::N),
-            (Trans::N, Trans::T),
-        ] {
-            let (ar, ac) = if ta == Trans::N { (m, k) } else { (k, m) };
-            let (br, bc) = if tb == Trans::N { (k, n) } else { (n, k) };
+        for (ta, tb, (ar, ac), (br, bc)) in oriented(m, k, n) {
             let av = MatRef::row_major(&a, ar, ac).unwrap();
             let bv = MatRef::row_major(&b, br, bc).unwrap();
             for isa in Isa::supported() {
