@@ -48,9 +48,12 @@ fn gemm_products_match_the_naive_loop() {
     }
 }
 
+/// op(A)'s and op(B)'s transposes, and the stored shapes of A and B.
+type Oriented = (Trans, Trans, (usize, usize), (usize, usize));
+
 /// The three products of a step (forward A·B, ∇W = Aᵀ·B, ∇X = A·Bᵀ) for op(A) m×k and
 /// op(B) k×n: the transposes and the stored shapes of A and B.
-fn oriented(m: usize, k: usize, n: usize) -> [(Trans, Trans, (usize, usize), (usize, usize)); 3] {
+fn oriented(m: usize, k: usize, n: usize) -> [Oriented; 3] {
     [
         (Trans::N, Trans::N, (m, k), (k, n)),
         (Trans::T, Trans::N, (k, m), (k, n)),
