@@ -405,6 +405,64 @@ fn piped_train_prints_one_line_per_epoch() {
     }
 }
 
+/// Issue 33: `SAINTFLOW_ISA` forces the kernels' instruction set. An unknown value is a
+/// usage error naming the variable and the accepted values; the AVX2 and AVX-512 paths
+/// train to the same losses and metrics, bit for bit (GEMM, SpMM and the elementwise loops
+/// sum in the same order on both), and the generic path trains too.
+#[test]
+fn issue_33_saintflow_isa_forces_a_path_and_the_fma_paths_train_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::planted(tmp.path(), 9).display().to_string();
+    let plan = gcn_plan();
+    let args = train_args(
+        &plan,
+        &store,
+        &["--epochs", "2", "--threads", "2", "--seed", "3", "--json"],
+    );
+    let run = |isa: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+            .args(&args)
+            .env("SAINTFLOW_ISA", isa)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap()
+    };
+    let bad = run("avx3");
+    let (_, err) = text(&bad);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("SAINTFLOW_ISA")
+            && err.contains("\"avx3\"")
+            && err.contains("avx512, avx2 or generic"),
+        "{err}"
+    );
+    // Losses and metrics of every record, without the timings.
+    let results = |isa: &str| -> Vec<String> {
+        let o = run(isa);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "SAINTFLOW_ISA={isa}: {err}");
+        out.lines()
+            .map(|l| {
+                let j: serde_json::Value = serde_json::from_str(l).unwrap();
+                ["kind", "epoch", "step", "loss", "train_loss", "val", "test"]
+                    .iter()
+                    .map(|k| format!("{k}={}", j.get(k).unwrap_or(&serde_json::Value::Null)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    let generic = results("generic");
+    assert!(
+        generic.iter().any(|r| r.contains("kind=\"test\"")),
+        "{generic:?}"
+    );
+    let saintflow_ops::isa::Isa::Avx512 = saintflow_ops::isa::Isa::detected() else {
+        return; // one FMA path at most on this CPU: nothing to compare
+    };
+    assert_eq!(results("avx2"), results("avx512"));
+}
+
 /// Issue 15: zeros that mean nothing are usage errors (exit 2) naming the flag, before
 /// any store or plan is read.
 #[test]
