@@ -49,6 +49,38 @@ pub(crate) trait MicroKernel {
         cols: usize,
         overwrite: bool,
     );
+
+    /// [`MicroKernel::tile`] with op(A) read in place, row-major: element (i, k) at
+    /// `a + i·lda + k`, rows ≥ `rows` never read. For products whose few B panels would
+    /// not repay packing A (a C of a few columns: packing is a gather of all of X for a
+    /// handful of multiply-adds per element). Same bits as packing first. Default: pack
+    /// into a local panel, then `tile`.
+    ///
+    /// # Safety
+    /// As `tile`, with `a + i·lda + k` readable for i < rows, k < kc.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile_direct(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        b: *const f32,
+        c: *mut f32,
+        rs: usize,
+        cs: usize,
+        rows: usize,
+        cols: usize,
+        overwrite: bool,
+    ) {
+        let mut panel = vec![0f32; kc * Self::MR];
+        for i in 0..rows {
+            for t in 0..kc {
+                // SAFETY: i < rows, t < kc (the contract).
+                panel[t * Self::MR + i] = unsafe { *a.add(i * lda + t) };
+            }
+        }
+        // SAFETY: the panel holds kc·MR floats; the rest is the caller's contract.
+        unsafe { Self::tile(kc, panel.as_ptr(), b, c, rs, cs, rows, cols, overwrite) }
+    }
 }
 
 /// Writes an MR×NR tile held in `acc` (row-major) to the rows×cols corner of C, element
@@ -146,15 +178,34 @@ macro_rules! x86_tile {
                 overwrite: bool,
             ) {
                 // SAFETY: forwarded contract (the CPU has the kernel's instruction set).
-                unsafe { $name(kc, a, b, c, rs, cs, rows, cols, overwrite) }
+                unsafe { $name::<false>(kc, a, 1, b, c, rs, cs, rows, cols, overwrite) }
+            }
+
+            unsafe fn tile_direct(
+                kc: usize,
+                a: *const f32,
+                lda: usize,
+                b: *const f32,
+                c: *mut f32,
+                rs: usize,
+                cs: usize,
+                rows: usize,
+                cols: usize,
+                overwrite: bool,
+            ) {
+                // SAFETY: forwarded contract.
+                unsafe { $name::<true>(kc, a, lda, b, c, rs, cs, rows, cols, overwrite) }
             }
         }
 
+        /// The tile; with `DIRECT`, A in place (row i at `a + i·lda`, rows past `rows`
+        /// read as the last one and never stored), else the packed panel.
         #[target_feature(enable = $feature)]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
+        unsafe fn $name<const DIRECT: bool>(
             kc: usize,
             a: *const f32,
+            lda: usize,
             b: *const f32,
             c: *mut f32,
             rs: usize,
@@ -168,22 +219,28 @@ macro_rules! x86_tile {
             const NV: usize = $nv;
             const NR: usize = $nv * $lanes;
             let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
+            let mut off = [0usize; MR];
+            for (i, o) in off.iter_mut().enumerate() {
+                *o = if DIRECT { i.min(rows.max(1) - 1) * lda } else { i };
+            }
             let (mut a, mut b) = (a, b);
             for _ in 0..kc {
-                // SAFETY: k < kc: b + k·NR .. + NR and a + k·MR .. + MR are inside the
-                // panels; b's rows are 64-byte aligned (NR·4 is a multiple of 64).
+                // SAFETY: k < kc: b + k·NR .. + NR is inside the B panel, its rows
+                // 64-byte aligned (NR·4 is a multiple of 64); packed, a + k·MR .. + MR is
+                // inside the A panel; direct, a + off[i] is element (min(i, rows−1), k)
+                // of op(A), in bounds (the caller's contract).
                 unsafe {
                     let mut bv: [$v; NV] = [$zero(); NV];
                     for (h, v) in bv.iter_mut().enumerate() {
                         *v = $load(b.add(h * $lanes));
                     }
                     for (i, row) in acc.iter_mut().enumerate() {
-                        let ai = $set1(*a.add(i));
+                        let ai = $set1(*a.add(off[i]));
                         for (h, r) in row.iter_mut().enumerate() {
                             *r = $fma(ai, bv[h], *r);
                         }
                     }
-                    a = a.add(MR);
+                    a = a.add(if DIRECT { 1 } else { MR });
                     b = b.add(NR);
                 }
             }

@@ -386,16 +386,23 @@ unsafe fn pack_b_block(
         let pack_rows = |(g, dst): (usize, &mut [f32])| {
             let q0 = g * per;
             let n_pan = dst.len() / (kc * width);
-            for t in 0..kc {
-                // SAFETY: row pc + t of op(B) is in bounds, from column jc + q0·width.
-                let row = unsafe { b.at(pc + t, jc + q0 * width) };
+            // 8 rows at a time (16 KiB of a 512-column block, kept in L1) dealt panel by
+            // panel: one row at a time wrote every panel's stream at once, and the panels
+            // lie kc·NR·4 bytes apart (64 KiB on AVX-512), all in one L1 set.
+            const ROWS: usize = 8;
+            for t0 in (0..kc).step_by(ROWS) {
                 for q in 0..n_pan {
                     let cols = width.min(nc - (q0 + q) * width);
-                    let d = &mut dst[q * kc * width + t * width..][..width];
-                    // SAFETY: these `cols` columns of that row are in bounds.
-                    let src = unsafe { std::slice::from_raw_parts(row.add(q * width), cols) };
-                    d[..cols].copy_from_slice(src);
-                    d[cols..].fill(0.0);
+                    for t in t0..(t0 + ROWS).min(kc) {
+                        // SAFETY: row pc + t of op(B), columns jc + (q0 + q)·width ..
+                        // + cols, are in bounds.
+                        let src = unsafe {
+                            std::slice::from_raw_parts(b.at(pc + t, jc + (q0 + q) * width), cols)
+                        };
+                        let d = &mut dst[q * kc * width + t * width..][..width];
+                        d[..cols].copy_from_slice(src);
+                        d[cols..].fill(0.0);
+                    }
                 }
             }
         };
@@ -447,10 +454,41 @@ unsafe fn block<K: MicroKernel>(
     let panel_b = kc * K::NR;
     let n_panels = nc.div_ceil(K::NR);
     let b_blk = &b_blk[..n_panels * panel_b];
+    // A C of one or two B panels (a few-column classifier) reads a row-major op(A) in
+    // place: packing it would gather all of X for that handful of panels (5935×1024·
+    // 1024×7: the pack, not the tiles, was the time; BENCHMARKS.md).
+    let direct = a.cs == 1 && n_panels <= 2;
     // Row panel p of op(A) against B panels `qs`.
     let row_panel = |a_buf: &mut AlignedVec, p: usize, qs: std::ops::Range<usize>| {
         let i0 = p * K::MR;
         let rows = K::MR.min(m - i0);
+        if direct {
+            for (q, bp) in b_blk
+                .chunks_exact(panel_b)
+                .enumerate()
+                .skip(qs.start)
+                .take(qs.len())
+            {
+                let j0 = q * K::NR;
+                // SAFETY: as below, with op(A)'s rows i0..i0+rows, columns pc..pc+kc read
+                // in place (row-major: a.cs is 1).
+                unsafe {
+                    K::tile_direct(
+                        kc,
+                        a.at(i0, pc),
+                        a.rs,
+                        bp.as_ptr(),
+                        c.at(i0, jc + j0),
+                        c.rs,
+                        c.cs,
+                        rows,
+                        K::NR.min(nc - j0),
+                        overwrite,
+                    )
+                }
+            }
+            return;
+        }
         let a_pan = &mut a_buf.as_mut_slice()[..kc * K::MR];
         // SAFETY: rows i0..i0+rows, columns pc..pc+kc of op(A) are in bounds.
         unsafe { pack(a_pan, a.at(i0, pc), a.rs, a.cs, rows, kc, K::MR) };
