@@ -13,7 +13,7 @@
 //! packed once into NR-column panels (KC·NC floats sized to half the L2, shared by every
 //! thread); the threads then take MR-row panels of op(A), pack each (MR·KC floats, in L1)
 //! and sweep it across all of B's panels, which stream from L2 in memory order. The tile
-//! routines are in [`kernel`]: AVX-512 6×64, AVX2 6×16, a portable 4×16, chosen by
+//! routines are in `kernel.rs`: AVX-512 6×64, AVX2 6×16, a portable 4×16, chosen by
 //! [`Isa::current`] (`SAINTFLOW_ISA` forces a narrower one) or named in [`gemm_view_isa`].
 //!
 //! Why not a crate: the `gemm` crate (used before) reached 62–66 % of OpenBLAS on a Zen 3
