@@ -135,34 +135,21 @@ fn strided_gemm_matches_the_naive_loop_in_every_transpose_combination() {
                         let what = format!(
                             "gemm_view {isa:?} {ta:?}{tb:?} {m}×{k}×{n} {la:?} {lb:?} {lc:?}"
                         );
+                        let nan = vec![f32::NAN; m * n];
+                        // (C before, accumulate, expected, its bound, summands per element)
+                        let cases = [
+                            (&nan, false, &want, &bound, k),
+                            (&c0, true, &want_acc, &bound_acc, k + 1),
+                        ];
                         for threads in [1, 2, 3] {
                             in_pool(threads, || {
-                                let mut ec = Embedded::new(&vec![f32::NAN; m * n], m, n, lc, GAP);
-                                gemm_view_isa(
-                                    isa,
-                                    ea.view(),
-                                    ta,
-                                    eb.view(),
-                                    tb,
-                                    ec.view_mut(),
-                                    false,
-                                )
-                                .unwrap();
-                                assert_close(&what, &ec.dense(), &want, &bound, k);
-                                ec.assert_gaps(&what);
-                                let mut ec = Embedded::new(&c0, m, n, lc, GAP);
-                                gemm_view_isa(
-                                    isa,
-                                    ea.view(),
-                                    ta,
-                                    eb.view(),
-                                    tb,
-                                    ec.view_mut(),
-                                    true,
-                                )
-                                .unwrap();
-                                assert_close(&what, &ec.dense(), &want_acc, &bound_acc, k + 1);
-                                ec.assert_gaps(&what);
+                                for (start, acc, want, bound, terms) in cases {
+                                    let mut ec = Embedded::new(start, m, n, lc, GAP);
+                                    let (av, bv) = (ea.view(), eb.view());
+                                    gemm_view_isa(isa, av, ta, bv, tb, ec.view_mut(), acc).unwrap();
+                                    assert_close(&what, &ec.dense(), want, bound, terms);
+                                    ec.assert_gaps(&what);
+                                }
                             });
                         }
                     }

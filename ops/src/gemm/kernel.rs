@@ -22,6 +22,30 @@
 //! AVX2 kernels by a third on a Zen 3 (issue 33). Only the tile's C rows are unaligned,
 //! once per KC steps.
 
+/// Where a tile reads its rows of op(A).
+#[derive(Clone, Copy)]
+pub(crate) enum ARows {
+    /// A packed k-major panel: element (i, k) at `ptr + k·MR + i`, kc·MR floats.
+    Packed(*const f32),
+    /// op(A) in place, row-major: element (i, k) at `ptr + i·lda + k`, rows ≥ the tile's
+    /// `rows` never read. For products whose few B panels would not repay packing A (a C
+    /// of a few columns: packing is a gather of all of X for a handful of multiply-adds
+    /// per element). Same bits as packing first.
+    InPlace { ptr: *const f32, lda: usize },
+}
+
+/// The C tile a kernel call writes: element (i, j) at `ptr + i·rs + j·cs` for i < rows,
+/// j < cols (rows ≤ MR, cols ≤ NR), overwritten or added to.
+#[derive(Clone, Copy)]
+pub(crate) struct CTile {
+    pub ptr: *mut f32,
+    pub rs: usize,
+    pub cs: usize,
+    pub rows: usize,
+    pub cols: usize,
+    pub overwrite: bool,
+}
+
 /// A micro-kernel: its tile shape and the tile routine.
 pub(crate) trait MicroKernel {
     /// Rows of the tile (rows of op(A) per packed panel).
@@ -29,83 +53,30 @@ pub(crate) trait MicroKernel {
     /// Columns of the tile (columns of op(B) per packed panel).
     const NR: usize;
 
-    /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k a[k·MR + i]·b[k·NR + j] for i < rows,
-    /// j < cols (rows ≤ MR, cols ≤ NR), C[i, j] at `c + i·rs + j·cs`; the padding lanes
-    /// of the panels are zeros and nothing outside the rows×cols corner of C is touched.
+    /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k A(i, k)·b[k·NR + j] over the tile `c`;
+    /// the padding lanes of the B panel (and of a packed A panel) are zeros and nothing
+    /// outside the tile's rows×cols corner of C is touched.
     ///
     /// # Safety
-    /// The CPU has the kernel's instruction set; `a` holds kc·MR floats, `b` kc·NR floats
-    /// starting on a 64-byte boundary; `c + i·rs + j·cs` is valid for writes for i < rows,
-    /// j < cols, and no other thread touches those elements during the call.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tile(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        rs: usize,
-        cs: usize,
-        rows: usize,
-        cols: usize,
-        overwrite: bool,
-    );
-
-    /// [`MicroKernel::tile`] with op(A) read in place, row-major: element (i, k) at
-    /// `a + i·lda + k`, rows ≥ `rows` never read. For products whose few B panels would
-    /// not repay packing A (a C of a few columns: packing is a gather of all of X for a
-    /// handful of multiply-adds per element). Same bits as packing first. Default: pack
-    /// into a local panel, then `tile`.
-    ///
-    /// # Safety
-    /// As `tile`, with `a + i·lda + k` readable for i < rows, k < kc.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tile_direct(
-        kc: usize,
-        a: *const f32,
-        lda: usize,
-        b: *const f32,
-        c: *mut f32,
-        rs: usize,
-        cs: usize,
-        rows: usize,
-        cols: usize,
-        overwrite: bool,
-    ) {
-        let mut panel = vec![0f32; kc * Self::MR];
-        for i in 0..rows {
-            for t in 0..kc {
-                // SAFETY: i < rows, t < kc (the contract).
-                panel[t * Self::MR + i] = unsafe { *a.add(i * lda + t) };
-            }
-        }
-        // SAFETY: the panel holds kc·MR floats; the rest is the caller's contract.
-        unsafe { Self::tile(kc, panel.as_ptr(), b, c, rs, cs, rows, cols, overwrite) }
-    }
+    /// The CPU has the kernel's instruction set; `a` addresses kc steps of the tile's rows
+    /// (see [`ARows`]); `b` holds kc·NR floats starting on a 64-byte boundary; the tile's
+    /// elements are valid for writes and no other thread touches them during the call.
+    unsafe fn tile(kc: usize, a: ARows, b: *const f32, c: CTile);
 }
 
-/// Writes an MR×NR tile held in `acc` (row-major) to the rows×cols corner of C, element
-/// (i, j) at `c + i·rs + j·cs`.
+/// Writes an MR×NR tile held in `acc` (row-major, NR = `nr`) to the corner of C `c`
+/// names.
 ///
 /// # Safety
 /// As [`MicroKernel::tile`] for `c`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn store_partial(
-    acc: &[f32],
-    nr: usize,
-    c: *mut f32,
-    rs: usize,
-    cs: usize,
-    rows: usize,
-    cols: usize,
-    overwrite: bool,
-) {
-    for i in 0..rows {
-        for (j, &v) in acc[i * nr..i * nr + cols].iter().enumerate() {
+unsafe fn store_partial(acc: &[f32], nr: usize, c: CTile) {
+    for i in 0..c.rows {
+        for (j, &v) in acc[i * nr..i * nr + c.cols].iter().enumerate() {
             // SAFETY: i < rows, j < cols (the caller's contract).
             unsafe {
-                let d = c.add(i * rs + j * cs);
-                *d = if overwrite { v } else { *d + v };
+                let d = c.ptr.add(i * c.rs + j * c.cs);
+                *d = if c.overwrite { v } else { *d + v };
             }
         }
     }
@@ -118,26 +89,26 @@ impl MicroKernel for Generic {
     const MR: usize = 4;
     const NR: usize = 16;
 
-    unsafe fn tile(
-        kc: usize,
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        rs: usize,
-        cs: usize,
-        rows: usize,
-        cols: usize,
-        overwrite: bool,
-    ) {
+    unsafe fn tile(kc: usize, a: ARows, b: *const f32, c: CTile) {
         const MR: usize = Generic::MR;
         const NR: usize = Generic::NR;
-        // SAFETY: the panels hold kc·MR and kc·NR floats (the caller's contract).
-        let (a, b) = unsafe {
-            (
-                std::slice::from_raw_parts(a, kc * MR),
-                std::slice::from_raw_parts(b, kc * NR),
-            )
+        let mut panel = Vec::new();
+        let a = match a {
+            // SAFETY: the panel holds kc·MR floats (the caller's contract).
+            ARows::Packed(p) => unsafe { std::slice::from_raw_parts(p, kc * MR) },
+            ARows::InPlace { ptr, lda } => {
+                panel.resize(kc * MR, 0.0);
+                for i in 0..c.rows {
+                    for t in 0..kc {
+                        // SAFETY: i < rows, t < kc (the contract).
+                        panel[t * MR + i] = unsafe { *ptr.add(i * lda + t) };
+                    }
+                }
+                &panel[..]
+            }
         };
+        // SAFETY: the B panel holds kc·NR floats (the caller's contract).
+        let b = unsafe { std::slice::from_raw_parts(b, kc * NR) };
         let mut acc = [[0f32; NR]; MR];
         for (ak, bk) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
             for i in 0..MR {
@@ -147,7 +118,7 @@ impl MicroKernel for Generic {
             }
         }
         // SAFETY: forwarded contract.
-        unsafe { store_partial(acc.as_flattened(), NR, c, rs, cs, rows, cols, overwrite) }
+        unsafe { store_partial(acc.as_flattened(), NR, c) }
     }
 }
 
@@ -166,53 +137,26 @@ macro_rules! x86_tile {
             const MR: usize = $mr;
             const NR: usize = $nv * $lanes;
 
-            unsafe fn tile(
-                kc: usize,
-                a: *const f32,
-                b: *const f32,
-                c: *mut f32,
-                rs: usize,
-                cs: usize,
-                rows: usize,
-                cols: usize,
-                overwrite: bool,
-            ) {
+            unsafe fn tile(kc: usize, a: ARows, b: *const f32, c: CTile) {
                 // SAFETY: forwarded contract (the CPU has the kernel's instruction set).
-                unsafe { $name::<false>(kc, a, 1, b, c, rs, cs, rows, cols, overwrite) }
-            }
-
-            unsafe fn tile_direct(
-                kc: usize,
-                a: *const f32,
-                lda: usize,
-                b: *const f32,
-                c: *mut f32,
-                rs: usize,
-                cs: usize,
-                rows: usize,
-                cols: usize,
-                overwrite: bool,
-            ) {
-                // SAFETY: forwarded contract.
-                unsafe { $name::<true>(kc, a, lda, b, c, rs, cs, rows, cols, overwrite) }
+                unsafe {
+                    match a {
+                        ARows::Packed(p) => $name::<false>(kc, p, 1, b, c),
+                        ARows::InPlace { ptr, lda } => $name::<true>(kc, ptr, lda, b, c),
+                    }
+                }
             }
         }
 
         /// The tile; with `DIRECT`, A in place (row i at `a + i·lda`, rows past `rows`
         /// read as the last one and never stored), else the packed panel.
         #[target_feature(enable = $feature)]
-        #[allow(clippy::too_many_arguments)]
         unsafe fn $name<const DIRECT: bool>(
             kc: usize,
             a: *const f32,
             lda: usize,
             b: *const f32,
-            c: *mut f32,
-            rs: usize,
-            cs: usize,
-            rows: usize,
-            cols: usize,
-            overwrite: bool,
+            c: CTile,
         ) {
             use std::arch::x86_64::*;
             const MR: usize = $mr;
@@ -221,7 +165,7 @@ macro_rules! x86_tile {
             let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
             let mut off = [0usize; MR];
             for (i, o) in off.iter_mut().enumerate() {
-                *o = if DIRECT { i.min(rows.max(1) - 1) * lda } else { i };
+                *o = if DIRECT { i.min(c.rows.max(1) - 1) * lda } else { i };
             }
             let (mut a, mut b) = (a, b);
             for _ in 0..kc {
@@ -244,13 +188,13 @@ macro_rules! x86_tile {
                     b = b.add(NR);
                 }
             }
-            if rows == MR && cols == NR && cs == 1 {
+            if c.rows == MR && c.cols == NR && c.cs == 1 {
                 for (i, row) in acc.iter().enumerate() {
                     for (h, r) in row.iter().enumerate() {
                         // SAFETY: the whole tile is inside C (rows = MR, cols = NR, cs = 1).
                         unsafe {
-                            let p = c.add(i * rs + h * $lanes);
-                            let v = if overwrite { *r } else { $add($loadu(p), *r) };
+                            let p = c.ptr.add(i * c.rs + h * $lanes);
+                            let v = if c.overwrite { *r } else { $add($loadu(p), *r) };
                             $storeu(p, v);
                         }
                     }
@@ -264,7 +208,7 @@ macro_rules! x86_tile {
                     }
                 }
                 // SAFETY: forwarded contract.
-                unsafe { store_partial(&tmp, NR, c, rs, cs, rows, cols, overwrite) }
+                unsafe { store_partial(&tmp, NR, c) }
             }
         }
     };

@@ -32,7 +32,7 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
-use self::kernel::MicroKernel;
+use self::kernel::{ARows, CTile, MicroKernel};
 pub use crate::isa::Isa;
 use crate::view::{MatMut, MatRef};
 use crate::{check_len, AlignedVec, KernelError};
@@ -64,62 +64,123 @@ pub enum Trans {
     T,
 }
 
-/// op(X) as a pointer and strides: element (i, j) of op(X) is at `ptr + i·rs + j·cs`.
+/// A strided matrix: element (i, j) at `ptr + i·rs + j·cs`. Serves op(A) and op(B) (a
+/// transposed operand is the same storage with the strides swapped; they are only read,
+/// through `at(..).cast_const()`) and C (row-major C has cs 1, the transposed problem's Cᵀ
+/// rs 1).
 #[derive(Clone, Copy)]
-struct Operand {
-    ptr: *const f32,
-    rs: usize,
-    cs: usize,
-}
-
-impl Operand {
-    /// Element (i, j) of op(X). A method, so closures capture the whole (Sync) operand.
-    ///
-    /// # Safety
-    /// (i, j) is inside op(X).
-    unsafe fn at(&self, i: usize, j: usize) -> *const f32 {
-        // SAFETY: the caller's contract.
-        unsafe { self.ptr.add(i * self.rs + j * self.cs) }
-    }
-}
-
-// SAFETY: read-only access to the caller's borrowed operands, for the call's duration.
-unsafe impl Send for Operand {}
-unsafe impl Sync for Operand {}
-
-/// C's pointer and strides (element (i, j) at `ptr + i·rs + j·cs`: row-major C has cs 1,
-/// the transposed problem's Cᵀ rs 1), shared by the threads; each writes only its own
-/// rows.
-#[derive(Clone, Copy)]
-struct Out {
+struct Strided {
     ptr: *mut f32,
     rs: usize,
     cs: usize,
 }
 
-impl Out {
-    /// Element (i, j) of C (a method, so closures capture the whole Sync wrapper).
+impl Strided {
+    /// Element (i, j). A method, so closures capture the whole (Sync) value.
     ///
     /// # Safety
-    /// (i, j) is inside C.
+    /// (i, j) is inside the matrix.
     unsafe fn at(&self, i: usize, j: usize) -> *mut f32 {
         // SAFETY: the caller's contract.
         unsafe { self.ptr.add(i * self.rs + j * self.cs) }
     }
+
+    /// The transpose: the same storage, strides swapped.
+    fn t(self) -> Strided {
+        Strided {
+            rs: self.cs,
+            cs: self.rs,
+            ..self
+        }
+    }
 }
 
-// SAFETY: the threads write disjoint row panels of C (see `run`).
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
+// SAFETY: the operands are borrowed (MatRef) and only read, C is borrowed uniquely
+// (MatMut) and the threads write disjoint tiles of it (see `block`), all for the call's
+// duration.
+unsafe impl Send for Strided {}
+unsafe impl Sync for Strided {}
 
 /// Shape and operand of op(X) for a stored view X.
-fn operand(x: MatRef<'_>, t: Trans) -> (usize, usize, Operand) {
-    let rs = x.row_stride();
-    let ptr = x.as_ptr();
+fn operand(x: MatRef<'_>, t: Trans) -> (usize, usize, Strided) {
+    let (ptr, rs) = (x.as_ptr().cast_mut(), x.row_stride());
+    let stored = Strided { ptr, rs, cs: 1 };
     match t {
-        Trans::N => (x.n_rows(), x.n_cols(), Operand { ptr, rs, cs: 1 }),
-        Trans::T => (x.n_cols(), x.n_rows(), Operand { ptr, rs: 1, cs: rs }),
+        Trans::N => (x.n_rows(), x.n_cols(), stored),
+        Trans::T => (x.n_cols(), x.n_rows(), stored.t()),
     }
+}
+
+/// Runs `$body` with `$k` the tile routine type of instruction set `$isa`.
+macro_rules! with_kernel {
+    ($isa:expr, $k:ident => $body:expr) => {
+        match $isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                type $k = kernel::Avx512;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                type $k = kernel::Avx2;
+                $body
+            }
+            _ => {
+                type $k = kernel::Generic;
+                $body
+            }
+        }
+    };
+}
+
+/// (MR, NR) of `isa`'s tile routine.
+fn tile_shape(isa: Isa) -> (usize, usize) {
+    with_kernel!(isa, K => (K::MR, K::NR))
+}
+
+/// An error naming `kernel` when the CPU lacks `isa`.
+fn require(isa: Isa, kernel: &'static str) -> Result<(), KernelError> {
+    if isa.available() {
+        Ok(())
+    } else {
+        Err(KernelError::View {
+            kernel,
+            what: format!("this CPU cannot run the {} path", isa.name()),
+        })
+    }
+}
+
+/// C as a strided target once C's shape is checked against (m, n): `None` when nothing
+/// is left to do (an empty C, or k = 0, which zeroes C unless accumulating).
+fn target(
+    kernel: &'static str,
+    what_cols: &'static str,
+    (m, n, k): (usize, usize, usize),
+    c: &mut MatMut<'_>,
+    accumulate: bool,
+) -> Result<Option<Strided>, KernelError> {
+    check_len(kernel, "rows of C (rows of op(A))", m, c.n_rows())?;
+    check_len(kernel, what_cols, n, c.n_cols())?;
+    if m == 0 || n == 0 {
+        return Ok(None);
+    }
+    if k == 0 {
+        if !accumulate {
+            c.fill(0.0);
+        }
+        return Ok(None);
+    }
+    Ok(Some(Strided {
+        ptr: c.as_mut_ptr(),
+        rs: c.row_stride(),
+        cs: 1,
+    }))
+}
+
+/// Whether an m×n×k product forks: below this many multiply-adds, or on one thread, it
+/// runs on the calling thread.
+fn forks(m: usize, n: usize, k: usize) -> bool {
+    m * n * k >= PARALLEL_MIN_MACS && rayon::current_num_threads() > 1
 }
 
 /// C = op(A)·op(B), or C += it with `accumulate`. op(A) is m×k, op(B) k×n and C m×n;
@@ -147,12 +208,7 @@ pub fn gemm_view_isa(
     c: MatMut<'_>,
     accumulate: bool,
 ) -> Result<(), KernelError> {
-    if !isa.available() {
-        return Err(KernelError::View {
-            kernel: "gemm_view_isa",
-            what: format!("this CPU cannot run the {} path", isa.name()),
-        });
-    }
+    require(isa, "gemm_view_isa")?;
     product("gemm_view_isa", isa, a, ta, b, tb, c, accumulate)
 }
 
@@ -170,42 +226,27 @@ fn product(
     let (m, k, a) = operand(a, ta);
     let (kb, n, b) = operand(b, tb);
     check_len(kernel, "rows of op(B) (columns of op(A))", k, kb)?;
-    check_len(kernel, "rows of C (rows of op(A))", m, c.n_rows())?;
-    check_len(kernel, "columns of C (columns of op(B))", n, c.n_cols())?;
-    if m == 0 || n == 0 {
+    let what = "columns of C (columns of op(B))";
+    let Some(out) = target(kernel, what, (m, n, k), &mut c, accumulate)? else {
         return Ok(());
-    }
-    if k == 0 {
-        if !accumulate {
-            c.fill(0.0);
-        }
-        return Ok(());
-    }
-    let parallel = m * n * k >= PARALLEL_MIN_MACS && rayon::current_num_threads() > 1;
-    let out = Out {
-        ptr: c.as_mut_ptr(),
-        rs: c.row_stride(),
-        cs: 1,
     };
+    let parallel = forks(m, n, k);
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
     let (isa, transposed) = plan(isa, m, n, ta_of);
-    let (shape, a, b, out) = orient(transposed, (m, n, k), a, b, out);
-    let src = BSource::Strided(b);
+    let (shape, a, b, out) = if transposed {
+        ((n, m, k), b.t(), a.t(), out.t())
+    } else {
+        ((m, n, k), a, b, out)
+    };
     // SAFETY: the views' constructors checked that every element (i, j) at
     // i·row_stride + j, i < rows, j < cols, lies in their slices, and the shapes agree
     // (checked above), so the operands' strides reach only in-bounds elements. C is a
     // unique borrow (MatMut): no element of C is an element of A or B. `isa` is
     // available: `gemm_view` takes `Isa::current()`, capped to the CPU; `gemm_view_isa`
-    // checked it.
+    // checked it; `plan` only narrows it to AVX2, which every AVX-512 CPU has.
     unsafe {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => run::<kernel::Avx512>(shape, a, src, out, accumulate, parallel),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => run::<kernel::Avx2>(shape, a, src, out, accumulate, parallel),
-            _ => run::<kernel::Generic>(shape, a, src, out, accumulate, parallel),
-        }
-    }
+        with_kernel!(isa, K => run::<K>(shape, a, BSource::Strided(b), out, accumulate, parallel))
+    };
     Ok(())
 }
 
@@ -218,9 +259,11 @@ fn product(
 /// bits whatever the answer (the FMA paths round alike; a·b and b·a too). A caller that
 /// splits C into row blocks shares a [`PackedB`] for the returned path, and only when not
 /// transposed (then each block packs its own rows of op(A), and op(B)ᵀ is small).
+/// Transposed: n = 2 classes computed 62 of every 64 AVX-512 columns for nothing, ≈ 8 ms
+/// per classifier product of a JPDC step; as Cᵀ its 2 rows pad only to MR.
 pub fn plan(isa: Isa, m: usize, n: usize, ta: Trans) -> (Isa, bool) {
     let padded = |isa: Isa, rows: usize, cols: usize| {
-        let (mr, nr) = (mr_of(isa), nr_of(isa));
+        let (mr, nr) = tile_shape(isa);
         rows.div_ceil(mr) * mr * cols.div_ceil(nr) * nr
     };
     let work = |(isa, t): (Isa, bool)| {
@@ -250,35 +293,6 @@ pub fn plan(isa: Isa, m: usize, n: usize, ta: Trans) -> (Isa, bool) {
     best
 }
 
-/// The product as given, or transposed (Cᵀ = op(B)ᵀ·op(A)ᵀ) when that pads the tiles far
-/// less: a tile is MR×NR, so C with few columns (n = 2 classes: 62 of every 64 AVX-512
-/// columns computed for nothing, ≈ 8 ms per classifier product of a JPDC step) runs as Cᵀ,
-/// whose n rows pad only to MR. Same bits either way: each element is the same FMAs in
-/// the same k order (a·b and b·a round alike).
-fn orient(
-    transposed: bool,
-    (m, n, k): (usize, usize, usize),
-    a: Operand,
-    b: Operand,
-    c: Out,
-) -> ((usize, usize, usize), Operand, Operand, Out) {
-    if transposed {
-        let t = |x: Operand| Operand {
-            ptr: x.ptr,
-            rs: x.cs,
-            cs: x.rs,
-        };
-        let ct = Out {
-            ptr: c.ptr,
-            rs: c.cs,
-            cs: c.rs,
-        };
-        ((n, m, k), t(b), t(a), ct)
-    } else {
-        ((m, n, k), a, b, c)
-    }
-}
-
 thread_local! {
     /// The calling thread's B-block buffer, kept between calls (up to KC·NC floats). A
     /// worker that steals another product while it waits finds it borrowed and allocates.
@@ -289,7 +303,7 @@ thread_local! {
 #[derive(Clone, Copy)]
 enum BSource<'b> {
     /// Packed block by block into the calling thread's buffer.
-    Strided(Operand),
+    Strided(Strided),
     /// Packed beforehand ([`PackedB`]), shared by the products that use it.
     Packed(&'b PackedB),
 }
@@ -302,9 +316,9 @@ enum BSource<'b> {
 /// runs `K`.
 unsafe fn run<K: MicroKernel>(
     (m, n, k): (usize, usize, usize),
-    a: Operand,
+    a: Strided,
     b: BSource<'_>,
-    c: Out,
+    c: Strided,
     accumulate: bool,
     parallel: bool,
 ) {
@@ -361,7 +375,7 @@ unsafe fn run<K: MicroKernel>(
 /// # Safety
 /// The block is inside op(B); dst holds kc·⌈nc/width⌉·width floats.
 unsafe fn pack_b_block(
-    b: Operand,
+    b: Strided,
     (jc, nc): (usize, usize),
     (pc, kc): (usize, usize),
     width: usize,
@@ -443,11 +457,11 @@ unsafe fn pack_b_block(
 #[allow(clippy::too_many_arguments)]
 unsafe fn block<K: MicroKernel>(
     m: usize,
-    a: Operand,
+    a: Strided,
     (jc, nc): (usize, usize),
     (pc, kc): (usize, usize),
     b_blk: &[f32],
-    c: Out,
+    c: Strided,
     overwrite: bool,
     parallel: bool,
 ) {
@@ -462,42 +476,25 @@ unsafe fn block<K: MicroKernel>(
     let row_panel = |a_buf: &mut AlignedVec, p: usize, qs: std::ops::Range<usize>| {
         let i0 = p * K::MR;
         let rows = K::MR.min(m - i0);
-        if direct {
-            for (q, bp) in b_blk
-                .chunks_exact(panel_b)
-                .enumerate()
-                .skip(qs.start)
-                .take(qs.len())
-            {
-                let j0 = q * K::NR;
-                // SAFETY: as below, with op(A)'s rows i0..i0+rows, columns pc..pc+kc read
-                // in place (row-major: a.cs is 1).
-                unsafe {
-                    K::tile_direct(
-                        kc,
-                        a.at(i0, pc),
-                        a.rs,
-                        bp.as_ptr(),
-                        c.at(i0, jc + j0),
-                        c.rs,
-                        c.cs,
-                        rows,
-                        K::NR.min(nc - j0),
-                        overwrite,
-                    )
-                }
-            }
-            return;
-        }
-        let a_pan = &mut a_buf.as_mut_slice()[..kc * K::MR];
         // SAFETY: rows i0..i0+rows, columns pc..pc+kc of op(A) are in bounds.
-        unsafe { pack(a_pan, a.at(i0, pc), a.rs, a.cs, rows, kc, K::MR) };
+        let src = unsafe { a.at(i0, pc) }.cast_const();
+        let a_rows = if direct {
+            ARows::InPlace {
+                ptr: src,
+                lda: a.rs,
+            }
+        } else {
+            let a_pan = &mut a_buf.as_mut_slice()[..kc * K::MR];
+            // SAFETY: as above.
+            unsafe { pack(a_pan, src, a.rs, a.cs, rows, kc, K::MR) };
+            ARows::Packed(a_pan.as_ptr())
+        };
         // The next panel's rows, brought towards L1 while this one computes (its packing
         // otherwise waits on memory: X is read once, from DRAM).
-        let next = (i0 + K::MR < m).then(|| {
+        let next = (!direct && i0 + K::MR < m).then(|| {
             let rows = K::MR.min(m - i0 - K::MR);
             // SAFETY: row i0 + MR < m, column pc < k of op(A).
-            (unsafe { a.at(i0 + K::MR, pc) }, rows)
+            (unsafe { a.at(i0 + K::MR, pc) }.cast_const(), rows)
         });
         let (first, count) = (qs.start, qs.len());
         for (q, bp) in b_blk
@@ -510,24 +507,21 @@ unsafe fn block<K: MicroKernel>(
                 prefetch_part(src, a.rs, a.cs, rows, kc, q - first, count);
             }
             let j0 = q * K::NR;
-            let cols = K::NR.min(nc - j0);
+            let tile = CTile {
+                // SAFETY: (i0, jc + j0) is inside C.
+                ptr: unsafe { c.at(i0, jc + j0) },
+                rs: c.rs,
+                cs: c.cs,
+                rows,
+                cols: K::NR.min(nc - j0),
+                overwrite,
+            };
             // SAFETY: the tile rows i0..i0+rows, columns jc+j0..+cols are in C and in this
-            // panel's rows only; the panels hold kc·MR and kc·NR floats, B's 64-byte
-            // aligned (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the
-            // caller's contract).
-            unsafe {
-                K::tile(
-                    kc,
-                    a_pan.as_ptr(),
-                    bp.as_ptr(),
-                    c.at(i0, jc + j0),
-                    c.rs,
-                    c.cs,
-                    rows,
-                    cols,
-                    overwrite,
-                )
-            }
+            // panel's rows only; A's rows are a packed kc·MR panel or op(A) in place
+            // (row-major: a.cs is 1); the B panel holds kc·NR floats, 64-byte aligned
+            // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
+            // contract).
+            unsafe { K::tile(kc, a_rows, bp.as_ptr(), tile) }
         }
     };
     let m_panels = m.div_ceil(K::MR);
@@ -580,14 +574,9 @@ impl PackedB {
     /// Packs op(B) for products on `isa` (an error if the CPU lacks it); parallel on the
     /// current rayon pool.
     pub fn new(isa: Isa, b: MatRef<'_>, tb: Trans) -> Result<PackedB, KernelError> {
-        if !isa.available() {
-            return Err(KernelError::View {
-                kernel: "PackedB::new",
-                what: format!("this CPU cannot run the {} path", isa.name()),
-            });
-        }
+        require(isa, "PackedB::new")?;
         let (k, n, op) = operand(b, tb);
-        let nr = nr_of(isa);
+        let nr = tile_shape(isa).1;
         let nc_max = nc_block();
         let mut data = AlignedVec::zeroed(k * n.div_ceil(nr) * nr);
         let parallel = k * n >= PARALLEL_MIN_MACS / 64 && rayon::current_num_threads() > 1;
@@ -625,35 +614,13 @@ impl PackedB {
     /// (jc, pc) order; every column block but the last is `nc_max` wide and every k block
     /// but the last KC deep, so earlier blocks have full sizes.
     fn block(&self, jb: usize, pb: usize) -> &[f32] {
-        let nr = nr_of(self.isa);
+        let nr = tile_shape(self.isa).1;
         let jc = jb * self.nc_max;
         let nc = self.nc_max.min(self.n - jc);
         let panels = nc.div_ceil(nr) * nr;
         let start = jb * self.k * (self.nc_max.div_ceil(nr) * nr) + pb * KC * panels;
         let kc = KC.min(self.k - pb * KC);
         &self.data.as_slice()[start..start + kc * panels]
-    }
-}
-
-/// MR of `isa`'s tile routine.
-fn mr_of(isa: Isa) -> usize {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => kernel::Avx512::MR,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => kernel::Avx2::MR,
-        _ => kernel::Generic::MR,
-    }
-}
-
-/// NR of `isa`'s tile routine.
-fn nr_of(isa: Isa) -> usize {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => kernel::Avx512::NR,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => kernel::Avx2::NR,
-        _ => kernel::Generic::NR,
     }
 }
 
@@ -669,41 +636,15 @@ pub fn gemm_packed(
     let kernel = "gemm_packed";
     let (m, k, a) = operand(a, ta);
     check_len(kernel, "rows of packed B (columns of op(A))", k, b.k)?;
-    check_len(kernel, "rows of C (rows of op(A))", m, c.n_rows())?;
-    check_len(
-        kernel,
-        "columns of C (columns of packed B)",
-        b.n,
-        c.n_cols(),
-    )?;
-    if m == 0 || b.n == 0 {
+    let what = "columns of C (columns of packed B)";
+    let Some(out) = target(kernel, what, (m, b.n, k), &mut c, accumulate)? else {
         return Ok(());
-    }
-    if k == 0 {
-        if !accumulate {
-            c.fill(0.0);
-        }
-        return Ok(());
-    }
-    let parallel = m * b.n * k >= PARALLEL_MIN_MACS && rayon::current_num_threads() > 1;
-    let out = Out {
-        ptr: c.as_mut_ptr(),
-        rs: c.row_stride(),
-        cs: 1,
     };
-    let shape = (m, b.n, k);
-    let src = BSource::Packed(b);
+    let (shape, src) = ((m, b.n, k), BSource::Packed(b));
+    let parallel = forks(m, b.n, k);
     // SAFETY: as in `product`; b was packed for b.isa, which the CPU has (checked when it
     // was packed), with NR = that kernel's.
-    unsafe {
-        match b.isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => run::<kernel::Avx512>(shape, a, src, out, accumulate, parallel),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => run::<kernel::Avx2>(shape, a, src, out, accumulate, parallel),
-            _ => run::<kernel::Generic>(shape, a, src, out, accumulate, parallel),
-        }
-    }
+    unsafe { with_kernel!(b.isa, K => run::<K>(shape, a, src, out, accumulate, parallel)) };
     Ok(())
 }
 
