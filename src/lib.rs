@@ -81,50 +81,42 @@
 //! # }
 //! ```
 //!
-//! Add an op of your own: implement [`op::Op`] (name, arguments, output fact, forward;
-//! backward for training), register it under a name, and a plan file uses that name like a
-//! built-in. `user.double` is 2·x; its gradient is 2·∇y, the op again:
+//! Add an op of your own. The common shapes take a few lines on an adapter: an elementwise
+//! op is f and f′ ([`op::Elementwise`]), a row-wise op one function over a block of rows
+//! ([`op::RowWise`]), a neighbour aggregation an identity, a fold and the gradient's
+//! routing ([`op::NeighbourReduce`]); the adapter writes the [`op::Op`] (forward, backward,
+//! the parallel split, what out-of-core inference needs). Register it under a name, and a
+//! plan file uses that name like a built-in; [`testing::check_op_gradients`] checks its
+//! gradient in one call. `user.double` is 2·x:
 //!
 //! ```
 //! # use saintflow::prelude::*;
 //! # use saintflow::progress::Progress;
 //! # use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
-//! use std::sync::Arc;
-//!
-//! use saintflow::ir::{Fact, Kind, NodeId, Tensor, Value};
-//! use saintflow::op::{Arity, Ctx, GradBuilder, Op, OpError, Registry};
+//! use saintflow::op::{elementwise, Elementwise, Registry};
 //! use saintflow::plan::Plan;
+//! use saintflow::testing::{check_op_gradients, Arg};
 //! use saintflow::train::TrainOptions;
 //!
-//! #[derive(Debug)]
+//! #[derive(Clone, Debug)]
 //! struct Double;
 //!
-//! impl Op for Double {
+//! impl Elementwise for Double {
 //!     fn name(&self) -> &str {
 //!         "user.double"
 //!     }
-//!     fn args(&self) -> Arity {
-//!         Arity::Exact(vec![Kind::Dense])
+//!     fn f(&self, x: f32) -> f32 {
+//!         2.0 * x
 //!     }
-//!     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-//!         Ok(inputs[0].clone())
-//!     }
-//!     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-//!         let x = inputs[0].as_dense().ok_or_else(|| OpError::args("dense x expected"))?;
-//!         let y = x.data.iter().map(|v| 2.0 * v).collect();
-//!         Ok(Value::dense(Tensor::from_vec(x.rows, x.cols, y).expect("same shape")))
-//!     }
-//!     fn backward(&self, g: &mut GradBuilder<'_>, grad: NodeId) -> Result<Vec<Option<NodeId>>, OpError> {
-//!         Ok(vec![Some(g.add(Double, &[grad])?)])
-//!     }
-//!     fn row_local(&self, _: &[&Fact]) -> bool {
-//!         true // elementwise: evaluation may run it on blocks of rows
+//!     fn df(&self, _x: f32) -> f32 {
+//!         2.0
 //!     }
 //! }
 //!
 //! # fn main() -> saintflow::Result<()> {
+//! check_op_gradients(elementwise(Double), &[Arg::Nodes(4)]).expect("f′ matches f");
 //! let mut registry = Registry::with_builtins();
-//! registry.register("user.double", &[], "user.double(x): 2x", |_| Ok(Arc::new(Double) as Arc<dyn Op>))?;
+//! registry.register("user.double", &[], "user.double(x): 2x", |_| Ok(elementwise(Double)))?;
 //!
 //! let plan = Plan::parse(r#"
 //! name = "double_gcn"
@@ -160,7 +152,11 @@
 //! ```
 //!
 //! The same registry gives a user crate the whole command line with its ops:
-//! `saintflow::cli::run_with(registry)` in its `main` (see `examples/custom_op`).
+//! `saintflow::cli::run_with(registry)` in its `main` (see `examples/custom_op`, which
+//! also has a neighbour aggregation). An op none of the adapters fits implements
+//! [`op::Op`] itself: four required methods (name, arguments, output fact, forward), the
+//! rest defaulted, capabilities (a partitioned forward, row locality, a blocked neighbour
+//! forward) as small traits of their own.
 //!
 //! # Layers
 //!
@@ -189,6 +185,7 @@ pub mod sample;
 pub mod seed;
 pub mod store;
 pub mod suggest;
+pub mod testing;
 pub mod train;
 
 pub use error::{Error, Result, StoreError};

@@ -158,9 +158,18 @@ fn split_extent(split: &saintflow::op::Split, out: &Tensor) -> usize {
 }
 
 fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: usize) {
+    parts_equal(op, inputs, ctx, threads, true)
+}
+
+/// [`parts_equal_forward`] for an op whose parts accumulate into a zeroed output
+/// (`writes_all` false: a scatter such as a reduce's backward).
+fn parts_equal(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: usize, writes_all: bool) {
     let want = op.forward(inputs, ctx).unwrap();
     let want = want.as_dense().unwrap();
-    let split = op
+    let p = op
+        .as_partitioned()
+        .unwrap_or_else(|| panic!("{} is not partitioned", op.name()));
+    let split = p
         .split(
             inputs,
             &Fact::dense(saintflow::ir::Dim::known(0), saintflow::ir::Dim::known(0)),
@@ -173,12 +182,14 @@ fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: u
     // Every builtin split declares that its parts write their whole views (the executor
     // then skips the zero-fill); the output starts as NaN, so an element a part leaves
     // unwritten shows in the comparison below.
-    assert!(
+    assert_eq!(
         split.writes_all && split.covers(split_extent(&split, want)),
-        "{}: split does not write its whole output",
+        writes_all,
+        "{}: split writes its whole output?",
         op.name()
     );
-    let mut out = Tensor::from_vec(want.rows, want.cols, vec![f32::NAN; want.data.len()]).unwrap();
+    let start = if writes_all { f32::NAN } else { 0.0 };
+    let mut out = Tensor::from_vec(want.rows, want.cols, vec![start; want.data.len()]).unwrap();
     for k in (0..split.ranges.len()).rev() {
         let r = split.ranges[k].clone();
         let full = MatMut::row_major(&mut out.data, want.rows, want.cols).unwrap();
@@ -186,7 +197,7 @@ fn parts_equal_forward(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: u
             saintflow::op::Axis::Rows => full.rows_mut(r).unwrap(),
             saintflow::op::Axis::Cols => full.cols_mut(r).unwrap(),
         };
-        op.forward_part(inputs, ctx, &split, k, view).unwrap();
+        p.forward_part(inputs, ctx, &split, k, view).unwrap();
     }
     assert!(
         out.data
@@ -233,7 +244,10 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             }
         }
         // Activations and their backwards: row blocks of an elementwise op.
-        use saintflow::op::builtin::{Activate, ActivateBackward, Activation};
+        use saintflow::op::builtin::Activation;
+        use saintflow::op::elementwise::{Map, MapGrad};
+        use saintflow::op::rowwise::Rows;
+        use saintflow::op::{Elementwise, NeighbourReduce};
         let x = Value::dense(dense(700, 130, 5));
         let dy = Value::dense(dense(700, 130, 6));
         for act in [
@@ -244,14 +258,18 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             Activation::Elu { alpha: 1.0 },
         ] {
             for threads in [2, 3] {
-                parts_equal_forward(&Activate(act), &[&x], &ctx, threads);
-                parts_equal_forward(&ActivateBackward(act), &[&x, &dy], &ctx, threads);
+                let back = MapGrad {
+                    f: act,
+                    name: format!("{}_backward", act.name()),
+                };
+                parts_equal_forward(&Rows(Map(act)), &[&x], &ctx, threads);
+                parts_equal_forward(&Rows(back), &[&x, &dy], &ctx, threads);
             }
         }
         use saintflow::op::builtin::{L2Norm, L2NormBackward};
         for threads in [2, 3] {
-            parts_equal_forward(&L2Norm, &[&x], &ctx, threads);
-            parts_equal_forward(&L2NormBackward, &[&x, &dy], &ctx, threads);
+            parts_equal_forward(&Rows(L2Norm), &[&x], &ctx, threads);
+            parts_equal_forward(&Rows(L2NormBackward), &[&x, &dy], &ctx, threads);
         }
         // Spmm on a sampled adjacency, plain and transposed, planner's Q_f or the rule's.
         let adj = saintflow::op::builtin::Adjacency {
@@ -272,6 +290,24 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
                         continue; // one panel: the kernel's rule does not split
                     }
                     parts_equal_forward(&op, &[&s, &x], &ctx, 2);
+                }
+            }
+        }
+        // The neighbour-reduce adapter: forward in row blocks, backward (a scatter) in
+        // column blocks accumulating into zeros.
+        use saintflow::op::builtin::Extreme;
+        use saintflow::op::reduce::{Reduce, ReduceGrad};
+        for f in [130, 515] {
+            let x = Value::dense(dense(sub.n_nodes(), f, 3));
+            let dy = Value::dense(dense(sub.n_nodes(), f, 4));
+            for e in [Extreme::Max, Extreme::Min] {
+                let back = ReduceGrad {
+                    r: e,
+                    name: format!("{}_backward", e.name()),
+                };
+                for threads in [2, 3] {
+                    parts_equal_forward(&Reduce(e), &[&s, &x], &ctx, threads);
+                    parts_equal(&back, &[&s, &x, &dy], &ctx, threads, false);
                 }
             }
         }

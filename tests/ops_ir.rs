@@ -18,6 +18,9 @@ use saintflow::op::builtin::{
 use saintflow::op::{
     Arity, Attr, Attrs, Ctx, GradBuilder, GraphSource, MemorySource, Op, OpError, Registry,
 };
+use saintflow::testing::{
+    check_blocked_equals_in_memory, check_op_gradients, check_op_gradients_with, Arg,
+};
 
 // ---------------------------------------------------------------------------------------
 // Building small graphs by hand.
@@ -221,108 +224,165 @@ fn norm_of(norms: &[(String, f64)], name: &str) -> f64 {
 // ---------------------------------------------------------------------------------------
 // Gradient checks, one per forward op.
 
+/// `op` through the library's one-call check (`saintflow::testing`), which panics with the
+/// failing comparisons.
+fn op_grads(op: Arc<dyn Op>, args: &[Arg]) {
+    let name = format!("{}[{}]", op.name(), op.attrs());
+    if let Err(e) = check_op_gradients(op, args) {
+        panic!("{name}: {e}");
+    }
+}
+
 #[test]
 fn leaky_relu_gradient() {
     for slope in [0.2, 0.05] {
-        grads_check("leaky_relu", |n| {
-            let z = n.layer(5);
-            n.op(make("leaky_relu", &[("slope", slope)]), &[z])
-        });
+        op_grads(make("leaky_relu", &[("slope", slope)]), &[Arg::Nodes(5)]);
     }
 }
 
 #[test]
 fn sigmoid_gradient() {
-    grads_check("sigmoid", |n| {
-        let z = n.layer(5);
-        n.op(make("sigmoid", &[]), &[z])
-    });
+    op_grads(make("sigmoid", &[]), &[Arg::Nodes(5)]);
 }
 
 #[test]
 fn tanh_gradient() {
-    grads_check("tanh", |n| {
-        let z = n.layer(5);
-        n.op(make("tanh", &[]), &[z])
-    });
+    op_grads(make("tanh", &[]), &[Arg::Nodes(5)]);
 }
 
 #[test]
 fn elu_gradient() {
     for alpha in [1.0, 0.5] {
-        grads_check("elu", |n| {
-            let z = n.layer(5);
-            n.op(make("elu", &[("alpha", alpha)]), &[z])
-        });
+        op_grads(make("elu", &[("alpha", alpha)]), &[Arg::Nodes(5)]);
     }
 }
 
 #[test]
+fn relu_gradient() {
+    op_grads(make("relu", &[]), &[Arg::Nodes(5)]);
+}
+
+#[test]
 fn l2norm_gradient() {
-    grads_check("l2norm", |n| {
-        let z = n.layer(5);
-        n.op(make("l2norm", &[]), &[z])
-    });
+    op_grads(make("l2norm", &[]), &[Arg::Nodes(5)]);
 }
 
 #[test]
 fn concat_gradient_with_an_argument_that_needs_none() {
-    // GraphSAGE's layer, plus the raw features (no gradient) as a third block.
-    grads_check("concat", |n| {
-        let a = n.adj(AdjKind::Mean);
-        let (f, x) = (n.f(), n.x);
-        let ws = n.param("W_self", f, 3, Init::Glorot);
-        let wn = n.param("W_neigh", f, 4, Init::Glorot);
-        let hs = n.mm(&[x, ws]);
-        let hn = n.mm(&[a, x, wn]);
-        n.op(make("concat", &[]), &[hs, x, hn])
-    });
+    // Two differentiated blocks around the raw features (no gradient).
+    op_grads(
+        make("concat", &[]),
+        &[Arg::Nodes(3), Arg::Features, Arg::Nodes(4)],
+    );
 }
 
 #[test]
 fn slice_gradient() {
-    grads_check("slice", |n| {
-        let z = n.layer(6);
-        n.op(make("slice", &[("start", 1.0), ("len", 3.0)]), &[z])
-    });
+    op_grads(
+        make("slice", &[("start", 1.0), ("len", 3.0)]),
+        &[Arg::Nodes(6)],
+    );
 }
 
 #[test]
 fn sub_gradient() {
-    grads_check("sub", |n| {
-        let z = n.layer(4);
-        let w = n.param("W2", n.f(), 4, Init::Glorot);
-        let y = n.mm(&[n.x, w]);
-        n.op(make("sub", &[]), &[z, y])
-    });
+    op_grads(make("sub", &[]), &[Arg::Nodes(4), Arg::Nodes(4)]);
 }
 
 #[test]
 fn mul_gradient_also_of_a_square() {
-    grads_check("mul", |n| {
-        let z = n.layer(4);
-        let w = n.param("W2", n.f(), 4, Init::Glorot);
-        let y = n.mm(&[n.x, w]);
-        let p = n.op(make("mul", &[]), &[z, y]);
-        // mul(p, p): both arguments are one node, autodiff sums the two gradients.
-        n.op(make("mul", &[]), &[p, p])
-    });
+    op_grads(make("mul", &[]), &[Arg::Nodes(4), Arg::Nodes(4)]);
+    // mul(p, p): both arguments are one node, autodiff sums the two gradients.
+    op_grads(make("mul", &[]), &[Arg::Nodes(4), Arg::Same(0)]);
 }
 
 #[test]
 fn scale_gradient() {
-    grads_check("scale", |n| {
-        let z = n.layer(4);
-        n.op(make("scale", &[("c", -1.5)]), &[z])
-    });
+    op_grads(make("scale", &[("c", -1.5)]), &[Arg::Nodes(4)]);
 }
 
 #[test]
 fn mean_heads_gradient() {
-    grads_check("mean_heads", |n| {
-        let z = n.layer(6);
-        n.op(make("mean_heads", &[("heads", 3.0)]), &[z])
-    });
+    op_grads(make("mean_heads", &[("heads", 3.0)]), &[Arg::Nodes(6)]);
+}
+
+#[test]
+fn add_gradient_with_a_bias_row_and_of_two_matrices() {
+    op_grads(Arc::new(Add), &[Arg::Nodes(4), Arg::Param(1, 4)]);
+    op_grads(Arc::new(Add), &[Arg::Nodes(4), Arg::Nodes(4)]);
+}
+
+#[test]
+fn matmul_gradient_dense_and_through_every_adjacency() {
+    op_grads(
+        Arc::new(MatMul::plain(2)),
+        &[Arg::Nodes(4), Arg::Param(4, 3)],
+    );
+    for kind in AdjKind::ALL {
+        op_grads(
+            Arc::new(MatMul::plain(3)),
+            &[Arg::Adjacency(kind), Arg::Nodes(4), Arg::Param(4, 3)],
+        );
+    }
+}
+
+#[test]
+fn dropout_gradient() {
+    for p in [0.3, 0.5] {
+        op_grads(make("dropout", &[("p", p)]), &[Arg::Nodes(5)]);
+    }
+}
+
+#[test]
+fn max_agg_and_min_agg_gradients_and_blocked_forward() {
+    // A small step: an extremum is piecewise linear, and the step must not move an argmax.
+    let small = GradCheck {
+        eps: 1e-3,
+        ..GradCheck::default()
+    };
+    for name in ["max_agg", "min_agg"] {
+        for kind in [AdjKind::Raw, AdjKind::Mean] {
+            let args = [Arg::Adjacency(kind), Arg::Nodes(4)];
+            check_op_gradients_with(make(name, &[]), &args, small)
+                .unwrap_or_else(|e| panic!("{e}"));
+            check_blocked_equals_in_memory(make(name, &[]), &args)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[test]
+fn gat_op_gradient_one_and_several_heads() {
+    // ε = 10⁻³: see the whole-layer GAT test below.
+    let small = GradCheck {
+        eps: 1e-3,
+        ..GradCheck::default()
+    };
+    for (kind, heads) in [(AdjKind::Sym, 1), (AdjKind::Raw, 3)] {
+        let w = 3 * heads;
+        let args = [
+            Arg::Adjacency(kind),
+            Arg::Nodes(w),
+            Arg::Param(1, w),
+            Arg::Param(1, w),
+        ];
+        let op = make("gat", &[("heads", heads as f64), ("slope", 0.2)]);
+        check_op_gradients_with(op.clone(), &args, small).unwrap_or_else(|e| panic!("{e}"));
+        check_blocked_equals_in_memory(op, &args).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn row_local_builtins_compute_blocks_as_the_whole() {
+    for (op, args) in [
+        (make("relu", &[]), vec![Arg::Nodes(5)]),
+        (make("elu", &[]), vec![Arg::Nodes(5)]),
+        (make("l2norm", &[]), vec![Arg::Nodes(5)]),
+        (make("mul", &[]), vec![Arg::Nodes(3), Arg::Nodes(3)]),
+        (Arc::new(Add), vec![Arg::Nodes(3), Arg::Param(1, 3)]),
+    ] {
+        check_blocked_equals_in_memory(op, &args).unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 #[test]
@@ -801,6 +861,41 @@ impl Op for Mutated {
     }
     fn pure(&self) -> bool {
         self.inner.pure()
+    }
+}
+
+/// The library's one-call check notices a backward with its sign flipped or its scale
+/// off by 10 %, for a row-wise op, an elementwise one and a neighbour reduce.
+#[test]
+fn check_op_gradients_reports_a_wrong_backward() {
+    for (name, args) in [
+        ("tanh", vec![Arg::Nodes(5)]),
+        ("l2norm", vec![Arg::Nodes(5)]),
+        ("max_agg", vec![Arg::Adjacency(AdjKind::Raw), Arg::Nodes(4)]),
+    ] {
+        for factor in [-1.0, 1.1] {
+            let op = Arc::new(Mutated {
+                inner: make(name, &[]),
+                factor,
+            });
+            let small = GradCheck {
+                eps: 1e-3,
+                ..GradCheck::default()
+            };
+            assert!(
+                check_op_gradients_with(op, &args, small).is_err(),
+                "{name} × {factor} went unnoticed"
+            );
+        }
+        let op = Arc::new(Mutated {
+            inner: make(name, &[]),
+            factor: 1.0,
+        });
+        let small = GradCheck {
+            eps: 1e-3,
+            ..GradCheck::default()
+        };
+        check_op_gradients_with(op, &args, small).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 

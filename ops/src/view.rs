@@ -169,6 +169,18 @@ impl<'a> MatRef<'a> {
         })
     }
 
+    /// The elements as one row-major slice, when the rows are contiguous (row stride =
+    /// columns, or at most one row); `None` for a column block of a wider matrix.
+    pub fn as_slice(&self) -> Option<&'a [f32]> {
+        if self.rows <= 1 || self.row_stride == self.cols {
+            // SAFETY: contiguous rows, so the span the constructor checked is exactly
+            // rows·cols elements from `ptr` (0 when a dimension is 0).
+            Some(unsafe { std::slice::from_raw_parts(self.ptr, self.rows * self.cols) })
+        } else {
+            None
+        }
+    }
+
     /// The view's elements as a contiguous row-major vector.
     pub fn to_vec(&self) -> Vec<f32> {
         let mut v = Vec::with_capacity(self.rows * self.cols);
@@ -282,6 +294,17 @@ impl<'a> MatMut<'a> {
         // SAFETY: i < rows; the row lies within the checked span and belongs to this view
         // alone (module invariant), and `&mut self` makes the borrow unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(i * self.row_stride), self.cols) }
+    }
+
+    /// The elements as one row-major slice, when the rows are contiguous (see
+    /// [`MatRef::as_slice`]).
+    pub fn as_mut_slice(&mut self) -> Option<&mut [f32]> {
+        if self.rows <= 1 || self.row_stride == self.cols {
+            // SAFETY: as in `MatRef::as_slice`; `&mut self` makes the borrow unique.
+            Some(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.rows * self.cols) })
+        } else {
+            None
+        }
     }
 
     /// Sets every element to `v`.

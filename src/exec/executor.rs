@@ -6,7 +6,7 @@
 //!   inputs (one per input *occurrence*, so `add(x, x)` waits for x once per use); nodes at
 //!   zero are submitted in topological order. The task that finishes a node decrements each
 //!   consumer's counter and spawns the consumers that reach zero (on its own deque).
-//! * A node's task asks its op for a [`Split`] (`Op::split`, given the
+//! * A node's task asks its op for a [`Split`] (`Partitioned::split`, given the
 //!   actual inputs and the pool's width). None: the task runs `forward`. Some: it allocates
 //!   the output, cuts it into one disjoint view per part and spawns the parts in range
 //!   order; the part that finishes last (an atomic count) completes the node.
@@ -302,7 +302,9 @@ fn run_node<'s>(st: &'s Step<'s>, i: usize, s: &Scope<'s>) {
     let node = st.graph.node(st.nodes[i].id);
     let ctx = st.ctx(i);
     let refs: Vec<&Value> = inputs.iter().map(|v| &**v).collect();
-    let split = match guarded(|| node.op.split(&refs, &node.fact, &ctx, st.threads)) {
+    let split = match node.op.as_partitioned().map_or(Ok(None), |p| {
+        guarded(|| p.split(&refs, &node.fact, &ctx, st.threads))
+    }) {
         Ok(s) => s,
         Err(e) => return st.fail(i, e),
     };
@@ -404,7 +406,13 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
             let ctx = st.ctx(i);
             let inputs = parts.inputs.lock().expect("inputs").clone();
             let refs: Vec<&Value> = inputs.iter().map(|v| &**v).collect();
-            let r = guarded(|| node.op.forward_part(&refs, &ctx, &parts.split, k, view));
+            let r = guarded(|| match node.op.as_partitioned() {
+                Some(p) => p.forward_part(&refs, &ctx, &parts.split, k, view),
+                None => Err(OpError::Missing(format!(
+                    "{}: parts without a split",
+                    node.op.name()
+                ))),
+            });
             drop(refs);
             drop(inputs);
             st.add_time(i, started);

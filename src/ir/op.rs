@@ -13,50 +13,52 @@
 //!   for the inputs whose gradient is asked for ([`GradBuilder::needs_grad`]); returning
 //!   `None` for such an input is an error. The default says "backward not supported", so a
 //!   plan that differentiates through the op fails at load, not at step 10,000.
-//! * `pure` ops with equal name, attributes and inputs compute the same value: common-
-//!   subexpression elimination merges them.
+//! * `pure` ops with equal name, identity ([`Op::identity`], by default the op's `Debug`
+//!   text: every field) and inputs compute the same value: common-subexpression
+//!   elimination merges them.
 //! * Partitioned forward (optional, for the work-stealing executor). An op whose output is
 //!   dense may say, from its actual inputs, how its forward splits into parts that run at
-//!   once: [`Op::split`] returns a [`Split`] — an axis of the output (rows or columns), the
+//!   once: [`Op::as_partitioned`] gives a [`Partitioned`] whose `split` returns a [`Split`] — an axis of the output (rows or columns), the
 //!   parts' ranges along it (ascending, disjoint, within the output) and optional data
 //!   prepared once for all parts. The executor then allocates the output (zeros, the shape
 //!   of the node's fact under the step's bindings; not zeroed when the op declares
 //!   [`Split::writes_all`] and the ranges cover the axis), hands each part a [`MatMut`] view of
 //!   exactly its range (so no two parts can write the same element) and calls
-//!   [`Op::forward_part`] for every part, on any worker, in any order, possibly at once.
+//!   [`Partitioned::forward_part`] for every part, on any worker, in any order, possibly at once.
 //!   Elements outside every range stay 0. The parts together must compute what `forward`
 //!   computes; when they do not change the order of any summation the executor's result is
 //!   bit-identical to the interpreter's. The executor dispatches parts in range order: the
 //!   worker that split keeps the last part, thieves take the first ones, so neighbouring
 //!   parts (which share cache lines at their boundary) rarely run at the same time.
-//!   Default: `split` returns `None` (one task runs `forward`), so existing ops are
-//!   unchanged; an op that returns a split must implement `forward_part`.
-//! * Row locality (optional, for out-of-core full-graph inference). [`Op::row_local`] says
+//!   Default: no such capability (one task runs `forward`).
+//! * Row locality (optional, for out-of-core full-graph inference). [`RowLocal`] says
 //!   that, in evaluation mode (`ctx.training` false), row i of the output depends only on
 //!   row i of each input whose rows are the nodes (`n`) and on the whole of inputs whose
 //!   shape does not involve `n` (parameters). Such an op can run on a block of rows at a
 //!   time, which is how inference covers graphs larger than memory
-//!   (`train::blocked`). Default: false, and a plan using the op is evaluated in memory.
+//!   (`train::blocked`). Default: no such capability, and a plan using the op is evaluated
+//!   in memory.
 //! * Neighbour ops (optional, for out-of-core full-graph inference). An op that aggregates
 //!   over the rows of an adjacency — row i of its output needs row i of a sparse input
 //!   and, of a dense per-node input X, the rows j of i's neighbours — says which inputs
-//!   those are ([`Op::neighbour`]; every other input must be static: parameters) and
-//!   computes a block of rows r0..r1 at a time in [`Op::forward_block`]: the adjacency's
+//!   those are ([`NeighbourOp::neighbour`]; every other input must be static: parameters) and
+//!   computes a block of rows r0..r1 at a time in [`NeighbourOp::forward_block`]: the adjacency's
 //!   rows r0..r1 with the full graph's node ids as columns, and X whole (N rows, read in
 //!   place by global id, never gathered). Its output is the block's rows: dense
 //!   `(r1 − r0) × cols`, or sparse with the block's rows and global column ids (an
 //!   attention matrix, then read as the adjacency of a neighbour op of the same level).
 //!   On the whole graph (`forward` with the full graph as the subgraph, ids in order)
 //!   the blocks together must equal `forward`; summing in CSR order as `forward` does
-//!   makes them bit-identical. Default: `None`, and the op is not a neighbour op.
+//!   makes them bit-identical. Default: no such capability, and the op is not a neighbour
+//!   op. [`crate::testing::check_blocked_equals_in_memory`] checks the blocks.
 //! * Chain roles (optional, for the matrix-chain pass). [`Op::chain`] says that a node is
 //!   an unordered product chain to order, or a binary product op(A)·op(B), or a row-major
 //!   transpose copy; the pass orders the chains and reuses the products and transposes it
 //!   finds. Default: `None` (neither).
 //! * Feature partitions (optional, for the partition pass). An op whose kernel walks its
 //!   output in Q_f feature blocks returns itself with that count from
-//!   [`Op::with_partitions`]; the pass chooses Q_f from the output's shape. Default:
-//!   `None` (the op takes no count).
+//!   [`FeaturePartitioned::with_partitions`]; the pass chooses Q_f from the output's shape.
+//!   Default: no such capability (the op takes no count).
 //! * Source kinds. [`Op::source_kind`] names the ops that read the data source rather than
 //!   other nodes (the sampled subgraph, its features, targets and adjacency) and the seed
 //!   gradient; blocked inference replaces them by the full graph's blocks. Default: `None`.
@@ -241,16 +243,20 @@ impl Ctx<'_> {
 }
 
 /// An operator of the IR. Implement it (plus registration in a [`Registry`](crate::op::Registry)) to add an op
-/// of your own; see the protocol at the top of this file and `examples/custom_op`.
+/// of your own — or, for the common shapes, implement one of the adapters' small traits
+/// instead ([`Elementwise`](crate::op::Elementwise), [`RowWise`](crate::op::RowWise),
+/// [`NeighbourReduce`](crate::op::NeighbourReduce)), which write this trait for you. See the
+/// protocol at the top of this file and `examples/custom_op`.
+///
+/// Four methods are required (name, arguments, shape inference, forward); the rest have
+/// defaults. What an op can do beyond a plain forward is found through queries that return
+/// a capability object (`as_partitioned`, `as_row_local`, `as_neighbour`,
+/// `as_feature_partitioned`): each capability is a small trait of its own, so the methods
+/// that belong together (a split and its parts, a neighbour declaration and its blocked
+/// forward) are implemented together or not at all.
 pub trait Op: Any + Send + Sync + fmt::Debug {
     /// The name plan files use (`relu`, `user.gelu`).
     fn name(&self) -> &str;
-
-    /// Attributes that distinguish instances, canonical (`p=0.5`); part of the CSE key and
-    /// of the `explain` dump.
-    fn attrs(&self) -> String {
-        String::new()
-    }
 
     /// The arguments taken.
     fn args(&self) -> Arity;
@@ -258,13 +264,29 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
     /// The output's fact from the inputs' facts (arity and kinds already checked).
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError>;
 
+    /// Computes the output.
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError>;
+
+    /// What distinguishes this instance from another op of the same name: common-
+    /// subexpression elimination merges two pure nodes only when their names, identities,
+    /// inputs and facts are equal. Default: the op's `Debug` text, which for a derived
+    /// `Debug` names every field — so `user.foo(x, k=1)` and `user.foo(x, k=2)` stay two
+    /// nodes without the author doing anything. Override it only with something at least
+    /// as fine (a hand-written `Debug` that hides a field must not be the identity).
+    fn identity(&self) -> String {
+        format!("{self:?}")
+    }
+
+    /// Attributes as `explain` and the IR dump print them, canonical (`p=0.5`); display
+    /// only (CSE keys on [`Op::identity`]). Default: none shown.
+    fn attrs(&self) -> String {
+        String::new()
+    }
+
     /// Estimated cost for one step.
     fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
         Cost::streaming(inputs, output, b)
     }
-
-    /// Computes the output.
-    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError>;
 
     /// Adds the nodes computing the inputs' gradients from `grad`, the gradient of this
     /// node's output; one entry per input.
@@ -279,7 +301,7 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         })
     }
 
-    /// Same name, attributes and inputs ⇒ same value (CSE may merge). False for ops with
+    /// Same name, identity and inputs ⇒ same value (CSE may merge). False for ops with
     /// randomness of their own.
     fn pure(&self) -> bool {
         true
@@ -291,29 +313,28 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         Stage::Other
     }
 
-    /// Whether the forward is row-local in evaluation mode, given the inputs' facts (see
-    /// "Row locality" at the top of this file). Default: false.
-    fn row_local(&self, inputs: &[&Fact]) -> bool {
-        let _ = inputs;
-        false
-    }
-
-    /// The inputs this op aggregates over when it is a neighbour op, from the inputs'
-    /// facts (see "Neighbour ops" at the top of this file). Default: `None`.
-    fn neighbour(&self, inputs: &[&Fact]) -> Option<Neighbour> {
-        let _ = inputs;
+    /// The partitioned forward, when the op has one (see "Partitioned forward" at the top
+    /// of this file). Default: `None` (one task runs `forward`).
+    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         None
     }
 
-    /// The output's rows `block.r0..block.r0 + block.rows()` of a neighbour op (see
-    /// "Neighbour ops" at the top of this file); called only when [`Op::neighbour`]
-    /// returned `Some`, with `ctx.training` false.
-    fn forward_block(&self, block: &RowBlock<'_>, ctx: &Ctx<'_>) -> Result<Value, OpError> {
-        let _ = (block, ctx);
-        Err(OpError::Missing(format!(
-            "{}: neighbour op without forward_block",
-            self.name()
-        )))
+    /// Row locality, when the op has it (see "Row locality" at the top of this file).
+    /// Default: `None` (a plan using the op is evaluated in memory).
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        None
+    }
+
+    /// The neighbour-op capability (see "Neighbour ops" at the top of this file). Default:
+    /// `None`.
+    fn as_neighbour(&self) -> Option<&dyn NeighbourOp> {
+        None
+    }
+
+    /// Feature partitions, when the op's kernel takes a count (see "Feature partitions"
+    /// at the top of this file). Default: `None`.
+    fn as_feature_partitioned(&self) -> Option<&dyn FeaturePartitioned> {
+        None
     }
 
     /// What the matrix-chain pass sees in this op (see "Chain roles" at the top of this
@@ -322,35 +343,29 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         None
     }
 
-    /// This op with `q` feature partitions, when it takes a count (see "Feature
-    /// partitions" at the top of this file). Default: `None`.
-    fn with_partitions(&self, q: usize) -> Option<Arc<dyn Op>> {
-        let _ = q;
-        None
-    }
-
     /// What this op reads, when it is a source op (see "Source kinds" at the top of this
     /// file). Default: `None`.
     fn source_kind(&self) -> Option<SourceKind> {
         None
     }
+}
 
-    /// How to split this forward into parts for `threads` workers, from the actual inputs
-    /// (see "Partitioned forward" at the top of this file). `output` is the node's fact;
-    /// `ctx.bindings` resolves it. `None` (the default): one task runs `forward`.
+/// Capability: a forward that splits into parts run at once (see "Partitioned forward" at
+/// the top of this file). Returned by [`Op::as_partitioned`].
+pub trait Partitioned {
+    /// How to split this forward into parts for `threads` workers, from the actual inputs.
+    /// `output` is the node's fact; `ctx.bindings` resolves it. `None`: this time one task
+    /// runs `forward` (small inputs, one worker).
     fn split(
         &self,
         inputs: &[&Value],
         output: &Fact,
         ctx: &Ctx<'_>,
         threads: usize,
-    ) -> Result<Option<Split>, OpError> {
-        let _ = (inputs, output, ctx, threads);
-        Ok(None)
-    }
+    ) -> Result<Option<Split>, OpError>;
 
-    /// Computes part `part` of `split` (the value [`Op::split`] returned) into `out`, the
-    /// view of the output's rows or columns `split.ranges[part]`.
+    /// Computes part `part` of `split` (the value [`Partitioned::split`] returned) into
+    /// `out`, the view of the output's rows or columns `split.ranges[part]`.
     fn forward_part(
         &self,
         inputs: &[&Value],
@@ -358,16 +373,38 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         split: &Split,
         part: usize,
         out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let _ = (inputs, ctx, split, part, out);
-        Err(OpError::Missing(format!(
-            "{}: split declared without forward_part",
-            self.name()
-        )))
+    ) -> Result<(), OpError>;
+}
+
+/// Capability: row i of the output depends only on row i of the per-node inputs (see "Row
+/// locality" at the top of this file). Returned by [`Op::as_row_local`].
+pub trait RowLocal {
+    /// Whether the forward is row-local in evaluation mode given the inputs' facts.
+    /// Default: always.
+    fn row_local(&self, inputs: &[&Fact]) -> bool {
+        let _ = inputs;
+        true
     }
 }
 
-/// Which inputs a neighbour op aggregates over (see [`Op::neighbour`]).
+/// Capability: a neighbour op (see "Neighbour ops" at the top of this file). Returned by
+/// [`Op::as_neighbour`].
+pub trait NeighbourOp {
+    /// The inputs this op aggregates over, from the inputs' facts.
+    fn neighbour(&self, inputs: &[&Fact]) -> Neighbour;
+
+    /// The output's rows `block.r0..block.r0 + block.rows()`, with `ctx.training` false.
+    fn forward_block(&self, block: &RowBlock<'_>, ctx: &Ctx<'_>) -> Result<Value, OpError>;
+}
+
+/// Capability: the kernel walks its output in Q_f feature blocks (see "Feature partitions"
+/// at the top of this file). Returned by [`Op::as_feature_partitioned`].
+pub trait FeaturePartitioned {
+    /// This op with `q` feature partitions.
+    fn with_partitions(&self, q: usize) -> Arc<dyn Op>;
+}
+
+/// Which inputs a neighbour op aggregates over (see [`NeighbourOp::neighbour`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Neighbour {
     /// The sparse n × n input whose rows are aggregated over.
@@ -422,7 +459,7 @@ impl<'a> NodeRows<'a> {
     }
 }
 
-/// A block of rows of a neighbour op's output (see [`Op::forward_block`]).
+/// A block of rows of a neighbour op's output (see [`NeighbourOp::forward_block`]).
 pub struct RowBlock<'a> {
     /// The global id of the block's first row.
     pub r0: usize,
@@ -510,7 +547,7 @@ pub enum Axis {
     Cols,
 }
 
-/// How an op's forward splits into parts (see [`Op::split`]).
+/// How an op's forward splits into parts (see [`Partitioned::split`]).
 pub struct Split {
     /// The output axis cut.
     pub axis: Axis,

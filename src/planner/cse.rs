@@ -35,7 +35,7 @@ impl Pass for Cse {
                 }
                 let key = (
                     n.op.name().to_string(),
-                    n.op.attrs(),
+                    n.op.identity(),
                     n.inputs.clone(),
                     n.fact.clone(),
                 );

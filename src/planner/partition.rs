@@ -4,7 +4,7 @@
 //! 8·n·f/Q_f ≤ S_cache, i.e. Q_f ≥ ⌈8·n·f / S_cache⌉; and at least p blocks, so every thread
 //! has one. Q_f = max(p, ⌈8·n·f / S_cache⌉), capped at f (a block has at least one column).
 //! The count is decided for the expected bindings and written on the node and its note;
-//! the ops that take one say so through [`Op::with_partitions`](crate::op::Op) (`spmm`).
+//! the ops that take one say so through [`FeaturePartitioned`](crate::op::FeaturePartitioned) (`spmm`).
 
 use crate::ir::{Graph, IrError};
 
@@ -36,7 +36,12 @@ impl Pass for Partition {
             };
             let (n, f) = (rows.resolve(b), cols.resolve(b));
             let q = feature_partitions(n, f, opts.threads, opts.cache_bytes);
-            let Some(op) = graph.node(id).op.with_partitions(q) else {
+            let Some(op) = graph
+                .node(id)
+                .op
+                .as_feature_partitioned()
+                .map(|p| p.with_partitions(q))
+            else {
                 continue;
             };
             graph.replace_op(id, op)?;

@@ -3,10 +3,10 @@
 //! not by the graph.
 //!
 //! The planned forward graph is cut into *levels* at its neighbour ops
-//! ([`Op::neighbour`](crate::op::Op::neighbour): `spmm(S, X)`, `gat(A, z, …)`, a user's
+//! ([`NeighbourOp`](crate::op::NeighbourOp): `spmm(S, X)`, `gat(A, z, …)`, a user's
 //! aggregation). A value's level is the number of neighbour hops between it and the
 //! features: the features are level 0 (they are the store's mapped file); a row-local op
-//! ([`Op::row_local`](crate::op::Op::row_local): row i of its output needs row i of its
+//! ([`RowLocal`](crate::op::RowLocal): row i of its output needs row i of its
 //! inputs) has its inputs' level; a neighbour op needs X at every neighbour of a row, so
 //! it sits one level above X (and at its sparse operand's level when that is a neighbour
 //! op's output, as attention's α is). A value read at a higher level than its own is
@@ -16,7 +16,7 @@
 //! runs) written with positioned writes and read through a map. Level L is then computed
 //! for rows r0..r1 at a time:
 //!
-//! * a neighbour op gets, through [`Op::forward_block`](crate::op::Op::forward_block),
+//! * a neighbour op gets, through [`NeighbourOp::forward_block`](crate::op::NeighbourOp::forward_block),
 //!   the block's rows of its sparse operand with the full graph's node ids as columns —
 //!   an adjacency flavour built here, values normalised by full-graph degrees (as the
 //!   in-memory pass does: `A_saint` is D⁻¹A), or a sparse neighbour op's output of this
@@ -137,7 +137,7 @@ impl BlockedPlan {
                 _ if ins.iter().all(|c| *c == Class::Static) && node.fact.is_static() => {
                     (Class::Static, 0)
                 }
-                _ => match op.neighbour(&facts) {
+                _ => match op.as_neighbour().map(|o| o.neighbour(&facts)) {
                     Some(nb) => {
                         let (a, x) = (nb.adjacency, nb.x);
                         let ok = a < ins.len()
@@ -172,7 +172,10 @@ impl BlockedPlan {
                         let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
                             && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
                         let inputs_ok = ins.iter().all(|c| c.per_node() || *c == Class::Static);
-                        if !(per_node_rows && inputs_ok && op.row_local(&facts)) {
+                        if !(per_node_rows
+                            && inputs_ok
+                            && op.as_row_local().is_some_and(|r| r.row_local(&facts)))
+                        {
                             return Err(format!(
                                 "{} is not a row-local op of per-node values",
                                 what()
@@ -574,6 +577,10 @@ pub fn run_blocked(
                             entries: a.structure.nnz(),
                         };
                         node.op
+                            .as_neighbour()
+                            .ok_or_else(|| {
+                                fail(id, crate::op::OpError::args("not a neighbour op"))
+                            })?
                             .forward_block(&rb, &ctx(id, b))
                             .map_err(|e| fail(id, e))?
                     }

@@ -2,7 +2,7 @@
 //! features and the logits, what `saintflow partition --plan` takes as GAD's walk length L.
 //!
 //! Measured on the *planned* forward graph, where every product with an adjacency is a
-//! neighbour op ([`Op::neighbour`](crate::op::Op::neighbour): `spmm`, `gat`, a user's
+//! neighbour op ([`NeighbourOp`](crate::op::NeighbourOp): `spmm`, `gat`, a user's
 //! aggregation) and the planner never multiplies two sparse matrices, so `A @ A @ x` is two
 //! hops: a value's radius is the largest of its inputs', plus one at a neighbour op over
 //! its per-node operand X (a neighbour op's sparse operand, such as attention's α, brings
@@ -30,7 +30,7 @@ pub fn receptive_field(graph: &Graph, output: NodeId) -> Result<usize> {
         let node = graph.node(id);
         let of = |i: usize| radius.get(&node.inputs[i]).copied().unwrap_or(0);
         let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
-        let nb = node.op.neighbour(&facts);
+        let nb = node.op.as_neighbour().map(|o| o.neighbour(&facts));
         let r = (0..node.inputs.len())
             .map(|i| match nb {
                 Some(nb) if i == nb.x => of(i) + 1,

@@ -12,12 +12,13 @@ use saintflow::ir::{Bindings, Graph, Init, ParamDecl, Params};
 use saintflow::op::builtin::{
     AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };
-use saintflow::op::{MemorySource, StoreSource};
+use saintflow::op::{neighbour_reduce, AdjKind as Adj, MemorySource, StoreSource};
 use saintflow::plan::{Lowered, Plan};
 use saintflow::planner::{explain_text, plan, PlanOptions};
 use saintflow::sample::FullSampler;
 use saintflow::store::gen::Planted;
 use saintflow::store::Role;
+use saintflow::testing::{check_blocked_equals_in_memory, check_op_gradients_with, Arg};
 use saintflow::train::trainer::lower_for;
 use saintflow::train::{FullGraph, InferOptions, Output};
 use saintflow::GraphStore;
@@ -73,7 +74,7 @@ fn max_agg_forward_is_the_definition_and_its_gradient_matches_finite_differences
     let wo = param(&mut g, "W_out", 4, 3);
     let z = g.add(Arc::new(MatMul::plain(2)), &[x, w], "x @ W").unwrap();
     let h = g
-        .add(Arc::new(MaxAgg), &[a, z], "user.max_agg(A, z)")
+        .add(neighbour_reduce(MaxAgg), &[a, z], "user.max_agg(A, z)")
         .unwrap();
     let o = g
         .add(Arc::new(MatMul::plain(2)), &[h, wo], "h @ W_out")
@@ -132,6 +133,22 @@ fn max_agg_forward_is_the_definition_and_its_gradient_matches_finite_differences
     };
     let bad = check_gradients(&g, loss, &named, &src, &params, check).unwrap();
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// The one-call checks of `saintflow::testing`: gradients against finite differences on
+/// every adjacency flavour (a small step: a maximum is piecewise linear, and the step must
+/// not move an argmax), and the blocked forward against the in-memory one.
+#[test]
+fn max_agg_passes_the_library_op_checks() {
+    let small = GradCheck {
+        eps: 1e-3,
+        ..GradCheck::default()
+    };
+    for kind in [Adj::Raw, Adj::Sym] {
+        let args = [Arg::Adjacency(kind), Arg::Nodes(4)];
+        check_op_gradients_with(neighbour_reduce(MaxAgg), &args, small).unwrap();
+        check_blocked_equals_in_memory(neighbour_reduce(MaxAgg), &args).unwrap();
+    }
 }
 
 /// The plan file's whole step through lowering and autodiff also checks against finite

@@ -3,13 +3,16 @@
 
 use std::sync::Arc;
 
-use saintflow::autodiff::differentiate;
-use saintflow::exec::{check_gradients, run, GradCheck};
-use saintflow::ir::{Graph, Init, ParamDecl, Params};
-use saintflow::op::builtin::{
-    AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
+use saintflow::exec::{check_gradients, GradCheck};
+use saintflow::ir::{Graph, Params};
+use saintflow::op::builtin::{Concat, Features, Sample};
+use saintflow::op::{
+    elementwise, Attr, Attrs, Bindings, Ctx, Elementwise, MemorySource, NodeId, Registry, Tensor,
+    Value,
 };
-use saintflow::op::{Attr, Attrs, MemorySource, Registry};
+use saintflow::planner::{run_passes, Cse, PlanOptions};
+use saintflow::testing::{check_blocked_equals_in_memory, check_op_gradients, Arg, CheckError};
+use saintflow_example_custom_op::Swish;
 
 #[test]
 fn swish_registers_and_its_gradient_matches_finite_differences() {
@@ -26,92 +29,103 @@ fn swish_registers_and_its_gradient_matches_finite_differences() {
         .make("user.swish", &Attrs::new().with("beta", Attr::Num(1.5)))
         .unwrap();
     assert_eq!(swish.attrs(), "beta=1.5");
+    // What the adapter gives: a partitioned, row-local op.
+    assert!(swish.as_partitioned().is_some() && swish.as_row_local().is_some());
 
-    let src = MemorySource::random(19, 4, 5, 3, false, 4);
-    let mut g = Graph::new();
-    let s = g.add(Arc::new(Sample), &[], "sample").unwrap();
-    let x = g.add(Arc::new(Features { width: 5 }), &[s], "x").unwrap();
-    let a = g
-        .add(Arc::new(Adjacency { kind: AdjKind::Sym }), &[s], "A_sym")
-        .unwrap();
-    let t = g
-        .add(Arc::new(TargetsOp { classes: 3 }), &[s], "y")
-        .unwrap();
-    let decls = [
-        ParamDecl {
-            name: "W".into(),
-            rows: 5,
-            cols: 4,
-            init: Init::Glorot,
+    // The forward is x·σ(1.5x) elementwise, on both signs and a zero.
+    let x = Tensor::from_vec(3, 4, (0..12).map(|i| i as f32 * 0.7 - 4.0).collect()).unwrap();
+    let params = Params::default();
+    let ctx = Ctx {
+        source: None,
+        params: &params,
+        step: 0,
+        seed: 0,
+        training: true,
+        node: NodeId::new(0),
+        bindings: Bindings {
+            nodes: 3,
+            entries: 0,
         },
-        ParamDecl {
-            name: "W_out".into(),
-            rows: 4,
-            cols: 3,
-            init: Init::Glorot,
-        },
-    ];
-    let w = g
-        .add(
-            Arc::new(Param {
-                name: "W".into(),
-                rows: 5,
-                cols: 4,
-            }),
-            &[],
-            "W",
-        )
-        .unwrap();
-    let wo = g
-        .add(
-            Arc::new(Param {
-                name: "W_out".into(),
-                rows: 4,
-                cols: 3,
-            }),
-            &[],
-            "W_out",
-        )
-        .unwrap();
-    let z = g
-        .add(Arc::new(MatMul::plain(3)), &[a, x, w], "A_sym @ x @ W")
-        .unwrap();
-    let h = g.add(swish, &[z], "user.swish(A_sym @ x @ W)").unwrap();
-    let o = g
-        .add(Arc::new(MatMul::plain(2)), &[h, wo], "h @ W_out")
-        .unwrap();
-    let loss = g
-        .add(
-            Arc::new(Loss {
-                kind: LossKind::SoftmaxCe,
-            }),
-            &[o, t],
-            "loss",
-        )
-        .unwrap();
-    let grads = differentiate(&mut g, loss, &[w, wo]).unwrap();
-    let params = Params::init(&decls, 1);
-
-    // The forward is x·σ(1.5x) elementwise.
-    let v = run(&g, &[z, h], Some(&src), &params, 0, 0, true).unwrap();
-    let (zv, hv) = (
-        v.get(z).unwrap().as_dense().unwrap(),
-        v.get(h).unwrap().as_dense().unwrap(),
-    );
-    for (&zi, &hi) in zv.data.iter().zip(&hv.data) {
-        let want = zi / (1.0 + (-1.5 * zi).exp());
+    };
+    let y = swish.forward(&[&Value::dense(x.clone())], &ctx).unwrap();
+    for (&xi, &yi) in x.data.iter().zip(&y.as_dense().unwrap().data) {
+        let want = f64::from(xi) / (1.0 + (-1.5 * f64::from(xi)).exp());
         assert!(
-            (hi - want).abs() <= 1e-6 * (1.0 + want.abs()),
-            "{hi} vs {want}"
+            (f64::from(yi) - want).abs() <= 1e-6 * (1.0 + want.abs()),
+            "{yi} vs {want}"
         );
     }
 
-    let named = vec![
-        ("W".to_string(), grads.grads[0].1),
-        ("W_out".to_string(), grads.grads[1].1),
-    ];
-    let bad = check_gradients(&g, loss, &named, &src, &params, GradCheck::default()).unwrap();
-    assert!(bad.is_empty(), "{bad:#?}");
+    check_op_gradients(swish.clone(), &[Arg::Nodes(4)]).unwrap();
+    check_blocked_equals_in_memory(swish, &[Arg::Nodes(4)]).unwrap();
+}
+
+/// A derivative that is off is reported by the one-call check (the check can fail).
+#[test]
+fn the_gradient_check_catches_a_wrong_derivative_of_a_user_op() {
+    #[derive(Clone, Debug)]
+    struct Off(Swish);
+    impl Elementwise for Off {
+        fn name(&self) -> &str {
+            "user.swish_off"
+        }
+        fn f(&self, x: f32) -> f32 {
+            self.0.f(x)
+        }
+        fn df(&self, x: f32) -> f32 {
+            1.1 * self.0.df(x)
+        }
+    }
+    let off = elementwise(Off(Swish { beta: 1.0 }));
+    let err = check_op_gradients(off, &[Arg::Nodes(4)]).unwrap_err();
+    assert!(matches!(err, CheckError::Gradients { .. }), "{err}");
+}
+
+/// Common-subexpression elimination keys on the op's identity, by default its `Debug`
+/// text: `user.swish(x, beta=1)` and `user.swish(x, beta=2)` on one input stay two nodes,
+/// while two `beta=1` are merged. (Before the identity, CSE keyed on `attrs()`, and an op
+/// that did not write `attrs` was merged with its differently-parameterised twin.)
+#[test]
+fn cse_keeps_a_user_op_with_other_parameters_on_the_same_input() {
+    /// Swish without `attrs`: the hazard the identity closes.
+    #[derive(Clone, Debug)]
+    struct Bare(f32);
+    impl Elementwise for Bare {
+        fn name(&self) -> &str {
+            "user.bare"
+        }
+        fn f(&self, x: f32) -> f32 {
+            Swish { beta: self.0 }.f(x)
+        }
+        fn df(&self, x: f32) -> f32 {
+            Swish { beta: self.0 }.df(x)
+        }
+    }
+    let mut g = Graph::new();
+    let s = g.add(Arc::new(Sample), &[], "sample").unwrap();
+    let x = g.add(Arc::new(Features { width: 5 }), &[s], "x").unwrap();
+    let h1 = g.add(elementwise(Bare(1.0)), &[x], "k=1").unwrap();
+    let h2 = g.add(elementwise(Bare(2.0)), &[x], "k=2").unwrap();
+    let h3 = g.add(elementwise(Bare(1.0)), &[x], "k=1 again").unwrap();
+    let out = g.add(Arc::new(Concat), &[h1, h2, h3], "concat").unwrap();
+    g.set_output("out", out);
+    run_passes(
+        &mut g,
+        &[Box::new(Cse)],
+        &PlanOptions::new(Bindings {
+            nodes: 10,
+            entries: 40,
+        }),
+    )
+    .unwrap();
+    let bare: Vec<String> = g
+        .ids()
+        .into_iter()
+        .filter(|&id| g.node(id).op.name() == "user.bare")
+        .map(|id| g.node(id).op.identity())
+        .collect();
+    assert_eq!(bare.len(), 2, "{bare:?}");
+    assert_ne!(bare[0], bare[1]);
 }
 
 #[test]

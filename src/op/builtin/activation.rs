@@ -1,17 +1,17 @@
-//! Activations and their backward, as two ops driven by one [`Activation`] value: the
-//! forward [`Activate`] and the backward [`ActivateBackward`]. Each backward takes exactly
-//! what its gradient formula needs — the forward's output y or its input x — plus ∇y, so
-//! the planner's liveness sees what a forward must keep alive for its backward. A new
-//! activation is a variant here and its two kernels, not two new ops.
+//! Activations on the elementwise adapter ([`crate::op::Elementwise`]): each [`Activation`]
+//! variant gives f and f′ (and vector kernels for both), and the adapter makes the op
+//! `NAME` and its backward `NAME_backward`, row-wise, partitioned and row-local. Each
+//! backward takes exactly what its gradient formula needs — the forward's output y or its
+//! input x — plus ∇y, so the planner's liveness sees what a forward must keep alive for
+//! its backward. A new activation is a variant here, not two new ops.
 
 use rayon::prelude::*;
 
 use saintflow_ops::elementwise as k;
 
-use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
-
-use super::{dense, elementwise_cost, row_split_of, rows_part, same_shape};
+use crate::op::elementwise::Map;
+use crate::op::rowwise::Rows;
+use crate::op::{Elementwise, OpError};
 
 /// A finite number attribute (a slope, ELU's α).
 pub(crate) fn finite(name: &str, x: f64) -> Result<f32, OpError> {
@@ -71,9 +71,14 @@ impl Activation {
         }
         Ok(Activation::Elu { alpha: a })
     }
+}
 
+/// ReLU, the most used activation, as an op.
+pub const RELU: Rows<Map<Activation>> = Rows(Map(Activation::Relu));
+
+impl Elementwise for Activation {
     /// The name plan files use.
-    pub fn name(self) -> &'static str {
+    fn name(&self) -> &str {
         match self {
             Activation::Relu => "relu",
             Activation::LeakyRelu { .. } => "leaky_relu",
@@ -83,17 +88,7 @@ impl Activation {
         }
     }
 
-    fn backward_name(self) -> &'static str {
-        match self {
-            Activation::Relu => "relu_backward",
-            Activation::LeakyRelu { .. } => "leaky_relu_backward",
-            Activation::Sigmoid => "sigmoid_backward",
-            Activation::Tanh => "tanh_backward",
-            Activation::Elu { .. } => "elu_backward",
-        }
-    }
-
-    fn attrs(self) -> String {
+    fn attrs(&self) -> String {
         match self {
             Activation::LeakyRelu { slope } => format!("slope={slope}"),
             Activation::Elu { alpha } => format!("alpha={alpha}"),
@@ -103,7 +98,7 @@ impl Activation {
 
     /// Arithmetic per element of the forward: compare (ReLU, counted as data movement
     /// only), multiply, exp + abs + add + divide (sigmoid; tanh alike), exp_m1 + multiply.
-    fn flops_per_element(self) -> f64 {
+    fn flops_per_element(&self) -> f64 {
         match self {
             Activation::Relu => 0.0,
             Activation::LeakyRelu { .. } => 1.0,
@@ -112,13 +107,67 @@ impl Activation {
         }
     }
 
-    /// Whether the backward reads the forward's input x (else its output y).
-    fn saves_input(self) -> bool {
-        matches!(self, Activation::LeakyRelu { .. })
+    /// The backward reads the forward's output y, except LeakyReLU's (y has x's sign only
+    /// when slope > 0).
+    fn saves_output(&self) -> bool {
+        !matches!(self, Activation::LeakyRelu { .. })
     }
 
-    fn forward(self, x: &[f32], y: &mut [f32]) -> Result<(), OpError> {
-        match self {
+    /// The scalar formula (the slices run the vector kernels, which give the same values).
+    fn f(&self, x: f32) -> f32 {
+        match *self {
+            Activation::Relu => x.max(0.0),
+            Activation::LeakyRelu { slope } => {
+                if x > 0.0 {
+                    x
+                } else {
+                    slope * x
+                }
+            }
+            Activation::Sigmoid => {
+                if x >= 0.0 {
+                    1.0 / (1.0 + (-x).exp())
+                } else {
+                    let e = x.exp();
+                    e / (1.0 + e)
+                }
+            }
+            Activation::Tanh => x.tanh(),
+            Activation::Elu { alpha } => {
+                if x > 0.0 {
+                    x
+                } else {
+                    alpha * x.exp_m1()
+                }
+            }
+        }
+    }
+
+    /// f′ from the saved value: y, or x for LeakyReLU.
+    fn df(&self, s: f32) -> f32 {
+        match *self {
+            Activation::Relu => f32::from(u8::from(s > 0.0)),
+            Activation::LeakyRelu { slope } => {
+                if s > 0.0 {
+                    1.0
+                } else {
+                    slope
+                }
+            }
+            Activation::Sigmoid => s * (1.0 - s),
+            Activation::Tanh => 1.0 - s * s,
+            Activation::Elu { alpha } => {
+                if s > 0.0 {
+                    1.0
+                } else {
+                    s + alpha
+                }
+            }
+        }
+    }
+
+    fn forward_slice(&self, x: &[f32], y: &mut [f32]) -> Result<(), OpError> {
+        match *self {
             Activation::Relu => k::relu(x, y)?,
             Activation::LeakyRelu { slope } => k::leaky_relu(x, slope, y)?,
             Activation::Sigmoid => k::sigmoid(x, y)?,
@@ -132,9 +181,9 @@ impl Activation {
         Ok(())
     }
 
-    /// ∂x from the saved value (x or y, see `saves_input`) and ∇y.
-    fn backward(self, saved: &[f32], dy: &[f32], dx: &mut [f32]) -> Result<(), OpError> {
-        match self {
+    /// ∂x from the saved value (x or y, see `saves_output`) and ∇y.
+    fn backward_slice(&self, saved: &[f32], dy: &[f32], dx: &mut [f32]) -> Result<(), OpError> {
+        match *self {
             Activation::Relu => k::relu_backward(saved, dy, dx)?,
             Activation::LeakyRelu { slope } => k::leaky_relu_backward(saved, slope, dy, dx)?,
             Activation::Sigmoid => k::sigmoid_backward(saved, dy, dx)?,
@@ -150,130 +199,5 @@ impl Activation {
             Activation::Elu { alpha } => k::elu_backward(saved, saved, alpha, dy, dx)?,
         }
         Ok(())
-    }
-}
-
-/// y = activation(x), elementwise.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Activate(pub Activation);
-
-/// ReLU, the most used activation.
-pub const RELU: Activate = Activate(Activation::Relu);
-
-impl Op for Activate {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn attrs(&self) -> String {
-        self.0.attrs()
-    }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        Ok(inputs[0].clone())
-    }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        elementwise_cost(inputs, output, b, self.0.flops_per_element())
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let x = dense(inputs, 0, self.name())?;
-        // Every activation writes every element of y.
-        let mut y = Tensor::scratch(x.rows, x.cols);
-        self.0.forward(&x.data, &mut y.data)?;
-        Ok(Value::dense(y))
-    }
-    /// Row blocks (elementwise: bit-identical to `forward`).
-    fn split(
-        &self,
-        inputs: &[&Value],
-        _: &Fact,
-        _: &Ctx<'_>,
-        threads: usize,
-    ) -> Result<Option<Split>, OpError> {
-        row_split_of(inputs, self.name(), threads)
-    }
-    fn forward_part(
-        &self,
-        inputs: &[&Value],
-        _: &Ctx<'_>,
-        split: &Split,
-        part: usize,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let x = dense(inputs, 0, self.name())?;
-        rows_part(split, part, x.cols, out, |r, y| {
-            self.0.forward(&x.data[r], y)
-        })
-    }
-    /// The formula is on each [`Activation`] variant; the backward op reads x or y.
-    fn backward(
-        &self,
-        g: &mut GradBuilder<'_>,
-        grad: NodeId,
-    ) -> Result<Vec<Option<NodeId>>, OpError> {
-        let saved = if self.0.saves_input() {
-            g.input(0)
-        } else {
-            g.node()
-        };
-        Ok(vec![Some(g.add(ActivateBackward(self.0), &[saved, grad])?)])
-    }
-}
-
-/// ∂x of an activation, from the value its backward saves (x or y) and ∇y.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ActivateBackward(pub Activation);
-
-impl Op for ActivateBackward {
-    fn name(&self) -> &str {
-        self.0.backward_name()
-    }
-    fn attrs(&self) -> String {
-        self.0.attrs()
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense, Kind::Dense])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        let saved = if self.0.saves_input() { "x" } else { "y" };
-        same_shape(self.name(), saved, inputs[0], "∇y", inputs[1])
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let (saved, dy) = (
-            dense(inputs, 0, self.name())?,
-            dense(inputs, 1, self.name())?,
-        );
-        // Every activation's backward writes every element of dx.
-        let mut dx = Tensor::scratch(saved.rows, saved.cols);
-        self.0.backward(&saved.data, &dy.data, &mut dx.data)?;
-        Ok(Value::dense(dx))
-    }
-    /// Row blocks (elementwise: bit-identical to `forward`).
-    fn split(
-        &self,
-        inputs: &[&Value],
-        _: &Fact,
-        _: &Ctx<'_>,
-        threads: usize,
-    ) -> Result<Option<Split>, OpError> {
-        row_split_of(inputs, self.name(), threads)
-    }
-    fn forward_part(
-        &self,
-        inputs: &[&Value],
-        _: &Ctx<'_>,
-        split: &Split,
-        part: usize,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let saved = dense(inputs, 0, self.name())?;
-        let dy = dense(inputs, 1, self.name())?;
-        rows_part(split, part, saved.cols, out, |r, dx| {
-            self.0.backward(&saved.data[r.clone()], &dy.data[r], dx)
-        })
     }
 }

@@ -6,6 +6,7 @@
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::RowLocal;
 use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
 
 use super::{dense, elementwise_cost, same_shape};
@@ -17,9 +18,6 @@ pub struct Add;
 impl Op for Add {
     fn name(&self) -> &str {
         "add"
-    }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
@@ -59,7 +57,12 @@ impl Op for Add {
         };
         Ok(vec![g.needs_grad(0).then_some(grad), db])
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for Add {}
 
 /// a₁ + … + a_k, all of one shape.
 #[derive(Clone, Copy, Debug)]
@@ -68,9 +71,6 @@ pub struct AddN;
 impl Op for AddN {
     fn name(&self) -> &str {
         "add_n"
-    }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
     }
     fn args(&self) -> Arity {
         Arity::Variadic {
@@ -113,7 +113,12 @@ impl Op for AddN {
             .map(|i| g.needs_grad(i).then_some(grad))
             .collect())
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for AddN {}
 
 /// Column sums: n×c → 1×c (the backward of a broadcast row).
 #[derive(Clone, Copy, Debug)]
@@ -221,9 +226,6 @@ impl Op for Sub {
     fn name(&self) -> &str {
         "sub"
     }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
-    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
     }
@@ -249,7 +251,12 @@ impl Op for Sub {
         };
         Ok(vec![g.needs_grad(0).then_some(grad), db])
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for Sub {}
 
 /// a ⊙ b (elementwise product), equal shapes.
 #[derive(Clone, Copy, Debug)]
@@ -258,9 +265,6 @@ pub struct Mul;
 impl Op for Mul {
     fn name(&self) -> &str {
         "mul"
-    }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
@@ -294,7 +298,12 @@ impl Op for Mul {
         };
         Ok(vec![da, db])
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for Mul {}
 
 /// c · x for a constant c.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -318,9 +327,6 @@ impl Op for Scale {
     }
     fn attrs(&self) -> String {
         format!("c={}", self.c)
-    }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
@@ -349,7 +355,12 @@ impl Op for Scale {
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         Ok(vec![Some(g.add(*self, &[grad])?)])
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for Scale {}
 
 /// a + b elementwise into a new matrix, in one pass (no copy of a first).
 fn sum2(a: &Tensor, b: &Tensor, op: &str) -> Result<Tensor, OpError> {

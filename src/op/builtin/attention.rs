@@ -27,6 +27,7 @@ use saintflow_ops::attention::{
 };
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
+use crate::op::NeighbourOp;
 use crate::op::{Arity, Cost, Ctx, GradBuilder, Neighbour, Op, OpError, RowBlock, Stage};
 
 use super::dense;
@@ -182,59 +183,6 @@ impl Op for Gat {
             bytes_written: output.bytes(b) as f64,
         }
     }
-    /// α's row u needs z at u and at u's neighbours (s_r): a neighbour op over adj and z.
-    fn neighbour(&self, _: &[&Fact]) -> Option<Neighbour> {
-        Some(Neighbour { adjacency: 0, x: 1 })
-    }
-    /// α on the block's rows: s_l from z at the block's rows, s_r from z at U, the block's
-    /// neighbours (ascending, gathered from z in place); the scores index U by local ids,
-    /// entries stay in adj's order (global ids), so every row's softmax is the one
-    /// `forward` computes. The result keeps adj's pattern: global column ids, read by the
-    /// product `α @ z` of the same level.
-    fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
-        let adj = block.adjacency;
-        let st = &adj.structure;
-        let vector = |i: usize| {
-            block
-                .inputs
-                .get(i)
-                .copied()
-                .flatten()
-                .and_then(Value::as_dense)
-                .ok_or_else(|| OpError::args(format!("gat: argument {} is not dense", i + 1)))
-        };
-        let (a_l, a_r) = (vector(2)?, vector(3)?);
-        let rows = block.rows();
-        let own: Vec<u32> = (block.r0 as u32..(block.r0 + rows) as u32).collect();
-        let mut u: Vec<u32> = st.indices.clone();
-        u.sort_unstable();
-        u.dedup();
-        let local: Vec<u32> = st
-            .indices
-            .iter()
-            .map(|v| u.binary_search(v).expect("collected above") as u32)
-            .collect();
-        let s_l = head_dot(&block.x.gather(&own), &a_l.data, self.heads);
-        let s_r = head_dot(&block.x.gather(&u), &a_r.data, self.heads);
-        let n_e = st.nnz() * self.heads;
-        let (mut e_raw, mut e) = (vec![0.0f32; n_e], vec![0.0f32; n_e]);
-        gat_scores(
-            &st.offsets,
-            &local,
-            self.heads,
-            &s_l,
-            &s_r,
-            self.slope,
-            &mut e_raw,
-            &mut e,
-        )?;
-        let mut alpha = Tensor::zeros(st.nnz(), self.heads);
-        edge_softmax(&st.offsets, self.heads, &e, &mut alpha.data)?;
-        Ok(Value::Sparse(SparseMat {
-            structure: Arc::clone(&adj.structure),
-            values: Arc::new(alpha),
-        }))
-    }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         let adj = sparse(inputs, 0, "gat")?;
         let (z, a_l, a_r) = (
@@ -290,6 +238,65 @@ impl Op for Gat {
             }
         }
         Ok(vec![None, dz, da[0], da[1]])
+    }
+    fn as_neighbour(&self) -> Option<&dyn NeighbourOp> {
+        Some(self)
+    }
+}
+
+impl NeighbourOp for Gat {
+    /// α's row u needs z at u and at u's neighbours (s_r): a neighbour op over adj and z.
+    fn neighbour(&self, _: &[&Fact]) -> Neighbour {
+        Neighbour { adjacency: 0, x: 1 }
+    }
+    /// α on the block's rows: s_l from z at the block's rows, s_r from z at U, the block's
+    /// neighbours (ascending, gathered from z in place); the scores index U by local ids,
+    /// entries stay in adj's order (global ids), so every row's softmax is the one
+    /// `forward` computes. The result keeps adj's pattern: global column ids, read by the
+    /// product `α @ z` of the same level.
+    fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
+        let adj = block.adjacency;
+        let st = &adj.structure;
+        let vector = |i: usize| {
+            block
+                .inputs
+                .get(i)
+                .copied()
+                .flatten()
+                .and_then(Value::as_dense)
+                .ok_or_else(|| OpError::args(format!("gat: argument {} is not dense", i + 1)))
+        };
+        let (a_l, a_r) = (vector(2)?, vector(3)?);
+        let rows = block.rows();
+        let own: Vec<u32> = (block.r0 as u32..(block.r0 + rows) as u32).collect();
+        let mut u: Vec<u32> = st.indices.clone();
+        u.sort_unstable();
+        u.dedup();
+        let local: Vec<u32> = st
+            .indices
+            .iter()
+            .map(|v| u.binary_search(v).expect("collected above") as u32)
+            .collect();
+        let s_l = head_dot(&block.x.gather(&own), &a_l.data, self.heads);
+        let s_r = head_dot(&block.x.gather(&u), &a_r.data, self.heads);
+        let n_e = st.nnz() * self.heads;
+        let (mut e_raw, mut e) = (vec![0.0f32; n_e], vec![0.0f32; n_e]);
+        gat_scores(
+            &st.offsets,
+            &local,
+            self.heads,
+            &s_l,
+            &s_r,
+            self.slope,
+            &mut e_raw,
+            &mut e,
+        )?;
+        let mut alpha = Tensor::zeros(st.nnz(), self.heads);
+        edge_softmax(&st.offsets, self.heads, &e, &mut alpha.data)?;
+        Ok(Value::Sparse(SparseMat {
+            structure: Arc::clone(&adj.structure),
+            values: Arc::new(alpha),
+        }))
     }
 }
 

@@ -11,6 +11,7 @@
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::RowLocal;
 use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
 use crate::seed::{hash3, stream};
 
@@ -90,9 +91,6 @@ impl Op for Dropout {
     fn attrs(&self) -> String {
         format!("p={}", self.p)
     }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
-    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
     }
@@ -125,7 +123,12 @@ impl Op for Dropout {
     fn pure(&self) -> bool {
         false
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for Dropout {}
 
 /// ∂x = ∇y ⊙ mask / (1 − p) with the mask of the forward node `key` (the identity in
 /// evaluation, as the forward).

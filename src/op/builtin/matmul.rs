@@ -20,6 +20,7 @@ use crate::op::{
     Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, Op, OpError,
     RowBlock, Split, Stage,
 };
+use crate::op::{FeaturePartitioned, NeighbourOp, Partitioned, RowLocal};
 
 /// The kernel's transpose flag of an operand used transposed or not.
 fn trans(t: bool) -> Trans {
@@ -463,11 +464,6 @@ impl Op for Gemm {
             if self.tb { "T" } else { "N" }
         )
     }
-    /// op(A)·B with A not transposed and B of a static shape (a parameter): row i of the
-    /// output is row i of A times B.
-    fn row_local(&self, inputs: &[&Fact]) -> bool {
-        !self.ta && inputs[1].is_static()
-    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
     }
@@ -492,6 +488,73 @@ impl Op for Gemm {
             inputs[0], self.ta, inputs[1], self.tb,
         )?))
     }
+    /// C = op(A)·op(B): ∂op(A) = ∇C·op(B)ᵀ, ∂op(B) = op(A)ᵀ·∇C, transposed back when the
+    /// operand is used transposed.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let (a, b) = (g.input(0), g.input(1));
+        let da = if !g.needs_grad(0) {
+            None
+        } else if self.ta {
+            // ∂A = op(B)·∇Cᵀ.
+            Some(g.add(
+                Gemm {
+                    ta: self.tb,
+                    tb: true,
+                },
+                &[b, grad],
+            )?)
+        } else {
+            Some(g.add(
+                Gemm {
+                    ta: false,
+                    tb: !self.tb,
+                },
+                &[grad, b],
+            )?)
+        };
+        let db = if !g.needs_grad(1) {
+            None
+        } else if self.tb {
+            // ∂B = ∇Cᵀ·op(A).
+            Some(g.add(
+                Gemm {
+                    ta: true,
+                    tb: self.ta,
+                },
+                &[grad, a],
+            )?)
+        } else {
+            Some(g.add(
+                Gemm {
+                    ta: !self.ta,
+                    tb: false,
+                },
+                &[a, grad],
+            )?)
+        };
+        Ok(vec![da, db])
+    }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
+    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+        Some(self)
+    }
+}
+
+impl RowLocal for Gemm {
+    /// op(A)·B with A not transposed and B of a static shape (a parameter): row i of the
+    /// output is row i of A times B.
+    fn row_local(&self, inputs: &[&Fact]) -> bool {
+        !self.ta && inputs[1].is_static()
+    }
+}
+
+impl Partitioned for Gemm {
     /// Row blocks of C (rows of op(A)), about two per worker so a slow block can be
     /// balanced; op(B) packed once for all of them ([`PackedB`]), each block one sequential
     /// call of the kernel on it. The k-sum of every
@@ -565,56 +628,6 @@ impl Op for Gemm {
         }
         Ok(())
     }
-    /// C = op(A)·op(B): ∂op(A) = ∇C·op(B)ᵀ, ∂op(B) = op(A)ᵀ·∇C, transposed back when the
-    /// operand is used transposed.
-    fn backward(
-        &self,
-        g: &mut GradBuilder<'_>,
-        grad: NodeId,
-    ) -> Result<Vec<Option<NodeId>>, OpError> {
-        let (a, b) = (g.input(0), g.input(1));
-        let da = if !g.needs_grad(0) {
-            None
-        } else if self.ta {
-            // ∂A = op(B)·∇Cᵀ.
-            Some(g.add(
-                Gemm {
-                    ta: self.tb,
-                    tb: true,
-                },
-                &[b, grad],
-            )?)
-        } else {
-            Some(g.add(
-                Gemm {
-                    ta: false,
-                    tb: !self.tb,
-                },
-                &[grad, b],
-            )?)
-        };
-        let db = if !g.needs_grad(1) {
-            None
-        } else if self.tb {
-            // ∂B = ∇Cᵀ·op(A).
-            Some(g.add(
-                Gemm {
-                    ta: true,
-                    tb: self.ta,
-                },
-                &[grad, a],
-            )?)
-        } else {
-            Some(g.add(
-                Gemm {
-                    ta: !self.ta,
-                    tb: false,
-                },
-                &[a, grad],
-            )?)
-        };
-        Ok(vec![da, db])
-    }
 }
 
 /// out = op(S) · X: sparse times dense, feature-partitioned (JPDC Algorithm 7).
@@ -637,15 +650,105 @@ impl Op for Spmm {
     fn chain(&self) -> Option<ChainRole> {
         Some(ChainRole::Product(self.transpose, false))
     }
-    fn with_partitions(&self, q: usize) -> Option<Arc<dyn Op>> {
-        Some(Arc::new(Spmm {
+    fn attrs(&self) -> String {
+        let mut a = Vec::new();
+        if self.transpose {
+            a.push("T".to_string());
+        }
+        if let Some(q) = self.partitions {
+            a.push(format!("Q_f={q}"));
+        }
+        a.join(", ")
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Sparse, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let s = Factor::of(inputs[0], self.transpose).expect("sparse");
+        let x = Factor::of(inputs[1], false).expect("dense");
+        if s.cols != x.rows {
+            return Err(shape_error(0, &s, &x));
+        }
+        if s.heads > 1 && x.cols.as_known().is_none_or(|c| c % s.heads != 0) {
+            return Err(OpError::args(format!(
+                "spmm: {}-head adjacency times a matrix of width {}, expected a multiple of {}",
+                s.heads, x.cols, s.heads
+            )));
+        }
+        Ok(Fact::dense(s.rows, x.cols))
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        let s = Factor::of(inputs[0], self.transpose).expect("sparse");
+        let x = Factor::of(inputs[1], false).expect("dense");
+        let q = self.partitions.unwrap_or(1) as f64;
+        let nnz = s.nnz.map_or(0.0, |d| d.resolve(b) as f64);
+        Cost {
+            flops: product_flops(&s, &x, b).unwrap_or(0.0),
+            // Indices and values are re-read once per feature block.
+            bytes_read: q * nnz * (4.0 + 4.0 * s.heads as f64) + inputs[1].bytes(b) as f64,
+            bytes_written: output.bytes(b) as f64,
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let s = inputs[0]
+            .as_sparse()
+            .ok_or_else(|| OpError::args("spmm: argument 1 is not sparse"))?;
+        let x = super::dense(inputs, 1, "spmm")?;
+        let width = self.partitions.map(|q| x.cols.div_ceil(q.max(1)).max(1));
+        Ok(Value::dense(sparse_product(s, self.transpose, x, width)?))
+    }
+    /// out = op(S)·X: ∂X = op(S)ᵀ·∇out; ∂S_uv = ⟨∇out_u, X_v⟩ (⟨X_u, ∇out_v⟩ when
+    /// transposed) on S's pattern.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let (s, x) = (g.input(0), g.input(1));
+        let ds = if g.needs_grad(0) {
+            let (a, b) = if self.transpose { (x, grad) } else { (grad, x) };
+            Some(g.add(Sddmm, &[s, a, b])?)
+        } else {
+            None
+        };
+        let dx = if g.needs_grad(1) {
+            Some(g.add(
+                Spmm {
+                    transpose: !self.transpose,
+                    partitions: self.partitions,
+                },
+                &[s, grad],
+            )?)
+        } else {
+            None
+        };
+        Ok(vec![ds, dx])
+    }
+    fn as_feature_partitioned(&self) -> Option<&dyn FeaturePartitioned> {
+        Some(self)
+    }
+    /// S·X aggregates X over S's rows; a transposed S does not (its rows are S's
+    /// columns).
+    fn as_neighbour(&self) -> Option<&dyn NeighbourOp> {
+        (!self.transpose).then_some(self)
+    }
+    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+        Some(self)
+    }
+}
+
+impl FeaturePartitioned for Spmm {
+    fn with_partitions(&self, q: usize) -> Arc<dyn Op> {
+        Arc::new(Spmm {
             partitions: Some(q),
             ..*self
-        }))
+        })
     }
-    /// S·X aggregates X over S's rows; a transposed S is not (its rows are S's columns).
-    fn neighbour(&self, _: &[&Fact]) -> Option<Neighbour> {
-        (!self.transpose).then_some(Neighbour { adjacency: 0, x: 1 })
+}
+
+impl NeighbourOp for Spmm {
+    fn neighbour(&self, _: &[&Fact]) -> Neighbour {
+        Neighbour { adjacency: 0, x: 1 }
     }
     /// The block's rows of S (global column ids) times the whole of X read in place, head
     /// by head on column views: every output element the same CSR-order sum as `forward`.
@@ -699,53 +802,9 @@ impl Op for Spmm {
         }
         Ok(Value::dense(out))
     }
-    fn attrs(&self) -> String {
-        let mut a = Vec::new();
-        if self.transpose {
-            a.push("T".to_string());
-        }
-        if let Some(q) = self.partitions {
-            a.push(format!("Q_f={q}"));
-        }
-        a.join(", ")
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Sparse, Kind::Dense])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        let s = Factor::of(inputs[0], self.transpose).expect("sparse");
-        let x = Factor::of(inputs[1], false).expect("dense");
-        if s.cols != x.rows {
-            return Err(shape_error(0, &s, &x));
-        }
-        if s.heads > 1 && x.cols.as_known().is_none_or(|c| c % s.heads != 0) {
-            return Err(OpError::args(format!(
-                "spmm: {}-head adjacency times a matrix of width {}, expected a multiple of {}",
-                s.heads, x.cols, s.heads
-            )));
-        }
-        Ok(Fact::dense(s.rows, x.cols))
-    }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        let s = Factor::of(inputs[0], self.transpose).expect("sparse");
-        let x = Factor::of(inputs[1], false).expect("dense");
-        let q = self.partitions.unwrap_or(1) as f64;
-        let nnz = s.nnz.map_or(0.0, |d| d.resolve(b) as f64);
-        Cost {
-            flops: product_flops(&s, &x, b).unwrap_or(0.0),
-            // Indices and values are re-read once per feature block.
-            bytes_read: q * nnz * (4.0 + 4.0 * s.heads as f64) + inputs[1].bytes(b) as f64,
-            bytes_written: output.bytes(b) as f64,
-        }
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let s = inputs[0]
-            .as_sparse()
-            .ok_or_else(|| OpError::args("spmm: argument 1 is not sparse"))?;
-        let x = super::dense(inputs, 1, "spmm")?;
-        let width = self.partitions.map(|q| x.cols.div_ceil(q.max(1)).max(1));
-        Ok(Value::dense(sparse_product(s, self.transpose, x, width)?))
-    }
+}
+
+impl Partitioned for Spmm {
     /// Column blocks of the output (JPDC §6.2): the Q_f feature blocks of width w (the
     /// planner's Q_f, else the kernel's rule) grouped into about two runs of contiguous
     /// blocks per worker; each run is one call of the kernel, which computes its blocks one
@@ -832,33 +891,6 @@ impl Op for Spmm {
         let xv = MatRef::row_major(&x.data, x.rows, x.cols)?.cols(cols)?;
         spmm_view_blocked(a, xv, out, prep.width)?;
         Ok(())
-    }
-    /// out = op(S)·X: ∂X = op(S)ᵀ·∇out; ∂S_uv = ⟨∇out_u, X_v⟩ (⟨X_u, ∇out_v⟩ when
-    /// transposed) on S's pattern.
-    fn backward(
-        &self,
-        g: &mut GradBuilder<'_>,
-        grad: NodeId,
-    ) -> Result<Vec<Option<NodeId>>, OpError> {
-        let (s, x) = (g.input(0), g.input(1));
-        let ds = if g.needs_grad(0) {
-            let (a, b) = if self.transpose { (x, grad) } else { (grad, x) };
-            Some(g.add(Sddmm, &[s, a, b])?)
-        } else {
-            None
-        };
-        let dx = if g.needs_grad(1) {
-            Some(g.add(
-                Spmm {
-                    transpose: !self.transpose,
-                    partitions: self.partitions,
-                },
-                &[s, grad],
-            )?)
-        } else {
-            None
-        };
-        Ok(vec![ds, dx])
     }
 }
 

@@ -1,83 +1,50 @@
 //! Row-wise L2 normalisation (`l2norm`): y_i = x_i / max(‖x_i‖₂, ε). GraphSAINT's SAGE
 //! models normalise each node's embedding before the classifier.
 
-use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, MatMut, Op, OpError, Split};
+use saintflow_ops::elementwise::{l2_normalize_rows, l2_normalize_rows_backward};
 
-use super::{dense, elementwise_cost, row_split_of, rows_part, same_shape};
+use crate::ir::{Fact, NodeId};
+use crate::op::rowwise::Rows;
+use crate::op::{GradBuilder, MatMut, MatRef, OpError, RowWise};
+
+use super::same_shape;
 
 /// The floor ε of a row norm (PyTorch's `F.normalize` default): a zero row stays zero.
 pub const L2_EPS: f32 = 1e-12;
 
-/// y and the row norms of x.
-fn normalize(x: &Tensor) -> Result<(Tensor, Vec<f32>), OpError> {
-    // The kernel writes every row of y (and y is empty when there are no columns).
-    let mut y = Tensor::scratch(x.rows, x.cols);
-    let mut norms = vec![0.0f32; x.rows];
-    if x.cols > 0 {
-        saintflow_ops::elementwise::l2_normalize_rows(
-            &x.data,
-            x.cols,
-            L2_EPS,
-            &mut y.data,
-            &mut norms,
-        )?;
-    } else {
-        norms.fill(L2_EPS);
-    }
-    Ok((y, norms))
+/// A block's rows as one slice (the row-wise adapter's blocks are contiguous).
+fn block<'a>(m: &MatRef<'a>) -> Result<&'a [f32], OpError> {
+    m.as_slice()
+        .ok_or_else(|| OpError::args("l2norm: a non-contiguous block"))
 }
 
-/// y_i = x_i / max(‖x_i‖₂, ε) for every row i.
-#[derive(Clone, Copy, Debug)]
+/// y and the row norms of a block of x's rows (`f` columns, f > 0) into `y`, `norms`.
+fn normalize(x: &[f32], f: usize, y: &mut [f32], norms: &mut [f32]) -> Result<(), OpError> {
+    Ok(l2_normalize_rows(x, f, L2_EPS, y, norms)?)
+}
+
+/// y_i = x_i / max(‖x_i‖₂, ε) for every row i: a row-wise op (`l2norm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct L2Norm;
 
-impl Op for L2Norm {
+impl RowWise for L2Norm {
     fn name(&self) -> &str {
         "l2norm"
     }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
+    /// A multiply-add for the norm and a divide per element.
+    fn flops_per_element(&self) -> f64 {
+        3.0
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        Ok(inputs[0].clone())
-    }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        // A multiply-add for the norm and a divide per element.
-        elementwise_cost(inputs, output, b, 3.0)
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        Ok(Value::dense(normalize(dense(inputs, 0, "l2norm")?)?.0))
-    }
-    /// Row blocks (each row is normalised alone: bit-identical to `forward`).
-    fn split(
-        &self,
-        inputs: &[&Value],
-        _: &Fact,
-        _: &Ctx<'_>,
-        threads: usize,
-    ) -> Result<Option<Split>, OpError> {
-        row_split_of(inputs, self.name(), threads)
-    }
-    fn forward_part(
-        &self,
-        inputs: &[&Value],
-        _: &Ctx<'_>,
-        split: &Split,
-        part: usize,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let x = dense(inputs, 0, "l2norm")?;
-        let mut norm = [0.0f32];
-        rows_part(split, part, x.cols, out, |r, y| {
-            saintflow_ops::elementwise::l2_normalize_rows(
-                &x.data[r], x.cols, L2_EPS, y, &mut norm,
-            )?;
-            Ok(())
-        })
+    fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
+        let f = x[0].n_cols();
+        if f == 0 {
+            return Ok(());
+        }
+        let mut norms = vec![0.0f32; x[0].n_rows()];
+        let y = y
+            .as_mut_slice()
+            .ok_or_else(|| OpError::args("l2norm: a non-contiguous block"))?;
+        normalize(block(&x[0])?, f, y, &mut norms)
     }
     /// ∂x_i = (∇y_i − y_i ⟨y_i, ∇y_i⟩) / ‖x_i‖ (∇y_i / ε below the floor). Saves x only:
     /// the backward recomputes y and the norms (one pass over x, the cost of reading a
@@ -88,91 +55,46 @@ impl Op for L2Norm {
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         let x = g.input(0);
-        Ok(vec![Some(g.add(L2NormBackward, &[x, grad])?)])
+        Ok(vec![Some(g.add(Rows(L2NormBackward), &[x, grad])?)])
     }
 }
 
-/// ∂x of [`L2Norm`] from x and ∇y.
-#[derive(Clone, Copy, Debug)]
+/// ∂x of [`L2Norm`] from x and ∇y: a row-wise op (`l2norm_backward`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct L2NormBackward;
 
-impl Op for L2NormBackward {
+impl RowWise for L2NormBackward {
     fn name(&self) -> &str {
         "l2norm_backward"
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    fn arity(&self) -> usize {
+        2
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         same_shape(self.name(), "x", inputs[0], "∇y", inputs[1])
     }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        // Recomputing y (3) plus the dot product and the update (4).
-        elementwise_cost(inputs, output, b, 7.0)
+    /// Recomputing y (3) plus the dot product and the update (4).
+    fn flops_per_element(&self) -> f64 {
+        7.0
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let (x, dy) = (
-            dense(inputs, 0, self.name())?,
-            dense(inputs, 1, self.name())?,
-        );
-        let (y, norms) = normalize(x)?;
-        // The kernel writes every row of dx (and dx is empty when there are no columns).
-        let mut dx = Tensor::scratch(x.rows, x.cols);
-        if x.cols > 0 {
-            saintflow_ops::elementwise::l2_normalize_rows_backward(
-                &y.data,
-                &norms,
-                x.cols,
-                L2_EPS,
-                &dy.data,
-                &mut dx.data,
-            )?;
+    fn rows(&self, x: &[MatRef<'_>], mut dx: MatMut<'_>) -> Result<(), OpError> {
+        let (f, rows) = (x[0].n_cols(), x[0].n_rows());
+        if f == 0 {
+            return Ok(());
         }
-        Ok(Value::dense(dx))
-    }
-    /// Row blocks (each row alone: bit-identical to `forward`).
-    fn split(
-        &self,
-        inputs: &[&Value],
-        _: &Fact,
-        _: &Ctx<'_>,
-        threads: usize,
-    ) -> Result<Option<Split>, OpError> {
-        row_split_of(inputs, self.name(), threads)
-    }
-    fn forward_part(
-        &self,
-        inputs: &[&Value],
-        _: &Ctx<'_>,
-        split: &Split,
-        part: usize,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let (x, dy) = (
-            dense(inputs, 0, self.name())?,
-            dense(inputs, 1, self.name())?,
-        );
-        let f = x.cols;
-        let mut y = vec![0.0f32; f];
-        let mut norm = [0.0f32];
-        rows_part(split, part, f, out, |r, dx| {
-            let e = saintflow_ops::elementwise::l2_normalize_rows(
-                &x.data[r.clone()],
-                f,
-                L2_EPS,
-                &mut y,
-                &mut norm,
-            );
-            e?;
-            saintflow_ops::elementwise::l2_normalize_rows_backward(
-                &y,
-                &norm,
-                f,
-                L2_EPS,
-                &dy.data[r],
-                dx,
-            )?;
-            Ok(())
-        })
+        let mut y = vec![0.0f32; rows * f];
+        let mut norms = vec![0.0f32; rows];
+        normalize(block(&x[0])?, f, &mut y, &mut norms)?;
+        let dx = dx
+            .as_mut_slice()
+            .ok_or_else(|| OpError::args("l2norm_backward: a non-contiguous block"))?;
+        Ok(l2_normalize_rows_backward(
+            &y,
+            &norms,
+            f,
+            L2_EPS,
+            block(&x[1])?,
+            dx,
+        )?)
     }
 }

@@ -6,6 +6,7 @@
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::RowLocal;
 use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
 
 use super::dense;
@@ -22,9 +23,6 @@ pub struct Concat;
 impl Op for Concat {
     fn name(&self) -> &str {
         "concat"
-    }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
     }
     fn args(&self) -> Arity {
         Arity::Variadic {
@@ -100,7 +98,12 @@ impl Op for Concat {
         }
         Ok(out)
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for Concat {}
 
 /// x[:, start .. start + len]: one column block (the backward of `concat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,9 +120,6 @@ impl Op for Slice {
     }
     fn attrs(&self) -> String {
         format!("start={}, len={}", self.start, self.len)
-    }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
@@ -180,7 +180,12 @@ impl Op for Slice {
             &[grad],
         )?)])
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for Slice {}
 
 /// An n × len block placed at columns start.. of an n × cols zero matrix: the backward of
 /// [`Slice`] (and the adjoint of it, so its own backward is a slice).
@@ -274,9 +279,6 @@ impl Op for MeanHeads {
     fn attrs(&self) -> String {
         format!("heads={}", self.heads)
     }
-    fn row_local(&self, _: &[&Fact]) -> bool {
-        true
-    }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
     }
@@ -317,7 +319,12 @@ impl Op for MeanHeads {
             g.add(MeanHeadsBackward { heads: self.heads }, &[grad])?,
         )])
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
 }
+
+impl RowLocal for MeanHeads {}
 
 /// [d/H | d/H | … ] (H copies): the backward of [`MeanHeads`] (and its adjoint, so its own
 /// backward is `mean_heads`).
