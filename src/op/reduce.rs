@@ -54,8 +54,8 @@ use super::{
 /// How the gradient of a [`NeighbourReduce`] reaches X.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Routing {
-    /// The fold is a weighted sum (acc + a·x): ∂X[j] += a_ij·∇Y[i] for every entry, and A's
-    /// values get ∂a_ij = ⟨∇Y[i], X[j]⟩.
+    /// The fold is a weighted sum (acc + a·x): ∂X\[j\] += a_ij·∇Y\[i\] for every entry, and A's
+    /// values get ∂a_ij = ⟨∇Y\[i\], X\[j\]⟩.
     Weighted,
     /// The fold keeps one neighbour's value (a maximum, a minimum): ∇Y[i, c] goes to the
     /// neighbour j at which the fold last changed the accumulator (for a strict comparison,

@@ -83,7 +83,7 @@ pub trait RowWise: fmt::Debug + Send + Sync + 'static {
 pub struct Rows<T>(pub T);
 
 /// `t` as an op for a [`Registry`](super::Registry) or a
-/// [`GradBuilder`](super::GradBuilder).
+/// [`GradBuilder`].
 pub fn row_wise<T: RowWise>(t: T) -> std::sync::Arc<dyn Op> {
     std::sync::Arc::new(Rows(t))
 }
