@@ -36,8 +36,14 @@ impl Elementwise for Swish {
     }
 }
 
+/// σ(z), without overflow for either sign.
 fn sigmoid(z: f32) -> f32 {
-    1.0 / (1.0 + (-z).exp())
+    let e = (-z.abs()).exp();
+    if z >= 0.0 {
+        1.0 / (1.0 + e)
+    } else {
+        e / (1.0 + e)
+    }
 }
 
 /// Registers `user.swish` (attribute `beta`, default 1) and `user.max_agg`.
