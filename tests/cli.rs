@@ -207,6 +207,43 @@ fn usage_errors_exit_2() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// `saintflow ops`: every op a plan may call by name is listed with its attributes and
+/// one line (the registry is the source: the list is the registry's names), `ops NAME`
+/// one op, `--json` the same as JSON, and an unknown name is a usage error with a
+/// suggestion.
+#[test]
+fn ops_lists_the_catalogue_of_plan_callable_ops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = saintflow::op::Registry::with_builtins();
+    let o = saintflow(&["ops"], tmp.path());
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let out = text(&o).0;
+    for name in registry.names() {
+        let spec = registry.spec(name).unwrap();
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing from:\n{out}"));
+        assert!(line.contains(&spec.doc), "{line}");
+        assert!(
+            line.contains(&format!("[{}]", spec.attrs.join(", "))),
+            "{line}"
+        );
+    }
+    let o = saintflow(&["ops", "dropout", "--json"], tmp.path());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    assert_eq!(v[0]["name"], "dropout");
+    assert_eq!(v[0]["attributes"], serde_json::json!(["p"]));
+    let o = saintflow(&["ops", "droput"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("did you mean `dropout`?"),
+        "{:?}",
+        text(&o)
+    );
+}
+
 #[test]
 fn import_error_exits_1_and_leaves_nothing() {
     let tmp = tempfile::tempdir().unwrap();

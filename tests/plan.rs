@@ -308,6 +308,38 @@ fn unknown_op_suggests_a_registered_one() {
     assert_at(&e, 6, 8, &["unknown op `rleu`", "did you mean `relu`?"]);
 }
 
+/// With no near name, the error lists every op and names the catalogue command; an
+/// attribute that is nowhere near the op's says which ones the op takes (issue 25: a
+/// writer of `dropout(h, rate=0.5)` was not told the attribute is `p`).
+#[test]
+fn an_unknown_op_or_attribute_with_no_near_match_lists_the_known_ones() {
+    let e = error(&two("frobnicate(x @ W_self + A_mean @ x @ W_neigh)"));
+    assert_at(
+        &e,
+        6,
+        8,
+        &[
+            "unknown op `frobnicate`",
+            "relu",
+            "max_agg",
+            "`saintflow ops`",
+        ],
+    );
+    let e = error(&two(
+        "relu(dropout(x, rate=0.5) @ W_self + A_mean @ x @ W_neigh)",
+    ));
+    assert_at(
+        &e,
+        6,
+        24,
+        &[
+            "dropout has no attribute `rate`",
+            "its attributes: `p`",
+            "dropout(x, p=0.5)",
+        ],
+    );
+}
+
 #[test]
 fn wrong_arity_names_the_op_and_the_count() {
     let e = error(&two("relu(x @ W_self, A_mean @ x @ W_neigh)"));

@@ -9,6 +9,7 @@ mod explain;
 mod gen;
 mod import;
 mod info;
+mod ops;
 mod partition;
 mod plot;
 mod sample;
@@ -52,6 +53,8 @@ enum Command {
     Explain(explain::ExplainArgs),
     /// The quick start: generate a small planted graph and train a shipped plan on it.
     Demo(demo::DemoArgs),
+    /// List the ops a plan file may call by name, with their attributes.
+    Ops(ops::OpsArgs),
     /// Draw training curves (validation accuracy and loss against wall time) of training
     /// logs as SVG or PNG.
     Plot(plot::PlotArgs),
@@ -97,6 +100,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Demo(a) => demo::run(a, &registry, &progress),
         Command::Sample(a) => sample::run(a, &progress),
         Command::Explain(a) => explain::run(a, &registry),
+        Command::Ops(a) => ops::run(a, &registry),
         Command::Plot(a) => plot::run(a),
         Command::Train(a) => match a.embedding() {
             Some(run) => run.and_then(|r| embedding::train(r, &progress)),

@@ -159,21 +159,34 @@ impl Registry {
         self.specs.keys().map(String::as_str)
     }
 
+    /// "unknown op `name`" with the nearest known names, or, when none is near, every
+    /// name (a short list) and where the catalogue is.
+    pub fn unknown(&self, name: &str) -> String {
+        let near = did_you_mean(name, self.names());
+        if !near.is_empty() {
+            return format!("unknown op `{name}`{near}");
+        }
+        let all: Vec<&str> = self.names().collect();
+        format!(
+            "unknown op `{name}`; the ops are {} (`saintflow ops` lists them with their attributes)",
+            all.join(", ")
+        )
+    }
+
     /// Makes op `name` with `attrs`: unknown names and attributes are errors listing the
-    /// nearest known ones.
+    /// nearest known ones (or all of them, when none is near).
     pub fn make(&self, name: &str, attrs: &Attrs) -> Result<Arc<dyn Op>, OpError> {
         let Some(spec) = self.specs.get(name) else {
-            return Err(OpError::args(format!(
-                "unknown op `{name}`{}",
-                did_you_mean(name, self.names())
-            )));
+            return Err(OpError::args(self.unknown(name)));
         };
         for key in attrs.0.keys() {
             if !spec.attrs.iter().any(|a| a == key) {
                 let known = if spec.attrs.is_empty() {
                     " (it takes none)".to_string()
                 } else {
-                    did_you_mean(key, spec.attrs.iter().map(String::as_str))
+                    let near = did_you_mean(key, spec.attrs.iter().map(String::as_str));
+                    let all: Vec<String> = spec.attrs.iter().map(|a| format!("`{a}`")).collect();
+                    format!("{near} (its attributes: {}; {})", all.join(", "), spec.doc)
                 };
                 return Err(OpError::Attr {
                     name: key.clone(),
