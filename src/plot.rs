@@ -628,8 +628,7 @@ fn parse_runs(records: &[Record]) -> Result<Vec<RunSeries>, (usize, String)> {
         };
         let time = rec.time().unwrap_or(f64::NAN);
         let at = format!("{kind} record");
-        // `!(≥ 0)`: NaN too.
-        if !(time >= 0.0) {
+        if time.is_nan() || time < 0.0 {
             return Err(fail(format!(
                 "{at}: field \"time\" is {time}, expected seconds ≥ 0"
             )));
