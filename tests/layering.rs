@@ -28,8 +28,9 @@ const LAYERS: &[&[&str]] = &[
     &["op"],
     &["autodiff"],
     &["plan", "planner", "exec"],
-    // Side by side: embedding reuses the leaves, not training.
-    &["train", "embedding"],
+    // Side by side: embedding reuses the leaves, not training; `testing` checks ops
+    // through the executor.
+    &["train", "embedding", "testing"],
     &["bench"],
     // Gathers every layer's error; only the command line uses it.
     &["error"],
