@@ -127,6 +127,33 @@ pub fn hold_lock(f: &File) {
     let _ = f.try_lock();
 }
 
+/// Disk space that could not be reserved for a file: the error of [`reserve`], which each
+/// layer's error carries whole.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: cannot reserve {bytes} bytes ({:.1} GiB) of disk space for {what}: {source}", path.display(), *bytes as f64 / (1u64 << 30) as f64)]
+pub struct NoSpace {
+    /// The file.
+    pub path: PathBuf,
+    /// Bytes asked for.
+    pub bytes: u64,
+    /// What the file is for.
+    pub what: &'static str,
+    /// The OS error.
+    pub source: io::Error,
+}
+
+/// Reserves `bytes` of disk blocks for `file` (at `path`, which is `what`), so that a full
+/// disk is an error before any work rather than half-way through it (or a SIGBUS in a
+/// map).
+pub fn reserve(file: &File, path: &Path, bytes: u64, what: &'static str) -> Result<(), NoSpace> {
+    fs4::fs_std::FileExt::allocate(file, bytes).map_err(|source| NoSpace {
+        path: path.to_path_buf(),
+        bytes,
+        what,
+        source,
+    })
+}
+
 /// An I/O error with the path and the operation it happened in, for each layer to turn
 /// into its own error naming the path.
 #[derive(Debug)]

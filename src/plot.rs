@@ -1,23 +1,19 @@
 //! Training curves as SVG or PNG: [`plot`] draws [`Panel`]s of line [`Curve`]s, and
-//! [`training_panels`] turns training logs (JSON lines, the records below) into the JPDC
-//! Fig. 2 panels: validation accuracy and F1-micro against wall time, and training loss (each
-//! step's, and each epoch's mean) against wall time. [`read_log`] reads a log file.
+//! [`training_panels`] turns training logs (JSON lines of [`Record`]s, the schema of
+//! [`crate::log`]) into the JPDC Fig. 2 panels: validation accuracy and F1-micro against
+//! wall time, and training loss (each step's, and each epoch's mean) against wall time.
+//! [`read_log`] reads a log file through that schema.
 //!
-//! # The log records read
+//! # What is drawn
 //!
-//! One JSON object per line, `kind` first; a `run` record opens each run (a file may hold
-//! several runs one after another):
-//!
-//! * `run`: `plan` (string) and `seed` (integer) name the run's curves, "`plan` seed `seed`".
-//! * `step`: `epoch`, `step`, `time` (seconds since the start of training), `loss`.
-//! * `epoch`: `epoch`, `step`, `time`, `train_loss`, and `val.accuracy`, `val.f1_micro` when
-//!   the epoch was evaluated (`val` absent otherwise).
-//! * `test`: the closing record; not drawn.
-//!
-//! Other fields are allowed and ignored. A loss written as `null` (serde_json writes NaN and
-//! infinities so) is a diverged step: it is skipped, not an error. Times must not go back
-//! within a run. Every other departure is an error naming the record (or, through
-//! [`read_log`], the file and line) and the field.
+//! A `run` record opens each run (a file may hold several runs one after another); its
+//! `plan` and `seed` name the run's curves, "`plan` seed `seed`". `step` records give the
+//! step loss and `epoch` records the epoch's mean loss and, when the epoch was evaluated,
+//! `val.accuracy` and `val.f1_micro`, all against `time`; `test` closes a run and is not
+//! drawn. A loss that is not finite (written `null`) is a diverged step: it is skipped,
+//! not an error. Beyond the schema, a run must start with its `run` record and its times
+//! must be ≥ 0 and not go back; a departure is an error naming the record (or, through
+//! [`read_log`], the file and line).
 //!
 //! # Rendering
 //!
@@ -36,7 +32,8 @@ use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
+
+use crate::log::Record;
 
 /// One line of a panel: `points` are (x, y) pairs drawn in order, joined by straight segments
 /// (a lone point is drawn as a dot).
@@ -473,10 +470,10 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlotError> {
     })
 }
 
-/// Reads a training log (JSON lines): every non-blank line must be a JSON object and a
-/// well-formed record (see the module docs), the first a `run` record. Errors name
-/// `FILE:LINE` and the field.
-pub fn read_log(path: &Path) -> Result<Vec<Value>, PlotError> {
+/// Reads a training log (JSON lines): every non-blank line must be a [`Record`]
+/// ([`Record::from_line`]), the first a `run` record, times in order (see the module
+/// docs). Errors name `FILE:LINE` and the field.
+pub fn read_log(path: &Path) -> Result<Vec<Record>, PlotError> {
     let text = std::fs::read_to_string(path).map_err(|e| PlotError::Io {
         path: path.to_path_buf(),
         op: "read",
@@ -488,11 +485,11 @@ pub fn read_log(path: &Path) -> Result<Vec<Value>, PlotError> {
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(line).map_err(|e| PlotError::Log {
+        let r = Record::from_line(line).map_err(|what| PlotError::Log {
             at: format!("{}:{}", path.display(), i + 1),
-            what: format!("not a JSON object: {e}"),
+            what,
         })?;
-        records.push(v);
+        records.push(r);
         lines.push(i + 1);
     }
     if records.is_empty() {
@@ -513,7 +510,7 @@ pub fn read_log(path: &Path) -> Result<Vec<Value>, PlotError> {
 /// entry of `runs` is (a name for errors and disambiguation, e.g. the log's path; its
 /// records in order); each `run` record in them starts a run, whose curves are labelled
 /// "`plan` seed `seed`" (plus the name, or a number, where two runs would share a label).
-pub fn training_panels(runs: &[(String, Vec<Value>)]) -> Result<Vec<Panel>, PlotError> {
+pub fn training_panels(runs: &[(String, Vec<Record>)]) -> Result<Vec<Panel>, PlotError> {
     let mut all = Vec::new();
     for (name, records) in runs {
         if records.is_empty() {
@@ -606,30 +603,14 @@ fn unique_labels(runs: &[(&str, RunSeries)]) -> Vec<String> {
     with_name
 }
 
-/// Splits records into runs and checks each; an error is (record index, what).
-fn parse_runs(records: &[Value]) -> Result<Vec<RunSeries>, (usize, String)> {
+/// Splits records into runs and checks their order; an error is (record index, what).
+fn parse_runs(records: &[Record]) -> Result<Vec<RunSeries>, (usize, String)> {
     let mut runs: Vec<RunSeries> = Vec::new();
     let mut last_time = f64::NEG_INFINITY;
     for (i, rec) in records.iter().enumerate() {
         let fail = |what: String| (i, what);
-        let obj = rec
-            .as_object()
-            .ok_or_else(|| fail(format!("expected a JSON object, got {}", kind_of(rec))))?;
-        let kind = match obj.get("kind") {
-            Some(Value::String(k)) => k.as_str(),
-            Some(v) => {
-                return Err(fail(format!(
-                    "field \"kind\" is {}, expected a string",
-                    kind_of(v)
-                )))
-            }
-            None => return Err(fail("missing field \"kind\"".into())),
-        };
-        let at = format!("{kind} record");
-        let field = |name: &'static str| Field { rec, at: &at, name };
-        if kind == "run" {
-            let plan = field("plan").string().map_err(fail)?.to_string();
-            let seed = field("seed").integer().map_err(fail)?;
+        let kind = rec.kind();
+        if let Record::Run { plan, seed, .. } = rec {
             runs.push(RunSeries {
                 label: format!("{plan} seed {seed}"),
                 accuracy: Vec::new(),
@@ -645,13 +626,9 @@ fn parse_runs(records: &[Value]) -> Result<Vec<RunSeries>, (usize, String)> {
                 "a \"{kind}\" record before any \"run\" record, expected the log to start with a \"run\" record"
             )));
         };
-        if !matches!(kind, "step" | "epoch" | "test") {
-            return Err(fail(format!(
-                "unknown record kind {kind:?}, expected run, step, epoch or test"
-            )));
-        }
-        let time = field("time").number().map_err(fail)?;
-        if time < 0.0 {
+        let time = rec.time().unwrap_or(f64::NAN);
+        let at = format!("{kind} record");
+        if time.is_nan() || time < 0.0 {
             return Err(fail(format!(
                 "{at}: field \"time\" is {time}, expected seconds ≥ 0"
             )));
@@ -662,113 +639,21 @@ fn parse_runs(records: &[Value]) -> Result<Vec<RunSeries>, (usize, String)> {
             )));
         }
         last_time = time;
-        match kind {
-            "step" => {
-                field("epoch").integer().map_err(fail)?;
-                field("step").integer().map_err(fail)?;
-                if let Some(loss) = field("loss").number_or_null().map_err(fail)? {
-                    run.step_loss.push((time, loss));
+        match rec {
+            Record::Step { loss, .. } if loss.is_finite() => run.step_loss.push((time, *loss)),
+            Record::Epoch {
+                train_loss, val, ..
+            } => {
+                if train_loss.is_finite() {
+                    run.epoch_loss.push((time, *train_loss));
+                }
+                if let Some(val) = val {
+                    run.accuracy.push((time, val.accuracy));
+                    run.f1_micro.push((time, val.f1_micro));
                 }
             }
-            "epoch" => {
-                field("epoch").integer().map_err(fail)?;
-                field("step").integer().map_err(fail)?;
-                if let Some(loss) = field("train_loss").number_or_null().map_err(fail)? {
-                    run.epoch_loss.push((time, loss));
-                }
-                if let Some(val) = rec.get("val") {
-                    let vfield = |name: &'static str| Field {
-                        rec: val,
-                        at: "epoch record: field \"val\"",
-                        name,
-                    };
-                    if !val.is_object() {
-                        return Err(fail(format!(
-                            "epoch record: field \"val\" is {}, expected an object with accuracy and f1_micro",
-                            kind_of(val)
-                        )));
-                    }
-                    let acc = vfield("accuracy").number().map_err(fail)?;
-                    let f1 = vfield("f1_micro").number().map_err(fail)?;
-                    run.accuracy.push((time, acc));
-                    run.f1_micro.push((time, f1));
-                }
-            }
-            _ => {} // "test": checked for its time only; not drawn.
+            _ => {} // "test", and a diverged step: checked for the time only; not drawn.
         }
     }
     Ok(runs)
-}
-
-/// A named field of a record, read with a message naming where it is (`at`) and the field.
-struct Field<'a> {
-    rec: &'a Value,
-    at: &'a str,
-    name: &'static str,
-}
-
-impl Field<'_> {
-    fn get(&self) -> Result<&Value, String> {
-        self.rec
-            .get(self.name)
-            .ok_or_else(|| format!("{}: missing field {:?}", self.at, self.name))
-    }
-
-    fn wrong(&self, v: &Value, expected: &str) -> String {
-        format!(
-            "{}: field {:?} is {}, expected {expected}",
-            self.at,
-            self.name,
-            kind_of(v)
-        )
-    }
-
-    fn number(&self) -> Result<f64, String> {
-        let v = self.get()?;
-        v.as_f64()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| self.wrong(v, "a number"))
-    }
-
-    fn number_or_null(&self) -> Result<Option<f64>, String> {
-        match self.get()? {
-            Value::Null => Ok(None),
-            _ => self.number().map(Some),
-        }
-    }
-
-    /// The integer's decimal text (any JSON integer, signed or not).
-    fn integer(&self) -> Result<String, String> {
-        let v = self.get()?;
-        if v.is_i64() || v.is_u64() {
-            Ok(v.to_string())
-        } else {
-            Err(self.wrong(v, "an integer"))
-        }
-    }
-
-    fn string(&self) -> Result<&str, String> {
-        let v = self.get()?;
-        v.as_str().ok_or_else(|| self.wrong(v, "a string"))
-    }
-}
-
-/// A short description of a JSON value for messages: its type and, when short, its text.
-fn kind_of(v: &Value) -> String {
-    let ty = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    };
-    let text = v.to_string();
-    if matches!(v, Value::Null) {
-        ty.to_string()
-    } else if text.len() <= 40 {
-        format!("{ty} ({text})")
-    } else {
-        ty.to_string()
-    }
 }

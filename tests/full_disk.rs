@@ -79,10 +79,11 @@ fn full_disk_is_an_error_and_loses_nothing() {
 #[test]
 fn full_disk_for_inference_is_an_error_before_any_work() {
     use saintflow::exec::Interpreter;
+    use saintflow::npy::{write_npy_atomic, NpyWriter};
     use saintflow::op::Registry;
     use saintflow::plan::Plan;
     use saintflow::train::trainer::lower_for;
-    use saintflow::train::{write_npy_atomic, FullGraph, InferOptions, NpyWriter, Output};
+    use saintflow::train::{FullGraph, InferOptions, Output};
 
     let tmp = tempfile::tempdir().unwrap();
     let mnt = tmp.path().join("mnt");

@@ -1,11 +1,41 @@
-//! The layering of `src/`: no import cycle between top-level modules (issue 14). Every
-//! `crate::MODULE` path in code (comments and doc comments excluded) is an edge from the
-//! file's top-level module to MODULE; the test fails on any cycle, naming one edge of it
-//! with its file and line, so a new `use` that bends a layer back is caught where it is
-//! written. Also: built-in op types are only downcast to inside `op/`.
+//! The layering of `src/`: no import cycle between top-level modules (issue 14), and the
+//! modules in the order of [`LAYERS`] (issue 23): each imports only modules of lower
+//! layers. Every `crate::MODULE` path in code (comments and doc comments excluded) is an
+//! edge from the file's top-level module to MODULE; the tests fail on any cycle or upward
+//! (or sideways) edge, naming it with its file and line, so a new `use` that bends a layer
+//! back is caught where it is written. Also: built-in op types are only downcast to inside
+//! `op/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// The top-level modules of `src/`, lowest layer first. A module may import modules of
+/// the layers before its own, never one of its own layer or above: the leaves (utilities
+/// that know no domain) first, `cli` last. ARCHITECTURE.md's header paragraph says the
+/// same in prose; a new module must be placed here before the test passes.
+const LAYERS: &[&[&str]] = &[
+    // Leaves: nothing of the crate's.
+    &[
+        "seed", "suggest", "progress", "atomic", "machine", "metrics",
+    ],
+    // Leaves over leaves: `.npy` files (atomic writes), the log's records (metrics).
+    &["npy", "log"],
+    // Training curves (log records, atomic writes).
+    &["plot"],
+    &["store"],
+    &["sample", "partition"],
+    &["ir"],
+    &["op"],
+    &["autodiff"],
+    &["plan", "planner", "exec"],
+    // Side by side: embedding reuses the leaves, not training; `testing` checks ops
+    // through the executor.
+    &["train", "embedding", "testing"],
+    &["bench"],
+    // Gathers every layer's error; only the command line uses it.
+    &["error"],
+    &["cli"],
+];
 
 /// `(from, to) -> first "file:line"` for every cross-module reference under `src/`.
 type Edges = BTreeMap<(String, String), String>;
@@ -92,6 +122,24 @@ fn edges(src: &Path) -> Edges {
         }
     }
     edges
+}
+
+/// The edges that do not point to a lower layer of `layers`, as `from -> to (file:line)`
+/// with both layers; a module missing from `layers` is named as such.
+fn layer_violations(edges: &Edges, layers: &[&[&str]]) -> Vec<String> {
+    let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let mut bad = Vec::new();
+    for ((a, b), at) in edges {
+        match (layer_of(a), layer_of(b)) {
+            (Some(i), Some(j)) if j < i => {}
+            (Some(i), Some(j)) => bad.push(format!(
+                "{a} -> {b} ({at}): {a} is in layer {i}, {b} in layer {j}, expected below {i}"
+            )),
+            (None, _) => bad.push(format!("{a} ({at}) is in no layer of LAYERS")),
+            (_, None) => bad.push(format!("{b} (imported at {at}) is in no layer of LAYERS")),
+        }
+    }
+    bad
 }
 
 /// A cycle in the module graph, as its edges' locations, if there is one.
@@ -190,6 +238,62 @@ fn the_cycle_finder_finds_a_planted_cycle() {
     let c = find_cycle(&e).expect("a -> b -> c -> a");
     assert_eq!(c.len(), 3, "{c:?}");
     assert!(c.iter().any(|s| s == "c -> a (c.rs:9)"), "{c:?}");
+}
+
+#[test]
+fn every_module_imports_only_lower_layers() {
+    let src = src();
+    let edges = edges(&src);
+    // LAYERS names exactly the top-level modules there are.
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(&src, f)).collect();
+    let listed: BTreeSet<String> = LAYERS
+        .iter()
+        .flat_map(|l| l.iter().map(|m| m.to_string()))
+        .collect();
+    assert_eq!(
+        modules, listed,
+        "LAYERS must list every top-level module of src/ once"
+    );
+    assert_eq!(
+        LAYERS.iter().map(|l| l.len()).sum::<usize>(),
+        listed.len(),
+        "a module listed twice in LAYERS"
+    );
+    let bad = layer_violations(&edges, LAYERS);
+    assert!(
+        bad.is_empty(),
+        "imports that do not point down the layers:\n  {}",
+        bad.join("\n  ")
+    );
+    // Issue 23: embedding uses the leaves (npy, metrics, machine), not training.
+    assert!(
+        !edges.contains_key(&("embedding".to_string(), "train".to_string())),
+        "embedding imports train: {:?}",
+        edges.get(&("embedding".to_string(), "train".to_string()))
+    );
+}
+
+#[test]
+fn the_layer_check_finds_planted_upward_and_sideways_imports() {
+    let layers: &[&[&str]] = &[&["leaf"], &["mid", "peer"], &["top"]];
+    let mut e = Edges::new();
+    for (a, b) in [("mid", "leaf"), ("top", "mid"), ("top", "leaf")] {
+        e.insert((a.into(), b.into()), format!("{a}.rs:1"));
+    }
+    assert!(layer_violations(&e, layers).is_empty());
+    e.insert(("leaf".into(), "top".into()), "leaf.rs:7".into());
+    e.insert(("mid".into(), "peer".into()), "mid.rs:3".into());
+    e.insert(("new".into(), "leaf".into()), "new.rs:2".into());
+    let bad = layer_violations(&e, layers);
+    assert_eq!(bad.len(), 3, "{bad:?}");
+    assert!(
+        bad[0].starts_with("leaf -> top (leaf.rs:7): leaf is in layer 0, top in layer 2"),
+        "{bad:?}"
+    );
+    assert!(bad[1].starts_with("mid -> peer (mid.rs:3)"), "{bad:?}");
+    assert!(bad[2].contains("new (new.rs:2) is in no layer"), "{bad:?}");
 }
 
 #[test]

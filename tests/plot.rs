@@ -9,6 +9,7 @@ use common::saintflow;
 
 use std::path::{Path, PathBuf};
 
+use saintflow::log::Record;
 use saintflow::plot::{
     curve_color, image_size, plot, read_log, training_panels, Curve, Panel, PANEL_SIZE,
 };
@@ -418,6 +419,13 @@ fn sample_log(plan: &str, seed: u64, t0: f64) -> (Vec<Value>, [Vec<(f64, f64)>; 
     (recs, want)
 }
 
+/// The records as the schema's type (what the trainer hands the plotter).
+fn typed(recs: &[Value]) -> Vec<Record> {
+    recs.iter()
+        .map(|r| serde_json::from_value(r.clone()).unwrap())
+        .collect()
+}
+
 fn write_log(dir: &Path, name: &str, recs: &[Value]) -> PathBuf {
     let path = dir.join(name);
     let text: String = recs.iter().map(|r| format!("{r}\n")).collect();
@@ -429,7 +437,11 @@ fn write_log(dir: &Path, name: &str, recs: &[Value]) -> PathBuf {
 fn training_panels_hold_exactly_the_logged_series() {
     let (r1, w1) = sample_log("gcn", 1, 0.0);
     let (r2, w2) = sample_log("graphsage", 7, 0.5);
-    let panels = training_panels(&[("one.jsonl".into(), r1), ("two.jsonl".into(), r2)]).unwrap();
+    let panels = training_panels(&[
+        ("one.jsonl".into(), typed(&r1)),
+        ("two.jsonl".into(), typed(&r2)),
+    ])
+    .unwrap();
     assert_eq!(panels.len(), 2);
     let labels: Vec<&str> = panels[0].curves.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(
@@ -463,15 +475,15 @@ fn training_panels_hold_exactly_the_logged_series() {
 
 #[test]
 fn repeated_runs_get_distinct_labels() {
-    let (a, _) = sample_log("gcn", 1, 0.0);
-    let (b, _) = sample_log("gcn", 1, 0.0);
+    let a = typed(&sample_log("gcn", 1, 0.0).0);
+    let b = typed(&sample_log("gcn", 1, 0.0).0);
     // Two logs with the same plan and seed: told apart by the log's name.
     let panels =
         training_panels(&[("x.jsonl".into(), a.clone()), ("y.jsonl".into(), b.clone())]).unwrap();
     assert_eq!(panels[0].curves[0].label, "gcn seed 1 (x.jsonl) accuracy");
     assert_eq!(panels[0].curves[2].label, "gcn seed 1 (y.jsonl) accuracy");
     // Two runs in one log: a run record starts a new run, numbered within the log.
-    let both: Vec<Value> = a.into_iter().chain(b).collect();
+    let both: Vec<Record> = a.into_iter().chain(b).collect();
     let panels = training_panels(&[("x.jsonl".into(), both)]).unwrap();
     assert_eq!(panels[1].curves.len(), 4);
     assert_eq!(
@@ -579,12 +591,15 @@ fn malformed_logs_name_file_line_and_field() {
         e.contains("bad.jsonl:6: epoch record: field \"val\": missing field \"f1_micro\""),
         "{e}"
     );
-    let e = log_error(1, r#"{"kind":"run","plan":"gcn"}"#);
+    let e = log_error(
+        1,
+        r#"{"kind":"run","plan":"gcn","plan_hash":"00ff","effective_plan":"","graph":"g.sf","threads":2,"runner":"executor"}"#,
+    );
     assert!(
         e.contains("bad.jsonl:1: run record: missing field \"seed\""),
         "{e}"
     );
-    let e = log_error(1, r#"{"kind":"step","epoch":1,"step":0,"time":0,"loss":1}"#);
+    let e = log_error(1, &step_record(1, 0, 0.0, json!(1)).to_string());
     assert!(
         e.contains("bad.jsonl:1: a \"step\" record before any \"run\" record"),
         "{e}"
@@ -599,10 +614,7 @@ fn malformed_logs_name_file_line_and_field() {
         e.contains("bad.jsonl:4: expected a JSON object, got an array"),
         "{e}"
     );
-    let e = log_error(
-        4,
-        r#"{"kind":"step","epoch":1,"step":2,"time":0.1,"loss":1}"#,
-    );
+    let e = log_error(4, &step_record(1, 2, 0.1, json!(1)).to_string());
     assert!(
         e.contains(
             "bad.jsonl:4: step record: field \"time\" is 0.1, before the previous record's 0.5"
@@ -632,14 +644,17 @@ fn malformed_logs_name_file_line_and_field() {
 #[test]
 fn training_panels_errors_name_the_run_and_record() {
     let (mut recs, _) = sample_log("gcn", 1, 0.0);
-    recs[5]
-        .as_object_mut()
-        .unwrap()
-        .remove("train_loss")
-        .unwrap();
-    let e = err_text(training_panels(&[("live".into(), recs)]));
+    recs[5]["time"] = json!(0.1);
+    let e = err_text(training_panels(&[("live".into(), typed(&recs))]));
     assert!(
-        e.contains("live: record 6: epoch record: missing field \"train_loss\""),
+        e.contains(
+            "live: record 6: epoch record: field \"time\" is 0.1, before the previous record's"
+        ),
+        "{e}"
+    );
+    let e = err_text(training_panels(&[("headless".into(), typed(&recs[1..]))]));
+    assert!(
+        e.contains("headless: record 1: a \"step\" record before any \"run\" record"),
         "{e}"
     );
     let e = err_text(training_panels(&[("none".into(), vec![])]));

@@ -202,7 +202,7 @@ fn cli_steps_and_no_eval() {
 // the assertions hold on any machine.
 
 use saintflow::plan::PlanErrorKind;
-use saintflow::train::memory::{estimate, memory_from};
+use saintflow::train::memory::estimate;
 use saintflow::train::{lower_for, schedule, MemoryLimit, TrainError};
 
 #[test]
@@ -287,47 +287,6 @@ fn issue_15_parameters_alone_too_large_name_the_dim_in_the_file() {
         e.contains("× 100000000 f32") && e.contains("this machine has 1.0 GiB"),
         "{e}"
     );
-}
-
-#[test]
-fn cgroup_limit_files_cover_v2_and_v1_and_every_ancestor() {
-    use saintflow::train::memory::cgroup_limit_files;
-    let p = |s: &str| std::path::PathBuf::from(s);
-    assert_eq!(
-        cgroup_limit_files("0::/a/b\n"),
-        [
-            p("/sys/fs/cgroup/a/b/memory.max"),
-            p("/sys/fs/cgroup/a/memory.max"),
-            p("/sys/fs/cgroup/memory.max")
-        ]
-    );
-    // v1 (what `memcap` uses on such a machine): only the memory controller's line.
-    let v1 = "9:name=systemd:/\n4:memory:/x/memcap.1\n3:cpu,cpuacct:/y\n0::/\n";
-    assert_eq!(
-        cgroup_limit_files(v1),
-        [
-            p("/sys/fs/cgroup/memory/x/memcap.1/memory.limit_in_bytes"),
-            p("/sys/fs/cgroup/memory/x/memory.limit_in_bytes"),
-            p("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
-            p("/sys/fs/cgroup/memory.max")
-        ]
-    );
-    assert!(cgroup_limit_files("").is_empty());
-}
-
-#[test]
-fn issue_15_machine_memory_is_memtotal_or_a_lower_cgroup_limit() {
-    let meminfo = "MemTotal:       16384000 kB\nMemFree: 1 kB\n";
-    assert_eq!(memory_from(Some(meminfo), &[]).unwrap().0, 16384000 * 1024);
-    let (b, src) = memory_from(Some(meminfo), &["max\n", "4294967296\n"]).unwrap();
-    assert_eq!((b, src.contains("cgroup")), (4 << 30, true));
-    // A cgroup limit above MemTotal does not raise it.
-    assert_eq!(
-        memory_from(Some(meminfo), &["99999999999999"]).unwrap().0,
-        16384000 * 1024
-    );
-    assert_eq!(memory_from(None, &["max"]), None);
-    assert_eq!(memory_from(Some("garbage"), &[]), None);
 }
 
 #[test]

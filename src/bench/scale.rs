@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::log::Record;
 use crate::plot::{Curve, Panel};
 use crate::progress::Progress;
 use crate::store::gen::{generate_kronecker, KroneckerSpec};
@@ -126,23 +127,31 @@ pub struct Point {
 
 /// Median of the steps' wall times after `warmup`, and of wall per 1000 nodes, with the
 /// mean nodes and entries, from a training log's records.
-pub fn step_stats(
-    records: &[serde_json::Value],
-    warmup: usize,
-) -> Option<(usize, f64, f64, f64, f64, f64)> {
-    let steps: Vec<&serde_json::Value> = records.iter().filter(|r| r["kind"] == "step").collect();
-    let first = steps.first()?["time"].as_f64()?;
+pub fn step_stats(records: &[Record], warmup: usize) -> Option<(usize, f64, f64, f64, f64, f64)> {
+    // (time, wall ms, nodes, entries) of each step.
+    let steps: Vec<(f64, f64, f64, f64)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Step {
+                time,
+                ms,
+                nodes,
+                entries,
+                ..
+            } => Some((*time, ms.wall, *nodes as f64, *entries as f64)),
+            _ => None,
+        })
+        .collect();
+    let first = steps.first()?.0;
     let kept = &steps[warmup.min(steps.len().saturating_sub(1))..];
     let mut wall = Vec::new();
     let mut per = Vec::new();
     let (mut nodes, mut entries) = (0.0, 0.0);
-    for s in kept {
-        let w = s["ms"]["wall"].as_f64()?;
-        let n = s["nodes"].as_f64()?;
+    for &(_, w, n, e) in kept {
         wall.push(w);
         per.push(w * 1000.0 / n.max(1.0));
         nodes += n;
-        entries += s["entries"].as_f64()?;
+        entries += e;
     }
     let k = kept.len() as f64;
     Some((

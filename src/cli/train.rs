@@ -320,13 +320,8 @@ fn options<'a>(
 /// The plot and the summary line of a finished run.
 fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> Result<()> {
     if let Some(path) = &a.plot {
-        let records = outcome
-            .records
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("log: {e}"))))?;
-        let panels = crate::plot::training_panels(&[(plan.name.clone(), records)])?;
+        let runs = [(plan.name.clone(), outcome.records.clone())];
+        let panels = crate::plot::training_panels(&runs)?;
         crate::plot::plot(path, &panels)?;
     }
     let line = match (&outcome.val, &outcome.test) {

@@ -15,10 +15,10 @@ use rayon::prelude::*;
 
 use saintflow_ops::gemm::{gemm_nn, gemm_tn};
 
+use crate::metrics::{argmax, Counts, Metrics};
 use crate::sample::below;
 use crate::seed::{hash3, stream};
 use crate::store::{Csr, Labels};
-use crate::train::metrics::{Counts, Metrics};
 
 use super::{EmbedError, Result};
 
@@ -35,7 +35,7 @@ pub struct Embedding {
 impl Embedding {
     /// Reads an `[N, d]` `.npy` (f4, f8 or integers), checking it is 2-D with finite values.
     pub fn load(path: &std::path::Path) -> Result<Embedding> {
-        let npy = crate::store::import::Npy::open(path)?;
+        let npy = crate::npy::Npy::open(path)?;
         let shape = npy.shape.clone();
         let [rows, dim] = shape[..] else {
             return Err(EmbedError::Invalid(format!(
@@ -51,7 +51,7 @@ impl Embedding {
                 bad = Some(data.len());
             }
             data.push(x as f32);
-            Ok(())
+            Ok::<(), EmbedError>(())
         })?;
         if Some(data.len()) != rows.checked_mul(dim) {
             return Err(EmbedError::Invalid(format!(
@@ -196,7 +196,7 @@ pub fn classify(
                     let top = top_k(row, k);
                     counts.add_multi(|c| top.contains(&c), |c| labels.has_class(v, c as u32));
                 } else {
-                    let pred = crate::train::metrics::argmax(row);
+                    let pred = argmax(row);
                     let truth = (0..classes)
                         .find(|&c| labels.has_class(v, c as u32))
                         .unwrap_or(0);

@@ -58,6 +58,9 @@ pub enum EmbedError {
     /// A run or an evaluation that cannot go ahead (the message says why).
     #[error("{0}")]
     Invalid(String),
+    /// Reading an `.npy` embedding.
+    #[error(transparent)]
+    Npy(#[from] crate::npy::NpyError),
     /// Drawing the evaluation's plot.
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
@@ -214,7 +217,7 @@ fn run(
             workers,
             nodes,
             plan.dim,
-            crate::train::memory::machine_memory().map(|m| m.0),
+            crate::machine::machine_memory().map(|m| m.0),
         ),
         n => n,
     };
@@ -233,7 +236,7 @@ fn run(
     let mut vertex = match &opts.output {
         Some(path) => MappedMatrix::npy_output(
             path,
-            &crate::train::infer::npy_header(nodes, dim),
+            &crate::npy::NpyHeader::f32_matrix(nodes, dim).canonical(),
             nodes,
             dim,
         )?,

@@ -87,6 +87,18 @@ impl From<crate::atomic::IoAt> for StoreError {
     }
 }
 
+impl From<crate::npy::NpyError> for StoreError {
+    fn from(e: crate::npy::NpyError) -> Self {
+        use crate::npy::NpyError;
+        match e {
+            NpyError::Io { path, op, source } => StoreError::io(path, op, source),
+            NpyError::Input { path, what } => StoreError::input(path, what),
+            // Readers do not reserve space; kept with the path and the cause all the same.
+            NpyError::Space(e) => StoreError::io(e.path, "reserve disk space for", e.source),
+        }
+    }
+}
+
 impl StoreError {
     /// An I/O error on `path` while doing `op`.
     pub fn io(path: impl AsRef<Path>, op: &'static str, source: io::Error) -> Self {

@@ -264,15 +264,12 @@ impl Kept {
             .map_err(io)?;
         // Unlinked at once: the open file keeps it alive and a crash leaves nothing behind.
         let _ = std::fs::remove_file(path);
-        fs4::fs_std::FileExt::allocate(&f, (len * 4) as u64).map_err(|source| {
-            TrainError::Space {
-                path: path.to_path_buf(),
-                bytes: (len * 4) as u64,
-                what:
-                    "a value kept between layers (choose the scratch directory with --scratch-dir)",
-                source,
-            }
-        })?;
+        crate::atomic::reserve(
+            &f,
+            path,
+            (len * 4) as u64,
+            "a value kept between layers (choose the scratch directory with --scratch-dir)",
+        )?;
         // SAFETY: the file was created by this process under a fresh name and unlinked at
         // once; nothing else can open, write or resize it; its blocks are reserved, and
         // this process only writes it through `write_rows` between reads of other rows.

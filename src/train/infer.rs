@@ -12,15 +12,14 @@
 //! [`FullSampler`] run through the [`StepRunner`] in one piece (N × width f32 per live
 //! value), nodes in id order so row i is node i. Either way results reach the caller in
 //! row blocks ([`FullGraph::for_each_block`]): metrics are counted and embeddings written
-//! to a mapped `.npy` ([`NpyWriter`]) block by block.
+//! to an `.npy` ([`NpyWriter`]) block by block.
 
 use std::path::Path;
-
-use crate::atomic::AtomicFile;
 
 use super::Result;
 use crate::exec::StepRunner;
 use crate::ir::{Bindings, Graph, NodeId, Params, Tensor};
+use crate::npy::NpyWriter;
 use crate::op::{Registry, StoreSource};
 use crate::plan::{Lowered, Plan};
 use crate::planner::{plan, PlanOptions};
@@ -226,7 +225,7 @@ impl<'g> FullGraph<'g> {
                 let v = (r0 + i) as u32;
                 let role = self.store.role(v);
                 if let Some(k) = roles.iter().position(|&r| r == role) {
-                    counts[k].add_node(&labels, v, t.row(i));
+                    super::metrics::add_node(&mut counts[k], &labels, v, t.row(i));
                 }
             }
             Ok(())
@@ -245,7 +244,7 @@ impl<'g> FullGraph<'g> {
         let (rows, cols) = (self.store.n_nodes(), self.width(Output::Embedding));
         let mut w = NpyWriter::create(path, rows, cols)?;
         self.for_each_block(runner, params, Output::Embedding, &mut |r0, t| {
-            w.write_rows(r0, &t.data)
+            Ok(w.write_rows(r0, &t.data)?)
         })?;
         w.finish()?;
         Ok((rows, cols))
@@ -290,98 +289,4 @@ pub fn embed(
         cols,
         in_memory,
     })
-}
-
-/// A NumPy `.npy` file (format 1.0, little-endian f32, C order) `[rows, cols]` written
-/// atomically: a temporary file beside the destination, its blocks reserved up front (a
-/// full disk is an error here, before any work), filled by row blocks with positioned
-/// writes, then fsynced, renamed over the destination and the directory fsynced. Dropped
-/// without [`NpyWriter::finish`], it removes the temporary file.
-pub struct NpyWriter {
-    out: AtomicFile,
-    header: usize,
-    cols: usize,
-}
-
-impl NpyWriter {
-    /// Creates the temporary file for a `[rows, cols]` array bound for `path`.
-    pub fn create(
-        path: &Path,
-        rows: usize,
-        cols: usize,
-    ) -> std::result::Result<NpyWriter, TrainError> {
-        let header = npy_header(rows, cols);
-        let total = header.len() + rows * cols * 4;
-        let mut out = AtomicFile::create(path).map_err(|e| TrainError::io(path, "create", e))?;
-        fs4::fs_std::FileExt::allocate(out.file(), total as u64).map_err(|source| {
-            TrainError::Space {
-                path: path.to_path_buf(),
-                bytes: total as u64,
-                what: "the output",
-                source,
-            }
-        })?;
-        out.write_at(0, &header)
-            .map_err(|e| TrainError::io(path, "write", e))?;
-        Ok(NpyWriter {
-            out,
-            header: header.len(),
-            cols,
-        })
-    }
-
-    /// Writes rows r0.. (`data` holds whole rows).
-    pub fn write_rows(&mut self, r0: usize, data: &[f32]) -> std::result::Result<(), TrainError> {
-        let at = self.header + r0 * self.cols * 4;
-        self.out
-            .write_at(at as u64, bytemuck::cast_slice(data))
-            .map_err(|e| TrainError::io(self.out.path(), "write", e))
-    }
-
-    /// Fsyncs and renames the file into place.
-    pub fn finish(self) -> std::result::Result<(), TrainError> {
-        let path = self.out.path().to_path_buf();
-        self.out
-            .commit()
-            .map_err(|e| TrainError::io(&path, "write", e))
-    }
-}
-
-/// Writes a `[rows, cols]` f32 matrix as `.npy` atomically through an [`NpyWriter`];
-/// `row(i, out)` fills row i.
-pub fn write_npy_atomic(
-    path: &Path,
-    rows: usize,
-    cols: usize,
-    mut row: impl FnMut(usize, &mut [f32]),
-) -> std::result::Result<(), TrainError> {
-    let mut w = NpyWriter::create(path, rows, cols)?;
-    // 4 MiB of rows at a time.
-    let block = ((4 << 20) / (4 * cols.max(1))).max(1);
-    let mut buf = vec![0f32; block * cols];
-    let mut r0 = 0;
-    while r0 < rows {
-        let n = block.min(rows - r0);
-        for i in 0..n {
-            row(r0 + i, &mut buf[i * cols..(i + 1) * cols]);
-        }
-        w.write_rows(r0, &buf[..n * cols])?;
-        r0 += n;
-    }
-    w.finish()
-}
-
-/// The `.npy` 1.0 header of a little-endian f32 `[rows, cols]` array, padded with spaces
-/// and a newline so the data starts at a multiple of 64 bytes.
-pub fn npy_header(rows: usize, cols: usize) -> Vec<u8> {
-    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
-    let unpadded = 10 + dict.len() + 1;
-    let total = unpadded.div_ceil(64) * 64;
-    let mut h = Vec::with_capacity(total);
-    h.extend_from_slice(b"\x93NUMPY\x01\x00");
-    h.extend_from_slice(&((total - 10) as u16).to_le_bytes());
-    h.extend_from_slice(dict.as_bytes());
-    h.resize(total - 1, b' ');
-    h.push(b'\n');
-    h
 }

@@ -21,13 +21,13 @@ pub mod trainer;
 
 use std::path::{Path, PathBuf};
 
+pub use crate::machine::MemoryLimit;
 pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
 pub use dist::{Collective, Dist, DistEval, ThreadGroup, ThreadRank};
 pub use hops::{plan_hops, receptive_field};
-pub use infer::{embed, write_npy_atomic, Embedded, FullGraph, NpyWriter, Output};
+pub use infer::{embed, Embedded, FullGraph, Output};
 pub use log::{LogSink, Record, RunDist, StepMs};
-pub use memory::MemoryLimit;
 pub use metrics::{Counts, Metrics};
 pub use trainer::{
     lower_and_plan, lower_for, plan_hash, schedule, store_bytes, train, TrainOptions, TrainOutcome,
@@ -81,17 +81,11 @@ pub enum TrainError {
     },
     /// Disk space for an output or a scratch file could not be reserved (checked before
     /// any work, so a full disk never shows up half-way).
-    #[error("{}: cannot reserve {bytes} bytes ({:.1} GiB) of disk space for {what}: {source}", path.display(), *bytes as f64 / (1u64 << 30) as f64)]
-    Space {
-        /// The file.
-        path: PathBuf,
-        /// Bytes asked for.
-        bytes: u64,
-        /// What the file is for.
-        what: &'static str,
-        /// The OS error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Space(#[from] crate::atomic::NoSpace),
+    /// Writing an `.npy` output (embeddings).
+    #[error(transparent)]
+    Npy(#[from] crate::npy::NpyError),
     /// Full-graph inference went wrong.
     #[error("full-graph inference: {0}")]
     Infer(String),

@@ -38,9 +38,9 @@ use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
 use super::dist::{all_equal, ConsensusState, Dist, DistEval, ReduceOp};
 use super::infer::FullGraph;
 use super::log::{LogSink, Record, RunDist, StepMs};
-use super::memory::MemoryLimit;
 use super::metrics::{Counts, Metrics};
 use super::TrainError;
+use crate::machine::MemoryLimit;
 
 /// Epochs of a plan without `[[phase]]`.
 pub const DEFAULT_EPOCHS: usize = 50;

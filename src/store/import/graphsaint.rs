@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::npy::{open_npy, plain_dtype, VettedNpy};
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::check::{asymmetric_entries, entries_not_in};
@@ -19,8 +20,7 @@ use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
 use crate::store::gen::exact_split;
 use crate::store::import::{
-    open_npy, read_class_map, read_roles, require_labels, write_features_npy, write_roles,
-    ImportReport, VettedNpy,
+    read_class_map, read_roles, require_labels, write_features_npy, write_roles, ImportReport,
 };
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
@@ -71,15 +71,8 @@ fn int_vec(
     member: &str,
 ) -> Result<Vec<i64>, StoreError> {
     let bad = |e: std::io::Error| StoreError::input(path, format!("member {member}: {e}"));
-    let t = match arr.dtype() {
-        npyz::DType::Plain(t) => t.to_string(),
-        d => {
-            return Err(StoreError::input(
-                path,
-                format!("member {member}: unsupported dtype {}", d.descr()),
-            ))
-        }
-    };
+    let t =
+        plain_dtype(&arr).map_err(|e| StoreError::input(path, format!("member {member}: {e}")))?;
     Ok(match t.as_str() {
         "<i4" => arr
             .into_vec::<i32>()

@@ -1,0 +1,209 @@
+//! The machine this process runs on: its memory, as the memory checks of training and
+//! of embedding see it (issue 15), and byte counts written for people.
+//!
+//! The machine's memory is `MemTotal` from `/proc/meminfo`, or the limit of this process's
+//! cgroup (or an ancestor's) when lower: v2's `memory.max`, v1's `memory.limit_in_bytes`;
+//! where neither can be read there is no number (and no check). [`MemoryLimit`] overrides
+//! it: a fixed number of bytes (tests, or a machine with swap) or `Off`
+//! (`--no-memory-check`). The environment variable `SAINTFLOW_MEMORY_LIMIT` replaces the
+//! detected number for [`MemoryLimit::Detect`]: bytes with an optional binary suffix
+//! (`64G`, `512M`), or `off`.
+//!
+//! A leaf: it reads `/proc` and `/sys` and imports nothing from the crate.
+
+/// What a memory check compares its estimate with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryLimit {
+    /// The machine's memory ([`machine_memory`]); no check where it cannot be read.
+    #[default]
+    Detect,
+    /// This many bytes.
+    Bytes(u64),
+    /// No check (`--no-memory-check`: a machine with swap, or a deliberate try).
+    Off,
+}
+
+impl MemoryLimit {
+    /// The bytes to check against and where the number comes from; None: no check.
+    pub fn resolve(self) -> Option<(u64, String)> {
+        match self {
+            MemoryLimit::Detect => match std::env::var(ENV) {
+                Ok(v) if v.trim().eq_ignore_ascii_case("off") => None,
+                Ok(v) => match parse_bytes(&v) {
+                    Some(b) => Some((b, format!("{ENV}={}", v.trim()))),
+                    None => {
+                        eprintln!("warning: {ENV}={v:?} is not a byte count (like 64G) or `off`; using the machine's memory");
+                        machine_memory()
+                    }
+                },
+                Err(_) => machine_memory(),
+            },
+            MemoryLimit::Bytes(b) => Some((b, "the given limit".into())),
+            MemoryLimit::Off => None,
+        }
+    }
+}
+
+/// The environment variable that replaces the detected memory (see the module's
+/// documentation).
+pub const ENV: &str = "SAINTFLOW_MEMORY_LIMIT";
+
+/// `4096`, `512K`, `64M`, `16G`, `1T` (binary units, an optional trailing `B`/`iB`).
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let s = s
+        .strip_suffix("iB")
+        .or_else(|| s.strip_suffix('B'))
+        .unwrap_or(s);
+    let (num, shift) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 10),
+        'M' | 'm' => (&s[..s.len() - 1], 20),
+        'G' | 'g' => (&s[..s.len() - 1], 30),
+        'T' | 't' => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(1u64 << shift)
+}
+
+/// The machine's memory in bytes and its source (`MemTotal`, or the cgroup's limit when
+/// lower: v2's `memory.max`, or v1's `memory.limit_in_bytes` of the memory controller's
+/// group, every ancestor's included); None when neither can be read.
+pub fn machine_memory() -> Option<(u64, String)> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let limits: Vec<String> = cgroup_limit_files(&cgroup)
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect();
+    let limits: Vec<&str> = limits.iter().map(String::as_str).collect();
+    memory_from(meminfo.as_deref(), &limits)
+}
+
+/// The memory-limit files that apply to a process whose `/proc/self/cgroup` reads `text`:
+/// for a v2 line `0::/path`, `memory.max` in /sys/fs/cgroup/path and each ancestor; for the
+/// v1 memory controller's line `N:…memory…:/path`, `memory.limit_in_bytes` in
+/// /sys/fs/cgroup/memory/path and each ancestor. (Files that do not exist are skipped by
+/// the reader.)
+pub fn cgroup_limit_files(text: &str) -> Vec<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    let mut files = Vec::new();
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let (root, file) = if controllers.is_empty() {
+            (PathBuf::from("/sys/fs/cgroup"), "memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (
+                PathBuf::from("/sys/fs/cgroup/memory"),
+                "memory.limit_in_bytes",
+            )
+        } else {
+            continue;
+        };
+        let dir = root.join(path.trim().trim_start_matches('/'));
+        let mut at: Option<&Path> = Some(&dir);
+        while let Some(d) = at.filter(|d| d.starts_with(&root)) {
+            files.push(d.join(file));
+            at = d.parent();
+        }
+    }
+    files
+}
+
+/// [`machine_memory`] from the texts of `/proc/meminfo` and of the cgroups' limit files
+/// (`max` means none): the least of them.
+pub fn memory_from(meminfo: Option<&str>, cgroup_max: &[&str]) -> Option<(u64, String)> {
+    let total = meminfo.and_then(|m| {
+        m.lines().find_map(|l| {
+            let kb = l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?;
+            kb.trim().parse::<u64>().ok().map(|k| k * 1024)
+        })
+    });
+    let cgroup = cgroup_max
+        .iter()
+        .filter_map(|m| m.trim().parse::<u64>().ok())
+        .min();
+    match (total, cgroup) {
+        (Some(t), Some(c)) if c < t => Some((c, "the cgroup's memory limit".into())),
+        (Some(t), _) => Some((t, "MemTotal".into())),
+        (None, Some(c)) => Some((c, "the cgroup's memory limit".into())),
+        (None, None) => None,
+    }
+}
+
+/// `12.3 GiB`, `512.0 MiB`, `3.0 KiB`, `17 B`.
+pub fn human(bytes: u128) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut x = bytes as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{x:.1} {}", units[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_parse_with_binary_suffixes() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes(" 64G "), Some(64 << 30));
+        assert_eq!(parse_bytes("512MiB"), Some(512 << 20));
+        assert_eq!(parse_bytes("1T"), Some(1 << 40));
+        assert_eq!(parse_bytes("2kB"), Some(2048));
+        assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes(""), None);
+        assert_eq!(parse_bytes("99999999999T"), None);
+        assert_eq!(human(17), "17 B");
+        assert_eq!(human(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn cgroup_limit_files_cover_v2_and_v1_and_every_ancestor() {
+        let p = |s: &str| std::path::PathBuf::from(s);
+        assert_eq!(
+            cgroup_limit_files("0::/a/b\n"),
+            [
+                p("/sys/fs/cgroup/a/b/memory.max"),
+                p("/sys/fs/cgroup/a/memory.max"),
+                p("/sys/fs/cgroup/memory.max")
+            ]
+        );
+        // v1 (what `memcap` uses on such a machine): only the memory controller's line.
+        let v1 = "9:name=systemd:/\n4:memory:/x/memcap.1\n3:cpu,cpuacct:/y\n0::/\n";
+        assert_eq!(
+            cgroup_limit_files(v1),
+            [
+                p("/sys/fs/cgroup/memory/x/memcap.1/memory.limit_in_bytes"),
+                p("/sys/fs/cgroup/memory/x/memory.limit_in_bytes"),
+                p("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+                p("/sys/fs/cgroup/memory.max")
+            ]
+        );
+        assert!(cgroup_limit_files("").is_empty());
+    }
+
+    #[test]
+    fn issue_15_machine_memory_is_memtotal_or_a_lower_cgroup_limit() {
+        let meminfo = "MemTotal:       16384000 kB\nMemFree: 1 kB\n";
+        assert_eq!(memory_from(Some(meminfo), &[]).unwrap().0, 16384000 * 1024);
+        let (b, src) = memory_from(Some(meminfo), &["max\n", "4294967296\n"]).unwrap();
+        assert_eq!((b, src.contains("cgroup")), (4 << 30, true));
+        // A cgroup limit above MemTotal does not raise it.
+        assert_eq!(
+            memory_from(Some(meminfo), &["99999999999999"]).unwrap().0,
+            16384000 * 1024
+        );
+        assert_eq!(memory_from(None, &["max"]), None);
+        assert_eq!(memory_from(Some("garbage"), &[]), None);
+    }
+}
