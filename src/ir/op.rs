@@ -331,6 +331,12 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         None
     }
 
+    /// Row blocks for fusion, when the op computes any block of rows alone (see
+    /// [`RowBlocks`]). Default: `None` (the fusion pass leaves the op alone).
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        None
+    }
+
     /// Feature partitions, when the op's kernel takes a count (see "Feature partitions"
     /// at the top of this file). Default: `None`.
     fn as_feature_partitioned(&self) -> Option<&dyn FeaturePartitioned> {
@@ -395,6 +401,27 @@ pub trait NeighbourOp {
 
     /// The output's rows `block.r0..block.r0 + block.rows()`, with `ctx.training` false.
     fn forward_block(&self, block: &RowBlock<'_>, ctx: &Ctx<'_>) -> Result<Value, OpError>;
+}
+
+/// Capability: a dense per-node output computed a block of rows at a time from the same
+/// rows of the per-node inputs — what the fusion pass (`planner::fuse`) chains into one
+/// pass over the rows, so that the intermediate values of a chain of row-wise ops live in
+/// a cache-sized block instead of n × f matrices. Returned by [`Op::as_row_blocks`].
+///
+/// The block must be computed exactly as `forward` computes those rows (the same
+/// operations in the same order), so that a fused chain gives the unfused chain's bits.
+pub trait RowBlocks {
+    /// Rows `r0..r0 + y.n_rows()` of the output into `y` (every element written). `x[k]`
+    /// is input k's same rows when input k is per-node (n rows), else the whole input (a
+    /// bias row, a parameter). `ctx` is the step's, with `ctx.node` the id this op's node
+    /// had before fusion (dropout keys its mask by it).
+    fn rows_at(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), OpError>;
 }
 
 /// Capability: the kernel walks its output in Q_f feature blocks (see "Feature partitions"

@@ -17,7 +17,8 @@ use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
 
 use super::util::{dense, elementwise_cost, row_split, same_shape};
 use super::{
-    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowLocal, Split, Stage,
+    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, RowLocal,
+    Split, Stage,
 };
 
 /// What a row-wise op's author writes (see the module header); [`row_wise`] makes the op.
@@ -155,6 +156,9 @@ impl<T: RowWise> Op for Rows<T> {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
 }
 
 /// The output's columns: the fact's, resolved (the default `infer` makes it input 0's).
@@ -208,3 +212,16 @@ impl<T: RowWise> Partitioned for Rows<T> {
 }
 
 impl<T: RowWise> RowLocal for Rows<T> {}
+
+impl<T: RowWise> RowBlocks for Rows<T> {
+    /// Every input is per-node (the adapter's contract): the blocks are the same rows.
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        self.0.rows(x, y)
+    }
+}

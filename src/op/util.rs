@@ -4,7 +4,7 @@
 
 use crate::ir::{Bindings, Fact, Tensor, Value};
 
-use super::{Axis, Cost, MatMut, OpError, Split};
+use super::{Axis, Cost, MatMut, MatRef, OpError, Split};
 
 /// Input `i` as a dense matrix (the arity check guarantees the kind; this is a guard).
 pub fn dense<'v>(inputs: &[&'v Value], i: usize, op: &str) -> Result<&'v Tensor, OpError> {
@@ -76,4 +76,17 @@ pub fn rows_part(
         f(i * cols..(i + 1) * cols, out.row_mut(k))?;
     }
     Ok(())
+}
+
+/// A block view as one slice (the row-wise adapter's and the fusion pass's blocks are
+/// contiguous); an error naming `op` otherwise.
+pub fn block<'a>(m: &MatRef<'a>, op: &str) -> Result<&'a [f32], OpError> {
+    m.as_slice()
+        .ok_or_else(|| OpError::args(format!("{op}: a non-contiguous block")))
+}
+
+/// [`block`] for the output view.
+pub fn block_mut<'a>(m: &'a mut MatMut<'_>, op: &str) -> Result<&'a mut [f32], OpError> {
+    m.as_mut_slice()
+        .ok_or_else(|| OpError::args(format!("{op}: a non-contiguous block")))
 }

@@ -14,6 +14,7 @@ pub mod chain;
 pub mod cse;
 pub mod dce;
 pub mod explain;
+pub mod fuse;
 pub mod memory;
 pub mod partition;
 
@@ -24,6 +25,7 @@ pub use chain::{best_order, ChainPass, Tree};
 pub use cse::Cse;
 pub use dce::Dce;
 pub use explain::{explain_dot, explain_text};
+pub use fuse::Fuse;
 pub use memory::{greedy_order, liveness, schedule, Liveness};
 pub use partition::{feature_partitions, Partition};
 
@@ -98,13 +100,14 @@ pub struct PlanReport {
 
 /// The passes [`plan`] runs, in order: CSE (so equal operands have one id), chain ordering
 /// (CSE-aware), CSE again (transposes and products emitted twice), dead-node elimination,
-/// feature partitioning.
+/// fusion of row-wise chains, feature partitioning.
 pub fn default_passes() -> Vec<Box<dyn Pass>> {
     vec![
         Box::new(Cse),
         Box::new(ChainPass { reuse: true }),
         Box::new(Cse),
         Box::new(Dce),
+        Box::new(Fuse),
         Box::new(Partition),
     ]
 }

@@ -6,8 +6,9 @@
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::RowLocal;
+use crate::op::util::{block, block_mut};
 use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{MatMut, MatRef, RowBlocks, RowLocal};
 
 use super::{dense, elementwise_cost, same_shape};
 
@@ -58,6 +59,9 @@ impl Op for Add {
         Ok(vec![g.needs_grad(0).then_some(grad), db])
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
         Some(self)
     }
 }
@@ -114,6 +118,9 @@ impl Op for AddN {
             .collect())
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
         Some(self)
     }
 }
@@ -254,6 +261,9 @@ impl Op for Sub {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
 }
 
 impl RowLocal for Sub {}
@@ -299,6 +309,9 @@ impl Op for Mul {
         Ok(vec![da, db])
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
         Some(self)
     }
 }
@@ -358,9 +371,115 @@ impl Op for Scale {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
 }
 
 impl RowLocal for Scale {}
+
+/// Rows of an elementwise binary op: y = f(a, b) element by element, the loop `forward`
+/// runs (so the same bits).
+fn zip_rows(
+    x: &[MatRef<'_>],
+    mut y: MatMut<'_>,
+    op: &str,
+    f: impl Fn(f32, f32) -> f32,
+) -> Result<(), OpError> {
+    let (a, b) = (block(&x[0], op)?, block(&x[1], op)?);
+    let y = block_mut(&mut y, op)?;
+    if a.len() != y.len() || b.len() != y.len() {
+        return Err(OpError::args(format!("{op}: blocks of unequal shapes")));
+    }
+    y.iter_mut()
+        .zip(a.iter().zip(b))
+        .for_each(|(y, (&a, &b))| *y = f(a, b));
+    Ok(())
+}
+
+impl RowBlocks for Add {
+    /// Equal shapes: a + b; a bias row (x[1] whole, one row): added to every row.
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        mut y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        if x[1].n_rows() == x[0].n_rows() {
+            return zip_rows(x, y, "add", |a, b| a + b);
+        }
+        let (a, bias) = (block(&x[0], "add")?, block(&x[1], "add")?);
+        let y = block_mut(&mut y, "add")?;
+        y.copy_from_slice(a);
+        Ok(saintflow_ops::elementwise::bias_add(y, bias)?)
+    }
+}
+
+impl RowBlocks for AddN {
+    /// a₁ + a₂, then each further term added in place: `forward`'s order.
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        mut y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        if x.len() == 1 {
+            let y = block_mut(&mut y, "add_n")?;
+            y.copy_from_slice(block(&x[0], "add_n")?);
+            return Ok(());
+        }
+        zip_rows(&x[..2], y.rb_mut(), "add_n", |a, b| a + b)?;
+        let y = block_mut(&mut y, "add_n")?;
+        for b in &x[2..] {
+            y.iter_mut()
+                .zip(block(b, "add_n")?)
+                .for_each(|(y, b)| *y += b);
+        }
+        Ok(())
+    }
+}
+
+impl RowBlocks for Sub {
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        zip_rows(x, y, "sub", |a, b| a - b)
+    }
+}
+
+impl RowBlocks for Mul {
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        zip_rows(x, y, "mul", |a, b| a * b)
+    }
+}
+
+impl RowBlocks for Scale {
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        mut y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        let c = self.c;
+        let x = block(&x[0], "scale")?;
+        let y = block_mut(&mut y, "scale")?;
+        y.iter_mut().zip(x).for_each(|(y, &x)| *y = c * x);
+        Ok(())
+    }
+}
 
 /// a + b elementwise into a new matrix, in one pass (no copy of a first).
 fn sum2(a: &Tensor, b: &Tensor, op: &str) -> Result<Tensor, OpError> {

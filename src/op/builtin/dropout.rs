@@ -11,8 +11,9 @@
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::RowLocal;
+use crate::op::util::{block, block_mut};
 use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{MatMut, MatRef, RowBlocks, RowLocal};
 use crate::seed::{hash3, stream};
 
 use super::dense;
@@ -66,6 +67,41 @@ fn apply_mask(x: &Tensor, p: f64, base: u64) -> Result<Tensor, OpError> {
             )
         })?;
     Ok(y)
+}
+
+/// Rows of [`apply_mask`]: the block `x` whose first element is element `first` of the
+/// whole matrix, so every element gets the mask bit `apply_mask` gives it. The identity
+/// when not training or p = 0, as the ops' forwards.
+fn mask_rows(
+    op: &str,
+    p: f64,
+    ctx: &Ctx<'_>,
+    key: u32,
+    first: u64,
+    x: &MatRef<'_>,
+    mut y: MatMut<'_>,
+) -> Result<(), OpError> {
+    let x = block(x, op)?;
+    let y = block_mut(&mut y, op)?;
+    if !ctx.training || p == 0.0 {
+        y.copy_from_slice(x);
+        return Ok(());
+    }
+    let base = mask_base(ctx, key);
+    let mut i = first;
+    let mut mask = vec![0u8; x.len()];
+    saintflow_ops::elementwise::dropout(
+        x,
+        p,
+        || {
+            let h = hash3(base, stream::DROPOUT, i);
+            i += 1;
+            h
+        },
+        y,
+        &mut mask,
+    )?;
+    Ok(())
 }
 
 /// Inverted dropout: in training, each element is zeroed with probability p and the kept
@@ -126,9 +162,27 @@ impl Op for Dropout {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
 }
 
 impl RowLocal for Dropout {}
+
+impl RowBlocks for Dropout {
+    /// The mask of this node (`ctx.node`: its id before fusion) at the block's elements.
+    fn rows_at(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        let first = (r0 * x[0].n_cols()) as u64;
+        let key = ctx.node.index() as u32;
+        mask_rows("dropout", self.p, ctx, key, first, &x[0], y)
+    }
+}
 
 /// ∂x = ∇y ⊙ mask / (1 − p) with the mask of the forward node `key` (the identity in
 /// evaluation, as the forward).
@@ -174,5 +228,22 @@ impl Op for DropoutBackward {
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         Ok(vec![Some(g.add(*self, &[grad])?)])
+    }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
+}
+
+impl RowBlocks for DropoutBackward {
+    /// The forward node's mask (`key`) at the block's elements.
+    fn rows_at(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        let first = (r0 * x[0].n_cols()) as u64;
+        mask_rows("dropout_backward", self.p, ctx, self.key, first, &x[0], y)
     }
 }

@@ -1,0 +1,146 @@
+//! Fusion of row-wise chains (issue 33): a node whose op computes row blocks
+//! ([`RowBlocks`](crate::op::RowBlocks)) and whose value only one such node reads is merged
+//! into that reader, repeatedly, so a chain like the backward's
+//! `l2norm_backward → dropout_backward → relu_backward` or `add_n → dropout_backward →
+//! relu_backward` becomes one `fused` node ([`Fused`]) that makes one pass over the rows
+//! with its intermediates in cache-sized blocks. A value something else also reads (a
+//! forward activation the backward keeps, a named output) is never fused away, so no work
+//! is duplicated and no value a later op needs disappears. Only dense per-node values with
+//! a known width are fused. The fused node computes every element as the unfused chain did:
+//! the same bits (tests: every shipped plan's step, fused and not).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::ir::{Dim, Fact, Graph, IrError, NodeId};
+use crate::op::fused::{Fused, Src, Stage};
+use crate::op::Op;
+
+use super::{Pass, PlanOptions};
+
+/// The fusion pass.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fuse;
+
+/// The width of a dense per-node fact with a known number of columns.
+fn per_node_width(f: &Fact) -> Option<usize> {
+    match f {
+        Fact::Dense { rows, cols } if *rows == Dim::NODES => cols.as_known(),
+        _ => None,
+    }
+}
+
+/// Node `id` as a chain of stages over its own inputs (one stage, or a fused node's).
+fn stages_of(graph: &Graph, id: NodeId) -> Option<Vec<Stage>> {
+    let node = graph.node(id);
+    if let Some(f) = node.op.downcast_ref::<Fused>() {
+        return Some(f.stages.clone());
+    }
+    node.op.as_row_blocks()?;
+    let cols = per_node_width(&node.fact)?;
+    let facts: Vec<Fact> = node.inputs.iter().map(|&i| graph.fact(i).clone()).collect();
+    let mut per_node = Vec::with_capacity(facts.len());
+    for f in &facts {
+        match f {
+            Fact::Dense { rows, .. } => per_node.push(*rows == Dim::NODES),
+            _ => return None,
+        }
+    }
+    Some(vec![Stage {
+        op: node.op.clone(),
+        node: id,
+        inputs: (0..node.inputs.len()).map(Src::Input).collect(),
+        per_node,
+        cols,
+        facts,
+        fact: node.fact.clone(),
+    }])
+}
+
+/// Producer `v`'s stages followed by consumer `u`'s, rewired over one input list: the
+/// fused node's inputs (deduplicated) and its stages.
+fn merge(
+    graph: &Graph,
+    v: NodeId,
+    vs: Vec<Stage>,
+    u: NodeId,
+    us: Vec<Stage>,
+) -> (Vec<NodeId>, Vec<Stage>) {
+    let mut inputs: Vec<NodeId> = Vec::new();
+    let mut slot: HashMap<NodeId, usize> = HashMap::new();
+    let mut input = |id: NodeId, inputs: &mut Vec<NodeId>| {
+        *slot.entry(id).or_insert_with(|| {
+            inputs.push(id);
+            inputs.len() - 1
+        })
+    };
+    let v_inputs = &graph.node(v).inputs;
+    let mut stages = Vec::with_capacity(vs.len() + us.len());
+    for mut s in vs {
+        for src in &mut s.inputs {
+            if let Src::Input(i) = *src {
+                *src = Src::Input(input(v_inputs[i], &mut inputs));
+            }
+        }
+        stages.push(s);
+    }
+    let v_last = stages.len() - 1;
+    let u_inputs = &graph.node(u).inputs;
+    for mut s in us {
+        for src in &mut s.inputs {
+            *src = match *src {
+                Src::Input(i) if u_inputs[i] == v => Src::Stage(v_last),
+                Src::Input(i) => Src::Input(input(u_inputs[i], &mut inputs)),
+                Src::Stage(k) => Src::Stage(k + v_last + 1),
+            };
+        }
+        stages.push(s);
+    }
+    (inputs, stages)
+}
+
+impl Pass for Fuse {
+    fn name(&self) -> &str {
+        "fuse"
+    }
+
+    fn run(&self, graph: &mut Graph, _: &PlanOptions) -> Result<Vec<(String, usize)>, IrError> {
+        let mut fused = 0;
+        loop {
+            let outputs: Vec<NodeId> = graph.outputs().values().copied().collect();
+            let mut merged = false;
+            for u in graph.topo_order()? {
+                let Some(us) = stages_of(graph, u) else {
+                    continue;
+                };
+                let node = graph.node(u);
+                let candidate = node.inputs.iter().copied().find(|&v| {
+                    !outputs.contains(&v)
+                        && graph.consumers(v) == [u]
+                        && stages_of(graph, v).is_some()
+                });
+                let Some(v) = candidate else {
+                    continue;
+                };
+                let vs = stages_of(graph, v).expect("checked");
+                let label = node.label.clone();
+                let fact = node.fact.clone();
+                let (inputs, stages) = merge(graph, v, vs, u, us);
+                let op: Arc<dyn Op> = Arc::new(Fused { stages, fact });
+                let w = graph.add(op, &inputs, label)?;
+                let note = graph.node(u).note.clone();
+                graph.node_mut(w).note = note;
+                graph.replace_uses(u, w)?;
+                graph.remove(u)?;
+                graph.remove(v)?;
+                fused += 1;
+                merged = true;
+                break;
+            }
+            if !merged {
+                break;
+            }
+        }
+        Ok(vec![("fused".into(), fused)])
+    }
+}
