@@ -1137,3 +1137,120 @@ fn shape_errors_say_what_was_expected_and_what_came() {
             .to_string();
     assert!(e.contains("multiple of 4") && e.contains("got 6"), "{e}");
 }
+
+/// Every fused chain against its ops run one after another (the naive oracle), on hostile
+/// shapes: no rows, one row of one column, odd widths, and enough rows for several row
+/// blocks and a split into parts. A chain with a bias row (not per-node), a value read by
+/// two stages, and a dropout (training: the mask keyed by the stage's original node).
+#[test]
+fn fused_chains_equal_their_ops_run_in_turn_on_hostile_shapes() {
+    use saintflow::ir::Dim;
+    use saintflow::op::fused::{Fused, Src, Stage};
+    let stage = |op: Arc<dyn Op>, node: usize, inputs: Vec<Src>, per_node: Vec<bool>, c: usize| {
+        let facts = per_node
+            .iter()
+            .map(|&pn| Fact::dense(if pn { Dim::NODES } else { Dim::known(1) }, Dim::known(c)))
+            .collect();
+        Stage {
+            op,
+            node: NodeId::new(node),
+            inputs,
+            per_node,
+            cols: c,
+            facts,
+            fact: Fact::dense(Dim::NODES, Dim::known(c)),
+        }
+    };
+    for (r, c) in [(0, 5), (1, 1), (7, 3), (3000, 130)] {
+        let a = matrix(r, c, 11);
+        let bias = matrix(1, c, 12);
+        let other = matrix(r, c, 13);
+        // y = l2norm(mul(relu(a + bias), other)) then dropout, and (a + bias) read again
+        // by a sub at the end: add → relu → mul → l2norm → dropout → sub(·, add's value).
+        let ops: Vec<Arc<dyn Op>> = vec![
+            Arc::new(Add),
+            make("relu", &[]),
+            make("mul", &[]),
+            make("l2norm", &[]),
+            make("dropout", &[("p", 0.3)]),
+            make("sub", &[]),
+        ];
+        let stages = vec![
+            stage(
+                ops[0].clone(),
+                40,
+                vec![Src::Input(0), Src::Input(1)],
+                vec![true, false],
+                c,
+            ),
+            stage(ops[1].clone(), 41, vec![Src::Stage(0)], vec![true], c),
+            stage(
+                ops[2].clone(),
+                42,
+                vec![Src::Stage(1), Src::Input(2)],
+                vec![true, true],
+                c,
+            ),
+            stage(ops[3].clone(), 43, vec![Src::Stage(2)], vec![true], c),
+            stage(ops[4].clone(), 44, vec![Src::Stage(3)], vec![true], c),
+            stage(
+                ops[5].clone(),
+                45,
+                vec![Src::Stage(4), Src::Stage(0)],
+                vec![true, true],
+                c,
+            ),
+        ];
+        let fused = Fused {
+            stages,
+            fact: Fact::dense(Dim::NODES, Dim::known(c)),
+        };
+        let params = Params::default();
+        let mut cx = ctx(&params, None, 99);
+        cx.bindings = Bindings {
+            nodes: r,
+            entries: 0,
+        };
+        let run = |op: &Arc<dyn Op>, node: usize, ins: &[&Value]| {
+            let mut c2 = ctx(&params, None, node);
+            c2.bindings = cx.bindings;
+            op.forward(ins, &c2).unwrap()
+        };
+        let (av, bv, ov) = (
+            Value::dense(a.clone()),
+            Value::dense(bias.clone()),
+            Value::dense(other.clone()),
+        );
+        let s0 = run(&ops[0], 40, &[&av, &bv]);
+        let s1 = run(&ops[1], 41, &[&s0]);
+        let s2 = run(&ops[2], 42, &[&s1, &ov]);
+        let s3 = run(&ops[3], 43, &[&s2]);
+        let s4 = run(&ops[4], 44, &[&s3]);
+        let want = run(&ops[5], 45, &[&s4, &s0]);
+        let got = fused.forward(&[&av, &bv, &ov], &cx).unwrap();
+        let bits = |v: &Value| -> Vec<u32> {
+            v.as_dense()
+                .unwrap()
+                .data
+                .iter()
+                .map(|x| x.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&got), bits(&want), "{r} × {c}: fused forward");
+        // The parts of a split, in reverse order, into one output.
+        let p = fused.as_partitioned().unwrap();
+        if let Some(split) = p.split(&[&av, &bv, &ov], &fused.fact, &cx, 3).unwrap() {
+            assert!(split.ranges.len() >= 2 && split.writes_all);
+            let mut out = Tensor::from_vec(r, c, vec![f32::NAN; r * c]).unwrap();
+            for k in (0..split.ranges.len()).rev() {
+                let full = saintflow::op::MatMut::row_major(&mut out.data, r, c).unwrap();
+                let view = full.rows_mut(split.ranges[k].clone()).unwrap();
+                p.forward_part(&[&av, &bv, &ov], &cx, &split, k, view)
+                    .unwrap();
+            }
+            assert_eq!(bits(&Value::dense(out)), bits(&want), "{r} × {c}: parts");
+        } else {
+            assert!(r * c < 65536, "{r} × {c} should split");
+        }
+    }
+}
