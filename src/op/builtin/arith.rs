@@ -398,7 +398,7 @@ fn zip_rows(
 }
 
 impl RowBlocks for Add {
-    /// Equal shapes: a + b; a bias row (x[1] whole, one row): added to every row.
+    /// Equal shapes: a + b; a bias row (the second input whole, one row): added to every row.
     fn rows_at(
         &self,
         _: usize,
