@@ -9,12 +9,14 @@
 //!
 //! Make a graph store (here a small generated one; `saintflow import` reads GraphSAINT
 //! datasets and edge lists), open it — a memory map, never loaded whole — and sample
-//! subgraphs from it with any sampler of the table in [`sample::spec`]:
+//! subgraphs from it with any sampler: each has a typed parameter struct
+//! ([`sample::FrontierParams`], [`sample::WalkParams`], ...), and [`sample::SamplerConfig`]
+//! (what a plan's `[sampler]` and `saintflow sample`'s flags are typed into) builds it:
 //!
 //! ```
 //! use saintflow::prelude::*;
 //! use saintflow::progress::Progress;
-//! use saintflow::sample::{sample_subgraph, SamplerKind};
+//! use saintflow::sample::{sample_subgraph, FrontierParams, SamplerConfig, SamplerParams, WalkParams};
 //! use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
 //!
 //! # fn main() -> saintflow::Result<()> {
@@ -38,17 +40,22 @@
 //!
 //! // 50 random walks of length 2 from the training graph; subgraph i depends only on
 //! // (seed, i). Node counts are clipped to a multiple of 16.
-//! let rw = SamplerKind::new("rw")
-//!     .expect("a sampler of the table")
-//!     .with("roots", Value::Count(50))?
-//!     .with("depth", Value::Count(2))?;
+//! let rw = SamplerConfig::from(WalkParams {
+//!     roots: 50,
+//!     ..Default::default() // depth 2
+//! });
+//! assert_eq!(rw.expected_nodes(), Some(150));
 //! let sampler = rw.build(store.train())?;
 //! let sub = sample_subgraph(&*sampler, 7, 0, 16)?;
 //! assert!(sub.n_nodes() > 0 && sub.n_nodes() % 16 == 0);
 //! assert!(sub.nodes.iter().all(|v| train.binary_search(v).is_ok()));
+//!
+//! // Or a sampler's own type, without the enum: a frontier of 20 nodes grown to 100.
+//! let frontier = FrontierParams { frontier: 20, budget: 100, ..Default::default() }
+//!     .build(store.train())?;
+//! assert!(sample_subgraph(&frontier, 7, 0, 1)?.n_nodes() <= 100);
 //! # Ok(())
 //! # }
-//! # use saintflow::sample::spec::Value;
 //! ```
 //!
 //! Train a shipped plan on it: [`train::TrainOptions`] is a builder over the plan and the

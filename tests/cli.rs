@@ -334,7 +334,11 @@ fn sample_prints_json_records_and_a_summary() {
     );
     let last: serde_json::Value = serde_json::from_str(text(&o).0.lines().last().unwrap()).unwrap();
     assert_eq!(last["coverage"], 1.0);
-    let o = saintflow(&["sample", "s.sf", "--frontier", "0"], tmp.path());
+    // A frontier larger than the budget is the sampler's own check, when it is built.
+    let o = saintflow(
+        &["sample", "s.sf", "--frontier", "300", "--budget", "200"],
+        tmp.path(),
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).1.contains("expected 1 ≤ m ≤ n"));
 }
@@ -524,6 +528,9 @@ fn issue_15_zero_counts_are_usage_errors() {
         ],
         &["sample", "g.sf", "--count", "0"],
         &["sample", "g.sf", "--clip", "0"],
+        // A sampler field's range is its parameter struct's, checked when parsed.
+        &["sample", "g.sf", "--frontier", "0"],
+        &["sample", "g.sf", "--sampler", "rw", "--roots", "0"],
         &["explain", plan, "--threads", "0"],
     ] {
         let o = saintflow(args, tmp.path());

@@ -14,8 +14,9 @@ use saintflow::op::builtin::{AdjKind, Adjacency, MatMul};
 use saintflow::op::{
     Arity, Attrs, Ctx, GradBuilder, GraphSource, MemorySource, Op, OpError, Registry,
 };
-use saintflow::plan::{LowerEnv, Lowered, Plan, PlanError, PlanErrorKind, SamplerKind};
-use saintflow::sample::spec::{self, Value as KeyValue, SAMPLERS};
+use saintflow::plan::{LowerEnv, Lowered, Plan, PlanError, PlanErrorKind, SamplerConfig};
+use saintflow::sample::params::{FieldType, Input};
+use saintflow::sample::{FrontierParams, WalkParams, KINDS};
 
 // ---------------------------------------------------------------------------------------
 // Test-local stand-ins for ops of the built-ins branch.
@@ -467,14 +468,14 @@ fn a_key_of_another_sampler_is_refused() {
     );
 }
 
-/// The sampler table (`sample::spec`) is the plan's sampler schema: for every row, a plan
-/// naming the kind takes the row's defaults, every key of the row is accepted and lands, a
-/// misspelt key is refused with a suggestion, a count key of 0 is refused in the row's
+/// The parameter structs (`sample::KINDS`) are the plan's sampler schema: for every kind,
+/// a plan naming it takes the struct's defaults, every field is accepted and lands, a
+/// misspelt key is refused with a suggestion, a count field of 0 is refused in the field's
 /// words, and `--set sampler.kind=` to the kind drops the frontier plan's keys the kind
 /// does not have.
 #[test]
-fn the_sampler_table_is_the_plan_schema() {
-    for row in SAMPLERS {
+fn the_parameter_structs_are_the_plan_schema() {
+    for row in KINDS {
         let plan = |keys: &str| {
             format!(
                 "[sampler]\nkind = \"{}\"\n{keys}\n{}",
@@ -483,26 +484,30 @@ fn the_sampler_table_is_the_plan_schema() {
             )
         };
         let p = Plan::parse(&plan(""), "t.toml").unwrap();
-        assert_eq!(p.sampler.kind, SamplerKind::of(row), "{}", row.name);
+        assert_eq!(p.sampler.kind, (row.default)(), "{}", row.name);
         assert_eq!(p.sampler.clip, row.default_clip());
-        for (key, v) in p.sampler.kind.values() {
-            assert_eq!(v, row.key(key).unwrap().1.default, "{}.{key}", row.name);
-        }
-        let (mut keys, mut want) = (String::new(), SamplerKind::of(row));
-        for k in row.keys {
-            let (text, v) = match k.ty {
-                spec::KeyType::Count => ("7", KeyValue::Count(7)),
-                spec::KeyType::Positive => ("2.5", KeyValue::Number(2.5)),
-                spec::KeyType::Flag => ("true", KeyValue::Flag(true)),
+        let (mut keys, mut want) = (String::new(), (row.default)());
+        for f in row.fields {
+            let (text, v) = match f.ty {
+                FieldType::Count => ("7", Input::Int(7)),
+                FieldType::Positive => ("2.5", Input::Float(2.5)),
+                FieldType::Flag => ("true", Input::Bool(true)),
             };
-            keys += &format!("{} = {text}\n", k.name);
-            want.set(k.name, v).unwrap();
-            assert_ne!(Some(v), k.default, "pick values that are not the defaults");
+            keys += &format!("{} = {text}\n", f.name);
+            want.set(f.name, v).unwrap();
+            assert_ne!(
+                Some(text.to_string()),
+                (f.default)(),
+                "pick values that are not the defaults"
+            );
         }
         let p = Plan::parse(&plan(&keys), "t.toml").unwrap();
         assert_eq!(p.sampler.kind, want);
-        // A misspelt key (the last letter dropped) of every row, and a misspelt `clip`.
-        for name in row.keys.iter().map(|k| k.name).chain(["clip"]) {
+        if !row.fields.is_empty() {
+            assert_ne!(want, (row.default)(), "{}", row.name);
+        }
+        // A misspelt key (the last letter dropped) of every kind, and a misspelt `clip`.
+        for name in row.fields.iter().map(|f| f.name).chain(["clip"]) {
             let typo = &name[..name.len() - 1];
             assert_at(
                 &error(&plan(&format!("{typo} = 1\n"))),
@@ -514,24 +519,24 @@ fn the_sampler_table_is_the_plan_schema() {
                 ],
             );
         }
-        for k in row.keys.iter().filter(|k| k.ty == spec::KeyType::Count) {
+        for f in row.fields.iter().filter(|f| f.ty == FieldType::Count) {
             assert_at(
-                &error(&plan(&format!("{} = 0\n", k.name))),
+                &error(&plan(&format!("{} = 0\n", f.name))),
                 3,
-                k.name.len() + 4,
+                f.name.len() + 4,
                 &[&format!(
                     "sampler `{}`: expected a whole number ≥ 1, got 0",
-                    k.name
+                    f.name
                 )],
             );
         }
         // SAGE's sampler is `frontier = 10, budget = 50`: a kind with the same key keeps it.
         let kind = format!("sampler.kind={}", row.name);
         let p = Plan::parse_with_overrides(SAGE, "sage.toml", &[&kind]).unwrap();
-        let mut want = SamplerKind::of(row);
+        let mut want = (row.default)();
         for (k, v) in [("frontier", 10), ("budget", 50)] {
-            if row.key(k).is_some() {
-                want.set(k, KeyValue::Count(v)).unwrap();
+            if row.field(k).is_some() {
+                want.set(k, Input::Int(v)).unwrap();
             }
         }
         assert_eq!(p.sampler.kind, want);
@@ -950,12 +955,8 @@ fn operators_lower_to_registry_ops() {
 }
 
 /// The random-walk sampler with `roots` and `depth`.
-fn rw(roots: usize, depth: usize) -> SamplerKind {
-    SamplerKind::new("rw")
-        .unwrap()
-        .with("roots", KeyValue::Count(roots))
-        .and_then(|k| k.with("depth", KeyValue::Count(depth)))
-        .unwrap()
+fn rw(roots: usize, depth: usize) -> SamplerConfig {
+    WalkParams { roots, depth }.into()
 }
 
 #[test]
@@ -969,17 +970,19 @@ fn plan_fields_are_typed() {
     assert_eq!(p.layers.len(), 1);
     assert_eq!(p.layers[0].repeat, 2);
     assert_eq!(p.eval.every, 2);
-    let fp = &p.sampler.kind;
-    assert_eq!(fp.name(), "frontier", "{:?}", p.sampler);
-    assert_eq!(
-        (fp.count("frontier"), fp.count("budget"), p.sampler.clip),
-        (10, 50, 16)
-    );
+    let frontier = |frontier, budget| -> SamplerConfig {
+        FrontierParams {
+            frontier,
+            budget,
+            ..Default::default()
+        }
+        .into()
+    };
+    assert_eq!(p.sampler.kind, frontier(10, 50), "{:?}", p.sampler);
+    assert_eq!(p.sampler.clip, 16);
     assert_eq!(p.phases.len(), 3);
     assert_eq!(p.phases[0].sampler, p.sampler);
-    let fp = &p.phases[1].sampler.kind;
-    assert_eq!(fp.name(), "frontier");
-    assert_eq!((fp.count("frontier"), fp.count("budget")), (10, 70));
+    assert_eq!(p.phases[1].sampler.kind, frontier(10, 70));
     assert_eq!(p.phases[2].sampler.kind, rw(5, 2));
     assert_eq!(
         p.ops_used().into_iter().collect::<Vec<_>>(),

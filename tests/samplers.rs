@@ -618,20 +618,20 @@ fn edge_nodes_select_equals_the_listed_nodes() {
     }
 }
 
-/// The sampler table's `expected_nodes` (what the trainer and `explain` plan for) against
-/// what every row's sampler, built by the row's `build` with the row's defaults, draws on a
+/// Every kind's `expected_nodes` (what the trainer and `explain` plan for) against what
+/// its sampler, built by `SamplerConfig::build` with the kind's defaults, draws on a
 /// generated skewed graph of 200 000 nodes (mean degree ≈ 9): the draws before dedup match
 /// within 1 % (they are exact for every sampler here: no walk meets a dead end), and the
 /// unique nodes of 5 subgraphs average between 75 % and 100 % of it (at ≤ 9 000 draws on
 /// 200 000 nodes a uniform draw repeats ≈ 2 %; walks and frontiers step back to a node
 /// they came from with probability 1/degree, ≈ 10 %, hence the margin).
 #[test]
-fn sampler_table_expected_nodes_match_the_draws() {
+fn every_kind_expected_nodes_match_the_draws() {
     let n = 200_000;
     let (o, i) = skewed_graph(n);
     let g = Csr::new(&o, &i).unwrap();
-    for row in SAMPLERS {
-        let kind = SamplerKind::of(row);
+    for row in KINDS {
+        let kind = (row.default)();
         let sampler = kind.build(g).unwrap();
         let expected = kind.expected_nodes().unwrap_or(n) as f64;
         let runs = 5u64;

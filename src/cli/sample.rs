@@ -3,14 +3,15 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::builder::PossibleValuesParser;
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, ValueEnum};
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::sample::spec::{self, SamplerKind, Value};
-use crate::sample::{sample_subgraph, NormCounts, SampleError};
+use crate::sample::config::{self, KINDS};
+use crate::sample::params::{Field, FieldError, FieldType, Input};
+use crate::sample::{sample_subgraph, NormCounts, SamplerConfig};
 use crate::store::GraphStore;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -25,9 +26,9 @@ enum GraphArg {
 pub(super) struct SampleArgs {
     /// Store directory.
     store: PathBuf,
-    /// Sampler (a kind of the sampler table).
-    #[arg(long, default_value = "frontier", value_parser = sampler_names())]
-    sampler: String,
+    /// `--sampler` and the sampler's own flags.
+    #[command(flatten)]
+    sampler: SamplerArgs,
     /// Graph to sample from.
     #[arg(long, value_enum, default_value = "train")]
     graph: GraphArg,
@@ -37,23 +38,6 @@ pub(super) struct SampleArgs {
     /// Seed: subgraph i depends only on (seed, i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    // The sampler keys: help (doc, kinds, default) from the sampler table.
-    #[arg(long, help = key_help("frontier"))]
-    frontier: Option<usize>,
-    #[arg(long, help = key_help("budget"))]
-    budget: Option<usize>,
-    #[arg(long, help = key_help("eta"))]
-    eta: Option<f64>,
-    #[arg(long, help = key_help("pin_cap"))]
-    pin_cap: Option<usize>,
-    #[arg(long, help = key_help("roots"))]
-    roots: Option<usize>,
-    #[arg(long, help = key_help("depth"))]
-    depth: Option<usize>,
-    #[arg(long, help = key_help("edges"))]
-    edges: Option<usize>,
-    #[arg(long, help = key_help("uniform"))]
-    uniform: bool,
     /// Clip |V_s| down to a multiple of this (16 f32 per cache line; 1 = off; full: off).
     #[arg(long, default_value_t = 16, value_parser = super::at_least_one)]
     clip: usize,
@@ -90,19 +74,42 @@ struct Summary {
     threads: usize,
 }
 
-/// A key flag's help from the table: the first row's doc, the kinds that have the key, and
-/// the defaults (`"Walk roots r (rw) [default: 3000]"`).
-fn key_help(name: &str) -> String {
-    let rows: Vec<_> = spec::SAMPLERS
+/// `--sampler KIND` and one flag per field of every kind's parameter struct
+/// ([`config::KINDS`]): `--pin-cap N` for `pin_cap`, a switch for a `bool`. A flag shared
+/// by kinds (`--budget`: frontier and node) is one flag. Values are checked by the field's
+/// own `set` when parsed; the chosen kind takes the flags of its fields, and flags of other
+/// kinds are ignored, as they always were.
+#[derive(Debug)]
+struct SamplerArgs {
+    config: SamplerConfig,
+}
+
+/// The flags: each field name once, with the first kind (in [`KINDS`] order) that has it.
+fn flags() -> Vec<(&'static config::Kind, &'static Field)> {
+    let mut out: Vec<(&config::Kind, &Field)> = Vec::new();
+    for k in KINDS {
+        for f in k.fields {
+            if out.iter().all(|(_, g)| g.name != f.name) {
+                out.push((k, f));
+            }
+        }
+    }
+    out
+}
+
+/// A field flag's help: the first kind's doc line, the kinds that have the field, and the
+/// defaults (`"Walk roots r (rw) [default: 3000]"`).
+fn flag_help(name: &str) -> String {
+    let having: Vec<(&str, &Field)> = KINDS
         .iter()
-        .filter_map(|s| s.key(name).map(|(_, k)| (s.name, k)))
+        .filter_map(|k| k.field(name).map(|f| (k.name, f)))
         .collect();
-    let doc = rows.first().map_or("", |(_, k)| k.doc);
-    let kinds: Vec<&str> = rows.iter().map(|(s, _)| *s).collect();
-    let mut defaults: Vec<String> = rows
+    let doc = having.first().map_or("", |(_, f)| f.help());
+    let kinds: Vec<&str> = having.iter().map(|(k, _)| *k).collect();
+    let mut defaults: Vec<String> = having
         .iter()
-        .filter(|(_, k)| k.ty != spec::KeyType::Flag)
-        .filter_map(|(_, k)| k.default.map(|d| d.to_string()))
+        .filter(|(_, f)| f.ty != FieldType::Flag)
+        .filter_map(|(_, f)| (f.default)())
         .collect();
     defaults.dedup();
     let default = match defaults.as_slice() {
@@ -113,36 +120,102 @@ fn key_help(name: &str) -> String {
     format!("{doc} ({}){default}", kinds.join(", "))
 }
 
-/// `--sampler`'s values: the table's kinds, with their docs.
-fn sampler_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(
-        spec::SAMPLERS
-            .iter()
-            .map(|s| clap::builder::PossibleValue::new(s.name).help(s.doc)),
+/// `train --set`'s long help: the override syntax and the `sampler.` keys, per kind its
+/// parameter struct's fields.
+pub(super) fn set_help() -> String {
+    let kinds: Vec<String> = KINDS
+        .iter()
+        .map(|k| {
+            let fields: Vec<&str> = k.fields.iter().map(|f| f.name).collect();
+            match fields.as_slice() {
+                [] => format!("{}: none", k.name),
+                f => format!("{}: {}", k.name, f.join(", ")),
+            }
+        })
+        .collect();
+    format!(
+        "Override a plan key: `--set dims.hidden=256 --set sampler.kind=rw` (repeatable; \
+         `model.X` is an alias of `dims.X`).\n\nSampler keys: `sampler.kind`, `sampler.graph`, \
+         `sampler.clip`, and the kind's own ({}); switching `sampler.kind` drops the old \
+         kind's keys.",
+        kinds.join("; ")
     )
 }
 
-/// The sampler the flags name: each flag given sets the table key of its name when the kind
-/// has one (flags of other kinds are ignored, as they always were); unset keys keep the
-/// table's defaults.
-fn sampler_kind(a: &SampleArgs) -> std::result::Result<SamplerKind, SampleError> {
-    let flags = [
-        ("frontier", a.frontier.map(Value::Count)),
-        ("budget", a.budget.map(Value::Count)),
-        ("eta", a.eta.map(Value::Number)),
-        ("pin_cap", a.pin_cap.map(Value::Count)),
-        ("roots", a.roots.map(Value::Count)),
-        ("depth", a.depth.map(Value::Count)),
-        ("edges", a.edges.map(Value::Count)),
-        ("uniform", a.uniform.then_some(Value::Flag(true))),
-    ];
-    let mut kind = SamplerKind::new(&a.sampler).expect("clap checked the name");
-    for (key, v) in flags {
-        if let Some(v) = v.filter(|_| kind.spec().key(key).is_some()) {
-            kind.set(key, v)?;
-        }
+/// A flag's text as its field's value: parsed as a plan scalar, then checked by setting it
+/// on the owning kind's defaults (the same `set` the plan and the chosen kind use).
+fn check_flag(
+    kind: &'static config::Kind,
+    field: &'static Field,
+    s: &str,
+) -> Result<Input, String> {
+    let v = Input::parse(s);
+    match (kind.default)().set(field.name, v) {
+        Ok(()) => Ok(v),
+        Err(FieldError::Invalid(ty)) => Err(format!("expected {}, got {s}", ty.expected())),
+        Err(FieldError::Unknown) => unreachable!("`{}` is a field of `{}`", field.name, kind.name),
     }
-    Ok(kind)
+}
+
+impl Args for SamplerArgs {
+    fn augment_args(cmd: Command) -> Command {
+        let kinds =
+            PossibleValuesParser::new(KINDS.iter().map(|k| PossibleValue::new(k.name).help(k.doc)));
+        let mut cmd = cmd.arg(
+            Arg::new("sampler")
+                .long("sampler")
+                .value_name("SAMPLER")
+                .default_value("frontier")
+                .value_parser(kinds)
+                .help("Sampler kind"),
+        );
+        for (kind, field) in flags() {
+            let arg = Arg::new(field.name)
+                .long(field.name.replace('_', "-"))
+                .help(flag_help(field.name));
+            cmd = cmd.arg(match field.ty {
+                FieldType::Flag => arg.action(ArgAction::SetTrue),
+                FieldType::Count | FieldType::Positive => arg
+                    .value_name(field.name.to_uppercase())
+                    // `--eta -1` is a value out of range, not an unknown flag.
+                    .allow_negative_numbers(true)
+                    .value_parser(move |s: &str| check_flag(kind, field, s)),
+            });
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        SamplerArgs::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for SamplerArgs {
+    fn from_arg_matches(m: &ArgMatches) -> std::result::Result<SamplerArgs, clap::Error> {
+        let name = m
+            .get_one::<String>("sampler")
+            .expect("`--sampler` has a default");
+        let mut config = SamplerConfig::default_of(name).expect("clap checked the name");
+        for field in config.fields() {
+            let v = match field.ty {
+                FieldType::Flag => m.get_flag(field.name).then_some(Input::Bool(true)),
+                FieldType::Count | FieldType::Positive => m.get_one::<Input>(field.name).copied(),
+            };
+            if let Some(v) = v {
+                // Checked by the flag's parser against the first kind with the field; kinds
+                // sharing a field share its type (tested below).
+                config
+                    .set(field.name, v)
+                    .expect("a flag's parser checked its value");
+            }
+        }
+        Ok(SamplerArgs { config })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> std::result::Result<(), clap::Error> {
+        *self = SamplerArgs::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
 pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
@@ -151,7 +224,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
         GraphArg::Train => (store.train(), "train"),
         GraphArg::Full => (store.full(), "full"),
     };
-    let kind = sampler_kind(&a)?;
+    let kind = &a.sampler.config;
     let sampler = kind.build(g)?;
     let clip = if kind.whole_graph() { 1 } else { a.clip.max(1) };
     // Timing is per subgraph on one thread; subgraphs/s is for the whole pool below.
@@ -251,6 +324,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::plan::Plan;
 
     #[derive(Parser)]
     struct Cli {
@@ -258,41 +332,62 @@ mod tests {
         args: SampleArgs,
     }
 
-    /// Every key of every row of the sampler table has its flag (`--pin-cap` for
-    /// `pin_cap`) and the flag sets that key; flags of other kinds are ignored.
+    fn parse(argv: &[&str]) -> std::result::Result<SamplerConfig, clap::Error> {
+        Cli::try_parse_from(argv).map(|c| c.args.sampler.config)
+    }
+
+    /// The flags are generated from the parameter structs, so every field has its flag by
+    /// construction; this checks the wiring: for every field of every kind, `--flag V`
+    /// lands in that field and nowhere else — the config equals the one a plan's
+    /// `[sampler]` with `field = V` types into, and differs from the defaults — while a flag
+    /// of another kind is ignored; kinds sharing a flag share its type; out-of-range
+    /// values are refused naming the flag and the field's range.
     #[test]
-    fn every_table_key_has_a_flag() {
-        for row in spec::SAMPLERS {
-            for key in row.keys {
-                let flag = format!("--{}", key.name.replace('_', "-"));
+    fn every_field_has_its_flag_and_means_its_plan_key() {
+        for k in KINDS {
+            for f in k.fields {
+                let (value, plan_value) = match f.ty {
+                    FieldType::Count => (Some("7"), "7"),
+                    FieldType::Positive => (Some("2.5"), "2.5"),
+                    FieldType::Flag => (None, "true"),
+                };
                 // A flag of another kind, ignored.
-                let foreign = if row.key("edges").is_some() {
+                let foreign = if k.field("edges").is_some() {
                     "--roots"
                 } else {
                     "--edges"
                 };
-                let (mut argv, want) = (
-                    vec!["sample", "store", "--sampler", row.name, foreign, "9"],
-                    match key.ty {
-                        spec::KeyType::Count => Value::Count(7),
-                        spec::KeyType::Positive => Value::Number(2.5),
-                        spec::KeyType::Flag => Value::Flag(true),
-                    },
+                let flag = f.flag();
+                let mut argv = vec!["sample", "store", "--sampler", k.name, foreign, "9", &flag];
+                argv.extend(value);
+                let got = parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+                let plan = format!(
+                    "[sampler]\nkind = \"{}\"\n{} = {plan_value}\n\n[output]\nparams = {{ W = [\"in\", \"classes\"] }}\nout = \"x @ W\"\n",
+                    k.name, f.name
                 );
-                argv.push(&flag);
-                let text = want.to_string();
-                if key.ty != spec::KeyType::Flag {
-                    argv.push(&text);
-                }
-                let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-                let kind = sampler_kind(&cli.args).unwrap();
-                assert_eq!(kind.get(key.name), Some(want), "{argv:?}");
-                for (other, v) in kind.values() {
-                    if other != key.name {
-                        assert_eq!(v, row.key(other).unwrap().1.default, "{argv:?}");
-                    }
+                let want = Plan::parse(&plan, "t.toml").unwrap().sampler.kind;
+                assert_eq!(got, want, "{argv:?}");
+                assert_ne!(got, (k.default)(), "{argv:?}: the value is not the default");
+            }
+            assert_eq!(
+                parse(&["sample", "store", "--sampler", k.name]).unwrap(),
+                (k.default)()
+            );
+        }
+        for (owner, f) in flags() {
+            for k in KINDS {
+                if let Some(g) = k.field(f.name) {
+                    assert_eq!(g.ty, f.ty, "`{}` of {} and {}", f.name, owner.name, k.name);
                 }
             }
+        }
+        for bad in [["--budget", "0"], ["--eta", "-1"], ["--pin-cap", "2.5"]] {
+            let e = parse(&["sample", "store", bad[0], bad[1]]).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.contains(bad[0]) && text.contains("expected a"),
+                "{text}"
+            );
         }
     }
 }

@@ -38,7 +38,7 @@ pub(super) struct TrainArgs {
     eval_parts: bool,
     /// Override a plan key: `--set dims.hidden=256 --set sampler.kind=rw` (repeatable;
     /// `model.X` is an alias of `dims.X`).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
+    #[arg(long = "set", value_name = "KEY=VALUE", long_help = super::sample::set_help())]
     set: Vec<String>,
     /// Seed of parameters, subgraphs and dropout.
     #[arg(long, default_value_t = 1)]

@@ -57,7 +57,7 @@ pub const MAX_LAYERS: usize = 1024;
 pub const MAX_DIM: usize = u32::MAX as usize;
 pub use schema::{
     Consensus, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan, SampleGraph,
-    SamplerKind, SamplerPlan,
+    SamplerConfig, SamplerPlan,
 };
 
 /// The text of the plan file at `path`, refused before reading when it is larger than

@@ -1,10 +1,13 @@
-//! The `[sampler]` table (and a phase's `sampler` over it) typed through the sampler table
-//! ([`crate::sample::spec`]): kinds, keys, defaults and range checks come from its rows; this
-//! file converts TOML values into the table's inputs and places its answers in the source.
+//! The `[sampler]` table (and a phase's `sampler` over it) typed into a
+//! [`SamplerConfig`](crate::sample::SamplerConfig): the kinds are [`config::KINDS`], a
+//! kind's keys are its parameter struct's fields, and defaults and range checks are the
+//! struct's own ([`Fields::set`](crate::sample::params::Fields)); this file converts TOML
+//! values into written inputs and places the answers in the source.
 
 use toml::Spanned;
 
-use crate::sample::spec::{self, Input, SamplerKind};
+use crate::sample::config;
+use crate::sample::params::{FieldError, FieldType, FieldValue, Input};
 use crate::suggest::did_you_mean;
 
 use super::schema::{SampleGraph, SamplerPlan};
@@ -17,10 +20,10 @@ const COMMON_SAMPLER_KEYS: &[&str] = &["kind", "graph", "clip"];
 
 /// Whether a `[sampler]` of kind `kind` keeps `key` (a common key or one of the kind's).
 pub(super) fn keeps_key(kind: &str, key: &str) -> bool {
-    COMMON_SAMPLER_KEYS.contains(&key) || spec::find(kind).is_some_and(|s| s.key(key).is_some())
+    COMMON_SAMPLER_KEYS.contains(&key) || config::find(kind).is_some_and(|s| s.field(key).is_some())
 }
 
-/// A TOML value as the table's input.
+/// A TOML value as a written input.
 fn input(v: &toml::Value) -> Input {
     match v {
         toml::Value::Integer(i) => Input::Int(*i),
@@ -37,7 +40,7 @@ pub(super) fn sampler(
     t: &RawTable,
     table_at: usize,
 ) -> Result<SamplerPlan, PlanError> {
-    let known = || spec::names().collect::<Vec<_>>().join(", ");
+    let known = || config::names().collect::<Vec<_>>().join(", ");
     let get = |k: &str| t.get(k);
     let kind_v = get("kind").ok_or_else(|| {
         err(
@@ -50,13 +53,13 @@ pub(super) fn sampler(
         .get_ref()
         .as_str()
         .ok_or_else(|| err(src, kind_v.span().start, "sampler kind: expected a string"))?;
-    let Some(row) = spec::find(name) else {
+    let Some(row) = config::find(name) else {
         return Err(src.error(
             kind_v.span().start,
             PlanErrorKind::Name,
             format!(
                 "unknown sampler kind `{name}`{}",
-                match did_you_mean(name, spec::names()) {
+                match did_you_mean(name, config::names()) {
                     h if h.is_empty() => format!(" (known: {})", known()),
                     h => h,
                 }
@@ -69,10 +72,10 @@ pub(super) fn sampler(
             let all: Vec<&str> = COMMON_SAMPLER_KEYS
                 .iter()
                 .copied()
-                .chain(row.keys.iter().map(|key| key.name))
+                .chain(row.fields.iter().map(|f| f.name))
                 .collect();
             let hint = did_you_mean(k, all.iter().copied());
-            let other = spec::owner_of(k)
+            let other = config::owner_of(k)
                 .map(|s| format!(" (`{k}` belongs to the `{}` sampler)", s.name))
                 .unwrap_or_default();
             return Err(err(
@@ -85,27 +88,25 @@ pub(super) fn sampler(
             ));
         }
     }
-    let mut kind = SamplerKind::of(row);
-    for key in row.keys {
-        let Some(v) = get(key.name) else { continue };
-        let value = key.ty.check(&input(v.get_ref())).ok_or_else(|| {
-            let got = match key.ty {
-                // The flag's message never named the value.
-                spec::KeyType::Flag => String::new(),
-                _ => format!(", got {}", v.get_ref()),
-            };
-            err(
-                src,
-                v.span().start,
-                format!(
-                    "sampler `{}`: expected {}{got}",
-                    key.name,
-                    key.ty.expected()
-                ),
-            )
-        })?;
-        kind.set(key.name, value)
-            .expect("a checked value fits its key");
+    let mut kind = (row.default)();
+    for field in row.fields {
+        let Some(v) = get(field.name) else { continue };
+        match kind.set(field.name, input(v.get_ref())) {
+            Ok(()) => {}
+            Err(FieldError::Invalid(ty)) => {
+                let got = match ty {
+                    // The flag's message never named the value.
+                    FieldType::Flag => String::new(),
+                    _ => format!(", got {}", v.get_ref()),
+                };
+                return Err(err(
+                    src,
+                    v.span().start,
+                    format!("sampler `{}`: expected {}{got}", field.name, ty.expected()),
+                ));
+            }
+            Err(FieldError::Unknown) => unreachable!("`{}` is a field of its kind", field.name),
+        }
     }
     let graph = match get("graph") {
         None => SampleGraph::Train,
@@ -126,15 +127,15 @@ pub(super) fn sampler(
     };
     let clip = match get("clip") {
         None => row.default_clip(),
-        Some(v) => match spec::KeyType::Count.check(&input(v.get_ref())) {
-            Some(spec::Value::Count(c)) => c,
-            _ => {
+        Some(v) => match usize::from_input(input(v.get_ref())) {
+            Some(c) => c,
+            None => {
                 return Err(err(
                     src,
                     v.span().start,
                     format!(
                         "sampler `clip`: expected {}, got {}",
-                        spec::KeyType::Count.expected(),
+                        FieldType::Count.expected(),
                         v.get_ref()
                     ),
                 ))

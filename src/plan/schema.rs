@@ -10,7 +10,7 @@ use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
 use crate::op::builtin::LossKind;
-pub use crate::sample::SamplerKind;
+pub use crate::sample::SamplerConfig;
 
 use super::expr::Statement;
 use super::outpos::OutMap;
@@ -75,8 +75,8 @@ pub enum SampleGraph {
 /// The `[sampler]` table, typed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplerPlan {
-    /// Which sampler.
-    pub kind: SamplerKind,
+    /// Which sampler, with its parameters.
+    pub kind: SamplerConfig,
     /// The graph sampled from.
     pub graph: SampleGraph,
     /// Subgraph node counts clipped down to a multiple of this (1: off).

@@ -5,25 +5,33 @@
 use rayon::prelude::*;
 
 use crate::sample::alias::AliasTable;
-use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
+use crate::sample::params::SamplerParams;
 use crate::sample::{SampleError, SampleRng, Sampler};
 use crate::store::Csr;
 
-/// The edge sampler's row of the sampler table.
-pub const SPEC: SamplerSpec = SamplerSpec {
-    name: "edge",
-    doc: "Edges ∝ 1/deg(u) + 1/deg(v)",
-    keys: &[Key {
-        name: "edges",
-        ty: KeyType::Count,
-        default: Some(Value::Count(4000)),
-        doc: "Edges per subgraph",
-    }],
-    whole_graph: false,
-    build: |g, k| Ok(Box::new(EdgeSampler::new(g, k.count("edges"))?)),
-    // Two endpoints per edge drawn.
-    expected_nodes: |k| Some(2 * k.count("edges")),
-};
+sampler_params! {
+    /// Parameters of the edge sampler (plan `kind = "edge"`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct EdgeParams {
+        /// Edges per subgraph.
+        pub edges: usize = 4000,
+    }
+}
+
+impl SamplerParams for EdgeParams {
+    const KIND: &'static str = "edge";
+    const DOC: &'static str = "Edges ∝ 1/deg(u) + 1/deg(v)";
+    type Sampler<'g> = EdgeSampler<'g>;
+
+    fn build<'g>(&self, graph: Csr<'g>) -> Result<EdgeSampler<'g>, SampleError> {
+        EdgeSampler::new(graph, self.edges)
+    }
+
+    /// Two endpoints per edge drawn.
+    fn expected_nodes(&self) -> Option<usize> {
+        Some(2 * self.edges)
+    }
+}
 
 /// Edge sampler over one graph.
 pub struct EdgeSampler<'g> {

@@ -18,7 +18,7 @@
 
 use rand_core::RngCore;
 
-use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
+use crate::sample::params::SamplerParams;
 use crate::sample::{below, SampleError, Sampler};
 use crate::store::Csr;
 
@@ -181,78 +181,43 @@ impl Dashboard {
     }
 }
 
-/// Parameters of the frontier sampler.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FrontierParams {
-    /// Frontier size m.
-    pub frontier: usize,
-    /// Node budget n: nodes added to the sample, counting the initial frontier and
-    /// repeats (the sample's unique nodes are fewer).
-    pub budget: usize,
-    /// DB size factor η: DB starts at η·m·d̃ pins, d̃ the size-biased mean pin count, and
-    /// is kept at least η times the live pins.
-    pub eta: f64,
-    /// At most this many pins per node (IPDPS 2019 used 30 on skewed graphs); `None`: degree.
-    pub pin_cap: Option<usize>,
-}
-
-/// The defaults: also the table's (see [`SPEC`]).
-const DEFAULTS: FrontierParams = FrontierParams {
-    frontier: 1000,
-    budget: 8000,
-    eta: 2.0,
-    pin_cap: None,
-};
-
-impl Default for FrontierParams {
-    fn default() -> Self {
-        DEFAULTS
+sampler_params! {
+    /// Parameters of the frontier sampler (plan `kind = "frontier"`).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct FrontierParams {
+        /// Frontier size m.
+        pub frontier: usize = 1000,
+        /// Node budget n.
+        ///
+        /// Nodes added to the sample, counting the initial frontier and repeats (the
+        /// sample's unique nodes are fewer).
+        pub budget: usize = 8000,
+        /// Dashboard size factor η.
+        ///
+        /// DB starts at η·m·d̃ pins, d̃ the size-biased mean pin count, and is kept at
+        /// least η times the live pins.
+        pub eta: f64 = 2.0,
+        /// At most this many pins per node (IPDPS 2019 used 30 on skewed graphs).
+        ///
+        /// `None`: the node's degree.
+        pub pin_cap: Option<usize> = None,
     }
 }
 
-/// The frontier sampler's row of the sampler table.
-pub const SPEC: SamplerSpec = SamplerSpec {
-    name: "frontier",
-    doc: "Frontier sampling with the Dashboard",
-    keys: &[
-        Key {
-            name: "frontier",
-            ty: KeyType::Count,
-            default: Some(Value::Count(DEFAULTS.frontier)),
-            doc: "Frontier size m",
-        },
-        Key {
-            name: "budget",
-            ty: KeyType::Count,
-            default: Some(Value::Count(DEFAULTS.budget)),
-            doc: "Node budget n",
-        },
-        Key {
-            name: "eta",
-            ty: KeyType::Positive,
-            default: Some(Value::Number(DEFAULTS.eta)),
-            doc: "Dashboard size factor η",
-        },
-        Key {
-            name: "pin_cap",
-            ty: KeyType::Count,
-            default: None,
-            doc: "At most this many pins per node (IPDPS 2019 used 30 on skewed graphs)",
-        },
-    ],
-    whole_graph: false,
-    build: |g, k| {
-        let params = FrontierParams {
-            frontier: k.count("frontier"),
-            budget: k.count("budget"),
-            eta: k.number("eta"),
-            pin_cap: k.opt_count("pin_cap"),
-        };
-        Ok(Box::new(FrontierSampler::new(g, params)?))
-    },
-    // Every pop adds one node: the initial frontier and the pops make n draws.
-    expected_nodes: |k| Some(k.count("budget")),
-};
+impl SamplerParams for FrontierParams {
+    const KIND: &'static str = "frontier";
+    const DOC: &'static str = "Frontier sampling with the Dashboard";
+    type Sampler<'g> = FrontierSampler<'g>;
+
+    fn build<'g>(&self, graph: Csr<'g>) -> Result<FrontierSampler<'g>, SampleError> {
+        FrontierSampler::new(graph, *self)
+    }
+
+    /// Every pop adds one node: the initial frontier and the pops make n draws.
+    fn expected_nodes(&self) -> Option<usize> {
+        Some(self.budget)
+    }
+}
 
 /// The frontier sampler over one graph.
 pub struct FrontierSampler<'g> {

@@ -1,20 +1,25 @@
 //! Graph samplers: the first stage of every training step. A [`Sampler`] draws a node
 //! multiset from a graph; [`sample_subgraph`] turns it into an induced [`Subgraph`]
 //! (dedup, optional clipping, induction); [`sample_pool`] fills a pool of subgraphs with
-//! independent samplers in parallel (inter-sampler parallelism).
+//! independent samplers in parallel (inter-sampler parallelism). Each sampler's file
+//! declares its typed parameters ([`params`]); [`SamplerConfig`] gathers them.
 //!
 //! Determinism: subgraph `i` of a run with seed `s` is drawn from an RNG seeded by
 //! hash(s, i) alone, so it is the same whatever the number of threads or the order in
 //! which subgraphs are drawn.
 
+// First, so that `sampler_params!` is in scope in the sampler files below.
+#[macro_use]
+pub mod params;
+
 pub mod alias;
+pub mod config;
 pub mod edge;
 pub mod frontier;
 pub mod induce;
 pub mod naive;
 pub mod node;
 pub mod norm;
-pub mod spec;
 pub mod walk;
 
 use rand::SeedableRng;
@@ -25,13 +30,14 @@ use crate::seed::{hash3, stream};
 use crate::store::Csr;
 use crate::store::StoreError;
 
-pub use edge::EdgeSampler;
+pub use config::{SamplerConfig, KINDS};
+pub use edge::{EdgeParams, EdgeSampler};
 pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
 pub use induce::{clip, induce, transpose_permutation, Subgraph};
-pub use node::{FullSampler, NodeSampler};
+pub use node::{FullParams, FullSampler, NodeParams, NodeSampler};
 pub use norm::{Counts, Layout, NormCounts, SparseCounts};
-pub use spec::{SamplerKind, SamplerSpec, SAMPLERS};
-pub use walk::RandomWalkSampler;
+pub use params::SamplerParams;
+pub use walk::{RandomWalkSampler, WalkParams};
 
 /// The RNG of one subgraph draw: xoshiro256++, a fixed algorithm (portable results).
 pub type SampleRng = rand_xoshiro::Xoshiro256PlusPlus;

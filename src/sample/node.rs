@@ -4,48 +4,55 @@
 //! Drawing ∝ degree needs no table: a uniform entry position k ∈ [0, nnz) belongs to row u
 //! with probability deg(u)/nnz, and its row is found by binary search on the offsets.
 
-use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
+use crate::sample::params::SamplerParams;
 use crate::sample::{below, nodes_with_edges, SampleError, SampleRng, Sampler};
 use crate::store::Csr;
 
-/// The node sampler's row of the sampler table.
-pub const SPEC: SamplerSpec = SamplerSpec {
-    name: "node",
-    doc: "Nodes ∝ degree (or uniform with `uniform`)",
-    keys: &[
-        Key {
-            name: "budget",
-            ty: KeyType::Count,
-            default: Some(Value::Count(8000)),
-            doc: "Nodes drawn",
-        },
-        Key {
-            name: "uniform",
-            ty: KeyType::Flag,
-            default: Some(Value::Flag(false)),
-            doc: "Uniform node sampling instead of ∝ degree",
-        },
-    ],
-    whole_graph: false,
-    build: |g, k| {
-        Ok(Box::new(NodeSampler::new(
-            g,
-            k.count("budget"),
-            !k.flag("uniform"),
-        )?))
-    },
-    expected_nodes: |k| Some(k.count("budget")),
-};
+sampler_params! {
+    /// Parameters of the node sampler (plan `kind = "node"`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct NodeParams {
+        /// Nodes drawn.
+        pub budget: usize = 8000,
+        /// Uniform node sampling instead of ∝ degree.
+        pub uniform: bool = false,
+    }
+}
 
-/// The full sampler's row of the sampler table.
-pub const FULL_SPEC: SamplerSpec = SamplerSpec {
-    name: "full",
-    doc: "The whole graph",
-    keys: &[],
-    whole_graph: true,
-    build: |g, _| Ok(Box::new(FullSampler::new(g))),
-    expected_nodes: |_| None,
-};
+impl SamplerParams for NodeParams {
+    const KIND: &'static str = "node";
+    const DOC: &'static str = "Nodes ∝ degree (or uniform with `uniform`)";
+    type Sampler<'g> = NodeSampler<'g>;
+
+    fn build<'g>(&self, graph: Csr<'g>) -> Result<NodeSampler<'g>, SampleError> {
+        NodeSampler::new(graph, self.budget, !self.uniform)
+    }
+
+    fn expected_nodes(&self) -> Option<usize> {
+        Some(self.budget)
+    }
+}
+
+sampler_params! {
+    /// Parameters of the full "sampler" (plan `kind = "full"`): none.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct FullParams {}
+}
+
+impl SamplerParams for FullParams {
+    const KIND: &'static str = "full";
+    const DOC: &'static str = "The whole graph";
+    const WHOLE_GRAPH: bool = true;
+    type Sampler<'g> = FullSampler<'g>;
+
+    fn build<'g>(&self, graph: Csr<'g>) -> Result<FullSampler<'g>, SampleError> {
+        Ok(FullSampler::new(graph))
+    }
+
+    fn expected_nodes(&self) -> Option<usize> {
+        None
+    }
+}
 
 /// Node sampler over one graph.
 pub struct NodeSampler<'g> {

@@ -1,40 +1,36 @@
 //! Random-walk sampler (GraphSAINT): r roots drawn uniformly from the nodes that have
 //! neighbours, a walk of h steps from each; the sample is every node visited.
 
-use crate::sample::spec::{Key, KeyType, SamplerSpec, Value};
+use crate::sample::params::SamplerParams;
 use crate::sample::{below, EdgeNodes, SampleError, SampleRng, Sampler};
 use crate::store::Csr;
 
-/// The random-walk sampler's row of the sampler table.
-pub const SPEC: SamplerSpec = SamplerSpec {
-    name: "rw",
-    doc: "Random walks",
-    keys: &[
-        Key {
-            name: "roots",
-            ty: KeyType::Count,
-            default: Some(Value::Count(3000)),
-            doc: "Walk roots r",
-        },
-        Key {
-            name: "depth",
-            ty: KeyType::Count,
-            default: Some(Value::Count(2)),
-            doc: "Walk length h",
-        },
-    ],
-    whole_graph: false,
-    build: |g, k| {
-        Ok(Box::new(RandomWalkSampler::new(
-            g,
-            k.count("roots"),
-            k.count("depth"),
-        )?))
-    },
-    // Each walk visits its root and h more nodes (no dead ends: roots have neighbours and
-    // the graph is symmetric).
-    expected_nodes: |k| Some(k.count("roots") * (k.count("depth") + 1)),
-};
+sampler_params! {
+    /// Parameters of the random-walk sampler (plan `kind = "rw"`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct WalkParams {
+        /// Walk roots r.
+        pub roots: usize = 3000,
+        /// Walk length h.
+        pub depth: usize = 2,
+    }
+}
+
+impl SamplerParams for WalkParams {
+    const KIND: &'static str = "rw";
+    const DOC: &'static str = "Random walks";
+    type Sampler<'g> = RandomWalkSampler<'g>;
+
+    fn build<'g>(&self, graph: Csr<'g>) -> Result<RandomWalkSampler<'g>, SampleError> {
+        RandomWalkSampler::new(graph, self.roots, self.depth)
+    }
+
+    /// Each walk visits its root and h more nodes (no dead ends: roots have neighbours
+    /// and the graph is symmetric).
+    fn expected_nodes(&self) -> Option<usize> {
+        Some(self.roots * (self.depth + 1))
+    }
+}
 
 /// Random-walk sampler over one graph.
 pub struct RandomWalkSampler<'g> {

@@ -26,7 +26,7 @@ use super::Result;
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Bindings, Graph, NodeId, Params};
 use crate::op::{GraphSource, Registry, StoreSource};
-use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerKind, SamplerPlan};
+use crate::plan::{LowerEnv, Lowered, Optimizer, Plan, SampleGraph, SamplerConfig, SamplerPlan};
 use crate::planner::{plan, PlanOptions, PlanReport};
 use crate::progress::Progress;
 use crate::sample::{NormCounts, Sampler};
@@ -463,7 +463,7 @@ pub fn schedule(plan: &Plan, epochs: Option<usize>) -> Vec<(usize, SamplerPlan, 
     phases
 }
 
-/// A sampler of `sp`'s kind over the graph it names (the sampler table's `build`).
+/// A sampler of `sp`'s kind over the graph it names ([`SamplerConfig::build`]).
 pub fn build_sampler<'g>(store: &'g GraphStore, sp: &SamplerPlan) -> Result<Box<dyn Sampler + 'g>> {
     let g = match sp.graph {
         SampleGraph::Train => store.train(),
@@ -473,7 +473,7 @@ pub fn build_sampler<'g>(store: &'g GraphStore, sp: &SamplerPlan) -> Result<Box<
 }
 
 /// The sampler's expected node draw (before dedup) on a graph of `n` nodes.
-pub(crate) fn expected_nodes(kind: &SamplerKind, n: usize) -> usize {
+pub(crate) fn expected_nodes(kind: &SamplerConfig, n: usize) -> usize {
     kind.expected_nodes().unwrap_or(n).clamp(1, n.max(1))
 }
 
