@@ -207,8 +207,8 @@ impl FieldValue for bool {
 
 /// Declares a sampler's parameter struct: each field with its doc comment (the first line
 /// is its help text), its type (one with a [`FieldValue`]) and its default. Writes the
-/// struct, `Default`, and [`Fields`] (`FIELDS` and `set`); the sampler's file then
-/// implements [`SamplerParams`].
+/// struct (each field's rustdoc ending with its default), `Default`, and [`Fields`]
+/// (`FIELDS` and `set`); the sampler's file then implements [`SamplerParams`].
 ///
 /// ```
 /// saintflow::sampler_params! {
@@ -244,6 +244,8 @@ macro_rules! sampler_params {
         $vis struct $name {
             $(
                 $(#[doc = $doc])+
+                #[doc = ""]
+                #[doc = concat!("Default: `", stringify!($default), "`.")]
                 pub $field: $ty,
             )*
         }
