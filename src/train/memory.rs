@@ -5,7 +5,7 @@
 //!
 //! The estimate is parameters + optimiser state (Adam: two more copies, SGD: one) + the
 //! peak live bytes of one step ([`crate::planner::memory::schedule`] over the lowered,
-//! unplanned step graph, with n the sampler table's expected node draw clamped to the
+//! unplanned step graph, with n the sampler's expected node draw clamped to the
 //! sampled graph, or the whole graph for `full`, and nnz = n × its mean degree). The
 //! store's sections are memory-mapped and paged in on demand, so they are not counted:
 //! a store larger than memory trains. The step's estimate counts the parameters it reads
