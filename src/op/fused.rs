@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
 
 use super::util::{dense, row_split};
@@ -65,8 +67,7 @@ impl Fused {
         let xs: Vec<&Tensor> = (0..inputs.len())
             .map(|i| dense(inputs, i, "fused"))
             .collect::<Result<_, _>>()?;
-        let widest = self.stages.iter().map(|s| s.cols).max().unwrap_or(1).max(1);
-        let step = (BLOCK_ELEMENTS / widest).max(1);
+        let step = self.block_rows();
         let last = self.stages.len() - 1;
         let mut bufs: Vec<Vec<f32>> = self.stages[..last]
             .iter()
@@ -120,6 +121,12 @@ impl Fused {
             r += h;
         }
         Ok(())
+    }
+
+    /// Rows per block: a block of the widest stage is about [`BLOCK_ELEMENTS`].
+    fn block_rows(&self) -> usize {
+        let widest = self.stages.iter().map(|s| s.cols).max().unwrap_or(1).max(1);
+        (BLOCK_ELEMENTS / widest).max(1)
     }
 
     /// The node's rows: those of a per-node input.
@@ -199,12 +206,23 @@ impl Op for Fused {
             ..Cost::streaming(inputs, output, b)
         }
     }
+    /// The blocks in parallel on the caller's rayon pool (what the unfused ops' kernels
+    /// did: the interpreter runs them so).
     fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
         let rows = self.rows(inputs)?;
         let cols = self.stages.last().map_or(0, |s| s.cols);
         let mut y = Tensor::scratch(rows, cols);
-        let view = MatMut::row_major(&mut y.data, rows, cols)?;
-        self.run(inputs, ctx, 0..rows, view)?;
+        if cols == 0 || rows == 0 {
+            return Ok(Value::dense(y));
+        }
+        let step = self.block_rows();
+        y.data
+            .par_chunks_mut(step * cols)
+            .enumerate()
+            .try_for_each(|(k, out)| {
+                let (r0, h) = (k * step, out.len() / cols);
+                self.run(inputs, ctx, r0..r0 + h, MatMut::row_major(out, h, cols)?)
+            })?;
         Ok(Value::dense(y))
     }
     /// Pure unless a stage is not (a dropout draws its own mask).

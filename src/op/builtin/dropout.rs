@@ -42,36 +42,39 @@ fn mask_base(ctx: &Ctx<'_>, key: u32) -> u64 {
     )
 }
 
-/// y = x ⊙ mask / (1 − p) with the mask of `base`, through the kernel (one chunk per task,
-/// each chunk's random stream starting at its first element index, so the mask does not
-/// depend on the chunking or the thread count).
+/// y = x ⊙ mask / (1 − p) for a run of elements whose first is element `first` of the
+/// whole matrix: element e keeps its value iff hash(base, e) ≥ p·2⁶⁴, whatever the run.
+fn mask_into(x: &[f32], p: f64, base: u64, first: u64, y: &mut [f32]) -> Result<(), OpError> {
+    let mut i = first;
+    let mut mask = vec![0u8; x.len()];
+    saintflow_ops::elementwise::dropout(
+        x,
+        p,
+        || {
+            let h = hash3(base, stream::DROPOUT, i);
+            i += 1;
+            h
+        },
+        y,
+        &mut mask,
+    )?;
+    Ok(())
+}
+
+/// y = x ⊙ mask / (1 − p) with the mask of `base`, one chunk per task (so the mask does
+/// not depend on the chunking or the thread count).
 fn apply_mask(x: &Tensor, p: f64, base: u64) -> Result<Tensor, OpError> {
     let mut y = Tensor::zeros(x.rows, x.cols);
     y.data
         .par_chunks_mut(CHUNK)
         .zip(x.data.par_chunks(CHUNK))
         .enumerate()
-        .try_for_each(|(c, (y, x))| {
-            let mut i = (c * CHUNK) as u64;
-            let mut mask = vec![0u8; x.len()];
-            saintflow_ops::elementwise::dropout(
-                x,
-                p,
-                || {
-                    let h = hash3(base, stream::DROPOUT, i);
-                    i += 1;
-                    h
-                },
-                y,
-                &mut mask,
-            )
-        })?;
+        .try_for_each(|(c, (y, x))| mask_into(x, p, base, (c * CHUNK) as u64, y))?;
     Ok(y)
 }
 
 /// Rows of [`apply_mask`]: the block `x` whose first element is element `first` of the
-/// whole matrix, so every element gets the mask bit `apply_mask` gives it. The identity
-/// when not training or p = 0, as the ops' forwards.
+/// whole matrix. The identity when not training or p = 0, as the ops' forwards.
 fn mask_rows(
     op: &str,
     p: f64,
@@ -87,21 +90,7 @@ fn mask_rows(
         y.copy_from_slice(x);
         return Ok(());
     }
-    let base = mask_base(ctx, key);
-    let mut i = first;
-    let mut mask = vec![0u8; x.len()];
-    saintflow_ops::elementwise::dropout(
-        x,
-        p,
-        || {
-            let h = hash3(base, stream::DROPOUT, i);
-            i += 1;
-            h
-        },
-        y,
-        &mut mask,
-    )?;
-    Ok(())
+    mask_into(x, p, mask_base(ctx, key), first, y)
 }
 
 /// Inverted dropout: in training, each element is zeroed with probability p and the kept
