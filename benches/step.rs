@@ -160,6 +160,32 @@ impl Model {
     }
 }
 
+/// The executor's per-worker timeline (`STEP_BENCH_TIMELINE=1`): 7 pre-sampled steps on a
+/// recording executor, the summary of the median-length one (busy time per worker, time by
+/// how many workers were busy, the ops that ran alone).
+fn timeline(model: &Model, src: &dyn GraphSource, threads: usize) {
+    let ex = Executor::new(threads).with_timeline(true);
+    let mut runs: Vec<saintflow::exec::Timeline> = (0..7)
+        .map(|step| {
+            ex.run_step(
+                &model.graph,
+                &model.wanted,
+                Some(src),
+                &model.params,
+                step,
+                1,
+                true,
+            )
+            .unwrap()
+            .timeline
+            .expect("recorded")
+        })
+        .collect();
+    runs.sort_by_key(|t| t.length());
+    eprintln!("timeline, executor, pre-sampled, {threads}t (the median of 7 steps):");
+    eprint!("{}", runs[3].summary(12));
+}
+
 /// Time per op name over one step, by the interpreter's order, on the current rayon pool
 /// (`STEP_BENCH_OPS=1`): where "other" goes.
 fn per_op(model: &Model, src: &dyn GraphSource) {
@@ -374,6 +400,9 @@ fn steps(c: &mut Criterion) {
         let mut model = Model::new(&src, 2, threads, b);
         if std::env::var_os("STEP_BENCH_OPS").is_some() {
             pool.install(|| per_op(&model, &pre));
+        }
+        if std::env::var_os("STEP_BENCH_TIMELINE").is_some() {
+            timeline(&model, &pre, threads);
         }
         pool.install(|| {
             Prefetch::scope(ex.pool(), &src, 2, |fetch| {

@@ -676,3 +676,65 @@ fn prefetching_stops_at_the_end_of_the_range() {
         assert_eq!(got, (10..15).collect::<Vec<_>>(), "{threads} workers");
     }
 }
+
+/// The per-worker timeline (issue 33): every node the step ran has a span, every span is on
+/// a worker of the pool, spans on one worker never overlap, a split node has its
+/// preparation and one span per part, and a step without the option records none.
+#[test]
+fn the_timeline_records_every_task_and_part_on_its_worker() {
+    use saintflow::exec::SpanKind;
+    let reg = Registry::with_builtins();
+    let src = MemorySource::random(1200, 8, 6, 3, false, 5);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
+    let (g, wanted, params) = planned(&path, 64, &src, &reg);
+    let ex = Executor::new(2).with_timeline(true);
+    let got = ex
+        .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+        .unwrap();
+    let t = got.timeline.expect("a timeline");
+    assert_eq!(t.workers, 2);
+    let ran: std::collections::HashSet<NodeId> = t.spans.iter().map(|s| s.node).collect();
+    let needed = g.ancestors(&wanted);
+    assert_eq!(ran.len(), needed.len(), "a span per node run");
+    for w in 0..2 {
+        let mut mine: Vec<_> = t.spans.iter().filter(|s| s.worker == w).collect();
+        mine.sort_by_key(|s| s.start);
+        for pair in mine.windows(2) {
+            assert!(
+                pair[0].end <= pair[1].start,
+                "{:?} overlaps {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+    assert!(t.spans.iter().all(|s| s.worker < 2 && s.start <= s.end));
+    let prepared: Vec<NodeId> = t
+        .spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Prepare)
+        .map(|s| s.node)
+        .collect();
+    assert!(!prepared.is_empty(), "GEMMs split at n = 1200");
+    for id in prepared {
+        assert!(t
+            .spans
+            .iter()
+            .any(|s| s.node == id && matches!(s.kind, SpanKind::Part(_))));
+    }
+    let busy: std::time::Duration = t.busy().iter().sum();
+    let by_k: std::time::Duration = t
+        .concurrency()
+        .iter()
+        .enumerate()
+        .map(|(k, d)| *d * k as u32)
+        .sum();
+    assert!(
+        busy.abs_diff(by_k) < std::time::Duration::from_micros(50),
+        "{busy:?} vs {by_k:?}"
+    );
+    let plain = Executor::new(2)
+        .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+        .unwrap();
+    assert!(plain.timeline.is_none());
+}

@@ -30,7 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::interp::{check_output, op_error, step_order, StageTimes, StepRunner, StepValues};
-use super::pool::{Pool, Scope};
+use super::pool::{current_worker, Pool, Scope};
+use super::timeline::{Span, SpanKind, Timeline};
 use crate::ir::{recycle, Bindings, Graph, IrError, NodeId, Params, Tensor, Value};
 use crate::op::{Axis, Ctx, GraphSource, MatMut, OpError, Split};
 
@@ -38,6 +39,7 @@ use crate::op::{Axis, Ctx, GraphSource, MatMut, OpError, Split};
 #[derive(Debug)]
 pub struct Executor {
     pool: Arc<Pool>,
+    timeline: bool,
 }
 
 impl Executor {
@@ -48,7 +50,15 @@ impl Executor {
     pub fn new(threads: usize) -> Executor {
         Executor {
             pool: Arc::new(Pool::new(threads)),
+            timeline: false,
         }
+    }
+
+    /// Records every step's per-worker timeline into [`StepValues::timeline`] (a span per
+    /// task and part: a lock and a push each, so off by default).
+    pub fn with_timeline(mut self, on: bool) -> Executor {
+        self.timeline = on;
+        self
     }
 
     /// The pool, for other work that should share the workers (the subgraph prefetcher).
@@ -69,7 +79,13 @@ impl StepRunner for Executor {
         training: bool,
     ) -> Result<StepValues, IrError> {
         run_on(
-            &self.pool, graph, wanted, source, params, step, seed, training,
+            &self.pool,
+            graph,
+            wanted,
+            source,
+            params,
+            (step, seed, training),
+            self.timeline,
         )
     }
 
@@ -124,6 +140,8 @@ struct Step<'a> {
     times: Mutex<StageTimes>,
     failed: AtomicBool,
     error: Mutex<Option<IrError>>,
+    /// With a timeline: the step's start and the spans so far.
+    timeline: Option<(Instant, Mutex<Vec<Span>>)>,
 }
 
 /// The output of a split node while its parts run.
@@ -139,16 +157,14 @@ struct Parts {
     remaining: AtomicUsize,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_on(
     pool: &Pool,
     graph: &Graph,
     wanted: &[NodeId],
     source: Option<&dyn GraphSource>,
     params: &Params,
-    step: u64,
-    seed: u64,
-    training: bool,
+    (step, seed, training): (u64, u64, bool),
+    timeline: bool,
 ) -> Result<StepValues, IrError> {
     let order = step_order(graph, wanted)?;
     let index: std::collections::HashMap<NodeId, usize> =
@@ -192,6 +208,7 @@ fn run_on(
         times: Mutex::new(StageTimes::default()),
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
+        timeline: timeline.then(|| (Instant::now(), Mutex::new(Vec::new()))),
     };
     let st = &st;
     pool.scope(|s| {
@@ -224,7 +241,14 @@ fn run_on(
     }
     let bindings = *st.bindings.lock().expect("bindings");
     let times = *st.times.lock().expect("times");
-    Ok(StepValues::new(values, bindings, times))
+    let mut out = StepValues::new(values, bindings, times);
+    if let Some((_, spans)) = &st.timeline {
+        out.timeline = Some(Timeline {
+            spans: std::mem::take(&mut *spans.lock().expect("timeline")),
+            workers: pool.threads(),
+        });
+    }
+    Ok(out)
 }
 
 impl Step<'_> {
@@ -260,12 +284,23 @@ impl Step<'_> {
             .collect()
     }
 
-    fn add_time(&self, i: usize, started: Instant) {
-        let stage = self.graph.node(self.nodes[i].id).op.stage();
+    fn add_time(&self, i: usize, started: Instant, kind: SpanKind) {
+        let node = self.graph.node(self.nodes[i].id);
+        let ended = Instant::now();
         self.times
             .lock()
             .expect("times")
-            .add(stage, started.elapsed());
+            .add(node.op.stage(), ended - started);
+        if let Some((t0, spans)) = &self.timeline {
+            spans.lock().expect("timeline").push(Span {
+                worker: current_worker().unwrap_or(usize::MAX),
+                node: self.nodes[i].id,
+                op: node.op.name().to_string(),
+                kind,
+                start: started.saturating_duration_since(*t0),
+                end: ended.saturating_duration_since(*t0),
+            });
+        }
     }
 }
 
@@ -312,7 +347,7 @@ fn run_node<'s>(st: &'s Step<'s>, i: usize, s: &Scope<'s>) {
         let out = guarded(|| node.op.forward(&refs, &ctx));
         drop(refs);
         drop(inputs);
-        st.add_time(i, started);
+        st.add_time(i, started, SpanKind::Task);
         match out {
             Ok(v) => complete(st, i, v, s),
             Err(e) => st.fail(i, e),
@@ -324,7 +359,7 @@ fn run_node<'s>(st: &'s Step<'s>, i: usize, s: &Scope<'s>) {
         Ok(p) => Arc::new(p),
         Err(e) => return st.fail(i, e),
     };
-    st.add_time(i, started);
+    st.add_time(i, started, SpanKind::Prepare);
     for k in 0..parts.split.ranges.len() {
         let parts = parts.clone();
         s.spawn(move |s| run_part(st, i, &parts, k, s));
@@ -415,7 +450,7 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
             });
             drop(refs);
             drop(inputs);
-            st.add_time(i, started);
+            st.add_time(i, started, SpanKind::Part(k));
             if let Err(e) = r {
                 st.fail(i, e);
             }

@@ -48,6 +48,9 @@ pub struct StepValues {
     pub bindings: Bindings,
     /// Where the step's time went.
     pub times: StageTimes,
+    /// The per-worker timeline, when the runner records one
+    /// ([`Executor::with_timeline`](super::Executor::with_timeline)).
+    pub timeline: Option<super::timeline::Timeline>,
 }
 
 /// Something that runs a step's DAG: the reference [`Interpreter`] or the work-stealing
@@ -129,6 +132,7 @@ impl StepValues {
             values,
             bindings,
             times,
+            timeline: None,
         }
     }
 
@@ -252,5 +256,6 @@ pub fn run(
         values,
         bindings,
         times,
+        timeline: None,
     })
 }

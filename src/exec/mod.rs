@@ -8,12 +8,14 @@ pub mod gradcheck;
 pub mod interp;
 pub mod pool;
 pub mod prefetch;
+pub mod timeline;
 
 pub use executor::Executor;
 pub use gradcheck::{check_gradients, Discrepancy, GradCheck};
 pub use interp::{run, Interpreter, StageTimes, StepRunner, StepValues};
 pub use pool::{Pool, Scope};
 pub use prefetch::Prefetch;
+pub use timeline::{Span, SpanKind, Timeline};
 
 /// A rayon pool of `threads` workers (0: one per core): where training and full-graph
 /// inference run when asked for a thread count, the executor then taking as many.

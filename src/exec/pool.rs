@@ -82,6 +82,13 @@ impl std::fmt::Debug for Pool {
 thread_local! {
     /// On a worker thread: its pool's id and its own deque.
     static LOCAL: Cell<Option<(usize, *const Worker<Job>)>> = const { Cell::new(None) };
+    /// On a worker thread: its index in its pool.
+    static INDEX: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The index (0..p) of the pool worker this thread is, or `None` off every pool.
+pub fn current_worker() -> Option<usize> {
+    INDEX.with(Cell::get)
 }
 
 static NEXT_POOL_ID: AtomicUsize = AtomicUsize::new(1);
@@ -279,6 +286,7 @@ fn worker_main(shared: Arc<Shared>, index: usize, local: Worker<Job>) {
         .build()
         .expect("a one-thread rayon pool on the worker's thread");
     LOCAL.with(|l| l.set(Some((shared.id, &local as *const Worker<Job>))));
+    INDEX.with(|i| i.set(Some(index)));
     let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ ((index as u64 + 1) << 32);
     loop {
         if let Some(job) = find_task(&shared, index, &local, &mut rng) {
