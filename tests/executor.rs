@@ -335,6 +335,12 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             }
         }
         use saintflow::op::builtin::{L2Norm, L2NormBackward};
+        // Concat and slice: row blocks of copies.
+        use saintflow::op::builtin::{Concat, Slice};
+        for threads in [2, 3] {
+            parts_equal_forward(&Concat, &[&x, &dy, &x], &ctx, threads);
+            parts_equal_forward(&Slice { start: 7, len: 100 }, &[&x], &ctx, threads);
+        }
         for threads in [2, 3] {
             parts_equal_forward(&Rows(L2Norm), &[&x], &ctx, threads);
             parts_equal_forward(&Rows(L2NormBackward), &[&x, &dy], &ctx, threads);

@@ -6,10 +6,58 @@
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::util::row_split;
 use crate::op::RowLocal;
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
+use crate::op::{
+    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, Split,
+};
 
 use super::dense;
+
+/// Rows `r` of every input as views (the inputs have equal row counts, checked by the
+/// caller's `forward` contract; a short input is an error).
+fn row_views<'v>(
+    inputs: &[&'v Value],
+    r: std::ops::Range<usize>,
+    op: &str,
+) -> Result<Vec<MatRef<'v>>, OpError> {
+    (0..inputs.len())
+        .map(|i| {
+            let x = dense(inputs, i, op)?;
+            let m = MatRef::row_major(&x.data, x.rows, x.cols)?;
+            Ok(m.rows(r.clone())?)
+        })
+        .collect()
+}
+
+/// y's rows = the inputs' same rows side by side (y's width is the sum of theirs).
+fn concat_rows(parts: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
+    for i in 0..y.n_rows() {
+        let out = y.row_mut(i);
+        let mut at = 0;
+        for p in parts {
+            out[at..at + p.n_cols()].copy_from_slice(p.row(i));
+            at += p.n_cols();
+        }
+    }
+    Ok(())
+}
+
+/// y's rows = columns `start..start + y.n_cols()` of x's same rows.
+fn slice_rows(x: &MatRef<'_>, start: usize, mut y: MatMut<'_>) -> Result<(), OpError> {
+    let len = y.n_cols();
+    if start + len > x.n_cols() {
+        return Err(OpError::args(format!(
+            "slice: expected at least {} columns, got {}",
+            start + len,
+            x.n_cols()
+        )));
+    }
+    for i in 0..y.n_rows() {
+        y.row_mut(i).copy_from_slice(&x.row(i)[start..start + len]);
+    }
+    Ok(())
+}
 
 /// A dense fact's (rows, cols).
 fn shape(f: &Fact) -> (Dim, Dim) {
@@ -101,9 +149,60 @@ impl Op for Concat {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
+    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+        Some(self)
+    }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
 }
 
 impl RowLocal for Concat {}
+
+impl Partitioned for Concat {
+    /// Row blocks, as a row-wise op (a copy: any split gives the same bits).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let rows = dense(inputs, 0, "concat")?.rows;
+        let mut cols = 0;
+        for i in 0..inputs.len() {
+            let x = dense(inputs, i, "concat")?;
+            if x.rows != rows {
+                return Ok(None); // `forward` reports it
+            }
+            cols += x.cols;
+        }
+        Ok(row_split(rows, cols, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let parts = row_views(inputs, split.ranges[part].clone(), "concat")?;
+        concat_rows(&parts, out)
+    }
+}
+
+impl RowBlocks for Concat {
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        concat_rows(x, y)
+    }
+}
 
 /// x[:, start .. start + len]: one column block (the backward of `concat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,9 +282,52 @@ impl Op for Slice {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
+    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+        Some(self)
+    }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
 }
 
 impl RowLocal for Slice {}
+
+impl Partitioned for Slice {
+    /// Row blocks (a copy: any split gives the same bits).
+    fn split(
+        &self,
+        inputs: &[&Value],
+        _: &Fact,
+        _: &Ctx<'_>,
+        threads: usize,
+    ) -> Result<Option<Split>, OpError> {
+        let x = dense(inputs, 0, "slice")?;
+        Ok(row_split(x.rows, self.len, threads))
+    }
+    fn forward_part(
+        &self,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+        split: &Split,
+        part: usize,
+        out: MatMut<'_>,
+    ) -> Result<(), OpError> {
+        let x = row_views(inputs, split.ranges[part].clone(), "slice")?;
+        slice_rows(&x[0], self.start, out)
+    }
+}
+
+impl RowBlocks for Slice {
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        slice_rows(&x[0], self.start, y)
+    }
+}
 
 /// An n × len block placed at columns start.. of an n × cols zero matrix: the backward of
 /// [`Slice`] (and the adjoint of it, so its own backward is a slice).
