@@ -8,7 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::small_store;
+use common::{saintflow, saintflow_ok, small_store};
 
 /// SIGPIPE's number (13 on every Linux architecture).
 const SIGPIPE: i32 = 13;
@@ -98,4 +98,287 @@ fn issue_28_item_3_a_closed_stdout_ends_every_printing_command_quietly() {
         "{:?}",
         o.status
     );
+}
+
+/// `saintflow args` in `cwd` with the machine's memory set to `limit`, so a test means
+/// the same on any machine.
+fn with_memory(args: &[&str], cwd: &Path, limit: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .current_dir(cwd)
+        .env("SAINTFLOW_MEMORY_LIMIT", limit)
+        .output()
+        .unwrap()
+}
+
+/// Item 1: sampler sizes go through the memory check (train: at the plan key's position;
+/// `sample`: naming the flag) instead of aborting in the allocator (exit 134) or being
+/// killed for memory.
+#[test]
+fn issue_28_item_1_absurd_sampler_sizes_are_refused_before_allocating() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let sage = plan("graphsage.toml");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["sampler.depth=1000000000"],
+            "override `sampler.depth=1000000000`:1:15: sampler depth = 1000000000: each subgraph draws 3000000003000 nodes before dedup",
+        ),
+        (&["sampler.roots=4000000000"], "sampler roots = 4000000000: each subgraph draws 12000000000 nodes"),
+        (
+            &["sampler.kind=edge", "sampler.edges=4000000000"],
+            "sampler edges = 4000000000: each subgraph draws 8000000000 nodes",
+        ),
+        (
+            &["sampler.kind=node", "sampler.budget=4000000000"],
+            "sampler budget = 4000000000: each subgraph draws 4000000000 nodes",
+        ),
+        // Overflowing products saturate instead of panicking.
+        (
+            &["sampler.depth=9223372036854775807", "sampler.roots=3"],
+            "sampler depth = 9223372036854775807",
+        ),
+    ];
+    for (sets, want) in cases {
+        let mut args = vec!["train", &sage, "--graph", g, "--epochs", "1", "-q"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let o = with_memory(&args, tmp.path(), "4G");
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{sets:?}: {err}");
+        assert!(err.contains(want), "{sets:?}: {err}");
+        assert!(
+            err.contains("this machine has 4.0 GiB (SAINTFLOW_MEMORY_LIMIT=4G)")
+                && err.contains("--no-memory-check"),
+            "{err}"
+        );
+    }
+    // In the plan file: the position is the value's.
+    std::fs::write(
+        tmp.path().join("deep.toml"),
+        std::fs::read_to_string(&sage)
+            .unwrap()
+            .replace("depth = 2", "depth = 1000000000"),
+    )
+    .unwrap();
+    let o = with_memory(
+        &["train", "deep.toml", "--graph", g, "-q"],
+        tmp.path(),
+        "4G",
+    );
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("deep.toml:10:9: sampler depth = 1000000000"),
+        "{err}"
+    );
+
+    let o = with_memory(
+        &[
+            "sample",
+            g,
+            "--sampler",
+            "rw",
+            "--roots",
+            "4000000000",
+            "--count",
+            "1",
+        ],
+        tmp.path(),
+        "4G",
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "--roots 4000000000: each subgraph draws 12000000000 nodes before dedup, 44.7 GiB"
+        ),
+        "{err}"
+    );
+    let o = with_memory(
+        &["sample", g, "--sampler", "node", "--budget", "4000000000"],
+        tmp.path(),
+        "4G",
+    );
+    assert!(
+        text(&o).1.contains("--budget 4000000000: "),
+        "{:?}",
+        text(&o)
+    );
+    let o = with_memory(&["sample", g, "--count", "1000000000000"], tmp.path(), "4G");
+    assert!(
+        text(&o)
+            .1
+            .contains("--count 1000000000000: 7.3 TiB of per-subgraph timings"),
+        "{:?}",
+        text(&o)
+    );
+    // Ordinary sizes still sample, and the override lets a deliberate try through.
+    saintflow_ok(&["sample", g, "--count", "2", "-q"], tmp.path());
+}
+
+/// Item 2: `gen`'s counts are estimated (memory and disk) before anything is allocated or
+/// written, and refused naming the flag; nothing is left behind; 10⁹ classes are refused
+/// by `gen` and by an import whose labels hold such an id.
+#[test]
+fn issue_28_item_2_gen_counts_are_estimated_and_absurd_ones_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen = |extra: &[&str]| {
+        let mut args = vec!["gen", "kronecker", "--scale", "10", "-o", "f.sf", "-q"];
+        args.extend_from_slice(extra);
+        with_memory(&args, tmp.path(), "4G")
+    };
+    let o = gen(&["--features", "1000000000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--features 1000000000: generating needs about")
+            && err.contains("this machine has 4.0 GiB"),
+        "{err}"
+    );
+    let o = gen(&["--degree", "1000000000000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--degree 1000000000000 (--scale 10): the store needs about 14.6 PiB of disk"),
+        "{err}"
+    );
+    let o = gen(&["--classes", "1000000000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--classes expected 1..1000000000 (exclusive), got 1000000000"),
+        "{err}"
+    );
+    let o = gen(&["--classes", "100000000", "--features", "64", "--planted"]);
+    assert!(
+        text(&o)
+            .1
+            .contains("--classes 100000000 with --planted: generating needs about"),
+        "{:?}",
+        text(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing written: {left:?}");
+    // An ordinary spec still generates.
+    saintflow_ok(
+        &["gen", "kronecker", "--scale", "8", "-o", "ok.sf", "-q"],
+        tmp.path(),
+    );
+
+    // Import: a label id of 10⁹ in a class map.
+    let dir = tmp.path().join("in");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("edges.txt"), "0 1\n1 2\n2 0\n").unwrap();
+    std::fs::write(
+        dir.join("labels.json"),
+        r#"{"0": 1, "1": 1000000000, "2": 0}"#,
+    )
+    .unwrap();
+    let o = saintflow(
+        &[
+            "import",
+            "edgelist",
+            dir.join("edges.txt").to_str().unwrap(),
+            "--symmetrize",
+            "--labels",
+            dir.join("labels.json").to_str().unwrap(),
+            "-o",
+            "e.sf",
+            "-q",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("class id 1000000000 too large, expected < 1000000000"),
+        "{err}"
+    );
+}
+
+/// Item 4: an `[embedding]` plan's matrices and pools are checked against the machine's
+/// memory before anything is allocated, naming `embedding.dim`, in `train` and `embed`.
+#[test]
+fn issue_28_item_4_embedding_memory_is_checked_before_allocating() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let dw = plan("deepwalk.toml");
+    for args in [
+        vec![
+            "train",
+            &dw,
+            "--graph",
+            g,
+            "--set",
+            "embedding.dim=65536",
+            "-q",
+        ],
+        vec![
+            "embed",
+            &dw,
+            "--graph",
+            g,
+            "--set",
+            "embedding.dim=65536",
+            "-o",
+            "x.npy",
+            "-q",
+        ],
+    ] {
+        let o = with_memory(&args, tmp.path(), "256M");
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("embedding.dim = 65536: the vertex and context matrices need 256.0 MiB (2 × 512 × 65536 f32)")
+                && err.contains("this machine has 256.0 MiB (SAINTFLOW_MEMORY_LIMIT=256M)")
+                && err.contains("--no-memory-check"),
+            "{args:?}: {err}"
+        );
+        assert!(!tmp.path().join("x.npy").exists());
+    }
+    // `--no-memory-check` is taken by an embedding plan (it was refused as GNN-only).
+    let o = with_memory(
+        &[
+            "embed",
+            &dw,
+            "--graph",
+            g,
+            "--epochs",
+            "1",
+            "--no-memory-check",
+            "-o",
+            "y.npy",
+            "-q",
+        ],
+        tmp.path(),
+        "1M",
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
+/// Item 5: `partition -k` beyond the nodes, or beyond the training nodes (parts a rank
+/// could not train on), is refused at once, before any part is written.
+#[test]
+fn issue_28_item_5_partition_k_beyond_the_nodes_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let o = saintflow(&["partition", g, "-k", "600", "-o", "p", "-q"], tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("-k 600: more parts than the store's 512 nodes"),
+        "{err}"
+    );
+    let o = saintflow(&["partition", g, "-k", "512", "-o", "p", "-q"], tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("-k 512: more parts than the store's") && err.contains("training nodes"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("p").exists());
 }

@@ -143,13 +143,11 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
 
 /// `embed` of an `[embedding]` plan: trains it and writes the vertex matrix to `-o`.
 fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
-    if a.checkpoint.is_some() || a.last || a.no_memory_check {
+    if a.checkpoint.is_some() || a.last {
         let flag = if a.checkpoint.is_some() {
             "--checkpoint"
-        } else if a.last {
-            "--last"
         } else {
-            "--no-memory-check"
+            "--last"
         };
         return Err(super::embedding::refuse(flag, &a.plan));
     }
@@ -179,6 +177,7 @@ fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
             output: Some(a.output),
             scratch_dir: a.scratch_dir,
             holdout: a.holdout,
+            no_memory_check: a.no_memory_check,
         },
         progress,
     )

@@ -28,12 +28,13 @@ pub(super) struct Run {
     pub output: Option<PathBuf>,
     pub scratch_dir: Option<PathBuf>,
     pub holdout: f64,
+    pub no_memory_check: bool,
 }
 
 /// Refuses a flag that an embedding plan does not take, naming it.
 pub(super) fn refuse(flag: &str, plan: &std::path::Path) -> crate::error::Error {
     EmbedError::Invalid(format!(
-        "{}: `{flag}` applies to GNN plans; an [embedding] plan takes --set, --seed, --threads, --epochs, --memory, --scratch-dir, --holdout and --json (`saintflow embed PLAN --graph G -o emb.npy` writes the embedding)",
+        "{}: `{flag}` applies to GNN plans; an [embedding] plan takes --set, --seed, --threads, --epochs, --memory, --scratch-dir, --holdout, --no-memory-check and --json (`saintflow embed PLAN --graph G -o emb.npy` writes the embedding)",
         plan.display()
     ))
     .into()
@@ -67,6 +68,11 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
         epochs: run.epochs,
         progress: *progress,
         holdout: run.holdout,
+        memory_limit: if run.no_memory_check {
+            crate::machine::MemoryLimit::Off
+        } else {
+            crate::machine::MemoryLimit::Detect
+        },
     };
     let out = crate::embedding::train(&plan, &store, &opts)?;
     let line = format!(

@@ -383,6 +383,7 @@ impl TrainArgs {
             output: None,
             scratch_dir: self.scratch_dir.clone(),
             holdout: 0.0,
+            no_memory_check: self.no_memory_check,
         }))
     }
 }
