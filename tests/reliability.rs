@@ -382,3 +382,87 @@ fn issue_28_item_5_partition_k_beyond_the_nodes_is_refused() {
     );
     assert!(!tmp.path().join("p").exists());
 }
+
+/// Item 7: an edge list's `--split` is checked as `gen`'s is, an edge list with no edges
+/// is refused rather than made into a 0-node store, and a UTF-8 BOM is not an id.
+#[test]
+fn issue_28_item_7_edgelist_split_empty_graph_and_bom() {
+    let tmp = tempfile::tempdir().unwrap();
+    let import = |file: &str, text: &str, extra: &[&str]| {
+        let path = tmp.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let mut args = vec![
+            "import",
+            "edgelist",
+            path.to_str().unwrap(),
+            "--symmetrize",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        saintflow(&args, tmp.path())
+    };
+    std::fs::write(
+        tmp.path().join("labels.json"),
+        r#"{"0": 0, "1": 1, "2": 0, "3": 1}"#,
+    )
+    .unwrap();
+    for bad in ["0.5,0.5,0.5", "-1,1,1", "nan,0.5,0.5"] {
+        let split = format!("--split={bad}");
+        let o = import(
+            "e.txt",
+            "0 1\n1 2\n2 3\n",
+            &["--labels", "labels.json", &split, "-o", "s.sf"],
+        );
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{bad}: {err}");
+        assert!(
+            err.contains("--split expected three fractions summing to ≤ 1"),
+            "{bad}: {err}"
+        );
+        // The same words as `gen`'s.
+        let o = saintflow(
+            &["gen", "kronecker", "--scale", "4", &split, "-o", "k.sf"],
+            tmp.path(),
+        );
+        assert!(
+            text(&o)
+                .1
+                .contains("--split expected three fractions summing to ≤ 1"),
+            "{:?}",
+            text(&o)
+        );
+    }
+    for (name, empty) in [("empty.txt", ""), ("comments.txt", "# nothing\n% here\n\n")] {
+        for extra in [&[][..], &["--remap"][..]] {
+            let mut args = vec!["-o", "z.sf"];
+            args.extend_from_slice(extra);
+            let o = import(name, empty, &args);
+            let (_, err) = text(&o);
+            assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+            assert!(err.contains("no edge lines"), "{name}: {err}");
+            assert!(!tmp.path().join("z.sf").exists());
+        }
+    }
+    // A BOM before the first id: numeric ids read, and --remap makes no phantom node.
+    std::fs::write(tmp.path().join("bom.txt"), "\u{feff}0 1\n1 2\n").unwrap();
+    for (out, extra) in [("b.sf", None), ("r.sf", Some("--remap"))] {
+        let mut args = vec![
+            "import",
+            "edgelist",
+            "bom.txt",
+            "--symmetrize",
+            "-o",
+            out,
+            "-q",
+        ];
+        args.extend(extra);
+        saintflow_ok(&args, tmp.path());
+    }
+    for store in ["b.sf", "r.sf"] {
+        let o = saintflow_ok(&["info", store, "--json"], tmp.path());
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["nodes"], 3, "{store}");
+    }
+    let ids = std::fs::read_to_string(tmp.path().join("r.sf/ids.tsv")).unwrap();
+    assert!(!ids.contains('\u{feff}'), "{ids:?}");
+}
