@@ -466,3 +466,44 @@ fn issue_28_item_7_edgelist_split_empty_graph_and_bom() {
     let ids = std::fs::read_to_string(tmp.path().join("r.sf/ids.tsv")).unwrap();
     assert!(!ids.contains('\u{feff}'), "{ids:?}");
 }
+
+/// Item 11: a `--plot` that cannot be written is refused before training (not after the
+/// run, throwing it away); a plot that fails late still comes after the run's result.
+#[test]
+fn issue_28_item_11_plot_checked_before_training_and_result_printed_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let gcn = plan("gcn.toml");
+    for bad in ["/proc/x.png", "curves.pdf"] {
+        let o = saintflow(
+            &[
+                "train", &gcn, "--graph", g, "--epochs", "1", "--plot", bad, "--log", "l.jsonl",
+                "-q",
+            ],
+            tmp.path(),
+        );
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{bad}: {err}");
+        assert!(err.contains(bad.trim_start_matches('/')), "{bad}: {err}");
+        assert!(out.is_empty(), "{bad}: nothing trained: {out}");
+        let log = std::fs::read_to_string(tmp.path().join("l.jsonl")).unwrap_or_default();
+        assert!(
+            !log.contains("\"kind\":\"step\""),
+            "{bad}: no step ran: {log}"
+        );
+    }
+    // A destination that becomes unwritable only at the end (a directory holds its name):
+    // the result is on stdout, the plot's error after it.
+    std::fs::create_dir_all(tmp.path().join("late.svg/inside")).unwrap();
+    let o = saintflow(
+        &[
+            "train", &gcn, "--graph", g, "--epochs", "1", "--plot", "late.svg", "-q",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(out.contains("test accuracy"), "{out}");
+    assert!(err.contains("late.svg"), "{err}");
+}

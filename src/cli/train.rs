@@ -308,6 +308,10 @@ fn options<'a>(
             ))
         })?;
     }
+    // Issue 28: a plot that could not be written is known now, not after the run.
+    if let Some(path) = &a.plot {
+        crate::plot::check_output(path)?;
+    }
     if let Some(ck) = outputs {
         opts = opts.checkpoint(ck);
     }
@@ -317,13 +321,9 @@ fn options<'a>(
     Ok(opts)
 }
 
-/// The plot and the summary line of a finished run.
+/// The summary line of a finished run, then its plot: a plot that fails late (its
+/// destination changed during the run) never hides the result (issue 28).
 fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> Result<()> {
-    if let Some(path) = &a.plot {
-        let runs = [(plan.name.clone(), outcome.records.clone())];
-        let panels = crate::plot::training_panels(&runs)?;
-        crate::plot::plot(path, &panels)?;
-    }
     let line = match (&outcome.val, &outcome.test) {
         (Some(val), Some(test)) => format!(
             "{} on {}: best validation epoch {} ({}); test {}",
@@ -345,6 +345,11 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
         eprintln!("{line}");
     } else {
         println!("{line}");
+    }
+    if let Some(path) = &a.plot {
+        let runs = [(plan.name.clone(), outcome.records.clone())];
+        let panels = crate::plot::training_panels(&runs)?;
+        crate::plot::plot(path, &panels)?;
     }
     Ok(())
 }
