@@ -507,3 +507,48 @@ fn issue_28_item_11_plot_checked_before_training_and_result_printed_first() {
     assert!(out.contains("test accuracy"), "{out}");
     assert!(err.contains("late.svg"), "{err}");
 }
+
+/// Item 6: `embed` and `train` of an `[embedding]` plan, `sample`, `partition` and
+/// `eval-embedding` check the store the way `train` does (a small store in full) and
+/// refuse a damaged one; `--no-verify` skips the check.
+#[test]
+fn issue_28_item_6_every_store_reader_refuses_a_damaged_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = small_store(tmp.path(), "g.sf", 9, 1);
+    let bad = tmp.path().join("bad.sf");
+    common::copy_store(&good, &bad);
+    // A page of zeros in the middle of the adjacency, as `dd … conv=notrunc` makes it.
+    common::poke(&bad.join("full.indices.u32"), 4096, &[0u8; 4096]);
+    let g = good.to_str().unwrap();
+    let b = bad.to_str().unwrap();
+    let dw = plan("deepwalk.toml");
+    saintflow_ok(
+        &[
+            "embed", &dw, "--graph", g, "--epochs", "1", "-o", "e.npy", "-q",
+        ],
+        tmp.path(),
+    );
+    let cases: Vec<Vec<&str>> = vec![
+        vec![
+            "embed", &dw, "--graph", b, "--epochs", "1", "-o", "x.npy", "-q",
+        ],
+        vec!["train", &dw, "--graph", b, "--epochs", "1", "-q"],
+        vec!["sample", b, "--count", "2", "-q"],
+        vec!["partition", b, "-k", "2", "-o", "parts", "-q"],
+        vec!["eval-embedding", "e.npy", "--graph", b, "--repeats", "1"],
+    ];
+    for args in &cases {
+        let o = saintflow(args, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("full.indices"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    assert!(!tmp.path().join("x.npy").exists() && !tmp.path().join("parts").exists());
+    // `--no-verify` is the same switch as train's: the full check is skipped.
+    let o = saintflow(
+        &["sample", b, "--count", "2", "-q", "--no-verify"],
+        tmp.path(),
+    );
+    assert!(!text(&o).1.contains("panicked"), "{:?}", text(&o));
+}

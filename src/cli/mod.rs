@@ -128,8 +128,8 @@ pub fn run_with(registry: Registry) -> ExitCode {
 /// one place. Outputs are written atomically, so a kill mid-write leaves no partial file.
 fn restore_sigpipe() {
     #[cfg(unix)]
-    // SAFETY: setting a signal's disposition to its default is async-signal-safe and
-    // touches no Rust state; it runs before any thread is started.
+    // SAFETY: `signal` with `SIG_DFL` installs no handler and touches no Rust state; the
+    // disposition is process-wide, which is what a command line wants.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

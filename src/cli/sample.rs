@@ -53,6 +53,8 @@ pub(super) struct SampleArgs {
     /// try).
     #[arg(long)]
     no_memory_check: bool,
+    #[command(flatten)]
+    verify: super::check::VerifyArgs,
 }
 
 #[derive(Serialize)]
@@ -268,6 +270,7 @@ fn check_memory(a: &SampleArgs) -> Result<()> {
 
 pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     let store = GraphStore::open(&a.store)?;
+    a.verify.apply(&store)?;
     let (g, graph_name) = match a.graph {
         GraphArg::Train => (store.train(), "train"),
         GraphArg::Full => (store.full(), "full"),

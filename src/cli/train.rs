@@ -368,7 +368,6 @@ impl TrainArgs {
             ("--plot", self.plot.is_some()),
             ("--steps", self.steps.is_some()),
             ("--no-eval", self.no_eval),
-            ("--verify", self.verify),
             ("--partitions", self.partitions.is_some()),
         ];
         if let Some((flag, _)) = gnn_only.iter().find(|f| f.1) {
@@ -389,6 +388,10 @@ impl TrainArgs {
             scratch_dir: self.scratch_dir.clone(),
             holdout: 0.0,
             no_memory_check: self.no_memory_check,
+            verify: super::check::VerifyArgs {
+                verify: self.verify,
+                no_verify: self.no_verify,
+            },
         }))
     }
 }
