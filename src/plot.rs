@@ -131,6 +131,29 @@ pub fn image_size(n_panels: usize) -> (u32, u32) {
     (PANEL_SIZE.0 * cols as u32, PANEL_SIZE.1 * rows as u32)
 }
 
+/// Issue 28: whether `plot(path, …)` could write: a known extension, and a temporary
+/// beside `path` created (and removed) the way the atomic write will make it; for a run
+/// to check its `--plot` before training rather than fail after it.
+pub fn check_output(path: &Path) -> Result<(), PlotError> {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    if ext != "svg" && ext != "png" {
+        return Err(PlotError::Format {
+            path: path.to_path_buf(),
+            ext,
+        });
+    }
+    crate::atomic::AtomicFile::create(path)
+        .map(drop)
+        .map_err(|source| PlotError::Io {
+            path: path.to_path_buf(),
+            op: "write",
+            source,
+        })
+}
+
 /// Writes `panels` to `path`, two to a row, as SVG or PNG by the extension (`.svg`, `.png`,
 /// any case; anything else is an error before anything is written). Atomic: the image goes
 /// to a temp file in the same directory, is fsynced, then renamed over `path`; on failure no

@@ -62,6 +62,8 @@ pub(super) struct EmbedArgs {
     /// `eval-embedding --holdout` (link prediction).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
     holdout: f64,
+    #[command(flatten)]
+    verify: super::check::VerifyArgs,
 }
 
 pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Result<()> {
@@ -87,6 +89,7 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
     }
     let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
+    a.verify.apply(&store)?;
     let ck_path = checkpoint_file(&checkpoint);
     let ck = Checkpoint::load(&ck_path)?;
     if ck.plan_hash != plan_hash(&plan) {
@@ -143,13 +146,11 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
 
 /// `embed` of an `[embedding]` plan: trains it and writes the vertex matrix to `-o`.
 fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
-    if a.checkpoint.is_some() || a.last || a.no_memory_check {
+    if a.checkpoint.is_some() || a.last {
         let flag = if a.checkpoint.is_some() {
             "--checkpoint"
-        } else if a.last {
-            "--last"
         } else {
-            "--no-memory-check"
+            "--last"
         };
         return Err(super::embedding::refuse(flag, &a.plan));
     }
@@ -179,6 +180,8 @@ fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
             output: Some(a.output),
             scratch_dir: a.scratch_dir,
             holdout: a.holdout,
+            no_memory_check: a.no_memory_check,
+            verify: a.verify,
         },
         progress,
     )

@@ -28,12 +28,14 @@ pub(super) struct Run {
     pub output: Option<PathBuf>,
     pub scratch_dir: Option<PathBuf>,
     pub holdout: f64,
+    pub no_memory_check: bool,
+    pub verify: super::check::VerifyArgs,
 }
 
 /// Refuses a flag that an embedding plan does not take, naming it.
 pub(super) fn refuse(flag: &str, plan: &std::path::Path) -> crate::error::Error {
     EmbedError::Invalid(format!(
-        "{}: `{flag}` applies to GNN plans; an [embedding] plan takes --set, --seed, --threads, --epochs, --memory, --scratch-dir, --holdout and --json (`saintflow embed PLAN --graph G -o emb.npy` writes the embedding)",
+        "{}: `{flag}` applies to GNN plans; an [embedding] plan takes --set, --seed, --threads, --epochs, --memory, --scratch-dir, --holdout, --no-memory-check, --verify, --no-verify and --json (`saintflow embed PLAN --graph G -o emb.npy` writes the embedding)",
         plan.display()
     ))
     .into()
@@ -45,6 +47,7 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
     let set: Vec<&str> = run.set.iter().map(String::as_str).collect();
     let plan = EmbeddingPlan::load_with_overrides(&run.plan, &set)?;
     let store = GraphStore::open(&run.graph)?;
+    run.verify.apply(&store)?;
     if let Some(out) = &run.output {
         crate::atomic::create_parent_dirs(out).map_err(|source| EmbedError::Io {
             path: out.clone(),
@@ -67,6 +70,11 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
         epochs: run.epochs,
         progress: *progress,
         holdout: run.holdout,
+        memory_limit: if run.no_memory_check {
+            crate::machine::MemoryLimit::Off
+        } else {
+            crate::machine::MemoryLimit::Detect
+        },
     };
     let out = crate::embedding::train(&plan, &store, &opts)?;
     let line = format!(
@@ -138,10 +146,13 @@ pub(super) struct EvalEmbeddingArgs {
     /// Worker threads (default: all cores).
     #[arg(long, value_parser = super::at_least_one)]
     threads: Option<usize>,
+    #[command(flatten)]
+    verify: super::check::VerifyArgs,
 }
 
 pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
     let store = GraphStore::open(&a.graph)?;
+    a.verify.apply(&store)?;
     let emb = Embedding::load(&a.embedding)?;
     if emb.rows != store.n_nodes() {
         return Err(EmbedError::Invalid(format!(

@@ -84,6 +84,7 @@ pub fn main() -> ExitCode {
 /// error, and returns the exit code (0 success, 1 error; clap exits with 2 on a usage
 /// error).
 pub fn run_with(registry: Registry) -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     // The kernels ignore a `SAINTFLOW_ISA` they do not know; the command says so at once.
     if let Err(e) = saintflow_ops::isa::Isa::from_env() {
@@ -117,6 +118,20 @@ pub fn run_with(registry: Registry) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Issue 28: a closed stdout (`saintflow train … --json | head -1`) ends the command the
+/// way it ends `cat`: killed quietly by SIGPIPE (status 141 in a shell), never a panic.
+/// Rust's runtime ignores SIGPIPE, so every `print!` (the CLI's and the training log's
+/// `--json` sink alike) would get EPIPE and panic; the default action covers them all in
+/// one place. Outputs are written atomically, so a kill mid-write leaves no partial file.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: `signal` with `SIG_DFL` installs no handler and touches no Rust state; the
+    // disposition is process-wide, which is what a command line wants.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

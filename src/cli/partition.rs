@@ -52,9 +52,13 @@ pub(super) struct PartitionArgs {
     /// Print the summary as JSON (partition.json's content).
     #[arg(long)]
     json: bool,
+    /// Parts are written only from a verified source (issue 28).
+    #[command(flatten)]
+    verify: super::check::VerifyArgs,
 }
 
 pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) -> Result<()> {
+    a.verify.apply(&crate::store::GraphStore::open(&a.store)?)?;
     let layers = match (&a.plan, a.layers) {
         (Some(path), _) => {
             let store = crate::store::GraphStore::open(&a.store)?;

@@ -8,11 +8,13 @@ use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, ValueEnum}
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::machine::{human, MemoryLimit};
 use crate::progress::Progress;
 use crate::sample::config::{self, KINDS};
 use crate::sample::params::{Field, FieldError, FieldType, Input};
 use crate::sample::{sample_subgraph, NormCounts, SamplerConfig};
 use crate::store::GraphStore;
+use crate::train::memory::sampler_bytes;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum GraphArg {
@@ -47,6 +49,12 @@ pub(super) struct SampleArgs {
     /// One JSON object per subgraph, then a summary object.
     #[arg(long)]
     json: bool,
+    /// Skip the memory check of the sampler's sizes (a machine with swap, or a deliberate
+    /// try).
+    #[arg(long)]
+    no_memory_check: bool,
+    #[command(flatten)]
+    verify: super::check::VerifyArgs,
 }
 
 #[derive(Serialize)]
@@ -82,6 +90,8 @@ struct Summary {
 #[derive(Debug)]
 struct SamplerArgs {
     config: SamplerConfig,
+    /// The counts given as flags (field name, value): what the memory check names.
+    given: Vec<(&'static str, u64)>,
 }
 
 /// The flags: each field name once, with the first kind (in [`KINDS`] order) that has it.
@@ -196,11 +206,15 @@ impl FromArgMatches for SamplerArgs {
             .get_one::<String>("sampler")
             .expect("`--sampler` has a default");
         let mut config = SamplerConfig::default_of(name).expect("clap checked the name");
+        let mut given = Vec::new();
         for field in config.fields() {
             let v = match field.ty {
                 FieldType::Flag => m.get_flag(field.name).then_some(Input::Bool(true)),
                 FieldType::Count | FieldType::Positive => m.get_one::<Input>(field.name).copied(),
             };
+            if let (FieldType::Count, Some(Input::Int(n))) = (field.ty, v) {
+                given.push((field.name, n as u64));
+            }
             if let Some(v) = v {
                 // Checked by the flag's parser against the first kind with the field; kinds
                 // sharing a field share its type (tested below).
@@ -209,7 +223,7 @@ impl FromArgMatches for SamplerArgs {
                     .expect("a flag's parser checked its value");
             }
         }
-        Ok(SamplerArgs { config })
+        Ok(SamplerArgs { config, given })
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> std::result::Result<(), clap::Error> {
@@ -218,13 +232,53 @@ impl FromArgMatches for SamplerArgs {
     }
 }
 
+/// Issue 28: what the command allocates in proportion to its numbers (the sampler's draw
+/// buffer, [`sampler_bytes`], and 8 bytes of timing per subgraph) against the machine's
+/// memory, before the sampler is built; the error names the flag given largest.
+fn check_memory(a: &SampleArgs) -> Result<()> {
+    let Some((limit, source)) = MemoryLimit::Detect.resolve() else {
+        return Ok(());
+    };
+    let draws = sampler_bytes(&a.sampler.config);
+    let timing = 8 * u128::from(a.count);
+    if draws + timing <= u128::from(limit) {
+        return Ok(());
+    }
+    let machine = format!(
+        "this machine has {} ({source}); pass --no-memory-check to try anyway",
+        human(u128::from(limit))
+    );
+    let what = if timing > draws {
+        format!(
+            "--count {}: {} of per-subgraph timings; {machine}",
+            a.count,
+            human(timing)
+        )
+    } else {
+        let lead = match a.sampler.given.iter().max_by_key(|g| g.1) {
+            Some((name, v)) => format!("--{} {v}: ", name.replace('_', "-")),
+            None => String::new(),
+        };
+        format!(
+            "{lead}each subgraph draws {} nodes before dedup, {} for the sampler's draw buffer alone; {machine}",
+            draws / 4,
+            human(draws)
+        )
+    };
+    Err(crate::sample::SampleError::Param(what).into())
+}
+
 pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     let store = GraphStore::open(&a.store)?;
+    a.verify.apply(&store)?;
     let (g, graph_name) = match a.graph {
         GraphArg::Train => (store.train(), "train"),
         GraphArg::Full => (store.full(), "full"),
     };
     let kind = &a.sampler.config;
+    if !a.no_memory_check {
+        check_memory(&a)?;
+    }
     let sampler = kind.build(g)?;
     let clip = if kind.whole_graph() { 1 } else { a.clip.max(1) };
     // Timing is per subgraph on one thread; subgraphs/s is for the whole pool below.

@@ -308,6 +308,10 @@ fn options<'a>(
             ))
         })?;
     }
+    // Issue 28: a plot that could not be written is known now, not after the run.
+    if let Some(path) = &a.plot {
+        crate::plot::check_output(path)?;
+    }
     if let Some(ck) = outputs {
         opts = opts.checkpoint(ck);
     }
@@ -317,13 +321,9 @@ fn options<'a>(
     Ok(opts)
 }
 
-/// The plot and the summary line of a finished run.
+/// The summary line of a finished run, then its plot: a plot that fails late (its
+/// destination changed during the run) never hides the result (issue 28).
 fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> Result<()> {
-    if let Some(path) = &a.plot {
-        let runs = [(plan.name.clone(), outcome.records.clone())];
-        let panels = crate::plot::training_panels(&runs)?;
-        crate::plot::plot(path, &panels)?;
-    }
     let line = match (&outcome.val, &outcome.test) {
         (Some(val), Some(test)) => format!(
             "{} on {}: best validation epoch {} ({}); test {}",
@@ -346,6 +346,11 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
     } else {
         println!("{line}");
     }
+    if let Some(path) = &a.plot {
+        let runs = [(plan.name.clone(), outcome.records.clone())];
+        let panels = crate::plot::training_panels(&runs)?;
+        crate::plot::plot(path, &panels)?;
+    }
     Ok(())
 }
 
@@ -363,7 +368,6 @@ impl TrainArgs {
             ("--plot", self.plot.is_some()),
             ("--steps", self.steps.is_some()),
             ("--no-eval", self.no_eval),
-            ("--verify", self.verify),
             ("--partitions", self.partitions.is_some()),
         ];
         if let Some((flag, _)) = gnn_only.iter().find(|f| f.1) {
@@ -383,6 +387,11 @@ impl TrainArgs {
             output: None,
             scratch_dir: self.scratch_dir.clone(),
             holdout: 0.0,
+            no_memory_check: self.no_memory_check,
+            verify: super::check::VerifyArgs {
+                verify: self.verify,
+                no_verify: self.no_verify,
+            },
         }))
     }
 }

@@ -99,6 +99,9 @@ pub struct EmbedOptions {
     /// Fraction of edges held out of the walks for link prediction (0: none), chosen by
     /// a hash of (seed, edge) that `eval-embedding --holdout` recomputes.
     pub holdout: f64,
+    /// What the memory check compares the matrices and pools with (issue 28;
+    /// `MemoryLimit::Off`: `--no-memory-check`, e.g. to run out of core on purpose).
+    pub memory_limit: crate::machine::MemoryLimit,
 }
 
 impl Default for EmbedOptions {
@@ -112,6 +115,7 @@ impl Default for EmbedOptions {
             epochs: None,
             progress: Progress::hidden(),
             holdout: 0.0,
+            memory_limit: crate::machine::MemoryLimit::Detect,
         }
     }
 }
@@ -193,6 +197,36 @@ pub fn pool_samples(bytes: usize) -> usize {
     (bytes / (2 * SAMPLE_BYTES) / CHUNK).max(1) * CHUNK
 }
 
+/// Issue 28: the vertex and context matrices (2 × N × d f32) and the two sample pools
+/// against the machine's memory, before anything is allocated. The matrices are mapped
+/// files and can page out of core, but slowly (BENCHMARKS.md, "Kronecker 18 vs 22"), and
+/// a width far past memory is a mistake far more often than a plan: that takes
+/// `--no-memory-check`.
+fn check_memory(
+    plan: &EmbeddingPlan,
+    nodes: usize,
+    pool_samples: usize,
+    limit: crate::machine::MemoryLimit,
+) -> Result<()> {
+    use crate::machine::human;
+    let Some((limit, source)) = limit.resolve() else {
+        return Ok(());
+    };
+    let matrices = 2 * nodes as u128 * plan.dim as u128 * 4;
+    let pools = 2 * pool_samples as u128 * SAMPLE_BYTES as u128;
+    if matrices + pools <= u128::from(limit) {
+        return Ok(());
+    }
+    Err(EmbedError::Invalid(format!(
+        "embedding.dim = {}: the vertex and context matrices need {} (2 × {nodes} × {} f32) and the sample pools {} (--memory); this machine has {} ({source}); pass --no-memory-check to run out of core anyway (mapped files, slow)",
+        plan.dim,
+        human(matrices),
+        plan.dim,
+        human(pools),
+        human(u128::from(limit))
+    )))
+}
+
 fn run(
     plan: &EmbeddingPlan,
     store: &GraphStore,
@@ -212,6 +246,7 @@ fn run(
     let epochs = opts.epochs.unwrap_or(plan.epochs);
     let total = (epochs * edges as f64).round().max(1.0) as u64;
     let cap = pool_samples(opts.memory_bytes);
+    check_memory(plan, nodes, cap, opts.memory_limit)?;
     let nparts = match plan.grid_parts {
         0 => grid_parts(
             workers,

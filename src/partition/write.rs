@@ -190,6 +190,24 @@ pub fn write_metis(g: &WGraph, path: &Path) -> Result<(), PartitionError> {
         .map_err(|e| PartitionError::io(path, "write", e))
 }
 
+/// Issue 28: k parts of a store need k nodes, and a rank trains on its parts' training
+/// nodes, so more parts than training nodes are refused before anything is loaded
+/// (k = N made hundreds of empty parts, each its own fsynced store).
+fn check_k(store: &GraphStore, k: usize) -> Result<(), PartitionError> {
+    let (n, n_train) = (store.n_nodes(), store.role_count(Role::Train));
+    if k > n {
+        return Err(PartitionError::argument(format!(
+            "-k {k}: more parts than the store's {n} nodes (every part needs one), expected k ≤ {n}"
+        )));
+    }
+    if n_train > 0 && k > n_train {
+        return Err(PartitionError::argument(format!(
+            "-k {k}: more parts than the store's {n_train} training nodes (a part without one gives its rank nothing to train), expected k ≤ {n_train}"
+        )));
+    }
+    Ok(())
+}
+
 /// Partitions the store at `input`, augments the parts and writes them to `out` (see the
 /// module's documentation). Returns what `partition.json` holds.
 pub fn partition_store(
@@ -201,6 +219,7 @@ pub fn partition_store(
 ) -> Result<PartitionReport, PartitionError> {
     let start = Instant::now();
     let store = GraphStore::open(input)?;
+    check_k(&store, spec.partition.k)?;
     let g = load_graph(&store)?;
     let spinner = progress.spinner("partitioning");
     let p = partition(&g, &spec.partition)?;

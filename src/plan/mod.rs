@@ -55,6 +55,7 @@ pub const MAX_LAYERS: usize = 1024;
 /// beyond it sizes in bytes could overflow. Smaller sizes that do not fit the machine are
 /// refused by the memory check when training starts.
 pub const MAX_DIM: usize = u32::MAX as usize;
+pub(crate) use schema::WrittenCount;
 pub use schema::{
     Consensus, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan, SampleGraph,
     SamplerConfig, SamplerPlan,

@@ -10,7 +10,7 @@ use crate::sample::config;
 use crate::sample::params::{FieldError, FieldType, FieldValue, Input};
 use crate::suggest::did_you_mean;
 
-use super::schema::{SampleGraph, SamplerPlan};
+use super::schema::{SampleGraph, SamplerPlan, WrittenCount};
 use super::spanned::RawTable;
 use super::typing::err;
 use super::{PlanError, PlanErrorKind, Source};
@@ -89,10 +89,20 @@ pub(super) fn sampler(
         }
     }
     let mut kind = (row.default)();
+    let mut written = Vec::new();
     for field in row.fields {
         let Some(v) = get(field.name) else { continue };
         match kind.set(field.name, input(v.get_ref())) {
-            Ok(()) => {}
+            Ok(()) => {
+                if let (FieldType::Count, Some(&n)) = (field.ty, v.get_ref().as_integer().as_ref())
+                {
+                    written.push(WrittenCount {
+                        key: field.name,
+                        value: n as u64,
+                        at: v.span().start,
+                    });
+                }
+            }
             Err(FieldError::Invalid(ty)) => {
                 let got = match ty {
                     // The flag's message never named the value.
@@ -142,7 +152,12 @@ pub(super) fn sampler(
             }
         },
     };
-    Ok(SamplerPlan { kind, graph, clip })
+    Ok(SamplerPlan {
+        kind,
+        graph,
+        clip,
+        written,
+    })
 }
 
 /// A phase's sampler: its `sampler` table over the plan's `[sampler]` (`base`). A phase

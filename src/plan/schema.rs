@@ -81,6 +81,20 @@ pub struct SamplerPlan {
     pub graph: SampleGraph,
     /// Subgraph node counts clipped down to a multiple of this (1: off).
     pub clip: usize,
+    /// The counts written in the plan (or by `--set`): key, value and where the value is,
+    /// so the memory check can place an absurd sampler size (issue 28).
+    pub(crate) written: Vec<WrittenCount>,
+}
+
+/// A sampler count as written: its key, its value, and where (in the virtual source).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WrittenCount {
+    /// The field's name (`depth`).
+    pub key: &'static str,
+    /// The value.
+    pub value: u64,
+    /// Byte offset of the value in the plan's virtual source.
+    pub at: usize,
 }
 
 /// The optimiser and its hyper-parameters (`weight_decay` is the default of every
@@ -194,8 +208,18 @@ impl Plan {
     /// (`FILE:LINE:COL`, or the override that set it), or without a position when the plan
     /// has no such dim.
     pub fn limit_error(&self, dim: Option<&str>, what: impl Into<String>) -> super::PlanError {
-        match dim.and_then(|d| self.dim_spans.get(d)) {
-            Some(&at) => self.src.error(at, super::PlanErrorKind::Limit, what),
+        self.limit_error_at(dim.and_then(|d| self.dim_spans.get(d)).copied(), what)
+    }
+
+    /// A [`PlanErrorKind::Limit`](super::PlanErrorKind) error at byte `at` of the plan's
+    /// virtual source (a sampler count's value), or without a position.
+    pub(crate) fn limit_error_at(
+        &self,
+        at: Option<usize>,
+        what: impl Into<String>,
+    ) -> super::PlanError {
+        match at {
+            Some(at) => self.src.error(at, super::PlanErrorKind::Limit, what),
             None => super::PlanError {
                 file: self.src.file.clone(),
                 line: 0,

@@ -29,7 +29,7 @@ impl SamplerParams for EdgeParams {
 
     /// Two endpoints per edge drawn.
     fn expected_nodes(&self) -> Option<usize> {
-        Some(2 * self.edges)
+        Some(self.edges.saturating_mul(2))
     }
 }
 
@@ -98,7 +98,7 @@ impl Sampler for EdgeSampler<'_> {
     }
 
     fn sample_nodes(&self, rng: &mut SampleRng, out: &mut Vec<u32>) -> Result<(), SampleError> {
-        out.reserve(2 * self.edges);
+        out.reserve(self.edges.saturating_mul(2));
         for _ in 0..self.edges {
             let (u, v) = self.sample_edge(rng);
             out.push(u);

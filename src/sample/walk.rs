@@ -28,7 +28,7 @@ impl SamplerParams for WalkParams {
     /// Each walk visits its root and h more nodes (no dead ends: roots have neighbours
     /// and the graph is symmetric).
     fn expected_nodes(&self) -> Option<usize> {
-        Some(self.roots * (self.depth + 1))
+        Some(self.roots.saturating_mul(self.depth.saturating_add(1)))
     }
 }
 
@@ -69,7 +69,7 @@ impl Sampler for RandomWalkSampler<'_> {
     }
 
     fn sample_nodes(&self, rng: &mut SampleRng, out: &mut Vec<u32>) -> Result<(), SampleError> {
-        out.reserve(self.roots * (self.depth + 1));
+        out.reserve(self.roots.saturating_mul(self.depth.saturating_add(1)));
         for _ in 0..self.roots {
             let mut v = self
                 .candidates

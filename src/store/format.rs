@@ -23,6 +23,11 @@ pub const PREFIX_BYTES: usize = 24;
 pub const MAX_BODY_BYTES: u32 = 1 << 20;
 /// Single-label value of a node that has no label.
 pub const NO_LABEL: u32 = u32::MAX;
+
+/// Issue 28: class ids are below this (10⁹): a class count beyond it is a mistake (a
+/// stray id in a label file, `--classes 1000000000`), refused by `gen`, the importers and
+/// [`Header::validate`] rather than sized into output layers and label bitmaps.
+pub const MAX_CLASSES: u64 = 1_000_000_000;
 /// Largest node count the u32 index format can hold: ids are `0..N` with `N ≤ 2^32 − 1`
 /// (u32::MAX stays free as the "no label" / "no node" sentinel). Larger graphs need a
 /// format version with u64 indices; every writer refuses them with an error.
@@ -268,8 +273,11 @@ impl Header {
                 self.sections.len()
             ));
         }
-        if self.label_kind == LabelKind::Single && self.n_classes > u64::from(NO_LABEL) {
-            return bad(format!("n_classes = {} too large", self.n_classes));
+        if self.n_classes >= MAX_CLASSES {
+            return bad(format!(
+                "n_classes = {} too large, expected < {MAX_CLASSES}",
+                self.n_classes
+            ));
         }
         let split_total = self.split.train + self.split.val + self.split.test;
         if split_total > self.n_nodes {

@@ -12,6 +12,11 @@
 //! once more, and the sampler's own buffers not at all; both are small beside the
 //! activations of any plan that comes near the limit.
 //!
+//! A sampler's own draw buffer is counted apart (issue 28): the subgraph is clamped to the
+//! graph, but the buffer a sampler fills before dedup is not (`roots × (depth + 1)` node
+//! ids for `rw`), so `sampler.depth = 1000000000` is refused naming that key at its value
+//! rather than aborting in the allocator.
+//!
 //! The machine's memory and the [`MemoryLimit`](crate::machine::MemoryLimit) that
 //! overrides it are [`crate::machine`]'s; this module only estimates and compares.
 
@@ -20,6 +25,7 @@ use std::fmt::Write as _;
 use crate::ir::{Bindings, ParamDecl};
 use crate::machine::human;
 use crate::plan::{Lowered, Optimizer, Plan, PlanError, SampleGraph, SamplerPlan};
+use crate::sample::SamplerConfig;
 use crate::store::GraphStore;
 
 /// What a training needs, in bytes (u128: no product of plan sizes overflows).
@@ -36,13 +42,25 @@ pub struct Estimate {
     pub step: u128,
     /// The bindings of the phase with that peak.
     pub step_bindings: Option<Bindings>,
+    /// The largest sampler draw buffer over the phases ([`sampler_bytes`]; 0 for
+    /// inference).
+    pub sampler: u128,
+    /// The largest count written for that sampler (where to place the error).
+    pub(crate) sampler_size: Option<crate::plan::WrittenCount>,
 }
 
 impl Estimate {
     /// The total.
     pub fn total(&self) -> u128 {
-        self.params + self.optimizer + self.step
+        self.params + self.optimizer + self.step + self.sampler
     }
+}
+
+/// The bytes a sampler allocates in proportion to its sizes whatever the graph: its draw
+/// buffer, one u32 per expected draw before dedup (`roots × (depth + 1)`, `2 × edges`,
+/// `budget`; saturating). The whole-graph sampler draws nothing.
+pub fn sampler_bytes(kind: &SamplerConfig) -> u128 {
+    4 * kind.expected_nodes().unwrap_or(0) as u128
 }
 
 fn param_bytes(d: &ParamDecl) -> u128 {
@@ -83,7 +101,13 @@ pub fn estimate(
         None => 0,
     };
     let (mut step, mut step_bindings_) = (0u128, None);
+    let (mut sampler, mut sampler_size) = (0u128, None);
     for sp in phases {
+        let draws = sampler_bytes(&sp.kind);
+        if draws > sampler {
+            sampler = draws;
+            sampler_size = sp.written.iter().max_by_key(|w| w.value).cloned();
+        }
         let b = step_bindings(store, sp);
         let peak = crate::planner::schedule(&lowered.graph, &b)?.peak as u128;
         if peak > step || step_bindings_.is_none() {
@@ -96,6 +120,8 @@ pub fn estimate(
         optimizer_copies: copies,
         step,
         step_bindings: step_bindings_,
+        sampler,
+        sampler_size,
     })
 }
 
@@ -156,6 +182,22 @@ pub fn check(
         "this machine has {} ({source}); pass --no-memory-check (MemoryLimit::Off) to try anyway",
         human(u128::from(limit))
     );
+    // A sampler size that outweighs the rest: placed at the count written largest.
+    if est.sampler >= params_part.max(est.step) {
+        let (at, lead) = match &est.sampler_size {
+            Some(w) => (Some(w.at), format!("sampler {} = {}: ", w.key, w.value)),
+            None => (None, String::new()),
+        };
+        return Err(plan.limit_error_at(
+            at,
+            format!(
+                "{lead}each subgraph draws {} nodes before dedup, {} for the sampler's draw buffer alone (training needs {} in all); {machine}",
+                est.sampler / 4,
+                human(est.sampler),
+                human(est.total())
+            ),
+        ));
+    }
     let what = if est.params > u128::from(limit) {
         format!(
             "{lead}the parameters alone need {} ({list}), {machine}",

@@ -24,11 +24,14 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
+use crate::machine::{human, MemoryLimit};
 use crate::progress::Progress;
 use crate::seed::{hash3, stream};
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
-use crate::store::format::{Dtype, LabelKind, Role, SectionId, SplitCounts, TrainGraph};
+use crate::store::format::{
+    Dtype, LabelKind, Role, SectionId, SplitCounts, TrainGraph, MAX_CLASSES,
+};
 use crate::store::gen::{random_role, Permutation};
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
@@ -126,8 +129,11 @@ impl KroneckerSpec {
         if !(self.degree.is_finite() && self.degree >= 0.0) {
             return arg(format!("--degree expected ≥ 0, got {}", self.degree));
         }
-        if self.n_classes == 0 {
-            return arg("--classes expected ≥ 1, got 0".into());
+        if self.n_classes == 0 || u64::from(self.n_classes) >= MAX_CLASSES {
+            return arg(format!(
+                "--classes expected 1..{MAX_CLASSES} (exclusive), got {}",
+                self.n_classes
+            ));
         }
         if self.initiator.iter().any(|&x| !(x.is_finite() && x >= 0.0))
             || self.initiator.iter().sum::<f64>() <= 0.0
@@ -137,13 +143,7 @@ impl KroneckerSpec {
                 self.initiator
             ));
         }
-        let s: f64 = self.split.iter().sum();
-        if self.split.iter().any(|&x| !(0.0..=1.0).contains(&x)) || s > 1.0 + 1e-9 {
-            return arg(format!(
-                "--split expected three fractions summing to ≤ 1, got {:?}",
-                self.split
-            ));
-        }
+        super::check_split(self.split)?;
         if let Some(p) = self.planted {
             if !(0.0..=1.0).contains(&p.homophily) {
                 return arg(format!("--homophily expected 0..=1, got {}", p.homophily));
@@ -156,6 +156,66 @@ impl KroneckerSpec {
         let feat_bytes = (n as f64) * f64::from(self.n_features) * 4.0;
         if feat_bytes > 1e15 {
             return arg(format!("features would take {feat_bytes:.3e} bytes"));
+        }
+        Ok(())
+    }
+
+    /// Issue 28: what generating this spec takes, estimated before anything is allocated
+    /// or written (f64: `--degree 1e30` does not overflow): memory, the node blocks in
+    /// flight (`threads` × 2 blocks of ≤ 32 Ki rows × F f32) and the planted centroids
+    /// (C × F f32), against the machine's memory ([`MemoryLimit::Detect`],
+    /// `SAINTFLOW_MEMORY_LIMIT=off` to skip); disk, 32 bytes per draw (16 of bucketed
+    /// scratch, 16 of CSR indices, full and training graph) + 4·N·F of features + 21·N of
+    /// offsets, labels and roles, against the free space where `out` goes. The error names
+    /// the flag behind the larger part with the estimate.
+    pub fn check_resources(&self, out: &std::path::Path) -> Result<(), StoreError> {
+        let n = self.n_nodes() as f64;
+        let f = f64::from(self.n_features);
+        let rows = n.min(NODE_BLOCK as f64);
+        let in_flight = (rayon::current_num_threads() as f64 * 2.0).min((n / rows).ceil());
+        let blocks = in_flight * rows * f * 4.0;
+        let centroids = match self.planted {
+            Some(_) => f64::from(self.n_classes) * f * 4.0,
+            None => 0.0,
+        };
+        let bytes = |x: f64| human(x.min(u128::MAX as f64) as u128);
+        if let Some((limit, source)) = MemoryLimit::Detect.resolve() {
+            let memory = blocks + centroids + self.bucket_bytes as f64;
+            if memory > limit as f64 {
+                let flag = if centroids > blocks {
+                    format!("--classes {} with --planted", self.n_classes)
+                } else {
+                    format!("--features {}", self.n_features)
+                };
+                return Err(StoreError::argument(format!(
+                    "{flag}: generating needs about {} of memory (feature blocks {}, class centroids {}); this machine has {} ({source})",
+                    bytes(memory),
+                    bytes(blocks),
+                    bytes(centroids),
+                    human(u128::from(limit))
+                )));
+            }
+        }
+        let edges = 32.0 * (n * self.degree / 2.0).round();
+        let features = 4.0 * n * f;
+        let disk = edges + features + 21.0 * n;
+        let dir = existing_ancestor(out);
+        if let Ok(free) = fs4::available_space(&dir) {
+            if disk > free as f64 {
+                let flag = if edges > features {
+                    format!("--degree {} (--scale {})", self.degree, self.scale)
+                } else {
+                    format!("--features {}", self.n_features)
+                };
+                return Err(StoreError::argument(format!(
+                    "{flag}: the store needs about {} of disk while written (edges {}, features {}); {} has {} free",
+                    bytes(disk),
+                    bytes(edges),
+                    bytes(features),
+                    dir.display(),
+                    human(u128::from(free))
+                )));
+            }
         }
         Ok(())
     }
@@ -234,6 +294,7 @@ pub fn generate_kronecker(
     progress: &Progress,
 ) -> Result<GenReport, StoreError> {
     spec.validate()?;
+    spec.check_resources(out)?;
     let start = Instant::now();
     let n = spec.n_nodes();
     let draws = spec.draws();
@@ -423,6 +484,16 @@ fn unit_centroids(c: usize, f: usize, seed: u64, separation: f32) -> Vec<f32> {
         }
     }
     mu
+}
+
+/// The nearest existing directory at or above `path`'s parent (where a new output's
+/// blocks will come from).
+fn existing_ancestor(path: &std::path::Path) -> std::path::PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    abs.ancestors().skip(1).find(|p| p.is_dir()).map_or_else(
+        || std::path::PathBuf::from("."),
+        std::path::Path::to_path_buf,
+    )
 }
 
 #[cfg(test)]

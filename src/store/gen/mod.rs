@@ -8,6 +8,18 @@ use crate::store::format::Role;
 
 pub use kronecker::{generate_kronecker, GenReport, KroneckerSpec, Planted};
 
+/// Issue 28: the one check of random-split fractions, shared by `gen --split` and an edge
+/// list's `--split`: three numbers in [0, 1] (NaN refused) summing to at most 1.
+pub fn check_split(split: [f64; 3]) -> Result<(), crate::store::StoreError> {
+    let s: f64 = split.iter().sum();
+    if split.iter().any(|&x| !(0.0..=1.0).contains(&x)) || s > 1.0 + 1e-9 {
+        return Err(crate::store::StoreError::argument(format!(
+            "--split expected three fractions summing to ≤ 1, got {split:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// The role of node `v` in a random split with train/val/test probabilities `split`
 /// (the rest gets no role): independent per node, a pure function of (seed, v).
 pub fn random_role(seed: u64, split: [f64; 3], v: u64) -> Role {

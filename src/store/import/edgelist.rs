@@ -109,7 +109,11 @@ fn scan(
             return Ok(());
         }
         line_no += 1;
-        let t = line.trim();
+        // A UTF-8 byte-order mark (Windows editors) is not part of the first id.
+        let t = match line.strip_prefix('\u{feff}') {
+            Some(rest) if line_no == 1 => rest.trim(),
+            _ => line.trim(),
+        };
         if t.is_empty() || t.starts_with('#') || t.starts_with('%') {
             continue;
         }
@@ -187,6 +191,7 @@ pub fn import_edgelist(
     progress: &Progress,
 ) -> Result<ImportReport, StoreError> {
     let start = Instant::now();
+    crate::store::gen::check_split(opts.split)?;
     if opts.remap {
         refuse_positional("--features", &opts.features)?;
         refuse_positional("--labels", &opts.labels)?;
@@ -225,6 +230,12 @@ pub fn import_edgelist(
         (None, Some(m)) => m.saturating_add(1),
         (None, None) => 0,
     };
+    if n == 0 {
+        return Err(StoreError::input(
+            path,
+            "no edge lines (the file is empty or only comments) and no --nodes: the store would have 0 nodes",
+        ));
+    }
     if let (None, Some(m)) = (opts.n_nodes, max_id) {
         let bound = SPARSE_FACTOR
             .saturating_mul(lines)

@@ -13,7 +13,9 @@ use std::path::Path;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 use crate::npy::Npy;
-use crate::store::format::{Dtype, LabelKind, Role, SectionEntry, SectionId, NO_LABEL};
+use crate::store::format::{
+    Dtype, LabelKind, Role, SectionEntry, SectionId, MAX_CLASSES, NO_LABEL,
+};
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
@@ -214,8 +216,10 @@ impl<'de> Visitor<'de> for ClassMapSeed<'_> {
 }
 
 fn class_u32<E: de::Error>(c: u64, v: usize) -> Result<u32, E> {
-    if c >= u64::from(NO_LABEL) {
-        return Err(E::custom(format!("node {v}: class id {c} too large")));
+    if c >= MAX_CLASSES {
+        return Err(E::custom(format!(
+            "node {v}: class id {c} too large, expected < {MAX_CLASSES}"
+        )));
     }
     Ok(c as u32)
 }
@@ -509,10 +513,13 @@ pub fn read_labels_npy(path: &Path, n: usize) -> Result<LabelTable, StoreError> 
             npy.for_each_f64(path, |x| {
                 if x < 0.0 {
                     out.push(NO_LABEL);
-                } else if x >= f64::from(NO_LABEL) {
+                } else if x >= MAX_CLASSES as f64 {
                     return Err(StoreError::input(
                         path,
-                        format!("node {}: class id {x} too large", out.len()),
+                        format!(
+                            "node {}: class id {x} too large, expected < {MAX_CLASSES}",
+                            out.len()
+                        ),
                     ));
                 } else {
                     out.push(x as u32);

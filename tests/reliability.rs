@@ -1,0 +1,554 @@
+//! Issue 28: the `train` path's protections around every other command — closed pipes,
+//! absurd sizes refused before allocating, imports that refuse what `gen` refuses, late
+//! outputs checked early. Each test is named after the issue's item it reproduces.
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{saintflow, saintflow_ok, small_store};
+
+/// SIGPIPE's number (13 on every Linux architecture).
+const SIGPIPE: i32 = 13;
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn plan(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("plans")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Runs `saintflow args` with a stdout whose reading end is already closed (what
+/// `| head -0` would give, without the race): the first write gets EPIPE/SIGPIPE.
+fn with_closed_stdout(args: &[&str], cwd: &Path) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .current_dir(cwd)
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// Item 3: every command that prints (JSON or text) ends quietly on a closed stdout, the
+/// way `cat` does (SIGPIPE), never with a panic (exit 101 and a backtrace).
+#[test]
+fn issue_28_item_3_a_closed_stdout_ends_every_printing_command_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let gcn = plan("gcn.toml");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["train", &gcn, "--graph", g, "--json", "--epochs", "2", "-q"],
+        vec!["sample", g, "--json", "--count", "4", "-q"],
+        vec!["sample", g, "-q"],
+        vec!["info", g, "--json"],
+        vec!["info", g],
+        vec!["ops", "--json"],
+        vec!["check", g, "-q"],
+        vec!["explain", &gcn, "--graph", g],
+    ];
+    for args in &cases {
+        let o = with_closed_stdout(args, tmp.path());
+        let (_, err) = text(&o);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "saintflow {}: {err}",
+            args.join(" ")
+        );
+        assert!(
+            o.status.success() || o.status.signal() == Some(SIGPIPE),
+            "saintflow {}: {:?} {err}",
+            args.join(" "),
+            o.status
+        );
+    }
+    // And the plain pipe a user writes: one line read, then the reader gone.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(["train", &gcn, "--graph", g, "--json", "--epochs", "3", "-q"])
+        .current_dir(tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.starts_with('{'), "{first}");
+    let o = child.wait_with_output().unwrap();
+    let (_, err) = text(&o);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        o.status.success() || o.status.signal() == Some(SIGPIPE),
+        "{:?}",
+        o.status
+    );
+}
+
+/// `saintflow args` in `cwd` with the machine's memory set to `limit`, so a test means
+/// the same on any machine.
+fn with_memory(args: &[&str], cwd: &Path, limit: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .current_dir(cwd)
+        .env("SAINTFLOW_MEMORY_LIMIT", limit)
+        .output()
+        .unwrap()
+}
+
+/// Item 1: sampler sizes go through the memory check (train: at the plan key's position;
+/// `sample`: naming the flag) instead of aborting in the allocator (exit 134) or being
+/// killed for memory.
+#[test]
+fn issue_28_item_1_absurd_sampler_sizes_are_refused_before_allocating() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let sage = plan("graphsage.toml");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["sampler.depth=1000000000"],
+            "override `sampler.depth=1000000000`:1:15: sampler depth = 1000000000: each subgraph draws 3000000003000 nodes before dedup",
+        ),
+        (&["sampler.roots=4000000000"], "sampler roots = 4000000000: each subgraph draws 12000000000 nodes"),
+        (
+            &["sampler.kind=edge", "sampler.edges=4000000000"],
+            "sampler edges = 4000000000: each subgraph draws 8000000000 nodes",
+        ),
+        (
+            &["sampler.kind=node", "sampler.budget=4000000000"],
+            "sampler budget = 4000000000: each subgraph draws 4000000000 nodes",
+        ),
+        // Overflowing products saturate instead of panicking.
+        (
+            &["sampler.depth=9223372036854775807", "sampler.roots=3"],
+            "sampler depth = 9223372036854775807",
+        ),
+    ];
+    for (sets, want) in cases {
+        let mut args = vec!["train", &sage, "--graph", g, "--epochs", "1", "-q"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let o = with_memory(&args, tmp.path(), "4G");
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{sets:?}: {err}");
+        assert!(err.contains(want), "{sets:?}: {err}");
+        assert!(
+            err.contains("this machine has 4.0 GiB (SAINTFLOW_MEMORY_LIMIT=4G)")
+                && err.contains("--no-memory-check"),
+            "{err}"
+        );
+    }
+    // In the plan file: the position is the value's.
+    std::fs::write(
+        tmp.path().join("deep.toml"),
+        std::fs::read_to_string(&sage)
+            .unwrap()
+            .replace("depth = 2", "depth = 1000000000"),
+    )
+    .unwrap();
+    let o = with_memory(
+        &["train", "deep.toml", "--graph", g, "-q"],
+        tmp.path(),
+        "4G",
+    );
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("deep.toml:10:9: sampler depth = 1000000000"),
+        "{err}"
+    );
+
+    let o = with_memory(
+        &[
+            "sample",
+            g,
+            "--sampler",
+            "rw",
+            "--roots",
+            "4000000000",
+            "--count",
+            "1",
+        ],
+        tmp.path(),
+        "4G",
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "--roots 4000000000: each subgraph draws 12000000000 nodes before dedup, 44.7 GiB"
+        ),
+        "{err}"
+    );
+    let o = with_memory(
+        &["sample", g, "--sampler", "node", "--budget", "4000000000"],
+        tmp.path(),
+        "4G",
+    );
+    assert!(
+        text(&o).1.contains("--budget 4000000000: "),
+        "{:?}",
+        text(&o)
+    );
+    let o = with_memory(&["sample", g, "--count", "1000000000000"], tmp.path(), "4G");
+    assert!(
+        text(&o)
+            .1
+            .contains("--count 1000000000000: 7.3 TiB of per-subgraph timings"),
+        "{:?}",
+        text(&o)
+    );
+    // Ordinary sizes still sample, and the override lets a deliberate try through.
+    saintflow_ok(&["sample", g, "--count", "2", "-q"], tmp.path());
+}
+
+/// Item 2: `gen`'s counts are estimated (memory and disk) before anything is allocated or
+/// written, and refused naming the flag; nothing is left behind; 10⁹ classes are refused
+/// by `gen` and by an import whose labels hold such an id.
+#[test]
+fn issue_28_item_2_gen_counts_are_estimated_and_absurd_ones_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen = |extra: &[&str]| {
+        let mut args = vec!["gen", "kronecker", "--scale", "10", "-o", "f.sf", "-q"];
+        args.extend_from_slice(extra);
+        with_memory(&args, tmp.path(), "4G")
+    };
+    let o = gen(&["--features", "1000000000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--features 1000000000: generating needs about")
+            && err.contains("this machine has 4.0 GiB"),
+        "{err}"
+    );
+    let o = gen(&["--degree", "1000000000000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--degree 1000000000000 (--scale 10): the store needs about 14.6 PiB of disk"),
+        "{err}"
+    );
+    let o = gen(&["--classes", "1000000000"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--classes expected 1..1000000000 (exclusive), got 1000000000"),
+        "{err}"
+    );
+    let o = gen(&["--classes", "100000000", "--features", "64", "--planted"]);
+    assert!(
+        text(&o)
+            .1
+            .contains("--classes 100000000 with --planted: generating needs about"),
+        "{:?}",
+        text(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing written: {left:?}");
+    // An ordinary spec still generates.
+    saintflow_ok(
+        &["gen", "kronecker", "--scale", "8", "-o", "ok.sf", "-q"],
+        tmp.path(),
+    );
+
+    // Import: a label id of 10⁹ in a class map.
+    let dir = tmp.path().join("in");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("edges.txt"), "0 1\n1 2\n2 0\n").unwrap();
+    std::fs::write(
+        dir.join("labels.json"),
+        r#"{"0": 1, "1": 1000000000, "2": 0}"#,
+    )
+    .unwrap();
+    let o = saintflow(
+        &[
+            "import",
+            "edgelist",
+            dir.join("edges.txt").to_str().unwrap(),
+            "--symmetrize",
+            "--labels",
+            dir.join("labels.json").to_str().unwrap(),
+            "-o",
+            "e.sf",
+            "-q",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("class id 1000000000 too large, expected < 1000000000"),
+        "{err}"
+    );
+}
+
+/// Item 4: an `[embedding]` plan's matrices and pools are checked against the machine's
+/// memory before anything is allocated, naming `embedding.dim`, in `train` and `embed`.
+#[test]
+fn issue_28_item_4_embedding_memory_is_checked_before_allocating() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let dw = plan("deepwalk.toml");
+    for args in [
+        vec![
+            "train",
+            &dw,
+            "--graph",
+            g,
+            "--set",
+            "embedding.dim=65536",
+            "-q",
+        ],
+        vec![
+            "embed",
+            &dw,
+            "--graph",
+            g,
+            "--set",
+            "embedding.dim=65536",
+            "-o",
+            "x.npy",
+            "-q",
+        ],
+    ] {
+        let o = with_memory(&args, tmp.path(), "256M");
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("embedding.dim = 65536: the vertex and context matrices need 256.0 MiB (2 × 512 × 65536 f32)")
+                && err.contains("this machine has 256.0 MiB (SAINTFLOW_MEMORY_LIMIT=256M)")
+                && err.contains("--no-memory-check"),
+            "{args:?}: {err}"
+        );
+        assert!(!tmp.path().join("x.npy").exists());
+    }
+    // `--no-memory-check` is taken by an embedding plan (it was refused as GNN-only).
+    let o = with_memory(
+        &[
+            "embed",
+            &dw,
+            "--graph",
+            g,
+            "--epochs",
+            "1",
+            "--no-memory-check",
+            "-o",
+            "y.npy",
+            "-q",
+        ],
+        tmp.path(),
+        "1M",
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
+/// Item 5: `partition -k` beyond the nodes, or beyond the training nodes (parts a rank
+/// could not train on), is refused at once, before any part is written.
+#[test]
+fn issue_28_item_5_partition_k_beyond_the_nodes_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let o = saintflow(&["partition", g, "-k", "600", "-o", "p", "-q"], tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("-k 600: more parts than the store's 512 nodes"),
+        "{err}"
+    );
+    let o = saintflow(&["partition", g, "-k", "512", "-o", "p", "-q"], tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("-k 512: more parts than the store's") && err.contains("training nodes"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("p").exists());
+}
+
+/// Item 7: an edge list's `--split` is checked as `gen`'s is, an edge list with no edges
+/// is refused rather than made into a 0-node store, and a UTF-8 BOM is not an id.
+#[test]
+fn issue_28_item_7_edgelist_split_empty_graph_and_bom() {
+    let tmp = tempfile::tempdir().unwrap();
+    let import = |file: &str, text: &str, extra: &[&str]| {
+        let path = tmp.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let mut args = vec![
+            "import",
+            "edgelist",
+            path.to_str().unwrap(),
+            "--symmetrize",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        saintflow(&args, tmp.path())
+    };
+    std::fs::write(
+        tmp.path().join("labels.json"),
+        r#"{"0": 0, "1": 1, "2": 0, "3": 1}"#,
+    )
+    .unwrap();
+    for bad in ["0.5,0.5,0.5", "-1,1,1", "nan,0.5,0.5"] {
+        let split = format!("--split={bad}");
+        let o = import(
+            "e.txt",
+            "0 1\n1 2\n2 3\n",
+            &["--labels", "labels.json", &split, "-o", "s.sf"],
+        );
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{bad}: {err}");
+        assert!(
+            err.contains("--split expected three fractions summing to ≤ 1"),
+            "{bad}: {err}"
+        );
+        // The same words as `gen`'s.
+        let o = saintflow(
+            &["gen", "kronecker", "--scale", "4", &split, "-o", "k.sf"],
+            tmp.path(),
+        );
+        assert!(
+            text(&o)
+                .1
+                .contains("--split expected three fractions summing to ≤ 1"),
+            "{:?}",
+            text(&o)
+        );
+    }
+    for (name, empty) in [("empty.txt", ""), ("comments.txt", "# nothing\n% here\n\n")] {
+        for extra in [&[][..], &["--remap"][..]] {
+            let mut args = vec!["-o", "z.sf"];
+            args.extend_from_slice(extra);
+            let o = import(name, empty, &args);
+            let (_, err) = text(&o);
+            assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+            assert!(err.contains("no edge lines"), "{name}: {err}");
+            assert!(!tmp.path().join("z.sf").exists());
+        }
+    }
+    // A BOM before the first id: numeric ids read, and --remap makes no phantom node.
+    std::fs::write(tmp.path().join("bom.txt"), "\u{feff}0 1\n1 2\n").unwrap();
+    for (out, extra) in [("b.sf", None), ("r.sf", Some("--remap"))] {
+        let mut args = vec![
+            "import",
+            "edgelist",
+            "bom.txt",
+            "--symmetrize",
+            "-o",
+            out,
+            "-q",
+        ];
+        args.extend(extra);
+        saintflow_ok(&args, tmp.path());
+    }
+    for store in ["b.sf", "r.sf"] {
+        let o = saintflow_ok(&["info", store, "--json"], tmp.path());
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["nodes"], 3, "{store}");
+    }
+    let ids = std::fs::read_to_string(tmp.path().join("r.sf/ids.tsv")).unwrap();
+    assert!(!ids.contains('\u{feff}'), "{ids:?}");
+}
+
+/// Item 11: a `--plot` that cannot be written is refused before training (not after the
+/// run, throwing it away); a plot that fails late still comes after the run's result.
+#[test]
+fn issue_28_item_11_plot_checked_before_training_and_result_printed_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let g = g.to_str().unwrap();
+    let gcn = plan("gcn.toml");
+    for bad in ["/proc/x.png", "curves.pdf"] {
+        let o = saintflow(
+            &[
+                "train", &gcn, "--graph", g, "--epochs", "1", "--plot", bad, "--log", "l.jsonl",
+                "-q",
+            ],
+            tmp.path(),
+        );
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{bad}: {err}");
+        assert!(err.contains(bad.trim_start_matches('/')), "{bad}: {err}");
+        assert!(out.is_empty(), "{bad}: nothing trained: {out}");
+        let log = std::fs::read_to_string(tmp.path().join("l.jsonl")).unwrap_or_default();
+        assert!(
+            !log.contains("\"kind\":\"step\""),
+            "{bad}: no step ran: {log}"
+        );
+    }
+    // A destination that becomes unwritable only at the end (a directory holds its name):
+    // the result is on stdout, the plot's error after it.
+    std::fs::create_dir_all(tmp.path().join("late.svg/inside")).unwrap();
+    let o = saintflow(
+        &[
+            "train", &gcn, "--graph", g, "--epochs", "1", "--plot", "late.svg", "-q",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(out.contains("test accuracy"), "{out}");
+    assert!(err.contains("late.svg"), "{err}");
+}
+
+/// Item 6: `embed` and `train` of an `[embedding]` plan, `sample`, `partition` and
+/// `eval-embedding` check the store the way `train` does (a small store in full) and
+/// refuse a damaged one; `--no-verify` skips the check.
+#[test]
+fn issue_28_item_6_every_store_reader_refuses_a_damaged_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = small_store(tmp.path(), "g.sf", 9, 1);
+    let bad = tmp.path().join("bad.sf");
+    common::copy_store(&good, &bad);
+    // A page of zeros in the middle of the adjacency, as `dd … conv=notrunc` makes it.
+    common::poke(&bad.join("full.indices.u32"), 4096, &[0u8; 4096]);
+    let g = good.to_str().unwrap();
+    let b = bad.to_str().unwrap();
+    let dw = plan("deepwalk.toml");
+    saintflow_ok(
+        &[
+            "embed", &dw, "--graph", g, "--epochs", "1", "-o", "e.npy", "-q",
+        ],
+        tmp.path(),
+    );
+    let cases: Vec<Vec<&str>> = vec![
+        vec![
+            "embed", &dw, "--graph", b, "--epochs", "1", "-o", "x.npy", "-q",
+        ],
+        vec!["train", &dw, "--graph", b, "--epochs", "1", "-q"],
+        vec!["sample", b, "--count", "2", "-q"],
+        vec!["partition", b, "-k", "2", "-o", "parts", "-q"],
+        vec!["eval-embedding", "e.npy", "--graph", b, "--repeats", "1"],
+    ];
+    for args in &cases {
+        let o = saintflow(args, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("full.indices"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    assert!(!tmp.path().join("x.npy").exists() && !tmp.path().join("parts").exists());
+    // `--no-verify` is the same switch as train's: the full check is skipped.
+    let o = saintflow(
+        &["sample", b, "--count", "2", "-q", "--no-verify"],
+        tmp.path(),
+    );
+    assert!(!text(&o).1.contains("panicked"), "{:?}", text(&o));
+}
