@@ -118,3 +118,23 @@ fn best_without_an_evaluation_and_a_damaged_checkpoint_are_errors() {
     assert!(e.contains("not a saintflow checkpoint"), "{e}");
     assert!(!out.exists());
 }
+
+#[test]
+fn the_command_exports_a_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let ckpt = checkpoint(None);
+    ckpt.save(&run.join("checkpoint.bin")).unwrap();
+    let out = dir.path().join("m.safetensors");
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .arg("export")
+        .arg(&run)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("2 tensors"));
+    assert_round_trip(&std::fs::read(&out).unwrap(), &ckpt.params);
+}

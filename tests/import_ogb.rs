@@ -446,3 +446,41 @@ fn graph_property_datasets_are_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn the_command_lists_splits_notes_extra_files_and_writes_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path(), &SINGLE);
+    let d = tmp.path().join("split/other");
+    gz(&d.join("train.csv.gz"), ["4"]);
+    gz(&d.join("valid.csv.gz"), ["0"]);
+    gz(&d.join("test.csv.gz"), ["1"]);
+    gz(&tmp.path().join("raw/node_year.csv.gz"), ["1"; 6]);
+    let bin = env!("CARGO_BIN_EXE_saintflow");
+    let out = tmp.path().join("o.sf");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(bin)
+            .args(["-q", "import", "ogb"])
+            .arg(tmp.path())
+            .arg("-o")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let r = run(&[]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("choose one with --split: only, other"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let r = run(&["--split", "only"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(err.contains("note: raw/node_year.csv.gz ignored"), "{err}");
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(stdout.contains("6 nodes, 6 undirected edges"), "{stdout}");
+    check(&GraphStore::open(&out).unwrap()).unwrap();
+}
