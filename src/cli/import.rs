@@ -1,4 +1,4 @@
-//! `saintflow import graphsaint|edgelist`.
+//! `saintflow import graphsaint|edgelist|ogb`.
 
 use std::path::PathBuf;
 
@@ -17,6 +17,8 @@ pub(super) enum Import {
     Graphsaint(GraphSaintArgs),
     /// A whitespace edge list ("u v" per line; # and % comments).
     Edgelist(EdgeListArgs),
+    /// An OGB node-property dataset directory (raw/*.csv.gz or raw/data.npz, split/NAME/).
+    Ogb(OgbArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -96,6 +98,21 @@ pub(super) struct EdgeListArgs {
     force: bool,
 }
 
+#[derive(Debug, Args)]
+pub(super) struct OgbArgs {
+    /// Dataset directory (as the ogb package downloads it: raw/, split/).
+    dir: PathBuf,
+    /// Output store directory.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// The split's name under split/ (default: the only one).
+    #[arg(long)]
+    split: Option<String>,
+    /// Replace an existing store.
+    #[arg(long)]
+    force: bool,
+}
+
 fn report(out: &std::path::Path, r: &ImportReport) {
     println!(
         "wrote {}: {} nodes, {} undirected edges ({} in the training graph; {} self loops and {} duplicate entries dropped) in {:.2} s",
@@ -140,6 +157,14 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
             };
             let r = import_edgelist(&a.file, &a.output, &opts, a.force, progress)?;
             report(&a.output, &r);
+        }
+        Import::Ogb(a) => {
+            let opts = crate::store::import::OgbOptions { split: a.split };
+            let r = crate::store::import::import_ogb(&a.dir, &a.output, &opts, a.force, progress)?;
+            for note in &r.notes {
+                eprintln!("note: {note}");
+            }
+            report(&a.output, &r.report);
         }
     }
     Ok(())

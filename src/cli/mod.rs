@@ -6,6 +6,7 @@ mod demo;
 mod embed;
 mod embedding;
 mod explain;
+mod export;
 mod gen;
 mod import;
 mod info;
@@ -71,6 +72,8 @@ enum Command {
     /// Benchmarks: `bench scale` (step time vs |V| and vs degree under a memory cap).
     #[command(subcommand)]
     Bench(bench::Bench),
+    /// Write a checkpoint's parameters as .safetensors (names and shapes as in the plan).
+    Export(export::ExportArgs),
 }
 
 /// The `saintflow` command with the built-in ops: [`run_with`]`(Registry::with_builtins())`.
@@ -109,6 +112,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
         },
         Command::EvalEmbedding(a) => embedding::eval(a),
         Command::Embed(a) => embed::run(a, &registry, &progress),
+        Command::Export(a) => export::run(a),
         Command::Partition(a) => partition::run(a, &registry, &progress),
         Command::Bench(b) => bench::run(b, &progress),
     };

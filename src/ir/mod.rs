@@ -7,6 +7,7 @@
 pub mod dump;
 pub mod fact;
 pub mod graph;
+pub mod ndarray;
 pub mod op;
 pub mod params;
 pub mod recycle;

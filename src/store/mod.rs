@@ -10,6 +10,7 @@ pub mod gen;
 pub mod import;
 pub mod info;
 pub mod mmap;
+mod ndarray;
 pub mod writer;
 
 pub use check::check;

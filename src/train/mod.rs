@@ -10,6 +10,7 @@
 pub mod blocked;
 pub mod checkpoint;
 pub mod dist;
+pub mod export;
 pub mod hops;
 pub mod infer;
 pub mod log;

@@ -1,9 +1,11 @@
-//! Importers: GraphSAINT's dataset directories and whitespace edge lists. This file holds
+//! Importers: GraphSAINT's dataset directories, whitespace edge lists and OGB's
+//! node-property datasets ([`ogb`]). This file holds
 //! the readers they share: `class_map.json`, `role.json`, and the streaming feature copy
 //! (from `.npy`, read by [`crate::npy`]) with optional standardisation.
 
 pub mod edgelist;
 pub mod graphsaint;
+pub mod ogb;
 
 use std::fmt;
 use std::fs::File;
@@ -21,6 +23,7 @@ use crate::store::StoreError;
 
 pub use edgelist::{import_edgelist, EdgeListOptions};
 pub use graphsaint::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
+pub use ogb::{import_ogb, OgbLayout, OgbOptions, OgbReport};
 
 /// What an import did.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,38 @@
+//! `saintflow export CHECKPOINT -o model.safetensors`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::Result;
+use crate::train::checkpoint::checkpoint_file;
+use crate::train::export::{export_safetensors, Which};
+use crate::train::TrainError;
+
+#[derive(Debug, Args)]
+pub(super) struct ExportArgs {
+    /// The checkpoint (a file, or a run directory holding checkpoint.bin).
+    checkpoint: PathBuf,
+    /// Output .safetensors file.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Export the best-validation parameters instead of the last epoch's.
+    #[arg(long)]
+    best: bool,
+    /// The plan file trained, whose text goes into the header's __metadata__ as "plan"
+    /// (the checkpoint records only the plan's hash).
+    #[arg(long)]
+    plan: Option<PathBuf>,
+}
+
+pub(super) fn run(a: ExportArgs) -> Result<()> {
+    let plan = match &a.plan {
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| TrainError::io(p, "read", e))?),
+        None => None,
+    };
+    let which = if a.best { Which::Best } else { Which::Current };
+    let cp = checkpoint_file(&a.checkpoint);
+    let n = export_safetensors(&cp, &a.output, which, plan.as_deref())?;
+    println!("wrote {}: {n} tensors", a.output.display());
+    Ok(())
+}

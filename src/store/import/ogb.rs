@@ -1,0 +1,946 @@
+//! `import ogb DIR`: Open Graph Benchmark node-property-prediction datasets, in OGB's two
+//! on-disk layouts (the directory the `ogb` package downloads, e.g. `ogbn-arxiv/`).
+//!
+//! * csv.gz: `raw/edge.csv.gz` (`src,dst` per line, 0-based), `raw/num-node-list.csv.gz`
+//!   and `raw/num-edge-list.csv.gz` (one count each), `raw/node-feat.csv.gz` (optional,
+//!   one row of floats per node), `raw/node-label.csv.gz` (one row per node).
+//! * binary: `raw/data.npz` (`edge_index` 2 × E, `node_feat` N × F, `num_nodes_list`,
+//!   `num_edges_list`) and `raw/node-label.npz` (`node_label`, N × T floats).
+//!
+//! Both take the split from `split/<name>/{train,valid,test}.csv.gz` (one node id per
+//! line); the split is chosen by name, the only one by default.
+//!
+//! Edges are made undirected (every entry pushed in both directions, as OGB's loaders do
+//! for these datasets; a self loop once); self loops and duplicates are dropped and
+//! counted by the CSR builder, as for edge lists. The training graph is induced on the training nodes.
+//! Labels: one column is single-task multiclass (an integer class per node), several are
+//! multi-task binary (0/1 per task), stored multi-label; `nan` or an empty field is no
+//! label. The store's multi-label rows cannot say "task unknown": a NaN task is stored as
+//! 0 (counted in a note), and a split node with no positive task, which the store format
+//! counts as unlabelled, is left out of the split (counted in a note); a split node whose
+//! label is NaN (single-task) or all NaN (multi-task) is an error.
+//!
+//! Memory: gzip is decoded as a stream (`flate2`), edges go through the external
+//! [`CsrBuilder`], features are written row by row; what is held is O(N) (labels, roles)
+//! plus one row. In the binary layout `edge_index` is 2 × E in C order (all sources, then
+//! all destinations): the sources are spooled to a scratch file and read back beside the
+//! destinations, so memory stays O(1) in E there too. Features are parsed with Rust's
+//! correctly rounded `str::parse::<f32>` (OGB's loader parses f64 with pandas then casts,
+//! which may differ in the last bit for text with more digits than f32 keeps).
+//!
+//! Heterogeneous datasets (ogbn-mag: `raw/relations/`, `raw/node-feat/<type>/`,
+//! `num-node-dict.csv.gz`) are refused; graph-property datasets (several graphs in
+//! `num-node-list`) too. Extra node or edge files (`node_year.csv.gz`, `edge-feat.csv.gz`)
+//! are ignored with a note.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use flate2::read::MultiGzDecoder;
+
+use crate::npy::{open_npy, plain_dtype, VettedNpy};
+use crate::progress::Progress;
+use crate::store::build::{self, Meta};
+use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
+use crate::store::format::{
+    Dtype, LabelKind, Role, SectionEntry, SectionId, TrainGraph, MAX_NODES, NO_LABEL,
+};
+use crate::store::import::{write_no_features, write_roles, ImportReport, LabelTable};
+use crate::store::writer::{SectionWriter, StoreWriter};
+use crate::store::StoreError;
+
+/// Options of the OGB importer.
+#[derive(Debug, Clone, Default)]
+pub struct OgbOptions {
+    /// The split's directory name under `split/` (default: the only one).
+    pub split: Option<String>,
+}
+
+/// Which of OGB's layouts a dataset directory uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OgbLayout {
+    /// `raw/*.csv.gz`.
+    Csv,
+    /// `raw/data.npz` and `raw/node-label.npz`.
+    Binary,
+}
+
+/// What an OGB import did.
+#[derive(Debug, Clone)]
+pub struct OgbReport {
+    /// Counts and time, as every importer reports them.
+    pub report: ImportReport,
+    /// The layout read.
+    pub layout: OgbLayout,
+    /// The split used.
+    pub split: String,
+    /// Things ignored or adapted (extra files, NaN tasks, split nodes without a positive
+    /// task), one sentence each.
+    pub notes: Vec<String>,
+}
+
+/// Files of `raw/` that the importer reads (or knows are optional).
+const KNOWN_RAW: [&str; 7] = [
+    "edge.csv.gz",
+    "num-node-list.csv.gz",
+    "num-edge-list.csv.gz",
+    "node-feat.csv.gz",
+    "node-label.csv.gz",
+    "data.npz",
+    "node-label.npz",
+];
+
+// ---------------------------------------------------------------- gzip lines
+
+/// The lines of a gzip-compressed text file, decoded as a stream.
+struct GzLines {
+    path: PathBuf,
+    reader: BufReader<MultiGzDecoder<BufReader<File>>>,
+    buf: String,
+    line_no: u64,
+}
+
+impl GzLines {
+    fn open(path: &Path) -> Result<Self, StoreError> {
+        let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
+        Ok(GzLines {
+            path: path.to_path_buf(),
+            reader: BufReader::with_capacity(
+                1 << 20,
+                MultiGzDecoder::new(BufReader::with_capacity(1 << 20, f)),
+            ),
+            buf: String::with_capacity(1 << 12),
+            line_no: 0,
+        })
+    }
+
+    /// Reads the next line; false at the end. [`line`](Self::line) then holds it.
+    fn advance(&mut self) -> Result<bool, StoreError> {
+        self.buf.clear();
+        let got = self.reader.read_line(&mut self.buf).map_err(|e| {
+            let what = if e.kind() == std::io::ErrorKind::InvalidData {
+                "not valid UTF-8 text".to_string()
+            } else {
+                format!("not a valid gzip stream: {e}")
+            };
+            StoreError::input(&self.path, format!("line {}: {what}", self.line_no + 1))
+        })?;
+        if got == 0 {
+            return Ok(false);
+        }
+        self.line_no += 1;
+        Ok(true)
+    }
+
+    /// The current line without its line ending.
+    fn line(&self) -> &str {
+        self.buf.trim_end_matches(['\n', '\r'])
+    }
+
+    /// An error at the current line.
+    fn err(&self, what: impl std::fmt::Display) -> StoreError {
+        StoreError::input(&self.path, format!("line {}: {what}", self.line_no))
+    }
+}
+
+/// A node id field: a non-negative integer below `n`.
+fn node_id(lines: &GzLines, s: &str, n: u64, what: &str) -> Result<u32, StoreError> {
+    let s = s.trim();
+    let v: u64 = s.parse().map_err(|_| {
+        lines.err(format!(
+            "{what} {s:?} is not a node id (a non-negative integer)"
+        ))
+    })?;
+    if v >= n {
+        return Err(lines.err(format!(
+            "{what} {v} out of range, expected < N = {n} (num-node-list)"
+        )));
+    }
+    Ok(v as u32)
+}
+
+/// The one count in `raw/num-node-list.csv.gz` / `raw/num-edge-list.csv.gz`.
+fn read_count(path: &Path) -> Result<u64, StoreError> {
+    let mut lines = GzLines::open(path)?;
+    let mut counts = Vec::new();
+    while lines.advance()? {
+        let t = lines.line().trim();
+        if t.is_empty() {
+            continue;
+        }
+        let c: u64 = t
+            .parse()
+            .map_err(|_| lines.err(format!("expected a count, got {t:?}")))?;
+        counts.push(c);
+    }
+    match counts.as_slice() {
+        [c] => Ok(*c),
+        [] => Err(StoreError::input(path, "empty, expected one count")),
+        cs => Err(StoreError::input(
+            path,
+            format!(
+                "{} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)",
+                cs.len()
+            ),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------- npz members
+
+/// Opens member `name` of an npz archive, its NPY header vetted; None if absent.
+fn npz_member<'a, R: Read + Seek>(
+    npz: &'a mut npyz::npz::NpzArchive<R>,
+    path: &Path,
+    name: &str,
+) -> Result<Option<VettedNpy<impl Read + 'a>>, StoreError> {
+    if !npz.array_names().any(|n| n == name) {
+        return Ok(None);
+    }
+    let file = npz
+        .zip_archive()
+        .by_name(&npyz::npz::file_name_from_array_name(name))
+        .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
+    let npy = open_npy(file).map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
+    if npy.order() != npyz::Order::C {
+        return Err(StoreError::input(
+            path,
+            format!("member {name}: Fortran order, expected C order"),
+        ));
+    }
+    Ok(Some(npy))
+}
+
+fn open_npz(path: &Path) -> Result<npyz::npz::NpzArchive<BufReader<File>>, StoreError> {
+    npyz::npz::NpzArchive::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => StoreError::io(path, "open", e),
+        _ => StoreError::input(path, format!("not a valid npz (zip) archive: {e}")),
+    })
+}
+
+fn required<T>(x: Option<T>, path: &Path, name: &str) -> Result<T, StoreError> {
+    x.ok_or_else(|| StoreError::input(path, format!("missing member {name}.npy")))
+}
+
+/// Streams a member's elements as f64, calling `each(index, x)` in order.
+fn for_each_f64<R: Read>(
+    npy: VettedNpy<R>,
+    path: &Path,
+    name: &str,
+    mut each: impl FnMut(u64, f64) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let bad = |e: std::io::Error| StoreError::input(path, format!("member {name}: {e}"));
+    let t =
+        plain_dtype(&npy).map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
+    macro_rules! stream {
+        ($t:ty) => {{
+            let data = npy
+                .data::<$t>()
+                .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
+            for (i, x) in data.enumerate() {
+                each(i as u64, x.map_err(bad)? as f64)?;
+            }
+        }};
+    }
+    match t.as_str() {
+        "<f4" => stream!(f32),
+        "<f8" => stream!(f64),
+        "<i4" => stream!(i32),
+        "<i8" => stream!(i64),
+        "<u4" => stream!(u32),
+        "|u1" | "<u1" => stream!(u8),
+        "|i1" | "<i1" => stream!(i8),
+        t => {
+            return Err(StoreError::input(
+                path,
+                format!("member {name}: dtype {t}, expected little-endian float or integer"),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// A 1-element count array (`num_nodes_list`, `num_edges_list`).
+fn npz_count<R: Read + Seek>(
+    npz: &mut npyz::npz::NpzArchive<R>,
+    path: &Path,
+    name: &str,
+) -> Result<u64, StoreError> {
+    let npy = required(npz_member(npz, path, name)?, path, name)?;
+    let mut counts = Vec::new();
+    for_each_f64(npy, path, name, |_, x| {
+        counts.push(x);
+        Ok(())
+    })?;
+    match counts.as_slice() {
+        [c] if *c >= 0.0 && c.fract() == 0.0 => Ok(*c as u64),
+        [c] => Err(StoreError::input(path, format!("member {name}: {c} is not a count"))),
+        cs => Err(StoreError::input(
+            path,
+            format!(
+                "member {name}: {} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)",
+                cs.len()
+            ),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------- labels
+
+/// Labels as read, before the split is known.
+struct OgbLabels {
+    table: LabelTable,
+    /// Per node: the label is NaN (single-task) or every task is NaN (multi-task).
+    missing: Vec<bool>,
+    /// Multi-task rows with some (not all) tasks NaN.
+    partial_nan_rows: u64,
+}
+
+/// Builds [`OgbLabels`] row by row; the task count T is fixed by the first non-empty row.
+struct LabelRows {
+    n: usize,
+    tasks: Option<usize>,
+    single: Vec<u32>,
+    multi: Vec<u8>,
+    missing: Vec<bool>,
+    max_class: Option<u64>,
+    partial_nan_rows: u64,
+}
+
+/// One label field: Some(value) or None for NaN / empty.
+fn label_field(s: &str) -> Result<Option<f64>, String> {
+    let t = s.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("nan") {
+        return Ok(None);
+    }
+    match t.parse::<f64>() {
+        Ok(x) if x.is_nan() => Ok(None),
+        Ok(x) => Ok(Some(x)),
+        Err(_) => Err(format!("label {t:?} is not a number")),
+    }
+}
+
+impl LabelRows {
+    fn new(n: usize) -> Self {
+        LabelRows {
+            n,
+            tasks: None,
+            single: Vec::new(),
+            multi: Vec::new(),
+            missing: vec![true; n],
+            max_class: None,
+            partial_nan_rows: 0,
+        }
+    }
+
+    /// Row `v` from its fields (None: an empty row, no label); the error is a bare message.
+    fn row(&mut self, v: usize, fields: Option<&[Option<f64>]>) -> Result<(), String> {
+        let Some(fields) = fields else {
+            return Ok(());
+        };
+        let t = *self.tasks.get_or_insert(fields.len());
+        if self.single.is_empty() && self.multi.is_empty() {
+            if t == 1 {
+                self.single = vec![NO_LABEL; self.n];
+            } else {
+                self.multi = vec![0u8; self.n * t.div_ceil(8)];
+            }
+        }
+        if fields.len() != t {
+            return Err(format!(
+                "{} label columns, expected {t} (as the first labelled row)",
+                fields.len()
+            ));
+        }
+        if t == 1 {
+            if let Some(c) = fields[0] {
+                if c < 0.0 || c.fract() != 0.0 || c >= f64::from(NO_LABEL) {
+                    return Err(format!("class {c}, expected a non-negative integer or nan"));
+                }
+                self.single[v] = c as u32;
+                self.missing[v] = false;
+                self.max_class = Some(self.max_class.map_or(c as u64, |m| m.max(c as u64)));
+            }
+        } else {
+            let r = t.div_ceil(8);
+            let mut nan = 0;
+            for (j, x) in fields.iter().enumerate() {
+                match x {
+                    None => nan += 1,
+                    Some(x) if *x == 1.0 => self.multi[v * r + j / 8] |= 1 << (j % 8),
+                    Some(x) if *x == 0.0 => {}
+                    Some(x) => {
+                        return Err(format!("task {j}: {x}, expected 0, 1 or nan"));
+                    }
+                }
+            }
+            self.missing[v] = nan == t;
+            if nan > 0 && nan < t {
+                self.partial_nan_rows += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> OgbLabels {
+        let table = match self.tasks {
+            None => LabelTable::none(self.n),
+            Some(1) => LabelTable {
+                kind: LabelKind::Single,
+                n_classes: self.max_class.map_or(0, |m| m + 1),
+                data: bytemuck::cast_slice(&self.single).to_vec(),
+            },
+            Some(t) => LabelTable {
+                kind: LabelKind::Multi,
+                n_classes: t as u64,
+                data: self.multi,
+            },
+        };
+        OgbLabels {
+            table,
+            missing: self.missing,
+            partial_nan_rows: self.partial_nan_rows,
+        }
+    }
+}
+
+fn read_labels_csv(path: &Path, n: usize) -> Result<OgbLabels, StoreError> {
+    let mut lines = GzLines::open(path)?;
+    let mut rows = LabelRows::new(n);
+    let mut fields = Vec::new();
+    let mut v = 0usize;
+    while lines.advance()? {
+        let l = lines.line();
+        if v >= n {
+            return Err(lines.err(format!(
+                "more label rows than the N = {n} nodes of num-node-list"
+            )));
+        }
+        let row = if l.trim().is_empty() {
+            None
+        } else {
+            fields.clear();
+            for f in l.split(',') {
+                fields.push(label_field(f).map_err(|e| lines.err(e))?);
+            }
+            Some(fields.as_slice())
+        };
+        rows.row(v, row).map_err(|e| lines.err(e))?;
+        v += 1;
+    }
+    if v != n {
+        return Err(StoreError::input(
+            path,
+            format!("{v} label rows, expected one per node, N = {n} (num-node-list)"),
+        ));
+    }
+    Ok(rows.finish())
+}
+
+fn read_labels_npz(path: &Path, n: usize) -> Result<OgbLabels, StoreError> {
+    let mut npz = open_npz(path)?;
+    let npy = required(
+        npz_member(&mut npz, path, "node_label")?,
+        path,
+        "node_label",
+    )?;
+    let t = match npy.shape() {
+        [rows] if *rows == n as u64 => 1,
+        [rows, t] if *rows == n as u64 && *t > 0 => *t as usize,
+        s => {
+            return Err(StoreError::input(
+                path,
+                format!("member node_label: shape expected ({n}, T), got {s:?}"),
+            ))
+        }
+    };
+    let mut rows = LabelRows::new(n);
+    let mut fields = Vec::with_capacity(t);
+    for_each_f64(npy, path, "node_label", |i, x| {
+        fields.push((!x.is_nan()).then_some(x));
+        if fields.len() == t {
+            let v = (i / t as u64) as usize;
+            rows.row(v, Some(&fields)).map_err(|e| {
+                StoreError::input(path, format!("member node_label, node {v}: {e}"))
+            })?;
+            fields.clear();
+        }
+        Ok(())
+    })?;
+    Ok(rows.finish())
+}
+
+// ---------------------------------------------------------------- split
+
+/// The split's directory: `opts.split`, else the only one under `split/`.
+fn choose_split(dir: &Path, want: Option<&str>) -> Result<(String, PathBuf), StoreError> {
+    let root = dir.join("split");
+    let mut names = Vec::new();
+    if root.is_dir() {
+        for e in std::fs::read_dir(&root).map_err(|e| StoreError::io(&root, "read directory", e))? {
+            let e = e.map_err(|e| StoreError::io(&root, "read directory", e))?;
+            if e.path().is_dir() {
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    names.sort();
+    let listed = || {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    match want {
+        Some(w) if names.iter().any(|n| n == w) => Ok((w.to_string(), root.join(w))),
+        Some(w) => Err(StoreError::input(
+            &root,
+            format!("no split named {w:?}; the dataset has: {}", listed()),
+        )),
+        None => match names.as_slice() {
+            [one] => Ok((one.clone(), root.join(one))),
+            [] => Err(StoreError::input(
+                &root,
+                "no split: expected split/<name>/{train,valid,test}.csv.gz",
+            )),
+            _ => Err(StoreError::input(
+                &root,
+                format!("several splits, choose one with --split: {}", listed()),
+            )),
+        },
+    }
+}
+
+/// One role byte per node from `train.csv.gz`, `valid.csv.gz`, `test.csv.gz` in `dir`.
+fn read_split(dir: &Path, n: u64) -> Result<Vec<u8>, StoreError> {
+    let mut roles = vec![Role::None as u8; n as usize];
+    for (file, role) in [
+        ("train.csv.gz", Role::Train),
+        ("valid.csv.gz", Role::Val),
+        ("test.csv.gz", Role::Test),
+    ] {
+        let path = dir.join(file);
+        let mut lines = GzLines::open(&path)?;
+        while lines.advance()? {
+            let l = lines.line();
+            if l.trim().is_empty() {
+                continue;
+            }
+            let v = node_id(&lines, l, n, "node")? as usize;
+            if roles[v] != Role::None as u8 {
+                let other = ["", "train", "valid", "test"][roles[v] as usize];
+                return Err(lines.err(if roles[v] == role as u8 {
+                    format!("node {v} is listed twice")
+                } else {
+                    format!(
+                        "node {v} is also in {other}.csv.gz: the split's parts must not overlap"
+                    )
+                }));
+            }
+            roles[v] = role as u8;
+        }
+    }
+    Ok(roles)
+}
+
+// ---------------------------------------------------------------- features
+
+/// Streams f32 rows into the features section, checking finiteness.
+struct FeatureSink {
+    section: SectionWriter,
+    buf: Vec<f32>,
+}
+
+impl FeatureSink {
+    fn new(w: &StoreWriter) -> Result<Self, StoreError> {
+        Ok(FeatureSink {
+            section: w.section(SectionId::Features, Dtype::F32)?,
+            buf: Vec::with_capacity(1 << 16),
+        })
+    }
+
+    fn push(&mut self, x: f32) -> Result<(), StoreError> {
+        self.buf.push(x);
+        if self.buf.len() == self.buf.capacity() {
+            self.section.write_f32s(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<SectionEntry, StoreError> {
+        self.section.write_f32s(&self.buf)?;
+        self.section.finish()
+    }
+}
+
+fn write_features_csv(
+    w: &StoreWriter,
+    path: &Path,
+    n: u64,
+) -> Result<(u64, SectionEntry), StoreError> {
+    let mut lines = GzLines::open(path)?;
+    let mut sink = FeatureSink::new(w)?;
+    let mut f = None::<u64>;
+    let mut rows = 0u64;
+    while lines.advance()? {
+        let l = lines.line();
+        if rows >= n {
+            return Err(lines.err(format!(
+                "more feature rows than the N = {n} nodes of num-node-list"
+            )));
+        }
+        let mut cols = 0u64;
+        if !l.is_empty() {
+            for s in l.split(',') {
+                let t = s.trim();
+                let x: f32 = t
+                    .parse()
+                    .map_err(|_| lines.err(format!("column {cols}: {t:?} is not a number")))?;
+                if !x.is_finite() {
+                    return Err(lines.err(format!("column {cols}: {t} is not finite")));
+                }
+                sink.push(x)?;
+                cols += 1;
+            }
+        }
+        match f {
+            None => f = Some(cols),
+            Some(f) if f != cols => {
+                return Err(lines.err(format!(
+                    "ragged row: {cols} features, expected {f} (as the first row)"
+                )))
+            }
+            _ => {}
+        }
+        rows += 1;
+    }
+    if rows != n {
+        return Err(StoreError::input(
+            path,
+            format!("{rows} feature rows, expected one per node, N = {n} (num-node-list)"),
+        ));
+    }
+    Ok((f.unwrap_or(0), sink.finish()?))
+}
+
+// ---------------------------------------------------------------- import
+
+/// Refuses heterogeneous layouts and lists `raw/`'s files the importer does not read.
+fn survey_raw(raw: &Path) -> Result<Vec<String>, StoreError> {
+    if !raw.is_dir() {
+        return Err(StoreError::input(
+            raw,
+            "not found: expected an OGB dataset directory (raw/, split/)",
+        ));
+    }
+    let mut extra = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(raw)
+        .map_err(|e| StoreError::io(raw, "read directory", e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| StoreError::io(raw, "read directory", e))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let hetero = e.path().is_dir()
+            || name.starts_with("num-node-dict")
+            || name.starts_with("triplet-type-list");
+        if hetero {
+            return Err(StoreError::input(
+                raw.join(&name),
+                "a heterogeneous dataset (ogbn-mag's layout: raw/relations/, raw/node-feat/<type>/, num-node-dict): a store holds one node type and one edge type; import ogb reads homogeneous datasets only",
+            ));
+        }
+        if !KNOWN_RAW.contains(&name.as_str()) {
+            extra.push(name);
+        }
+    }
+    Ok(extra)
+}
+
+/// Imports the OGB node-property-prediction dataset in `dir` into a new store at `out`.
+pub fn import_ogb(
+    dir: &Path,
+    out: &Path,
+    opts: &OgbOptions,
+    force: bool,
+    progress: &Progress,
+) -> Result<OgbReport, StoreError> {
+    let start = Instant::now();
+    if !dir.is_dir() {
+        return Err(StoreError::input(
+            dir,
+            "not a directory (expected an OGB dataset directory)",
+        ));
+    }
+    let raw = dir.join("raw");
+    let extra = survey_raw(&raw)?;
+    let mut notes: Vec<String> = extra
+        .iter()
+        .map(|f| format!("raw/{f} ignored (not read by import ogb)"))
+        .collect();
+    let layout = if raw.join("data.npz").is_file() {
+        OgbLayout::Binary
+    } else {
+        OgbLayout::Csv
+    };
+    let data_npz = raw.join("data.npz");
+    let (n, n_edges) = match layout {
+        OgbLayout::Csv => (
+            read_count(&raw.join("num-node-list.csv.gz"))?,
+            read_count(&raw.join("num-edge-list.csv.gz"))?,
+        ),
+        OgbLayout::Binary => {
+            let mut npz = open_npz(&data_npz)?;
+            (
+                npz_count(&mut npz, &data_npz, "num_nodes_list")?,
+                npz_count(&mut npz, &data_npz, "num_edges_list")?,
+            )
+        }
+    };
+    if n > MAX_NODES {
+        return Err(StoreError::input(
+            &raw,
+            format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
+        ));
+    }
+    let nu = n as usize;
+
+    let (labels_path, labels) = match layout {
+        OgbLayout::Csv => {
+            let p = raw.join("node-label.csv.gz");
+            let l = read_labels_csv(&p, nu)?;
+            (p, l)
+        }
+        OgbLayout::Binary => {
+            let p = raw.join("node-label.npz");
+            let l = read_labels_npz(&p, nu)?;
+            (p, l)
+        }
+    };
+    let (split_name, split_dir) = choose_split(dir, opts.split.as_deref())?;
+    let mut roles = read_split(&split_dir, n)?;
+    if let Some(v) = (0..nu).find(|&v| roles[v] != Role::None as u8 && labels.missing[v]) {
+        return Err(StoreError::input(
+            &labels_path,
+            format!(
+                "node {v} is in split {split_name:?} ({:?}) but its label is nan",
+                Role::from_byte(roles[v]).unwrap()
+            ),
+        ));
+    }
+    if labels.partial_nan_rows > 0 {
+        notes.push(format!(
+            "{} nodes have some (not all) tasks nan; those tasks are stored as 0 (a multi-label row has no \"unknown\")",
+            labels.partial_nan_rows
+        ));
+    }
+    let mut dropped = 0u64;
+    for (v, r) in roles.iter_mut().enumerate() {
+        if *r != Role::None as u8 && !labels.table.is_labelled(v) {
+            *r = Role::None as u8;
+            dropped += 1;
+        }
+    }
+    if dropped > 0 {
+        notes.push(format!(
+            "{dropped} split nodes have no positive task; the store counts such a node unlabelled, so they are left out of the split"
+        ));
+    }
+
+    let w = StoreWriter::create(out, force)?;
+    let scratch = w.scratch_dir()?;
+    let mut builder =
+        CsrBuilder::new(&scratch, n, n_edges.saturating_mul(2), DEFAULT_BUCKET_BYTES)?;
+    let bar = progress.bar(n_edges, "edges", "edges");
+    let edges_path;
+    let seen = match layout {
+        OgbLayout::Csv => {
+            edges_path = raw.join("edge.csv.gz");
+            let mut lines = GzLines::open(&edges_path)?;
+            let mut seen = 0u64;
+            while lines.advance()? {
+                let l = lines.line();
+                let mut it = l.split(',');
+                let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
+                    return Err(lines.err(format!("expected \"src,dst\", got {l:?}")));
+                };
+                let u = node_id(&lines, a, n, "source node")?;
+                let v = node_id(&lines, b, n, "destination node")?;
+                builder.push(u, v)?;
+                if u != v {
+                    builder.push(v, u)?;
+                }
+                seen += 1;
+                bar.inc(1);
+            }
+            seen
+        }
+        OgbLayout::Binary => {
+            edges_path = data_npz.clone();
+            push_edge_index(&data_npz, &scratch, n, &mut builder, &bar)?
+        }
+    };
+    bar.finish_and_clear();
+    if seen != n_edges {
+        return Err(StoreError::input(
+            &edges_path,
+            format!("{seen} edges, expected {n_edges} as num-edge-list says"),
+        ));
+    }
+    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
+
+    let (n_features, feats) = match layout {
+        OgbLayout::Csv => {
+            let p = raw.join("node-feat.csv.gz");
+            if p.is_file() {
+                write_features_csv(&w, &p, n)?
+            } else {
+                (0, write_no_features(&w)?)
+            }
+        }
+        OgbLayout::Binary => write_features_npz(&w, &data_npz, n)?,
+    };
+    let report = ImportReport::new(n, &graph, start);
+    let meta = Meta {
+        n_nodes: n,
+        n_features,
+        n_classes: labels.table.n_classes,
+        label_kind: labels.table.kind,
+        train_graph: TrainGraph::Induced,
+        split: build::split_counts(&roles),
+        source: format!(
+            "saintflow import ogb {} --split {split_name}",
+            dir.display()
+        ),
+    };
+    let header = build::header(
+        meta,
+        graph,
+        feats,
+        labels.table.write(&w)?,
+        write_roles(&w, &roles)?,
+    );
+    w.commit(&header, |_| Ok(()))?;
+    Ok(OgbReport {
+        report: ImportReport {
+            seconds: start.elapsed().as_secs_f64(),
+            ..report
+        },
+        layout,
+        split: split_name,
+        notes,
+    })
+}
+
+/// Pushes `edge_index` (2 × E, C order) of `data.npz` both ways: the sources are spooled
+/// to a scratch file (4 bytes each) and read back beside the destinations. Returns E.
+fn push_edge_index(
+    path: &Path,
+    scratch: &Path,
+    n: u64,
+    builder: &mut CsrBuilder,
+    bar: &indicatif::ProgressBar,
+) -> Result<u64, StoreError> {
+    let mut npz = open_npz(path)?;
+    let npy = required(
+        npz_member(&mut npz, path, "edge_index")?,
+        path,
+        "edge_index",
+    )?;
+    let e = match npy.shape() {
+        [2, e] => *e,
+        s => {
+            return Err(StoreError::input(
+                path,
+                format!("member edge_index: shape expected (2, E), got {s:?}"),
+            ))
+        }
+    };
+    let spool = scratch.join("ogb-sources.u32");
+    let file = File::create(&spool).map_err(|e| StoreError::io(&spool, "create", e))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut back: Option<BufReader<File>> = None;
+    let id = |i: u64, x: f64| -> Result<u32, StoreError> {
+        if x < 0.0 || x.fract() != 0.0 || x >= n as f64 {
+            return Err(StoreError::input(
+                path,
+                format!(
+                    "member edge_index[{}, {}] = {x}: node id out of range, expected 0..{n} (num_nodes_list)",
+                    i / e.max(1),
+                    i % e.max(1)
+                ),
+            ));
+        }
+        Ok(x as u32)
+    };
+    for_each_f64(npy, path, "edge_index", |i, x| {
+        let v = id(i, x)?;
+        if i < e {
+            return out
+                .write_all(&v.to_le_bytes())
+                .map_err(|err| StoreError::io(&spool, "write", err));
+        }
+        if back.is_none() {
+            out.flush()
+                .map_err(|err| StoreError::io(&spool, "write", err))?;
+            let f = File::open(&spool).map_err(|err| StoreError::io(&spool, "open", err))?;
+            back = Some(BufReader::with_capacity(1 << 20, f));
+        }
+        let mut b = [0u8; 4];
+        back.as_mut()
+            .expect("opened above")
+            .read_exact(&mut b)
+            .map_err(|err| StoreError::io(&spool, "read", err))?;
+        let u = u32::from_le_bytes(b);
+        builder.push(u, v)?;
+        if u != v {
+            builder.push(v, u)?;
+        }
+        bar.inc(1);
+        Ok(())
+    })?;
+    drop(back);
+    drop(out);
+    let _ = std::fs::remove_file(&spool);
+    Ok(e)
+}
+
+fn write_features_npz(
+    w: &StoreWriter,
+    path: &Path,
+    n: u64,
+) -> Result<(u64, SectionEntry), StoreError> {
+    let mut npz = open_npz(path)?;
+    let Some(npy) = npz_member(&mut npz, path, "node_feat")? else {
+        return Ok((0, write_no_features(w)?));
+    };
+    let f = match npy.shape() {
+        [rows, f] if *rows == n => *f,
+        s => {
+            return Err(StoreError::input(
+                path,
+                format!("member node_feat: shape expected ({n}, F), got {s:?}"),
+            ))
+        }
+    };
+    let mut sink = FeatureSink::new(w)?;
+    for_each_f64(npy, path, "node_feat", |i, x| {
+        if !x.is_finite() {
+            return Err(StoreError::input(
+                path,
+                format!(
+                    "member node_feat: row {}, column {} is not finite: {x}",
+                    i / f.max(1),
+                    i % f.max(1)
+                ),
+            ));
+        }
+        sink.push(x as f32)
+    })?;
+    Ok((f, sink.finish()?))
+}

@@ -1,0 +1,127 @@
+//! `saintflow export`: a checkpoint's parameters as a `.safetensors` file, the weight format
+//! PyTorch, Hugging Face, candle and burn read (issue 32). Every parameter is an F32
+//! tensor of shape `[rows, cols]` under its plan name (the names `explain` prints, e.g.
+//! `W0`, `b0`); the header's `__metadata__` holds `format` (`saintflow`), `plan_hash`
+//! (hex), `seed`, `epoch`, `step`, `which` (`current` or `best`), `dims` (a JSON object of
+//! name → `[rows, cols]`) and, when given, `plan` (the plan file's text, as the caller read
+//! it: the checkpoint records only the plan's hash, which is not checked against it). The
+//! file is written atomically ([`crate::atomic`]).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, TensorView};
+
+use super::checkpoint::{write_atomic, Checkpoint, SavedTensor};
+use super::TrainError;
+
+/// Which parameters of a checkpoint to export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Which {
+    /// The parameters after the last completed epoch.
+    #[default]
+    Current,
+    /// The best-validation parameters (an error when the run never evaluated).
+    Best,
+}
+
+/// The `.safetensors` bytes of `ckpt`'s parameters (see the module header); `checkpoint`
+/// names the file in errors.
+pub fn safetensors_bytes(
+    ckpt: &Checkpoint,
+    which: Which,
+    plan_text: Option<&str>,
+    checkpoint: &Path,
+) -> Result<Vec<u8>, TrainError> {
+    let bad = |what: String| TrainError::Checkpoint {
+        path: checkpoint.to_path_buf(),
+        what,
+    };
+    let params: &[SavedTensor] = match which {
+        Which::Current => &ckpt.params,
+        Which::Best => ckpt.best_params.as_deref().ok_or_else(|| {
+            bad("no best-validation parameters (the run was never evaluated)".into())
+        })?,
+    };
+    let mut views = Vec::with_capacity(params.len());
+    let mut dims = serde_json::Map::new();
+    for p in params {
+        if p.data.len() != p.rows * p.cols {
+            return Err(bad(format!(
+                "parameter {}: {} values, expected {} × {}",
+                p.name,
+                p.data.len(),
+                p.rows,
+                p.cols
+            )));
+        }
+        let view = TensorView::new(
+            Dtype::F32,
+            vec![p.rows, p.cols],
+            bytemuck::cast_slice(&p.data),
+        )
+        .map_err(|e| bad(format!("parameter {}: {e:?}", p.name)))?;
+        views.push((p.name.clone(), view));
+        dims.insert(p.name.clone(), serde_json::json!([p.rows, p.cols]));
+    }
+    let mut meta = HashMap::from([
+        ("format".to_string(), "saintflow".to_string()),
+        ("plan_hash".to_string(), format!("{:016x}", ckpt.plan_hash)),
+        ("seed".to_string(), ckpt.seed.to_string()),
+        ("epoch".to_string(), ckpt.epoch.to_string()),
+        ("step".to_string(), ckpt.step.to_string()),
+        (
+            "which".to_string(),
+            match which {
+                Which::Current => "current",
+                Which::Best => "best",
+            }
+            .to_string(),
+        ),
+        (
+            "dims".to_string(),
+            serde_json::Value::Object(dims).to_string(),
+        ),
+    ]);
+    if let Some(text) = plan_text {
+        meta.insert("plan".to_string(), text.to_string());
+    }
+    safetensors::serialize(views, &Some(meta)).map_err(|e| bad(format!("serialising: {e:?}")))
+}
+
+/// Reads the checkpoint at `checkpoint` and writes its parameters to `out` as
+/// `.safetensors`, atomically. Returns the number of tensors written.
+///
+/// ```
+/// use saintflow::train::checkpoint::{Checkpoint, SavedTensor};
+/// use saintflow::train::export::{export_safetensors, Which};
+///
+/// let dir = tempfile::tempdir()?;
+/// let w = SavedTensor { name: "W0".into(), rows: 2, cols: 3, data: vec![1., 2., 3., 4., 5., 6.] };
+/// let ckpt = Checkpoint {
+///     plan_hash: 7, seed: 1, epoch: 3, step: 30, params: vec![w],
+///     opt_m: vec![], opt_v: vec![], opt_t: 30, best_params: None, best_epoch: 0,
+///     best_val: None, elapsed: 1.0, log_pos: None, graph_id: 9, dist: None,
+/// };
+/// let (cp, out) = (dir.path().join("checkpoint.bin"), dir.path().join("model.safetensors"));
+/// ckpt.save(&cp)?;
+/// assert_eq!(export_safetensors(&cp, &out, Which::Current, Some("[model]\n"))?, 1);
+/// let bytes = std::fs::read(&out)?;
+/// let st = safetensors::SafeTensors::deserialize(&bytes)?;
+/// assert_eq!(st.tensor("W0")?.shape(), &[2, 3]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn export_safetensors(
+    checkpoint: &Path,
+    out: &Path,
+    which: Which,
+    plan_text: Option<&str>,
+) -> Result<usize, TrainError> {
+    let ckpt = Checkpoint::load(checkpoint)?;
+    let bytes = safetensors_bytes(&ckpt, which, plan_text, checkpoint)?;
+    write_atomic(out, &bytes)?;
+    Ok(match which {
+        Which::Current => ckpt.params.len(),
+        Which::Best => ckpt.best_params.map_or(0, |p| p.len()),
+    })
+}
