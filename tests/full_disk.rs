@@ -1,4 +1,6 @@
-//! A full disk during a write: a clear error naming the file, nothing left behind, and an
+//! A full disk: `gen` refuses up front (its disk estimate), and a writer without one (an
+//! edge-list import) fails during the write with a clear error naming the file; nothing left
+//! behind, and an
 //! existing store replaced with `--force` survives. Uses a 1 MiB tmpfs, so it needs root
 //! (CI and the development machines run as root); elsewhere it says so and returns.
 
@@ -44,6 +46,8 @@ fn full_disk_is_an_error_and_loses_nothing() {
     };
     generate_kronecker(&small, &dest, false, &Progress::hidden()).unwrap();
     let before = std::fs::read(dest.join("full.indices.u32")).unwrap();
+    // A forced replacement that cannot fit (2^14 × 32 floats = 2 MiB): `gen` estimates its
+    // disk before writing (issue 28) and refuses, naming the flag and the free space.
     let big = KroneckerSpec {
         scale: 14,
         n_features: 32,
@@ -51,6 +55,38 @@ fn full_disk_is_an_error_and_loses_nothing() {
     };
     let msg = match generate_kronecker(&big, &dest, true, &Progress::hidden()) {
         Ok(_) => panic!("a 2 MiB store fitted in a 1 MiB tmpfs"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        msg.contains("of disk while written") && msg.contains("free"),
+        "{msg}"
+    );
+    // A writer without an estimate runs into the full disk while writing: an edge list of
+    // 200,000 edges (a 3 MiB store) imported with --force over the small store.
+    let src = tempfile::tempdir().unwrap();
+    let list = src.path().join("big.txt");
+    let mut text = String::new();
+    let mut x = 0x9E37_79B9u64;
+    for _ in 0..200_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let (u, v) = ((x >> 33) % 16384, (x >> 13) % 16384);
+        text.push_str(&format!("{u} {v}\n"));
+    }
+    std::fs::write(&list, text).unwrap();
+    let opts = saintflow::store::import::EdgeListOptions {
+        symmetrize: true,
+        ..Default::default()
+    };
+    let msg = match saintflow::store::import::import_edgelist(
+        &list,
+        &dest,
+        &opts,
+        true,
+        &Progress::hidden(),
+    ) {
+        Ok(_) => panic!("a 3 MiB store fitted in a 1 MiB tmpfs"),
         Err(e) => e.to_string(),
     };
     assert!(msg.contains("No space left on device"), "{msg}");
