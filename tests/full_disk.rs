@@ -1,8 +1,8 @@
 //! A full disk: `gen` refuses up front (its disk estimate), and a writer without one (an
-//! edge-list import) fails during the write with a clear error naming the file; nothing left
-//! behind, and an
-//! existing store replaced with `--force` survives. Uses a 1 MiB tmpfs, so it needs root
-//! (CI and the development machines run as root); elsewhere it says so and returns.
+//! edge-list import) fails during the write with a clear error naming the file; nothing is
+//! left behind, and an existing store replaced with `--force` survives. Uses a 1 MiB tmpfs,
+//! so it needs root (CI and the development machines run as root); elsewhere it says so and
+//! returns.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
