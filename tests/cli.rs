@@ -205,6 +205,43 @@ fn usage_errors_exit_2() {
     assert!(text(&o).1.contains("three comma-separated fractions"));
     let o = saintflow(&["frobnicate"], tmp.path());
     assert_eq!(o.status.code(), Some(2));
+    // `explain` refuses sizes that plan nonsense (issue 28's messages).
+    let plan = gcn_plan();
+    for bad in [
+        &["--degree", "-1"][..],
+        &["--degree", "nan"],
+        &["--classes", "0"],
+        &["--features", "0"],
+    ] {
+        let mut args = vec![
+            "explain",
+            plan.as_str(),
+            "--features",
+            "8",
+            "--classes",
+            "3",
+        ];
+        args.extend_from_slice(&["--nodes", "100"]);
+        args.extend_from_slice(bad);
+        let o = saintflow(&args, tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {:?}", text(&o));
+    }
+    let o = saintflow(
+        &[
+            "explain",
+            plan.as_str(),
+            "--features",
+            "8",
+            "--classes",
+            "3",
+            "--nodes",
+            "100",
+            "--degree",
+            "4",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
 }
 
 /// `saintflow ops`: every op a plan may call by name is listed with its attributes and

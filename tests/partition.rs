@@ -696,3 +696,34 @@ fn common_err<T>(r: Result<T, saintflow::partition::PartitionError>) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// Issue 28's messages: `partition` takes `--output` (as every command spells it) and
+/// `--parts`, and still the old `--out` and `--k`; all four give the same partition.
+#[test]
+fn partition_takes_output_and_parts_as_every_command_spells_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let run = |args: &[&str], out: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+            .arg("partition")
+            .arg(&input)
+            .args(args)
+            .arg(dir.path().join(out))
+            .args(["--json", "--layers", "1"])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let r: PartitionReport = serde_json::from_slice(&o.stdout).unwrap();
+        r.parts.iter().map(|p| (p.own, p.replicas)).collect::<Vec<_>>()
+    };
+    let a = run(&["--parts", "2", "--output"], "a");
+    let b = run(&["--k", "2", "--out"], "b");
+    let c = run(&["-k", "2", "-o"], "c");
+    assert_eq!(a.len(), 2);
+    assert_eq!(a, b);
+    assert_eq!(a, c);
+}

@@ -23,11 +23,11 @@ pub(super) struct ExplainArgs {
     /// Print Graphviz DOT instead of text.
     #[arg(long)]
     dot: bool,
-    /// Feature width F (default: the store's).
-    #[arg(long)]
+    /// Feature width F, ≥ 1 (default: the store's).
+    #[arg(long, value_parser = super::at_least_one)]
     features: Option<usize>,
-    /// Classes C (default: the store's).
-    #[arg(long)]
+    /// Classes C, ≥ 1 (default: the store's).
+    #[arg(long, value_parser = super::at_least_one)]
     classes: Option<usize>,
     /// Multi-label targets (default: the store's labels; single-label without a store).
     #[arg(long)]
@@ -36,8 +36,8 @@ pub(super) struct ExplainArgs {
     #[arg(long, value_parser = super::at_least_one)]
     nodes: Option<usize>,
     /// Expected mean degree of a subgraph, nnz = n·D (default: the store's mean degree,
-    /// else 16).
-    #[arg(long)]
+    /// else 16); a finite number ≥ 0.
+    #[arg(long, value_parser = degree)]
     degree: Option<f64>,
     /// Executor threads p, ≥ 1 (default: the rayon pool's).
     #[arg(long, value_parser = super::at_least_one)]
@@ -45,6 +45,15 @@ pub(super) struct ExplainArgs {
     /// Cache bytes a feature block should fit (default: the detected L2).
     #[arg(long)]
     cache_bytes: Option<usize>,
+}
+
+/// `--degree`: a finite mean degree ≥ 0 (a negative or NaN degree plans nonsense).
+fn degree(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(d) if d.is_finite() && d >= 0.0 => Ok(d),
+        Ok(d) => Err(format!("expected a finite number ≥ 0, got {d}")),
+        Err(_) => Err(format!("{s:?} is not a number")),
+    }
 }
 
 /// A missing size: a usage error (exit code 2), as clap reports its own.

@@ -14,12 +14,13 @@ use crate::progress::Progress;
 pub(super) struct PartitionArgs {
     /// Store directory to partition.
     store: PathBuf,
-    /// Number of parts k.
-    #[arg(short, long, value_parser = super::at_least_one)]
+    /// Number of parts k (`-k`, `--parts`; `--k` also accepted).
+    #[arg(short, long = "parts", visible_alias = "k", value_parser = super::at_least_one)]
     k: usize,
     /// Output directory: part-0.sf … part-{k-1}.sf (with `--ranks P` < k: rank-0.sf …
-    /// rank-{P-1}.sf) and partition.json.
-    #[arg(short, long)]
+    /// rank-{P-1}.sf) and partition.json (`-o`, `--output` as every command spells it;
+    /// `--out` also accepted).
+    #[arg(short, long = "output", visible_alias = "out")]
     out: PathBuf,
     /// Ranks P of the training job (default k): with P < k the k parts are assigned to P
     /// ranks by GAD's greedy load balance (largest part first, to the least-loaded rank;
