@@ -718,7 +718,10 @@ fn partition_takes_output_and_parts_as_every_command_spells_them() {
             String::from_utf8_lossy(&o.stderr)
         );
         let r: PartitionReport = serde_json::from_slice(&o.stdout).unwrap();
-        r.parts.iter().map(|p| (p.own, p.replicas)).collect::<Vec<_>>()
+        r.parts
+            .iter()
+            .map(|p| (p.own, p.replicas))
+            .collect::<Vec<_>>()
     };
     let a = run(&["--parts", "2", "--output"], "a");
     let b = run(&["--k", "2", "--out"], "b");
