@@ -35,7 +35,7 @@ use std::sync::Arc;
 use crate::ir::{Fact, NodeId};
 
 use super::rowwise::{row_wise, RowWise, Rows};
-use super::util::same_shape;
+use super::util::{block, block_mut, same_shape};
 use super::{GradBuilder, MatMut, MatRef, Op, OpError};
 
 /// What an elementwise op's author writes (see the module header).
@@ -99,12 +99,6 @@ pub struct MapGrad<E> {
     pub name: String,
 }
 
-/// The slices of a block (the adapter's views are contiguous).
-fn slice<'a>(m: &MatRef<'a>, op: &str) -> Result<&'a [f32], OpError> {
-    m.as_slice()
-        .ok_or_else(|| OpError::args(format!("{op}: a non-contiguous block")))
-}
-
 impl<E: Elementwise> RowWise for Map<E> {
     fn name(&self) -> &str {
         self.0.name()
@@ -113,10 +107,8 @@ impl<E: Elementwise> RowWise for Map<E> {
         self.0.attrs()
     }
     fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
-        let x = slice(&x[0], self.0.name())?;
-        let y = y
-            .as_mut_slice()
-            .ok_or_else(|| OpError::args(format!("{}: a non-contiguous block", self.0.name())))?;
+        let x = block(&x[0], self.0.name())?;
+        let y = block_mut(&mut y, self.0.name())?;
         self.0.forward_slice(x, y)
     }
     fn flops_per_element(&self) -> f64 {
@@ -155,10 +147,8 @@ impl<E: Elementwise> RowWise for MapGrad<E> {
         same_shape(&self.name, saved, inputs[0], "∇y", inputs[1])
     }
     fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
-        let (saved, dy) = (slice(&x[0], &self.name)?, slice(&x[1], &self.name)?);
-        let dx = y
-            .as_mut_slice()
-            .ok_or_else(|| OpError::args(format!("{}: a non-contiguous block", self.name)))?;
+        let (saved, dy) = (block(&x[0], &self.name)?, block(&x[1], &self.name)?);
+        let dx = block_mut(&mut y, &self.name)?;
         self.f.backward_slice(saved, dy, dx)
     }
 }

@@ -15,7 +15,7 @@ use std::fmt;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
 
-use super::util::{dense, elementwise_cost, row_split, same_shape};
+use super::util::{dense, elementwise_cost, row_blocks, row_split, same_shape};
 use super::{
     Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, RowLocal,
     Split, Stage,
@@ -89,32 +89,6 @@ pub fn row_wise<T: RowWise>(t: T) -> std::sync::Arc<dyn Op> {
     std::sync::Arc::new(Rows(t))
 }
 
-impl<T: RowWise> Rows<T> {
-    /// The inputs' rows `r` as contiguous views (every input has the output's rows).
-    fn blocks<'v>(
-        &self,
-        inputs: &[&'v Value],
-        r: std::ops::Range<usize>,
-    ) -> Result<Vec<MatRef<'v>>, OpError> {
-        (0..inputs.len())
-            .map(|k| {
-                let x = dense(inputs, k, self.0.name())?;
-                let c = x.cols;
-                let data = x.data.get(r.start * c..r.end * c).ok_or_else(|| {
-                    OpError::args(format!(
-                        "{}: argument {} has {} rows, expected at least {}",
-                        self.0.name(),
-                        k + 1,
-                        x.rows,
-                        r.end
-                    ))
-                })?;
-                Ok(MatRef::row_major(data, r.end - r.start, c)?)
-            })
-            .collect()
-    }
-}
-
 impl<T: RowWise> Op for Rows<T> {
     fn name(&self) -> &str {
         self.0.name()
@@ -135,7 +109,7 @@ impl<T: RowWise> Op for Rows<T> {
         let rows = dense(inputs, 0, self.0.name())?.rows;
         let cols = output_cols(self, inputs, ctx)?;
         let mut y = Tensor::scratch(rows, cols);
-        let x = self.blocks(inputs, 0..rows)?;
+        let x = row_blocks(inputs, 0..rows, self.0.name())?;
         self.0
             .rows(&x, MatMut::row_major(&mut y.data, rows, cols)?)?;
         Ok(Value::dense(y))
@@ -206,7 +180,7 @@ impl<T: RowWise> Partitioned for Rows<T> {
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
-        let x = self.blocks(inputs, split.ranges[part].clone())?;
+        let x = row_blocks(inputs, split.ranges[part].clone(), self.0.name())?;
         self.0.rows(&x, out)
     }
 }

@@ -49,33 +49,28 @@ pub fn row_split(rows: usize, cols: usize, threads: usize) -> Option<Split> {
         .then(|| Split::even(Axis::Rows, rows, 2 * threads).writing_all())
 }
 
-/// [`row_split`] for a row-wise op whose dense operands all have input 0's shape (an
-/// activation and its backward, l2norm and its backward); None on a length mismatch,
-/// which `forward` reports.
-pub fn row_split_of(inputs: &[&Value], op: &str, threads: usize) -> Result<Option<Split>, OpError> {
-    let x = dense(inputs, 0, op)?;
-    for k in 1..inputs.len() {
-        if dense(inputs, k, op)?.data.len() != x.data.len() {
-            return Ok(None);
-        }
-    }
-    Ok(row_split(x.rows, x.cols, threads))
-}
-
-/// Rows `split.ranges[part]` of a row-wise op, one kernel call per row (a row is
-/// `cols` contiguous floats of every operand).
-pub fn rows_part(
-    split: &Split,
-    part: usize,
-    cols: usize,
-    mut out: MatMut<'_>,
-    mut f: impl FnMut(std::ops::Range<usize>, &mut [f32]) -> Result<(), OpError>,
-) -> Result<(), OpError> {
-    let rows = split.ranges[part].clone();
-    for (k, i) in rows.enumerate() {
-        f(i * cols..(i + 1) * cols, out.row_mut(k))?;
-    }
-    Ok(())
+/// Rows `r` of every input as contiguous views (a row-wise op's per-node inputs, which
+/// have at least `r.end` rows; a shorter one is an error naming `op` and the argument).
+pub fn row_blocks<'v>(
+    inputs: &[&'v Value],
+    r: std::ops::Range<usize>,
+    op: &str,
+) -> Result<Vec<MatRef<'v>>, OpError> {
+    (0..inputs.len())
+        .map(|k| {
+            let x = dense(inputs, k, op)?;
+            let c = x.cols;
+            let data = x.data.get(r.start * c..r.end * c).ok_or_else(|| {
+                OpError::args(format!(
+                    "{op}: argument {} has {} rows, expected at least {}",
+                    k + 1,
+                    x.rows,
+                    r.end
+                ))
+            })?;
+            Ok(MatRef::row_major(data, r.end - r.start, c)?)
+        })
+        .collect()
 }
 
 /// A block view as one slice (the row-wise adapter's and the fusion pass's blocks are

@@ -5,18 +5,13 @@ use saintflow_ops::elementwise::{l2_normalize_rows, l2_normalize_rows_backward};
 
 use crate::ir::{Fact, NodeId};
 use crate::op::rowwise::Rows;
+use crate::op::util::{block, block_mut};
 use crate::op::{GradBuilder, MatMut, MatRef, OpError, RowWise};
 
 use super::same_shape;
 
 /// The floor ε of a row norm (PyTorch's `F.normalize` default): a zero row stays zero.
 pub const L2_EPS: f32 = 1e-12;
-
-/// A block's rows as one slice (the row-wise adapter's blocks are contiguous).
-fn block<'a>(m: &MatRef<'a>) -> Result<&'a [f32], OpError> {
-    m.as_slice()
-        .ok_or_else(|| OpError::args("l2norm: a non-contiguous block"))
-}
 
 /// y and the row norms of a block of x's rows (`f` columns, f > 0) into `y`, `norms`.
 fn normalize(x: &[f32], f: usize, y: &mut [f32], norms: &mut [f32]) -> Result<(), OpError> {
@@ -41,10 +36,8 @@ impl RowWise for L2Norm {
             return Ok(());
         }
         let mut norms = vec![0.0f32; x[0].n_rows()];
-        let y = y
-            .as_mut_slice()
-            .ok_or_else(|| OpError::args("l2norm: a non-contiguous block"))?;
-        normalize(block(&x[0])?, f, y, &mut norms)
+        let y = block_mut(&mut y, "l2norm")?;
+        normalize(block(&x[0], "l2norm")?, f, y, &mut norms)
     }
     /// ∂x_i = (∇y_i − y_i ⟨y_i, ∇y_i⟩) / ‖x_i‖ (∇y_i / ε below the floor). Saves x only:
     /// the backward recomputes y and the norms (one pass over x, the cost of reading a
@@ -84,16 +77,14 @@ impl RowWise for L2NormBackward {
         }
         let mut y = vec![0.0f32; rows * f];
         let mut norms = vec![0.0f32; rows];
-        normalize(block(&x[0])?, f, &mut y, &mut norms)?;
-        let dx = dx
-            .as_mut_slice()
-            .ok_or_else(|| OpError::args("l2norm_backward: a non-contiguous block"))?;
+        normalize(block(&x[0], "l2norm_backward")?, f, &mut y, &mut norms)?;
+        let dx = block_mut(&mut dx, "l2norm_backward")?;
         Ok(l2_normalize_rows_backward(
             &y,
             &norms,
             f,
             L2_EPS,
-            block(&x[1])?,
+            block(&x[1], "l2norm_backward")?,
             dx,
         )?)
     }

@@ -6,29 +6,13 @@
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::util::row_split;
+use crate::op::util::{row_blocks, row_split};
 use crate::op::RowLocal;
 use crate::op::{
     Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, Split,
 };
 
 use super::dense;
-
-/// Rows `r` of every input as views (the inputs have equal row counts, checked by the
-/// caller's `forward` contract; a short input is an error).
-fn row_views<'v>(
-    inputs: &[&'v Value],
-    r: std::ops::Range<usize>,
-    op: &str,
-) -> Result<Vec<MatRef<'v>>, OpError> {
-    (0..inputs.len())
-        .map(|i| {
-            let x = dense(inputs, i, op)?;
-            let m = MatRef::row_major(&x.data, x.rows, x.cols)?;
-            Ok(m.rows(r.clone())?)
-        })
-        .collect()
-}
 
 /// y's rows = the inputs' same rows side by side (y's width is the sum of theirs).
 fn concat_rows(parts: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
@@ -187,7 +171,7 @@ impl Partitioned for Concat {
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
-        let parts = row_views(inputs, split.ranges[part].clone(), "concat")?;
+        let parts = row_blocks(inputs, split.ranges[part].clone(), "concat")?;
         concat_rows(&parts, out)
     }
 }
@@ -312,7 +296,7 @@ impl Partitioned for Slice {
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
-        let x = row_views(inputs, split.ranges[part].clone(), "slice")?;
+        let x = row_blocks(inputs, split.ranges[part].clone(), "slice")?;
         slice_rows(&x[0], self.start, out)
     }
 }
