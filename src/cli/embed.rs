@@ -62,6 +62,10 @@ pub(super) struct EmbedArgs {
     /// `eval-embedding --holdout` (link prediction).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
     holdout: f64,
+    /// `[embedding]` plans: where the SGD runs, `cpu` or `cuda[:K]` (GPU K, fed by the
+    /// CPU's samplers; needs a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    device: crate::embedding::Device,
     #[command(flatten)]
     verify: super::check::VerifyArgs,
 }
@@ -77,6 +81,14 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         ))
         .into());
     };
+    if a.device != crate::embedding::Device::Cpu {
+        return Err(TrainError::Run(format!(
+            "{}: --device {} applies to [embedding] plans; a GNN plan's forward pass runs on the CPU",
+            a.plan.display(),
+            a.device
+        ))
+        .into());
+    }
     if a.holdout != 0.0 || a.epochs.is_some() {
         return Err(super::embedding::refuse(
             if a.holdout != 0.0 {
@@ -182,6 +194,7 @@ fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
             holdout: a.holdout,
             no_memory_check: a.no_memory_check,
             verify: a.verify,
+            device: a.device,
         },
         progress,
     )

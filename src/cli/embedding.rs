@@ -30,6 +30,7 @@ pub(super) struct Run {
     pub holdout: f64,
     pub no_memory_check: bool,
     pub verify: super::check::VerifyArgs,
+    pub device: crate::embedding::Device,
 }
 
 /// Refuses a flag that an embedding plan does not take, naming it.
@@ -75,10 +76,11 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
         } else {
             crate::machine::MemoryLimit::Detect
         },
+        device: run.device,
     };
     let out = crate::embedding::train(&plan, &store, &opts)?;
     let line = format!(
-        "{} ({}) on {}: {} positive samples in {:.2} s ({:.2} M/s on {} workers, {n}×{n} grid, {} episodes of ≤ {} samples), last loss {:.4}{}",
+        "{} ({}) on {}: {} positive samples in {:.2} s ({:.2} M/s on {} workers{}, {n}×{n} grid, {} episodes of ≤ {} samples), last loss {:.4}{}",
         plan.name,
         plan.model.name(),
         run.graph.display(),
@@ -86,6 +88,11 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
         out.seconds,
         out.samples_per_s / 1e6,
         out.workers,
+        out.gpu_wait_seconds.map_or(String::new(), |w| format!(
+            " feeding {}, which waited {w:.2} s ({:.0} %) for their pools",
+            out.device,
+            100.0 * w / out.seconds.max(1e-9)
+        )),
         out.episodes,
         out.pool_samples,
         out.last_loss,

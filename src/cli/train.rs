@@ -46,6 +46,10 @@ pub(super) struct TrainArgs {
     /// Worker threads, ≥ 1 (default: all cores).
     #[arg(long, value_parser = super::at_least_one)]
     threads: Option<usize>,
+    /// `[embedding]` plans: where the SGD runs, `cpu` or `cuda[:K]` (GPU K, fed by the
+    /// CPU's samplers; needs a build with `--features cuda`). GNN plans train on the CPU.
+    #[arg(long, default_value = "cpu")]
+    device: crate::embedding::Device,
     /// Total epochs instead of the plan's phases' sum, ≥ 1.
     #[arg(long, value_parser = super::at_least_one)]
     epochs: Option<usize>,
@@ -135,6 +139,14 @@ pub(super) fn run(
     registry: &Arc<Registry>,
     progress: &Progress,
 ) -> Result<TrainOutcome> {
+    if a.device != crate::embedding::Device::Cpu {
+        return Err(crate::train::TrainError::Run(format!(
+            "{}: --device {} applies to [embedding] plans; GNN plans train on the CPU",
+            a.plan.display(),
+            a.device
+        ))
+        .into());
+    }
     if let Some(dir) = a.partitions.clone() {
         return run_partitions(a, &dir, registry, progress);
     }
@@ -392,6 +404,7 @@ impl TrainArgs {
                 verify: self.verify,
                 no_verify: self.no_verify,
             },
+            device: self.device,
         }))
     }
 }

@@ -16,8 +16,7 @@ use rayon::prelude::*;
 
 use saintflow_ops::sgns::{sgns_apply, sgns_loss, sgns_term};
 
-use crate::seed::{hash3, stream};
-
+use super::device::{block_clock, block_seed, learning_rate, pool_seed};
 use super::partition::Parts;
 use super::pool::{unpack, Pool};
 
@@ -26,6 +25,11 @@ pub trait Touch: Sync {
     /// Block `(i, j)` of round `round` touched row `row` of the vertex matrix (`context`
     /// false) or of the context matrix (true).
     fn touch(&self, round: usize, i: usize, j: usize, context: bool, row: u32);
+
+    /// Whether anything is recorded (the GPU path records rows on the device only then).
+    fn enabled(&self) -> bool {
+        true
+    }
 }
 
 /// Records nothing.
@@ -34,6 +38,10 @@ pub struct NoTouch;
 impl Touch for NoTouch {
     #[inline(always)]
     fn touch(&self, _: usize, _: usize, _: usize, _: bool, _: u32) {}
+
+    fn enabled(&self) -> bool {
+        false
+    }
 }
 
 /// A [rows, dim] f32 matrix shared by the grid's workers through a raw pointer: each
@@ -160,7 +168,7 @@ impl<T: Touch> Grid<'_, T> {
     pub fn train_pool(&self, pool: &Pool, index: u64, done: u64) -> EpisodeStats {
         let n = self.parts.n();
         let m = pool.len().div_ceil(n * n * EPISODE_BLOCK_SAMPLES).max(1);
-        let pool_seed = hash3(self.seed, stream::EMB_NEGATIVES, index);
+        let pseed = pool_seed(self.seed, index);
         let mut stats = EpisodeStats::default();
         for e in 0..m {
             for r in 0..n {
@@ -168,14 +176,12 @@ impl<T: Touch> Grid<'_, T> {
                     .into_par_iter()
                     .map(|i| {
                         let j = (i + r) % n;
-                        let at = done as f64
-                            + pool.len() as f64 * (e as f64 + r as f64 / n as f64) / m as f64;
                         let len = pool.block_len(i, j);
                         let range = (len * e / m, len * (e + 1) / m);
-                        let rng = hash3(pool_seed, e as u64, (i * n + j) as u64);
-                        let step =
-                            pool.len() as f64 / (n * m) as f64 / (range.1 - range.0).max(1) as f64;
-                        self.block(pool, (r, i, j), range, (at, step), rng)
+                        let clock =
+                            block_clock(done, pool.len(), (n, m), (e, r), range.1 - range.0);
+                        let rng = block_seed(pseed, e, i, j, n);
+                        self.block(pool, (r, i, j), range, clock, rng)
                     })
                     .reduce(EpisodeStats::default, EpisodeStats::add);
                 stats = stats.add(s);
@@ -228,7 +234,7 @@ impl<T: Touch> Grid<'_, T> {
                     context.prefetch(pv);
                 }
                 let (u, v) = unpack(x);
-                let lr = sgd.lr * (1.0 - (at + k as f64 * step) / sgd.total).max(1e-4) as f32;
+                let lr = learning_rate(&sgd, at + k as f64 * step);
                 touch.touch(r, i, j, false, u);
                 touch.touch(r, i, j, true, v);
                 // SAFETY: u is in vertex part i, v and every negative in context part j (the

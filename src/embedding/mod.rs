@@ -8,8 +8,17 @@
 //! bucketed by block) while the trainers consume the other pool ([`grid`]: n rounds of n
 //! orthogonal blocks, lock-free SGD with the `ops` SGNS kernel); both matrices are mapped
 //! files ([`matrix`]), the vertex one the output `.npy` itself, published atomically.
-//! [`eval`] scores embeddings (node classification, link prediction).
+//! [`eval`] scores embeddings (node classification, link prediction). With `--device cuda`
+//! (the `cuda` feature) the trainers are a GPU's: [`device`] holds what that path shares
+//! with the CPU, `cuda.rs` the GPU side (GraphVite's hybrid system).
 
+#[cfg(feature = "cuda")]
+#[path = "cuda.rs"]
+pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "no_cuda.rs"]
+pub mod cuda;
+pub mod device;
 pub mod eval;
 pub mod grid;
 pub mod matrix;
@@ -27,7 +36,8 @@ use crate::progress::Progress;
 use crate::seed::{hash3, stream, unit_f64};
 use crate::store::GraphStore;
 
-use grid::{Grid, NoTouch, Rows, Sgd, Touch};
+pub use device::Device;
+use grid::{EpisodeStats, Grid, NoTouch, Rows, Sgd, Touch};
 use matrix::{MappedMatrix, MatrixIo};
 use partition::Parts;
 use pool::{Pool, Sampler, CHUNK, SAMPLE_BYTES};
@@ -64,6 +74,9 @@ pub enum EmbedError {
     /// Drawing the evaluation's plot.
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
+    /// The GPU (`--device cuda`): missing driver or compiler, a CUDA call that failed.
+    #[error("{0}")]
+    Device(String),
 }
 
 impl From<MatrixIo> for EmbedError {
@@ -102,6 +115,8 @@ pub struct EmbedOptions {
     /// What the memory check compares the matrices and pools with (issue 28;
     /// `MemoryLimit::Off`: `--no-memory-check`, e.g. to run out of core on purpose).
     pub memory_limit: crate::machine::MemoryLimit,
+    /// Where the SGD runs (`--device`): the CPU's workers, or a GPU fed by them.
+    pub device: Device,
 }
 
 impl Default for EmbedOptions {
@@ -116,6 +131,7 @@ impl Default for EmbedOptions {
             progress: Progress::hidden(),
             holdout: 0.0,
             memory_limit: crate::machine::MemoryLimit::Detect,
+            device: Device::Cpu,
         }
     }
 }
@@ -145,6 +161,11 @@ pub struct EmbedOutcome {
     pub samples_per_s: f64,
     /// Mean loss of the last episode (on every 16th sample).
     pub last_loss: f64,
+    /// Where the SGD ran: "cpu", or the GPU ("cuda:0 (NVIDIA H200, …)").
+    pub device: String,
+    /// On a GPU: seconds it had no pool to train, waiting for the CPU's samplers (the
+    /// first pool's filling included).
+    pub gpu_wait_seconds: Option<f64>,
 }
 
 /// Trains `plan` on `store`'s full graph and publishes the vertex matrix to
@@ -247,14 +268,19 @@ fn run(
     let total = (epochs * edges as f64).round().max(1.0) as u64;
     let cap = pool_samples(opts.memory_bytes);
     check_memory(plan, nodes, cap, opts.memory_limit)?;
-    let nparts = match plan.grid_parts {
-        0 => grid_parts(
+    let gpu = match opts.device {
+        Device::Cpu => None,
+        Device::Cuda(k) => Some(cuda::Gpu::open(k)?),
+    };
+    let nparts = match (plan.grid_parts, &gpu) {
+        (0, None) => grid_parts(
             workers,
             nodes,
             plan.dim,
             crate::machine::machine_memory().map(|m| m.0),
         ),
-        n => n,
+        (0, Some(g)) => g.grid_parts(nodes, plan.dim, cap)?,
+        (n, _) => n,
     };
     let parts = Parts::new(graph, nparts, plan.noise_power);
     let walker = Walker::new(graph, plan).hold_out(opts.holdout, opts.seed);
@@ -277,7 +303,11 @@ fn run(
         )?,
         None => MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?,
     };
-    let mut context = MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?;
+    // The context matrix starts at zero; on a GPU that holds it whole it lives there only.
+    let mut context = match (&gpu, nparts) {
+        (Some(_), 1) => None,
+        _ => Some(MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?),
+    };
     // word2vec's start: vertex rows uniform in ±0.5/d, context rows zero (the file's zeros).
     let seed = opts.seed;
     vertex
@@ -290,52 +320,57 @@ fn run(
                 *x = ((unit_f64(h) - 0.5) / dim as f64) as f32;
             }
         });
-    let grid = Grid {
-        parts: &parts,
-        vertex: Rows::new(vertex.data_mut(), dim),
-        context: Rows::new(context.data_mut(), dim),
-        sgd: Sgd {
-            lr: plan.lr,
-            negatives: plan.negatives,
-            negative_weight: plan.negative_weight,
-            total: total as f64,
-        },
-        seed,
-        touch,
+    let sgd = Sgd {
+        lr: plan.lr,
+        negatives: plan.negatives,
+        negative_weight: plan.negative_weight,
+        total: total as f64,
     };
     let episodes = total.div_ceil(cap as u64);
-    let len_of = |k: u64| (total - k * cap as u64).min(cap as u64) as usize;
     let bar = opts.progress.bar(total, "embedding", "samples");
     let start = Instant::now();
-    let (mut cur, mut next) = (Pool::default(), Pool::default());
-    cur.fill(&sampler, 0, len_of(0))?;
-    let mut last_loss = f64::NAN;
-    for k in 0..episodes {
-        // Collaboration: the samplers fill the next pool while the trainers consume this
-        // one, on the same workers (rayon's work stealing interleaves the two).
-        let (filled, stats) = rayon::join(
-            || {
-                if k + 1 < episodes {
-                    next.fill(&sampler, (k + 1) * cap as u64, len_of(k + 1))
-                } else {
-                    Ok(())
-                }
-            },
-            || grid.train_pool(&cur, k, k * cap as u64),
-        );
-        filled?;
-        last_loss = stats.loss_sum / stats.loss_count.max(1) as f64;
+    let mut report = |k: u64, stats: &EpisodeStats| {
+        let loss = stats.loss_sum / stats.loss_count.max(1) as f64;
         bar.inc(stats.samples);
         if opts.progress.lines() {
             opts.progress.line(format!(
-                "episode {}/{episodes}  samples {}  loss {last_loss:.4}  time {:.1}s",
+                "episode {}/{episodes}  samples {}  loss {loss:.4}  time {:.1}s",
                 k + 1,
                 k * cap as u64 + stats.samples,
                 start.elapsed().as_secs_f64()
             ));
         }
-        std::mem::swap(&mut cur, &mut next);
-    }
+    };
+    let (last_loss, gpu_wait_seconds) = match &gpu {
+        None => {
+            let grid = Grid {
+                parts: &parts,
+                vertex: Rows::new(vertex.data_mut(), dim),
+                context: Rows::new(context.as_mut().map_or(&mut [], |c| c.data_mut()), dim),
+                sgd,
+                seed,
+                touch,
+            };
+            let last = train_on_cpu(&grid, &sampler, (total, cap), &mut report)?;
+            (last, None)
+        }
+        Some(g) => {
+            let run = cuda::train_pools(
+                g,
+                &parts,
+                &sampler,
+                (
+                    vertex.data_mut(),
+                    context.as_mut().map_or(&mut [], |c| c.data_mut()),
+                ),
+                (dim, sgd, seed),
+                (total, cap),
+                &mut report,
+                touch,
+            )?;
+            (run.last_loss, Some(run.wait))
+        }
+    };
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
     drop(context);
@@ -352,5 +387,42 @@ fn run(
         seconds,
         samples_per_s: total as f64 / seconds.max(1e-9),
         last_loss,
+        device: gpu
+            .as_ref()
+            .map_or_else(|| "cpu".to_string(), |g| g.describe()),
+        gpu_wait_seconds,
     })
+}
+
+/// The CPU's loop: the samplers fill the next pool while the trainers consume this one,
+/// on the same workers (rayon's work stealing interleaves the two). Returns the last
+/// pool's mean loss.
+fn train_on_cpu<T: Touch>(
+    grid: &Grid<'_, T>,
+    sampler: &Sampler<'_>,
+    (total, cap): (u64, usize),
+    report: &mut dyn FnMut(u64, &EpisodeStats),
+) -> Result<f64> {
+    let episodes = total.div_ceil(cap as u64);
+    let len_of = |k: u64| (total - k * cap as u64).min(cap as u64) as usize;
+    let (mut cur, mut next) = (Pool::default(), Pool::default());
+    cur.fill(sampler, 0, len_of(0))?;
+    let mut last_loss = f64::NAN;
+    for k in 0..episodes {
+        let (filled, stats) = rayon::join(
+            || {
+                if k + 1 < episodes {
+                    next.fill(sampler, (k + 1) * cap as u64, len_of(k + 1))
+                } else {
+                    Ok(())
+                }
+            },
+            || grid.train_pool(&cur, k, k * cap as u64),
+        );
+        filled?;
+        last_loss = stats.loss_sum / stats.loss_count.max(1) as f64;
+        report(k, &stats);
+        std::mem::swap(&mut cur, &mut next);
+    }
+    Ok(last_loss)
 }

@@ -65,6 +65,11 @@ impl Parts {
         self.part_of[v as usize] as usize
     }
 
+    /// Part j's noise table over its members (None: no node of the part has an edge).
+    pub fn noise(&self, j: usize) -> Option<&AliasTable> {
+        self.noise[j].as_ref()
+    }
+
     /// A negative from part `j`, ∝ deg^power within it (None if the part has no edges).
     #[inline]
     pub fn negative(&self, j: usize, rng: &mut impl RngCore) -> Option<u32> {

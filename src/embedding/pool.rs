@@ -110,6 +110,17 @@ impl Pool {
         self.bounds.iter().map(move |b| &self.pairs[b[k]..b[k + 1]])
     }
 
+    /// Block (i, j)'s samples as (offset into [`Pool::pairs`], length) per chunk.
+    pub fn segments(&self, i: usize, j: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let k = i * self.n + j;
+        self.bounds.iter().map(move |b| (b[k], b[k + 1] - b[k]))
+    }
+
+    /// Every sample, chunk after chunk, each chunk bucketed by block.
+    pub fn pairs(&self) -> &[u64] {
+        &self.pairs
+    }
+
     /// Samples in block (i, j).
     pub fn block_len(&self, i: usize, j: usize) -> usize {
         let k = i * self.n + j;

@@ -68,6 +68,12 @@ impl AliasTable {
         self.columns.is_empty()
     }
 
+    /// The columns: per outcome i, the probability of keeping i (in [0, 1]) and the other
+    /// outcome (for a device that draws with its own bits: `embedding::device`).
+    pub fn columns(&self) -> impl Iterator<Item = (f64, u32)> + '_ {
+        self.columns.iter().map(|c| (c.prob, c.alias))
+    }
+
     /// One draw.
     #[inline]
     pub fn sample(&self, rng: &mut impl RngCore) -> usize {
