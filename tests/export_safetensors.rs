@@ -1,10 +1,20 @@
 //! `export`: a checkpoint's parameters round-trip through .safetensors bit for bit, under
-//! their plan names, with the metadata (issue 32 part 2).
+//! their plan names, with the metadata; `train --init-from` of an exported file takes up
+//! the loss where the run left it, and a file that does not fit the plan is refused with
+//! every mismatch; `embed --logits` predicts what the run measured (issue 32 part 2).
+
+mod common;
 
 use safetensors::tensor::Dtype;
 use safetensors::SafeTensors;
+use saintflow::exec::Interpreter;
+use saintflow::log::Record;
+use saintflow::plan::Plan;
+use saintflow::store::Role;
 use saintflow::train::checkpoint::{Checkpoint, SavedTensor};
 use saintflow::train::export::{export_safetensors, Which};
+use saintflow::train::{TrainOptions, TrainOutcome};
+use saintflow::GraphStore;
 
 fn tensor(name: &str, rows: usize, cols: usize, seed: f32) -> SavedTensor {
     let data = (0..rows * cols)
@@ -137,4 +147,210 @@ fn the_command_exports_a_run_directory() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(String::from_utf8_lossy(&r.stdout).contains("2 tensors"));
     assert_round_trip(&std::fs::read(&out).unwrap(), &ckpt.params);
+}
+
+// ---- The way in: `train --init-from` (issue 32 part 2) ---------------------------------------
+
+/// The shipped GCN with dropout off, so a step's loss is a function of the parameters alone.
+fn gcn() -> Plan {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/plans/gcn.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    Plan::parse_with_overrides(&text, path, &["layer.0.dropout=0", "output.dropout=0"]).unwrap()
+}
+
+fn step_losses(out: &TrainOutcome) -> Vec<(u64, f64)> {
+    out.records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Step { step, loss, .. } => Some((*step, *loss)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn init_from_an_exported_checkpoint_trains_on_from_the_same_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 9)).unwrap();
+    let plan = gcn();
+    let ck = dir.path().join("ck.bin");
+    let opts = |epochs| {
+        TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .threads(2)
+            .seed(3)
+            .epochs(epochs)
+    };
+    opts(20).checkpoint(&ck).train().unwrap();
+    let weights = dir.path().join("w.safetensors");
+    export_safetensors(&ck, &weights, Which::Current, None).unwrap();
+    // The run resumed for one more epoch, and a fresh run (another seed) from the weights:
+    // their first step sees the same parameters, so the same loss, bit for bit.
+    let resumed = opts(21).checkpoint(&ck).resume(true).train().unwrap();
+    let (_, want) = *step_losses(&resumed).last().unwrap();
+    let from = TrainOptions::new(&plan, &store)
+        .runner(&Interpreter)
+        .threads(2)
+        .seed(99)
+        .epochs(5)
+        .init_from(&weights)
+        .train()
+        .unwrap();
+    let losses = step_losses(&from);
+    assert_eq!(
+        losses[0].1.to_bits(),
+        want.to_bits(),
+        "{losses:?} vs {want}"
+    );
+    // It starts below a fresh start's loss and trains on from there.
+    let fresh = step_losses(&opts(1).train().unwrap())[0].1;
+    assert!(losses[0].1 < 0.9 * fresh, "{losses:?}, fresh {fresh}");
+    assert!(losses.windows(2).all(|w| w[1].1 < w[0].1), "{losses:?}");
+}
+
+#[test]
+fn init_from_lists_every_mismatch_with_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 8)).unwrap();
+    let plan = gcn();
+    // W0 of the wrong shape, W1 missing, an extra tensor, and one in F64.
+    let w0 = vec![0f32; 5 * 16];
+    let w1 = vec![0f64; 4];
+    let views = vec![
+        (
+            "W0".to_string(),
+            safetensors::tensor::TensorView::new(
+                Dtype::F32,
+                vec![5, 16],
+                bytemuck::cast_slice(&w0),
+            )
+            .unwrap(),
+        ),
+        (
+            "bias".to_string(),
+            safetensors::tensor::TensorView::new(Dtype::F64, vec![1, 4], bytemuck::cast_slice(&w1))
+                .unwrap(),
+        ),
+    ];
+    let path = dir.path().join("bad.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, &None).unwrap()).unwrap();
+    let e = TrainOptions::new(&plan, &store)
+        .runner(&Interpreter)
+        .epochs(1)
+        .init_from(&path)
+        .train()
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "bad.safetensors: --init-from",
+        "`W0` has shape [5, 16], the plan declares",
+        "`W1` is missing",
+        "not parameters of the plan: bias",
+        "the plan declares W0 [",
+    ] {
+        assert!(e.contains(want), "{want:?} not in {e}");
+    }
+    let garbage = dir.path().join("garbage.safetensors");
+    std::fs::write(&garbage, b"not a safetensors file at all").unwrap();
+    let e = TrainOptions::new(&plan, &store)
+        .epochs(1)
+        .init_from(&garbage)
+        .train()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("garbage.safetensors") && e.contains("not a safetensors file"),
+        "{e}"
+    );
+    // The command line: --init-from with --resume is a usage error.
+    let r = common::saintflow(
+        &[
+            "train",
+            "plans/gcn.toml",
+            "--graph",
+            "g.sf",
+            "--checkpoint",
+            "ck",
+            "--resume",
+            "--init-from",
+            "w.safetensors",
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        r.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
+#[test]
+fn embed_logits_predict_what_the_run_measured() {
+    // `embed --logits` of the best parameters: the argmax on the test nodes gives the test
+    // accuracy the run reported.
+    let dir = tempfile::tempdir().unwrap();
+    let g = common::planted(dir.path(), 9);
+    let plan = concat!(env!("CARGO_MANIFEST_DIR"), "/plans/gcn.toml");
+    let gs = g.to_str().unwrap();
+    let out = common::saintflow_ok(
+        &[
+            "train",
+            plan,
+            "--graph",
+            gs,
+            "--epochs",
+            "30",
+            "--checkpoint",
+            "run/",
+            "--json",
+            "--threads",
+            "2",
+        ],
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let test_line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"kind\":\"test\""))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(test_line).unwrap();
+    let reported = v["test"]["accuracy"].as_f64().unwrap();
+    common::saintflow_ok(
+        &[
+            "embed",
+            plan,
+            "--graph",
+            gs,
+            "--checkpoint",
+            "run/",
+            "--logits",
+            "-o",
+            "logits.npy",
+        ],
+        dir.path(),
+    );
+    let logits = saintflow::npy::MappedF32::open(&dir.path().join("logits.npy")).unwrap();
+    let store = GraphStore::open(&g).unwrap();
+    assert_eq!(
+        (logits.rows(), logits.cols()),
+        (store.n_nodes(), store.n_classes())
+    );
+    let view = logits.view();
+    let labels = store.labels();
+    let test = store.nodes_with_role(Role::Test);
+    let right = test
+        .iter()
+        .filter(|&&v| {
+            let row = view.row(v as usize);
+            let best = (0..row.len()).fold(0, |b, c| if row[c] > row[b] { c } else { b });
+            labels.has_class(v, best as u32)
+        })
+        .count();
+    let accuracy = right as f64 / test.len() as f64;
+    assert!(
+        (accuracy - reported).abs() < 1e-3,
+        "{accuracy} vs reported {reported}"
+    );
 }

@@ -14,7 +14,7 @@ use crate::op::Registry;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::{checkpoint_file, load_params};
-use crate::train::{embed, plan_hash, Checkpoint, InferOptions, MemoryLimit, TrainError};
+use crate::train::{embed, plan_hash, Checkpoint, InferOptions, MemoryLimit, Output, TrainError};
 
 use super::train::{load_plan, pool};
 use crate::exec::Executor;
@@ -39,6 +39,10 @@ pub(super) struct EmbedArgs {
     /// Use the last parameters instead of the best-validation ones.
     #[arg(long)]
     last: bool,
+    /// Write the logits `[N, classes]` (the model's predictions before softmax or sigmoid)
+    /// instead of the `[output]` layer's input.
+    #[arg(long)]
+    logits: bool,
     /// Directory for the scratch files of values kept between layers (default: the
     /// output's directory); they are unlinked at once, so nothing is left behind.
     #[arg(long, value_name = "DIR")]
@@ -142,7 +146,14 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
     let out = pool(a.threads)?.install(|| {
         // The work-stealing executor on the pool's workers, as training uses by default.
         let runner = Executor::new(rayon::current_num_threads());
-        embed(&store, &plan, registry, &params, &runner, opts, &a.output)
+        let which = if a.logits {
+            Output::Logits
+        } else {
+            Output::Embedding
+        };
+        embed(
+            &store, &plan, registry, &params, &runner, opts, which, &a.output,
+        )
     })?;
     spinner.finish_and_clear();
     if let Some(why) = &out.in_memory {
@@ -150,19 +161,22 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
     }
     let (rows, cols) = (out.rows, out.cols);
     println!(
-        "wrote {} ({rows} nodes × {cols} features, f32)",
+        "wrote {} ({rows} nodes × {cols} {}, f32)",
         a.output.display(),
+        if a.logits { "logits" } else { "features" }
     );
     Ok(())
 }
 
 /// `embed` of an `[embedding]` plan: trains it and writes the vertex matrix to `-o`.
 fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
-    if a.checkpoint.is_some() || a.last {
+    if a.checkpoint.is_some() || a.last || a.logits {
         let flag = if a.checkpoint.is_some() {
             "--checkpoint"
-        } else {
+        } else if a.last {
             "--last"
+        } else {
+            "--logits"
         };
         return Err(super::embedding::refuse(flag, &a.plan));
     }

@@ -95,6 +95,11 @@ pub(super) struct TrainArgs {
     /// Continue from `--checkpoint` if it exists (same plan, overrides and seed).
     #[arg(long, requires = "checkpoint")]
     resume: bool,
+    /// Start from these weights instead of the seeded initialisation: a `.safetensors` file
+    /// with the plan's parameter names and shapes (`saintflow export`'s). Not with
+    /// `--resume`, which continues from the checkpoint's.
+    #[arg(long, value_name = "FILE.safetensors", conflicts_with = "resume")]
+    init_from: Option<PathBuf>,
     /// Write the JSON-lines log here (schema: docs/LOG.md).
     #[arg(long)]
     log: Option<PathBuf>,
@@ -330,6 +335,9 @@ fn options<'a>(
     if let Some(log) = &a.log {
         opts = opts.log(log);
     }
+    if let Some(init) = &a.init_from {
+        opts = opts.init_from(init);
+    }
     Ok(opts)
 }
 
@@ -381,6 +389,7 @@ impl TrainArgs {
             ("--steps", self.steps.is_some()),
             ("--no-eval", self.no_eval),
             ("--partitions", self.partitions.is_some()),
+            ("--init-from", self.init_from.is_some()),
         ];
         if let Some((flag, _)) = gnn_only.iter().find(|f| f.1) {
             return Some(Err(super::embedding::refuse(flag, &self.plan)));

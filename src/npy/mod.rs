@@ -1,19 +1,22 @@
 //! NumPy `.npy` files, read and written in one place: the header ([`NpyHeader`], parsed
 //! strictly by [`parse_npy_header`], written by [`NpyHeader::canonical`]), the reader
 //! ([`open_npy`] for any stream, an npz member included; [`Npy`] for a file, streamed as
-//! f64) and the writer ([`NpyWriter`], [`write_npy_atomic`]: f32 matrices, atomically).
+//! f64; [`MappedF32`] for an f32 matrix read in place, as an `ndarray` view) and the writer
+//! ([`NpyWriter`], [`write_npy_atomic`]: f32 matrices, atomically).
 //!
 //! A leaf above [`crate::atomic`] only: importers (`store::import`), inference
 //! (`train::infer`) and embeddings (`embedding`) use it, each turning [`NpyError`] into its
 //! own error with the same message, which names the file.
 
 mod header;
+mod map;
 mod read;
 mod write;
 
 use std::path::{Path, PathBuf};
 
 pub use header::{parse_npy_header, NpyHeader};
+pub use map::MappedF32;
 pub use read::{open_npy, plain_dtype, Npy, VettedNpy, MAX_NPY_HEADER_BYTES};
 pub use write::{write_npy_atomic, NpyWriter};
 

@@ -6,6 +6,10 @@
 //! name → `[rows, cols]`) and, when given, `plan` (the plan file's text, as the caller read
 //! it: the checkpoint records only the plan's hash, which is not checked against it). The
 //! file is written atomically ([`crate::atomic`]).
+//!
+//! [`load_safetensors`] is the way in (`train --init-from`): F32 tensors under the plan's
+//! parameter names, every one the plan declares and no other, each of its declared shape
+//! (a file of PyTorch's `nn.Linear` weights, `[out, in]`, must be transposed first).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,6 +18,7 @@ use safetensors::tensor::{Dtype, TensorView};
 
 use super::checkpoint::{write_atomic, Checkpoint, SavedTensor};
 use super::TrainError;
+use crate::ir::{ParamDecl, Params, Tensor};
 
 /// Which parameters of a checkpoint to export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,4 +129,72 @@ pub fn export_safetensors(
         Which::Current => ckpt.params.len(),
         Which::Best => ckpt.best_params.map_or(0, |p| p.len()),
     })
+}
+
+/// Reads a `.safetensors` file as the values of the parameters `decls` declares (the
+/// plan's, lowered for the graph), for `train --init-from`. Every declared name must be
+/// there as F32 of the declared `[rows, cols]`, and the file must hold nothing else; the
+/// error lists every mismatch at once, with what the plan declares.
+pub fn load_safetensors(path: &Path, decls: &[ParamDecl]) -> Result<Params, TrainError> {
+    let bad = |what: String| TrainError::Init {
+        path: path.to_path_buf(),
+        what,
+    };
+    let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, "read", e))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+    let mut problems = Vec::new();
+    let mut params = Params::default();
+    for d in decls {
+        match st.tensor(&d.name) {
+            Err(_) => problems.push(format!("`{}` is missing", d.name)),
+            Ok(t) if t.dtype() != Dtype::F32 => {
+                problems.push(format!("`{}` is {:?}, expected F32", d.name, t.dtype()))
+            }
+            Ok(t) if t.shape() != [d.rows, d.cols] => problems.push(format!(
+                "`{}` has shape {:?}, the plan declares [{}, {}]",
+                d.name,
+                t.shape(),
+                d.rows,
+                d.cols
+            )),
+            Ok(t) => {
+                let data = t
+                    .data()
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                    .collect();
+                params.insert(
+                    d.name.clone(),
+                    Tensor {
+                        rows: d.rows,
+                        cols: d.cols,
+                        data,
+                    },
+                );
+            }
+        }
+    }
+    let mut extra: Vec<String> = st
+        .names()
+        .into_iter()
+        .filter(|n| !decls.iter().any(|d| &d.name == *n))
+        .cloned()
+        .collect();
+    extra.sort();
+    if !extra.is_empty() {
+        problems.push(format!("not parameters of the plan: {}", extra.join(", ")));
+    }
+    if problems.is_empty() {
+        return Ok(params);
+    }
+    let declared: Vec<String> = decls
+        .iter()
+        .map(|d| format!("{} [{}, {}]", d.name, d.rows, d.cols))
+        .collect();
+    Err(bad(format!(
+        "{}; the plan declares {}",
+        problems.join("; "),
+        declared.join(", ")
+    )))
 }

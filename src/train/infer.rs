@@ -235,15 +235,16 @@ impl<'g> FullGraph<'g> {
 
     /// Writes every node's embedding to `path` as `.npy`, block by block through a map,
     /// atomically. Returns its shape.
-    pub fn write_embedding(
+    pub fn write_output(
         &self,
         runner: &dyn StepRunner,
         params: &Params,
+        which: Output,
         path: &Path,
     ) -> Result<(usize, usize)> {
-        let (rows, cols) = (self.store.n_nodes(), self.width(Output::Embedding));
+        let (rows, cols) = (self.store.n_nodes(), self.width(which));
         let mut w = NpyWriter::create(path, rows, cols)?;
-        self.for_each_block(runner, params, Output::Embedding, &mut |r0, t| {
+        self.for_each_block(runner, params, which, &mut |r0, t| {
             Ok(w.write_rows(r0, &t.data)?)
         })?;
         w.finish()?;
@@ -256,16 +257,18 @@ impl<'g> FullGraph<'g> {
 pub struct Embedded {
     /// Rows (every node of the store).
     pub rows: usize,
-    /// Columns (the `[output]` layer's input width).
+    /// Columns (the `[output]` layer's input width, or the classes for logits).
     pub cols: usize,
     /// Why the graph was evaluated in memory in one piece rather than in row blocks
     /// (a custom op that is not row-local), if it was.
     pub in_memory: Option<String>,
 }
 
-/// The embedding of every node of `store` (the input of `plan`'s `[output]` layer) with
-/// `params`, the plan's op names made from `registry`, written to `path` as an `[N, width]`
-/// f32 `.npy` (row blocks as `opts` allows, atomically).
+/// The embedding of every node of `store` (the input of `plan`'s `[output]` layer, or with
+/// [`Output::Logits`] the logits) with `params`, the plan's op names made from `registry`,
+/// written to `path` as an `[N, width]` f32 `.npy` (row blocks as `opts` allows,
+/// atomically).
+#[allow(clippy::too_many_arguments)]
 pub fn embed(
     store: &GraphStore,
     plan: &Plan,
@@ -273,6 +276,7 @@ pub fn embed(
     params: &Params,
     runner: &dyn StepRunner,
     opts: InferOptions,
+    which: Output,
     path: &Path,
 ) -> Result<Embedded> {
     let lowered = super::trainer::lower_for(plan, store, registry)?;
@@ -282,8 +286,8 @@ pub fn embed(
         super::memory::check(plan, &lowered, &est, limit, &source)?;
     }
     let full = FullGraph::new(store, &lowered)?.with_options(opts);
-    let in_memory = full.in_memory_reason(Output::Embedding).map(str::to_string);
-    let (rows, cols) = full.write_embedding(runner, params, path)?;
+    let in_memory = full.in_memory_reason(which).map(str::to_string);
+    let (rows, cols) = full.write_output(runner, params, which, path)?;
     Ok(Embedded {
         rows,
         cols,

@@ -64,6 +64,14 @@ pub enum TrainError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Initial weights (`--init-from`) that do not fit the plan.
+    #[error("{}: --init-from: {what}", path.display())]
+    Init {
+        /// The weights file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
     /// A checkpoint that cannot be used.
     #[error("{}: checkpoint: {what}", path.display())]
     Checkpoint {

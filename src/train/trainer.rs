@@ -84,6 +84,7 @@ pub struct TrainOptions<'a> {
     epochs: Option<usize>,
     checkpoint: Option<PathBuf>,
     resume: bool,
+    init_from: Option<PathBuf>,
     log: Option<PathBuf>,
     json: bool,
     graph_name: Option<String>,
@@ -150,6 +151,7 @@ impl std::fmt::Debug for TrainOptions<'_> {
             .field("epochs", &self.epochs)
             .field("checkpoint", &self.checkpoint)
             .field("resume", &self.resume)
+            .field("init_from", &self.init_from)
             .field("log", &self.log)
             .field("json", &self.json)
             .field("graph_name", &self.graph_name)
@@ -179,6 +181,7 @@ impl<'a> TrainOptions<'a> {
             epochs: None,
             checkpoint: None,
             resume: false,
+            init_from: None,
             log: None,
             json: false,
             graph_name: None,
@@ -253,6 +256,15 @@ impl<'a> TrainOptions<'a> {
     /// Continue from the checkpoint, if it exists.
     pub fn resume(mut self, resume: bool) -> Self {
         self.resume = resume;
+        self
+    }
+
+    /// Start from the weights in a `.safetensors` file (`saintflow export`'s, or any
+    /// file with the plan's parameter names and shapes: [`super::export::load_safetensors`])
+    /// instead of the seeded initialisation; a fresh optimiser. A run resumed from its
+    /// checkpoint continues from the checkpoint's parameters instead.
+    pub fn init_from(mut self, path: impl Into<PathBuf>) -> Self {
+        self.init_from = Some(path.into());
         self
     }
 
@@ -814,7 +826,10 @@ fn run(
     let every = plan_.eval.every.max(1);
 
     // State: fresh, or from the checkpoint.
-    let mut params = Params::init(&lowered.params, opts.seed);
+    let mut params = match &opts.init_from {
+        Some(path) => super::export::load_safetensors(path, &lowered.params)?,
+        None => Params::init(&lowered.params, opts.seed),
+    };
     let mut opt = OptState::new(plan_.optimizer, &lowered, &params);
     let mut epoch = 0usize;
     let mut step = 0u64;
