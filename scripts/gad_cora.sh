@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17's Cora experiment (GAD Table 4): GCN on Cora with GAD's 45/18/37 split, 1 process
-# vs 4 MPI ranks on augmented parts vs 4 ranks on plain parts (alpha 0), weighted vs mean
+# vs 4 MPI ranks on augmented parts vs 4 ranks on plain parts (alpha 0), gad vs loss_variance vs mean
 # consensus, rank 0 evaluating the full graph vs every rank its part (--eval-parts), over seeds; prints one line per run and writes the logs and a loss plot.
 #
 # Usage: scripts/gad_cora.sh [OUT_DIR] [SEEDS...]   (default: target/gad-cora, seeds 1 2 3)
@@ -26,7 +26,7 @@ for s in $SEEDS; do
     --log "$OUT/one-$s.jsonl" >/dev/null
   printf "%-34s %5s %9s %8s\n" "1 process" "$s" "$(acc "$OUT/one-$s.jsonl")" "$(secs "$OUT/one-$s.jsonl")"
   for parts in aug plain; do
-    for c in weighted mean; do
+    for c in gad loss_variance mean; do
       for e in full parts; do
         if [ "$e" = full ]; then ev=(--graph "$OUT/cora.sf"); else ev=(--eval-parts); fi
         "${MPI[@]}" $B train plans/gcn.toml --partitions "$OUT/$parts" "${ev[@]}" \
@@ -39,5 +39,5 @@ for s in $SEEDS; do
   done
 done
 first=$(echo $SEEDS | cut -d' ' -f1)
-$B plot "$OUT/aug-weighted-full-$first.jsonl" "$OUT/aug-mean-full-$first.jsonl" -o "$OUT/consensus.png" >/dev/null
-echo "plot: $OUT/consensus.png (weighted vs mean consensus, augmented parts, seed $first)"
+$B plot "$OUT/aug-gad-full-$first.jsonl" "$OUT/aug-mean-full-$first.jsonl" -o "$OUT/consensus.png" >/dev/null
+echo "plot: $OUT/consensus.png (gad vs mean consensus, augmented parts, seed $first)"

@@ -51,12 +51,16 @@ pub struct RunDist {
     pub ranks: usize,
     /// The transport (`mpi`, `threads`).
     pub transport: String,
-    /// `weighted` or `mean`.
+    /// `gad`, `loss_variance` or `mean` (older logs: `weighted`, today's `loss_variance`).
     pub consensus: String,
-    /// β of the weighted consensus.
+    /// β of the consensus (Eq. 14's constant for `gad`).
     pub beta: f64,
     /// Bytes of every rank's replicas (features and labels), summed.
     pub replica_bytes: u64,
+    /// `gad`: each rank's ζ (Eq. 14), by rank (empty for the other consensus kinds and in
+    /// older logs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zeta: Vec<f64>,
 }
 
 /// One line of the log.

@@ -60,8 +60,11 @@ pub mod stream {
     /// Embedding evaluation: labelled splits and held-out edges, per repeat ("EEVL").
     pub const EMB_EVAL: u64 = 0x4545_564C;
 
+    /// GAD's ζ estimate: the pairs drawn, per chunk ("GADZ").
+    pub const GAD_ZETA: u64 = 0x4741_445A;
+
     /// The table, by name: what the uniqueness test reads.
-    pub const ALL: [(&str, u64); 16] = [
+    pub const ALL: [(&str, u64); 17] = [
         ("EDGES", EDGES),
         ("ROLES", ROLES),
         ("FEATURES", FEATURES),
@@ -78,6 +81,7 @@ pub mod stream {
         ("EMB_NEGATIVES", EMB_NEGATIVES),
         ("EMB_INIT", EMB_INIT),
         ("EMB_EVAL", EMB_EVAL),
+        ("GAD_ZETA", GAD_ZETA),
     ];
 }
 

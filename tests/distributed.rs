@@ -10,6 +10,7 @@ use std::sync::Arc;
 use saintflow::plan::Plan;
 use saintflow::store::GraphStore;
 use saintflow::train::dist::{ConsensusState, VARIANCE_DECAY};
+use saintflow::train::zeta::subgraph_importance;
 use saintflow::train::{
     Checkpoint, Collective, Dist, DistEval, Record, ThreadGroup, ThreadRank, TrainError,
     TrainOptions, TrainOutcome,
@@ -63,16 +64,18 @@ fn same_params(a: &TrainOutcome, b: &TrainOutcome) -> bool {
 
 #[test]
 fn issue_17_consensus_combines_gradients_by_zeta() {
-    // Three ranks, gradients g_r = (r+1)·[1, 2, 3], n_r = 10, 20, 40 training nodes.
+    // Three ranks, gradients g_r = (r+1)·[1, 2, 3], n_r = 10, 20, 40 training nodes, and
+    // subgraph importances (the `gad` ζ) those of GAD's Example 3.
     let n = [10usize, 20, 40];
-    for consensus in ["mean", "weighted"] {
+    let importance = [3.75, 3.611, 3.594];
+    for consensus in ["mean", "loss_variance", "gad"] {
         let d = plan(consensus).distributed;
         let beta = d.beta;
         // Each rank sees three losses: rank r's are (1, 1 + r, 1): its variance grows with r.
         let losses = |r: usize| [1.0, 1.0 + r as f64, 1.0];
         let results = ThreadGroup::run(3, |comm| {
             let r = comm.rank();
-            let mut s = ConsensusState::new(d, n[r]);
+            let mut s = ConsensusState::new(d, n[r], importance[r]);
             let g: Vec<f32> = [1.0, 2.0, 3.0].iter().map(|x| x * (r + 1) as f32).collect();
             let mut out = Vec::new();
             for loss in losses(r) {
@@ -96,11 +99,13 @@ fn issue_17_consensus_combines_gradients_by_zeta() {
                 } else {
                     (*m, *seen) = (x, true);
                 }
-                zeta[r] = if consensus == "mean" {
-                    1.0
-                } else {
-                    let ratio = if var_bar > 0.0 { *v / var_bar } else { 1.0 };
-                    n[r] as f64 * (-beta * ratio).exp()
+                zeta[r] = match consensus {
+                    "mean" => 1.0,
+                    "gad" => importance[r],
+                    _ => {
+                        let ratio = if var_bar > 0.0 { *v / var_bar } else { 1.0 };
+                        n[r] as f64 * (-beta * ratio).exp()
+                    }
                 };
             }
             var_bar = state.iter().map(|s| s.1).sum::<f64>() / 3.0;
@@ -122,7 +127,7 @@ fn issue_17_consensus_combines_gradients_by_zeta() {
                 assert!((c.loss - mean_loss).abs() < 1e-6);
                 assert_eq!(c.bytes, (3 + 3) * 4);
             }
-            if consensus == "weighted" && step == 2 {
+            if consensus == "loss_variance" && step == 2 {
                 // The noisiest rank weighs less per training node than the quietest.
                 assert!(zeta[2] / (n[2] as f64) < zeta[0] / (n[0] as f64));
             }
@@ -175,7 +180,7 @@ const EPOCHS: usize = 60;
 fn issue_17_ranks_keep_identical_parameters_and_only_rank_0_evaluates() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, dir) = parts(tmp.path(), 3);
-    let plan = plan("weighted");
+    let plan = plan("gad");
     let full = GraphStore::open(&full).unwrap();
     let outs: Vec<TrainOutcome> = ThreadGroup::run(3, |c| {
         train_rank(c, &plan, &full, &dir, |o| o.epochs(4).no_eval(true))
@@ -189,8 +194,20 @@ fn issue_17_ranks_keep_identical_parameters_and_only_rank_0_evaluates() {
     let Some(Record::Run { dist: Some(d), .. }) = outs[0].records.first() else {
         panic!("no distributed run record: {:?}", outs[0].records.first());
     };
-    assert_eq!((d.ranks, d.consensus.as_str()), (3, "weighted"));
+    assert_eq!((d.ranks, d.consensus.as_str()), (3, "gad"));
     assert_eq!(d.replica_bytes, 100 + 200 + 300);
+    // Each rank weighed its gradients by ζ of its own part store, from the same function
+    // (exact for these parts).
+    let report = saintflow::partition::read_report(&dir).unwrap();
+    for (r, z) in d.zeta.iter().enumerate() {
+        let store = GraphStore::open(dir.join(&report.ranks[r].store)).unwrap();
+        let (feats, f) = (store.features(), store.n_features());
+        let row = |v: u32| &feats[v as usize * f..(v as usize + 1) * f];
+        let want = subgraph_importance(store.full(), &row, plan.distributed.beta, 5);
+        assert!(want.exact);
+        assert_eq!(z.to_bits(), want.zeta.to_bits(), "rank {r}");
+    }
+    assert_eq!(d.zeta.len(), 3);
     let n_params: usize = outs[0].params.iter().map(|(_, t)| t.data.len()).sum();
     let steps: Vec<_> = outs[0]
         .records
@@ -242,7 +259,7 @@ fn issue_17_ranks_keep_identical_parameters_and_only_rank_0_evaluates() {
 fn issue_17_resume_continues_exactly_and_checks_the_job() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, dir) = parts(tmp.path(), 2);
-    let plan = plan("weighted");
+    let plan = plan("gad");
     let full = GraphStore::open(&full).unwrap();
     let whole: Vec<TrainOutcome> =
         ThreadGroup::run(2, |c| train_rank(c, &plan, &full, &dir, |o| o.epochs(6)))
@@ -333,12 +350,24 @@ fn issue_17_distributed_plan_keys_are_checked() {
     let load = |set: &[&str]| Plan::load_with_overrides(&path, set).map(|p| p.distributed);
     let d = load(&["distributed.beta=0.5"]).unwrap();
     assert_eq!(d.beta, 0.5);
-    let e = common::err_text(load(&["distributed.consensus=\"weigthed\""]));
+    assert_eq!(d.consensus.name(), "gad");
+    let e = common::err_text(load(&["distributed.consensus=\"loss_varience\""]));
     assert!(
-        e.contains("unknown consensus `weigthed`") && e.contains("weighted"),
+        e.contains("unknown consensus `loss_varience`") && e.contains("loss_variance"),
         "{e}"
     );
-    let e = common::err_text(load(&["distributed.beta=-1.0"]));
+    // The old name is refused with what it became.
+    let e = common::err_text(load(&["distributed.consensus=\"weighted\""]));
+    assert!(
+        e.contains("now `loss_variance`") && e.contains("`gad`"),
+        "{e}"
+    );
+    let e = common::err_text(load(&["distributed.beta=0.0"]));
+    assert!(e.contains("beta must be a finite number > 0"), "{e}");
+    let e = common::err_text(load(&[
+        "distributed.consensus=\"loss_variance\"",
+        "distributed.beta=-1.0",
+    ]));
     assert!(e.contains("beta must be a finite number ≥ 0"), "{e}");
     let e = common::err_text(load(&[
         "distributed.consensus=\"mean\"",
@@ -380,7 +409,7 @@ fn issue_17_sfckpt02_checkpoints_still_load() {
 fn issue_17_ranks_evaluating_their_parts_sum_their_counts() {
     let tmp = tempfile::tempdir().unwrap();
     let (_, dir) = parts(tmp.path(), 3);
-    let plan = plan("weighted");
+    let plan = plan("gad");
     let outs: Vec<TrainOutcome> = ThreadGroup::run(3, |c| {
         let rank = c.rank();
         let store = GraphStore::open(dir.join(format!("part-{rank}.sf")))?;
@@ -431,7 +460,7 @@ fn issue_17_two_ranks_train_five_parts_assigned_by_load() {
     let report = saintflow::partition::read_report(&dir).unwrap();
     assert_eq!(report.ranks.len(), 2);
     assert_eq!(report.ranks.iter().map(|r| r.parts.len()).sum::<usize>(), 5);
-    let plan = plan("weighted");
+    let plan = plan("gad");
     let full = GraphStore::open(&full).unwrap();
     let outs: Vec<TrainOutcome> = ThreadGroup::run(2, |c| {
         train_rank(c, &plan, &full, &dir, |o| o.epochs(EPOCHS))
@@ -442,4 +471,68 @@ fn issue_17_two_ranks_train_five_parts_assigned_by_load() {
     let test = outs[0].test.expect("rank 0 tests");
     // 4 planted classes: chance is 0.25.
     assert!(test.accuracy > 0.5, "test accuracy {}", test.accuracy);
+}
+
+/// ζ of a graph given by its undirected edges, every node with the same features (the
+/// paper's Example 3: d(i, j) = 0), through the trainer's function.
+fn zeta_of(n: usize, edges: &[(u32, u32)]) -> saintflow::train::zeta::Importance {
+    let (off, idx) = common::symmetric_csr(n, edges);
+    let g = saintflow::store::Csr::new(&off, &idx).unwrap();
+    let row = [0.5f32, -1.0, 2.0];
+    subgraph_importance(g, &|_| &row[..], saintflow::train::zeta::GAD_BETA, 1)
+}
+
+#[test]
+fn issue_24_zeta_reproduces_gad_example_3() {
+    // Fig. 4: (a) degrees (2, 2, 2, 2), a 4-cycle; (c) (1, 1, 2, 2), a path; (b) (3, 2, 2, 1),
+    // a triangle with a pendant. The paper prints 3.75 > 3.61 > 3.59.
+    let a = zeta_of(4, &[(0, 1), (1, 2), (2, 3), (3, 0)]);
+    let c = zeta_of(4, &[(0, 1), (1, 2), (2, 3)]);
+    let b = zeta_of(4, &[(0, 1), (0, 2), (0, 3), (1, 2)]);
+    let printed: Vec<String> = [a, c, b].iter().map(|z| format!("{:.2}", z.zeta)).collect();
+    assert_eq!(printed, ["3.75", "3.61", "3.59"]);
+    assert!([a, b, c].iter().all(|z| z.exact && z.nodes == 4));
+    // Distance lowers ζ: the same cycle with features apart weighs less.
+    let (off, idx) = common::symmetric_csr(4, &[(0, 1), (1, 2), (2, 3), (3, 0)]);
+    let g = saintflow::store::Csr::new(&off, &idx).unwrap();
+    let rows = [[0.0f32], [1.0], [2.0], [3.0]];
+    let apart = subgraph_importance(g, &|v| &rows[v as usize][..], 0.1, 1);
+    assert!(apart.zeta < a.zeta / 5.0, "{apart:?}");
+}
+
+#[test]
+fn issue_24_sampled_zeta_is_within_its_stated_error_of_the_exact_sum() {
+    // A part of 4096 nodes (8.4 M pairs, past the exact limit): the estimate against the
+    // exact sum, through the same terms.
+    use saintflow::train::zeta::{exact_sum, EXACT_PAIRS, GAD_BETA};
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 12)).unwrap();
+    let g = store.full();
+    let (feats, f) = (store.features(), store.n_features());
+    let row = |v: u32| &feats[v as usize * f..(v as usize + 1) * f];
+    let est = subgraph_importance(g, &row, GAD_BETA, 7);
+    assert!(!est.exact, "{est:?}");
+    assert!((est.nodes as u64) * (est.nodes as u64 - 1) / 2 > EXACT_PAIRS);
+    let nodes: Vec<u32> = (0..g.n_nodes() as u32)
+        .filter(|&v| g.degree(v) > 0)
+        .collect();
+    let total: f64 = nodes.iter().map(|&v| g.degree(v) as f64).sum();
+    let p: Vec<f64> = nodes.iter().map(|&v| g.degree(v) as f64 / total).collect();
+    let term = |a: usize, b: usize| {
+        let d: f64 = row(nodes[a])
+            .iter()
+            .zip(row(nodes[b]))
+            .map(|(&x, &y)| (f64::from(x) - f64::from(y)).powi(2))
+            .sum();
+        1.0 / (d.sqrt() + GAD_BETA)
+    };
+    let exact = exact_sum(&p, &term);
+    assert!(
+        (est.zeta - exact).abs() <= 4.0 * est.std_error,
+        "estimate {} ± {} vs exact {exact}",
+        est.zeta,
+        est.std_error
+    );
+    // The stated bound: a relative standard error under 1 %.
+    assert!(est.std_error < 0.01 * exact, "{est:?} vs {exact}");
 }

@@ -133,30 +133,46 @@ pub struct Eval {
     pub every: usize,
 }
 
-/// How ranks combine their gradients in distributed training (`[distributed] consensus`).
+/// How ranks combine their gradients in distributed training (`[distributed] consensus`):
+/// ∇Ŵ = Σ ζ_i·∇W_i / Σ ζ_j (GAD's Eq. 15) with ζ_i as below (see `train::dist`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Consensus {
-    /// GAD's variance-weighted consensus: rank i contributes ζ_i·∇W_i with
-    /// ζ_i = n_i · exp(−β · σ²_i / σ̄²) (see `train::dist`).
+    /// GAD's own (§3.4): ζ_i the variance-based importance of rank i's augmented subgraph
+    /// (Eq. 14, `train::zeta`), computed once when its store is loaded.
     #[default]
-    Weighted,
-    /// The plain mean of the ranks' gradients (ζ_i = 1).
+    Gad,
+    /// saintflow's earlier weighting: ζ_i = n_i · exp(−β · σ²_i / σ̄²) from a moving
+    /// variance of each rank's step losses (not GAD's).
+    LossVariance,
+    /// The plain mean of the ranks' gradients (ζ_i = 1, GAD's Eq. 11).
     Mean,
+}
+
+impl Consensus {
+    /// The plan's spelling: `gad`, `loss_variance`, `mean`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Consensus::Gad => "gad",
+            Consensus::LossVariance => "loss_variance",
+            Consensus::Mean => "mean",
+        }
+    }
 }
 
 /// `[distributed]`: what data-parallel training on several ranks does with the plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Distributed {
-    /// `consensus = "weighted" | "mean"` (default weighted).
+    /// `consensus = "gad" | "loss_variance" | "mean"` (default gad).
     pub consensus: Consensus,
-    /// `beta` (≥ 0, default 0.1): how strongly a rank's loss variance lowers its weight.
+    /// `beta` (default 0.1): `gad`, the constant of Eq. 14 (> 0); `loss_variance`, how
+    /// strongly a rank's loss variance lowers its weight (≥ 0).
     pub beta: f64,
 }
 
 impl Default for Distributed {
     fn default() -> Self {
         Distributed {
-            consensus: Consensus::Weighted,
+            consensus: Consensus::Gad,
             beta: 0.1,
         }
     }

@@ -393,22 +393,45 @@ fn distributed(src: &Source, raw: Option<RawDistributed>) -> Result<Distributed,
     let Some(r) = raw else { return Ok(d) };
     let consensus = match &r.consensus {
         None => d.consensus,
+        Some(c) if c.get_ref() == "weighted" => {
+            return Err(err(
+                src,
+                c.span().start,
+                "`weighted` was saintflow's loss-variance weighting, which is not GAD's: it is now `loss_variance`; GAD's subgraph importance (Eq. 14) is `gad`, the default",
+            ))
+        }
         Some(c) => pick(
             src,
             c.span().start,
             "consensus",
             c.get_ref(),
-            &[("weighted", Consensus::Weighted), ("mean", Consensus::Mean)],
+            &[
+                ("gad", Consensus::Gad),
+                ("loss_variance", Consensus::LossVariance),
+                ("mean", Consensus::Mean),
+            ],
         )?,
+    };
+    let floor_ok = |b: f64| match consensus {
+        Consensus::Gad => b > 0.0,
+        _ => b >= 0.0,
     };
     let beta = match &r.beta {
         None => d.beta,
-        Some(b) if b.get_ref().is_finite() && *b.get_ref() >= 0.0 => *b.get_ref(),
+        Some(b) if b.get_ref().is_finite() && floor_ok(*b.get_ref()) => *b.get_ref(),
         Some(b) => {
             return Err(err(
                 src,
                 b.span().start,
-                format!("beta must be a finite number ≥ 0, got {}", b.get_ref()),
+                format!(
+                    "beta must be a finite number {} 0, got {}",
+                    if consensus == Consensus::Gad {
+                        ">"
+                    } else {
+                        "≥"
+                    },
+                    b.get_ref()
+                ),
             ))
         }
     };
@@ -416,7 +439,7 @@ fn distributed(src: &Source, raw: Option<RawDistributed>) -> Result<Distributed,
         return Err(err(
             src,
             b.span().start,
-            "`beta` weighs the ranks of `consensus = \"weighted\"`; the mean consensus has none",
+            "`beta` belongs to `consensus = \"gad\"` (Eq. 14's constant) and `\"loss_variance\"`; the mean consensus has none",
         ));
     }
     Ok(Distributed { consensus, beta })

@@ -10,22 +10,21 @@
 //! and anyone who wants to see the consensus without MPI).
 //!
 //! ## The consensus weight ζ
-//! * `consensus = "mean"`: ζ_i = 1, the plain mean of the ranks' gradients.
-//! * `consensus = "weighted"` (default): ζ_i = n_i · exp(−β · σ²_i / σ̄²), where
+//! Every rank applies ∇Ŵ = Σ ζ_i·∇W_i / Σ ζ_j (GAD's Eq. 15), with ζ_i by `consensus`:
+//! * `"gad"` (default): GAD's variance-based importance of rank i's augmented subgraph
+//!   (Eq. 14; [`super::zeta`] says how p(v), d(i, j) and β are read, checked against the
+//!   paper's Example 3), computed once when the rank loads its store.
+//! * `"loss_variance"`: saintflow's earlier weighting, written before the paper was at
+//!   hand and not GAD's: ζ_i = n_i · exp(−β · σ²_i / σ̄²), where
 //!   * n_i is the number of training nodes of rank i's part, so that with β = 0 the
 //!     combined gradient is that of the loss averaged over all training nodes (each rank's
 //!     loss is a mean over its own);
 //!   * σ²_i is the variance of rank i's step losses, an exponential moving estimate
-//!     (weight [`VARIANCE_DECAY`] on the past), which GAD's optimiser uses to lower the
-//!     weight of a subgraph whose estimates are noisy (a part cut badly, or whose replicas
-//!     stand in for many missing neighbours);
+//!     (weight [`VARIANCE_DECAY`] on the past);
 //!   * σ̄² is the mean of the σ²_j over ranks at the previous step (carried by the same
 //!     allreduce), so β is scale-free: a rank twice as noisy as the average gets
 //!     exp(−β) of the weight of a rank with none.
-//!
-//! GAD's own text (Zhao et al., Eq. 14–15) was not reachable from this project's machine;
-//! this is our reading of its weighted consensus (variance-lowered weights, one allreduce
-//! of the weighted gradients with their weights), documented here and in docs/DISTRIBUTED.md.
+//! * `"mean"`: ζ_i = 1, the plain mean of the ranks' gradients (GAD's Eq. 11).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -133,6 +132,8 @@ pub struct ConsensusState {
     plan: Distributed,
     /// n_i.
     n_train: f64,
+    /// ζ_i of Eq. 14 (the `gad` consensus).
+    importance: f64,
     mean: f64,
     var: f64,
     seen: bool,
@@ -157,11 +158,13 @@ pub struct Combined {
 }
 
 impl ConsensusState {
-    /// The state of a rank with `n_train` training nodes.
-    pub fn new(plan: Distributed, n_train: usize) -> ConsensusState {
+    /// The state of a rank with `n_train` training nodes whose subgraph's importance
+    /// (Eq. 14, used by the `gad` consensus) is `importance`.
+    pub fn new(plan: Distributed, n_train: usize, importance: f64) -> ConsensusState {
         ConsensusState {
             plan,
             n_train: n_train as f64,
+            importance,
             mean: 0.0,
             var: 0.0,
             seen: false,
@@ -181,6 +184,11 @@ impl ConsensusState {
         self.var = VARIANCE_DECAY * (self.var + (1.0 - VARIANCE_DECAY) * d * d);
     }
 
+    /// ζ_i of Eq. 14 as given to [`ConsensusState::new`].
+    pub fn importance(&self) -> f64 {
+        self.importance
+    }
+
     /// σ²_i, the moving estimate of this rank's loss variance.
     pub fn variance(&self) -> f64 {
         self.var
@@ -190,7 +198,8 @@ impl ConsensusState {
     pub fn weight(&self) -> f64 {
         match self.plan.consensus {
             Consensus::Mean => 1.0,
-            Consensus::Weighted => {
+            Consensus::Gad => self.importance,
+            Consensus::LossVariance => {
                 let ratio = if self.var_bar > 0.0 {
                     self.var / self.var_bar
                 } else {

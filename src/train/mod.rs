@@ -19,6 +19,7 @@ pub mod metrics;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod trainer;
+pub mod zeta;
 
 use std::path::{Path, PathBuf};
 

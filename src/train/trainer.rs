@@ -811,7 +811,26 @@ fn run(
         }
         None => store.identity(),
     };
-    let mut consensus = dist.map(|_| ConsensusState::new(plan_.distributed, n_train));
+    let mut consensus = match dist {
+        Some(_) => {
+            let importance = match plan_.distributed.consensus {
+                crate::plan::Consensus::Gad => {
+                    let (feats, f) = (store.features(), store.n_features());
+                    let row = |v: u32| &feats[v as usize * f..(v as usize + 1) * f];
+                    super::zeta::subgraph_importance(
+                        store.full(),
+                        &row,
+                        plan_.distributed.beta,
+                        opts.seed,
+                    )
+                    .zeta
+                }
+                _ => 1.0,
+            };
+            Some(ConsensusState::new(plan_.distributed, n_train, importance))
+        }
+        None => None,
+    };
     // The metrics of `role`: of the evaluation graph, or summed over every rank's part.
     let measure = |eval: &FullGraph<'_>, params: &Params, role: Role| -> Result<Metrics> {
         match dist.filter(|_| eval_parts) {
@@ -877,15 +896,24 @@ fn run(
         Some(d) => {
             let mut bytes = [d.replica_bytes];
             d.comm.allreduce_u64(&mut bytes, ReduceOp::Sum)?;
+            // Every rank's ζ, for the log (a collective call, so every consensus makes it).
+            let mut zeta = vec![0u64; d.comm.size()];
+            if let Some(c) = &consensus {
+                zeta[d.comm.rank()] = c.importance().to_bits();
+            }
+            d.comm.allreduce_u64(&mut zeta, ReduceOp::Sum)?;
+            let gad = plan_.distributed.consensus == crate::plan::Consensus::Gad;
             Some(RunDist {
                 ranks: d.comm.size(),
                 transport: d.comm.name(),
-                consensus: match plan_.distributed.consensus {
-                    crate::plan::Consensus::Weighted => "weighted".into(),
-                    crate::plan::Consensus::Mean => "mean".into(),
-                },
+                consensus: plan_.distributed.consensus.name().into(),
                 beta: plan_.distributed.beta,
                 replica_bytes: bytes[0],
+                zeta: if gad {
+                    zeta.into_iter().map(f64::from_bits).collect()
+                } else {
+                    Vec::new()
+                },
             })
         }
         None => None,
