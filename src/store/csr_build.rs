@@ -4,9 +4,12 @@
 //! B bucket files by `src >> shift`, so each bucket holds a contiguous range of rows. On
 //! [`CsrBuilder::finish`] each bucket is read back alone, sorted, deduplicated and stripped
 //! of self loops, and its rows are appended to the output sections. Peak memory is one
-//! bucket (`mem_bytes`, default 512 MiB) plus the bucket files' write buffers, whatever
-//! the number of entries — provided source ids are spread evenly over the id range (the
-//! generator permutes ids; importers of skewed files may see one large bucket).
+//! bucket's keys (`mem_bytes`, default 512 MiB) and, while that bucket is finished, about
+//! 8 more bytes per entry and 20 per row of the bucket (its columns, indices and row
+//! bounds: ≈ 1.1 GiB at a full default bucket; measured 1.2 GiB of anonymous memory for
+//! an OGB import of 67 M entries, BENCHMARKS.md), plus the bucket files' write buffers,
+//! whatever the number of entries — provided source ids are spread evenly over the id
+//! range (the generator permutes ids; importers of skewed files may see one large bucket).
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
