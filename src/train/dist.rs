@@ -25,6 +25,9 @@
 //!     allreduce), so β is scale-free: a rank twice as noisy as the average gets
 //!     exp(−β) of the weight of a rank with none.
 //! * `"mean"`: ζ_i = 1, the plain mean of the ranks' gradients (GAD's Eq. 11).
+//!
+//! docs/DISTRIBUTED.md maps the paper's pipeline (its Fig. 1) to saintflow's commands and
+//! functions, and the log's distributed fields to the paper's tables.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
