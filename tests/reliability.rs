@@ -552,3 +552,117 @@ fn issue_28_item_6_every_store_reader_refuses_a_damaged_store() {
     );
     assert!(!text(&o).1.contains("panicked"), "{:?}", text(&o));
 }
+
+/// Item 9: an embedding with nothing in it (width 0, or every value 0) is refused by
+/// `eval-embedding` with the file's name, not scored.
+#[test]
+fn issue_28_item_9_empty_and_all_zero_embeddings_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 8, 1);
+    let g = g.to_str().unwrap();
+    let n = 256u64;
+    common::write_npy_f32(&tmp.path().join("w0.npy"), n, 0, &[]);
+    common::write_npy_f32(&tmp.path().join("z.npy"), n, 4, &vec![0.0; n as usize * 4]);
+    for (file, want) in [("w0.npy", "width 0"), ("z.npy", "every value is 0")] {
+        let o = saintflow(
+            &["eval-embedding", file, "--graph", g, "--repeats", "1"],
+            tmp.path(),
+        );
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{file}: {out} {err}");
+        assert!(err.contains(file) && err.contains(want), "{file}: {err}");
+        assert!(!out.contains("Micro-F1"), "{file}: scored anyway: {out}");
+    }
+}
+
+/// Item 12: a checkpoint is never written into a store, and `gen --force` does not delete
+/// a file of the user's kept inside the store it replaces.
+#[test]
+fn issue_28_item_12_checkpoints_and_force_leave_the_users_files_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 8, 1);
+    let gs = g.to_str().unwrap();
+    let before: Vec<_> = std::fs::read_dir(&g)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    let o = saintflow(
+        &[
+            "train",
+            &plan("gcn.toml"),
+            "--graph",
+            gs,
+            "--epochs",
+            "1",
+            "--checkpoint",
+            gs,
+            "-q",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is a graph store") && err.contains("--checkpoint run/"),
+        "{err}"
+    );
+    let after: Vec<_> = std::fs::read_dir(&g)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "the store gained a file: {after:?}"
+    );
+    // A note of the user's inside the store: --force refuses to delete it, naming it.
+    std::fs::write(g.join("notes.txt"), "mine").unwrap();
+    let o = saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "8",
+            "--features",
+            "4",
+            "--classes",
+            "2",
+            "-o",
+            gs,
+            "--force",
+            "-q",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("notes.txt") && err.contains("--force would delete"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    // Without it, --force replaces the store as before.
+    std::fs::remove_file(g.join("notes.txt")).unwrap();
+    saintflow_ok(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "8",
+            "--features",
+            "4",
+            "--classes",
+            "2",
+            "-o",
+            gs,
+            "--force",
+            "-q",
+        ],
+        tmp.path(),
+    );
+}

@@ -176,6 +176,22 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
             EmbedError::Invalid(format!("--ratios: {bad} is not a fraction in (0, 1)")).into(),
         );
     }
+    // Issue 28: an embedding with nothing in it is a mistake upstream, not a score.
+    if emb.dim == 0 {
+        return Err(EmbedError::Invalid(format!(
+            "{}: {} rows of width 0: there is nothing to score",
+            a.embedding.display(),
+            emb.rows
+        ))
+        .into());
+    }
+    if emb.data.iter().all(|&x| x == 0.0) {
+        return Err(EmbedError::Invalid(format!(
+            "{}: every value is 0 (an untrained or unwritten embedding?): there is nothing to score",
+            a.embedding.display()
+        ))
+        .into());
+    }
     if !(a.c > 0.0 && a.c.is_finite()) {
         return Err(EmbedError::Invalid(format!("--c: {} must be a positive number", a.c)).into());
     }

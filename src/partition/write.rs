@@ -31,7 +31,7 @@ pub const PARTITION_FORMAT: &str = "saintflow.partition/1";
 /// The summary file of a partition directory.
 pub const PARTITION_JSON: &str = "partition.json";
 /// The id map inside each part store.
-pub const PART_MAP_FILE: &str = "part.tsv";
+pub use crate::store::format::PART_MAP_FILE;
 
 /// What to partition and how.
 #[derive(Debug, Clone, Copy)]

@@ -17,6 +17,10 @@ pub const MAGIC: [u8; 8] = *b"SAINTFLW";
 pub const VERSION: u32 = 1;
 /// Name of the header file inside a store directory.
 pub const HEADER_FILE: &str = "header.sf";
+/// A part store's id map (written by `partition`), beside the sections.
+pub const PART_MAP_FILE: &str = "part.tsv";
+/// The id mapping of a store imported with `remap` (written by the edge-list importer).
+pub const IDS_FILE: &str = "ids.tsv";
 /// Bytes of the binary prefix before the JSON body.
 pub const PREFIX_BYTES: usize = 24;
 /// A header body larger than this is rejected before it is read (a hostile length field).

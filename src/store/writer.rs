@@ -120,11 +120,22 @@ impl StoreWriter {
                 path: dest.to_path_buf(),
             });
         }
-        // `force` replaces a store, never anything else (a directory of the user's, a file).
+        // `force` replaces a store, never anything else (a directory of the user's, a file),
+        // nor a store with the user's files kept inside it (issue 28, item 12).
         if dest.exists() && !is_store_dir(dest) {
             return Err(StoreError::NotAStore {
                 path: dest.to_path_buf(),
             });
+        }
+        if dest.exists() {
+            let foreign = foreign_entries(dest);
+            if !foreign.is_empty() {
+                return Err(StoreError::argument(format!(
+                    "{}: --force would delete what the store did not write: {}; move them out of the store first",
+                    dest.display(),
+                    foreign.join(", ")
+                )));
+            }
         }
         if dest.file_name().is_none() {
             return Err(StoreError::argument(format!(
@@ -187,17 +198,37 @@ impl StoreWriter {
     }
 }
 
+/// The entries of store directory `dir` that no store writer makes (the header, section
+/// files, the id maps, `scratch`), by name, sorted.
+fn foreign_entries(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            !(is_store_file(name)
+                || name == crate::store::format::PART_MAP_FILE
+                || name == crate::store::format::IDS_FILE)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The header, a section file or `scratch`.
+fn is_store_file(name: &str) -> bool {
+    name == HEADER_FILE
+        || name == "scratch"
+        || SectionId::ALL.iter().any(|id| id.file_name() == name)
+}
+
 /// Whether `path` is what a store writer leaves behind (a half-written store, or a store
 /// moved aside by a replace): a directory, not a symlink, holding only store files (the
 /// header, section files) and the `scratch` directory. Anything else under a temporary's
 /// name is not ours.
 pub fn is_store_temp(path: &Path) -> bool {
-    let known = |name: &str| {
-        name == HEADER_FILE
-            || name == "scratch"
-            || SectionId::ALL.iter().any(|id| id.file_name() == name)
-    };
-    crate::atomic::dir_holds_only(path, known)
+    crate::atomic::dir_holds_only(path, is_store_file)
 }
 
 /// Whether `path` is a store directory, recognised by its header file's magic (a store

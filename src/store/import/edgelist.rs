@@ -43,7 +43,7 @@ pub const SPARSE_FACTOR: u64 = 16;
 /// …plus this many (small lists with a few isolated low ids).
 pub const SPARSE_SLACK: u64 = 1024;
 /// The id mapping's file inside a store imported with `remap`.
-pub const IDS_FILE: &str = "ids.tsv";
+pub use crate::store::format::IDS_FILE;
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
