@@ -361,6 +361,64 @@ fn print_line(name: &str, threads: usize, r: (f64, f64, StageTimes, Duration)) {
     );
 }
 
+/// `STEP_BENCH_EXPORT=DIR`: the pre-sampled subgraphs as `.npy` files for
+/// `scripts/torch_step.py`, so torch and PyG train on the very same subgraphs: per
+/// subgraph k, `sub{k}.offsets.npy` and `sub{k}.indices.npy` (the induced CSR, i64),
+/// `sub{k}.x.npy` (features, f32 [n, F]) and `sub{k}.y.npy` (class ids, i64).
+fn export(st: &GraphStore, subs: &[Subgraph], dir: &Path) {
+    use npyz::WriterBuilder;
+    std::fs::create_dir_all(dir).unwrap();
+    let f = st.n_features();
+    let labels = st.labels();
+    let write_i64 = |name: String, data: &[i64]| {
+        let file = std::io::BufWriter::new(std::fs::File::create(dir.join(name)).unwrap());
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[data.len() as u64])
+            .writer(file)
+            .begin_nd()
+            .unwrap();
+        w.extend(data.iter().copied()).unwrap();
+        w.finish().unwrap();
+    };
+    for (k, s) in subs.iter().enumerate() {
+        write_i64(
+            format!("sub{k}.offsets.npy"),
+            &s.offsets.iter().map(|&x| i64::from(x)).collect::<Vec<_>>(),
+        );
+        write_i64(
+            format!("sub{k}.indices.npy"),
+            &s.indices.iter().map(|&x| i64::from(x)).collect::<Vec<_>>(),
+        );
+        let y: Vec<i64> = s
+            .nodes
+            .iter()
+            .map(|&v| {
+                (0..st.n_classes() as u32)
+                    .find(|&c| labels.has_class(v, c))
+                    .unwrap_or(0) as i64
+            })
+            .collect();
+        write_i64(format!("sub{k}.y.npy"), &y);
+        let x: Vec<f32> = s
+            .nodes
+            .iter()
+            .flat_map(|&v| st.feature_row(v).unwrap().to_vec())
+            .collect();
+        let file = std::io::BufWriter::new(
+            std::fs::File::create(dir.join(format!("sub{k}.x.npy"))).unwrap(),
+        );
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[s.n_nodes() as u64, f as u64])
+            .writer(file)
+            .begin_nd()
+            .unwrap();
+        w.extend(x.iter().copied()).unwrap();
+        w.finish().unwrap();
+    }
+}
+
 /// Thread counts to measure: `STEP_BENCH_THREADS=2` (default "1,2").
 fn thread_counts() -> Vec<usize> {
     std::env::var("STEP_BENCH_THREADS")
@@ -387,6 +445,14 @@ fn steps(c: &mut Criterion) {
         "subgraphs: {} nodes, {} entries on average",
         b.nodes, b.entries
     );
+    if let Some(dir) = std::env::var_os("STEP_BENCH_EXPORT") {
+        export(&st, &subs, Path::new(&dir));
+        eprintln!(
+            "wrote the {} subgraphs to {}",
+            subs.len(),
+            Path::new(&dir).display()
+        );
+    }
     // Subgraphs drawn once and served in turn: compute-only steps.
     let pre = WithSampler::new(&src, |step| Ok(subs[step as usize % subs.len()].clone()));
     let mut group = c.benchmark_group("step_graphsage512");

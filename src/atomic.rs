@@ -127,6 +127,47 @@ pub fn hold_lock(f: &File) {
     let _ = f.try_lock();
 }
 
+/// An exclusive claim on an output path for the life of a run (issue 28, item 10): the
+/// `flock` of `.NAME.lock` beside it, which holds the claimant's PID. Dropped (the run
+/// ends, or dies), the lock goes with the last descriptor; the small file stays, so a
+/// later claimant never races one that is removing it.
+#[derive(Debug)]
+pub struct OutputLock {
+    _file: File,
+}
+
+/// Claims `path` for writing ([`OutputLock`]). `Ok(Err(pid))` when another open file holds
+/// the claim: `pid` is what its holder wrote (None if unreadable). A file system without
+/// locks only loses that protection: the claim then succeeds.
+pub fn claim_output(path: &Path) -> io::Result<Result<OutputLock, Option<u32>>> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock = path.with_file_name(format!(".{name}.lock"));
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock)?;
+    match f.try_lock() {
+        Ok(()) => {
+            use std::io::Write;
+            f.set_len(0)?;
+            f.write_all(std::process::id().to_string().as_bytes())?;
+            Ok(Ok(OutputLock { _file: f }))
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&lock)
+                .ok()
+                .and_then(|t| t.trim().parse().ok());
+            Ok(Err(pid))
+        }
+        Err(std::fs::TryLockError::Error(_)) => Ok(Ok(OutputLock { _file: f })),
+    }
+}
+
 /// Disk space that could not be reserved for a file: the error of [`reserve`], which each
 /// layer's error carries whole.
 #[derive(Debug, thiserror::Error)]

@@ -666,3 +666,57 @@ fn issue_28_item_12_checkpoints_and_force_leave_the_users_files_alone() {
         tmp.path(),
     );
 }
+
+/// Item 10: two runs sharing a checkpoint or a log: the second is refused before it reads
+/// or truncates anything, naming the first's PID; the first's files are untouched.
+#[test]
+fn issue_28_item_10_a_second_writer_of_a_checkpoint_or_log_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 8, 1);
+    let gs = g.to_str().unwrap();
+    let gcn = plan("gcn.toml");
+    let first = [
+        "train",
+        &gcn,
+        "--graph",
+        gs,
+        "--epochs",
+        "2",
+        "--checkpoint",
+        "run/",
+        "--log",
+        "l.jsonl",
+        "-q",
+    ];
+    saintflow_ok(&first, tmp.path());
+    let log_before = std::fs::read(tmp.path().join("l.jsonl")).unwrap();
+    let ck_before = std::fs::read(tmp.path().join("run/checkpoint.bin")).unwrap();
+    // This process holds the claims, as a run in progress would.
+    for (held, flag) in [("run/checkpoint.bin", "--checkpoint"), ("l.jsonl", "--log")] {
+        let lock = saintflow::atomic::claim_output(&tmp.path().join(held))
+            .unwrap()
+            .expect("free");
+        let o = saintflow(&first, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{held}: {err}");
+        let pid = format!("PID {}", std::process::id());
+        assert!(
+            err.contains(held)
+                && err.contains("another run is writing it")
+                && err.contains(&pid)
+                && err.contains(flag),
+            "{held}: {err}"
+        );
+        drop(lock);
+    }
+    assert_eq!(
+        std::fs::read(tmp.path().join("l.jsonl")).unwrap(),
+        log_before
+    );
+    assert_eq!(
+        std::fs::read(tmp.path().join("run/checkpoint.bin")).unwrap(),
+        ck_before
+    );
+    // Released, the same command runs again.
+    saintflow_ok(&first, tmp.path());
+}

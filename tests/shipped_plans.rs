@@ -32,7 +32,15 @@ fn the_expected_plans_are_shipped() {
         .iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
-    for want in ["gcn", "graphsage", "graphsage_max", "mixhop", "gat", "gin", "mlp"] {
+    for want in [
+        "gcn",
+        "graphsage",
+        "graphsage_max",
+        "mixhop",
+        "gat",
+        "gin",
+        "mlp",
+    ] {
         assert!(
             names.iter().any(|n| n == want),
             "{want} missing from {names:?}"

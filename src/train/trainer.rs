@@ -855,6 +855,31 @@ fn run(
     let mut best: Option<(Metrics, usize, Params)> = None;
     let mut elapsed0 = 0.0;
     let ckpt = opts.checkpoint.clone();
+    // Issue 28, item 10: one writer per checkpoint and log, held for the whole run; a
+    // second run sharing either is refused, naming the holder, before it reads or
+    // truncates anything.
+    let _claims = {
+        let mut claims = Vec::new();
+        let outputs = [
+            (ckpt.as_deref().filter(|_| rank0), "--checkpoint"),
+            (opts.log.as_deref().filter(|_| rank0), "--log"),
+        ];
+        for (path, flag) in outputs.into_iter().filter_map(|(p, f)| Some((p?, f))) {
+            let claim = crate::atomic::claim_output(path)
+                .map_err(|e| TrainError::io(path, "claim (lock)", e))?;
+            match claim {
+                Ok(lock) => claims.push(lock),
+                Err(pid) => {
+                    return Err(TrainError::Run(format!(
+                        "{}: another run is writing it ({}); wait for it to end, or give this run another {flag}",
+                        path.display(),
+                        pid.map_or("PID unknown".into(), |p| format!("PID {p}"))
+                    )))
+                }
+            }
+        }
+        claims
+    };
     // Issue 28, item 12: a checkpoint never goes into a store's directory.
     if let Some(path) = &ckpt {
         if let Some(dir) = path
