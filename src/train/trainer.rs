@@ -855,6 +855,21 @@ fn run(
     let mut best: Option<(Metrics, usize, Params)> = None;
     let mut elapsed0 = 0.0;
     let ckpt = opts.checkpoint.clone();
+    // Issue 28, item 12: a checkpoint never goes into a store's directory.
+    if let Some(path) = &ckpt {
+        if let Some(dir) = path
+            .parent()
+            .filter(|d| crate::store::writer::is_store_dir(d))
+        {
+            return Err(TrainError::Checkpoint {
+                path: path.clone(),
+                what: format!(
+                    "{} is a graph store: a checkpoint goes in a directory of its own (e.g. --checkpoint run/)",
+                    dir.display()
+                ),
+            });
+        }
+    }
     // Issue 28, item 10: one writer per checkpoint and log, held for the whole run; a
     // second run sharing either is refused, naming the holder, before it reads or
     // truncates anything.
@@ -880,21 +895,6 @@ fn run(
         }
         claims
     };
-    // Issue 28, item 12: a checkpoint never goes into a store's directory.
-    if let Some(path) = &ckpt {
-        if let Some(dir) = path
-            .parent()
-            .filter(|d| crate::store::writer::is_store_dir(d))
-        {
-            return Err(TrainError::Checkpoint {
-                path: path.clone(),
-                what: format!(
-                    "{} is a graph store: a checkpoint goes in a directory of its own (e.g. --checkpoint run/)",
-                    dir.display()
-                ),
-            });
-        }
-    }
     let resumed = match &ckpt {
         Some(path) if opts.resume && path.exists() => {
             let c = Checkpoint::load(path)?;
