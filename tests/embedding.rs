@@ -306,8 +306,18 @@ fn zigzag_parts_are_balanced_by_degree() {
     );
 }
 
-#[test]
-fn a_planted_partition_embeds_into_classes_far_above_chance() {
+/// Embeds the 1024-node planted-partition graph with a small DeepWalk on `device` and
+/// scores the rows (Micro-F1 at half the nodes labelled, 2 repeats); also the outcome and
+/// the normalised rows.
+fn embed_planted(
+    device: Device,
+) -> (
+    f64,
+    saintflow::embedding::EmbedOutcome,
+    Embedding,
+    GraphStore,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().unwrap();
     let store = GraphStore::open(common::planted(dir.path(), 10)).unwrap();
     let out = dir.path().join("emb.npy");
@@ -318,18 +328,29 @@ fn a_planted_partition_embeds_into_classes_far_above_chance() {
         threads: 2,
         output: Some(out.clone()),
         scratch_dir: dir.path().to_path_buf(),
+        device,
         ..EmbedOptions::default()
     };
-    train(&p, &store, &opts).unwrap();
+    let outcome = train(&p, &store, &opts).unwrap();
     let emb = Embedding::load(&out).unwrap().normalized();
-    let copts = ClassifyOptions {
+    let rows = classify(&emb, &store.labels(), store.n_classes(), &planted_split()).unwrap();
+    (rows[0].micro_f1, outcome, emb, store, dir)
+}
+
+/// Half the nodes labelled, 2 repeats.
+fn planted_split() -> ClassifyOptions {
+    ClassifyOptions {
         ratios: vec![0.5],
         repeats: 2,
         ..ClassifyOptions::default()
-    };
-    let rows = classify(&emb, &store.labels(), store.n_classes(), &copts).unwrap();
+    }
+}
+
+#[test]
+fn a_planted_partition_embeds_into_classes_far_above_chance() {
+    let (f1, _, emb, store, _dir) = embed_planted(Device::Cpu);
     // 4 balanced classes: chance is 0.25. Homophily 0.9 puts 90 % of a node's edges in its class.
-    assert!(rows[0].micro_f1 > 0.6, "{rows:?}");
+    assert!(f1 > 0.6, "{f1}");
     // The same classifier on random rows stays near chance: the signal is the embedding's.
     let noise = Embedding {
         data: (0..emb.data.len())
@@ -338,7 +359,7 @@ fn a_planted_partition_embeds_into_classes_far_above_chance() {
         rows: emb.rows,
         dim: emb.dim,
     };
-    let chance = classify(&noise, &store.labels(), store.n_classes(), &copts).unwrap();
+    let chance = classify(&noise, &store.labels(), store.n_classes(), &planted_split()).unwrap();
     assert!(chance[0].micro_f1 < 0.4, "{chance:?}");
 }
 
@@ -596,15 +617,7 @@ impl Twin {
         let g = store.full();
         let parts = Parts::new(g, n, plan.noise_power);
         let walker = Walker::new(g, &plan);
-        let sampler = Sampler {
-            walker: &walker,
-            walk_length: plan.walk_length,
-            window: plan.window,
-            window_weights: plan.window_weights,
-            shuffle_walks: plan.shuffle_walks,
-            parts: &parts,
-            seed: 5,
-        };
+        let sampler = Sampler::new(&walker, &plan, &parts, 5);
         let cap = 1 << 16;
         let pools = (0..pools)
             .map(|k| {
@@ -905,31 +918,11 @@ mod gpu {
     #[test]
     #[ignore = "needs an NVIDIA GPU, its driver and libnvrtc: cargo test --features cuda --test embedding -- --ignored gpu::"]
     fn a_planted_partition_embeds_on_the_gpu_into_classes_far_above_chance() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = GraphStore::open(common::planted(dir.path(), 10)).unwrap();
-        let out = dir.path().join("emb.npy");
-        let p = plan(
-            "[embedding]\nmodel = \"deepwalk\"\ndim = 32\nepochs = 100\nwalk_length = 20\nwindow = 5\n",
-        );
-        let opts = EmbedOptions {
-            threads: 2,
-            output: Some(out.clone()),
-            scratch_dir: dir.path().to_path_buf(),
-            device: Device::Cuda(0),
-            ..EmbedOptions::default()
-        };
-        let o = train(&p, &store, &opts).unwrap();
-        assert!(o.gpu_wait_seconds.is_some());
-        let emb = Embedding::load(&out).unwrap().normalized();
-        let copts = ClassifyOptions {
-            ratios: vec![0.5],
-            repeats: 2,
-            ..ClassifyOptions::default()
-        };
-        let rows = classify(&emb, &store.labels(), store.n_classes(), &copts).unwrap();
+        let (f1, outcome, ..) = embed_planted(Device::Cuda(0));
+        assert!(outcome.gpu_wait_seconds.is_some());
         // 4 classes: chance 0.25. The CPU path's grid has no concurrent writers and passes
         // 0.6 here; on the GPU 256 samples in flight share this graph's 1024 rows and some
         // updates are lost (an H200 measured 0.53), so the bar is twice chance.
-        assert!(rows[0].micro_f1 > 0.45, "{rows:?}");
+        assert!(f1 > 0.45, "{f1}");
     }
 }

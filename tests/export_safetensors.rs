@@ -8,7 +8,6 @@ mod common;
 use safetensors::tensor::Dtype;
 use safetensors::SafeTensors;
 use saintflow::exec::Interpreter;
-use saintflow::log::Record;
 use saintflow::plan::Plan;
 use saintflow::store::Role;
 use saintflow::train::checkpoint::{Checkpoint, SavedTensor};
@@ -159,13 +158,7 @@ fn gcn() -> Plan {
 }
 
 fn step_losses(out: &TrainOutcome) -> Vec<(u64, f64)> {
-    out.records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Step { step, loss, .. } => Some((*step, *loss)),
-            _ => None,
-        })
-        .collect()
+    common::step_losses(&out.records)
 }
 
 #[test]

@@ -114,15 +114,7 @@ fn every_shipped_plan_beats_the_features_only_mlp_on_a_planted_graph() {
     }
 }
 
-fn step_losses(records: &[Record]) -> Vec<(u64, f64)> {
-    records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Step { step, loss, .. } => Some((*step, *loss)),
-            _ => None,
-        })
-        .collect()
-}
+use common::step_losses;
 
 #[test]
 fn resumed_run_equals_uninterrupted_run_bit_for_bit() {

@@ -23,6 +23,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
+use super::device::GpuRun;
 use super::device::{block_clock, block_seed, pool_seed, DeviceTables};
 use super::grid::{EpisodeStats, Sgd, Touch};
 use super::partition::Parts;
@@ -540,14 +541,6 @@ impl<'a> Trainer<'a> {
         }
         Ok(())
     }
-}
-
-/// What a run on the GPU reports beside the loss.
-pub struct GpuRun {
-    /// Mean loss of the last pool.
-    pub last_loss: f64,
-    /// Seconds the GPU had no pool to train (the first pool's filling included).
-    pub wait: f64,
 }
 
 /// Trains `total` samples in pools of `cap` on `gpu` while the CPU cores fill the next

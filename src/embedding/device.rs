@@ -55,6 +55,15 @@ impl std::fmt::Display for Device {
     }
 }
 
+/// What a run on the GPU reports beside the loss (`cuda::train_pools`).
+#[derive(Clone, Copy, Debug)]
+pub struct GpuRun {
+    /// Mean loss of the last pool.
+    pub last_loss: f64,
+    /// Seconds the GPU had no pool to train (the first pool's filling included).
+    pub wait: f64,
+}
+
 /// The grid's parts as the device holds them: each node's index within its part, and per
 /// part (at `offsets[j]..offsets[j + 1]`) its members and its noise alias table over them
 /// (part-local outcomes; a column keeps itself when the draw's low 32 bits are below its

@@ -284,15 +284,7 @@ fn run(
     };
     let parts = Parts::new(graph, nparts, plan.noise_power);
     let walker = Walker::new(graph, plan).hold_out(opts.holdout, opts.seed);
-    let sampler = Sampler {
-        walker: &walker,
-        walk_length: plan.walk_length,
-        window: plan.window,
-        window_weights: plan.window_weights,
-        shuffle_walks: plan.shuffle_walks,
-        parts: &parts,
-        seed: opts.seed,
-    };
+    let sampler = Sampler::new(&walker, plan, &parts, opts.seed);
     let dim = plan.dim;
     let mut vertex = match &opts.output {
         Some(path) => MappedMatrix::npy_output(

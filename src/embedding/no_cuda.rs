@@ -1,6 +1,7 @@
 //! `--device cuda` in a build without the `cuda` feature: the same items as `cuda.rs`, with
 //! a [`Gpu`] that cannot exist, so opening one is the error that says how to build it.
 
+use super::device::GpuRun;
 use super::grid::{EpisodeStats, Sgd, Touch};
 use super::partition::Parts;
 use super::pool::Sampler;
@@ -26,14 +27,6 @@ impl Gpu {
     pub fn grid_parts(&self, _: usize, _: usize, _: usize) -> Result<usize> {
         match *self {}
     }
-}
-
-/// What a run on the GPU reports beside the loss.
-pub struct GpuRun {
-    /// Mean loss of the last pool.
-    pub last_loss: f64,
-    /// Seconds the GPU had no pool to train.
-    pub wait: f64,
 }
 
 /// Never called.

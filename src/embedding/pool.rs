@@ -51,6 +51,26 @@ pub struct Sampler<'a> {
     pub seed: u64,
 }
 
+impl<'a> Sampler<'a> {
+    /// The sampler of `plan`'s walks over `parts`, seeded `seed`.
+    pub fn new(
+        walker: &'a Walker<'a>,
+        plan: &crate::plan::embedding::EmbeddingPlan,
+        parts: &'a Parts,
+        seed: u64,
+    ) -> Sampler<'a> {
+        Sampler {
+            walker,
+            walk_length: plan.walk_length,
+            window: plan.window,
+            window_weights: plan.window_weights,
+            shuffle_walks: plan.shuffle_walks,
+            parts,
+            seed,
+        }
+    }
+}
+
 #[inline]
 fn pack(u: u32, v: u32) -> u64 {
     (u64::from(u) << 32) | u64::from(v)

@@ -286,3 +286,14 @@ pub fn assert_chi_square(observed: &[u64], expected: &[f64], df: usize, what: &s
         "{what}: χ² {x2} (df {df}): {observed:?} vs {expected:?}"
     );
 }
+
+/// (global step, loss) of every `step` record.
+pub fn step_losses(records: &[saintflow::log::Record]) -> Vec<(u64, f64)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            saintflow::log::Record::Step { step, loss, .. } => Some((*step, *loss)),
+            _ => None,
+        })
+        .collect()
+}
