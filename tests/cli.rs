@@ -330,26 +330,25 @@ fn sample_prints_json_records_and_a_summary() {
     assert_eq!(lines[4]["count"], 4);
     let norm = saintflow::sample::NormCounts::load(&tmp.path().join("n.bin")).unwrap();
     assert_eq!(norm.meta.subgraphs, 4);
-    for s in ["rw", "edge", "node", "full"] {
-        let o = saintflow(
-            &[
-                "sample",
-                "s.sf",
-                "--graph",
-                "full",
-                "--sampler",
-                s,
-                "--count",
-                "2",
-                "--roots",
-                "10",
-                "--edges",
-                "30",
-                "--budget",
-                "40",
-            ],
-            tmp.path(),
-        );
+    // Each sampler with its own flags (another sampler's flag is refused: tests/reliability.rs).
+    for (s, own) in [
+        ("rw", ["--roots", "10"]),
+        ("edge", ["--edges", "30"]),
+        ("node", ["--budget", "40"]),
+        ("full", ["--seed", "1"]),
+    ] {
+        let mut args = vec![
+            "sample",
+            "s.sf",
+            "--graph",
+            "full",
+            "--sampler",
+            s,
+            "--count",
+            "2",
+        ];
+        args.extend(own);
+        let o = saintflow(&args, tmp.path());
         assert!(o.status.success(), "{s}: {:?}", text(&o));
         assert!(text(&o).0.contains("subgraphs, mean"), "{s}");
     }

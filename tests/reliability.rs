@@ -708,3 +708,62 @@ fn issue_28_item_10_a_second_writer_of_a_checkpoint_or_log_is_refused() {
     // Released, the same command runs again.
     saintflow_ok(&first, tmp.path());
 }
+
+/// The messages: an `[embedding]` plan given to a GNN-only command is named for what it is;
+/// a flag of another sampler is refused (exit 2), not ignored.
+#[test]
+fn issue_28_messages_embedding_plans_and_foreign_sampler_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 8, 1);
+    let gs = g.to_str().unwrap();
+    let dw = plan("deepwalk.toml");
+    for args in [
+        vec!["explain", dw.as_str(), "--features", "10"],
+        vec![
+            "partition",
+            gs,
+            "-k",
+            "2",
+            "-o",
+            "parts",
+            "--plan",
+            dw.as_str(),
+            "-q",
+        ],
+    ] {
+        let o = saintflow(&args, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("is an [embedding] plan")
+                && err.contains("saintflow embed")
+                && !err.contains("unknown key"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = saintflow(
+        &["sample", gs, "--sampler", "frontier", "--roots", "5", "-q"],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--roots belongs to the rw sampler") && err.contains("--frontier"),
+        "{err}"
+    );
+    // The sampler's own flags still pass.
+    saintflow_ok(
+        &[
+            "sample",
+            gs,
+            "--sampler",
+            "rw",
+            "--roots",
+            "5",
+            "--count",
+            "1",
+            "-q",
+        ],
+        tmp.path(),
+    );
+}

@@ -8,7 +8,7 @@ use clap::Args;
 use crate::error::Result;
 use crate::ir::Bindings;
 use crate::op::Registry;
-use crate::plan::{LowerEnv, Plan};
+use crate::plan::LowerEnv;
 use crate::planner::{explain_dot, explain_text, PlanOptions};
 use crate::store::{GraphStore, Labels};
 use crate::train::lower_and_plan;
@@ -62,7 +62,7 @@ fn usage(what: String) -> ! {
 }
 
 pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
-    let p = Plan::load(&a.plan)?;
+    let p = super::train::load_plan(&a.plan, &[])?;
     let store = a.graph.as_ref().map(GraphStore::open).transpose()?;
     let need = |v: Option<usize>, from_store: Option<usize>, flag: &str| {
         v.or(from_store).unwrap_or_else(|| {

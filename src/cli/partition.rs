@@ -7,7 +7,6 @@ use clap::Args;
 use crate::error::Result;
 use crate::op::Registry;
 use crate::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
-use crate::plan::Plan;
 use crate::progress::Progress;
 
 #[derive(Debug, Args)]
@@ -63,7 +62,8 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
     let layers = match (&a.plan, a.layers) {
         (Some(path), _) => {
             let store = crate::store::GraphStore::open(&a.store)?;
-            let l = crate::train::plan_hops(&Plan::load(path)?, &store, registry)?;
+            let l =
+                crate::train::plan_hops(&super::train::load_plan(path, &[])?, &store, registry)?;
             if l == 0 {
                 eprintln!(
                     "note: {}: no message passing (L = 0): no walks, augmentation off, parts get no replicas",

@@ -223,6 +223,39 @@ impl FromArgMatches for SamplerArgs {
                     .expect("a flag's parser checked its value");
             }
         }
+        // Issue 28: a flag of another sampler is a mistake, not something to ignore (the
+        // plan parser refuses the key the same way).
+        let own: Vec<&str> = config.fields().iter().map(|f| f.name).collect();
+        for (_, field) in flags() {
+            if own.contains(&field.name)
+                || m.value_source(field.name) != Some(clap::parser::ValueSource::CommandLine)
+            {
+                continue;
+            }
+            let owners: Vec<&str> = KINDS
+                .iter()
+                .filter(|k| k.field(field.name).is_some())
+                .map(|k| k.name)
+                .collect();
+            let takes: Vec<String> = own
+                .iter()
+                .map(|f| format!("--{}", f.replace('_', "-")))
+                .collect();
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "--{} belongs to the {} sampler{}; --sampler {name} takes {}\n",
+                    field.name.replace('_', "-"),
+                    owners.join(" and "),
+                    if owners.len() > 1 { "s" } else { "" },
+                    if takes.is_empty() {
+                        "none of the sampler flags".to_string()
+                    } else {
+                        takes.join(", ")
+                    }
+                ),
+            ));
+        }
         Ok(SamplerArgs { config, given })
     }
 

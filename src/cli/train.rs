@@ -120,6 +120,15 @@ pub(super) fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
 
 /// Loads a plan with `--set` overrides (`model.X` → `dims.X`).
 pub(super) fn load_plan(path: &Path, set: &[String]) -> Result<Plan> {
+    // Issue 28: an `[embedding]` plan reaching a GNN-only command (explain, partition
+    // --plan) is named for what it is rather than parsed as a GNN plan with a stray key.
+    if crate::plan::embedding::is_embedding_plan(path) {
+        return Err(crate::embedding::EmbedError::Invalid(format!(
+            "{} is an [embedding] plan (node embedding, no GNN layers): this command takes GNN plans; `saintflow embed PLAN --graph G -o emb.npy` trains an embedding plan",
+            path.display()
+        ))
+        .into());
+    }
     let set: Vec<String> = set
         .iter()
         .map(|s| match s.strip_prefix("model.") {
