@@ -136,15 +136,20 @@ pub struct OutputLock {
     _file: File,
 }
 
-/// Claims `path` for writing ([`OutputLock`]). `Ok(Err(pid))` when another open file holds
-/// the claim: `pid` is what its holder wrote (None if unreadable). A file system without
-/// locks only loses that protection: the claim then succeeds.
-pub fn claim_output(path: &Path) -> io::Result<Result<OutputLock, Option<u32>>> {
+/// The file whose `flock` claims `path`: `.NAME.lock` beside it.
+pub fn claim_file(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let lock = path.with_file_name(format!(".{name}.lock"));
+    path.with_file_name(format!(".{name}.lock"))
+}
+
+/// Claims `path` for writing ([`OutputLock`]). `Ok(Err(pid))` when another open file holds
+/// the claim: `pid` is what its holder wrote (None if unreadable). A file system without
+/// locks only loses that protection: the claim then succeeds.
+pub fn claim_output(path: &Path) -> io::Result<Result<OutputLock, Option<u32>>> {
+    let lock = claim_file(path);
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -184,3 +184,57 @@ fn full_disk_for_inference_is_an_error_before_any_work() {
         .collect();
     assert_eq!(names, vec!["e.npy".to_string()], "left behind: {names:?}");
 }
+
+/// Issue 28, item 13: `train` on a disk too small for its checkpoint refuses before any
+/// work, naming the free space, and leaves neither the checkpoint's directory nor the log
+/// it would have made.
+#[test]
+fn full_disk_for_a_checkpoint_is_refused_before_training_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let Some(fs) = Tmpfs::mount(&mnt) else {
+        eprintln!("cannot mount a tmpfs here (not root?): full-disk test not run");
+        return;
+    };
+    let store = tmp.path().join("g.sf");
+    let spec = KroneckerSpec {
+        scale: 8,
+        n_features: 16,
+        ..Default::default()
+    };
+    generate_kronecker(&spec, &store, false, &Progress::hidden()).unwrap();
+    // GCN with hidden 4096: 16 × 4096 + 4096 × 2 values, ×4 with Adam and the best
+    // parameters, ×2 while replaced: about 5 MB on a 1 MiB disk.
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .arg("train")
+        .arg(&plan)
+        .arg("--graph")
+        .arg(&store)
+        .args([
+            "--set",
+            "dims.hidden=4096",
+            "--epochs",
+            "1",
+            "-q",
+            "--checkpoint",
+        ])
+        .arg(fs.0.join("runs/a/"))
+        .arg("--log")
+        .arg(fs.0.join("logs/l.jsonl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("checkpoint.bin") && err.contains("needs about") && err.contains("free"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&fs.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -427,8 +427,8 @@ mod tests {
     /// construction; this checks the wiring: for every field of every kind, `--flag V`
     /// lands in that field and nowhere else — the config equals the one a plan's
     /// `[sampler]` with `field = V` types into, and differs from the defaults — while a flag
-    /// of another kind is ignored; kinds sharing a flag share its type; out-of-range
-    /// values are refused naming the flag and the field's range.
+    /// of another kind is refused, naming both; kinds sharing a flag share its type;
+    /// out-of-range values are refused naming the flag and the field's range.
     #[test]
     fn every_field_has_its_flag_and_means_its_plan_key() {
         for k in KINDS {
@@ -438,14 +438,26 @@ mod tests {
                     FieldType::Positive => (Some("2.5"), "2.5"),
                     FieldType::Flag => (None, "true"),
                 };
-                // A flag of another kind, ignored.
+                // A flag of another kind is refused.
                 let foreign = if k.field("edges").is_some() {
                     "--roots"
                 } else {
                     "--edges"
                 };
                 let flag = f.flag();
-                let mut argv = vec!["sample", "store", "--sampler", k.name, foreign, "9", &flag];
+                let mut with_foreign =
+                    vec!["sample", "store", "--sampler", k.name, foreign, "9", &flag];
+                with_foreign.extend(value);
+                let e = parse(&with_foreign)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                assert!(
+                    e.contains(&format!("{foreign} belongs to the"))
+                        && e.contains(&format!("--sampler {}", k.name)),
+                    "{with_foreign:?}: {e}"
+                );
+                let mut argv = vec!["sample", "store", "--sampler", k.name, &flag];
                 argv.extend(value);
                 let got = parse(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
                 let plan = format!(

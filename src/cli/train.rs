@@ -170,10 +170,66 @@ pub(super) fn run(
         .clone()
         .expect("clap requires --graph without --partitions");
     let store = GraphStore::open(&graph)?;
+    let before = Outputs::before(&a);
     let opts = options(&a, &plan, &store, &graph, registry, progress)?;
-    let outcome = opts.train()?;
+    let outcome = opts.train().inspect_err(|_| before.undo())?;
     report(&a, &plan, &graph, &outcome)?;
     Ok(outcome)
+}
+
+/// What a failed run must not leave behind (issue 28, item 13): the directories made for
+/// its outputs, if they are still empty, and a log it created that is still empty.
+struct Outputs {
+    /// Directories that did not exist, deepest first.
+    new_dirs: Vec<PathBuf>,
+    /// The log, when it did not exist.
+    new_log: Option<PathBuf>,
+    /// The claim files (`atomic::claim_output`) the run made in those directories.
+    new_claims: Vec<PathBuf>,
+}
+
+impl Outputs {
+    fn before(a: &TrainArgs) -> Outputs {
+        let ck = a.checkpoint.as_deref().map(checkpoint_file);
+        let mut new_dirs = Vec::new();
+        for path in ck.iter().chain(&a.log).chain(&a.plot) {
+            let mut dir = path.parent();
+            while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+                if !new_dirs.iter().any(|n: &PathBuf| n == d) {
+                    new_dirs.push(d.to_path_buf());
+                }
+                dir = d.parent();
+            }
+        }
+        new_dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        let new_claims = ck
+            .iter()
+            .chain(&a.log)
+            .filter(|p| p.parent().is_some_and(|d| new_dirs.iter().any(|n| n == d)))
+            .map(|p| crate::atomic::claim_file(p))
+            .collect();
+        Outputs {
+            new_dirs,
+            new_log: a.log.clone().filter(|l| !l.exists()),
+            new_claims,
+        }
+    }
+
+    /// Removes what the failed run made and left empty; anything with content stays.
+    fn undo(&self) {
+        for claim in &self.new_claims {
+            let _ = std::fs::remove_file(claim);
+        }
+        if let Some(log) = &self.new_log {
+            if std::fs::metadata(log).is_ok_and(|m| m.len() == 0) {
+                let _ = std::fs::remove_file(log);
+            }
+        }
+        for d in &self.new_dirs {
+            // Only an empty directory is removed.
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }
 
 /// `--partitions` in a build without MPI.

@@ -895,6 +895,33 @@ fn run(
         }
         claims
     };
+    // Issue 28, item 13: the checkpoint's disk before any work: the parameters, Adam's two
+    // moments and the best parameters, twice while a new one replaces the old atomically.
+    if let Some(path) = ckpt.as_deref().filter(|_| rank0) {
+        let values: u64 = lowered
+            .params
+            .iter()
+            .map(|d| (d.rows * d.cols) as u64)
+            .sum();
+        let need = 2 * (4 * 4 * values + (64 << 10));
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        if let Ok(free) = fs4::available_space(dir) {
+            if need > free {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "needs about {} of disk while written ({values} parameter values, with Adam's moments and the best parameters, twice while replaced atomically); {} has {} free",
+                        crate::machine::human(u128::from(need)),
+                        dir.display(),
+                        crate::machine::human(u128::from(free))
+                    ),
+                });
+            }
+        }
+    }
     let resumed = match &ckpt {
         Some(path) if opts.resume && path.exists() => {
             let c = Checkpoint::load(path)?;
