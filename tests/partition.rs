@@ -467,12 +467,13 @@ fn walk_length_from_plans_is_the_receptive_field() {
     let reg = saintflow::op::Registry::with_builtins();
     let hops = |p: &Plan| saintflow::train::plan_hops(p, &store, &reg).unwrap();
     let shipped = [
-        ("gcn", 2),       // Â·ReLU(Â·X·W0)·W1
-        ("graphsage", 2), // repeat = 2 layers of A_mean, a dense classifier
-        ("gat", 2),       // attention layer + attention classifier (α is not a hop of its own)
-        ("gin", 2),       // repeat = 2 of x + A·x
-        ("mixhop", 4),    // repeat = 2 of max power A² each
-        ("mlp", 0),       // no adjacency: no walks
+        ("gcn", 2),           // Â·ReLU(Â·X·W0)·W1
+        ("graphsage", 2),     // repeat = 2 layers of A_mean, a dense classifier
+        ("graphsage_max", 2), // repeat = 2 layers of max over A's neighbours
+        ("gat", 2),           // attention layer + attention classifier (α is not a hop of its own)
+        ("gin", 2),           // repeat = 2 of x + A·x
+        ("mixhop", 4),        // repeat = 2 of max power A² each
+        ("mlp", 0),           // no adjacency: no walks
     ];
     let dir_plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
     let mut names: Vec<String> = std::fs::read_dir(dir_plans)
