@@ -679,12 +679,15 @@ fn issue_28_item_10_a_second_writer_of_a_checkpoint_or_log_is_refused() {
     saintflow_ok(&first, tmp.path());
     let log_before = std::fs::read(tmp.path().join("l.jsonl")).unwrap();
     let ck_before = std::fs::read(tmp.path().join("run/checkpoint.bin")).unwrap();
+    // The same run continued (the checkpoint exists; item 12 refuses a fresh run over it).
+    let mut again = first.to_vec();
+    again.push("--resume");
     // This process holds the claims, as a run in progress would.
     for (held, flag) in [("run/checkpoint.bin", "--checkpoint"), ("l.jsonl", "--log")] {
         let lock = saintflow::atomic::claim_output(&tmp.path().join(held))
             .unwrap()
             .expect("free");
-        let o = saintflow(&first, tmp.path());
+        let o = saintflow(&again, tmp.path());
         let (_, err) = text(&o);
         assert_eq!(o.status.code(), Some(1), "{held}: {err}");
         let pid = format!("PID {}", std::process::id());
@@ -705,8 +708,23 @@ fn issue_28_item_10_a_second_writer_of_a_checkpoint_or_log_is_refused() {
         std::fs::read(tmp.path().join("run/checkpoint.bin")).unwrap(),
         ck_before
     );
-    // Released, the same command runs again.
-    saintflow_ok(&first, tmp.path());
+    // Released, the run continues.
+    saintflow_ok(&again, tmp.path());
+    // Item 12: a fresh run over the finished one is refused, naming what is there, and
+    // `--force` starts afresh.
+    let o = saintflow(&first, tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("checkpoint.bin")
+            && err.contains("a run's checkpoint (epoch 2")
+            && err.contains("--resume")
+            && err.contains("--force"),
+        "{err}"
+    );
+    let mut forced = first.to_vec();
+    forced.push("--force");
+    saintflow_ok(&forced, tmp.path());
 }
 
 /// The messages: an `[embedding]` plan given to a GNN-only command is named for what it is;

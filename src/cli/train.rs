@@ -100,6 +100,10 @@ pub(super) struct TrainArgs {
     /// `--resume`, which continues from the checkpoint's.
     #[arg(long, value_name = "FILE.safetensors", conflicts_with = "resume")]
     init_from: Option<PathBuf>,
+    /// Start afresh and replace the checkpoint `--checkpoint` already holds (without it, an
+    /// existing checkpoint is refused unless `--resume` continues it).
+    #[arg(long, requires = "checkpoint", conflicts_with = "resume")]
+    force: bool,
     /// Write the JSON-lines log here (schema: docs/LOG.md).
     #[arg(long)]
     log: Option<PathBuf>,
@@ -381,6 +385,24 @@ fn options<'a>(
         });
     // A run's output directories are made on demand (`--checkpoint run/ --log run/log.jsonl`).
     let outputs = a.checkpoint.as_deref().map(checkpoint_file);
+    // Issue 28, item 12: a finished (or interrupted) run's checkpoint is not replaced
+    // silently by a fresh run.
+    if let Some(ck) = outputs
+        .as_ref()
+        .filter(|c| c.exists() && !a.resume && !a.force)
+    {
+        let what = match crate::train::Checkpoint::load(ck) {
+            Ok(c) => format!("a run's checkpoint (epoch {}, seed {})", c.epoch, c.seed),
+            Err(_) => "a file that is not a readable checkpoint".to_string(),
+        };
+        return Err(crate::train::TrainError::Checkpoint {
+            path: ck.clone(),
+            what: format!(
+                "exists, {what}: --resume continues it, --force starts afresh and replaces it"
+            ),
+        }
+        .into());
+    }
     for path in outputs.iter().chain(&a.log).chain(&a.plot) {
         crate::atomic::create_parent_dirs(path).map_err(|e| {
             Error::Train(crate::train::TrainError::io(
