@@ -24,6 +24,17 @@ impl Tmpfs {
     }
 }
 
+/// A 1 MiB tmpfs on `DIR/mnt` (or None, saying why, where mounting is not allowed).
+fn tmpfs_in(dir: &Path) -> Option<Tmpfs> {
+    let mnt = dir.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let fs = Tmpfs::mount(&mnt);
+    if fs.is_none() {
+        eprintln!("cannot mount a tmpfs here (not root?): full-disk test not run");
+    }
+    fs
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
@@ -122,10 +133,7 @@ fn full_disk_for_inference_is_an_error_before_any_work() {
     use saintflow::train::{FullGraph, InferOptions, Output};
 
     let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let Some(fs) = Tmpfs::mount(&mnt) else {
-        eprintln!("cannot mount a tmpfs here (not root?): full-disk test not run");
+    let Some(fs) = tmpfs_in(tmp.path()) else {
         return;
     };
     // An existing output, then one too big for the 1 MiB tmpfs (1000 × 1000 f32 = 4 MB).
@@ -191,10 +199,7 @@ fn full_disk_for_inference_is_an_error_before_any_work() {
 #[test]
 fn full_disk_for_a_checkpoint_is_refused_before_training_and_leaves_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let Some(fs) = Tmpfs::mount(&mnt) else {
-        eprintln!("cannot mount a tmpfs here (not root?): full-disk test not run");
+    let Some(fs) = tmpfs_in(tmp.path()) else {
         return;
     };
     let store = tmp.path().join("g.sf");

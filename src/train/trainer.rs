@@ -722,6 +722,86 @@ fn check_params(
     Ok(())
 }
 
+/// What a run checks and holds before it touches its outputs (issue 28): the checkpoint
+/// is not inside a store (item 12); the checkpoint and the log are claimed for the run's
+/// life, a second writer refused naming the holder (item 10; rank 0 only writes them); the
+/// checkpoint's disk is there (item 13). Returns the claims, held until dropped.
+fn guard_outputs(
+    ckpt: Option<&std::path::Path>,
+    log: Option<&std::path::Path>,
+    rank0: bool,
+    lowered: &Lowered,
+) -> Result<Vec<crate::atomic::OutputLock>, TrainError> {
+    // Issue 28, item 12: a checkpoint never goes into a store's directory.
+    if let Some(path) = ckpt {
+        if let Some(dir) = path
+            .parent()
+            .filter(|d| crate::store::writer::is_store_dir(d))
+        {
+            return Err(TrainError::Checkpoint {
+                path: path.to_path_buf(),
+                what: format!(
+                    "{} is a graph store: a checkpoint goes in a directory of its own (e.g. --checkpoint run/)",
+                    dir.display()
+                ),
+            });
+        }
+    }
+    // Issue 28, item 10: one writer per checkpoint and log, held for the whole run; a
+    // second run sharing either is refused, naming the holder, before it reads or
+    // truncates anything.
+    let claims = {
+        let mut claims = Vec::new();
+        let outputs = [
+            (ckpt.filter(|_| rank0), "--checkpoint"),
+            (log.filter(|_| rank0), "--log"),
+        ];
+        for (path, flag) in outputs.into_iter().filter_map(|(p, f)| Some((p?, f))) {
+            let claim = crate::atomic::claim_output(path)
+                .map_err(|e| TrainError::io(path, "claim (lock)", e))?;
+            match claim {
+                Ok(lock) => claims.push(lock),
+                Err(pid) => {
+                    return Err(TrainError::Run(format!(
+                        "{}: another run is writing it ({}); wait for it to end, or give this run another {flag}",
+                        path.display(),
+                        pid.map_or("PID unknown".into(), |p| format!("PID {p}"))
+                    )))
+                }
+            }
+        }
+        claims
+    };
+    // Issue 28, item 13: the checkpoint's disk before any work: the parameters, Adam's two
+    // moments and the best parameters, twice while a new one replaces the old atomically.
+    if let Some(path) = ckpt.filter(|_| rank0) {
+        let values: u64 = lowered
+            .params
+            .iter()
+            .map(|d| (d.rows * d.cols) as u64)
+            .sum();
+        let need = 2 * (4 * 4 * values + (64 << 10));
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        if let Ok(free) = fs4::available_space(dir) {
+            if need > free {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "needs about {} of disk while written ({values} parameter values, with Adam's moments and the best parameters, twice while replaced atomically); {} has {} free",
+                        crate::machine::human(u128::from(need)),
+                        dir.display(),
+                        crate::machine::human(u128::from(free))
+                    ),
+                });
+            }
+        }
+    }
+    Ok(claims)
+}
+
 /// What `explain` shows, as values: `plan` lowered with `env` (its registry makes the
 /// plan's op names, so a user's ops explain like built-in ones) and planned for `opts`.
 /// Print with [`explain_text`](crate::planner::explain_text) or
@@ -815,15 +895,7 @@ fn run(
         Some(_) => {
             let importance = match plan_.distributed.consensus {
                 crate::plan::Consensus::Gad => {
-                    let (feats, f) = (store.features(), store.n_features());
-                    let row = |v: u32| &feats[v as usize * f..(v as usize + 1) * f];
-                    super::zeta::subgraph_importance(
-                        store.full(),
-                        &row,
-                        plan_.distributed.beta,
-                        opts.seed,
-                    )
-                    .zeta
+                    super::zeta::store_importance(store, plan_.distributed.beta, opts.seed).zeta
                 }
                 _ => 1.0,
             };
@@ -855,73 +927,7 @@ fn run(
     let mut best: Option<(Metrics, usize, Params)> = None;
     let mut elapsed0 = 0.0;
     let ckpt = opts.checkpoint.clone();
-    // Issue 28, item 12: a checkpoint never goes into a store's directory.
-    if let Some(path) = &ckpt {
-        if let Some(dir) = path
-            .parent()
-            .filter(|d| crate::store::writer::is_store_dir(d))
-        {
-            return Err(TrainError::Checkpoint {
-                path: path.clone(),
-                what: format!(
-                    "{} is a graph store: a checkpoint goes in a directory of its own (e.g. --checkpoint run/)",
-                    dir.display()
-                ),
-            });
-        }
-    }
-    // Issue 28, item 10: one writer per checkpoint and log, held for the whole run; a
-    // second run sharing either is refused, naming the holder, before it reads or
-    // truncates anything.
-    let _claims = {
-        let mut claims = Vec::new();
-        let outputs = [
-            (ckpt.as_deref().filter(|_| rank0), "--checkpoint"),
-            (opts.log.as_deref().filter(|_| rank0), "--log"),
-        ];
-        for (path, flag) in outputs.into_iter().filter_map(|(p, f)| Some((p?, f))) {
-            let claim = crate::atomic::claim_output(path)
-                .map_err(|e| TrainError::io(path, "claim (lock)", e))?;
-            match claim {
-                Ok(lock) => claims.push(lock),
-                Err(pid) => {
-                    return Err(TrainError::Run(format!(
-                        "{}: another run is writing it ({}); wait for it to end, or give this run another {flag}",
-                        path.display(),
-                        pid.map_or("PID unknown".into(), |p| format!("PID {p}"))
-                    )))
-                }
-            }
-        }
-        claims
-    };
-    // Issue 28, item 13: the checkpoint's disk before any work: the parameters, Adam's two
-    // moments and the best parameters, twice while a new one replaces the old atomically.
-    if let Some(path) = ckpt.as_deref().filter(|_| rank0) {
-        let values: u64 = lowered
-            .params
-            .iter()
-            .map(|d| (d.rows * d.cols) as u64)
-            .sum();
-        let need = 2 * (4 * 4 * values + (64 << 10));
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
-        };
-        if let Ok(free) = fs4::available_space(dir) {
-            if need > free {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!(
-                        "needs about {} of disk while written ({values} parameter values, with Adam's moments and the best parameters, twice while replaced atomically); {} has {} free",
-                        crate::machine::human(u128::from(need)),
-                        dir.display(),
-                        crate::machine::human(u128::from(free))
-                    ),
-                });
-            }
-        }
-    }
+    let _claims = guard_outputs(ckpt.as_deref(), opts.log.as_deref(), rank0, &lowered)?;
     let resumed = match &ckpt {
         Some(path) if opts.resume && path.exists() => {
             let c = Checkpoint::load(path)?;

@@ -62,6 +62,14 @@ pub struct Importance {
 /// The feature row of node v (the rank's store: `GraphStore::feature_row`).
 pub type Row<'f> = dyn Fn(u32) -> &'f [f32] + Sync + 'f;
 
+/// ζ(g') of a rank's part store (its full graph and feature rows): what the trainer
+/// weighs the rank's gradients by under `consensus = "gad"`.
+pub fn store_importance(store: &crate::store::GraphStore, beta: f64, seed: u64) -> Importance {
+    let (feats, f) = (store.features(), store.n_features());
+    let row = |v: u32| &feats[v as usize * f..(v as usize + 1) * f];
+    subgraph_importance(store.full(), &row, beta, seed)
+}
+
 /// ζ(g') of the graph `graph` (g' itself: degrees within it) with feature rows `row`:
 /// exact up to [`EXACT_PAIRS`] pairs, else estimated from [`SAMPLES`] pairs drawn with
 /// `seed`. The trainer calls this on each rank's part store.
