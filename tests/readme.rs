@@ -7,7 +7,7 @@
 //! What is changed is listed below, each change with its reason, and each must apply (a
 //! README edit that makes one stale fails the test): graph sizes, epochs and `bench scale`
 //! grids cut so the test takes seconds, not hours. Six commands are skipped by name:
-//! `cargo test` (this very suite), the custom-op binary's `cargo run` (which
+//! `scripts/test.sh` (this very suite), the custom-op binary's `cargo run` (which
 //! `examples/custom_op/tests/train.rs` runs as its own binary), the MPI build and its
 //! `mpirun` (tests/mpi.rs, in `.ci/run`), the embedding peers' script (PyPI, minutes) and
 //! `memcap` (a workplace tool). Other Markdown files: docs/
@@ -83,7 +83,7 @@ const SUBSTITUTIONS: &[(&str, &str, &str)] = &[
 /// (the start of a command, why it is not run). Each must occur in the README.
 const SKIPPED: &[(&str, &str)] = &[
     (
-        "cargo test",
+        "scripts/test.sh",
         "the test suite itself (it would run this test again)",
     ),
     (

@@ -851,3 +851,57 @@ fn a_plan_with_an_op_that_is_not_row_local_is_evaluated_in_memory() {
     .unwrap();
     assert_eq!(calls, 1);
 }
+
+/// `TrainOptions::interrupt`: a set flag stops the run at the next step boundary with
+/// `Interrupted`, leaving the checkpoint of the last whole epoch, from which a resumed run
+/// goes on to the uninterrupted run's bits.
+#[test]
+fn an_interrupted_run_keeps_its_last_whole_epoch() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::small_store(tmp.path(), "g.sf", 8, 3)).unwrap();
+    let plan = load("gcn", &["dims.hidden=8"]);
+    let ck = tmp.path().join("ck.bin");
+    let whole = run(&opts(&store, &plan, 5, 4)).unwrap();
+    // Full-batch GCN: one step per epoch. The flag is set during step 1 (epoch 2), so
+    // epoch 2 ends whole (checkpointed) and epoch 3 stops before its step 2.
+    let flag = AtomicBool::new(false);
+    struct SetAt<'a>(&'a AtomicBool);
+    impl saintflow::exec::StepRunner for SetAt<'_> {
+        fn run_step(
+            &self,
+            graph: &saintflow::ir::Graph,
+            wanted: &[saintflow::ir::NodeId],
+            source: Option<&dyn saintflow::ir::GraphSource>,
+            params: &saintflow::ir::Params,
+            step: u64,
+            seed: u64,
+            training: bool,
+        ) -> std::result::Result<saintflow::exec::StepValues, saintflow::ir::IrError> {
+            if step == 1 {
+                self.0.store(true, Ordering::Relaxed);
+            }
+            Interpreter.run_step(graph, wanted, source, params, step, seed, training)
+        }
+
+        fn threads(&self) -> usize {
+            Interpreter.threads()
+        }
+    }
+    let runner = SetAt(&flag);
+    let err = opts(&store, &plan, 5, 4)
+        .runner(&runner)
+        .checkpoint(&ck)
+        .interrupt(&flag)
+        .train()
+        .unwrap_err();
+    assert!(
+        matches!(err, saintflow::train::TrainError::Interrupted { epoch: 3, step: 2 }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("interrupted in epoch 3 before step 2"));
+    let resumed = run(&opts(&store, &plan, 5, 4).checkpoint(&ck).resume(true)).unwrap();
+    // Without a log, a resumed run's records are its own steps: epochs 3 and 4.
+    assert_eq!(step_losses(&resumed.records), step_losses(&whole.records)[2..]);
+    assert_eq!(resumed.test, whole.test);
+}

@@ -392,6 +392,39 @@ impl NormCounts {
             .collect()
     }
 
+    /// PyTorch Geometric's `GraphSAINTSampler` normalisation of a subgraph, so a PyG model
+    /// runs on saintflow's batches unchanged (the Python package's `SaintSampler`):
+    /// `node_norm[i]` = (Σ_v C_v) / (C_v · N) with C_v = 0 read as 0.1, N the sampled
+    /// graph's nodes; `edge_norm[k]` = C_row / C_{row,col} of entry k = (row, col) of the
+    /// subgraph's CSR, in f32 as PyG computes it, clamped to [0, 10⁴], 0.1 where both
+    /// counts are 0. PyG's `edge_index` is that CSR's (row, col), its messages flow row →
+    /// col, so the weight on the message into `col` carries the *sender's* count; the
+    /// paper's α_{u,v} (and [`NormCounts::aggregator_weights`]) divide by the receiver's
+    /// (docs/PYTHON.md says how to get it from a PyG model).
+    pub fn pyg_norms(&self, s: &Subgraph) -> (Vec<f32>, Vec<f32>) {
+        let (mut nodes, mut edges) = (self.node.lookup(), self.edge.lookup());
+        let counts: Vec<u32> = s.nodes.iter().map(|&v| nodes.get(v)).collect();
+        let (drawn, n) = (self.nodes_drawn() as f64, self.meta.n_nodes as f64);
+        let node_norm = counts
+            .iter()
+            .map(|&c| {
+                let c = if c == 0 { 0.1 } else { f64::from(c) };
+                (drawn / c / n) as f32
+            })
+            .collect();
+        let mut edge_norm = Vec::with_capacity(s.n_entries());
+        for (i, &c_row) in counts.iter().enumerate() {
+            for k in s.offsets[i]..s.offsets[i + 1] {
+                let c_uv = edges.get(s.parent_entries[k as usize]);
+                edge_norm.push(match (c_row, c_uv) {
+                    (0, 0) => 0.1,
+                    (c, e) => (c as f32 / e as f32).clamp(0.0, 1e4),
+                });
+            }
+        }
+        (node_norm, edge_norm)
+    }
+
     /// Writes the counts to `path` atomically ([`crate::atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), StoreError> {
         let meta = serde_json::to_vec(&self.meta).expect("meta serialises");
@@ -547,4 +580,49 @@ where
         ));
     }
     Ok(SparseCounts { keys, counts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PyG's `_compute_norm` by hand on a path 0 – 1 – 2 – 3 whose node 3 and entries
+    /// (2,3), (3,2) were never drawn in the pre-sampling.
+    #[test]
+    fn pyg_norms_follow_pygs_compute_norm() {
+        // Entries of the path's CSR: 0:(0,1) 1:(1,0) 2:(1,2) 3:(2,1) 4:(2,3) 5:(3,2).
+        let node = vec![4u32, 6, 2, 0];
+        let counts = NormCounts {
+            meta: NormMeta {
+                sampler: "hand".into(),
+                subgraphs: 5,
+                seed: 0,
+                n_nodes: 4,
+                n_entries: 6,
+            },
+            node: Counts::Dense(node),
+            edge: Counts::Sparse(SparseCounts {
+                keys: vec![0, 1, 2, 3],
+                counts: vec![3, 3, 1, 2],
+            }),
+        };
+        assert_eq!(counts.edge_count(4), 0);
+        // The whole path as the subgraph (local ids = global ids).
+        let s = Subgraph {
+            nodes: vec![0, 1, 2, 3],
+            offsets: vec![0, 1, 3, 5, 6],
+            indices: vec![1, 0, 2, 1, 3, 2],
+            parent_entries: vec![0, 1, 2, 3, 4, 5],
+        };
+        let (node_norm, edge_norm) = counts.pyg_norms(&s);
+        // num_samples = Σ C_v = 12; node_norm = 12 / C_v / N, C_v = 0 read as 0.1.
+        let want: Vec<f32> = [4.0, 6.0, 2.0, 0.1]
+            .iter()
+            .map(|c: &f64| (12.0 / c / 4.0) as f32)
+            .collect();
+        assert_eq!(node_norm, want);
+        // edge_norm = C_row / C_e: 4/3, 6/3, 6/1, 2/2; C_e = 0 with C_row = 2 → inf →
+        // clamped to 10⁴; both 0 → NaN → 0.1.
+        assert_eq!(edge_norm, vec![4.0 / 3.0, 2.0, 6.0, 1.0, 1e4, 0.1f32]);
+    }
 }

@@ -73,6 +73,14 @@ pub enum TrainError {
         /// What is wrong.
         what: String,
     },
+    /// Stopped by [`trainer::TrainOptions::interrupt`]'s flag before step `step`.
+    #[error("interrupted in epoch {epoch} before step {step}: the checkpoint holds the last whole epoch")]
+    Interrupted {
+        /// The epoch under way.
+        epoch: usize,
+        /// The step not run.
+        step: u64,
+    },
     /// A checkpoint that cannot be used.
     #[error("{}: checkpoint: {what}", path.display())]
     Checkpoint {

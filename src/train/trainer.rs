@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -96,6 +97,7 @@ pub struct TrainOptions<'a> {
     infer: InferOptions,
     memory_limit: MemoryLimit,
     dist: Option<Dist<'a>>,
+    interrupt: Option<&'a AtomicBool>,
 }
 
 /// Stores up to this many bytes (all sections) get the full check before training by
@@ -157,6 +159,10 @@ impl std::fmt::Debug for TrainOptions<'_> {
             .field("graph_name", &self.graph_name)
             .field("stop_after", &self.stop_after)
             .field("max_steps", &self.max_steps)
+            .field(
+                "interrupt",
+                &self.interrupt.map(|f| f.load(Ordering::Relaxed)),
+            )
             .field("no_eval", &self.no_eval)
             .field("io_hints", &self.io_hints)
             .field("verify", &self.verify)
@@ -193,7 +199,16 @@ impl<'a> TrainOptions<'a> {
             infer: InferOptions::default(),
             memory_limit: MemoryLimit::Detect,
             dist: None,
+            interrupt: None,
         }
+    }
+
+    /// Stops at the next step boundary once `flag` is set (a Ctrl-C handler's flag, the
+    /// Python package's KeyboardInterrupt): the run ends with [`TrainError::Interrupted`],
+    /// the checkpoint as the last whole epoch left it (written atomically, so loadable).
+    pub fn interrupt(mut self, flag: &'a AtomicBool) -> Self {
+        self.interrupt = Some(flag);
+        self
     }
 
     /// Takes part in a distributed job as `dist.comm`'s rank: `store` is this rank's part,
@@ -1046,6 +1061,9 @@ fn run(
         let steps = step..step + n_steps;
         let mut run_epoch = |source: &dyn GraphSource| -> Result<()> {
             for _ in 0..n_steps {
+                if opts.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                    return Err(TrainError::Interrupted { epoch, step });
+                }
                 let t0 = Instant::now();
                 let vals = runner.run_step(
                     &ph.graph,

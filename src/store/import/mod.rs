@@ -3,6 +3,7 @@
 //! the readers they share: `class_map.json`, `role.json`, and the streaming feature copy
 //! (from `.npy`, read by [`crate::npy`]) with optional standardisation.
 
+pub mod arrays;
 pub mod edgelist;
 pub mod graphsaint;
 pub mod ogb;
@@ -21,6 +22,7 @@ use crate::store::format::{
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
+pub use arrays::{import_arrays, ArrayGraph, ArrayLabels, Edges};
 pub use edgelist::{import_edgelist, EdgeListOptions};
 pub use graphsaint::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
 pub use ogb::{import_ogb, OgbLayout, OgbOptions, OgbReport};

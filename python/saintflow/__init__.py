@@ -1,0 +1,41 @@
+"""saintflow from Python: memory-mapped graph stores, GraphSAINT samplers that feed
+PyTorch / PyTorch Geometric models, and saintflow's own training.
+
+    import saintflow as sf
+    store = sf.Store.open("cora.sf")
+    for batch in sf.SaintSampler(store, kind="rw", batch_size=300, walk_length=2):
+        ...                      # batch.x, batch.edge_index, batch.node_norm, ...
+    result = sf.train("plans/gcn.toml", store, epochs=20)
+
+The engine is the Rust library (``saintflow._native``); this package adds argument
+handling and the PyTorch / PyG adapters. Every error is a :class:`SaintflowError`.
+"""
+
+from ._native import (
+    PlanError,
+    SaintflowError,
+    SampleError,
+    StoreError,
+    TrainError,
+    __version__,
+    sampler_kinds,
+)
+from .sampler import Batch, SaintSampler
+from .store import Store
+from .training import Plan, TrainResult, train
+
+__all__ = [
+    "Batch",
+    "Plan",
+    "PlanError",
+    "SaintSampler",
+    "SaintflowError",
+    "SampleError",
+    "Store",
+    "StoreError",
+    "TrainError",
+    "TrainResult",
+    "__version__",
+    "sampler_kinds",
+    "train",
+]

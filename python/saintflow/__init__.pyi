@@ -1,0 +1,164 @@
+# Type stubs of the saintflow package (the API as editors should complete it).
+from os import PathLike
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+_Path = Union[str, "PathLike[str]"]
+_Ids = Union[Sequence[int], npt.ArrayLike]
+
+__version__: str
+
+class SaintflowError(Exception): ...
+
+class PlanError(SaintflowError):
+    file: str
+    line: int
+    col: int
+    what: str
+
+class StoreError(SaintflowError): ...
+class SampleError(SaintflowError): ...
+class TrainError(SaintflowError): ...
+
+def sampler_kinds() -> Dict[str, Dict[str, Optional[str]]]: ...
+
+class Store:
+    @classmethod
+    def open(cls, path: _Path) -> "Store": ...
+    @classmethod
+    def create(
+        cls,
+        path: _Path,
+        edge_index: Any = ...,
+        *,
+        indptr: Optional[npt.ArrayLike] = ...,
+        indices: Optional[npt.ArrayLike] = ...,
+        x: Optional[npt.ArrayLike] = ...,
+        y: Optional[npt.ArrayLike] = ...,
+        train_mask: Optional[npt.ArrayLike] = ...,
+        val_mask: Optional[npt.ArrayLike] = ...,
+        test_mask: Optional[npt.ArrayLike] = ...,
+        roles: Optional[npt.ArrayLike] = ...,
+        n_nodes: Optional[int] = ...,
+        symmetrize: bool = ...,
+        force: bool = ...,
+    ) -> "Store": ...
+    @classmethod
+    def from_pyg(cls, data: Any, path: _Path, *, symmetrize: bool = ..., force: bool = ...) -> "Store": ...
+    @classmethod
+    def from_dgl(cls, g: Any, path: _Path, *, symmetrize: bool = ..., force: bool = ...) -> "Store": ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def n_nodes(self) -> int: ...
+    @property
+    def n_edges(self) -> int: ...
+    @property
+    def n_features(self) -> int: ...
+    @property
+    def n_classes(self) -> int: ...
+    @property
+    def multilabel(self) -> bool: ...
+    def split(self, name: str) -> npt.NDArray[np.int64]: ...
+    def roles(self) -> npt.NDArray[np.uint8]: ...
+    def features(self, ids: _Ids) -> npt.NDArray[np.float32]: ...
+    def features_view(self) -> npt.NDArray[np.float32]: ...
+    def labels(self, ids: _Ids) -> np.ndarray: ...
+    def csr(self, graph: str = ...) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]: ...
+    def info(self) -> Dict[str, Any]: ...
+    def check(self) -> None: ...
+
+class Batch:
+    index: int
+    n_id: npt.NDArray[np.int64]
+    indptr: npt.NDArray[np.int64]
+    indices: npt.NDArray[np.int64]
+    edge_index: npt.NDArray[np.int64]
+    x: npt.NDArray[np.float32]
+    y: np.ndarray
+    roles: npt.NDArray[np.uint8]
+    node_norm: Optional[npt.NDArray[np.float32]]
+    edge_norm: Optional[npt.NDArray[np.float32]]
+    @property
+    def num_nodes(self) -> int: ...
+    @property
+    def num_edges(self) -> int: ...
+    @property
+    def train_mask(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def val_mask(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def test_mask(self) -> npt.NDArray[np.bool_]: ...
+    def to_torch(self) -> Dict[str, Any]: ...
+    def to_pyg(self) -> Any: ...
+
+class SaintSampler:
+    store: Store
+    def __init__(
+        self,
+        store: Union[Store, _Path],
+        kind: str = ...,
+        *,
+        graph: str = ...,
+        seed: int = ...,
+        threads: int = ...,
+        num_steps: Optional[int] = ...,
+        sample_coverage: float = ...,
+        clip: Optional[int] = ...,
+        **keys: Union[int, float, bool, None],
+    ) -> None: ...
+    def __iter__(self) -> Iterator[Batch]: ...
+    def __len__(self) -> int: ...
+    def batches(self, first: int, count: int) -> Iterator[Batch]: ...
+    def subgraph(self, index: int, seed: Optional[int] = ...) -> Batch: ...
+    @property
+    def num_steps(self) -> int: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def pre_sampled(self) -> int: ...
+    @property
+    def norm_seed(self) -> int: ...
+    def node_counts(self) -> Optional[npt.NDArray[np.uint32]]: ...
+    def edge_counts(self) -> Optional[npt.NDArray[np.uint32]]: ...
+
+_Overrides = Union[Mapping[str, Any], Sequence[str], None]
+
+class Plan:
+    @classmethod
+    def load(cls, path: _Path, overrides: _Overrides = ...) -> "Plan": ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def is_embedding(self) -> bool: ...
+
+class TrainResult:
+    val: Optional[Dict[str, float]]
+    test: Optional[Dict[str, float]]
+    best_epoch: int
+    epochs: int
+    steps: int
+    records: List[Dict[str, Any]]
+    history: List[Dict[str, Any]]
+    @property
+    def losses(self) -> List[float]: ...
+
+def train(
+    plan: Union[Plan, _Path],
+    store: Union[Store, _Path],
+    *,
+    epochs: Optional[int] = ...,
+    seed: int = ...,
+    threads: Optional[int] = ...,
+    checkpoint: Optional[_Path] = ...,
+    resume: bool = ...,
+    force: bool = ...,
+    log: Optional[_Path] = ...,
+    progress: bool = ...,
+    max_steps: Optional[int] = ...,
+    overrides: _Overrides = ...,
+) -> TrainResult: ...

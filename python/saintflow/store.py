@@ -1,0 +1,251 @@
+"""Stores: saintflow's on-disk graphs, memory-mapped."""
+
+import json
+import os
+
+import numpy as np
+
+from . import _native
+from ._native import StoreError
+from ._util import require, to_numpy
+
+ROLE_NONE, ROLE_TRAIN, ROLE_VAL, ROLE_TEST = 0, 1, 2, 3
+
+
+class Store:
+    """A saintflow store, memory-mapped: opening it reads only the header and the O(N)
+    sections' checks; rows are read from the map when asked for.
+
+    ``csr()``, ``roles()`` and ``features_view()`` are read-only numpy views of the map
+    (no copy; the array's ``base`` keeps the store open); ``features(ids)`` and
+    ``labels(ids)`` gather rows into new arrays.
+    """
+
+    __slots__ = ("_s",)
+
+    def __init__(self, native):
+        self._s = native
+
+    @classmethod
+    def open(cls, path):
+        """Opens the store directory ``path`` (``saintflow gen`` / ``import`` wrote it)."""
+        return cls(_native.Store.open(os.fspath(path)))
+
+    @property
+    def path(self):
+        return self._s.path
+
+    @property
+    def n_nodes(self):
+        return self._s.n_nodes
+
+    @property
+    def n_edges(self):
+        """Directed entries of the full graph: each undirected edge counts twice, as in
+        PyG's ``num_edges``."""
+        return self._s.n_edges
+
+    @property
+    def n_features(self):
+        return self._s.n_features
+
+    @property
+    def n_classes(self):
+        return self._s.n_classes
+
+    @property
+    def multilabel(self):
+        return self._s.multilabel
+
+    def split(self, name):
+        """Node ids of the split ``"train"``, ``"val"`` or ``"test"`` (int64, ascending)."""
+        return self._s.split(name)
+
+    def roles(self):
+        """The role of every node (uint8: 0 none, 1 train, 2 val, 3 test), a view."""
+        return self._s.roles()
+
+    def features(self, ids):
+        """Feature rows of ``ids`` as a new ``[len(ids), F]`` float32 array."""
+        return self._s.features(_ids(ids))
+
+    def features_view(self):
+        """The whole ``[N, F]`` float32 feature matrix: a read-only view of the map."""
+        return self._s.features_view()
+
+    def labels(self, ids):
+        """Labels of ``ids``: int64 class ids (−1 = none), or float32 0/1 rows
+        ``[len(ids), C]`` for a multi-label store."""
+        return self._s.labels(_ids(ids))
+
+    def csr(self, graph="full"):
+        """``(indptr, indices)`` of the ``"full"`` or ``"train"`` graph: read-only views of
+        the map (uint64, uint32), no copy."""
+        return self._s.csr(graph)
+
+    def info(self):
+        """``saintflow info --json`` as a dict."""
+        return json.loads(self._s.info_json())
+
+    def check(self):
+        """The full check (``saintflow check``); raises :class:`StoreError` on damage."""
+        self._s.check()
+
+    @classmethod
+    def create(
+        cls,
+        path,
+        edge_index=None,
+        *,
+        indptr=None,
+        indices=None,
+        x=None,
+        y=None,
+        train_mask=None,
+        val_mask=None,
+        test_mask=None,
+        roles=None,
+        n_nodes=None,
+        symmetrize=False,
+        force=False,
+    ):
+        """Writes a store from arrays (numpy, or torch tensors) through the importers'
+        writer: checked, published atomically (a failed write leaves nothing that looks
+        like a store), replacing a store at ``path`` only with ``force=True``.
+
+        The graph: ``edge_index`` (``[2, E]``: entry k from ``edge_index[0, k]`` to
+        ``edge_index[1, k]``, PyG's layout) or scipy's CSR ``indptr``/``indices`` (or a
+        scipy sparse matrix as ``edge_index``). It must be symmetric unless
+        ``symmetrize=True`` adds the reverse of every entry; self loops and duplicates
+        are dropped. ``x``: ``[N, F]`` features (float32). ``y``: ``[N]`` class ids
+        (negative = unlabelled) or ``[N, C]`` 0/1 multi-label rows. The split:
+        ``train_mask``/``val_mask``/``test_mask`` (boolean ``[N]``) or ``roles``
+        (``[N]``: 0 none, 1 train, 2 val, 3 test).
+        """
+        path = os.fspath(path)
+        edge_index, indptr, indices, x, y = map(to_numpy, (edge_index, indptr, indices, x, y))
+        src = dst = None
+        if edge_index is not None and hasattr(edge_index, "tocsr"):
+            m = edge_index.tocsr()
+            if m.shape[0] != m.shape[1]:
+                raise StoreError(f"{path}: adjacency matrix is {m.shape[0]} × {m.shape[1]}, expected square")
+            m.sort_indices()
+            indptr, indices = m.indptr, m.indices
+            n_nodes = m.shape[0] if n_nodes is None else n_nodes
+        elif edge_index is not None:
+            e = np.asarray(edge_index)
+            if e.ndim != 2 or e.shape[0] != 2:
+                raise StoreError(f"{path}: edge_index has shape {e.shape}, expected (2, E)")
+            src = np.ascontiguousarray(e[0], dtype=np.int64)
+            dst = np.ascontiguousarray(e[1], dtype=np.int64)
+        if (src is None) == (indptr is None or indices is None):
+            raise StoreError(f"{path}: give edge_index, or indptr and indices (one of the two)")
+        if indptr is not None:
+            indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+            indices = np.ascontiguousarray(indices, dtype=np.int64)
+        if x is not None:
+            x = np.asarray(x)
+            if x.ndim == 1:
+                x = x[:, None]
+            if x.ndim != 2:
+                raise StoreError(f"{path}: x has shape {x.shape}, expected (N, F)")
+            x = np.ascontiguousarray(x, dtype=np.float32)
+        y_single = y_multi = None
+        if y is not None:
+            y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = y[:, 0]
+            if y.ndim == 1:
+                if y.dtype.kind == "f":
+                    if not np.all(np.isnan(y) | (y == np.round(y))):
+                        raise StoreError(f"{path}: y holds non-integer class ids")
+                    y = np.where(np.isnan(y), -1, y)
+                y_single = np.ascontiguousarray(y, dtype=np.int64)
+            elif y.ndim == 2:
+                ok = (y == 0) | (y == 1)
+                if not np.all(ok):
+                    r, c = np.argwhere(~ok)[0]
+                    raise StoreError(f"{path}: y[{r}, {c}] = {y[r, c]}: multi-label rows must be 0 or 1")
+                y_multi = np.ascontiguousarray(y, dtype=np.uint8)
+            else:
+                raise StoreError(f"{path}: y has shape {y.shape}, expected (N,) or (N, C)")
+        masks = [to_numpy(m) for m in (train_mask, val_mask, test_mask)]
+        if any(m is not None for m in masks):
+            if roles is not None:
+                raise StoreError(f"{path}: give masks or roles, not both")
+            roles = _roles_from_masks(path, masks)
+        if roles is not None:
+            roles = np.ascontiguousarray(to_numpy(roles), dtype=np.uint8)
+        n = None if n_nodes is None else int(n_nodes)
+        native = _native.Store._create(
+            path, n, src, dst, indptr, indices, x, y_single, y_multi, roles, bool(symmetrize), bool(force)
+        )
+        return cls(native)
+
+    @classmethod
+    def from_pyg(cls, data, path, *, symmetrize=True, force=False):
+        """A store from a PyTorch Geometric ``Data`` object (``edge_index``, ``x``, ``y``
+        and the ``train_mask``/``val_mask``/``test_mask`` it has)."""
+        require("torch_geometric", "Store.from_pyg")
+        get = lambda k: getattr(data, k, None)  # noqa: E731
+        return cls.create(
+            path,
+            get("edge_index"),
+            x=get("x"),
+            y=get("y"),
+            train_mask=get("train_mask"),
+            val_mask=get("val_mask"),
+            test_mask=get("test_mask"),
+            n_nodes=data.num_nodes,
+            symmetrize=symmetrize,
+            force=force,
+        )
+
+    @classmethod
+    def from_dgl(cls, g, path, *, symmetrize=True, force=False):
+        """A store from a homogeneous DGL graph (``ndata``'s ``feat``, ``label``,
+        ``train_mask``/``val_mask``/``test_mask``)."""
+        require("dgl", "Store.from_dgl")
+        src, dst = g.edges()
+        nd = g.ndata
+        get = lambda k: nd[k] if k in nd else None  # noqa: E731
+        return cls.create(
+            path,
+            np.stack([to_numpy(src), to_numpy(dst)]),
+            x=get("feat"),
+            y=get("label"),
+            train_mask=get("train_mask"),
+            val_mask=get("val_mask"),
+            test_mask=get("test_mask"),
+            n_nodes=g.num_nodes(),
+            symmetrize=symmetrize,
+            force=force,
+        )
+
+    def __repr__(self):
+        return repr(self._s)
+
+    def __reduce__(self):
+        return (Store.open, (self.path,))
+
+
+def _ids(ids):
+    return np.ascontiguousarray(to_numpy(ids), dtype=np.int64).reshape(-1)
+
+
+def _roles_from_masks(path, masks):
+    n = next(len(m) for m in masks if m is not None)
+    roles = np.zeros(n, dtype=np.uint8)
+    seen = np.zeros(n, dtype=bool)
+    for name, m, role in zip(("train_mask", "val_mask", "test_mask"), masks, (ROLE_TRAIN, ROLE_VAL, ROLE_TEST)):
+        if m is None:
+            continue
+        m = np.asarray(m).astype(bool).reshape(-1)
+        if len(m) != n:
+            raise StoreError(f"{path}: {name} has {len(m)} entries, the other masks {n}")
+        both = m & seen
+        if both.any():
+            raise StoreError(f"{path}: node {int(np.argmax(both))} is in {name} and an earlier mask")
+        roles[m] = role
+        seen |= m
+    return roles

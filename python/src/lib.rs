@@ -1,0 +1,1101 @@
+//! `saintflow._native`: the Rust half of the Python package (issue 29). Thin: every
+//! function converts arguments, releases the GIL, calls the library and converts the
+//! result; what the package adds in Python (argument shapes, masks, PyG/torch adapters)
+//! is in `python/saintflow/`. No panic crosses into Python: every entry point runs under
+//! [`guard`], which turns one into `SaintflowError`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use numpy::ndarray::{Array1, Array2, ArrayView1, ArrayView2};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyUntypedArrayMethods};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use rayon::prelude::*;
+
+use saintflow::plan::Plan as RustPlan;
+use saintflow::progress::Progress;
+use saintflow::sample::config::{self, KINDS};
+use saintflow::sample::params::{FieldError, Input};
+use saintflow::sample::{sample_subgraph, NormCounts, SamplerConfig, Subgraph};
+use saintflow::seed::{hash3, stream};
+use saintflow::store::import::{import_arrays, ArrayGraph, ArrayLabels, Edges};
+use saintflow::store::{GraphStore, Labels, Role};
+use saintflow::train::{TrainError as RustTrainError, TrainOptions};
+
+create_exception!(
+    _native,
+    SaintflowError,
+    PyException,
+    "Every error saintflow raises."
+);
+create_exception!(
+    _native,
+    PlanError,
+    SaintflowError,
+    "A plan file or override that cannot be used: `.file`, `.line`, `.col` say where."
+);
+create_exception!(
+    _native,
+    StoreError,
+    SaintflowError,
+    "A store that cannot be opened, read or written."
+);
+create_exception!(
+    _native,
+    SampleError,
+    SaintflowError,
+    "A sampler that cannot be built or run."
+);
+create_exception!(
+    _native,
+    TrainError,
+    SaintflowError,
+    "Training or inference that failed."
+);
+
+/// The Python exception of a library error, with the message the CLI prints.
+fn to_py(e: saintflow::Error) -> PyErr {
+    use saintflow::Error as E;
+    match e {
+        E::Plan(p) | E::Train(RustTrainError::Plan(p)) => plan_error(p),
+        E::Store(s) | E::Train(RustTrainError::Store(s)) => StoreError::new_err(s.to_string()),
+        E::Sample(s) | E::Train(RustTrainError::Sample(s)) => SampleError::new_err(s.to_string()),
+        e @ (E::Train(_) | E::Ir(_) | E::Op(_) | E::Embed(_)) => TrainError::new_err(e.to_string()),
+        e => SaintflowError::new_err(e.to_string()),
+    }
+}
+
+fn plan_error(p: saintflow::plan::PlanError) -> PyErr {
+    Python::attach(|py| {
+        let err = PlanError::new_err(p.to_string());
+        let v = err.value(py);
+        // Attributes on a fresh exception object cannot fail short of memory.
+        let _ = v.setattr("file", p.file.clone());
+        let _ = v.setattr("line", p.line);
+        let _ = v.setattr("col", p.col);
+        let _ = v.setattr("what", p.what.clone());
+        err
+    })
+}
+
+/// Runs `f`, turning a Rust panic into `SaintflowError` (the interpreter survives).
+fn guard<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(SaintflowError::new_err(format!(
+                "internal error (a bug in saintflow, please report it): {what}"
+            )))
+        }
+    }
+}
+
+fn lib<T, E: Into<saintflow::Error>>(r: Result<T, E>) -> PyResult<T> {
+    r.map_err(|e| to_py(e.into()))
+}
+
+/// A read-only numpy view of `data`, kept alive by `owner` (no copy).
+fn view1<'py, T: numpy::Element>(
+    data: &[T],
+    owner: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArray1<T>>> {
+    let v = ArrayView1::from(data);
+    // SAFETY: `data` lives in `owner`'s memory map, which `owner` (the array's base) keeps
+    // alive and never changes; the array is made read-only below (the map is PROT_READ).
+    let a = unsafe { PyArray1::borrow_from_array(&v, owner.clone()) };
+    a.getattr("flags")?.setattr("writeable", false)?;
+    Ok(a)
+}
+
+fn view2<'py, T: numpy::Element>(
+    data: &[T],
+    rows: usize,
+    cols: usize,
+    owner: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArray2<T>>> {
+    let v = ArrayView2::from_shape((rows, cols), data)
+        .map_err(|e| SaintflowError::new_err(format!("view of {rows} × {cols}: {e}")))?;
+    // SAFETY: as in `view1`.
+    let a = unsafe { PyArray2::borrow_from_array(&v, owner.clone()) };
+    a.getattr("flags")?.setattr("writeable", false)?;
+    Ok(a)
+}
+
+fn ids_of(store: &GraphStore, ids: &[i64]) -> PyResult<Vec<u32>> {
+    let n = store.n_nodes();
+    ids.iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            if v < 0 || v as u64 >= n as u64 {
+                Err(StoreError::new_err(format!(
+                    "{}: ids[{k}] = {v} is out of range for {n} nodes",
+                    store.path().display()
+                )))
+            } else {
+                Ok(v as u32)
+            }
+        })
+        .collect()
+}
+
+/// A store, memory-mapped (nothing is loaded when opened).
+#[pyclass(module = "saintflow._native", frozen)]
+struct Store {
+    inner: Arc<GraphStore>,
+}
+
+#[pymethods]
+impl Store {
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
+        guard(|| {
+            let s = py.detach(|| GraphStore::open(&path));
+            Ok(Store {
+                inner: Arc::new(lib(s)?),
+            })
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.inner.path().to_path_buf()
+    }
+    #[getter]
+    fn n_nodes(&self) -> usize {
+        self.inner.n_nodes()
+    }
+    /// Directed entries of the full graph (each undirected edge twice, as PyG counts).
+    #[getter]
+    fn n_edges(&self) -> usize {
+        self.inner.full().n_entries()
+    }
+    #[getter]
+    fn n_features(&self) -> usize {
+        self.inner.n_features()
+    }
+    #[getter]
+    fn n_classes(&self) -> usize {
+        self.inner.n_classes()
+    }
+    #[getter]
+    fn multilabel(&self) -> bool {
+        matches!(self.inner.labels(), Labels::Multi { .. })
+    }
+
+    /// The node ids of a split, ascending (int64).
+    fn split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let role = match name {
+            "train" => Role::Train,
+            "val" | "valid" => Role::Val,
+            "test" => Role::Test,
+            other => {
+                return Err(StoreError::new_err(format!(
+                    "no split named {other:?}: expected \"train\", \"val\" or \"test\""
+                )))
+            }
+        };
+        let store = self.inner.clone();
+        let ids = py.detach(move || store.nodes_with_role(role));
+        Ok(ids
+            .into_iter()
+            .map(i64::from)
+            .collect::<Vec<_>>()
+            .into_pyarray(py))
+    }
+
+    /// The role byte of every node (0 none, 1 train, 2 val, 3 test), a view of the map.
+    fn roles<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let s = slf.get().inner.clone();
+        view1(s.roles(), slf.as_any())
+    }
+
+    /// Feature rows of `ids`, gathered from the map into a new float32 array.
+    fn features<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        guard(|| {
+            let ids = ids_of(&self.inner, ids.as_slice()?)?;
+            let f = self.inner.n_features();
+            let store = self.inner.clone();
+            let rows = py.detach(move || {
+                let mut out = vec![0f32; ids.len() * f];
+                store
+                    .gather_features(&ids, &mut out)
+                    .map(|_| (ids.len(), out))
+            });
+            let (k, out) = lib(rows)?;
+            Ok(Array2::from_shape_vec((k, f), out)
+                .expect("k × f values")
+                .into_pyarray(py))
+        })
+    }
+
+    /// The whole feature matrix as a read-only view of the map (N × F float32).
+    fn features_view<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let s = slf.get().inner.clone();
+        view2(s.features(), s.n_nodes(), s.n_features(), slf.as_any())
+    }
+
+    /// Labels of `ids`: int64 class ids (−1 = none), or float32 0/1 rows when multi-label.
+    fn labels<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Py<PyAny>> {
+        let ids = ids_of(&self.inner, ids.as_slice()?)?;
+        Ok(labels_of(py, &self.inner, &ids).into())
+    }
+
+    /// `(indptr, indices)` of the full or training graph: read-only views of the map
+    /// (uint64, uint32).
+    #[pyo3(signature = (graph = "full"))]
+    fn csr<'py>(slf: &Bound<'py, Self>, graph: &str) -> PyResult<Py<PyAny>> {
+        let s = slf.get().inner.clone();
+        let csr = match graph {
+            "full" => s.full(),
+            "train" => s.train(),
+            other => {
+                return Err(StoreError::new_err(format!(
+                    "no graph named {other:?}: expected \"full\" or \"train\""
+                )))
+            }
+        };
+        let indptr = view1(csr.offsets(), slf.as_any())?;
+        let indices = view1(csr.indices(), slf.as_any())?;
+        Ok((indptr, indices)
+            .into_pyobject(slf.py())?
+            .into_any()
+            .unbind())
+    }
+
+    /// `saintflow info --json` as a JSON string (the Python side parses it).
+    fn info_json(&self, py: Python<'_>) -> PyResult<String> {
+        let store = self.inner.clone();
+        let info = py.detach(move || saintflow::store::info::info(&store));
+        serde_json::to_string(&info).map_err(|e| SaintflowError::new_err(e.to_string()))
+    }
+
+    /// The full check (`saintflow check`): every checksum, index and symmetry.
+    fn check(&self, py: Python<'_>) -> PyResult<()> {
+        guard(|| {
+            let store = self.inner.clone();
+            lib(py.detach(move || saintflow::store::check::check(&store)))
+        })
+    }
+
+    /// Writes a store from arrays (see `saintflow.Store.create`).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, n_nodes, src, dst, indptr, indices, x, y, y_multi, roles, symmetrize, force))]
+    fn _create(
+        py: Python<'_>,
+        path: PathBuf,
+        n_nodes: Option<u64>,
+        src: Option<PyReadonlyArray1<'_, i64>>,
+        dst: Option<PyReadonlyArray1<'_, i64>>,
+        indptr: Option<PyReadonlyArray1<'_, i64>>,
+        indices: Option<PyReadonlyArray1<'_, i64>>,
+        x: Option<numpy::PyReadonlyArray2<'_, f32>>,
+        y: Option<PyReadonlyArray1<'_, i64>>,
+        y_multi: Option<numpy::PyReadonlyArray2<'_, u8>>,
+        roles: Option<PyReadonlyArray1<'_, u8>>,
+        symmetrize: bool,
+        force: bool,
+    ) -> PyResult<Store> {
+        guard(|| {
+            let edges = match (&src, &dst, &indptr, &indices) {
+                (Some(s), Some(d), None, None) => Edges::Coo {
+                    src: s.as_slice()?,
+                    dst: d.as_slice()?,
+                },
+                (None, None, Some(p), Some(i)) => Edges::Csr {
+                    indptr: p.as_slice()?,
+                    indices: i.as_slice()?,
+                },
+                _ => {
+                    return Err(StoreError::new_err(
+                        "give edge_index, or indptr and indices (one of the two)",
+                    ))
+                }
+            };
+            let features = match &x {
+                Some(x) => Some((x.as_slice()?, x.shape()[1])),
+                None => None,
+            };
+            let labels = match (&y, &y_multi) {
+                (Some(y), None) => Some(ArrayLabels::Single(y.as_slice()?)),
+                (None, Some(m)) => Some(ArrayLabels::Multi {
+                    bits: m.as_slice()?,
+                    classes: m.shape()[1],
+                }),
+                _ => None,
+            };
+            let roles = match &roles {
+                Some(r) => Some(r.as_slice()?),
+                None => None,
+            };
+            let graph = ArrayGraph {
+                n_nodes,
+                edges,
+                symmetrize,
+                features,
+                labels,
+                roles,
+                source: "saintflow.Store.create (Python)",
+            };
+            let r = py.detach(|| {
+                import_arrays(&graph, &path, force, &Progress::hidden())
+                    .and_then(|_| GraphStore::open(&path))
+            });
+            Ok(Store {
+                inner: Arc::new(lib(r)?),
+            })
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Store({:?}, n_nodes={}, n_edges={}, n_features={}, n_classes={})",
+            self.inner.path().display().to_string(),
+            self.inner.n_nodes(),
+            self.inner.full().n_entries(),
+            self.inner.n_features(),
+            self.inner.n_classes()
+        )
+    }
+}
+
+fn labels_of<'py>(py: Python<'py>, store: &GraphStore, ids: &[u32]) -> Bound<'py, PyAny> {
+    match store.labels() {
+        Labels::Single(l) => ids
+            .iter()
+            .map(|&v| match l[v as usize] {
+                saintflow::store::format::NO_LABEL => -1,
+                c => i64::from(c),
+            })
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
+            .into_any(),
+        labels @ Labels::Multi { .. } => {
+            let c = store.n_classes();
+            let mut out = vec![0f32; ids.len() * c];
+            for (i, &v) in ids.iter().enumerate() {
+                for k in 0..c {
+                    if labels.has_class(v, k as u32) {
+                        out[i * c + k] = 1.0;
+                    }
+                }
+            }
+            Array2::from_shape_vec((ids.len(), c), out)
+                .expect("n × c")
+                .into_pyarray(py)
+                .into_any()
+        }
+    }
+}
+
+/// A sampler configuration checked against the kind's fields: `kind` and its keys as
+/// `saintflow sample`'s flags and a plan's `[sampler]` take them.
+fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>) -> PyResult<SamplerConfig> {
+    let names: Vec<&str> = config::names().collect();
+    let mut cfg = SamplerConfig::default_of(kind).ok_or_else(|| {
+        SampleError::new_err(format!(
+            "no sampler kind {kind:?}: expected one of {}",
+            names.join(", ")
+        ))
+    })?;
+    for (k, v) in keys.iter() {
+        let name: String = k.extract()?;
+        let input = if let Ok(b) = v.extract::<bool>() {
+            Input::Bool(b)
+        } else if let Ok(i) = v.extract::<i64>() {
+            Input::Int(i)
+        } else if let Ok(x) = v.extract::<f64>() {
+            Input::Float(x)
+        } else {
+            Input::Other
+        };
+        cfg.set(&name, input).map_err(|e| {
+            let kind_name = cfg.name();
+            match e {
+                FieldError::Unknown => {
+                    let fields: Vec<&str> = cfg.fields().iter().map(|f| f.name).collect();
+                    let owner = config::owner_of(&name)
+                        .map(|k| format!(" ({name} belongs to the {} sampler)", k.name))
+                        .unwrap_or_default();
+                    SampleError::new_err(format!(
+                        "the {kind_name} sampler has no parameter {name:?}{owner}; its parameters: {}",
+                        if fields.is_empty() { "none".to_string() } else { fields.join(", ") }
+                    ))
+                }
+                FieldError::Invalid(t) => SampleError::new_err(format!(
+                    "{kind_name} sampler: {name} = {v}: expected {}",
+                    t.expected()
+                )),
+            }
+        })?;
+    }
+    Ok(cfg)
+}
+
+/// One batch, built on a sampling thread; every array moves into numpy without a copy.
+struct Batch {
+    index: u64,
+    nodes: Vec<i64>,
+    indptr: Vec<i64>,
+    indices: Vec<i64>,
+    rows: Vec<i64>,
+    x: Vec<f32>,
+    roles: Vec<u8>,
+    node_norm: Option<Vec<f32>>,
+    edge_norm: Option<Vec<f32>>,
+    labels: Vec<u32>,
+}
+
+struct SamplerSpec {
+    store: Arc<GraphStore>,
+    config: SamplerConfig,
+    train_graph: bool,
+    seed: u64,
+    clip: usize,
+    norm: Option<Arc<NormCounts>>,
+}
+
+impl SamplerSpec {
+    fn graph(&self) -> saintflow::store::Csr<'_> {
+        if self.train_graph {
+            self.store.train()
+        } else {
+            self.store.full()
+        }
+    }
+
+    fn batch(&self, sampler: &dyn saintflow::sample::Sampler, index: u64) -> Result<Batch, String> {
+        let sub =
+            sample_subgraph(sampler, self.seed, index, self.clip).map_err(|e| e.to_string())?;
+        self.make(index, sub)
+    }
+
+    fn make(&self, index: u64, sub: Subgraph) -> Result<Batch, String> {
+        let store = &self.store;
+        let f = store.n_features();
+        let mut x = vec![0f32; sub.n_nodes() * f];
+        store
+            .gather_features(&sub.nodes, &mut x)
+            .map_err(|e| e.to_string())?;
+        let (node_norm, edge_norm) = match &self.norm {
+            Some(n) => {
+                let (a, b) = n.pyg_norms(&sub);
+                (Some(a), Some(b))
+            }
+            None => (None, None),
+        };
+        let mut rows = Vec::with_capacity(sub.n_entries());
+        for i in 0..sub.n_nodes() {
+            let d = (sub.offsets[i + 1] - sub.offsets[i]) as usize;
+            rows.extend(std::iter::repeat_n(i as i64, d));
+        }
+        let labels = match store.labels() {
+            Labels::Single(l) => sub.nodes.iter().map(|&v| l[v as usize]).collect(),
+            Labels::Multi { .. } => Vec::new(),
+        };
+        Ok(Batch {
+            index,
+            roles: sub.nodes.iter().map(|&v| store.role(v) as u8).collect(),
+            nodes: sub.nodes.iter().map(|&v| i64::from(v)).collect(),
+            indptr: sub.offsets.iter().map(|&o| i64::from(o)).collect(),
+            indices: sub.indices.iter().map(|&c| i64::from(c)).collect(),
+            rows,
+            x,
+            node_norm,
+            edge_norm,
+            labels,
+        })
+    }
+}
+
+/// GraphSAINT subgraphs as batches (see `saintflow.SaintSampler`).
+#[pyclass(module = "saintflow._native", frozen)]
+struct Sampler {
+    spec: Arc<SamplerSpec>,
+    threads: usize,
+    num_steps: u64,
+    epoch: std::sync::atomic::AtomicU64,
+    pre_sampled: u64,
+}
+
+#[pymethods]
+impl Sampler {
+    #[new]
+    #[pyo3(signature = (store, kind, graph, seed, threads, num_steps, sample_coverage, clip, keys))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        store: &Store,
+        kind: &str,
+        graph: &str,
+        seed: u64,
+        threads: usize,
+        num_steps: Option<u64>,
+        sample_coverage: f64,
+        clip: Option<usize>,
+        keys: &Bound<'_, PyDict>,
+    ) -> PyResult<Sampler> {
+        guard(|| {
+            let config = sampler_config(kind, keys)?;
+            let train_graph = match graph {
+                "train" => true,
+                "full" => false,
+                other => {
+                    return Err(SampleError::new_err(format!(
+                    "graph = {other:?}: expected \"train\" (inductive) or \"full\" (transductive)"
+                )))
+                }
+            };
+            if !(sample_coverage >= 0.0 && sample_coverage.is_finite()) {
+                return Err(SampleError::new_err(format!(
+                    "sample_coverage = {sample_coverage}: expected a number ≥ 0 (0: no normalisation)"
+                )));
+            }
+            let whole = config.whole_graph();
+            let clip = match clip {
+                Some(0) => {
+                    return Err(SampleError::new_err(
+                        "clip = 0: expected ≥ 1 (1: no clipping)",
+                    ))
+                }
+                Some(c) => c,
+                None => config.kind().default_clip(),
+            };
+            let threads = match threads {
+                0 => rayon::current_num_threads(),
+                t => t,
+            };
+            let mut spec = SamplerSpec {
+                store: store.inner.clone(),
+                config,
+                train_graph,
+                seed,
+                clip,
+                norm: None,
+            };
+            let pool = pool(threads)?;
+            // Subgraph 0 sizes the pre-sampling (coverage × N nodes drawn, as PyG) and the
+            // default steps per epoch (the training nodes once, as `saintflow train`).
+            let r = py.detach(|| -> Result<(Option<NormCounts>, u64, u64), String> {
+                pool.install(|| {
+                    let sampler = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
+                    let s0 = sample_subgraph(sampler.as_ref(), seed, 0, spec.clip)
+                        .map_err(|e| e.to_string())?;
+                    let n = spec.graph().n_nodes() as f64;
+                    let size = s0.n_nodes().max(1) as f64;
+                    let n_pre = if whole || sample_coverage == 0.0 {
+                        0
+                    } else {
+                        (sample_coverage * n / size).ceil().max(1.0) as u64
+                    };
+                    let norm = if n_pre == 0 {
+                        None
+                    } else {
+                        Some(
+                            NormCounts::estimate(
+                                sampler.as_ref(),
+                                n_pre,
+                                hash3(seed, stream::NORM, 0),
+                                spec.clip,
+                            )
+                            .map_err(|e| e.to_string())?,
+                        )
+                    };
+                    let n_train = spec.store.role_count(Role::Train) as f64;
+                    let steps = if whole {
+                        1
+                    } else {
+                        (n_train / size).ceil().max(1.0) as u64
+                    };
+                    Ok((norm, n_pre, steps))
+                })
+            });
+            let (norm, pre_sampled, steps) = r.map_err(SampleError::new_err)?;
+            spec.norm = norm.map(Arc::new);
+            Ok(Sampler {
+                spec: Arc::new(spec),
+                threads,
+                num_steps: num_steps.unwrap_or(steps),
+                epoch: Default::default(),
+                pre_sampled,
+            })
+        })
+    }
+
+    #[getter]
+    fn num_steps(&self) -> u64 {
+        self.num_steps
+    }
+    #[getter]
+    fn pre_sampled(&self) -> u64 {
+        self.pre_sampled
+    }
+    #[getter]
+    fn threads(&self) -> usize {
+        self.threads
+    }
+    #[getter]
+    fn clip(&self) -> usize {
+        self.spec.clip
+    }
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.spec.config.name()
+    }
+
+    /// C_v of the pre-sampling (`None` without normalisation), for checks.
+    fn node_counts<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<u32>>> {
+        let norm = self.spec.norm.as_ref()?;
+        let n = self.spec.graph().n_nodes() as u32;
+        Some(
+            (0..n)
+                .map(|v| norm.node_count(v))
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )
+    }
+
+    /// C_{u,v} of every entry of the sampled graph's CSR (`None` without normalisation).
+    fn edge_counts<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<u32>>> {
+        let norm = self.spec.norm.as_ref()?;
+        let e = self.spec.graph().n_entries() as u64;
+        Some(
+            (0..e)
+                .map(|k| norm.edge_count(k))
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )
+    }
+
+    /// The seed of the pre-sampling: its subgraphs are `subgraph(i, seed=this)`.
+    #[getter]
+    fn norm_seed(&self) -> u64 {
+        hash3(self.spec.seed, stream::NORM, 0)
+    }
+
+    /// Subgraph `index` as a batch dict (for checks; iteration is the fast path).
+    #[pyo3(signature = (index, seed = None))]
+    fn subgraph<'py>(
+        &self,
+        py: Python<'py>,
+        index: u64,
+        seed: Option<u64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| {
+            let spec = self.spec.clone();
+            let b = py.detach(move || {
+                let sampler = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
+                let sub = sample_subgraph(
+                    sampler.as_ref(),
+                    seed.unwrap_or(spec.seed),
+                    index,
+                    spec.clip,
+                )
+                .map_err(|e| e.to_string())?;
+                spec.make(index, sub)
+            });
+            batch_dict(py, &self.spec, b.map_err(SampleError::new_err)?)
+        })
+    }
+
+    /// The batches of the next epoch: subgraphs `e·num_steps ..` of epoch `e`, drawn
+    /// ahead on `threads` threads while Python consumes them.
+    fn epoch_iter(&self) -> PyResult<BatchIter> {
+        let e = self.epoch.fetch_add(1, Ordering::Relaxed);
+        self.iter_range(e * self.num_steps, self.num_steps)
+    }
+
+    /// Batches `first .. first + count`, in order.
+    fn iter_range(&self, first: u64, count: u64) -> PyResult<BatchIter> {
+        let (tx, rx) = sync_channel::<Result<Batch, String>>(2 * self.threads);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (spec, threads, stop2) = (self.spec.clone(), self.threads, stop.clone());
+        let pool = pool(threads)?;
+        std::thread::Builder::new()
+            .name("saintflow-sampler".into())
+            .spawn(move || {
+                let sampler = match spec.config.build(spec.graph()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let sampler = sampler.as_ref();
+                let chunk = (2 * threads) as u64;
+                let mut next = first;
+                while next < first + count && !stop2.load(Ordering::Relaxed) {
+                    let k = chunk.min(first + count - next);
+                    let batches: Vec<Result<Batch, String>> = pool.install(|| {
+                        (next..next + k)
+                            .into_par_iter()
+                            .map(|i| {
+                                catch_unwind(AssertUnwindSafe(|| spec.batch(sampler, i)))
+                                    .unwrap_or_else(|_| Err("internal error: the sampler panicked (a bug in saintflow)".into()))
+                            })
+                            .collect()
+                    });
+                    for b in batches {
+                        let failed = b.is_err();
+                        if tx.send(b).is_err() || failed {
+                            return;
+                        }
+                    }
+                    next += k;
+                }
+            })
+            .map_err(|e| SaintflowError::new_err(format!("cannot start the sampling thread: {e}")))?;
+        Ok(BatchIter {
+            spec: self.spec.clone(),
+            rx: Mutex::new(Some(rx)),
+            stop,
+            left: std::sync::atomic::AtomicU64::new(count),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.num_steps as usize
+    }
+}
+
+fn pool(threads: usize) -> PyResult<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("saintflow-sample-{i}"))
+        .build()
+        .map_err(|e| SaintflowError::new_err(format!("cannot start {threads} threads: {e}")))
+}
+
+fn batch_dict<'py>(py: Python<'py>, spec: &SamplerSpec, b: Batch) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let n = b.nodes.len();
+    let e = b.indices.len();
+    d.set_item("index", b.index)?;
+    d.set_item("n_id", b.nodes.into_pyarray(py))?;
+    d.set_item("indptr", b.indptr.into_pyarray(py))?;
+    let mut edge_index = b.rows;
+    edge_index.extend_from_slice(&b.indices);
+    d.set_item("indices", b.indices.into_pyarray(py))?;
+    d.set_item(
+        "edge_index",
+        Array2::from_shape_vec((2, e), edge_index)
+            .expect("2 × E")
+            .into_pyarray(py),
+    )?;
+    let f = spec.store.n_features();
+    d.set_item(
+        "x",
+        Array2::from_shape_vec((n, f), b.x)
+            .expect("n × f")
+            .into_pyarray(py),
+    )?;
+    d.set_item("roles", b.roles.into_pyarray(py))?;
+    match spec.store.labels() {
+        Labels::Single(_) => {
+            let y: Array1<i64> = b
+                .labels
+                .into_iter()
+                .map(|c| match c {
+                    saintflow::store::format::NO_LABEL => -1,
+                    c => i64::from(c),
+                })
+                .collect();
+            d.set_item("y", y.into_pyarray(py))?;
+        }
+        Labels::Multi { .. } => {
+            let ids: Vec<u32> = d
+                .get_item("n_id")?
+                .expect("set above")
+                .extract::<Vec<i64>>()?
+                .into_iter()
+                .map(|v| v as u32)
+                .collect();
+            d.set_item("y", labels_of(py, &spec.store, &ids))?;
+        }
+    }
+    d.set_item("node_norm", b.node_norm.map(|v| v.into_pyarray(py)))?;
+    d.set_item("edge_norm", b.edge_norm.map(|v| v.into_pyarray(py)))?;
+    Ok(d)
+}
+
+/// The batches of one epoch, produced ahead by a sampling thread.
+#[pyclass(module = "saintflow._native")]
+struct BatchIter {
+    spec: Arc<SamplerSpec>,
+    rx: Mutex<Option<Receiver<Result<Batch, String>>>>,
+    stop: Arc<AtomicBool>,
+    left: std::sync::atomic::AtomicU64,
+}
+
+#[pymethods]
+impl BatchIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        if self.left.load(Ordering::Relaxed) == 0 {
+            return Ok(None);
+        }
+        let mut slot = self
+            .rx
+            .lock()
+            .map_err(|_| SaintflowError::new_err("the batch queue was poisoned"))?;
+        // Wait with the GIL released, waking to let Ctrl-C through.
+        let got = loop {
+            let rx = slot.take().ok_or_else(|| {
+                SampleError::new_err("the sampling thread stopped early (an earlier error)")
+            })?;
+            let (r, rx) = py.detach(move || (rx.recv_timeout(Duration::from_millis(100)), rx));
+            *slot = Some(rx);
+            match r {
+                Ok(b) => break b,
+                Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    *slot = None;
+                    return Err(SampleError::new_err("the sampling thread stopped early"));
+                }
+            }
+        };
+        self.left.fetch_sub(1, Ordering::Relaxed);
+        let b = got.map_err(SampleError::new_err)?;
+        Ok(Some(batch_dict(py, &self.spec, b)?))
+    }
+
+    fn __len__(&self) -> usize {
+        self.left.load(Ordering::Relaxed) as usize
+    }
+}
+
+impl Drop for BatchIter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A plan (GNN or `[embedding]`), parsed and typed.
+#[pyclass(module = "saintflow._native", frozen)]
+struct Plan {
+    path: PathBuf,
+    overrides: Vec<String>,
+    gnn: Option<RustPlan>,
+}
+
+#[pymethods]
+impl Plan {
+    #[staticmethod]
+    #[pyo3(signature = (path, overrides = Vec::new()))]
+    fn load(path: PathBuf, overrides: Vec<String>) -> PyResult<Plan> {
+        guard(|| {
+            let gnn = if saintflow::plan::embedding::is_embedding_plan(&path) {
+                let o: Vec<&str> = overrides.iter().map(String::as_str).collect();
+                lib(saintflow::plan::embedding::EmbeddingPlan::load_with_overrides(&path, &o))?;
+                None
+            } else {
+                let o: Vec<&str> = overrides.iter().map(String::as_str).collect();
+                Some(lib(RustPlan::load_with_overrides(&path, &o))?)
+            };
+            Ok(Plan {
+                path,
+                overrides,
+                gnn,
+            })
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+    #[getter]
+    fn is_embedding(&self) -> bool {
+        self.gnn.is_none()
+    }
+    #[getter]
+    fn overrides(&self) -> Vec<String> {
+        self.overrides.clone()
+    }
+}
+
+/// Trains a GNN plan (see `saintflow.train`); returns a dict of the outcome.
+#[pyfunction]
+#[pyo3(signature = (plan, store, epochs, seed, threads, checkpoint, resume, force, log, progress, max_steps))]
+#[allow(clippy::too_many_arguments)]
+fn _train<'py>(
+    py: Python<'py>,
+    plan: &Plan,
+    store: &Store,
+    epochs: Option<usize>,
+    seed: u64,
+    threads: Option<usize>,
+    checkpoint: Option<PathBuf>,
+    resume: bool,
+    force: bool,
+    log: Option<PathBuf>,
+    progress: bool,
+    max_steps: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    guard(|| {
+        let Some(p) = plan.gnn.as_ref() else {
+            return Err(TrainError::new_err(format!(
+                "{}: an [embedding] plan: use saintflow.train_embedding",
+                plan.path.display()
+            )));
+        };
+        let flag = AtomicBool::new(false);
+        let store_ref: &GraphStore = &store.inner;
+        let mut opts = TrainOptions::new(p, store_ref)
+            .seed(seed)
+            .epochs(epochs)
+            .resume(resume)
+            .max_steps(max_steps)
+            .progress(Progress::new(!progress))
+            .graph_name(store_ref.path().display().to_string())
+            .interrupt(&flag);
+        if let Some(t) = threads {
+            opts = opts.threads(t);
+        }
+        if let Some(c) = &checkpoint {
+            // As `saintflow train`: a finished or interrupted run's checkpoint is not
+            // replaced silently by a fresh run.
+            let file = saintflow::train::checkpoint::checkpoint_file(c);
+            if file.exists() && !resume && !force {
+                return Err(TrainError::new_err(format!(
+                    "{}: a run's checkpoint is there already: pass resume=True to continue it or force=True to start afresh over it",
+                    file.display()
+                )));
+            }
+            // `checkpoint="run/"` names a directory that the run makes, as the CLI's.
+            saintflow::atomic::create_parent_dirs(&file).map_err(|e| {
+                TrainError::new_err(format!(
+                    "{}: cannot create its directory: {e}",
+                    file.display()
+                ))
+            })?;
+            opts = opts.checkpoint(file);
+        }
+        if let Some(l) = &log {
+            saintflow::atomic::create_parent_dirs(l).map_err(|e| {
+                TrainError::new_err(format!("{}: cannot create its directory: {e}", l.display()))
+            })?;
+        }
+        if let Some(l) = &log {
+            opts = opts.log(l.clone());
+        }
+        let (result, interrupted) = run_interruptible(py, &flag, || opts.train());
+        if let Some(k) = interrupted {
+            return Err(k);
+        }
+        let out = lib(result)?;
+        let d = PyDict::new(py);
+        let metrics =
+            |m: Option<saintflow::metrics::Metrics>| -> PyResult<Option<Bound<'py, PyDict>>> {
+                m.map(|m| {
+                    let d = PyDict::new(py);
+                    d.set_item("accuracy", m.accuracy)?;
+                    d.set_item("f1_micro", m.f1_micro)?;
+                    d.set_item("f1_macro", m.f1_macro)?;
+                    Ok(d)
+                })
+                .transpose()
+            };
+        d.set_item("val", metrics(out.val)?)?;
+        d.set_item("test", metrics(out.test)?)?;
+        d.set_item("best_epoch", out.best_epoch)?;
+        d.set_item("epochs", out.epochs)?;
+        d.set_item("steps", out.steps)?;
+        let records = PyList::empty(py);
+        for r in &out.records {
+            records.append(
+                serde_json::to_string(r).map_err(|e| SaintflowError::new_err(e.to_string()))?,
+            )?;
+        }
+        d.set_item("records_json", records)?;
+        Ok(d)
+    })
+}
+
+/// Runs `f` on a scoped thread with the GIL released, checking for Ctrl-C every 50 ms:
+/// on KeyboardInterrupt, `flag` is set, `f` is waited for (it stops at its next step), and
+/// the interrupt is returned beside `f`'s result.
+fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    flag: &AtomicBool,
+    f: impl FnOnce() -> T + Send,
+) -> (T, Option<PyErr>) {
+    let mut interrupted = None;
+    let result = py.detach(|| {
+        std::thread::scope(|s| {
+            let h = s.spawn(f);
+            while !h.is_finished() {
+                std::thread::sleep(Duration::from_millis(50));
+                if interrupted.is_none() {
+                    if let Err(e) = Python::attach(|py| py.check_signals()) {
+                        flag.store(true, Ordering::Relaxed);
+                        interrupted = Some(e);
+                    }
+                }
+            }
+            match h.join() {
+                Ok(v) => v,
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        })
+    });
+    (result, interrupted)
+}
+
+/// Panics on purpose: the test that a Rust panic reaches Python as `SaintflowError`.
+#[pyfunction]
+fn _panic_for_tests() -> PyResult<()> {
+    guard(|| panic!("deliberate panic from saintflow._native._panic_for_tests"))
+}
+
+/// The sampler kinds and their parameters with defaults: `{kind: {param: default}}`.
+#[pyfunction]
+fn sampler_kinds(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for k in KINDS {
+        let p = PyDict::new(py);
+        for f in k.fields {
+            p.set_item(f.name, (f.default)())?;
+        }
+        d.set_item(k.name, p)?;
+    }
+    Ok(d)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("SaintflowError", py.get_type::<SaintflowError>())?;
+    m.add("PlanError", py.get_type::<PlanError>())?;
+    m.add("StoreError", py.get_type::<StoreError>())?;
+    m.add("SampleError", py.get_type::<SampleError>())?;
+    m.add("TrainError", py.get_type::<TrainError>())?;
+    m.add_class::<Store>()?;
+    m.add_class::<Sampler>()?;
+    m.add_class::<BatchIter>()?;
+    m.add_class::<Plan>()?;
+    m.add_function(wrap_pyfunction!(_train, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler_kinds, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,144 @@
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import saintflow as sf
+
+
+def induced(store, nodes, graph="train"):
+    indptr, indices = store.csr(graph)
+    n = store.n_nodes
+    a = sp.csr_matrix((np.ones(len(indices)), indices.astype(np.int64), indptr.astype(np.int64)), shape=(n, n))
+    return a[nodes][:, nodes].tocsr()
+
+
+@pytest.mark.parametrize("kind,keys", [("rw", {"batch_size": 40, "walk_length": 2}),
+                                       ("frontier", {"frontier": 20, "budget": 120}),
+                                       ("edge", {"batch_size": 60}),
+                                       ("node", {"batch_size": 100})])
+def test_batches_are_induced_subgraphs_with_their_rows(store, kind, keys):
+    s = sf.SaintSampler(store, kind, num_steps=5, threads=2, **keys)
+    batches = list(s)
+    assert len(batches) == 5 == len(s)
+    for b in batches:
+        assert np.all(np.diff(b.n_id) > 0)
+        a = induced(store, b.n_id)
+        np.testing.assert_array_equal(b.indptr, a.indptr)
+        np.testing.assert_array_equal(b.indices, a.indices)
+        rows = np.repeat(np.arange(b.num_nodes), np.diff(b.indptr))
+        np.testing.assert_array_equal(b.edge_index, np.stack([rows, b.indices]))
+        np.testing.assert_array_equal(b.x, store.features(b.n_id))
+        np.testing.assert_array_equal(b.y, store.labels(b.n_id))
+        np.testing.assert_array_equal(b.train_mask, store.roles()[b.n_id] == 1)
+        assert b.train_mask.all()  # the training graph holds only training nodes
+        assert b.num_nodes % 16 == 0  # clipped to a multiple of 16 by default
+        assert b.edge_index.dtype == np.int64 and b.x.dtype == np.float32
+
+
+def test_pyg_names_map_to_the_kinds_own(store):
+    s = sf.SaintSampler(store, "rw", batch_size=10, walk_length=1, clip=1, num_steps=20)
+    # 10 roots and one step each: at most 20 distinct nodes.
+    assert max(b.num_nodes for b in s) <= 20
+    with pytest.raises(sf.SampleError, match=r'the rw sampler has no parameter "budget" \(budget belongs to the frontier sampler\); its parameters: roots, depth'):
+        sf.SaintSampler(store, "rw", budget=5)
+    with pytest.raises(sf.SampleError, match="roots = -3: expected"):
+        sf.SaintSampler(store, "rw", roots=-3)
+    with pytest.raises(sf.SampleError, match='no sampler kind "walk"'):
+        sf.SaintSampler(store, "walk")
+
+
+def test_same_seed_same_batches_whatever_the_threads(store):
+    a = [b.n_id for b in sf.SaintSampler(store, "rw", roots=30, seed=7, threads=1, num_steps=6)]
+    b = [b.n_id for b in sf.SaintSampler(store, "rw", roots=30, seed=7, threads=2, num_steps=6)]
+    c = [b.n_id for b in sf.SaintSampler(store, "rw", roots=30, seed=8, threads=2, num_steps=6)]
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+
+
+def test_epochs_continue_the_run(store):
+    s = sf.SaintSampler(store, "rw", roots=30, num_steps=3)
+    e0 = [b.index for b in s]
+    e1 = [b.index for b in s]
+    assert e0 == [0, 1, 2] and e1 == [3, 4, 5]
+    np.testing.assert_array_equal(s.subgraph(4).n_id, list(s.batches(4, 1))[0].n_id)
+
+
+def test_batches_equal_the_cli_sampler(store, saintflow_bin):
+    """The same seed gives the same subgraphs as `saintflow sample` (sizes per index)."""
+    out = subprocess.run(
+        [saintflow_bin, "sample", store.path, "--sampler", "rw", "--roots", "25", "--depth", "3",
+         "--count", "8", "--seed", "11", "--json"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    records = [json.loads(l) for l in out.splitlines() if l.strip()]
+    records = [r for r in records if not r.get("summary")]
+    s = sf.SaintSampler(store, "rw", roots=25, depth=3, seed=11, num_steps=8)
+    got = [(b.index, b.num_nodes, b.num_edges // 2) for b in s]
+    assert got == [(r["index"], r["nodes"], r["edges"]) for r in records]
+
+
+def test_norms_are_pygs_from_the_presampled_counts(store):
+    s = sf.SaintSampler(store, "rw", roots=20, depth=2, sample_coverage=10, num_steps=4)
+    n_pre = s.pre_sampled
+    assert n_pre >= 1
+    # Count C_v and C_{u,v} ourselves over the pre-sampling's subgraphs.
+    indptr, indices = store.csr("train")
+    indptr = indptr.astype(np.int64)
+    n, e = store.n_nodes, len(indices)
+    node_count = np.zeros(n)
+    edge_count = np.zeros(e)
+    drawn = 0
+    for i in range(n_pre):
+        b = s.subgraph(i, seed=s.norm_seed)
+        node_count[b.n_id] += 1
+        drawn += b.num_nodes
+        # The parent entry of each local (row, col): position of col in row's list.
+        for r in range(b.num_nodes):
+            u = b.n_id[r]
+            cols = b.n_id[b.indices[b.indptr[r]:b.indptr[r + 1]]]
+            lo = indptr[u]
+            pos = lo + np.searchsorted(indices[lo:indptr[u + 1]], cols)
+            edge_count[pos] += 1
+    np.testing.assert_array_equal(s.node_counts(), node_count)
+    np.testing.assert_array_equal(s.edge_counts(), edge_count)
+    for b in s:
+        c = node_count[b.n_id]
+        want_node = drawn / np.where(c == 0, 0.1, c) / n
+        np.testing.assert_allclose(b.node_norm, want_node, rtol=1e-6)
+        rows = b.edge_index[0]
+        u = b.n_id[rows]
+        pos = np.array([indptr[a] + np.searchsorted(indices[indptr[a]:indptr[a + 1]], b.n_id[c_])
+                        for a, c_ in zip(u, b.indices)], dtype=np.int64)
+        c_uv = edge_count[pos].astype(np.float32)
+        c_row = node_count[u].astype(np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want_edge = np.clip(c_row / c_uv, 0, 1e4)
+        want_edge[np.isnan(want_edge)] = 0.1
+        np.testing.assert_array_equal(b.edge_norm, want_edge)
+
+
+def test_no_coverage_no_norms(store):
+    b = next(iter(sf.SaintSampler(store, "rw", roots=20, sample_coverage=0, num_steps=1)))
+    assert b.node_norm is None and b.edge_norm is None
+
+
+def test_batch_arrays_are_moved_not_copied(store):
+    b = next(iter(sf.SaintSampler(store, "rw", roots=20, num_steps=1)))
+    for a in (b.n_id, b.edge_index, b.x, b.y, b.node_norm, b.edge_norm):
+        # Memory allocated by Rust and handed to numpy: the base is Rust's container.
+        assert not a.flags.owndata
+        assert type(a.base).__name__ == "PySliceContainer"
+        assert a.flags.writeable  # the batch is the consumer's to change
+
+
+def test_full_graph_and_default_steps(store):
+    s = sf.SaintSampler(store, "rw", graph="full", roots=50)
+    # Default steps: the training nodes covered once in expectation.
+    assert s.num_steps >= 1
+    b = next(iter(s))
+    a = induced(store, b.n_id, graph="full")
+    np.testing.assert_array_equal(b.indices, a.indices)
+    assert (~b.train_mask).any()  # the full graph reaches other nodes

@@ -1,0 +1,100 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import saintflow as sf
+from conftest import ROOT
+
+GCN = ROOT / "plans" / "gcn.toml"
+
+
+def test_train_equals_the_cli_bit_for_bit(tmp_path, store, saintflow_bin):
+    log_cli = tmp_path / "cli.jsonl"
+    subprocess.run(
+        [saintflow_bin, "train", str(GCN), "--graph", store.path, "--epochs", "6", "--seed", "3",
+         "--log", str(log_cli), "--quiet"],
+        check=True, capture_output=True, text=True,
+    )
+    cli = [json.loads(l) for l in log_cli.read_text().splitlines()]
+    r = sf.train(str(GCN), store, epochs=6, seed=3, progress=False)
+    steps = lambda recs: [x["loss"] for x in recs if x["kind"] == "step"]  # noqa: E731
+    assert steps(r.records) == steps(cli) and len(r.losses) == 6
+    test_cli = [x for x in cli if x["kind"] == "test"][0]
+    assert r.test["accuracy"] == test_cli["test"]["accuracy"]
+    assert r.best_epoch == test_cli["epoch"]
+    assert [h["epoch"] for h in r.history] == list(range(1, 7))
+
+
+def test_train_learns_and_overrides_apply(store):
+    r = sf.train(GCN, store, epochs=30, seed=1, progress=False, overrides={"dims.hidden": 32})
+    assert r.test["accuracy"] > 0.6  # planted classes: chance is 0.25
+    assert r.losses[-1] < r.losses[0]
+
+
+def test_plan_errors_carry_their_position(tmp_path, store):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GCN.read_text().replace('kind = "adam"', 'kind = "adma"'))
+    with pytest.raises(sf.PlanError) as e:
+        sf.Plan.load(bad)
+    err = e.value
+    assert err.file == str(bad)
+    lines = bad.read_text().splitlines()
+    assert 'kind = "adma"' in lines[err.line - 1] and err.col >= 1
+    assert "adam" in str(err)  # did you mean
+    assert isinstance(err, sf.SaintflowError)
+    with pytest.raises(sf.PlanError, match="override"):
+        sf.Plan.load(GCN, {"dims.hiden": 8})
+
+
+def test_a_rust_panic_is_an_exception_and_the_interpreter_survives():
+    from saintflow import _native
+
+    with pytest.raises(sf.SaintflowError, match="internal error .*deliberate panic"):
+        _native._panic_for_tests()
+    assert sf.Store is not None  # still here
+
+
+def test_checkpoint_is_not_replaced_without_resume_or_force(tmp_path, store):
+    ck = tmp_path / "run"
+    os.mkdir(ck)
+    sf.train(GCN, store, epochs=2, checkpoint=ck, progress=False)
+    with pytest.raises(sf.TrainError, match="resume=True"):
+        sf.train(GCN, store, epochs=2, checkpoint=ck, progress=False)
+    r = sf.train(GCN, store, epochs=4, checkpoint=ck, resume=True, progress=False)
+    assert r.epochs == 4
+
+
+def test_ctrl_c_ends_train_with_keyboard_interrupt_and_a_loadable_checkpoint(tmp_path, store):
+    ck = tmp_path / "run"
+    script = tmp_path / "long.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, saintflow as sf
+        print("started", flush=True)
+        try:
+            sf.train({str(GCN)!r}, {str(store.path)!r}, epochs=100000, checkpoint={str(ck) + '/'!r},
+                     progress=False, threads=1)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+            sys.exit(42)
+    """))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    deadline = time.time() + 60
+    while not (ck / "checkpoint.bin").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    if not (ck / "checkpoint.bin").exists():
+        p.kill()
+        pytest.fail(f"no checkpoint within 60 s; stderr: {p.communicate()[1]}")
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 42 and "KeyboardInterrupt" in out, err
+    # The checkpoint loads: a resumed run continues from it.
+    r = sf.train(GCN, store, epochs=None, checkpoint=ck, resume=True, progress=False, max_steps=1)
+    assert r.steps >= 1 and r.epochs >= 1

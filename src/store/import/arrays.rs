@@ -1,0 +1,317 @@
+//! A store from arrays in memory: what the Python package's `Store.create` (and a Rust
+//! caller holding a graph in `Vec`s) writes through. The same writer, CSR builder and
+//! header as the file importers, so the same checks and the same atomic publication; the
+//! messages name the output store and the argument (`edge_index`, `x`, `y`, `roles`).
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::progress::Progress;
+use crate::store::build::{self, Meta};
+use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
+use crate::store::format::{
+    Dtype, LabelKind, Role, SectionId, TrainGraph, MAX_CLASSES, MAX_NODES, NO_LABEL,
+};
+use crate::store::import::{
+    require_labels, write_no_features, write_roles, ImportReport, LabelTable,
+};
+use crate::store::writer::StoreWriter;
+use crate::store::StoreError;
+
+use crate::store::check::asymmetric_entries;
+
+/// The graph's directed entries.
+#[derive(Debug, Clone, Copy)]
+pub enum Edges<'a> {
+    /// Entry k goes from `src[k]` to `dst[k]` (PyG's `edge_index`).
+    Coo {
+        /// Row of each entry.
+        src: &'a [i64],
+        /// Column of each entry.
+        dst: &'a [i64],
+    },
+    /// Row v's columns are `indices[indptr[v]..indptr[v + 1]]` (scipy's CSR).
+    Csr {
+        /// N + 1 non-decreasing offsets from 0.
+        indptr: &'a [i64],
+        /// Columns.
+        indices: &'a [i64],
+    },
+}
+
+/// Node labels.
+#[derive(Debug, Clone, Copy)]
+pub enum ArrayLabels<'a> {
+    /// One class id per node; negative = unlabelled.
+    Single(&'a [i64]),
+    /// Row-major N × C of 0/1.
+    Multi {
+        /// N × C values, each 0 or 1.
+        bits: &'a [u8],
+        /// C.
+        classes: usize,
+    },
+}
+
+/// What [`import_arrays`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct ArrayGraph<'a> {
+    /// N; `None` = one past the largest id in `edges` (CSR: `indptr.len() - 1`).
+    pub n_nodes: Option<u64>,
+    /// The entries.
+    pub edges: Edges<'a>,
+    /// Add (v, u) for every (u, v); otherwise an asymmetric graph is refused.
+    pub symmetrize: bool,
+    /// Row-major N × F features and F.
+    pub features: Option<(&'a [f32], usize)>,
+    /// Labels.
+    pub labels: Option<ArrayLabels<'a>>,
+    /// One role byte per node ([`Role`]: 0 none, 1 train, 2 val, 3 test).
+    pub roles: Option<&'a [u8]>,
+    /// The header's provenance line.
+    pub source: &'a str,
+}
+
+/// Writes `graph` as the store `out` (replacing a store there when `force`).
+pub fn import_arrays(
+    graph: &ArrayGraph<'_>,
+    out: &Path,
+    force: bool,
+    progress: &Progress,
+) -> Result<ImportReport, StoreError> {
+    let start = Instant::now();
+    let bad = |what: String| StoreError::input(out, what);
+    let n = node_count(graph).map_err(bad)?;
+    let nu = n as usize;
+    let labels = match graph.labels {
+        None => LabelTable::none(nu),
+        Some(l) => label_table(l, nu).map_err(bad)?,
+    };
+    let roles: Vec<u8> = match graph.roles {
+        None => vec![Role::None as u8; nu],
+        Some(r) if r.len() != nu => {
+            return Err(bad(format!("roles: {} entries for {n} nodes", r.len())))
+        }
+        Some(r) => {
+            if let Some(v) = r.iter().position(|&b| Role::from_byte(b).is_none()) {
+                return Err(bad(format!(
+                    "roles: node {v} has role {}, expected 0 (none), 1 (train), 2 (val) or 3 (test)",
+                    r[v]
+                )));
+            }
+            r.to_vec()
+        }
+    };
+    if graph.labels.is_some() || graph.roles.is_some() {
+        require_labels(out, &labels, &roles)?;
+    }
+    if let Some((x, f)) = graph.features {
+        if x.len() as u64 != n * f as u64 {
+            return Err(bad(format!(
+                "x: {} values, expected {n} nodes × {f} features",
+                x.len()
+            )));
+        }
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(bad(format!(
+                "x: row {}, column {} is not finite: {}",
+                i / f.max(1),
+                i % f.max(1),
+                x[i]
+            )));
+        }
+    }
+
+    let w = StoreWriter::create(out, force)?;
+    let scratch = w.scratch_dir()?;
+    let entries = match graph.edges {
+        Edges::Coo { src, .. } => src.len() as u64,
+        Edges::Csr { indices, .. } => indices.len() as u64,
+    };
+    let expected = entries * if graph.symmetrize { 2 } else { 1 };
+    let mut builder = CsrBuilder::new(&scratch, n, expected, DEFAULT_BUCKET_BYTES)?;
+    let mut push = |u: u32, v: u32| -> Result<(), StoreError> {
+        builder.push(u, v)?;
+        if graph.symmetrize {
+            builder.push(v, u)?;
+        }
+        Ok(())
+    };
+    match graph.edges {
+        Edges::Coo { src, dst } => {
+            for (&u, &v) in src.iter().zip(dst) {
+                push(u as u32, v as u32)?;
+            }
+        }
+        Edges::Csr { indptr, indices } => {
+            for (u, w) in indptr.windows(2).enumerate() {
+                for &v in &indices[w[0] as usize..w[1] as usize] {
+                    push(u as u32, v as u32)?;
+                }
+            }
+        }
+    }
+    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let sections = build::write_graph(&w, builder, None, &is_train, progress)?;
+    let (n_features, feats) = match graph.features {
+        Some((x, f)) => {
+            let mut s = w.section(SectionId::Features, Dtype::F32)?;
+            s.write_f32s(x)?;
+            (f as u64, s.finish()?)
+        }
+        None => (0, write_no_features(&w)?),
+    };
+    let report = ImportReport::new(n, &sections, start);
+    let meta = Meta {
+        n_nodes: n,
+        n_features,
+        n_classes: labels.n_classes,
+        label_kind: labels.kind,
+        train_graph: TrainGraph::Induced,
+        split: build::split_counts(&roles),
+        source: graph.source.to_string(),
+    };
+    let header = build::header(
+        meta,
+        sections,
+        feats,
+        labels.write(&w)?,
+        write_roles(&w, &roles)?,
+    );
+    w.commit(&header, |store| {
+        let asym = asymmetric_entries(store.full());
+        match asym.first.first() {
+            Some(&(u, v)) if !graph.symmetrize => Err(StoreError::input(out, format!(
+                "the graph is not symmetric: {} entries lack their reverse, e.g. ({u}, {v}) is given but ({v}, {u}) is not; pass symmetrize=True to add reverse edges",
+                asym.count))),
+            _ => Ok(()),
+        }
+    })?;
+    Ok(ImportReport {
+        seconds: start.elapsed().as_secs_f64(),
+        ..report
+    })
+}
+
+/// N, with every id checked against it (no allocation ∝ N before this passes).
+fn node_count(graph: &ArrayGraph<'_>) -> Result<u64, String> {
+    let given = graph.n_nodes;
+    let check_n = |n: u64| -> Result<u64, String> {
+        match n {
+            0 => Err("the graph has 0 nodes".into()),
+            n if n > MAX_NODES => Err(format!("{n} nodes exceed the u32 index limit {MAX_NODES}")),
+            n => Ok(n),
+        }
+    };
+    let in_range = |name: &str, ids: &[i64], n: Option<u64>| -> Result<u64, String> {
+        let mut max = None::<u64>;
+        for (k, &id) in ids.iter().enumerate() {
+            if id < 0 || n.is_some_and(|n| id as u64 >= n) || id as u64 >= MAX_NODES {
+                let limit = n.map_or(format!("the u32 index limit {MAX_NODES}"), |n| {
+                    format!("{n} nodes")
+                });
+                return Err(format!("{name}[{k}] = {id} is out of range for {limit}"));
+            }
+            max = Some(max.map_or(id as u64, |m: u64| m.max(id as u64)));
+        }
+        Ok(max.map_or(0, |m| m + 1))
+    };
+    match graph.edges {
+        Edges::Coo { src, dst } => {
+            if src.len() != dst.len() {
+                return Err(format!(
+                    "edge_index: {} sources but {} destinations",
+                    src.len(),
+                    dst.len()
+                ));
+            }
+            let a = in_range("edge_index[0]", src, given)?;
+            let b = in_range("edge_index[1]", dst, given)?;
+            check_n(given.unwrap_or(a.max(b)))
+        }
+        Edges::Csr { indptr, indices } => {
+            let n = indptr.len().checked_sub(1).ok_or("indptr is empty")? as u64;
+            if let Some(g) = given.filter(|&g| g != n) {
+                return Err(format!(
+                    "indptr has {} entries, so {n} rows, but n_nodes = {g}",
+                    indptr.len()
+                ));
+            }
+            if indptr[0] != 0 {
+                return Err(format!("indptr[0] = {}, expected 0", indptr[0]));
+            }
+            if let Some(k) = indptr.windows(2).position(|w| w[1] < w[0]) {
+                return Err(format!(
+                    "indptr decreases at {}: {} then {}",
+                    k + 1,
+                    indptr[k],
+                    indptr[k + 1]
+                ));
+            }
+            let last = indptr[indptr.len() - 1];
+            if last as u64 != indices.len() as u64 {
+                return Err(format!(
+                    "indptr[{n}] = {last} but indices has {} entries",
+                    indices.len()
+                ));
+            }
+            in_range("indices", indices, Some(n))?;
+            check_n(n)
+        }
+    }
+}
+
+fn label_table(labels: ArrayLabels<'_>, n: usize) -> Result<LabelTable, String> {
+    match labels {
+        ArrayLabels::Single(y) => {
+            if y.len() != n {
+                return Err(format!("y: {} labels for {n} nodes", y.len()));
+            }
+            let mut max = None::<u64>;
+            let mut out = Vec::with_capacity(n);
+            for (v, &c) in y.iter().enumerate() {
+                if c < 0 {
+                    out.push(NO_LABEL);
+                } else if c as u64 >= MAX_CLASSES {
+                    return Err(format!(
+                        "y[{v}] = {c}: class ids must be below {MAX_CLASSES}"
+                    ));
+                } else {
+                    out.push(c as u32);
+                    max = Some(max.map_or(c as u64, |m: u64| m.max(c as u64)));
+                }
+            }
+            Ok(LabelTable {
+                kind: LabelKind::Single,
+                n_classes: max.map_or(0, |m| m + 1),
+                data: bytemuck::cast_slice(&out).to_vec(),
+            })
+        }
+        ArrayLabels::Multi { bits, classes } => {
+            if bits.len() as u64 != n as u64 * classes as u64 {
+                return Err(format!(
+                    "y: {} values, expected {n} nodes × {classes} classes",
+                    bits.len()
+                ));
+            }
+            if classes as u64 >= MAX_CLASSES {
+                return Err(format!("y: {classes} classes, the limit is {MAX_CLASSES}"));
+            }
+            let r = classes.div_ceil(8);
+            let mut data = vec![0u8; n * r];
+            for (i, &b) in bits.iter().enumerate() {
+                let (v, j) = (i / classes, i % classes);
+                match b {
+                    0 => {}
+                    1 => data[v * r + j / 8] |= 1 << (j % 8),
+                    b => return Err(format!("y[{v}, {j}] = {b}, expected 0 or 1")),
+                }
+            }
+            Ok(LabelTable {
+                kind: LabelKind::Multi,
+                n_classes: classes as u64,
+                data,
+            })
+        }
+    }
+}
