@@ -896,12 +896,20 @@ fn an_interrupted_run_keeps_its_last_whole_epoch() {
         .train()
         .unwrap_err();
     assert!(
-        matches!(err, saintflow::train::TrainError::Interrupted { epoch: 3, step: 2 }),
+        matches!(
+            err,
+            saintflow::train::TrainError::Interrupted { epoch: 3, step: 2 }
+        ),
         "{err}"
     );
-    assert!(err.to_string().contains("interrupted in epoch 3 before step 2"));
+    assert!(err
+        .to_string()
+        .contains("interrupted in epoch 3 before step 2"));
     let resumed = run(&opts(&store, &plan, 5, 4).checkpoint(&ck).resume(true)).unwrap();
     // Without a log, a resumed run's records are its own steps: epochs 3 and 4.
-    assert_eq!(step_losses(&resumed.records), step_losses(&whole.records)[2..]);
+    assert_eq!(
+        step_losses(&resumed.records),
+        step_losses(&whole.records)[2..]
+    );
     assert_eq!(resumed.test, whole.test);
 }

@@ -183,6 +183,12 @@ class Store:
         return cls(native)
 
     @classmethod
+    def import_graphsaint(cls, directory, path, *, standardize=False, force=False):
+        """Imports a GraphSAINT dataset directory (``adj_full.npz``, ``adj_train.npz``,
+        ``feats.npy``, ``class_map.json``, ``role.json``), as ``saintflow import graphsaint``."""
+        return cls(_native.Store.import_graphsaint(os.fspath(directory), os.fspath(path), standardize, force))
+
+    @classmethod
     def from_pyg(cls, data, path, *, symmetrize=True, force=False):
         """A store from a PyTorch Geometric ``Data`` object (``edge_index``, ``x``, ``y``
         and the ``train_mask``/``val_mask``/``test_mask`` it has)."""

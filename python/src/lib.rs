@@ -363,6 +363,37 @@ impl Store {
         })
     }
 
+    /// Imports a GraphSAINT dataset directory (`saintflow import graphsaint DIR -o PATH`).
+    #[staticmethod]
+    #[pyo3(signature = (dir, path, standardize = false, force = false))]
+    fn import_graphsaint(
+        py: Python<'_>,
+        dir: PathBuf,
+        path: PathBuf,
+        standardize: bool,
+        force: bool,
+    ) -> PyResult<Store> {
+        guard(|| {
+            let opts = saintflow::store::import::GraphSaintOptions {
+                standardize,
+                ..Default::default()
+            };
+            let r = py.detach(|| {
+                saintflow::store::import::import_graphsaint(
+                    &dir,
+                    &path,
+                    &opts,
+                    force,
+                    &Progress::hidden(),
+                )
+                .and_then(|_| GraphStore::open(&path))
+            });
+            Ok(Store {
+                inner: Arc::new(lib(r)?),
+            })
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Store({:?}, n_nodes={}, n_edges={}, n_features={}, n_classes={})",

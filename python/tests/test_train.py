@@ -98,3 +98,25 @@ def test_ctrl_c_ends_train_with_keyboard_interrupt_and_a_loadable_checkpoint(tmp
     # The checkpoint loads: a resumed run continues from it.
     r = sf.train(GCN, store, epochs=None, checkpoint=ck, resume=True, progress=False, max_steps=1)
     assert r.steps >= 1 and r.epochs >= 1
+
+
+CORA = ROOT.parent / "shared" / "data" / "cora"
+
+
+@pytest.mark.skipif(not CORA.is_dir(), reason="../shared/data/cora is not beside the checkout")
+def test_example_train_cora_equals_the_cli(tmp_path, saintflow_bin):
+    """examples/python/train_cora.py reports the CLI's test accuracy for the same seed."""
+    ex = subprocess.run(
+        [sys.executable, str(ROOT / "examples/python/train_cora.py"), "--seed", "2", "--epochs", "30"],
+        check=True, capture_output=True, text=True,
+    ).stdout.splitlines()[-1]
+    store = tmp_path / "cora.sf"
+    subprocess.run([saintflow_bin, "import", "graphsaint", str(CORA), "-o", str(store)], check=True,
+                   capture_output=True)
+    cli = subprocess.run(
+        [saintflow_bin, "train", str(GCN), "--graph", str(store), "--seed", "2", "--epochs", "30", "--quiet"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    want = cli[cli.index("test accuracy"):].split()
+    assert ex.split()[:3] == want[:3], (ex, cli)  # "test accuracy 0.xxxx"
+    assert float(ex.split()[2]) > 0.5
