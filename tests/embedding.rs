@@ -926,3 +926,42 @@ mod gpu {
         assert!(f1 > 0.45, "{f1}");
     }
 }
+
+/// `train_interruptible`: a set flag stops the run after the pool under way, with
+/// `Interrupted` and no output published; unset, the run is `train`'s bit for bit.
+#[test]
+fn an_interrupted_embedding_publishes_nothing() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 9)).unwrap();
+    let out = dir.path().join("emb.npy");
+    let opts = EmbedOptions {
+        threads: 1,
+        scratch_dir: dir.path().to_path_buf(),
+        memory_bytes: 1 << 20,
+        epochs: Some(100.0),
+        output: Some(out.clone()),
+        ..EmbedOptions::default()
+    };
+    let p = plan(DEEPWALK);
+    let e = saintflow::embedding::train_interruptible(&p, &store, &opts, &AtomicBool::new(true))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            saintflow::embedding::EmbedError::Interrupted { episode: 1, episodes } if episodes > 1
+        ),
+        "{e}"
+    );
+    assert!(!out.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().contains("emb"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    saintflow::embedding::train_interruptible(&p, &store, &opts, &AtomicBool::new(false)).unwrap();
+    let a = std::fs::read(&out).unwrap();
+    train(&p, &store, &opts).unwrap();
+    assert_eq!(a, std::fs::read(&out).unwrap());
+}

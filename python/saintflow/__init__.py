@@ -22,10 +22,11 @@ from ._native import (
 )
 from .sampler import Batch, SaintSampler
 from .store import Store
-from .training import Plan, TrainResult, train
+from .training import EmbeddingResult, Plan, TrainResult, embed, eval_embedding, train
 
 __all__ = [
     "Batch",
+    "EmbeddingResult",
     "Plan",
     "PlanError",
     "SaintSampler",
@@ -36,6 +37,8 @@ __all__ = [
     "TrainError",
     "TrainResult",
     "__version__",
+    "embed",
+    "eval_embedding",
     "sampler_kinds",
     "train",
 ]

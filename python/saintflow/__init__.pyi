@@ -149,6 +149,14 @@ class TrainResult:
     @property
     def losses(self) -> List[float]: ...
 
+class EmbeddingResult:
+    embedding: npt.NDArray[np.float32]
+    summary: Dict[str, Any]
+    samples: int
+    seconds: float
+    samples_per_s: float
+    last_loss: float
+
 def train(
     plan: Union[Plan, _Path],
     store: Union[Store, _Path],
@@ -163,4 +171,32 @@ def train(
     progress: bool = ...,
     max_steps: Optional[int] = ...,
     overrides: _Overrides = ...,
-) -> TrainResult: ...
+    output: Optional[_Path] = ...,
+    holdout: float = ...,
+    memory_mib: int = ...,
+) -> Union[TrainResult, EmbeddingResult]: ...
+def embed(
+    plan: Union[Plan, _Path],
+    store: Union[Store, _Path],
+    checkpoint: _Path,
+    *,
+    output: Optional[_Path] = ...,
+    last: bool = ...,
+    logits: bool = ...,
+    threads: Optional[int] = ...,
+    memory_mib: int = ...,
+    scratch_dir: Optional[_Path] = ...,
+    overrides: _Overrides = ...,
+) -> npt.NDArray[np.float32]: ...
+def eval_embedding(
+    embedding: Union[npt.ArrayLike, _Path],
+    store: Union[Store, _Path],
+    *,
+    ratios: Sequence[float] = ...,
+    repeats: int = ...,
+    seed: int = ...,
+    c: float = ...,
+    normalize: bool = ...,
+    holdout: Optional[float] = ...,
+    threads: Optional[int] = ...,
+) -> Any: ...

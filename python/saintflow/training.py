@@ -2,6 +2,9 @@
 
 import json
 import os
+import tempfile
+
+import numpy as np
 
 from . import _native
 from ._native import TrainError
@@ -76,6 +79,9 @@ def train(
     progress=True,
     max_steps=None,
     overrides=None,
+    output=None,
+    holdout=0.0,
+    memory_mib=256,
 ):
     """Trains a GNN plan on a store, as ``saintflow train PLAN --graph STORE`` does (the
     same engine, defaults and seed, so the same bits). ``plan``: a :class:`Plan` or a
@@ -84,6 +90,13 @@ def train(
     ``resume=True`` continues from it; an existing checkpoint is not replaced without
     ``resume`` or ``force``. The call releases the GIL; Ctrl-C stops it at the next step
     boundary with ``KeyboardInterrupt``, the checkpoint as the last whole epoch left it.
+
+    An ``[embedding]`` plan (DeepWalk, LINE, node2vec) returns an
+    :class:`EmbeddingResult` whose ``embedding`` is the ``[N, dim]`` float32 matrix
+    (``output``: also keep it as a ``.npy`` there, and map it rather than load it;
+    ``epochs`` may be fractional; ``holdout``: edges held out for ``eval_embedding``'s link
+    prediction; ``memory_mib``: the two sample pools' memory). GNN-only arguments
+    (checkpoint, log, ...) are refused for it, and ``output``/``holdout`` for a GNN plan.
     """
     if not isinstance(plan, Plan):
         plan = Plan.load(plan, overrides)
@@ -91,6 +104,15 @@ def train(
         raise TrainError("overrides apply to a plan path; this Plan is already loaded")
     if not isinstance(store, Store):
         store = Store.open(os.fspath(store))
+    if plan.is_embedding:
+        given = [k for k, v in (("checkpoint", checkpoint), ("resume", resume), ("log", log),
+                                ("max_steps", max_steps)) if v]
+        if given:
+            raise TrainError(f"{plan.path}: an [embedding] plan does not take {', '.join(given)}")
+        return _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory_mib, progress)
+    if output is not None or holdout:
+        raise TrainError(f"{plan.path}: output= and holdout= apply to [embedding] plans; "
+                         "saintflow.embed writes a GNN's embedding")
     d = _native._train(
         plan._p,
         store._s,
@@ -121,3 +143,83 @@ def _toml(v):
     if isinstance(v, str):
         return json.dumps(v)
     return str(v)
+
+
+class EmbeddingResult:
+    """What :func:`train` returns for an ``[embedding]`` plan: ``embedding`` (``[N, dim]``
+    float32) and the run's summary (``samples``, ``seconds``, ``samples_per_s``,
+    ``last_loss``, ``episodes``, ``workers``, ``parts``, ...) as attributes."""
+
+    def __init__(self, embedding, summary):
+        self.embedding = embedding
+        self.summary = summary
+        for k, v in summary.items():
+            setattr(self, k, v)
+
+    def __repr__(self):
+        return f"EmbeddingResult(shape={self.embedding.shape}, samples={self.summary['samples']})"
+
+
+def _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory_mib, progress):
+    def run(path):
+        summary = _native._train_embedding(
+            plan._p, store._s, path, int(seed), None if threads is None else int(threads),
+            None if epochs is None else float(epochs), int(memory_mib), float(holdout), None, bool(progress),
+        )
+        return json.loads(summary)
+
+    if output is not None:
+        output = os.fspath(output)
+        summary = run(output)
+        return EmbeddingResult(np.load(output, mmap_mode="r"), summary)
+    with tempfile.TemporaryDirectory(prefix="saintflow-emb-") as tmp:
+        path = os.path.join(tmp, "embedding.npy")
+        summary = run(path)
+        return EmbeddingResult(np.load(path), summary)
+
+
+def embed(plan, store, checkpoint, *, output=None, last=False, logits=False, threads=None,
+          memory_mib=512, scratch_dir=None, overrides=None):
+    """The embedding of every node of ``store`` by a trained GNN plan (``saintflow
+    embed``): the input of the plan's ``[output]`` layer (``logits=True``: the logits),
+    with ``checkpoint``'s best-validation parameters (``last=True``: the last ones), by a
+    full-graph forward pass in row blocks within ``memory_mib``. Returns ``[N, width]``
+    float32; with ``output`` the ``.npy`` is kept there and mapped rather than loaded."""
+    if not isinstance(plan, Plan):
+        plan = Plan.load(plan, overrides)
+    if not isinstance(store, Store):
+        store = Store.open(os.fspath(store))
+
+    def run(path):
+        _native._embed(plan._p, store._s, os.fspath(checkpoint), path, bool(last), bool(logits),
+                       None if threads is None else int(threads), int(memory_mib),
+                       None if scratch_dir is None else os.fspath(scratch_dir))
+
+    if output is not None:
+        output = os.fspath(output)
+        run(output)
+        return np.load(output, mmap_mode="r")
+    with tempfile.TemporaryDirectory(prefix="saintflow-embed-") as tmp:
+        path = os.path.join(tmp, "embedding.npy")
+        run(path)
+        return np.load(path)
+
+
+def eval_embedding(embedding, store, *, ratios=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+                   repeats=5, seed=1, c=1.0, normalize=True, holdout=None, threads=None):
+    """Scores node embeddings as ``saintflow eval-embedding`` does (DeepWalk's protocol):
+    one-vs-rest logistic regression at each labelled fraction, Micro/Macro-F1 over
+    ``repeats`` shuffles (a list of dicts, one per fraction); or with ``holdout`` (the
+    fraction training held out, and its ``seed``) link prediction: ``{"auc", ...}``.
+    ``embedding``: an ``[N, d]`` array or a ``.npy`` path."""
+    if not isinstance(store, Store):
+        store = Store.open(os.fspath(store))
+    if isinstance(embedding, (str, os.PathLike)):
+        embedding = np.load(os.fspath(embedding), mmap_mode="r")
+    emb = np.ascontiguousarray(embedding, dtype=np.float32)
+    if emb.ndim != 2:
+        raise TrainError(f"embedding has shape {emb.shape}, expected (N, dim)")
+    out = _native._eval_embedding(emb, store._s, [float(r) for r in ratios], int(repeats), int(seed),
+                                  float(c), bool(normalize), None if holdout is None else float(holdout),
+                                  None if threads is None else int(threads))
+    return json.loads(out)

@@ -2,7 +2,7 @@
 //! function converts arguments, releases the GIL, calls the library and converts the
 //! result; what the package adds in Python (argument shapes, masks, PyG/torch adapters)
 //! is in `python/saintflow/`. No panic crosses into Python: every entry point runs under
-//! [`guard`], which turns one into `SaintflowError`.
+//! `guard`, which turns one into `SaintflowError`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -1062,6 +1062,189 @@ fn _train<'py>(
     })
 }
 
+/// The store's node embedding by a GNN plan's forward pass with a checkpoint's parameters
+/// (`saintflow embed`), written to `output` as an `[N, width]` f32 `.npy`; returns
+/// `(rows, cols, why in memory)`.
+#[pyfunction]
+#[pyo3(signature = (plan, store, checkpoint, output, last, logits, threads, memory_mib, scratch_dir))]
+#[allow(clippy::too_many_arguments)]
+fn _embed(
+    py: Python<'_>,
+    plan: &Plan,
+    store: &Store,
+    checkpoint: PathBuf,
+    output: PathBuf,
+    last: bool,
+    logits: bool,
+    threads: Option<usize>,
+    memory_mib: usize,
+    scratch_dir: Option<PathBuf>,
+) -> PyResult<(usize, usize, Option<String>)> {
+    guard(|| {
+        let Some(p) = plan.gnn.as_ref() else {
+            return Err(TrainError::new_err(format!(
+                "{}: an [embedding] plan is trained, not evaluated: saintflow.train returns its embedding",
+                plan.path.display()
+            )));
+        };
+        let store: &GraphStore = &store.inner;
+        let label = plan.path.display().to_string();
+        let params = lib(saintflow::train::checkpoint::params_for(
+            &checkpoint,
+            p,
+            &label,
+            store,
+            last,
+        ))?;
+        let opts = saintflow::train::InferOptions {
+            memory_bytes: memory_mib << 20,
+            scratch_dir: scratch_dir.unwrap_or_else(std::env::temp_dir),
+            ..Default::default()
+        };
+        let which = if logits {
+            saintflow::train::Output::Logits
+        } else {
+            saintflow::train::Output::Embedding
+        };
+        let pool = pool(threads.unwrap_or(0))?;
+        let r = py.detach(|| {
+            pool.install(|| {
+                let runner = saintflow::exec::Executor::new(rayon::current_num_threads());
+                let registry = saintflow::op::Registry::with_builtins();
+                saintflow::train::embed(store, p, &registry, &params, &runner, opts, which, &output)
+            })
+        });
+        let e = lib(r)?;
+        Ok((e.rows, e.cols, e.in_memory))
+    })
+}
+
+/// Trains an `[embedding]` plan (`saintflow train` of a DeepWalk/LINE/node2vec plan),
+/// publishing the vertex matrix to `output`; returns the run's summary as JSON.
+#[pyfunction]
+#[pyo3(signature = (plan, store, output, seed, threads, epochs, memory_mib, holdout, scratch_dir, progress))]
+#[allow(clippy::too_many_arguments)]
+fn _train_embedding(
+    py: Python<'_>,
+    plan: &Plan,
+    store: &Store,
+    output: PathBuf,
+    seed: u64,
+    threads: Option<usize>,
+    epochs: Option<f64>,
+    memory_mib: usize,
+    holdout: f64,
+    scratch_dir: Option<PathBuf>,
+    progress: bool,
+) -> PyResult<String> {
+    guard(|| {
+        if plan.gnn.is_some() {
+            return Err(TrainError::new_err(format!(
+                "{}: a GNN plan: saintflow.train trains it",
+                plan.path.display()
+            )));
+        }
+        if !(0.0..1.0).contains(&holdout) {
+            return Err(TrainError::new_err(format!(
+                "holdout = {holdout}: expected a fraction in [0, 1)"
+            )));
+        }
+        if let Some(e) = epochs.filter(|e| !(*e > 0.0 && e.is_finite())) {
+            return Err(TrainError::new_err(format!(
+                "epochs = {e}: expected a positive number"
+            )));
+        }
+        let o: Vec<&str> = plan.overrides.iter().map(String::as_str).collect();
+        let ep =
+            lib(saintflow::plan::embedding::EmbeddingPlan::load_with_overrides(&plan.path, &o))?;
+        let scratch = scratch_dir.unwrap_or_else(|| match output.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::env::temp_dir(),
+        });
+        let opts = saintflow::embedding::EmbedOptions {
+            seed,
+            threads: threads.unwrap_or(0),
+            memory_bytes: memory_mib << 20,
+            output: Some(output),
+            scratch_dir: scratch,
+            epochs,
+            progress: Progress::new(!progress),
+            holdout,
+            memory_limit: saintflow::machine::MemoryLimit::Detect,
+            device: saintflow::embedding::Device::Cpu,
+        };
+        let flag = AtomicBool::new(false);
+        let store: &GraphStore = &store.inner;
+        let (r, interrupted) = run_interruptible(py, &flag, || {
+            saintflow::embedding::train_interruptible(&ep, store, &opts, &flag)
+        });
+        if let Some(k) = interrupted {
+            return Err(k);
+        }
+        let out = lib(r)?;
+        serde_json::to_string(&out).map_err(|e| SaintflowError::new_err(e.to_string()))
+    })
+}
+
+/// Scores an embedding (`saintflow eval-embedding`): node classification at each labelled
+/// fraction, or link prediction with `holdout`; returns JSON.
+#[pyfunction]
+#[pyo3(signature = (embedding, store, ratios, repeats, seed, c, normalize, holdout, threads))]
+#[allow(clippy::too_many_arguments)]
+fn _eval_embedding(
+    py: Python<'_>,
+    embedding: numpy::PyReadonlyArray2<'_, f32>,
+    store: &Store,
+    ratios: Vec<f64>,
+    repeats: usize,
+    seed: u64,
+    c: f64,
+    normalize: bool,
+    holdout: Option<f64>,
+    threads: Option<usize>,
+) -> PyResult<String> {
+    use saintflow::embedding::eval::{score, ClassifyOptions, Embedding, Scores, Scoring};
+    guard(|| {
+        let shape = embedding.shape();
+        let (rows, dim) = (shape[0], shape[1]);
+        let data = embedding.as_slice()?.to_vec();
+        if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+            return Err(TrainError::new_err(format!(
+                "embedding: row {}, column {} is not finite",
+                i / dim.max(1),
+                i % dim.max(1)
+            )));
+        }
+        if repeats == 0 {
+            return Err(TrainError::new_err("repeats = 0: expected at least 1"));
+        }
+        let emb = Embedding { data, rows, dim };
+        let scoring = match holdout {
+            Some(fraction) => Scoring::Link { fraction, seed },
+            None => Scoring::Classify {
+                opts: ClassifyOptions {
+                    ratios,
+                    repeats,
+                    seed,
+                    c,
+                    ..ClassifyOptions::default()
+                },
+                normalize,
+            },
+        };
+        let store: &GraphStore = &store.inner;
+        let pool = pool(threads.unwrap_or(0))?;
+        let r = py.detach(|| pool.install(|| score(emb, "embedding", store, &scoring)));
+        let json = match lib(r)? {
+            Scores::Link { auc, edges } => {
+                serde_json::json!({"auc": auc, "held_out_edges": edges, "fraction": holdout})
+            }
+            Scores::Classify(rows) => serde_json::json!(rows),
+        };
+        Ok(json.to_string())
+    })
+}
+
 /// Runs `f` on a scoped thread with the GIL released, checking for Ctrl-C every 50 ms:
 /// on KeyboardInterrupt, `flag` is set, `f` is waited for (it stops at its next step), and
 /// the interrupt is returned beside `f`'s result.
@@ -1125,6 +1308,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BatchIter>()?;
     m.add_class::<Plan>()?;
     m.add_function(wrap_pyfunction!(_train, m)?)?;
+    m.add_function(wrap_pyfunction!(_embed, m)?)?;
+    m.add_function(wrap_pyfunction!(_train_embedding, m)?)?;
+    m.add_function(wrap_pyfunction!(_eval_embedding, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(sampler_kinds, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

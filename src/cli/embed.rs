@@ -13,8 +13,8 @@ use crate::error::Result;
 use crate::op::Registry;
 use crate::progress::Progress;
 use crate::store::GraphStore;
-use crate::train::checkpoint::{checkpoint_file, load_params};
-use crate::train::{embed, plan_hash, Checkpoint, InferOptions, MemoryLimit, Output, TrainError};
+use crate::train::checkpoint::params_for;
+use crate::train::{embed, InferOptions, MemoryLimit, Output, TrainError};
 
 use super::train::{load_plan, pool};
 use crate::exec::Executor;
@@ -106,25 +106,13 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
     let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
     a.verify.apply(&store)?;
-    let ck_path = checkpoint_file(&checkpoint);
-    let ck = Checkpoint::load(&ck_path)?;
-    if ck.plan_hash != plan_hash(&plan) {
-        return Err(TrainError::Checkpoint {
-            path: ck_path,
-            what: format!(
-                "written for another plan (plan hash {:016x}, {} with these overrides hashes to {:016x})",
-                ck.plan_hash,
-                a.plan.display(),
-                plan_hash(&plan)
-            ),
-        }
-        .into());
-    }
-    ck.check_graph(&ck_path, &store)?;
-    let params = match (&ck.best_params, a.last) {
-        (Some(b), false) => load_params(b),
-        _ => load_params(&ck.params),
-    };
+    let params = params_for(
+        &checkpoint,
+        &plan,
+        &a.plan.display().to_string(),
+        &store,
+        a.last,
+    )?;
     let scratch = a
         .scratch_dir
         .clone()

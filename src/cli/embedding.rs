@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::embedding::eval::{classify, link_auc, ClassifyOptions, Embedding};
+use crate::embedding::eval::{score, ClassifyOptions, Embedding, Scores, Scoring};
 use crate::embedding::{EmbedError, EmbedOptions};
 use crate::error::Result;
 use crate::plan::embedding::EmbeddingPlan;
@@ -161,73 +161,40 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
     let store = GraphStore::open(&a.graph)?;
     a.verify.apply(&store)?;
     let emb = Embedding::load(&a.embedding)?;
-    if emb.rows != store.n_nodes() {
-        return Err(EmbedError::Invalid(format!(
-            "{}: {} rows, but {} has {} nodes",
-            a.embedding.display(),
-            emb.rows,
-            a.graph.display(),
-            store.n_nodes()
-        ))
-        .into());
-    }
-    if let Some(bad) = a.ratios.iter().find(|r| !(**r > 0.0 && **r < 1.0)) {
-        return Err(
-            EmbedError::Invalid(format!("--ratios: {bad} is not a fraction in (0, 1)")).into(),
-        );
-    }
-    // Issue 28: an embedding with nothing in it is a mistake upstream, not a score.
-    if emb.dim == 0 {
-        return Err(EmbedError::Invalid(format!(
-            "{}: {} rows of width 0: there is nothing to score",
-            a.embedding.display(),
-            emb.rows
-        ))
-        .into());
-    }
-    if emb.data.iter().all(|&x| x == 0.0) {
-        return Err(EmbedError::Invalid(format!(
-            "{}: every value is 0 (an untrained or unwritten embedding?): there is nothing to score",
-            a.embedding.display()
-        ))
-        .into());
-    }
-    if !(a.c > 0.0 && a.c.is_finite()) {
-        return Err(EmbedError::Invalid(format!("--c: {} must be a positive number", a.c)).into());
-    }
+    let scoring = match a.holdout {
+        Some(fraction) => Scoring::Link {
+            fraction,
+            seed: a.seed,
+        },
+        None => Scoring::Classify {
+            opts: ClassifyOptions {
+                ratios: a.ratios.clone(),
+                repeats: a.repeats,
+                seed: a.seed,
+                c: a.c,
+                ..ClassifyOptions::default()
+            },
+            normalize: !a.no_normalize,
+        },
+    };
+    let name = a.embedding.display().to_string();
     let pool = super::train::pool(a.threads)?;
-    if let Some(f) = a.holdout {
-        if !(f > 0.0 && f < 1.0) {
-            return Err(
-                EmbedError::Invalid(format!("--holdout: {f} is not a fraction in (0, 1)")).into(),
-            );
+    let rows = match pool.install(|| score(emb, &name, &store, &scoring))? {
+        Scores::Link { auc, edges } => {
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"link_prediction": {"auc": auc, "held_out_edges": edges, "fraction": a.holdout}})
+                );
+            } else {
+                println!(
+                    "link prediction: AUC {auc:.4} on {edges} held-out edges and as many non-edges"
+                );
+            }
+            return Ok(());
         }
-        let (auc, edges) = pool.install(|| link_auc(&emb, store.full(), f, a.seed))?;
-        if a.json {
-            println!(
-                "{}",
-                serde_json::json!({"link_prediction": {"auc": auc, "held_out_edges": edges, "fraction": f}})
-            );
-        } else {
-            println!(
-                "link prediction: AUC {auc:.4} on {edges} held-out edges and as many non-edges"
-            );
-        }
-        return Ok(());
-    }
-    let emb = if a.no_normalize {
-        emb
-    } else {
-        emb.normalized()
+        Scores::Classify(rows) => rows,
     };
-    let opts = ClassifyOptions {
-        ratios: a.ratios.clone(),
-        repeats: a.repeats,
-        seed: a.seed,
-        c: a.c,
-        ..ClassifyOptions::default()
-    };
-    let rows = pool.install(|| classify(&emb, &store.labels(), store.n_classes(), &opts))?;
     if a.json {
         println!(
             "{}",

@@ -553,7 +553,7 @@ pub fn train_pools(
     (hv, hc): (&mut [f32], &mut [f32]),
     (dim, sgd, seed): (usize, Sgd, u64),
     (total, cap): (u64, usize),
-    report: &mut dyn FnMut(u64, &EpisodeStats),
+    report: &mut dyn FnMut(u64, &EpisodeStats) -> Result<()>,
     touch: &impl Touch,
 ) -> Result<GpuRun> {
     let tables = DeviceTables::new(parts);
@@ -591,7 +591,7 @@ pub fn train_pools(
             wait += fill_end.saturating_duration_since(gpu_end).as_secs_f64();
         }
         last_loss = stats.loss_sum / stats.loss_count.max(1) as f64;
-        report(k, &stats);
+        report(k, &stats)?;
         std::mem::swap(&mut cur, &mut next);
     }
     trainer.finish((hv, hc))?;

@@ -93,6 +93,101 @@ impl Embedding {
     }
 }
 
+/// What `eval-embedding` (and the Python package's `eval_embedding`) computes.
+#[derive(Clone, Debug)]
+pub enum Scoring {
+    /// Node classification by the protocol above; rows L2-normalised first when `normalize`.
+    Classify {
+        /// The protocol's settings.
+        opts: ClassifyOptions,
+        /// Normalise each row to unit length before the regression (DeepWalk's practice).
+        normalize: bool,
+    },
+    /// Link prediction on the edges `fraction` of them held out of training (seeded).
+    Link {
+        /// The held-out fraction, in (0, 1), as training used it.
+        fraction: f64,
+        /// The seed training held them out with.
+        seed: u64,
+    },
+}
+
+/// The scores of [`score`].
+#[derive(Clone, Debug)]
+pub enum Scores {
+    /// One row per labelled fraction.
+    Classify(Vec<ClassifyRow>),
+    /// AUC and the held-out edges it was measured on.
+    Link {
+        /// Area under the ROC curve.
+        auc: f64,
+        /// Held-out edges (and as many non-edges).
+        edges: usize,
+    },
+}
+
+/// Scores the embedding `emb` (named `name` in messages) against `graph`'s labels or edges,
+/// after the checks every caller needs: as many rows as nodes, a non-zero width, not all
+/// zeros (issue 28: an untrained embedding is a mistake upstream, not a score), fractions in
+/// (0, 1) and a positive C.
+pub fn score(
+    emb: Embedding,
+    name: &str,
+    graph: &crate::store::GraphStore,
+    scoring: &Scoring,
+) -> Result<Scores> {
+    if emb.rows != graph.n_nodes() {
+        return Err(EmbedError::Invalid(format!(
+            "{name}: {} rows, but {} has {} nodes",
+            emb.rows,
+            graph.path().display(),
+            graph.n_nodes()
+        )));
+    }
+    if emb.dim == 0 {
+        return Err(EmbedError::Invalid(format!(
+            "{name}: {} rows of width 0: there is nothing to score",
+            emb.rows
+        )));
+    }
+    if emb.data.iter().all(|&x| x == 0.0) {
+        return Err(EmbedError::Invalid(format!(
+            "{name}: every value is 0 (an untrained or unwritten embedding?): there is nothing to score"
+        )));
+    }
+    match scoring {
+        Scoring::Link { fraction, seed } => {
+            if !(*fraction > 0.0 && *fraction < 1.0) {
+                return Err(EmbedError::Invalid(format!(
+                    "holdout: {fraction} is not a fraction in (0, 1)"
+                )));
+            }
+            let (auc, edges) = link_auc(&emb, graph.full(), *fraction, *seed)?;
+            Ok(Scores::Link { auc, edges })
+        }
+        Scoring::Classify { opts, normalize } => {
+            if let Some(bad) = opts.ratios.iter().find(|r| !(**r > 0.0 && **r < 1.0)) {
+                return Err(EmbedError::Invalid(format!(
+                    "ratios: {bad} is not a fraction in (0, 1)"
+                )));
+            }
+            if !(opts.c > 0.0 && opts.c.is_finite()) {
+                return Err(EmbedError::Invalid(format!(
+                    "c: {} must be a positive number",
+                    opts.c
+                )));
+            }
+            let emb = if *normalize { emb.normalized() } else { emb };
+            Ok(Scores::Classify(classify(
+                &emb,
+                &graph.labels(),
+                graph.n_classes(),
+                opts,
+            )?))
+        }
+    }
+}
+
 /// Settings of the classification protocol.
 #[derive(Clone, Debug)]
 pub struct ClassifyOptions {

@@ -27,6 +27,7 @@ pub mod pool;
 pub mod walk;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -77,6 +78,14 @@ pub enum EmbedError {
     /// The GPU (`--device cuda`): missing driver or compiler, a CUDA call that failed.
     #[error("{0}")]
     Device(String),
+    /// Stopped by [`train_interruptible`]'s flag after pool `episode` of `episodes`.
+    #[error("interrupted after pool {episode} of {episodes}: no embedding was written")]
+    Interrupted {
+        /// Pools trained.
+        episode: u64,
+        /// Pools the run had.
+        episodes: u64,
+    },
 }
 
 impl From<MatrixIo> for EmbedError {
@@ -185,9 +194,30 @@ pub fn train_touching(
     opts: &EmbedOptions,
     touch: &impl Touch,
 ) -> Result<EmbedOutcome> {
+    train_with(plan, store, opts, touch, None)
+}
+
+/// [`train`] that stops after the pool under way once `flag` is set (the Python package's
+/// KeyboardInterrupt): [`EmbedError::Interrupted`], and no output published.
+pub fn train_interruptible(
+    plan: &EmbeddingPlan,
+    store: &GraphStore,
+    opts: &EmbedOptions,
+    flag: &AtomicBool,
+) -> Result<EmbedOutcome> {
+    train_with(plan, store, opts, &NoTouch, Some(flag))
+}
+
+fn train_with(
+    plan: &EmbeddingPlan,
+    store: &GraphStore,
+    opts: &EmbedOptions,
+    touch: &impl Touch,
+    interrupt: Option<&AtomicBool>,
+) -> Result<EmbedOutcome> {
     let pool = crate::exec::rayon_pool(opts.threads)
         .map_err(|e| EmbedError::Invalid(format!("thread pool: {e}")))?;
-    pool.install(|| run(plan, store, opts, touch))
+    pool.install(|| run(plan, store, opts, touch, interrupt))
 }
 
 /// Bytes of the vertex and context rows of one block that should stay in a core's L2.
@@ -253,6 +283,7 @@ fn run(
     store: &GraphStore,
     opts: &EmbedOptions,
     touch: &impl Touch,
+    interrupt: Option<&AtomicBool>,
 ) -> Result<EmbedOutcome> {
     let graph = store.full();
     let nodes = graph.n_nodes();
@@ -321,7 +352,13 @@ fn run(
     let episodes = total.div_ceil(cap as u64);
     let bar = opts.progress.bar(total, "embedding", "samples");
     let start = Instant::now();
-    let mut report = |k: u64, stats: &EpisodeStats| {
+    let mut report = |k: u64, stats: &EpisodeStats| -> Result<()> {
+        if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            return Err(EmbedError::Interrupted {
+                episode: k + 1,
+                episodes,
+            });
+        }
         let loss = stats.loss_sum / stats.loss_count.max(1) as f64;
         bar.inc(stats.samples);
         if opts.progress.lines() {
@@ -332,6 +369,7 @@ fn run(
                 start.elapsed().as_secs_f64()
             ));
         }
+        Ok(())
     };
     let (last_loss, gpu_wait_seconds) = match &gpu {
         None => {
@@ -393,7 +431,7 @@ fn train_on_cpu<T: Touch>(
     grid: &Grid<'_, T>,
     sampler: &Sampler<'_>,
     (total, cap): (u64, usize),
-    report: &mut dyn FnMut(u64, &EpisodeStats),
+    report: &mut dyn FnMut(u64, &EpisodeStats) -> Result<()>,
 ) -> Result<f64> {
     let episodes = total.div_ceil(cap as u64);
     let len_of = |k: u64| (total - k * cap as u64).min(cap as u64) as usize;
@@ -413,7 +451,7 @@ fn train_on_cpu<T: Touch>(
         );
         filled?;
         last_loss = stats.loss_sum / stats.loss_count.max(1) as f64;
-        report(k, &stats);
+        report(k, &stats)?;
         std::mem::swap(&mut cur, &mut next);
     }
     Ok(last_loss)

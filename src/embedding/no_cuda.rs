@@ -38,7 +38,7 @@ pub fn train_pools(
     _: (&mut [f32], &mut [f32]),
     _: (usize, Sgd, u64),
     _: (u64, usize),
-    _: &mut dyn FnMut(u64, &EpisodeStats),
+    _: &mut dyn FnMut(u64, &EpisodeStats) -> Result<()>,
     _: &impl Touch,
 ) -> Result<GpuRun> {
     match *gpu {}

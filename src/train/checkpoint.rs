@@ -214,6 +214,37 @@ impl Checkpoint {
     }
 }
 
+/// The parameters a forward pass (`embed`, the Python package's `embed`) uses from the
+/// checkpoint at `arg` (a file, or a run directory: [`checkpoint_file`]): the
+/// best-validation ones, or the last with `last` (or when the run never evaluated). Refused
+/// when written for another plan (its hash; `plan_label` names the plan in the message) or
+/// another graph.
+pub fn params_for(
+    arg: &Path,
+    plan: &crate::plan::Plan,
+    plan_label: &str,
+    store: &GraphStore,
+    last: bool,
+) -> Result<Params, TrainError> {
+    let path = checkpoint_file(arg);
+    let ck = Checkpoint::load(&path)?;
+    let hash = super::plan_hash(plan);
+    if ck.plan_hash != hash {
+        return Err(TrainError::Checkpoint {
+            path,
+            what: format!(
+                "written for another plan (plan hash {:016x}, {plan_label} with these overrides hashes to {hash:016x})",
+                ck.plan_hash
+            ),
+        });
+    }
+    ck.check_graph(&path, store)?;
+    Ok(match (&ck.best_params, last) {
+        (Some(b), false) => load_params(b),
+        _ => load_params(&ck.params),
+    })
+}
+
 /// Where a `--checkpoint` argument puts the file: inside it when it is a directory or is
 /// written as one (`run/`, existing or not): `checkpoint.bin`; else the path itself.
 pub fn checkpoint_file(arg: &Path) -> PathBuf {
