@@ -20,6 +20,7 @@ from ._native import (
     __version__,
     sampler_kinds,
 )
+from .ops import check_op_gradients, register_op, registered_ops
 from .sampler import Batch, SaintSampler
 from .store import Store
 from .training import EmbeddingResult, Plan, TrainResult, embed, eval_embedding, train
@@ -37,8 +38,11 @@ __all__ = [
     "TrainError",
     "TrainResult",
     "__version__",
+    "check_op_gradients",
     "embed",
     "eval_embedding",
+    "register_op",
+    "registered_ops",
     "sampler_kinds",
     "train",
 ]

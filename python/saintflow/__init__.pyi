@@ -200,3 +200,15 @@ def eval_embedding(
     holdout: Optional[float] = ...,
     threads: Optional[int] = ...,
 ) -> Any: ...
+
+def register_op(
+    name: str,
+    forward: Any,
+    backward: Any = ...,
+    *,
+    arity: int = ...,
+    attrs: Sequence[str] = ...,
+    doc: str = ...,
+) -> None: ...
+def check_op_gradients(name: str, cols: int = ..., **attrs: Union[float, str, bool]) -> None: ...
+def registered_ops() -> List[str]: ...
