@@ -75,3 +75,19 @@ def test_embedding_errors(tmp_path, store):
         sf.embed(GCN, store, tmp_path / "missing.bin")
     with pytest.raises(sf.TrainError, match="is trained, not evaluated"):
         sf.embed(DEEPWALK, store, tmp_path / "x")
+
+
+CORA = ROOT.parent / "shared" / "data" / "cora"
+
+
+@pytest.mark.skipif(not CORA.is_dir(), reason="../shared/data/cora is not beside the checkout")
+def test_example_deepwalk_into_scikit_learn():
+    """examples/python/deepwalk_sklearn.py: scikit-learn's F1 on saintflow's DeepWalk
+    embedding agrees with saintflow's own evaluation of it."""
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "examples/python/deepwalk_sklearn.py"), "--epochs", "200"],
+                         check=True, capture_output=True, text=True).stdout.splitlines()
+    sk = float(out[1].split("Micro-F1")[1].split()[0])
+    own = float(out[2].split("Micro-F1")[1].split()[0])
+    assert sk > 0.55 and abs(sk - own) < 0.05, out
