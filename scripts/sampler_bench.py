@@ -1,7 +1,8 @@
 """Issue 29's sampler speed, side by side in one process: `saintflow sample` (the Rust
-sampler alone, one thread), `sf.SaintSampler` iterated from Python (subgraph + gathered
-x and y + edge_index + PyG's norms, handed to numpy), and PyG's GraphSAINTRandomWalkSampler
-when torch_geometric and torch_sparse import. Rounds interleaved, medians, batches/s.
+sampler alone, one thread), the Python sampler's batches (subgraph + gathered x and y +
+int64 edge_index and CSR) drained in Rust, the same iterated from Python (handed to numpy,
+wrapped as Batch objects), and PyG's GraphSAINTRandomWalkSampler when torch_geometric and
+torch_sparse import. Rounds interleaved, medians, batches/s.
 
 Usage: python scripts/sampler_bench.py STORE SAINTFLOW_BIN [--roots R] [--depth D]
        [--count N] [--rounds K] [--threads 1,2]
@@ -68,6 +69,12 @@ def python(t):
     return a.count / (time.perf_counter() - t0), nodes / a.count
 
 
+def rust(t):
+    s = sf.SaintSampler(store, "rw", roots=a.roots, depth=a.depth, threads=t, num_steps=a.count,
+                        sample_coverage=0, seed=1)
+    return a.count / s._s._drain(0, a.count), 0
+
+
 def pyg_rate(t):
     torch.set_num_threads(t)
     loader = GraphSAINTRandomWalkSampler(data, batch_size=a.roots, walk_length=a.depth,
@@ -83,6 +90,7 @@ res = {}
 for r in range(a.rounds):
     res.setdefault("saintflow sample (Rust, 1 thread)", []).append(cli())
     for t in threads:
+        res.setdefault(f"the same batches drained in Rust, {t} thread(s)", []).append(rust(t))
         res.setdefault(f"sf.SaintSampler, {t} thread(s)", []).append(python(t))
         if pyg:
             res.setdefault(f"PyG GraphSAINTRandomWalkSampler, {t} thread(s)", []).append(pyg_rate(t))

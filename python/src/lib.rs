@@ -764,6 +764,48 @@ impl Sampler {
 
     /// Batches `first .. first + count`, in order.
     fn iter_range(&self, first: u64, count: u64) -> PyResult<BatchIter> {
+        let (rx, stop) = self.produce(first, count)?;
+        Ok(BatchIter {
+            spec: self.spec.clone(),
+            rx: Mutex::new(Some(rx)),
+            stop,
+            left: std::sync::atomic::AtomicU64::new(count),
+        })
+    }
+
+    /// Batches `first .. first + count` drawn as `iter_range` draws them but consumed in
+    /// Rust (nothing handed to Python): seconds taken. What the Python loop adds is the
+    /// iteration's time beyond this (`scripts/sampler_bench.py`).
+    fn _drain(&self, py: Python<'_>, first: u64, count: u64) -> PyResult<f64> {
+        let (rx, _stop) = self.produce(first, count)?;
+        let start = std::time::Instant::now();
+        py.detach(move || -> Result<f64, String> {
+            for _ in 0..count {
+                let b = rx
+                    .recv()
+                    .map_err(|_| "the sampling thread stopped early".to_string())??;
+                std::hint::black_box(&b);
+            }
+            Ok(start.elapsed().as_secs_f64())
+        })
+        .map_err(SampleError::new_err)
+    }
+
+    fn __len__(&self) -> usize {
+        self.num_steps as usize
+    }
+}
+
+impl Sampler {
+    /// Starts the sampling thread for batches `first .. first + count`: a rayon pool of
+    /// `threads` workers drawing chunks of 2 × threads batches in parallel, sent in index
+    /// order into a channel of that many; a set `stop` (the iterator dropped) ends it.
+    #[allow(clippy::type_complexity)]
+    fn produce(
+        &self,
+        first: u64,
+        count: u64,
+    ) -> PyResult<(Receiver<Result<Batch, String>>, Arc<AtomicBool>)> {
         let (tx, rx) = sync_channel::<Result<Batch, String>>(2 * self.threads);
         let stop = Arc::new(AtomicBool::new(false));
         let (spec, threads, stop2) = (self.spec.clone(), self.threads, stop.clone());
@@ -802,16 +844,7 @@ impl Sampler {
                 }
             })
             .map_err(|e| SaintflowError::new_err(format!("cannot start the sampling thread: {e}")))?;
-        Ok(BatchIter {
-            spec: self.spec.clone(),
-            rx: Mutex::new(Some(rx)),
-            stop,
-            left: std::sync::atomic::AtomicU64::new(count),
-        })
-    }
-
-    fn __len__(&self) -> usize {
-        self.num_steps as usize
+        Ok((rx, stop))
     }
 }
 

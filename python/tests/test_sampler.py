@@ -142,3 +142,16 @@ def test_full_graph_and_default_steps(store):
     a = induced(store, b.n_id, graph="full")
     np.testing.assert_array_equal(b.indices, a.indices)
     assert (~b.train_mask).any()  # the full graph reaches other nodes
+
+
+def test_to_torch_and_to_pyg_share_the_batch_memory(store):
+    torch = pytest.importorskip("torch", reason="torch is not installed here (CI's venv has numpy only)")
+    b = next(iter(sf.SaintSampler(store, "rw", roots=20, num_steps=1)))
+    t = b.to_torch()
+    assert t["x"].data_ptr() == b.x.__array_interface__["data"][0]  # no copy
+    assert t["edge_index"].dtype == torch.int64 and t["train_mask"].dtype == torch.bool
+    pytest.importorskip("torch_geometric", reason="torch_geometric is not installed here")
+    d = b.to_pyg()
+    assert d.num_nodes == b.num_nodes and d.edge_index.shape == (2, b.num_edges)
+    assert torch.equal(d.node_norm, torch.from_numpy(b.node_norm))
+    assert torch.equal(d.edge_norm, torch.from_numpy(b.edge_norm))
