@@ -13,12 +13,10 @@ use crate::store::format::{
     Dtype, LabelKind, Role, SectionId, TrainGraph, MAX_CLASSES, MAX_NODES, NO_LABEL,
 };
 use crate::store::import::{
-    require_labels, write_no_features, write_roles, ImportReport, LabelTable,
+    commit_import, require_labels, write_no_features, ImportReport, LabelTable,
 };
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
-
-use crate::store::check::asymmetric_entries;
 
 /// The graph's directed entries.
 #[derive(Debug, Clone, Copy)]
@@ -161,7 +159,6 @@ pub fn import_arrays(
         }
         None => (0, write_no_features(&w)?),
     };
-    let report = ImportReport::new(n, &sections, start);
     let meta = Meta {
         n_nodes: n,
         n_features,
@@ -171,26 +168,14 @@ pub fn import_arrays(
         split: build::split_counts(&roles),
         source: graph.source.to_string(),
     };
-    let header = build::header(
-        meta,
-        sections,
-        feats,
-        labels.write(&w)?,
-        write_roles(&w, &roles)?,
-    );
-    w.commit(&header, |store| {
-        let asym = asymmetric_entries(store.full());
-        match asym.first.first() {
-            Some(&(u, v)) if !graph.symmetrize => Err(StoreError::input(out, format!(
-                "the graph is not symmetric: {} entries lack their reverse, e.g. ({u}, {v}) is given but ({v}, {u}) is not; pass symmetrize=True to add reverse edges",
-                asym.count))),
-            _ => Ok(()),
-        }
-    })?;
-    Ok(ImportReport {
-        seconds: start.elapsed().as_secs_f64(),
-        ..report
-    })
+    let asymmetric = |u: u32, v: u32, count: u64| {
+        StoreError::input(out, format!(
+            "the graph is not symmetric: {count} entries lack their reverse, e.g. ({u}, {v}) is given but ({v}, {u}) is not; pass symmetrize=True to add reverse edges"
+        ))
+    };
+    let check: Option<&dyn Fn(u32, u32, u64) -> StoreError> =
+        (!graph.symmetrize).then_some(&asymmetric);
+    commit_import(w, meta, sections, feats, &labels, &roles, start, check)
 }
 
 /// N, with every id checked against it (no allocation ∝ N before this passes).

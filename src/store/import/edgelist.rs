@@ -29,13 +29,12 @@ use std::time::Instant;
 
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
-use crate::store::check::asymmetric_entries;
 use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
 use crate::store::gen::random_role;
 use crate::store::import::{
-    read_class_map_with, read_labels, read_roles_with, require_labels, write_features_npy,
-    write_no_features, write_roles, IdMap, ImportReport, LabelTable,
+    commit_import, read_class_map_with, read_labels, read_roles_with, require_labels,
+    write_features_npy, write_no_features, IdMap, ImportReport, LabelTable,
 };
 
 /// Without `remap`, ids may reach up to this many times the number of edge lines…
@@ -324,7 +323,6 @@ pub fn import_edgelist(
     if let Some(r) = &remap {
         write_ids(&w, &r.by_id())?;
     }
-    let report = ImportReport::new(n, &graph, start);
     let meta = Meta {
         n_nodes: n,
         n_features,
@@ -339,26 +337,14 @@ pub fn import_edgelist(
             if opts.remap { " --remap" } else { "" }
         ),
     };
-    let header = build::header(
-        meta,
-        graph,
-        feats,
-        labels.write(&w)?,
-        write_roles(&w, &roles)?,
-    );
-    w.commit(&header, |store| {
-        let asym = asymmetric_entries(store.full());
-        match asym.first.first() {
-            Some(&(u, v)) if !opts.symmetrize => Err(StoreError::input(path, format!(
-                "edge list is not symmetric: {} entries lack their reverse, e.g. {u} {v} is listed but {v} {u} is not; pass --symmetrize to add reverse edges",
-                asym.count))),
-            _ => Ok(()),
-        }
-    })?;
-    Ok(ImportReport {
-        seconds: start.elapsed().as_secs_f64(),
-        ..report
-    })
+    let asymmetric = |u: u32, v: u32, count: u64| {
+        StoreError::input(path, format!(
+            "edge list is not symmetric: {count} entries lack their reverse, e.g. {u} {v} is listed but {v} {u} is not; pass --symmetrize to add reverse edges"
+        ))
+    };
+    let check: Option<&dyn Fn(u32, u32, u64) -> StoreError> =
+        (!opts.symmetrize).then_some(&asymmetric);
+    commit_import(w, meta, graph, feats, &labels, &roles, start, check)
 }
 
 /// Writes [`IDS_FILE`] into the store being written: a comment line, then `k<TAB>original`

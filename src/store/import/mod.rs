@@ -592,3 +592,39 @@ pub fn write_roles(w: &StoreWriter, roles: &[u8]) -> Result<SectionEntry, StoreE
 pub fn write_no_features(w: &StoreWriter) -> Result<SectionEntry, StoreError> {
     w.section(SectionId::Features, Dtype::F32)?.finish()
 }
+
+/// The shared tail of the edge importers (edge lists, arrays): the header from `meta` and
+/// the sections, the commit, which refuses a full graph with an entry lacking its reverse
+/// through `asymmetric(u, v, count)` (`None`: the importer symmetrised it), and the report
+/// with the whole import's time.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn commit_import(
+    w: StoreWriter,
+    meta: crate::store::build::Meta,
+    graph: crate::store::build::GraphSections,
+    features: SectionEntry,
+    labels: &LabelTable,
+    roles: &[u8],
+    start: std::time::Instant,
+    asymmetric: Option<&dyn Fn(u32, u32, u64) -> StoreError>,
+) -> Result<ImportReport, StoreError> {
+    let report = ImportReport::new(meta.n_nodes, &graph, start);
+    let header = crate::store::build::header(
+        meta,
+        graph,
+        features,
+        labels.write(&w)?,
+        write_roles(&w, roles)?,
+    );
+    w.commit(&header, |store| {
+        let asym = crate::store::check::asymmetric_entries(store.full());
+        match (asym.first.first(), asymmetric) {
+            (Some(&(u, v)), Some(err)) => Err(err(u, v, asym.count)),
+            _ => Ok(()),
+        }
+    })?;
+    Ok(ImportReport {
+        seconds: start.elapsed().as_secs_f64(),
+        ..report
+    })
+}
