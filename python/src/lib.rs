@@ -495,6 +495,9 @@ struct Batch {
     labels: Vec<u32>,
 }
 
+/// A drawn subgraph and its index, or why it could not be drawn.
+type Drawn = Result<(u64, Subgraph), String>;
+
 struct SamplerSpec {
     store: Arc<GraphStore>,
     config: SamplerConfig,
@@ -514,21 +517,21 @@ impl SamplerSpec {
         }
     }
 
-    fn batch(&self, sampler: &dyn saintflow::sample::Sampler, index: u64) -> Result<Batch, String> {
+    /// Subgraph `index` drawn on a sampling worker; a store larger than the memory has its
+    /// rows' feature pages asked for at once here, so they are read while the subgraph
+    /// waits in the queue (see `beyond_memory`).
+    fn draw(&self, sampler: &dyn saintflow::sample::Sampler, index: u64) -> Drawn {
         let sub =
             sample_subgraph(sampler, self.seed, index, self.clip).map_err(|e| e.to_string())?;
-        self.make(index, sub)
+        if self.will_need {
+            self.store.will_need_features(&sub.nodes);
+        }
+        Ok((index, sub))
     }
 
     fn make(&self, index: u64, sub: Subgraph) -> Result<Batch, String> {
         let store = &self.store;
         let f = store.n_features();
-        if self.will_need {
-            // A store larger than the memory: the rows' pages asked for together (a deep
-            // I/O queue) before the gather, rather than faulted in one at a time with
-            // readahead that the cache cannot keep.
-            store.will_need_features(&sub.nodes);
-        }
         let mut x = vec![0f32; sub.n_nodes() * f];
         store
             .gather_features(&sub.nodes, &mut x)
@@ -778,13 +781,14 @@ impl Sampler {
     /// iteration's time beyond this (`scripts/sampler_bench.py`).
     fn _drain(&self, py: Python<'_>, first: u64, count: u64) -> PyResult<f64> {
         let (rx, _stop) = self.produce(first, count)?;
+        let spec = self.spec.clone();
         let start = std::time::Instant::now();
         py.detach(move || -> Result<f64, String> {
             for _ in 0..count {
-                let b = rx
+                let (index, sub) = rx
                     .recv()
                     .map_err(|_| "the sampling thread stopped early".to_string())??;
-                std::hint::black_box(&b);
+                std::hint::black_box(spec.make(index, sub)?);
             }
             Ok(start.elapsed().as_secs_f64())
         })
@@ -801,12 +805,8 @@ impl Sampler {
     /// `threads` workers drawing chunks of 2 × threads batches in parallel, sent in index
     /// order into a channel of that many; a set `stop` (the iterator dropped) ends it.
     #[allow(clippy::type_complexity)]
-    fn produce(
-        &self,
-        first: u64,
-        count: u64,
-    ) -> PyResult<(Receiver<Result<Batch, String>>, Arc<AtomicBool>)> {
-        let (tx, rx) = sync_channel::<Result<Batch, String>>(2 * self.threads);
+    fn produce(&self, first: u64, count: u64) -> PyResult<(Receiver<Drawn>, Arc<AtomicBool>)> {
+        let (tx, rx) = sync_channel::<Drawn>(2 * self.threads);
         let stop = Arc::new(AtomicBool::new(false));
         let (spec, threads, stop2) = (self.spec.clone(), self.threads, stop.clone());
         let pool = pool(threads)?;
@@ -825,11 +825,11 @@ impl Sampler {
                 let mut next = first;
                 while next < first + count && !stop2.load(Ordering::Relaxed) {
                     let k = chunk.min(first + count - next);
-                    let batches: Vec<Result<Batch, String>> = pool.install(|| {
+                    let batches: Vec<Drawn> = pool.install(|| {
                         (next..next + k)
                             .into_par_iter()
                             .map(|i| {
-                                catch_unwind(AssertUnwindSafe(|| spec.batch(sampler, i)))
+                                catch_unwind(AssertUnwindSafe(|| spec.draw(sampler, i)))
                                     .unwrap_or_else(|_| Err("internal error: the sampler panicked (a bug in saintflow)".into()))
                             })
                             .collect()
@@ -922,7 +922,7 @@ fn batch_dict<'py>(py: Python<'py>, spec: &SamplerSpec, b: Batch) -> PyResult<Bo
 #[pyclass(module = "saintflow._native")]
 struct BatchIter {
     spec: Arc<SamplerSpec>,
-    rx: Mutex<Option<Receiver<Result<Batch, String>>>>,
+    rx: Mutex<Option<Receiver<Drawn>>>,
     stop: Arc<AtomicBool>,
     left: std::sync::atomic::AtomicU64,
 }
@@ -958,7 +958,13 @@ impl BatchIter {
             }
         };
         self.left.fetch_sub(1, Ordering::Relaxed);
-        let b = got.map_err(SampleError::new_err)?;
+        let (index, sub) = got.map_err(SampleError::new_err)?;
+        // The batch is assembled here (features gathered, ids widened) with the GIL
+        // released, while the workers draw the next subgraphs.
+        let spec = self.spec.clone();
+        let b = py
+            .detach(move || spec.make(index, sub))
+            .map_err(SampleError::new_err)?;
         Ok(Some(batch_dict(py, &self.spec, b)?))
     }
 
