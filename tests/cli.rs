@@ -409,6 +409,76 @@ fn plain_binary_refuses_a_plan_with_an_unknown_custom_op() {
     assert!(err.contains("user.swish"), "{err}");
 }
 
+/// Issue 27: piped, a long run is never silent. With the line interval at 0 (every update
+/// due; 10 s by default, `progress::tests` checks that schedule), training reports its steps
+/// against a total that `--steps` caps (so the ETA counts to it), and the evaluation's
+/// full-graph pass reports its rows layer by layer.
+#[test]
+fn piped_train_reports_steps_to_the_steps_cap_and_the_evaluation_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::small_store(tmp.path(), "s.sf", 10, 1);
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args([
+            "train",
+            plan.to_str().unwrap(),
+            "--graph",
+            store.to_str().unwrap(),
+            "--epochs",
+            "50",
+            "--steps",
+            "7",
+            "--threads",
+            "1",
+            "--set",
+            "dims.hidden=16",
+            "--set",
+            "sampler.roots=30",
+        ])
+        .env("SAINTFLOW_PROGRESS_SECS", "0")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let steps: Vec<&str> = err.lines().filter(|l| l.starts_with("train: ")).collect();
+    // One line per step, each against the 7 steps `--steps` allows (not 50 epochs' worth).
+    assert_eq!(steps.len(), 7, "{err}");
+    for (i, l) in steps.iter().enumerate() {
+        assert!(l.starts_with(&format!("train: {}/7 steps (", i + 1)), "{l}");
+        assert!(l.contains(" steps/s") && l.contains("  epoch "), "{l}");
+        if i < 6 {
+            assert!(l.contains(", eta "), "{l}");
+        }
+    }
+    // The evaluation's pass over every node, by layer, ending at all rows of the last.
+    let n = saintflow::GraphStore::open(&store).unwrap().n_nodes();
+    let pass: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("full-graph pass: "))
+        .collect();
+    assert!(!pass.is_empty(), "{err}");
+    // Its last line: every row of every level (k of them, k ≥ 2 for GraphSAGE's two hops)
+    // done, at layer k of k.
+    let done = pass
+        .iter()
+        .find(|l| l.contains(" rows (100 %)"))
+        .unwrap_or_else(|| panic!("no finished pass in {err}"));
+    let total: usize = done["full-graph pass: ".len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let k = total / n;
+    assert!(total.is_multiple_of(n) && k >= 2, "{done}");
+    assert!(done.ends_with(&format!("layer {k}/{k}")), "{done}");
+    assert!(
+        pass.iter().any(|l| l.ends_with(&format!("layer 1/{k}"))),
+        "{err}"
+    );
+}
+
 /// Issue 15: where no progress bar can be drawn (stderr is a pipe here), `train` prints one
 /// line per epoch on stderr, with the epoch, the step, the epoch's mean loss, the validation
 /// metrics and the time; the numbers are the log's. `--quiet` silences them, and with
@@ -438,7 +508,7 @@ fn piped_train_prints_one_line_per_epoch() {
     assert_eq!(epochs.len(), 3);
     for (i, (line, rec)) in lines.iter().zip(&epochs).enumerate() {
         let want = format!(
-            "epoch {}/3  step {}  loss {:.4}  val accuracy {:.4} F1-micro {:.4}  time ",
+            "epoch {}/3  step {}  loss {:.4} (GraphSAINT-normalised)  val accuracy {:.4} F1-micro {:.4}  time ",
             i + 1,
             rec["step"].as_u64().unwrap() + 1,
             rec["train_loss"].as_f64().unwrap(),

@@ -934,6 +934,16 @@ impl BatchIter {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        guard(|| self.next_batch(py))
+    }
+
+    fn __len__(&self) -> usize {
+        self.left.load(Ordering::Relaxed) as usize
+    }
+}
+
+impl BatchIter {
+    fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.left.load(Ordering::Relaxed) == 0 {
             return Ok(None);
         }
@@ -966,10 +976,6 @@ impl BatchIter {
             .detach(move || spec.make(index, sub))
             .map_err(SampleError::new_err)?;
         Ok(Some(batch_dict(py, &self.spec, b)?))
-    }
-
-    fn __len__(&self) -> usize {
-        self.left.load(Ordering::Relaxed) as usize
     }
 }
 

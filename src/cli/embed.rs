@@ -128,9 +128,10 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         } else {
             MemoryLimit::Detect
         },
+        // The pass's rows by layer (a bar, or a line every 10 s when piped).
+        progress: *progress,
         ..InferOptions::default()
     };
-    let spinner = progress.spinner("embedding");
     let out = pool(a.threads)?.install(|| {
         // The work-stealing executor on the pool's workers, as training uses by default.
         let runner = Executor::new(rayon::current_num_threads());
@@ -143,7 +144,6 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
             &store, &plan, registry, &params, &runner, opts, which, &a.output,
         )
     })?;
-    spinner.finish_and_clear();
     if let Some(why) = &out.in_memory {
         eprintln!("note: the whole graph is evaluated in memory at once: {why}");
     }

@@ -62,6 +62,9 @@ pub struct InferOptions {
     /// What [`embed`](super::embed) checks the parameters' bytes against (training checks
     /// with [`TrainOptions::memory_limit`](super::TrainOptions::memory_limit)).
     pub memory_limit: super::MemoryLimit,
+    /// Progress of the pass, by layer and row block with the bytes read (issue 27):
+    /// training passes its own; hidden by default.
+    pub progress: crate::progress::Progress,
 }
 
 impl Default for InferOptions {
@@ -72,6 +75,7 @@ impl Default for InferOptions {
             scratch_dir: std::env::temp_dir(),
             block_rows: None,
             memory_limit: super::MemoryLimit::Detect,
+            progress: crate::progress::Progress::hidden(),
         }
     }
 }
@@ -488,9 +492,8 @@ pub fn run_blocked(
             _ => (kept[&src].data(), width(graph, src)),
         }
     }
-    for level in 0..plan.levels {
-        let work: Vec<NodeId> = plan
-            .order
+    let work_of = |level: usize| -> Vec<NodeId> {
+        plan.order
             .iter()
             .copied()
             .filter(|id| {
@@ -500,10 +503,17 @@ pub fn run_blocked(
                         Class::RowLocal | Class::Neighbour | Class::BlockSparse
                     ) || *id == plan.output)
             })
-            .collect();
-        if work.is_empty() {
-            continue;
-        }
+            .collect()
+    };
+    let levels: Vec<usize> = (0..plan.levels)
+        .filter(|&l| !work_of(l).is_empty())
+        .collect();
+    let ticker = opts
+        .progress
+        .ticker((levels.len() * n) as u64, "full-graph pass", "rows");
+    for (li, &level) in levels.iter().enumerate() {
+        let work = work_of(level);
+        ticker.set_message(format!("layer {}/{}", li + 1, levels.len()));
         let mut r0 = 0;
         while r0 < n {
             let r1 = (r0 + block_rows).min(n);
@@ -616,8 +626,10 @@ pub fn run_blocked(
                 sink(r0, vals[&plan.output].as_dense().expect("checked dense"))?;
             }
             vals.into_values().for_each(recycle_value);
+            ticker.inc((r1 - r0) as u64);
             r0 = r1;
         }
     }
+    ticker.finish();
     Ok(())
 }

@@ -893,7 +893,10 @@ fn run(
             }
             None => store,
         };
-        Some(FullGraph::new(on, &lowered)?.with_options(opts.infer.clone()))
+        Some(FullGraph::new(on, &lowered)?.with_options(InferOptions {
+            progress: opts.progress,
+            ..opts.infer.clone()
+        }))
     };
     // What a checkpoint is tied to: the store, or every rank's part.
     let graph_id = match dist {
@@ -1024,10 +1027,13 @@ fn run(
 
     let start = Instant::now();
     let now = |start: &Instant| elapsed0 + start.elapsed().as_secs_f64();
-    let bar = progress.bar((total - epoch.min(total)) as u64, "train", "epochs");
     let mut phase_run: Option<(usize, PhaseRun<'_>)> = None;
     let stop = opts.stop_after.unwrap_or(usize::MAX);
     let max_steps = opts.max_steps.unwrap_or(u64::MAX);
+    // Steps of this session: the total is estimated from each phase's steps per epoch as
+    // it is set up, and capped by `--steps` (issue 27: an ETA that respects it).
+    let first_step = step;
+    let ticker = progress.ticker(0, "train", "steps");
     while epoch < total && epoch < stop && step < max_steps {
         epoch += 1;
         // The phase of this epoch.
@@ -1051,6 +1057,12 @@ fn run(
             phase_run = Some((pi, ph));
         }
         let ph = &phase_run.as_ref().expect("set up").1;
+        let epochs_left = (total.min(stop) - epoch + 1) as u64;
+        ticker.set_total(
+            (step - first_step + epochs_left * ph.steps_per_epoch)
+                .min(max_steps.saturating_sub(first_step)),
+        );
+        ticker.set_message(format!("epoch {epoch}/{total}"));
         if opts.io_hints {
             advise_training(store, &sp, Access::Random);
         }
@@ -1136,6 +1148,7 @@ fn run(
                 })?;
                 loss_sum += loss;
                 step += 1;
+                ticker.inc(1);
             }
             Ok(())
         };
@@ -1180,15 +1193,10 @@ fn run(
             eval_ms,
         })?;
         let pos = log.sync()?;
-        bar.set_message(format!(
-            "loss {train_loss:.4}{}",
-            best.as_ref()
-                .map_or(String::new(), |b| format!(" best val {:.4}", b.0.accuracy))
-        ));
-        bar.inc(1);
-        // Where no bar can be drawn (stderr piped), one line per epoch instead.
-        progress.line(format_args!(
-            "epoch {epoch}/{total}  step {step}  loss {train_loss:.4}{}  time {:.1}s",
+        // The epoch's line: above the bar on a terminal (the history stays), on stderr
+        // off one.
+        ticker.println(format_args!(
+            "epoch {epoch}/{total}  step {step}  loss {train_loss:.4} (GraphSAINT-normalised){}  time {:.1}s",
             val.map_or(String::new(), |m| format!(
                 "  val accuracy {:.4} F1-micro {:.4}",
                 m.accuracy, m.f1_micro
@@ -1221,7 +1229,7 @@ fn run(
             .save(path)?;
         }
     }
-    bar.finish_and_clear();
+    ticker.finish();
     let Some(eval) = eval else {
         return Ok(TrainOutcome {
             records: log.into_records(),
