@@ -129,11 +129,34 @@ pub fn hold_lock(f: &File) {
 
 /// An exclusive claim on an output path for the life of a run (issue 28, item 10): the
 /// `flock` of `.NAME.lock` beside it, which holds the claimant's PID. Dropped (the run
-/// ends, or dies), the lock goes with the last descriptor; the small file stays, so a
-/// later claimant never races one that is removing it.
+/// ends, or dies), the lock goes with the last descriptor; the small file stays (a run's
+/// checkpoint and log), or is removed first with [`OutputLock::removed_on_drop`] (a store's
+/// and a partition's writers), which [`claim_output`]'s check of the file it locked makes
+/// safe.
 #[derive(Debug)]
 pub struct OutputLock {
     _file: File,
+    /// The lock file, removed when the claim ends ([`OutputLock::removed_on_drop`]).
+    remove: Option<PathBuf>,
+}
+
+impl OutputLock {
+    /// The claim whose `.NAME.lock` file is removed when it ends (a store's or a partition's
+    /// writer: nothing of it stays beside the output). Safe against a claimant waiting on
+    /// the removed file: [`claim_output`] keeps a lock only on the file the path names.
+    pub fn removed_on_drop(mut self, path: &Path) -> OutputLock {
+        self.remove = Some(claim_file(path));
+        self
+    }
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        // Unlinked while still locked; the lock goes when the file is closed after this.
+        if let Some(p) = self.remove.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// The file whose `flock` claims `path`: `.NAME.lock` beside it.
@@ -150,26 +173,47 @@ pub fn claim_file(path: &Path) -> PathBuf {
 /// locks only loses that protection: the claim then succeeds.
 pub fn claim_output(path: &Path) -> io::Result<Result<OutputLock, Option<u32>>> {
     let lock = claim_file(path);
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock)?;
-    match f.try_lock() {
-        Ok(()) => {
-            use std::io::Write;
-            f.set_len(0)?;
-            f.write_all(std::process::id().to_string().as_bytes())?;
-            Ok(Ok(OutputLock { _file: f }))
+    loop {
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock)?;
+        match f.try_lock() {
+            Ok(()) => {
+                // A holder that removes its lock file on release ([`OutputLock::removed_on_drop`])
+                // may have unlinked this one after we opened it: then the claim is on a file
+                // nobody else will find, so start again on the one the path names now.
+                use std::os::unix::fs::MetadataExt;
+                let same = std::fs::metadata(&lock)
+                    .ok()
+                    .zip(f.metadata().ok())
+                    .is_some_and(|(a, b)| a.ino() == b.ino() && a.dev() == b.dev());
+                if !same {
+                    continue;
+                }
+                use std::io::Write;
+                f.set_len(0)?;
+                f.write_all(std::process::id().to_string().as_bytes())?;
+                return Ok(Ok(OutputLock {
+                    _file: f,
+                    remove: None,
+                }));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let pid = std::fs::read_to_string(&lock)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok());
+                return Ok(Err(pid));
+            }
+            Err(std::fs::TryLockError::Error(_)) => {
+                return Ok(Ok(OutputLock {
+                    _file: f,
+                    remove: None,
+                }))
+            }
         }
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let pid = std::fs::read_to_string(&lock)
-                .ok()
-                .and_then(|t| t.trim().parse().ok());
-            Ok(Err(pid))
-        }
-        Err(std::fs::TryLockError::Error(_)) => Ok(Ok(OutputLock { _file: f })),
     }
 }
 
@@ -229,14 +273,34 @@ pub struct AtomicDir {
     dest: PathBuf,
     tmp: PathBuf,
     _lock: File,
+    _claim: OutputLock,
+    replace: bool,
     committed: bool,
 }
 
 impl AtomicDir {
     /// Creates and locks the temporary directory of `dest` (this process's earlier one,
-    /// if any, is removed first); missing directories above `dest` are created.
-    pub fn create(dest: &Path) -> Result<AtomicDir, IoAt> {
+    /// if any, is removed first); missing directories above `dest` are created. `dest` is
+    /// claimed for this writer's life ([`claim_output`]: a second writer of it, in this
+    /// process or another, is refused naming the holder's PID), and `replace` says whether
+    /// [`commit`](Self::commit) may replace what is at `dest` then: without it, a `dest`
+    /// that appeared while this writer wrote is an error, not overwritten (issue 28, item
+    /// 10: "exists" checked at publication, not only at the start).
+    pub fn create(dest: &Path, replace: bool) -> Result<AtomicDir, IoAt> {
         create_parent_dirs(dest).map_err(at(dest, "create parent directories"))?;
+        let claim = match claim_output(dest).map_err(at(dest, "claim (its .lock file)"))? {
+            Ok(claim) => claim.removed_on_drop(dest),
+            Err(pid) => {
+                return Err(IoAt {
+                    path: dest.to_path_buf(),
+                    op: "write",
+                    source: io::Error::other(format!(
+                        "another writer{} is writing it now",
+                        pid.map_or(String::new(), |p| format!(" (PID {p})"))
+                    )),
+                })
+            }
+        };
         let (_, tmp) = temp_beside(dest);
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(at(&tmp, "remove stale"))?;
@@ -248,6 +312,8 @@ impl AtomicDir {
             dest: dest.to_path_buf(),
             tmp,
             _lock: lock,
+            _claim: claim,
+            replace,
             committed: false,
         })
     }
@@ -266,6 +332,16 @@ impl AtomicDir {
     pub fn commit(mut self) -> Result<PathBuf, IoAt> {
         sync_dir(&self.tmp).map_err(at(&self.tmp, "fsync directory"))?;
         let mut old = None;
+        if self.dest.symlink_metadata().is_ok() && !self.replace {
+            return Err(IoAt {
+                path: self.dest.clone(),
+                op: "publish",
+                source: io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "it appeared while this run wrote it (another program made it); not replaced without --force",
+                ),
+            });
+        }
         if self.dest.symlink_metadata().is_ok() {
             let mut trash = self.tmp.clone().into_os_string();
             trash.push(".old");
@@ -377,6 +453,17 @@ pub fn create_parent_dirs(path: &Path) -> io::Result<()> {
     };
     if parent.is_dir() {
         return Ok(());
+    }
+    // An ancestor that is a file: say so, rather than the OS's "File exists" / "Not a
+    // directory" (issue 28's messages).
+    if let Some(file) = parent
+        .ancestors()
+        .find(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_ok() && !a.is_dir())
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is a file, not a directory", file.display()),
+        ));
     }
     // The deepest ancestor that exists: its entry for the first new directory is what a
     // crash could lose.

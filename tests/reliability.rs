@@ -785,3 +785,63 @@ fn issue_28_messages_embedding_plans_and_foreign_sampler_flags() {
         tmp.path(),
     );
 }
+
+/// Issue 28, item 10 (the rest): two writers of one store. The second is refused while the
+/// first writes (naming its PID) and nothing of either is damaged; a destination made by
+/// someone else while a writer ran is not replaced at publication; a finished writer leaves
+/// nothing beside its output.
+#[test]
+fn issue_28_item_10_one_writer_per_store_and_exists_checked_at_publication() {
+    use saintflow::atomic::AtomicDir;
+    use saintflow::store::writer::StoreWriter;
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("g.sf");
+    let first = StoreWriter::create(&dest, false).unwrap();
+    let e = StoreWriter::create(&dest, false).err().unwrap().to_string();
+    let pid = std::process::id();
+    assert!(
+        e.contains("g.sf") && e.contains(&format!("another writer (PID {pid}) is writing it now")),
+        "{e}"
+    );
+    drop(first);
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // Made by another program while this writer ran: refused at publication, kept.
+    let dir = AtomicDir::create(&dest, false).unwrap();
+    std::fs::write(dir.path().join("x"), b"new").unwrap();
+    std::fs::create_dir(&dest).unwrap();
+    std::fs::write(dest.join("mine"), b"user's").unwrap();
+    let e = format!("{}", saintflow::StoreError::from(dir.commit().unwrap_err()));
+    assert!(e.contains("appeared while this run wrote it"), "{e}");
+    assert_eq!(std::fs::read(dest.join("mine")).unwrap(), b"user's");
+    let left: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["g.sf"]);
+
+    // Two `gen` runs to one output at once: one writes, the other is refused (or, if it
+    // started after the first published, refused as existing); one store, and it checks.
+    let out = tmp.path().join("k.sf");
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_saintflow"))
+            .args(["gen", "kronecker", "--scale", "14", "-o"])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (run(), run());
+    let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let ok = outs.iter().filter(|o| o.status.success()).count();
+    assert_eq!(ok, 1, "{:?}", outs.iter().map(text).collect::<Vec<_>>());
+    let refused = outs.iter().find(|o| !o.status.success()).unwrap();
+    let (_, err) = text(refused);
+    assert!(
+        err.contains("is writing it now") || err.contains("already exists"),
+        "{err}"
+    );
+    saintflow_ok(&["check", out.to_str().unwrap()], tmp.path());
+}

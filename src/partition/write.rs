@@ -662,5 +662,5 @@ fn create_out_dir(dest: &Path, force: bool) -> Result<AtomicDir, PartitionError>
     if dest.file_name().is_none() {
         return Err(refuse("not a valid output directory name"));
     }
-    AtomicDir::create(dest).map_err(PartitionError::from)
+    AtomicDir::create(dest, force).map_err(PartitionError::from)
 }

@@ -143,7 +143,7 @@ impl StoreWriter {
                 dest.display()
             )));
         }
-        let dir = AtomicDir::create(dest).map_err(StoreError::from)?;
+        let dir = AtomicDir::create(dest, force).map_err(StoreError::from)?;
         let tmp = dir.path().to_path_buf();
         Ok(StoreWriter { dir, tmp })
     }
