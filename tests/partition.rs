@@ -731,3 +731,58 @@ fn partition_takes_output_and_parts_as_every_command_spells_them() {
     assert_eq!(a, b);
     assert_eq!(a, c);
 }
+
+/// Issue 28, item 8: `partition.json` records each rank store's identity and the source's;
+/// a distributed run refuses a rank store of another partition, and an evaluation graph
+/// that is not the partitioned store (here: the same graph with another split).
+#[test]
+fn rank_stores_and_the_evaluation_graph_are_the_partitions_own() {
+    use saintflow::partition::{check_rank_store, check_source, identity_text};
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let spec = |k| PartitionSpec {
+        ranks: Some(2),
+        partition: PartitionOptions {
+            k,
+            ..Default::default()
+        },
+        augment: AugmentOptions::default(),
+    };
+    let p = Progress::hidden();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let ra = partition_store(&input, &a, &spec(2), false, &p).unwrap();
+    let rb = partition_store(&input, &b, &spec(4), false, &p).unwrap();
+    let source = GraphStore::open(&input).unwrap();
+    assert_eq!(ra.source_identity, Some(identity_text(&source)));
+    let a0 = GraphStore::open(a.join(&ra.ranks[0].store)).unwrap();
+    let a1 = GraphStore::open(a.join(&ra.ranks[1].store)).unwrap();
+    let b0 = GraphStore::open(b.join(&rb.ranks[0].store)).unwrap();
+    check_rank_store(&ra, &a, 0, &a0).unwrap();
+    check_rank_store(&ra, &a, 1, &a1).unwrap();
+    let e = check_rank_store(&ra, &a, 0, &a1).unwrap_err().to_string();
+    assert!(e.contains("rank 0's store is not the one"), "{e}");
+    let e = check_rank_store(&ra, &a, 0, &b0).unwrap_err().to_string();
+    assert!(e.contains("another partition"), "{e}");
+    check_source(&ra, &a, &source).unwrap();
+    // The same graph with another split.
+    let other = dir.path().join("other.sf");
+    let spec_other = KroneckerSpec {
+        scale: 10,
+        degree: 8.0,
+        n_features: 8,
+        n_classes: 4,
+        planted: Some(Planted::default()),
+        split: [0.3, 0.3, 0.4],
+        ..KroneckerSpec::default()
+    };
+    generate_kronecker(&spec_other, &other, false, &Progress::hidden()).unwrap();
+    let other = GraphStore::open(&other).unwrap();
+    let e = check_source(&ra, &a, &other).unwrap_err().to_string();
+    assert!(e.contains("not the store the parts") && e.contains("split"), "{e}");
+    // A partition.json from before identities: nothing to compare, accepted.
+    let mut old = ra.clone();
+    old.source_identity = None;
+    old.ranks.iter_mut().for_each(|r| r.identity = None);
+    check_rank_store(&old, &a, 0, &b0).unwrap();
+    check_source(&old, &a, &other).unwrap();
+}

@@ -279,6 +279,8 @@ fn run_partitions(
         let part = &report_.ranks[rank];
         let part_path = dir.join(&part.store);
         let store = GraphStore::open(&part_path)?;
+        // Issue 28, item 8: this rank's own store, and the graph the parts were cut from.
+        crate::partition::check_rank_store(&report_, dir, rank, &store)?;
         // Rank 0 evaluates on the full graph.
         let full_path = a
             .graph
@@ -293,6 +295,9 @@ fn run_partitions(
         } else {
             None
         };
+        if let Some(full) = &full {
+            crate::partition::check_source(&report_, dir, full)?;
+        }
         let label_bytes = match store.labels() {
             crate::store::Labels::Single(_) => 4,
             crate::store::Labels::Multi { row_bytes, .. } => row_bytes as u64,

@@ -16,8 +16,9 @@ use crate::store::StoreError;
 pub use gad::{augment, walk_count, AugmentOptions, Augmentation, PartAugmentation};
 pub use multilevel::{edge_cut, partition, Partition, PartitionOptions, WGraph};
 pub use write::{
-    assign_parts, partition_store, read_part_map, read_report, PartMap, PartReport,
-    PartitionReport, PartitionSpec, RankReport, PARTITION_FORMAT, PARTITION_JSON, PART_MAP_FILE,
+    assign_parts, check_rank_store, check_source, identity_text, partition_store, read_part_map,
+    read_report, PartMap, PartReport, PartitionReport, PartitionSpec, RankReport, PARTITION_FORMAT,
+    PARTITION_JSON, PART_MAP_FILE,
 };
 
 /// What partitioning can fail on.

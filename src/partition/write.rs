@@ -61,6 +61,10 @@ pub struct RankReport {
     pub replicas: usize,
     /// The load the assignment balanced: own nodes + replicas of its parts.
     pub load: u64,
+    /// The store's identity ([`GraphStore::identity`], hex): training refuses a rank store
+    /// that is not this one (issue 28, item 8). Absent in partitions written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// GAD's greedy load balance of parts onto `ranks` ranks: parts in decreasing `load` (ties:
@@ -168,6 +172,61 @@ pub struct PartitionReport {
     /// back as such by [`read_report`]).
     #[serde(default)]
     pub ranks: Vec<RankReport>,
+    /// The partitioned store's identity (hex): the evaluation graph of a distributed run
+    /// must be this store, whose split the parts carry (issue 28, item 8). Absent in
+    /// partitions written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<String>,
+}
+
+/// A store's identity as `partition.json` writes it.
+pub fn identity_text(store: &GraphStore) -> String {
+    format!("{:016x}", store.identity())
+}
+
+/// Issue 28, item 8: `store`, opened from rank `rank`'s entry of `report` (in `dir`), is
+/// the store the partition wrote for it, not one of another partition or an edited copy.
+pub fn check_rank_store(
+    report: &PartitionReport,
+    dir: &Path,
+    rank: usize,
+    store: &GraphStore,
+) -> Result<(), PartitionError> {
+    let Some(want) = report.ranks.get(rank).and_then(|r| r.identity.as_ref()) else {
+        return Ok(()); // written before identities were recorded
+    };
+    let got = identity_text(store);
+    if &got != want {
+        return Err(PartitionError::argument(format!(
+            "{}: rank {rank}'s store is not the one {} lists (identity {got}, expected {want}): a store of another partition, or changed since; partition again",
+            store.path().display(),
+            dir.join(PARTITION_JSON).display()
+        )));
+    }
+    Ok(())
+}
+
+/// Issue 28, item 8: `full`, the graph rank 0 evaluates on, is the store the parts were cut
+/// from: another store (another split above all) would let validation and test nodes be
+/// some rank's training nodes.
+pub fn check_source(
+    report: &PartitionReport,
+    dir: &Path,
+    full: &GraphStore,
+) -> Result<(), PartitionError> {
+    let Some(want) = report.source_identity.as_ref() else {
+        return Ok(());
+    };
+    let got = identity_text(full);
+    if &got != want {
+        return Err(PartitionError::argument(format!(
+            "{}: not the store the parts in {} were cut from ({}; identity {got}, expected {want}): its split or graph may differ, so its validation and test nodes could be training nodes of the parts; evaluate on the partitioned store",
+            full.path().display(),
+            dir.display(),
+            report.source
+        )));
+    }
+    Ok(())
 }
 
 /// Loads the full graph of `store` as a [`WGraph`] (unit weights, self loops dropped).
@@ -258,6 +317,7 @@ pub fn partition_store(
         };
         let (own, replicas) =
             write_store(&store, &g, &p, &aug, mine, &dir.path().join(&name), input)?;
+        let identity = Some(identity_text(&GraphStore::open(dir.path().join(&name))?));
         for &i in mine {
             home[i] = r;
         }
@@ -268,6 +328,7 @@ pub fn partition_store(
             own,
             replicas,
             load: mine.iter().map(|&i| load[i]).sum(),
+            identity,
         });
         bar.inc(1);
     }
@@ -281,6 +342,7 @@ pub fn partition_store(
     let report = PartitionReport {
         format: PARTITION_FORMAT.into(),
         source: input.display().to_string(),
+        source_identity: Some(identity_text(&store)),
         n_nodes: n,
         n_edges,
         k: p.k,
@@ -595,6 +657,7 @@ pub fn read_report(dir: &Path) -> Result<PartitionReport, PartitionError> {
                 own: p.own,
                 replicas: p.replicas,
                 load: (p.own + p.replicas) as u64,
+                identity: None,
             })
             .collect();
     }
