@@ -778,7 +778,10 @@ fn rank_stores_and_the_evaluation_graph_are_the_partitions_own() {
     generate_kronecker(&spec_other, &other, false, &Progress::hidden()).unwrap();
     let other = GraphStore::open(&other).unwrap();
     let e = check_source(&ra, &a, &other).unwrap_err().to_string();
-    assert!(e.contains("not the store the parts") && e.contains("split"), "{e}");
+    assert!(
+        e.contains("not the store the parts") && e.contains("split"),
+        "{e}"
+    );
     // A partition.json from before identities: nothing to compare, accepted.
     let mut old = ra.clone();
     old.source_identity = None;
