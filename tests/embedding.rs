@@ -965,3 +965,71 @@ fn an_interrupted_embedding_publishes_nothing() {
     train(&p, &store, &opts).unwrap();
     assert_eq!(a, std::fs::read(&out).unwrap());
 }
+
+/// Issue 25, item 5: `--split store` fits on the store's labelled training nodes and scores
+/// on its labelled test nodes. A one-hot embedding of the true class scores 1; noise scores
+/// near chance; the node counts are the store's.
+#[test]
+fn eval_on_the_stores_split() {
+    use saintflow::embedding::eval::{score, Scores, Scoring};
+    use saintflow::store::Role;
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 9)).unwrap();
+    let (n, c) = (store.n_nodes(), store.n_classes());
+    let labels = store.labels();
+    let mut onehot = vec![0f32; n * c];
+    for v in 0..n {
+        for k in 0..c {
+            if labels.has_class(v as u32, k as u32) {
+                onehot[v * c + k] = 1.0;
+            }
+        }
+    }
+    let split = Scoring::Split {
+        opts: ClassifyOptions::default(),
+        normalize: true,
+    };
+    let Scores::Split(s) = score(
+        Embedding {
+            data: onehot,
+            rows: n,
+            dim: c,
+        },
+        "onehot",
+        &store,
+        &split,
+    )
+    .unwrap() else {
+        panic!("a split score")
+    };
+    let labelled = |r| {
+        store
+            .nodes_with_role(r)
+            .into_iter()
+            .filter(|&v| labels.is_labelled(v))
+            .count()
+    };
+    assert_eq!(
+        (s.train_nodes, s.test_nodes),
+        (labelled(Role::Train), labelled(Role::Test))
+    );
+    assert_eq!(s.accuracy, 1.0);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    let noise: Vec<f32> = (0..n * 8)
+        .map(|_| (rand_core::RngCore::next_u32(&mut rng) as f32 / u32::MAX as f32) - 0.5)
+        .collect();
+    let Scores::Split(s) = score(
+        Embedding {
+            data: noise,
+            rows: n,
+            dim: 8,
+        },
+        "noise",
+        &store,
+        &split,
+    )
+    .unwrap() else {
+        panic!("a split score")
+    };
+    assert!(s.accuracy < 0.5, "noise scored {}", s.accuracy);
+}

@@ -199,6 +199,7 @@ def eval_embedding(
     normalize: bool = ...,
     holdout: Optional[float] = ...,
     threads: Optional[int] = ...,
+    split: Optional[str] = ...,
 ) -> Any: ...
 
 def register_op(

@@ -206,11 +206,13 @@ def embed(plan, store, checkpoint, *, output=None, last=False, logits=False, thr
 
 
 def eval_embedding(embedding, store, *, ratios=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
-                   repeats=5, seed=1, c=1.0, normalize=True, holdout=None, threads=None):
+                   repeats=5, seed=1, c=1.0, normalize=True, holdout=None, threads=None, split=None):
     """Scores node embeddings as ``saintflow eval-embedding`` does (DeepWalk's protocol):
     one-vs-rest logistic regression at each labelled fraction, Micro/Macro-F1 over
     ``repeats`` shuffles (a list of dicts, one per fraction); or with ``holdout`` (the
-    fraction training held out, and its ``seed``) link prediction: ``{"auc", ...}``.
+    fraction training held out, and its ``seed``) link prediction: ``{"auc", ...}``; with
+    ``split="store"`` the Planetoid protocol: fitted on the store's labelled training nodes,
+    scored on its labelled test nodes (``{"accuracy", "micro_f1", ..., "unlabelled"}``).
     ``embedding``: an ``[N, d]`` array or a ``.npy`` path."""
     if not isinstance(store, Store):
         store = Store.open(os.fspath(store))
@@ -221,5 +223,5 @@ def eval_embedding(embedding, store, *, ratios=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.
         raise TrainError(f"embedding has shape {emb.shape}, expected (N, dim)")
     out = _native._eval_embedding(emb, store._s, [float(r) for r in ratios], int(repeats), int(seed),
                                   float(c), bool(normalize), None if holdout is None else float(holdout),
-                                  None if threads is None else int(threads))
+                                  None if threads is None else int(threads), split)
     return json.loads(out)

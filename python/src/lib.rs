@@ -1257,7 +1257,7 @@ fn _train_embedding(
 /// Scores an embedding (`saintflow eval-embedding`): node classification at each labelled
 /// fraction, or link prediction with `holdout`; returns JSON.
 #[pyfunction]
-#[pyo3(signature = (embedding, store, ratios, repeats, seed, c, normalize, holdout, threads))]
+#[pyo3(signature = (embedding, store, ratios, repeats, seed, c, normalize, holdout, threads, split))]
 #[allow(clippy::too_many_arguments)]
 fn _eval_embedding(
     py: Python<'_>,
@@ -1270,6 +1270,7 @@ fn _eval_embedding(
     normalize: bool,
     holdout: Option<f64>,
     threads: Option<usize>,
+    split: Option<String>,
 ) -> PyResult<String> {
     use saintflow::embedding::eval::{score, ClassifyOptions, Embedding, Scores, Scoring};
     guard(|| {
@@ -1287,9 +1288,24 @@ fn _eval_embedding(
             return Err(TrainError::new_err("repeats = 0: expected at least 1"));
         }
         let emb = Embedding { data, rows, dim };
-        let scoring = match holdout {
-            Some(fraction) => Scoring::Link { fraction, seed },
-            None => Scoring::Classify {
+        let scoring = match (holdout, split.as_deref()) {
+            (Some(_), Some(_)) => {
+                return Err(TrainError::new_err("give holdout or split, not both"));
+            }
+            (Some(fraction), None) => Scoring::Link { fraction, seed },
+            (None, Some("store")) => Scoring::Split {
+                opts: ClassifyOptions {
+                    c,
+                    ..ClassifyOptions::default()
+                },
+                normalize,
+            },
+            (None, Some(other)) => {
+                return Err(TrainError::new_err(format!(
+                    "split = {other:?}: the one split is \"store\" (its training and test nodes)"
+                )));
+            }
+            (None, None) => Scoring::Classify {
                 opts: ClassifyOptions {
                     ratios,
                     repeats,
@@ -1308,6 +1324,7 @@ fn _eval_embedding(
                 serde_json::json!({"auc": auc, "held_out_edges": edges, "fraction": holdout})
             }
             Scores::Classify(rows) => serde_json::json!(rows),
+            Scores::Split(s) => serde_json::json!(s),
         };
         Ok(json.to_string())
     })

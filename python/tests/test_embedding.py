@@ -42,6 +42,17 @@ def test_eval_embedding_is_the_clis(tmp_path, store, saintflow_bin):
     assert rows[0]["micro_f1"] > 0.8  # 4 planted classes: chance is 0.25
 
 
+def test_eval_on_the_stores_split_is_the_clis(tmp_path, store, saintflow_bin):
+    r = sf.train(sf.Plan.load(DEEPWALK, SMALL), store, epochs=200, seed=1, progress=False,
+                 output=tmp_path / "e.npy")
+    got = sf.eval_embedding(r.embedding, store, split="store")
+    cli = subprocess.run(
+        [saintflow_bin, "eval-embedding", str(tmp_path / "e.npy"), "--graph", str(store.path), "--split", "store",
+         "--json"], check=True, capture_output=True, text=True).stdout
+    assert got == json.loads(cli)["split"]
+    assert got["train_nodes"] == len(store.split("train")) and got["accuracy"] > 0.8
+
+
 def test_link_prediction_on_held_out_edges(store):
     r = sf.train(sf.Plan.load(DEEPWALK, SMALL), store, epochs=200, seed=1, progress=False, holdout=0.2)
     auc = sf.eval_embedding(r.embedding, store, holdout=0.2, seed=1)

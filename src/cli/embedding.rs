@@ -144,6 +144,10 @@ pub(super) struct EvalEmbeddingArgs {
     /// non-edges, scored u·v; AUC.
     #[arg(long, value_name = "FRACTION")]
     holdout: Option<f64>,
+    /// `store`: fit on the store's labelled training nodes, score on its labelled test
+    /// nodes (the Planetoid protocol) instead of the labelled fractions.
+    #[arg(long, value_parser = ["store"], conflicts_with_all = ["holdout", "ratios"])]
+    split: Option<String>,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -161,12 +165,19 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
     let store = GraphStore::open(&a.graph)?;
     a.verify.apply(&store)?;
     let emb = Embedding::load(&a.embedding)?;
-    let scoring = match a.holdout {
-        Some(fraction) => Scoring::Link {
+    let scoring = match (a.holdout, &a.split) {
+        (Some(fraction), _) => Scoring::Link {
             fraction,
             seed: a.seed,
         },
-        None => Scoring::Classify {
+        (None, Some(_)) => Scoring::Split {
+            opts: ClassifyOptions {
+                c: a.c,
+                ..ClassifyOptions::default()
+            },
+            normalize: !a.no_normalize,
+        },
+        (None, None) => Scoring::Classify {
             opts: ClassifyOptions {
                 ratios: a.ratios.clone(),
                 repeats: a.repeats,
@@ -189,6 +200,17 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
             } else {
                 println!(
                     "link prediction: AUC {auc:.4} on {edges} held-out edges and as many non-edges"
+                );
+            }
+            return Ok(());
+        }
+        Scores::Split(sc) => {
+            if a.json {
+                println!("{}", serde_json::json!({ "split": sc }));
+            } else {
+                println!(
+                    "store split: fitted on {} training nodes, scored on {} test nodes ({} nodes of those splits without a label left out): accuracy {:.4}  Micro-F1 {:.4}  Macro-F1 {:.4}",
+                    sc.train_nodes, sc.test_nodes, sc.unlabelled, sc.accuracy, sc.micro_f1, sc.macro_f1
                 );
             }
             return Ok(());

@@ -103,6 +103,14 @@ pub enum Scoring {
         /// Normalise each row to unit length before the regression (DeepWalk's practice).
         normalize: bool,
     },
+    /// Node classification on the store's own split (fitted on its training nodes, scored
+    /// on its test nodes); rows L2-normalised first when `normalize`.
+    Split {
+        /// The regression's settings (`ratios`, `repeats` and `seed` unused).
+        opts: ClassifyOptions,
+        /// Normalise each row first.
+        normalize: bool,
+    },
     /// Link prediction on the edges `fraction` of them held out of training (seeded).
     Link {
         /// The held-out fraction, in (0, 1), as training used it.
@@ -117,6 +125,8 @@ pub enum Scoring {
 pub enum Scores {
     /// One row per labelled fraction.
     Classify(Vec<ClassifyRow>),
+    /// The store's split.
+    Split(SplitScore),
     /// AUC and the held-out edges it was measured on.
     Link {
         /// Area under the ROC curve.
@@ -164,6 +174,16 @@ pub fn score(
             }
             let (auc, edges) = link_auc(&emb, graph.full(), *fraction, *seed)?;
             Ok(Scores::Link { auc, edges })
+        }
+        Scoring::Split { opts, normalize } => {
+            if !(opts.c > 0.0 && opts.c.is_finite()) {
+                return Err(EmbedError::Invalid(format!(
+                    "c: {} must be a positive number",
+                    opts.c
+                )));
+            }
+            let emb = if *normalize { emb.normalized() } else { emb };
+            Ok(Scores::Split(classify_split(&emb, graph, opts)?))
         }
         Scoring::Classify { opts, normalize } => {
             if let Some(bad) = opts.ratios.iter().find(|r| !(**r > 0.0 && **r < 1.0)) {
@@ -215,6 +235,115 @@ impl Default for ClassifyOptions {
     }
 }
 
+/// One-vs-rest regression fitted on `train`, scored on `test` (every node of both labelled).
+fn fit_and_score(
+    emb: &Embedding,
+    labels: &Labels<'_>,
+    classes: usize,
+    train: &[u32],
+    test: &[u32],
+    opts: &ClassifyOptions,
+) -> Result<Metrics> {
+    let multi = matches!(labels, Labels::Multi { .. });
+    let x = design(emb, train);
+    let y: Vec<f32> = train
+        .iter()
+        .flat_map(|&v| {
+            (0..classes).map(move |k| f32::from(u8::from(labels.has_class(v, k as u32))))
+        })
+        .collect();
+    let w = fit(
+        &x,
+        &y,
+        train.len(),
+        emb.dim + 1,
+        classes,
+        opts.c,
+        opts.max_iter,
+    );
+    let xt = design(emb, test);
+    let mut z = vec![0f32; test.len() * classes];
+    gemm_nn(test.len(), emb.dim + 1, classes, &xt, &w, &mut z, false)
+        .map_err(|e| EmbedError::Invalid(e.to_string()))?;
+    let mut counts = Counts::new(classes);
+    for (t, &v) in test.iter().enumerate() {
+        let row = &z[t * classes..(t + 1) * classes];
+        if multi {
+            let k = (0..classes)
+                .filter(|&c| labels.has_class(v, c as u32))
+                .count();
+            let top = top_k(row, k);
+            counts.add_multi(|c| top.contains(&c), |c| labels.has_class(v, c as u32));
+        } else {
+            let pred = argmax(row);
+            let truth = (0..classes)
+                .find(|&c| labels.has_class(v, c as u32))
+                .unwrap_or(0);
+            counts.add_single(pred, truth);
+        }
+    }
+    Ok(counts.metrics())
+}
+
+/// The store's own split (`eval-embedding --split store`, the Planetoid protocol): the
+/// regression fitted on the labelled training nodes, scored on the labelled test nodes.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SplitScore {
+    /// Training nodes fitted on.
+    pub train_nodes: usize,
+    /// Test nodes scored.
+    pub test_nodes: usize,
+    /// Nodes of those two splits left out for having no label.
+    pub unlabelled: usize,
+    /// Accuracy, F1-micro and F1-macro on the test nodes.
+    pub accuracy: f64,
+    /// F1-micro.
+    pub micro_f1: f64,
+    /// F1-macro.
+    pub macro_f1: f64,
+}
+
+/// [`SplitScore`] of `emb` on `graph`'s roles and labels.
+pub fn classify_split(
+    emb: &Embedding,
+    graph: &crate::store::GraphStore,
+    opts: &ClassifyOptions,
+) -> Result<SplitScore> {
+    let labels = graph.labels();
+    let classes = graph.n_classes();
+    let (mut unlabelled, mut nodes) = (0, [Vec::new(), Vec::new()]);
+    for (k, role) in [crate::store::Role::Train, crate::store::Role::Test]
+        .into_iter()
+        .enumerate()
+    {
+        for v in graph.nodes_with_role(role) {
+            if labels.is_labelled(v) {
+                nodes[k].push(v);
+            } else {
+                unlabelled += 1;
+            }
+        }
+    }
+    let [train, test] = nodes;
+    if train.is_empty() || test.is_empty() || classes == 0 {
+        return Err(EmbedError::Invalid(format!(
+            "{}: {} labelled training and {} labelled test nodes, {classes} classes: the store's split gives nothing to classify",
+            graph.path().display(),
+            train.len(),
+            test.len()
+        )));
+    }
+    let m = fit_and_score(emb, &labels, classes, &train, &test, opts)?;
+    Ok(SplitScore {
+        train_nodes: train.len(),
+        test_nodes: test.len(),
+        unlabelled,
+        accuracy: m.accuracy,
+        micro_f1: m.f1_micro,
+        macro_f1: m.f1_macro,
+    })
+}
+
 /// One labelled fraction's scores: mean and standard deviation over the repeats.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ClassifyRow {
@@ -239,7 +368,6 @@ pub fn classify(
     classes: usize,
     opts: &ClassifyOptions,
 ) -> Result<Vec<ClassifyRow>> {
-    let multi = matches!(labels, Labels::Multi { .. });
     let nodes: Vec<u32> = (0..emb.rows as u32)
         .filter(|&v| labels.is_labelled(v))
         .collect();
@@ -261,44 +389,8 @@ pub fn classify(
                 order.swap(i, below(&mut rng, i as u64 + 1) as usize);
             }
             let (train, test) = order.split_at(n_train);
-            let x = design(emb, train);
-            let y: Vec<f32> = train
-                .iter()
-                .flat_map(|&v| {
-                    (0..classes).map(move |k| f32::from(u8::from(labels.has_class(v, k as u32))))
-                })
-                .collect();
-            let w = fit(
-                &x,
-                &y,
-                train.len(),
-                emb.dim + 1,
-                classes,
-                opts.c,
-                opts.max_iter,
-            );
-            let xt = design(emb, test);
-            let mut z = vec![0f32; test.len() * classes];
-            gemm_nn(test.len(), emb.dim + 1, classes, &xt, &w, &mut z, false)
-                .map_err(|e| EmbedError::Invalid(e.to_string()))?;
-            let mut counts = Counts::new(classes);
-            for (t, &v) in test.iter().enumerate() {
-                let row = &z[t * classes..(t + 1) * classes];
-                if multi {
-                    let k = (0..classes)
-                        .filter(|&c| labels.has_class(v, c as u32))
-                        .count();
-                    let top = top_k(row, k);
-                    counts.add_multi(|c| top.contains(&c), |c| labels.has_class(v, c as u32));
-                } else {
-                    let pred = argmax(row);
-                    let truth = (0..classes)
-                        .find(|&c| labels.has_class(v, c as u32))
-                        .unwrap_or(0);
-                    counts.add_single(pred, truth);
-                }
-            }
-            scores.push(counts.metrics());
+            let metrics = fit_and_score(emb, labels, classes, train, test, opts)?;
+            scores.push(metrics);
         }
         let (mi, mi_s) = mean_std(scores.iter().map(|m| m.f1_micro));
         let (ma, ma_s) = mean_std(scores.iter().map(|m| m.f1_macro));
