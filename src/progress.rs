@@ -87,16 +87,10 @@ impl Progress {
         let bar = if self.quiet || lines {
             ProgressBar::hidden()
         } else {
-            let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            let template = format!(
-                "{{prefix}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}}) {{msg}}"
-            );
-            bar.set_style(
-                ProgressStyle::with_template(&template)
-                    .expect("static template")
-                    .progress_chars("=> "),
-            );
-            bar
+            styled_bar(
+                total,
+                &format!("{{prefix}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}}) {{msg}}"),
+            )
         };
         let label = label.into();
         bar.set_prefix(label.clone());
@@ -124,18 +118,24 @@ impl Progress {
         if self.quiet {
             return ProgressBar::hidden();
         }
-        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-        let template = format!(
-            "{{msg:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})"
-        );
-        bar.set_style(
-            ProgressStyle::with_template(&template)
-                .expect("static template")
-                .progress_chars("=> "),
+        let bar = styled_bar(
+            len,
+            &format!("{{msg:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})"),
         );
         bar.set_message(msg);
         bar
     }
+}
+
+/// A bar of `len` on stderr drawn by `template` (indicatif's syntax).
+fn styled_bar(len: u64, template: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(template)
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    bar
 }
 
 /// The progress of one long pass (training steps, an evaluation's row blocks): a bar on a

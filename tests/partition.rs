@@ -311,13 +311,19 @@ fn augmentation_budget_and_connectivity() {
 }
 
 fn kron(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("k.sf");
+    kron_split(dir, "k.sf", KroneckerSpec::default().split)
+}
+
+/// `kron`'s graph with the train/val/test fractions `split`, at `dir/name`.
+fn kron_split(dir: &Path, name: &str, split: [f64; 3]) -> std::path::PathBuf {
+    let path = dir.join(name);
     let spec = KroneckerSpec {
         scale: 10,
         degree: 8.0,
         n_features: 8,
         n_classes: 4,
         planted: Some(Planted::default()),
+        split,
         ..KroneckerSpec::default()
     };
     generate_kronecker(&spec, &path, false, &Progress::hidden()).unwrap();
@@ -765,17 +771,7 @@ fn rank_stores_and_the_evaluation_graph_are_the_partitions_own() {
     assert!(e.contains("another partition"), "{e}");
     check_source(&ra, &a, &source).unwrap();
     // The same graph with another split.
-    let other = dir.path().join("other.sf");
-    let spec_other = KroneckerSpec {
-        scale: 10,
-        degree: 8.0,
-        n_features: 8,
-        n_classes: 4,
-        planted: Some(Planted::default()),
-        split: [0.3, 0.3, 0.4],
-        ..KroneckerSpec::default()
-    };
-    generate_kronecker(&spec_other, &other, false, &Progress::hidden()).unwrap();
+    let other = kron_split(dir.path(), "other.sf", [0.3, 0.3, 0.4]);
     let other = GraphStore::open(&other).unwrap();
     let e = check_source(&ra, &a, &other).unwrap_err().to_string();
     assert!(
