@@ -11,7 +11,7 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use numpy::ndarray::{Array1, Array2, ArrayView1, ArrayView2};
+use numpy::ndarray::{Array2, ArrayView1, ArrayView2};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -409,32 +409,7 @@ impl Store {
 }
 
 fn labels_of<'py>(py: Python<'py>, store: &GraphStore, ids: &[u32]) -> Bound<'py, PyAny> {
-    match store.labels() {
-        Labels::Single(l) => ids
-            .iter()
-            .map(|&v| match l[v as usize] {
-                saintflow::store::format::NO_LABEL => -1,
-                c => i64::from(c),
-            })
-            .collect::<Vec<_>>()
-            .into_pyarray(py)
-            .into_any(),
-        labels @ Labels::Multi { .. } => {
-            let c = store.n_classes();
-            let mut out = vec![0f32; ids.len() * c];
-            for (i, &v) in ids.iter().enumerate() {
-                for k in 0..c {
-                    if labels.has_class(v, k as u32) {
-                        out[i * c + k] = 1.0;
-                    }
-                }
-            }
-            Array2::from_shape_vec((ids.len(), c), out)
-                .expect("n × c")
-                .into_pyarray(py)
-                .into_any()
-        }
-    }
+    YData::of(store, ids).into_py(py)
 }
 
 /// A sampler configuration checked against the kind's fields: `kind` and its keys as
@@ -486,17 +461,79 @@ struct Batch {
     index: u64,
     nodes: Vec<i64>,
     indptr: Vec<i64>,
-    indices: Vec<i64>,
-    rows: Vec<i64>,
+    /// 2 × E: the rows, then the columns (`indices` is its second row).
+    edge_index: Vec<i64>,
     x: Vec<f32>,
     roles: Vec<u8>,
     node_norm: Option<Vec<f32>>,
     edge_norm: Option<Vec<f32>>,
-    labels: Vec<u32>,
+    y: YData,
 }
 
-/// A drawn subgraph and its index, or why it could not be drawn.
-type Drawn = Result<(u64, Subgraph), String>;
+/// Labels of some nodes as the package hands them out.
+enum YData {
+    /// Class ids, −1 for none.
+    Single(Vec<i64>),
+    /// n × C rows of 0/1.
+    Multi(Vec<f32>, usize),
+}
+
+impl YData {
+    fn of(store: &GraphStore, ids: &[u32]) -> YData {
+        match store.labels() {
+            Labels::Single(l) => YData::Single(
+                ids.iter()
+                    .map(|&v| match l[v as usize] {
+                        saintflow::store::format::NO_LABEL => -1,
+                        c => i64::from(c),
+                    })
+                    .collect(),
+            ),
+            labels @ Labels::Multi { .. } => {
+                let c = store.n_classes();
+                let mut out = vec![0f32; ids.len() * c];
+                for (i, &v) in ids.iter().enumerate() {
+                    for k in 0..c {
+                        if labels.has_class(v, k as u32) {
+                            out[i * c + k] = 1.0;
+                        }
+                    }
+                }
+                YData::Multi(out, c)
+            }
+        }
+    }
+
+    fn into_py(self, py: Python<'_>) -> Bound<'_, PyAny> {
+        match self {
+            YData::Single(y) => y.into_pyarray(py).into_any(),
+            YData::Multi(y, c) => Array2::from_shape_vec((y.len() / c.max(1), c), y)
+                .expect("n × c")
+                .into_pyarray(py)
+                .into_any(),
+        }
+    }
+}
+
+/// What a sampling worker hands on: a drawn subgraph for the consumer to assemble (one
+/// sampling thread: the consumer's core is otherwise idle), or the assembled batch (several:
+/// the workers then have the cores, and the consumer only wraps arrays); or why not.
+type Drawn = Result<Item, String>;
+
+enum Item {
+    Drawn(u64, Subgraph),
+    Built(Batch),
+}
+
+impl Item {
+    /// The batch, assembled here if the worker did not.
+    fn batch(self, spec: &SamplerSpec) -> Result<Batch, String> {
+        match self {
+            Item::Drawn(index, sub) => spec.make(index, sub),
+            Item::Built(b) => Ok(b),
+        }
+    }
+}
 
 struct SamplerSpec {
     store: Arc<GraphStore>,
@@ -517,11 +554,14 @@ impl SamplerSpec {
         }
     }
 
-    /// Subgraph `index`, drawn on a sampling worker.
-    fn draw(&self, sampler: &dyn saintflow::sample::Sampler, index: u64) -> Drawn {
+    /// Subgraph `index`, drawn on a sampling worker, and assembled there when `build`.
+    fn draw(&self, sampler: &dyn saintflow::sample::Sampler, index: u64, build: bool) -> Drawn {
         let sub =
             sample_subgraph(sampler, self.seed, index, self.clip).map_err(|e| e.to_string())?;
-        Ok((index, sub))
+        Ok(match build {
+            true => Item::Built(self.make(index, sub)?),
+            false => Item::Drawn(index, sub),
+        })
     }
 
     fn make(&self, index: u64, sub: Subgraph) -> Result<Batch, String> {
@@ -545,26 +585,23 @@ impl SamplerSpec {
             }
             None => (None, None),
         };
-        let mut rows = Vec::with_capacity(sub.n_entries());
+        // PyG's edge_index: the rows, then the columns, in one allocation.
+        let mut edge_index = Vec::with_capacity(2 * sub.n_entries());
         for i in 0..sub.n_nodes() {
             let d = (sub.offsets[i + 1] - sub.offsets[i]) as usize;
-            rows.extend(std::iter::repeat_n(i as i64, d));
+            edge_index.extend(std::iter::repeat_n(i as i64, d));
         }
-        let labels = match store.labels() {
-            Labels::Single(l) => sub.nodes.iter().map(|&v| l[v as usize]).collect(),
-            Labels::Multi { .. } => Vec::new(),
-        };
+        edge_index.extend(sub.indices.iter().map(|&c| i64::from(c)));
         Ok(Batch {
             index,
             roles: sub.nodes.iter().map(|&v| store.role(v) as u8).collect(),
+            y: YData::of(store, &sub.nodes),
             nodes: sub.nodes.iter().map(|&v| i64::from(v)).collect(),
             indptr: sub.offsets.iter().map(|&o| i64::from(o)).collect(),
-            indices: sub.indices.iter().map(|&c| i64::from(c)).collect(),
-            rows,
+            edge_index,
             x,
             node_norm,
             edge_norm,
-            labels,
         })
     }
 }
@@ -787,10 +824,10 @@ impl Sampler {
         let start = std::time::Instant::now();
         py.detach(move || -> Result<f64, String> {
             for _ in 0..count {
-                let (index, sub) = rx
+                let item = rx
                     .recv()
                     .map_err(|_| "the sampling thread stopped early".to_string())??;
-                std::hint::black_box(spec.make(index, sub)?);
+                std::hint::black_box(item.batch(&spec)?);
             }
             Ok(start.elapsed().as_secs_f64())
         })
@@ -831,7 +868,7 @@ impl Sampler {
                         (next..next + k)
                             .into_par_iter()
                             .map(|i| {
-                                catch_unwind(AssertUnwindSafe(|| spec.draw(sampler, i)))
+                                catch_unwind(AssertUnwindSafe(|| spec.draw(sampler, i, threads > 1)))
                                     .unwrap_or_else(|_| Err("internal error: the sampler panicked (a bug in saintflow)".into()))
                             })
                             .collect()
@@ -869,21 +906,20 @@ fn pool(threads: usize) -> PyResult<rayon::ThreadPool> {
 }
 
 fn batch_dict<'py>(py: Python<'py>, spec: &SamplerSpec, b: Batch) -> PyResult<Bound<'py, PyDict>> {
+    // Only wrapping here (the GIL is held): every array was built by the worker or, with
+    // one sampling thread, by `__next__` with the GIL released.
     let d = PyDict::new(py);
     let n = b.nodes.len();
-    let e = b.indices.len();
+    let e = b.edge_index.len() / 2;
     d.set_item("index", b.index)?;
     d.set_item("n_id", b.nodes.into_pyarray(py))?;
     d.set_item("indptr", b.indptr.into_pyarray(py))?;
-    let mut edge_index = b.rows;
-    edge_index.extend_from_slice(&b.indices);
-    d.set_item("indices", b.indices.into_pyarray(py))?;
-    d.set_item(
-        "edge_index",
-        Array2::from_shape_vec((2, e), edge_index)
-            .expect("2 × E")
-            .into_pyarray(py),
-    )?;
+    let edge_index = Array2::from_shape_vec((2, e), b.edge_index)
+        .expect("2 × E")
+        .into_pyarray(py);
+    // `indices`: the second row of `edge_index`, a view (no copy).
+    d.set_item("indices", edge_index.get_item(1)?)?;
+    d.set_item("edge_index", edge_index)?;
     let f = spec.store.n_features();
     d.set_item(
         "x",
@@ -892,29 +928,7 @@ fn batch_dict<'py>(py: Python<'py>, spec: &SamplerSpec, b: Batch) -> PyResult<Bo
             .into_pyarray(py),
     )?;
     d.set_item("roles", b.roles.into_pyarray(py))?;
-    match spec.store.labels() {
-        Labels::Single(_) => {
-            let y: Array1<i64> = b
-                .labels
-                .into_iter()
-                .map(|c| match c {
-                    saintflow::store::format::NO_LABEL => -1,
-                    c => i64::from(c),
-                })
-                .collect();
-            d.set_item("y", y.into_pyarray(py))?;
-        }
-        Labels::Multi { .. } => {
-            let ids: Vec<u32> = d
-                .get_item("n_id")?
-                .expect("set above")
-                .extract::<Vec<i64>>()?
-                .into_iter()
-                .map(|v| v as u32)
-                .collect();
-            d.set_item("y", labels_of(py, &spec.store, &ids))?;
-        }
-    }
+    d.set_item("y", b.y.into_py(py))?;
     d.set_item("node_norm", b.node_norm.map(|v| v.into_pyarray(py)))?;
     d.set_item("edge_norm", b.edge_norm.map(|v| v.into_pyarray(py)))?;
     Ok(d)
@@ -970,12 +984,12 @@ impl BatchIter {
             }
         };
         self.left.fetch_sub(1, Ordering::Relaxed);
-        let (index, sub) = got.map_err(SampleError::new_err)?;
-        // The batch is assembled here (features gathered, ids widened) with the GIL
-        // released, while the workers draw the next subgraphs.
+        let item = got.map_err(SampleError::new_err)?;
+        // With one sampling thread the batch is assembled here (features gathered, ids
+        // widened), with the GIL released, while the worker draws the next subgraph.
         let spec = self.spec.clone();
         let b = py
-            .detach(move || spec.make(index, sub))
+            .detach(move || item.batch(&spec))
             .map_err(SampleError::new_err)?;
         Ok(Some(batch_dict(py, &self.spec, b)?))
     }
