@@ -868,8 +868,13 @@ impl Sampler {
                         (next..next + k)
                             .into_par_iter()
                             .map(|i| {
-                                catch_unwind(AssertUnwindSafe(|| spec.draw(sampler, i, threads > 1)))
-                                    .unwrap_or_else(|_| Err("internal error: the sampler panicked (a bug in saintflow)".into()))
+                                catch_unwind(AssertUnwindSafe(|| {
+                                    spec.draw(sampler, i, threads > 1)
+                                }))
+                                .unwrap_or_else(|_| {
+                                    Err("internal error: the sampler panicked (a bug in saintflow)"
+                                        .into())
+                                })
                             })
                             .collect()
                     });
@@ -882,7 +887,9 @@ impl Sampler {
                     next += k;
                 }
             })
-            .map_err(|e| SaintflowError::new_err(format!("cannot start the sampling thread: {e}")))?;
+            .map_err(|e| {
+                SaintflowError::new_err(format!("cannot start the sampling thread: {e}"))
+            })?;
         Ok((rx, stop))
     }
 }
