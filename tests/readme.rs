@@ -11,7 +11,9 @@
 //! `examples/custom_op/tests/train.rs` runs as its own binary), the MPI build and its
 //! `mpirun` (tests/mpi.rs, in `.ci/run`), the embedding peers' script (PyPI, minutes) and
 //! `memcap` (a workplace tool). Other Markdown files: docs/
-//! and plans/README.md have no shell blocks; BENCHMARKS.md's are the measurements
+//! and plans/README.md have no shell blocks; python/README.md's one line is
+//! `pip install ./python`, which `scripts/test-python.sh` runs (PyPI, minutes: not here);
+//! BENCHMARKS.md's are the measurements
 //! themselves (minutes to hours each, on scale-20..25 graphs) and are not run here.
 //!
 //! Without `../shared/data/cora` beside the checkout, a small GraphSAINT-format stand-in
