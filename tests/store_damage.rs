@@ -772,3 +772,142 @@ fn issue_15_random_damage_never_panics_in_open_check_or_training() {
         "{t:#?}"
     );
 }
+
+/// Issue 28's campaign: random damages (the same kinds as issue 15's) through `embed` of a
+/// DeepWalk plan, `sample`, `partition` and `eval-embedding`, as commands. None panics or
+/// aborts (no exit 101, no signal); every command refuses every damaged store that `check`
+/// rejects (they verify it first, as `train` does), and a store `check` passes is not
+/// refused for being damaged.
+#[test]
+fn issue_28_random_damage_through_embed_sample_partition_and_eval_embedding() {
+    use std::os::unix::process::ExitStatusExt;
+    let runs: usize = std::env::var("SAINTFLOW_DAMAGE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    small_store(tmp.path(), "base", 8, 3);
+    let files: Vec<(String, u64)> = std::iter::once(HEADER_FILE.to_string())
+        .chain(SectionId::ALL.iter().map(|id| id.file_name().to_string()))
+        .map(|f| {
+            let len = std::fs::metadata(base.join(&f)).unwrap().len();
+            (f, len)
+        })
+        .collect();
+    // A healthy embedding of the base store for eval-embedding to score on the damaged one.
+    let plans = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
+    let deepwalk = plans.join("deepwalk.toml");
+    let deepwalk = deepwalk.to_str().unwrap();
+    let small = [
+        "--set",
+        "embedding.dim=8",
+        "--set",
+        "embedding.walk_length=5",
+        "--set",
+        "embedding.window=2",
+    ];
+    let embed = |store: &str, out: &str| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "embed", deepwalk, "--graph", store, "--epochs", "2", "-o", out,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(small.iter().map(|s| s.to_string()));
+        v
+    };
+    let ok = common::saintflow(
+        &embed("base", "good.npy")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        tmp.path(),
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let mut state = 0x28_28_28u64 | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut refused_all, mut passed) = (0, 0);
+    let mut failures = Vec::new();
+    for i in 0..runs {
+        let d = Damage::draw(&mut next, &files);
+        let s = tmp.path().join("damaged");
+        let _ = std::fs::remove_dir_all(&s);
+        let _ = std::fs::remove_dir_all(tmp.path().join("parts"));
+        copy_store(&base, &s);
+        d.apply(&s);
+        let bad = GraphStore::open(&s).and_then(|st| check(&st)).is_err();
+        let commands: Vec<Vec<String>> = vec![
+            embed("damaged", "e.npy"),
+            ["sample", "damaged", "--count", "2"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ["partition", "damaged", "-k", "2", "-o", "parts"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            [
+                "eval-embedding",
+                "good.npy",
+                "--graph",
+                "damaged",
+                "--repeats",
+                "1",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ];
+        let mut refused = 0;
+        for c in &commands {
+            let args: Vec<&str> = c.iter().map(String::as_str).collect();
+            let o = common::saintflow(&args, tmp.path());
+            let err = String::from_utf8_lossy(&o.stderr);
+            if o.status.signal().is_some()
+                || o.status.code() == Some(101)
+                || err.contains("panicked")
+            {
+                failures.push(format!("damage {i} {d:?}: `{}` crashed: {err}", c[0]));
+            } else if bad && o.status.success() {
+                failures.push(format!(
+                    "damage {i} {d:?}: `{}` accepted a store check rejects",
+                    c[0]
+                ));
+            } else if !bad && !o.status.success() && err.contains("damaged") {
+                failures.push(format!(
+                    "damage {i} {d:?}: `{}` refused a store check passes: {err}",
+                    c[0]
+                ));
+            }
+            refused += usize::from(!o.status.success());
+        }
+        if bad && refused == commands.len() {
+            refused_all += 1;
+        }
+        passed += usize::from(!bad);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!(
+        "{refused_all} damaged stores refused by every command, {passed} passing check, of {runs}"
+    );
+    // The seed exercised both kinds (a run of only passing damages would prove little).
+    assert!(
+        refused_all > 0 && refused_all + passed == runs,
+        "{refused_all} refused, {passed} passed of {runs}"
+    );
+}
