@@ -332,17 +332,17 @@ impl AtomicDir {
     pub fn commit(mut self) -> Result<PathBuf, IoAt> {
         sync_dir(&self.tmp).map_err(at(&self.tmp, "fsync directory"))?;
         let mut old = None;
-        if self.dest.symlink_metadata().is_ok() && !self.replace {
-            return Err(IoAt {
-                path: self.dest.clone(),
-                op: "publish",
-                source: io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    "it appeared while this run wrote it (another program made it); not replaced without --force",
-                ),
-            });
-        }
         if self.dest.symlink_metadata().is_ok() {
+            if !self.replace {
+                return Err(IoAt {
+                    path: self.dest.clone(),
+                    op: "publish",
+                    source: io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        "it appeared while this run wrote it (another program made it); not replaced without --force",
+                    ),
+                });
+            }
             let mut trash = self.tmp.clone().into_os_string();
             trash.push(".old");
             let trash = PathBuf::from(trash);

@@ -623,6 +623,32 @@ fn damage_plans() -> Vec<saintflow::plan::Plan> {
     .collect()
 }
 
+/// The small store the damage campaigns copy and damage (`dir/base`), and its files with
+/// their lengths (what `Damage::draw` picks from).
+fn damage_base(dir: &Path) -> (std::path::PathBuf, Vec<(String, u64)>) {
+    let base = dir.join("base");
+    small_store(dir, "base", 8, 3);
+    let files = std::iter::once(HEADER_FILE.to_string())
+        .chain(SectionId::ALL.iter().map(|id| id.file_name().to_string()))
+        .map(|f| {
+            let len = std::fs::metadata(base.join(&f)).unwrap().len();
+            (f, len)
+        })
+        .collect();
+    (base, files)
+}
+
+/// The campaigns' seeded xorshift stream.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed | 1;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// `runs` random damages (seeded) of a small store, each through `open`, `check` and
 /// 2-step trainings on the library (the default executor, evaluation on), the plans in
 /// turn. Nothing may panic; the default training (which runs the full check on a store
@@ -632,23 +658,9 @@ fn damage_plans() -> Vec<saintflow::plan::Plan> {
 fn damage_run(runs: usize, seed: u64) -> Tally {
     count_panics();
     let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().join("base");
-    small_store(tmp.path(), "base", 8, 3);
-    let files: Vec<(String, u64)> = std::iter::once(HEADER_FILE.to_string())
-        .chain(SectionId::ALL.iter().map(|id| id.file_name().to_string()))
-        .map(|f| {
-            let len = std::fs::metadata(base.join(&f)).unwrap().len();
-            (f, len)
-        })
-        .collect();
+    let (base, files) = damage_base(tmp.path());
     let plans = damage_plans();
-    let mut state = seed | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(seed);
     let mut t = Tally::default();
     let mut failures = Vec::new();
     let verbose = std::env::var_os("SAINTFLOW_DAMAGE_VERBOSE").is_some();
@@ -786,15 +798,7 @@ fn issue_28_random_damage_through_embed_sample_partition_and_eval_embedding() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().join("base");
-    small_store(tmp.path(), "base", 8, 3);
-    let files: Vec<(String, u64)> = std::iter::once(HEADER_FILE.to_string())
-        .chain(SectionId::ALL.iter().map(|id| id.file_name().to_string()))
-        .map(|f| {
-            let len = std::fs::metadata(base.join(&f)).unwrap().len();
-            (f, len)
-        })
-        .collect();
+    let (base, files) = damage_base(tmp.path());
     // A healthy embedding of the base store for eval-embedding to score on the damaged one.
     let plans = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
     let deepwalk = plans.join("deepwalk.toml");
@@ -829,13 +833,7 @@ fn issue_28_random_damage_through_embed_sample_partition_and_eval_embedding() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
-    let mut state = 0x28_28_28u64 | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x28_28_28);
     let (mut refused_all, mut passed) = (0, 0);
     let mut failures = Vec::new();
     for i in 0..runs {

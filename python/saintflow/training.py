@@ -160,6 +160,19 @@ class EmbeddingResult:
         return f"EmbeddingResult(shape={self.embedding.shape}, samples={self.summary['samples']})"
 
 
+def _into_array(output, prefix, write):
+    """Runs ``write(path)`` for a ``.npy`` and returns its array: mapped from ``output``
+    when given (the file stays), else loaded from a temporary file that is removed."""
+    if output is not None:
+        output = os.fspath(output)
+        result = write(output)
+        return np.load(output, mmap_mode="r"), result
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        path = os.path.join(tmp, "embedding.npy")
+        result = write(path)
+        return np.load(path), result
+
+
 def _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory_mib, progress):
     def run(path):
         summary = _native._train_embedding(
@@ -168,14 +181,8 @@ def _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory
         )
         return json.loads(summary)
 
-    if output is not None:
-        output = os.fspath(output)
-        summary = run(output)
-        return EmbeddingResult(np.load(output, mmap_mode="r"), summary)
-    with tempfile.TemporaryDirectory(prefix="saintflow-emb-") as tmp:
-        path = os.path.join(tmp, "embedding.npy")
-        summary = run(path)
-        return EmbeddingResult(np.load(path), summary)
+    embedding, summary = _into_array(output, "saintflow-emb-", run)
+    return EmbeddingResult(embedding, summary)
 
 
 def embed(plan, store, checkpoint, *, output=None, last=False, logits=False, threads=None,
@@ -195,14 +202,7 @@ def embed(plan, store, checkpoint, *, output=None, last=False, logits=False, thr
                        None if threads is None else int(threads), int(memory_mib),
                        None if scratch_dir is None else os.fspath(scratch_dir))
 
-    if output is not None:
-        output = os.fspath(output)
-        run(output)
-        return np.load(output, mmap_mode="r")
-    with tempfile.TemporaryDirectory(prefix="saintflow-embed-") as tmp:
-        path = os.path.join(tmp, "embedding.npy")
-        run(path)
-        return np.load(path)
+    return _into_array(output, "saintflow-embed-", run)[0]
 
 
 def eval_embedding(embedding, store, *, ratios=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),

@@ -904,11 +904,9 @@ fn beyond_memory(store: &GraphStore) -> bool {
         .is_some_and(|(bytes, _)| saintflow::train::trainer::store_bytes(store) > bytes)
 }
 
+/// A pool of `threads` workers (0: one per core): the engine's own `exec::rayon_pool`.
 fn pool(threads: usize) -> PyResult<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("saintflow-sample-{i}"))
-        .build()
+    saintflow::exec::rayon_pool(threads)
         .map_err(|e| SaintflowError::new_err(format!("cannot start {threads} threads: {e}")))
 }
 
@@ -1095,11 +1093,12 @@ fn _train<'py>(
             // As `saintflow train`: a finished or interrupted run's checkpoint is not
             // replaced silently by a fresh run.
             let file = saintflow::train::checkpoint::checkpoint_file(c);
-            if file.exists() && !resume && !force {
-                return Err(TrainError::new_err(format!(
-                    "{}: a run's checkpoint is there already: pass resume=True to continue it or force=True to start afresh over it",
-                    file.display()
-                )));
+            if !resume && !force {
+                lib(saintflow::train::checkpoint::refuse_replacing(
+                    &file,
+                    "resume=True",
+                    "force=True",
+                ))?;
             }
             // `checkpoint="run/"` names a directory that the run makes, as the CLI's.
             saintflow::atomic::create_parent_dirs(&file).map_err(|e| {

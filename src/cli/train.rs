@@ -392,21 +392,8 @@ fn options<'a>(
     let outputs = a.checkpoint.as_deref().map(checkpoint_file);
     // Issue 28, item 12: a finished (or interrupted) run's checkpoint is not replaced
     // silently by a fresh run.
-    if let Some(ck) = outputs
-        .as_ref()
-        .filter(|c| c.exists() && !a.resume && !a.force)
-    {
-        let what = match crate::train::Checkpoint::load(ck) {
-            Ok(c) => format!("a run's checkpoint (epoch {}, seed {})", c.epoch, c.seed),
-            Err(_) => "a file that is not a readable checkpoint".to_string(),
-        };
-        return Err(crate::train::TrainError::Checkpoint {
-            path: ck.clone(),
-            what: format!(
-                "exists, {what}: --resume continues it, --force starts afresh and replaces it"
-            ),
-        }
-        .into());
+    if let Some(ck) = outputs.as_ref().filter(|_| !a.resume && !a.force) {
+        crate::train::checkpoint::refuse_replacing(ck, "--resume", "--force")?;
     }
     for path in outputs.iter().chain(&a.log).chain(&a.plot) {
         crate::atomic::create_parent_dirs(path).map_err(|e| {

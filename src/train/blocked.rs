@@ -505,14 +505,16 @@ pub fn run_blocked(
             })
             .collect()
     };
-    let levels: Vec<usize> = (0..plan.levels)
-        .filter(|&l| !work_of(l).is_empty())
+    // The levels with work, each with its nodes.
+    let levels: Vec<(usize, Vec<NodeId>)> = (0..plan.levels)
+        .map(|l| (l, work_of(l)))
+        .filter(|(_, w)| !w.is_empty())
         .collect();
     let ticker = opts
         .progress
         .ticker((levels.len() * n) as u64, "full-graph pass", "rows");
-    for (li, &level) in levels.iter().enumerate() {
-        let work = work_of(level);
+    for (li, (level, work)) in levels.iter().enumerate() {
+        let level = *level;
         ticker.set_message(format!("layer {}/{}", li + 1, levels.len()));
         let mut r0 = 0;
         while r0 < n {
@@ -521,7 +523,7 @@ pub fn run_blocked(
             let mut adjacency: HashMap<AdjKind, SparseMat> = HashMap::new();
             let mut vals: HashMap<NodeId, Value> = HashMap::new();
             let own: Vec<u32> = (r0 as u32..r1 as u32).collect();
-            for &id in &work {
+            for &id in work {
                 let node = graph.node(id);
                 let out = match plan.class[&id] {
                     // Only as the output itself: a plan whose embedding is the features.

@@ -214,6 +214,26 @@ impl Checkpoint {
     }
 }
 
+/// Issue 28, item 12: a finished (or interrupted) run's checkpoint at `ck` is not replaced
+/// silently by a fresh run. An error naming what is there, and how to continue it
+/// (`resume_how`: `--resume`, `resume=True`) or replace it (`force_how`), when `ck` exists;
+/// the caller skips this with its resume or force flag.
+pub fn refuse_replacing(ck: &Path, resume_how: &str, force_how: &str) -> Result<(), TrainError> {
+    if !ck.exists() {
+        return Ok(());
+    }
+    let what = match Checkpoint::load(ck) {
+        Ok(c) => format!("a run's checkpoint (epoch {}, seed {})", c.epoch, c.seed),
+        Err(_) => "a file that is not a readable checkpoint".to_string(),
+    };
+    Err(TrainError::Checkpoint {
+        path: ck.to_path_buf(),
+        what: format!(
+            "exists, {what}: {resume_how} continues it, {force_how} starts afresh and replaces it"
+        ),
+    })
+}
+
 /// The parameters a forward pass (`embed`, the Python package's `embed`) uses from the
 /// checkpoint at `arg` (a file, or a run directory: [`checkpoint_file`]): the
 /// best-validation ones, or the last with `last` (or when the run never evaluated). Refused
