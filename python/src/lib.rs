@@ -11,7 +11,7 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use numpy::ndarray::{Array2, ArrayView1, ArrayView2};
+use numpy::ndarray::{Array2, ArrayView1, ArrayView2, Ix1, Ix2};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -255,7 +255,7 @@ impl Store {
     /// Labels of `ids`: int64 class ids (−1 = none), or float32 0/1 rows when multi-label.
     fn labels<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Py<PyAny>> {
         let ids = ids_of(&self.inner, ids.as_slice()?)?;
-        Ok(labels_of(py, &self.inner, &ids).into())
+        Ok(labels_of(py, &self.inner, &ids)?.into())
     }
 
     /// `(indptr, indices)` of the full or training graph: read-only views of the map
@@ -408,8 +408,10 @@ impl Store {
     }
 }
 
-fn labels_of<'py>(py: Python<'py>, store: &GraphStore, ids: &[u32]) -> Bound<'py, PyAny> {
-    YData::of(store, ids).into_py(py)
+fn labels_of<'py>(py: Python<'py>, store: &GraphStore, ids: &[u32]) -> PyResult<Bound<'py, PyAny>> {
+    // Nothing to recycle: one call, its arrays kept by the caller.
+    let bufs = Arc::new(Buffers::new(0));
+    YData::of(store, ids, &bufs).into_py(py, &bufs)
 }
 
 /// A sampler configuration checked against the kind's fields: `kind` and its keys as
@@ -470,6 +472,27 @@ struct Batch {
     y: YData,
 }
 
+impl Batch {
+    /// Its buffers back to `bufs`, as numpy hands them back when it frees the arrays.
+    fn give_back(self, bufs: &Buffers) {
+        bufs.nodes.give(self.nodes);
+        bufs.indptr.give(self.indptr);
+        bufs.edge_index.give(self.edge_index);
+        bufs.x.give(self.x);
+        bufs.roles.give(self.roles);
+        match self.y {
+            YData::Single(y) => bufs.y.give(y),
+            YData::Multi(y, _) => bufs.y_multi.give(y),
+        }
+        if let Some(v) = self.node_norm {
+            bufs.node_norm.give(v);
+        }
+        if let Some(v) = self.edge_norm {
+            bufs.edge_norm.give(v);
+        }
+    }
+}
+
 /// Labels of some nodes as the package hands them out.
 enum YData {
     /// Class ids, −1 for none.
@@ -479,24 +502,26 @@ enum YData {
 }
 
 impl YData {
-    fn of(store: &GraphStore, ids: &[u32]) -> YData {
+    fn of(store: &GraphStore, ids: &[u32], bufs: &Buffers) -> YData {
         match store.labels() {
-            Labels::Single(l) => YData::Single(
-                ids.iter()
-                    .map(|&v| match l[v as usize] {
-                        saintflow::store::format::NO_LABEL => -1,
-                        c => i64::from(c),
-                    })
-                    .collect(),
-            ),
+            Labels::Single(l) => {
+                let mut y = bufs.y.take();
+                y.extend(ids.iter().map(|&v| match l[v as usize] {
+                    saintflow::store::format::NO_LABEL => -1,
+                    c => i64::from(c),
+                }));
+                YData::Single(y)
+            }
             labels @ Labels::Multi { .. } => {
                 let c = store.n_classes();
-                let mut out = vec![0f32; ids.len() * c];
-                for (i, &v) in ids.iter().enumerate() {
-                    for k in 0..c {
-                        if labels.has_class(v, k as u32) {
-                            out[i * c + k] = 1.0;
-                        }
+                let mut out = bufs.y_multi.take_len(ids.len() * c);
+                for (row, &v) in out.chunks_exact_mut(c.max(1)).zip(ids) {
+                    for (k, y) in row.iter_mut().enumerate() {
+                        *y = if labels.has_class(v, k as u32) {
+                            1.0
+                        } else {
+                            0.0
+                        };
                     }
                 }
                 YData::Multi(out, c)
@@ -504,14 +529,17 @@ impl YData {
         }
     }
 
-    fn into_py(self, py: Python<'_>) -> Bound<'_, PyAny> {
-        match self {
-            YData::Single(y) => y.into_pyarray(py).into_any(),
-            YData::Multi(y, c) => Array2::from_shape_vec((y.len() / c.max(1), c), y)
-                .expect("n × c")
-                .into_pyarray(py)
-                .into_any(),
-        }
+    fn into_py<'py>(self, py: Python<'py>, bufs: &Arc<Buffers>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            YData::Single(y) => {
+                let n = y.len();
+                lend(py, y, Ix1(n), bufs, |b| &b.y)?.into_any()
+            }
+            YData::Multi(y, c) => {
+                let n = y.len() / c.max(1);
+                lend(py, y, Ix2(n, c), bufs, |b| &b.y_multi)?.into_any()
+            }
+        })
     }
 }
 
@@ -543,6 +571,7 @@ struct SamplerSpec {
     clip: usize,
     norm: Option<Arc<NormCounts>>,
     will_need: bool,
+    buffers: Arc<Buffers>,
 }
 
 impl SamplerSpec {
@@ -565,7 +594,7 @@ impl SamplerSpec {
     }
 
     fn make(&self, index: u64, sub: Subgraph) -> Result<Batch, String> {
-        let store = &self.store;
+        let (store, bufs) = (&self.store, &self.buffers);
         let f = store.n_features();
         if self.will_need {
             // A store larger than the memory: the batch's feature pages asked for at once
@@ -574,36 +603,167 @@ impl SamplerSpec {
             // (measured: 11 against 17 batches/s under 2 GiB).
             store.will_need_features(&sub.nodes);
         }
-        let mut x = vec![0f32; sub.n_nodes() * f];
+        // Every element is written by the gather, so a recycled buffer's old rows stay.
+        let mut x = bufs.x.take_len(sub.n_nodes() * f);
         store
             .gather_features(&sub.nodes, &mut x)
             .map_err(|e| e.to_string())?;
         let (node_norm, edge_norm) = match &self.norm {
             Some(n) => {
-                let (a, b) = n.pyg_norms(&sub);
+                let (mut a, mut b) = (bufs.node_norm.take(), bufs.edge_norm.take());
+                n.pyg_norms_into(&sub, &mut a, &mut b);
                 (Some(a), Some(b))
             }
             None => (None, None),
         };
         // PyG's edge_index: the rows, then the columns, in one allocation.
-        let mut edge_index = Vec::with_capacity(2 * sub.n_entries());
+        let mut edge_index = bufs.edge_index.take();
+        edge_index.reserve(2 * sub.n_entries());
         for i in 0..sub.n_nodes() {
             let d = (sub.offsets[i + 1] - sub.offsets[i]) as usize;
             edge_index.extend(std::iter::repeat_n(i as i64, d));
         }
         edge_index.extend(sub.indices.iter().map(|&c| i64::from(c)));
+        let (mut roles, mut nodes, mut indptr) =
+            (bufs.roles.take(), bufs.nodes.take(), bufs.indptr.take());
+        roles.extend(sub.nodes.iter().map(|&v| store.role(v) as u8));
+        nodes.extend(sub.nodes.iter().map(|&v| i64::from(v)));
+        indptr.extend(sub.offsets.iter().map(|&o| i64::from(o)));
         Ok(Batch {
             index,
-            roles: sub.nodes.iter().map(|&v| store.role(v) as u8).collect(),
-            y: YData::of(store, &sub.nodes),
-            nodes: sub.nodes.iter().map(|&v| i64::from(v)).collect(),
-            indptr: sub.offsets.iter().map(|&o| i64::from(o)).collect(),
+            roles,
+            y: YData::of(store, &sub.nodes, bufs),
+            nodes,
+            indptr,
             edge_index,
             x,
             node_norm,
             edge_norm,
         })
     }
+}
+
+/// Buffers of one kind that numpy has freed, for the next batches. A batch's arrays are
+/// megabytes; allocated afresh, each 4 KiB page faults in, and glibc gives a buffer freed on
+/// another thread back to the kernel: with two sampling threads, 480 000 page faults in 800
+/// batches halved the rate (BENCHMARKS.md, "Recycled batch buffers").
+struct Recycle<T> {
+    free: Mutex<Vec<Vec<T>>>,
+    keep: usize,
+}
+
+impl<T> Recycle<T> {
+    fn new(keep: usize) -> Self {
+        Recycle {
+            free: Mutex::new(Vec::new()),
+            keep,
+        }
+    }
+
+    /// An empty buffer, with the capacity of a freed one when there is one.
+    fn take(&self) -> Vec<T> {
+        let mut v = self.pop();
+        v.clear();
+        v
+    }
+
+    /// A freed buffer as it was, or a new empty one.
+    fn pop(&self) -> Vec<T> {
+        let v = self.free.lock().ok().and_then(|mut f| f.pop());
+        v.unwrap_or_default()
+    }
+
+    /// A buffer of `len` elements whose values are unspecified (a freed buffer's, or
+    /// zeros): for a caller that overwrites every one, without clearing them first.
+    fn take_len(&self, len: usize) -> Vec<T>
+    where
+        T: Copy + Default,
+    {
+        let mut v = self.pop();
+        if v.len() >= len {
+            v.truncate(len);
+        } else {
+            v.resize(len, T::default());
+        }
+        v
+    }
+
+    /// Keeps `v` for a later `take`, up to `keep` buffers.
+    fn give(&self, v: Vec<T>) {
+        if let Ok(mut f) = self.free.lock() {
+            if f.len() < self.keep {
+                f.push(v);
+            }
+        }
+    }
+}
+
+/// One `Recycle` per array of a batch, so a buffer comes back at the size it had.
+struct Buffers {
+    nodes: Recycle<i64>,
+    indptr: Recycle<i64>,
+    edge_index: Recycle<i64>,
+    x: Recycle<f32>,
+    roles: Recycle<u8>,
+    y: Recycle<i64>,
+    y_multi: Recycle<f32>,
+    node_norm: Recycle<f32>,
+    edge_norm: Recycle<f32>,
+}
+
+impl Buffers {
+    /// Keeping up to `keep` freed buffers of each array.
+    fn new(keep: usize) -> Self {
+        Buffers {
+            nodes: Recycle::new(keep),
+            indptr: Recycle::new(keep),
+            edge_index: Recycle::new(keep),
+            x: Recycle::new(keep),
+            roles: Recycle::new(keep),
+            y: Recycle::new(keep),
+            y_multi: Recycle::new(keep),
+            node_norm: Recycle::new(keep),
+            edge_norm: Recycle::new(keep),
+        }
+    }
+}
+
+/// The base object of a batch's arrays: it owns the buffer they view and, when numpy frees
+/// the last of them, hands it back to its `Recycle`.
+#[pyclass(module = "saintflow._native", frozen)]
+struct BatchBuffer(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl Drop for BatchBuffer {
+    fn drop(&mut self) {
+        if let Some(give_back) = self.0.get_mut().ok().and_then(Option::take) {
+            give_back();
+        }
+    }
+}
+
+/// `v` as a numpy array of `shape` (no copy), whose buffer goes back to `field` of `bufs`
+/// when numpy frees it.
+fn lend<'py, T: numpy::Element + Send + 'static, D: numpy::ndarray::Dimension>(
+    py: Python<'py>,
+    v: Vec<T>,
+    shape: D,
+    bufs: &Arc<Buffers>,
+    field: fn(&Buffers) -> &Recycle<T>,
+) -> PyResult<Bound<'py, numpy::PyArray<T, D>>> {
+    let (ptr, len) = (v.as_ptr(), v.len());
+    let bufs = bufs.clone();
+    let owner = Bound::new(
+        py,
+        BatchBuffer(Mutex::new(Some(Box::new(move || field(&bufs).give(v))))),
+    )?;
+    // SAFETY: moving `v` into the closure moved its handle, not its heap buffer, which
+    // nothing touches until `owner` drops: `owner` becomes the array's base, so it lives as
+    // long as the array and any view of it.
+    let data = unsafe { std::slice::from_raw_parts(ptr, len) };
+    let view = numpy::ndarray::ArrayView::from_shape(shape, data)
+        .map_err(|e| SaintflowError::new_err(format!("batch array of {len} elements: {e}")))?;
+    // SAFETY: as above; `data` is never reallocated while `owner` lives.
+    Ok(unsafe { numpy::PyArray::borrow_from_array(&view, owner.into_any()) })
 }
 
 /// GraphSAINT subgraphs as batches (see `saintflow.SaintSampler`).
@@ -671,6 +831,9 @@ impl Sampler {
                 clip,
                 norm: None,
                 will_need: beyond_memory(&store.inner),
+                // Enough for the batches in flight (a chunk being drawn, the channel, the
+                // consumer's) before a freed buffer is dropped.
+                buffers: Arc::new(Buffers::new(4 * threads + 4)),
             };
             let pool = pool(threads)?;
             // Subgraph 0 sizes the pre-sampling (coverage × N nodes drawn, as PyG) and the
@@ -827,7 +990,8 @@ impl Sampler {
                 let item = rx
                     .recv()
                     .map_err(|_| "the sampling thread stopped early".to_string())??;
-                std::hint::black_box(item.batch(&spec)?);
+                // Freed at once, as a Python loop frees the batch before it.
+                std::hint::black_box(item.batch(&spec)?).give_back(&spec.buffers);
             }
             Ok(start.elapsed().as_secs_f64())
         })
@@ -914,28 +1078,34 @@ fn batch_dict<'py>(py: Python<'py>, spec: &SamplerSpec, b: Batch) -> PyResult<Bo
     // Only wrapping here (the GIL is held): every array was built by the worker or, with
     // one sampling thread, by `__next__` with the GIL released.
     let d = PyDict::new(py);
-    let n = b.nodes.len();
-    let e = b.edge_index.len() / 2;
+    let bufs = &spec.buffers;
+    let (n, e, f) = (
+        b.nodes.len(),
+        b.edge_index.len() / 2,
+        spec.store.n_features(),
+    );
     d.set_item("index", b.index)?;
-    d.set_item("n_id", b.nodes.into_pyarray(py))?;
-    d.set_item("indptr", b.indptr.into_pyarray(py))?;
-    let edge_index = Array2::from_shape_vec((2, e), b.edge_index)
-        .expect("2 × E")
-        .into_pyarray(py);
+    d.set_item("n_id", lend(py, b.nodes, Ix1(n), bufs, |b| &b.nodes)?)?;
+    d.set_item(
+        "indptr",
+        lend(py, b.indptr, Ix1(n + 1), bufs, |b| &b.indptr)?,
+    )?;
+    let edge_index = lend(py, b.edge_index, Ix2(2, e), bufs, |b| &b.edge_index)?;
     // `indices`: the second row of `edge_index`, a view (no copy).
     d.set_item("indices", edge_index.get_item(1)?)?;
     d.set_item("edge_index", edge_index)?;
-    let f = spec.store.n_features();
-    d.set_item(
-        "x",
-        Array2::from_shape_vec((n, f), b.x)
-            .expect("n × f")
-            .into_pyarray(py),
-    )?;
-    d.set_item("roles", b.roles.into_pyarray(py))?;
-    d.set_item("y", b.y.into_py(py))?;
-    d.set_item("node_norm", b.node_norm.map(|v| v.into_pyarray(py)))?;
-    d.set_item("edge_norm", b.edge_norm.map(|v| v.into_pyarray(py)))?;
+    d.set_item("x", lend(py, b.x, Ix2(n, f), bufs, |b| &b.x)?)?;
+    d.set_item("roles", lend(py, b.roles, Ix1(n), bufs, |b| &b.roles)?)?;
+    d.set_item("y", b.y.into_py(py, bufs)?)?;
+    let norm = |v: Option<Vec<f32>>, field: fn(&Buffers) -> &Recycle<f32>| {
+        v.map(|v| {
+            let k = v.len();
+            lend(py, v, Ix1(k), bufs, field)
+        })
+        .transpose()
+    };
+    d.set_item("node_norm", norm(b.node_norm, |b| &b.node_norm)?)?;
+    d.set_item("edge_norm", norm(b.edge_norm, |b| &b.edge_norm)?)?;
     Ok(d)
 }
 

@@ -90,11 +90,9 @@ def test_norms_are_pygs_from_the_presampled_counts(store):
     n, e = store.n_nodes, len(indices)
     node_count = np.zeros(n)
     edge_count = np.zeros(e)
-    drawn = 0
     for i in range(n_pre):
         b = s.subgraph(i, seed=s.norm_seed)
         node_count[b.n_id] += 1
-        drawn += b.num_nodes
         # The parent entry of each local (row, col): position of col in row's list.
         for r in range(b.num_nodes):
             u = b.n_id[r]
@@ -106,7 +104,8 @@ def test_norms_are_pygs_from_the_presampled_counts(store):
     np.testing.assert_array_equal(s.edge_counts(), edge_count)
     for b in s:
         c = node_count[b.n_id]
-        want_node = drawn / np.where(c == 0, 0.1, c) / n
+        # PyG's num_samples counts subgraphs (num_steps per pass), not the nodes drawn.
+        want_node = n_pre / np.where(c == 0, 0.1, c) / n
         np.testing.assert_allclose(b.node_norm, want_node, rtol=1e-6)
         rows = b.edge_index[0]
         u = b.n_id[rows]
@@ -120,6 +119,43 @@ def test_norms_are_pygs_from_the_presampled_counts(store):
         np.testing.assert_array_equal(b.edge_norm, want_edge)
 
 
+def test_norms_equal_pygs_own_compute_norm_on_the_same_subgraphs(store):
+    # PyG's GraphSAINTSampler._compute_norm itself, fed the node sets of our pre-sampling
+    # (one pass of n_pre steps), must give our node_norm and edge_norm.
+    pytest.importorskip("torch_sparse")
+    torch = pytest.importorskip("torch")
+    from torch_geometric.data import Data
+    from torch_geometric.loader import GraphSAINTSampler
+
+    s = sf.SaintSampler(store, "rw", roots=20, depth=2, sample_coverage=10, num_steps=3)
+    n_pre = s.pre_sampled
+    sets = [s.subgraph(i, seed=s.norm_seed).n_id for i in range(n_pre)]
+    indptr, indices = store.csr("train")
+    indptr = indptr.astype(np.int64)
+    rows = np.repeat(np.arange(store.n_nodes), np.diff(indptr))
+    data = Data(edge_index=torch.from_numpy(np.stack([rows, indices.astype(np.int64)])),
+                num_nodes=store.n_nodes)
+
+    class Ours(GraphSAINTSampler):
+        def __init__(self, *a, **k):
+            self.queue = list(sets)
+            super().__init__(*a, **k)
+
+        def _sample_nodes(self, batch_size):
+            return torch.from_numpy(self.queue.pop(0))
+
+    # Coverage just under what one pass draws, so PyG makes exactly one pass.
+    cover = sum(len(v) for v in sets) / store.n_nodes * (1 - 1e-9)
+    pyg = Ours(data, batch_size=1, num_steps=n_pre, sample_coverage=cover, log=False)
+    assert not pyg.queue
+    for b in s:
+        np.testing.assert_allclose(b.node_norm, pyg.node_norm.numpy()[b.n_id], rtol=1e-6)
+        u = b.n_id[b.edge_index[0]]
+        pos = np.array([indptr[a] + np.searchsorted(indices[indptr[a]:indptr[a + 1]], b.n_id[c])
+                        for a, c in zip(u, b.indices)], dtype=np.int64)
+        np.testing.assert_allclose(b.edge_norm, pyg.edge_norm.numpy()[pos], rtol=1e-6)
+
+
 def test_no_coverage_no_norms(store):
     b = next(iter(sf.SaintSampler(store, "rw", roots=20, sample_coverage=0, num_steps=1)))
     assert b.node_norm is None and b.edge_norm is None
@@ -128,10 +164,35 @@ def test_no_coverage_no_norms(store):
 def test_batch_arrays_are_moved_not_copied(store):
     b = next(iter(sf.SaintSampler(store, "rw", roots=20, num_steps=1)))
     for a in (b.n_id, b.edge_index, b.x, b.y, b.node_norm, b.edge_norm):
-        # Memory allocated by Rust and handed to numpy: the base is Rust's container.
+        # Memory allocated by Rust and handed to numpy: the base is the buffer's owner,
+        # which hands it back for a later batch once numpy frees every view of it.
         assert not a.flags.owndata
-        assert type(a.base).__name__ == "PySliceContainer"
+        owner = a.base if a.base is not None and type(a.base).__name__ == "BatchBuffer" else a.base.base
+        assert type(owner).__name__ == "BatchBuffer"
         assert a.flags.writeable  # the batch is the consumer's to change
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_recycled_buffers_hold_each_batch_alone(store, threads):
+    # Batches dropped as the loop goes (their buffers recycled into later batches, larger
+    # or smaller) equal the same subgraphs drawn alone; arrays kept, and a view kept
+    # after its batch is gone, are never written over by later batches.
+    s = sf.SaintSampler(store, "node", batch_size=60, num_steps=16, threads=threads, seed=3)
+    kept, view, view_copy = [], None, None
+    for i, b in enumerate(s):
+        alone = s.subgraph(b.index)
+        for k in ("n_id", "indptr", "edge_index", "x", "y", "roles", "node_norm", "edge_norm"):
+            np.testing.assert_array_equal(getattr(b, k), getattr(alone, k), err_msg=f"{k} of batch {i}")
+        if i % 5 == 0:
+            kept.append((b, b.x.copy(), b.edge_norm.copy()))
+        if i == 2:
+            view, view_copy = b.x[1:4], b.x[1:4].copy()
+        if i % 5 != 0 and i != 2:
+            b.x[:] = -7.0  # the consumer's to change; the next batch must not see it
+    for b, x, e in kept:
+        np.testing.assert_array_equal(b.x, x)
+        np.testing.assert_array_equal(b.edge_norm, e)
+    np.testing.assert_array_equal(view, view_copy)
 
 
 def test_full_graph_and_default_steps(store):

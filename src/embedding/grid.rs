@@ -90,15 +90,12 @@ impl Rows {
         if r >= self.rows {
             return;
         }
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // 16 floats per 64-byte line.
-            for k in (0..self.dim).step_by(16) {
-                // SAFETY: in bounds (checked above); a prefetch reads nothing architecturally.
-                unsafe { _mm_prefetch(self.ptr.add(r * self.dim + k) as *const i8, _MM_HINT_T0) };
-            }
-        }
+        let row = self
+            .ptr
+            .wrapping_add(r * self.dim)
+            .cast_const()
+            .cast::<u8>();
+        saintflow_ops::cache::prefetch_bytes(row, self.dim * std::mem::size_of::<f32>());
     }
 }
 

@@ -394,26 +394,31 @@ impl NormCounts {
 
     /// PyTorch Geometric's `GraphSAINTSampler` normalisation of a subgraph, so a PyG model
     /// runs on saintflow's batches unchanged (the Python package's `SaintSampler`):
-    /// `node_norm[i]` = (Σ_v C_v) / (C_v · N) with C_v = 0 read as 0.1, N the sampled
-    /// graph's nodes; `edge_norm[k]` = C_row / C_{row,col} of entry k = (row, col) of the
+    /// `node_norm[i]` = N_pre / (C_v · N) with N_pre the pre-sampled subgraphs (PyG's
+    /// `num_samples`, which counts subgraphs: `num_steps` per pass), C_v = 0 read as 0.1, N
+    /// the sampled graph's nodes; `edge_norm[k]` = C_row / C_{row,col} of entry k = (row, col) of the
     /// subgraph's CSR, in f32 as PyG computes it, clamped to [0, 10⁴], 0.1 where both
     /// counts are 0. PyG's `edge_index` is that CSR's (row, col), its messages flow row →
     /// col, so the weight on the message into `col` carries the *sender's* count; the
     /// paper's α_{u,v} (and [`NormCounts::aggregator_weights`]) divide by the receiver's
     /// (docs/PYTHON.md says how to get it from a PyG model).
     pub fn pyg_norms(&self, s: &Subgraph) -> (Vec<f32>, Vec<f32>) {
+        let (mut node_norm, mut edge_norm) = (Vec::new(), Vec::new());
+        self.pyg_norms_into(s, &mut node_norm, &mut edge_norm);
+        (node_norm, edge_norm)
+    }
+
+    /// [`NormCounts::pyg_norms`] into buffers the caller reuses (their contents replaced).
+    pub fn pyg_norms_into(&self, s: &Subgraph, node_norm: &mut Vec<f32>, edge_norm: &mut Vec<f32>) {
         let (mut nodes, mut edges) = (self.node.lookup(), self.edge.lookup());
-        let counts: Vec<u32> = s.nodes.iter().map(|&v| nodes.get(v)).collect();
-        let (drawn, n) = (self.nodes_drawn() as f64, self.meta.n_nodes as f64);
-        let node_norm = counts
-            .iter()
-            .map(|&c| {
-                let c = if c == 0 { 0.1 } else { f64::from(c) };
-                (drawn / c / n) as f32
-            })
-            .collect();
-        let mut edge_norm = Vec::with_capacity(s.n_entries());
-        for (i, &c_row) in counts.iter().enumerate() {
+        let (n_pre, n) = (self.meta.subgraphs as f64, self.meta.n_nodes as f64);
+        node_norm.clear();
+        edge_norm.clear();
+        edge_norm.reserve(s.n_entries());
+        for (i, &v) in s.nodes.iter().enumerate() {
+            let c_row = nodes.get(v);
+            let c = if c_row == 0 { 0.1 } else { f64::from(c_row) };
+            node_norm.push((n_pre / c / n) as f32);
             for k in s.offsets[i]..s.offsets[i + 1] {
                 let c_uv = edges.get(s.parent_entries[k as usize]);
                 edge_norm.push(match (c_row, c_uv) {
@@ -422,7 +427,6 @@ impl NormCounts {
                 });
             }
         }
-        (node_norm, edge_norm)
     }
 
     /// Writes the counts to `path` atomically ([`crate::atomic`]).
@@ -615,10 +619,11 @@ mod tests {
             parent_entries: vec![0, 1, 2, 3, 4, 5],
         };
         let (node_norm, edge_norm) = counts.pyg_norms(&s);
-        // num_samples = Σ C_v = 12; node_norm = 12 / C_v / N, C_v = 0 read as 0.1.
+        // num_samples = the 5 pre-sampled subgraphs (not the 12 nodes they drew);
+        // node_norm = 5 / C_v / N, C_v = 0 read as 0.1.
         let want: Vec<f32> = [4.0, 6.0, 2.0, 0.1]
             .iter()
-            .map(|c: &f64| (12.0 / c / 4.0) as f32)
+            .map(|c: &f64| (5.0 / c / 4.0) as f32)
             .collect();
         assert_eq!(node_norm, want);
         // edge_norm = C_row / C_e: 4/3, 6/3, 6/1, 2/2; C_e = 0 with C_row = 2 → inf →
