@@ -262,7 +262,10 @@ impl Ticker {
             String::new()
         };
         let eta = if rate > 0.0 && st.total > st.done {
-            format!(", eta {}", seconds((st.total - st.done) as f64 / rate))
+            format!(
+                ", eta {}",
+                duration_text((st.total - st.done) as f64 / rate)
+            )
         } else {
             String::new()
         };
@@ -313,13 +316,21 @@ fn bytes_text(b: u64) -> String {
     }
 }
 
-/// `83 s`, `4 min 10 s`, `2 h 05 min`.
-fn seconds(s: f64) -> String {
-    let s = s.round() as u64;
+/// `83 s`, `4 min 10 s`, `2 h 05 min`, `87 days 04 h`, `31 years`: a length of time as a
+/// person reads it.
+pub fn duration_text(s: f64) -> String {
+    const DAY: u64 = 86_400;
+    const YEAR: u64 = 365 * DAY;
+    if !s.is_finite() || s >= 1e15 {
+        return "more than 30 million years".into();
+    }
+    let s = s.max(0.0).round() as u64;
     match s {
         0..=99 => format!("{s} s"),
         100..=5999 => format!("{} min {:02} s", s / 60, s % 60),
-        _ => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        6000..=172_799 => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        _ if s < 2 * YEAR => format!("{} days {:02} h", s / DAY, s % DAY / 3600),
+        _ => format!("{} years", s / YEAR),
     }
 }
 
@@ -367,7 +378,7 @@ mod tests {
             line.starts_with("train: ") && line.contains("/400 steps ("),
             "{line}"
         );
-        let eta = seconds((400.0 - done) / rate);
+        let eta = duration_text((400.0 - done) / rate);
         assert!(
             line.contains(&format!("eta {eta}")),
             "{line} lacks eta {eta}"
@@ -378,8 +389,17 @@ mod tests {
 
     #[test]
     fn durations_read_as_a_person_writes_them() {
-        assert_eq!(seconds(42.4), "42 s");
-        assert_eq!(seconds(250.0), "4 min 10 s");
-        assert_eq!(seconds(7500.0), "2 h 05 min");
+        assert_eq!(duration_text(42.4), "42 s");
+        assert_eq!(duration_text(250.0), "4 min 10 s");
+        assert_eq!(duration_text(7500.0), "2 h 05 min");
+        assert_eq!(duration_text(47.0 * 3600.0), "47 h 00 min");
+        // Issue 28's 87-day run.
+        assert_eq!(
+            duration_text(87.0 * 86_400.0 + 4.5 * 3600.0),
+            "87 days 04 h"
+        );
+        assert_eq!(duration_text(31.2 * 365.0 * 86_400.0), "31 years");
+        assert_eq!(duration_text(f64::INFINITY), "more than 30 million years");
+        assert_eq!(duration_text(-3.0), "0 s");
     }
 }

@@ -359,6 +359,53 @@ fn issue_28_item_4_embedding_memory_is_checked_before_allocating() {
     assert!(o.status.success(), "{:?}", text(&o));
 }
 
+/// Item 4, the rest: an absurd `--epochs` is told how long it would take as soon as the
+/// first pool has measured the rate (and every episode line says what is left).
+#[test]
+fn issue_28_item_4_an_absurd_run_length_is_estimated_after_the_first_pool() {
+    use std::io::{BufRead, BufReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 9, 1);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(["embed", &plan("deepwalk.toml"), "--graph"])
+        .arg(&g)
+        .args(["--epochs", "1000000000", "--memory", "1", "-o", "x.npy"])
+        .current_dir(tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let (mut estimate, mut episode) = (None, None);
+    while estimate.is_none() || episode.is_none() {
+        let Some(Ok(line)) = lines.next() else { break };
+        if line.starts_with("estimate: ") {
+            estimate = Some(line.clone());
+        } else if line.starts_with("episode 1/") {
+            episode = Some(line.clone());
+        }
+        seen.push(line);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let estimate = estimate.unwrap_or_else(|| panic!("no estimate line in {seen:?}"));
+    let long = |l: &str| l.contains(" days ") || l.ends_with(" h") || l.contains(" years");
+    assert!(
+        estimate.contains("samples in") && estimate.contains("at the first pool's rate"),
+        "{estimate}"
+    );
+    let about = estimate.split(" about ").nth(1).unwrap_or("");
+    assert!(long(about.split(" (").next().unwrap()), "{estimate}");
+    let episode = episode.unwrap_or_else(|| panic!("no episode line in {seen:?}"));
+    let left = episode.split("  left ").nth(1).unwrap_or("");
+    assert!(long(left), "{episode}");
+    assert!(
+        !tmp.path().join("x.npy").exists(),
+        "a killed run published its output"
+    );
+}
+
 /// Item 5: `partition -k` beyond the nodes, or beyond the training nodes (parts a rank
 /// could not train on), is refused at once, before any part is written.
 #[test]

@@ -220,6 +220,14 @@ fn train_with(
     pool.install(|| run(plan, store, opts, touch, interrupt))
 }
 
+/// Seconds left for `total` units at the rate of the `done` units that took `secs`.
+fn remaining_seconds(done: u64, total: u64, secs: f64) -> f64 {
+    if done == 0 {
+        return 0.0;
+    }
+    total.saturating_sub(done) as f64 * secs / done as f64
+}
+
 /// Bytes of the vertex and context rows of one block that should stay in a core's L2.
 pub const BLOCK_CACHE_BYTES: usize = 1 << 20;
 
@@ -350,7 +358,7 @@ fn run(
         total: total as f64,
     };
     let episodes = total.div_ceil(cap as u64);
-    let bar = opts.progress.bar(total, "embedding", "samples");
+    let ticker = opts.progress.ticker(total, "embedding", "samples");
     let start = Instant::now();
     let mut report = |k: u64, stats: &EpisodeStats| -> Result<()> {
         if interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
@@ -360,13 +368,26 @@ fn run(
             });
         }
         let loss = stats.loss_sum / stats.loss_count.max(1) as f64;
-        bar.inc(stats.samples);
+        let (done, secs) = (
+            k * cap as u64 + stats.samples,
+            start.elapsed().as_secs_f64(),
+        );
+        // Issue 28: the whole run's length, as soon as one pool has measured the rate.
+        let left = remaining_seconds(done, total, secs);
+        if k == 0 && episodes > 1 {
+            ticker.println(format!(
+                "estimate: {total} samples in {episodes} pools; at the first pool's rate ({} samples/s) about {} (Ctrl-C stops it, publishing nothing)",
+                (done as f64 / secs.max(1e-9)).round(),
+                crate::progress::duration_text(secs + left)
+            ));
+        }
+        ticker.set_message(format!("episode {}/{episodes}, loss {loss:.4}", k + 1));
+        ticker.inc(stats.samples);
         if opts.progress.lines() {
-            opts.progress.line(format!(
-                "episode {}/{episodes}  samples {}  loss {loss:.4}  time {:.1}s",
+            ticker.println(format!(
+                "episode {}/{episodes}  samples {done}  loss {loss:.4}  time {secs:.1}s  left {}",
                 k + 1,
-                k * cap as u64 + stats.samples,
-                start.elapsed().as_secs_f64()
+                crate::progress::duration_text(left)
             ));
         }
         Ok(())
@@ -401,7 +422,7 @@ fn run(
             (run.last_loss, Some(run.wait))
         }
     };
-    bar.finish_and_clear();
+    ticker.finish();
     let seconds = start.elapsed().as_secs_f64();
     drop(context);
     vertex.publish()?;
