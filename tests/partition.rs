@@ -785,3 +785,52 @@ fn rank_stores_and_the_evaluation_graph_are_the_partitions_own() {
     check_rank_store(&old, &a, 0, &b0).unwrap();
     check_source(&old, &a, &other).unwrap();
 }
+
+/// Found by the `partition` fuzz target: with a huge ε refinement emptied parts, and the
+/// greedy assignment gave a rank only empty parts, so `partition.json` listed a rank with
+/// no part and could not be read back. Now every part keeps a node and every rank a part;
+/// an absurd walk length is refused before any walk.
+#[test]
+fn huge_epsilon_keeps_every_part_and_rank_nonempty_and_absurd_walks_are_refused() {
+    use saintflow::partition::read_report;
+    let tmp = tempfile::tempdir().unwrap();
+    let src = kron(tmp.path());
+    let n = GraphStore::open(&src).unwrap().n_nodes();
+    let spec = |k: usize, ranks: usize, epsilon: f64, layers: usize| PartitionSpec {
+        partition: PartitionOptions {
+            k,
+            epsilon,
+            seed: 3,
+        },
+        augment: AugmentOptions {
+            layers,
+            ..AugmentOptions::default()
+        },
+        ranks: Some(ranks),
+    };
+    let out = tmp.path().join("p");
+    let r = partition_store(
+        &src,
+        &out,
+        &spec(64, 30, 1e300, 2),
+        false,
+        &Progress::hidden(),
+    )
+    .unwrap();
+    assert!(r.parts.iter().all(|p| p.own > 0), "an empty part");
+    let read = read_report(&out).unwrap();
+    assert_eq!(read.ranks.len(), 30);
+    assert!(read.ranks.iter().all(|r| !r.parts.is_empty() && r.own > 0));
+    assert_eq!(read.ranks.iter().map(|r| r.own).sum::<usize>(), n);
+    let err = partition_store(
+        &src,
+        &tmp.path().join("q"),
+        &spec(4, 4, 0.03, 48_573),
+        false,
+        &Progress::hidden(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("L = 48573 (--layers)"), "{err}");
+    assert!(!tmp.path().join("q").exists());
+}

@@ -14,7 +14,9 @@
 mod base;
 mod checkpoint;
 mod edgelist;
+mod embedding_plan;
 mod input;
+mod partition;
 mod plan;
 mod readers;
 pub mod seeds;
@@ -22,6 +24,8 @@ mod store_step;
 
 pub use checkpoint::checkpoint;
 pub use edgelist::edgelist;
+pub use embedding_plan::embedding_plan;
+pub use partition::partition;
 pub use plan::plan;
 pub use readers::readers;
 pub use store_step::store_step;
@@ -36,4 +40,6 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("readers", readers),
     ("edgelist", edgelist),
     ("checkpoint", checkpoint),
+    ("embedding_plan", embedding_plan),
+    ("partition", partition),
 ];

@@ -18,6 +18,8 @@ pub fn seeds(target: &str, repo: &Path) -> Vec<(String, Vec<u8>)> {
         "readers" => reader_seeds(),
         "edgelist" => edgelist_seeds(),
         "checkpoint" => checkpoint_seeds(),
+        "embedding_plan" => embedding_plan_seeds(repo),
+        "partition" => partition_seeds(),
         t => panic!("unknown fuzz target {t:?}"),
     }
 }
@@ -44,6 +46,41 @@ fn plan_seeds(repo: &Path) -> Vec<(String, Vec<u8>)> {
     gcn.extend_from_slice(b"\0dims.hidden=4\0sampler.kind=\"rw\"\0layer.0.dropout=0.1");
     out.push(("gcn_overrides".into(), gcn));
     out
+}
+
+/// The shipped `[embedding]` plans as they are and with overrides.
+fn embedding_plan_seeds(repo: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for name in ["deepwalk", "line", "node2vec"] {
+        let text = std::fs::read(repo.join(format!("plans/{name}.toml"))).expect("plan file");
+        let mut small = text.clone();
+        small.extend_from_slice(b"\0embedding.dim=8\0embedding.window=3\0embedding.walk_length=6");
+        out.push((name.to_string(), text));
+        out.push((format!("{name}_overrides"), small));
+    }
+    out
+}
+
+/// Options of `partition`: k, ranks (0: none), ε and α (f64 bits), L (u16), seed.
+fn partition_seeds() -> Vec<(String, Vec<u8>)> {
+    let case = |k: u8, ranks: u8, eps: f64, alpha: f64, layers: u16, seed: u64| {
+        let mut b = vec![k, ranks];
+        b.extend_from_slice(&eps.to_bits().to_le_bytes());
+        b.extend_from_slice(&alpha.to_bits().to_le_bytes());
+        b.extend_from_slice(&layers.to_le_bytes());
+        b.extend_from_slice(&seed.to_le_bytes());
+        b
+    };
+    vec![
+        ("k2".into(), case(2, 0, 0.03, 0.01, 2, 0)),
+        ("k4_ranks2".into(), case(4, 2, 0.03, 0.5, 3, 7)),
+        ("k1".into(), case(1, 0, 0.0, 0.01, 2, 1)),
+        ("k_n".into(), case(64, 0, 0.03, 0.01, 2, 2)),
+        ("k_beyond_n".into(), case(70, 0, 0.03, 0.01, 2, 3)),
+        ("eps_nan".into(), case(3, 0, f64::NAN, 0.01, 2, 4)),
+        ("alpha_negative".into(), case(3, 0, 0.03, -1.0, 2, 5)),
+        ("no_walks".into(), case(5, 3, 0.1, 0.01, 0, 6)),
+    ]
 }
 
 fn store_step_seeds() -> Vec<(String, Vec<u8>)> {

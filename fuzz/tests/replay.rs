@@ -73,6 +73,16 @@ fn checkpoint() {
 }
 
 #[test]
+fn embedding_plan() {
+    replay("embedding_plan");
+}
+
+#[test]
+fn partition() {
+    replay("partition");
+}
+
+#[test]
 fn every_target_has_a_test_and_a_binary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");

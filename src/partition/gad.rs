@@ -55,6 +55,11 @@ impl Default for AugmentOptions {
     }
 }
 
+/// The longest walk length L taken: a plan's message-passing layers, and no published GNN
+/// has more than a few hundred (GCNII's 64 the deepest shipped); past this a typo's L
+/// (walks × L steps per part) would run for hours.
+pub const MAX_LAYERS: usize = 1024;
+
 /// The pilot sample's size P.
 pub const PILOT_WALKS: usize = 100;
 /// The walk count's cap per boundary node.
@@ -138,6 +143,12 @@ pub fn augment(
         return Err(PartitionError::argument(format!(
             "alpha = {}, expected a finite α ≥ 0",
             opts.alpha
+        )));
+    }
+    if opts.layers > MAX_LAYERS {
+        return Err(PartitionError::argument(format!(
+            "L = {} (--layers): walks of more steps than {MAX_LAYERS}; L is the message-passing layers of the plan to be trained (the deepest shipped plans have 64)",
+            opts.layers
         )));
     }
     if part.len() != g.n() || part.iter().any(|&p| p as usize >= k) {

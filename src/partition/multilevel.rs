@@ -247,6 +247,16 @@ pub fn partition(g: &WGraph, opts: &PartitionOptions) -> Result<Partition, Parti
     if cut > initial_cut && feasible {
         (part, cut) = (initial, initial_cut);
     }
+    // Refinement keeps every part's last node; an empty part could still come from the
+    // initial bisection of a lumpy coarse graph: say so rather than hand on a rank with
+    // nothing to train.
+    if let Some(empty) = part_weights(g, &part, k).iter().position(|&w| w == 0) {
+        return Err(PartitionError::argument(format!(
+            "k = {k}: part {empty} got no node ({} nodes, ε = {:?}); ask for fewer parts",
+            g.n(),
+            opts.epsilon
+        )));
+    }
     Ok(Partition {
         part,
         k,
@@ -492,6 +502,11 @@ fn refine(g: &WGraph, part: &mut [u32], k: usize, max_weight: u64, seed: u64, le
                 }
             }
             let wu = u64::from(g.vw[u]);
+            // A part's last node stays: k parts are asked for, and an empty one would be a
+            // rank with nothing to train (a large ε once let refinement empty parts).
+            if pw[pu as usize] == wu {
+                continue;
+            }
             let over = pw[pu as usize] > max_weight;
             // Only boundary nodes move here (an overweight part sheds its boundary first);
             // what is left overweight is `force_balance`'s.
