@@ -20,12 +20,9 @@ pub const MEMORY: u64 = 512 << 20;
 
 /// The fuzz target's body (see the module documentation).
 pub fn embedding_plan(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else {
+    let Some((file, overrides)) = crate::input::plan_text(data) else {
         return;
     };
-    let mut parts = text.split('\0');
-    let file = parts.next().unwrap_or_default();
-    let overrides: Vec<&str> = parts.take(4).collect();
     let plan = match EmbeddingPlan::parse_with_overrides(file, "fuzz.toml", "fuzz", &overrides) {
         Ok(p) => p,
         Err(e) => {

@@ -46,3 +46,12 @@ impl<'a> Input<'a> {
         self.take(self.data.len())
     }
 }
+
+/// A plan's text up to the first NUL byte, then at most 4 NUL-separated `--set` overrides;
+/// None when the bytes are not UTF-8 (the CLI reads a plan as a `String`).
+pub fn plan_text(data: &[u8]) -> Option<(&str, Vec<&str>)> {
+    let text = std::str::from_utf8(data).ok()?;
+    let mut parts = text.split('\0');
+    let file = parts.next().unwrap_or_default();
+    Some((file, parts.take(4).collect()))
+}

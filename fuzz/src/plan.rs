@@ -16,12 +16,9 @@ use saintflow::planner::{explain_text, plan as plan_graph, PlanOptions};
 
 /// The fuzz target's body (see the module documentation).
 pub fn plan(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else {
+    let Some((file, overrides)) = crate::input::plan_text(data) else {
         return;
     };
-    let mut parts = text.split('\0');
-    let file = parts.next().unwrap_or_default();
-    let overrides: Vec<&str> = parts.take(4).collect();
     let parsed = match Plan::parse_with_overrides(file, "fuzz.toml", &overrides) {
         Ok(p) => p,
         Err(e) => {
