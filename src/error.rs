@@ -31,7 +31,10 @@ pub enum Error {
     Train(#[from] crate::train::TrainError),
     /// Partitioning a store into part stores (`saintflow partition`).
     #[error(transparent)]
-    Partition(#[from] crate::partition::PartitionError),
+    Partition(#[from] crate::dist::PartitionError),
+    /// A rank's share of a distributed job (`train --partitions`).
+    #[error(transparent)]
+    Dist(#[from] crate::dist::DistError),
     /// Node embedding: `[embedding]` plans and their evaluation.
     #[error(transparent)]
     Embed(#[from] crate::embedding::EmbedError),

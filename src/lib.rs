@@ -178,6 +178,7 @@ pub mod autodiff;
 pub mod bench;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod dist;
 pub mod embedding;
 pub mod error;
 pub mod exec;
@@ -187,7 +188,6 @@ pub mod machine;
 pub mod metrics;
 pub mod npy;
 pub mod op;
-pub mod partition;
 pub mod plan;
 pub mod planner;
 pub mod plot;

@@ -7,14 +7,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use saintflow::dist::consensus::{ConsensusState, VARIANCE_DECAY};
+use saintflow::dist::zeta::{store_importance, subgraph_importance};
+use saintflow::dist::{Collective, Dist, DistEval, ThreadGroup, ThreadRank};
 use saintflow::plan::Plan;
 use saintflow::store::GraphStore;
-use saintflow::train::dist::{ConsensusState, VARIANCE_DECAY};
-use saintflow::train::zeta::{store_importance, subgraph_importance};
-use saintflow::train::{
-    Checkpoint, Collective, Dist, DistEval, Record, ThreadGroup, ThreadRank, TrainError,
-    TrainOptions, TrainOutcome,
-};
+use saintflow::train::{Checkpoint, Record, TrainError, TrainOptions, TrainOutcome};
 
 fn plan(consensus: &str) -> Plan {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
@@ -36,7 +34,7 @@ fn train_rank(
     configure: impl Fn(TrainOptions<'_>) -> TrainOptions<'_>,
 ) -> Result<TrainOutcome, TrainError> {
     let rank = comm.rank();
-    let report = saintflow::partition::read_report(dir).unwrap();
+    let report = saintflow::dist::partition::read_report(dir).unwrap();
     let store = GraphStore::open(dir.join(&report.ranks[rank].store))?;
     let opts = TrainOptions::new(plan, &store)
         .seed(5)
@@ -81,7 +79,7 @@ fn issue_17_consensus_combines_gradients_by_zeta() {
             for loss in losses(r) {
                 out.push(s.combine(&comm, loss, &[&g[..2], &g[2..]])?);
             }
-            Ok(out)
+            Ok::<_, saintflow::dist::DistError>(out)
         });
         let results: Vec<_> = results.into_iter().map(Result::unwrap).collect();
         // The documented estimate, step by step: (mean, var) per rank, σ̄² from the step before.
@@ -198,7 +196,7 @@ fn issue_17_ranks_keep_identical_parameters_and_only_rank_0_evaluates() {
     assert_eq!(d.replica_bytes, 100 + 200 + 300);
     // Each rank weighed its gradients by ζ of its own part store, from the same function
     // (exact for these parts).
-    let report = saintflow::partition::read_report(&dir).unwrap();
+    let report = saintflow::dist::partition::read_report(&dir).unwrap();
     for (r, z) in d.zeta.iter().enumerate() {
         let store = GraphStore::open(dir.join(&report.ranks[r].store)).unwrap();
         let want = store_importance(&store, plan.distributed.beta, 5);
@@ -455,7 +453,7 @@ fn issue_17_ranks_evaluating_their_parts_sum_their_counts() {
 fn issue_17_two_ranks_train_five_parts_assigned_by_load() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, dir) = common::partitioned_for(tmp.path(), 9, 5, Some(2), 0.05, 3);
-    let report = saintflow::partition::read_report(&dir).unwrap();
+    let report = saintflow::dist::partition::read_report(&dir).unwrap();
     assert_eq!(report.ranks.len(), 2);
     assert_eq!(report.ranks.iter().map(|r| r.parts.len()).sum::<usize>(), 5);
     let plan = plan("gad");
@@ -473,11 +471,11 @@ fn issue_17_two_ranks_train_five_parts_assigned_by_load() {
 
 /// ζ of a graph given by its undirected edges, every node with the same features (the
 /// paper's Example 3: d(i, j) = 0), through the trainer's function.
-fn zeta_of(n: usize, edges: &[(u32, u32)]) -> saintflow::train::zeta::Importance {
+fn zeta_of(n: usize, edges: &[(u32, u32)]) -> saintflow::dist::zeta::Importance {
     let (off, idx) = common::symmetric_csr(n, edges);
     let g = saintflow::store::Csr::new(&off, &idx).unwrap();
     let row = [0.5f32, -1.0, 2.0];
-    subgraph_importance(g, &|_| &row[..], saintflow::train::zeta::GAD_BETA, 1)
+    subgraph_importance(g, &|_| &row[..], saintflow::dist::zeta::GAD_BETA, 1)
 }
 
 #[test]
@@ -502,7 +500,7 @@ fn issue_24_zeta_reproduces_gad_example_3() {
 fn issue_24_sampled_zeta_is_within_its_stated_error_of_the_exact_sum() {
     // A part of 4096 nodes (8.4 M pairs, past the exact limit): the estimate against the
     // exact sum, through the same terms.
-    use saintflow::train::zeta::{exact_sum, EXACT_PAIRS, GAD_BETA};
+    use saintflow::dist::zeta::{exact_sum, EXACT_PAIRS, GAD_BETA};
     let tmp = tempfile::tempdir().unwrap();
     let store = GraphStore::open(common::planted(tmp.path(), 12)).unwrap();
     let g = store.full();
@@ -533,4 +531,60 @@ fn issue_24_sampled_zeta_is_within_its_stated_error_of_the_exact_sum() {
     );
     // The stated bound: a relative standard error under 1 %.
     assert!(est.std_error < 0.01 * exact, "{est:?} vs {exact}");
+}
+
+/// Issue 24: a rank's share of a job, as the CLI takes it from the wing: each rank gets the
+/// rank store `partition.json` lists (checked to be that store), rank 0 alone the
+/// evaluation graph (the partitioned store), the replicas' bytes from the report; a job of
+/// another size, or an evaluation graph that is not the partitioned store, is refused.
+#[test]
+fn a_job_gives_each_rank_its_own_store_and_rank_0_the_partitioned_graph() {
+    use saintflow::dist::{DistJob, JobEval};
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, dir) = common::partitioned_for(tmp.path(), 9, 4, Some(2), 0.05, 3);
+    let report = saintflow::dist::partition::read_report(&dir).unwrap();
+    let jobs = ThreadGroup::run(2, |comm| {
+        let job = DistJob::from_partitions(&dir, &comm, None, JobEval::Full)?;
+        let mine = &report.ranks[job.rank];
+        assert_eq!(job.store_path, dir.join(&mine.store));
+        assert_eq!(job.size, 2);
+        assert_eq!(job.full.is_some(), job.rank == 0);
+        assert_eq!(job.full_path, Path::new(&report.source));
+        let row = job.store.n_features() as u64 * 4 + 4;
+        assert_eq!(job.replica_bytes, mine.replicas as u64 * row);
+        let dist = job.dist(Arc::new(comm.clone()));
+        assert!(matches!(dist.eval, DistEval::Rank0(g) if g.is_some() == (job.rank == 0)));
+        let parts = DistJob::from_partitions(&dir, &comm, None, JobEval::Parts)?;
+        assert!(parts.full.is_none() && matches!(parts.dist(Arc::new(comm)).eval, DistEval::Parts));
+        Ok::<_, saintflow::dist::DistError>(job.rank)
+    });
+    let ranks: Vec<usize> = jobs.into_iter().map(Result::unwrap).collect();
+    assert_eq!(ranks, vec![0, 1]);
+    // Three ranks on a partition for two.
+    let three = ThreadGroup::run(3, |comm| {
+        DistJob::from_partitions(&dir, &comm, None, JobEval::Full).map(|_| ())
+    });
+    for r in three {
+        let e = r.unwrap_err().to_string();
+        assert!(
+            e.contains("stores for 2 ranks, but the job has 3 ranks"),
+            "{e}"
+        );
+    }
+    // Rank 0 evaluating on a store that is not the partitioned one.
+    let other = common::small_store(tmp.path(), "other.sf", 9, 7);
+    let bad = ThreadGroup::run(2, |comm| {
+        DistJob::from_partitions(&dir, &comm, Some(&other), JobEval::Full).map(|j| j.rank)
+    });
+    let e = bad[0].as_ref().map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("not the store the parts in"), "{e}");
+    assert_eq!(*bad[1].as_ref().unwrap(), 1, "rank 1 does not evaluate");
+    // The partitioned store itself, given explicitly, is accepted.
+    let ok = ThreadGroup::run(2, |comm| {
+        DistJob::from_partitions(&dir, &comm, Some(&full), JobEval::Full).map(|j| j.full.is_some())
+    });
+    assert_eq!(
+        ok.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        vec![true, false]
+    );
 }

@@ -23,11 +23,14 @@ const LAYERS: &[&[&str]] = &[
     // Training curves (log records, atomic writes).
     &["plot"],
     &["store"],
-    &["sample", "partition"],
+    &["sample"],
     &["ir"],
     &["op"],
     &["autodiff"],
     &["plan", "planner", "exec"],
+    // Everything distributed: partitioning, the transport, the consensus, a rank's job;
+    // training takes its `Dist`.
+    &["dist"],
     // Side by side: embedding reuses the leaves, not training; `testing` checks ops
     // through the executor.
     &["train", "embedding", "testing"],

@@ -10,9 +10,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use saintflow::dist::{Collective, Dist, DistEval, ThreadGroup};
 use saintflow::plan::Plan;
 use saintflow::store::GraphStore;
-use saintflow::train::{Collective, Dist, DistEval, ThreadGroup, TrainOptions};
+use saintflow::train::TrainOptions;
 
 const PLAN: &str = "plans/gcn.toml";
 
@@ -132,7 +133,7 @@ fn issue_17_four_mpi_ranks_train_and_report_their_communication() {
     let text = std::fs::read_to_string(&log).unwrap();
     let run: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(run["dist"]["ranks"], 4);
-    let report = saintflow::partition::read_report(&dir).unwrap();
+    let report = saintflow::dist::partition::read_report(&dir).unwrap();
     let replicas: u64 = report.parts.iter().map(|p| p.replicas as u64).sum();
     let store = GraphStore::open(dir.join("part-0.sf")).unwrap();
     // Single-label: F floats and one u32 label per replica.

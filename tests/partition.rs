@@ -7,8 +7,8 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
-use saintflow::partition::gad::budget;
-use saintflow::partition::{
+use saintflow::dist::partition::gad::budget;
+use saintflow::dist::partition::{
     augment, edge_cut, partition, partition_store, read_part_map, walk_count, AugmentOptions,
     PartitionOptions, PartitionReport, PartitionSpec, WGraph, PARTITION_JSON,
 };
@@ -584,7 +584,7 @@ fn issue_17_greedy_assignment_is_within_grahams_bound_of_the_best() {
         let load: Vec<u64> = (0..k)
             .map(|p| 1 + (unit_f64(hash3(case, 3, p as u64)) * 100.0) as u64)
             .collect();
-        let a = saintflow::partition::assign_parts(&load, ranks);
+        let a = saintflow::dist::partition::assign_parts(&load, ranks);
         // Every part to exactly one rank, every rank at least one part.
         let mut seen: Vec<usize> = a.iter().flatten().copied().collect();
         seen.sort_unstable();
@@ -628,7 +628,7 @@ fn issue_17_fewer_ranks_than_parts_get_the_union_of_their_parts() {
     };
     let r = partition_store(&input, &out, &spec, false, &Progress::hidden()).unwrap();
     assert_eq!((r.k, r.ranks.len()), (5, 2));
-    let back = saintflow::partition::read_report(&out).unwrap();
+    let back = saintflow::dist::partition::read_report(&out).unwrap();
     assert_eq!(back, r);
     let full = GraphStore::open(&input).unwrap();
     // Each part's home part, from the part reports' stores and the global map of each rank.
@@ -661,7 +661,7 @@ fn issue_17_fewer_ranks_than_parts_get_the_union_of_their_parts() {
         }
     }
     let loads: Vec<u64> = r.ranks.iter().map(|rk| rk.load).collect();
-    let want = saintflow::partition::assign_parts(
+    let want = saintflow::dist::partition::assign_parts(
         &r.parts
             .iter()
             .map(|p| (p.own + p.replicas) as u64)
@@ -697,7 +697,7 @@ fn issue_17_fewer_ranks_than_parts_get_the_union_of_their_parts() {
     assert!(e.contains("6 ranks for 5 parts"), "{e}");
 }
 
-fn common_err<T>(r: Result<T, saintflow::partition::PartitionError>) -> String {
+fn common_err<T>(r: Result<T, saintflow::dist::partition::PartitionError>) -> String {
     match r {
         Ok(_) => panic!("expected an error"),
         Err(e) => e.to_string(),
@@ -743,7 +743,7 @@ fn partition_takes_output_and_parts_as_every_command_spells_them() {
 /// that is not the partitioned store (here: the same graph with another split).
 #[test]
 fn rank_stores_and_the_evaluation_graph_are_the_partitions_own() {
-    use saintflow::partition::{check_rank_store, check_source, identity_text};
+    use saintflow::dist::partition::{check_rank_store, check_source, identity_text};
     let dir = tempfile::tempdir().unwrap();
     let input = kron(dir.path());
     let spec = |k| PartitionSpec {
@@ -792,7 +792,7 @@ fn rank_stores_and_the_evaluation_graph_are_the_partitions_own() {
 /// an absurd walk length is refused before any walk.
 #[test]
 fn huge_epsilon_keeps_every_part_and_rank_nonempty_and_absurd_walks_are_refused() {
-    use saintflow::partition::read_report;
+    use saintflow::dist::partition::read_report;
     let tmp = tempfile::tempdir().unwrap();
     let src = kron(tmp.path());
     let n = GraphStore::open(&src).unwrap().n_nodes();

@@ -8,8 +8,10 @@
 //! (`check_rank_store`), the source check accepts the partitioned store, and the ranks' own
 //! nodes add up to N, each node owned once.
 
-use saintflow::partition::write::{check_rank_store, check_source, read_report};
-use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
+use saintflow::dist::partition::write::{check_rank_store, check_source, read_report};
+use saintflow::dist::partition::{
+    partition_store, AugmentOptions, PartitionOptions, PartitionSpec,
+};
 use saintflow::progress::Progress;
 use saintflow::store::GraphStore;
 

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::dist::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
 use crate::error::Result;
 use crate::op::Registry;
-use crate::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
 use crate::progress::Progress;
 
 #[derive(Debug, Args)]
@@ -76,8 +76,8 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
     };
     if let Some(path) = &a.metis_out {
         let store = crate::store::GraphStore::open(&a.store)?;
-        let g = crate::partition::write::load_graph(&store)?;
-        crate::partition::write::write_metis(&g, path)?;
+        let g = crate::dist::partition::write::load_graph(&store)?;
+        crate::dist::partition::write::write_metis(&g, path)?;
     }
     let spec = PartitionSpec {
         partition: PartitionOptions {

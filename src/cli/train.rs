@@ -260,74 +260,36 @@ fn run_partitions(
     registry: &Arc<Registry>,
     progress: &Progress,
 ) -> Result<TrainOutcome> {
-    use crate::train::mpi::MpiComm;
-    use crate::train::{Collective, Dist, DistEval};
+    use crate::dist::mpi::MpiComm;
+    use crate::dist::{Collective, DistJob, JobEval};
     let comm = Arc::new(MpiComm::init()?);
     let (rank, size) = (comm.rank(), comm.size());
     let run = || -> Result<TrainOutcome> {
         let plan = load_plan(&a.plan, &a.set)?;
-        let report_ = crate::partition::read_report(dir)?;
-        if report_.ranks.len() != size {
-            return Err(Error::Train(crate::train::TrainError::Run(format!(
-                "{}: stores for {} ranks, but the job has {size} ranks: start {} ranks, or \
-                 partition with --ranks {size} (k ≥ {size} parts assigned to {size} ranks)",
-                dir.display(),
-                report_.ranks.len(),
-                report_.ranks.len()
-            ))));
-        }
-        let part = &report_.ranks[rank];
-        let part_path = dir.join(&part.store);
-        let store = GraphStore::open(&part_path)?;
-        // Issue 28, item 8: this rank's own store, and the graph the parts were cut from.
-        crate::partition::check_rank_store(&report_, dir, rank, &store)?;
-        // Rank 0 evaluates on the full graph.
-        let full_path = a
-            .graph
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(&report_.source));
-        let full = if rank == 0 && !a.no_eval && !a.eval_parts {
-            Some(GraphStore::open(&full_path).map_err(|e| {
-                Error::Train(crate::train::TrainError::Run(format!(
-                    "rank 0 evaluates on the full graph the parts were cut from: {e} (pass --graph FULL.sf)"
-                )))
-            })?)
+        let eval = if a.no_eval {
+            JobEval::None
+        } else if a.eval_parts {
+            JobEval::Parts
         } else {
-            None
+            JobEval::Full
         };
-        if let Some(full) = &full {
-            crate::partition::check_source(&report_, dir, full)?;
-        }
-        let label_bytes = match store.labels() {
-            crate::store::Labels::Single(_) => 4,
-            crate::store::Labels::Multi { row_bytes, .. } => row_bytes as u64,
-        };
-        let replica_bytes = part.replicas as u64 * (store.n_features() as u64 * 4 + label_bytes);
+        let job = DistJob::from_partitions(dir, comm.as_ref(), a.graph.as_deref(), eval)?;
         let quiet = Progress::hidden();
         let mut opts = options(
             &a,
             &plan,
-            &store,
-            &part_path,
+            &job.store,
+            &job.store_path,
             registry,
             if rank == 0 { progress } else { &quiet },
         )?
-        .distributed(Dist {
-            comm: Arc::clone(&comm) as Arc<dyn Collective>,
-            eval: if a.eval_parts {
-                DistEval::Parts
-            } else {
-                DistEval::Rank0(full.as_ref())
-            },
-            replica_bytes,
-        });
+        .distributed(job.dist(Arc::clone(&comm) as Arc<dyn Collective>));
         if a.threads.is_none() {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            opts = opts.threads((cores / size).max(1));
+            opts = opts.threads(job.default_threads());
         }
         let outcome = opts.train()?;
         if rank == 0 {
-            let evaluated = if a.eval_parts { dir } else { &full_path };
+            let evaluated = if a.eval_parts { dir } else { &job.full_path };
             report(&a, &plan, evaluated, &outcome)?;
         }
         Ok(outcome)

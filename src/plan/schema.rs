@@ -134,11 +134,11 @@ pub struct Eval {
 }
 
 /// How ranks combine their gradients in distributed training (`[distributed] consensus`):
-/// ∇Ŵ = Σ ζ_i·∇W_i / Σ ζ_j (GAD's Eq. 15) with ζ_i as below (see `train::dist`).
+/// ∇Ŵ = Σ ζ_i·∇W_i / Σ ζ_j (GAD's Eq. 15) with ζ_i as below (see `dist::consensus`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Consensus {
     /// GAD's own (§3.4): ζ_i the variance-based importance of rank i's augmented subgraph
-    /// (Eq. 14, `train::zeta`), computed once when its store is loaded.
+    /// (Eq. 14, `dist::zeta`), computed once when its store is loaded.
     #[default]
     Gad,
     /// saintflow's earlier weighting: ζ_i = n_i · exp(−β · σ²_i / σ̄²) from a moving

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dist::DistState;
 use crate::ir::{Params, Tensor};
 use crate::store::GraphStore;
 
@@ -104,20 +105,10 @@ pub struct Checkpoint {
     /// Length of the log file when the checkpoint was written (None without a log file).
     pub log_pos: Option<u64>,
     /// The identity of the graph trained on ([`GraphStore::identity`]; in a distributed run,
-    /// the ranks' part identities combined, [`crate::train::dist`]).
+    /// the ranks' part identities combined, [`crate::dist`]).
     pub graph_id: u64,
     /// A distributed run's consensus state, every rank's (None for one process).
     pub dist: Option<DistState>,
-}
-
-/// What a distributed run's ranks keep between steps besides the parameters (identical on
-/// every rank): each rank's moving loss estimates, gathered into rank 0's checkpoint.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DistState {
-    /// Each rank's `(mean, variance, seen)` of its step losses, in rank order.
-    pub ranks: Vec<(f64, f64, bool)>,
-    /// σ̄² after the last step.
-    pub var_bar: f64,
 }
 
 impl Checkpoint {

@@ -9,24 +9,19 @@
 
 pub mod blocked;
 pub mod checkpoint;
-pub mod dist;
 pub mod export;
 pub mod hops;
 pub mod infer;
 pub mod log;
 pub mod memory;
 pub mod metrics;
-#[cfg(feature = "mpi")]
-pub mod mpi;
 pub mod trainer;
-pub mod zeta;
 
 use std::path::{Path, PathBuf};
 
 pub use crate::machine::MemoryLimit;
 pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
-pub use dist::{Collective, Dist, DistEval, ThreadGroup, ThreadRank};
 pub use hops::{plan_hops, receptive_field};
 pub use infer::{embed, Embedded, FullGraph, Output};
 pub use log::{LogSink, Record, RunDist, StepMs};
@@ -111,6 +106,20 @@ pub enum TrainError {
     /// whose outputs are missing).
     #[error("training: {0}")]
     Run(String),
+}
+
+/// The distributed wing's errors as training's own: the same variants and messages as
+/// before the wing (issue 24).
+impl From<crate::dist::DistError> for TrainError {
+    fn from(e: crate::dist::DistError) -> TrainError {
+        use crate::dist::DistError;
+        match e {
+            DistError::Run(what) => TrainError::Run(what),
+            DistError::Checkpoint { path, what } => TrainError::Checkpoint { path, what },
+            DistError::Store(e) => TrainError::Store(e),
+            DistError::Partition(e) => TrainError::Run(e.to_string()),
+        }
+    }
 }
 
 impl TrainError {

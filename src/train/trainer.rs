@@ -36,11 +36,11 @@ use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
 use super::blocked::InferOptions;
 use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
-use super::dist::{all_equal, ConsensusState, Dist, DistEval, ReduceOp};
 use super::infer::FullGraph;
 use super::log::{LogSink, Record, RunDist, StepMs};
 use super::metrics::{Counts, Metrics};
 use super::TrainError;
+use crate::dist::{all_equal, ConsensusState, Dist, DistEval, ReduceOp};
 use crate::machine::MemoryLimit;
 
 /// Epochs of a plan without `[[phase]]`.
@@ -214,7 +214,7 @@ impl<'a> TrainOptions<'a> {
     /// Takes part in a distributed job as `dist.comm`'s rank: `store` is this rank's part,
     /// gradients are combined by the plan's `[distributed]` consensus after every step,
     /// only rank 0 logs and checkpoints, and `dist.eval` says who evaluates
-    /// ([`crate::train::dist`]). Every rank must be given the same plan, seed, epochs,
+    /// ([`crate::dist`]). Every rank must be given the same plan, seed, epochs,
     /// steps, evaluation and checkpoint options.
     pub fn distributed(mut self, dist: Dist<'a>) -> Self {
         self.dist = Some(dist);
@@ -913,7 +913,8 @@ fn run(
         Some(_) => {
             let importance = match plan_.distributed.consensus {
                 crate::plan::Consensus::Gad => {
-                    super::zeta::store_importance(store, plan_.distributed.beta, opts.seed).zeta
+                    crate::dist::zeta::store_importance(store, plan_.distributed.beta, opts.seed)
+                        .zeta
                 }
                 _ => 1.0,
             };

@@ -254,7 +254,9 @@ pub fn partitioned_for(
     alpha: f64,
     seed: u64,
 ) -> (PathBuf, PathBuf) {
-    use saintflow::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
+    use saintflow::dist::partition::{
+        partition_store, AugmentOptions, PartitionOptions, PartitionSpec,
+    };
     let full = planted(dir, scale);
     let out = match ranks {
         Some(p) => dir.join(format!("p{k}r{p}")),

@@ -2,8 +2,8 @@
 //! partition, augmentation, variance-weighted consensus"): a multilevel k-way partitioner of
 //! our own ([`multilevel`]), GAD augmentation of each part by random walks from its boundary
 //! ([`gad`]), and the writer of one saintflow store per part plus `partition.json`
-//! ([`mod@write`]). The layer sits above `store` and below `cli`; it loads the full CSR into RAM
-//! (partitioning is not out of core: memory ∝ N + nnz).
+//! ([`mod@write`]). Part of the distributed wing ([`crate::dist`]); it loads the full CSR into
+//! RAM (partitioning is not out of core: memory ∝ N + nnz).
 
 pub mod gad;
 pub mod multilevel;

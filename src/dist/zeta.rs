@@ -1,5 +1,5 @@
 //! GAD's variance-based subgraph importance ζ (Zhao et al., §3.4.1), the weight of a rank's
-//! gradients in the `gad` consensus (Eq. 15, [`super::dist`]).
+//! gradients in the `gad` consensus (Eq. 15, [`super::consensus`]).
 //!
 //! The paper starts from the variance of a sampled subgraph (Eq. 13), replaces its
 //! sampling term by Σ p(v_i)·p(v_j), which Property 2 shows is largest when the nodes'

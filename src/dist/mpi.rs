@@ -9,8 +9,7 @@ use mpi::environment::{Threading, Universe};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::dist::{Collective, ReduceOp};
-use super::TrainError;
+use super::{Collective, DistError, ReduceOp};
 
 /// `MPI_COMM_WORLD`, initialised with `MPI_THREAD_SERIALIZED`: training calls MPI from a
 /// worker thread of its pool, one call at a time (the mutex).
@@ -44,11 +43,11 @@ impl std::fmt::Debug for MpiComm {
 
 impl MpiComm {
     /// Initialises MPI (once per process).
-    pub fn init() -> Result<MpiComm, TrainError> {
+    pub fn init() -> Result<MpiComm, DistError> {
         let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
-            .ok_or_else(|| TrainError::Run("MPI was initialised already".into()))?;
+            .ok_or_else(|| DistError::Run("MPI was initialised already".into()))?;
         if threading < Threading::Serialized {
-            return Err(TrainError::Run(format!(
+            return Err(DistError::Run(format!(
                 "the MPI library gives thread support {threading:?}, training needs Serialized (calls from a worker thread)"
             )));
         }
@@ -90,7 +89,7 @@ impl Collective for MpiComm {
         self.size
     }
 
-    fn allreduce_f32(&self, buf: &mut [f32]) -> Result<(), TrainError> {
+    fn allreduce_f32(&self, buf: &mut [f32]) -> Result<(), DistError> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let send = buf.to_vec();
         inner
@@ -99,7 +98,7 @@ impl Collective for MpiComm {
         Ok(())
     }
 
-    fn allreduce_u64(&self, buf: &mut [u64], op: ReduceOp) -> Result<(), TrainError> {
+    fn allreduce_u64(&self, buf: &mut [u64], op: ReduceOp) -> Result<(), DistError> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let send = buf.to_vec();
         let op = match op {
