@@ -13,6 +13,8 @@
 //! * [`consensus`]: how the ranks' gradients are combined (GAD's Eq. 15 with the weights of
 //!   `consensus = "gad" | "loss_variance" | "mean"`), and [`zeta`]: GAD's subgraph importance
 //!   ζ (Eq. 14).
+//! * [`sync`]: every collective call of a training run, in one file and in the order the
+//!   ranks make them: [`StepSync`], [`Local`] alone or [`Ranks`] in a job.
 //!
 //! The wing sits above the engine (store, sampling, plans) and below training, which takes a
 //! [`Dist`] in its options; docs/DISTRIBUTED.md maps GAD's pipeline onto it.
@@ -23,6 +25,7 @@ pub mod job;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod partition;
+pub mod sync;
 pub mod zeta;
 
 use std::path::PathBuf;
@@ -31,6 +34,7 @@ pub use collective::{all_equal, Collective, ReduceOp, ThreadGroup, ThreadRank};
 pub use consensus::{Combined, ConsensusState, DistState};
 pub use job::{Dist, DistEval, DistJob, JobEval};
 pub use partition::PartitionError;
+pub use sync::{Local, Ranks, RunInfo, StepSync};
 
 /// What went wrong in the distributed part of a run. Its messages are the ones the training
 /// errors carried before the wing (a collective failure reads "training: distributed: …"),

@@ -40,7 +40,7 @@ use super::infer::FullGraph;
 use super::log::{LogSink, Record, RunDist, StepMs};
 use super::metrics::{Counts, Metrics};
 use super::TrainError;
-use crate::dist::{all_equal, ConsensusState, Dist, DistEval, ReduceOp};
+use crate::dist::{Dist, DistEval, Local, Ranks, StepSync};
 use crate::machine::MemoryLimit;
 
 /// Epochs of a plan without `[[phase]]`.
@@ -875,7 +875,12 @@ fn run(
         )));
     }
     let dist = opts.dist.as_ref();
-    let rank0 = dist.is_none_or(|d| d.comm.rank() == 0);
+    // Every collective call of the run goes through `sync` (crate::dist::sync).
+    let mut sync: Box<dyn StepSync + '_> = match dist {
+        Some(d) => Box::new(Ranks::new(d, plan_.distributed, store, n_train, opts.seed)),
+        None => Box::new(Local),
+    };
+    let rank0 = sync.rank() == 0;
     // No full-graph pass is even planned without evaluation, nor on ranks other than 0
     // when rank 0 evaluates the full graph; without one, each rank evaluates its part.
     let eval_parts = dist.is_some_and(|d| matches!(d.eval, DistEval::Parts));
@@ -899,38 +904,19 @@ fn run(
         }))
     };
     // What a checkpoint is tied to: the store, or every rank's part.
-    let graph_id = match dist {
-        Some(d) => {
-            let mut id = [crate::seed::mix64(
-                store.identity() ^ crate::seed::mix64(d.comm.rank() as u64 + 1),
-            )];
-            d.comm.allreduce_u64(&mut id, ReduceOp::Sum)?;
-            id[0]
-        }
-        None => store.identity(),
-    };
-    let mut consensus = match dist {
-        Some(_) => {
-            let importance = match plan_.distributed.consensus {
-                crate::plan::Consensus::Gad => {
-                    crate::dist::zeta::store_importance(store, plan_.distributed.beta, opts.seed)
-                        .zeta
-                }
-                _ => 1.0,
-            };
-            Some(ConsensusState::new(plan_.distributed, n_train, importance))
-        }
-        None => None,
-    };
+    let graph_id = sync.graph_id(store.identity())?;
     // The metrics of `role`: of the evaluation graph, or summed over every rank's part.
-    let measure = |eval: &FullGraph<'_>, params: &Params, role: Role| -> Result<Metrics> {
-        match dist.filter(|_| eval_parts) {
-            Some(d) => {
-                let mut flat = eval.counts(runner, params, &[role])?[0].flat();
-                d.comm.allreduce_u64(&mut flat, ReduceOp::Sum)?;
-                Ok(Counts::from_flat(&flat).metrics())
-            }
-            None => Ok(eval.metrics(runner, params, &[role])?[0]),
+    let measure = |sync: &dyn StepSync,
+                   eval: &FullGraph<'_>,
+                   params: &Params,
+                   role: Role|
+     -> Result<Metrics> {
+        if eval_parts {
+            let mut flat = eval.counts(runner, params, &[role])?[0].flat();
+            sync.sum_counts(&mut flat)?;
+            Ok(Counts::from_flat(&flat).metrics())
+        } else {
+            Ok(eval.metrics(runner, params, &[role])?[0])
         }
     };
     let every = plan_.eval.every.max(1);
@@ -952,16 +938,14 @@ fn run(
             let c = Checkpoint::load(path)?;
             c.check_matches(path, hash, opts.seed)?;
             match dist {
-                Some(d) => c.check_graph_id(
+                Some(_) => c.check_graph_id(
                     path,
                     graph_id,
-                    &format!("this job's {} parts", d.comm.size()),
+                    &format!("this job's {} parts", sync.ranks()),
                 )?,
                 None => c.check_graph(path, store)?,
             }
-            if let (Some(d), Some(cons)) = (dist, consensus.as_mut()) {
-                cons.restore(c.dist.as_ref(), d.comm.rank(), d.comm.size(), path)?;
-            }
+            sync.restore(c.dist.as_ref(), path)?;
             params = load_params(&c.params);
             check_params(&params, &lowered, path)?;
             OptState::restore(&mut opt.m, &c.opt_m, path)?;
@@ -984,32 +968,14 @@ fn run(
         Some(Some(pos)) => (LogSink::resume(log_path, pos, json)?, false),
         _ => (LogSink::create(log_path, json)?, true),
     };
-    let run_dist = match dist {
-        Some(d) => {
-            let mut bytes = [d.replica_bytes];
-            d.comm.allreduce_u64(&mut bytes, ReduceOp::Sum)?;
-            // Every rank's ζ, for the log (a collective call, so every consensus makes it).
-            let mut zeta = vec![0u64; d.comm.size()];
-            if let Some(c) = &consensus {
-                zeta[d.comm.rank()] = c.importance().to_bits();
-            }
-            d.comm.allreduce_u64(&mut zeta, ReduceOp::Sum)?;
-            let gad = plan_.distributed.consensus == crate::plan::Consensus::Gad;
-            Some(RunDist {
-                ranks: d.comm.size(),
-                transport: d.comm.name(),
-                consensus: plan_.distributed.consensus.name().into(),
-                beta: plan_.distributed.beta,
-                replica_bytes: bytes[0],
-                zeta: if gad {
-                    zeta.into_iter().map(f64::from_bits).collect()
-                } else {
-                    Vec::new()
-                },
-            })
-        }
-        None => None,
-    };
+    let run_dist = sync.run_info()?.map(|info| RunDist {
+        ranks: info.ranks,
+        transport: info.transport,
+        consensus: plan_.distributed.consensus.name().into(),
+        beta: plan_.distributed.beta,
+        replica_bytes: info.replica_bytes,
+        zeta: info.zeta,
+    });
     if fresh {
         log.push(Record::Run {
             plan: plan_.name.clone(),
@@ -1050,11 +1016,7 @@ fn run(
         if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
             let mut ph = setup_phase(store, &lowered, &sp, pi, opts.seed, n_train, opts.io_hints)?;
             // Every rank steps as often as the one with the most (each step is collective).
-            if let Some(d) = dist {
-                let mut n = [ph.steps_per_epoch];
-                d.comm.allreduce_u64(&mut n, ReduceOp::Max)?;
-                ph.steps_per_epoch = n[0];
-            }
+            ph.steps_per_epoch = sync.steps(ph.steps_per_epoch)?;
             phase_run = Some((pi, ph));
         }
         let ph = &phase_run.as_ref().expect("set up").1;
@@ -1109,16 +1071,12 @@ fn run(
                 // A distributed step: one allreduce, then every rank the same update.
                 let mut comm = None;
                 let mut loss = loss;
-                let combined = match (dist, consensus.as_mut()) {
-                    (Some(d), Some(cons)) => {
-                        let t = Instant::now();
-                        let c = cons.combine(d.comm.as_ref(), loss, &grads)?;
-                        comm = Some((t.elapsed(), c.bytes));
-                        loss = c.loss;
-                        Some(c)
-                    }
-                    _ => None,
-                };
+                let t = Instant::now();
+                let combined = sync.combine(loss, &grads)?;
+                if let Some(c) = &combined {
+                    comm = Some((t.elapsed(), c.bytes));
+                    loss = c.loss;
+                }
                 for (i, (name, _)) in ph.grads.iter().enumerate() {
                     let g = match &combined {
                         Some(c) => &c.grads[c.offsets[i]..c.offsets[i] + grads[i].len()],
@@ -1157,14 +1115,11 @@ fn run(
         runner.with_prefetch(&ph.source, steps, &mut |s| epoch_result = run_epoch(s));
         epoch_result?;
         let train_loss = loss_sum / n_steps as f64;
-        if let Some(d) = dist {
-            let h = params_hash(&params);
-            if !all_equal(d.comm.as_ref(), h)? {
-                return Err(TrainError::Run(format!(
-                    "distributed: the ranks' parameters differ after epoch {epoch} (rank {}'s hash {h:016x}): a rank applied another update",
-                    d.comm.rank()
-                )));
-            }
+        if let Some(h) = sync.params_differ(&|| params_hash(&params))? {
+            return Err(TrainError::Run(format!(
+                "distributed: the ranks' parameters differ after epoch {epoch} (rank {}'s hash {h:016x}): a rank applied another update",
+                sync.rank()
+            )));
         }
         let last = epoch == total || step >= max_steps;
         let (val, eval_ms, is_best) = if let Some(eval) = eval
@@ -1175,7 +1130,7 @@ fn run(
                 advise_training(store, &sp, Access::Normal);
             }
             let t = Instant::now();
-            let m = measure(eval, &params, Role::Val)?;
+            let m = measure(sync.as_ref(), eval, &params, Role::Val)?;
             let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
             if better {
                 best = Some((m, epoch, params.clone()));
@@ -1205,8 +1160,8 @@ fn run(
             now(&start)
         ));
         // Every rank's consensus state, for rank 0's checkpoint (a collective call).
-        let dist_state = match (dist, &consensus) {
-            (Some(d), Some(cons)) if ckpt.is_some() && !cut => Some(cons.gather(d.comm.as_ref())?),
+        let dist_state = match ckpt {
+            Some(_) if !cut => sync.gather()?,
             _ => None,
         };
         if let Some(path) = ckpt.as_ref().filter(|_| !cut && rank0) {
@@ -1245,7 +1200,7 @@ fn run(
     let (val, best_epoch, best_params) = match best {
         Some(b) => b,
         None => {
-            let m = measure(&eval, &params, Role::Val)?;
+            let m = measure(sync.as_ref(), &eval, &params, Role::Val)?;
             (m, epoch, params.clone())
         }
     };
@@ -1260,7 +1215,7 @@ fn run(
             steps: step,
         });
     }
-    let test = measure(&eval, &best_params, Role::Test)?;
+    let test = measure(sync.as_ref(), &eval, &best_params, Role::Test)?;
     log.push(Record::Test {
         epoch: best_epoch,
         time: now(&start),
