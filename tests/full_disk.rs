@@ -129,7 +129,7 @@ fn full_disk_for_inference_is_an_error_before_any_work() {
     use saintflow::npy::{write_npy_atomic, NpyWriter};
     use saintflow::op::Registry;
     use saintflow::plan::Plan;
-    use saintflow::train::trainer::lower_for;
+    use saintflow::train::lower_for;
     use saintflow::train::{FullGraph, InferOptions, Output};
 
     let tmp = tempfile::tempdir().unwrap();

@@ -15,7 +15,7 @@ use std::process::Command;
 use saintflow::exec::Interpreter;
 use saintflow::op::Registry;
 use saintflow::plan::Plan;
-use saintflow::train::trainer::lower_for;
+use saintflow::train::lower_for;
 use saintflow::train::{
     Counts, FullGraph, InferOptions, Metrics, Output, Record, TrainOptions, TrainOutcome,
 };

@@ -11,7 +11,7 @@
 //! store for one more step (parameters, optimiser state, counters and best-validation copy
 //! as the file says) without a panic.
 
-use saintflow::train::trainer::plan_hash;
+use saintflow::train::plan_hash;
 use saintflow::train::{Checkpoint, TrainOptions};
 
 use crate::base;

@@ -279,7 +279,7 @@ pub fn embed(
     which: Output,
     path: &Path,
 ) -> Result<Embedded> {
-    let lowered = super::trainer::lower_for(plan, store, registry)?;
+    let lowered = super::compile::lower_for(plan, store, registry)?;
     // Parameters only: blocked evaluation's own memory is bounded by `opts.memory_bytes`.
     if let Some((limit, source)) = opts.memory_limit.resolve() {
         let est = super::memory::estimate(&lowered, None, store, &[])?;

@@ -9,6 +9,7 @@
 
 pub mod blocked;
 pub mod checkpoint;
+pub mod compile;
 pub mod export;
 pub mod hops;
 pub mod infer;
@@ -22,14 +23,12 @@ use std::path::{Path, PathBuf};
 pub use crate::machine::MemoryLimit;
 pub use blocked::{BlockedPlan, InferOptions};
 pub use checkpoint::Checkpoint;
+pub use compile::{lower_and_plan, lower_env, lower_for, plan_hash, schedule};
 pub use hops::{plan_hops, receptive_field};
 pub use infer::{embed, Embedded, FullGraph, Output};
 pub use log::{LogSink, Record, RunDist, StepMs};
 pub use metrics::{Counts, Metrics};
-pub use trainer::{
-    lower_and_plan, lower_for, plan_hash, schedule, store_bytes, train, TrainOptions, TrainOutcome,
-    Verify, AUTO_VERIFY_BYTES,
-};
+pub use trainer::{store_bytes, train, TrainOptions, TrainOutcome, Verify, AUTO_VERIFY_BYTES};
 
 /// Result with the training layer's [`TrainError`].
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;

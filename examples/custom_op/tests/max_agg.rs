@@ -19,7 +19,7 @@ use saintflow::sample::FullSampler;
 use saintflow::store::gen::Planted;
 use saintflow::store::Role;
 use saintflow::testing::{check_blocked_equals_in_memory, check_op_gradients_with, Arg};
-use saintflow::train::trainer::lower_for;
+use saintflow::train::lower_for;
 use saintflow::train::{FullGraph, InferOptions, Output};
 use saintflow::GraphStore;
 use saintflow_example_custom_op::{registry, MaxAgg};

@@ -1,0 +1,188 @@
+//! The compile step of a training run (issue 24, item 3): a plan lowered for a store
+//! (`lower_env`, `lower_for`, and `lower_and_plan` for `explain`), the schedule of its
+//! phases, and each phase set up to step (its sampler, the normalisation counts pre-sampled
+//! for it, the graph planned for its expected subgraph size; `setup_phase`). The memory
+//! check and `partition --plan` use the same functions, so they see the graph the trainer
+//! runs. The loop itself is [`super::trainer`].
+
+use super::trainer::DEFAULT_EPOCHS;
+use super::{Result, TrainError};
+use crate::ir::{Bindings, Graph, NodeId};
+use crate::op::{Registry, StoreSource};
+use crate::plan::{LowerEnv, Lowered, Plan, SampleGraph, SamplerConfig, SamplerPlan};
+use crate::planner::{plan, PlanOptions, PlanReport};
+use crate::sample::{NormCounts, Sampler};
+use crate::seed::{hash3, stream};
+use crate::store::{Access, GraphStore, Labels, Role, SectionId};
+
+/// xxh3-64 of a plan's effective text: what a checkpoint is tied to.
+pub fn plan_hash(plan: &Plan) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(plan.effective_text().as_bytes())
+}
+
+/// The schedule: `(phase index, sampler, epochs)` in order. Without phases, one phase of
+/// the plan's sampler and [`DEFAULT_EPOCHS`]; with `epochs`, phases are taken in order
+/// until that total, the last cut or extended.
+pub fn schedule(plan: &Plan, epochs: Option<usize>) -> Vec<(usize, SamplerPlan, usize)> {
+    let mut phases: Vec<(usize, SamplerPlan, usize)> = if plan.phases.is_empty() {
+        vec![(0, plan.sampler.clone(), DEFAULT_EPOCHS)]
+    } else {
+        plan.phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, p.sampler.clone(), p.epochs))
+            .collect()
+    };
+    if let Some(total) = epochs {
+        let mut left = total;
+        let mut out = Vec::new();
+        for p in &phases {
+            if left == 0 {
+                break;
+            }
+            let e = p.2.min(left);
+            out.push((p.0, p.1.clone(), e));
+            left -= e;
+        }
+        if left > 0 {
+            let last = out.last_mut().expect("at least one phase");
+            last.2 += left;
+        }
+        phases = out;
+    }
+    phases
+}
+
+/// A sampler of `sp`'s kind over the graph it names ([`SamplerConfig::build`]).
+pub fn build_sampler<'g>(store: &'g GraphStore, sp: &SamplerPlan) -> Result<Box<dyn Sampler + 'g>> {
+    let g = match sp.graph {
+        SampleGraph::Train => store.train(),
+        SampleGraph::Full => store.full(),
+    };
+    Ok(sp.kind.build(g)?)
+}
+
+/// The sampler's expected node draw (before dedup) on a graph of `n` nodes.
+pub(crate) fn expected_nodes(kind: &SamplerConfig, n: usize) -> usize {
+    kind.expected_nodes().unwrap_or(n).clamp(1, n.max(1))
+}
+
+/// Advises what sampled training reads: the sampled graph's CSR and the features.
+pub(super) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Access) {
+    let (offsets, indices) = match sp.graph {
+        SampleGraph::Train => (SectionId::TrainOffsets, SectionId::TrainIndices),
+        SampleGraph::Full => (SectionId::FullOffsets, SectionId::FullIndices),
+    };
+    store.advise(&[offsets, indices, SectionId::Features], access);
+}
+
+/// One phase, ready to step.
+pub(super) struct PhaseRun<'g> {
+    pub(super) source: StoreSource<'g>,
+    pub(super) graph: Graph,
+    pub(super) loss: NodeId,
+    pub(super) grads: Vec<(String, NodeId)>,
+    pub(super) wanted: Vec<NodeId>,
+    pub(super) steps_per_epoch: u64,
+}
+
+/// Phase `phase` of a run set up on `store`: its sampler, the normalisation counts
+/// pre-sampled for it, the lowered graph planned for its expected subgraph size, and the
+/// steps of one epoch.
+pub(super) fn setup_phase<'g>(
+    store: &'g GraphStore,
+    lowered: &Lowered,
+    sp: &SamplerPlan,
+    phase: usize,
+    seed: u64,
+    n_train: usize,
+    io_hints: bool,
+) -> Result<PhaseRun<'g>> {
+    let sampler = build_sampler(store, sp)?;
+    let g = sampler.graph();
+    let full = sp.kind.whole_graph();
+    let clip = if full { 1 } else { sp.clip.max(1) };
+    let (norm, mean_nodes) = if full {
+        (None, g.n_nodes() as f64)
+    } else {
+        let expect = expected_nodes(&sp.kind, g.n_nodes());
+        let n_pre = (10 * g.n_nodes()).div_ceil(expect).clamp(8, 200) as u64;
+        let counts = NormCounts::estimate(
+            sampler.as_ref(),
+            n_pre,
+            hash3(seed, stream::NORM, phase as u64),
+            clip,
+        )?;
+        let drawn = counts.nodes_drawn();
+        let mean = drawn as f64 / n_pre as f64;
+        (Some(counts), mean.max(1.0))
+    };
+    let steps_per_epoch = if full {
+        1
+    } else {
+        ((n_train as f64 / mean_nodes).ceil() as u64).max(1)
+    };
+    let nodes = mean_nodes.round() as usize;
+    let degree = g.n_entries() as f64 / g.n_nodes().max(1) as f64;
+    let mut graph = lowered.graph.clone();
+    plan(
+        &mut graph,
+        &PlanOptions::new(Bindings {
+            nodes,
+            entries: (nodes as f64 * degree).round() as usize,
+        }),
+    )?;
+    let missing =
+        |name: &str| TrainError::Run(format!("the planned graph lost its `{name}` output"));
+    let loss = graph.output("loss").ok_or_else(|| missing("loss"))?;
+    let mut grads = Vec::with_capacity(lowered.grads.len());
+    for (name, _) in &lowered.grads {
+        let out = format!("grad/{name}");
+        grads.push((
+            name.clone(),
+            graph.output(&out).ok_or_else(|| missing(&out))?,
+        ));
+    }
+    let mut wanted = vec![loss];
+    wanted.extend(grads.iter().map(|g| g.1));
+    let source = StoreSource::new(store, sampler, seed, clip, norm, Role::Train)
+        .will_need_features(io_hints);
+    Ok(PhaseRun {
+        source,
+        graph,
+        loss,
+        grads,
+        wanted,
+        steps_per_epoch,
+    })
+}
+
+/// What `explain` shows, as values: `plan` lowered with `env` (its registry makes the
+/// plan's op names, so a user's ops explain like built-in ones) and planned for `opts`.
+/// Print with [`explain_text`](crate::planner::explain_text) or
+/// [`explain_dot`](crate::planner::explain_dot).
+pub fn lower_and_plan(
+    plan: &Plan,
+    env: &LowerEnv<'_>,
+    opts: &PlanOptions,
+) -> Result<(Graph, PlanReport)> {
+    let mut graph = plan.lower(env)?.graph;
+    let report = crate::planner::plan(&mut graph, opts)?;
+    Ok((graph, report))
+}
+
+/// What lowering needs to know of `store` (feature width, classes, label layout), with
+/// `registry`'s ops.
+pub fn lower_env<'r>(store: &GraphStore, registry: &'r Registry) -> LowerEnv<'r> {
+    LowerEnv {
+        n_features: store.n_features(),
+        n_classes: store.n_classes(),
+        multilabel: matches!(store.labels(), Labels::Multi { .. }),
+        registry,
+    }
+}
+
+/// Lowers `plan` for `store` with `registry`'s ops.
+pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
+    Ok(plan.lower(&lower_env(store, registry))?)
+}
