@@ -253,6 +253,18 @@ impl Ticker {
         self.line_text(&st, self.elapsed(&st))
     }
 
+    /// Seconds left at the rate so far (0 before anything is done or once all is): the
+    /// ETA the lines show.
+    pub fn remaining_seconds(&self) -> f64 {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Self::left(&st, self.elapsed(&st)).unwrap_or(0.0)
+    }
+
+    fn left(st: &TickState, now: Duration) -> Option<f64> {
+        let rate = st.done as f64 / now.as_secs_f64().max(1e-9);
+        (rate > 0.0 && st.total > st.done).then(|| (st.total - st.done) as f64 / rate)
+    }
+
     fn line_text(&self, st: &TickState, now: Duration) -> String {
         let secs = now.as_secs_f64().max(1e-9);
         let rate = st.done as f64 / secs;
@@ -261,14 +273,8 @@ impl Ticker {
         } else {
             String::new()
         };
-        let eta = if rate > 0.0 && st.total > st.done {
-            format!(
-                ", eta {}",
-                duration_text((st.total - st.done) as f64 / rate)
-            )
-        } else {
-            String::new()
-        };
+        let eta =
+            Self::left(st, now).map_or(String::new(), |s| format!(", eta {}", duration_text(s)));
         let read = if self.clock.is_none() {
             let r = bytes_read().saturating_sub(st.read0);
             if r > 0 {

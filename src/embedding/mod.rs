@@ -220,14 +220,6 @@ fn train_with(
     pool.install(|| run(plan, store, opts, touch, interrupt))
 }
 
-/// Seconds left for `total` units at the rate of the `done` units that took `secs`.
-fn remaining_seconds(done: u64, total: u64, secs: f64) -> f64 {
-    if done == 0 {
-        return 0.0;
-    }
-    total.saturating_sub(done) as f64 * secs / done as f64
-}
-
 /// Bytes of the vertex and context rows of one block that should stay in a core's L2.
 pub const BLOCK_CACHE_BYTES: usize = 1 << 20;
 
@@ -372,8 +364,10 @@ fn run(
             k * cap as u64 + stats.samples,
             start.elapsed().as_secs_f64(),
         );
+        ticker.set_message(format!("episode {}/{episodes}, loss {loss:.4}", k + 1));
+        ticker.inc(stats.samples);
         // Issue 28: the whole run's length, as soon as one pool has measured the rate.
-        let left = remaining_seconds(done, total, secs);
+        let left = ticker.remaining_seconds();
         if k == 0 && episodes > 1 {
             ticker.println(format!(
                 "estimate: {total} samples in {episodes} pools; at the first pool's rate ({} samples/s) about {} (Ctrl-C stops it, publishing nothing)",
@@ -381,8 +375,6 @@ fn run(
                 crate::progress::duration_text(secs + left)
             ));
         }
-        ticker.set_message(format!("episode {}/{episodes}, loss {loss:.4}", k + 1));
-        ticker.inc(stats.samples);
         if opts.progress.lines() {
             ticker.println(format!(
                 "episode {}/{episodes}  samples {done}  loss {loss:.4}  time {secs:.1}s  left {}",
