@@ -25,7 +25,9 @@ use saintflow::plan::Plan as RustPlan;
 use saintflow::progress::Progress;
 use saintflow::sample::config::{self, KINDS};
 use saintflow::sample::params::{FieldError, Input};
-use saintflow::sample::{sample_subgraph, NormCounts, SamplerConfig, Subgraph};
+use saintflow::sample::{
+    sample_subgraph, sample_subgraph_into, NormCounts, SamplerConfig, Subgraph,
+};
 use saintflow::seed::{hash3, stream};
 use saintflow::store::import::{import_arrays, ArrayGraph, ArrayLabels, Edges};
 use saintflow::store::{GraphStore, Labels, Role};
@@ -585,8 +587,9 @@ impl SamplerSpec {
 
     /// Subgraph `index`, drawn on a sampling worker, and assembled there when `build`.
     fn draw(&self, sampler: &dyn saintflow::sample::Sampler, index: u64, build: bool) -> Drawn {
-        let sub =
-            sample_subgraph(sampler, self.seed, index, self.clip).map_err(|e| e.to_string())?;
+        let mut sub = self.buffers.subgraph();
+        sample_subgraph_into(sampler, self.seed, index, self.clip, &mut sub)
+            .map_err(|e| e.to_string())?;
         Ok(match build {
             true => Item::Built(self.make(index, sub)?),
             false => Item::Drawn(index, sub),
@@ -629,10 +632,12 @@ impl SamplerSpec {
         roles.extend(sub.nodes.iter().map(|&v| store.role(v) as u8));
         nodes.extend(sub.nodes.iter().map(|&v| i64::from(v)));
         indptr.extend(sub.offsets.iter().map(|&o| i64::from(o)));
+        let y = YData::of(store, &sub.nodes, bufs);
+        bufs.give_subgraph(sub);
         Ok(Batch {
             index,
             roles,
-            y: YData::of(store, &sub.nodes, bufs),
+            y,
             nodes,
             indptr,
             edge_index,
@@ -709,6 +714,12 @@ struct Buffers {
     y_multi: Recycle<f32>,
     node_norm: Recycle<f32>,
     edge_norm: Recycle<f32>,
+    /// Drawn subgraphs, once assembled: drawn on a worker and dropped by the consumer, their
+    /// vectors (≈ 2.4 MB of room for a 7.6k-node subgraph of a skewed graph) were given
+    /// back to the kernel and faulted in again for the next (BENCHMARKS.md, "Lockstep
+    /// walks").
+    subgraphs: Mutex<Vec<Subgraph>>,
+    keep: usize,
 }
 
 impl Buffers {
@@ -724,6 +735,23 @@ impl Buffers {
             y_multi: Recycle::new(keep),
             node_norm: Recycle::new(keep),
             edge_norm: Recycle::new(keep),
+            subgraphs: Mutex::new(Vec::new()),
+            keep,
+        }
+    }
+
+    /// An assembled subgraph's vectors to draw the next into, or new ones.
+    fn subgraph(&self) -> Subgraph {
+        let s = self.subgraphs.lock().ok().and_then(|mut f| f.pop());
+        s.unwrap_or_default()
+    }
+
+    /// `sub`'s vectors back, for [`Buffers::subgraph`].
+    fn give_subgraph(&self, sub: Subgraph) {
+        if let Ok(mut f) = self.subgraphs.lock() {
+            if f.len() < self.keep {
+                f.push(sub);
+            }
         }
     }
 }

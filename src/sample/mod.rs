@@ -33,7 +33,7 @@ use crate::store::StoreError;
 pub use config::{SamplerConfig, KINDS};
 pub use edge::{EdgeParams, EdgeSampler};
 pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
-pub use induce::{clip, induce, transpose_permutation, Subgraph};
+pub use induce::{clip, induce, induce_into, sort_dedup, transpose_permutation, Subgraph};
 pub use node::{FullParams, FullSampler, NodeParams, NodeSampler};
 pub use norm::{Counts, Layout, NormCounts, SparseCounts};
 pub use params::SamplerParams;
@@ -70,7 +70,13 @@ pub trait Sampler: Sync {
 /// A uniform integer in `0..k` (k ≥ 1) by Lemire's multiply-shift; bias ≤ k / 2^64.
 #[inline]
 pub fn below(rng: &mut impl RngCore, k: u64) -> u64 {
-    ((u128::from(rng.next_u64()) * u128::from(k)) >> 64) as u64
+    scale(rng.next_u64(), k)
+}
+
+/// The integer in `0..k` that [`below`] makes of the random number `x`.
+#[inline]
+pub fn scale(x: u64, k: u64) -> u64 {
+    ((u128::from(x) * u128::from(k)) >> 64) as u64
 }
 
 /// A uniformly random neighbour of `u` (which must have one), checked `< N`: O(1), so a
@@ -97,16 +103,26 @@ pub fn nodes_with_edges(graph: Csr<'_>) -> Vec<u32> {
 /// Words per block of the rank directory of [`EdgeNodes`].
 const SELECT_BLOCK: usize = 8;
 
+/// Nodes per entry of the select hints of [`EdgeNodes`].
+const SELECT_HINT: usize = 512;
+
 /// The nodes with at least one neighbour, ascending, without listing them: a bitmap (bit v
-/// set when v has a neighbour) and the count of such nodes before each block of 8 words.
-/// `get(i)` is the i-th of them — what `nodes_with_edges(g)[i]` is — found by a binary
-/// search over the blocks and a scan of at most 8 words. N/8 + N/64 bytes, against 4 bytes
-/// per listed node (128 MiB at 2^25 nodes): what the samplers draw their roots from.
+/// set when v has a neighbour), the count of such nodes before each block of 8 words, and
+/// for every 512th node the block that holds it. `get(i)` is the i-th of them — what
+/// `nodes_with_edges(g)[i]` is — found by a binary search over the blocks between two
+/// hints (one or two blocks where most nodes have neighbours), a scan of at most 8 words
+/// and a select within the word by halving. N/8 + N/64 + N/128 bytes at most, against 4
+/// bytes per listed node (128 MiB at 2^25 nodes): what the samplers draw their roots from.
+/// A search over all the blocks and a bit-by-bit select took 39 ns per root on a
+/// Kronecker scale-17 graph (15 % of the random-walk sampler's time, BENCHMARKS.md).
 #[derive(Debug, Clone)]
 pub struct EdgeNodes {
     bits: Vec<u64>,
     /// Set bits in the words before block b (b = word / 8).
     before: Vec<u64>,
+    /// `hints[j]`: the block holding node j·512 of the list (the last block b with
+    /// before[b] ≤ j·512).
+    hints: Vec<u32>,
     len: usize,
 }
 
@@ -131,9 +147,13 @@ impl EdgeNodes {
             before.push(total);
             total += block.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
         }
+        let hints = (0..(total as usize).div_ceil(SELECT_HINT))
+            .map(|j| (before.partition_point(|&r| r <= (j * SELECT_HINT) as u64) - 1) as u32)
+            .collect();
         EdgeNodes {
             bits,
             before,
+            hints,
             len: total as usize,
         }
     }
@@ -151,17 +171,19 @@ impl EdgeNodes {
     /// The `i`-th node with a neighbour (ascending), `i < len()`.
     pub fn get(&self, i: usize) -> u32 {
         debug_assert!(i < self.len);
+        let j = i / SELECT_HINT;
+        let lo = self.hints[j] as usize;
+        let hi = self
+            .hints
+            .get(j + 1)
+            .map_or(self.before.len(), |&h| h as usize + 1);
         let i = i as u64;
-        let b = self.before.partition_point(|&r| r <= i) - 1;
+        let b = lo + self.before[lo..hi].partition_point(|&r| r <= i) - 1;
         let mut left = i - self.before[b];
         for (k, &w) in self.bits[b * SELECT_BLOCK..].iter().enumerate() {
             let c = u64::from(w.count_ones());
             if left < c {
-                let mut w = w;
-                for _ in 0..left {
-                    w &= w - 1;
-                }
-                return ((b * SELECT_BLOCK + k) * 64 + w.trailing_zeros() as usize) as u32;
+                return ((b * SELECT_BLOCK + k) * 64) as u32 + select_in_word(w, left as u32);
             }
             left -= c;
         }
@@ -183,6 +205,21 @@ impl EdgeNodes {
     }
 }
 
+/// The position of the `r`-th set bit of `w` (r < popcount(w)), by halving: which half
+/// holds it, from the lower half's count, six times.
+#[inline]
+fn select_in_word(w: u64, r: u32) -> u32 {
+    let (mut w, mut r, mut pos) = (w, r, 0u32);
+    for half in [32u32, 16, 8, 4, 2, 1] {
+        let low = (w & ((1u64 << half) - 1)).count_ones();
+        let up = u32::from(r >= low);
+        r -= up * low;
+        pos += up * half;
+        w >>= up * half;
+    }
+    pos
+}
+
 /// The RNG of subgraph `index` of a run seeded with `seed`.
 pub fn subgraph_rng(seed: u64, index: u64) -> SampleRng {
     SampleRng::seed_from_u64(hash3(seed, stream::SUBGRAPH, index))
@@ -196,13 +233,26 @@ pub fn sample_subgraph(
     index: u64,
     clip_to: usize,
 ) -> Result<Subgraph, SampleError> {
+    let mut sub = Subgraph::default();
+    sample_subgraph_into(sampler, seed, index, clip_to, &mut sub)?;
+    Ok(sub)
+}
+
+/// [`sample_subgraph`] into `sub`, reusing its vectors' room ([`induce_into`]).
+pub fn sample_subgraph_into(
+    sampler: &(impl Sampler + ?Sized),
+    seed: u64,
+    index: u64,
+    clip_to: usize,
+    sub: &mut Subgraph,
+) -> Result<(), SampleError> {
     let mut rng = subgraph_rng(seed, index);
-    let mut nodes = Vec::new();
-    sampler.sample_nodes(&mut rng, &mut nodes)?;
-    nodes.sort_unstable();
-    nodes.dedup();
-    clip(&mut nodes, clip_to, &mut rng);
-    Ok(induce(sampler.graph(), nodes)?)
+    let nodes = &mut sub.nodes;
+    nodes.clear();
+    sampler.sample_nodes(&mut rng, nodes)?;
+    sort_dedup(nodes, sampler.graph().n_nodes());
+    clip(nodes, clip_to, &mut rng);
+    Ok(induce_into(sampler.graph(), sub)?)
 }
 
 /// Draws subgraphs `first..first + count` in parallel on the current rayon pool, in index
