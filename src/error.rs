@@ -32,7 +32,7 @@ pub enum Error {
     /// Partitioning a store into part stores (`saintflow partition`).
     #[error(transparent)]
     Partition(#[from] crate::dist::PartitionError),
-    /// A rank's share of a distributed job (`train --partitions`).
+    /// A process's share of a distributed job (`train --partitions`).
     #[error(transparent)]
     Dist(#[from] crate::dist::DistError),
     /// Node embedding: `[embedding]` plans and their evaluation.

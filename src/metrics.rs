@@ -85,8 +85,8 @@ impl Counts {
         self.exact += u64::from(all);
     }
 
-    /// The counts as one vector (TP, FP, FN per class, exact matches, nodes): what ranks
-    /// sum to get the metrics of all their nodes.
+    /// The counts as one vector (TP, FP, FN per class, exact matches, nodes): what the
+    /// parts of a job sum to get the metrics of all their nodes.
     pub fn flat(&self) -> Vec<u64> {
         let mut v = Vec::with_capacity(3 * self.tp.len() + 2);
         v.extend(&self.tp);

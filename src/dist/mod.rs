@@ -34,7 +34,7 @@ pub use collective::{all_equal, Collective, ReduceOp, ThreadGroup, ThreadRank};
 pub use consensus::{Combined, ConsensusState, DistState};
 pub use job::{Dist, DistEval, DistJob, JobEval};
 pub use partition::PartitionError;
-pub use sync::{Local, Ranks, RunInfo, StepSync};
+pub use sync::{evaluation, step_sync, EvalOn, Local, Ranks, StepSync};
 
 /// What went wrong in the distributed part of a run. Its messages are the ones the training
 /// errors carried before the wing (a collective failure reads "training: distributed: …"),

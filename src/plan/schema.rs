@@ -133,18 +133,18 @@ pub struct Eval {
     pub every: usize,
 }
 
-/// How ranks combine their gradients in distributed training (`[distributed] consensus`):
+/// How the parts of a distributed job combine their gradients (`[distributed] consensus`):
 /// ∇Ŵ = Σ ζ_i·∇W_i / Σ ζ_j (GAD's Eq. 15) with ζ_i as below (see `dist::consensus`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Consensus {
-    /// GAD's own (§3.4): ζ_i the variance-based importance of rank i's augmented subgraph
+    /// GAD's own (§3.4): ζ_i the variance-based importance of part i's augmented subgraph
     /// (Eq. 14, `dist::zeta`), computed once when its store is loaded.
     #[default]
     Gad,
     /// saintflow's earlier weighting: ζ_i = n_i · exp(−β · σ²_i / σ̄²) from a moving
-    /// variance of each rank's step losses (not GAD's).
+    /// variance of each part's step losses (not GAD's).
     LossVariance,
-    /// The plain mean of the ranks' gradients (ζ_i = 1, GAD's Eq. 11).
+    /// The plain mean of the parts' gradients (ζ_i = 1, GAD's Eq. 11).
     Mean,
 }
 
@@ -159,13 +159,14 @@ impl Consensus {
     }
 }
 
-/// `[distributed]`: what data-parallel training on several ranks does with the plan.
+/// `[distributed]`: what data-parallel training on several parts of the graph does with the
+/// plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Distributed {
     /// `consensus = "gad" | "loss_variance" | "mean"` (default gad).
     pub consensus: Consensus,
     /// `beta` (default 0.1): `gad`, the constant of Eq. 14 (> 0); `loss_variance`, how
-    /// strongly a rank's loss variance lowers its weight (≥ 0).
+    /// strongly a part's loss variance lowers its weight (≥ 0).
     pub beta: f64,
 }
 
@@ -204,7 +205,7 @@ pub struct Plan {
     pub phases: Vec<Phase>,
     /// `[eval]`.
     pub eval: Eval,
-    /// `[distributed]` (read only when training on several ranks).
+    /// `[distributed]` (read only when training a distributed job).
     pub distributed: Distributed,
     pub(crate) src: Arc<Source>,
     pub(crate) loss_span: usize,

@@ -105,9 +105,9 @@ pub struct Checkpoint {
     /// Length of the log file when the checkpoint was written (None without a log file).
     pub log_pos: Option<u64>,
     /// The identity of the graph trained on ([`GraphStore::identity`]; in a distributed run,
-    /// the ranks' part identities combined, [`crate::dist`]).
+    /// every part's identity combined, [`crate::dist`]).
     pub graph_id: u64,
-    /// A distributed run's consensus state, every rank's (None for one process).
+    /// A distributed run's consensus state, every part's (None for one process).
     pub dist: Option<DistState>,
 }
 

@@ -16,6 +16,8 @@ pub mod infer;
 pub mod log;
 pub mod memory;
 pub mod metrics;
+mod observer;
+mod state;
 pub mod trainer;
 
 use std::path::{Path, PathBuf};

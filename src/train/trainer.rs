@@ -17,7 +17,6 @@
 //! ones), enough that about 10·N nodes are drawn (between 8 and 200 subgraphs). They
 //! weight the loss (1/λ_v) and `A_saint`'s entries; the same pre-sampling gives |V_s|.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,17 +27,18 @@ use super::Result;
 use crate::exec::{Executor, StepRunner};
 use crate::ir::Params;
 use crate::op::{GraphSource, Registry};
-use crate::plan::{Lowered, Optimizer, Plan, SamplerPlan};
+use crate::plan::{Lowered, Plan, SamplerPlan};
 use crate::progress::Progress;
 use crate::store::{Access, GraphStore, Labels, Role};
 
 use super::blocked::InferOptions;
-use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
 use super::infer::FullGraph;
-use super::log::{LogSink, Record, RunDist, StepMs};
+use super::log::{Record, RunDist, StepMs};
 use super::metrics::{Counts, Metrics};
+use super::observer::{Observer, Validation};
+use super::state::{guard_outputs, params_hash, Best, Identity, TrainState};
 use super::TrainError;
-use crate::dist::{Dist, DistEval, Local, Ranks, StepSync};
+use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
 use crate::machine::MemoryLimit;
 
 /// Epochs of a plan without `[[phase]]`.
@@ -73,29 +73,29 @@ pub const DEFAULT_EPOCHS: usize = 50;
 /// no checkpoint, no log, evaluation on, I/O hints on.
 #[derive(Clone)]
 pub struct TrainOptions<'a> {
-    plan: &'a Plan,
-    store: &'a GraphStore,
+    pub(super) plan: &'a Plan,
+    pub(super) store: &'a GraphStore,
     registry: Option<Arc<Registry>>,
     runner: Option<&'a dyn StepRunner>,
     threads: Option<usize>,
-    progress: Progress,
-    seed: u64,
-    epochs: Option<usize>,
-    checkpoint: Option<PathBuf>,
-    resume: bool,
-    init_from: Option<PathBuf>,
-    log: Option<PathBuf>,
-    json: bool,
-    graph_name: Option<String>,
-    stop_after: Option<usize>,
-    max_steps: Option<u64>,
-    no_eval: bool,
-    io_hints: bool,
-    verify: Verify,
-    infer: InferOptions,
-    memory_limit: MemoryLimit,
-    dist: Option<Dist<'a>>,
-    interrupt: Option<&'a AtomicBool>,
+    pub(super) progress: Progress,
+    pub(super) seed: u64,
+    pub(super) epochs: Option<usize>,
+    pub(super) checkpoint: Option<PathBuf>,
+    pub(super) resume: bool,
+    pub(super) init_from: Option<PathBuf>,
+    pub(super) log: Option<PathBuf>,
+    pub(super) json: bool,
+    pub(super) graph_name: Option<String>,
+    pub(super) stop_after: Option<usize>,
+    pub(super) max_steps: Option<u64>,
+    pub(super) no_eval: bool,
+    pub(super) io_hints: bool,
+    pub(super) verify: Verify,
+    pub(super) infer: InferOptions,
+    pub(super) memory_limit: MemoryLimit,
+    pub(super) dist: Option<Dist<'a>>,
+    pub(super) interrupt: Option<&'a AtomicBool>,
 }
 
 /// Stores up to this many bytes (all sections) get the full check before training by
@@ -209,10 +209,10 @@ impl<'a> TrainOptions<'a> {
         self
     }
 
-    /// Takes part in a distributed job as `dist.comm`'s rank: `store` is this rank's part,
-    /// gradients are combined by the plan's `[distributed]` consensus after every step,
-    /// only rank 0 logs and checkpoints, and `dist.eval` says who evaluates
-    /// ([`crate::dist`]). Every rank must be given the same plan, seed, epochs,
+    /// Takes part in the distributed job `dist` ([`crate::dist`]): `store` is this
+    /// process's part, gradients are combined by the plan's `[distributed]` consensus after
+    /// every step, the job writes one log and one checkpoint, and `dist.eval` says who
+    /// evaluates. Every process of the job must be given the same plan, seed, epochs,
     /// steps, evaluation and checkpoint options.
     pub fn distributed(mut self, dist: Dist<'a>) -> Self {
         self.dist = Some(dist);
@@ -450,99 +450,6 @@ impl TrainOutcome {
     }
 }
 
-/// The optimiser's state.
-struct OptState {
-    kind: Optimizer,
-    weight_decay: BTreeMap<String, f32>,
-    t: u64,
-    m: BTreeMap<String, Vec<f32>>,
-    v: BTreeMap<String, Vec<f32>>,
-}
-
-impl OptState {
-    fn new(kind: Optimizer, lowered: &Lowered, params: &Params) -> OptState {
-        let zeros: BTreeMap<String, Vec<f32>> = params
-            .iter()
-            .map(|(n, t)| (n.clone(), vec![0.0; t.data.len()]))
-            .collect();
-        OptState {
-            kind,
-            weight_decay: lowered.weight_decay.clone(),
-            t: 0,
-            v: if matches!(kind, Optimizer::Adam(_)) {
-                zeros.clone()
-            } else {
-                BTreeMap::new()
-            },
-            m: zeros,
-        }
-    }
-
-    fn update(&mut self, name: &str, p: &mut [f32], g: &[f32]) -> Result<(), TrainError> {
-        let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
-        let m = self.m.get_mut(name).expect("state per parameter");
-        let r = match self.kind {
-            Optimizer::Adam(a) => {
-                let v = self.v.get_mut(name).expect("state per parameter");
-                saintflow_ops::optim::Adam {
-                    weight_decay: wd,
-                    ..a
-                }
-                .step(self.t, p, g, m, v)
-            }
-            Optimizer::Sgd(s) => saintflow_ops::optim::Sgd {
-                weight_decay: wd,
-                ..s
-            }
-            .step(p, g, m),
-        };
-        r.map_err(|e| TrainError::Run(format!("optimiser on `{name}`: {e}")))
-    }
-
-    fn save(map: &BTreeMap<String, Vec<f32>>) -> Vec<SavedTensor> {
-        map.iter()
-            .map(|(n, d)| SavedTensor {
-                name: n.clone(),
-                rows: 1,
-                cols: d.len(),
-                data: d.clone(),
-            })
-            .collect()
-    }
-
-    fn restore(
-        map: &mut BTreeMap<String, Vec<f32>>,
-        saved: &[SavedTensor],
-        path: &std::path::Path,
-    ) -> Result<(), TrainError> {
-        for (name, buf) in map.iter_mut() {
-            let s = saved
-                .iter()
-                .find(|s| &s.name == name)
-                .filter(|s| s.data.len() == buf.len())
-                .ok_or_else(|| TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!("no optimiser state of the right size for `{name}`"),
-                })?;
-            buf.copy_from_slice(&s.data);
-        }
-        Ok(())
-    }
-}
-
-/// xxh3-64 of every parameter's name and bytes, in name order: what the ranks of a
-/// distributed run compare each epoch.
-fn params_hash(params: &Params) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for (name, t) in params.iter() {
-        h.update(name.as_bytes());
-        for x in &t.data {
-            h.update(&x.to_le_bytes());
-        }
-    }
-    h.digest()
-}
-
 /// Refuses an evaluation graph whose features or labels differ in shape from the part's.
 fn check_same_schema(full: &GraphStore, part: &GraphStore) -> Result<()> {
     let shape = |s: &GraphStore| {
@@ -568,497 +475,359 @@ fn check_same_schema(full: &GraphStore, part: &GraphStore) -> Result<()> {
     Ok(())
 }
 
-fn check_params(
-    params: &Params,
-    lowered: &Lowered,
-    path: &std::path::Path,
-) -> Result<(), TrainError> {
-    for d in &lowered.params {
-        match params.get(&d.name) {
-            Some(t) if (t.rows, t.cols) == (d.rows, d.cols) => {}
-            Some(t) => {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!(
-                        "parameter `{}` is {}×{}, the plan declares {}×{}",
-                        d.name, t.rows, t.cols, d.rows, d.cols
-                    ),
-                })
-            }
-            None => {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!("parameter `{}` is missing", d.name),
-                })
-            }
-        }
-    }
-    Ok(())
-}
-
-/// What a run checks and holds before it touches its outputs (issue 28): the checkpoint
-/// is not inside a store (item 12); the checkpoint and the log are claimed for the run's
-/// life, a second writer refused naming the holder (item 10; rank 0 only writes them); the
-/// checkpoint's disk is there (item 13). Returns the claims, held until dropped.
-fn guard_outputs(
-    ckpt: Option<&std::path::Path>,
-    log: Option<&std::path::Path>,
-    rank0: bool,
-    lowered: &Lowered,
-) -> Result<Vec<crate::atomic::OutputLock>, TrainError> {
-    // Issue 28, item 12: a checkpoint never goes into a store's directory.
-    if let Some(path) = ckpt {
-        if let Some(dir) = path
-            .parent()
-            .filter(|d| crate::store::writer::is_store_dir(d))
-        {
-            return Err(TrainError::Checkpoint {
-                path: path.to_path_buf(),
-                what: format!(
-                    "{} is a graph store: a checkpoint goes in a directory of its own (e.g. --checkpoint run/)",
-                    dir.display()
-                ),
-            });
-        }
-    }
-    // Issue 28, item 10: one writer per checkpoint and log, held for the whole run; a
-    // second run sharing either is refused, naming the holder, before it reads or
-    // truncates anything.
-    let claims = {
-        let mut claims = Vec::new();
-        let outputs = [
-            (ckpt.filter(|_| rank0), "--checkpoint"),
-            (log.filter(|_| rank0), "--log"),
-        ];
-        for (path, flag) in outputs.into_iter().filter_map(|(p, f)| Some((p?, f))) {
-            let claim = crate::atomic::claim_output(path)
-                .map_err(|e| TrainError::io(path, "claim (lock)", e))?;
-            match claim {
-                Ok(lock) => claims.push(lock),
-                Err(pid) => {
-                    return Err(TrainError::Run(format!(
-                        "{}: another run is writing it ({}); wait for it to end, or give this run another {flag}",
-                        path.display(),
-                        pid.map_or("PID unknown".into(), |p| format!("PID {p}"))
-                    )))
-                }
-            }
-        }
-        claims
-    };
-    // Issue 28, item 13: the checkpoint's disk before any work: the parameters, Adam's two
-    // moments and the best parameters, twice while a new one replaces the old atomically.
-    if let Some(path) = ckpt.filter(|_| rank0) {
-        let values: u64 = lowered
-            .params
-            .iter()
-            .map(|d| (d.rows * d.cols) as u64)
-            .sum();
-        let need = 2 * (4 * 4 * values + (64 << 10));
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
-        };
-        if let Ok(free) = fs4::available_space(dir) {
-            if need > free {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!(
-                        "needs about {} of disk while written ({values} parameter values, with Adam's moments and the best parameters, twice while replaced atomically); {} has {} free",
-                        crate::machine::human(u128::from(need)),
-                        dir.display(),
-                        crate::machine::human(u128::from(free))
-                    ),
-                });
-            }
-        }
-    }
-    Ok(claims)
-}
-
-/// Trains `opts.plan` on `opts.store` with `registry`'s ops and `runner`.
+/// Trains `opts.plan` on `opts.store` with `registry`'s ops and `runner`: JPDC's Algorithm 2
+/// (each step a sampled subgraph, its forward and backward pass, an update), each update
+/// agreed with the other parts in a job (GAD's Algorithm 2, through `sync`), a validation
+/// every `[eval] every` epochs keeping the best parameters, a checkpoint after every whole
+/// epoch, the test of the best parameters at the end.
 fn run(
     opts: &TrainOptions<'_>,
     registry: &Registry,
     runner: &dyn StepRunner,
 ) -> Result<TrainOutcome> {
-    let (store, plan_, progress) = (opts.store, opts.plan, &opts.progress);
+    let (store, plan) = (opts.store, opts.plan);
     if opts.verify.runs_check(store) {
         crate::store::check(store)?;
     }
-    let lowered = lower_for(plan_, store, registry)?;
-    let hash = plan_hash(plan_);
-    let sched = schedule(plan_, opts.epochs);
-    // Before any parameter, optimiser buffer or evaluation plan is allocated.
-    if let Some((limit, source)) = opts.memory_limit.resolve() {
-        let samplers: Vec<SamplerPlan> = sched.iter().map(|p| p.1.clone()).collect();
-        let est = super::memory::estimate(&lowered, Some(&plan_.optimizer), store, &samplers)?;
-        super::memory::check(plan_, &lowered, &est, limit, &source)?;
-    }
+    let lowered = lower_for(plan, store, registry)?;
+    let sched = schedule(plan, opts.epochs);
+    check_memory(opts, &lowered, &sched)?;
+    let n_train = training_nodes(store)?;
+    // Every collective call of the run goes through `sync`, in the order crate::dist::sync
+    // documents.
+    let mut sync = step_sync(
+        opts.dist.as_ref(),
+        plan.distributed,
+        store,
+        n_train,
+        opts.seed,
+    );
+    let eval = Evaluator::new(opts, &lowered)?;
+    let id = Identity {
+        plan_hash: plan_hash(plan),
+        seed: opts.seed,
+        graph_id: sync.graph_id(store.identity())?,
+        store,
+        job: sync.job_name(),
+    };
+    let writes = sync.writes_outputs();
+    let (ckpt, log) = (opts.checkpoint.as_deref(), opts.log.as_deref());
+    let _claims = guard_outputs(ckpt, log, writes, &lowered)?;
+    let (mut state, resumed) = TrainState::start(opts, &lowered, &id, sync.as_mut())?;
+    let record = run_record(opts, runner, id.plan_hash, sync.run_info()?);
     let total: usize = sched.iter().map(|p| p.2).sum();
-    let n_train = store.role_count(Role::Train);
-    if n_train == 0 {
-        return Err(TrainError::Run(format!(
-            "{}: no training nodes (role `train`)",
-            store.path().display()
-        )));
-    }
-    let dist = opts.dist.as_ref();
-    // Every collective call of the run goes through `sync` (crate::dist::sync).
-    let mut sync: Box<dyn StepSync + '_> = match dist {
-        Some(d) => Box::new(Ranks::new(d, plan_.distributed, store, n_train, opts.seed)),
-        None => Box::new(Local),
-    };
-    let rank0 = sync.rank() == 0;
-    // No full-graph pass is even planned without evaluation, nor on ranks other than 0
-    // when rank 0 evaluates the full graph; without one, each rank evaluates its part.
-    let eval_parts = dist.is_some_and(|d| matches!(d.eval, DistEval::Parts));
-    let full_eval = match dist.map(|d| d.eval) {
-        Some(DistEval::Rank0(full)) => full,
-        _ => None,
-    };
-    let eval = if opts.no_eval || (!eval_parts && !rank0) {
-        None
-    } else {
-        let on = match full_eval {
-            Some(full) => {
-                check_same_schema(full, store)?;
-                full
-            }
-            None => store,
-        };
-        Some(FullGraph::new(on, &lowered)?.with_options(InferOptions {
-            progress: opts.progress,
-            ..opts.infer.clone()
-        }))
-    };
-    // What a checkpoint is tied to: the store, or every rank's part.
-    let graph_id = sync.graph_id(store.identity())?;
-    // The metrics of `role`: of the evaluation graph, or summed over every rank's part.
-    let measure = |sync: &dyn StepSync,
-                   eval: &FullGraph<'_>,
-                   params: &Params,
-                   role: Role|
-     -> Result<Metrics> {
-        if eval_parts {
-            let mut flat = eval.counts(runner, params, &[role])?[0].flat();
-            sync.sum_counts(&mut flat)?;
-            Ok(Counts::from_flat(&flat).metrics())
-        } else {
-            Ok(eval.metrics(runner, params, &[role])?[0])
-        }
-    };
-    let every = plan_.eval.every.max(1);
-
-    // State: fresh, or from the checkpoint.
-    let mut params = match &opts.init_from {
-        Some(path) => super::export::load_safetensors(path, &lowered.params)?,
-        None => Params::init(&lowered.params, opts.seed),
-    };
-    let mut opt = OptState::new(plan_.optimizer, &lowered, &params);
-    let mut epoch = 0usize;
-    let mut step = 0u64;
-    let mut best: Option<(Metrics, usize, Params)> = None;
-    let mut elapsed0 = 0.0;
-    let ckpt = opts.checkpoint.clone();
-    let _claims = guard_outputs(ckpt.as_deref(), opts.log.as_deref(), rank0, &lowered)?;
-    let resumed = match &ckpt {
-        Some(path) if opts.resume && path.exists() => {
-            let c = Checkpoint::load(path)?;
-            c.check_matches(path, hash, opts.seed)?;
-            match dist {
-                Some(_) => c.check_graph_id(
-                    path,
-                    graph_id,
-                    &format!("this job's {} parts", sync.ranks()),
-                )?,
-                None => c.check_graph(path, store)?,
-            }
-            sync.restore(c.dist.as_ref(), path)?;
-            params = load_params(&c.params);
-            check_params(&params, &lowered, path)?;
-            OptState::restore(&mut opt.m, &c.opt_m, path)?;
-            OptState::restore(&mut opt.v, &c.opt_v, path)?;
-            opt.t = c.opt_t;
-            epoch = c.epoch;
-            step = c.step;
-            elapsed0 = c.elapsed;
-            if let (Some(bp), Some(bv)) = (&c.best_params, c.best_val) {
-                best = Some((bv, c.best_epoch, load_params(bp)));
-            }
-            Some(c.log_pos)
-        }
-        _ => None,
-    };
-    // Only rank 0 writes the log.
-    let log_path = opts.log.as_deref().filter(|_| rank0);
-    let json = opts.json && rank0;
-    let (mut log, fresh) = match resumed {
-        Some(Some(pos)) => (LogSink::resume(log_path, pos, json)?, false),
-        _ => (LogSink::create(log_path, json)?, true),
-    };
-    let run_dist = sync.run_info()?.map(|info| RunDist {
-        ranks: info.ranks,
-        transport: info.transport,
-        consensus: plan_.distributed.consensus.name().into(),
-        beta: plan_.distributed.beta,
-        replica_bytes: info.replica_bytes,
-        zeta: info.zeta,
-    });
-    if fresh {
-        log.push(Record::Run {
-            plan: plan_.name.clone(),
-            plan_hash: format!("{hash:016x}"),
-            effective_plan: plan_.effective_text().to_string(),
-            graph: opts
-                .graph_name
-                .clone()
-                .unwrap_or_else(|| store.path().display().to_string()),
-            seed: opts.seed,
-            threads: runner.threads(),
-            runner: runner.name().to_string(),
-            dist: run_dist,
-        })?;
-    }
-
-    let start = Instant::now();
-    let now = |start: &Instant| elapsed0 + start.elapsed().as_secs_f64();
-    let mut phase_run: Option<(usize, PhaseRun<'_>)> = None;
+    let at = (state.step, state.elapsed);
+    let mut obs = Observer::open(opts, writes, resumed, record, at, total)?;
     let stop = opts.stop_after.unwrap_or(usize::MAX);
     let max_steps = opts.max_steps.unwrap_or(u64::MAX);
-    // Steps of this session: the total is estimated from each phase's steps per epoch as
-    // it is set up, and capped by `--steps` (issue 27: an ETA that respects it).
-    let first_step = step;
-    let ticker = progress.ticker(0, "train", "steps");
-    while epoch < total && epoch < stop && step < max_steps {
-        epoch += 1;
-        // The phase of this epoch.
-        let mut acc = 0;
-        let (pi, sp) = sched
-            .iter()
-            .find(|p| {
-                acc += p.2;
-                epoch <= acc
-            })
-            .map(|p| (p.0, p.1.clone()))
-            .expect("epoch within the schedule");
-        if phase_run.as_ref().is_none_or(|(i, _)| *i != pi) {
+    let every = plan.eval.every.max(1);
+    let mut phase: Option<(usize, PhaseRun<'_>)> = None;
+    while state.epoch < total.min(stop) && state.step < max_steps {
+        state.epoch += 1;
+        let (pi, sp) = phase_of(&sched, state.epoch);
+        if phase.as_ref().is_none_or(|(i, _)| *i != pi) {
             let mut ph = setup_phase(store, &lowered, &sp, pi, opts.seed, n_train, opts.io_hints)?;
-            // Every rank steps as often as the one with the most (each step is collective).
+            // Each step being collective, a job steps as often as its largest part wants.
             ph.steps_per_epoch = sync.steps(ph.steps_per_epoch)?;
-            phase_run = Some((pi, ph));
+            phase = Some((pi, ph));
         }
-        let ph = &phase_run.as_ref().expect("set up").1;
-        let epochs_left = (total.min(stop) - epoch + 1) as u64;
-        ticker.set_total(
-            (step - first_step + epochs_left * ph.steps_per_epoch)
-                .min(max_steps.saturating_sub(first_step)),
-        );
-        ticker.set_message(format!("epoch {epoch}/{total}"));
+        let ph = &phase.as_ref().expect("set up").1;
+        obs.epoch_begins(state.epoch, state.step, ph.steps_per_epoch, stop, max_steps);
         if opts.io_hints {
             advise_training(store, &sp, Access::Random);
         }
-        let mut loss_sum = 0.0;
-        // The epoch's subgraphs are sampled ahead on the runner's pool while steps compute.
-        let n_steps = ph.steps_per_epoch.min(max_steps - step);
-        let cut = n_steps < ph.steps_per_epoch;
-        let steps = step..step + n_steps;
-        let mut run_epoch = |source: &dyn GraphSource| -> Result<()> {
-            for _ in 0..n_steps {
-                if opts.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
-                    return Err(TrainError::Interrupted { epoch, step });
+        let n_steps = ph.steps_per_epoch.min(max_steps - state.step);
+        let step = Step { opts, runner, ph };
+        let train_loss = step.epoch(n_steps, &mut state, sync.as_mut(), &mut obs)?;
+        sync.params_agree(state.epoch, &|| params_hash(&state.params))?;
+        let last = state.epoch == total || state.step >= max_steps;
+        let val = match &eval {
+            Some(e) if state.epoch.is_multiple_of(every) || last => {
+                if opts.io_hints {
+                    advise_training(store, &sp, Access::Normal);
                 }
-                let t0 = Instant::now();
-                let vals = runner.run_step(
-                    &ph.graph,
-                    &ph.wanted,
-                    Some(source),
-                    &params,
-                    step,
-                    opts.seed,
-                    true,
-                )?;
-                let loss = vals
-                    .get(ph.loss)
-                    .and_then(|v| v.as_scalar())
-                    .ok_or_else(|| TrainError::Run("the step gave no loss".into()))?;
-                if !loss.is_finite() {
-                    return Err(TrainError::Run(format!(
-                    "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
-                )));
-                }
-                let t_opt = Instant::now();
-                opt.t += 1;
-                let mut grads = Vec::with_capacity(ph.grads.len());
-                for (name, gid) in &ph.grads {
-                    let g = vals
-                        .get(*gid)
-                        .and_then(|v| v.as_dense())
-                        .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
-                    grads.push(g.data.as_slice());
-                }
-                // A distributed step: one allreduce, then every rank the same update.
-                let mut comm = None;
-                let mut loss = loss;
                 let t = Instant::now();
-                let combined = sync.combine(loss, &grads)?;
-                if let Some(c) = &combined {
-                    comm = Some((t.elapsed(), c.bytes));
-                    loss = c.loss;
-                }
-                for (i, (name, _)) in ph.grads.iter().enumerate() {
-                    let g = match &combined {
-                        Some(c) => &c.grads[c.offsets[i]..c.offsets[i] + grads[i].len()],
-                        None => grads[i],
-                    };
-                    let p = params.get_mut(name).expect("every parameter initialised");
-                    opt.update(name, &mut p.data, g)?;
-                }
-                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-                let times = vals.times;
-                log.push(Record::Step {
-                    epoch,
-                    step,
-                    time: now(&start),
-                    loss,
-                    nodes: vals.bindings.nodes,
-                    entries: vals.bindings.entries,
-                    ms: StepMs {
-                        sampling: ms(times.sampling),
-                        aggregation: ms(times.aggregation),
-                        transformation: ms(times.transformation),
-                        other: ms(times.other),
-                        optimizer: ms(t_opt.elapsed()),
-                        wall: ms(t0.elapsed()),
-                        allreduce: comm.map(|c| ms(c.0)),
-                    },
-                    allreduce_bytes: comm.map(|c| c.1),
-                })?;
-                loss_sum += loss;
-                step += 1;
-                ticker.inc(1);
+                let val = e.measure(sync.as_ref(), runner, &state.params, Role::Val)?;
+                let best = state.record_val(val);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                Some(Validation { val, best, ms })
             }
-            Ok(())
-        };
-        let mut epoch_result = Ok(());
-        runner.with_prefetch(&ph.source, steps, &mut |s| epoch_result = run_epoch(s));
-        epoch_result?;
-        let train_loss = loss_sum / n_steps as f64;
-        if let Some(h) = sync.params_differ(&|| params_hash(&params))? {
-            return Err(TrainError::Run(format!(
-                "distributed: the ranks' parameters differ after epoch {epoch} (rank {}'s hash {h:016x}): a rank applied another update",
-                sync.rank()
-            )));
-        }
-        let last = epoch == total || step >= max_steps;
-        let (val, eval_ms, is_best) = if let Some(eval) = eval
-            .as_ref()
-            .filter(|_| epoch.is_multiple_of(every) || last)
-        {
-            if opts.io_hints {
-                advise_training(store, &sp, Access::Normal);
-            }
-            let t = Instant::now();
-            let m = measure(sync.as_ref(), eval, &params, Role::Val)?;
-            let better = best.as_ref().is_none_or(|b| m.f1_micro > b.0.f1_micro);
-            if better {
-                best = Some((m, epoch, params.clone()));
-            }
-            (Some(m), Some(t.elapsed().as_secs_f64() * 1e3), better)
-        } else {
-            (None, None, false)
-        };
-        log.push(Record::Epoch {
-            epoch,
-            step: step - 1,
-            time: now(&start),
-            train_loss,
-            val,
-            best: is_best,
-            eval_ms,
-        })?;
-        let pos = log.sync()?;
-        // The epoch's line: above the bar on a terminal (the history stays), on stderr
-        // off one.
-        ticker.println(format_args!(
-            "epoch {epoch}/{total}  step {step}  loss {train_loss:.4} (GraphSAINT-normalised){}  time {:.1}s",
-            val.map_or(String::new(), |m| format!(
-                "  val accuracy {:.4} F1-micro {:.4}",
-                m.accuracy, m.f1_micro
-            )),
-            now(&start)
-        ));
-        // Every rank's consensus state, for rank 0's checkpoint (a collective call).
-        let dist_state = match ckpt {
-            Some(_) if !cut => sync.gather()?,
             _ => None,
         };
-        if let Some(path) = ckpt.as_ref().filter(|_| !cut && rank0) {
-            Checkpoint {
-                plan_hash: hash,
-                seed: opts.seed,
-                epoch,
-                step,
-                params: save_params(&params),
-                opt_m: OptState::save(&opt.m),
-                opt_v: OptState::save(&opt.v),
-                opt_t: opt.t,
-                best_params: best.as_ref().map(|b| save_params(&b.2)),
-                best_epoch: best.as_ref().map_or(0, |b| b.1),
-                best_val: best.as_ref().map(|b| b.0),
-                elapsed: now(&start),
-                log_pos: opts.log.as_ref().map(|_| pos),
-                graph_id,
-                dist: dist_state,
+        let pos = obs.epoch_ends(state.epoch, state.step, train_loss, val)?;
+        // An epoch cut short by `max_steps` is not checkpointed.
+        if let Some(path) = ckpt.filter(|_| n_steps == ph.steps_per_epoch) {
+            // A job's consensus state, for the checkpoint (a collective call).
+            let dist = sync.gather()?;
+            if writes {
+                state.save(path, &id, obs.now(), log.map(|_| pos), dist)?;
             }
-            .save(path)?;
         }
     }
-    ticker.finish();
-    let Some(eval) = eval else {
-        return Ok(TrainOutcome {
-            records: log.into_records(),
-            val: None,
-            test: None,
-            best_epoch: epoch,
-            params,
-            epochs: epoch,
-            steps: step,
-        });
-    };
-    let (val, best_epoch, best_params) = match best {
-        Some(b) => b,
-        None => {
-            let m = measure(sync.as_ref(), &eval, &params, Role::Val)?;
-            (m, epoch, params.clone())
+    obs.training_ends();
+    let complete = state.epoch >= total || state.step >= max_steps;
+    finish(state, eval.as_ref(), complete, (sync.as_ref(), runner), obs)
+}
+
+/// The outcome of a run that ended in `state`: the best parameters with their validation
+/// (the last ones', validated now, when none was), and their test when the run is
+/// `complete` (not stopped by `stop_after`).
+fn finish(
+    state: TrainState,
+    eval: Option<&Evaluator<'_>>,
+    complete: bool,
+    (sync, runner): (&dyn StepSync, &dyn StepRunner),
+    mut obs: Observer,
+) -> Result<TrainOutcome> {
+    let (epochs, steps) = (state.epoch, state.step);
+    let (val, test, best_epoch, params) = match eval {
+        None => (None, None, epochs, state.params),
+        Some(e) => {
+            let best = match state.best {
+                Some(b) => b,
+                None => Best {
+                    val: e.measure(sync, runner, &state.params, Role::Val)?,
+                    epoch: epochs,
+                    params: state.params,
+                },
+            };
+            let test = match complete {
+                true => {
+                    let test = e.measure(sync, runner, &best.params, Role::Test)?;
+                    obs.test(best.epoch, best.val, test)?;
+                    Some(test)
+                }
+                false => None,
+            };
+            (Some(best.val), test, best.epoch, best.params)
         }
     };
-    if epoch < total && step < max_steps {
-        return Ok(TrainOutcome {
-            records: log.into_records(),
-            val: Some(val),
-            test: None,
-            best_epoch,
-            params: best_params,
-            epochs: epoch,
-            steps: step,
-        });
-    }
-    let test = measure(sync.as_ref(), &eval, &best_params, Role::Test)?;
-    log.push(Record::Test {
-        epoch: best_epoch,
-        time: now(&start),
+    Ok(TrainOutcome {
+        records: obs.records(),
         val,
         test,
-    })?;
-    log.sync()?;
-    Ok(TrainOutcome {
-        records: log.into_records(),
-        val: Some(val),
-        test: Some(test),
         best_epoch,
-        params: best_params,
-        epochs: epoch,
-        steps: step,
+        params,
+        epochs,
+        steps,
     })
+}
+
+/// The steps of one phase.
+struct Step<'s, 'g> {
+    opts: &'s TrainOptions<'s>,
+    runner: &'s dyn StepRunner,
+    ph: &'s PhaseRun<'g>,
+}
+
+impl Step<'_, '_> {
+    /// One epoch of `n_steps` steps; the mean step loss. The epoch's subgraphs are sampled
+    /// ahead on the runner's pool while steps compute.
+    fn epoch(
+        &self,
+        n_steps: u64,
+        state: &mut TrainState,
+        sync: &mut dyn StepSync,
+        obs: &mut Observer,
+    ) -> Result<f64> {
+        let steps = state.step..state.step + n_steps;
+        let mut loss_sum = 0.0;
+        let mut result: Result<()> = Ok(());
+        self.runner
+            .with_prefetch(&self.ph.source, steps, &mut |source| {
+                result = (0..n_steps).try_for_each(|_| {
+                    loss_sum += self.one(source, state, sync, obs)?;
+                    Ok(())
+                });
+            });
+        result?;
+        Ok(loss_sum / n_steps as f64)
+    }
+
+    /// One step, the body of JPDC's Algorithm 2: forward and backward on the step's
+    /// subgraph (from `source`), the gradients combined with the other parts' in a job
+    /// (GAD's Eq. 15; nothing alone), the update, the step's record. Returns the step's
+    /// loss (the job's combined loss in a job).
+    fn one(
+        &self,
+        source: &dyn GraphSource,
+        state: &mut TrainState,
+        sync: &mut dyn StepSync,
+        obs: &mut Observer,
+    ) -> Result<f64> {
+        let (opts, ph) = (self.opts, self.ph);
+        let (epoch, step) = (state.epoch, state.step);
+        if opts.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            return Err(TrainError::Interrupted { epoch, step });
+        }
+        let t0 = Instant::now();
+        let vals = self.runner.run_step(
+            &ph.graph,
+            &ph.wanted,
+            Some(source),
+            &state.params,
+            step,
+            opts.seed,
+            true,
+        )?;
+        let loss = vals
+            .get(ph.loss)
+            .and_then(|v| v.as_scalar())
+            .ok_or_else(|| TrainError::Run("the step gave no loss".into()))?;
+        if !loss.is_finite() {
+            return Err(TrainError::Run(format!(
+                "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
+            )));
+        }
+        let t_opt = Instant::now();
+        let mut grads = Vec::with_capacity(ph.grads.len());
+        for (name, gid) in &ph.grads {
+            let g = vals
+                .get(*gid)
+                .and_then(|v| v.as_dense())
+                .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
+            grads.push(g.data.as_slice());
+        }
+        let t = Instant::now();
+        let combined = sync.combine(loss, &grads)?;
+        let comm = combined.as_ref().map(|c| (t.elapsed(), c.bytes));
+        let loss = combined.as_ref().map_or(loss, |c| c.loss);
+        state.update(ph.grads.iter().enumerate().map(|(i, (name, _))| {
+            let g = match &combined {
+                Some(c) => &c.grads[c.offsets[i]..c.offsets[i] + grads[i].len()],
+                None => grads[i],
+            };
+            (name.as_str(), g)
+        }))?;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let times = vals.times;
+        obs.step(Record::Step {
+            epoch,
+            step,
+            time: obs.now(),
+            loss,
+            nodes: vals.bindings.nodes,
+            entries: vals.bindings.entries,
+            ms: StepMs {
+                sampling: ms(times.sampling),
+                aggregation: ms(times.aggregation),
+                transformation: ms(times.transformation),
+                other: ms(times.other),
+                optimizer: ms(t_opt.elapsed()),
+                wall: ms(t0.elapsed()),
+                allreduce: comm.map(|c| ms(c.0)),
+            },
+            allreduce_bytes: comm.map(|c| c.1),
+        })?;
+        state.step += 1;
+        Ok(loss)
+    }
+}
+
+/// Validation and test metrics: full-graph inference on the graph the run evaluates
+/// ([`crate::dist::evaluation`]), with the per-class counts summed over a job's parts where
+/// each part evaluates its own.
+struct Evaluator<'g> {
+    graph: FullGraph<'g>,
+    summed: bool,
+}
+
+impl<'g> Evaluator<'g> {
+    /// None with `no_eval`, and where another part of a job evaluates.
+    fn new(opts: &TrainOptions<'g>, lowered: &Lowered) -> Result<Option<Evaluator<'g>>> {
+        if opts.no_eval {
+            return Ok(None);
+        }
+        let (on, summed) = match evaluation(opts.dist.as_ref(), opts.store) {
+            EvalOn::Elsewhere => return Ok(None),
+            EvalOn::Whole(g) => {
+                check_same_schema(g, opts.store)?;
+                (g, false)
+            }
+            EvalOn::Part(g) => (g, true),
+        };
+        let graph = FullGraph::new(on, lowered)?.with_options(InferOptions {
+            progress: opts.progress,
+            ..opts.infer.clone()
+        });
+        Ok(Some(Evaluator { graph, summed }))
+    }
+
+    /// The metrics of `role` under `params`.
+    fn measure(
+        &self,
+        sync: &dyn StepSync,
+        runner: &dyn StepRunner,
+        params: &Params,
+        role: Role,
+    ) -> Result<Metrics> {
+        if !self.summed {
+            return Ok(self.graph.metrics(runner, params, &[role])?[0]);
+        }
+        let mut flat = self.graph.counts(runner, params, &[role])?[0].flat();
+        sync.sum_counts(&mut flat)?;
+        Ok(Counts::from_flat(&flat).metrics())
+    }
+}
+
+/// Refuses a plan whose parameters and step do not fit the memory limit, before any
+/// parameter, optimiser buffer or evaluation plan is allocated.
+fn check_memory(
+    opts: &TrainOptions<'_>,
+    lowered: &Lowered,
+    sched: &[(usize, SamplerPlan, usize)],
+) -> Result<()> {
+    if let Some((limit, source)) = opts.memory_limit.resolve() {
+        let samplers: Vec<SamplerPlan> = sched.iter().map(|p| p.1.clone()).collect();
+        let est =
+            super::memory::estimate(lowered, Some(&opts.plan.optimizer), opts.store, &samplers)?;
+        super::memory::check(opts.plan, lowered, &est, limit, &source)?;
+    }
+    Ok(())
+}
+
+/// |V_train|, refused when zero.
+fn training_nodes(store: &GraphStore) -> Result<usize> {
+    match store.role_count(Role::Train) {
+        0 => Err(TrainError::Run(format!(
+            "{}: no training nodes (role `train`)",
+            store.path().display()
+        ))),
+        n => Ok(n),
+    }
+}
+
+/// The phase (its index and sampler) that epoch `epoch` (from 1) belongs to.
+fn phase_of(sched: &[(usize, SamplerPlan, usize)], epoch: usize) -> (usize, SamplerPlan) {
+    let mut acc = 0;
+    sched
+        .iter()
+        .find(|p| {
+            acc += p.2;
+            epoch <= acc
+        })
+        .map(|p| (p.0, p.1.clone()))
+        .expect("epoch within the schedule")
+}
+
+/// The log's first record: what is trained, on what (and a job's facts).
+fn run_record(
+    opts: &TrainOptions<'_>,
+    runner: &dyn StepRunner,
+    hash: u64,
+    dist: Option<RunDist>,
+) -> Record {
+    Record::Run {
+        plan: opts.plan.name.clone(),
+        plan_hash: format!("{hash:016x}"),
+        effective_plan: opts.plan.effective_text().to_string(),
+        graph: opts
+            .graph_name
+            .clone()
+            .unwrap_or_else(|| opts.store.path().display().to_string()),
+        seed: opts.seed,
+        threads: runner.threads(),
+        runner: runner.name().to_string(),
+        dist,
+    }
 }

@@ -1,0 +1,155 @@
+//! What a training run tells its user, as an observer of the loop: the JSON-lines log
+//! (file and/or stdout) and the progress ticker, on one clock that goes on across resumed
+//! sessions. The loop reports steps, epochs and the test; this turns them into records,
+//! the ticker's total and ETA (which respect `--steps` and `--epochs`), and the line
+//! printed after each epoch.
+
+use std::time::Instant;
+
+use super::log::{LogSink, Record};
+use super::metrics::Metrics;
+use super::trainer::TrainOptions;
+use super::Result;
+use crate::progress::Ticker;
+
+/// The log and the ticker of one run.
+pub(super) struct Observer {
+    log: LogSink,
+    ticker: Ticker,
+    start: Instant,
+    /// Seconds of earlier sessions.
+    before: f64,
+    /// The step this session began at.
+    first_step: u64,
+    /// Epochs of the whole run.
+    total: usize,
+}
+
+/// A validation pass after an epoch: its metrics, whether they were the best so far, and
+/// its milliseconds.
+pub(super) struct Validation {
+    pub(super) val: Metrics,
+    pub(super) best: bool,
+    pub(super) ms: f64,
+}
+
+impl Observer {
+    /// Opens the log (where the run `writes` it): continued at the checkpoint's position
+    /// when `resumed` has one, else new, starting with the `run` record. `step` and
+    /// `elapsed` are where the run stands; `total` its epochs.
+    pub(super) fn open(
+        opts: &TrainOptions<'_>,
+        writes: bool,
+        resumed: Option<Option<u64>>,
+        run: Record,
+        (step, elapsed): (u64, f64),
+        total: usize,
+    ) -> Result<Observer> {
+        let path = opts.log.as_deref().filter(|_| writes);
+        let json = opts.json && writes;
+        let log = match resumed {
+            Some(Some(pos)) => LogSink::resume(path, pos, json)?,
+            _ => {
+                let mut log = LogSink::create(path, json)?;
+                log.push(run)?;
+                log
+            }
+        };
+        Ok(Observer {
+            log,
+            start: Instant::now(),
+            before: elapsed,
+            ticker: opts.progress.ticker(0, "train", "steps"),
+            first_step: step,
+            total,
+        })
+    }
+
+    /// Seconds into the run, earlier sessions included.
+    pub(super) fn now(&self) -> f64 {
+        self.before + self.start.elapsed().as_secs_f64()
+    }
+
+    /// Epoch `epoch` begins at `step`, of `steps_per_epoch` steps; the run stops after
+    /// epoch `stop` or step `max_steps`: the ticker's total (the steps left, capped by
+    /// `--steps`) and message.
+    pub(super) fn epoch_begins(
+        &self,
+        epoch: usize,
+        step: u64,
+        steps_per_epoch: u64,
+        stop: usize,
+        max_steps: u64,
+    ) {
+        let epochs_left = (self.total.min(stop) - epoch + 1) as u64;
+        self.ticker.set_total(
+            (step - self.first_step + epochs_left * steps_per_epoch)
+                .min(max_steps.saturating_sub(self.first_step)),
+        );
+        self.ticker
+            .set_message(format!("epoch {epoch}/{}", self.total));
+    }
+
+    /// A step's record.
+    pub(super) fn step(&mut self, record: Record) -> Result<()> {
+        self.log.push(record)?;
+        self.ticker.inc(1);
+        Ok(())
+    }
+
+    /// Epoch `epoch` ended, `steps` steps into the run, with mean loss `train_loss`, and
+    /// its validation if it had one: the record (of its last step), flushed, and the
+    /// epoch's line (above the bar on a terminal, so the history stays; on stderr off one).
+    /// Returns the log's position.
+    pub(super) fn epoch_ends(
+        &mut self,
+        epoch: usize,
+        steps: u64,
+        train_loss: f64,
+        val: Option<Validation>,
+    ) -> Result<u64> {
+        let time = self.now();
+        self.log.push(Record::Epoch {
+            epoch,
+            step: steps - 1,
+            time,
+            train_loss,
+            val: val.as_ref().map(|v| v.val),
+            best: val.as_ref().is_some_and(|v| v.best),
+            eval_ms: val.as_ref().map(|v| v.ms),
+        })?;
+        let pos = self.log.sync()?;
+        self.ticker.println(format_args!(
+            "epoch {epoch}/{}  step {steps}  loss {train_loss:.4} (GraphSAINT-normalised){}  time {time:.1}s",
+            self.total,
+            val.map_or(String::new(), |v| format!(
+                "  val accuracy {:.4} F1-micro {:.4}",
+                v.val.accuracy, v.val.f1_micro
+            )),
+        ));
+        Ok(pos)
+    }
+
+    /// Training is over (the evaluation that follows reports on its own).
+    pub(super) fn training_ends(&self) {
+        self.ticker.finish();
+    }
+
+    /// The test of the best parameters (those of `epoch`, validated at `val`).
+    pub(super) fn test(&mut self, epoch: usize, val: Metrics, test: Metrics) -> Result<()> {
+        let time = self.now();
+        self.log.push(Record::Test {
+            epoch,
+            time,
+            val,
+            test,
+        })?;
+        self.log.sync()?;
+        Ok(())
+    }
+
+    /// Every record of the run.
+    pub(super) fn records(self) -> Vec<Record> {
+        self.log.into_records()
+    }
+}

@@ -1,0 +1,375 @@
+//! The training state, fresh, back from a checkpoint and into one: what JPDC's Algorithm 2
+//! carries from step to step (the weights W and the optimiser's moments) and where the run
+//! stands (epoch, step, the best validation so far, the seconds of earlier sessions). Also
+//! what a run claims of its outputs before it starts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
+use super::metrics::Metrics;
+use super::trainer::TrainOptions;
+use super::{Result, TrainError};
+use crate::dist::{DistState, StepSync};
+use crate::ir::Params;
+use crate::plan::{Lowered, Optimizer};
+use crate::store::GraphStore;
+
+/// The best validation metrics so far, their epoch and their parameters.
+pub(super) struct Best {
+    pub(super) val: Metrics,
+    pub(super) epoch: usize,
+    pub(super) params: Params,
+}
+
+/// Everything a step changes, and what a checkpoint saves.
+pub(super) struct TrainState {
+    pub(super) params: Params,
+    pub(super) opt: OptState,
+    /// Epochs begun (the current one included while it runs).
+    pub(super) epoch: usize,
+    /// Steps done.
+    pub(super) step: u64,
+    pub(super) best: Option<Best>,
+    /// Seconds spent in earlier sessions: a resumed run's clock goes on from them.
+    pub(super) elapsed: f64,
+}
+
+/// What a checkpoint of this run is tied to.
+pub(super) struct Identity<'a> {
+    pub(super) plan_hash: u64,
+    pub(super) seed: u64,
+    /// The store's identity, or a job's (every part's, [`StepSync::graph_id`]).
+    pub(super) graph_id: u64,
+    pub(super) store: &'a GraphStore,
+    /// A job's name in words ([`StepSync::job_name`]); None alone.
+    pub(super) job: Option<String>,
+}
+
+impl TrainState {
+    /// The state a run starts from: the checkpoint's when `opts` resume from one that
+    /// exists (checked against `id`, and the consensus state handed to `sync`), else fresh
+    /// (parameters from the seed, or from `init_from`'s file). With it, when resumed, the
+    /// log position the checkpoint saved (None when it had no log).
+    pub(super) fn start(
+        opts: &TrainOptions<'_>,
+        lowered: &Lowered,
+        id: &Identity<'_>,
+        sync: &mut dyn StepSync,
+    ) -> Result<(TrainState, Option<Option<u64>>)> {
+        let params = match &opts.init_from {
+            Some(path) => super::export::load_safetensors(path, &lowered.params)?,
+            None => Params::init(&lowered.params, opts.seed),
+        };
+        let mut state = TrainState {
+            opt: OptState::new(opts.plan.optimizer, lowered, &params),
+            params,
+            epoch: 0,
+            step: 0,
+            best: None,
+            elapsed: 0.0,
+        };
+        let resumed = match &opts.checkpoint {
+            Some(path) if opts.resume && path.exists() => {
+                Some(state.resume(path, id, lowered, sync)?)
+            }
+            _ => None,
+        };
+        Ok((state, resumed))
+    }
+
+    /// Takes the state of the checkpoint at `path`; returns its log position.
+    fn resume(
+        &mut self,
+        path: &Path,
+        id: &Identity<'_>,
+        lowered: &Lowered,
+        sync: &mut dyn StepSync,
+    ) -> Result<Option<u64>> {
+        let c = Checkpoint::load(path)?;
+        c.check_matches(path, id.plan_hash, id.seed)?;
+        match &id.job {
+            Some(job) => c.check_graph_id(path, id.graph_id, job)?,
+            None => c.check_graph(path, id.store)?,
+        }
+        sync.restore(c.dist.as_ref(), path)?;
+        self.params = load_params(&c.params);
+        check_params(&self.params, lowered, path)?;
+        OptState::restore(&mut self.opt.m, &c.opt_m, path)?;
+        OptState::restore(&mut self.opt.v, &c.opt_v, path)?;
+        self.opt.t = c.opt_t;
+        self.epoch = c.epoch;
+        self.step = c.step;
+        self.elapsed = c.elapsed;
+        if let (Some(bp), Some(bv)) = (&c.best_params, c.best_val) {
+            self.best = Some(Best {
+                val: bv,
+                epoch: c.best_epoch,
+                params: load_params(bp),
+            });
+        }
+        Ok(c.log_pos)
+    }
+
+    /// Writes the state to `path` (atomically), `elapsed` seconds into the run, with the
+    /// log's position and a job's consensus state.
+    pub(super) fn save(
+        &self,
+        path: &Path,
+        id: &Identity<'_>,
+        elapsed: f64,
+        log_pos: Option<u64>,
+        dist: Option<DistState>,
+    ) -> Result<()> {
+        Checkpoint {
+            plan_hash: id.plan_hash,
+            seed: id.seed,
+            epoch: self.epoch,
+            step: self.step,
+            params: save_params(&self.params),
+            opt_m: OptState::save(&self.opt.m),
+            opt_v: OptState::save(&self.opt.v),
+            opt_t: self.opt.t,
+            best_params: self.best.as_ref().map(|b| save_params(&b.params)),
+            best_epoch: self.best.as_ref().map_or(0, |b| b.epoch),
+            best_val: self.best.as_ref().map(|b| b.val),
+            elapsed,
+            log_pos,
+            graph_id: id.graph_id,
+            dist,
+        }
+        .save(path)
+    }
+
+    /// One optimiser step over every parameter, with its gradient: `grads` yields
+    /// (name, gradient).
+    pub(super) fn update<'g>(
+        &mut self,
+        grads: impl IntoIterator<Item = (&'g str, &'g [f32])>,
+    ) -> Result<()> {
+        self.opt.t += 1;
+        for (name, g) in grads {
+            let p = self
+                .params
+                .get_mut(name)
+                .expect("every parameter initialised");
+            self.opt.update(name, &mut p.data, g)?;
+        }
+        Ok(())
+    }
+
+    /// Validation metrics `m` of the current parameters: kept with them when better than
+    /// the best so far (F1-micro); whether they were.
+    pub(super) fn record_val(&mut self, m: Metrics) -> bool {
+        let better = self
+            .best
+            .as_ref()
+            .is_none_or(|b| m.f1_micro > b.val.f1_micro);
+        if better {
+            self.best = Some(Best {
+                val: m,
+                epoch: self.epoch,
+                params: self.params.clone(),
+            });
+        }
+        better
+    }
+}
+
+/// xxh3-64 of every parameter's name and bytes, in name order: what the parts of a job
+/// compare after each epoch ([`StepSync::params_agree`]).
+pub(super) fn params_hash(params: &Params) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for (name, t) in params.iter() {
+        h.update(name.as_bytes());
+        for x in &t.data {
+            h.update(&x.to_le_bytes());
+        }
+    }
+    h.digest()
+}
+
+/// The optimiser's state: Adam's two moments (SGD's momentum in `m`) and its step count.
+pub(super) struct OptState {
+    kind: Optimizer,
+    weight_decay: BTreeMap<String, f32>,
+    t: u64,
+    m: BTreeMap<String, Vec<f32>>,
+    v: BTreeMap<String, Vec<f32>>,
+}
+
+impl OptState {
+    fn new(kind: Optimizer, lowered: &Lowered, params: &Params) -> OptState {
+        let zeros: BTreeMap<String, Vec<f32>> = params
+            .iter()
+            .map(|(n, t)| (n.clone(), vec![0.0; t.data.len()]))
+            .collect();
+        OptState {
+            kind,
+            weight_decay: lowered.weight_decay.clone(),
+            t: 0,
+            v: if matches!(kind, Optimizer::Adam(_)) {
+                zeros.clone()
+            } else {
+                BTreeMap::new()
+            },
+            m: zeros,
+        }
+    }
+
+    fn update(&mut self, name: &str, p: &mut [f32], g: &[f32]) -> Result<(), TrainError> {
+        let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
+        let m = self.m.get_mut(name).expect("state per parameter");
+        let r = match self.kind {
+            Optimizer::Adam(a) => {
+                let v = self.v.get_mut(name).expect("state per parameter");
+                saintflow_ops::optim::Adam {
+                    weight_decay: wd,
+                    ..a
+                }
+                .step(self.t, p, g, m, v)
+            }
+            Optimizer::Sgd(s) => saintflow_ops::optim::Sgd {
+                weight_decay: wd,
+                ..s
+            }
+            .step(p, g, m),
+        };
+        r.map_err(|e| TrainError::Run(format!("optimiser on `{name}`: {e}")))
+    }
+
+    fn save(map: &BTreeMap<String, Vec<f32>>) -> Vec<SavedTensor> {
+        map.iter()
+            .map(|(n, d)| SavedTensor {
+                name: n.clone(),
+                rows: 1,
+                cols: d.len(),
+                data: d.clone(),
+            })
+            .collect()
+    }
+
+    fn restore(
+        map: &mut BTreeMap<String, Vec<f32>>,
+        saved: &[SavedTensor],
+        path: &Path,
+    ) -> Result<(), TrainError> {
+        for (name, buf) in map.iter_mut() {
+            let s = saved
+                .iter()
+                .find(|s| &s.name == name)
+                .filter(|s| s.data.len() == buf.len())
+                .ok_or_else(|| TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!("no optimiser state of the right size for `{name}`"),
+                })?;
+            buf.copy_from_slice(&s.data);
+        }
+        Ok(())
+    }
+}
+
+fn check_params(params: &Params, lowered: &Lowered, path: &Path) -> Result<(), TrainError> {
+    for d in &lowered.params {
+        match params.get(&d.name) {
+            Some(t) if (t.rows, t.cols) == (d.rows, d.cols) => {}
+            Some(t) => {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "parameter `{}` is {}×{}, the plan declares {}×{}",
+                        d.name, t.rows, t.cols, d.rows, d.cols
+                    ),
+                })
+            }
+            None => {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!("parameter `{}` is missing", d.name),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a run checks and holds before it touches its outputs (issue 28): the checkpoint
+/// is not inside a store (item 12); the checkpoint and the log are claimed for the run's
+/// life, a second writer refused naming the holder (item 10; only where the run `writes`
+/// them: a job writes them once); the checkpoint's disk is there (item 13). Returns the
+/// claims, held until dropped.
+pub(super) fn guard_outputs(
+    ckpt: Option<&Path>,
+    log: Option<&Path>,
+    writes: bool,
+    lowered: &Lowered,
+) -> Result<Vec<crate::atomic::OutputLock>, TrainError> {
+    // Issue 28, item 12: a checkpoint never goes into a store's directory.
+    if let Some(path) = ckpt {
+        if let Some(dir) = path
+            .parent()
+            .filter(|d| crate::store::writer::is_store_dir(d))
+        {
+            return Err(TrainError::Checkpoint {
+                path: path.to_path_buf(),
+                what: format!(
+                    "{} is a graph store: a checkpoint goes in a directory of its own (e.g. --checkpoint run/)",
+                    dir.display()
+                ),
+            });
+        }
+    }
+    // Issue 28, item 10: one writer per checkpoint and log, held for the whole run; a
+    // second run sharing either is refused, naming the holder, before it reads or
+    // truncates anything.
+    let claims = {
+        let mut claims = Vec::new();
+        let outputs = [
+            (ckpt.filter(|_| writes), "--checkpoint"),
+            (log.filter(|_| writes), "--log"),
+        ];
+        for (path, flag) in outputs.into_iter().filter_map(|(p, f)| Some((p?, f))) {
+            let claim = crate::atomic::claim_output(path)
+                .map_err(|e| TrainError::io(path, "claim (lock)", e))?;
+            match claim {
+                Ok(lock) => claims.push(lock),
+                Err(pid) => {
+                    return Err(TrainError::Run(format!(
+                        "{}: another run is writing it ({}); wait for it to end, or give this run another {flag}",
+                        path.display(),
+                        pid.map_or("PID unknown".into(), |p| format!("PID {p}"))
+                    )))
+                }
+            }
+        }
+        claims
+    };
+    // Issue 28, item 13: the checkpoint's disk before any work: the parameters, Adam's two
+    // moments and the best parameters, twice while a new one replaces the old atomically.
+    if let Some(path) = ckpt.filter(|_| writes) {
+        let values: u64 = lowered
+            .params
+            .iter()
+            .map(|d| (d.rows * d.cols) as u64)
+            .sum();
+        let need = 2 * (4 * 4 * values + (64 << 10));
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if let Ok(free) = fs4::available_space(dir) {
+            if need > free {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "needs about {} of disk while written ({values} parameter values, with Adam's moments and the best parameters, twice while replaced atomically); {} has {} free",
+                        crate::machine::human(u128::from(need)),
+                        dir.display(),
+                        crate::machine::human(u128::from(free))
+                    ),
+                });
+            }
+        }
+    }
+    Ok(claims)
+}
