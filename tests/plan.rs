@@ -1243,3 +1243,140 @@ fn plan_errors_convert_into_the_crate_error() {
     let crate_err: saintflow::Error = e.clone().into();
     assert_eq!(crate_err.to_string(), e.to_string());
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 25: earlier layers' outputs, constants, the copy index, number bindings, shared
+// parameters and shape arithmetic.
+
+/// The logits of `text` lowered on `src` with parameters from seed 7 (by name, so two
+/// plans declaring the same names start from the same values).
+fn logits_of(text: &str, src: &MemorySource) -> Vec<f32> {
+    let reg = Registry::with_builtins();
+    let lowered = Plan::parse(text, "t.toml")
+        .and_then(|p| p.lower(&LowerEnv::of(src, &reg)))
+        .unwrap_or_else(|e| panic!("{}", e.render()));
+    let params = Params::init(&lowered.params, 7);
+    let v = saintflow::exec::run(
+        &lowered.graph,
+        &[lowered.logits],
+        Some(src),
+        &params,
+        0,
+        0,
+        false,
+    )
+    .unwrap();
+    v.get(lowered.logits)
+        .unwrap()
+        .as_dense()
+        .unwrap()
+        .data
+        .clone()
+}
+
+#[test]
+fn issue_25_constants_the_copy_index_and_number_bindings_fold_into_scales() {
+    let src = MemorySource::random(12, 3, 5, 3, false, 1);
+    let looped = "[constants]\nlambda = 0.5\n\n[[layer]]\nrepeat = 3\nout = \"\"\"\nbeta = log(lambda / l + 1)\nbeta * x\n\"\"\"\n\n[output]\nparams = { W_out = [\"in\", \"classes\"] }\nout = \"x @ W_out\"\n";
+    // GCNII's β_l for l = 1, 2, 3, written out.
+    let b: f64 = (1..=3).map(|l| (0.5 / l as f64 + 1.0).ln()).product();
+    let unrolled = format!(
+        "[output]\nparams = {{ W_out = [\"in\", \"classes\"] }}\nout = \"{b:.17} * x @ W_out\"\n"
+    );
+    let (a, e) = (logits_of(looped, &src), logits_of(&unrolled, &src));
+    assert_eq!(a.len(), e.len());
+    for (x, y) in a.iter().zip(&e) {
+        assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{x} vs {y}");
+    }
+    // A wrong β (l from 0, or log10) would differ by far more than that.
+    assert!(b > 0.005 && b < 0.05, "{b}");
+}
+
+#[test]
+fn issue_25_layer_outputs_shared_copies_and_shape_arithmetic_equal_the_unrolled_plan() {
+    let src = MemorySource::random(12, 3, 5, 3, false, 2);
+    // Two copies sharing W, a named layer reading h0 (the features), and a classifier
+    // reading every layer's output (JK-style) through a [3·F, C] weight.
+    let looped = "[[layer]]\nrepeat = 2\nshare = true\nparams = { W = [\"in\", \"in\"] }\nout = \"x @ W\"\n\n[[layer]]\nname = \"T\"\nout = \"tanh(x) + h0\"\n\n[output]\nparams = { W_out = [\"3 * features\", \"classes\"] }\nout = \"concat(h1, h2, T) @ W_out\"\n";
+    let unrolled = "[output]\nparams = { W = [\"in\", \"in\"], W_out = [15, \"classes\"] }\nout = \"\"\"\na = x @ W\nb = a @ W\nconcat(a, b, tanh(b) + x) @ W_out\n\"\"\"\n";
+    assert_eq!(logits_of(looped, &src), logits_of(unrolled, &src));
+    // One W, not W.0 and W.1.
+    let reg = Registry::with_builtins();
+    let lowered = Plan::parse(looped, "t.toml")
+        .unwrap()
+        .lower(&LowerEnv::of(&src, &reg))
+        .unwrap();
+    let names: Vec<&str> = lowered.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["W", "W_out"]);
+}
+
+#[test]
+fn issue_25_misuses_of_the_new_names_are_clear_errors() {
+    let base = |layer: &str, output: &str| {
+        format!("[dims]\nhidden = 4\n\n[constants]\nalpha = 0.1\n\n{layer}\n[output]\nparams = {{ W_out = [\"in\", \"classes\"] }}\nout = \"{output}\"\n")
+    };
+    let layer = "[[layer]]\nparams = { W = [\"in\", \"hidden\"] }\nout = \"relu(x @ W)\"\n";
+    // A misspelt earlier output or constant gets the nearest name.
+    let e = error(&base(layer, "(x + hh1) @ W_out"));
+    assert!(e.to_string().contains("h1"), "{e}");
+    let e = error(&base(layer, "alpah * x @ W_out"));
+    assert!(e.to_string().contains("alpha"), "{e}");
+    // A later layer's output is not there yet.
+    let e = error(&base(layer, "h2 @ W_out"));
+    assert!(e.to_string().contains("unknown name `h2`"), "{e}");
+    // log of a matrix, and log of a number ≤ 0.
+    let e = error(&base(layer, "log(x) @ W_out"));
+    assert!(e.to_string().contains("applies to numbers"), "{e}");
+    let e = error(&base(layer, "log(alpha - 1) * x @ W_out"));
+    assert!(e.to_string().contains("NaN"), "{e}");
+    // A constant may not take a dim's name, nor `l`; the output takes no share or name.
+    let e = error("[dims]\nhidden = 4\n[constants]\nhidden = 0.5\n[output]\nout = \"x\"\n");
+    assert!(e.to_string().contains("cannot name a constant"), "{e}");
+    let e = error("[constants]\nl = 0.5\n[output]\nout = \"x\"\n");
+    assert!(e.to_string().contains("cannot name a constant"), "{e}");
+    let e = error("[output]\nshare = true\nout = \"x\"\n");
+    assert!(e.to_string().contains("no `share`"), "{e}");
+    let e = error("[[layer]]\nname = \"h3\"\nout = \"x\"\n[output]\nout = \"x\"\n");
+    assert!(e.to_string().contains("layer name `h3`"), "{e}");
+    // A misspelt constant in an override is refused with the nearest name.
+    let text = base(layer, "alpha * x @ W_out");
+    let e = Plan::parse_with_overrides(&text, "t.toml", &["constants.alpah=0.2"]).unwrap_err();
+    assert!(
+        e.to_string().contains("unknown constant `alpah`") && e.to_string().contains("alpha"),
+        "{e}"
+    );
+    // Shape arithmetic that is not a whole number here.
+    let e = error("[[layer]]\nparams = { W = [\"in / 2\", \"classes\"] }\nout = \"x @ W\"\n[output]\nout = \"x\"\n");
+    assert!(e.to_string().contains("not a whole number"), "{e}");
+}
+
+/// plans/README.md's op table is the registry's catalogue, row for row: every built-in op
+/// with its attributes and its line (`saintflow ops --markdown` prints it; re-run that
+/// after registering an op).
+#[test]
+fn issue_25_the_readme_op_table_is_the_registry() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/README.md"),
+    )
+    .unwrap();
+    let (_, rest) = readme
+        .split_once("<!-- ops: begin -->\n")
+        .expect("begin marker");
+    let (table, _) = rest.split_once("<!-- ops: end -->").expect("end marker");
+    let reg = Registry::with_builtins();
+    assert_eq!(
+        table,
+        reg.catalogue_markdown(),
+        "plans/README.md's op table is stale: paste `saintflow ops --markdown`"
+    );
+    for name in reg.names() {
+        let spec = reg.spec(name).unwrap();
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        for a in &spec.attrs {
+            assert!(row.contains(&format!("`{a}`")), "{row}");
+        }
+    }
+}

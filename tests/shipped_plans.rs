@@ -40,6 +40,10 @@ fn the_expected_plans_are_shipped() {
         "gat",
         "gin",
         "mlp",
+        "sgc",
+        "appnp",
+        "jknet",
+        "gcnii",
     ] {
         assert!(
             names.iter().any(|n| n == want),
@@ -57,13 +61,22 @@ fn every_shipped_plan_passes_the_whole_step_gradient_check_planned_and_unplanned
         // hidden = 8 MixHop has one, on this graph, at every ε from 1e-2 to 1e-4, while the
         // same plan with tanh, ELU or a LeakyReLU of slope 0.5 passes — so 16, a multiple of GAT's 8 heads.)
         let text = std::fs::read_to_string(&path).unwrap();
-        let overrides: Vec<String> = Plan::load(&path)
-            .unwrap()
+        let shipped = Plan::load(&path).unwrap();
+        let mut overrides: Vec<String> = shipped
             .dims
             .keys()
             .filter(|k| *k == "hidden")
             .map(|k| format!("dims.{k}=16"))
             .collect();
+        // A deep stack (GCNII's 64 copies) is checked at 4 copies, the same structure: its
+        // first copies' gradients fall below what f32 finite differences resolve (about
+        // 6e-6 at ε = 1e-2 on a loss of order 1), and among 64 × 21 × 16 ReLU inputs some
+        // lie within ε of the kink (measured: `W.26` 5.7 % off at 64 copies).
+        for (i, l) in shipped.layers.iter().enumerate() {
+            if l.repeat > 8 {
+                overrides.push(format!("layer.{i}.repeat=4"));
+            }
+        }
         let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
         let file = path.display().to_string();
         let plan = Plan::parse_with_overrides(&text, &file, &overrides)
@@ -73,7 +86,20 @@ fn every_shipped_plan_passes_the_whole_step_gradient_check_planned_and_unplanned
             let lowered = plan
                 .lower(&LowerEnv::of(&src, &reg))
                 .unwrap_or_else(|e| panic!("{}", e.render()));
-            let params = Params::init(&lowered.params, 1);
+            let mut params = Params::init(&lowered.params, 1);
+            // Biases start at zero, so a row whose inputs dropout zeroes entirely (one in
+            // 2^F rows) has a pre-activation exactly on ReLU's kink, where the finite
+            // difference is the half-slope whatever ε: every parameter is moved off its
+            // initial value by a small deterministic offset.
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            for d in &lowered.params {
+                for v in &mut params.get_mut(&d.name).unwrap().data {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    *v += ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2;
+                }
+            }
             let unplanned = check_gradients(
                 &lowered.graph,
                 lowered.loss,

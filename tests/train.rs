@@ -78,6 +78,11 @@ fn shipped(name: &str) -> (Vec<&'static str>, usize) {
         "gat" => (vec!["dims.hidden=16", "dims.heads=2"], 100),
         "gin" => (vec!["dims.hidden=32", "sampler.roots=100"], 10),
         "mlp" => (vec!["dims.hidden=32", "sampler.budget=300"], 10),
+        "sgc" => (vec![], 100),
+        "appnp" => (vec!["dims.hidden=16"], 100),
+        "jknet" => (vec!["dims.hidden=16"], 100),
+        // Four of GCNII's 64 copies: the same structure, a test's time.
+        "gcnii" => (vec!["dims.hidden=16", "layer.1.repeat=4"], 300),
         other => panic!("no sizes for plan {other}"),
     }
 }
@@ -725,7 +730,18 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
     let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let scratch = tmp.path().join("scratch");
     std::fs::create_dir(&scratch).unwrap();
-    for name in ["gcn", "graphsage", "mixhop", "gat", "gin", "mlp"] {
+    for name in [
+        "gcn",
+        "graphsage",
+        "mixhop",
+        "gat",
+        "gin",
+        "mlp",
+        "sgc",
+        "appnp",
+        "jknet",
+        "gcnii",
+    ] {
         let (set, _) = shipped(name);
         let lowered = lower_for(&load(name, &set), &store, &Registry::with_builtins()).unwrap();
         let params = saintflow::ir::Params::init(&lowered.params, 3);

@@ -15,9 +15,16 @@ pub(super) struct OpsArgs {
     /// Print JSON: an array of {"name", "attributes", "doc"}.
     #[arg(long)]
     json: bool,
+    /// Print the catalogue as the Markdown table plans/README.md holds.
+    #[arg(long, conflicts_with_all = ["json", "name"])]
+    markdown: bool,
 }
 
 pub(super) fn run(a: OpsArgs, registry: &Registry) -> Result<()> {
+    if a.markdown {
+        print!("{}", registry.catalogue_markdown());
+        return Ok(());
+    }
     let names: Vec<&str> = match &a.name {
         Some(n) if registry.contains(n) => vec![n.as_str()],
         Some(n) => {
@@ -58,7 +65,9 @@ pub(super) fn run(a: OpsArgs, registry: &Registry) -> Result<()> {
         println!(
             "\nAlso in every `out` expression: `a @ b` (matmul chain), `a + b` (add, bias rows \
              broadcast), `a - b`, `a * b`, `c * a`, `-a`; the adjacencies A, A_mean, A_sym, \
-             A_saint; x and the layer's parameters (plans/README.md)."
+             A_saint; x and the layer's parameters; earlier outputs h0 (the features), h1, h2, \
+             … and named layers; [constants], `l` (the copy of a repeated layer), and `log`, \
+             `exp`, `sqrt` of numbers (plans/README.md)."
         );
     }
     Ok(())

@@ -159,6 +159,26 @@ impl Registry {
         self.specs.keys().map(String::as_str)
     }
 
+    /// The catalogue as a Markdown table (op, attributes, what it computes), one row per
+    /// op in name order: what `saintflow ops --markdown` prints and plans/README.md holds.
+    pub fn catalogue_markdown(&self) -> String {
+        let mut out = String::from("| op | attributes | what it computes |\n|---|---|---|\n");
+        for (name, spec) in &self.specs {
+            let attrs = if spec.attrs.is_empty() {
+                "—".to_string()
+            } else {
+                spec.attrs
+                    .iter()
+                    .map(|a| format!("`{a}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let doc = spec.doc.replace('|', "\\|");
+            out.push_str(&format!("| `{name}` | {attrs} | {doc} |\n"));
+        }
+        out
+    }
+
     /// "unknown op `name`" with the nearest known names, or, when none is near, every
     /// name (a short list) and where the catalogue is.
     pub fn unknown(&self, name: &str) -> String {

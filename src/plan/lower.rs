@@ -24,7 +24,7 @@ use crate::suggest::did_you_mean;
 use super::expr::{self, BinOp, Expr, ExprKind};
 use super::schema::{DimRef, Layer};
 use super::typing::RESERVED;
-use super::{Plan, PlanError, PlanErrorKind, Source};
+use super::{Plan, PlanError, PlanErrorKind, Source, MAX_DIM};
 
 /// What lowering needs to know about the graph trained on, and the ops available.
 #[derive(Clone, Copy, Debug)]
@@ -132,7 +132,9 @@ fn collect_ops(e: &Expr, ops: &mut BTreeSet<String>) {
         }
         ExprKind::Chain(v) => v.iter().for_each(|x| collect_ops(x, ops)),
         ExprKind::Call { name, args, .. } => {
-            ops.insert(name.clone());
+            if !NUMBER_FNS.contains(&name.as_str()) {
+                ops.insert(name.clone());
+            }
             args.iter().for_each(|x| collect_ops(x, ops));
         }
     }
@@ -145,10 +147,18 @@ enum Val {
     Num(f64),
 }
 
+/// Functions of numbers an expression may call (folded while lowering): `log`, `exp`,
+/// `sqrt`, for per-copy constants such as GCNII's β_l = log(λ / l + 1).
+const NUMBER_FNS: &[&str] = &["log", "exp", "sqrt"];
+
 /// The names of one layer copy while its `out` is lowered.
 struct Scope {
-    /// x, the parameters, and the bindings made so far.
+    /// x, the parameters, and the bindings of matrices made so far.
     names: HashMap<String, NodeId>,
+    /// The bindings of numbers made so far (`beta = log(lambda / l + 1)`).
+    nums: HashMap<String, f64>,
+    /// `l`: which copy of the layer this is, from 1.
+    copy: usize,
     /// Every binding of the program: name → (statement index, offset of the name).
     bound: HashMap<String, (usize, usize)>,
     /// The statement being lowered.
@@ -168,6 +178,11 @@ struct Lowerer<'a> {
     param_nodes: Vec<NodeId>,
     param_at: Vec<usize>,
     declared: HashMap<String, usize>,
+    /// Parameter nodes by name (what a `share = true` layer's later copies reuse).
+    param_of: HashMap<String, NodeId>,
+    /// The layer copies' outputs a later layer may read: `h0` (the features), `h1`, `h2`,
+    /// … in sequence, and each named layer's (its last copy's).
+    outputs: HashMap<String, NodeId>,
     weight_decay: BTreeMap<String, f32>,
     /// Node label → where its expression is (for errors raised by autodiff).
     origins: HashMap<String, usize>,
@@ -190,6 +205,8 @@ impl<'a> Lowerer<'a> {
             param_nodes: Vec::new(),
             param_at: Vec::new(),
             declared: HashMap::new(),
+            param_of: HashMap::new(),
+            outputs: HashMap::new(),
             weight_decay: BTreeMap::new(),
             origins: HashMap::new(),
         })
@@ -212,14 +229,16 @@ impl<'a> Lowerer<'a> {
                 "features",
             )
             .map_err(|e| self.internal(e))?;
+        self.outputs.insert("h0".into(), x);
+        let mut copies = 0usize;
         for layer in &plan.layers {
             for k in 0..layer.repeat {
-                let suffix = if layer.repeat > 1 {
+                let suffix = if layer.repeat > 1 && !layer.share {
                     format!(".{k}")
                 } else {
                     String::new()
                 };
-                let (y, at) = self.layer(layer, x, &suffix)?;
+                let (y, at) = self.layer(layer, x, &suffix, k + 1, layer.share && k > 0)?;
                 match *self.g.fact(y) {
                     Fact::Dense { rows, cols }
                         if rows == Dim::NODES && cols.as_known().is_some() => {}
@@ -231,11 +250,16 @@ impl<'a> Lowerer<'a> {
                         ))
                     }
                 }
+                copies += 1;
+                self.outputs.insert(format!("h{copies}"), y);
                 x = y;
+            }
+            if let Some(n) = &layer.name {
+                self.outputs.insert(n.clone(), x);
             }
         }
         let embedding = x;
-        let (logits, at) = self.layer(&plan.output, x, "")?;
+        let (logits, at) = self.layer(&plan.output, x, "", 1, false)?;
         let c = env.n_classes;
         if *self.g.fact(logits) != Fact::dense(Dim::NODES, Dim::known(c)) {
             return Err(self.src.error(
@@ -344,13 +368,16 @@ impl<'a> Lowerer<'a> {
         self.src.error(Self::at(layer, i), kind, what)
     }
 
-    /// Lowers one copy of a layer on input `x`; returns its result and where its final
-    /// expression is.
+    /// Lowers copy `copy` (from 1) of a layer on input `x`, its parameters named with
+    /// `suffix`, or those of its first copy when `reuse` (`share = true`); returns its
+    /// result and where its final expression is.
     fn layer(
         &mut self,
         layer: &Layer,
         x: NodeId,
         suffix: &str,
+        copy: usize,
+        reuse: bool,
     ) -> Result<(NodeId, usize), PlanError> {
         let width = self
             .g
@@ -360,6 +387,8 @@ impl<'a> Lowerer<'a> {
             .expect("layer inputs are checked [n, k]");
         let mut scope = Scope {
             names: HashMap::new(),
+            nums: HashMap::new(),
+            copy,
             bound: HashMap::new(),
             current: 0,
             uses: HashMap::new(),
@@ -368,13 +397,34 @@ impl<'a> Lowerer<'a> {
             .weight_decay
             .unwrap_or(self.plan.optimizer.weight_decay() as f32);
         for p in &layer.params {
-            let resolve = |d: DimRef| match d {
+            if reuse {
+                let node = self.param_of[&format!("{}{suffix}", p.name)];
+                scope.names.insert(p.name.clone(), node);
+                continue;
+            }
+            let leaf = |d: &DimRef| match d {
                 DimRef::In => width,
                 DimRef::Features => self.env.n_features,
                 DimRef::Classes => self.env.n_classes,
-                DimRef::Known(k) => k,
+                DimRef::Known(k) => *k,
+                DimRef::Formula(_) => unreachable!("a formula's leaves are not formulas"),
             };
-            let (rows, cols) = (resolve(p.shape[0]), resolve(p.shape[1]));
+            let resolve = |d: &DimRef| {
+                match d {
+                DimRef::Formula(f) => f.eval(&leaf).filter(|&k| k <= MAX_DIM).ok_or_else(|| {
+                    self.src.error(
+                        p.span.start,
+                        PlanErrorKind::Graph,
+                        format!(
+                            "a shape entry of `{}` is not a whole number between 1 and {MAX_DIM} here (in = {width}, features = {}, classes = {})",
+                            p.name, self.env.n_features, self.env.n_classes
+                        ),
+                    )
+                }),
+                d => Ok(leaf(d)),
+            }
+            };
+            let (rows, cols) = (resolve(&p.shape[0])?, resolve(&p.shape[1])?);
             let name = format!("{}{suffix}", p.name);
             if let Some(&first) = self.declared.get(&name) {
                 let line = self.src.error(first, PlanErrorKind::Name, "").line;
@@ -407,6 +457,7 @@ impl<'a> Lowerer<'a> {
                 init,
             });
             self.param_nodes.push(node);
+            self.param_of.insert(name.clone(), node);
             self.param_at.push(p.span.start);
             self.weight_decay.insert(name, wd);
             scope.names.insert(p.name.clone(), node);
@@ -472,12 +523,14 @@ impl<'a> Lowerer<'a> {
         for (i, s) in stmts.iter().enumerate() {
             scope.current = i;
             let v = self.expr(layer, &mut scope, &s.expr)?;
-            let node = self.node(layer, v, &s.expr, "a layer's result")?;
-            match &s.target {
-                Some((n, _)) => {
+            match (&s.target, v) {
+                (Some((n, _)), Val::Num(c)) => {
+                    scope.nums.insert(n.clone(), c);
+                }
+                (Some((n, _)), Val::Node(node)) => {
                     scope.names.insert(n.clone(), node);
                 }
-                None => result = Some(node),
+                (None, v) => result = Some(self.node(layer, v, &s.expr, "a layer's result")?),
             }
         }
         for s in stmts {
@@ -579,7 +632,24 @@ impl<'a> Lowerer<'a> {
                 ),
             )),
             ExprKind::Paren(inner) => self.expr(layer, scope, inner),
-            ExprKind::Name(n) => self.name(layer, scope, n, e).map(Val::Node),
+            ExprKind::Name(n) => {
+                if let Some(&c) = scope.nums.get(n) {
+                    *scope.uses.entry(n.clone()).or_default() += 1;
+                    return Ok(Val::Num(c));
+                }
+                if !scope.names.contains_key(n) && !scope.bound.contains_key(n) {
+                    if let Some(&c) = self.plan.constants.get(n) {
+                        return Ok(Val::Num(c));
+                    }
+                    if n == "l" {
+                        return Ok(Val::Num(scope.copy as f64));
+                    }
+                    if let Some(&id) = self.outputs.get(n) {
+                        return Ok(Val::Node(id));
+                    }
+                }
+                self.name(layer, scope, n, e).map(Val::Node)
+            }
             ExprKind::Neg(a) => match self.expr(layer, scope, a)? {
                 Val::Num(x) => Ok(Val::Num(-x)),
                 Val::Node(n) => self.scale(layer, e, -1.0, n),
@@ -640,6 +710,11 @@ impl<'a> Lowerer<'a> {
                     &inputs,
                 )?))
             }
+            ExprKind::Call { name, args, .. }
+                if NUMBER_FNS.contains(&name.as_str()) && !self.env.registry.contains(name) =>
+            {
+                self.number_fn(layer, scope, e, name, args)
+            }
             ExprKind::Call {
                 name,
                 name_span,
@@ -659,12 +734,15 @@ impl<'a> Lowerer<'a> {
                         ExprKind::Name(d) if self.plan.dims.contains_key(d) => {
                             Attr::Num(self.plan.dims[d] as f64)
                         }
+                        ExprKind::Name(c) if self.plan.constants.contains_key(c) => {
+                            Attr::Num(self.plan.constants[c])
+                        }
                         _ => {
                             return Err(self.err(
                                 layer,
                                 k.value.span.start,
                                 PlanErrorKind::Expr,
-                                format!("attribute `{}` of `{name}`: expected a number, a string, true/false or a [dims] name, got `{}`", k.name, Self::label(layer, &k.value)),
+                                format!("attribute `{}` of `{name}`: expected a number, a string, true/false, a [dims] or a [constants] name, got `{}`", k.name, Self::label(layer, &k.value)),
                             ))
                         }
                     };
@@ -707,6 +785,58 @@ impl<'a> Lowerer<'a> {
                 Ok(Val::Node(self.add(layer, e, op, &inputs)?))
             }
         }
+    }
+
+    /// `log(c)`, `exp(c)` or `sqrt(c)` of a number, folded.
+    fn number_fn(
+        &mut self,
+        layer: &Layer,
+        scope: &mut Scope,
+        e: &Expr,
+        name: &str,
+        args: &[Expr],
+    ) -> Result<Val, PlanError> {
+        let ExprKind::Call { kwargs, .. } = &e.kind else {
+            unreachable!("a call")
+        };
+        let [a] = args else {
+            return Err(self.err(
+                layer,
+                e.span.start,
+                PlanErrorKind::Expr,
+                format!("`{name}` takes one number"),
+            ));
+        };
+        if let Some(k) = kwargs.first() {
+            return Err(self.err(
+                layer,
+                k.name_span.start,
+                PlanErrorKind::Expr,
+                format!("`{name}` takes no attribute"),
+            ));
+        }
+        let Val::Num(c) = self.expr(layer, scope, a)? else {
+            return Err(self.err(
+                layer,
+                a.span.start,
+                PlanErrorKind::Op,
+                format!("`{name}` applies to numbers (constants, `l`, number bindings), not to matrices"),
+            ));
+        };
+        let v = match name {
+            "log" => c.ln(),
+            "exp" => c.exp(),
+            _ => c.sqrt(),
+        };
+        if !v.is_finite() {
+            return Err(self.err(
+                layer,
+                e.span.start,
+                PlanErrorKind::Op,
+                format!("`{}` is {v} (of {c})", Self::label(layer, e)),
+            ));
+        }
+        Ok(Val::Num(v))
     }
 
     fn name(
@@ -778,10 +908,12 @@ impl<'a> Lowerer<'a> {
             .map(String::as_str)
             .chain(scope.bound.keys().map(String::as_str))
             .chain(AdjKind::ALL.iter().map(|k| k.plan_name()))
+            .chain(self.outputs.keys().map(String::as_str))
+            .chain(self.plan.constants.keys().map(String::as_str))
             .collect();
         let hint = did_you_mean(n, known.into_iter());
         let what = if hint.is_empty() {
-            format!("unknown name `{n}`: not `x`, an adjacency (A, A_mean, A_sym, A_saint), a binding or a parameter of this layer (declare it in `params`)")
+            format!("unknown name `{n}`: not `x`, an adjacency (A, A_mean, A_sym, A_saint), a binding, a parameter of this layer (declare it in `params`), an earlier layer's output (h0 the features, h1, h2, … or a layer's `name`), a [constants] name or `l` (the copy)")
         } else {
             format!("unknown name `{n}`{hint}")
         };

@@ -57,8 +57,8 @@ pub const MAX_LAYERS: usize = 1024;
 pub const MAX_DIM: usize = u32::MAX as usize;
 pub(crate) use schema::WrittenCount;
 pub use schema::{
-    Consensus, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan, SampleGraph,
-    SamplerConfig, SamplerPlan,
+    Consensus, DimFormula, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan,
+    SampleGraph, SamplerConfig, SamplerPlan,
 };
 
 /// The text of the plan file at `path`, refused before reading when it is larger than

@@ -195,12 +195,22 @@ fn set_path<'i>(
             if walk.is_empty() && !TOP_KEYS.contains(&last) {
                 return Err(unknown_top(last, last_at));
             }
-            if walk.len() == 1 && walk[0].0 == "dims" && !t.contains_key(last) {
+            // A dim or constant the plan does not have is a typo: no plan reads a new one.
+            let table = walk.first().map(|w| w.0);
+            if walk.len() == 1
+                && matches!(table, Some("dims" | "constants"))
+                && !t.contains_key(last)
+            {
                 let known: Vec<String> = t.keys().map(|k| k.get_ref().to_string()).collect();
+                let what = if table == Some("dims") {
+                    "dim"
+                } else {
+                    "constant"
+                };
                 return Err(oerr(
                     last_at,
                     format!(
-                        "unknown dim `{last}`{}",
+                        "unknown {what} `{last}`{}",
                         did_you_mean(last, known.iter().map(String::as_str))
                     ),
                 ));

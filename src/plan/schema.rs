@@ -17,7 +17,7 @@ use super::outpos::OutMap;
 use super::Source;
 
 /// A dimension in a parameter shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DimRef {
     /// `"in"`: the width of the layer's input `x` in this repetition.
     In,
@@ -27,6 +27,39 @@ pub enum DimRef {
     Classes,
     /// A number (written, or a `[dims]` name resolved when the plan is parsed).
     Known(usize),
+    /// Arithmetic over the above (`"3 * hidden"`, `"in + classes"`): `+`, `-`, `*`, `/`
+    /// (exact) and parentheses, evaluated when the layer copy is lowered (`in` is known
+    /// then).
+    Formula(Box<DimFormula>),
+}
+
+/// A shape formula's tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DimFormula {
+    /// A leaf: `in`, `features`, `classes` or a number.
+    Leaf(DimRef),
+    /// `a op b`, op one of `+ - * /`.
+    Op(char, Box<DimFormula>, Box<DimFormula>),
+}
+
+impl DimFormula {
+    /// The value with `in`, `features` and `classes` as `leaf` gives them; None when a
+    /// step is not a whole number ≥ 1 (a difference below 1, an inexact quotient).
+    pub fn eval(&self, leaf: &dyn Fn(&DimRef) -> usize) -> Option<usize> {
+        match self {
+            DimFormula::Leaf(d) => Some(leaf(d)),
+            DimFormula::Op(op, a, b) => {
+                let (a, b) = (a.eval(leaf)?, b.eval(leaf)?);
+                let v = match op {
+                    '+' => a.checked_add(b)?,
+                    '-' => a.checked_sub(b)?,
+                    '*' => a.checked_mul(b)?,
+                    _ => (b != 0 && a % b == 0).then(|| a / b)?,
+                };
+                (v >= 1).then_some(v)
+            }
+        }
+    }
 }
 
 /// One parameter of a layer.
@@ -47,8 +80,13 @@ pub struct ParamSpec {
 /// A `[[layer]]`, or the `[output]` (whose `repeat` is 1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layer {
+    /// `name`: later layers and the `[output]` read this layer's output (its last copy's)
+    /// by it.
+    pub name: Option<String>,
     /// Copies of the layer, in sequence.
     pub repeat: usize,
+    /// `share = true`: every copy uses the same parameters (declared once, no `.k` suffix).
+    pub share: bool,
     /// Dropout rate applied to the layer's input first.
     pub dropout: Option<f32>,
     /// L2 weight decay of its parameters (else the optimizer's).
@@ -189,6 +227,8 @@ pub struct Plan {
     pub description: String,
     /// `[dims]`: named sizes.
     pub dims: BTreeMap<String, usize>,
+    /// `[constants]`: named numbers the layers' expressions read (`alpha`, `lambda`).
+    pub constants: BTreeMap<String, f64>,
     /// Where each dim's value is (in the virtual text: the file or an override).
     pub(crate) dim_spans: BTreeMap<String, usize>,
     /// `[sampler]` (`full` on the training graph when absent).

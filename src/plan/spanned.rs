@@ -109,7 +109,9 @@ impl<'de> Deserialize<'de> for RawParam {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawLayer {
+    pub(super) name: Option<S<String>>,
     pub(super) repeat: Option<S<i64>>,
+    pub(super) share: Option<S<bool>>,
     pub(super) dropout: Option<S<f64>>,
     pub(super) weight_decay: Option<S<f64>>,
     #[serde(default)]
@@ -193,6 +195,8 @@ pub(super) struct RawPlan {
     pub(super) description: Option<String>,
     #[serde(default)]
     pub(super) dims: BTreeMap<S<String>, S<i64>>,
+    #[serde(default)]
+    pub(super) constants: BTreeMap<S<String>, S<f64>>,
     pub(super) sampler: Option<S<RawTable>>,
     pub(super) layer: Option<OneOrMany>,
     pub(super) output: Option<RawLayer>,
@@ -208,6 +212,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "name",
     "description",
     "dims",
+    "constants",
     "sampler",
     "layer",
     "output",

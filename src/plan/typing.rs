@@ -15,12 +15,12 @@ use crate::ir::Init;
 use crate::op::builtin::LossKind;
 use crate::suggest::did_you_mean;
 
-use super::expr;
+use super::expr::{self, ExprKind};
 use super::outpos::out_map;
 use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
 use super::schema::{
-    Consensus, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan,
+    Consensus, DimFormula, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan,
 };
 use super::spanned::{
     toml_error, Lit, RawDistributed, RawLayer, RawOptimizer, RawPlan, RawTable, S,
@@ -92,6 +92,7 @@ fn dim_ref(
             "in" => Ok(DimRef::In),
             "features" => Ok(DimRef::Features),
             "classes" => Ok(DimRef::Classes),
+            formula if !is_ident(formula) => dim_formula(src, at, formula, param, dims),
             name => dims.get(name).map(|&k| DimRef::Known(k)).ok_or_else(|| {
                 let known = ["in", "features", "classes"]
                     .into_iter()
@@ -110,10 +111,67 @@ fn dim_ref(
             src,
             at,
             format!(
-                "the shape of `{param}` holds {other}: expected a whole number ≥ 1, `in`, `features`, `classes` or a [dims] name"
+                "the shape of `{param}` holds {other}: expected a whole number ≥ 1, `in`, `features`, `classes`, a [dims] name or arithmetic over them (\"3 * hidden\")"
             ),
         )),
     }
+}
+
+/// A shape entry written as arithmetic (`"3 * hidden"`), parsed with the expression
+/// language: numbers, `in`, `features`, `classes`, [dims] names, `+ - * /`, parentheses.
+fn dim_formula(
+    src: &Source,
+    at: usize,
+    text: &str,
+    param: &str,
+    dims: &BTreeMap<String, usize>,
+) -> Result<DimRef, PlanError> {
+    let bad = |what: String| {
+        src.error(
+            at,
+            PlanErrorKind::Expr,
+            format!("the shape entry {text:?} of `{param}`: {what}"),
+        )
+    };
+    let program = expr::parse(text).map_err(|e| bad(e.what))?;
+    let [stmt] = program.as_slice() else {
+        return Err(bad("expected one expression".into()));
+    };
+    if stmt.target.is_some() {
+        return Err(bad("expected an expression, not a binding".into()));
+    }
+    fn tree(e: &expr::Expr, dims: &BTreeMap<String, usize>) -> Result<DimFormula, String> {
+        Ok(match &e.kind {
+            ExprKind::Number(x) if x.fract() == 0.0 && *x >= 1.0 && *x <= MAX_DIM as f64 => {
+                DimFormula::Leaf(DimRef::Known(*x as usize))
+            }
+            ExprKind::Name(n) => DimFormula::Leaf(match n.as_str() {
+                "in" => DimRef::In,
+                "features" => DimRef::Features,
+                "classes" => DimRef::Classes,
+                d => DimRef::Known(*dims.get(d).ok_or_else(|| {
+                    let known = ["in", "features", "classes"]
+                        .into_iter()
+                        .chain(dims.keys().map(String::as_str));
+                    format!("unknown dim `{d}`{}", did_you_mean(d, known))
+                })?),
+            }),
+            ExprKind::Paren(a) => tree(a, dims)?,
+            ExprKind::Binary { op, lhs, rhs } => DimFormula::Op(
+                op.symbol().chars().next().expect("one character"),
+                Box::new(tree(lhs, dims)?),
+                Box::new(tree(rhs, dims)?),
+            ),
+            _ => {
+                return Err(
+                    "expected whole numbers ≥ 1, dims and `+ - * /` with parentheses".into(),
+                )
+            }
+        })
+    }
+    Ok(DimRef::Formula(Box::new(
+        tree(&stmt.expr, dims).map_err(bad)?,
+    )))
 }
 
 /// `k` if at most [`MAX_DIM`], else a limit error at `at`.
@@ -156,6 +214,12 @@ fn init_of(src: &Source, lit: &S<Lit>, param: &str) -> Result<Init, PlanError> {
     }
 }
 
+/// `h0`, `h1`, …: the names of the layer copies' outputs in sequence.
+pub(crate) fn is_sequence_name(s: &str) -> bool {
+    s.strip_prefix('h')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn is_ident(s: &str) -> bool {
     let mut c = s.chars();
     c.next()
@@ -179,6 +243,38 @@ fn layer(
         }
         Some(r) => count(src, r, "repeat", 1)?,
         None => 1,
+    };
+    let share = match &raw.share {
+        Some(b) if output => {
+            return Err(err(
+                src,
+                b.span().start,
+                "the [output] takes no `share`: it has one copy",
+            ))
+        }
+        Some(b) => *b.get_ref(),
+        None => false,
+    };
+    let name = match &raw.name {
+        Some(n) if output => {
+            return Err(err(
+                src,
+                n.span().start,
+                "the [output] takes no `name`: nothing reads it",
+            ))
+        }
+        Some(n) => {
+            let v = n.get_ref();
+            if !is_ident(v) || RESERVED.contains(&v.as_str()) || is_sequence_name(v) {
+                return Err(err(
+                    src,
+                    n.span().start,
+                    format!("layer name `{v}`: expected letters, digits and `_`, not a built-in name (x, the adjacencies, h0, h1, …)"),
+                ));
+            }
+            Some(v.clone())
+        }
+        None => None,
     };
     let dropout = match &raw.dropout {
         Some(d) if !(0.0..1.0).contains(d.get_ref()) => {
@@ -265,7 +361,9 @@ fn layer(
         ));
     }
     Ok(Layer {
+        name,
         repeat,
+        share,
         dropout,
         weight_decay,
         params,
@@ -463,6 +561,34 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         dims.insert(name.clone(), value);
         dim_spans.insert(name.clone(), v.span().start);
     }
+    let mut constants = BTreeMap::new();
+    for (k, v) in &raw.constants {
+        let name = k.get_ref();
+        let at = k.span().start;
+        if !is_ident(name)
+            || RESERVED.contains(&name.as_str())
+            || is_sequence_name(name)
+            || name == "l"
+            || dims.contains_key(name)
+        {
+            return Err(err(
+                s,
+                at,
+                format!("`{name}` cannot name a constant: letters, digits and `_`, not a dim, `l` (the copy index), `x`, an adjacency or h0, h1, …"),
+            ));
+        }
+        if !v.get_ref().is_finite() {
+            return Err(err(
+                s,
+                v.span().start,
+                format!(
+                    "constant `{name}` is {}: expected a finite number",
+                    v.get_ref()
+                ),
+            ));
+        }
+        constants.insert(name.clone(), *v.get_ref());
+    }
     let (base_table, base_at) = match &raw.sampler {
         Some(t) => (t.get_ref().clone(), t.span().start),
         None => {
@@ -475,14 +601,20 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         }
     };
     let sampler_plan = sampler(s, &base_table, base_at)?;
-    let mut layers = Vec::new();
+    let mut layers: Vec<Layer> = Vec::new();
     let mut copies = 0usize;
     for l in raw.layer.unwrap_or_default().0 {
         let at = l
             .repeat
             .as_ref()
             .map_or(l.out.span().start, |r| r.span().start);
+        let name_at = l.name.as_ref().map(|n| n.span().start);
         let l = layer(s, l, &dims, false)?;
+        if let (Some(n), Some(name_at)) = (&l.name, name_at) {
+            if layers.iter().any(|e| e.name.as_ref() == Some(n)) {
+                return Err(err(s, name_at, format!("two layers are named `{n}`")));
+            }
+        }
         // Checked before lowering, which builds every copy.
         copies = copies.saturating_add(l.repeat);
         if copies > MAX_LAYERS {
@@ -551,6 +683,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         name,
         description: raw.description.unwrap_or_default(),
         dims,
+        constants,
         dim_spans,
         sampler: sampler_plan,
         layers,
