@@ -358,7 +358,14 @@ fn gat_op_gradient_one_and_several_heads() {
         eps: 1e-3,
         ..GradCheck::default()
     };
-    for (kind, heads) in [(AdjKind::Sym, 1), (AdjKind::Raw, 3)] {
+    // With attention dropout (GAT's 0.6 on Cora) the mask is drawn in the forward and
+    // recomputed in the backward, whose softmax term takes α recomputed undropped.
+    for (kind, heads, dropout) in [
+        (AdjKind::Sym, 1, 0.0),
+        (AdjKind::Raw, 3, 0.0),
+        (AdjKind::Sym, 1, 0.5),
+        (AdjKind::Raw, 3, 0.6),
+    ] {
         let w = 3 * heads;
         let args = [
             Arg::Adjacency(kind),
@@ -366,7 +373,14 @@ fn gat_op_gradient_one_and_several_heads() {
             Arg::Param(1, w),
             Arg::Param(1, w),
         ];
-        let op = make("gat", &[("heads", heads as f64), ("slope", 0.2)]);
+        let op = make(
+            "gat",
+            &[
+                ("heads", heads as f64),
+                ("slope", 0.2),
+                ("dropout", dropout),
+            ],
+        );
         check_op_gradients_with(op.clone(), &args, small).unwrap_or_else(|e| panic!("{e}"));
         check_blocked_equals_in_memory(op, &args).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -1114,7 +1128,7 @@ fn shape_errors_say_what_was_expected_and_what_came() {
     let a5 = n.param("a5", 1, 5, Init::Glorot);
     let a6 = n.param("a6", 1, 6, Init::Glorot);
     let a4 = n.param("a4", 1, 4, Init::Glorot);
-    let gat2: Arc<dyn Op> = Arc::new(Gat::new(2, 0.2).unwrap());
+    let gat2: Arc<dyn Op> = Arc::new(Gat::new(2, 0.2, 0.0).unwrap());
     let e =
         n.g.add(gat2.clone(), &[a, z, a5, a5], "gat")
             .unwrap_err()

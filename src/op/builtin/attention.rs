@@ -123,11 +123,15 @@ pub struct Gat {
     pub heads: usize,
     /// LeakyReLU's slope on the scores (0.2 in GAT).
     pub slope: f32,
+    /// Dropout on α while training (GAT's attention dropout, 0.6 on Cora), in [0, 1): the
+    /// mask of inverted dropout, keyed as the `dropout` op's by this node, over α's
+    /// nnz × H values. The backward recomputes α undropped from the inputs.
+    pub dropout: f64,
 }
 
 impl Gat {
-    /// The op; `heads` ≥ 1 and a finite `slope`.
-    pub fn new(heads: usize, slope: f64) -> Result<Gat, OpError> {
+    /// The op; `heads` ≥ 1, a finite `slope` and `dropout` in [0, 1).
+    pub fn new(heads: usize, slope: f64, dropout: f64) -> Result<Gat, OpError> {
         if heads == 0 {
             return Err(OpError::Attr {
                 name: "heads".into(),
@@ -137,6 +141,7 @@ impl Gat {
         Ok(Gat {
             heads,
             slope: super::activation::finite("slope", slope)?,
+            dropout: super::dropout::probability(dropout)?,
         })
     }
 }
@@ -150,10 +155,16 @@ impl Op for Gat {
         "gat"
     }
     fn attrs(&self) -> String {
-        format!("heads={}, slope={}", self.heads, self.slope)
+        match self.dropout {
+            0.0 => format!("heads={}, slope={}", self.heads, self.slope),
+            p => format!("heads={}, slope={}, dropout={p}", self.heads, self.slope),
+        }
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Sparse, Kind::Dense, Kind::Dense, Kind::Dense])
+    }
+    fn pure(&self) -> bool {
+        self.dropout == 0.0
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         let Fact::Sparse { rows, nnz, .. } = *inputs[0] else {
@@ -183,7 +194,7 @@ impl Op for Gat {
             bytes_written: output.bytes(b) as f64,
         }
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
         let adj = sparse(inputs, 0, "gat")?;
         let (z, a_l, a_r) = (
             dense(inputs, 1, "gat")?,
@@ -194,6 +205,9 @@ impl Op for Gat {
         let st = &adj.structure;
         let mut alpha = Tensor::zeros(st.nnz(), self.heads);
         edge_softmax(&st.offsets, self.heads, &e, &mut alpha.data)?;
+        if ctx.training && self.dropout > 0.0 {
+            alpha = super::dropout::masked(&alpha, self.dropout, ctx, ctx.node.index() as u32)?;
+        }
         Ok(Value::Sparse(SparseMat {
             structure: Arc::clone(&adj.structure),
             values: Arc::new(alpha),
@@ -212,7 +226,24 @@ impl Op for Gat {
             ));
         }
         let (z, a_l, a_r) = (g.input(1), g.input(2), g.input(3));
-        let alpha = g.node();
+        // With attention dropout the output is M ⊙ α / (1 − p): the softmax's backward
+        // takes α itself, recomputed undropped, and ∂α = M ⊙ ∂out / (1 − p), the mask of
+        // this node's key (the `dropout` op's backward).
+        let (alpha, grad) = match self.dropout {
+            0.0 => (g.node(), grad),
+            p => {
+                let key = g.node().index() as u32;
+                let clean = g.add(
+                    Gat {
+                        dropout: 0.0,
+                        ..*self
+                    },
+                    &[g.input(0), z, a_l, a_r],
+                )?;
+                let masked = g.add(super::dropout::DropoutBackward { p, key }, &[grad])?;
+                (clean, masked)
+            }
+        };
         let ds = g.add(
             GatScoresBackward {
                 heads: self.heads,

@@ -22,7 +22,7 @@ use super::dense;
 const CHUNK: usize = 1 << 14;
 
 /// A checked dropout probability: in [0, 1).
-fn probability(p: f64) -> Result<f64, OpError> {
+pub(super) fn probability(p: f64) -> Result<f64, OpError> {
     if (0.0..1.0).contains(&p) {
         Ok(p)
     } else {
@@ -71,6 +71,13 @@ fn apply_mask(x: &Tensor, p: f64, base: u64) -> Result<Tensor, OpError> {
         .enumerate()
         .try_for_each(|(c, (y, x))| mask_into(x, p, base, (c * CHUNK) as u64, y))?;
     Ok(y)
+}
+
+/// `x` with the dropout mask of node `key` in `ctx`'s step (what the `dropout` op's
+/// forward gives for that node; its backward, [`DropoutBackward`] with the same key, is the
+/// gradient): GAT's attention dropout over α's values.
+pub(super) fn masked(x: &Tensor, p: f64, ctx: &Ctx<'_>, key: u32) -> Result<Tensor, OpError> {
+    apply_mask(x, p, mask_base(ctx, key))
 }
 
 /// Rows of [`apply_mask`]: the block `x` whose first element is element `first` of the

@@ -118,9 +118,15 @@ pub fn register(r: &mut Registry) {
     }));
     ok(r.register(
         "gat",
-        &["heads", "slope"],
-        "gat(adj, z, a_l, a_r, heads=1, slope=0.2): GAT attention α on adj's pattern, H values per entry (multiply by z next)",
-        |a| Ok(Arc::new(Gat::new(a.count("heads", 1, 1)?, a.num("slope", 0.2)?)?)),
+        &["heads", "slope", "dropout"],
+        "gat(adj, z, a_l, a_r, heads=1, slope=0.2, dropout=0.0): GAT attention α on adj's pattern, H values per entry (multiply by z next); dropout on α while training",
+        |a| {
+            Ok(Arc::new(Gat::new(
+                a.count("heads", 1, 1)?,
+                a.num("slope", 0.2)?,
+                a.num("dropout", 0.0)?,
+            )?))
+        },
     ));
     ok(r.register(
         "max_agg",
