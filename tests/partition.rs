@@ -480,6 +480,10 @@ fn walk_length_from_plans_is_the_receptive_field() {
         ("gin", 2),           // repeat = 2 of x + A·x
         ("mixhop", 4),        // repeat = 2 of max power A² each
         ("mlp", 0),           // no adjacency: no walks
+        ("sgc", 2),           // repeat = 2 of Â·x, no parameter
+        ("appnp", 10),        // an MLP, then K = 10 steps of Â (the teleport term reads H)
+        ("jknet", 3),         // 3 GCN layers; the readout concatenates, adds no hop
+        ("gcnii", 64),        // 64 layers of Â·x (the initial residual h1 adds none)
     ];
     let dir_plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
     let mut names: Vec<String> = std::fs::read_dir(dir_plans)
