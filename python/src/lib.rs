@@ -587,7 +587,7 @@ impl SamplerSpec {
 
     /// Subgraph `index`, drawn on a sampling worker, and assembled there when `build`.
     fn draw(&self, sampler: &dyn saintflow::sample::Sampler, index: u64, build: bool) -> Drawn {
-        let mut sub = self.buffers.subgraph();
+        let mut sub = self.buffers.subgraphs.pop();
         sample_subgraph_into(sampler, self.seed, index, self.clip, &mut sub)
             .map_err(|e| e.to_string())?;
         Ok(match build {
@@ -633,7 +633,7 @@ impl SamplerSpec {
         nodes.extend(sub.nodes.iter().map(|&v| i64::from(v)));
         indptr.extend(sub.offsets.iter().map(|&o| i64::from(o)));
         let y = YData::of(store, &sub.nodes, bufs);
-        bufs.give_subgraph(sub);
+        bufs.subgraphs.give(sub);
         Ok(Batch {
             index,
             roles,
@@ -652,12 +652,12 @@ impl SamplerSpec {
 /// megabytes; allocated afresh, each 4 KiB page faults in, and glibc gives a buffer freed on
 /// another thread back to the kernel: with two sampling threads, 480 000 page faults in 800
 /// batches halved the rate (BENCHMARKS.md, "Recycled batch buffers").
-struct Recycle<T> {
-    free: Mutex<Vec<Vec<T>>>,
+struct Recycle<V> {
+    free: Mutex<Vec<V>>,
     keep: usize,
 }
 
-impl<T> Recycle<T> {
+impl<V: Default> Recycle<V> {
     fn new(keep: usize) -> Self {
         Recycle {
             free: Mutex::new(Vec::new()),
@@ -665,17 +665,28 @@ impl<T> Recycle<T> {
         }
     }
 
+    /// A freed value as it was, or a new empty one.
+    fn pop(&self) -> V {
+        let v = self.free.lock().ok().and_then(|mut f| f.pop());
+        v.unwrap_or_default()
+    }
+
+    /// Keeps `v` for a later `pop`, up to `keep` values.
+    fn give(&self, v: V) {
+        if let Ok(mut f) = self.free.lock() {
+            if f.len() < self.keep {
+                f.push(v);
+            }
+        }
+    }
+}
+
+impl<T> Recycle<Vec<T>> {
     /// An empty buffer, with the capacity of a freed one when there is one.
     fn take(&self) -> Vec<T> {
         let mut v = self.pop();
         v.clear();
         v
-    }
-
-    /// A freed buffer as it was, or a new empty one.
-    fn pop(&self) -> Vec<T> {
-        let v = self.free.lock().ok().and_then(|mut f| f.pop());
-        v.unwrap_or_default()
     }
 
     /// A buffer of `len` elements whose values are unspecified (a freed buffer's, or
@@ -692,34 +703,24 @@ impl<T> Recycle<T> {
         }
         v
     }
-
-    /// Keeps `v` for a later `take`, up to `keep` buffers.
-    fn give(&self, v: Vec<T>) {
-        if let Ok(mut f) = self.free.lock() {
-            if f.len() < self.keep {
-                f.push(v);
-            }
-        }
-    }
 }
 
 /// One `Recycle` per array of a batch, so a buffer comes back at the size it had.
 struct Buffers {
-    nodes: Recycle<i64>,
-    indptr: Recycle<i64>,
-    edge_index: Recycle<i64>,
-    x: Recycle<f32>,
-    roles: Recycle<u8>,
-    y: Recycle<i64>,
-    y_multi: Recycle<f32>,
-    node_norm: Recycle<f32>,
-    edge_norm: Recycle<f32>,
+    nodes: Recycle<Vec<i64>>,
+    indptr: Recycle<Vec<i64>>,
+    edge_index: Recycle<Vec<i64>>,
+    x: Recycle<Vec<f32>>,
+    roles: Recycle<Vec<u8>>,
+    y: Recycle<Vec<i64>>,
+    y_multi: Recycle<Vec<f32>>,
+    node_norm: Recycle<Vec<f32>>,
+    edge_norm: Recycle<Vec<f32>>,
     /// Drawn subgraphs, once assembled: drawn on a worker and dropped by the consumer, their
     /// vectors (≈ 2.4 MB of room for a 7.6k-node subgraph of a skewed graph) were given
     /// back to the kernel and faulted in again for the next (BENCHMARKS.md, "Lockstep
     /// walks").
-    subgraphs: Mutex<Vec<Subgraph>>,
-    keep: usize,
+    subgraphs: Recycle<Subgraph>,
 }
 
 impl Buffers {
@@ -735,23 +736,7 @@ impl Buffers {
             y_multi: Recycle::new(keep),
             node_norm: Recycle::new(keep),
             edge_norm: Recycle::new(keep),
-            subgraphs: Mutex::new(Vec::new()),
-            keep,
-        }
-    }
-
-    /// An assembled subgraph's vectors to draw the next into, or new ones.
-    fn subgraph(&self) -> Subgraph {
-        let s = self.subgraphs.lock().ok().and_then(|mut f| f.pop());
-        s.unwrap_or_default()
-    }
-
-    /// `sub`'s vectors back, for [`Buffers::subgraph`].
-    fn give_subgraph(&self, sub: Subgraph) {
-        if let Ok(mut f) = self.subgraphs.lock() {
-            if f.len() < self.keep {
-                f.push(sub);
-            }
+            subgraphs: Recycle::new(keep),
         }
     }
 }
@@ -776,7 +761,7 @@ fn lend<'py, T: numpy::Element + Send + 'static, D: numpy::ndarray::Dimension>(
     v: Vec<T>,
     shape: D,
     bufs: &Arc<Buffers>,
-    field: fn(&Buffers) -> &Recycle<T>,
+    field: fn(&Buffers) -> &Recycle<Vec<T>>,
 ) -> PyResult<Bound<'py, numpy::PyArray<T, D>>> {
     let (ptr, len) = (v.as_ptr(), v.len());
     let bufs = bufs.clone();
@@ -1125,7 +1110,7 @@ fn batch_dict<'py>(py: Python<'py>, spec: &SamplerSpec, b: Batch) -> PyResult<Bo
     d.set_item("x", lend(py, b.x, Ix2(n, f), bufs, |b| &b.x)?)?;
     d.set_item("roles", lend(py, b.roles, Ix1(n), bufs, |b| &b.roles)?)?;
     d.set_item("y", b.y.into_py(py, bufs)?)?;
-    let norm = |v: Option<Vec<f32>>, field: fn(&Buffers) -> &Recycle<f32>| {
+    let norm = |v: Option<Vec<f32>>, field: fn(&Buffers) -> &Recycle<Vec<f32>>| {
         v.map(|v| {
             let k = v.len();
             lend(py, v, Ix1(k), bufs, field)

@@ -710,10 +710,10 @@ impl<'a> Lowerer<'a> {
                     &inputs,
                 )?))
             }
-            ExprKind::Call { name, args, .. }
-                if NUMBER_FNS.contains(&name.as_str()) && !self.env.registry.contains(name) =>
-            {
-                self.number_fn(layer, scope, e, name, args)
+            ExprKind::Call {
+                name, args, kwargs, ..
+            } if NUMBER_FNS.contains(&name.as_str()) && !self.env.registry.contains(name) => {
+                self.number_fn(layer, scope, e, (name, args, kwargs))
             }
             ExprKind::Call {
                 name,
@@ -793,12 +793,8 @@ impl<'a> Lowerer<'a> {
         layer: &Layer,
         scope: &mut Scope,
         e: &Expr,
-        name: &str,
-        args: &[Expr],
+        (name, args, kwargs): (&str, &[Expr], &[expr::KwArg]),
     ) -> Result<Val, PlanError> {
-        let ExprKind::Call { kwargs, .. } = &e.kind else {
-            unreachable!("a call")
-        };
         let [a] = args else {
             return Err(self.err(
                 layer,

@@ -88,25 +88,14 @@ fn dim_ref(
     let at = lit.span().start;
     match lit.get_ref() {
         Lit::Int(k) if *k >= 1 => Ok(DimRef::Known(at_most_max_dim(src, at, *k as usize, &format!("a shape entry of `{param}`"))?)),
-        Lit::Str(s) => match s.as_str() {
-            "in" => Ok(DimRef::In),
-            "features" => Ok(DimRef::Features),
-            "classes" => Ok(DimRef::Classes),
-            formula if !is_ident(formula) => dim_formula(src, at, formula, param, dims),
-            name => dims.get(name).map(|&k| DimRef::Known(k)).ok_or_else(|| {
-                let known = ["in", "features", "classes"]
-                    .into_iter()
-                    .chain(dims.keys().map(String::as_str));
-                src.error(
-                    at,
-                    PlanErrorKind::Name,
-                    format!(
-                        "unknown dim `{name}` in the shape of `{param}`{}",
-                        did_you_mean(name, known)
-                    ),
-                )
-            }),
-        },
+        Lit::Str(s) if !is_ident(s) => dim_formula(src, at, s, param, dims),
+        Lit::Str(name) => named_dim(name, dims).map_err(|hint| {
+            src.error(
+                at,
+                PlanErrorKind::Name,
+                format!("unknown dim `{name}` in the shape of `{param}`{hint}"),
+            )
+        }),
         other => Err(err(
             src,
             at,
@@ -115,6 +104,22 @@ fn dim_ref(
             ),
         )),
     }
+}
+
+/// `in`, `features`, `classes` or a [dims] name; else the nearest names, as a suffix for
+/// the caller's "unknown dim" message.
+fn named_dim(name: &str, dims: &BTreeMap<String, usize>) -> Result<DimRef, String> {
+    Ok(match name {
+        "in" => DimRef::In,
+        "features" => DimRef::Features,
+        "classes" => DimRef::Classes,
+        d => DimRef::Known(*dims.get(d).ok_or_else(|| {
+            let known = ["in", "features", "classes"]
+                .into_iter()
+                .chain(dims.keys().map(String::as_str));
+            did_you_mean(d, known)
+        })?),
+    })
 }
 
 /// A shape entry written as arithmetic (`"3 * hidden"`), parsed with the expression
@@ -145,17 +150,9 @@ fn dim_formula(
             ExprKind::Number(x) if x.fract() == 0.0 && *x >= 1.0 && *x <= MAX_DIM as f64 => {
                 DimFormula::Leaf(DimRef::Known(*x as usize))
             }
-            ExprKind::Name(n) => DimFormula::Leaf(match n.as_str() {
-                "in" => DimRef::In,
-                "features" => DimRef::Features,
-                "classes" => DimRef::Classes,
-                d => DimRef::Known(*dims.get(d).ok_or_else(|| {
-                    let known = ["in", "features", "classes"]
-                        .into_iter()
-                        .chain(dims.keys().map(String::as_str));
-                    format!("unknown dim `{d}`{}", did_you_mean(d, known))
-                })?),
-            }),
+            ExprKind::Name(n) => DimFormula::Leaf(
+                named_dim(n, dims).map_err(|hint| format!("unknown dim `{n}`{hint}"))?,
+            ),
             ExprKind::Paren(a) => tree(a, dims)?,
             ExprKind::Binary { op, lhs, rhs } => DimFormula::Op(
                 op.symbol().chars().next().expect("one character"),
@@ -227,42 +224,49 @@ fn is_ident(s: &str) -> bool {
         && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
 }
 
+/// `msg` at `key` when the layer is the [output] and has it: keys only a [[layer]] takes.
+fn output_refuses<T>(
+    src: &Source,
+    output: bool,
+    key: &Option<S<T>>,
+    msg: &str,
+) -> Result<(), PlanError> {
+    match key {
+        Some(k) if output => Err(err(src, k.span().start, msg)),
+        _ => Ok(()),
+    }
+}
+
 fn layer(
     src: &Source,
     raw: RawLayer,
     dims: &BTreeMap<String, usize>,
     output: bool,
 ) -> Result<Layer, PlanError> {
+    output_refuses(
+        src,
+        output,
+        &raw.repeat,
+        "the [output] takes no `repeat`: repeat a [[layer]] instead",
+    )?;
+    output_refuses(
+        src,
+        output,
+        &raw.share,
+        "the [output] takes no `share`: it has one copy",
+    )?;
+    output_refuses(
+        src,
+        output,
+        &raw.name,
+        "the [output] takes no `name`: nothing reads it",
+    )?;
     let repeat = match &raw.repeat {
-        Some(r) if output => {
-            return Err(err(
-                src,
-                r.span().start,
-                "the [output] takes no `repeat`: repeat a [[layer]] instead",
-            ))
-        }
         Some(r) => count(src, r, "repeat", 1)?,
         None => 1,
     };
-    let share = match &raw.share {
-        Some(b) if output => {
-            return Err(err(
-                src,
-                b.span().start,
-                "the [output] takes no `share`: it has one copy",
-            ))
-        }
-        Some(b) => *b.get_ref(),
-        None => false,
-    };
+    let share = raw.share.as_ref().is_some_and(|b| *b.get_ref());
     let name = match &raw.name {
-        Some(n) if output => {
-            return Err(err(
-                src,
-                n.span().start,
-                "the [output] takes no `name`: nothing reads it",
-            ))
-        }
         Some(n) => {
             let v = n.get_ref();
             if !is_ident(v) || RESERVED.contains(&v.as_str()) || is_sequence_name(v) {

@@ -83,12 +83,22 @@ pub fn scale(x: u64, k: u64) -> u64 {
 /// corrupt store is an error without scanning the row.
 #[inline]
 pub fn random_neighbor(graph: Csr<'_>, u: u32, rng: &mut impl RngCore) -> Result<u32, SampleError> {
+    Ok(neighbor_at(graph, u, rng.next_u64())?.expect("the caller's node has a neighbour"))
+}
+
+/// The neighbour of `u` that the random number `x` picks ([`scale`]d to the row), checked
+/// `< N`; None when `u` has none.
+#[inline]
+pub fn neighbor_at(graph: Csr<'_>, u: u32, x: u64) -> Result<Option<u32>, SampleError> {
     let row = graph.try_neighbors(u)?;
-    let v = row[below(rng, row.len() as u64) as usize];
+    if row.is_empty() {
+        return Ok(None);
+    }
+    let v = row[scale(x, row.len() as u64) as usize];
     if v as usize >= graph.n_nodes() {
         return Err(StoreError::neighbor_out_of_range(u, v, graph.n_nodes() as u64).into());
     }
-    Ok(v)
+    Ok(Some(v))
 }
 
 /// Nodes with at least one neighbour, ascending (parallel scan of the offsets).

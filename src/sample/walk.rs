@@ -6,8 +6,8 @@ use std::cell::RefCell;
 
 use rand_core::RngCore;
 
-use crate::sample::{below, scale, EdgeNodes, SampleError, SampleRng, Sampler};
-use crate::store::{Csr, StoreError};
+use crate::sample::{below, neighbor_at, scale, EdgeNodes, SampleError, SampleRng, Sampler};
+use crate::store::Csr;
 
 sampler_params! {
     /// Parameters of the random-walk sampler (plan `kind = "rw"`).
@@ -98,21 +98,10 @@ impl Sampler for RandomWalkSampler<'_> {
                 }
                 for s in 1..per {
                     for (i, w) in walks.chunks_exact_mut(per).enumerate() {
-                        let u = w[s - 1];
-                        let row = self.graph.try_neighbors(u)?;
-                        if row.is_empty() {
-                            return Ok(false);
+                        match neighbor_at(self.graph, w[s - 1], draws[i * per + s])? {
+                            Some(v) => w[s] = v,
+                            None => return Ok(false),
                         }
-                        let v = row[scale(draws[i * per + s], row.len() as u64) as usize];
-                        if v as usize >= self.graph.n_nodes() {
-                            return Err(StoreError::neighbor_out_of_range(
-                                u,
-                                v,
-                                self.graph.n_nodes() as u64,
-                            )
-                            .into());
-                        }
-                        w[s] = v;
                     }
                 }
                 Ok(true)
