@@ -108,6 +108,12 @@ pub enum Record {
         /// process).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         allreduce_bytes: Option<u64>,
+        /// The plain mean of the loss over the subgraph's training nodes (each weighted
+        /// alike, where `loss` weights node v by GraphSAINT's 1/λ_v); this process's
+        /// subgraph in a job. Absent for a plan whose loss is not a built-in one, and in
+        /// older logs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mean_loss: Option<f64>,
     },
     /// The end of an epoch.
     Epoch {
@@ -120,6 +126,9 @@ pub enum Record {
         /// Mean step loss of the epoch (NaN, written `null`, when it was not finite).
         #[serde(deserialize_with = "nan_if_null")]
         train_loss: f64,
+        /// Mean of the steps' `mean_loss` (absent where they have none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        train_mean_loss: Option<f64>,
         /// Validation metrics (absent in epochs without evaluation).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         val: Option<Metrics>,
@@ -339,6 +348,7 @@ mod tests {
                 ..StepMs::default()
             },
             allreduce_bytes: None,
+            mean_loss: Some(0.75),
         }
     }
 

@@ -133,6 +133,18 @@ pub fn memory_from(meminfo: Option<&str>, cgroup_max: &[&str]) -> Option<(u64, S
     }
 }
 
+/// Anonymous resident bytes of process `pid` (`RssAnon`; 0 when it cannot be read): what
+/// it holds in memory beyond the pages of files it maps.
+pub fn anon_resident(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
 /// `12.3 GiB`, `512.0 MiB`, `3.0 KiB`, `17 B`.
 pub fn human(bytes: u128) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::autodiff::differentiate;
 use crate::exec::{check_gradients, run, Discrepancy, GradCheck};
-use crate::ir::{Bindings, Fact, Graph, Init, NodeId, ParamDecl, Params, SparseMat, Structure};
+use crate::ir::{Bindings, Fact, Graph, Init, NodeId, ParamDecl, Params, SparseMat};
 use crate::ir::{Tensor, Value};
 use crate::op::builtin::{
     Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
@@ -309,20 +309,15 @@ fn rows_of(a: &SparseMat, r: std::ops::Range<usize>) -> SparseMat {
     let st = &a.structure;
     let (lo, hi) = (st.offsets[r.start] as usize, st.offsets[r.end] as usize);
     let h = a.heads();
-    SparseMat {
-        structure: Arc::new(Structure {
-            offsets: st.offsets[r.start..=r.end]
-                .iter()
-                .map(|&o| o - lo as u32)
-                .collect(),
-            indices: st.indices[lo..hi].to_vec(),
-            transpose: Vec::new(),
-        }),
-        values: Arc::new(
-            Tensor::from_vec(hi - lo, h, a.values.data[lo * h..hi * h].to_vec())
-                .expect("a slice of whole rows"),
-        ),
-    }
+    SparseMat::csr(
+        st.offsets[r.start..=r.end]
+            .iter()
+            .map(|&o| o - lo as u32)
+            .collect(),
+        st.indices[lo..hi].to_vec(),
+        a.values.data[lo * h..hi * h].to_vec(),
+        h,
+    )
 }
 
 /// The bits of a value as compared: a dense matrix's elements, or a sparse value's
@@ -341,8 +336,9 @@ fn bits(v: &Value) -> Option<(Vec<u32>, Vec<u32>)> {
 /// Checks that `op`'s out-of-core forward — row blocks of a neighbour op
 /// ([`NeighbourOp::forward_block`](crate::op::NeighbourOp::forward_block)), or a row-local
 /// op's forward on row slices — equals its in-memory forward bit for bit, in evaluation
-/// mode, on the 23-node test graph cut into blocks of 1, 2, 5 and 23 rows. An op that is
-/// neither is an error.
+/// mode, on the 23-node test graph cut into blocks of 1, 2, 5 and 23 rows; a neighbour op
+/// that folds ([`NeighbourOp::fold`](crate::op::NeighbourOp::fold)) also with X streamed in
+/// parts of 1, 3, 7 and 23 rows. An op that is neither is an error.
 pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(), CheckError> {
     let (_, src) = graphs().swap_remove(0);
     let b = Built::new(&op, args, &src)?;
@@ -406,11 +402,50 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                 let rb = RowBlock {
                     r0: r.start,
                     n_nodes: n,
+                    x0: 0,
                     adjacency: &block_a,
                     x: NodeRows::new(&x.data, x.cols),
                     inputs: &others,
                 };
-                nb.forward_block(&rb, &ctx(r.len())).map_err(|e| err(&e))?
+                let part = nb.forward_block(&rb, &ctx(r.len())).map_err(|e| err(&e))?;
+                if let Some(fold) = nb.fold() {
+                    // X streamed in parts of `cut` rows must give the block's bits.
+                    for cut in [1, 3, 7, n] {
+                        let mut cursor = block_a.structure.offsets[..r.len()].to_vec();
+                        let mut acc = fold.start(r.len(), x.cols);
+                        for p0 in (0..n).step_by(cut) {
+                            let p1 = (p0 + cut).min(n);
+                            let sub = block_a.column_part(&mut cursor, p0 as u32, p1 as u32);
+                            let rb = RowBlock {
+                                r0: r.start,
+                                n_nodes: p1 - p0,
+                                x0: p0,
+                                adjacency: &sub,
+                                x: NodeRows::new(&x.data[p0 * x.cols..p1 * x.cols], x.cols),
+                                inputs: &others,
+                            };
+                            fold.fold_part(&rb, &mut acc, &ctx(r.len()))
+                                .map_err(|e| err(&e))?;
+                        }
+                        let degree: Vec<u32> = block_a
+                            .structure
+                            .offsets
+                            .windows(2)
+                            .map(|w| w[1] - w[0])
+                            .collect();
+                        let folded = fold.finish(acc, &degree).map_err(|e| err(&e))?;
+                        if bits(&folded) != bits(&part) {
+                            return Err(CheckError::Blocked {
+                                op: op.name().to_string(),
+                                rows: r.clone(),
+                                what: format!(
+                                    "X streamed in parts of {cut} rows differs from the block"
+                                ),
+                            });
+                        }
+                    }
+                }
+                part
             } else if op.as_row_local().is_some_and(|l| l.row_local(&facts)) {
                 let sliced: Vec<Value> = inputs
                     .iter()

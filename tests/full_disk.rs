@@ -151,7 +151,8 @@ fn full_disk_for_inference_is_an_error_before_any_work() {
     assert_eq!(std::fs::read(&out).unwrap(), before);
 
     // Blocked inference with its scratch files on the tmpfs: GraphSAGE hidden 512 keeps
-    // 2^9 nodes × 1024 f32 (2 MiB) between its layers.
+    // 2^9 nodes × (512 + 512) f32 (2 MiB: X·W_self and X·W_neigh of layer 2) between its
+    // layers.
     let store_path = tmp.path().join("g.sf");
     let spec = KroneckerSpec {
         scale: 9,
@@ -181,8 +182,13 @@ fn full_disk_for_inference_is_an_error_before_any_work() {
         .err()
         .unwrap()
         .to_string();
+    // The pass's plan refuses it before any work, naming the directory, both sizes and
+    // what to change (issue 27).
     assert!(
-        err.contains("cannot reserve") && err.contains(".saintflow-infer-"),
+        err.contains("need 2.0 MiB of scratch space")
+            && err.contains(&fs.0.display().to_string())
+            && err.contains("free")
+            && err.contains("--scratch-dir"),
         "{err}"
     );
     assert_eq!(blocks, 0, "no block was computed before the error");

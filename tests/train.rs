@@ -723,13 +723,37 @@ fn assert_close(want: &[f32], got: &[f32], what: &str) {
 
 /// Every shipped plan's logits and embedding computed row-blocked and layer by layer —
 /// odd block sizes, kept values in memory or in scratch files — equal the in-memory pass
-/// over the whole graph; blocks come in order and cover every row once.
+/// over the whole graph; blocks come in order and cover every row once. With X streamed
+/// in parts of rows (issue 27: parts of 1 and 13 rows, chunks of 45 output rows, so
+/// every chunk reads every part), the pass gives the unstreamed pass's bits.
 #[test]
 fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
     let tmp = tempfile::tempdir().unwrap();
     let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
     let scratch = tmp.path().join("scratch");
     std::fs::create_dir(&scratch).unwrap();
+    let blocks =
+        |full: &FullGraph, params: &saintflow::ir::Params, which: Output, rows: Option<usize>| {
+            let mut starts = Vec::new();
+            let mut got = Vec::new();
+            full.for_each_block(&Interpreter, params, which, &mut |r0, t| {
+                starts.push((r0, t.rows));
+                got.extend_from_slice(&t.data);
+                Ok(())
+            })
+            .unwrap();
+            let mut next = 0;
+            for &(r0, n) in &starts {
+                assert_eq!(r0, next, "blocks in order");
+                if let Some(b) = rows {
+                    assert!(n <= b);
+                }
+                next += n;
+            }
+            assert_eq!(next, store.n_nodes());
+            got
+        };
+    let mut streamed_ops = 0;
     for name in [
         "gcn",
         "graphsage",
@@ -746,37 +770,43 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
         let lowered = lower_for(&load(name, &set), &store, &Registry::with_builtins()).unwrap();
         let params = saintflow::ir::Params::init(&lowered.params, 3);
         for (rows, memory) in [(Some(37), usize::MAX), (Some(100), 0), (None, 0)] {
+            let opts = InferOptions {
+                block_rows: rows,
+                memory_bytes: memory,
+                scratch_dir: scratch.clone(),
+                ..InferOptions::default()
+            };
             let full = FullGraph::new(&store, &lowered)
                 .unwrap()
-                .with_options(InferOptions {
-                    block_rows: rows,
-                    memory_bytes: memory,
-                    scratch_dir: scratch.clone(),
-                    ..InferOptions::default()
-                });
+                .with_options(opts.clone());
             for which in [Output::Logits, Output::Embedding] {
                 assert_eq!(full.in_memory_reason(which), None, "{name} {which:?}");
                 let want = full.in_memory(&Interpreter, &params, which).unwrap();
-                let mut starts = Vec::new();
-                let mut got = Vec::new();
-                full.for_each_block(&Interpreter, &params, which, &mut |r0, t| {
-                    assert_eq!(t.cols, want.cols);
-                    starts.push((r0, t.rows));
-                    got.extend_from_slice(&t.data);
-                    Ok(())
-                })
-                .unwrap();
-                let mut next = 0;
-                for &(r0, n) in &starts {
-                    assert_eq!(r0, next, "{name}: blocks in order");
-                    if let Some(b) = rows {
-                        assert!(n <= b);
-                    }
-                    next += n;
-                }
-                assert_eq!(next, store.n_nodes());
+                let got = blocks(&full, &params, which, rows);
                 let what = format!("{name} {which:?} rows {rows:?} memory {memory}");
                 assert_close(&want.data, &got, &what);
+                for (part, chunk) in [(13, 45), (1, 500)] {
+                    let streaming =
+                        FullGraph::new(&store, &lowered)
+                            .unwrap()
+                            .with_options(InferOptions {
+                                part_rows: Some(part),
+                                chunk_rows: Some(chunk),
+                                ..opts.clone()
+                            });
+                    let plan = streaming.pass_plan(which).unwrap();
+                    let chunks = plan.chunks();
+                    streamed_ops += chunks.len();
+                    assert!(chunks
+                        .iter()
+                        .all(|&(_, c)| c == store.n_nodes().div_ceil(chunk)));
+                    let streamed = blocks(&streaming, &params, which, rows);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert!(
+                        bits(&got) == bits(&streamed),
+                        "{what}: X streamed in parts of {part} rows, chunks of {chunk}: not the unstreamed bits"
+                    );
+                }
             }
         }
         assert_eq!(
@@ -785,6 +815,11 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
             "scratch files unlinked"
         );
     }
+    // Every plan but the MLP (no neighbour op) streams at least one level.
+    assert!(
+        streamed_ops >= 9 * 3 * 2 * 2,
+        "{streamed_ops} streamed levels"
+    );
 }
 
 /// x − the mean of x's rows: every output row depends on every input row, so it is not

@@ -128,7 +128,7 @@ pub fn spmm_blocked(
     check_len("spmm", "out", a.n_rows() * f, out.len())?;
     let x = MatRef::row_major(x, a.n_cols, f)?;
     let out = MatMut::row_major(out, a.n_rows(), f)?;
-    run("spmm", a, x, out, width, Gather::Auto)
+    run("spmm", a, x, out, width, Gather::Auto, false)
 }
 
 /// out = A·X with the default partition, X and out strided views (either may be a column
@@ -160,10 +160,24 @@ pub fn spmm_view_with(
     gather: Gather,
 ) -> Result<(), KernelError> {
     a.validate("spmm_view")?;
-    run("spmm_view", a, x, out, width, gather)
+    run("spmm_view", a, x, out, width, gather, false)
 }
 
-/// The one code path: shapes checked against the validated CSR, then lanes of blocks.
+/// out = A·X continuing out's values instead of starting from zero: out\[i\]\[c\] =
+/// fma(v_k, x\[j_k\]\[c\], … fma(v_0, x\[j_0\]\[c\], out\[i\]\[c\])), one rounding per entry in CSR
+/// order. Calling it on a zeroed out with the entries of A whose columns fall in rows
+/// 0..p₁ of X, then again with those in p₁..p₂ (X's rows renumbered from 0), and so on,
+/// gives [`spmm_view`]'s result bit for bit when A's rows are sorted: how out-of-core
+/// inference streams X in parts of rows through a bounded buffer.
+pub fn spmm_accumulate(a: CsrRef<'_>, x: MatRef<'_>, out: MatMut<'_>) -> Result<(), KernelError> {
+    a.validate("spmm_accumulate")?;
+    let f = out.n_cols();
+    let w = block_width(a.n_cols.max(a.n_rows()), f, rayon::current_num_threads());
+    run("spmm_accumulate", a, x, out, w, Gather::Auto, true)
+}
+
+/// The one code path: shapes checked against the validated CSR, then lanes of blocks;
+/// `accumulate`: each row's fold starts from out's value instead of zero.
 fn run(
     kernel: &'static str,
     a: CsrRef<'_>,
@@ -171,6 +185,7 @@ fn run(
     mut out: MatMut<'_>,
     width: usize,
     gather: Gather,
+    accumulate: bool,
 ) -> Result<(), KernelError> {
     check_len(kernel, "rows of X (columns of A)", a.n_cols, x.n_rows())?;
     check_len(kernel, "rows of out (rows of A)", a.n_rows(), out.n_rows())?;
@@ -191,7 +206,7 @@ fn run(
         ptr: out.as_mut_ptr(),
         row_stride: out.row_stride(),
     };
-    let how = How::choose(gather, a, x);
+    let how = How::choose(gather, a, x, accumulate);
     let rows = Rows::of(a);
     (0..lanes).into_par_iter().for_each(|lane| {
         let out = &out;
@@ -262,10 +277,12 @@ struct How {
     packed: bool,
     /// Prefetch X panels ahead (in place from a layout whose gathers miss, see [`Gather`]).
     prefetch: bool,
+    /// Each row's accumulators start from out's values ([`spmm_accumulate`]).
+    accumulate: bool,
 }
 
 impl How {
-    fn choose(gather: Gather, a: CsrRef<'_>, x: MatRef<'_>) -> How {
+    fn choose(gather: Gather, a: CsrRef<'_>, x: MatRef<'_>, accumulate: bool) -> How {
         let isa = Isa::current();
         let stride_bytes = x.row_stride() * 4;
         let good_layout = x.n_rows() <= 1
@@ -284,6 +301,7 @@ impl How {
             isa,
             packed,
             prefetch: !packed && !good_layout,
+            accumulate,
         }
     }
 }
@@ -374,7 +392,7 @@ unsafe fn panel(
         Isa::Avx512 => unsafe { x86::panel_avx512(rows, src(16), dst, cols, how) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::panel_avx2(rows, src(8), dst, cols, how) },
-        _ => unsafe { panel_plain(rows, src(1), dst, cols) },
+        _ => unsafe { panel_plain(rows, src(1), dst, cols, how.accumulate) },
     }
 }
 
@@ -424,11 +442,19 @@ const PREFETCH: usize = 12;
 /// out[i][c] = fma(v_k, x[j_k][c], … fma(v_0, x[j_0][c], 0)), over row i's entries in
 /// CSR order, one rounding per entry. No vector unit (or a CPU without AVX2): one column
 /// at a time (`mul_add` is exact on every target, in hardware where it has FMA).
-unsafe fn panel_plain(rows: Rows<'_>, src: Strided, dst: Strided, cols: usize) {
+/// `accumulate`: the fold starts from out's value instead of 0.
+unsafe fn panel_plain(rows: Rows<'_>, src: Strided, dst: Strided, cols: usize, accumulate: bool) {
     let mut acc = [0f32; PANEL];
     let acc = &mut acc[..cols];
     for i in 0..rows.offsets.len() - 1 {
-        acc.fill(0.0);
+        if accumulate {
+            // SAFETY: row i of out has `cols` floats only we touch (caller's contract).
+            acc.copy_from_slice(unsafe {
+                std::slice::from_raw_parts(dst.ptr.add(i * dst.stride), cols)
+            });
+        } else {
+            acc.fill(0.0);
+        }
         for k in rows.offsets[i] as usize..rows.offsets[i + 1] as usize {
             let j = rows.indices[k] as usize;
             let v = rows.values[k * rows.value_step];
@@ -588,10 +614,10 @@ mod x86 {
             ($($c:literal)*) => {
                 match vectors {
                     $($c => match (partial, how.prefetch) {
-                        (false, false) => row_loop::<V, $c, false, false>(rows, src, dst, last),
-                        (true, false) => row_loop::<V, $c, true, false>(rows, src, dst, last),
-                        (false, true) => row_loop::<V, $c, false, true>(rows, src, dst, last),
-                        (true, true) => row_loop::<V, $c, true, true>(rows, src, dst, last),
+                        (false, false) => row_loop::<V, $c, false, false>(rows, src, dst, last, how.accumulate),
+                        (true, false) => row_loop::<V, $c, true, false>(rows, src, dst, last, how.accumulate),
+                        (false, true) => row_loop::<V, $c, false, true>(rows, src, dst, last, how.accumulate),
+                        (true, true) => row_loop::<V, $c, true, true>(rows, src, dst, last, how.accumulate),
                     },)*
                     _ => unreachable!("a panel is at most {PANEL} columns"),
                 }
@@ -608,13 +634,15 @@ mod x86 {
     }
 
     /// Every row of the panel: C vectors of accumulators for a whole row, one fused
-    /// multiply-add per vector and entry, in CSR order (the order of `panel_plain`).
+    /// multiply-add per vector and entry, in CSR order (the order of `panel_plain`);
+    /// `accumulate`: the accumulators start from out's row instead of zero.
     #[inline(always)]
     unsafe fn row_loop<V: Vector, const C: usize, const PARTIAL: bool, const PF: bool>(
         rows: Rows<'_>,
         src: Strided,
         dst: Strided,
         last: usize,
+        accumulate: bool,
     ) {
         // SAFETY: the caller's contract (see `super::panel`): offsets are validated and
         // monotone, indices name source rows, the last vector of a source row is read
@@ -624,6 +652,16 @@ mod x86 {
             let nnz = rows.indices.len();
             for i in 0..rows.offsets.len() - 1 {
                 let mut acc = [V::zero(); C];
+                if accumulate {
+                    let o = dst.ptr.add(i * dst.stride);
+                    for (ch, acc) in acc.iter_mut().enumerate() {
+                        *acc = if ch == C - 1 && last < V::LANES {
+                            V::load_masked(o.add(ch * V::LANES), m)
+                        } else {
+                            V::load(o.add(ch * V::LANES))
+                        };
+                    }
+                }
                 let lo = *rows.offsets.get_unchecked(i) as usize;
                 let hi = *rows.offsets.get_unchecked(i + 1) as usize;
                 for k in lo..hi {
@@ -674,6 +712,115 @@ mod tests {
         Isa::supported()
     }
 
+    /// X streamed in parts of rows (a sub-CSR per part, columns renumbered, each part's
+    /// product continuing the last's through `accumulate`) gives one product's bits on
+    /// every path this CPU has, packed or in place, however the parts cut the rows.
+    #[test]
+    fn streaming_x_in_parts_of_rows_equals_one_product_bit_for_bit() {
+        // Sorted rows (a store's), some empty, some with every entry in one part.
+        let mut seed = 5u64;
+        let (n, n_cols, f) = (37usize, 53usize, 83usize);
+        let mut offsets = vec![0u32];
+        let mut indices = vec![];
+        for i in 0..n {
+            let deg = if i % 7 == 0 {
+                0
+            } else {
+                next(&mut seed) as usize % 15
+            };
+            let mut row: Vec<u32> = (0..deg)
+                .map(|_| (next(&mut seed) % n_cols as u64) as u32)
+                .collect();
+            row.sort_unstable();
+            row.dedup();
+            indices.extend(row);
+            offsets.push(indices.len() as u32);
+        }
+        let vals: Vec<f32> = (0..indices.len())
+            .map(|_| (next(&mut seed) % 2000) as f32 / 997.0 - 1.0)
+            .collect();
+        let xs: Vec<f32> = (0..n_cols * f)
+            .map(|_| (next(&mut seed) % 4000) as f32 / 1999.0 - 1.0)
+            .collect();
+        let a = CsrRef {
+            offsets: &offsets,
+            indices: &indices,
+            values: Some(&vals),
+            n_cols,
+        };
+        let mut want = vec![0f32; n * f];
+        spmm_blocked(a, &xs, f, &mut want, f).unwrap();
+        // Through the public entry point (this CPU's widest path).
+        let mut got = vec![0f32; n * f];
+        let x = MatRef::row_major(&xs, n_cols, f).unwrap();
+        spmm_accumulate(a, x, MatMut::row_major(&mut got, n, f).unwrap()).unwrap();
+        assert_eq!(bits(&want), bits(&got), "one part through spmm_accumulate");
+        // Every path, X in parts of rows.
+        for isa in isas() {
+            for packed in [false, true] {
+                if packed && isa == Isa::Generic {
+                    continue;
+                }
+                let how = How {
+                    isa,
+                    packed,
+                    prefetch: !packed,
+                    accumulate: true,
+                };
+                for parts in [
+                    vec![0, n_cols],
+                    vec![0, 13, 30, n_cols],
+                    vec![0, 1, 2, 40, n_cols],
+                ] {
+                    let mut got = vec![0f32; n * f];
+                    for p in parts.windows(2) {
+                        let (p0, p1) = (p[0] as u32, p[1] as u32);
+                        let (mut so, mut si, mut sv) = (vec![0u32], vec![], vec![]);
+                        for i in 0..n {
+                            for k in offsets[i] as usize..offsets[i + 1] as usize {
+                                if (p0..p1).contains(&indices[k]) {
+                                    si.push(indices[k] - p0);
+                                    sv.push(vals[k]);
+                                }
+                            }
+                            so.push(si.len() as u32);
+                        }
+                        let sub = CsrRef {
+                            offsets: &so,
+                            indices: &si,
+                            values: Some(&sv),
+                            n_cols: (p1 - p0) as usize,
+                        };
+                        let xp = &xs[p0 as usize * f..p1 as usize * f];
+                        let x = MatRef::row_major(xp, (p1 - p0) as usize, f).unwrap();
+                        let out = Out {
+                            ptr: got.as_mut_ptr(),
+                            row_stride: f,
+                        };
+                        let mut pack = PackBuffer::take(packed);
+                        let mut c = 0;
+                        while c < f {
+                            let cols = (f - c).min(PANEL);
+                            // SAFETY: columns c..c + cols lie within X's and out's width,
+                            // the sub-CSR is well formed and names rows of its part.
+                            unsafe { panel(Rows::of(sub), x, c, cols, &out, how, &mut pack) };
+                            c += cols;
+                        }
+                        pack.give_back();
+                    }
+                    assert!(
+                        bits(&want) == bits(&got),
+                        "{how:?}, parts {parts:?}: differs from one product"
+                    );
+                }
+            }
+        }
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
     /// Every path this CPU can run (plain; AVX2 and AVX-512 where present; packed and in
     /// place; with and without prefetching) gives the plain loop's result bit for bit, at
     /// every panel width from 1 to 64 (partial vectors), an odd offset and stride (no
@@ -720,6 +867,7 @@ mod tests {
                                 isa,
                                 packed,
                                 prefetch,
+                                accumulate: false,
                             };
                             let mut got = vec![f32::NAN; n * stride];
                             let out = Out {
@@ -798,7 +946,7 @@ mod tests {
         };
         let vector = Isa::current() != Isa::Generic;
         let how = |g, a, x| {
-            let h = How::choose(g, a, x);
+            let h = How::choose(g, a, x, false);
             (h.packed, h.prefetch)
         };
         let slow = view(0, n_cols, 512);
@@ -816,8 +964,8 @@ mod tests {
         // Too large a panel: in place, even when asked (the view is never read, only its
         // layout).
         let one_row = MatRef::new(buf, 1, 512, 512).unwrap();
-        assert!(!How::choose(Gather::Auto, huge, one_row).packed);
-        assert!(!How::choose(Gather::Packed, huge, one_row).packed);
+        assert!(!How::choose(Gather::Auto, huge, one_row, false).packed);
+        assert!(!How::choose(Gather::Packed, huge, one_row, false).packed);
         // The caller decides.
         assert_eq!(how(Gather::InPlace, dense, slow), (false, true));
         assert_eq!(how(Gather::Packed, sparse, good), (vector, false));

@@ -43,7 +43,7 @@ class TrainResult:
     """What :func:`train` returns: ``val`` and ``test`` metrics (dicts of ``accuracy``,
     ``f1_micro``, ``f1_macro``; the best-validation parameters'), ``best_epoch``,
     ``epochs``, ``steps``, ``history`` (one dict per epoch: ``epoch``, ``step``,
-    ``train_loss``, ``val``, ``best``, ``time``...) and ``records`` (every log record, as
+    ``train_loss``, ``train_mean_loss``, ``val``, ``best``, ``time``...) and ``records`` (every log record, as
     ``--log`` writes them: docs/LOG.md)."""
 
     def __init__(self, d):

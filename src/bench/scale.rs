@@ -202,13 +202,7 @@ fn evict(dir: &Path) {
 
 /// Anonymous resident bytes of `pid` and its descendants (0 once gone).
 fn tree_anon(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let own = status
-        .lines()
-        .find_map(|l| l.strip_prefix("RssAnon:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024;
+    let own = crate::machine::anon_resident(pid);
     let children =
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
     own + children

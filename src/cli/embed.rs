@@ -50,6 +50,10 @@ pub(super) struct EmbedArgs {
     /// Memory for values kept between layers, in MiB, before they go to scratch files.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     memory: usize,
+    /// Memory in MiB that the pass streams a large layer input through, in parts of rows
+    /// (default: half of what the memory limit leaves beside the process).
+    #[arg(long, value_name = "MIB", value_parser = super::at_least_one)]
+    buffer: Option<usize>,
     /// Skip the check that the parameters fit the machine's memory.
     #[arg(long)]
     no_memory_check: bool,
@@ -122,6 +126,7 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         });
     let opts = InferOptions {
         memory_bytes: a.memory << 20,
+        buffer_bytes: a.buffer.map(|b| b.saturating_mul(1 << 20)),
         scratch_dir: scratch,
         memory_limit: if a.no_memory_check {
             MemoryLimit::Off

@@ -73,6 +73,10 @@ pub(super) struct TrainArgs {
     /// Memory for values kept between layers in evaluation, in MiB, before scratch files.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     memory: usize,
+    /// Memory in MiB that evaluation streams a large layer input through, in parts of rows
+    /// (default: half of what the memory limit leaves beside the process).
+    #[arg(long, value_name = "MIB", value_parser = super::at_least_one)]
+    buffer: Option<usize>,
     /// Skip the check that the parameters, the optimiser's state and one step fit the
     /// machine's memory (MemTotal, or the cgroup's memory limit): for a machine with swap.
     #[arg(long)]
@@ -347,6 +351,7 @@ fn options<'a>(
         })
         .infer(InferOptions {
             memory_bytes: a.memory << 20,
+            buffer_bytes: a.buffer.map(|b| b.saturating_mul(1 << 20)),
             scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
             ..InferOptions::default()
         });

@@ -50,7 +50,11 @@
 //!   On the whole graph (`forward` with the full graph as the subgraph, ids in order)
 //!   the blocks together must equal `forward`; summing in CSR order as `forward` does
 //!   makes them bit-identical. Default: no such capability, and the op is not a neighbour
-//!   op. [`crate::testing::check_blocked_equals_in_memory`] checks the blocks.
+//!   op. A neighbour op whose rows are folds over their entries one at a time (sums,
+//!   maxima) can also say so ([`NeighbourOp::fold`] → [`NeighbourFold`]): out-of-core
+//!   inference then streams a large X past a block's accumulators in parts of rows
+//!   instead of reading it at random. [`crate::testing::check_blocked_equals_in_memory`]
+//!   checks the blocks, and the folds over parts.
 //! * Chain roles (optional, for the matrix-chain pass). [`Op::chain`] says that a node is
 //!   an unordered product chain to order, or a binary product op(A)·op(B), or a row-major
 //!   transpose copy; the pass orders the chains and reuses the products and transposes it
@@ -401,6 +405,43 @@ pub trait NeighbourOp {
 
     /// The output's rows `block.r0..block.r0 + block.rows()`, with `ctx.training` false.
     fn forward_block(&self, block: &RowBlock<'_>, ctx: &Ctx<'_>) -> Result<Value, OpError>;
+
+    /// The same rows as a fold that X can be streamed into in parts of rows (see
+    /// [`NeighbourFold`]). Default: none, and out-of-core inference reads X in place by
+    /// the neighbours' ids.
+    fn fold(&self) -> Option<&dyn NeighbourFold> {
+        None
+    }
+}
+
+/// Capability of a neighbour op whose output row is a fold over the row's adjacency
+/// entries, one entry at a time in CSR order (a weighted sum, a maximum): out-of-core
+/// inference then reads X in parts of consecutive rows, each part once per block of
+/// output rows and sequentially, through a bounded buffer, instead of row by row at the
+/// neighbours' ids (random reads of a file larger than memory). Returned by
+/// [`NeighbourOp::fold`].
+///
+/// A block's accumulators are [`start`](Self::start)ed, every part of X is folded in
+/// ascending order ([`fold_part`](Self::fold_part)), then [`finish`](Self::finish)ed.
+/// The store's rows are sorted, so the parts' entries in turn are each row's entries in
+/// CSR order, and the result must be [`NeighbourOp::forward_block`]'s bit for bit.
+pub trait NeighbourFold {
+    /// The accumulators of a block of `rows` rows over X's `cols` columns.
+    fn start(&self, rows: usize, cols: usize) -> Tensor;
+
+    /// Folds into `acc` the block's entries whose neighbours are in one part of X: in
+    /// `part`, the adjacency's columns and `x`'s rows are numbered from the part's first
+    /// node, `part.x0`; every row continues from where the previous part left it.
+    fn fold_part(
+        &self,
+        part: &RowBlock<'_>,
+        acc: &mut Tensor,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), OpError>;
+
+    /// The block's output from its accumulators once every part is folded; `degree[i]`
+    /// is row i's number of entries over all parts.
+    fn finish(&self, acc: Tensor, degree: &[u32]) -> Result<Value, OpError>;
 }
 
 /// Capability: a dense per-node output computed a block of rows at a time from the same
@@ -490,12 +531,16 @@ impl<'a> NodeRows<'a> {
 pub struct RowBlock<'a> {
     /// The global id of the block's first row.
     pub r0: usize,
-    /// N, the graph's nodes (the adjacency's columns).
+    /// The adjacency's columns: N, the graph's nodes (in a [`NeighbourFold`]'s part, the
+    /// part's).
     pub n_nodes: usize,
+    /// The node id of `x`'s row 0 and of the adjacency's column 0: 0, except in a
+    /// [`NeighbourFold`]'s part, where it is the part's first node.
+    pub x0: usize,
     /// The adjacency input's rows r0..r0 + rows: CSR with global node ids as columns,
     /// values as the whole-graph adjacency has them.
     pub adjacency: &'a SparseMat,
-    /// The whole of the `x` input.
+    /// The whole of the `x` input (a [`NeighbourFold`]'s part: the part's rows).
     pub x: NodeRows<'a>,
     /// Every input by position: `None` at the adjacency's and x's, the value (static:
     /// computed once) elsewhere.

@@ -98,6 +98,11 @@ pub fn set_capacity(bytes: usize) {
     while f.bytes > f.capacity && f.evict_oldest() {}
 }
 
+/// The cap on kept bytes.
+pub fn capacity() -> usize {
+    lock().capacity
+}
+
 /// Bytes currently kept.
 pub fn kept_bytes() -> usize {
     lock().bytes

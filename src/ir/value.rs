@@ -116,6 +116,45 @@ impl SparseMat {
         }
         t
     }
+
+    /// The entries whose columns are in `p0..p1`, columns renumbered from `p0`: one part of
+    /// a [`NeighbourFold`](crate::ir::op::NeighbourFold)'s X. Rows must be sorted and the
+    /// parts taken in ascending order: `cursor[i]` (row i's first entry not yet taken, all
+    /// rows' starts at first) moves past the entries taken.
+    pub fn column_part(&self, cursor: &mut [u32], p0: u32, p1: u32) -> SparseMat {
+        let st = &self.structure;
+        let h = self.heads();
+        let mut offsets = Vec::with_capacity(cursor.len() + 1);
+        offsets.push(0u32);
+        let (mut indices, mut values) = (Vec::new(), Vec::new());
+        for (i, c) in cursor.iter_mut().enumerate() {
+            let (lo, hi) = (*c as usize, st.offsets[i + 1] as usize);
+            let take = st.indices[lo..hi].partition_point(|&j| j < p1);
+            indices.extend(
+                st.indices[lo..lo + take]
+                    .iter()
+                    .map(|&j| j.wrapping_sub(p0)),
+            );
+            values.extend_from_slice(&self.values.data[lo * h..(lo + take) * h]);
+            *c += take as u32;
+            offsets.push(indices.len() as u32);
+        }
+        SparseMat::csr(offsets, indices, values, h)
+    }
+
+    /// A CSR matrix without a transpose permutation (nothing multiplies it transposed):
+    /// `heads` values per entry.
+    pub fn csr(offsets: Vec<u32>, indices: Vec<u32>, values: Vec<f32>, heads: usize) -> SparseMat {
+        let nnz = indices.len();
+        SparseMat {
+            structure: Arc::new(Structure {
+                offsets,
+                indices,
+                transpose: Vec::new(),
+            }),
+            values: Arc::new(Tensor::from_vec(nnz, heads, values).expect("heads values per entry")),
+        }
+    }
 }
 
 /// Per-node training targets of a subgraph and their loss weights (GraphSAINT's 1/λ_v for

@@ -47,8 +47,8 @@ use crate::ir::{Bindings, Fact, Kind, NodeId, SparseMat, Tensor, Value};
 use super::builtin::Sddmm;
 use super::util::dense;
 use super::{
-    Arity, Axis, Cost, Ctx, GradBuilder, MatMut, Neighbour, NeighbourOp, NodeRows, Op, OpError,
-    Partitioned, RowBlock, Split, Stage,
+    Arity, Axis, Cost, Ctx, GradBuilder, MatMut, Neighbour, NeighbourFold, NeighbourOp, NodeRows,
+    Op, OpError, Partitioned, RowBlock, Split, Stage,
 };
 
 /// How the gradient of a [`NeighbourReduce`] reaches X.
@@ -153,11 +153,26 @@ fn fold_rows<R: NeighbourReduce>(
     for k in 0..y.n_rows() {
         let i = first + k;
         let out = y.row_mut(k);
-        if a.is_empty(i) {
-            out.fill(r.empty());
-            continue;
-        }
-        out.fill(r.identity());
+        out.fill(if a.is_empty(i) {
+            r.empty()
+        } else {
+            r.identity()
+        });
+    }
+    fold_entries(r, a, first, x, &mut y)
+}
+
+/// Folds rows `first..first + y.n_rows()`'s entries into `y`, continuing each row's fold.
+fn fold_entries<R: NeighbourReduce>(
+    r: &R,
+    a: &Rows<'_>,
+    first: usize,
+    x: NodeRows<'_>,
+    y: &mut MatMut<'_>,
+) -> Result<(), OpError> {
+    for k in 0..y.n_rows() {
+        let i = first + k;
+        let out = y.row_mut(k);
         for (j, w) in a.row(i) {
             if j >= x.n_rows() {
                 return Err(OpError::args(format!(
@@ -320,6 +335,37 @@ impl<R: NeighbourReduce> NeighbourOp for Reduce<R> {
         let a = Rows::of(block.adjacency, self.0.name())?;
         fold_rows(&self.0, &a, 0, block.x, view)?;
         Ok(Value::dense(y))
+    }
+
+    fn fold(&self) -> Option<&dyn NeighbourFold> {
+        Some(self)
+    }
+}
+
+/// The fold of the module header, part after part: rows start at the identity, and a row
+/// with no entry in any part ends as `empty`.
+impl<R: NeighbourReduce> NeighbourFold for Reduce<R> {
+    fn start(&self, rows: usize, cols: usize) -> Tensor {
+        Tensor::from_vec(rows, cols, vec![self.0.identity(); rows * cols]).expect("rows × cols")
+    }
+
+    fn fold_part(&self, part: &RowBlock<'_>, acc: &mut Tensor, _: &Ctx<'_>) -> Result<(), OpError> {
+        let a = Rows::of(part.adjacency, self.0.name())?;
+        let cols = acc.cols;
+        let mut y = MatMut::row_major(&mut acc.data, part.rows(), cols)?;
+        fold_entries(&self.0, &a, 0, part.x, &mut y)
+    }
+
+    fn finish(&self, mut acc: Tensor, degree: &[u32]) -> Result<Value, OpError> {
+        let cols = acc.cols;
+        if cols > 0 {
+            for (row, &d) in acc.data.chunks_exact_mut(cols).zip(degree) {
+                if d == 0 {
+                    row.fill(self.0.empty());
+                }
+            }
+        }
+        Ok(Value::dense(acc))
     }
 }
 

@@ -142,6 +142,14 @@ impl StoreError {
         ))
     }
 
+    /// Node u's neighbour list is not strictly increasing at neighbour v (a corrupt store
+    /// read before `check` ran).
+    pub fn row_not_sorted(u: u32, v: u32) -> Self {
+        StoreError::argument(format!(
+            "neighbours of node {u} not in increasing order at {v} (corrupt store? run `saintflow check`)"
+        ))
+    }
+
     /// A caller's argument out of range.
     pub fn argument(what: impl Into<String>) -> Self {
         StoreError::Argument { what: what.into() }

@@ -8,6 +8,7 @@
 use super::trainer::DEFAULT_EPOCHS;
 use super::{Result, TrainError};
 use crate::ir::{Bindings, Graph, NodeId};
+use crate::op::builtin::LossKind;
 use crate::op::{Registry, StoreSource};
 use crate::plan::{LowerEnv, Lowered, Plan, SampleGraph, SamplerConfig, SamplerPlan};
 use crate::planner::{plan, PlanOptions, PlanReport};
@@ -81,6 +82,9 @@ pub(super) struct PhaseRun<'g> {
     pub(super) source: StoreSource<'g>,
     pub(super) graph: Graph,
     pub(super) loss: NodeId,
+    /// The logits and targets a built-in loss reads (for the plain mean loss beside the
+    /// normalised one).
+    pub(super) loss_inputs: Option<(NodeId, NodeId)>,
     pub(super) grads: Vec<(String, NodeId)>,
     pub(super) wanted: Vec<NodeId>,
     pub(super) steps_per_epoch: u64,
@@ -145,12 +149,22 @@ pub(super) fn setup_phase<'g>(
     }
     let mut wanted = vec![loss];
     wanted.extend(grads.iter().map(|g| g.1));
+    let node = graph.node(loss);
+    let builtin = [LossKind::SoftmaxCe, LossKind::SigmoidBce].map(LossKind::plan_name);
+    let loss_inputs = (builtin.contains(&node.op.name()) && node.inputs.len() == 2)
+        .then(|| (node.inputs[0], node.inputs[1]));
+    for &id in loss_inputs.iter().flat_map(|(z, t)| [z, t]) {
+        if !wanted.contains(&id) {
+            wanted.push(id);
+        }
+    }
     let source = StoreSource::new(store, sampler, seed, clip, norm, Role::Train)
         .will_need_features(io_hints);
     Ok(PhaseRun {
         source,
         graph,
         loss,
+        loss_inputs,
         grads,
         wanted,
         steps_per_epoch,

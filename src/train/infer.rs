@@ -26,7 +26,7 @@ use crate::planner::{plan, PlanOptions};
 use crate::sample::FullSampler;
 use crate::store::{GraphStore, Role};
 
-use super::blocked::{run_blocked, BlockedPlan, InferOptions};
+use super::blocked::{run_blocked, BlockedPlan, InferOptions, PassPlan};
 use super::metrics::{Counts, Metrics};
 use super::TrainError;
 
@@ -97,6 +97,18 @@ impl<'g> FullGraph<'g> {
         match which {
             Output::Logits => &self.logits,
             Output::Embedding => &self.embedding,
+        }
+    }
+
+    /// The plan of `which`'s row-blocked pass with this graph's options (see
+    /// [`PassPlan`]): an error when the pass cannot work, or when `which` is evaluated in
+    /// memory.
+    pub fn pass_plan(&self, which: Output) -> Result<PassPlan> {
+        match &self.output(which).1 {
+            Ok(bp) => PassPlan::new(self.store, &self.graph, bp, &self.opts),
+            Err(why) => Err(TrainError::Infer(format!(
+                "evaluated in memory, not row-blocked: {why}"
+            ))),
         }
     }
 

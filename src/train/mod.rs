@@ -23,7 +23,7 @@ pub mod trainer;
 use std::path::{Path, PathBuf};
 
 pub use crate::machine::MemoryLimit;
-pub use blocked::{BlockedPlan, InferOptions};
+pub use blocked::{BlockedPlan, InferOptions, PassPlan};
 pub use checkpoint::Checkpoint;
 pub use compile::{lower_and_plan, lower_env, lower_for, plan_hash, schedule};
 pub use hops::{plan_hops, receptive_field};

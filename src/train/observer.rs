@@ -25,6 +25,14 @@ pub(super) struct Observer {
     total: usize,
 }
 
+/// An epoch's training loss: the mean of its steps' GraphSAINT-normalised losses, and of
+/// their plain means over the subgraphs' training nodes (None without a built-in loss).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct EpochLoss {
+    pub(super) normalised: f64,
+    pub(super) mean: Option<f64>,
+}
+
 /// A validation pass after an epoch: its metrics, whether they were the best so far, and
 /// its milliseconds.
 pub(super) struct Validation {
@@ -97,7 +105,7 @@ impl Observer {
         Ok(())
     }
 
-    /// Epoch `epoch` ended, `steps` steps into the run, with mean loss `train_loss`, and
+    /// Epoch `epoch` ended, `steps` steps into the run, with training loss `loss`, and
     /// its validation if it had one: the record (of its last step), flushed, and the
     /// epoch's line (above the bar on a terminal, so the history stays; on stderr off one).
     /// Returns the log's position.
@@ -105,7 +113,7 @@ impl Observer {
         &mut self,
         epoch: usize,
         steps: u64,
-        train_loss: f64,
+        loss: EpochLoss,
         val: Option<Validation>,
     ) -> Result<u64> {
         let time = self.now();
@@ -113,15 +121,19 @@ impl Observer {
             epoch,
             step: steps - 1,
             time,
-            train_loss,
+            train_loss: loss.normalised,
+            train_mean_loss: loss.mean,
             val: val.as_ref().map(|v| v.val),
             best: val.as_ref().is_some_and(|v| v.best),
             eval_ms: val.as_ref().map(|v| v.ms),
         })?;
         let pos = self.log.sync()?;
         self.ticker.println(format_args!(
-            "epoch {epoch}/{}  step {steps}  loss {train_loss:.4} (GraphSAINT-normalised){}  time {time:.1}s",
+            "epoch {epoch}/{}  step {steps}  loss {:.4} (GraphSAINT-normalised{}){}  time {time:.1}s",
             self.total,
+            loss.normalised,
+            loss.mean
+                .map_or(String::new(), |m| format!("; mean per training node {m:.4}")),
             val.map_or(String::new(), |v| format!(
                 "  val accuracy {:.4} F1-micro {:.4}",
                 v.val.accuracy, v.val.f1_micro

@@ -25,7 +25,7 @@ use std::time::Instant;
 use super::compile::{advise_training, lower_for, plan_hash, schedule, setup_phase, PhaseRun};
 use super::Result;
 use crate::exec::{Executor, StepRunner};
-use crate::ir::Params;
+use crate::ir::{Params, Value};
 use crate::op::{GraphSource, Registry};
 use crate::plan::{Lowered, Plan, SamplerPlan};
 use crate::progress::Progress;
@@ -35,7 +35,7 @@ use super::blocked::InferOptions;
 use super::infer::FullGraph;
 use super::log::{Record, RunDist, StepMs};
 use super::metrics::{Counts, Metrics};
-use super::observer::{Observer, Validation};
+use super::observer::{EpochLoss, Observer, Validation};
 use super::state::{guard_outputs, params_hash, Best, Identity, TrainState};
 use super::TrainError;
 use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
@@ -629,32 +629,39 @@ impl Step<'_, '_> {
         state: &mut TrainState,
         sync: &mut dyn StepSync,
         obs: &mut Observer,
-    ) -> Result<f64> {
+    ) -> Result<EpochLoss> {
         let steps = state.step..state.step + n_steps;
-        let mut loss_sum = 0.0;
+        let (mut loss_sum, mut mean_sum) = (0.0, Some(0.0));
         let mut result: Result<()> = Ok(());
         self.runner
             .with_prefetch(&self.ph.source, steps, &mut |source| {
                 result = (0..n_steps).try_for_each(|_| {
-                    loss_sum += self.one(source, state, sync, obs)?;
+                    let (loss, mean) = self.one(source, state, sync, obs)?;
+                    loss_sum += loss;
+                    mean_sum = mean_sum.zip(mean).map(|(s, m)| s + m);
                     Ok(())
                 });
             });
         result?;
-        Ok(loss_sum / n_steps as f64)
+        let n = n_steps as f64;
+        Ok(EpochLoss {
+            normalised: loss_sum / n,
+            mean: mean_sum.map(|s| s / n),
+        })
     }
 
     /// One step, the body of JPDC's Algorithm 2: forward and backward on the step's
     /// subgraph (from `source`), the gradients combined with the other parts' in a job
     /// (GAD's Eq. 15; nothing alone), the update, the step's record. Returns the step's
-    /// loss (the job's combined loss in a job).
+    /// loss (the job's combined loss in a job) and its plain mean over the subgraph's
+    /// training nodes (this part's, in a job).
     fn one(
         &self,
         source: &dyn GraphSource,
         state: &mut TrainState,
         sync: &mut dyn StepSync,
         obs: &mut Observer,
-    ) -> Result<f64> {
+    ) -> Result<(f64, Option<f64>)> {
         let (opts, ph) = (self.opts, self.ph);
         let (epoch, step) = (state.epoch, state.step);
         if opts.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
@@ -679,6 +686,7 @@ impl Step<'_, '_> {
                 "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
             )));
         }
+        let mean_loss = self.mean_loss(&vals, source, &state.params, step);
         let t_opt = Instant::now();
         let mut grads = Vec::with_capacity(ph.grads.len());
         for (name, gid) in &ph.grads {
@@ -718,9 +726,49 @@ impl Step<'_, '_> {
                 allreduce: comm.map(|c| ms(c.0)),
             },
             allreduce_bytes: comm.map(|c| c.1),
+            mean_loss,
         })?;
         state.step += 1;
-        Ok(loss)
+        Ok((loss, mean_loss))
+    }
+
+    /// The step's loss with every training node of the subgraph weighted alike (the plain
+    /// mean cross-entropy, where the step's loss weights node v by 1/λ_v): the loss op run
+    /// again on its logits and targets with uniform weights. None for a plan whose loss
+    /// is not a built-in one, or a subgraph without training nodes.
+    fn mean_loss(
+        &self,
+        vals: &crate::exec::StepValues,
+        source: &dyn GraphSource,
+        params: &crate::ir::Params,
+        step: u64,
+    ) -> Option<f64> {
+        let (z, t) = self.ph.loss_inputs?;
+        let (logits, targets) = (vals.get(z)?, vals.get(t)?.as_targets()?);
+        let count = targets.weights.iter().filter(|&&w| w > 0.0).count();
+        if count == 0 {
+            return None;
+        }
+        let w = 1.0 / count as f32;
+        let uniform = Value::Targets(Arc::new(crate::ir::Targets {
+            weights: targets
+                .weights
+                .iter()
+                .map(|&x| if x > 0.0 { w } else { 0.0 })
+                .collect(),
+            ..targets.clone()
+        }));
+        let ctx = crate::op::Ctx {
+            source: Some(source),
+            params,
+            step,
+            seed: self.opts.seed,
+            training: true,
+            node: self.ph.loss,
+            bindings: vals.bindings,
+        };
+        let op = &self.ph.graph.node(self.ph.loss).op;
+        op.forward(&[logits, &uniform], &ctx).ok()?.as_scalar()
     }
 }
 

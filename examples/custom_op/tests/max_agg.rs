@@ -293,8 +293,8 @@ fn a_plan_with_the_user_neighbour_op_trains() {
 }
 
 /// Logits and embedding computed row-blocked and layer by layer — odd block sizes, kept
-/// values in memory or in scratch files — equal the in-memory pass bit for bit: the user
-/// op reads X in place by global id and takes maxima, which do not round.
+/// values in memory or in scratch files, X read in place or streamed in parts of rows —
+/// equal the in-memory pass bit for bit: the user op takes maxima, which do not round.
 #[test]
 fn blocked_inference_with_the_user_neighbour_op_equals_the_in_memory_pass_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
@@ -303,11 +303,14 @@ fn blocked_inference_with_the_user_neighbour_op_equals_the_in_memory_pass_bit_fo
     std::fs::create_dir(&scratch).unwrap();
     let lowered = lowered(&store);
     let params = Params::init(&lowered.params, 3);
-    for (rows, memory) in [
-        (Some(37), usize::MAX),
-        (Some(100), 0),
-        (Some(1), 0),
-        (None, 0),
+    // The last two stream X in parts of 7 and 1 rows (the fold `neighbour_reduce` gives).
+    for (rows, memory, parts) in [
+        (Some(37), usize::MAX, None),
+        (Some(100), 0, None),
+        (Some(1), 0, None),
+        (None, 0, None),
+        (Some(37), 0, Some(7)),
+        (None, usize::MAX, Some(1)),
     ] {
         let full = FullGraph::new(&store, &lowered)
             .unwrap()
@@ -315,6 +318,8 @@ fn blocked_inference_with_the_user_neighbour_op_equals_the_in_memory_pass_bit_fo
                 block_rows: rows,
                 memory_bytes: memory,
                 scratch_dir: scratch.clone(),
+                part_rows: parts,
+                chunk_rows: parts.map(|p| 50 * p),
                 ..InferOptions::default()
             });
         for which in [Output::Logits, Output::Embedding] {
@@ -336,7 +341,7 @@ fn blocked_inference_with_the_user_neighbour_op_equals_the_in_memory_pass_bit_fo
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert!(
                 bits(&want.data) == bits(&got),
-                "{which:?} rows {rows:?} memory {memory}: blocked differs from in-memory"
+                "{which:?} rows {rows:?} memory {memory} parts {parts:?}: blocked differs from in-memory"
             );
         }
     }

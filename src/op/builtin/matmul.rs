@@ -11,7 +11,7 @@
 use saintflow_ops::gemm::{
     gemm_nn, gemm_nt, gemm_packed, gemm_tn, gemm_view, plan, Isa, PackedB, Trans,
 };
-use saintflow_ops::spmm::{block_width, spmm_blocked, spmm_view_blocked, CsrRef};
+use saintflow_ops::spmm::{block_width, spmm_accumulate, spmm_blocked, spmm_view_blocked, CsrRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use crate::op::{
     Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, Op, OpError,
     RowBlock, Split, Stage,
 };
-use crate::op::{FeaturePartitioned, NeighbourOp, Partitioned, RowLocal};
+use crate::op::{FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, RowLocal};
 
 /// The kernel's transpose flag of an operand used transposed or not.
 fn trans(t: bool) -> Trans {
@@ -801,6 +801,43 @@ impl NeighbourOp for Spmm {
             spmm_view_blocked(a, x.cols(cols)?, o, block_width(0, fh, threads))?;
         }
         Ok(Value::dense(out))
+    }
+
+    fn fold(&self) -> Option<&dyn NeighbourFold> {
+        Some(self)
+    }
+}
+
+/// A single-head S·X is a sum over each row's entries in CSR order, one fused
+/// multiply-add per entry: the kernel's accumulate mode continues it part after part.
+impl NeighbourFold for Spmm {
+    fn start(&self, rows: usize, cols: usize) -> Tensor {
+        Tensor::zeros(rows, cols)
+    }
+
+    fn fold_part(&self, part: &RowBlock<'_>, acc: &mut Tensor, _: &Ctx<'_>) -> Result<(), OpError> {
+        let s = part.adjacency;
+        if s.heads() != 1 {
+            return Err(OpError::args(format!(
+                "spmm: streaming X in parts takes one value per entry, not {}",
+                s.heads()
+            )));
+        }
+        let f = part.x.cols();
+        let a = CsrRef {
+            offsets: &s.structure.offsets,
+            indices: &s.structure.indices,
+            values: Some(&s.values.data),
+            n_cols: part.x.n_rows(),
+        };
+        let x = MatRef::row_major(part.x.data(), part.x.n_rows(), f)?;
+        let (rows, cols) = (acc.rows, acc.cols);
+        spmm_accumulate(a, x, MatMut::row_major(&mut acc.data, rows, cols)?)?;
+        Ok(())
+    }
+
+    fn finish(&self, acc: Tensor, _: &[u32]) -> Result<Value, OpError> {
+        Ok(Value::dense(acc))
     }
 }
 
