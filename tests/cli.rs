@@ -508,11 +508,7 @@ fn an_out_of_core_evaluation_prints_its_plan_once_and_gives_the_same_metrics() {
             "sampler.roots=100",
         ];
         args.extend_from_slice(extra);
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
-            .args(&args)
-            .current_dir(tmp.path())
-            .output()
-            .unwrap();
+        let o = saintflow(&args, tmp.path());
         let (out, err) = text(&o);
         assert!(o.status.success(), "{err}");
         (out, err)

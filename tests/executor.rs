@@ -23,16 +23,7 @@ use saintflow::sample::{FrontierParams, FrontierSampler};
 use saintflow::store::{GraphStore, Role};
 
 fn shipped() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        // The `[embedding]` family is no GNN: tests/embedding.rs covers it.
-        .filter(|p| !saintflow::plan::embedding::is_embedding_plan(p))
-        .collect();
-    v.sort();
-    v
+    common::gnn_plan_files()
 }
 
 /// The interpreter on a one-thread rayon pool: the reference every executor run must equal.

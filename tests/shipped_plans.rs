@@ -5,6 +5,8 @@
 //! Re-bless the golden files after an intended change with
 //! `SAINTFLOW_BLESS=1 cargo test --test shipped_plans`, and review the diff.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use saintflow::exec::{check_gradients, run, GradCheck};
@@ -14,16 +16,7 @@ use saintflow::plan::{LowerEnv, Plan};
 use saintflow::planner::{explain_text, plan, PlanOptions};
 
 fn shipped() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        // The `[embedding]` family is no GNN: tests/embedding.rs covers it.
-        .filter(|p| !saintflow::plan::embedding::is_embedding_plan(p))
-        .collect();
-    v.sort();
-    v
+    common::gnn_plan_files()
 }
 
 #[test]

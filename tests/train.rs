@@ -100,15 +100,7 @@ fn every_shipped_plan_beats_the_features_only_mlp_on_a_planted_graph() {
     let mlp = test_acc("mlp");
     // Four classes: chance is 0.25; the MLP sees only weak feature signal.
     assert!(mlp < 0.4, "the MLP should be near chance, got {mlp}");
-    let plans: BTreeSet<String> = std::fs::read_dir(plan_file("gcn").parent().unwrap())
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.unwrap().path();
-            // The `[embedding]` family is no GNN: tests/embedding.rs covers it.
-            (p.extension()? == "toml" && !saintflow::plan::embedding::is_embedding_plan(&p))
-                .then(|| p.file_stem().unwrap().to_string_lossy().into())
-        })
-        .collect();
+    let plans = common::gnn_plans();
     assert!(plans.len() >= 6, "{plans:?}");
     for name in plans.iter().filter(|p| *p != "mlp") {
         let acc = test_acc(name);
@@ -754,18 +746,8 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
             got
         };
     let mut streamed_ops = 0;
-    for name in [
-        "gcn",
-        "graphsage",
-        "mixhop",
-        "gat",
-        "gin",
-        "mlp",
-        "sgc",
-        "appnp",
-        "jknet",
-        "gcnii",
-    ] {
+    for name in common::gnn_plans() {
+        let name = name.as_str();
         let (set, _) = shipped(name);
         let lowered = lower_for(&load(name, &set), &store, &Registry::with_builtins()).unwrap();
         let params = saintflow::ir::Params::init(&lowered.params, 3);

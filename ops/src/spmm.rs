@@ -712,6 +712,37 @@ mod tests {
         Isa::supported()
     }
 
+    /// A random n × n_cols CSR (offsets, indices): every `empty_every`-th row empty, the
+    /// others with fewer than `max_deg` draws, each row sorted and deduplicated when
+    /// `sorted` (a store's rows), else in draw order with repeats.
+    fn random_csr(
+        seed: &mut u64,
+        n: usize,
+        n_cols: usize,
+        empty_every: usize,
+        max_deg: usize,
+        sorted: bool,
+    ) -> (Vec<u32>, Vec<u32>) {
+        let (mut offsets, mut indices) = (vec![0u32], vec![]);
+        for i in 0..n {
+            let deg = if i % empty_every == 0 {
+                0
+            } else {
+                next(seed) as usize % max_deg
+            };
+            let mut row: Vec<u32> = (0..deg)
+                .map(|_| (next(seed) % n_cols as u64) as u32)
+                .collect();
+            if sorted {
+                row.sort_unstable();
+                row.dedup();
+            }
+            indices.extend(row);
+            offsets.push(indices.len() as u32);
+        }
+        (offsets, indices)
+    }
+
     /// X streamed in parts of rows (a sub-CSR per part, columns renumbered, each part's
     /// product continuing the last's through `accumulate`) gives one product's bits on
     /// every path this CPU has, packed or in place, however the parts cut the rows.
@@ -720,22 +751,7 @@ mod tests {
         // Sorted rows (a store's), some empty, some with every entry in one part.
         let mut seed = 5u64;
         let (n, n_cols, f) = (37usize, 53usize, 83usize);
-        let mut offsets = vec![0u32];
-        let mut indices = vec![];
-        for i in 0..n {
-            let deg = if i % 7 == 0 {
-                0
-            } else {
-                next(&mut seed) as usize % 15
-            };
-            let mut row: Vec<u32> = (0..deg)
-                .map(|_| (next(&mut seed) % n_cols as u64) as u32)
-                .collect();
-            row.sort_unstable();
-            row.dedup();
-            indices.extend(row);
-            offsets.push(indices.len() as u32);
-        }
+        let (offsets, indices) = random_csr(&mut seed, n, n_cols, 7, 15, true);
         let vals: Vec<f32> = (0..indices.len())
             .map(|_| (next(&mut seed) % 2000) as f32 / 997.0 - 1.0)
             .collect();
@@ -829,17 +845,7 @@ mod tests {
     fn every_path_equals_the_plain_order_bit_for_bit() {
         let mut seed = 11u64;
         let (n, n_cols, stride, c) = (29usize, 41usize, 71usize, 3usize);
-        let mut offsets = vec![0u32];
-        let mut indices = vec![];
-        for i in 0..n {
-            let deg = if i % 5 == 0 {
-                0
-            } else {
-                next(&mut seed) as usize % 12
-            };
-            indices.extend((0..deg).map(|_| (next(&mut seed) % n_cols as u64) as u32));
-            offsets.push(indices.len() as u32);
-        }
+        let (offsets, indices) = random_csr(&mut seed, n, n_cols, 5, 12, false);
         let nnz = indices.len();
         let vals: Vec<f32> = (0..nnz)
             .map(|_| (next(&mut seed) % 2000) as f32 / 997.0 - 1.0)

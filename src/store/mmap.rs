@@ -563,6 +563,18 @@ impl GraphStore {
         calls
     }
 
+    /// Asks the kernel to start reading feature rows `rows` (MADV_WILLNEED) and returns
+    /// at once: a pass that streams the features in parts asks for the next part while it
+    /// folds one. Whether the advice was taken (a hint: refused, it changes speed only).
+    pub fn will_need_feature_rows(&self, rows: std::ops::Range<usize>) -> bool {
+        let Backing::Map(map) = &self.sections[SectionId::Features.index()] else {
+            return false;
+        };
+        let row = self.n_features() * 4;
+        let (at, end) = (rows.start * row, (rows.end * row).min(map.len()));
+        end > at && map.advise_range(Advice::WillNeed, at, end - at).is_ok()
+    }
+
     /// Ascending ids of the nodes with role `role`.
     pub fn nodes_with_role(&self, role: Role) -> Vec<u32> {
         self.roles_raw()

@@ -329,6 +329,18 @@ impl Kept {
         Ok(Kept::File { file: f, map })
     }
 
+    /// Asks the kernel to start reading elements `at..at + len` (a file's; MADV_WILLNEED),
+    /// a part of X read next.
+    fn will_need(&self, at: usize, len: usize) {
+        if let Kept::File { map, .. } = self {
+            let (at, end) = (at * 4, ((at + len) * 4).min(map.len()));
+            if end > at {
+                // A hint: refused, it changes speed only.
+                let _ = map.advise_range(memmap2::Advice::WillNeed, at, end - at);
+            }
+        }
+    }
+
     fn data(&self) -> &[f32] {
         match self {
             Kept::Mem(v) => v,
@@ -758,22 +770,6 @@ fn default_buffer(opts: &InferOptions) -> u64 {
     (limit.saturating_sub(used) / 2).max(64 << 20)
 }
 
-/// Asks the kernel to start reading the pages of `data` (a part of a mapped X, read next).
-fn will_need(data: &[f32]) {
-    const PAGE: usize = 4096;
-    let start = data.as_ptr() as usize;
-    let aligned = start & !(PAGE - 1);
-    let len = start - aligned + std::mem::size_of_val(data);
-    if len > 0 {
-        // SAFETY: madvise with MADV_WILLNEED only schedules reads of the pages of an
-        // existing mapping (the pages holding `data`, a live borrow); it changes no
-        // memory and an unmapped page is an ignored error.
-        unsafe {
-            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_WILLNEED);
-        }
-    }
-}
-
 /// The announced plans of this process: each different plan is printed once, not at
 /// every evaluation of a run.
 static ANNOUNCED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
@@ -916,9 +912,13 @@ impl<'a> Pass<'a> {
                 // A kept X or the features: read in place, the next part asked for now; a
                 // floating X: computed from the features' part.
                 let computed_part;
+                match kept.get(&src.x) {
+                    Some(k) => k.will_need(p1 * cols, (p2 - p1) * cols),
+                    None => {
+                        self.store.will_need_feature_rows(p1..p2);
+                    }
+                }
                 let part = if computed {
-                    let f = self.store.n_features();
-                    will_need(&self.features[p1 * f..p2 * f]);
                     let own: Vec<u32> = (p0 as u32..p1 as u32).collect();
                     computed_part = self.local(src.x, &own, &mut HashMap::new())?;
                     let t = computed_part.as_dense().ok_or_else(|| {
@@ -926,7 +926,6 @@ impl<'a> Pass<'a> {
                     })?;
                     &t.data[..]
                 } else {
-                    will_need(&data[p1 * cols..p2 * cols]);
                     &data[p0 * cols..p1 * cols]
                 };
                 for f in &mut folds {

@@ -9,6 +9,28 @@ use npyz::WriterBuilder;
 use saintflow::progress::Progress;
 use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted};
 
+/// The shipped GNN plans' files, sorted: `plans/*.toml` but the `[embedding]` family
+/// (no GNN: tests/embedding.rs covers it).
+pub fn gnn_plan_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| !saintflow::plan::embedding::is_embedding_plan(p))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The shipped GNN plans' names (file stems), sorted.
+pub fn gnn_plans() -> Vec<String> {
+    gnn_plan_files()
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
 /// A small planted Kronecker store at `dir/name`.
 pub fn small_store(dir: &Path, name: &str, scale: u32, seed: u64) -> PathBuf {
     let out = dir.join(name);
