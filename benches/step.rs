@@ -19,7 +19,7 @@ use saintflow::exec::{Executor, Interpreter, Prefetch, StageTimes, StepRunner};
 use saintflow::ir::{recycle, Bindings, Graph, NodeId, Params, Tensor};
 use saintflow::op::{GraphSource, Registry, StoreSource, WithSampler};
 use saintflow::plan::{LowerEnv, Plan};
-use saintflow::planner::{plan, PlanOptions};
+use saintflow::planner::{plan, PlanOptions, Precision};
 use saintflow::progress::Progress;
 use saintflow::sample::{FrontierParams, FrontierSampler, Subgraph};
 use saintflow::store::gen::{generate_kronecker, KroneckerSpec};
@@ -65,6 +65,18 @@ struct Model {
 
 impl Model {
     fn new(src: &dyn GraphSource, layers: usize, threads: usize, b: Bindings) -> Model {
+        Model::with_precision(src, layers, threads, b, Precision::F32)
+    }
+
+    /// [`Model::new`] with the dense products at `precision` (the plan's
+    /// `[compute] precision`).
+    fn with_precision(
+        src: &dyn GraphSource,
+        layers: usize,
+        threads: usize,
+        b: Bindings,
+        precision: Precision,
+    ) -> Model {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
         let path = if path.exists() {
             path
@@ -94,6 +106,7 @@ impl Model {
                 bindings: b,
                 threads,
                 cache_bytes: saintflow_ops::cache::l2_bytes(),
+                precision,
             },
         )
         .unwrap();
@@ -162,28 +175,54 @@ impl Model {
 
 /// The executor's per-worker timeline (`STEP_BENCH_TIMELINE=1`): 7 pre-sampled steps on a
 /// recording executor, the summary of the median-length one (busy time per worker, time by
-/// how many workers were busy, the ops that ran alone).
+/// how many workers were busy, the ops that ran alone), then its nodes by CPU time (spans
+/// summed over parts and workers) with each product's GFLOP/s.
 fn timeline(model: &Model, src: &dyn GraphSource, threads: usize) {
     let ex = Executor::new(threads).with_timeline(true);
-    let mut runs: Vec<saintflow::exec::Timeline> = (0..7)
+    let mut runs: Vec<(saintflow::exec::Timeline, Bindings)> = (0..7)
         .map(|step| {
-            ex.run_step(
-                &model.graph,
-                &model.wanted,
-                Some(src),
-                &model.params,
-                step,
-                1,
-                true,
-            )
-            .unwrap()
-            .timeline
-            .expect("recorded")
+            let out = ex
+                .run_step(
+                    &model.graph,
+                    &model.wanted,
+                    Some(src),
+                    &model.params,
+                    step,
+                    1,
+                    true,
+                )
+                .unwrap();
+            (out.timeline.expect("recorded"), out.bindings)
         })
         .collect();
-    runs.sort_by_key(|t| t.length());
+    runs.sort_by_key(|t| t.0.length());
+    let (t, b) = &runs[3];
     eprintln!("timeline, executor, pre-sampled, {threads}t (the median of 7 steps):");
-    eprint!("{}", runs[3].summary(12));
+    eprint!("{}", t.summary(12));
+    let mut by_node: std::collections::BTreeMap<NodeId, Duration> = Default::default();
+    for s in &t.spans {
+        *by_node.entry(s.node).or_default() += s.end.saturating_sub(s.start);
+    }
+    let mut rows: Vec<(NodeId, Duration)> = by_node.into_iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+    eprintln!("  by node, CPU time (n = {}):", b.nodes);
+    for (id, d) in rows.into_iter().take(40) {
+        let node = model.graph.node(id);
+        let flops = saintflow::planner::node_cost(&model.graph, id, b).flops;
+        let rate = if node.op.name() == "gemm" {
+            format!("  {:6.1} GF/s", flops / d.as_secs_f64() / 1e9)
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "    %{:<4} {:8.2} ms  {}[{}] {:?}{rate}",
+            id.index(),
+            ms(d),
+            node.op.name(),
+            node.op.attrs(),
+            model.graph.fact(id)
+        );
+    }
 }
 
 /// Time per op name over one step, by the interpreter's order, on the current rayon pool
@@ -236,6 +275,44 @@ fn per_op(model: &Model, src: &dyn GraphSource) {
     for (name, (d, k)) in rows {
         eprintln!("  {:>8.1} ms  {k:3}×  {name}", ms(d));
     }
+}
+
+/// The executor's pre-sampled step in f32 and in bf16 (issue 33, item 4), interleaved:
+/// 7 rounds of 3 steps each, the median round per 1000 nodes, and the ratio.
+fn f32_against_bf16(
+    f32_model: &mut Model,
+    bf16_model: &mut Model,
+    ex: &Executor,
+    pre: &dyn GraphSource,
+    threads: usize,
+) {
+    let (rounds, steps) = (7, 3);
+    let mut per = [Vec::new(), Vec::new()];
+    let mut nodes = 0usize;
+    for round in 0..=rounds {
+        for (i, m) in [&mut *f32_model, &mut *bf16_model].into_iter().enumerate() {
+            let started = Instant::now();
+            let mut n = 0;
+            for s in 0..steps {
+                n += m.step(ex, pre, (round * steps + s) as u64).0;
+            }
+            if round > 0 {
+                per[i].push(started.elapsed().as_secs_f64() * 1e6 / n as f64);
+                nodes += n;
+            }
+        }
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (f, h) = (med(&mut per[0]), med(&mut per[1]));
+    eprintln!(
+        "executor, pre-sampled, f32 vs bf16, {threads}t: {f:.1} / {h:.1} ms per 1000 nodes \
+         (bf16 {:.2}x f32; {:.0} nodes per step)",
+        h / f,
+        nodes as f64 / (2 * rounds * steps) as f64
+    );
 }
 
 fn rayon_pool(threads: usize) -> rayon::ThreadPool {
@@ -469,6 +546,10 @@ fn steps(c: &mut Criterion) {
         }
         if std::env::var_os("STEP_BENCH_TIMELINE").is_some() {
             timeline(&model, &pre, threads);
+        }
+        if Precision::Bf16.check().is_ok() {
+            let mut bf16 = Model::with_precision(&src, 2, threads, b, Precision::Bf16);
+            pool.install(|| f32_against_bf16(&mut model, &mut bf16, &ex, &pre, threads));
         }
         pool.install(|| {
             Prefetch::scope(ex.pool(), &src, 2, |fetch| {

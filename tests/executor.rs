@@ -18,7 +18,7 @@ use saintflow::op::{
     WithSampler,
 };
 use saintflow::plan::{LowerEnv, Plan};
-use saintflow::planner::{plan, PlanOptions};
+use saintflow::planner::{plan, PlanOptions, Precision};
 use saintflow::sample::{FrontierParams, FrontierSampler};
 use saintflow::store::{GraphStore, Role};
 
@@ -57,6 +57,17 @@ fn planned(
     src: &MemorySource,
     reg: &Registry,
 ) -> (Graph, Vec<NodeId>, Params) {
+    planned_at(path, hidden, src, reg, Precision::F32)
+}
+
+/// [`planned`] with the dense products at `precision`.
+fn planned_at(
+    path: &Path,
+    hidden: usize,
+    src: &MemorySource,
+    reg: &Registry,
+    precision: Precision,
+) -> (Graph, Vec<NodeId>, Params) {
     let text = std::fs::read_to_string(path).unwrap();
     let has_hidden = Plan::load(path).unwrap().dims.contains_key("hidden");
     let over = format!("dims.hidden={hidden}");
@@ -78,6 +89,7 @@ fn planned(
             },
             threads: 4,
             cache_bytes: 1 << 20,
+            precision,
         },
     )
     .unwrap();
@@ -92,7 +104,8 @@ fn planned(
 /// gradient, dropout active — planned with the default passes equals the same plan planned
 /// without `fuse`, on the interpreter and on 3 workers; at n = 1200 the fused chains run in
 /// several row blocks and split across workers. The fused plans do fuse (GraphSAGE's two
-/// backward chains of three ops, GCN's one of two).
+/// backward chains of three ops, GCN's one of two) and GraphSAGE's products read the
+/// concat gradient's slices in place.
 #[test]
 fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
     use saintflow::planner::{default_passes, plan_with, Pass};
@@ -109,6 +122,20 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
                 .count();
             if path.ends_with("graphsage.toml") || path.ends_with("gcn.toml") {
                 assert!(chains >= 1, "{}: nothing fused", path.display());
+            }
+            // GraphSAGE's concat backward: the products read its gradient's slices in place.
+            let views = fused
+                .ids()
+                .into_iter()
+                .filter_map(|id| fused.node(id).op.downcast_ref::<Gemm>().copied())
+                .filter(|g| g.views != [None, None])
+                .count();
+            if path.ends_with("graphsage.toml") {
+                assert!(
+                    views >= 3,
+                    "{}: {views} products read views",
+                    path.display()
+                );
             }
             // The same lowering planned without the fusion pass.
             let text = std::fs::read_to_string(&path).unwrap();
@@ -131,6 +158,7 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
                 },
                 threads: 4,
                 cache_bytes: 1 << 20,
+                precision: Precision::F32,
             };
             plan_with(&mut plain, &passes, &opts).unwrap();
             let mut plain_wanted = vec![plain.output("loss").unwrap()];
@@ -191,6 +219,91 @@ fn executor_equals_the_interpreter_bit_for_bit_on_every_shipped_plan() {
                 }
             }
         }
+    }
+}
+
+/// bf16 (issue 33, item 4) on every shipped plan: every dense product of the step is
+/// planned in bf16, the executor on 1–4 workers equals the interpreter bit for bit (the
+/// row parts share one bf16-packed B), and the loss and gradients are the f32 step's to
+/// bf16's precision — close, and not equal (bf16 did run). Close: the loss within 0.5 %
+/// relative (measured ≤ 0.11 %, GIN), each gradient's error under 20 % of its norm. Measured on this test's graph:
+/// gradients 0.01–10 % (first-step gradients are small sums of terms that cancel, and a
+/// max aggregation's argmax flips on near-ties), where a packing or layout bug is O(1);
+/// the kernels' own oracle tests (`ops/tests/bf16.rs`) bound each product tightly. On
+/// a CPU without AVX512_BF16 a bf16 plan is refused at its `precision` value.
+#[test]
+fn bf16_steps_are_planned_in_bf16_equal_on_every_worker_count_and_close_to_f32() {
+    let reg = Registry::with_builtins();
+    let src = MemorySource::random(300, 8, 6, 3, false, 3);
+    if let Err(why) = Precision::Bf16.check() {
+        let text = "[dims]\nhidden = 8\n[[layer]]\nparams = { W = [\"in\", \"hidden\"] }\nout = \"relu(x @ W)\"\n[output]\nparams = { W_out = [\"in\", \"classes\"] }\nout = \"x @ W_out\"\n[compute]\nprecision = \"bf16\"\n";
+        let p = Plan::parse(text, "bf16.toml").unwrap();
+        let e = p.lower(&LowerEnv::of(&src, &reg)).unwrap_err().render();
+        assert!(
+            e.contains("bf16.toml:10:13:") && e.contains("AVX512_BF16"),
+            "{e}"
+        );
+        eprintln!("bf16 steps not run here: {why}");
+        return;
+    }
+    let executors: Vec<Executor> = (1..=4).map(Executor::new).collect();
+    for path in shipped() {
+        let (g32, wanted32, params) = planned(&path, 64, &src, &reg);
+        let (g, wanted, _) = planned_at(&path, 64, &src, &reg, Precision::Bf16);
+        let gemms: Vec<Gemm> = g
+            .ids()
+            .into_iter()
+            .filter_map(|id| g.node(id).op.downcast_ref::<Gemm>().copied())
+            .collect();
+        assert!(
+            !gemms.is_empty() && gemms.iter().all(|m| m.precision == Precision::Bf16),
+            "{}: {gemms:?}",
+            path.display()
+        );
+        let want = reference(&g, &wanted, &src, &params, 2, 7);
+        for ex in &executors {
+            let got = ex
+                .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+                .unwrap();
+            for &w in &wanted {
+                assert!(
+                    bits(got.get(w).unwrap()) == bits(want.get(w).unwrap()),
+                    "{} bf16 on {} workers: %{} differs from the interpreter",
+                    path.display(),
+                    ex.threads(),
+                    w.index()
+                );
+            }
+        }
+        let f32_step = reference(&g32, &wanted32, &src, &params, 2, 7);
+        let mut differs = false;
+        for (k, (&w, &w32)) in wanted.iter().zip(&wanted32).enumerate() {
+            // wanted[0] is the loss.
+            let tol = if k == 0 { 5e-3 } else { 0.2 };
+            let vals = |v: &Value| -> Vec<f64> {
+                match v {
+                    Value::Dense(t) => t.data.iter().map(|&x| f64::from(x)).collect(),
+                    Value::Scalar(s) => vec![*s],
+                    other => panic!("unexpected {other:?}"),
+                }
+            };
+            let (a, b) = (vals(want.get(w).unwrap()), vals(f32_step.get(w32).unwrap()));
+            let diff = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            let norm = b.iter().map(|y| y * y).sum::<f64>().sqrt();
+            assert!(
+                diff <= tol * norm + 1e-12,
+                "{} output %{}: bf16 is {diff:e} from f32 (norm {norm:e})",
+                path.display(),
+                w.index()
+            );
+            differs |= diff > 0.0;
+        }
+        assert!(differs, "{}: bf16 gave the f32 step's bits", path.display());
     }
 }
 
@@ -298,7 +411,7 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
                 let b = if tb { dense(n, k, 2) } else { dense(k, n, 2) };
                 let (a, b) = (Value::dense(a), Value::dense(b));
                 for threads in [2, 3, 4] {
-                    parts_equal_forward(&Gemm { ta, tb }, &[&a, &b], &ctx, threads);
+                    parts_equal_forward(&Gemm::new(ta, tb), &[&a, &b], &ctx, threads);
                 }
             }
         }

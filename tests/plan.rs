@@ -292,6 +292,39 @@ fn unknown_top_level_key_suggests_the_right_one() {
 }
 
 #[test]
+fn compute_precision_parses_and_a_wrong_one_is_named_with_a_suggestion() {
+    use saintflow::planner::Precision;
+    let p = Plan::parse(&two("relu(x @ W_self)"), "t.toml").unwrap();
+    assert_eq!(p.compute.precision, Precision::F32);
+    let text = two("relu(x @ W_self)") + "[compute]\nprecision = \"bf16\"\n";
+    assert_eq!(
+        Plan::parse(&text, "t.toml").unwrap().compute.precision,
+        Precision::Bf16
+    );
+    let over = Plan::parse_with_overrides(
+        &two("relu(x @ W_self)"),
+        "t.toml",
+        &["compute.precision=bf16"],
+    )
+    .unwrap();
+    assert_eq!(over.compute.precision, Precision::Bf16);
+    let e = error(&(two("relu(x @ W_self)") + "[compute]\nprecision = \"bf61\"\n"));
+    assert_at(
+        &e,
+        12,
+        13,
+        &["unknown precision `bf61`", "did you mean `bf16`?"],
+    );
+    let e = error(&(two("relu(x @ W_self)") + "[compute]\nprecison = \"bf16\"\n"));
+    assert_at(
+        &e,
+        12,
+        1,
+        &["unknown key `precison`", "did you mean `precision`?"],
+    );
+}
+
+#[test]
 fn unknown_key_in_a_layer_suggests_the_right_one() {
     let text = two("relu(x @ W_self)").replace("[[layer]]\n", "[[layer]]\ndropuot = 0.1\n");
     assert_at(

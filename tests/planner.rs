@@ -359,6 +359,7 @@ fn opts(n: usize, nnz: usize) -> PlanOptions {
         },
         threads: 2,
         cache_bytes: 1 << 20,
+        precision: saintflow::planner::Precision::F32,
     }
 }
 
@@ -499,13 +500,7 @@ fn forward_a_x_is_reused_by_the_weight_gradient() {
     assert_eq!(ax.len(), 1, "one A·X");
     let gw1 = g.output("grad/W1").unwrap();
     let gemm = g.node(gw1).op.downcast_ref::<Gemm>().copied();
-    assert_eq!(
-        gemm,
-        Some(Gemm {
-            ta: true,
-            tb: false
-        })
-    );
+    assert_eq!(gemm, Some(Gemm::new(true, false)));
     assert_eq!(g.node(gw1).inputs[0], ax[0]);
     assert!(
         g.node(gw1).note.contains("⟨xᵀ·A_symᵀ⟩"),
@@ -657,6 +652,7 @@ fn feature_partitions_follow_the_formula() {
         let o = PlanOptions {
             threads,
             cache_bytes: cache,
+            precision: saintflow::planner::Precision::F32,
             ..opts(8000, 128_000)
         };
         plan(&mut g, &o).unwrap();
@@ -782,7 +778,7 @@ fn the_pass_manager_catches_a_pass_that_breaks_the_graph() {
     // The default passes leave it valid (validated after each, and here once more).
     let mut g = b.graph.clone();
     let r = plan_with(&mut g, &default_passes(), &opts(100, 400)).unwrap();
-    assert_eq!(r.passes.len(), 6);
+    assert_eq!(r.passes.len(), 7);
     g.validate().unwrap();
     // A graph with no outputs is refused rather than emptied.
     let mut bare = Graph::new();

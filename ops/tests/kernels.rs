@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{abs, assert_close, in_pool, random_csr, values, GEMM_SHAPES, U};
+use common::{abs, assert_close, in_pool, oriented, random_csr, values, GEMM_SHAPES, U};
 use proptest::prelude::*;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, Trans};
 use saintflow_ops::naive;
@@ -46,19 +46,6 @@ fn gemm_products_match_the_naive_loop() {
             });
         }
     }
-}
-
-/// op(A)'s and op(B)'s transposes, and the stored shapes of A and B.
-type Oriented = (Trans, Trans, (usize, usize), (usize, usize));
-
-/// The three products of a step (forward A·B, ∇W = Aᵀ·B, ∇X = A·Bᵀ) for op(A) m×k and
-/// op(B) k×n: the transposes and the stored shapes of A and B.
-fn oriented(m: usize, k: usize, n: usize) -> [Oriented; 3] {
-    [
-        (Trans::N, Trans::N, (m, k), (k, n)),
-        (Trans::T, Trans::N, (k, m), (k, n)),
-        (Trans::N, Trans::T, (m, k), (n, k)),
-    ]
 }
 
 /// The GEMM's bits depend on neither the thread count nor the x86 path: each element is

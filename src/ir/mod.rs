@@ -51,4 +51,7 @@ pub enum IrError {
     /// parameter).
     #[error("autodiff: {0}")]
     Autodiff(String),
+    /// Something this machine cannot run (bf16 products on a CPU without AVX512_BF16).
+    #[error("{0}")]
+    Unsupported(String),
 }

@@ -13,6 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use saintflow_ops::gemm::Precision;
+
 use crate::autodiff::differentiate;
 use crate::ir::{Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
 use crate::op::builtin::{
@@ -75,14 +77,31 @@ pub struct Lowered {
     pub grads: Vec<(String, NodeId)>,
     /// L2 weight decay per parameter: its layer's `weight_decay`, else the optimizer's.
     pub weight_decay: BTreeMap<String, f32>,
+    /// The arithmetic of its dense products (`[compute] precision`), which the planner's
+    /// precision pass applies (`PlanOptions::precision`).
+    pub precision: Precision,
 }
 
 impl Plan {
     /// Lowers the plan for a graph with `env`'s sizes: builds the forward graph, checks
     /// every shape, differentiates the loss with respect to every parameter and validates
     /// the result.
+    ///
+    /// A `[compute] precision` this CPU cannot run (bf16 without AVX512_BF16) is an error
+    /// at its value, before anything is built.
     pub fn lower(&self, env: &LowerEnv<'_>) -> Result<Lowered, PlanError> {
-        Lowerer::new(self, env)?.run()
+        if let Err(why) = self.compute.precision.check() {
+            return Err(self.limit_error_at(
+                self.compute.at,
+                format!(
+                    "[compute] precision = \"{}\": {why}",
+                    self.compute.precision.name()
+                ),
+            ));
+        }
+        let mut lowered = Lowerer::new(self, env)?.run()?;
+        lowered.precision = self.compute.precision;
+        Ok(lowered)
     }
 
     /// Every registry op the plan calls (by name, or through `-`, `*`, `/` and `dropout`):
@@ -350,6 +369,7 @@ impl<'a> Lowerer<'a> {
             params: self.params,
             grads,
             weight_decay: self.weight_decay,
+            precision: Precision::F32,
         })
     }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use saintflow_ops::gemm::Precision;
 use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
@@ -217,6 +218,19 @@ impl Default for Distributed {
     }
 }
 
+/// `[compute]`: how the step's arithmetic is done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Compute {
+    /// `precision = "f32" | "bf16"` (default f32). bf16: every dense product (X·W and
+    /// its two gradients) rounds its operands to bfloat16 and accumulates in f32, on CPUs
+    /// with AVX512_BF16; parameters, Adam's moments, activations and sparse products stay
+    /// f32 (mixed precision as PyTorch's autocast does it).
+    pub precision: Precision,
+    /// Where the `precision` value is in the plan's text (for the error on a CPU without
+    /// bf16).
+    pub(crate) at: Option<usize>,
+}
+
 /// A parsed, typed plan. Build one with [`Plan::parse`], [`Plan::load`] or
 /// [`Plan::parse_with_overrides`]; lower it with [`Plan::lower`].
 #[derive(Clone, Debug)]
@@ -247,6 +261,8 @@ pub struct Plan {
     pub eval: Eval,
     /// `[distributed]` (read only when training a distributed job).
     pub distributed: Distributed,
+    /// `[compute]`.
+    pub compute: Compute,
     pub(crate) src: Arc<Source>,
     pub(crate) loss_span: usize,
     /// The TOML after overrides, re-serialised (see [`Plan::effective_text`]).

@@ -190,6 +190,12 @@ pub(super) struct RawDistributed {
 
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
+pub(super) struct RawCompute {
+    pub(super) precision: Option<S<String>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
 pub(super) struct RawPlan {
     pub(super) name: Option<S<String>>,
     pub(super) description: Option<String>,
@@ -206,6 +212,7 @@ pub(super) struct RawPlan {
     pub(super) phase: Vec<RawPhase>,
     pub(super) eval: Option<RawEval>,
     pub(super) distributed: Option<RawDistributed>,
+    pub(super) compute: Option<RawCompute>,
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
@@ -221,6 +228,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "phase",
     "eval",
     "distributed",
+    "compute",
 ];
 
 /// Rewrites serde's messages into the plan vocabulary, with suggestions.

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::de::DeTable;
 use toml::Spanned;
 
+use saintflow_ops::gemm::Precision;
 use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
@@ -20,10 +21,11 @@ use super::outpos::out_map;
 use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
 use super::schema::{
-    Consensus, DimFormula, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase, Plan,
+    Compute, Consensus, DimFormula, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase,
+    Plan,
 };
 use super::spanned::{
-    toml_error, Lit, RawDistributed, RawLayer, RawOptimizer, RawPlan, RawTable, S,
+    toml_error, Lit, RawCompute, RawDistributed, RawLayer, RawOptimizer, RawPlan, RawTable, S,
 };
 use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_LAYERS};
 
@@ -490,6 +492,18 @@ fn pick<T: Clone>(
     ))
 }
 
+fn compute(src: &Source, raw: Option<RawCompute>) -> Result<Compute, PlanError> {
+    let Some(p) = raw.and_then(|r| r.precision) else {
+        return Ok(Compute::default());
+    };
+    let at = p.span().start;
+    let table = [("f32", Precision::F32), ("bf16", Precision::Bf16)];
+    Ok(Compute {
+        precision: pick(src, at, "precision", p.get_ref(), &table)?,
+        at: Some(at),
+    })
+}
+
 fn distributed(src: &Source, raw: Option<RawDistributed>) -> Result<Distributed, PlanError> {
     let d = Distributed::default();
     let Some(r) = raw else { return Ok(d) };
@@ -677,6 +691,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         },
     };
     let distributed = distributed(s, raw.distributed)?;
+    let compute = compute(s, raw.compute)?;
     let name = match raw.name {
         Some(n) => n.into_inner(),
         None => std::path::Path::new(&s.file)
@@ -697,6 +712,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         phases,
         eval,
         distributed,
+        compute,
         src,
         loss_span,
         effective: String::new(),

@@ -351,13 +351,10 @@ impl Emitter<'_> {
                         self.counts.gemm += 1;
                         if ta && tb {
                             // Aᵀ·Bᵀ = (B·A)ᵀ: one plain GEMM, the result flagged.
-                            let g = Gemm {
-                                ta: false,
-                                tb: false,
-                            };
+                            let g = Gemm::new(false, false);
                             (self.add(Arc::new(g), &[b, a], "")?, true)
                         } else {
-                            (self.add(Arc::new(Gemm { ta, tb }), &[a, b], "")?, false)
+                            (self.add(Arc::new(Gemm::new(ta, tb)), &[a, b], "")?, false)
                         }
                     }
                     (Val::Sparse(s, ts), Val::Dense(rk, ..)) => {

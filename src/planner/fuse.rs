@@ -1,4 +1,5 @@
-//! Fusion of row-wise chains (issue 33): a node whose op computes row blocks
+//! Fusion (issue 33). First, slices as views: a `gemm` reading a column `slice` reads the
+//! block in place ([`slices_as_views`]). Then row-wise chains: a node whose op computes row blocks
 //! ([`RowBlocks`](crate::op::RowBlocks)) and whose value only one such node reads is merged
 //! into that reader, repeatedly, so a chain like the backward's
 //! `l2norm_backward → dropout_backward → relu_backward` or `add_n → dropout_backward →
@@ -13,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::ir::{Dim, Fact, Graph, IrError, NodeId};
+use crate::op::builtin::{ColumnView, Gemm, Slice};
 use crate::op::fused::{Fused, Src, Stage};
 use crate::op::Op;
 
@@ -105,6 +107,7 @@ impl Pass for Fuse {
     }
 
     fn run(&self, graph: &mut Graph, _: &PlanOptions) -> Result<Vec<(String, usize)>, IrError> {
+        let (views, slices) = slices_as_views(graph)?;
         let mut fused = 0;
         loop {
             let outputs: Vec<NodeId> = graph.outputs().values().copied().collect();
@@ -141,6 +144,55 @@ impl Pass for Fuse {
                 break;
             }
         }
-        Ok(vec![("fused".into(), fused)])
+        Ok(vec![
+            ("slice read in place".into(), views),
+            ("slice removed".into(), slices),
+            ("fused".into(), fused),
+        ])
     }
+}
+
+/// Slices as views (issue 33): a product (`gemm`) that reads a column `slice` of a value —
+/// the backward of `concat` slices its gradient for each branch's ∇W = Xᵀ·∇Y and
+/// ∇X = ∇Y·Wᵀ — reads that block of the value in place instead ([`Gemm::views`]: the
+/// GEMM takes strided operands), and a slice left with no reader is removed: its n × len
+/// copy is neither written nor read back. The product computes the same bits (the GEMM's
+/// arithmetic does not depend on its operands' strides). Returns (operands rewired,
+/// slices removed).
+fn slices_as_views(graph: &mut Graph) -> Result<(usize, usize), IrError> {
+    let (mut views, mut removed) = (0, 0);
+    let outputs: Vec<NodeId> = graph.outputs().values().copied().collect();
+    let slices: Vec<(NodeId, Slice)> = graph
+        .ids()
+        .into_iter()
+        .filter_map(|s| Some((s, *graph.node(s).op.downcast_ref::<Slice>()?)))
+        .collect();
+    for (s, Slice { start, len }) in slices {
+        let source = graph.node(s).inputs[0];
+        for u in graph.consumers(s) {
+            let node = graph.node(u);
+            let Some(&g) = node.op.downcast_ref::<Gemm>() else {
+                continue;
+            };
+            let mut op = g;
+            let mut inputs = node.inputs.clone();
+            for (slot, input) in inputs.iter_mut().enumerate() {
+                if *input == s && g.views[slot].is_none() {
+                    op.views[slot] = Some(ColumnView { start, len });
+                    *input = source;
+                    views += 1;
+                }
+            }
+            let (label, note) = (node.label.clone(), node.note.clone());
+            let w = graph.add(Arc::new(op), &inputs, label)?;
+            graph.node_mut(w).note = note;
+            graph.replace_uses(u, w)?;
+            graph.remove(u)?;
+        }
+        if graph.consumers(s).is_empty() && !outputs.contains(&s) {
+            graph.remove(s)?;
+            removed += 1;
+        }
+    }
+    Ok((views, removed))
 }

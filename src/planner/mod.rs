@@ -17,6 +17,7 @@ pub mod explain;
 pub mod fuse;
 pub mod memory;
 pub mod partition;
+pub mod precision;
 
 use crate::ir::{Bindings, Graph, IrError, NodeId};
 use crate::op::Cost;
@@ -28,6 +29,8 @@ pub use explain::{explain_dot, explain_text};
 pub use fuse::Fuse;
 pub use memory::{greedy_order, liveness, schedule, Liveness};
 pub use partition::{feature_partitions, Partition};
+pub use precision::PrecisionPass;
+pub use saintflow_ops::gemm::Precision;
 
 /// What the planner is told about the steps it plans for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +41,9 @@ pub struct PlanOptions {
     pub threads: usize,
     /// Per-core cache bytes a feature block of SpMM should fit (S_cache).
     pub cache_bytes: usize,
+    /// The arithmetic of the dense products ([`PrecisionPass`]; f32 unless the plan's
+    /// `[compute] precision` says bf16).
+    pub precision: Precision,
 }
 
 impl PlanOptions {
@@ -48,7 +54,13 @@ impl PlanOptions {
             bindings,
             threads: rayon::current_num_threads(),
             cache_bytes: saintflow_ops::cache::l2_bytes(),
+            precision: Precision::F32,
         }
+    }
+
+    /// These options with the dense products at `precision`.
+    pub fn with_precision(self, precision: Precision) -> PlanOptions {
+        PlanOptions { precision, ..self }
     }
 }
 
@@ -100,13 +112,14 @@ pub struct PlanReport {
 
 /// The passes [`plan`] runs, in order: CSE (so equal operands have one id), chain ordering
 /// (CSE-aware), CSE again (transposes and products emitted twice), dead-node elimination,
-/// fusion of row-wise chains, feature partitioning.
+/// the products' precision, fusion of row-wise chains, feature partitioning.
 pub fn default_passes() -> Vec<Box<dyn Pass>> {
     vec![
         Box::new(Cse),
         Box::new(ChainPass { reuse: true }),
         Box::new(Cse),
         Box::new(Dce),
+        Box::new(PrecisionPass),
         Box::new(Fuse),
         Box::new(Partition),
     ]

@@ -134,7 +134,8 @@ pub(super) fn setup_phase<'g>(
         &PlanOptions::new(Bindings {
             nodes,
             entries: (nodes as f64 * degree).round() as usize,
-        }),
+        })
+        .with_precision(lowered.precision),
     )?;
     let missing =
         |name: &str| TrainError::Run(format!("the planned graph lost its `{name}` output"));
@@ -180,8 +181,10 @@ pub fn lower_and_plan(
     env: &LowerEnv<'_>,
     opts: &PlanOptions,
 ) -> Result<(Graph, PlanReport)> {
-    let mut graph = plan.lower(env)?.graph;
-    let report = crate::planner::plan(&mut graph, opts)?;
+    let lowered = plan.lower(env)?;
+    let mut graph = lowered.graph;
+    let opts = opts.with_precision(lowered.precision);
+    let report = crate::planner::plan(&mut graph, &opts)?;
     Ok((graph, report))
 }
 

@@ -69,7 +69,8 @@ impl<'g> FullGraph<'g> {
             &PlanOptions::new(Bindings {
                 nodes: full.n_nodes(),
                 entries: full.n_entries(),
-            }),
+            })
+            .with_precision(lowered.precision),
         )?;
         let find = |name: &str| {
             graph.output(name).ok_or_else(|| {

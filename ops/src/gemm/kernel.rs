@@ -52,8 +52,33 @@ pub(crate) trait MicroKernel {
     const MR: usize;
     /// Columns of the tile (columns of op(B) per packed panel).
     const NR: usize;
+    /// Elements of k per packed step: 1 for f32 panels, 2 for bf16 pairs (a step's lane
+    /// is the 32 bits of two consecutive k elements, which one `vdpbf16ps` lane folds).
+    const K_STEP: usize = 1;
 
-    /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k A(i, k)·b[k·NR + j] over the tile `c`;
+    /// Packs `lanes` lanes × `kc` elements of k of a strided operand into a panel of
+    /// ⌈kc / K_STEP⌉ steps of `width` lanes (see [`super::pack`], which is the f32 one),
+    /// lanes past `lanes` and elements past `kc` zero.
+    ///
+    /// # Safety
+    /// As [`super::pack`]; `dst` holds ⌈kc / K_STEP⌉·`width` slots; the CPU runs the
+    /// kernel.
+    #[inline(always)]
+    unsafe fn pack(
+        dst: &mut [f32],
+        src: *const f32,
+        lane_stride: usize,
+        k_stride: usize,
+        lanes: usize,
+        kc: usize,
+        width: usize,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { super::pack(dst, src, lane_stride, k_stride, lanes, kc, width) }
+    }
+
+    /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k A(i, k)·b[k·NR + j] over the tile `c`
+    /// (k counts packed steps: `kc` is ⌈elements / K_STEP⌉);
     /// the padding lanes of the B panel (and of a packed A panel) are zeros and nothing
     /// outside the tile's rows×cols corner of C is touched.
     ///
@@ -70,7 +95,7 @@ pub(crate) trait MicroKernel {
 /// # Safety
 /// As [`MicroKernel::tile`] for `c`.
 #[inline(always)]
-unsafe fn store_partial(acc: &[f32], nr: usize, c: CTile) {
+pub(super) unsafe fn store_partial(acc: &[f32], nr: usize, c: CTile) {
     for i in 0..c.rows {
         for (j, &v) in acc[i * nr..i * nr + c.cols].iter().enumerate() {
             // SAFETY: i < rows, j < cols (the caller's contract).

@@ -26,6 +26,7 @@
 //! blocks added in order; the thread count and the split never change a bit, and the two
 //! x86 paths give the same bits.
 
+pub mod bf16;
 mod kernel;
 
 use std::cell::RefCell;
@@ -111,17 +112,93 @@ fn operand(x: MatRef<'_>, t: Trans) -> (usize, usize, Strided) {
     }
 }
 
-/// Runs `$body` with `$k` the tile routine type of instruction set `$isa`.
+/// The arithmetic of a product.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 operands, f32 multiply-adds (the default).
+    #[default]
+    F32,
+    /// Operands rounded to bfloat16 as they are packed, products accumulated in f32 with
+    /// AVX512_BF16's dot product ([`bf16`]); only on CPUs that have it, on the AVX-512
+    /// path (a 6×64 tile, or 6×16 where [`plan`] narrows the f32 one).
+    Bf16,
+}
+
+impl Precision {
+    /// The name a plan file gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+        }
+    }
+
+    /// Whether products of this precision run here; for bf16 an error saying what the CPU
+    /// (or `SAINTFLOW_ISA`) lacks.
+    pub fn check(self) -> Result<(), String> {
+        match self {
+            Precision::F32 => Ok(()),
+            Precision::Bf16 if !bf16::available() => Err(
+                "bf16 needs a CPU with AVX512_BF16 (Intel Cooper Lake, Sapphire Rapids or \
+                 later; AMD Zen 4 or later), and this one has none: use precision f32"
+                    .into(),
+            ),
+            Precision::Bf16 if Isa::current() != Isa::Avx512 => Err(format!(
+                "bf16 runs on the AVX-512 path (with AVX512_BF16), and {}={} forces {}: \
+                 unset it or use precision f32",
+                crate::isa::ISA_ENV,
+                std::env::var(crate::isa::ISA_ENV).unwrap_or_default(),
+                Isa::current().name()
+            )),
+            Precision::Bf16 => Ok(()),
+        }
+    }
+}
+
+/// A tile routine: one of the f32 instruction sets, or a bf16 one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kern {
+    F32(Isa),
+    /// 6×64.
+    Bf16,
+    /// 6×16.
+    Bf16Narrow,
+}
+
+impl Kern {
+    /// The routine for a product that [`plan`] put on `isa`, at `precision`: for bf16,
+    /// the tile of the f32 one's width (AVX-512's 64 columns, or 16 where the plan took
+    /// AVX2's narrow tile for a C of few columns).
+    fn of(precision: Precision, isa: Isa) -> Kern {
+        match (precision, isa) {
+            (Precision::Bf16, Isa::Avx512) => Kern::Bf16,
+            (Precision::Bf16, Isa::Avx2) => Kern::Bf16Narrow,
+            _ => Kern::F32(isa),
+        }
+    }
+}
+
+/// Runs `$body` with `$k` the tile routine type of `$kern` (a [`Kern`]).
 macro_rules! with_kernel {
-    ($isa:expr, $k:ident => $body:expr) => {
-        match $isa {
+    ($kern:expr, $k:ident => $body:expr) => {
+        match $kern {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => {
+            Kern::Bf16 => {
+                type $k = bf16::Avx512Bf16;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kern::Bf16Narrow => {
+                type $k = bf16::Avx512Bf16Narrow;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kern::F32(Isa::Avx512) => {
                 type $k = kernel::Avx512;
                 $body
             }
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
+            Kern::F32(Isa::Avx2) => {
                 type $k = kernel::Avx2;
                 $body
             }
@@ -133,9 +210,9 @@ macro_rules! with_kernel {
     };
 }
 
-/// (MR, NR) of `isa`'s tile routine.
+/// (MR, NR) of `isa`'s f32 tile routine.
 fn tile_shape(isa: Isa) -> (usize, usize) {
-    with_kernel!(isa, K => (K::MR, K::NR))
+    with_kernel!(Kern::F32(isa), K => (K::MR, K::NR))
 }
 
 /// An error naming `kernel` when the CPU lacks `isa`.
@@ -194,7 +271,51 @@ pub fn gemm_view(
     c: MatMut<'_>,
     accumulate: bool,
 ) -> Result<(), KernelError> {
-    product("gemm_view", Isa::current(), a, ta, b, tb, c, accumulate)
+    let f32 = Precision::F32;
+    product(
+        "gemm_view",
+        Isa::current(),
+        f32,
+        a,
+        ta,
+        b,
+        tb,
+        c,
+        accumulate,
+    )
+}
+
+/// [`gemm_view`] at `precision`: for [`Precision::Bf16`] an error where the CPU cannot
+/// run it ([`Precision::check`]).
+pub fn gemm_view_with(
+    precision: Precision,
+    a: MatRef<'_>,
+    ta: Trans,
+    b: MatRef<'_>,
+    tb: Trans,
+    c: MatMut<'_>,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    let kernel = "gemm_view_with";
+    require_precision(precision, kernel)?;
+    product(
+        kernel,
+        Isa::current(),
+        precision,
+        a,
+        ta,
+        b,
+        tb,
+        c,
+        accumulate,
+    )
+}
+
+/// An error naming `kernel` when the CPU cannot run products of `precision`.
+fn require_precision(precision: Precision, kernel: &'static str) -> Result<(), KernelError> {
+    precision
+        .check()
+        .map_err(|what| KernelError::View { kernel, what })
 }
 
 /// [`gemm_view`] on a named instruction set (the tests run every one the CPU has); an
@@ -209,13 +330,15 @@ pub fn gemm_view_isa(
     accumulate: bool,
 ) -> Result<(), KernelError> {
     require(isa, "gemm_view_isa")?;
-    product("gemm_view_isa", isa, a, ta, b, tb, c, accumulate)
+    let f32 = Precision::F32;
+    product("gemm_view_isa", isa, f32, a, ta, b, tb, c, accumulate)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn product(
     kernel: &'static str,
     isa: Isa,
+    precision: Precision,
     a: MatRef<'_>,
     ta: Trans,
     b: MatRef<'_>,
@@ -233,6 +356,7 @@ fn product(
     let parallel = forks(m, n, k);
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
     let (isa, transposed) = plan(isa, m, n, ta_of);
+    let kern = Kern::of(precision, isa);
     let (shape, a, b, out) = if transposed {
         ((n, m, k), b.t(), a.t(), out.t())
     } else {
@@ -243,9 +367,10 @@ fn product(
     // (checked above), so the operands' strides reach only in-bounds elements. C is a
     // unique borrow (MatMut): no element of C is an element of A or B. `isa` is
     // available: `gemm_view` takes `Isa::current()`, capped to the CPU; `gemm_view_isa`
-    // checked it; `plan` only narrows it to AVX2, which every AVX-512 CPU has.
+    // checked it; `plan` only narrows it to AVX2, which every AVX-512 CPU has; bf16 only
+    // where the caller checked `precision` (`gemm_view_with`).
     unsafe {
-        with_kernel!(isa, K => run::<K>(shape, a, BSource::Strided(b), out, accumulate, parallel))
+        with_kernel!(kern, K => run::<K>(shape, a, BSource::Strided(b), out, accumulate, parallel))
     };
     Ok(())
 }
@@ -323,8 +448,12 @@ unsafe fn run<K: MicroKernel>(
     parallel: bool,
 ) {
     let nc_max = nc_block();
+    // k elements per block: KC packed steps.
+    let kc_max = KC * K::K_STEP;
     let b_len = match b {
-        BSource::Strided(_) => KC.min(k) * n.min(nc_max).div_ceil(K::NR) * K::NR,
+        BSource::Strided(_) => {
+            KC.min(k.div_ceil(K::K_STEP)) * n.min(nc_max).div_ceil(K::NR) * K::NR
+        }
         BSource::Packed(_) => 0,
     };
     let mut owned = AlignedVec::new();
@@ -339,14 +468,14 @@ unsafe fn run<K: MicroKernel>(
         }
         for (jb, jc) in (0..n).step_by(nc_max).enumerate() {
             let nc = nc_max.min(n - jc);
-            for (pb, pc) in (0..k).step_by(KC).enumerate() {
-                let kc = KC.min(k - pc);
+            for (pb, pc) in (0..k).step_by(kc_max).enumerate() {
+                let kc = kc_max.min(k - pc);
                 let b_blk: &[f32] = match b {
                     BSource::Strided(b) => {
-                        let len = kc * nc.div_ceil(K::NR) * K::NR;
+                        let len = kc.div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR;
                         let dst = &mut buf.as_mut_slice()[..len];
                         // SAFETY: the block is inside op(B) (the caller's contract).
-                        unsafe { pack_b_block(b, (jc, nc), (pc, kc), K::NR, dst, parallel) };
+                        unsafe { pack_b_block::<K>(b, (jc, nc), (pc, kc), dst, parallel) };
                         dst
                     }
                     BSource::Packed(p) => p.block(jb, pb),
@@ -369,20 +498,20 @@ unsafe fn run<K: MicroKernel>(
     });
 }
 
-/// Packs op(B)'s rows pc..pc+kc, columns jc..jc+nc into `width`-column panels, one after
-/// another in `dst` (lanes along columns, k along rows).
+/// Packs op(B)'s rows pc..pc+kc, columns jc..jc+nc into `K::NR`-column panels of
+/// ⌈kc/K_STEP⌉ steps, one after another in `dst` (lanes along columns, k along rows).
 ///
 /// # Safety
-/// The block is inside op(B); dst holds kc·⌈nc/width⌉·width floats.
-unsafe fn pack_b_block(
+/// The block is inside op(B); dst holds ⌈kc/K_STEP⌉·⌈nc/NR⌉·NR slots; the CPU runs `K`.
+unsafe fn pack_b_block<K: MicroKernel>(
     b: Strided,
     (jc, nc): (usize, usize),
     (pc, kc): (usize, usize),
-    width: usize,
     dst: &mut [f32],
     parallel: bool,
 ) {
-    if b.cs == 1 {
+    let width = K::NR;
+    if b.cs == 1 && K::K_STEP == 1 {
         // Rows of op(B) are contiguous: read each row of the block once, in order, and
         // deal it out to the panels. Panel by panel, the reads would be NR floats every
         // row stride — for AVX2 one cache line per 2 KiB, a new strided stream per panel,
@@ -430,9 +559,10 @@ unsafe fn pack_b_block(
     }
     let pack_b = |(q, dst): (usize, &mut [f32])| {
         let j0 = jc + q * width;
-        // SAFETY: rows pc..pc+kc and columns j0..j0+cols of op(B) are in bounds.
+        // SAFETY: rows pc..pc+kc and columns j0..j0+cols of op(B) are in bounds; the CPU
+        // runs K (the caller's contract).
         unsafe {
-            pack(
+            K::pack(
                 dst,
                 b.at(pc, j0),
                 b.cs,
@@ -443,10 +573,11 @@ unsafe fn pack_b_block(
             )
         }
     };
+    let panel = kc.div_ceil(K::K_STEP) * width;
     if parallel {
-        dst.par_chunks_mut(kc * width).enumerate().for_each(pack_b);
+        dst.par_chunks_mut(panel).enumerate().for_each(pack_b);
     } else {
-        dst.chunks_mut(kc * width).enumerate().for_each(pack_b);
+        dst.chunks_mut(panel).enumerate().for_each(pack_b);
     }
 }
 
@@ -465,13 +596,14 @@ unsafe fn block<K: MicroKernel>(
     overwrite: bool,
     parallel: bool,
 ) {
-    let panel_b = kc * K::NR;
+    let steps = kc.div_ceil(K::K_STEP);
+    let panel_b = steps * K::NR;
     let n_panels = nc.div_ceil(K::NR);
     let b_blk = &b_blk[..n_panels * panel_b];
     // A C of one or two B panels (a few-column classifier) reads a row-major op(A) in
     // place: packing it would gather all of X for that handful of panels (5935×1024·
-    // 1024×7: the pack, not the tiles, was the time; BENCHMARKS.md).
-    let direct = a.cs == 1 && n_panels <= 2;
+    // 1024×7: the pack, not the tiles, was the time; BENCHMARKS.md). Not in bf16 pairs.
+    let direct = a.cs == 1 && n_panels <= 2 && K::K_STEP == 1;
     // Row panel p of op(A) against B panels `qs`.
     let row_panel = |a_buf: &mut AlignedVec, p: usize, qs: std::ops::Range<usize>| {
         let i0 = p * K::MR;
@@ -484,9 +616,9 @@ unsafe fn block<K: MicroKernel>(
                 lda: a.rs,
             }
         } else {
-            let a_pan = &mut a_buf.as_mut_slice()[..kc * K::MR];
-            // SAFETY: as above.
-            unsafe { pack(a_pan, src, a.rs, a.cs, rows, kc, K::MR) };
+            let a_pan = &mut a_buf.as_mut_slice()[..steps * K::MR];
+            // SAFETY: as above; the CPU runs K (the caller's contract).
+            unsafe { K::pack(a_pan, src, a.rs, a.cs, rows, kc, K::MR) };
             ARows::Packed(a_pan.as_ptr())
         };
         // The next panel's rows, brought towards L1 while this one computes (its packing
@@ -521,7 +653,7 @@ unsafe fn block<K: MicroKernel>(
             // (row-major: a.cs is 1); the B panel holds kc·NR floats, 64-byte aligned
             // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
             // contract).
-            unsafe { K::tile(kc, a_rows, bp.as_ptr(), tile) }
+            unsafe { K::tile(steps, a_rows, bp.as_ptr(), tile) }
         }
     };
     let m_panels = m.div_ceil(K::MR);
@@ -551,9 +683,10 @@ unsafe fn block<K: MicroKernel>(
 /// op(B) packed once, for several products that share it: the row parts of one GEMM,
 /// which the executor runs as separate tasks (issue 33: each part re-packed all of B, and
 /// for ∇W = Xᵀ·∇Y that is all of ∇Y, per part). Holds every (NC, KC) block in the layout
-/// the tile routine of `isa` reads; [`gemm_packed`] gives the same bits as [`gemm_view`].
+/// the tile routine of `isa` reads; [`gemm_packed`] gives the same bits as [`gemm_view`]
+/// (or [`gemm_view_with`] at the precision it was packed for).
 pub struct PackedB {
-    isa: Isa,
+    kern: Kern,
     k: usize,
     n: usize,
     nc_max: usize,
@@ -563,7 +696,7 @@ pub struct PackedB {
 impl std::fmt::Debug for PackedB {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedB")
-            .field("isa", &self.isa)
+            .field("kern", &self.kern)
             .field("k", &self.k)
             .field("n", &self.n)
             .finish()
@@ -575,29 +708,54 @@ impl PackedB {
     /// current rayon pool.
     pub fn new(isa: Isa, b: MatRef<'_>, tb: Trans) -> Result<PackedB, KernelError> {
         require(isa, "PackedB::new")?;
+        // SAFETY: the CPU has `isa` (checked).
+        Ok(unsafe { PackedB::pack(Kern::F32(isa), b, tb) })
+    }
+
+    /// Packs op(B) for products on `isa` at `precision` (the caller passes the path
+    /// [`plan`] chose, as a row-split GEMM does); an error if the CPU lacks either.
+    pub fn new_with(
+        precision: Precision,
+        isa: Isa,
+        b: MatRef<'_>,
+        tb: Trans,
+    ) -> Result<PackedB, KernelError> {
+        require(isa, "PackedB::new_with")?;
+        require_precision(precision, "PackedB::new_with")?;
+        // SAFETY: the CPU has `isa`, and bf16 if asked (checked).
+        Ok(unsafe { PackedB::pack(Kern::of(precision, isa), b, tb) })
+    }
+
+    /// # Safety
+    /// The CPU runs `kern`.
+    unsafe fn pack(kern: Kern, b: MatRef<'_>, tb: Trans) -> PackedB {
         let (k, n, op) = operand(b, tb);
-        let nr = tile_shape(isa).1;
         let nc_max = nc_block();
-        let mut data = AlignedVec::zeroed(k * n.div_ceil(nr) * nr);
+        let (nr, k_step) = with_kernel!(kern, K => (K::NR, K::K_STEP));
+        let mut data = AlignedVec::zeroed(k.div_ceil(k_step) * n.div_ceil(nr) * nr);
         let parallel = k * n >= PARALLEL_MIN_MACS / 64 && rayon::current_num_threads() > 1;
         let mut rest = data.as_mut_slice();
         for jc in (0..n).step_by(nc_max) {
             let nc = nc_max.min(n - jc);
-            for pc in (0..k).step_by(KC) {
-                let kc = KC.min(k - pc);
-                let (dst, tail) = rest.split_at_mut(kc * nc.div_ceil(nr) * nr);
-                // SAFETY: the block is inside op(B) (its view's bounds), dst holds it.
-                unsafe { pack_b_block(op, (jc, nc), (pc, kc), nr, dst, parallel) };
+            for pc in (0..k).step_by(KC * k_step) {
+                let kc = (KC * k_step).min(k - pc);
+                let len = kc.div_ceil(k_step) * nc.div_ceil(nr) * nr;
+                let (dst, tail) = rest.split_at_mut(len);
+                // SAFETY: the block is inside op(B) (its view's bounds), dst holds it; the
+                // CPU runs `kern` (the caller's contract).
+                unsafe {
+                    with_kernel!(kern, K => pack_b_block::<K>(op, (jc, nc), (pc, kc), dst, parallel))
+                };
                 rest = tail;
             }
         }
-        Ok(PackedB {
-            isa,
+        PackedB {
+            kern,
             k,
             n,
             nc_max,
             data,
-        })
+        }
     }
 
     /// Rows of op(B) (the product's k).
@@ -612,14 +770,15 @@ impl PackedB {
 
     /// The block of column block `jb` and k block `pb`, as `run` packs it. Blocks lie in
     /// (jc, pc) order; every column block but the last is `nc_max` wide and every k block
-    /// but the last KC deep, so earlier blocks have full sizes.
+    /// but the last KC steps deep, so earlier blocks have full sizes.
     fn block(&self, jb: usize, pb: usize) -> &[f32] {
-        let nr = tile_shape(self.isa).1;
+        let (nr, k_step) = with_kernel!(self.kern, K => (K::NR, K::K_STEP));
+        let steps = self.k.div_ceil(k_step);
         let jc = jb * self.nc_max;
         let nc = self.nc_max.min(self.n - jc);
         let panels = nc.div_ceil(nr) * nr;
-        let start = jb * self.k * (self.nc_max.div_ceil(nr) * nr) + pb * KC * panels;
-        let kc = KC.min(self.k - pb * KC);
+        let start = jb * steps * (self.nc_max.div_ceil(nr) * nr) + pb * KC * panels;
+        let kc = KC.min(steps - pb * KC);
         &self.data.as_slice()[start..start + kc * panels]
     }
 }
@@ -642,9 +801,9 @@ pub fn gemm_packed(
     };
     let (shape, src) = ((m, b.n, k), BSource::Packed(b));
     let parallel = forks(m, b.n, k);
-    // SAFETY: as in `product`; b was packed for b.isa, which the CPU has (checked when it
-    // was packed), with NR = that kernel's.
-    unsafe { with_kernel!(b.isa, K => run::<K>(shape, a, src, out, accumulate, parallel)) };
+    // SAFETY: as in `product`; b was packed for b.kern, which the CPU runs (checked when
+    // it was packed), in that kernel's layout.
+    unsafe { with_kernel!(b.kern, K => run::<K>(shape, a, src, out, accumulate, parallel)) };
     Ok(())
 }
 
@@ -776,7 +935,17 @@ fn contiguous(
         Trans::T => MatRef::row_major(b, n, k)?,
     };
     let c = MatMut::row_major(c, m, n)?;
-    product(kernel, Isa::current(), a, ta, b, tb, c, accumulate)
+    product(
+        kernel,
+        Isa::current(),
+        Precision::F32,
+        a,
+        ta,
+        b,
+        tb,
+        c,
+        accumulate,
+    )
 }
 
 /// C (m×n) = A (m×k) · B (k×n), or C += it.

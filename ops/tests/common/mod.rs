@@ -1,6 +1,8 @@
 //! Deterministic test inputs and checks shared by the kernel tests.
 #![allow(dead_code)]
 
+use saintflow_ops::gemm::Trans;
+
 /// A xorshift64 stream of u64 from `seed` (any seed; 0 is mapped to 1).
 pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -107,3 +109,16 @@ pub const GEMM_SHAPES: [(usize, usize, usize); 16] = [
     // One row and one column panel short of a tile, k one past a block.
     (13, 257, 31),
 ];
+
+/// op(A)'s and op(B)'s transposes, and the stored shapes of A and B.
+pub type Oriented = (Trans, Trans, (usize, usize), (usize, usize));
+
+/// The three products of a step (forward A·B, ∇W = Aᵀ·B, ∇X = A·Bᵀ) for op(A) m×k and
+/// op(B) k×n: the transposes and the stored shapes of A and B.
+pub fn oriented(m: usize, k: usize, n: usize) -> [Oriented; 3] {
+    [
+        (Trans::N, Trans::N, (m, k), (k, n)),
+        (Trans::T, Trans::N, (k, m), (k, n)),
+        (Trans::N, Trans::T, (m, k), (n, k)),
+    ]
+}

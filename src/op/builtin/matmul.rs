@@ -8,9 +8,7 @@
 //! operand that only exists transposed (then [`Transpose`] copies, and the cost says so).
 //! A sparse matrix transposes through the Algorithm-6 permutation of its values.
 
-use saintflow_ops::gemm::{
-    gemm_nn, gemm_nt, gemm_packed, gemm_tn, gemm_view, plan, Isa, PackedB, Trans,
-};
+use saintflow_ops::gemm::{gemm_packed, gemm_view_with, plan, Isa, PackedB, Precision, Trans};
 use saintflow_ops::spmm::{block_width, spmm_accumulate, spmm_blocked, spmm_view_blocked, CsrRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
@@ -325,7 +323,11 @@ pub fn transpose(d: &Tensor) -> Tensor {
 /// op(a) · op(b) for any pair but two sparse operands.
 pub fn product(a: &Value, ta: bool, b: &Value, tb: bool) -> Result<Tensor, OpError> {
     match (a, b) {
-        (Value::Dense(x), Value::Dense(y)) => dense_product(x, ta, y, tb),
+        (Value::Dense(x), Value::Dense(y)) => {
+            let xv = MatRef::row_major(&x.data, x.rows, x.cols)?;
+            let yv = MatRef::row_major(&y.data, y.rows, y.cols)?;
+            dense_product(xv, ta, yv, tb, Precision::F32)
+        }
         (Value::Sparse(s), Value::Dense(y)) => {
             let y = if tb { transpose(y) } else { (**y).clone() };
             sparse_product(s, ta, &y, None)
@@ -341,34 +343,38 @@ pub fn product(a: &Value, ta: bool, b: &Value, tb: bool) -> Result<Tensor, OpErr
     }
 }
 
-fn dense_product(x: &Tensor, tx: bool, y: &Tensor, ty: bool) -> Result<Tensor, OpError> {
+fn dense_product(
+    x: MatRef<'_>,
+    tx: bool,
+    y: MatRef<'_>,
+    ty: bool,
+    precision: Precision,
+) -> Result<Tensor, OpError> {
     let (m, k) = if tx {
-        (x.cols, x.rows)
+        (x.n_cols(), x.n_rows())
     } else {
-        (x.rows, x.cols)
+        (x.n_rows(), x.n_cols())
     };
     let (k2, n) = if ty {
-        (y.cols, y.rows)
+        (y.n_cols(), y.n_rows())
     } else {
-        (y.rows, y.cols)
+        (y.n_rows(), y.n_cols())
     };
     if k != k2 {
         return Err(OpError::args(format!(
             "gemm: inner dimensions {k} and {k2} differ"
         )));
     }
-    let mut c = Tensor::zeros(m, n);
-    match (tx, ty) {
-        (false, false) => gemm_nn(m, k, n, &x.data, &y.data, &mut c.data, false)?,
-        (false, true) => gemm_nt(m, k, n, &x.data, &y.data, &mut c.data, false)?,
-        (true, false) => gemm_tn(m, k, n, &x.data, &y.data, &mut c.data, false)?,
-        (true, true) => {
-            // Xᵀ·Yᵀ = (Y·X)ᵀ.
-            let mut yx = Tensor::zeros(n, m);
-            gemm_nn(n, k, m, &y.data, &x.data, &mut yx.data, false)?;
-            c = transpose(&yx);
-        }
+    if tx && ty {
+        // Xᵀ·Yᵀ = (Y·X)ᵀ.
+        let mut yx = Tensor::zeros(n, m);
+        let out = MatMut::row_major(&mut yx.data, n, m)?;
+        gemm_view_with(precision, y, Trans::N, x, Trans::N, out, false)?;
+        return Ok(transpose(&yx));
     }
+    let mut c = Tensor::zeros(m, n);
+    let out = MatMut::row_major(&mut c.data, m, n)?;
+    gemm_view_with(precision, x, trans(tx), y, trans(ty), out, false)?;
     Ok(c)
 }
 
@@ -437,6 +443,17 @@ fn sparse_product(
     Ok(out)
 }
 
+/// Columns `start .. start + len` of a stored operand, read in place: what the fusion pass
+/// makes of a `slice` feeding a product (the backward of `concat` slices its gradient
+/// into the products' operands; the GEMM reads the block through its row stride).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ColumnView {
+    /// First column.
+    pub start: usize,
+    /// Columns.
+    pub len: usize,
+}
+
 /// C = op(A) · op(B), dense, through the GEMM library.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Gemm {
@@ -444,6 +461,57 @@ pub struct Gemm {
     pub ta: bool,
     /// B used transposed.
     pub tb: bool,
+    /// The product's arithmetic: f32, or bf16 operands with f32 accumulation (set by the
+    /// planner's precision pass from the plan's `[compute] precision`).
+    pub precision: Precision,
+    /// Per operand (A, B): a column block of the stored input read in place instead of
+    /// the whole input (set by the fusion pass; planned graphs only, never differentiated).
+    pub views: [Option<ColumnView>; 2],
+}
+
+impl Gemm {
+    /// op(A)·op(B) in f32.
+    pub fn new(ta: bool, tb: bool) -> Gemm {
+        Gemm {
+            ta,
+            tb,
+            precision: Precision::F32,
+            views: [None; 2],
+        }
+    }
+
+    /// The fact operand `i` has as the product reads it (its column view's block).
+    fn operand_fact(&self, i: usize, f: &Fact) -> Result<Fact, OpError> {
+        let Some(v) = self.views[i] else {
+            return Ok(f.clone());
+        };
+        match f {
+            Fact::Dense { rows, cols } if cols.as_known().is_some_and(|c| v.start + v.len <= c) => {
+                Ok(Fact::dense(*rows, Dim::known(v.len)))
+            }
+            other => Err(OpError::args(format!(
+                "gemm: operand {} viewed as columns {}..{} of {other}",
+                i + 1,
+                v.start,
+                v.start + v.len
+            ))),
+        }
+    }
+
+    /// Operand `i` as the product reads it: the stored input, or its column view.
+    fn operand<'v>(&self, inputs: &[&'v Value], i: usize) -> Result<MatRef<'v>, OpError> {
+        let t = super::dense(inputs, i, "gemm")?;
+        let whole = MatRef::row_major(&t.data, t.rows, t.cols)?;
+        Ok(match self.views[i] {
+            Some(v) => whole.cols(v.start..v.start + v.len)?,
+            None => whole,
+        })
+    }
+
+    /// A product of the same precision with other transpose flags (the gradients').
+    fn with(self, ta: bool, tb: bool) -> Gemm {
+        Gemm { ta, tb, ..self }
+    }
 }
 
 impl Op for Gemm {
@@ -458,34 +526,57 @@ impl Op for Gemm {
         Some(ChainRole::Product(self.ta, self.tb))
     }
     fn attrs(&self) -> String {
+        let view = |i: usize| match self.views[i] {
+            Some(v) => format!(", {}[:, {}..{}]", ["A", "B"][i], v.start, v.start + v.len),
+            None => String::new(),
+        };
         format!(
-            "{}{}",
+            "{}{}{}{}{}",
             if self.ta { "T" } else { "N" },
-            if self.tb { "T" } else { "N" }
+            if self.tb { "T" } else { "N" },
+            match self.precision {
+                Precision::F32 => "",
+                Precision::Bf16 => " bf16",
+            },
+            view(0),
+            view(1)
         )
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense, Kind::Dense])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        let a = Factor::of(inputs[0], self.ta).expect("dense");
-        let b = Factor::of(inputs[1], self.tb).expect("dense");
+        let (fa, fb) = (
+            self.operand_fact(0, inputs[0])?,
+            self.operand_fact(1, inputs[1])?,
+        );
+        let a = Factor::of(&fa, self.ta).expect("dense");
+        let b = Factor::of(&fb, self.tb).expect("dense");
         if a.cols != b.rows {
             return Err(shape_error(0, &a, &b));
         }
         Ok(Fact::dense(a.rows, b.cols))
     }
     fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        let fa = Factor::of(inputs[0], self.ta).expect("dense");
-        let fb = Factor::of(inputs[1], self.tb).expect("dense");
+        let viewed = |i: usize| {
+            self.operand_fact(i, inputs[i])
+                .unwrap_or_else(|_| inputs[i].clone())
+        };
+        let fa = Factor::of(&viewed(0), self.ta).expect("dense");
+        let fb = Factor::of(&viewed(1), self.tb).expect("dense");
         Cost {
             flops: product_flops(&fa, &fb, b).unwrap_or(0.0),
             ..Cost::streaming(inputs, output, b)
         }
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        Ok(Value::dense(product(
-            inputs[0], self.ta, inputs[1], self.tb,
+        let (a, b) = (self.operand(inputs, 0)?, self.operand(inputs, 1)?);
+        Ok(Value::dense(dense_product(
+            a,
+            self.ta,
+            b,
+            self.tb,
+            self.precision,
         )?))
     }
     /// C = op(A)·op(B): ∂op(A) = ∇C·op(B)ᵀ, ∂op(B) = op(A)ᵀ·∇C, transposed back when the
@@ -495,46 +586,27 @@ impl Op for Gemm {
         g: &mut GradBuilder<'_>,
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
+        if self.views != [None, None] {
+            return Err(OpError::args(
+                "gemm: a product reading column views is planned, not differentiated",
+            ));
+        }
         let (a, b) = (g.input(0), g.input(1));
         let da = if !g.needs_grad(0) {
             None
         } else if self.ta {
             // ∂A = op(B)·∇Cᵀ.
-            Some(g.add(
-                Gemm {
-                    ta: self.tb,
-                    tb: true,
-                },
-                &[b, grad],
-            )?)
+            Some(g.add(self.with(self.tb, true), &[b, grad])?)
         } else {
-            Some(g.add(
-                Gemm {
-                    ta: false,
-                    tb: !self.tb,
-                },
-                &[grad, b],
-            )?)
+            Some(g.add(self.with(false, !self.tb), &[grad, b])?)
         };
         let db = if !g.needs_grad(1) {
             None
         } else if self.tb {
             // ∂B = ∇Cᵀ·op(A).
-            Some(g.add(
-                Gemm {
-                    ta: true,
-                    tb: self.ta,
-                },
-                &[grad, a],
-            )?)
+            Some(g.add(self.with(true, self.ta), &[grad, a])?)
         } else {
-            Some(g.add(
-                Gemm {
-                    ta: !self.ta,
-                    tb: false,
-                },
-                &[a, grad],
-            )?)
+            Some(g.add(self.with(!self.ta, false), &[a, grad])?)
         };
         Ok(vec![da, db])
     }
@@ -567,18 +639,19 @@ impl Partitioned for Gemm {
         _: &Ctx<'_>,
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
-        let (Some(a), Some(b)) = (inputs[0].as_dense(), inputs[1].as_dense()) else {
+        if inputs[0].as_dense().is_none() || inputs[1].as_dense().is_none() {
             return Ok(None);
-        };
+        }
         if threads < 2 || (self.ta && self.tb) {
             return Ok(None);
         }
+        let (a, b) = (self.operand(inputs, 0)?, self.operand(inputs, 1)?);
         let (m, k) = if self.ta {
-            (a.cols, a.rows)
+            (a.n_cols(), a.n_rows())
         } else {
-            (a.rows, a.cols)
+            (a.n_rows(), a.n_cols())
         };
-        let n = if self.tb { b.rows } else { b.cols };
+        let n = if self.tb { b.n_rows() } else { b.n_cols() };
         if m * n * k < GEMM_SPLIT_MIN_MACS || m < 2 * GEMM_MIN_ROWS {
             return Ok(None);
         }
@@ -591,8 +664,8 @@ impl Partitioned for Gemm {
         let mut split = Split::even(Axis::Rows, m, parts).writing_all();
         let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
         if !transposed {
-            let bv = MatRef::row_major(&b.data, b.rows, b.cols)?;
-            split.prepared = Some(Box::new(PackedB::new(isa, bv, trans(self.tb))?));
+            let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
+            split.prepared = Some(Box::new(packed));
         }
         // gemm_packed and gemm_view without accumulation write all of C.
         Ok(Some(split))
@@ -605,9 +678,8 @@ impl Partitioned for Gemm {
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
-        let a = super::dense(inputs, 0, "gemm")?;
         let rows = split.ranges[part].clone();
-        let av = MatRef::row_major(&a.data, a.rows, a.cols)?;
+        let av = self.operand(inputs, 0)?;
         let av = if self.ta {
             av.cols(rows)?
         } else {
@@ -621,9 +693,9 @@ impl Partitioned for Gemm {
                 gemm_packed(av, trans(self.ta), packed, out, false)?;
             }
             None => {
-                let b = super::dense(inputs, 1, "gemm")?;
-                let bv = MatRef::row_major(&b.data, b.rows, b.cols)?;
-                gemm_view(av, trans(self.ta), bv, trans(self.tb), out, false)?;
+                let bv = self.operand(inputs, 1)?;
+                let (ta, tb) = (trans(self.ta), trans(self.tb));
+                gemm_view_with(self.precision, av, ta, bv, tb, out, false)?;
             }
         }
         Ok(())

@@ -21,7 +21,8 @@ pub use attention::{Gat, GatScoresBackward, GatVecBackward, GatZBackward, Side};
 pub use dropout::{Dropout, DropoutBackward};
 pub use loss::{Loss, LossBackward, LossKind};
 pub use matmul::{
-    chain_factors, product, product_flops, transpose, Factor, Gemm, MatMul, Sddmm, Spmm, Transpose,
+    chain_factors, product, product_flops, transpose, ColumnView, Factor, Gemm, MatMul, Sddmm,
+    Spmm, Transpose,
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
 pub use source::{AdjKind, Adjacency, Features, One, Param, Sample, TargetsOp};

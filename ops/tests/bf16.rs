@@ -1,0 +1,186 @@
+//! The bf16 product (issue 33, item 4) against its oracle: the f64 sum of the operands
+//! rounded to bf16 ([`bf16::round`]), within the f32 accumulation bound, on the wide and
+//! the narrow tile, plain and transposed; the same bits on every thread count and row
+//! split; and a clear refusal on a CPU without AVX512_BF16. On such a CPU the oracle
+//! tests check that refusal instead (they cannot run the instruction).
+
+mod common;
+
+use common::{abs, assert_close, in_pool, oriented, values, GEMM_SHAPES};
+use saintflow_ops::gemm::{
+    bf16, gemm_packed, gemm_view_with, plan, Isa, PackedB, Precision, Trans,
+};
+use saintflow_ops::{naive, MatMut, MatRef};
+
+/// Shapes crossing every blocking edge of the bf16 path: odd k (a half-empty last pair),
+/// k past one block of 512 elements (256 pairs), n past NC, edge tiles, and narrow C
+/// (which the plan moves to the narrow tile, or computes as Cᵀ).
+const SHAPES: [(usize, usize, usize); 6] = [
+    (29, 1101, 1061),
+    (301, 600, 129),
+    (7, 1001, 70),
+    (64, 513, 64),
+    (500, 301, 2),
+    (300, 700, 7),
+];
+
+fn rounded(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| bf16::widen(bf16::round(x))).collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn run(
+    (a, ar, ac, ta): (&[f32], usize, usize, Trans),
+    (b, br, bc, tb): (&[f32], usize, usize, Trans),
+    (m, n): (usize, usize),
+    c0: Option<&[f32]>,
+) -> Vec<f32> {
+    let mut c = match c0 {
+        Some(c0) => c0.to_vec(),
+        None => vec![f32::NAN; m * n],
+    };
+    gemm_view_with(
+        Precision::Bf16,
+        MatRef::row_major(a, ar, ac).unwrap(),
+        ta,
+        MatRef::row_major(b, br, bc).unwrap(),
+        tb,
+        MatMut::row_major(&mut c, m, n).unwrap(),
+        c0.is_some(),
+    )
+    .unwrap();
+    c
+}
+
+#[test]
+fn bf16_products_match_the_rounded_oracle_on_every_tile_and_orientation() {
+    if let Err(why) = Precision::Bf16.check() {
+        let mut c = [0f32; 4];
+        let e = gemm_view_with(
+            Precision::Bf16,
+            MatRef::row_major(&[1.0; 4], 2, 2).unwrap(),
+            Trans::N,
+            MatRef::row_major(&[1.0; 4], 2, 2).unwrap(),
+            Trans::N,
+            MatMut::row_major(&mut c, 2, 2).unwrap(),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("bf16"), "{e}");
+        eprintln!("bf16 not run here: {why}");
+        return;
+    }
+    for (m, k, n) in GEMM_SHAPES.into_iter().chain(SHAPES) {
+        let a = values(m * k, 31);
+        let b = values(k * n, 32);
+        let (ar, br) = (rounded(&a), rounded(&b));
+        let want = naive::gemm_nn(m, k, n, &ar, &br);
+        let bound = naive::gemm_nn(m, k, n, &abs(&ar), &abs(&br));
+        let c0 = values(m * n, 33);
+        for (ta, tb, (sa_r, sa_c), (sb_r, sb_c)) in oriented(m, k, n) {
+            let a_st = match ta {
+                Trans::N => a.clone(),
+                Trans::T => naive::transpose(m, k, &a),
+            };
+            let b_st = match tb {
+                Trans::N => b.clone(),
+                Trans::T => naive::transpose(k, n, &b),
+            };
+            let what = format!("{ta:?}{tb:?} {m}×{k}×{n}");
+            for threads in [1, 2, 3] {
+                let got = in_pool(threads, || {
+                    run(
+                        (&a_st, sa_r, sa_c, ta),
+                        (&b_st, sb_r, sb_c, tb),
+                        (m, n),
+                        None,
+                    )
+                });
+                assert_close(&format!("bf16 {what}"), &got, &want, &bound, k);
+                // Accumulating adds the same product to C.
+                let acc = in_pool(threads, || {
+                    run(
+                        (&a_st, sa_r, sa_c, ta),
+                        (&b_st, sb_r, sb_c, tb),
+                        (m, n),
+                        Some(&c0),
+                    )
+                });
+                // (C0 + first k block) + the next: within the bound of k + 1 terms.
+                let sum: Vec<f32> = c0.iter().zip(&want).map(|(x, y)| x + y).collect();
+                let sum_bound: Vec<f32> = c0.iter().zip(&bound).map(|(x, y)| x.abs() + y).collect();
+                assert_close(
+                    &format!("bf16 accumulate {what}"),
+                    &acc,
+                    &sum,
+                    &sum_bound,
+                    k + 1,
+                );
+            }
+        }
+    }
+}
+
+/// Same bits on 1–3 threads, and with op(B) packed once and shared by three row blocks
+/// of C (the executor's GEMM parts) as in one call.
+#[test]
+fn bf16_bits_depend_on_neither_threads_nor_the_split() {
+    if Precision::Bf16.check().is_err() {
+        let b = [1f32; 4];
+        let bv = MatRef::row_major(&b, 2, 2).unwrap();
+        assert!(PackedB::new_with(Precision::Bf16, Isa::current(), bv, Trans::N).is_err());
+        return;
+    }
+    for (m, k, n) in SHAPES.into_iter().chain([(70, 1000, 130)]) {
+        let a = values(m * k, 41);
+        let b = values(k * n, 42);
+        for (ta, tb, (ar, ac), (br, bc)) in oriented(m, k, n) {
+            let (isa, transposed) = plan(Isa::Avx512, m, n, ta);
+            let what = format!("{ta:?}{tb:?} {m}×{k}×{n}");
+            let whole: Vec<Vec<u32>> = [1, 2, 3]
+                .into_iter()
+                .map(|t| {
+                    in_pool(t, || {
+                        bits(&run((&a, ar, ac, ta), (&b, br, bc, tb), (m, n), None))
+                    })
+                })
+                .collect();
+            assert!(
+                whole.iter().all(|w| *w == whole[0]),
+                "{what}: threads differ"
+            );
+            if transposed {
+                continue;
+            }
+            let av = MatRef::row_major(&a, ar, ac).unwrap();
+            let bv = MatRef::row_major(&b, br, bc).unwrap();
+            for threads in [1, 2] {
+                let got = in_pool(threads, || {
+                    let packed = PackedB::new_with(Precision::Bf16, isa, bv, tb).unwrap();
+                    let mut got = vec![f32::NAN; m * n];
+                    let cuts = [0, m / 3, 2 * m / 3, m];
+                    for w in cuts.windows(2) {
+                        let rows = w[0]..w[1];
+                        let ap = match ta {
+                            Trans::N => av.rows(rows.clone()).unwrap(),
+                            Trans::T => av.cols(rows.clone()).unwrap(),
+                        };
+                        let cv = MatMut::row_major(&mut got, m, n)
+                            .unwrap()
+                            .rows_mut(rows)
+                            .unwrap();
+                        gemm_packed(ap, ta, &packed, cv, false).unwrap();
+                    }
+                    got
+                });
+                assert!(
+                    bits(&got) == whole[0],
+                    "{what}: packed parts on {threads} threads"
+                );
+            }
+        }
+    }
+}
