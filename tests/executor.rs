@@ -405,7 +405,13 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             },
         };
         // Gemm, every transpose combination that splits, odd shapes.
-        for (m, k, n) in [(333, 70, 41), (1000, 64, 64), (129, 300, 17)] {
+        // The last: too few rows of C to split by rows, so it splits by columns.
+        for (m, k, n) in [
+            (333, 70, 41),
+            (1000, 64, 64),
+            (129, 300, 17),
+            (50, 600, 300),
+        ] {
             for (ta, tb) in [(false, false), (false, true), (true, false)] {
                 let a = if ta { dense(k, m, 1) } else { dense(m, k, 1) };
                 let b = if tb { dense(n, k, 2) } else { dense(k, n, 2) };

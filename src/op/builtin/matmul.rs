@@ -32,9 +32,12 @@ fn trans(t: bool) -> Trans {
 /// Below this many multiply-adds a GEMM is one task (as `saintflow_ops::gemm` runs such a
 /// product on one thread: splitting costs more than it saves).
 const GEMM_SPLIT_MIN_MACS: usize = 1 << 18;
-/// Rows per GEMM part at least: the `gemm` crate's packed micro-panels are up to 48 rows
-/// tall, so thinner blocks waste packing work.
+/// Rows per GEMM part at least: a part packs op(A) in 6-row panels and sweeps all of op(B)
+/// per panel, so a thinner part pays op(B)'s sweep for little work.
 const GEMM_MIN_ROWS: usize = 64;
+/// Columns per GEMM part at least, when C has too few rows to split by rows: one panel of
+/// the widest tile.
+const GEMM_MIN_COLS: usize = 64;
 
 /// A chain operand's shape after its transpose flag: what the chain's cost model sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -629,7 +632,9 @@ impl RowLocal for Gemm {
 impl Partitioned for Gemm {
     /// Row blocks of C (rows of op(A)), about two per worker so a slow block can be
     /// balanced; op(B) packed once for all of them ([`PackedB`]), each block one sequential
-    /// call of the kernel on it. The k-sum of every
+    /// call of the kernel on it. A C of too few rows for that (∇W of a first layer, F × h)
+    /// splits into column blocks instead (columns of op(B)), so the workers share it
+    /// rather than one computing it while the others wait. The k-sum of every
     /// element is the kernel's, whatever the blocks (measured bit-identical in
     /// tests/executor.rs). Xᵀ·Yᵀ (computed as (Y·X)ᵀ by `forward`) is not split.
     fn split(
@@ -652,8 +657,16 @@ impl Partitioned for Gemm {
             (a.n_rows(), a.n_cols())
         };
         let n = if self.tb { b.n_rows() } else { b.n_cols() };
-        if m * n * k < GEMM_SPLIT_MIN_MACS || m < 2 * GEMM_MIN_ROWS {
+        if m * n * k < GEMM_SPLIT_MIN_MACS {
             return Ok(None);
+        }
+        if m < 2 * GEMM_MIN_ROWS {
+            if n < 2 * GEMM_MIN_COLS {
+                return Ok(None);
+            }
+            // Column blocks, each a whole product on its columns of op(B).
+            let parts = (2 * threads).min(n / GEMM_MIN_COLS);
+            return Ok(Some(Split::even(Axis::Cols, n, parts).writing_all()));
         }
         let parts = (2 * threads).min(m / GEMM_MIN_ROWS);
         // op(B) packed once here for every part (each used to pack all of it: for
@@ -678,6 +691,19 @@ impl Partitioned for Gemm {
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
+        let (ta, tb) = (trans(self.ta), trans(self.tb));
+        if split.axis == Axis::Cols {
+            let cols = split.ranges[part].clone();
+            let bv = self.operand(inputs, 1)?;
+            let bv = if self.tb {
+                bv.rows(cols)?
+            } else {
+                bv.cols(cols)?
+            };
+            let av = self.operand(inputs, 0)?;
+            gemm_view_with(self.precision, av, ta, bv, tb, out, false)?;
+            return Ok(());
+        }
         let rows = split.ranges[part].clone();
         let av = self.operand(inputs, 0)?;
         let av = if self.ta {
@@ -690,11 +716,10 @@ impl Partitioned for Gemm {
                 let packed = p
                     .downcast_ref::<PackedB>()
                     .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))?;
-                gemm_packed(av, trans(self.ta), packed, out, false)?;
+                gemm_packed(av, ta, packed, out, false)?;
             }
             None => {
                 let bv = self.operand(inputs, 1)?;
-                let (ta, tb) = (trans(self.ta), trans(self.tb));
                 gemm_view_with(self.precision, av, ta, bv, tb, out, false)?;
             }
         }
