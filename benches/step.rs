@@ -7,9 +7,12 @@
 //! threads) vs the executor (p workers); compute only (subgraphs pre-sampled) vs sampling
 //! inline vs the prefetching subgraph pool; and the executor on 1–4 GraphSAGE layers.
 //! Before criterion's groups a summary prints the median step time per 1000 subgraph nodes
-//! and the stage breakdown (from `StepValues::times`, CPU time summed over tasks).
+//! and the stage breakdown (from `StepValues::times`, CPU time summed over tasks), and the
+//! executor's step in f32 and in bf16 (`[compute] precision`, where the CPU has
+//! AVX512_BF16), interleaved.
 //!
-//! Run: `cargo bench --bench step`.
+//! Run: `cargo bench --bench step` (`STEP_BENCH_QUICK=1`: only the f32/bf16 line per thread
+//! count, what `scripts/step_floor.sh` reads).
 
 use std::path::Path;
 use std::time::{Duration, Instant};

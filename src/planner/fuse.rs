@@ -1,5 +1,5 @@
 //! Fusion (issue 33). First, slices as views: a `gemm` reading a column `slice` reads the
-//! block in place ([`slices_as_views`]). Then row-wise chains: a node whose op computes row blocks
+//! block in place (`slices_as_views`). Then row-wise chains: a node whose op computes row blocks
 //! ([`RowBlocks`](crate::op::RowBlocks)) and whose value only one such node reads is merged
 //! into that reader, repeatedly, so a chain like the backward's
 //! `l2norm_backward → dropout_backward → relu_backward` or `add_n → dropout_backward →

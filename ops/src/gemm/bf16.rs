@@ -5,7 +5,7 @@
 //! operand and twice the multiply-adds per instruction of the f32 AVX-512 tile.
 //!
 //! Layout: a packed step is a *pair* of consecutive k elements, one 32-bit lane holding
-//! (x[k], x[k+1]) as two bf16 (k even, low half first), since `vdpbf16ps` folds each f32
+//! (x\[k\], x\[k+1\]) as two bf16 (k even, low half first), since `vdpbf16ps` folds each f32
 //! lane of its accumulator with the two products of such a pair. An A panel is ⌈kc/2⌉
 //! steps of MR lanes (rows), a B panel ⌈kc/2⌉ steps of NR lanes (columns); an odd kc pads
 //! the last pair's high half with zero in both, which adds 0·0. The blocking, threads and
