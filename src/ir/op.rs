@@ -72,6 +72,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
+use saintflow_ops::gemm::Precision;
 pub use saintflow_ops::view::{MatMut, MatRef};
 use saintflow_ops::KernelError;
 
@@ -356,6 +357,29 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
     /// What this op reads, when it is a source op (see "Source kinds" at the top of this
     /// file). Default: `None`.
     fn source_kind(&self) -> Option<SourceKind> {
+        None
+    }
+
+    /// The columns of its one input this op passes on whole and unchanged, when it is a
+    /// column slice (`slice`): the fusion pass lets a consumer that can read a column view
+    /// ([`Op::with_column_view`]) read them in place. Default: `None`.
+    fn column_slice(&self) -> Option<Range<usize>> {
+        None
+    }
+
+    /// This op reading only columns `cols` of its input `slot`, in place, instead of that
+    /// whole input (what it computes on the block is what it computed on a slice of it),
+    /// for an op that takes strided operands (`gemm`). Default: `None` (it cannot).
+    fn with_column_view(&self, slot: usize, cols: Range<usize>) -> Option<Arc<dyn Op>> {
+        let _ = (slot, cols);
+        None
+    }
+
+    /// This op computing at `precision` (the planner's precision pass, from a plan's
+    /// `[compute] precision`), for an op that has a choice (`gemm`). Default: `None` (no
+    /// choice, or already at `precision`).
+    fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>> {
+        let _ = precision;
         None
     }
 }

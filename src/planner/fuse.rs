@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::ir::{Dim, Fact, Graph, IrError, NodeId};
-use crate::op::builtin::{ColumnView, Gemm, Slice};
 use crate::op::fused::{Fused, Src, Stage};
 use crate::op::Op;
 
@@ -152,39 +151,45 @@ impl Pass for Fuse {
     }
 }
 
-/// Slices as views (issue 33): a product (`gemm`) that reads a column `slice` of a value —
-/// the backward of `concat` slices its gradient for each branch's ∇W = Xᵀ·∇Y and
-/// ∇X = ∇Y·Wᵀ — reads that block of the value in place instead ([`Gemm::views`]: the
-/// GEMM takes strided operands), and a slice left with no reader is removed: its n × len
+/// Slices as views (issue 33): an op that can read a column view
+/// ([`Op::with_column_view`]: `gemm`) and reads a column slice ([`Op::column_slice`]) of
+/// a value — the backward of `concat` slices its gradient for each branch's ∇W = Xᵀ·∇Y and
+/// ∇X = ∇Y·Wᵀ — reads that block of the value in place instead (the GEMM takes strided
+/// operands), and a slice left with no reader is removed: its n × len
 /// copy is neither written nor read back. The product computes the same bits (the GEMM's
 /// arithmetic does not depend on its operands' strides). Returns (operands rewired,
 /// slices removed).
 fn slices_as_views(graph: &mut Graph) -> Result<(usize, usize), IrError> {
     let (mut views, mut removed) = (0, 0);
     let outputs: Vec<NodeId> = graph.outputs().values().copied().collect();
-    let slices: Vec<(NodeId, Slice)> = graph
+    let slices: Vec<(NodeId, std::ops::Range<usize>)> = graph
         .ids()
         .into_iter()
-        .filter_map(|s| Some((s, *graph.node(s).op.downcast_ref::<Slice>()?)))
+        .filter_map(|s| Some((s, graph.node(s).op.column_slice()?)))
         .collect();
-    for (s, Slice { start, len }) in slices {
+    for (s, cols) in slices {
         let source = graph.node(s).inputs[0];
         for u in graph.consumers(s) {
             let node = graph.node(u);
-            let Some(&g) = node.op.downcast_ref::<Gemm>() else {
-                continue;
-            };
-            let mut op = g;
+            let mut op = node.op.clone();
             let mut inputs = node.inputs.clone();
+            let mut rewired = false;
             for (slot, input) in inputs.iter_mut().enumerate() {
-                if *input == s && g.views[slot].is_none() {
-                    op.views[slot] = Some(ColumnView { start, len });
+                if *input != s {
+                    continue;
+                }
+                if let Some(viewing) = op.with_column_view(slot, cols.clone()) {
+                    op = viewing;
                     *input = source;
                     views += 1;
+                    rewired = true;
                 }
             }
+            if !rewired {
+                continue;
+            }
             let (label, note) = (node.label.clone(), node.note.clone());
-            let w = graph.add(Arc::new(op), &inputs, label)?;
+            let w = graph.add(op, &inputs, label)?;
             graph.node_mut(w).note = note;
             graph.replace_uses(u, w)?;
             graph.remove(u)?;

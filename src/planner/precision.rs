@@ -1,4 +1,5 @@
-//! The precision pass (issue 33, item 4): every dense product (`gemm`: X·W and, after
+//! The precision pass (issue 33, item 4): every op with a choice of arithmetic
+//! ([`Op::with_precision`](crate::op::Op::with_precision)) — the dense products (`gemm`: X·W and, after
 //! differentiation, ∇X = ∇Y·Wᵀ and ∇W = Xᵀ·∇Y) takes the plan's arithmetic,
 //! [`PlanOptions::precision`]. For bf16 that is mixed precision as PyTorch's autocast does
 //! it on a CPU: the product's operands are rounded to bfloat16 as the GEMM packs them and
@@ -8,10 +9,7 @@
 //! f32 there (`saintflow_ops::gemm::Precision::Bf16`). `explain` shows the products as
 //! `gemm[NN bf16]`.
 
-use std::sync::Arc;
-
 use crate::ir::{Graph, IrError};
-use crate::op::builtin::Gemm;
 
 use super::{Pass, PlanOptions};
 
@@ -29,15 +27,8 @@ impl Pass for PrecisionPass {
         opts.precision.check().map_err(IrError::Unsupported)?;
         let mut changed = 0;
         for id in graph.ids() {
-            let Some(g) = graph.node(id).op.downcast_ref::<Gemm>().copied() else {
-                continue;
-            };
-            if g.precision != opts.precision {
-                let op = Gemm {
-                    precision: opts.precision,
-                    ..g
-                };
-                graph.replace_op(id, Arc::new(op))?;
+            if let Some(op) = graph.node(id).op.with_precision(opts.precision) {
+                graph.replace_op(id, op)?;
                 changed += 1;
             }
         }

@@ -565,11 +565,13 @@ impl Op for Gemm {
             self.operand_fact(i, inputs[i])
                 .unwrap_or_else(|_| inputs[i].clone())
         };
-        let fa = Factor::of(&viewed(0), self.ta).expect("dense");
-        let fb = Factor::of(&viewed(1), self.tb).expect("dense");
+        let (va, vb) = (viewed(0), viewed(1));
+        let fa = Factor::of(&va, self.ta).expect("dense");
+        let fb = Factor::of(&vb, self.tb).expect("dense");
         Cost {
             flops: product_flops(&fa, &fb, b).unwrap_or(0.0),
-            ..Cost::streaming(inputs, output, b)
+            // A column view reads its block only.
+            ..Cost::streaming(&[&va, &vb], output, b)
         }
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
@@ -618,6 +620,20 @@ impl Op for Gemm {
     }
     fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         Some(self)
+    }
+    fn with_column_view(&self, slot: usize, cols: std::ops::Range<usize>) -> Option<Arc<dyn Op>> {
+        if slot >= 2 || self.views[slot].is_some() {
+            return None;
+        }
+        let mut g = *self;
+        g.views[slot] = Some(ColumnView {
+            start: cols.start,
+            len: cols.len(),
+        });
+        Some(Arc::new(g))
+    }
+    fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>> {
+        (precision != self.precision).then(|| Arc::new(Gemm { precision, ..*self }) as Arc<dyn Op>)
     }
 }
 

@@ -201,6 +201,9 @@ impl Op for Slice {
     fn name(&self) -> &str {
         "slice"
     }
+    fn column_slice(&self) -> Option<std::ops::Range<usize>> {
+        Some(self.start..self.start + self.len)
+    }
     fn attrs(&self) -> String {
         format!("start={}, len={}", self.start, self.len)
     }
