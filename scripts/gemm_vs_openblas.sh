@@ -10,23 +10,10 @@
 #   REPS (default 9) timed repetitions per cell, THREADS (default 1,2), ROUNDS (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VENV:-/tmp/saintflow-gemm-venv}
 ROUNDS=${ROUNDS:-1}
 export REPS=${REPS:-9} THREADS=${THREADS:-1,2}
 
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q numpy
-fi
-OPENBLAS_LIB=$("$VENV/bin/python" - <<'EOF'
-import glob, os, numpy
-d = os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs")
-libs = glob.glob(os.path.join(d, "libscipy_openblas64_*.so"))
-print(os.path.realpath(libs[0]) if libs else "")
-EOF
-)
-[ -n "$OPENBLAS_LIB" ] || { echo "no libscipy_openblas64_ in $VENV's numpy" >&2; exit 1; }
-export OPENBLAS_LIB
+. scripts/openblas_lib.sh
 echo "numpy $("$VENV/bin/python" -c 'import numpy; print(numpy.__version__)'), OpenBLAS: $OPENBLAS_LIB"
 lscpu | grep "Model name" || true
 avx512=no

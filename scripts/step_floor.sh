@@ -16,24 +16,11 @@
 #   default /tmp/saintflow-gemm-venv), TORCH_PYTHON (optional).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VENV:-/tmp/saintflow-gemm-venv}
 ROUNDS=${ROUNDS:-5}
 export REPS=${REPS:-5}
 MFLOP_PER_NODE=6.51
 
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q numpy
-fi
-OPENBLAS_LIB=$("$VENV/bin/python" - <<'EOF'
-import glob, os, numpy
-d = os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs")
-libs = glob.glob(os.path.join(d, "libscipy_openblas64_*.so"))
-print(os.path.realpath(libs[0]) if libs else "")
-EOF
-)
-[ -n "$OPENBLAS_LIB" ] || { echo "no libscipy_openblas64_ in $VENV's numpy" >&2; exit 1; }
-export OPENBLAS_LIB
+. scripts/openblas_lib.sh
 lscpu | grep "Model name" || true
 bf16=no
 grep -q avx512_bf16 /proc/cpuinfo && bf16=yes

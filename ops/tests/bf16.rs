@@ -6,10 +6,8 @@
 
 mod common;
 
-use common::{abs, assert_close, in_pool, oriented, values, GEMM_SHAPES};
-use saintflow_ops::gemm::{
-    bf16, gemm_packed, gemm_view_with, plan, Isa, PackedB, Precision, Trans,
-};
+use common::{abs, assert_close, in_pool, oriented, packed_in_row_parts, values, GEMM_SHAPES};
+use saintflow_ops::gemm::{bf16, gemm_view_with, plan, Isa, PackedB, Precision, Trans};
 use saintflow_ops::{naive, MatMut, MatRef};
 
 /// Shapes crossing every blocking edge of the bf16 path: odd k (a half-empty last pair),
@@ -160,21 +158,7 @@ fn bf16_bits_depend_on_neither_threads_nor_the_split() {
             for threads in [1, 2] {
                 let got = in_pool(threads, || {
                     let packed = PackedB::new_with(Precision::Bf16, isa, bv, tb).unwrap();
-                    let mut got = vec![f32::NAN; m * n];
-                    let cuts = [0, m / 3, 2 * m / 3, m];
-                    for w in cuts.windows(2) {
-                        let rows = w[0]..w[1];
-                        let ap = match ta {
-                            Trans::N => av.rows(rows.clone()).unwrap(),
-                            Trans::T => av.cols(rows.clone()).unwrap(),
-                        };
-                        let cv = MatMut::row_major(&mut got, m, n)
-                            .unwrap()
-                            .rows_mut(rows)
-                            .unwrap();
-                        gemm_packed(ap, ta, &packed, cv, false).unwrap();
-                    }
-                    got
+                    packed_in_row_parts(av, ta, &packed, (m, n))
                 });
                 assert!(
                     bits(&got) == whole[0],

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{abs, assert_close, in_pool, oriented, random_csr, values, GEMM_SHAPES, U};
+use common::{
+    abs, assert_close, in_pool, oriented, packed_in_row_parts, random_csr, values, GEMM_SHAPES, U,
+};
 use proptest::prelude::*;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, Trans};
 use saintflow_ops::naive;
@@ -129,22 +131,7 @@ fn gemm_on_a_packed_b_equals_the_whole_product_bit_for_bit() {
                     let got = in_pool(threads, || {
                         let packed = PackedB::new(isa, bv, tb).unwrap();
                         assert_eq!((packed.rows(), packed.cols()), (k, n));
-                        let mut got = vec![f32::NAN; m * n];
-                        // Three row blocks, as the executor's parts take them.
-                        let cuts = [0, m / 3, 2 * m / 3, m];
-                        for w in cuts.windows(2) {
-                            let rows = w[0]..w[1];
-                            let ap = match ta {
-                                Trans::N => av.rows(rows.clone()).unwrap(),
-                                Trans::T => av.cols(rows.clone()).unwrap(),
-                            };
-                            let cv = MatMut::row_major(&mut got, m, n)
-                                .unwrap()
-                                .rows_mut(rows)
-                                .unwrap();
-                            gemm_packed(ap, ta, &packed, cv, false).unwrap();
-                        }
-                        got
+                        packed_in_row_parts(av, ta, &packed, (m, n))
                     });
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
                     assert!(

@@ -223,8 +223,7 @@ pub(crate) fn copied(src: &[f32]) -> Vec<f32> {
             buf
         }
         None => {
-            let mut buf = fresh(0);
-            buf.reserve_exact(src.len());
+            let mut buf = Vec::with_capacity(src.len());
             advise_huge(&buf, src.len());
             buf.extend_from_slice(src);
             buf

@@ -125,15 +125,9 @@ impl Pass for Fuse {
                     continue;
                 };
                 let vs = stages_of(graph, v).expect("checked");
-                let label = node.label.clone();
                 let fact = node.fact.clone();
                 let (inputs, stages) = merge(graph, v, vs, u, us);
-                let op: Arc<dyn Op> = Arc::new(Fused { stages, fact });
-                let w = graph.add(op, &inputs, label)?;
-                let note = graph.node(u).note.clone();
-                graph.node_mut(w).note = note;
-                graph.replace_uses(u, w)?;
-                graph.remove(u)?;
+                replace_node(graph, u, Arc::new(Fused { stages, fact }), &inputs)?;
                 graph.remove(v)?;
                 fused += 1;
                 merged = true;
@@ -149,6 +143,22 @@ impl Pass for Fuse {
             ("fused".into(), fused),
         ])
     }
+}
+
+/// Replaces node `u` by `op` on `inputs` (a new node with `u`'s label and note, which
+/// every reader of `u` reads instead); `u` is removed.
+fn replace_node(
+    graph: &mut Graph,
+    u: NodeId,
+    op: Arc<dyn Op>,
+    inputs: &[NodeId],
+) -> Result<NodeId, IrError> {
+    let (label, note) = (graph.node(u).label.clone(), graph.node(u).note.clone());
+    let w = graph.add(op, inputs, label)?;
+    graph.node_mut(w).note = note;
+    graph.replace_uses(u, w)?;
+    graph.remove(u)?;
+    Ok(w)
 }
 
 /// Slices as views (issue 33): an op that can read a column view
@@ -185,14 +195,9 @@ fn slices_as_views(graph: &mut Graph) -> Result<(usize, usize), IrError> {
                     rewired = true;
                 }
             }
-            if !rewired {
-                continue;
+            if rewired {
+                replace_node(graph, u, op, &inputs)?;
             }
-            let (label, note) = (node.label.clone(), node.note.clone());
-            let w = graph.add(op, &inputs, label)?;
-            graph.node_mut(w).note = note;
-            graph.replace_uses(u, w)?;
-            graph.remove(u)?;
         }
         if graph.consumers(s).is_empty() && !outputs.contains(&s) {
             graph.remove(s)?;

@@ -1,7 +1,8 @@
 //! Deterministic test inputs and checks shared by the kernel tests.
 #![allow(dead_code)]
 
-use saintflow_ops::gemm::Trans;
+use saintflow_ops::gemm::{gemm_packed, PackedB, Trans};
+use saintflow_ops::{MatMut, MatRef};
 
 /// A xorshift64 stream of u64 from `seed` (any seed; 0 is mapped to 1).
 pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
@@ -121,4 +122,29 @@ pub fn oriented(m: usize, k: usize, n: usize) -> [Oriented; 3] {
         (Trans::T, Trans::N, (k, m), (k, n)),
         (Trans::N, Trans::T, (m, k), (n, k)),
     ]
+}
+
+/// C (m×n) = op(A)·B on a packed B in three row blocks, as the executor's GEMM parts take
+/// them (a block of rows of op(A) is a block of columns of a transposed A).
+pub fn packed_in_row_parts(
+    av: MatRef<'_>,
+    ta: Trans,
+    packed: &PackedB,
+    (m, n): (usize, usize),
+) -> Vec<f32> {
+    let mut got = vec![f32::NAN; m * n];
+    let cuts = [0, m / 3, 2 * m / 3, m];
+    for w in cuts.windows(2) {
+        let rows = w[0]..w[1];
+        let ap = match ta {
+            Trans::N => av.rows(rows.clone()).unwrap(),
+            Trans::T => av.cols(rows.clone()).unwrap(),
+        };
+        let cv = MatMut::row_major(&mut got, m, n)
+            .unwrap()
+            .rows_mut(rows)
+            .unwrap();
+        gemm_packed(ap, ta, packed, cv, false).unwrap();
+    }
+    got
 }

@@ -708,25 +708,16 @@ impl Partitioned for Gemm {
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
         let (ta, tb) = (trans(self.ta), trans(self.tb));
-        if split.axis == Axis::Cols {
-            let cols = split.ranges[part].clone();
-            let bv = self.operand(inputs, 1)?;
-            let bv = if self.tb {
-                bv.rows(cols)?
-            } else {
-                bv.cols(cols)?
-            };
-            let av = self.operand(inputs, 0)?;
-            gemm_view_with(self.precision, av, ta, bv, tb, out, false)?;
-            return Ok(());
+        let range = split.ranges[part].clone();
+        let (mut av, mut bv) = (self.operand(inputs, 0)?, self.operand(inputs, 1)?);
+        // A part is rows of op(A) (rows of C) or columns of op(B) (columns of C); a
+        // transposed operand's rows are its stored columns.
+        match (split.axis, self.ta, self.tb) {
+            (Axis::Rows, false, _) => av = av.rows(range)?,
+            (Axis::Rows, true, _) => av = av.cols(range)?,
+            (Axis::Cols, _, false) => bv = bv.cols(range)?,
+            (Axis::Cols, _, true) => bv = bv.rows(range)?,
         }
-        let rows = split.ranges[part].clone();
-        let av = self.operand(inputs, 0)?;
-        let av = if self.ta {
-            av.cols(rows)?
-        } else {
-            av.rows(rows)?
-        };
         match split.prepared.as_ref() {
             Some(p) => {
                 let packed = p
@@ -734,10 +725,7 @@ impl Partitioned for Gemm {
                     .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))?;
                 gemm_packed(av, ta, packed, out, false)?;
             }
-            None => {
-                let bv = self.operand(inputs, 1)?;
-                gemm_view_with(self.precision, av, ta, bv, tb, out, false)?;
-            }
+            None => gemm_view_with(self.precision, av, ta, bv, tb, out, false)?,
         }
         Ok(())
     }
