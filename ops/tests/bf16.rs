@@ -12,14 +12,16 @@ use saintflow_ops::{naive, MatMut, MatRef};
 
 /// Shapes crossing every blocking edge of the bf16 path: odd k (a half-empty last pair),
 /// k past one block of 512 elements (256 pairs), n past NC, edge tiles, and narrow C
-/// (which the plan moves to the narrow tile, or computes as Cᵀ).
-const SHAPES: [(usize, usize, usize); 6] = [
+/// (which the plan moves to the narrow tile, or computes as Cᵀ), and k long enough to run
+/// as two halves (16 blocks of 256 pairs), an odd element past them.
+const SHAPES: [(usize, usize, usize); 7] = [
     (29, 1101, 1061),
     (301, 600, 129),
     (7, 1001, 70),
     (64, 513, 64),
     (500, 301, 2),
     (300, 700, 7),
+    (13, 8193, 20),
 ];
 
 fn rounded(v: &[f32]) -> Vec<f32> {

@@ -52,8 +52,10 @@ fn gemm_products_match_the_naive_loop() {
 
 /// The GEMM's bits depend on neither the thread count nor the x86 path: each element is
 /// summed in k order with one FMA per step on AVX2 and AVX-512 alike, and a thread only
-/// chooses which tiles it computes. Shapes cross every blocking boundary (k past KC = 256,
-/// n past the widest NC, edge tiles of every tile shape).
+/// chooses which tiles it computes, and a long k splits where k alone says (the halves run
+/// side by side on 2 or 3 threads, one after the other on 1). Shapes cross every blocking
+/// boundary (k past KC = 256, n past the widest NC, edge tiles of every tile shape, k past
+/// the split).
 #[test]
 fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
     use saintflow_ops::gemm::{gemm_view_isa, Isa};
@@ -69,6 +71,7 @@ fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
         (7, 1000, 70),
         (500, 300, 2),
         (300, 700, 7),
+        (61, 4400, 45),
     ] {
         let a = values(m * k, 11);
         let b = values(k * n, 12);

@@ -12,8 +12,10 @@
 //! the step's shapes: for each block of NC columns and KC steps of k, op(B)'s block is
 //! packed once into NR-column panels (KC·NC floats sized to half the L2, shared by every
 //! thread); the threads then take MR-row panels of op(A), pack each (MR·KC floats, in L1)
-//! and sweep it across all of B's panels, which stream from L2 in memory order. The tile
-//! routines are in `kernel.rs`: AVX-512 6×64, AVX2 6×16, a portable 4×16, chosen by
+//! and sweep it across all of B's panels, which stream from L2 in memory order. A product
+//! of long k (∇W over a subgraph's nodes) runs as two halves of k side by side, added at
+//! the end, and a thread that sweeps every row panel of a transposed op(A) packs eight at
+//! a time (see `run` and `block`). The tile routines are in `kernel.rs`: AVX-512 6×64, AVX2 6×16, a portable 4×16, chosen by
 //! [`Isa::current`] (`SAINTFLOW_ISA` forces a narrower one) or named in [`gemm_view_isa`].
 //!
 //! Why not a crate: the `gemm` crate (used before) reached 62–66 % of OpenBLAS on a Zen 3
@@ -424,6 +426,28 @@ thread_local! {
     static B_PACK: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
 }
 
+/// Runs `f` on the calling thread's buffer `key`, grown to at least `len` floats (its
+/// contents are whatever the last user left), or on a fresh one where this thread holds it
+/// already: a worker that stole another product while it waits inside one.
+fn with_scratch<R>(
+    key: &'static std::thread::LocalKey<RefCell<AlignedVec>>,
+    len: usize,
+    f: impl FnOnce(&mut AlignedVec) -> R,
+) -> R {
+    key.with(|cell| {
+        let mut owned = AlignedVec::new();
+        let mut borrowed = cell.try_borrow_mut();
+        let buf = match borrowed.as_deref_mut() {
+            Ok(buf) => buf,
+            Err(_) => &mut owned,
+        };
+        if buf.len() < len {
+            *buf = AlignedVec::zeroed(len);
+        }
+        f(buf)
+    })
+}
+
 /// Where a product's packed op(B) blocks come from.
 #[derive(Clone, Copy)]
 enum BSource<'b> {
@@ -433,43 +457,128 @@ enum BSource<'b> {
     Packed(&'b PackedB),
 }
 
+/// Products with at least this many packed steps of k run as two halves of k, the second
+/// into a buffer then added to C (see [`run`]): 16 KC blocks, which ∇W = Xᵀ·∇Y of a
+/// sampled subgraph (k = its 6–8 thousand nodes) passes and no product over features does.
+const K_SPLIT_STEPS: usize = 16 * KC;
+
+/// Where [`run`] splits k (in elements): at a KC-block boundary in the middle, or `None`
+/// below [`K_SPLIT_STEPS`]. A function of k alone, so a product's row and column parts
+/// (which the executor runs apart) split where the whole would, and the thread count
+/// never changes a bit.
+fn k_split(k: usize, k_step: usize) -> Option<usize> {
+    let steps = k.div_ceil(k_step);
+    (steps >= K_SPLIT_STEPS).then(|| steps.div_ceil(KC) / 2 * KC * k_step)
+}
+
+thread_local! {
+    /// The calling thread's buffer for the second half of a k-split product ([`run`]),
+    /// kept between calls (m·n floats).
+    static K_HALF: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
+}
+
 /// The blocked product on tile routine `K`.
+///
+/// A product of long k (∇W = Xᵀ·∇Y: 512×512 over k = 8000) runs as two halves of k, the
+/// first into C and the second into a buffer added to C at the end, side by side on two
+/// threads. Each half packs its own rows of op(B) and its own panels of op(A), so the
+/// threads meet once, where one sweep of row panels per KC block met 31 times (a barrier
+/// per block, with op(B)'s next block packed between): on the forced AVX2 path of a Zen 4
+/// those products were 90–93 % of OpenBLAS at 2 threads (BENCHMARKS.md). Where the split
+/// falls depends on k alone ([`k_split`]), so one thread computes the same bits.
 ///
 /// # Safety
 /// `a` addresses op(A) (m×k) in bounds, and `b` op(B) (k×n) (a `PackedB` for `K`'s NR, of
 /// k×n); `c.at(i, j)` is valid for writes for i < m, j < n and aliases neither; the CPU
 /// runs `K`.
 unsafe fn run<K: MicroKernel>(
-    (m, n, k): (usize, usize, usize),
+    shape: (usize, usize, usize),
     a: Strided,
     b: BSource<'_>,
     c: Strided,
     accumulate: bool,
     parallel: bool,
 ) {
+    let (m, n, k) = shape;
+    let Some(split) = k_split(k, K::K_STEP) else {
+        // SAFETY: forwarded contract.
+        unsafe { run_k::<K>(shape, a, b, c, accumulate, parallel, 0..k) };
+        return;
+    };
+    with_scratch(&K_HALF, m * n, |buf| {
+        let half = Strided {
+            ptr: buf.as_mut_slice().as_mut_ptr(),
+            rs: n,
+            cs: 1,
+        };
+        // Each half forks inside only when there are threads beyond the two halves.
+        let inner = parallel && rayon::current_num_threads() > 2;
+        // SAFETY (both halves): forwarded contract for k ranges of op(A) and op(B); the
+        // buffer holds m·n floats, written by the second half only, C by the first only.
+        let first = || unsafe { run_k::<K>(shape, a, b, c, accumulate, inner, 0..split) };
+        let second = || unsafe { run_k::<K>(shape, a, b, half, false, inner, split..k) };
+        if parallel {
+            rayon::join(first, second);
+        } else {
+            first();
+            second();
+        }
+        let add_rows = |rows: std::ops::Range<usize>| {
+            for i in rows {
+                // SAFETY: row i < m of the buffer, n floats.
+                let h = unsafe { std::slice::from_raw_parts(half.at(i, 0), n) };
+                if c.cs == 1 {
+                    // SAFETY: row i of C, n contiguous floats (cs 1), this task's only.
+                    let row = unsafe { std::slice::from_raw_parts_mut(c.at(i, 0), n) };
+                    row.iter_mut().zip(h).for_each(|(x, y)| *x += y);
+                } else {
+                    for (j, y) in h.iter().enumerate() {
+                        // SAFETY: i < m, j < n: inside C.
+                        unsafe { *c.at(i, j) += y };
+                    }
+                }
+            }
+        };
+        if parallel {
+            let per = m.div_ceil(4 * rayon::current_num_threads()).max(1);
+            (0..m.div_ceil(per))
+                .into_par_iter()
+                .for_each(|p| add_rows(p * per..m.min((p + 1) * per)));
+        } else {
+            add_rows(0..m);
+        }
+    });
+}
+
+/// [`run`] over the rows `ks` of op(B) (columns of op(A)), a range that starts on a KC
+/// block: C = (or +=) op(A)[:, ks]·op(B)[ks, :], the blocks added in order.
+///
+/// # Safety
+/// As [`run`].
+unsafe fn run_k<K: MicroKernel>(
+    (m, n, _): (usize, usize, usize),
+    a: Strided,
+    b: BSource<'_>,
+    c: Strided,
+    accumulate: bool,
+    parallel: bool,
+    ks: std::ops::Range<usize>,
+) {
     let nc_max = nc_block();
     // k elements per block: KC packed steps.
     let kc_max = KC * K::K_STEP;
+    debug_assert_eq!(ks.start % kc_max, 0);
     let b_len = match b {
         BSource::Strided(_) => {
-            KC.min(k.div_ceil(K::K_STEP)) * n.min(nc_max).div_ceil(K::NR) * K::NR
+            KC.min(ks.len().div_ceil(K::K_STEP)) * n.min(nc_max).div_ceil(K::NR) * K::NR
         }
         BSource::Packed(_) => 0,
     };
-    let mut owned = AlignedVec::new();
-    B_PACK.with(|cell| {
-        let mut borrowed = cell.try_borrow_mut();
-        let buf = match borrowed.as_deref_mut() {
-            Ok(buf) => buf,
-            Err(_) => &mut owned,
-        };
-        if buf.len() < b_len {
-            *buf = AlignedVec::zeroed(b_len);
-        }
+    with_scratch(&B_PACK, b_len, |buf| {
         for (jb, jc) in (0..n).step_by(nc_max).enumerate() {
             let nc = nc_max.min(n - jc);
-            for (pb, pc) in (0..k).step_by(kc_max).enumerate() {
-                let kc = kc_max.min(k - pc);
+            for pc in ks.clone().step_by(kc_max) {
+                let kc = kc_max.min(ks.end - pc);
                 let b_blk: &[f32] = match b {
                     BSource::Strided(b) => {
                         let len = kc.div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR;
@@ -478,7 +587,7 @@ unsafe fn run<K: MicroKernel>(
                         unsafe { pack_b_block::<K>(b, (jc, nc), (pc, kc), dst, parallel) };
                         dst
                     }
-                    BSource::Packed(p) => p.block(jb, pb),
+                    BSource::Packed(p) => p.block(jb, pc / kc_max),
                 };
                 // SAFETY: forwarded contract; b_blk is the (jc, pc) block for K's NR.
                 unsafe {
@@ -489,7 +598,7 @@ unsafe fn run<K: MicroKernel>(
                         (pc, kc),
                         b_blk,
                         c,
-                        pc == 0 && !accumulate,
+                        pc == ks.start && !accumulate,
                         parallel,
                     )
                 };
@@ -604,7 +713,41 @@ unsafe fn block<K: MicroKernel>(
     // place: packing it would gather all of X for that handful of panels (5935×1024·
     // 1024×7: the pack, not the tiles, was the time; BENCHMARKS.md). Not in bf16 pairs.
     let direct = a.cs == 1 && n_panels <= 2 && K::K_STEP == 1;
-    // Row panel p of op(A) against B panels `qs`.
+    // Row panel p of op(A), its rows given as `a_rows`, against B panels `qs`; with
+    // `next`, the lines of the next rows of op(A) to pack, brought towards L1 meanwhile.
+    let sweep =
+        |a_rows: ARows, p: usize, qs: std::ops::Range<usize>, next: Option<(*const f32, usize)>| {
+            let i0 = p * K::MR;
+            let rows = K::MR.min(m - i0);
+            let (first, count) = (qs.start, qs.len());
+            for (q, bp) in b_blk
+                .chunks_exact(panel_b)
+                .enumerate()
+                .skip(first)
+                .take(count)
+            {
+                if let Some((src, lanes)) = next {
+                    prefetch_part(src, a.rs, a.cs, lanes, kc, q - first, count);
+                }
+                let j0 = q * K::NR;
+                let tile = CTile {
+                    // SAFETY: (i0, jc + j0) is inside C.
+                    ptr: unsafe { c.at(i0, jc + j0) },
+                    rs: c.rs,
+                    cs: c.cs,
+                    rows,
+                    cols: K::NR.min(nc - j0),
+                    overwrite,
+                };
+                // SAFETY: the tile rows i0..i0+rows, columns jc+j0..+cols are in C and in this
+                // panel's rows only; A's rows are a packed kc·MR panel or op(A) in place
+                // (row-major: a.cs is 1); the B panel holds kc·NR floats, 64-byte aligned
+                // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
+                // contract).
+                unsafe { K::tile(steps, a_rows, bp.as_ptr(), tile) }
+            }
+        };
+    // Row panel p of op(A), packed into `a_buf` (or read in place), against B panels `qs`.
     let row_panel = |a_buf: &mut AlignedVec, p: usize, qs: std::ops::Range<usize>| {
         let i0 = p * K::MR;
         let rows = K::MR.min(m - i0);
@@ -628,33 +771,7 @@ unsafe fn block<K: MicroKernel>(
             // SAFETY: row i0 + MR < m, column pc < k of op(A).
             (unsafe { a.at(i0 + K::MR, pc) }.cast_const(), rows)
         });
-        let (first, count) = (qs.start, qs.len());
-        for (q, bp) in b_blk
-            .chunks_exact(panel_b)
-            .enumerate()
-            .skip(first)
-            .take(count)
-        {
-            if let Some((src, rows)) = next {
-                prefetch_part(src, a.rs, a.cs, rows, kc, q - first, count);
-            }
-            let j0 = q * K::NR;
-            let tile = CTile {
-                // SAFETY: (i0, jc + j0) is inside C.
-                ptr: unsafe { c.at(i0, jc + j0) },
-                rs: c.rs,
-                cs: c.cs,
-                rows,
-                cols: K::NR.min(nc - j0),
-                overwrite,
-            };
-            // SAFETY: the tile rows i0..i0+rows, columns jc+j0..+cols are in C and in this
-            // panel's rows only; A's rows are a packed kc·MR panel or op(A) in place
-            // (row-major: a.cs is 1); the B panel holds kc·NR floats, 64-byte aligned
-            // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
-            // contract).
-            unsafe { K::tile(steps, a_rows, bp.as_ptr(), tile) }
-        }
+        sweep(a_rows, p, qs, next)
     };
     let m_panels = m.div_ceil(K::MR);
     let threads = rayon::current_num_threads();
@@ -674,6 +791,57 @@ unsafe fn block<K: MicroKernel>(
                 row_panel(buf, p, g * n_panels / groups..(g + 1) * n_panels / groups);
             }
         });
+    } else if a.rs == 1 && K::K_STEP == 1 {
+        // op(A) transposed (Xᵀ of ∇W = Xᵀ·∇Y): a step of a panel is MR floats of one row
+        // of X, 24 bytes of a line, and X's rows lie a power of two apart (2 or 4 KiB), so
+        // the lines of one panel's 256 rows share a few L1 sets and are gone by the next
+        // panel, which reads them again. Panels are packed GROUP at a time instead (48
+        // columns of X, three whole lines of each row), ROWS rows of X at a time across
+        // the group, then swept one by one. A pack went from 6 % of a 512×512 product over
+        // k = 8000 to 3 % (perf, AVX2 path, one thread). Only where one thread sweeps
+        // every row panel (one thread, or each half of a split k, `run`): threads that
+        // share the row panels take them one by one (a group would leave one a group
+        // short).
+        const GROUP: usize = 8;
+        const ROWS: usize = 8;
+        let mut group = AlignedVec::zeroed(GROUP * steps * K::MR);
+        for p0 in (0..m_panels).step_by(GROUP) {
+            let panels = GROUP.min(m_panels - p0);
+            for t0 in (0..kc).step_by(ROWS) {
+                let t_n = ROWS.min(kc - t0);
+                let bufs = group.as_mut_slice().chunks_exact_mut(steps * K::MR);
+                for (g, a_pan) in bufs.take(panels).enumerate() {
+                    let i0 = (p0 + g) * K::MR;
+                    let rows = K::MR.min(m - i0);
+                    // SAFETY: rows i0..i0+rows, columns pc+t0..+t_n of op(A) are in
+                    // bounds; the CPU runs K (the caller's contract).
+                    unsafe {
+                        K::pack(
+                            &mut a_pan[t0 * K::MR..],
+                            a.at(i0, pc + t0).cast_const(),
+                            a.rs,
+                            a.cs,
+                            rows,
+                            t_n,
+                            K::MR,
+                        )
+                    };
+                }
+            }
+            // The next group's rows, brought towards L1 while this group's last panel
+            // computes.
+            let next_i0 = (p0 + panels) * K::MR;
+            let next = (next_i0 < m).then(|| {
+                // SAFETY: row next_i0 < m, column pc < k of op(A).
+                let src = unsafe { a.at(next_i0, pc) }.cast_const();
+                (src, (GROUP * K::MR).min(m - next_i0))
+            });
+            let bufs = group.as_slice().chunks_exact(steps * K::MR);
+            for (g, a_pan) in bufs.take(panels).enumerate() {
+                let next = next.filter(|_| g + 1 == panels);
+                sweep(ARows::Packed(a_pan.as_ptr()), p0 + g, 0..n_panels, next);
+            }
+        }
     } else {
         let mut buf = a_buf();
         (0..m_panels).for_each(|p| row_panel(&mut buf, p, 0..n_panels));

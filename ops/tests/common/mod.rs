@@ -89,7 +89,7 @@ pub fn random_csr(n: usize, n_cols: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
 }
 
 /// GEMM shapes (m, k, n): empty dimensions, one element, odd sizes, thin and tall.
-pub const GEMM_SHAPES: [(usize, usize, usize); 16] = [
+pub const GEMM_SHAPES: [(usize, usize, usize); 17] = [
     (0, 5, 7),
     (5, 0, 7),
     (5, 7, 0),
@@ -109,6 +109,10 @@ pub const GEMM_SHAPES: [(usize, usize, usize); 16] = [
     (29, 531, 1061),
     // One row and one column panel short of a tile, k one past a block.
     (13, 257, 31),
+    // k long enough to run as two halves (16 blocks of KC = 256), 17 blocks with the last
+    // one element deep: the halves meet at block 8; C of 4 row panels of AVX2's tile (the
+    // transposed op(A) packs them as one group, short of 8).
+    (19, 4097, 37),
 ];
 
 /// op(A)'s and op(B)'s transposes, and the stored shapes of A and B.
