@@ -426,9 +426,14 @@ thread_local! {
     static B_PACK: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
 }
 
+/// Scratch buffers up to this many floats (16 MiB) stay with their thread between calls;
+/// a larger one (the second half of a long-k product with a large C) is freed after use.
+const SCRATCH_KEPT_MAX: usize = 1 << 22;
+
 /// Runs `f` on the calling thread's buffer `key`, grown to at least `len` floats (its
 /// contents are whatever the last user left), or on a fresh one where this thread holds it
-/// already: a worker that stole another product while it waits inside one.
+/// already (a worker that stole another product while it waits inside one) or where `len`
+/// exceeds [`SCRATCH_KEPT_MAX`].
 fn with_scratch<R>(
     key: &'static std::thread::LocalKey<RefCell<AlignedVec>>,
     len: usize,
@@ -438,8 +443,8 @@ fn with_scratch<R>(
         let mut owned = AlignedVec::new();
         let mut borrowed = cell.try_borrow_mut();
         let buf = match borrowed.as_deref_mut() {
-            Ok(buf) => buf,
-            Err(_) => &mut owned,
+            Ok(buf) if len <= SCRATCH_KEPT_MAX => buf,
+            _ => &mut owned,
         };
         if buf.len() < len {
             *buf = AlignedVec::zeroed(len);
@@ -473,7 +478,7 @@ fn k_split(k: usize, k_step: usize) -> Option<usize> {
 
 thread_local! {
     /// The calling thread's buffer for the second half of a k-split product ([`run`]),
-    /// kept between calls (m·n floats).
+    /// kept between calls (m·n floats, up to [`SCRATCH_KEPT_MAX`]).
     static K_HALF: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
 }
 
@@ -485,7 +490,8 @@ thread_local! {
 /// threads meet once, where one sweep of row panels per KC block met 31 times (a barrier
 /// per block, with op(B)'s next block packed between): on the forced AVX2 path of a Zen 4
 /// those products were 90–93 % of OpenBLAS at 2 threads (BENCHMARKS.md). Where the split
-/// falls depends on k alone ([`k_split`]), so one thread computes the same bits.
+/// falls depends on k alone ([`k_split`]), so one thread computes the same bits. The
+/// buffer is m·n floats, C's size again, for the call.
 ///
 /// # Safety
 /// `a` addresses op(A) (m×k) in bounds, and `b` op(B) (k×n) (a `PackedB` for `K`'s NR, of
