@@ -424,6 +424,10 @@ thread_local! {
     /// The calling thread's B-block buffer, kept between calls (up to KC·NC floats). A
     /// worker that steals another product while it waits finds it borrowed and allocates.
     static B_PACK: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
+    /// The calling thread's buffer for the panels of op(A) it packs when it sweeps every
+    /// row panel itself ([`block`]), kept between blocks and calls (up to 8·KC·MR floats):
+    /// a block used to allocate and zero its own.
+    static A_PACK: RefCell<AlignedVec> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Scratch buffers up to this many floats (16 MiB) stay with their thread between calls;
@@ -810,47 +814,49 @@ unsafe fn block<K: MicroKernel>(
         // short).
         const GROUP: usize = 8;
         const ROWS: usize = 8;
-        let mut group = AlignedVec::zeroed(GROUP * steps * K::MR);
-        for p0 in (0..m_panels).step_by(GROUP) {
-            let panels = GROUP.min(m_panels - p0);
-            for t0 in (0..kc).step_by(ROWS) {
-                let t_n = ROWS.min(kc - t0);
-                let bufs = group.as_mut_slice().chunks_exact_mut(steps * K::MR);
+        with_scratch(&A_PACK, GROUP * steps * K::MR, |group| {
+            for p0 in (0..m_panels).step_by(GROUP) {
+                let panels = GROUP.min(m_panels - p0);
+                for t0 in (0..kc).step_by(ROWS) {
+                    let t_n = ROWS.min(kc - t0);
+                    let bufs = group.as_mut_slice().chunks_exact_mut(steps * K::MR);
+                    for (g, a_pan) in bufs.take(panels).enumerate() {
+                        let i0 = (p0 + g) * K::MR;
+                        let rows = K::MR.min(m - i0);
+                        // SAFETY: rows i0..i0+rows, columns pc+t0..+t_n of op(A) are in
+                        // bounds; the CPU runs K (the caller's contract).
+                        unsafe {
+                            K::pack(
+                                &mut a_pan[t0 * K::MR..],
+                                a.at(i0, pc + t0).cast_const(),
+                                a.rs,
+                                a.cs,
+                                rows,
+                                t_n,
+                                K::MR,
+                            )
+                        };
+                    }
+                }
+                // The next group's rows, brought towards L1 while this group's last panel
+                // computes.
+                let next_i0 = (p0 + panels) * K::MR;
+                let next = (next_i0 < m).then(|| {
+                    // SAFETY: row next_i0 < m, column pc < k of op(A).
+                    let src = unsafe { a.at(next_i0, pc) }.cast_const();
+                    (src, (GROUP * K::MR).min(m - next_i0))
+                });
+                let bufs = group.as_slice().chunks_exact(steps * K::MR);
                 for (g, a_pan) in bufs.take(panels).enumerate() {
-                    let i0 = (p0 + g) * K::MR;
-                    let rows = K::MR.min(m - i0);
-                    // SAFETY: rows i0..i0+rows, columns pc+t0..+t_n of op(A) are in
-                    // bounds; the CPU runs K (the caller's contract).
-                    unsafe {
-                        K::pack(
-                            &mut a_pan[t0 * K::MR..],
-                            a.at(i0, pc + t0).cast_const(),
-                            a.rs,
-                            a.cs,
-                            rows,
-                            t_n,
-                            K::MR,
-                        )
-                    };
+                    let next = next.filter(|_| g + 1 == panels);
+                    sweep(ARows::Packed(a_pan.as_ptr()), p0 + g, 0..n_panels, next);
                 }
             }
-            // The next group's rows, brought towards L1 while this group's last panel
-            // computes.
-            let next_i0 = (p0 + panels) * K::MR;
-            let next = (next_i0 < m).then(|| {
-                // SAFETY: row next_i0 < m, column pc < k of op(A).
-                let src = unsafe { a.at(next_i0, pc) }.cast_const();
-                (src, (GROUP * K::MR).min(m - next_i0))
-            });
-            let bufs = group.as_slice().chunks_exact(steps * K::MR);
-            for (g, a_pan) in bufs.take(panels).enumerate() {
-                let next = next.filter(|_| g + 1 == panels);
-                sweep(ARows::Packed(a_pan.as_ptr()), p0 + g, 0..n_panels, next);
-            }
-        }
+        });
     } else {
-        let mut buf = a_buf();
-        (0..m_panels).for_each(|p| row_panel(&mut buf, p, 0..n_panels));
+        with_scratch(&A_PACK, KC * K::MR, |buf| {
+            (0..m_panels).for_each(|p| row_panel(buf, p, 0..n_panels))
+        });
     }
 }
 
