@@ -471,13 +471,22 @@ enum BSource<'b> {
 /// sampled subgraph (k = its 6–8 thousand nodes) passes and no product over features does.
 const K_SPLIT_STEPS: usize = 16 * KC;
 
-/// Where [`run`] splits k (in elements): at a KC-block boundary in the middle, or `None`
-/// below [`K_SPLIT_STEPS`]. A function of k alone, so a product's row and column parts
-/// (which the executor runs apart) split where the whole would, and the thread count
-/// never changes a bit.
-fn k_split(k: usize, k_step: usize) -> Option<usize> {
-    let steps = k.div_ceil(k_step);
-    (steps >= K_SPLIT_STEPS).then(|| steps.div_ceil(KC) / 2 * KC * k_step)
+/// How [`run`] blocks k, in packed steps: (steps per block, the split). Below
+/// [`K_SPLIT_STEPS`], blocks of [`KC`] and no split. From there k runs as two halves, each
+/// in equal blocks of at most KC: half = ⌈steps/2⌉ in nb = ⌈half/KC⌉ blocks of
+/// ⌈half/nb⌉, the split after the first nb. The halves then differ by at most 2·nb steps
+/// (k = 8000: 4000 and 4000 in blocks of 250; at a KC-block boundary they were 4096 and
+/// 3904, and the thread of the first half set the pace at 2 threads). A function of k
+/// alone, so a product's row and column parts (which the executor runs apart) and a
+/// [`PackedB`] block k where the whole would, and the thread count never changes a bit.
+fn k_blocks(steps: usize) -> (usize, Option<usize>) {
+    if steps < K_SPLIT_STEPS {
+        return (KC, None);
+    }
+    let half = steps.div_ceil(2);
+    let nb = half.div_ceil(KC);
+    let kc = half.div_ceil(nb);
+    (kc, Some(nb * kc))
 }
 
 thread_local! {
@@ -494,7 +503,7 @@ thread_local! {
 /// threads meet once, where one sweep of row panels per KC block met 31 times (a barrier
 /// per block, with op(B)'s next block packed between): on the forced AVX2 path of a Zen 4
 /// those products were 90–93 % of OpenBLAS at 2 threads (BENCHMARKS.md). Where the split
-/// falls depends on k alone ([`k_split`]), so one thread computes the same bits. The
+/// falls depends on k alone ([`k_blocks`]), so one thread computes the same bits. The
 /// buffer is m·n floats, C's size again, for the call.
 ///
 /// # Safety
@@ -510,9 +519,11 @@ unsafe fn run<K: MicroKernel>(
     parallel: bool,
 ) {
     let (m, n, k) = shape;
-    let Some(split) = k_split(k, K::K_STEP) else {
+    let (kc, split) = k_blocks(k.div_ceil(K::K_STEP));
+    let kc = kc * K::K_STEP;
+    let Some(split) = split.map(|s| s * K::K_STEP) else {
         // SAFETY: forwarded contract.
-        unsafe { run_k::<K>(shape, a, b, c, accumulate, parallel, 0..k) };
+        unsafe { run_k::<K>(shape, a, b, c, accumulate, parallel, (0..k, kc)) };
         return;
     };
     with_scratch(&K_HALF, m * n, |buf| {
@@ -525,8 +536,8 @@ unsafe fn run<K: MicroKernel>(
         let inner = parallel && rayon::current_num_threads() > 2;
         // SAFETY (both halves): forwarded contract for k ranges of op(A) and op(B); the
         // buffer holds m·n floats, written by the second half only, C by the first only.
-        let first = || unsafe { run_k::<K>(shape, a, b, c, accumulate, inner, 0..split) };
-        let second = || unsafe { run_k::<K>(shape, a, b, half, false, inner, split..k) };
+        let first = || unsafe { run_k::<K>(shape, a, b, c, accumulate, inner, (0..split, kc)) };
+        let second = || unsafe { run_k::<K>(shape, a, b, half, false, inner, (split..k, kc)) };
         if parallel {
             rayon::join(first, second);
         } else {
@@ -560,8 +571,9 @@ unsafe fn run<K: MicroKernel>(
     });
 }
 
-/// [`run`] over the rows `ks` of op(B) (columns of op(A)), a range that starts on a KC
-/// block: C = (or +=) op(A)[:, ks]·op(B)[ks, :], the blocks added in order.
+/// [`run`] over the rows `ks` of op(B) (columns of op(A)), in blocks of `kc_max` elements
+/// from a range that starts on one ([`k_blocks`]): C = (or +=) op(A)[:, ks]·op(B)[ks, :],
+/// the blocks added in order.
 ///
 /// # Safety
 /// As [`run`].
@@ -572,15 +584,13 @@ unsafe fn run_k<K: MicroKernel>(
     c: Strided,
     accumulate: bool,
     parallel: bool,
-    ks: std::ops::Range<usize>,
+    (ks, kc_max): (std::ops::Range<usize>, usize),
 ) {
     let nc_max = nc_block();
-    // k elements per block: KC packed steps.
-    let kc_max = KC * K::K_STEP;
     debug_assert_eq!(ks.start % kc_max, 0);
     let b_len = match b {
         BSource::Strided(_) => {
-            KC.min(ks.len().div_ceil(K::K_STEP)) * n.min(nc_max).div_ceil(K::NR) * K::NR
+            kc_max.min(ks.len()).div_ceil(K::K_STEP) * n.min(nc_max).div_ceil(K::NR) * K::NR
         }
         BSource::Packed(_) => 0,
     };
@@ -870,6 +880,8 @@ pub struct PackedB {
     k: usize,
     n: usize,
     nc_max: usize,
+    /// Packed steps per k block ([`k_blocks`] of k).
+    kc: usize,
     data: AlignedVec,
 }
 
@@ -915,10 +927,11 @@ impl PackedB {
         let mut data = AlignedVec::zeroed(k.div_ceil(k_step) * n.div_ceil(nr) * nr);
         let parallel = k * n >= PARALLEL_MIN_MACS / 64 && rayon::current_num_threads() > 1;
         let mut rest = data.as_mut_slice();
+        let kc_steps = k_blocks(k.div_ceil(k_step)).0;
         for jc in (0..n).step_by(nc_max) {
             let nc = nc_max.min(n - jc);
-            for pc in (0..k).step_by(KC * k_step) {
-                let kc = (KC * k_step).min(k - pc);
+            for pc in (0..k).step_by(kc_steps * k_step) {
+                let kc = (kc_steps * k_step).min(k - pc);
                 let len = kc.div_ceil(k_step) * nc.div_ceil(nr) * nr;
                 let (dst, tail) = rest.split_at_mut(len);
                 // SAFETY: the block is inside op(B) (its view's bounds), dst holds it; the
@@ -934,6 +947,7 @@ impl PackedB {
             k,
             n,
             nc_max,
+            kc: kc_steps,
             data,
         }
     }
@@ -950,15 +964,15 @@ impl PackedB {
 
     /// The block of column block `jb` and k block `pb`, as `run` packs it. Blocks lie in
     /// (jc, pc) order; every column block but the last is `nc_max` wide and every k block
-    /// but the last KC steps deep, so earlier blocks have full sizes.
+    /// but the last `kc` steps deep, so earlier blocks have full sizes.
     fn block(&self, jb: usize, pb: usize) -> &[f32] {
         let (nr, k_step) = with_kernel!(self.kern, K => (K::NR, K::K_STEP));
         let steps = self.k.div_ceil(k_step);
         let jc = jb * self.nc_max;
         let nc = self.nc_max.min(self.n - jc);
         let panels = nc.div_ceil(nr) * nr;
-        let start = jb * steps * (self.nc_max.div_ceil(nr) * nr) + pb * KC * panels;
-        let kc = KC.min(steps - pb * KC);
+        let start = jb * steps * (self.nc_max.div_ceil(nr) * nr) + pb * self.kc * panels;
+        let kc = self.kc.min(steps - pb * self.kc);
         &self.data.as_slice()[start..start + kc * panels]
     }
 }
@@ -1192,4 +1206,34 @@ pub fn gemm_tn(
         c,
         accumulate,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every k from the split's threshold to past 64 Ki steps: the halves' blocks are at
+    /// most KC, the split falls on a block of the whole's grid (what `PackedB` packs), the
+    /// halves differ by at most two steps per block (under 1 %), and neither half has a
+    /// block more than KC blocks would need.
+    #[test]
+    fn long_k_splits_into_balanced_halves_of_equal_blocks() {
+        assert_eq!(k_blocks(K_SPLIT_STEPS - 1), (KC, None));
+        assert_eq!(k_blocks(8000), (250, Some(4000)));
+        for steps in (K_SPLIT_STEPS..70_000)
+            .step_by(7)
+            .chain([K_SPLIT_STEPS + 1])
+        {
+            let (kc, split) = k_blocks(steps);
+            let split = split.expect("past the threshold");
+            assert!(kc <= KC && kc > 0, "{steps}: kc {kc}");
+            assert_eq!(split % kc, 0, "{steps}");
+            let (first, second) = (split, steps - split);
+            assert!(first >= second && second > 0, "{steps}: {first} | {second}");
+            let nb = split / kc;
+            assert!(first - second <= 2 * nb, "{steps}: {first} | {second}");
+            assert_eq!(nb, steps.div_ceil(2).div_ceil(KC), "{steps}");
+            assert!(second.div_ceil(kc) <= nb, "{steps}");
+        }
+    }
 }
