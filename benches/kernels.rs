@@ -349,7 +349,7 @@ fn spmm_bench(c: &mut Criterion) {
     let x = fill(n * f);
     let mut out = vec![0f32; n * f];
     let p = pool(1);
-    for w in [16usize, 32, 64, 128, 256] {
+    for w in [16usize, 22, 32, 64, 128] {
         g.bench_with_input(BenchmarkId::from_parameter(w), &w, |b, &w| {
             b.iter(|| p.install(|| spmm_blocked(a, &x, f, &mut out, w)).unwrap())
         });

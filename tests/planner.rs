@@ -641,8 +641,11 @@ fn cse_merges_a_duplicate_and_dce_drops_a_dangling_node() {
 
 #[test]
 fn feature_partitions_follow_the_formula() {
-    // Q_f = max(p, ⌈8·n·f / S⌉), at most f.
-    assert_eq!(feature_partitions(8000, 512, 2, 1 << 20), 32); // 32 768 000 / 1 MiB → 31.25
+    // Q_f = max(p, ⌈f / w⌉), w the widest multiple of 16 columns with 4·n·w ≤ S; at most f.
+    assert_eq!(feature_partitions(8000, 512, 2, 1 << 20), 16); // 1 MiB / 32 000 B → 32 columns
+    assert_eq!(feature_partitions(6448, 1024, 2, 1 << 20), 32); // 40.6 → 32 columns
+    assert_eq!(feature_partitions(8000, 512, 2, 1 << 19), 32); // 16.4 → 16 columns
+    assert_eq!(feature_partitions(8000, 512, 2, 1 << 16), 32); // under one unit: 16 columns
     assert_eq!(feature_partitions(100, 512, 4, 1 << 20), 4); // cache term 1
     assert_eq!(feature_partitions(8000, 3, 16, 1 << 20), 3); // capped at f
     assert_eq!(feature_partitions(0, 0, 4, 1 << 20), 1);
@@ -663,8 +666,12 @@ fn feature_partitions_follow_the_formula() {
             };
             let (rows, cols) = g.fact(id).matrix().unwrap();
             let (n, f) = (rows.resolve(&o.bindings), cols.resolve(&o.bindings));
-            let cache_term = (8 * n * f).div_ceil(cache);
-            let want = threads.max(cache_term).min(f).max(1);
+            // Brute force: the widest multiple of 16 columns whose n rows fit the cache.
+            let w = (1..=f.max(1) + 16)
+                .rev()
+                .find(|&w| w % 16 == 0 && 4 * n * w <= cache)
+                .unwrap_or(16);
+            let want = threads.max(f.div_ceil(w)).min(f).max(1);
             assert_eq!(
                 s.partitions,
                 Some(want),

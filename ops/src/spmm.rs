@@ -5,10 +5,11 @@
 //!
 //! The f feature columns are cut into Q_f blocks of w columns. A task computes one block
 //! for every row, so the X rows it gathers at random are only w wide: the block of X (and of
-//! out) stays in cache while the index array streams. Q_f = max(p, ⌈8·n·f / S_L2⌉): 8·n·w
-//! bytes (X block read + out block written, 4 + 4 bytes per element) fit the L2 of a core.
-//! w is rounded up to 16 floats (a cache line), so blocks of a contiguous out never share a
-//! line (a column block at an unaligned offset shares one line per row at each boundary).
+//! out) stays in cache while the index array streams. JPDC takes Q_f = max(p, ⌈8·n·f/S⌉),
+//! X's block and out's in cache; here out's rows are written once from registers, so
+//! [`feature_partitions`] fits X's block alone (4·n·w ≤ S_L2) with w a whole number of
+//! 16-float units ([`BLOCK_UNIT`]: a cache line, so blocks of a contiguous out never share
+//! a line, and a packed panel carries no padding).
 //! Tasks: p lanes, each taking a contiguous run of blocks, so the blocks that run at the
 //! same time are Q_f/p apart (never adjacent when Q_f ≥ 2p). Cost: 2·nnz·f flops; bytes
 //! ≈ nnz·(4 + 4)·Q_f (indices and values once per block) + n_x·f·4 + n·f·4.
@@ -96,15 +97,43 @@ pub fn validate_offsets(
     Ok(())
 }
 
+/// Floats in a block's width unit: an AVX-512 vector, two AVX2 vectors, a cache line.
+/// A packed panel is padded to whole vectors, so a block of 22 columns costs what one of
+/// 32 does: the step's Q_f = 24 over f = 512 (JPDC's rule) ran 14.8 ms where 16 blocks of
+/// 32 ran 8.1 (`spmm_width`, one thread; BENCHMARKS.md).
+pub const BLOCK_UNIT: usize = 16;
+
+/// Q_f, the feature blocks of an SpMM that gathers from `n` rows of X, over `f` columns, on
+/// `threads` threads with `cache_bytes` of cache per core: JPDC Algorithm 7's
+/// max(p, cache term), with the cache term for this kernel. JPDC keeps the X block and the
+/// output block in cache (8·n·f/Q_f ≤ S: 4 + 4 bytes an element); here an output row's
+/// block is summed in registers and written once, so only the n × w block of X must stay:
+/// w is the widest whole number of [`BLOCK_UNIT`]s with 4·n·w ≤ S (one unit at least), and
+/// Q_f = max(p, ⌈f/w⌉), at most f. At n = 6448 on a 1 MiB L2 that is w = 32, Q_f = 16 for
+/// f = 512 (JPDC: 24 blocks of 22 columns, padded to 32 when packed; 64-column blocks
+/// overflow the L2: 11.0 ms against 8.1).
+pub fn feature_partitions(n: usize, f: usize, threads: usize, cache_bytes: usize) -> usize {
+    threads
+        .max(f.div_ceil(cache_width(n, cache_bytes)))
+        .min(f)
+        .max(1)
+}
+
+/// The widest whole number of [`BLOCK_UNIT`]s of columns whose `n` rows (4 bytes an
+/// element) fit `cache_bytes`; one unit at least.
+pub fn cache_width(n: usize, cache_bytes: usize) -> usize {
+    (cache_bytes / (4 * n.max(1)) / BLOCK_UNIT * BLOCK_UNIT).max(BLOCK_UNIT)
+}
+
 /// Block width in columns for `n` rows of `f` features on `threads` threads: f/Q_f with
-/// Q_f = max(p, ⌈8·n·f / L2⌉), rounded up to whole panels of 64 columns (a block is
-/// computed panel by panel anyway, so a narrower block only adds passes over the indices).
+/// [`feature_partitions`] on the L2, rounded up to whole [`BLOCK_UNIT`]s; one block when f
+/// fits a panel.
 pub fn block_width(n: usize, f: usize, threads: usize) -> usize {
     if f <= PANEL {
         return f.max(1);
     }
-    let q = threads.max(1).max((8 * n * f).div_ceil(cache::l2_bytes()));
-    f.div_ceil(q).div_ceil(PANEL) * PANEL
+    let q = feature_partitions(n, f, threads, cache::l2_bytes());
+    (f.div_ceil(q).div_ceil(BLOCK_UNIT) * BLOCK_UNIT).min(f)
 }
 
 /// out = A·X with the default partition (see [`block_width`]) on the current rayon pool;

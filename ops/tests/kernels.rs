@@ -268,20 +268,29 @@ fn spmm_rejects_malformed_operands() {
 
 #[test]
 fn block_width_follows_the_cache_rule() {
-    // Small problems: one block per thread, rounded to whole 64-column panels.
+    // Small problems: one block per thread, rounded up to whole 16-column units.
     assert_eq!(block_width(100, 512, 2), 256);
     assert_eq!(block_width(100, 8, 2), 8);
     assert_eq!(block_width(100, 100, 2), 64);
-    // Large: 8·n·f / L2 blocks, whole panels, each within one panel of fitting L2.
+    // Large: X's block of n rows fits the L2 in whole units, and is the widest that does
+    // up to the rounding of f into equal blocks.
     let l2 = saintflow_ops::cache::l2_bytes();
     let (n, f) = (5500, 1024);
     let w = block_width(n, f, 2);
-    assert_eq!(w % 64, 0);
+    let fit = (l2 / (4 * n) / 16 * 16).max(16);
+    assert_eq!(w % 16, 0);
     assert!(
-        8 * n * (w - 64) <= l2,
-        "block of {w} columns overflows L2 ({l2} bytes) by more than a panel"
+        w <= fit,
+        "block of {w} columns overflows L2 ({l2} bytes): {fit} fit"
+    );
+    assert!(
+        2 * w > fit,
+        "block of {w} columns where {fit} fit L2 ({l2} bytes)"
     );
     assert!(w < f);
+    // The planner's count gives the same width.
+    let q = saintflow_ops::spmm::feature_partitions(n, f, 2, l2);
+    assert_eq!(f.div_ceil(q).div_ceil(16) * 16, w);
 }
 
 // ---- Elementwise, row-wise, gather, losses, edge softmax, Adam: against the naive

@@ -1,20 +1,21 @@
 //! Feature partitioning (JPDC Algorithm 7): SpMM walks the adjacency once per feature block
-//! of f/Q_f columns, and a block of the dense operand (n rows × f/Q_f columns, 4 bytes
-//! each, times 2 for the output block it accumulates into) should fit the per-core cache:
-//! 8·n·f/Q_f ≤ S_cache, i.e. Q_f ≥ ⌈8·n·f / S_cache⌉; and at least p blocks, so every thread
-//! has one. Q_f = max(p, ⌈8·n·f / S_cache⌉), capped at f (a block has at least one column).
-//! The count is decided for the expected bindings and written on the node and its note;
-//! the ops that take one say so through [`FeaturePartitioned`](crate::op::FeaturePartitioned) (`spmm`).
+//! of f/Q_f columns, and a block of the dense operand should fit the per-core cache, with
+//! at least p blocks so every thread has one. JPDC's Q_f = max(p, ⌈8·n·f / S_cache⌉) counts
+//! the output block too (4 + 4 bytes an element); our kernel sums an output row's block in
+//! registers and writes it once, so only X's block must fit, in whole 16-float units (a
+//! packed panel pads to them): [`saintflow_ops::spmm::feature_partitions`], which the
+//! kernel's own default uses too. The count is decided for the expected bindings and
+//! written on the node and its note; the ops that take one say so through
+//! [`FeaturePartitioned`](crate::op::FeaturePartitioned) (`spmm`).
 
 use crate::ir::{Graph, IrError};
 
 use super::{Pass, PlanOptions};
 
-/// Q_f for an SpMM of `n` rows and `f` feature columns: max(p, ⌈8·n·f / S_cache⌉), at most
-/// f, at least 1.
+/// Q_f for an SpMM of `n` rows and `f` feature columns on `threads` threads with
+/// `cache_bytes` per core: [`saintflow_ops::spmm::feature_partitions`].
 pub fn feature_partitions(n: usize, f: usize, threads: usize, cache_bytes: usize) -> usize {
-    let by_cache = (8 * n * f).div_ceil(cache_bytes.max(1));
-    threads.max(by_cache).min(f).max(1)
+    saintflow_ops::spmm::feature_partitions(n, f, threads, cache_bytes)
 }
 
 /// The feature-partitioning pass.
@@ -46,16 +47,18 @@ impl Pass for Partition {
             };
             graph.replace_op(id, op)?;
             let note = &mut graph.node_mut(id).note;
-            let by_cache = (8 * n * f).div_ceil(opts.cache_bytes.max(1));
-            let mut add = format!(
-                "Q_f = max(p={}, ⌈8·{n}·{f}/{}⌉={by_cache})",
-                opts.threads, opts.cache_bytes
-            );
+            let w = saintflow_ops::spmm::cache_width(n, opts.cache_bytes);
+            let by_cache = f.div_ceil(w);
+            let mut add = format!("Q_f = max(p={}, ⌈{f}/{w}⌉={by_cache})", opts.threads);
             if q < opts.threads.max(by_cache) {
                 add.push_str(&format!(" capped at f = {q}"));
             } else {
                 add.push_str(&format!(" = {q}"));
             }
+            add.push_str(&format!(
+                " ({w} columns: X's {n} rows in {} B)",
+                opts.cache_bytes
+            ));
             if note.is_empty() {
                 *note = add;
             } else {
