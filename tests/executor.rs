@@ -371,6 +371,8 @@ fn parts_equal(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: usize, wr
         };
         p.forward_part(inputs, ctx, &split, k, view).unwrap();
     }
+    let full = MatMut::row_major(&mut out.data, want.rows, want.cols).unwrap();
+    p.finish(&split, full).unwrap();
     assert!(
         out.data
             .iter()
@@ -406,11 +408,14 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
         };
         // Gemm, every transpose combination that splits, odd shapes.
         // The last: too few rows of C to split by rows, so it splits by columns.
+        // (130, 4100, 192): k long enough for the kernel's two halves, which the split
+        // makes parts of their own, added in `finish` (C not so narrow that it runs as Cᵀ).
         for (m, k, n) in [
             (333, 70, 41),
             (1000, 64, 64),
             (129, 300, 17),
             (50, 600, 300),
+            (130, 4100, 192),
         ] {
             for (ta, tb) in [(false, false), (false, true), (true, false)] {
                 let a = if ta { dense(k, m, 1) } else { dense(m, k, 1) };
@@ -421,6 +426,34 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
                 }
             }
         }
+        // ∇W = Xᵀ·∇Y of long k: each row block's second half of k is a part of its own (an
+        // empty range of the output), added by `finish`.
+        let (x, dy) = (
+            Value::dense(dense(4100, 130, 1)),
+            Value::dense(dense(4100, 192, 2)),
+        );
+        let gemm = Gemm::new(true, false);
+        let split = gemm
+            .as_partitioned()
+            .unwrap()
+            .split(
+                &[&x, &dy],
+                &Fact::dense(
+                    saintflow::ir::Dim::known(130),
+                    saintflow::ir::Dim::known(192),
+                ),
+                &ctx,
+                2,
+            )
+            .unwrap()
+            .unwrap();
+        let blocks = split.ranges.len() / 2;
+        assert_eq!(split.ranges.len(), 2 * blocks, "{split:?}");
+        assert!(
+            blocks >= 2 && split.ranges[blocks..].iter().all(|r| r == &(130..130)),
+            "{split:?}"
+        );
+        assert!(split.covers(130));
         // Activations and their backwards: row blocks of an elementwise op.
         use saintflow::op::builtin::Activation;
         use saintflow::op::elementwise::{Map, MapGrad};

@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::{abs, assert_close, in_pool, oriented, packed_in_row_parts, values, GEMM_SHAPES};
+use common::{
+    abs, assert_close, in_pool, oriented, packed_in_row_halves, packed_in_row_parts, values,
+    GEMM_SHAPES,
+};
 use saintflow_ops::gemm::{bf16, gemm_view_with, plan, Isa, PackedB, Precision, Trans};
 use saintflow_ops::{naive, MatMut, MatRef};
 
@@ -134,6 +137,7 @@ fn bf16_bits_depend_on_neither_threads_nor_the_split() {
         assert!(PackedB::new_with(Precision::Bf16, Isa::current(), bv, Trans::N).is_err());
         return;
     }
+    let mut split_by_halves = 0;
     for (m, k, n) in SHAPES.into_iter().chain([(70, 1000, 130)]) {
         let a = values(m * k, 41);
         let b = values(k * n, 42);
@@ -158,15 +162,27 @@ fn bf16_bits_depend_on_neither_threads_nor_the_split() {
             let av = MatRef::row_major(&a, ar, ac).unwrap();
             let bv = MatRef::row_major(&b, br, bc).unwrap();
             for threads in [1, 2] {
-                let got = in_pool(threads, || {
+                let (got, halves) = in_pool(threads, || {
                     let packed = PackedB::new_with(Precision::Bf16, isa, bv, tb).unwrap();
-                    packed_in_row_parts(av, ta, &packed, (m, n))
+                    (
+                        packed_in_row_parts(av, ta, &packed, (m, n)),
+                        packed_in_row_halves(av, ta, &packed, (m, n)),
+                    )
                 });
                 assert!(
                     bits(&got) == whole[0],
                     "{what}: packed parts on {threads} threads"
                 );
+                if let Some(halves) = halves {
+                    split_by_halves += 1;
+                    assert!(
+                        bits(&halves) == whole[0],
+                        "{what}: halves of k apart on {threads} threads"
+                    );
+                }
             }
         }
     }
+    // (13, 8193, 20): 4097 bf16 pairs, past the split.
+    assert!(split_by_halves > 0);
 }

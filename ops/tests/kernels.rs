@@ -6,7 +6,8 @@
 mod common;
 
 use common::{
-    abs, assert_close, in_pool, oriented, packed_in_row_parts, random_csr, values, GEMM_SHAPES, U,
+    abs, assert_close, in_pool, oriented, packed_in_row_halves, packed_in_row_parts, random_csr,
+    values, GEMM_SHAPES, U,
 };
 use proptest::prelude::*;
 use saintflow_ops::gemm::{gemm_nn, gemm_nt, gemm_tn, Trans};
@@ -120,6 +121,7 @@ fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
 #[test]
 fn gemm_on_a_packed_b_equals_the_whole_product_bit_for_bit() {
     use saintflow_ops::gemm::{gemm_packed, gemm_view_isa, Isa, PackedB};
+    let mut split_by_halves = 0;
     for (m, k, n) in GEMM_SHAPES.into_iter().chain([(70, 1000, 130)]) {
         let a = values(m * k, 21);
         let b = values(k * n, 22);
@@ -131,20 +133,32 @@ fn gemm_on_a_packed_b_equals_the_whole_product_bit_for_bit() {
                 let wv = MatMut::row_major(&mut want, m, n).unwrap();
                 gemm_view_isa(isa, av, ta, bv, tb, wv, false).unwrap();
                 for threads in [1, 2] {
-                    let got = in_pool(threads, || {
+                    let (got, halves) = in_pool(threads, || {
                         let packed = PackedB::new(isa, bv, tb).unwrap();
                         assert_eq!((packed.rows(), packed.cols()), (k, n));
-                        packed_in_row_parts(av, ta, &packed, (m, n))
+                        (
+                            packed_in_row_parts(av, ta, &packed, (m, n)),
+                            packed_in_row_halves(av, ta, &packed, (m, n)),
+                        )
                     });
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
                     assert!(
                         bits(&got) == bits(&want),
                         "{isa:?} {ta:?}{tb:?} {m}×{k}×{n} on {threads} threads"
                     );
+                    split_by_halves += halves.is_some() as usize;
+                    if let Some(halves) = halves {
+                        assert!(
+                            bits(&halves) == bits(&want),
+                            "{isa:?} {ta:?}{tb:?} {m}×{k}×{n}, halves apart, {threads} threads"
+                        );
+                    }
                 }
             }
         }
     }
+    // (19, 4097, 37): k runs as two halves, in every orientation, path and thread count.
+    assert_eq!(split_by_halves, 3 * 2 * Isa::supported().len());
     let b = values(12, 1);
     let packed =
         PackedB::new(Isa::Generic, MatRef::row_major(&b, 3, 4).unwrap(), Trans::N).unwrap();

@@ -461,8 +461,22 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
         parts.views.lock().expect("views").clear();
         parts.inputs.lock().expect("inputs").clear();
         let out = parts.out.lock().expect("out").take();
-        if let (Some(out), false) = (out, st.failed.load(Ordering::SeqCst)) {
-            complete(st, i, Value::dense(*out), s);
+        if let (Some(mut out), false) = (out, st.failed.load(Ordering::SeqCst)) {
+            let started = Instant::now();
+            let node = st.graph.node(st.nodes[i].id);
+            let finished = guarded(|| {
+                let (rows, cols) = (out.rows, out.cols);
+                let view = MatMut::row_major(&mut out.data, rows, cols)?;
+                match node.op.as_partitioned() {
+                    Some(p) => p.finish(&parts.split, view),
+                    None => Ok(()),
+                }
+            });
+            st.add_time(i, started, SpanKind::Finish);
+            match finished {
+                Ok(()) => complete(st, i, Value::dense(*out), s),
+                Err(e) => st.fail(i, e),
+            }
         }
     }
 }

@@ -20,6 +20,8 @@ pub enum SpanKind {
     Prepare,
     /// Part k of a split node.
     Part(usize),
+    /// A split node's completion after its parts ([`Partitioned::finish`](crate::op::Partitioned::finish)).
+    Finish,
 }
 
 /// One task or part on one worker.
@@ -116,6 +118,7 @@ impl Timeline {
             let alone = s.end.saturating_sub(s.start).saturating_sub(covered);
             let label = match s.kind {
                 SpanKind::Prepare => format!("{} (prepare)", s.op),
+                SpanKind::Finish => format!("{} (finish)", s.op),
                 _ => s.op.clone(),
             };
             *by.entry(label).or_default() += alone;

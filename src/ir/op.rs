@@ -408,6 +408,14 @@ pub trait Partitioned {
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError>;
+
+    /// Completes the output once every part has run, on the worker that ran the last one;
+    /// `out` is the whole output. Default: nothing (the parts wrote it). `gemm` adds here
+    /// the second halves of k it computed as parts of their own.
+    fn finish(&self, split: &Split, out: MatMut<'_>) -> Result<(), OpError> {
+        let _ = (split, out);
+        Ok(())
+    }
 }
 
 /// Capability: row i of the output depends only on row i of the per-node inputs (see "Row

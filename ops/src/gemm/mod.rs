@@ -962,6 +962,13 @@ impl PackedB {
         self.n
     }
 
+    /// Whether a product on this B runs as two halves of k (k of at least 16 KC blocks),
+    /// which [`gemm_packed_half`] computes one at a time.
+    pub fn splits_k(&self) -> bool {
+        let k_step = with_kernel!(self.kern, K => K::K_STEP);
+        k_blocks(self.k.div_ceil(k_step)).1.is_some()
+    }
+
     /// The block of column block `jb` and k block `pb`, as `run` packs it. Blocks lie in
     /// (jc, pc) order; every column block but the last is `nc_max` wide and every k block
     /// but the last `kc` steps deep, so earlier blocks have full sizes.
@@ -998,6 +1005,59 @@ pub fn gemm_packed(
     // SAFETY: as in `product`; b was packed for b.kern, which the CPU runs (checked when
     // it was packed), in that kernel's layout.
     unsafe { with_kernel!(b.kern, K => run::<K>(shape, a, src, out, accumulate, parallel)) };
+    Ok(())
+}
+
+/// Which half of k [`gemm_packed_half`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KHalf {
+    /// The first half, which [`gemm_packed`] computes into C.
+    First,
+    /// The second half, which [`gemm_packed`] computes into a buffer of C's size and then
+    /// adds to C.
+    Second,
+}
+
+/// One half of k of C = op(A)·B, B packed beforehand and of long k ([`PackedB::splits_k`]),
+/// written into C (overwritten), on the calling thread. [`gemm_packed`] computes the first
+/// half into C and the second into a buffer, then adds the buffer to C element by element;
+/// so the two halves computed apart and added the same way (`c += h`, one f32 addition per
+/// element) give its bits. What lets a caller run the halves as separate tasks (the
+/// executor's ∇W parts: each reads half of the packed B, and a step's last part is half
+/// as long). An error when B's k does not split.
+pub fn gemm_packed_half(
+    a: MatRef<'_>,
+    ta: Trans,
+    b: &PackedB,
+    half: KHalf,
+    mut c: MatMut<'_>,
+) -> Result<(), KernelError> {
+    let kernel = "gemm_packed_half";
+    let (m, k, a) = operand(a, ta);
+    check_len(kernel, "rows of packed B (columns of op(A))", k, b.k)?;
+    let (kc, split) = with_kernel!(b.kern, K => {
+        let (kc, split) = k_blocks(k.div_ceil(K::K_STEP));
+        (kc * K::K_STEP, split.map(|s| s * K::K_STEP))
+    });
+    let Some(split) = split else {
+        return Err(KernelError::View {
+            kernel,
+            what: format!("k = {k} is below the split ({K_SPLIT_STEPS} packed steps)"),
+        });
+    };
+    let what = "columns of C (columns of packed B)";
+    let Some(out) = target(kernel, what, (m, b.n, k), &mut c, false)? else {
+        return Ok(());
+    };
+    let ks = match half {
+        KHalf::First => 0..split,
+        KHalf::Second => split..k,
+    };
+    // SAFETY: as in `gemm_packed`; `ks` starts on a block of the whole's blocking (the
+    // split is a multiple of kc).
+    unsafe {
+        with_kernel!(b.kern, K => run_k::<K>((m, b.n, k), a, BSource::Packed(b), out, false, false, (ks, kc)))
+    };
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! Deterministic test inputs and checks shared by the kernel tests.
 #![allow(dead_code)]
 
-use saintflow_ops::gemm::{gemm_packed, PackedB, Trans};
+use saintflow_ops::gemm::{gemm_packed, gemm_packed_half, KHalf, PackedB, Trans};
 use saintflow_ops::{MatMut, MatRef};
 
 /// A xorshift64 stream of u64 from `seed` (any seed; 0 is mapped to 1).
@@ -151,4 +151,44 @@ pub fn packed_in_row_parts(
         gemm_packed(ap, ta, packed, cv, false).unwrap();
     }
     got
+}
+
+/// [`packed_in_row_parts`] with each row block's two halves of k computed apart
+/// (`gemm_packed_half`: the first into C, the second into a buffer) and then added, one f32
+/// addition per element, as the executor's GEMM parts and their `finish` do. `None` where
+/// the packed B's k does not split, after checking that `gemm_packed_half` refuses it.
+pub fn packed_in_row_halves(
+    av: MatRef<'_>,
+    ta: Trans,
+    packed: &PackedB,
+    (m, n): (usize, usize),
+) -> Option<Vec<f32>> {
+    if !packed.splits_k() {
+        let mut c = vec![0f32; m * n];
+        let cv = MatMut::row_major(&mut c, m, n).unwrap();
+        let e = gemm_packed_half(av, ta, packed, KHalf::First, cv).unwrap_err();
+        assert!(e.to_string().contains("below the split"), "{e}");
+        return None;
+    }
+    let mut got = vec![f32::NAN; m * n];
+    let cuts = [0, m / 3, 2 * m / 3, m];
+    for w in cuts.windows(2) {
+        let rows = w[0]..w[1];
+        let ap = match ta {
+            Trans::N => av.rows(rows.clone()).unwrap(),
+            Trans::T => av.cols(rows.clone()).unwrap(),
+        };
+        let mut half = vec![f32::NAN; rows.len() * n];
+        let hv = MatMut::row_major(&mut half, rows.len(), n).unwrap();
+        gemm_packed_half(ap, ta, packed, KHalf::Second, hv).unwrap();
+        let cv = MatMut::row_major(&mut got, m, n)
+            .unwrap()
+            .rows_mut(rows.clone())
+            .unwrap();
+        gemm_packed_half(ap, ta, packed, KHalf::First, cv).unwrap();
+        for (x, y) in got[rows.start * n..rows.end * n].iter_mut().zip(&half) {
+            *x += y;
+        }
+    }
+    Some(got)
 }

@@ -8,11 +8,13 @@
 //! operand that only exists transposed (then [`Transpose`] copies, and the cost says so).
 //! A sparse matrix transposes through the Algorithm-6 permutation of its values.
 
-use saintflow_ops::gemm::{gemm_packed, gemm_view_with, plan, Isa, PackedB, Precision, Trans};
+use saintflow_ops::gemm::{
+    gemm_packed, gemm_packed_half, gemm_view_with, plan, Isa, KHalf, PackedB, Precision, Trans,
+};
 use saintflow_ops::spmm::{block_width, spmm_accumulate, spmm_blocked, spmm_view_blocked, CsrRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::op::{
     Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, Op, OpError,
@@ -653,6 +655,14 @@ impl Partitioned for Gemm {
     /// rather than one computing it while the others wait. The k-sum of every
     /// element is the kernel's, whatever the blocks (measured bit-identical in
     /// tests/executor.rs). Xᵀ·Yᵀ (computed as (Y·X)ᵀ by `forward`) is not split.
+    ///
+    /// A product of long k (∇W = Xᵀ·∇Y over a subgraph's thousands of nodes, which the
+    /// kernel runs as two halves of k, [`PackedB::splits_k`]) also splits by k: each row
+    /// block's second half is a part of its own (an empty range of the output), computed
+    /// into a buffer that [`Partitioned::finish`] adds to the block, as the kernel adds its
+    /// halves: the same bits. Each part then reads half of the packed B, and the last part
+    /// of a step (a ∇W, whose only reader is the optimiser, ran alone on one worker for
+    /// 4–16 ms at the end of a 2-thread GraphSAGE step; BENCHMARKS.md) is half as long.
     fn split(
         &self,
         inputs: &[&Value],
@@ -694,7 +704,15 @@ impl Partitioned for Gemm {
         let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
         if !transposed {
             let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
-            split.prepared = Some(Box::new(packed));
+            let halves = packed.splits_k().then(|| {
+                let blocks = split.ranges.clone();
+                split.ranges.extend(blocks.iter().map(|_| m..m));
+                blocks
+                    .into_iter()
+                    .map(|r| Mutex::new(Tensor::scratch(r.len(), n)))
+                    .collect()
+            });
+            split.prepared = Some(Box::new(GemmParts { packed, halves }));
         }
         // gemm_packed and gemm_view without accumulation write all of C.
         Ok(Some(split))
@@ -720,15 +738,68 @@ impl Partitioned for Gemm {
         }
         match split.prepared.as_ref() {
             Some(p) => {
-                let packed = p
-                    .downcast_ref::<PackedB>()
+                let parts = p
+                    .downcast_ref::<GemmParts>()
                     .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))?;
-                gemm_packed(av, ta, packed, out, false)?;
+                match &parts.halves {
+                    None => gemm_packed(av, ta, &parts.packed, out, false)?,
+                    Some(halves) if part < halves.len() => {
+                        gemm_packed_half(av, ta, &parts.packed, KHalf::First, out)?
+                    }
+                    Some(halves) => {
+                        // The second half of row block `block`, into its buffer.
+                        let block = part - halves.len();
+                        let rows = split.ranges[block].clone();
+                        let av = match self.ta {
+                            false => self.operand(inputs, 0)?.rows(rows)?,
+                            true => self.operand(inputs, 0)?.cols(rows)?,
+                        };
+                        let mut buf = halves[block]
+                            .lock()
+                            .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
+                        let (r, c) = (buf.rows, buf.cols);
+                        let view = MatMut::row_major(&mut buf.data, r, c)?;
+                        gemm_packed_half(av, ta, &parts.packed, KHalf::Second, view)?;
+                    }
+                }
             }
             None => gemm_view_with(self.precision, av, ta, bv, tb, out, false)?,
         }
         Ok(())
     }
+
+    /// Adds each row block's second half of k to the block (split by k only).
+    fn finish(&self, split: &Split, mut out: MatMut<'_>) -> Result<(), OpError> {
+        let Some(halves) = split
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<GemmParts>())
+            .and_then(|p| p.halves.as_ref())
+        else {
+            return Ok(());
+        };
+        for (block, half) in halves.iter().enumerate() {
+            let rows = split.ranges[block].clone();
+            let mut half = half
+                .lock()
+                .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
+            for (i, h) in rows.zip(half.data.chunks_exact(half.cols.max(1))) {
+                // One f32 addition per element, as the kernel adds its halves.
+                let row = out.row_mut(i);
+                row.iter_mut().zip(h).for_each(|(x, y)| *x += y);
+            }
+            // Back to the free-list for the next step's halves (`Tensor::scratch`).
+            crate::ir::recycle::give(std::mem::take(&mut half.data));
+        }
+        Ok(())
+    }
+}
+
+/// What a split [`Gemm`] computes once for its parts: op(B) packed, and for a product split
+/// by k, each row block's buffer for its second half.
+struct GemmParts {
+    packed: PackedB,
+    halves: Option<Vec<Mutex<Tensor>>>,
 }
 
 /// out = op(S) · X: sparse times dense, feature-partitioned (JPDC Algorithm 7).
