@@ -656,6 +656,8 @@ pub struct Split {
     /// The output axis cut.
     pub axis: Axis,
     /// One range per part, ascending and disjoint, within the output's extent on `axis`.
+    /// A range may be empty: that part writes nothing of the output (`gemm`'s second
+    /// halves of k write buffers of their own, which [`Partitioned::finish`] adds).
     pub ranges: Vec<Range<usize>>,
     /// Data the op computes once for all parts (e.g. permuted values), read by every part.
     pub prepared: Option<Box<dyn Any + Send + Sync>>,

@@ -128,8 +128,26 @@ pub fn oriented(m: usize, k: usize, n: usize) -> [Oriented; 3] {
     ]
 }
 
+/// The three row blocks of an m-row C that the packed-B helpers cut, each with its rows
+/// of op(A) (a block of rows of op(A) is a block of columns of a transposed A).
+fn row_blocks(
+    av: MatRef<'_>,
+    ta: Trans,
+    m: usize,
+) -> impl Iterator<Item = (std::ops::Range<usize>, MatRef<'_>)> {
+    let cuts = [0, m / 3, 2 * m / 3, m];
+    (0..3).map(move |i| {
+        let rows = cuts[i]..cuts[i + 1];
+        let ap = match ta {
+            Trans::N => av.rows(rows.clone()).unwrap(),
+            Trans::T => av.cols(rows.clone()).unwrap(),
+        };
+        (rows, ap)
+    })
+}
+
 /// C (m×n) = op(A)·B on a packed B in three row blocks, as the executor's GEMM parts take
-/// them (a block of rows of op(A) is a block of columns of a transposed A).
+/// them.
 pub fn packed_in_row_parts(
     av: MatRef<'_>,
     ta: Trans,
@@ -137,13 +155,7 @@ pub fn packed_in_row_parts(
     (m, n): (usize, usize),
 ) -> Vec<f32> {
     let mut got = vec![f32::NAN; m * n];
-    let cuts = [0, m / 3, 2 * m / 3, m];
-    for w in cuts.windows(2) {
-        let rows = w[0]..w[1];
-        let ap = match ta {
-            Trans::N => av.rows(rows.clone()).unwrap(),
-            Trans::T => av.cols(rows.clone()).unwrap(),
-        };
+    for (rows, ap) in row_blocks(av, ta, m) {
         let cv = MatMut::row_major(&mut got, m, n)
             .unwrap()
             .rows_mut(rows)
@@ -171,13 +183,7 @@ pub fn packed_in_row_halves(
         return None;
     }
     let mut got = vec![f32::NAN; m * n];
-    let cuts = [0, m / 3, 2 * m / 3, m];
-    for w in cuts.windows(2) {
-        let rows = w[0]..w[1];
-        let ap = match ta {
-            Trans::N => av.rows(rows.clone()).unwrap(),
-            Trans::T => av.cols(rows.clone()).unwrap(),
-        };
+    for (rows, ap) in row_blocks(av, ta, m) {
         let mut half = vec![f32::NAN; rows.len() * n];
         let hv = MatMut::row_major(&mut half, rows.len(), n).unwrap();
         gemm_packed_half(ap, ta, packed, KHalf::Second, hv).unwrap();
