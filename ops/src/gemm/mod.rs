@@ -489,6 +489,30 @@ fn k_blocks(steps: usize) -> (usize, Option<usize>) {
     (kc, Some(nb * kc))
 }
 
+/// [`k_blocks`] in elements of k for a tile routine that packs `k_step` elements a step:
+/// (elements per block, the split).
+fn k_blocks_of(k: usize, k_step: usize) -> (usize, Option<usize>) {
+    let (kc, split) = k_blocks(k.div_ceil(k_step));
+    (kc * k_step, split.map(|s| s * k_step))
+}
+
+/// C += H element by element, one f32 addition each: how a long-k product adds its second
+/// half of k (computed into H) to the first (in C), so a caller that runs the halves apart
+/// ([`gemm_packed_half`]) gets the same bits.
+pub fn add_half(mut c: MatMut<'_>, h: MatRef<'_>) -> Result<(), KernelError> {
+    check_len("add_half", "rows of H", c.n_rows(), h.n_rows())?;
+    check_len("add_half", "columns of H", c.n_cols(), h.n_cols())?;
+    for i in 0..h.n_rows() {
+        add_row(c.row_mut(i), h.row(i));
+    }
+    Ok(())
+}
+
+/// One row of [`add_half`].
+fn add_row(c: &mut [f32], h: &[f32]) {
+    c.iter_mut().zip(h).for_each(|(x, y)| *x += y);
+}
+
 thread_local! {
     /// The calling thread's buffer for the second half of a k-split product ([`run`]),
     /// kept between calls (m·n floats, up to [`SCRATCH_KEPT_MAX`]).
@@ -519,9 +543,8 @@ unsafe fn run<K: MicroKernel>(
     parallel: bool,
 ) {
     let (m, n, k) = shape;
-    let (kc, split) = k_blocks(k.div_ceil(K::K_STEP));
-    let kc = kc * K::K_STEP;
-    let Some(split) = split.map(|s| s * K::K_STEP) else {
+    let (kc, split) = k_blocks_of(k, K::K_STEP);
+    let Some(split) = split else {
         // SAFETY: forwarded contract.
         unsafe { run_k::<K>(shape, a, b, c, accumulate, parallel, (0..k, kc)) };
         return;
@@ -551,7 +574,7 @@ unsafe fn run<K: MicroKernel>(
                 if c.cs == 1 {
                     // SAFETY: row i of C, n contiguous floats (cs 1), this task's only.
                     let row = unsafe { std::slice::from_raw_parts_mut(c.at(i, 0), n) };
-                    row.iter_mut().zip(h).for_each(|(x, y)| *x += y);
+                    add_row(row, h);
                 } else {
                     for (j, y) in h.iter().enumerate() {
                         // SAFETY: i < m, j < n: inside C.
@@ -927,11 +950,11 @@ impl PackedB {
         let mut data = AlignedVec::zeroed(k.div_ceil(k_step) * n.div_ceil(nr) * nr);
         let parallel = k * n >= PARALLEL_MIN_MACS / 64 && rayon::current_num_threads() > 1;
         let mut rest = data.as_mut_slice();
-        let kc_steps = k_blocks(k.div_ceil(k_step)).0;
+        let kc_max = k_blocks_of(k, k_step).0;
         for jc in (0..n).step_by(nc_max) {
             let nc = nc_max.min(n - jc);
-            for pc in (0..k).step_by(kc_steps * k_step) {
-                let kc = (kc_steps * k_step).min(k - pc);
+            for pc in (0..k).step_by(kc_max) {
+                let kc = kc_max.min(k - pc);
                 let len = kc.div_ceil(k_step) * nc.div_ceil(nr) * nr;
                 let (dst, tail) = rest.split_at_mut(len);
                 // SAFETY: the block is inside op(B) (its view's bounds), dst holds it; the
@@ -947,7 +970,7 @@ impl PackedB {
             k,
             n,
             nc_max,
-            kc: kc_steps,
+            kc: kc_max / k_step,
             data,
         }
     }
@@ -966,7 +989,7 @@ impl PackedB {
     /// which [`gemm_packed_half`] computes one at a time.
     pub fn splits_k(&self) -> bool {
         let k_step = with_kernel!(self.kern, K => K::K_STEP);
-        k_blocks(self.k.div_ceil(k_step)).1.is_some()
+        k_blocks_of(self.k, k_step).1.is_some()
     }
 
     /// The block of column block `jb` and k block `pb`, as `run` packs it. Blocks lie in
@@ -1021,8 +1044,7 @@ pub enum KHalf {
 /// One half of k of C = op(A)·B, B packed beforehand and of long k ([`PackedB::splits_k`]),
 /// written into C (overwritten), on the calling thread. [`gemm_packed`] computes the first
 /// half into C and the second into a buffer, then adds the buffer to C element by element;
-/// so the two halves computed apart and added the same way (`c += h`, one f32 addition per
-/// element) give its bits. What lets a caller run the halves as separate tasks (the
+/// so the two halves computed apart and added by [`add_half`] give its bits. What lets a caller run the halves as separate tasks (the
 /// executor's ∇W parts: each reads half of the packed B, and a step's last part is half
 /// as long). An error when B's k does not split.
 pub fn gemm_packed_half(
@@ -1035,10 +1057,7 @@ pub fn gemm_packed_half(
     let kernel = "gemm_packed_half";
     let (m, k, a) = operand(a, ta);
     check_len(kernel, "rows of packed B (columns of op(A))", k, b.k)?;
-    let (kc, split) = with_kernel!(b.kern, K => {
-        let (kc, split) = k_blocks(k.div_ceil(K::K_STEP));
-        (kc * K::K_STEP, split.map(|s| s * K::K_STEP))
-    });
+    let (kc, split) = k_blocks_of(k, with_kernel!(b.kern, K => K::K_STEP));
     let Some(split) = split else {
         return Err(KernelError::View {
             kernel,

@@ -1,7 +1,7 @@
 //! Deterministic test inputs and checks shared by the kernel tests.
 #![allow(dead_code)]
 
-use saintflow_ops::gemm::{gemm_packed, gemm_packed_half, KHalf, PackedB, Trans};
+use saintflow_ops::gemm::{add_half, gemm_packed, gemm_packed_half, KHalf, PackedB, Trans};
 use saintflow_ops::{MatMut, MatRef};
 
 /// A xorshift64 stream of u64 from `seed` (any seed; 0 is mapped to 1).
@@ -166,8 +166,8 @@ pub fn packed_in_row_parts(
 }
 
 /// [`packed_in_row_parts`] with each row block's two halves of k computed apart
-/// (`gemm_packed_half`: the first into C, the second into a buffer) and then added, one f32
-/// addition per element, as the executor's GEMM parts and their `finish` do. `None` where
+/// (`gemm_packed_half`: the first into C, the second into a buffer) and then added
+/// (`add_half`), as the executor's GEMM parts and their `finish` do. `None` where
 /// the packed B's k does not split, after checking that `gemm_packed_half` refuses it.
 pub fn packed_in_row_halves(
     av: MatRef<'_>,
@@ -192,9 +192,11 @@ pub fn packed_in_row_halves(
             .rows_mut(rows.clone())
             .unwrap();
         gemm_packed_half(ap, ta, packed, KHalf::First, cv).unwrap();
-        for (x, y) in got[rows.start * n..rows.end * n].iter_mut().zip(&half) {
-            *x += y;
-        }
+        let cv = MatMut::row_major(&mut got, m, n)
+            .unwrap()
+            .rows_mut(rows.clone())
+            .unwrap();
+        add_half(cv, MatRef::row_major(&half, rows.len(), n).unwrap()).unwrap();
     }
     Some(got)
 }

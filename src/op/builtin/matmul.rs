@@ -9,7 +9,8 @@
 //! A sparse matrix transposes through the Algorithm-6 permutation of its values.
 
 use saintflow_ops::gemm::{
-    gemm_packed, gemm_packed_half, gemm_view_with, plan, Isa, KHalf, PackedB, Precision, Trans,
+    add_half, gemm_packed, gemm_packed_half, gemm_view_with, plan, Isa, KHalf, PackedB, Precision,
+    Trans,
 };
 use saintflow_ops::spmm::{block_width, spmm_accumulate, spmm_blocked, spmm_view_blocked, CsrRef};
 
@@ -726,7 +727,20 @@ impl Partitioned for Gemm {
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
         let (ta, tb) = (trans(self.ta), trans(self.tb));
-        let range = split.ranges[part].clone();
+        let prepared = match split.prepared.as_ref() {
+            Some(p) => Some(
+                p.downcast_ref::<GemmParts>()
+                    .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))?,
+            ),
+            None => None,
+        };
+        // A second half of k (parts past the row blocks) computes its row block's rows.
+        let blocks = prepared.and_then(|p| p.halves.as_ref()).map(Vec::len);
+        let block = match blocks {
+            Some(b) if part >= b => part - b,
+            _ => part,
+        };
+        let range = split.ranges[block].clone();
         let (mut av, mut bv) = (self.operand(inputs, 0)?, self.operand(inputs, 1)?);
         // A part is rows of op(A) (rows of C) or columns of op(B) (columns of C); a
         // transposed operand's rows are its stored columns.
@@ -736,34 +750,21 @@ impl Partitioned for Gemm {
             (Axis::Cols, _, false) => bv = bv.cols(range)?,
             (Axis::Cols, _, true) => bv = bv.rows(range)?,
         }
-        match split.prepared.as_ref() {
-            Some(p) => {
-                let parts = p
-                    .downcast_ref::<GemmParts>()
-                    .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))?;
-                match &parts.halves {
-                    None => gemm_packed(av, ta, &parts.packed, out, false)?,
-                    Some(halves) if part < halves.len() => {
-                        gemm_packed_half(av, ta, &parts.packed, KHalf::First, out)?
-                    }
-                    Some(halves) => {
-                        // The second half of row block `block`, into its buffer.
-                        let block = part - halves.len();
-                        let rows = split.ranges[block].clone();
-                        let av = match self.ta {
-                            false => self.operand(inputs, 0)?.rows(rows)?,
-                            true => self.operand(inputs, 0)?.cols(rows)?,
-                        };
-                        let mut buf = halves[block]
-                            .lock()
-                            .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
-                        let (r, c) = (buf.rows, buf.cols);
-                        let view = MatMut::row_major(&mut buf.data, r, c)?;
-                        gemm_packed_half(av, ta, &parts.packed, KHalf::Second, view)?;
-                    }
-                }
+        let Some(parts) = prepared else {
+            gemm_view_with(self.precision, av, ta, bv, tb, out, false)?;
+            return Ok(());
+        };
+        match &parts.halves {
+            None => gemm_packed(av, ta, &parts.packed, out, false)?,
+            Some(_) if block == part => gemm_packed_half(av, ta, &parts.packed, KHalf::First, out)?,
+            Some(halves) => {
+                let mut buf = halves[block]
+                    .lock()
+                    .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
+                let (r, c) = (buf.rows, buf.cols);
+                let view = MatMut::row_major(&mut buf.data, r, c)?;
+                gemm_packed_half(av, ta, &parts.packed, KHalf::Second, view)?;
             }
-            None => gemm_view_with(self.precision, av, ta, bv, tb, out, false)?,
         }
         Ok(())
     }
@@ -783,11 +784,8 @@ impl Partitioned for Gemm {
             let mut half = half
                 .lock()
                 .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
-            for (i, h) in rows.zip(half.data.chunks_exact(half.cols.max(1))) {
-                // One f32 addition per element, as the kernel adds its halves.
-                let row = out.row_mut(i);
-                row.iter_mut().zip(h).for_each(|(x, y)| *x += y);
-            }
+            let h = MatRef::row_major(&half.data, half.rows, half.cols)?;
+            add_half(out.rb_mut().rows_mut(rows)?, h)?;
             // Back to the free-list for the next step's halves (`Tensor::scratch`).
             crate::ir::recycle::give(std::mem::take(&mut half.data));
         }
