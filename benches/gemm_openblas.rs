@@ -1,7 +1,8 @@
 //! GEMM against OpenBLAS in one process (issue 33): the six products of a GraphSAGE step
 //! (forward X·W, ∇X = ∇Y·Wᵀ, ∇W = Xᵀ·∇Y at 8000 rows × 512/1024), at 1 and 2 threads,
 //! round-robin so that every library sees the same machine state, medians of `REPS`
-//! timed repetitions after a checked warm-up.
+//! timed repetitions after a checked warm-up. First it prints the machine's bound, one
+//! core's FMA rate per vector width (`fma_bound`), which every GF/s figure is below.
 //!
 //! OpenBLAS is the library numpy's wheel bundles (`libscipy_openblas64_`: ILP64, symbols
 //! suffixed `64_`), loaded with `dlopen` from `OPENBLAS_LIB`; `scripts/gemm_vs_openblas.sh`
@@ -106,6 +107,75 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The machine's bound for these tables: one core's multiply-add rate with nothing to
+/// wait for (12 independent chains of register FMAs, the best of 5 timings of 10⁷
+/// steps), per vector width the CPU has. A GEMM at this rate spends no cycle outside its
+/// FMAs; two threads have twice the bound where each has a core of its own.
+fn fma_bound() -> Option<String> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        const CHAINS: usize = 12;
+        const STEPS: usize = 10_000_000;
+        /// One timing: GFLOP/s of `STEPS` rounds of CHAINS FMAs on `lanes`-float vectors.
+        fn rate(lanes: usize, run: unsafe fn(f32) -> f32) -> f64 {
+            (0..5)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    // The addend through `black_box` after the clock is read and the sum
+                    // through it before: otherwise the pure call moves out of the timing.
+                    let y = std::hint::black_box(1e-7);
+                    // SAFETY: `run` needs the instruction set its caller checked.
+                    std::hint::black_box(unsafe { run(y) });
+                    let dt = t0.elapsed().as_secs_f64();
+                    (2 * CHAINS * lanes * STEPS) as f64 / dt / 1e9
+                })
+                .fold(0.0, f64::max)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(y: f32) -> f32 {
+            let mut acc = [_mm256_set1_ps(1.0); CHAINS];
+            let (x, y) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(y));
+            for _ in 0..STEPS {
+                for r in acc.iter_mut() {
+                    *r = _mm256_fmadd_ps(*r, x, y);
+                }
+            }
+            let mut out = [0f32; 8];
+            let sum = acc
+                .iter()
+                .fold(_mm256_setzero_ps(), |s, r| _mm256_add_ps(s, *r));
+            // SAFETY: out holds 8 floats.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
+            out.iter().sum()
+        }
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512(y: f32) -> f32 {
+            let mut acc = [_mm512_set1_ps(1.0); CHAINS];
+            let (x, y) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(y));
+            for _ in 0..STEPS {
+                for r in acc.iter_mut() {
+                    *r = _mm512_fmadd_ps(*r, x, y);
+                }
+            }
+            _mm512_reduce_add_ps(
+                acc.iter()
+                    .fold(_mm512_setzero_ps(), |s, r| _mm512_add_ps(s, *r)),
+            )
+        }
+        let mut parts = Vec::new();
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            parts.push(format!("AVX2 {:.0} GF/s", rate(8, avx2)));
+        }
+        if is_x86_feature_detected!("avx512f") {
+            parts.push(format!("AVX-512 {:.0} GF/s", rate(16, avx512)));
+        }
+        (!parts.is_empty()).then(|| format!("FMA bound of one core: {}", parts.join(", ")))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
 /// One product: C (m×n) = op(A)·op(B), A stored m×k or (ta) k×m, B k×n or (tb) n×k.
 struct Shape {
     name: &'static str,
@@ -139,6 +209,9 @@ fn main() {
         blas.as_ref()
             .map_or("not loaded".into(), |b| format!("{} kernels", b.core))
     );
+    if let Some(line) = fma_bound() {
+        println!("{line}");
+    }
     use Trans::{N, T};
     let shapes = [
         Shape {

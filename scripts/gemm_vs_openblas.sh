@@ -6,7 +6,8 @@
 #   3. both again built without the repo's rustflags (plain x86-64, what a library user
 #      who depends on saintflow-ops gets), in a target directory of its own.
 # OpenBLAS is the one numpy's wheel bundles, from a venv this script makes (VENV, default
-# /tmp/saintflow-gemm-venv). Prints `lscpu`'s model line, then one table per run.
+# /tmp/saintflow-gemm-venv). Prints `lscpu`'s model line, then per run the core's FMA bound
+# (the machine's limit for every rate below) and one table.
 #   REPS (default 9) timed repetitions per cell, THREADS (default 1,2), ROUNDS (default 1).
 # With ROUNDS > 1 it ends with the median over rounds of each cell's ratio to OpenBLAS, and
 # each configuration's lowest median (the acceptance figure: ≥ 95 %).
