@@ -121,6 +121,7 @@ unsafe fn tile_6xn<const NV: usize>(steps: usize, a: *const u32, b: *const u32, 
     const MR: usize = 6;
     const { assert!(NV <= 4) };
     let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+    super::kernel::prefetch_c(&c);
     let (mut a, mut b) = (a, b);
     for _ in 0..steps {
         // SAFETY: a step of the B panel is 16·NV pairs from b, 64-byte aligned (the panel
