@@ -110,7 +110,7 @@ pub(super) unsafe fn store_partial(acc: &[f32], nr: usize, c: CTile) {
 /// Starts loading the rows of C that an accumulating tile (`overwrite` false, row-major)
 /// adds to, at the tile's start: it reads them only after its k steps, and they come
 /// from L3 (a C of 512×512 is the whole L2 beside a packed B block, and a long-k ∇W sweeps
-/// it once per KC steps), so the tile's end waited on them. Measured: +1.5–3.4 % on the
+/// it once per KC steps), so the tile's end waited on them. Measured: +1.2–4.4 % on the
 /// AVX-512 path's ∇W products, the AVX2 path unchanged (BENCHMARKS.md).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
