@@ -132,15 +132,23 @@ fn fma_bound() -> Option<String> {
                 })
                 .fold(0.0, f64::max)
         }
+        /// The CHAINS accumulators after STEPS rounds of acc = acc·x + y, in one vector
+        /// type's intrinsics (expanded inside each width's `target_feature` function).
+        macro_rules! chains {
+            ($set1:ident, $fma:ident, $y:expr) => {{
+                let mut acc = [$set1(1.0); CHAINS];
+                let (x, y) = ($set1(0.999_999), $set1($y));
+                for _ in 0..STEPS {
+                    for r in acc.iter_mut() {
+                        *r = $fma(*r, x, y);
+                    }
+                }
+                acc
+            }};
+        }
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(y: f32) -> f32 {
-            let mut acc = [_mm256_set1_ps(1.0); CHAINS];
-            let (x, y) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(y));
-            for _ in 0..STEPS {
-                for r in acc.iter_mut() {
-                    *r = _mm256_fmadd_ps(*r, x, y);
-                }
-            }
+            let acc = chains!(_mm256_set1_ps, _mm256_fmadd_ps, y);
             let mut out = [0f32; 8];
             let sum = acc
                 .iter()
@@ -151,13 +159,7 @@ fn fma_bound() -> Option<String> {
         }
         #[target_feature(enable = "avx512f")]
         unsafe fn avx512(y: f32) -> f32 {
-            let mut acc = [_mm512_set1_ps(1.0); CHAINS];
-            let (x, y) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(y));
-            for _ in 0..STEPS {
-                for r in acc.iter_mut() {
-                    *r = _mm512_fmadd_ps(*r, x, y);
-                }
-            }
+            let acc = chains!(_mm512_set1_ps, _mm512_fmadd_ps, y);
             _mm512_reduce_add_ps(
                 acc.iter()
                     .fold(_mm512_setzero_ps(), |s, r| _mm512_add_ps(s, *r)),
