@@ -1044,9 +1044,10 @@ pub enum KHalf {
 /// One half of k of C = op(A)·B, B packed beforehand and of long k ([`PackedB::splits_k`]),
 /// written into C (overwritten), on the calling thread. [`gemm_packed`] computes the first
 /// half into C and the second into a buffer, then adds the buffer to C element by element;
-/// so the two halves computed apart and added by [`add_half`] give its bits. What lets a caller run the halves as separate tasks (the
-/// executor's ∇W parts: each reads half of the packed B, and a step's last part is half
-/// as long). An error when B's k does not split.
+/// so the two halves computed apart and added by [`add_half`] give its bits. What lets a
+/// caller run the halves as separate tasks (the executor's ∇W parts: each reads half of
+/// the packed B, and a step's last part is half as long). An error when B's k does not
+/// split.
 pub fn gemm_packed_half(
     a: MatRef<'_>,
     ta: Trans,

@@ -727,13 +727,14 @@ impl Partitioned for Gemm {
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
         let (ta, tb) = (trans(self.ta), trans(self.tb));
-        let prepared = match split.prepared.as_ref() {
-            Some(p) => Some(
+        let prepared = split
+            .prepared
+            .as_ref()
+            .map(|p| {
                 p.downcast_ref::<GemmParts>()
-                    .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))?,
-            ),
-            None => None,
-        };
+                    .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))
+            })
+            .transpose()?;
         // A second half of k (parts past the row blocks) computes its row block's rows.
         let blocks = prepared.and_then(|p| p.halves.as_ref()).map(Vec::len);
         let block = match blocks {
