@@ -527,8 +527,10 @@ thread_local! {
 /// threads meet once, where one sweep of row panels per KC block met 31 times (a barrier
 /// per block, with op(B)'s next block packed between): on the forced AVX2 path of a Zen 4
 /// those products were 90–93 % of OpenBLAS at 2 threads (BENCHMARKS.md). Where the split
-/// falls depends on k alone ([`k_blocks`]), so one thread computes the same bits. The
-/// buffer is m·n floats, C's size again, for the call.
+/// falls depends on k alone ([`k_blocks`]), so one thread computes the same bits. On two
+/// threads the one done first then helps with the other's remaining blocks
+/// ([`run_halves`]); on more, each half forks inside. The buffer is m·n floats, C's size
+/// again, for the call.
 ///
 /// # Safety
 /// `a` addresses op(A) (m×k) in bounds, and `b` op(B) (k×n) (a `PackedB` for `K`'s NR, of
@@ -561,8 +563,12 @@ unsafe fn run<K: MicroKernel>(
         // buffer holds m·n floats, written by the second half only, C by the first only.
         let first = || unsafe { run_k::<K>(shape, a, b, c, accumulate, inner, (0..split, kc)) };
         let second = || unsafe { run_k::<K>(shape, a, b, half, false, inner, (split..k, kc)) };
-        if parallel {
+        if inner {
             rayon::join(first, second);
+        } else if parallel {
+            let halves = [(c, accumulate, 0..split), (half, false, split..k)];
+            // SAFETY: as above.
+            unsafe { run_halves::<K>(shape, a, b, halves, kc) };
         } else {
             first();
             second();
@@ -594,6 +600,179 @@ unsafe fn run<K: MicroKernel>(
     });
 }
 
+/// The two halves of k of [`run`] on two threads, each half's blocks in order by its own
+/// thread, and each block's row panels claimed [`GROUP`] at a time, so that the thread
+/// that finishes its half first computes groups of the other's remaining blocks. Static
+/// halves finished apart whenever a neighbour slowed one core: on the forced AVX2 path of
+/// a Zen 4, 23–26 ms against 29.4 ms for ∇W of 512×512 over k = 8000, where a quiet
+/// minute gave 21.5–22.6 each (BENCHMARKS.md). The owner packs a block's op(B) only after
+/// every group of the previous block is done, and a group adds its k block to its rows of
+/// C after the previous block's, so each element sums its k blocks in the same order
+/// whoever computes them: the same bits as one thread.
+///
+/// # Safety
+/// As [`run`]; each half's C (its (c, accumulate, k range)) is m×n, written by that half
+/// only, and its k range starts on a block of `kc_max`.
+unsafe fn run_halves<K: MicroKernel>(
+    (m, n, _): (usize, usize, usize),
+    a: Strided,
+    b: BSource<'_>,
+    halves: [(Strided, bool, std::ops::Range<usize>); 2],
+    kc_max: usize,
+) {
+    use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
+    /// A half's claims: (block + 1) << 32 | the next unclaimed group of that block; 0
+    /// before its first block, `DONE` after its last.
+    struct Claims {
+        state: AtomicU64,
+        /// Groups of the current block finished.
+        finished: AtomicUsize,
+        /// The current block's packed op(B).
+        b_blk: AtomicPtr<f32>,
+    }
+    const DONE: u64 = (u32::MAX as u64) << 32;
+    const GROUPS: u64 = u32::MAX as u64;
+    let nc_max = nc_block();
+    let m_panels = m.div_ceil(K::MR);
+    let groups = m_panels.div_ceil(GROUP);
+    let claims = [(); 2].map(|()| Claims {
+        state: AtomicU64::new(0),
+        finished: AtomicUsize::new(0),
+        b_blk: AtomicPtr::new(std::ptr::null_mut()),
+    });
+    let per_column_block = |h: usize| halves[h].2.len().div_ceil(kc_max);
+    let blocks = |h: usize| n.div_ceil(nc_max) * per_column_block(h);
+    // Block i of half h: (column block index, its columns), its k range.
+    let geometry = |h: usize, i: usize| {
+        let ks = &halves[h].2;
+        let (jb, pc) = (
+            i / per_column_block(h),
+            ks.start + i % per_column_block(h) * kc_max,
+        );
+        let jc = jb * nc_max;
+        ((jb, jc, nc_max.min(n - jc)), (pc, kc_max.min(ks.end - pc)))
+    };
+    // Group g of block i of half h against its packed op(B) at `b_blk`.
+    let group = |h: usize, i: usize, g: usize, b_blk: *const f32| {
+        let ((_, jc, nc), (pc, kc)) = geometry(h, i);
+        let len = kc.div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR;
+        let (c, accumulate, ks) = &halves[h];
+        // SAFETY: b_blk is the owner's block i, len floats, unchanged until every group of
+        // it is finished (the owner waits); the rows of group g are this claim's alone
+        // (forwarded contract otherwise).
+        unsafe {
+            let b_blk = std::slice::from_raw_parts(b_blk, len);
+            let ps = g * GROUP..m_panels.min((g + 1) * GROUP);
+            let overwrite = pc == ks.start && !accumulate;
+            block::<K>(
+                m,
+                a,
+                (jc, nc),
+                (pc, kc),
+                b_blk,
+                *c,
+                overwrite,
+                Rows::Own(ps),
+            )
+        }
+    };
+    // Half h by its owner: each block packed, published, its groups claimed and computed,
+    // then every group awaited (the other thread may hold some).
+    let own = |h: usize| {
+        let sh = &claims[h];
+        let steps = kc_max.min(halves[h].2.len()).div_ceil(K::K_STEP);
+        let b_len = match b {
+            BSource::Strided(_) => steps * n.min(nc_max).div_ceil(K::NR) * K::NR,
+            BSource::Packed(_) => 0,
+        };
+        with_scratch(&B_PACK, b_len, |buf| {
+            for i in 0..blocks(h) {
+                let ((jb, jc, nc), (pc, kc)) = geometry(h, i);
+                // SAFETY: forwarded contract.
+                let b_blk = unsafe { b_block::<K>(b, buf, (jb, jc, nc), (pc, kc), kc_max, false) };
+                sh.b_blk.store(b_blk.as_ptr().cast_mut(), Relaxed);
+                sh.finished.store(0, Relaxed);
+                sh.state.store((i as u64 + 1) << 32, Release);
+                loop {
+                    let g = (sh.state.fetch_add(1, AcqRel) & GROUPS) as usize;
+                    if g >= groups {
+                        break;
+                    }
+                    group(h, i, g, b_blk.as_ptr());
+                    sh.finished.fetch_add(1, Release);
+                }
+                while sh.finished.load(Acquire) < groups {
+                    std::hint::spin_loop();
+                }
+            }
+            sh.state.store(DONE, Release);
+        });
+    };
+    // Groups of half h by the other thread, while its owner has blocks to come; nothing
+    // when it has not started (then it runs on this thread after, `rayon::join`).
+    let help = |h: usize| {
+        let sh = &claims[h];
+        loop {
+            let v = sh.state.load(Acquire);
+            let i = (v >> 32) as usize;
+            if i == 0 || v >= DONE {
+                return;
+            }
+            if (v & GROUPS) as usize >= groups {
+                if i == blocks(h) {
+                    return;
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            let v = sh.state.fetch_add(1, AcqRel);
+            let (i, g) = ((v >> 32) as usize, (v & GROUPS) as usize);
+            if i == 0 || v >= DONE || g >= groups {
+                continue;
+            }
+            group(h, i - 1, g, sh.b_blk.load(Relaxed));
+            #[cfg(test)]
+            tests::HELPED.fetch_add(1, Relaxed);
+            sh.finished.fetch_add(1, Release);
+        }
+    };
+    rayon::join(
+        || {
+            own(0);
+            help(1)
+        },
+        || {
+            own(1);
+            help(0)
+        },
+    );
+}
+
+/// Block (jc, pc) of op(B) for tile routine `K` (column block jb): packed into `buf` (by
+/// the pool's threads with `parallel`), or the prepacked one.
+///
+/// # Safety
+/// The block is inside op(B); `buf` holds its packing; pc is a multiple of `kc_max`.
+unsafe fn b_block<'a, K: MicroKernel>(
+    b: BSource<'a>,
+    buf: &'a mut AlignedVec,
+    (jb, jc, nc): (usize, usize, usize),
+    (pc, kc): (usize, usize),
+    kc_max: usize,
+    parallel: bool,
+) -> &'a [f32] {
+    match b {
+        BSource::Strided(b) => {
+            let len = kc.div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR;
+            let dst = &mut buf.as_mut_slice()[..len];
+            // SAFETY: the block is inside op(B) (the caller's contract).
+            unsafe { pack_b_block::<K>(b, (jc, nc), (pc, kc), dst, parallel) };
+            dst
+        }
+        BSource::Packed(p) => p.block(jb, pc / kc_max),
+    }
+}
+
 /// [`run`] over the rows `ks` of op(B) (columns of op(A)), in blocks of `kc_max` elements
 /// from a range that starts on one ([`k_blocks`]): C = (or +=) op(A)[:, ks]·op(B)[ks, :],
 /// the blocks added in order.
@@ -617,21 +796,18 @@ unsafe fn run_k<K: MicroKernel>(
         }
         BSource::Packed(_) => 0,
     };
+    let rows = || match parallel {
+        true => Rows::Shared,
+        false => Rows::Own(0..m.div_ceil(K::MR)),
+    };
     with_scratch(&B_PACK, b_len, |buf| {
         for (jb, jc) in (0..n).step_by(nc_max).enumerate() {
             let nc = nc_max.min(n - jc);
             for pc in ks.clone().step_by(kc_max) {
                 let kc = kc_max.min(ks.end - pc);
-                let b_blk: &[f32] = match b {
-                    BSource::Strided(b) => {
-                        let len = kc.div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR;
-                        let dst = &mut buf.as_mut_slice()[..len];
-                        // SAFETY: the block is inside op(B) (the caller's contract).
-                        unsafe { pack_b_block::<K>(b, (jc, nc), (pc, kc), dst, parallel) };
-                        dst
-                    }
-                    BSource::Packed(p) => p.block(jb, pc / kc_max),
-                };
+                // SAFETY: forwarded contract.
+                let b_blk =
+                    unsafe { b_block::<K>(b, buf, (jb, jc, nc), (pc, kc), kc_max, parallel) };
                 // SAFETY: forwarded contract; b_blk is the (jc, pc) block for K's NR.
                 unsafe {
                     block::<K>(
@@ -642,7 +818,7 @@ unsafe fn run_k<K: MicroKernel>(
                         b_blk,
                         c,
                         pc == ks.start && !accumulate,
-                        parallel,
+                        rows(),
                     )
                 };
             }
@@ -733,10 +909,24 @@ unsafe fn pack_b_block<K: MicroKernel>(
     }
 }
 
-/// One (jc, pc) block: every MR-row panel of op(A) against every packed B panel.
+/// Which row panels of a block [`block`] computes, and on which threads.
+enum Rows {
+    /// Every one, shared by the threads of the pool.
+    Shared,
+    /// These, on the calling thread alone.
+    Own(std::ops::Range<usize>),
+}
+
+/// Row panels of op(A) packed together where op(A) is transposed (see [`block`]); also the
+/// row panels that a thread claims at a time in a shared half of k ([`run_halves`]), so a
+/// claim packs as one thread's sweep would.
+const GROUP: usize = 8;
+
+/// One (jc, pc) block: MR-row panels of op(A) (`rows`) against every packed B panel.
 ///
 /// # Safety
-/// As [`run`]; `b_blk` holds the block's ⌈nc/NR⌉ panels of kc·NR floats, 64-byte aligned.
+/// As [`run`]; `b_blk` holds the block's ⌈nc/NR⌉ panels of kc·NR floats, 64-byte aligned;
+/// the panels of `Rows::Own` are below ⌈m/MR⌉.
 #[allow(clippy::too_many_arguments)]
 unsafe fn block<K: MicroKernel>(
     m: usize,
@@ -746,7 +936,7 @@ unsafe fn block<K: MicroKernel>(
     b_blk: &[f32],
     c: Strided,
     overwrite: bool,
-    parallel: bool,
+    rows: Rows,
 ) {
     let steps = kc.div_ceil(K::K_STEP);
     let panel_b = steps * K::NR;
@@ -819,11 +1009,17 @@ unsafe fn block<K: MicroKernel>(
     let m_panels = m.div_ceil(K::MR);
     let threads = rayon::current_num_threads();
     let a_buf = || AlignedVec::zeroed(KC * K::MR);
-    if parallel && m_panels >= 2 * threads {
-        (0..m_panels)
-            .into_par_iter()
-            .for_each_init(a_buf, |buf, p| row_panel(buf, p, 0..n_panels));
-    } else if parallel {
+    let own = match rows {
+        Rows::Shared if m_panels >= 2 * threads => {
+            (0..m_panels)
+                .into_par_iter()
+                .for_each_init(a_buf, |buf, p| row_panel(buf, p, 0..n_panels));
+            return;
+        }
+        Rows::Shared => None,
+        Rows::Own(ps) => Some(ps),
+    };
+    let Some(ps) = own else {
         // Few row panels (a transposed narrow C: 7 rows are 2 panels): the threads split
         // the B panels instead, each packing the row panels itself (MR·KC floats per
         // group, against MR·NR·KC multiply-adds per tile). 1024×7 over k 5935 on 2
@@ -834,7 +1030,9 @@ unsafe fn block<K: MicroKernel>(
                 row_panel(buf, p, g * n_panels / groups..(g + 1) * n_panels / groups);
             }
         });
-    } else if a.rs == 1 && K::K_STEP == 1 {
+        return;
+    };
+    if a.rs == 1 && K::K_STEP == 1 {
         // op(A) transposed (Xᵀ of ∇W = Xᵀ·∇Y): a step of a panel is MR floats of one row
         // of X, 24 bytes of a line, and X's rows lie a power of two apart (2 or 4 KiB), so
         // the lines of one panel's 256 rows share a few L1 sets and are gone by the next
@@ -845,11 +1043,10 @@ unsafe fn block<K: MicroKernel>(
         // every row panel (one thread, or each half of a split k, `run`): threads that
         // share the row panels take them one by one (a group would leave one a group
         // short).
-        const GROUP: usize = 8;
         const ROWS: usize = 8;
         with_scratch(&A_PACK, GROUP * steps * K::MR, |group| {
-            for p0 in (0..m_panels).step_by(GROUP) {
-                let panels = GROUP.min(m_panels - p0);
+            for p0 in ps.clone().step_by(GROUP) {
+                let panels = GROUP.min(ps.end - p0);
                 for t0 in (0..kc).step_by(ROWS) {
                     let t_n = ROWS.min(kc - t0);
                     let bufs = group.as_mut_slice().chunks_exact_mut(steps * K::MR);
@@ -874,7 +1071,7 @@ unsafe fn block<K: MicroKernel>(
                 // The next group's rows, brought towards L1 while this group's last panel
                 // computes.
                 let next_i0 = (p0 + panels) * K::MR;
-                let next = (next_i0 < m).then(|| {
+                let next = (p0 + panels < ps.end).then(|| {
                     // SAFETY: row next_i0 < m, column pc < k of op(A).
                     let src = unsafe { a.at(next_i0, pc) }.cast_const();
                     (src, (GROUP * K::MR).min(m - next_i0))
@@ -888,7 +1085,7 @@ unsafe fn block<K: MicroKernel>(
         });
     } else {
         with_scratch(&A_PACK, KC * K::MR, |buf| {
-            (0..m_panels).for_each(|p| row_panel(buf, p, 0..n_panels))
+            ps.for_each(|p| row_panel(buf, p, 0..n_panels))
         });
     }
 }
@@ -1291,6 +1488,52 @@ pub fn gemm_tn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    /// Groups computed by the thread that is not their half's owner ([`run_halves`]).
+    pub(super) static HELPED: AtomicUsize = AtomicUsize::new(0);
+
+    /// A long-k product on two threads: the thread done with its half first computes
+    /// groups of the other's blocks (seen within 200 runs; the first to finish helps at
+    /// least with the other's last block, unless it finished exactly in step), and every
+    /// run gives one thread's bits, on every FMA path the CPU has.
+    #[test]
+    fn a_thread_done_with_its_half_helps_the_other_with_the_same_bits() {
+        let (m, k, n) = (300, 4800, 100);
+        let values = |len: usize, seed: usize| -> Vec<f32> {
+            let v = |i: usize| ((i * 7919 + seed * 104_729) % 2001) as f32 / 1000.0 - 1.0;
+            (0..len).map(v).collect()
+        };
+        let (a, b) = (values(k * m, 1), values(k * n, 2));
+        for isa in Isa::supported().into_iter().filter(|&i| i != Isa::Generic) {
+            let product = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                let mut c = vec![f32::NAN; m * n];
+                pool.unwrap().install(|| {
+                    let a = MatRef::row_major(&a, k, m).unwrap();
+                    let b = MatRef::row_major(&b, k, n).unwrap();
+                    let c = MatMut::row_major(&mut c, m, n).unwrap();
+                    gemm_view_isa(isa, a, Trans::T, b, Trans::N, c, false).unwrap()
+                });
+                c.iter().map(|x| x.to_bits()).collect::<Vec<u32>>()
+            };
+            let one = product(1);
+            let before = HELPED.load(Relaxed);
+            for run in 0..200 {
+                assert!(
+                    product(2) == one,
+                    "{isa:?}, run {run}: bits differ from one thread"
+                );
+                if HELPED.load(Relaxed) > before && run >= 10 {
+                    break;
+                }
+            }
+            assert!(
+                HELPED.load(Relaxed) > before,
+                "{isa:?}: no group was helped"
+            );
+        }
+    }
 
     /// Every k from the split's threshold to past 64 Ki steps: the halves' blocks are at
     /// most KC, the split falls on a block of the whole's grid (what `PackedB` packs), the
