@@ -695,7 +695,12 @@ impl Partitioned for Gemm {
             let parts = (2 * threads).min(n / GEMM_MIN_COLS);
             return Ok(Some(Split::even(Axis::Cols, n, parts).writing_all()));
         }
-        let parts = (2 * threads).min(m / GEMM_MIN_ROWS);
+        // Four row blocks per thread, not two: the step's last node is a ∇W (1024×512 over
+        // the subgraph's 6 thousand nodes, ~65 CPU-ms), and at two per thread its last part
+        // ran alone for 8 ms at the step's end; a gemm running alone went from 7.9–9.0 ms
+        // of a 2-thread step to 3.1–6.3 (BENCHMARKS.md). A part costs its own rows of op(A)
+        // only.
+        let parts = (4 * threads).min(m / GEMM_MIN_ROWS);
         // op(B) packed once here for every part (each used to pack all of it: for
         // ∇W = Xᵀ·∇Y that was all of ∇Y, per part; issue 33). The parts then compute the
         // same bits as `forward` (same packing, same tile routine).
