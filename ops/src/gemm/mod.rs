@@ -1040,9 +1040,9 @@ unsafe fn block<K: MicroKernel>(
         // columns of X, three whole lines of each row), ROWS rows of X at a time across
         // the group, then swept one by one. A pack went from 6 % of a 512×512 product over
         // k = 8000 to 3 % (perf, AVX2 path, one thread). Only where one thread sweeps
-        // every row panel (one thread, or each half of a split k, `run`): threads that
-        // share the row panels take them one by one (a group would leave one a group
-        // short).
+        // every row panel (one thread, or each half of a split k, `run`) or claims them a
+        // group at a time (`run_halves`): threads that share the row panels take them one
+        // by one (a group would leave one a group short).
         const ROWS: usize = 8;
         with_scratch(&A_PACK, GROUP * steps * K::MR, |group| {
             for p0 in ps.clone().step_by(GROUP) {
@@ -1496,7 +1496,7 @@ mod tests {
     /// A long-k product on two threads: the thread done with its half first computes
     /// groups of the other's blocks (seen within 200 runs; the first to finish helps at
     /// least with the other's last block, unless it finished exactly in step), and every
-    /// run gives one thread's bits, on every FMA path the CPU has.
+    /// run gives one thread's bits, on every path the CPU has.
     #[test]
     fn a_thread_done_with_its_half_helps_the_other_with_the_same_bits() {
         let (m, k, n) = (300, 4800, 100);
@@ -1505,7 +1505,7 @@ mod tests {
             (0..len).map(v).collect()
         };
         let (a, b) = (values(k * m, 1), values(k * n, 2));
-        for isa in Isa::supported().into_iter().filter(|&i| i != Isa::Generic) {
+        for isa in Isa::supported() {
             let product = |threads: usize| {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
                 let mut c = vec![f32::NAN; m * n];
