@@ -290,6 +290,15 @@ fn main() {
             ta: N,
             tb: N,
         },
+        // The JPDC step's 2-class logits: the narrow path (SHAPES=9; not in the default set).
+        Shape {
+            name: "nn 5935x1024 . 1024x2",
+            m: 5935,
+            k: 1024,
+            n: 2,
+            ta: N,
+            tb: N,
+        },
     ];
     // `SHAPES=1,4`: only those rows of the list above (0-based), e.g. to repeat one cell;
     // default the step's six.

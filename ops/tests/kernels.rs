@@ -662,3 +662,65 @@ fn adam_matches_naive() {
         }
     }
 }
+
+/// A C of one or two columns with a row-major op(A) (a classifier's logits) runs on the
+/// narrow path, rows of op(A) as lanes: the same bits as the tile path (a packed B, which
+/// always tiles), with and without accumulation, for row counts off the 8-row groups, k
+/// off the 8-column blocks and past the split into halves, strided views (op(A) and C
+/// column blocks of wider matrices, op(B) transposed), on 1 and 2 threads.
+#[test]
+fn the_narrow_path_gives_the_tile_paths_bits() {
+    use saintflow_ops::gemm::{gemm_packed, gemm_view_isa, narrow_path, Isa, PackedB, Precision};
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let fma: Vec<Isa> = Isa::supported()
+        .into_iter()
+        .filter(|&i| i != Isa::Generic)
+        .collect();
+    if !fma.is_empty() {
+        assert!(narrow_path(Precision::F32, 37, 2, Trans::N));
+        assert!(!narrow_path(Precision::F32, 37, 2, Trans::T));
+        assert!(!narrow_path(Precision::F32, 37, 3, Trans::N));
+    }
+    for (m, k, n) in [
+        (8, 1, 1),
+        (9, 7, 2),
+        (37, 300, 2),
+        (200, 1000, 1),
+        (61, 4400, 2),
+        (1003, 515, 2),
+    ] {
+        // op(A) is columns 3..3 + k of an m×(k + 5) matrix; C columns 1..1 + n of m×(n + 2).
+        let a = values(m * (k + 5), 31);
+        let a_wide = MatRef::row_major(&a, m, k + 5).unwrap();
+        let av = a_wide.cols(3..3 + k).unwrap();
+        let b = values(k * n, 32);
+        let start = values(m * (n + 2), 33);
+        for tb in [Trans::N, Trans::T] {
+            let bv = match tb {
+                Trans::N => MatRef::row_major(&b, k, n).unwrap(),
+                Trans::T => MatRef::row_major(&b, n, k).unwrap(),
+            };
+            for isa in &fma {
+                for accumulate in [false, true] {
+                    for threads in [1, 2] {
+                        let (mut want, mut got) = (start.clone(), start.clone());
+                        in_pool(threads, || {
+                            let packed = PackedB::new(*isa, bv, tb).unwrap();
+                            let w = MatMut::row_major(&mut want, m, n + 2).unwrap();
+                            let wv = w.cols_mut(1..1 + n).unwrap();
+                            gemm_packed(av, Trans::N, &packed, wv, accumulate).unwrap();
+                            let g = MatMut::row_major(&mut got, m, n + 2).unwrap();
+                            let gv = g.cols_mut(1..1 + n).unwrap();
+                            gemm_view_isa(*isa, av, Trans::N, bv, tb, gv, accumulate).unwrap();
+                        });
+                        assert!(
+                            bits(&got) == bits(&want),
+                            "{isa:?} {m}×{k}×{n} op(B) {tb:?}, accumulate {accumulate}, \
+                             {threads} threads"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

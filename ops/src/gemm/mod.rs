@@ -15,7 +15,9 @@
 //! and sweep it across all of B's panels, which stream from L2 in memory order. A product
 //! of long k (∇W over a subgraph's nodes) runs as two halves of k side by side, added at
 //! the end, and a thread that sweeps every row panel of a transposed op(A) packs eight at
-//! a time (see `run` and `block`). The tile routines are in `kernel.rs`: AVX-512 6×64, AVX2 6×16, a portable 4×16, chosen by
+//! a time (see `run` and `block`). A C of one or two columns from a row-major op(A) (a
+//! classifier's logits) skips the tiles: `narrow.rs` streams op(A) once, its rows as
+//! vector lanes, with the tiles' bits. The tile routines are in `kernel.rs`: AVX-512 6×64, AVX2 6×16, a portable 4×16, chosen by
 //! [`Isa::current`] (`SAINTFLOW_ISA` forces a narrower one) or named in [`gemm_view_isa`].
 //!
 //! Why not a crate: the `gemm` crate (used before) reached 62–66 % of OpenBLAS on a Zen 3
@@ -30,6 +32,7 @@
 
 pub mod bf16;
 mod kernel;
+mod narrow;
 
 use std::cell::RefCell;
 
@@ -356,6 +359,12 @@ fn product(
         return Ok(());
     };
     let parallel = forks(m, n, k);
+    if narrow::applies(precision, isa, (m, n), a.cs == 1) {
+        // SAFETY: as below (the views' bounds, C a unique borrow); a.cs is 1; `isa` is an
+        // x86 FMA path the CPU has (checked or current), and both have AVX2 and FMA.
+        unsafe { narrow::product((m, n, k), a, b, out, accumulate, parallel) };
+        return Ok(());
+    }
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
     let (isa, transposed) = plan(isa, m, n, ta_of);
     let kern = Kern::of(precision, isa);
@@ -375,6 +384,14 @@ fn product(
         with_kernel!(kern, K => run::<K>(shape, a, BSource::Strided(b), out, accumulate, parallel))
     };
     Ok(())
+}
+
+/// Whether [`gemm_view_with`] runs an m×n product at `precision` with op(A) as `ta` on
+/// the narrow path (C of one or two columns, op(A) row-major: rows of op(A) as vector
+/// lanes, nothing packed), at [`Isa::current`]. A caller that splits C into row blocks
+/// then gives each block to [`gemm_view_with`] rather than packing op(B) for them.
+pub fn narrow_path(precision: Precision, m: usize, n: usize, ta: Trans) -> bool {
+    narrow::applies(precision, Isa::current(), (m, n), ta == Trans::N)
 }
 
 /// How [`gemm_view`] runs an m×n product on `isa` with op(A) as `ta`: the tile routine

@@ -9,8 +9,8 @@
 //! A sparse matrix transposes through the Algorithm-6 permutation of its values.
 
 use saintflow_ops::gemm::{
-    add_half, gemm_packed, gemm_packed_half, gemm_view_with, plan, Isa, KHalf, PackedB, Precision,
-    Trans,
+    add_half, gemm_packed, gemm_packed_half, gemm_view_with, narrow_path, plan, Isa, KHalf,
+    PackedB, Precision, Trans,
 };
 use saintflow_ops::spmm::{block_width, spmm_accumulate, spmm_blocked, spmm_view_blocked, CsrRef};
 
@@ -708,7 +708,9 @@ impl Partitioned for Gemm {
         // op(A) then: nothing to share.)
         let mut split = Split::even(Axis::Rows, m, parts).writing_all();
         let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
-        if !transposed {
+        // A C of one or two columns from a row-major op(A) packs nothing (the narrow path:
+        // each part streams its rows of op(A) once; `gemm::narrow_path`).
+        if !transposed && !narrow_path(self.precision, m, n, trans(self.ta)) {
             let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
             let halves = packed.splits_k().then(|| {
                 let blocks = split.ranges.clone();

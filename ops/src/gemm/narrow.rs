@@ -1,0 +1,261 @@
+//! C = op(A)·op(B) for a C of one or two columns and a row-major op(A): a classifier's
+//! logits H·W (5931×1024 · 1024×2 in the JPDC step). The tile path pads those columns to
+//! a 16-wide B panel and reads H in place six rows at a time: 4.4–4.7 ms on one thread
+//! for a product bound by reading H's 24 MB once. Here eight rows of op(A) are the lanes
+//! of a vector: 8×8 blocks of them are transposed in registers and each lane runs the
+//! tile's chain of one FMA per step of k, so H streams once, in order: 1.5–1.6 ms in the
+//! same process, and 2.0–2.2 ms against OpenBLAS's 4.4–5.4 in the GEMM bench (BENCHMARKS.md).
+//!
+//! Arithmetic: the tile path's, element by element. The blocks of k come from
+//! [`k_blocks_of`] (with its split into halves, the second added last), each block a chain
+//! of FMAs from zero in k order, added to C in order; so the bits equal the tile's on
+//! every path, whatever the thread count.
+
+use rayon::prelude::*;
+
+use super::{k_blocks_of, Precision, Strided};
+use crate::isa::Isa;
+
+/// Columns of C this path takes at most.
+const MAX_COLS: usize = 2;
+
+/// Rows of op(A) per vector (AVX2 lanes).
+const LANES: usize = 8;
+
+/// Whether a product of `precision` on `isa` with an `n`-column C and a row-major op(A)
+/// (`a_rows_contiguous`) of `m` rows runs here.
+pub(super) fn applies(
+    precision: Precision,
+    isa: Isa,
+    (m, n): (usize, usize),
+    a_rows_contiguous: bool,
+) -> bool {
+    cfg!(target_arch = "x86_64")
+        && precision == Precision::F32
+        && isa != Isa::Generic
+        && (1..=MAX_COLS).contains(&n)
+        && a_rows_contiguous
+        && m >= LANES
+}
+
+/// C = (or += with `accumulate`) op(A)·op(B), op(A) m×k row-major (cs 1), op(B) k×n with
+/// n ≤ [`MAX_COLS`]; row groups of 8 shared by the pool's threads with `parallel`.
+///
+/// # Safety
+/// As [`super::run`]: the views address op(A), op(B) and C in bounds and C aliases
+/// neither; a.cs is 1; the CPU has AVX2 and FMA.
+pub(super) unsafe fn product(
+    (m, n, k): (usize, usize, usize),
+    a: Strided,
+    b: Strided,
+    c: Strided,
+    accumulate: bool,
+    parallel: bool,
+) {
+    debug_assert!(a.cs == 1 && (1..=MAX_COLS).contains(&n));
+    // op(B)'s columns, each contiguous (the second a copy of the first when n is 1).
+    let mut w = vec![0f32; MAX_COLS * k];
+    for (j, col) in w.chunks_exact_mut(k).enumerate() {
+        for (p, x) in col.iter_mut().enumerate() {
+            // SAFETY: p < k, min(j, n − 1) < n: inside op(B).
+            *x = unsafe { *b.at(p, j.min(n - 1)) };
+        }
+    }
+    let (kc, split) = k_blocks_of(k, 1);
+    let w = &w;
+    let group = |g: usize| {
+        let i0 = g * LANES;
+        let rows = LANES.min(m - i0);
+        // SAFETY: rows i0..i0 + rows of op(A) and C (the caller's contract); this group's
+        // rows of C are its own; the CPU has AVX2 and FMA.
+        unsafe {
+            if rows == LANES {
+                rows8(i0, (n, k), a, w, c, accumulate, (kc, split))
+            } else {
+                for i in i0..i0 + rows {
+                    row1(i, (n, k), a, w, c, accumulate, (kc, split))
+                }
+            }
+        }
+    };
+    let groups = m.div_ceil(LANES);
+    if parallel {
+        (0..groups).into_par_iter().for_each(group);
+    } else {
+        (0..groups).for_each(group);
+    }
+}
+
+/// The k range's sum for C's element as the tile computes it: each block of `kc` a chain of
+/// FMAs from zero, added in order to `start` (None: the first block is the sum).
+#[inline(always)]
+fn chain(
+    ks: std::ops::Range<usize>,
+    kc: usize,
+    start: Option<f32>,
+    step: impl Fn(usize, f32) -> f32,
+) -> f32 {
+    let mut total = start;
+    for pc in ks.clone().step_by(kc) {
+        let mut acc = 0f32;
+        for p in pc..(pc + kc).min(ks.end) {
+            acc = step(p, acc);
+        }
+        total = Some(total.map_or(acc, |t| t + acc));
+    }
+    total.unwrap_or(0.0)
+}
+
+/// Row i of C, element by element (the rows past the last whole group of 8).
+///
+/// # Safety
+/// Row i of op(A) and C in bounds; `w` holds op(B)'s columns, k floats each.
+unsafe fn row1(
+    i: usize,
+    (n, k): (usize, usize),
+    a: Strided,
+    w: &[f32],
+    c: Strided,
+    accumulate: bool,
+    (kc, split): (usize, Option<usize>),
+) {
+    // SAFETY: row i of op(A), k contiguous floats (cs 1).
+    let x = unsafe { std::slice::from_raw_parts(a.at(i, 0), k) };
+    for j in 0..n {
+        let col = &w[j * k..(j + 1) * k];
+        let step = |p: usize, acc: f32| x[p].mul_add(col[p], acc);
+        // SAFETY: (i, j) is inside C.
+        let out = unsafe { &mut *c.at(i, j) };
+        let first = split.unwrap_or(k);
+        let mut v = chain(0..first, kc, accumulate.then_some(*out), step);
+        if split.is_some() {
+            v += chain(first..k, kc, None, step);
+        }
+        *out = v;
+    }
+}
+
+/// Not reached off x86-64 ([`applies`]); row by row there.
+///
+/// # Safety
+/// As [`row1`] for the 8 rows.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn rows8(
+    i0: usize,
+    shape: (usize, usize),
+    a: Strided,
+    w: &[f32],
+    c: Strided,
+    accumulate: bool,
+    blocks: (usize, Option<usize>),
+) {
+    for i in i0..i0 + LANES {
+        // SAFETY: forwarded contract.
+        unsafe { row1(i, shape, a, w, c, accumulate, blocks) }
+    }
+}
+
+/// Rows i0..i0 + 8 of C, the rows as the lanes.
+///
+/// # Safety
+/// As [`row1`] for the 8 rows; the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows8(
+    i0: usize,
+    (n, k): (usize, usize),
+    a: Strided,
+    w: &[f32],
+    c: Strided,
+    accumulate: bool,
+    (kc, split): (usize, Option<usize>),
+) {
+    use std::arch::x86_64::*;
+    let row = |r: usize| a.at(i0 + r, 0).cast_const();
+    // The sum of k range `ks` for the 8 rows and both columns, block by block.
+    let half = |ks: std::ops::Range<usize>, start: Option<[__m256; MAX_COLS]>| {
+        let mut total = start;
+        for pc in ks.clone().step_by(kc) {
+            let end = (pc + kc).min(ks.end);
+            let mut acc = [_mm256_setzero_ps(); MAX_COLS];
+            let mut p = pc;
+            while p + LANES <= end {
+                // SAFETY: columns p..p + 8 of the 8 rows are inside op(A).
+                let r: [__m256; LANES] =
+                    std::array::from_fn(|q| unsafe { _mm256_loadu_ps(row(q).add(p)) });
+                let t: [__m256; LANES] = [
+                    _mm256_unpacklo_ps(r[0], r[1]),
+                    _mm256_unpackhi_ps(r[0], r[1]),
+                    _mm256_unpacklo_ps(r[2], r[3]),
+                    _mm256_unpackhi_ps(r[2], r[3]),
+                    _mm256_unpacklo_ps(r[4], r[5]),
+                    _mm256_unpackhi_ps(r[4], r[5]),
+                    _mm256_unpacklo_ps(r[6], r[7]),
+                    _mm256_unpackhi_ps(r[6], r[7]),
+                ];
+                let s: [__m256; LANES] = [
+                    _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+                    _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+                    _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+                    _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+                    _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+                    _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+                    _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+                    _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+                ];
+                // Column p + d of the 8 rows.
+                let cols: [__m256; LANES] = [
+                    _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
+                    _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
+                    _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
+                    _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
+                    _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
+                    _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
+                    _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
+                    _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
+                ];
+                for (d, x) in cols.iter().enumerate() {
+                    for (j, acc) in acc.iter_mut().enumerate() {
+                        let y = _mm256_set1_ps(w[j * k + p + d]);
+                        *acc = _mm256_fmadd_ps(*x, y, *acc);
+                    }
+                }
+                p += LANES;
+            }
+            for p in p..end {
+                // SAFETY: column p of the 8 rows is inside op(A).
+                let x: [f32; LANES] = std::array::from_fn(|q| unsafe { *row(q).add(p) });
+                let x = _mm256_loadu_ps(x.as_ptr());
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm256_fmadd_ps(x, _mm256_set1_ps(w[j * k + p]), *acc);
+                }
+            }
+            total = Some(match total {
+                None => acc,
+                Some(t) => std::array::from_fn(|j| _mm256_add_ps(t[j], acc[j])),
+            });
+        }
+        total.unwrap_or([_mm256_setzero_ps(); MAX_COLS])
+    };
+    let start = accumulate.then(|| {
+        std::array::from_fn(|j| {
+            // SAFETY: rows i0..i0 + 8 of C; column j.min(n − 1) < n.
+            let v: [f32; LANES] = std::array::from_fn(|q| unsafe { *c.at(i0 + q, j.min(n - 1)) });
+            _mm256_loadu_ps(v.as_ptr())
+        })
+    });
+    let first = split.unwrap_or(k);
+    let mut sums = half(0..first, start);
+    if split.is_some() {
+        let second = half(first..k, None);
+        sums = std::array::from_fn(|j| _mm256_add_ps(sums[j], second[j]));
+    }
+    for (j, v) in sums.iter().enumerate().take(n) {
+        let mut out = [0f32; LANES];
+        _mm256_storeu_ps(out.as_mut_ptr(), *v);
+        for (q, x) in out.into_iter().enumerate() {
+            // SAFETY: (i0 + q, j) is inside C.
+            unsafe { *c.at(i0 + q, j) = x };
+        }
+    }
+}
