@@ -62,7 +62,16 @@ pub(super) unsafe fn product(
         }
     }
     let (kc, split) = k_blocks_of(k, 1);
-    let w = &w;
+    let job = Job {
+        n,
+        k,
+        a,
+        w: &w,
+        c,
+        accumulate,
+        kc,
+        split,
+    };
     let group = |g: usize| {
         let i0 = g * LANES;
         let rows = LANES.min(m - i0);
@@ -70,10 +79,10 @@ pub(super) unsafe fn product(
         // rows of C are its own; the CPU has AVX2 and FMA.
         unsafe {
             if rows == LANES {
-                rows8(i0, (n, k), a, w, c, accumulate, (kc, split))
+                rows8(i0, job)
             } else {
                 for i in i0..i0 + rows {
-                    row1(i, (n, k), a, w, c, accumulate, (kc, split))
+                    row1(i, job)
                 }
             }
         }
@@ -84,6 +93,22 @@ pub(super) unsafe fn product(
     } else {
         (0..groups).for_each(group);
     }
+}
+
+/// One product's operands and blocking, shared by its row groups: C (n ≤ [`MAX_COLS`]
+/// columns) from op(A) (row-major, k columns) and op(B)'s columns `w` (k floats each, the
+/// second a copy of the first when n is 1), in blocks of `kc` with the split of
+/// [`k_blocks_of`].
+#[derive(Clone, Copy)]
+struct Job<'w> {
+    n: usize,
+    k: usize,
+    a: Strided,
+    w: &'w [f32],
+    c: Strided,
+    accumulate: bool,
+    kc: usize,
+    split: Option<usize>,
 }
 
 /// The k range's sum for C's element as the tile computes it: each block of `kc` a chain of
@@ -109,16 +134,10 @@ fn chain(
 /// Row i of C, element by element (the rows past the last whole group of 8).
 ///
 /// # Safety
-/// Row i of op(A) and C in bounds; `w` holds op(B)'s columns, k floats each.
-unsafe fn row1(
-    i: usize,
-    (n, k): (usize, usize),
-    a: Strided,
-    w: &[f32],
-    c: Strided,
-    accumulate: bool,
-    (kc, split): (usize, Option<usize>),
-) {
+/// Row i of op(A) and C in bounds (`job`'s views).
+unsafe fn row1(i: usize, job: Job<'_>) {
+    let (n, k, a, w, c) = (job.n, job.k, job.a, job.w, job.c);
+    let (accumulate, kc, split) = (job.accumulate, job.kc, job.split);
     // SAFETY: row i of op(A), k contiguous floats (cs 1).
     let x = unsafe { std::slice::from_raw_parts(a.at(i, 0), k) };
     for j in 0..n {
@@ -140,18 +159,10 @@ unsafe fn row1(
 /// # Safety
 /// As [`row1`] for the 8 rows.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn rows8(
-    i0: usize,
-    shape: (usize, usize),
-    a: Strided,
-    w: &[f32],
-    c: Strided,
-    accumulate: bool,
-    blocks: (usize, Option<usize>),
-) {
+unsafe fn rows8(i0: usize, job: Job<'_>) {
     for i in i0..i0 + LANES {
         // SAFETY: forwarded contract.
-        unsafe { row1(i, shape, a, w, c, accumulate, blocks) }
+        unsafe { row1(i, job) }
     }
 }
 
@@ -161,16 +172,10 @@ unsafe fn rows8(
 /// As [`row1`] for the 8 rows; the CPU has AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rows8(
-    i0: usize,
-    (n, k): (usize, usize),
-    a: Strided,
-    w: &[f32],
-    c: Strided,
-    accumulate: bool,
-    (kc, split): (usize, Option<usize>),
-) {
+unsafe fn rows8(i0: usize, job: Job<'_>) {
     use std::arch::x86_64::*;
+    let (n, k, a, w, c) = (job.n, job.k, job.a, job.w, job.c);
+    let (accumulate, kc, split) = (job.accumulate, job.kc, job.split);
     let row = |r: usize| a.at(i0 + r, 0).cast_const();
     // The sum of k range `ks` for the 8 rows and both columns, block by block.
     let half = |ks: std::ops::Range<usize>, start: Option<[__m256; MAX_COLS]>| {
@@ -183,37 +188,26 @@ unsafe fn rows8(
                 // SAFETY: columns p..p + 8 of the 8 rows are inside op(A).
                 let r: [__m256; LANES] =
                     std::array::from_fn(|q| unsafe { _mm256_loadu_ps(row(q).add(p)) });
-                let t: [__m256; LANES] = [
-                    _mm256_unpacklo_ps(r[0], r[1]),
-                    _mm256_unpackhi_ps(r[0], r[1]),
-                    _mm256_unpacklo_ps(r[2], r[3]),
-                    _mm256_unpackhi_ps(r[2], r[3]),
-                    _mm256_unpacklo_ps(r[4], r[5]),
-                    _mm256_unpackhi_ps(r[4], r[5]),
-                    _mm256_unpacklo_ps(r[6], r[7]),
-                    _mm256_unpackhi_ps(r[6], r[7]),
-                ];
-                let s: [__m256; LANES] = [
-                    _mm256_shuffle_ps::<0x44>(t[0], t[2]),
-                    _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
-                    _mm256_shuffle_ps::<0x44>(t[1], t[3]),
-                    _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
-                    _mm256_shuffle_ps::<0x44>(t[4], t[6]),
-                    _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
-                    _mm256_shuffle_ps::<0x44>(t[5], t[7]),
-                    _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
-                ];
-                // Column p + d of the 8 rows.
-                let cols: [__m256; LANES] = [
-                    _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
-                    _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
-                    _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
-                    _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
-                    _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
-                    _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
-                    _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
-                    _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
-                ];
+                // The 8×8 transpose: pairs of rows interleaved, then pairs of pairs, then
+                // the 128-bit halves swapped; cols[d] is column p + d of the 8 rows.
+                let t: [__m256; LANES] = std::array::from_fn(|i| {
+                    let (x, y) = (r[i & !1], r[i | 1]);
+                    match i % 2 {
+                        0 => _mm256_unpacklo_ps(x, y),
+                        _ => _mm256_unpackhi_ps(x, y),
+                    }
+                });
+                let s: [__m256; LANES] = std::array::from_fn(|i| {
+                    let q = i / 4 * 4 + i / 2 % 2;
+                    match i % 2 {
+                        0 => _mm256_shuffle_ps::<0x44>(t[q], t[q + 2]),
+                        _ => _mm256_shuffle_ps::<0xEE>(t[q], t[q + 2]),
+                    }
+                });
+                let cols: [__m256; LANES] = std::array::from_fn(|d| match d / 4 {
+                    0 => _mm256_permute2f128_ps::<0x20>(s[d % 4], s[d % 4 + 4]),
+                    _ => _mm256_permute2f128_ps::<0x31>(s[d % 4], s[d % 4 + 4]),
+                });
                 for (d, x) in cols.iter().enumerate() {
                     for (j, acc) in acc.iter_mut().enumerate() {
                         let y = _mm256_set1_ps(w[j * k + p + d]);
