@@ -697,11 +697,7 @@ unsafe fn run_halves<K: MicroKernel>(
     // then every group awaited (the other thread may hold some).
     let own = |h: usize| {
         let sh = &claims[h];
-        let steps = kc_max.min(halves[h].2.len()).div_ceil(K::K_STEP);
-        let b_len = match b {
-            BSource::Strided(_) => steps * n.min(nc_max).div_ceil(K::NR) * K::NR,
-            BSource::Packed(_) => 0,
-        };
+        let b_len = b_scratch_len::<K>(b, halves[h].2.len(), kc_max, n.min(nc_max));
         with_scratch(&B_PACK, b_len, |buf| {
             for i in 0..blocks(h) {
                 let ((jb, jc, nc), (pc, kc)) = geometry(h, i);
@@ -765,6 +761,15 @@ unsafe fn run_halves<K: MicroKernel>(
     );
 }
 
+/// Floats of the B-block buffer that [`b_block`] packs into for `k_len` rows of op(B) in
+/// blocks of `kc_max` and blocks of `nc` columns; none for a prepacked op(B).
+fn b_scratch_len<K: MicroKernel>(b: BSource<'_>, k_len: usize, kc_max: usize, nc: usize) -> usize {
+    match b {
+        BSource::Strided(_) => kc_max.min(k_len).div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR,
+        BSource::Packed(_) => 0,
+    }
+}
+
 /// Block (jc, pc) of op(B) for tile routine `K` (column block jb): packed into `buf` (by
 /// the pool's threads with `parallel`), or the prepacked one.
 ///
@@ -807,12 +812,7 @@ unsafe fn run_k<K: MicroKernel>(
 ) {
     let nc_max = nc_block();
     debug_assert_eq!(ks.start % kc_max, 0);
-    let b_len = match b {
-        BSource::Strided(_) => {
-            kc_max.min(ks.len()).div_ceil(K::K_STEP) * n.min(nc_max).div_ceil(K::NR) * K::NR
-        }
-        BSource::Packed(_) => 0,
-    };
+    let b_len = b_scratch_len::<K>(b, ks.len(), kc_max, n.min(nc_max));
     let rows = || match parallel {
         true => Rows::Shared,
         false => Rows::Own(0..m.div_ceil(K::MR)),

@@ -111,24 +111,30 @@ struct Job<'w> {
     split: Option<usize>,
 }
 
-/// The k range's sum for C's element as the tile computes it: each block of `kc` a chain of
-/// FMAs from zero, added in order to `start` (None: the first block is the sum).
-#[inline(always)]
-fn chain(
-    ks: std::ops::Range<usize>,
-    kc: usize,
-    start: Option<f32>,
-    step: impl Fn(usize, f32) -> f32,
-) -> f32 {
-    let mut total = start;
-    for pc in ks.clone().step_by(kc) {
-        let mut acc = 0f32;
-        for p in pc..(pc + kc).min(ks.end) {
-            acc = step(p, acc);
+impl Job<'_> {
+    /// Σ over k as the tile adds it, for any lane type `T`: each block of `kc` (`block`, a
+    /// chain of FMAs from zero) added in order to `start` (None: the first block is the
+    /// sum) over the first half of k; the second half's blocks ([`k_blocks_of`]) summed
+    /// apart and added last. None only for k = 0 without a start.
+    #[inline(always)]
+    fn sum<T: Copy>(
+        &self,
+        start: Option<T>,
+        block: impl Fn(std::ops::Range<usize>) -> T,
+        add: impl Fn(T, T) -> T,
+    ) -> Option<T> {
+        let blocks = |ks: std::ops::Range<usize>, start: Option<T>| {
+            ks.clone().step_by(self.kc).fold(start, |total, pc| {
+                let b = block(pc..(pc + self.kc).min(ks.end));
+                Some(total.map_or(b, |t| add(t, b)))
+            })
+        };
+        let first = self.split.unwrap_or(self.k);
+        match (blocks(0..first, start), blocks(first..self.k, None)) {
+            (Some(t), Some(h)) => Some(add(t, h)),
+            (t, h) => t.or(h),
         }
-        total = Some(total.map_or(acc, |t| t + acc));
     }
-    total.unwrap_or(0.0)
 }
 
 /// Row i of C, element by element (the rows past the last whole group of 8).
@@ -136,21 +142,17 @@ fn chain(
 /// # Safety
 /// Row i of op(A) and C in bounds (`job`'s views).
 unsafe fn row1(i: usize, job: Job<'_>) {
-    let (n, k, a, w, c) = (job.n, job.k, job.a, job.w, job.c);
-    let (accumulate, kc, split) = (job.accumulate, job.kc, job.split);
+    let (n, k, w, c) = (job.n, job.k, job.w, job.c);
     // SAFETY: row i of op(A), k contiguous floats (cs 1).
-    let x = unsafe { std::slice::from_raw_parts(a.at(i, 0), k) };
+    let x = unsafe { std::slice::from_raw_parts(job.a.at(i, 0), k) };
     for j in 0..n {
         let col = &w[j * k..(j + 1) * k];
-        let step = |p: usize, acc: f32| x[p].mul_add(col[p], acc);
+        let block = |ks: std::ops::Range<usize>| ks.fold(0f32, |acc, p| x[p].mul_add(col[p], acc));
         // SAFETY: (i, j) is inside C.
         let out = unsafe { &mut *c.at(i, j) };
-        let first = split.unwrap_or(k);
-        let mut v = chain(0..first, kc, accumulate.then_some(*out), step);
-        if split.is_some() {
-            v += chain(first..k, kc, None, step);
-        }
-        *out = v;
+        *out = job
+            .sum(job.accumulate.then_some(*out), block, |t, b| t + b)
+            .unwrap_or(0.0);
     }
 }
 
@@ -174,76 +176,67 @@ unsafe fn rows8(i0: usize, job: Job<'_>) {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn rows8(i0: usize, job: Job<'_>) {
     use std::arch::x86_64::*;
-    let (n, k, a, w, c) = (job.n, job.k, job.a, job.w, job.c);
-    let (accumulate, kc, split) = (job.accumulate, job.kc, job.split);
-    let row = |r: usize| a.at(i0 + r, 0).cast_const();
-    // The sum of k range `ks` for the 8 rows and both columns, block by block.
-    let half = |ks: std::ops::Range<usize>, start: Option<[__m256; MAX_COLS]>| {
-        let mut total = start;
-        for pc in ks.clone().step_by(kc) {
-            let end = (pc + kc).min(ks.end);
-            let mut acc = [_mm256_setzero_ps(); MAX_COLS];
-            let mut p = pc;
-            while p + LANES <= end {
-                // SAFETY: columns p..p + 8 of the 8 rows are inside op(A).
-                let r: [__m256; LANES] =
-                    std::array::from_fn(|q| unsafe { _mm256_loadu_ps(row(q).add(p)) });
-                // The 8×8 transpose: pairs of rows interleaved, then pairs of pairs, then
-                // the 128-bit halves swapped; cols[d] is column p + d of the 8 rows.
-                let t: [__m256; LANES] = std::array::from_fn(|i| {
-                    let (x, y) = (r[i & !1], r[i | 1]);
-                    match i % 2 {
-                        0 => _mm256_unpacklo_ps(x, y),
-                        _ => _mm256_unpackhi_ps(x, y),
-                    }
-                });
-                let s: [__m256; LANES] = std::array::from_fn(|i| {
-                    let q = i / 4 * 4 + i / 2 % 2;
-                    match i % 2 {
-                        0 => _mm256_shuffle_ps::<0x44>(t[q], t[q + 2]),
-                        _ => _mm256_shuffle_ps::<0xEE>(t[q], t[q + 2]),
-                    }
-                });
-                let cols: [__m256; LANES] = std::array::from_fn(|d| match d / 4 {
-                    0 => _mm256_permute2f128_ps::<0x20>(s[d % 4], s[d % 4 + 4]),
-                    _ => _mm256_permute2f128_ps::<0x31>(s[d % 4], s[d % 4 + 4]),
-                });
-                for (d, x) in cols.iter().enumerate() {
-                    for (j, acc) in acc.iter_mut().enumerate() {
-                        let y = _mm256_set1_ps(w[j * k + p + d]);
-                        *acc = _mm256_fmadd_ps(*x, y, *acc);
-                    }
+    let (n, k, w, c) = (job.n, job.k, job.w, job.c);
+    let row = |r: usize| job.a.at(i0 + r, 0).cast_const();
+    // One block of k for the 8 rows and both columns: a chain of FMAs per lane.
+    let block = |ks: std::ops::Range<usize>| {
+        let mut acc = [_mm256_setzero_ps(); MAX_COLS];
+        let mut p = ks.start;
+        while p + LANES <= ks.end {
+            // SAFETY: columns p..p + 8 of the 8 rows are inside op(A).
+            let r: [__m256; LANES] =
+                std::array::from_fn(|q| unsafe { _mm256_loadu_ps(row(q).add(p)) });
+            // The 8×8 transpose: pairs of rows interleaved, then pairs of pairs, then
+            // the 128-bit halves swapped; cols[d] is column p + d of the 8 rows.
+            let t: [__m256; LANES] = std::array::from_fn(|i| {
+                let (x, y) = (r[i & !1], r[i | 1]);
+                match i % 2 {
+                    0 => _mm256_unpacklo_ps(x, y),
+                    _ => _mm256_unpackhi_ps(x, y),
                 }
-                p += LANES;
-            }
-            for p in p..end {
-                // SAFETY: column p of the 8 rows is inside op(A).
-                let x: [f32; LANES] = std::array::from_fn(|q| unsafe { *row(q).add(p) });
-                let x = _mm256_loadu_ps(x.as_ptr());
-                for (j, acc) in acc.iter_mut().enumerate() {
-                    *acc = _mm256_fmadd_ps(x, _mm256_set1_ps(w[j * k + p]), *acc);
-                }
-            }
-            total = Some(match total {
-                None => acc,
-                Some(t) => std::array::from_fn(|j| _mm256_add_ps(t[j], acc[j])),
             });
+            let s: [__m256; LANES] = std::array::from_fn(|i| {
+                let q = i / 4 * 4 + i / 2 % 2;
+                match i % 2 {
+                    0 => _mm256_shuffle_ps::<0x44>(t[q], t[q + 2]),
+                    _ => _mm256_shuffle_ps::<0xEE>(t[q], t[q + 2]),
+                }
+            });
+            let cols: [__m256; LANES] = std::array::from_fn(|d| match d / 4 {
+                0 => _mm256_permute2f128_ps::<0x20>(s[d % 4], s[d % 4 + 4]),
+                _ => _mm256_permute2f128_ps::<0x31>(s[d % 4], s[d % 4 + 4]),
+            });
+            for (d, x) in cols.iter().enumerate() {
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    let y = _mm256_set1_ps(w[j * k + p + d]);
+                    *acc = _mm256_fmadd_ps(*x, y, *acc);
+                }
+            }
+            p += LANES;
         }
-        total.unwrap_or([_mm256_setzero_ps(); MAX_COLS])
+        for p in p..ks.end {
+            // SAFETY: column p of the 8 rows is inside op(A).
+            let x: [f32; LANES] = std::array::from_fn(|q| unsafe { *row(q).add(p) });
+            let x = _mm256_loadu_ps(x.as_ptr());
+            for (j, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm256_fmadd_ps(x, _mm256_set1_ps(w[j * k + p]), *acc);
+            }
+        }
+        acc
     };
-    let start = accumulate.then(|| {
+    let start = job.accumulate.then(|| {
         std::array::from_fn(|j| {
             // SAFETY: rows i0..i0 + 8 of C; column j.min(n − 1) < n.
             let v: [f32; LANES] = std::array::from_fn(|q| unsafe { *c.at(i0 + q, j.min(n - 1)) });
             _mm256_loadu_ps(v.as_ptr())
         })
     });
-    let first = split.unwrap_or(k);
-    let mut sums = half(0..first, start);
-    if split.is_some() {
-        let second = half(first..k, None);
-        sums = std::array::from_fn(|j| _mm256_add_ps(sums[j], second[j]));
-    }
+    let add = |t: [__m256; MAX_COLS], b: [__m256; MAX_COLS]| {
+        std::array::from_fn(|j| _mm256_add_ps(t[j], b[j]))
+    };
+    let sums = job
+        .sum(start, block, add)
+        .unwrap_or([_mm256_setzero_ps(); MAX_COLS]);
     for (j, v) in sums.iter().enumerate().take(n) {
         let mut out = [0f32; LANES];
         _mm256_storeu_ps(out.as_mut_ptr(), *v);
