@@ -409,13 +409,17 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
         // Gemm, every transpose combination that splits, odd shapes.
         // The last: too few rows of C to split by rows, so it splits by columns.
         // (130, 4100, 192): k long enough for the kernel's two halves, which the split
-        // makes parts of their own, added in `finish` (C not so narrow that it runs as Cᵀ).
+        // makes parts of their own, added in `finish` (C not so narrow that it runs as Cᵀ);
+        // (50, 4100, 300) the same on column blocks; (300, 4100, 2) a C of two columns (the
+        // narrow path: row blocks, or for Xᵀ·∇Y the two halves alone).
         for (m, k, n) in [
             (333, 70, 41),
             (1000, 64, 64),
             (129, 300, 17),
             (50, 600, 300),
             (130, 4100, 192),
+            (50, 4100, 300),
+            (300, 4100, 2),
         ] {
             for (ta, tb) in [(false, false), (false, true), (true, false)] {
                 let a = if ta { dense(k, m, 1) } else { dense(m, k, 1) };
@@ -454,6 +458,24 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             "{split:?}"
         );
         assert!(split.covers(130));
+        // ∇W of a classifier (C of two columns, the narrow path): the two halves of a long
+        // k as the only parts, whole rows of X each; a short k unsplit.
+        let splits = |rows: usize| {
+            let (x, dy) = (
+                Value::dense(dense(rows, 300, 1)),
+                Value::dense(dense(rows, 2, 2)),
+            );
+            let out = Fact::dense(saintflow::ir::Dim::known(300), saintflow::ir::Dim::known(2));
+            gemm.as_partitioned()
+                .unwrap()
+                .split(&[&x, &dy], &out, &ctx, 2)
+                .unwrap()
+        };
+        if saintflow_ops::gemm::narrow_path(saintflow_ops::gemm::Precision::F32, 300, 2) {
+            let halves = splits(4100).expect("a long k splits");
+            assert_eq!(halves.ranges, vec![0..300, 300..300], "{halves:?}");
+            assert!(splits(600).is_none(), "a short k of a narrow ∇W runs whole");
+        }
         // Activations and their backwards: row blocks of an elementwise op.
         use saintflow::op::builtin::Activation;
         use saintflow::op::elementwise::{Map, MapGrad};

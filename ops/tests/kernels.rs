@@ -663,11 +663,12 @@ fn adam_matches_naive() {
     }
 }
 
-/// A C of one or two columns with a row-major op(A) (a classifier's logits) runs on the
-/// narrow path, rows of op(A) as lanes: the same bits as the tile path (a packed B, which
-/// always tiles), with and without accumulation, for row counts off the 8-row groups, k
-/// off the 8-column blocks and past the split into halves, strided views (op(A) and C
-/// column blocks of wider matrices, op(B) transposed), on 1 and 2 threads.
+/// A C of one or two columns (a classifier's logits H·W, op(A) row-major, and its weight
+/// gradient Hᵀ·∇Y, op(A) column-major) runs on the narrow path, rows of op(A) as lanes:
+/// the same bits as the tile path (a packed B, which always tiles), with and without
+/// accumulation, for row counts off the 8-row groups and the 256-row stripes, k off the
+/// 8-column blocks and past the split into halves, strided op(A) and C, op(B) as stored
+/// or transposed, on 1 and 2 threads.
 #[test]
 fn the_narrow_path_gives_the_tile_paths_bits() {
     use saintflow_ops::gemm::{gemm_packed, gemm_view_isa, narrow_path, Isa, PackedB, Precision};
@@ -677,9 +678,11 @@ fn the_narrow_path_gives_the_tile_paths_bits() {
         .filter(|&i| i != Isa::Generic)
         .collect();
     if !fma.is_empty() {
-        assert!(narrow_path(Precision::F32, 37, 2, Trans::N));
-        assert!(!narrow_path(Precision::F32, 37, 2, Trans::T));
-        assert!(!narrow_path(Precision::F32, 37, 3, Trans::N));
+        assert!(narrow_path(Precision::F32, 37, 2));
+        assert!(narrow_path(Precision::F32, 8, 1));
+        assert!(!narrow_path(Precision::F32, 7, 2));
+        assert!(!narrow_path(Precision::F32, 37, 3));
+        assert!(!narrow_path(Precision::Bf16, 37, 2));
     }
     for (m, k, n) in [
         (8, 1, 1),
@@ -688,36 +691,55 @@ fn the_narrow_path_gives_the_tile_paths_bits() {
         (200, 1000, 1),
         (61, 4400, 2),
         (1003, 515, 2),
+        (300, 4500, 2),
     ] {
-        // op(A) is columns 3..3 + k of an m×(k + 5) matrix; C columns 1..1 + n of m×(n + 2).
-        let a = values(m * (k + 5), 31);
-        let a_wide = MatRef::row_major(&a, m, k + 5).unwrap();
-        let av = a_wide.cols(3..3 + k).unwrap();
         let b = values(k * n, 32);
         let start = values(m * (n + 2), 33);
-        for tb in [Trans::N, Trans::T] {
-            let bv = match tb {
-                Trans::N => MatRef::row_major(&b, k, n).unwrap(),
-                Trans::T => MatRef::row_major(&b, n, k).unwrap(),
-            };
-            for isa in &fma {
-                for accumulate in [false, true] {
-                    for threads in [1, 2] {
-                        let (mut want, mut got) = (start.clone(), start.clone());
-                        in_pool(threads, || {
-                            let packed = PackedB::new(*isa, bv, tb).unwrap();
-                            let w = MatMut::row_major(&mut want, m, n + 2).unwrap();
-                            let wv = w.cols_mut(1..1 + n).unwrap();
-                            gemm_packed(av, Trans::N, &packed, wv, accumulate).unwrap();
-                            let g = MatMut::row_major(&mut got, m, n + 2).unwrap();
-                            let gv = g.cols_mut(1..1 + n).unwrap();
-                            gemm_view_isa(*isa, av, Trans::N, bv, tb, gv, accumulate).unwrap();
-                        });
-                        assert!(
-                            bits(&got) == bits(&want),
-                            "{isa:?} {m}×{k}×{n} op(B) {tb:?}, accumulate {accumulate}, \
-                             {threads} threads"
-                        );
+        // op(A) as stored: columns 3..3 + k of an m×(k + 5) matrix; transposed: columns
+        // 3..3 + m of a k×(m + 5) one. C is columns 1..1 + n of m×(n + 2).
+        let a_n = values(m * (k + 5), 31);
+        let a_t = values(k * (m + 5), 34);
+        let a_views = [
+            (
+                Trans::N,
+                MatRef::row_major(&a_n, m, k + 5)
+                    .unwrap()
+                    .cols(3..3 + k)
+                    .unwrap(),
+            ),
+            (
+                Trans::T,
+                MatRef::row_major(&a_t, k, m + 5)
+                    .unwrap()
+                    .cols(3..3 + m)
+                    .unwrap(),
+            ),
+        ];
+        for (ta, av) in a_views {
+            for tb in [Trans::N, Trans::T] {
+                let bv = match tb {
+                    Trans::N => MatRef::row_major(&b, k, n).unwrap(),
+                    Trans::T => MatRef::row_major(&b, n, k).unwrap(),
+                };
+                for isa in &fma {
+                    for accumulate in [false, true] {
+                        for threads in [1, 2] {
+                            let (mut want, mut got) = (start.clone(), start.clone());
+                            in_pool(threads, || {
+                                let packed = PackedB::new(*isa, bv, tb).unwrap();
+                                let w = MatMut::row_major(&mut want, m, n + 2).unwrap();
+                                let wv = w.cols_mut(1..1 + n).unwrap();
+                                gemm_packed(av, ta, &packed, wv, accumulate).unwrap();
+                                let g = MatMut::row_major(&mut got, m, n + 2).unwrap();
+                                let gv = g.cols_mut(1..1 + n).unwrap();
+                                gemm_view_isa(*isa, av, ta, bv, tb, gv, accumulate).unwrap();
+                            });
+                            assert!(
+                                bits(&got) == bits(&want),
+                                "{isa:?} {m}×{k}×{n} op(A) {ta:?} op(B) {tb:?}, accumulate \
+                                 {accumulate}, {threads} threads"
+                            );
+                        }
                     }
                 }
             }

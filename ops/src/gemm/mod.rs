@@ -287,6 +287,7 @@ pub fn gemm_view(
         tb,
         c,
         accumulate,
+        None,
     )
 }
 
@@ -313,7 +314,39 @@ pub fn gemm_view_with(
         tb,
         c,
         accumulate,
+        None,
     )
+}
+
+/// One half of k of C = op(A)·op(B) as [`gemm_view_with`] computes it at `precision` (a k
+/// of at least 16 KC blocks runs as two halves, [`k_splits`]), written into C (overwritten),
+/// on the calling thread: the first half is what [`gemm_view_with`] leaves in C before it
+/// adds the second, so the two computed apart and added by [`add_half`] give its bits.
+/// What lets a caller run the halves of a product it does not pack for (a C of few rows or
+/// columns) as separate tasks. An error when k does not split.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_view_half(
+    precision: Precision,
+    a: MatRef<'_>,
+    ta: Trans,
+    b: MatRef<'_>,
+    tb: Trans,
+    half: KHalf,
+    c: MatMut<'_>,
+) -> Result<(), KernelError> {
+    let kernel = "gemm_view_half";
+    require_precision(precision, kernel)?;
+    let isa = Isa::current();
+    product(kernel, isa, precision, a, ta, b, tb, c, false, Some(half))
+}
+
+/// Whether a product of k (the columns of op(A)) at `precision` runs as two halves of k
+/// ([`gemm_view_half`], [`gemm_packed_half`]).
+pub fn k_splits(precision: Precision, k: usize) -> bool {
+    let kern = Kern::of(precision, Isa::current());
+    k_blocks_of(k, with_kernel!(kern, K => K::K_STEP))
+        .1
+        .is_some()
 }
 
 /// An error naming `kernel` when the CPU cannot run products of `precision`.
@@ -336,7 +369,7 @@ pub fn gemm_view_isa(
 ) -> Result<(), KernelError> {
     require(isa, "gemm_view_isa")?;
     let f32 = Precision::F32;
-    product("gemm_view_isa", isa, f32, a, ta, b, tb, c, accumulate)
+    product("gemm_view_isa", isa, f32, a, ta, b, tb, c, accumulate, None)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -350,19 +383,37 @@ fn product(
     tb: Trans,
     mut c: MatMut<'_>,
     accumulate: bool,
+    only: Option<KHalf>,
 ) -> Result<(), KernelError> {
     let (m, k, a) = operand(a, ta);
     let (kb, n, b) = operand(b, tb);
     check_len(kernel, "rows of op(B) (columns of op(A))", k, kb)?;
+    // One half of k (`gemm_view_half`): its range in the whole's blocking, on this thread.
+    let k_step = with_kernel!(Kern::of(precision, isa), K => K::K_STEP);
+    let (kc, split) = k_blocks_of(k, k_step);
+    let half = match (only, split) {
+        (None, _) => None,
+        (Some(h), Some(split)) => Some(match h {
+            KHalf::First => 0..split,
+            KHalf::Second => split..k,
+        }),
+        (Some(_), None) => {
+            return Err(KernelError::View {
+                kernel,
+                what: format!("k = {k} is below the split ({K_SPLIT_STEPS} packed steps)"),
+            })
+        }
+    };
     let what = "columns of C (columns of op(B))";
     let Some(out) = target(kernel, what, (m, n, k), &mut c, accumulate)? else {
         return Ok(());
     };
-    let parallel = forks(m, n, k);
-    if narrow::applies(precision, isa, (m, n), a.cs == 1) {
-        // SAFETY: as below (the views' bounds, C a unique borrow); a.cs is 1; `isa` is an
-        // x86 FMA path the CPU has (checked or current), and both have AVX2 and FMA.
-        unsafe { narrow::product((m, n, k), a, b, out, accumulate, parallel) };
+    let parallel = only.is_none() && forks(m, n, k);
+    if narrow::applies(precision, isa, (m, n), a.cs == 1 || a.rs == 1) {
+        // SAFETY: as below (the views' bounds, C a unique borrow); a.cs or a.rs is 1;
+        // `isa` is an x86 FMA path the CPU has (checked or current), and both have AVX2
+        // and FMA; with `only`, k splits (checked).
+        unsafe { narrow::product((m, n, k), a, b, out, accumulate, parallel, only) };
         return Ok(());
     }
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
@@ -381,17 +432,28 @@ fn product(
     // checked it; `plan` only narrows it to AVX2, which every AVX-512 CPU has; bf16 only
     // where the caller checked `precision` (`gemm_view_with`).
     unsafe {
-        with_kernel!(kern, K => run::<K>(shape, a, BSource::Strided(b), out, accumulate, parallel))
+        match half {
+            None => {
+                with_kernel!(kern, K => run::<K>(shape, a, BSource::Strided(b), out, accumulate, parallel))
+            }
+            // A half's range starts on a block of the whole's blocking (the split is a
+            // multiple of kc); `kern` has the K_STEP of `k_step` (the same precision).
+            Some(ks) => {
+                with_kernel!(kern, K => run_k::<K>(shape, a, BSource::Strided(b), out, accumulate, false, (ks, kc)))
+            }
+        }
     };
     Ok(())
 }
 
-/// Whether [`gemm_view_with`] runs an m×n product at `precision` with op(A) as `ta` on
-/// the narrow path (C of one or two columns, op(A) row-major: rows of op(A) as vector
-/// lanes, nothing packed), at [`Isa::current`]. A caller that splits C into row blocks
-/// then gives each block to [`gemm_view_with`] rather than packing op(B) for them.
-pub fn narrow_path(precision: Precision, m: usize, n: usize, ta: Trans) -> bool {
-    narrow::applies(precision, Isa::current(), (m, n), ta == Trans::N)
+/// Whether [`gemm_view_with`] runs an m×n product at `precision` on the narrow path (C of
+/// one or two columns: rows of op(A) as vector lanes, op(A) streamed once and nothing
+/// packed, whether op(A) is transposed or not), at [`Isa::current`]. A caller that splits
+/// C into row blocks then gives each block to [`gemm_view_with`] rather than packing op(B)
+/// for them.
+pub fn narrow_path(precision: Precision, m: usize, n: usize) -> bool {
+    // A view has unit column stride: op(A) is row-major, or column-major transposed.
+    narrow::applies(precision, Isa::current(), (m, n), true)
 }
 
 /// How [`gemm_view`] runs an m×n product on `isa` with op(A) as `ta`: the tile routine
@@ -1433,6 +1495,7 @@ fn contiguous(
         tb,
         c,
         accumulate,
+        None,
     )
 }
 

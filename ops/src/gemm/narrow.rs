@@ -1,10 +1,15 @@
-//! C = op(A)·op(B) for a C of one or two columns and a row-major op(A): a classifier's
-//! logits H·W (5931×1024 · 1024×2 in the JPDC step). The tile path pads those columns to
-//! a 16-wide B panel and reads H in place six rows at a time: 4.4–4.7 ms on one thread
-//! for a product bound by reading H's 24 MB once. Here eight rows of op(A) are the lanes
-//! of a vector: 8×8 blocks of them are transposed in registers and each lane runs the
-//! tile's chain of one FMA per step of k, so H streams once, in order: 1.5–1.6 ms in the
-//! same process, and 2.0–2.2 ms against OpenBLAS's 4.4–5.4 in the GEMM bench (BENCHMARKS.md).
+//! C = op(A)·op(B) for a C of one or two columns: a classifier's logits H·W (5931×1024 ·
+//! 1024×2 in the JPDC step) and its weight gradient Hᵀ·∇Y (1024×2 over k = 5931). The tile
+//! path pads those columns to a 16- or 64-wide B panel: for H·W it read H in place six rows
+//! at a time, 4.4–4.7 ms on one thread for a product bound by reading H's 24 MB once; for
+//! Hᵀ·∇Y it computed Cᵀ = ∇Yᵀ·H and packed all of H as op(B) first. Here both stream H once,
+//! in order, and pack nothing:
+//! * op(A) row-major (H·W): eight rows of op(A) are the lanes of a vector; 8×8 blocks of
+//!   them are transposed in registers. 1.5–1.6 ms in the same process, and 2.0–2.2 ms
+//!   against OpenBLAS's 4.4–5.4 in the GEMM bench (BENCHMARKS.md).
+//! * op(A) column-major (Hᵀ·∇Y: a row of op(A) is a column of H): a stripe of up to
+//!   [`STRIPE`] rows of C are the lanes, read along H's rows, so each step of k is one
+//!   contiguous run of H.
 //!
 //! Arithmetic: the tile path's, element by element. The blocks of k come from
 //! [`k_blocks_of`] (with its split into halves, the second added last), each block a chain
@@ -13,7 +18,7 @@
 
 use rayon::prelude::*;
 
-use super::{k_blocks_of, Precision, Strided};
+use super::{k_blocks_of, KHalf, Precision, Strided};
 use crate::isa::Isa;
 
 /// Columns of C this path takes at most.
@@ -22,28 +27,38 @@ const MAX_COLS: usize = 2;
 /// Rows of op(A) per vector (AVX2 lanes).
 const LANES: usize = 8;
 
-/// Whether a product of `precision` on `isa` with an `n`-column C and a row-major op(A)
-/// (`a_rows_contiguous`) of `m` rows runs here.
+/// Rows of C per stripe of a column-major op(A) at most. A stripe reads its run of every
+/// row of H, and runs shorter than a row cost: Hᵀ·∇Y of 1024×2 over k = 5931 took 4.4–4.6
+/// ms in stripes of 512 rows (2 KiB of each 4 KiB row) and 1.7–1.9 in one of 1024, where
+/// the tile path (packing H) took 3.2–4.0 (one process, one thread). A software prefetch
+/// of the run 8 steps ahead made it slower (2.2–2.7 ms against 1.6–1.7).
+const STRIPE: usize = 4096;
+
+/// Whether a product of `precision` on `isa` with an `n`-column C and an op(A) of `m` rows
+/// runs here: op(A) row-major or column-major (`a_contiguous`: one of its strides is 1).
 pub(super) fn applies(
     precision: Precision,
     isa: Isa,
     (m, n): (usize, usize),
-    a_rows_contiguous: bool,
+    a_contiguous: bool,
 ) -> bool {
     cfg!(target_arch = "x86_64")
         && precision == Precision::F32
         && isa != Isa::Generic
         && (1..=MAX_COLS).contains(&n)
-        && a_rows_contiguous
+        && a_contiguous
         && m >= LANES
 }
 
-/// C = (or += with `accumulate`) op(A)·op(B), op(A) m×k row-major (cs 1), op(B) k×n with
-/// n ≤ [`MAX_COLS`]; row groups of 8 shared by the pool's threads with `parallel`.
+/// C = (or += with `accumulate`) op(A)·op(B), op(A) m×k row-major (cs 1: groups of 8 rows)
+/// or column-major (rs 1: stripes of up to [`STRIPE`] rows), op(B) k×n with n ≤
+/// [`MAX_COLS`]; the groups or stripes shared by the pool's threads with `parallel` (one
+/// stripe: its two halves of k, where k splits). With `only`, one half of k of a k that
+/// splits ([`k_blocks_of`]), as [`super::gemm_view_half`] defines it.
 ///
 /// # Safety
 /// As [`super::run`]: the views address op(A), op(B) and C in bounds and C aliases
-/// neither; a.cs is 1; the CPU has AVX2 and FMA.
+/// neither; a.cs or a.rs is 1; the CPU has AVX2 and FMA; with `only`, k splits.
 pub(super) unsafe fn product(
     (m, n, k): (usize, usize, usize),
     a: Strided,
@@ -51,8 +66,9 @@ pub(super) unsafe fn product(
     c: Strided,
     accumulate: bool,
     parallel: bool,
+    only: Option<KHalf>,
 ) {
-    debug_assert!(a.cs == 1 && (1..=MAX_COLS).contains(&n));
+    debug_assert!((a.cs == 1 || a.rs == 1) && (1..=MAX_COLS).contains(&n));
     // op(B)'s columns, each contiguous (the second a copy of the first when n is 1).
     let mut w = vec![0f32; MAX_COLS * k];
     for (j, col) in w.chunks_exact_mut(k).enumerate() {
@@ -71,7 +87,54 @@ pub(super) unsafe fn product(
         accumulate,
         kc,
         split,
+        only,
     };
+    if a.cs != 1 {
+        let stripes = m.div_ceil(STRIPE);
+        if parallel && stripes == 1 && split.is_some() && only.is_none() {
+            // The halves on two threads, the second into a buffer added last (as the
+            // tile path's `run`): the same bits.
+            let mut h = vec![0f32; m * n];
+            let second = Strided {
+                ptr: h.as_mut_ptr(),
+                rs: n,
+                cs: 1,
+            };
+            let half = |c: Strided, accumulate: bool, only: KHalf| {
+                let job = Job {
+                    c,
+                    accumulate,
+                    only: Some(only),
+                    ..job
+                };
+                // SAFETY: as below, for the buffer (m×n) too.
+                unsafe { stripe(0, m, job) }
+            };
+            rayon::join(
+                || half(c, accumulate, KHalf::First),
+                || half(second, false, KHalf::Second),
+            );
+            for i in 0..m {
+                for j in 0..n {
+                    // SAFETY: (i, j) is inside C and the buffer.
+                    unsafe { *c.at(i, j) += *second.at(i, j) };
+                }
+            }
+            return;
+        }
+        let stripe = |s: usize| {
+            let i0 = s * STRIPE;
+            // SAFETY: rows i0..i0 + len of op(A) and C (the caller's contract); this
+            // stripe's rows of C are its own; the CPU has AVX2 and FMA.
+            unsafe { stripe(i0, STRIPE.min(m - i0), job) }
+        };
+        if parallel {
+            (0..stripes).into_par_iter().for_each(stripe);
+        } else {
+            (0..stripes).for_each(stripe);
+        }
+        return;
+    }
     let group = |g: usize| {
         let i0 = g * LANES;
         let rows = LANES.min(m - i0);
@@ -98,7 +161,7 @@ pub(super) unsafe fn product(
 /// One product's operands and blocking, shared by its row groups: C (n ≤ [`MAX_COLS`]
 /// columns) from op(A) (row-major, k columns) and op(B)'s columns `w` (k floats each, the
 /// second a copy of the first when n is 1), in blocks of `kc` with the split of
-/// [`k_blocks_of`].
+/// [`k_blocks_of`]; all of k, or `only` one half.
 #[derive(Clone, Copy)]
 struct Job<'w> {
     n: usize,
@@ -109,15 +172,17 @@ struct Job<'w> {
     accumulate: bool,
     kc: usize,
     split: Option<usize>,
+    only: Option<KHalf>,
 }
 
 impl Job<'_> {
     /// Σ over k as the tile adds it, for any lane type `T`: each block of `kc` (`block`, a
     /// chain of FMAs from zero) added in order to `start` (None: the first block is the
     /// sum) over the first half of k; the second half's blocks ([`k_blocks_of`]) summed
-    /// apart and added last. None only for k = 0 without a start.
+    /// apart and added last; with `only`, that half's sum alone (the second without
+    /// `start`). None only for k = 0 without a start.
     #[inline(always)]
-    fn sum<T: Copy>(
+    fn sum<T>(
         &self,
         start: Option<T>,
         block: impl Fn(std::ops::Range<usize>) -> T,
@@ -126,13 +191,20 @@ impl Job<'_> {
         let blocks = |ks: std::ops::Range<usize>, start: Option<T>| {
             ks.clone().step_by(self.kc).fold(start, |total, pc| {
                 let b = block(pc..(pc + self.kc).min(ks.end));
-                Some(total.map_or(b, |t| add(t, b)))
+                Some(match total {
+                    Some(t) => add(t, b),
+                    None => b,
+                })
             })
         };
         let first = self.split.unwrap_or(self.k);
-        match (blocks(0..first, start), blocks(first..self.k, None)) {
-            (Some(t), Some(h)) => Some(add(t, h)),
-            (t, h) => t.or(h),
+        match self.only {
+            Some(KHalf::First) => blocks(0..first, start),
+            Some(KHalf::Second) => blocks(first..self.k, None),
+            None => match (blocks(0..first, start), blocks(first..self.k, None)) {
+                (Some(t), Some(h)) => Some(add(t, h)),
+                (t, h) => t.or(h),
+            },
         }
     }
 }
@@ -243,6 +315,58 @@ unsafe fn rows8(i0: usize, job: Job<'_>) {
         for (q, x) in out.into_iter().enumerate() {
             // SAFETY: (i0 + q, j) is inside C.
             unsafe { *c.at(i0 + q, j) = x };
+        }
+    }
+}
+
+/// Rows i0..i0 + len (≤ [`STRIPE`]) of C from a column-major op(A) (rs 1), the rows as the
+/// lanes: each step p of k reads op(A)'s rows i0.. at column p, one contiguous run (a row
+/// of H for ∇W = Hᵀ·∇Y), into the accumulators of both columns.
+///
+/// # Safety
+/// Rows i0..i0 + len of op(A) (rs 1) and of C in bounds (`job`'s views); the CPU has AVX2
+/// and FMA.
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
+unsafe fn stripe(i0: usize, len: usize, job: Job<'_>) {
+    let (n, k, w, c) = (job.n, job.k, job.w, job.c);
+    // The second column's accumulators start a cache line past len (a 4 KiB multiple
+    // apart, as for len = 1024, every load of one waited on the store to the other).
+    let ld = len + crate::CACHE_LINE_F32;
+    let block = |ks: std::ops::Range<usize>| {
+        let mut acc = vec![0f32; MAX_COLS * ld];
+        let (acc0, acc1) = acc.split_at_mut(ld);
+        let (acc0, acc1) = (&mut acc0[..len], &mut acc1[..len]);
+        for p in ks {
+            // SAFETY: column p of op(A), rows i0..i0 + len: contiguous (rs 1), in bounds.
+            let x = unsafe { std::slice::from_raw_parts(job.a.at(i0, p), len) };
+            let (y0, y1) = (w[p], w[k + p]);
+            for ((s0, s1), x) in acc0.iter_mut().zip(acc1.iter_mut()).zip(x) {
+                *s0 = x.mul_add(y0, *s0);
+                *s1 = x.mul_add(y1, *s1);
+            }
+        }
+        acc
+    };
+    let start = job.accumulate.then(|| {
+        (0..MAX_COLS * ld)
+            .map(|e| match (e % ld, (e / ld).min(n - 1)) {
+                // SAFETY: rows i0..i0 + len of C; column min(j, n − 1) < n.
+                (l, j) if l < len => unsafe { *c.at(i0 + l, j) },
+                _ => 0.0,
+            })
+            .collect()
+    });
+    let add = |mut t: Vec<f32>, b: Vec<f32>| {
+        t.iter_mut().zip(&b).for_each(|(t, b)| *t += b);
+        t
+    };
+    let sums = job
+        .sum(start, block, add)
+        .unwrap_or_else(|| vec![0.0; MAX_COLS * ld]);
+    for (j, col) in sums.chunks_exact(ld).enumerate().take(n) {
+        for (l, x) in col[..len].iter().enumerate() {
+            // SAFETY: (i0 + l, j) is inside C.
+            unsafe { *c.at(i0 + l, j) = *x };
         }
     }
 }

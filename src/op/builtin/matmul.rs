@@ -9,8 +9,8 @@
 //! A sparse matrix transposes through the Algorithm-6 permutation of its values.
 
 use saintflow_ops::gemm::{
-    add_half, gemm_packed, gemm_packed_half, gemm_view_with, narrow_path, plan, Isa, KHalf,
-    PackedB, Precision, Trans,
+    add_half, gemm_packed, gemm_packed_half, gemm_view_half, gemm_view_with, k_splits, narrow_path,
+    plan, Isa, KHalf, PackedB, Precision, Trans,
 };
 use saintflow_ops::spmm::{block_width, spmm_accumulate, spmm_blocked, spmm_view_blocked, CsrRef};
 
@@ -687,13 +687,48 @@ impl Partitioned for Gemm {
         if m * n * k < GEMM_SPLIT_MIN_MACS {
             return Ok(None);
         }
+        let halves = k_splits(self.precision, k);
         if m < 2 * GEMM_MIN_ROWS {
             if n < 2 * GEMM_MIN_COLS {
                 return Ok(None);
             }
-            // Column blocks, each a whole product on its columns of op(B).
-            let parts = (2 * threads).min(n / GEMM_MIN_COLS);
-            return Ok(Some(Split::even(Axis::Cols, n, parts).writing_all()));
+            // Column blocks, each a whole product on its columns of op(B). A long k (∇W of
+            // a first layer, 50×512 over the subgraph's nodes) splits by its halves instead,
+            // on half as many column blocks: each block packs all of op(A) (Xᵀ, a gather),
+            // and 4 blocks of 128 columns ran at 40 GF/s on two threads against 62 for the
+            // whole on one (BENCHMARKS.md).
+            let blocks = if halves {
+                threads.div_ceil(2)
+            } else {
+                2 * threads
+            };
+            let blocks = blocks.min(n / GEMM_MIN_COLS);
+            let mut split = Split::even(Axis::Cols, n, blocks).writing_all();
+            if halves {
+                let bufs = split_halves(&mut split, n, |cols| (m, cols));
+                split.prepared = Some(Box::new(GemmParts {
+                    packed: None,
+                    halves: Some(bufs),
+                }));
+            }
+            return Ok(Some(split));
+        }
+        let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
+        if narrow_path(self.precision, m, n) && self.ta {
+            // ∇W of a classifier (Hᵀ·∇Y, C of one or two columns): the narrow path reads
+            // whole rows of H, and row blocks of C would read a short run of each (a third
+            // of the speed: `gemm::narrow`). A long k runs as its two halves; a short one
+            // whole.
+            if !halves {
+                return Ok(None);
+            }
+            let mut split = Split::even(Axis::Rows, m, 1).writing_all();
+            let bufs = split_halves(&mut split, m, |rows| (rows, n));
+            split.prepared = Some(Box::new(GemmParts {
+                packed: None,
+                halves: Some(bufs),
+            }));
+            return Ok(Some(split));
         }
         // Four row blocks per thread, not two: the step's last node is a ∇W (1024×512 over
         // the subgraph's 6 thousand nodes, ~65 CPU-ms), and at two per thread its last part
@@ -707,20 +742,17 @@ impl Partitioned for Gemm {
         // (A C with few columns runs transposed, and each part packs its own rows of
         // op(A) then: nothing to share.)
         let mut split = Split::even(Axis::Rows, m, parts).writing_all();
-        let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
-        // A C of one or two columns from a row-major op(A) packs nothing (the narrow path:
-        // each part streams its rows of op(A) once; `gemm::narrow_path`).
-        if !transposed && !narrow_path(self.precision, m, n, trans(self.ta)) {
+        // A C of one or two columns packs nothing (the narrow path: each part streams its
+        // rows of op(A) once; `gemm::narrow_path`).
+        if !transposed && !narrow_path(self.precision, m, n) {
             let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
-            let halves = packed.splits_k().then(|| {
-                let blocks = split.ranges.clone();
-                split.ranges.extend(blocks.iter().map(|_| m..m));
-                blocks
-                    .into_iter()
-                    .map(|r| Mutex::new(Tensor::scratch(r.len(), n)))
-                    .collect()
-            });
-            split.prepared = Some(Box::new(GemmParts { packed, halves }));
+            let halves = packed
+                .splits_k()
+                .then(|| split_halves(&mut split, m, |rows| (rows, n)));
+            split.prepared = Some(Box::new(GemmParts {
+                packed: Some(packed),
+                halves,
+            }));
         }
         // gemm_packed and gemm_view without accumulation write all of C.
         Ok(Some(split))
@@ -762,16 +794,21 @@ impl Partitioned for Gemm {
             gemm_view_with(self.precision, av, ta, bv, tb, out, false)?;
             return Ok(());
         };
-        match &parts.halves {
-            None => gemm_packed(av, ta, &parts.packed, out, false)?,
-            Some(_) if block == part => gemm_packed_half(av, ta, &parts.packed, KHalf::First, out)?,
-            Some(halves) => {
+        // One half of k, on the packed B or on op(B) as it is.
+        let half = |half: KHalf, c: MatMut<'_>| match &parts.packed {
+            Some(packed) => gemm_packed_half(av, ta, packed, half, c),
+            None => gemm_view_half(self.precision, av, ta, bv, tb, half, c),
+        };
+        match (&parts.halves, &parts.packed) {
+            (None, Some(packed)) => gemm_packed(av, ta, packed, out, false)?,
+            (None, None) => gemm_view_with(self.precision, av, ta, bv, tb, out, false)?,
+            (Some(_), _) if block == part => half(KHalf::First, out)?,
+            (Some(halves), _) => {
                 let mut buf = halves[block]
                     .lock()
                     .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
                 let (r, c) = (buf.rows, buf.cols);
-                let view = MatMut::row_major(&mut buf.data, r, c)?;
-                gemm_packed_half(av, ta, &parts.packed, KHalf::Second, view)?;
+                half(KHalf::Second, MatMut::row_major(&mut buf.data, r, c)?)?;
             }
         }
         Ok(())
@@ -793,7 +830,11 @@ impl Partitioned for Gemm {
                 .lock()
                 .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
             let h = MatRef::row_major(&half.data, half.rows, half.cols)?;
-            add_half(out.rb_mut().rows_mut(rows)?, h)?;
+            let block = match split.axis {
+                Axis::Rows => out.rb_mut().rows_mut(rows)?,
+                Axis::Cols => out.rb_mut().cols_mut(rows)?,
+            };
+            add_half(block, h)?;
             // Back to the free-list for the next step's halves (`Tensor::scratch`).
             crate::ir::recycle::give(std::mem::take(&mut half.data));
         }
@@ -801,11 +842,30 @@ impl Partitioned for Gemm {
     }
 }
 
-/// What a split [`Gemm`] computes once for its parts: op(B) packed, and for a product split
-/// by k, each row block's buffer for its second half.
+/// What a split [`Gemm`] computes once for its parts: op(B) packed (row blocks of a C of
+/// many columns), and for a product split by k, each block's buffer for its second half.
 struct GemmParts {
-    packed: PackedB,
+    packed: Option<PackedB>,
     halves: Option<Vec<Mutex<Tensor>>>,
+}
+
+/// Adds to `split` (blocks of an axis of `len`) a part per block for its second half of k
+/// (an empty range past the axis's end) and returns each block's buffer for that half, of
+/// `shape(block length)`.
+fn split_halves(
+    split: &mut Split,
+    len: usize,
+    shape: impl Fn(usize) -> (usize, usize),
+) -> Vec<Mutex<Tensor>> {
+    let blocks = split.ranges.clone();
+    split.ranges.extend(blocks.iter().map(|_| len..len));
+    blocks
+        .into_iter()
+        .map(|r| {
+            let (rows, cols) = shape(r.len());
+            Mutex::new(Tensor::scratch(rows, cols))
+        })
+        .collect()
 }
 
 /// out = op(S) · X: sparse times dense, feature-partitioned (JPDC Algorithm 7).
