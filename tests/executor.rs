@@ -524,12 +524,56 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
                     let op = Spmm {
                         transpose,
                         partitions,
+                        view: None,
                     };
                     if partitions.is_none() && f <= 64 {
                         continue; // one panel: the kernel's rule does not split
                     }
                     parts_equal_forward(&op, &[&s, &x], &ctx, 2);
                 }
+            }
+        }
+        // A column view of X (the fusion pass's rewrite of `spmm(S, slice(G))`, as the
+        // backward of `concat` makes): the same bits as the product on the sliced copy,
+        // whole and in parts.
+        let wide = dense(sub.n_nodes(), 300, 7);
+        let cut: Vec<f32> = wide
+            .data
+            .chunks(300)
+            .flat_map(|r| r[40..240].to_vec())
+            .collect();
+        let cut = Value::dense(Tensor::from_vec(sub.n_nodes(), 200, cut).unwrap());
+        let wide = Value::dense(wide);
+        for transpose in [false, true] {
+            for partitions in [Some(5), None] {
+                let plain = Spmm {
+                    transpose,
+                    partitions,
+                    view: None,
+                };
+                let viewed = plain
+                    .with_column_view(1, 40..240)
+                    .expect("spmm reads views");
+                assert!(
+                    viewed.attrs().contains("X[:, 40..240]"),
+                    "{}",
+                    viewed.attrs()
+                );
+                let want = plain.forward(&[&s, &cut], &ctx).unwrap();
+                let got = viewed.forward(&[&s, &wide], &ctx).unwrap();
+                let bits = |v: &Value| {
+                    let t = v.as_dense().unwrap();
+                    (
+                        t.rows,
+                        t.cols,
+                        t.data.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    )
+                };
+                assert!(
+                    bits(&got) == bits(&want),
+                    "viewed spmm, transpose {transpose}"
+                );
+                parts_equal_forward(viewed.as_ref(), &[&s, &wide], &ctx, 2);
             }
         }
         // The neighbour-reduce adapter: forward in row blocks, backward (a scatter) in

@@ -360,20 +360,14 @@ impl Emitter<'_> {
                     (Val::Sparse(s, ts), Val::Dense(rk, ..)) => {
                         let x = self.oriented(&rk, false)?;
                         self.counts.spmm += 1;
-                        let op = Spmm {
-                            transpose: ts,
-                            partitions: None,
-                        };
+                        let op = Spmm::new(ts);
                         (self.add(Arc::new(op), &[s, x], "")?, false)
                     }
                     (Val::Dense(lk, ..), Val::Sparse(s, ts)) => {
                         // op(D)·op(S) = (op(S)ᵀ·op(D)ᵀ)ᵀ.
                         let y = self.oriented(&lk, true)?;
                         self.counts.spmm += 1;
-                        let op = Spmm {
-                            transpose: !ts,
-                            partitions: None,
-                        };
+                        let op = Spmm::new(!ts);
                         (self.add(Arc::new(op), &[s, y], "")?, true)
                     }
                     (Val::Sparse(..), Val::Sparse(..)) => {

@@ -1,5 +1,5 @@
-//! Fusion (issue 33). First, slices as views: a `gemm` reading a column `slice` reads the
-//! block in place (`slices_as_views`). Then row-wise chains: a node whose op computes row blocks
+//! Fusion (issue 33). First, slices as views: a `gemm` or `spmm` reading a column `slice`
+//! reads the block in place (`slices_as_views`). Then row-wise chains: a node whose op computes row blocks
 //! ([`RowBlocks`](crate::op::RowBlocks)) and whose value only one such node reads is merged
 //! into that reader, repeatedly, so a chain like the backward's
 //! `l2norm_backward → dropout_backward → relu_backward` or `add_n → dropout_backward →
@@ -162,12 +162,13 @@ fn replace_node(
 }
 
 /// Slices as views (issue 33): an op that can read a column view
-/// ([`Op::with_column_view`]: `gemm`) and reads a column slice ([`Op::column_slice`]) of
-/// a value — the backward of `concat` slices its gradient for each branch's ∇W = Xᵀ·∇Y and
-/// ∇X = ∇Y·Wᵀ — reads that block of the value in place instead (the GEMM takes strided
-/// operands), and a slice left with no reader is removed: its n × len
-/// copy is neither written nor read back. The product computes the same bits (the GEMM's
-/// arithmetic does not depend on its operands' strides). Returns (operands rewired,
+/// ([`Op::with_column_view`]: `gemm`, and `spmm` for its X) and reads a column slice
+/// ([`Op::column_slice`]) of a value — the backward of `concat` slices its gradient for
+/// each branch's ∇W = Xᵀ·∇Y and ∇X = ∇Y·Wᵀ, and for a neighbour branch's Sᵀ·∇Y — reads that
+/// block of the value in place instead (both kernels take strided operands), and a slice
+/// left with no reader is removed: its n × len copy is neither written nor read back. The
+/// product computes the same bits (neither kernel's arithmetic depends on its operands'
+/// strides). Returns (operands rewired,
 /// slices removed).
 fn slices_as_views(graph: &mut Graph) -> Result<(usize, usize), IrError> {
     let (mut views, mut removed) = (0, 0);

@@ -18,8 +18,8 @@ use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Tensor, Value};
 use std::sync::{Arc, Mutex};
 
 use crate::op::{
-    Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, Op, OpError,
-    RowBlock, Split, Stage,
+    Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, NodeRows, Op,
+    OpError, RowBlock, Split, Stage,
 };
 use crate::op::{FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, RowLocal};
 
@@ -336,12 +336,13 @@ pub fn product(a: &Value, ta: bool, b: &Value, tb: bool) -> Result<Tensor, OpErr
         }
         (Value::Sparse(s), Value::Dense(y)) => {
             let y = if tb { transpose(y) } else { (**y).clone() };
-            sparse_product(s, ta, &y, None)
+            sparse_product(s, ta, MatRef::row_major(&y.data, y.rows, y.cols)?, None)
         }
         (Value::Dense(x), Value::Sparse(s)) => {
             // op(X)·op(S) = (op(S)ᵀ · op(X)ᵀ)ᵀ.
             let xt = if ta { (**x).clone() } else { transpose(x) };
-            Ok(transpose(&sparse_product(s, !tb, &xt, None)?))
+            let xt = MatRef::row_major(&xt.data, xt.rows, xt.cols)?;
+            Ok(transpose(&sparse_product(s, !tb, xt, None)?))
         }
         _ => Err(OpError::args(
             "matmul: product of two sparse matrices (SpGEMM) is not supported",
@@ -389,25 +390,26 @@ fn dense_product(
 fn sparse_product(
     s: &SparseMat,
     ts: bool,
-    y: &Tensor,
+    y: MatRef<'_>,
     width: Option<usize>,
 ) -> Result<Tensor, OpError> {
     let st = &s.structure;
     let n = st.n_rows();
-    if y.rows != n {
+    if y.n_rows() != n {
         return Err(OpError::args(format!(
             "spmm: sparse matrix is {n}×{n}, dense operand has {} rows",
-            y.rows
+            y.n_rows()
         )));
     }
+    let cols = y.n_cols();
     let heads = s.heads();
     let values = if ts {
         s.transposed_values()
     } else {
         (*s.values).clone()
     };
-    let mut out = Tensor::zeros(n, y.cols);
-    if y.cols == 0 || n == 0 {
+    let mut out = Tensor::zeros(n, cols);
+    if cols == 0 || n == 0 {
         return Ok(out);
     }
     if heads == 1 {
@@ -417,11 +419,11 @@ fn sparse_product(
             values: Some(&values.data),
             n_cols: n,
         };
-        let w = width.unwrap_or_else(|| block_width(n, y.cols, rayon::current_num_threads()));
-        spmm_blocked(a, &y.data, y.cols, &mut out.data, w)?;
+        let w = width.unwrap_or_else(|| block_width(n, cols, rayon::current_num_threads()));
+        spmm_view_blocked(a, y, MatMut::row_major(&mut out.data, n, cols)?, w)?;
         return Ok(out);
     }
-    let f = y.cols / heads;
+    let f = cols / heads;
     let mut xh = Tensor::zeros(n, f);
     let mut oh = Tensor::zeros(n, f);
     let mut vh = vec![0.0f32; st.nnz()];
@@ -430,8 +432,7 @@ fn sparse_product(
             *v = values.data[k * heads + h];
         }
         for i in 0..n {
-            xh.data[i * f..(i + 1) * f]
-                .copy_from_slice(&y.data[i * y.cols + h * f..i * y.cols + (h + 1) * f]);
+            xh.data[i * f..(i + 1) * f].copy_from_slice(&y.row(i)[h * f..(h + 1) * f]);
         }
         let a = CsrRef {
             offsets: &st.offsets,
@@ -442,7 +443,7 @@ fn sparse_product(
         let w = width.unwrap_or_else(|| block_width(n, f, rayon::current_num_threads()));
         spmm_blocked(a, &xh.data, f, &mut oh.data, w)?;
         for i in 0..n {
-            out.data[i * y.cols + h * f..i * y.cols + (h + 1) * f]
+            out.data[i * cols + h * f..i * cols + (h + 1) * f]
                 .copy_from_slice(&oh.data[i * f..(i + 1) * f]);
         }
     }
@@ -458,6 +459,47 @@ pub struct ColumnView {
     pub start: usize,
     /// Columns.
     pub len: usize,
+}
+
+impl ColumnView {
+    /// The fact of operand `slot` of `op` as read through `view` (`f` itself without one):
+    /// an error unless `f` is dense with the view's columns.
+    fn fact(view: Option<ColumnView>, f: &Fact, op: &str, slot: usize) -> Result<Fact, OpError> {
+        let Some(v) = view else {
+            return Ok(f.clone());
+        };
+        match f {
+            Fact::Dense { rows, cols } if cols.as_known().is_some_and(|c| v.start + v.len <= c) => {
+                Ok(Fact::dense(*rows, Dim::known(v.len)))
+            }
+            other => Err(OpError::args(format!(
+                "{op}: operand {} viewed as columns {}..{} of {other}",
+                slot + 1,
+                v.start,
+                v.start + v.len
+            ))),
+        }
+    }
+
+    /// `whole` as read through `view`: its column block, or the whole.
+    fn apply(view: Option<ColumnView>, whole: MatRef<'_>) -> Result<MatRef<'_>, OpError> {
+        Ok(match view {
+            Some(v) => whole.cols(v.start..v.start + v.len)?,
+            None => whole,
+        })
+    }
+
+    /// [`ColumnView::apply`] to a stored tensor.
+    fn read(view: Option<ColumnView>, t: &Tensor) -> Result<MatRef<'_>, OpError> {
+        ColumnView::apply(view, MatRef::row_major(&t.data, t.rows, t.cols)?)
+    }
+
+    /// `, name[:, a..b]` for an op's attributes, or nothing.
+    fn attr(view: Option<ColumnView>, name: &str) -> String {
+        view.map_or(String::new(), |v| {
+            format!(", {name}[:, {}..{}]", v.start, v.start + v.len)
+        })
+    }
 }
 
 /// C = op(A) · op(B), dense, through the GEMM library.
@@ -488,30 +530,12 @@ impl Gemm {
 
     /// The fact operand `i` has as the product reads it (its column view's block).
     fn operand_fact(&self, i: usize, f: &Fact) -> Result<Fact, OpError> {
-        let Some(v) = self.views[i] else {
-            return Ok(f.clone());
-        };
-        match f {
-            Fact::Dense { rows, cols } if cols.as_known().is_some_and(|c| v.start + v.len <= c) => {
-                Ok(Fact::dense(*rows, Dim::known(v.len)))
-            }
-            other => Err(OpError::args(format!(
-                "gemm: operand {} viewed as columns {}..{} of {other}",
-                i + 1,
-                v.start,
-                v.start + v.len
-            ))),
-        }
+        ColumnView::fact(self.views[i], f, "gemm", i)
     }
 
     /// Operand `i` as the product reads it: the stored input, or its column view.
     fn operand<'v>(&self, inputs: &[&'v Value], i: usize) -> Result<MatRef<'v>, OpError> {
-        let t = super::dense(inputs, i, "gemm")?;
-        let whole = MatRef::row_major(&t.data, t.rows, t.cols)?;
-        Ok(match self.views[i] {
-            Some(v) => whole.cols(v.start..v.start + v.len)?,
-            None => whole,
-        })
+        ColumnView::read(self.views[i], super::dense(inputs, i, "gemm")?)
     }
 
     /// A product of the same precision with other transpose flags (the gradients').
@@ -532,10 +556,7 @@ impl Op for Gemm {
         Some(ChainRole::Product(self.ta, self.tb))
     }
     fn attrs(&self) -> String {
-        let view = |i: usize| match self.views[i] {
-            Some(v) => format!(", {}[:, {}..{}]", ["A", "B"][i], v.start, v.start + v.len),
-            None => String::new(),
-        };
+        let view = |i: usize| ColumnView::attr(self.views[i], ["A", "B"][i]);
         format!(
             "{}{}{}{}{}",
             if self.ta { "T" } else { "N" },
@@ -875,6 +896,39 @@ pub struct Spmm {
     pub transpose: bool,
     /// Feature blocks Q_f chosen by the planner (None: the kernel's own rule).
     pub partitions: Option<usize>,
+    /// A column block of X read in place instead of the whole input (set by the fusion
+    /// pass where X is a `slice`, as the backward of `concat` makes: planned graphs only,
+    /// never differentiated).
+    pub view: Option<ColumnView>,
+}
+
+impl Spmm {
+    /// op(S)·X with the kernel's feature blocks, reading all of X.
+    pub fn new(transpose: bool) -> Spmm {
+        Spmm {
+            transpose,
+            partitions: None,
+            view: None,
+        }
+    }
+
+    /// The fact X has as the product reads it (its column view's block).
+    fn x_fact(&self, f: &Fact) -> Result<Fact, OpError> {
+        ColumnView::fact(self.view, f, "spmm", 1)
+    }
+
+    /// X as the product reads it: `x`, or its column view.
+    fn x<'v>(&self, x: &'v Tensor) -> Result<MatRef<'v>, OpError> {
+        ColumnView::read(self.view, x)
+    }
+
+    /// [`Spmm::x`] of a neighbour block's rows of X.
+    fn x_rows<'v>(&self, x: &NodeRows<'v>) -> Result<MatRef<'v>, OpError> {
+        ColumnView::apply(
+            self.view,
+            MatRef::row_major(x.data(), x.n_rows(), x.cols())?,
+        )
+    }
 }
 
 impl Op for Spmm {
@@ -896,14 +950,15 @@ impl Op for Spmm {
         if let Some(q) = self.partitions {
             a.push(format!("Q_f={q}"));
         }
-        a.join(", ")
+        a.join(", ") + &ColumnView::attr(self.view, "X")
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Sparse, Kind::Dense])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         let s = Factor::of(inputs[0], self.transpose).expect("sparse");
-        let x = Factor::of(inputs[1], false).expect("dense");
+        let xf = self.x_fact(inputs[1])?;
+        let x = Factor::of(&xf, false).expect("dense");
         if s.cols != x.rows {
             return Err(shape_error(0, &s, &x));
         }
@@ -917,13 +972,15 @@ impl Op for Spmm {
     }
     fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
         let s = Factor::of(inputs[0], self.transpose).expect("sparse");
-        let x = Factor::of(inputs[1], false).expect("dense");
+        let xf = self.x_fact(inputs[1]).unwrap_or_else(|_| inputs[1].clone());
+        let x = Factor::of(&xf, false).expect("dense");
         let q = self.partitions.unwrap_or(1) as f64;
         let nnz = s.nnz.map_or(0.0, |d| d.resolve(b) as f64);
         Cost {
             flops: product_flops(&s, &x, b).unwrap_or(0.0),
-            // Indices and values are re-read once per feature block.
-            bytes_read: q * nnz * (4.0 + 4.0 * s.heads as f64) + inputs[1].bytes(b) as f64,
+            // Indices and values are re-read once per feature block; a column view reads
+            // its block only.
+            bytes_read: q * nnz * (4.0 + 4.0 * s.heads as f64) + xf.bytes(b) as f64,
             bytes_written: output.bytes(b) as f64,
         }
     }
@@ -931,8 +988,10 @@ impl Op for Spmm {
         let s = inputs[0]
             .as_sparse()
             .ok_or_else(|| OpError::args("spmm: argument 1 is not sparse"))?;
-        let x = super::dense(inputs, 1, "spmm")?;
-        let width = self.partitions.map(|q| x.cols.div_ceil(q.max(1)).max(1));
+        let x = self.x(super::dense(inputs, 1, "spmm")?)?;
+        let width = self
+            .partitions
+            .map(|q| x.n_cols().div_ceil(q.max(1)).max(1));
         Ok(Value::dense(sparse_product(s, self.transpose, x, width)?))
     }
     /// out = op(S)·X: ∂X = op(S)ᵀ·∇out; ∂S_uv = ⟨∇out_u, X_v⟩ (⟨X_u, ∇out_v⟩ when
@@ -942,6 +1001,11 @@ impl Op for Spmm {
         g: &mut GradBuilder<'_>,
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
+        if self.view.is_some() {
+            return Err(OpError::args(
+                "spmm: a product reading a column view is planned, not differentiated",
+            ));
+        }
         let (s, x) = (g.input(0), g.input(1));
         let ds = if g.needs_grad(0) {
             let (a, b) = if self.transpose { (x, grad) } else { (grad, x) };
@@ -953,7 +1017,7 @@ impl Op for Spmm {
             Some(g.add(
                 Spmm {
                     transpose: !self.transpose,
-                    partitions: self.partitions,
+                    ..*self
                 },
                 &[s, grad],
             )?)
@@ -972,6 +1036,18 @@ impl Op for Spmm {
     }
     fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         Some(self)
+    }
+    fn with_column_view(&self, slot: usize, cols: std::ops::Range<usize>) -> Option<Arc<dyn Op>> {
+        if slot != 1 || self.view.is_some() {
+            return None;
+        }
+        Some(Arc::new(Spmm {
+            view: Some(ColumnView {
+                start: cols.start,
+                len: cols.len(),
+            }),
+            ..*self
+        }))
     }
 }
 
@@ -993,7 +1069,8 @@ impl NeighbourOp for Spmm {
     fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
         let s = block.adjacency;
         let st = &s.structure;
-        let (rows, f) = (block.rows(), block.x.cols());
+        let x = self.x_rows(&block.x)?;
+        let (rows, f) = (block.rows(), x.n_cols());
         let heads = s.heads();
         let mut out = Tensor::zeros(rows, f);
         if rows == 0 || f == 0 {
@@ -1007,16 +1084,10 @@ impl NeighbourOp for Spmm {
                 values: Some(&s.values.data),
                 n_cols: block.n_nodes,
             };
-            spmm_blocked(
-                a,
-                block.x.data(),
-                f,
-                &mut out.data,
-                block_width(0, f, threads),
-            )?;
+            let o = MatMut::row_major(&mut out.data, rows, f)?;
+            spmm_view_blocked(a, x, o, block_width(0, f, threads))?;
             return Ok(Value::dense(out));
         }
-        let x = MatRef::row_major(block.x.data(), block.n_nodes, f)?;
         if f % heads != 0 {
             return Err(OpError::args(format!(
                 "spmm: {heads}-head matrix times a matrix of width {f}"
@@ -1061,14 +1132,13 @@ impl NeighbourFold for Spmm {
                 s.heads()
             )));
         }
-        let f = part.x.cols();
         let a = CsrRef {
             offsets: &s.structure.offsets,
             indices: &s.structure.indices,
             values: Some(&s.values.data),
             n_cols: part.x.n_rows(),
         };
-        let x = MatRef::row_major(part.x.data(), part.x.n_rows(), f)?;
+        let x = self.x_rows(&part.x)?;
         let (rows, cols) = (acc.rows, acc.cols);
         spmm_accumulate(a, x, MatMut::row_major(&mut acc.data, rows, cols)?)?;
         Ok(())
@@ -1098,7 +1168,7 @@ impl Partitioned for Spmm {
             return Ok(None);
         };
         let n = s.structure.n_rows();
-        let f = x.cols;
+        let f = self.x(x)?.n_cols();
         if threads < 2 || s.heads() != 1 || n == 0 || f == 0 || x.rows != n {
             return Ok(None);
         }
@@ -1163,7 +1233,7 @@ impl Partitioned for Spmm {
             n_cols: st.n_rows(),
         };
         let cols = split.ranges[part].clone();
-        let xv = MatRef::row_major(&x.data, x.rows, x.cols)?.cols(cols)?;
+        let xv = self.x(x)?.cols(cols)?;
         spmm_view_blocked(a, xv, out, prep.width)?;
         Ok(())
     }
