@@ -390,20 +390,7 @@ fn product(
     check_len(kernel, "rows of op(B) (columns of op(A))", k, kb)?;
     // One half of k (`gemm_view_half`): its range in the whole's blocking, on this thread.
     let k_step = with_kernel!(Kern::of(precision, isa), K => K::K_STEP);
-    let (kc, split) = k_blocks_of(k, k_step);
-    let half = match (only, split) {
-        (None, _) => None,
-        (Some(h), Some(split)) => Some(match h {
-            KHalf::First => 0..split,
-            KHalf::Second => split..k,
-        }),
-        (Some(_), None) => {
-            return Err(KernelError::View {
-                kernel,
-                what: format!("k = {k} is below the split ({K_SPLIT_STEPS} packed steps)"),
-            })
-        }
-    };
+    let half = only.map(|h| half_range(kernel, k, k_step, h)).transpose()?;
     let what = "columns of C (columns of op(B))";
     let Some(out) = target(kernel, what, (m, n, k), &mut c, accumulate)? else {
         return Ok(());
@@ -438,7 +425,7 @@ fn product(
             }
             // A half's range starts on a block of the whole's blocking (the split is a
             // multiple of kc); `kern` has the K_STEP of `k_step` (the same precision).
-            Some(ks) => {
+            Some((ks, kc)) => {
                 with_kernel!(kern, K => run_k::<K>(shape, a, BSource::Strided(b), out, accumulate, false, (ks, kc)))
             }
         }
@@ -573,6 +560,28 @@ fn k_blocks(steps: usize) -> (usize, Option<usize>) {
 fn k_blocks_of(k: usize, k_step: usize) -> (usize, Option<usize>) {
     let (kc, split) = k_blocks(k.div_ceil(k_step));
     (kc * k_step, split.map(|s| s * k_step))
+}
+
+/// The range of k that `half` covers in [`k_blocks_of`]'s blocking of k (packing `k_step`
+/// elements a step), with the block length: an error naming `kernel` when k does not split.
+fn half_range(
+    kernel: &'static str,
+    k: usize,
+    k_step: usize,
+    half: KHalf,
+) -> Result<(std::ops::Range<usize>, usize), KernelError> {
+    let (kc, split) = k_blocks_of(k, k_step);
+    let Some(split) = split else {
+        return Err(KernelError::View {
+            kernel,
+            what: format!("k = {k} is below the split ({K_SPLIT_STEPS} packed steps)"),
+        });
+    };
+    let ks = match half {
+        KHalf::First => 0..split,
+        KHalf::Second => split..k,
+    };
+    Ok((ks, kc))
 }
 
 /// C += H element by element, one f32 addition each: how a long-k product adds its second
@@ -1334,20 +1343,10 @@ pub fn gemm_packed_half(
     let kernel = "gemm_packed_half";
     let (m, k, a) = operand(a, ta);
     check_len(kernel, "rows of packed B (columns of op(A))", k, b.k)?;
-    let (kc, split) = k_blocks_of(k, with_kernel!(b.kern, K => K::K_STEP));
-    let Some(split) = split else {
-        return Err(KernelError::View {
-            kernel,
-            what: format!("k = {k} is below the split ({K_SPLIT_STEPS} packed steps)"),
-        });
-    };
+    let (ks, kc) = half_range(kernel, k, with_kernel!(b.kern, K => K::K_STEP), half)?;
     let what = "columns of C (columns of packed B)";
     let Some(out) = target(kernel, what, (m, b.n, k), &mut c, false)? else {
         return Ok(());
-    };
-    let ks = match half {
-        KHalf::First => 0..split,
-        KHalf::Second => split..k,
     };
     // SAFETY: as in `gemm_packed`; `ks` starts on a block of the whole's blocking (the
     // split is a multiple of kc).
