@@ -724,18 +724,15 @@ impl Partitioned for Gemm {
                 2 * threads
             };
             let blocks = blocks.min(n / GEMM_MIN_COLS);
-            let mut split = Split::even(Axis::Cols, n, blocks).writing_all();
-            if halves {
-                let bufs = split_halves(&mut split, n, |cols| (m, cols));
-                split.prepared = Some(Box::new(GemmParts {
-                    packed: None,
-                    halves: Some(bufs),
-                }));
-            }
-            return Ok(Some(split));
+            let split = Split::even(Axis::Cols, n, blocks).writing_all();
+            return Ok(Some(if halves {
+                by_halves(split, n, |cols| (m, cols))
+            } else {
+                split
+            }));
         }
-        let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
-        if narrow_path(self.precision, m, n) && self.ta {
+        let narrow = narrow_path(self.precision, m, n);
+        if narrow && self.ta {
             // ∇W of a classifier (Hᵀ·∇Y, C of one or two columns): the narrow path reads
             // whole rows of H, and row blocks of C would read a short run of each (a third
             // of the speed: `gemm::narrow`). A long k runs as its two halves; a short one
@@ -743,13 +740,8 @@ impl Partitioned for Gemm {
             if !halves {
                 return Ok(None);
             }
-            let mut split = Split::even(Axis::Rows, m, 1).writing_all();
-            let bufs = split_halves(&mut split, m, |rows| (rows, n));
-            split.prepared = Some(Box::new(GemmParts {
-                packed: None,
-                halves: Some(bufs),
-            }));
-            return Ok(Some(split));
+            let split = Split::even(Axis::Rows, m, 1).writing_all();
+            return Ok(Some(by_halves(split, m, |rows| (rows, n))));
         }
         // Four row blocks per thread, not two: the step's last node is a ∇W (1024×512 over
         // the subgraph's 6 thousand nodes, ~65 CPU-ms), and at two per thread its last part
@@ -763,17 +755,15 @@ impl Partitioned for Gemm {
         // (A C with few columns runs transposed, and each part packs its own rows of
         // op(A) then: nothing to share.)
         let mut split = Split::even(Axis::Rows, m, parts).writing_all();
+        let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
         // A C of one or two columns packs nothing (the narrow path: each part streams its
         // rows of op(A) once; `gemm::narrow_path`).
-        if !transposed && !narrow_path(self.precision, m, n) {
+        if !transposed && !narrow {
             let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
             let halves = packed
                 .splits_k()
                 .then(|| split_halves(&mut split, m, |rows| (rows, n)));
-            split.prepared = Some(Box::new(GemmParts {
-                packed: Some(packed),
-                halves,
-            }));
+            split.prepared = Some(Box::new(GemmParts::Packed { packed, halves }));
         }
         // gemm_packed and gemm_view without accumulation write all of C.
         Ok(Some(split))
@@ -795,8 +785,8 @@ impl Partitioned for Gemm {
                     .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))
             })
             .transpose()?;
-        // A second half of k (parts past the row blocks) computes its row block's rows.
-        let blocks = prepared.and_then(|p| p.halves.as_ref()).map(Vec::len);
+        // A second half of k (parts past the blocks) computes its block's rows or columns.
+        let blocks = prepared.and_then(GemmParts::halves).map(Vec::len);
         let block = match blocks {
             Some(b) if part >= b => part - b,
             _ => part,
@@ -816,15 +806,21 @@ impl Partitioned for Gemm {
             return Ok(());
         };
         // One half of k, on the packed B or on op(B) as it is.
-        let half = |half: KHalf, c: MatMut<'_>| match &parts.packed {
-            Some(packed) => gemm_packed_half(av, ta, packed, half, c),
-            None => gemm_view_half(self.precision, av, ta, bv, tb, half, c),
+        let half = |half: KHalf, c: MatMut<'_>| match parts {
+            GemmParts::Packed { packed, .. } => gemm_packed_half(av, ta, packed, half, c),
+            GemmParts::Halves(_) => gemm_view_half(self.precision, av, ta, bv, tb, half, c),
         };
-        match (&parts.halves, &parts.packed) {
-            (None, Some(packed)) => gemm_packed(av, ta, packed, out, false)?,
-            (None, None) => gemm_view_with(self.precision, av, ta, bv, tb, out, false)?,
-            (Some(_), _) if block == part => half(KHalf::First, out)?,
-            (Some(halves), _) => {
+        match parts {
+            GemmParts::Packed {
+                packed,
+                halves: None,
+            } => gemm_packed(av, ta, packed, out, false)?,
+            _ if block == part => half(KHalf::First, out)?,
+            GemmParts::Packed {
+                halves: Some(halves),
+                ..
+            }
+            | GemmParts::Halves(halves) => {
                 let mut buf = halves[block]
                     .lock()
                     .map_err(|_| OpError::Missing("gemm: a half's buffer".into()))?;
@@ -841,7 +837,7 @@ impl Partitioned for Gemm {
             .prepared
             .as_ref()
             .and_then(|p| p.downcast_ref::<GemmParts>())
-            .and_then(|p| p.halves.as_ref())
+            .and_then(GemmParts::halves)
         else {
             return Ok(());
         };
@@ -863,11 +859,35 @@ impl Partitioned for Gemm {
     }
 }
 
-/// What a split [`Gemm`] computes once for its parts: op(B) packed (row blocks of a C of
-/// many columns), and for a product split by k, each block's buffer for its second half.
-struct GemmParts {
-    packed: Option<PackedB>,
-    halves: Option<Vec<Mutex<Tensor>>>,
+/// What a split [`Gemm`] computes once for its parts.
+enum GemmParts {
+    /// Row blocks of a C of many columns: op(B) packed once for all of them, and for a
+    /// long k each block's buffer for its second half.
+    Packed {
+        packed: PackedB,
+        halves: Option<Vec<Mutex<Tensor>>>,
+    },
+    /// A product split by halves of k on op(B) as it is (a C of few rows or columns): each
+    /// block's buffer for its second half.
+    Halves(Vec<Mutex<Tensor>>),
+}
+
+impl GemmParts {
+    /// Each block's buffer for its second half of k, where k splits.
+    fn halves(&self) -> Option<&Vec<Mutex<Tensor>>> {
+        match self {
+            GemmParts::Packed { halves, .. } => halves.as_ref(),
+            GemmParts::Halves(halves) => Some(halves),
+        }
+    }
+}
+
+/// `split` (blocks of an axis of `len`) with a part per block for its second half of k, on
+/// op(B) as it is ([`GemmParts::Halves`]).
+fn by_halves(mut split: Split, len: usize, shape: impl Fn(usize) -> (usize, usize)) -> Split {
+    let halves = split_halves(&mut split, len, shape);
+    split.prepared = Some(Box::new(GemmParts::Halves(halves)));
+    split
 }
 
 /// Adds to `split` (blocks of an axis of `len`) a part per block for its second half of k
