@@ -13,6 +13,7 @@ use std::time::Duration;
 use saintflow::exec::{run, Executor, Prefetch, StepRunner, StepValues};
 use saintflow::ir::{Bindings, Fact, Graph, Kind, NodeId, Params, Tensor, Value};
 use saintflow::op::builtin::{Gemm, Spmm};
+use saintflow::op::fused::Fused;
 use saintflow::op::{
     Arity, Attrs, Ctx, GraphSource, MatMut, MemorySource, Op, OpError, Registry, StoreSource,
     WithSampler,
@@ -104,8 +105,9 @@ fn planned_at(
 /// gradient, dropout active — planned with the default passes equals the same plan planned
 /// without `fuse`, on the interpreter and on 3 workers; at n = 1200 the fused chains run in
 /// several row blocks and split across workers. The fused plans do fuse (GraphSAGE's two
-/// backward chains of three ops, GCN's one of two) and GraphSAGE's products read the
-/// concat gradient's slices in place.
+/// backward chains of three ops, GCN's one of two, each plan's classifier ∇H = ∇Y·W_outᵀ
+/// into the chain after it) and GraphSAGE's products read the concat gradient's slices in
+/// place.
 #[test]
 fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
     use saintflow::planner::{default_passes, plan_with, Pass};
@@ -122,6 +124,15 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
                 .count();
             if path.ends_with("graphsage.toml") || path.ends_with("gcn.toml") {
                 assert!(chains >= 1, "{}: nothing fused", path.display());
+                // The classifier's ∇H = ∇Y·W_outᵀ (k = 3 classes) runs inside the chain.
+                let with_product = fused.ids().into_iter().any(|id| {
+                    fused
+                        .node(id)
+                        .op
+                        .downcast_ref::<Fused>()
+                        .is_some_and(|f| f.stages[0].op.name() == "gemm")
+                });
+                assert!(with_product, "{}: no product fused", path.display());
             }
             // GraphSAGE's concat backward: the products read its gradient's slices in place.
             let views = fused

@@ -1268,3 +1268,159 @@ fn fused_chains_equal_their_ops_run_in_turn_on_hostile_shapes() {
         }
     }
 }
+
+/// A product in a fused chain (issue 33: the classifier's ∇H = ∇Y·W_outᵀ, k = classes,
+/// computed block by block inside the backward's row-wise chain) against the product and
+/// the next op run in turn, bit for bit, on hostile shapes: no rows, one row of one column,
+/// widths off every tile, k from 1 to the limit, op(B) transposed or not, each operand a
+/// column view of a wider matrix, in f32 and (where the CPU has it) bf16; and a split into
+/// parts. `fusible` admits exactly the row-local products of a known k up to the limit.
+#[test]
+fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
+    use saintflow::ir::Dim;
+    use saintflow::op::builtin::{ColumnView, Gemm, FUSED_K_MAX};
+    use saintflow::op::fused::{Fused, Src, Stage};
+    use saintflow::planner::Precision;
+    let bits = |v: &Value| -> Vec<u32> {
+        let t = v.as_dense().unwrap();
+        t.data.iter().map(|x| x.to_bits()).collect()
+    };
+    // Columns `start..start + c` of `t` are `t` itself; the rest is noise.
+    let widen = |t: &Tensor, start: usize, extra: usize, seed: u32| {
+        let w = t.cols + extra;
+        let noise = matrix(t.rows, w, seed);
+        let mut data = noise.data.clone();
+        for i in 0..t.rows {
+            data[i * w + start..i * w + start + t.cols]
+                .copy_from_slice(&t.data[i * t.cols..(i + 1) * t.cols]);
+        }
+        Tensor::from_vec(t.rows, w, data).unwrap()
+    };
+    let mut precisions = vec![Precision::F32];
+    if Precision::Bf16.check().is_ok() {
+        precisions.push(Precision::Bf16);
+    }
+    let params = Params::default();
+    for (r, k, n) in [
+        (0, 3, 5),
+        (1, 1, 1),
+        (7, 2, 3),
+        (13, 16, 17),
+        (3000, 2, 130),
+        (1001, 7, 1024),
+    ] {
+        for &precision in &precisions {
+            for tb in [false, true] {
+                for viewed in [false, true] {
+                    let a = matrix(r, k, 21);
+                    let b = if tb {
+                        matrix(n, k, 22)
+                    } else {
+                        matrix(k, n, 22)
+                    };
+                    let mut g = Gemm {
+                        ta: false,
+                        tb,
+                        precision,
+                        views: [None, None],
+                    };
+                    let (av, bv) = if viewed {
+                        g.views = [
+                            Some(ColumnView { start: 3, len: k }),
+                            Some(ColumnView {
+                                start: 1,
+                                len: b.cols,
+                            }),
+                        ];
+                        (widen(&a, 3, 5, 23), widen(&b, 1, 2, 24))
+                    } else {
+                        (a.clone(), b.clone())
+                    };
+                    let (av, bv) = (Value::dense(av), Value::dense(bv));
+                    let gemm: Arc<dyn Op> = Arc::new(g);
+                    let relu = make("relu", &[]);
+                    let mut cx = ctx(&params, None, 99);
+                    cx.bindings = Bindings {
+                        nodes: r,
+                        entries: 0,
+                    };
+                    let y = gemm.forward(&[&av, &bv], &cx).unwrap();
+                    let want = relu.forward(&[&y], &cx).unwrap();
+                    let facts = [
+                        Fact::dense(Dim::NODES, Dim::known(av.as_dense().unwrap().cols)),
+                        Fact::dense(
+                            Dim::known(bv.as_dense().unwrap().rows),
+                            Dim::known(bv.as_dense().unwrap().cols),
+                        ),
+                    ];
+                    let out = Fact::dense(Dim::NODES, Dim::known(n));
+                    let blocks = gemm.as_row_blocks().unwrap();
+                    assert!(blocks.fusible(&[&facts[0], &facts[1]]), "k = {k}");
+                    let fused = Fused {
+                        stages: vec![
+                            Stage {
+                                op: gemm.clone(),
+                                node: NodeId::new(50),
+                                inputs: vec![Src::Input(0), Src::Input(1)],
+                                per_node: vec![true, false],
+                                cols: n,
+                                facts: facts.to_vec(),
+                                fact: out.clone(),
+                            },
+                            Stage {
+                                op: relu.clone(),
+                                node: NodeId::new(51),
+                                inputs: vec![Src::Stage(0)],
+                                per_node: vec![true],
+                                cols: n,
+                                facts: vec![out.clone()],
+                                fact: out.clone(),
+                            },
+                        ],
+                        fact: out.clone(),
+                    };
+                    let what = format!("{r}×{k}·{k}×{n}, tb {tb}, views {viewed}, {precision:?}");
+                    let got = fused.forward(&[&av, &bv], &cx).unwrap();
+                    assert_eq!(bits(&got), bits(&want), "{what}: fused forward");
+                    let p = fused.as_partitioned().unwrap();
+                    if let Some(split) = p.split(&[&av, &bv], &fused.fact, &cx, 3).unwrap() {
+                        let mut o = Tensor::from_vec(r, n, vec![f32::NAN; r * n]).unwrap();
+                        for part in (0..split.ranges.len()).rev() {
+                            let full = saintflow::op::MatMut::row_major(&mut o.data, r, n).unwrap();
+                            let view = full.rows_mut(split.ranges[part].clone()).unwrap();
+                            p.forward_part(&[&av, &bv], &cx, &split, part, view)
+                                .unwrap();
+                        }
+                        assert_eq!(bits(&Value::dense(o)), bits(&want), "{what}: parts");
+                    }
+                }
+            }
+        }
+    }
+    // What the fusion pass may take: row-local, k known and at most the limit.
+    let nodes = |c: usize| Fact::dense(Dim::NODES, Dim::known(c));
+    let param = |r: usize, c: usize| Fact::dense(Dim::known(r), Dim::known(c));
+    let g = |ta: bool| Gemm {
+        ta,
+        tb: true,
+        precision: Precision::F32,
+        views: [None, None],
+    };
+    let fusible = |g: Gemm, a: &Fact, b: &Fact| g.as_row_blocks().unwrap().fusible(&[a, b]);
+    assert!(fusible(
+        g(false),
+        &nodes(FUSED_K_MAX),
+        &param(64, FUSED_K_MAX)
+    ));
+    assert!(!fusible(
+        g(false),
+        &nodes(FUSED_K_MAX + 1),
+        &param(64, FUSED_K_MAX + 1)
+    ));
+    assert!(
+        !fusible(g(true), &param(2, 64), &nodes(2)),
+        "op(A) transposed"
+    );
+    let per_node_b = Fact::dense(Dim::NODES, Dim::known(2));
+    assert!(!fusible(g(false), &nodes(2), &per_node_b), "op(B) per node");
+}

@@ -495,6 +495,15 @@ pub trait RowBlocks {
         y: MatMut<'_>,
         ctx: &Ctx<'_>,
     ) -> Result<(), OpError>;
+
+    /// Whether the fusion pass may compute this node a block of rows at a time, given its
+    /// inputs' facts: an op whose rows are row-local for some operands only (`gemm`: op(A)
+    /// not transposed, op(B) a parameter), or that would lose speed in blocks, says no.
+    /// Default: always.
+    fn fusible(&self, inputs: &[&Fact]) -> bool {
+        let _ = inputs;
+        true
+    }
 }
 
 /// Capability: the kernel walks its output in Q_f feature blocks (see "Feature partitions"

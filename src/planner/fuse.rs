@@ -4,7 +4,12 @@
 //! into that reader, repeatedly, so a chain like the backward's
 //! `l2norm_backward → dropout_backward → relu_backward` or `add_n → dropout_backward →
 //! relu_backward` becomes one `fused` node ([`Fused`]) that makes one pass over the rows
-//! with its intermediates in cache-sized blocks. A value something else also reads (a
+//! with its intermediates in cache-sized blocks. An op takes part when it can compute its
+//! rows for these operands ([`RowBlocks::fusible`](crate::op::RowBlocks::fusible)): a
+//! `gemm` of op(A) not transposed, op(B) a parameter and k at most
+//! [`FUSED_K_MAX`](crate::op::builtin::FUSED_K_MAX) — the classifier's ∇H = ∇Y·W_outᵀ,
+//! whose n × hidden output was written by one pass and read back by the chain's first op
+//! (`gemm[NT] → l2norm_backward → relu_backward`). A value something else also reads (a
 //! forward activation the backward keeps, a named output) is never fused away, so no work
 //! is duplicated and no value a later op needs disappears. Only dense per-node values with
 //! a known width are fused. The fused node computes every element as the unfused chain did:
@@ -37,9 +42,12 @@ fn stages_of(graph: &Graph, id: NodeId) -> Option<Vec<Stage>> {
     if let Some(f) = node.op.downcast_ref::<Fused>() {
         return Some(f.stages.clone());
     }
-    node.op.as_row_blocks()?;
+    let blocks = node.op.as_row_blocks()?;
     let cols = per_node_width(&node.fact)?;
     let facts: Vec<Fact> = node.inputs.iter().map(|&i| graph.fact(i).clone()).collect();
+    if !blocks.fusible(&facts.iter().collect::<Vec<_>>()) {
+        return None;
+    }
     let mut per_node = Vec::with_capacity(facts.len());
     for f in &facts {
         match f {

@@ -12,6 +12,7 @@ use saintflow::ir::{Bindings, Graph, Init, ParamDecl, Params};
 use saintflow::op::builtin::{
     AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };
+use saintflow::op::fused::{Fused, Src};
 use saintflow::op::{neighbour_reduce, AdjKind as Adj, MemorySource, StoreSource};
 use saintflow::plan::{Lowered, Plan};
 use saintflow::planner::{explain_text, plan, PlanOptions};
@@ -183,7 +184,8 @@ fn the_max_sage_plan_lowers_with_the_user_backward_and_its_step_gradient_checks(
 }
 
 /// The planner keeps the user op and orders the product after it like any chain: `@ W_neigh`
-/// becomes a `gemm` reading the op's output, with the chain pass's order note.
+/// becomes a `gemm` reading the op's output, with the chain pass's order note (or, of a
+/// k small enough, a stage of the fused chain after it).
 #[test]
 fn the_planner_plans_the_user_neighbour_op() {
     let tmp = tempfile::tempdir().unwrap();
@@ -216,18 +218,48 @@ fn the_planner_plans_the_user_neighbour_op() {
                 n.op.name() == "gemm" && n.inputs[0] == m && !n.label.starts_with('∇')
             })
             .collect();
-        assert_eq!(users.len(), 1, "one forward product by W_neigh:\n{text}");
-        assert!(
-            graph.node(users[0]).note.starts_with("order:"),
-            "{}",
-            graph.node(users[0]).note
+        // A product of k ≤ FUSED_K_MAX (the first layer's, over the 8 features) runs
+        // inside the fused chain that reads it: a stage `gemm` whose op(A) is the op's
+        // output.
+        let fused: Vec<_> = ids
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let n = graph.node(i);
+                n.op.downcast_ref::<Fused>().is_some_and(|f| {
+                    f.stages.iter().any(|s| {
+                        s.op.name() == "gemm" && s.inputs[0] == Src::Input(slot(&n.inputs, m))
+                    })
+                })
+            })
+            .collect();
+        assert_eq!(
+            users.len() + fused.len(),
+            1,
+            "one forward product by W_neigh:\n{text}"
         );
+        if let [u] = users[..] {
+            assert!(
+                graph.node(u).note.starts_with("order:"),
+                "{}",
+                graph.node(u).note
+            );
+        }
     }
+    assert!(
+        text.contains("fused[gemm[NN] → gemm[NN] → concat → relu]"),
+        "the first layer's products (k = 8) fused:\n{text}"
+    );
     assert!(
         ids.iter().all(|&i| graph.node(i).op.name() != "matmul"),
         "every chain ordered:\n{text}"
     );
     assert!(report.passes.iter().any(|p| p.count("chains") > 0));
+}
+
+/// Where `id` is in a node's input list (`usize::MAX` when it is not).
+fn slot(inputs: &[saintflow::ir::NodeId], id: saintflow::ir::NodeId) -> usize {
+    inputs.iter().position(|&i| i == id).unwrap_or(usize::MAX)
 }
 
 /// Full-batch Adam steps on a planted graph: the loss falls clearly.

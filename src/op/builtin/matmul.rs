@@ -21,7 +21,7 @@ use crate::op::{
     Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, NodeRows, Op,
     OpError, RowBlock, Split, Stage,
 };
-use crate::op::{FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, RowLocal};
+use crate::op::{FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, RowBlocks, RowLocal};
 
 /// The kernel's transpose flag of an operand used transposed or not.
 fn trans(t: bool) -> Trans {
@@ -642,6 +642,9 @@ impl Op for Gemm {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+        Some(self)
+    }
     fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         Some(self)
     }
@@ -666,6 +669,47 @@ impl RowLocal for Gemm {
     /// output is row i of A times B.
     fn row_local(&self, inputs: &[&Fact]) -> bool {
         !self.ta && inputs[1].is_static()
+    }
+}
+
+/// The longest k of a product the fusion pass computes inside a chain of row-wise ops.
+/// Such a product (∇H = ∇Y·W_outᵀ of a classifier of a few classes, k = classes) does at
+/// most this many multiply-adds per element it writes: bound by writing its n × f output
+/// and by the next op reading it back, which fused stays in the chain's block buffer. A
+/// longer k is bound by its multiply-adds, which run faster on the whole matrix than on
+/// the chain's blocks of about 32 rows (op(B) packed again per block).
+pub const FUSED_K_MAX: usize = 16;
+
+impl RowBlocks for Gemm {
+    /// Rows of op(A)·op(B), op(A) not transposed: the product of A's rows, through the same
+    /// kernel as `forward` (its k-sums do not depend on the rows around them, so the block
+    /// has the whole product's bits).
+    fn rows_at(
+        &self,
+        _: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        _: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        if self.ta || x.len() != 2 {
+            return Err(OpError::args(
+                "gemm: rows of a product need op(A) not transposed and two operands",
+            ));
+        }
+        let a = ColumnView::apply(self.views[0], x[0])?;
+        let b = ColumnView::apply(self.views[1], x[1])?;
+        gemm_view_with(self.precision, a, Trans::N, b, trans(self.tb), y, false)?;
+        Ok(())
+    }
+
+    /// Row-local ([`RowLocal::row_local`]) with a known k of at most [`FUSED_K_MAX`].
+    fn fusible(&self, inputs: &[&Fact]) -> bool {
+        let k = self
+            .operand_fact(0, inputs[0])
+            .ok()
+            .and_then(|f| f.matrix())
+            .and_then(|(_, cols)| cols.as_known());
+        self.row_local(inputs) && k.is_some_and(|k| k <= FUSED_K_MAX)
     }
 }
 
