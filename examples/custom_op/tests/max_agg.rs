@@ -226,10 +226,11 @@ fn the_planner_plans_the_user_neighbour_op() {
             .copied()
             .filter(|&i| {
                 let n = graph.node(i);
+                let slot = n.inputs.iter().position(|&i| i == m);
                 n.op.downcast_ref::<Fused>().is_some_and(|f| {
-                    f.stages.iter().any(|s| {
-                        s.op.name() == "gemm" && s.inputs[0] == Src::Input(slot(&n.inputs, m))
-                    })
+                    f.stages
+                        .iter()
+                        .any(|s| s.op.name() == "gemm" && slot.map(Src::Input) == Some(s.inputs[0]))
                 })
             })
             .collect();
@@ -255,11 +256,6 @@ fn the_planner_plans_the_user_neighbour_op() {
         "every chain ordered:\n{text}"
     );
     assert!(report.passes.iter().any(|p| p.count("chains") > 0));
-}
-
-/// Where `id` is in a node's input list (`usize::MAX` when it is not).
-fn slot(inputs: &[saintflow::ir::NodeId], id: saintflow::ir::NodeId) -> usize {
-    inputs.iter().position(|&i| i == id).unwrap_or(usize::MAX)
 }
 
 /// Full-batch Adam steps on a planted graph: the loss falls clearly.
