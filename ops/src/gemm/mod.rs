@@ -955,12 +955,20 @@ unsafe fn pack_b_block<K: MicroKernel>(
                     for t in t0..(t0 + ROWS).min(kc) {
                         // SAFETY: row pc + t of op(B), columns jc + (q0 + q)·width ..
                         // + cols, are in bounds.
-                        let src = unsafe {
-                            std::slice::from_raw_parts(b.at(pc + t, jc + (q0 + q) * width), cols)
-                        };
+                        let src = unsafe { b.at(pc + t, jc + (q0 + q) * width) }.cast_const();
                         let d = &mut dst[q * kc * width + t * width..][..width];
-                        d[..cols].copy_from_slice(src);
-                        d[cols..].fill(0.0);
+                        if cols == width {
+                            // A length the compiler knows (NR), so the copy is inlined
+                            // moves: a `memmove` call per 64 bytes was 5 % of ∇W's
+                            // 512×512 over k = 8000 on the AVX2 path (perf).
+                            // SAFETY: `width` floats from src (in bounds, above) into d.
+                            unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), K::NR) };
+                        } else {
+                            // SAFETY: `cols` floats from src (in bounds, above).
+                            d[..cols]
+                                .copy_from_slice(unsafe { std::slice::from_raw_parts(src, cols) });
+                            d[cols..].fill(0.0);
+                        }
                     }
                 }
             }
