@@ -959,8 +959,9 @@ unsafe fn pack_b_block<K: MicroKernel>(
                         let d = &mut dst[q * kc * width + t * width..][..width];
                         if cols == width {
                             // A length the compiler knows (NR), so the copy is inlined
-                            // moves: a `memmove` call per 64 bytes was 5 % of ∇W's
-                            // 512×512 over k = 8000 on the AVX2 path (perf).
+                            // moves: a `memmove` call per 64 bytes took 4.6 % of the
+                            // samples of ∇W's 512×512 over k = 8000 on the AVX2 path
+                            // (perf; BENCHMARKS.md, twelfth session).
                             // SAFETY: `width` floats from src (in bounds, above) into d.
                             unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), K::NR) };
                         } else {
