@@ -950,27 +950,28 @@ unsafe fn pack_b_block<K: MicroKernel>(
             // lie kc·NR·4 bytes apart (64 KiB on AVX-512), all in one L1 set.
             const ROWS: usize = 8;
             for t0 in (0..kc).step_by(ROWS) {
+                let t_n = ROWS.min(kc - t0);
                 for q in 0..n_pan {
                     let cols = width.min(nc - (q0 + q) * width);
-                    for t in t0..(t0 + ROWS).min(kc) {
-                        // SAFETY: row pc + t of op(B), columns jc + (q0 + q)·width ..
-                        // + cols, are in bounds.
-                        let src = unsafe { b.at(pc + t, jc + (q0 + q) * width) }.cast_const();
-                        let d = &mut dst[q * kc * width + t * width..][..width];
-                        if cols == width {
-                            // A length the compiler knows (NR), so the copy is inlined
-                            // moves: a `memmove` call per 64 bytes took 4.6 % of the
-                            // samples of ∇W's 512×512 over k = 8000 on the AVX2 path
-                            // (perf; BENCHMARKS.md, twelfth session).
-                            // SAFETY: `width` floats from src (in bounds, above) into d.
-                            unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), K::NR) };
-                        } else {
-                            // SAFETY: `cols` floats from src (in bounds, above).
-                            d[..cols]
-                                .copy_from_slice(unsafe { std::slice::from_raw_parts(src, cols) });
-                            d[cols..].fill(0.0);
-                        }
-                    }
+                    // `pack` copies a whole panel's row at a length the compiler knows
+                    // (`K::NR`, a constant here, where the closure's captured `width` is
+                    // not): a `memmove` call per 64-byte row took 4.6 % of the samples of
+                    // ∇W's 512×512 over k = 8000 on the AVX2 path (perf; BENCHMARKS.md,
+                    // twelfth session). A last, narrower panel gets its zero tail there.
+                    // SAFETY: rows pc + t0 .. + t_n of op(B), columns jc + (q0 + q)·width
+                    // .. + cols, are in bounds (row-contiguous: cs 1); the destination
+                    // holds t_n steps of `width` from step t0 of panel q.
+                    unsafe {
+                        pack(
+                            &mut dst[q * kc * width + t0 * width..],
+                            b.at(pc + t0, jc + (q0 + q) * width).cast_const(),
+                            1,
+                            b.rs,
+                            cols,
+                            t_n,
+                            K::NR,
+                        )
+                    };
                 }
             }
         };
