@@ -1270,15 +1270,17 @@ fn fused_chains_equal_their_ops_run_in_turn_on_hostile_shapes() {
 }
 
 /// A product in a fused chain (issue 33: the classifier's ∇H = ∇Y·W_outᵀ, k = classes,
-/// computed block by block inside the backward's row-wise chain) against the product and
-/// the next op run in turn, bit for bit, on hostile shapes: no rows, one row of one column,
-/// widths off every tile, k from 1 to the limit, op(B) transposed or not, each operand a
-/// column view of a wider matrix, in f32 and (where the CPU has it) bf16; and a split into
-/// parts. `fusible` admits exactly the row-local products of a known k up to the limit.
+/// computed block by block inside the backward's row-wise chain, and a layer's products of
+/// long k, op(B) packed once for every block) against the product and the next op run in
+/// turn, bit for bit, on hostile shapes: no rows, one row of one column, widths off every
+/// tile, k from 1 to past the packing limit, op(B) transposed or not, each operand a column
+/// view of a wider matrix, in f32 and (where the CPU has it) bf16; and a split into parts.
+/// `fusible` admits exactly the row-local products; `prepare` packs op(B) from
+/// `PREPACK_K_MIN` on, never for a transposed op(A) or a C of one column.
 #[test]
 fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
     use saintflow::ir::Dim;
-    use saintflow::op::builtin::{ColumnView, Gemm, FUSED_K_MAX};
+    use saintflow::op::builtin::{ColumnView, Gemm, PREPACK_K_MIN};
     use saintflow::op::fused::{Fused, Src, Stage};
     use saintflow::planner::Precision;
     let bits = |v: &Value| -> Vec<u32> {
@@ -1308,6 +1310,8 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
         (13, 16, 17),
         (3000, 2, 130),
         (1001, 7, 1024),
+        (13, PREPACK_K_MIN, 17),
+        (601, 300, 515),
     ] {
         for &precision in &precisions {
             for tb in [false, true] {
@@ -1397,7 +1401,8 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
             }
         }
     }
-    // What the fusion pass may take: row-local, k known and at most the limit.
+    // What the fusion pass may take: row-local (op(A) not transposed, op(B) a
+    // parameter), whatever k.
     let nodes = |c: usize| Fact::dense(Dim::NODES, Dim::known(c));
     let param = |r: usize, c: usize| Fact::dense(Dim::known(r), Dim::known(c));
     let g = |ta: bool| Gemm {
@@ -1407,20 +1412,39 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
         views: [None, None],
     };
     let fusible = |g: Gemm, a: &Fact, b: &Fact| g.as_row_blocks().unwrap().fusible(&[a, b]);
-    assert!(fusible(
-        g(false),
-        &nodes(FUSED_K_MAX),
-        &param(64, FUSED_K_MAX)
-    ));
-    assert!(!fusible(
-        g(false),
-        &nodes(FUSED_K_MAX + 1),
-        &param(64, FUSED_K_MAX + 1)
-    ));
+    for k in [1, PREPACK_K_MIN - 1, PREPACK_K_MIN, 64, 1024] {
+        assert!(fusible(g(false), &nodes(k), &param(64, k)), "k {k}");
+    }
     assert!(
         !fusible(g(true), &param(2, 64), &nodes(2)),
         "op(A) transposed"
     );
+    // What it packs once: op(B) of k from the limit on, read whole, for a C wider than
+    // the narrow path's; a shorter k, a per-block op(B), a transposed op(A) or a C of one
+    // column pack nothing.
+    let prepared = |g: Gemm, (r, k, n): (usize, usize, usize), b_whole: bool| {
+        let a = matrix(r, k, 31);
+        let b = matrix(n, k, 32);
+        let av = saintflow::op::MatRef::row_major(&a.data, r, k).unwrap();
+        let bv = saintflow::op::MatRef::row_major(&b.data, n, k).unwrap();
+        let blocks = g.as_row_blocks().unwrap();
+        blocks
+            .prepare(&[Some(av), b_whole.then_some(bv)])
+            .unwrap()
+            .is_some()
+    };
+    assert!(prepared(g(false), (50, PREPACK_K_MIN, 64), true));
+    assert!(prepared(g(false), (50, 512, 256), true));
+    assert!(!prepared(g(false), (50, PREPACK_K_MIN - 1, 64), true));
+    assert!(
+        !prepared(g(false), (50, 512, 256), false),
+        "op(B) from a stage"
+    );
+    assert!(
+        !prepared(g(false), (50, 512, 1), true),
+        "one column: the narrow path"
+    );
+    assert!(!prepared(g(true), (50, 512, 256), true), "op(A) transposed");
     let per_node_b = Fact::dense(Dim::NODES, Dim::known(2));
     assert!(!fusible(g(false), &nodes(2), &per_node_b), "op(B) per node");
 }

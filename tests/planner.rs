@@ -743,10 +743,14 @@ fn liveness_by_hand_and_the_memory_aware_order() {
                 liveness(&g, &greedy_order(&g, &o.bindings).unwrap(), &o.bindings).unwrap();
             let index = liveness(&g, &g.topo_order().unwrap(), &o.bindings).unwrap();
             assert!(r.memory.peak <= r.memory.total);
+            // The greedy order is a heuristic (0.2 % above index order on the SAGE step once
+            // fusion took its first layer's products into the concat's chain): the planner
+            // keeps whichever of the two peaks lower, so it never does worse than index
+            // order.
             assert!(
-                greedy.peak <= index.peak,
-                "{arch:?} n={n}: greedy {} > index {}",
-                greedy.peak,
+                r.memory.peak <= index.peak,
+                "{arch:?} n={n}: planned {} > index {}",
+                r.memory.peak,
                 index.peak
             );
             assert_eq!(r.memory.peak, greedy.peak.min(index.peak));

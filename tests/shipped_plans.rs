@@ -219,3 +219,67 @@ fn first_diff(a: &str, b: &str) -> String {
         .map(|(x, y)| format!("{x} ≠ {y}"))
         .unwrap_or_else(|| format!("lengths {} vs {}", a.lines().count(), b.lines().count()))
 }
+
+/// The fusion pass takes a layer's products into the chain that reads them (issue 33:
+/// concat and add_n in block buffers), but not a product narrower than its op(A) whose
+/// op(A) nothing reads afterwards: GraphSAGE's second layer reads h (n × 2h) into
+/// h·W_self (n × h), and fused into the concat's chain after the neighbour op that product
+/// would keep h, twice as wide, alive until that chain — what blocked inference holds
+/// across the neighbour op. In the training step the backward's ∇W = hᵀ·∇Y reads h later
+/// anyway, so there it is fused; in the forward alone it stays whole.
+#[test]
+fn a_product_is_fused_unless_that_keeps_its_wider_operand_alive_longer() {
+    use saintflow::op::fused::Fused;
+    let reg = Registry::with_builtins();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
+    let plan_text = std::fs::read_to_string(&path).unwrap();
+    let sage =
+        Plan::parse_with_overrides(&plan_text, "graphsage.toml", &["dims.hidden=64"]).unwrap();
+    let env = LowerEnv {
+        n_features: 50,
+        n_classes: 3,
+        multilabel: false,
+        registry: &reg,
+    };
+    let options = PlanOptions::new(Bindings {
+        nodes: 2000,
+        entries: 32_000,
+    });
+    // Fused gemm stages reading a value of 2h = 128 columns whole (h·W_self of layer 2,
+    // k = 128 > its 64 columns), and those of any width.
+    let gemm_stages = |forward_only: bool| {
+        let mut g = sage.lower(&env).unwrap().graph;
+        if forward_only {
+            g.retain_outputs(|name| name == "logits");
+        }
+        plan(&mut g, &options).unwrap();
+        let (mut wide, mut all) = (0, 0);
+        for id in g.ids() {
+            let node = g.node(id);
+            let Some(f) = node.op.downcast_ref::<Fused>() else {
+                continue;
+            };
+            for s in f.stages.iter().filter(|s| s.op.name() == "gemm") {
+                all += 1;
+                let k = s.facts[0].matrix().unwrap().1.as_known();
+                let n = s.facts[1].matrix().unwrap().1.as_known();
+                if (k, n, s.op.attrs().as_str()) == (Some(128), Some(64), "NN") {
+                    wide += 1;
+                }
+            }
+        }
+        (wide, all)
+    };
+    let (wide, all) = gemm_stages(false);
+    assert_eq!(wide, 1, "the training step fuses layer 2's h·W_self");
+    // Layer 1's two products, layer 2's h·W_self, the logits (into the bias's add), the
+    // backward's two ∇H·Wᵀ and the classifier's ∇H.
+    assert_eq!(all, 7);
+    let (wide, all) = gemm_stages(true);
+    assert_eq!(wide, 0, "the forward alone keeps layer 2's h·W_self whole");
+    // Layer 1's products (k = 50 over 64 columns) read a narrower value and are still
+    // fused; the logits (k = 128 over 3 columns) take the l2norm before them into their
+    // chain (l2norm's input is no wider than its output) but are not taken into the bias's
+    // add, which would keep h alive in their place.
+    assert_eq!(all, 3);
+}

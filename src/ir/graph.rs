@@ -136,6 +136,12 @@ impl Graph {
         self.outputs.insert(name.into(), id);
     }
 
+    /// Keeps the named outputs `keep` says yes to; the others' nodes are dead unless a kept
+    /// output needs them (what a forward-only evaluation plans: not the gradients).
+    pub fn retain_outputs(&mut self, keep: impl Fn(&str) -> bool) {
+        self.outputs.retain(|name, _| keep(name));
+    }
+
     /// The named outputs.
     pub fn outputs(&self) -> &BTreeMap<String, NodeId> {
         &self.outputs

@@ -504,7 +504,34 @@ pub trait RowBlocks {
         let _ = inputs;
         true
     }
+
+    /// Work done once per evaluation for all its blocks, from the inputs the fused node
+    /// holds whole: `x[k]` is input k whole (n rows when per-node) where it is an input of
+    /// the fused node, `None` where an earlier stage computes it block by block. `gemm`
+    /// packs op(B) here, so that its blocks do not each pack it again. The result goes to
+    /// [`RowBlocks::rows_at_prepared`] for every block. Default: nothing to do.
+    fn prepare(&self, x: &[Option<MatRef<'_>>]) -> Result<Option<Prepared>, OpError> {
+        let _ = x;
+        Ok(None)
+    }
+
+    /// [`RowBlocks::rows_at`] with what [`RowBlocks::prepare`] returned; the same bits.
+    /// Default: `rows_at`.
+    fn rows_at_prepared(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+        prepared: &Prepared,
+    ) -> Result<(), OpError> {
+        let _ = prepared;
+        self.rows_at(r0, x, y, ctx)
+    }
 }
+
+/// What [`RowBlocks::prepare`] computes once for every block of an evaluation.
+pub type Prepared = Arc<dyn Any + Send + Sync>;
 
 /// Capability: the kernel walks its output in Q_f feature blocks (see "Feature partitions"
 /// at the top of this file). Returned by [`Op::as_feature_partitioned`].

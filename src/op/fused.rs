@@ -13,7 +13,9 @@ use rayon::prelude::*;
 use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
 
 use super::util::{dense, row_split};
-use super::{Arity, Cost, Ctx, MatMut, MatRef, Op, OpError, Partitioned, RowLocal, Split};
+use super::{
+    Arity, Cost, Ctx, MatMut, MatRef, Op, OpError, Partitioned, Prepared, RowLocal, Split,
+};
 
 /// Where a stage's input comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,12 +57,18 @@ pub struct Fused {
 /// Elements of one stage's block buffer: 128 KiB of f32.
 const BLOCK_ELEMENTS: usize = 1 << 15;
 
+/// Rows per block are a multiple of this: of 6 and 4, the row counts of the GEMM tiles
+/// (AVX-512 and AVX2: 6; portable: 4), so that a `gemm` stage's blocks fill whole tiles
+/// (32 rows of a 1024-wide chain computed 36).
+const BLOCK_ROWS_MULTIPLE: usize = 12;
+
 impl Fused {
     /// Rows `rows` of the output into `out` (those rows, contiguous), block by block.
     fn run(
         &self,
         inputs: &[&Value],
         ctx: &Ctx<'_>,
+        prepared: &[Option<Prepared>],
         rows: std::ops::Range<usize>,
         mut out: MatMut<'_>,
     ) -> Result<(), OpError> {
@@ -116,17 +124,47 @@ impl Fused {
                 let op = st.op.as_row_blocks().ok_or_else(|| {
                     OpError::args(format!("fused: {} computes no row blocks", st.op.name()))
                 })?;
-                op.rows_at(r, &views, y, &sctx)?;
+                match prepared.get(k) {
+                    Some(Some(p)) => op.rows_at_prepared(r, &views, y, &sctx, p)?,
+                    _ => op.rows_at(r, &views, y, &sctx)?,
+                }
             }
             r += h;
         }
         Ok(())
     }
 
-    /// Rows per block: a block of the widest stage is about [`BLOCK_ELEMENTS`].
+    /// Rows per block: a block of the widest stage is about [`BLOCK_ELEMENTS`], in whole
+    /// [`BLOCK_ROWS_MULTIPLE`]s.
     fn block_rows(&self) -> usize {
         let widest = self.stages.iter().map(|s| s.cols).max().unwrap_or(1).max(1);
-        (BLOCK_ELEMENTS / widest).max(1)
+        let rows = BLOCK_ELEMENTS / widest;
+        (rows / BLOCK_ROWS_MULTIPLE).max(1) * BLOCK_ROWS_MULTIPLE
+    }
+
+    /// Each stage's [`RowBlocks::prepare`] on the fused node's whole inputs, once for all
+    /// the blocks of an evaluation.
+    fn prepare(&self, inputs: &[&Value]) -> Result<Vec<Option<Prepared>>, OpError> {
+        self.stages
+            .iter()
+            .map(|st| {
+                let op = st.op.as_row_blocks().ok_or_else(|| {
+                    OpError::args(format!("fused: {} computes no row blocks", st.op.name()))
+                })?;
+                let whole = st
+                    .inputs
+                    .iter()
+                    .map(|src| match *src {
+                        Src::Input(i) => {
+                            let x = dense(inputs, i, "fused")?;
+                            Ok(Some(MatRef::row_major(&x.data, x.rows, x.cols)?))
+                        }
+                        Src::Stage(_) => Ok(None),
+                    })
+                    .collect::<Result<Vec<_>, OpError>>()?;
+                op.prepare(&whole)
+            })
+            .collect()
     }
 
     /// The node's rows: those of a per-node input.
@@ -216,12 +254,14 @@ impl Op for Fused {
             return Ok(Value::dense(y));
         }
         let step = self.block_rows();
+        let prepared = self.prepare(inputs)?;
         y.data
             .par_chunks_mut(step * cols)
             .enumerate()
             .try_for_each(|(k, out)| {
                 let (r0, h) = (k * step, out.len() / cols);
-                self.run(inputs, ctx, r0..r0 + h, MatMut::row_major(out, h, cols)?)
+                let out = MatMut::row_major(out, h, cols)?;
+                self.run(inputs, ctx, &prepared, r0..r0 + h, out)
             })?;
         Ok(Value::dense(y))
     }
@@ -247,7 +287,11 @@ impl Partitioned for Fused {
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
         let widest = self.stages.iter().map(|s| s.cols).max().unwrap_or(0);
-        Ok(row_split(self.rows(inputs)?, widest, threads))
+        let Some(mut split) = row_split(self.rows(inputs)?, widest, threads) else {
+            return Ok(None);
+        };
+        split.prepared = Some(Box::new(self.prepare(inputs)?));
+        Ok(Some(split))
     }
     fn forward_part(
         &self,
@@ -257,7 +301,12 @@ impl Partitioned for Fused {
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
-        self.run(inputs, ctx, split.ranges[part].clone(), out)
+        let prepared = split
+            .prepared
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<Vec<Option<Prepared>>>())
+            .ok_or_else(|| OpError::Missing("fused: a part without its prepared stages".into()))?;
+        self.run(inputs, ctx, prepared, split.ranges[part].clone(), out)
     }
 }
 

@@ -6,9 +6,17 @@
 //! relu_backward` becomes one `fused` node ([`Fused`]) that makes one pass over the rows
 //! with its intermediates in cache-sized blocks. An op takes part when it can compute its
 //! rows for these operands ([`RowBlocks::fusible`](crate::op::RowBlocks::fusible)): a
-//! `gemm` of op(A) not transposed, op(B) a parameter and k at most
-//! [`FUSED_K_MAX`](crate::op::builtin::FUSED_K_MAX) — the classifier's ∇H = ∇Y·W_outᵀ,
-//! whose n × hidden output was written by one pass and read back by the chain's first op
+//! `gemm` of op(A) not transposed and op(B) a parameter, whatever its k, op(B) packed once
+//! for all the blocks where k is long ([`RowBlocks::prepare`](crate::op::RowBlocks::prepare),
+//! [`PREPACK_K_MIN`](crate::op::builtin::PREPACK_K_MIN)). So the two products of a SAGE
+//! layer meet in the chain that concatenates them (`gemm → gemm → concat → relu`: the
+//! concatenation is assembled block by block in cache, and neither product's n × h output
+//! is written), and the backward's two products ∇H·W_selfᵀ and ∇H'·W_neighᵀ meet in the
+//! sum of their gradients (`gemm → gemm → add_n → dropout_backward → relu_backward`):
+//! issue 33's concat elimination and add_n in place, done by keeping both operands of the
+//! concat and of the sum in block buffers instead of having the products write one shared
+//! n × f buffer (which needs no in-place outputs from the executor). The classifier's
+//! ∇H = ∇Y·W_outᵀ (k = classes) is the first stage of the chain after it
 //! (`gemm[NT] → l2norm_backward → relu_backward`). A value something else also reads (a
 //! forward activation the backward keeps, a named output) is never fused away, so no work
 //! is duplicated and no value a later op needs disappears. Only dense per-node values with
@@ -128,6 +136,7 @@ impl Pass for Fuse {
                     !outputs.contains(&v)
                         && graph.consumers(v) == [u]
                         && stages_of(graph, v).is_some()
+                        && !keeps_wider_input(graph, v, u)
                 });
                 let Some(v) = candidate else {
                     continue;
@@ -151,6 +160,41 @@ impl Pass for Fuse {
             ("fused".into(), fused),
         ])
     }
+}
+
+/// Whether merging producer `v` into its reader `u` would keep one of `v`'s per-node inputs
+/// x, wider than `v`'s output, alive across other work: fused, `v` reads x when `u` runs,
+/// and `u` also waits on another computation from x. SAGE's h·W_self (n × h, from h of
+/// n × 2h) fused into the concat's chain, which also waits on the neighbour op over
+/// h·W_neigh, would keep h instead of h·W_self across that neighbour op (and blocked
+/// inference holds exactly the values that cross one). Not when something that need not
+/// run before `u` reads x too (the training step's ∇W = hᵀ·∇Y): x may live that long
+/// anyway.
+fn keeps_wider_input(graph: &Graph, v: NodeId, u: NodeId) -> bool {
+    let Some(out) = per_node_width(graph.fact(v)) else {
+        return false;
+    };
+    let outputs: Vec<NodeId> = graph.outputs().values().copied().collect();
+    let mut before_u = None;
+    graph.node(v).inputs.iter().any(|&x| {
+        if per_node_width(graph.fact(x)).is_none_or(|w| w <= out) || outputs.contains(&x) {
+            return false;
+        }
+        let from_x = graph.descendants(&[x]);
+        let u_waits_on_x = graph
+            .node(u)
+            .inputs
+            .iter()
+            .any(|&w| w != v && from_x.contains(&w));
+        // A reader of x that need not run before `u` (a descendant of `u`, or one beside
+        // it) may keep x alive past `u` anyway.
+        let before_u = before_u.get_or_insert_with(|| graph.ancestors(&[u]));
+        let read_later = graph
+            .consumers(x)
+            .into_iter()
+            .any(|c| c != v && !before_u.contains(&c));
+        u_waits_on_x && !read_later
+    })
 }
 
 /// Replaces node `u` by `op` on `inputs` (a new node with `u`'s label and note, which

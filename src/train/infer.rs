@@ -64,6 +64,10 @@ impl<'g> FullGraph<'g> {
         );
         let mut graph = lowered.graph.clone();
         graph.set_output("embedding", lowered.embedding);
+        // Planned as what it evaluates: the forward to these two, not the gradients (the
+        // fusion pass weighs how long each value lives, and the backward's readers would
+        // make the forward's values look long-lived anyway).
+        graph.retain_outputs(|name| name == "logits" || name == "embedding");
         plan(
             &mut graph,
             &PlanOptions::new(Bindings {

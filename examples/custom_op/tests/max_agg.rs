@@ -218,7 +218,7 @@ fn the_planner_plans_the_user_neighbour_op() {
                 n.op.name() == "gemm" && n.inputs[0] == m && !n.label.starts_with('∇')
             })
             .collect();
-        // A product of k ≤ FUSED_K_MAX (the first layer's, over the 8 features) runs
+        // A product by a parameter (the first layer's, over the 8 features) runs
         // inside the fused chain that reads it: a stage `gemm` whose op(A) is the op's
         // output.
         let fused: Vec<_> = ids

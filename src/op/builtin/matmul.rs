@@ -21,7 +21,9 @@ use crate::op::{
     Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, NodeRows, Op,
     OpError, RowBlock, Split, Stage,
 };
-use crate::op::{FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, RowBlocks, RowLocal};
+use crate::op::{
+    FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, Prepared, RowBlocks, RowLocal,
+};
 
 /// The kernel's transpose flag of an operand used transposed or not.
 fn trans(t: bool) -> Trans {
@@ -672,13 +674,11 @@ impl RowLocal for Gemm {
     }
 }
 
-/// The longest k of a product the fusion pass computes inside a chain of row-wise ops.
-/// Such a product (∇H = ∇Y·W_outᵀ of a classifier of a few classes, k = classes) does at
-/// most this many multiply-adds per element it writes: bound by writing its n × f output
-/// and by the next op reading it back, which fused stays in the chain's block buffer. A
-/// longer k is bound by its multiply-adds, which run faster on the whole matrix than on
-/// the chain's blocks of about 32 rows (op(B) packed again per block).
-pub const FUSED_K_MAX: usize = 16;
+/// The shortest k at which a `gemm` inside a fused chain packs op(B) once for all its
+/// blocks ([`RowBlocks::prepare`]). A shorter one (∇H = ∇Y·W_outᵀ of a classifier of a few
+/// classes, k = classes) packs its few rows of op(B) per block, which costs about what
+/// reading a shared packing would.
+pub const PREPACK_K_MIN: usize = 17;
 
 impl RowBlocks for Gemm {
     /// Rows of op(A)·op(B), op(A) not transposed: the product of A's rows, through the same
@@ -691,25 +691,79 @@ impl RowBlocks for Gemm {
         y: MatMut<'_>,
         _: &Ctx<'_>,
     ) -> Result<(), OpError> {
-        if self.ta || x.len() != 2 {
-            return Err(OpError::args(
-                "gemm: rows of a product need op(A) not transposed and two operands",
-            ));
-        }
-        let a = ColumnView::apply(self.views[0], x[0])?;
+        let a = self.block_rows_of_a(x)?;
         let b = ColumnView::apply(self.views[1], x[1])?;
         gemm_view_with(self.precision, a, Trans::N, b, trans(self.tb), y, false)?;
         Ok(())
     }
 
-    /// Row-local ([`RowLocal::row_local`]) with a known k of at most [`FUSED_K_MAX`].
+    /// Row-local ([`RowLocal::row_local`]: op(A) not transposed, op(B) a parameter),
+    /// whatever k. A long k packs op(B) once ([`RowBlocks::prepare`]), and the blocks then
+    /// run the kernel on the shared packing as the row parts of a whole product do, while
+    /// the chain's next ops find their rows in cache: the JPDC GraphSAGE step went from
+    /// 71.6 to 69.9 ms per 1000 nodes at one thread (BENCHMARKS.md, thirteenth session).
+    /// The fusion pass itself keeps a product whole where fusing it would keep its wider
+    /// op(A) alive longer.
     fn fusible(&self, inputs: &[&Fact]) -> bool {
-        let k = self
-            .operand_fact(0, inputs[0])
-            .ok()
-            .and_then(|f| f.matrix())
-            .and_then(|(_, cols)| cols.as_known());
-        self.row_local(inputs) && k.is_some_and(|k| k <= FUSED_K_MAX)
+        self.row_local(inputs)
+    }
+
+    /// op(B) packed once for every block ([`PackedB`], for the tile path `forward` would
+    /// take), when k is at least [`PREPACK_K_MIN`], op(B) is an input of the fused node, and
+    /// C is wide enough to pack for (not the narrow path of one or two columns).
+    fn prepare(&self, x: &[Option<MatRef<'_>>]) -> Result<Option<Prepared>, OpError> {
+        let (false, Some(Some(b))) = (self.ta, x.get(1)) else {
+            return Ok(None);
+        };
+        let b = ColumnView::apply(self.views[1], *b)?;
+        let (k, n) = if self.tb {
+            (b.n_cols(), b.n_rows())
+        } else {
+            (b.n_rows(), b.n_cols())
+        };
+        let m = match x.first() {
+            Some(Some(a)) => a.n_rows(),
+            _ => usize::MAX / 2,
+        };
+        if k < PREPACK_K_MIN || narrow_path(self.precision, m, n) {
+            return Ok(None);
+        }
+        let (isa, transposed) = plan(Isa::current(), m, n, Trans::N);
+        if transposed {
+            return Ok(None);
+        }
+        let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
+        Ok(Some(Arc::new(packed)))
+    }
+
+    /// The block's rows of op(A) times the packed op(B) ([`gemm_packed`]: the same bits as
+    /// [`gemm_view_with`]).
+    fn rows_at_prepared(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+        prepared: &Prepared,
+    ) -> Result<(), OpError> {
+        let Some(packed) = prepared.downcast_ref::<PackedB>() else {
+            return self.rows_at(r0, x, y, ctx);
+        };
+        let a = self.block_rows_of_a(x)?;
+        gemm_packed(a, Trans::N, packed, y, false)?;
+        Ok(())
+    }
+}
+
+impl Gemm {
+    /// op(A)'s rows of a block (its view applied), refusing a transposed op(A).
+    fn block_rows_of_a<'a>(&self, x: &[MatRef<'a>]) -> Result<MatRef<'a>, OpError> {
+        if self.ta || x.len() != 2 {
+            return Err(OpError::args(
+                "gemm: rows of a product need op(A) not transposed and two operands",
+            ));
+        }
+        ColumnView::apply(self.views[0], x[0])
     }
 }
 

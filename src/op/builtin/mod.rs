@@ -22,7 +22,7 @@ pub use dropout::{Dropout, DropoutBackward};
 pub use loss::{Loss, LossBackward, LossKind};
 pub use matmul::{
     chain_factors, product, product_flops, transpose, ColumnView, Factor, Gemm, MatMul, Sddmm,
-    Spmm, Transpose, FUSED_K_MAX,
+    Spmm, Transpose, PREPACK_K_MIN,
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
 pub use source::{AdjKind, Adjacency, Features, One, Param, Sample, TargetsOp};
