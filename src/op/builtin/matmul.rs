@@ -721,9 +721,11 @@ impl RowBlocks for Gemm {
         } else {
             (b.n_rows(), b.n_cols())
         };
+        // C's rows (op(A)'s, when the fused node holds it whole; else a stand-in: the tile
+        // path depends on m only through padding to MR, the same on every path).
         let m = match x.first() {
             Some(Some(a)) => a.n_rows(),
-            _ => usize::MAX / 2,
+            _ => 1 << 16,
         };
         if k < PREPACK_K_MIN || narrow_path(self.precision, m, n) {
             return Ok(None);
