@@ -270,6 +270,28 @@ fn a_product_is_fused_unless_that_keeps_its_wider_operand_alive_longer() {
         }
         (wide, all)
     };
+    // Where their time is reported: a chain with a layer's product under transformation,
+    // the classifier's ∇H (k = 3) chain under other.
+    let mut g = sage.lower(&env).unwrap().graph;
+    plan(&mut g, &options).unwrap();
+    let mut stages = Vec::new();
+    for id in g.ids() {
+        let op = &g.node(id).op;
+        if op.downcast_ref::<Fused>().is_some() {
+            stages.push((op.attrs(), op.stage()));
+        }
+    }
+    use saintflow::op::Stage;
+    for (attrs, stage) in &stages {
+        let want = if attrs.starts_with("gemm[NT] → l2norm_backward") || !attrs.contains("gemm") {
+            Stage::Other
+        } else {
+            Stage::Transformation
+        };
+        assert_eq!(*stage, want, "{attrs}");
+    }
+    assert!(stages.iter().any(|(_, s)| *s == Stage::Transformation));
+    assert!(stages.iter().any(|(_, s)| *s == Stage::Other));
     let (wide, all) = gemm_stages(false);
     assert_eq!(wide, 1, "the training step fuses layer 2's h·W_self");
     // Layer 1's two products, layer 2's h·W_self, the logits (into the bias's add), the

@@ -266,6 +266,28 @@ impl Op for Fused {
         Ok(Value::dense(y))
     }
     /// Pure unless a stage is not (a dropout draws its own mask).
+    /// A chain with a product by a weight over a long k (a transformation-stage op whose
+    /// first operand has at least [`PREPACK_K_MIN`](super::builtin::PREPACK_K_MIN)
+    /// columns: a layer's products) reports there: its blocks interleave the product with
+    /// the row-wise ops after it, whose time cannot be told apart and is what fusion hides
+    /// in cache. Others, the classifier's ∇H (k = classes) among them: other.
+    fn stage(&self) -> super::Stage {
+        let long_product = |s: &Stage| {
+            s.op.stage() == super::Stage::Transformation
+                && s.facts
+                    .first()
+                    .and_then(Fact::matrix)
+                    .is_some_and(|(_, k)| {
+                        k.as_known()
+                            .is_some_and(|k| k >= super::builtin::PREPACK_K_MIN)
+                    })
+        };
+        if self.stages.iter().any(long_product) {
+            super::Stage::Transformation
+        } else {
+            super::Stage::Other
+        }
+    }
     fn pure(&self) -> bool {
         self.stages.iter().all(|s| s.op.pure())
     }
