@@ -727,15 +727,12 @@ impl RowBlocks for Gemm {
             Some(Some(a)) => a.n_rows(),
             _ => 1 << 16,
         };
-        if k < PREPACK_K_MIN || narrow_path(self.precision, m, n) {
+        if k < PREPACK_K_MIN {
             return Ok(None);
         }
-        let (isa, transposed) = plan(Isa::current(), m, n, Trans::N);
-        if transposed {
-            return Ok(None);
-        }
-        let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
-        Ok(Some(Arc::new(packed)))
+        Ok(self
+            .shared_packing(m, n, b)?
+            .map(|packed| Arc::new(packed) as Prepared))
     }
 
     /// The block's rows of op(A) times the packed op(B) ([`gemm_packed`]: the same bits as
@@ -758,6 +755,31 @@ impl RowBlocks for Gemm {
 }
 
 impl Gemm {
+    /// op(B) packed for the tile path the kernel takes for an m × n C, to be shared by
+    /// row blocks ([`gemm_packed`]); none where the kernel packs nothing shareable: a C
+    /// of one or two columns (the narrow path: each block streams its rows of op(A) once;
+    /// `gemm::narrow_path`) or one it computes transposed.
+    fn shared_packing(
+        &self,
+        m: usize,
+        n: usize,
+        b: MatRef<'_>,
+    ) -> Result<Option<PackedB>, OpError> {
+        if narrow_path(self.precision, m, n) {
+            return Ok(None);
+        }
+        let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
+        if transposed {
+            return Ok(None);
+        }
+        Ok(Some(PackedB::new_with(
+            self.precision,
+            isa,
+            b,
+            trans(self.tb),
+        )?))
+    }
+
     /// op(A)'s rows of a block (its view applied), refusing a transposed op(A).
     fn block_rows_of_a<'a>(&self, x: &[MatRef<'a>]) -> Result<MatRef<'a>, OpError> {
         if self.ta || x.len() != 2 {
@@ -855,11 +877,7 @@ impl Partitioned for Gemm {
         // (A C with few columns runs transposed, and each part packs its own rows of
         // op(A) then: nothing to share.)
         let mut split = Split::even(Axis::Rows, m, parts).writing_all();
-        let (isa, transposed) = plan(Isa::current(), m, n, trans(self.ta));
-        // A C of one or two columns packs nothing (the narrow path: each part streams its
-        // rows of op(A) once; `gemm::narrow_path`).
-        if !transposed && !narrow {
-            let packed = PackedB::new_with(self.precision, isa, b, trans(self.tb))?;
+        if let Some(packed) = self.shared_packing(m, n, b)? {
             let halves = packed
                 .splits_k()
                 .then(|| split_halves(&mut split, m, |rows| (rows, n)));
