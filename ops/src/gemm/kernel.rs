@@ -87,6 +87,40 @@ pub(crate) trait MicroKernel {
     /// (see [`ARows`]); `b` holds kc·NR floats starting on a 64-byte boundary; the tile's
     /// elements are valid for writes and no other thread touches them during the call.
     unsafe fn tile(kc: usize, a: ARows, b: *const f32, c: CTile);
+
+    /// One row panel against `count` consecutive B panels: tile q reads the B panel at
+    /// `b + q·panel_b` and writes the tile `c` moved q·NR columns on, min(NR, cols − q·NR)
+    /// of its columns (c's own `cols` is not read); `each(q)` runs before tile q. The x86
+    /// tiles run the whole row in one call of their instruction set: a call per tile (its
+    /// frame, its set-up) took about 7 % of the AVX2 tile's samples in ∇W of 512×512 over
+    /// k = 8000 (perf; BENCHMARKS.md).
+    ///
+    /// # Safety
+    /// As [`MicroKernel::tile`] for every tile: B panels at `b + q·panel_b`, q < count, the
+    /// tiles' columns (`cols` from `c`) inside C.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn row<F: FnMut(usize)>(
+        kc: usize,
+        a: ARows,
+        b: *const f32,
+        panel_b: usize,
+        count: usize,
+        c: CTile,
+        cols: usize,
+        mut each: F,
+    ) {
+        for q in 0..count {
+            each(q);
+            let tile = CTile {
+                ptr: c.ptr.wrapping_add(q * Self::NR * c.cs),
+                cols: Self::NR.min(cols - q * Self::NR),
+                ..c
+            };
+            // SAFETY: the caller's contract, tile by tile.
+            unsafe { Self::tile(kc, a, b.add(q * panel_b), tile) }
+        }
+    }
 }
 
 /// Writes an MR×NR tile held in `acc` (row-major, NR = `nr`) to the corner of C `c`
@@ -176,7 +210,7 @@ impl MicroKernel for Generic {
 /// for the vector type `$v`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! x86_tile {
-    ($(#[$doc:meta])* $kernel:ident, $name:ident, $feature:literal, $v:ty, $lanes:literal,
+    ($(#[$doc:meta])* $kernel:ident, $row:ident, $feature:literal, $v:ty, $lanes:literal,
      $mr:literal, $nv:literal, $zero:ident, $load:ident, $loadu:ident, $storeu:ident,
      $set1:ident, $fma:ident, $add:ident) => {
         $(#[$doc])*
@@ -187,78 +221,110 @@ macro_rules! x86_tile {
             const NR: usize = $nv * $lanes;
 
             unsafe fn tile(kc: usize, a: ARows, b: *const f32, c: CTile) {
+                // SAFETY: forwarded contract: one tile.
+                unsafe { Self::row(kc, a, b, 0, 1, c, c.cols, |_| {}) }
+            }
+
+            unsafe fn row<F: FnMut(usize)>(
+                kc: usize,
+                a: ARows,
+                b: *const f32,
+                panel_b: usize,
+                count: usize,
+                c: CTile,
+                cols: usize,
+                each: F,
+            ) {
                 // SAFETY: forwarded contract (the CPU has the kernel's instruction set).
                 unsafe {
                     match a {
-                        ARows::Packed(p) => $name::<false>(kc, p, 1, b, c),
-                        ARows::InPlace { ptr, lda } => $name::<true>(kc, ptr, lda, b, c),
+                        ARows::Packed(p) => $row::<false, F>(kc, p, 1, b, panel_b, count, c, cols, each),
+                        ARows::InPlace { ptr, lda } => {
+                            $row::<true, F>(kc, ptr, lda, b, panel_b, count, c, cols, each)
+                        }
                     }
                 }
             }
         }
 
-        /// The tile; with `DIRECT`, A in place (row i at `a + i·lda`, rows past `rows`
-        /// read as the last one and never stored), else the packed panel.
+        /// [`MicroKernel::row`] in the kernel's instruction set: the tiles in one call.
+        /// With `DIRECT`, A in place (row i at `a + i·lda`, rows past `rows` read as the
+        /// last one and never stored), else the packed panel.
+        #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = $feature)]
-        unsafe fn $name<const DIRECT: bool>(
+        unsafe fn $row<const DIRECT: bool, F: FnMut(usize)>(
             kc: usize,
-            a: *const f32,
+            a0: *const f32,
             lda: usize,
-            b: *const f32,
-            c: CTile,
+            b0: *const f32,
+            panel_b: usize,
+            count: usize,
+            c0: CTile,
+            cols: usize,
+            mut each: F,
         ) {
             use std::arch::x86_64::*;
             const MR: usize = $mr;
             const NV: usize = $nv;
             const NR: usize = $nv * $lanes;
-            let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
-            let mut off = [0usize; MR];
-            for (i, o) in off.iter_mut().enumerate() {
-                *o = if DIRECT { i.min(c.rows.max(1) - 1) * lda } else { i };
-            }
-            prefetch_c(&c);
-            let (mut a, mut b) = (a, b);
-            for _ in 0..kc {
-                // SAFETY: k < kc: b + k·NR .. + NR is inside the B panel, its rows
-                // 64-byte aligned (NR·4 is a multiple of 64); packed, a + k·MR .. + MR is
-                // inside the A panel; direct, a + off[i] is element (min(i, rows−1), k)
-                // of op(A), in bounds (the caller's contract).
-                unsafe {
-                    let mut bv: [$v; NV] = [$zero(); NV];
-                    for (h, v) in bv.iter_mut().enumerate() {
-                        *v = $load(b.add(h * $lanes));
+            for q in 0..count {
+                each(q);
+                let c = CTile {
+                    ptr: c0.ptr.wrapping_add(q * NR * c0.cs),
+                    cols: NR.min(cols - q * NR),
+                    ..c0
+                };
+                // SAFETY: B panel q is inside the block (the caller's contract).
+                let b = unsafe { b0.add(q * panel_b) };
+                let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
+                let mut off = [0usize; MR];
+                for (i, o) in off.iter_mut().enumerate() {
+                    *o = if DIRECT { i.min(c.rows.max(1) - 1) * lda } else { i };
+                }
+                prefetch_c(&c);
+                let (mut a, mut b) = (a0, b);
+                for _ in 0..kc {
+                    // SAFETY: k < kc: b + k·NR .. + NR is inside the B panel, its rows
+                    // 64-byte aligned (NR·4 is a multiple of 64); packed, a + k·MR .. + MR is
+                    // inside the A panel; direct, a + off[i] is element (min(i, rows−1), k)
+                    // of op(A), in bounds (the caller's contract).
+                    unsafe {
+                        let mut bv: [$v; NV] = [$zero(); NV];
+                        for (h, v) in bv.iter_mut().enumerate() {
+                            *v = $load(b.add(h * $lanes));
+                        }
+                        for (i, row) in acc.iter_mut().enumerate() {
+                            let ai = $set1(*a.add(off[i]));
+                            for (h, r) in row.iter_mut().enumerate() {
+                                *r = $fma(ai, bv[h], *r);
+                            }
+                        }
+                        a = a.add(if DIRECT { 1 } else { MR });
+                        b = b.add(NR);
                     }
-                    for (i, row) in acc.iter_mut().enumerate() {
-                        let ai = $set1(*a.add(off[i]));
-                        for (h, r) in row.iter_mut().enumerate() {
-                            *r = $fma(ai, bv[h], *r);
+                }
+                if c.rows == MR && c.cols == NR && c.cs == 1 {
+                    for (i, row) in acc.iter().enumerate() {
+                        for (h, r) in row.iter().enumerate() {
+                            // SAFETY: the whole tile is inside C (rows = MR, cols = NR, cs = 1).
+                            unsafe {
+                                let p = c.ptr.add(i * c.rs + h * $lanes);
+                                let v = if c.overwrite { *r } else { $add($loadu(p), *r) };
+                                $storeu(p, v);
+                            }
                         }
                     }
-                    a = a.add(if DIRECT { 1 } else { MR });
-                    b = b.add(NR);
-                }
-            }
-            if c.rows == MR && c.cols == NR && c.cs == 1 {
-                for (i, row) in acc.iter().enumerate() {
-                    for (h, r) in row.iter().enumerate() {
-                        // SAFETY: the whole tile is inside C (rows = MR, cols = NR, cs = 1).
-                        unsafe {
-                            let p = c.ptr.add(i * c.rs + h * $lanes);
-                            let v = if c.overwrite { *r } else { $add($loadu(p), *r) };
-                            $storeu(p, v);
+                } else {
+                    let mut tmp = [0f32; MR * NR];
+                    for (i, row) in acc.iter().enumerate() {
+                        for (h, r) in row.iter().enumerate() {
+                            // SAFETY: tmp holds MR·NR floats.
+                            unsafe { $storeu(tmp.as_mut_ptr().add(i * NR + h * $lanes), *r) };
                         }
                     }
+                    // SAFETY: forwarded contract.
+                    unsafe { store_partial(&tmp, NR, c) }
                 }
-            } else {
-                let mut tmp = [0f32; MR * NR];
-                for (i, row) in acc.iter().enumerate() {
-                    for (h, r) in row.iter().enumerate() {
-                        // SAFETY: tmp holds MR·NR floats.
-                        unsafe { $storeu(tmp.as_mut_ptr().add(i * NR + h * $lanes), *r) };
-                    }
-                }
-                // SAFETY: forwarded contract.
-                unsafe { store_partial(&tmp, NR, c) }
             }
         }
     };
@@ -267,14 +333,14 @@ macro_rules! x86_tile {
 #[cfg(target_arch = "x86_64")]
 x86_tile!(
     /// AVX2 + FMA, 6×16.
-    Avx2, avx2_6x16, "avx2,fma", __m256, 8, 6, 2, _mm256_setzero_ps, _mm256_load_ps,
+    Avx2, avx2_6x16_row, "avx2,fma", __m256, 8, 6, 2, _mm256_setzero_ps, _mm256_load_ps,
     _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps
 );
 
 #[cfg(target_arch = "x86_64")]
 x86_tile!(
     /// AVX-512F, 6×64.
-    Avx512, avx512_6x64, "avx512f,avx2,fma", __m512, 16, 6, 4, _mm512_setzero_ps,
+    Avx512, avx512_6x64_row, "avx512f,avx2,fma", __m512, 16, 6, 4, _mm512_setzero_ps,
     _mm512_load_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps,
     _mm512_add_ps
 );

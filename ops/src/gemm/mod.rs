@@ -1015,6 +1015,17 @@ enum Rows {
     Own(std::ops::Range<usize>),
 }
 
+/// Lines of op(A) to prefetch while a row panel computes: those a pack of `lanes` rows
+/// from `src` (over the block's k) reads, in `parts` parts, one per tile, the panel's
+/// tiles taking parts `first..`.
+#[derive(Clone, Copy)]
+struct Ahead {
+    src: *const f32,
+    lanes: usize,
+    first: usize,
+    parts: usize,
+}
+
 /// Row panels of op(A) packed together where op(A) is transposed (see [`block`]); also the
 /// row panels that a thread claims at a time in a shared half of k ([`run_halves`]), so a
 /// claim packs as one thread's sweep would.
@@ -1045,39 +1056,46 @@ unsafe fn block<K: MicroKernel>(
     // 1024×7: the pack, not the tiles, was the time; BENCHMARKS.md). Not in bf16 pairs.
     let direct = a.cs == 1 && n_panels <= 2 && K::K_STEP == 1;
     // Row panel p of op(A), its rows given as `a_rows`, against B panels `qs`; with
-    // `next`, the lines of the next rows of op(A) to pack, brought towards L1 meanwhile.
-    let sweep =
-        |a_rows: ARows, p: usize, qs: std::ops::Range<usize>, next: Option<(*const f32, usize)>| {
-            let i0 = p * K::MR;
-            let rows = K::MR.min(m - i0);
-            let (first, count) = (qs.start, qs.len());
-            for (q, bp) in b_blk
-                .chunks_exact(panel_b)
-                .enumerate()
-                .skip(first)
-                .take(count)
-            {
-                if let Some((src, lanes)) = next {
-                    prefetch_part(src, a.rs, a.cs, lanes, kc, q - first, count);
-                }
-                let j0 = q * K::NR;
-                let tile = CTile {
-                    // SAFETY: (i0, jc + j0) is inside C.
-                    ptr: unsafe { c.at(i0, jc + j0) },
-                    rs: c.rs,
-                    cs: c.cs,
-                    rows,
-                    cols: K::NR.min(nc - j0),
-                    overwrite,
-                };
-                // SAFETY: the tile rows i0..i0+rows, columns jc+j0..+cols are in C and in this
-                // panel's rows only; A's rows are a packed kc·MR panel or op(A) in place
-                // (row-major: a.cs is 1); the B panel holds kc·NR floats, 64-byte aligned
-                // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
-                // contract).
-                unsafe { K::tile(steps, a_rows, bp.as_ptr(), tile) }
+    // `next`, the lines of the next rows of op(A) to pack, brought towards L1 meanwhile
+    // (parts `first..first + qs.len()` of `parts`, one per tile).
+    let sweep = |a_rows: ARows, p: usize, qs: std::ops::Range<usize>, next: Option<Ahead>| {
+        let i0 = p * K::MR;
+        let rows = K::MR.min(m - i0);
+        let (first, count) = (qs.start, qs.len());
+        let j0 = first * K::NR;
+        let tiles = CTile {
+            // SAFETY: (i0, jc + j0) is inside C.
+            ptr: unsafe { c.at(i0, jc + j0) },
+            rs: c.rs,
+            cs: c.cs,
+            rows,
+            cols: K::NR,
+            overwrite,
+        };
+        let each = |q: usize| {
+            if let Some(ahead) = next {
+                let part = ahead.first + q;
+                prefetch_part(ahead.src, a.rs, a.cs, ahead.lanes, kc, part, ahead.parts);
             }
         };
+        // SAFETY: the tiles' rows i0..i0+rows, columns jc+j0.. jc+nc are in C and in
+        // this panel's rows only; A's rows are a packed kc·MR panel or op(A) in place
+        // (row-major: a.cs is 1); each B panel holds kc·NR floats, 64-byte aligned
+        // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
+        // contract).
+        unsafe {
+            K::row(
+                steps,
+                a_rows,
+                b_blk[first * panel_b..].as_ptr(),
+                panel_b,
+                count,
+                tiles,
+                nc - j0,
+                each,
+            )
+        }
+    };
     // Row panel p of op(A), packed into `a_buf` (or read in place), against B panels `qs`.
     let row_panel = |a_buf: &mut AlignedVec, p: usize, qs: std::ops::Range<usize>| {
         let i0 = p * K::MR;
@@ -1097,10 +1115,12 @@ unsafe fn block<K: MicroKernel>(
         };
         // The next panel's rows, brought towards L1 while this one computes (its packing
         // otherwise waits on memory: X is read once, from DRAM).
-        let next = (!direct && i0 + K::MR < m).then(|| {
-            let rows = K::MR.min(m - i0 - K::MR);
+        let next = (!direct && i0 + K::MR < m).then(|| Ahead {
             // SAFETY: row i0 + MR < m, column pc < k of op(A).
-            (unsafe { a.at(i0 + K::MR, pc) }.cast_const(), rows)
+            src: unsafe { a.at(i0 + K::MR, pc) }.cast_const(),
+            lanes: K::MR.min(m - i0 - K::MR),
+            first: 0,
+            parts: qs.len(),
         });
         sweep(a_rows, p, qs, next)
     };
@@ -1166,17 +1186,23 @@ unsafe fn block<K: MicroKernel>(
                         };
                     }
                 }
-                // The next group's rows, brought towards L1 while this group's last panel
-                // computes.
+                // The next group's rows, brought towards L1 while this group computes, a
+                // few lines per tile: a burst of them before each of the last panel's tiles
+                // stalled on the core's line fill buffers.
                 let next_i0 = (p0 + panels) * K::MR;
-                let next = (p0 + panels < ps.end).then(|| {
+                let next = (p0 + panels < ps.end).then(|| Ahead {
                     // SAFETY: row next_i0 < m, column pc < k of op(A).
-                    let src = unsafe { a.at(next_i0, pc) }.cast_const();
-                    (src, (GROUP * K::MR).min(m - next_i0))
+                    src: unsafe { a.at(next_i0, pc) }.cast_const(),
+                    lanes: (GROUP * K::MR).min(m - next_i0),
+                    first: 0,
+                    parts: panels * n_panels,
                 });
                 let bufs = group.as_slice().chunks_exact(steps * K::MR);
                 for (g, a_pan) in bufs.take(panels).enumerate() {
-                    let next = next.filter(|_| g + 1 == panels);
+                    let next = next.map(|ahead| Ahead {
+                        first: g * n_panels,
+                        ..ahead
+                    });
                     sweep(ARows::Packed(a_pan.as_ptr()), p0 + g, 0..n_panels, next);
                 }
             }
