@@ -1016,13 +1016,11 @@ enum Rows {
 }
 
 /// Lines of op(A) to prefetch while a row panel computes: those a pack of `lanes` rows
-/// from `src` (over the block's k) reads, in `parts` parts, one per tile, the panel's
-/// tiles taking parts `first..`.
+/// from `src` (over the block's k) reads, in `parts` parts, one per tile.
 #[derive(Clone, Copy)]
 struct Ahead {
     src: *const f32,
     lanes: usize,
-    first: usize,
     parts: usize,
 }
 
@@ -1057,7 +1055,7 @@ unsafe fn block<K: MicroKernel>(
     let direct = a.cs == 1 && n_panels <= 2 && K::K_STEP == 1;
     // Row panel p of op(A), its rows given as `a_rows`, against B panels `qs`; with
     // `next`, the lines of the next rows of op(A) to pack, brought towards L1 meanwhile
-    // (parts `first..first + qs.len()` of `parts`, one per tile).
+    // (part q of them before tile q).
     let sweep = |a_rows: ARows, p: usize, qs: std::ops::Range<usize>, next: Option<Ahead>| {
         let i0 = p * K::MR;
         let rows = K::MR.min(m - i0);
@@ -1074,8 +1072,7 @@ unsafe fn block<K: MicroKernel>(
         };
         let each = |q: usize| {
             if let Some(ahead) = next {
-                let part = ahead.first + q;
-                prefetch_part(ahead.src, a.rs, a.cs, ahead.lanes, kc, part, ahead.parts);
+                prefetch_part(ahead.src, a.rs, a.cs, ahead.lanes, kc, q, ahead.parts);
             }
         };
         // SAFETY: the tiles' rows i0..i0+rows, columns jc+j0.. jc+nc are in C and in
@@ -1119,7 +1116,6 @@ unsafe fn block<K: MicroKernel>(
             // SAFETY: row i0 + MR < m, column pc < k of op(A).
             src: unsafe { a.at(i0 + K::MR, pc) }.cast_const(),
             lanes: K::MR.min(m - i0 - K::MR),
-            first: 0,
             parts: qs.len(),
         });
         sweep(a_rows, p, qs, next)
@@ -1186,23 +1182,21 @@ unsafe fn block<K: MicroKernel>(
                         };
                     }
                 }
-                // The next group's rows, brought towards L1 while this group computes, a
-                // few lines per tile: a burst of them before each of the last panel's tiles
-                // stalled on the core's line fill buffers.
+                // The next group's rows, brought towards L1 while this group's last panel
+                // computes, a few lines before each tile. Spread over the whole group they
+                // read 1.5–3 points lower (forced AVX2, tn 8000×512, 1 thread; BENCHMARKS.md),
+                // probably because the first lines left L2 before their pack: X's rows lie
+                // 2 KiB apart, in a few sets, beside the B block.
                 let next_i0 = (p0 + panels) * K::MR;
                 let next = (p0 + panels < ps.end).then(|| Ahead {
                     // SAFETY: row next_i0 < m, column pc < k of op(A).
                     src: unsafe { a.at(next_i0, pc) }.cast_const(),
                     lanes: (GROUP * K::MR).min(m - next_i0),
-                    first: 0,
-                    parts: panels * n_panels,
+                    parts: n_panels,
                 });
                 let bufs = group.as_slice().chunks_exact(steps * K::MR);
                 for (g, a_pan) in bufs.take(panels).enumerate() {
-                    let next = next.map(|ahead| Ahead {
-                        first: g * n_panels,
-                        ..ahead
-                    });
+                    let next = next.filter(|_| g + 1 == panels);
                     sweep(ARows::Packed(a_pan.as_ptr()), p0 + g, 0..n_panels, next);
                 }
             }
