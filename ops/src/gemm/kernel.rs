@@ -46,6 +46,19 @@ pub(crate) struct CTile {
     pub overwrite: bool,
 }
 
+impl CTile {
+    /// Tile q of a row of tiles `nr` columns wide that starts at this one and covers
+    /// `cols` columns: q·nr columns on, min(nr, cols − q·nr) of them.
+    #[inline(always)]
+    pub(crate) fn nth(self, q: usize, nr: usize, cols: usize) -> CTile {
+        CTile {
+            ptr: self.ptr.wrapping_add(q * nr * self.cs),
+            cols: nr.min(cols - q * nr),
+            ..self
+        }
+    }
+}
+
 /// A micro-kernel: its tile shape and the tile routine.
 pub(crate) trait MicroKernel {
     /// Rows of the tile (rows of op(A) per packed panel).
@@ -112,13 +125,8 @@ pub(crate) trait MicroKernel {
     ) {
         for q in 0..count {
             each(q);
-            let tile = CTile {
-                ptr: c.ptr.wrapping_add(q * Self::NR * c.cs),
-                cols: Self::NR.min(cols - q * Self::NR),
-                ..c
-            };
             // SAFETY: the caller's contract, tile by tile.
-            unsafe { Self::tile(kc, a, b.add(q * panel_b), tile) }
+            unsafe { Self::tile(kc, a, b.add(q * panel_b), c.nth(q, Self::NR, cols)) }
         }
     }
 }
@@ -269,11 +277,7 @@ macro_rules! x86_tile {
             const NR: usize = $nv * $lanes;
             for q in 0..count {
                 each(q);
-                let c = CTile {
-                    ptr: c0.ptr.wrapping_add(q * NR * c0.cs),
-                    cols: NR.min(cols - q * NR),
-                    ..c0
-                };
+                let c = c0.nth(q, NR, cols);
                 // SAFETY: B panel q is inside the block (the caller's contract).
                 let b = unsafe { b0.add(q * panel_b) };
                 let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];
