@@ -265,7 +265,6 @@ impl Op for Fused {
             })?;
         Ok(Value::dense(y))
     }
-    /// Pure unless a stage is not (a dropout draws its own mask).
     /// A chain with a product by a weight over a long k (a transformation-stage op whose
     /// first operand has at least [`PREPACK_K_MIN`](super::builtin::PREPACK_K_MIN)
     /// columns: a layer's products) reports there: its blocks interleave the product with
@@ -288,6 +287,7 @@ impl Op for Fused {
             super::Stage::Other
         }
     }
+    /// Pure unless a stage is not (a dropout draws its own mask).
     fn pure(&self) -> bool {
         self.stages.iter().all(|s| s.op.pure())
     }

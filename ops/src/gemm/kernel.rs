@@ -47,13 +47,13 @@ pub(crate) struct CTile {
 }
 
 impl CTile {
-    /// Tile q of a row of tiles `nr` columns wide that starts at this one and covers
-    /// `cols` columns: q·nr columns on, min(nr, cols − q·nr) of them.
+    /// Tile q of this row of tiles `nr` columns wide (its `cols` the row's): q·nr columns
+    /// on, min(nr, cols − q·nr) of them.
     #[inline(always)]
-    pub(crate) fn nth(self, q: usize, nr: usize, cols: usize) -> CTile {
+    pub(crate) fn nth(self, q: usize, nr: usize) -> CTile {
         CTile {
             ptr: self.ptr.wrapping_add(q * nr * self.cs),
-            cols: nr.min(cols - q * nr),
+            cols: nr.min(self.cols - q * nr),
             ..self
         }
     }
@@ -101,32 +101,29 @@ pub(crate) trait MicroKernel {
     /// elements are valid for writes and no other thread touches them during the call.
     unsafe fn tile(kc: usize, a: ARows, b: *const f32, c: CTile);
 
-    /// One row panel against `count` consecutive B panels: tile q reads the B panel at
-    /// `b + q·panel_b` and writes the tile `c` moved q·NR columns on, min(NR, cols − q·NR)
-    /// of its columns (c's own `cols` is not read); `each(q)` runs before tile q. The x86
+    /// One row panel against consecutive B panels: `c` is the row of tiles (its `cols`
+    /// all of theirs, ⌈cols/NR⌉ tiles); tile q reads the B panel at `b + q·panel_b` and
+    /// writes `c.nth(q, NR)`; `each(q)` runs before tile q. The x86
     /// tiles run the whole row in one call of their instruction set: a call per tile (its
     /// frame, its set-up) took about 7 % of the AVX2 tile's samples in ∇W of 512×512 over
     /// k = 8000 (perf; BENCHMARKS.md).
     ///
     /// # Safety
-    /// As [`MicroKernel::tile`] for every tile: B panels at `b + q·panel_b`, q < count, the
-    /// tiles' columns (`cols` from `c`) inside C.
-    #[allow(clippy::too_many_arguments)]
+    /// As [`MicroKernel::tile`] for every tile: B panels at `b + q·panel_b` for each tile
+    /// q, the row's columns inside C.
     #[inline(always)]
     unsafe fn row<F: FnMut(usize)>(
         kc: usize,
         a: ARows,
         b: *const f32,
         panel_b: usize,
-        count: usize,
         c: CTile,
-        cols: usize,
         mut each: F,
     ) {
-        for q in 0..count {
+        for q in 0..c.cols.div_ceil(Self::NR) {
             each(q);
             // SAFETY: the caller's contract, tile by tile.
-            unsafe { Self::tile(kc, a, b.add(q * panel_b), c.nth(q, Self::NR, cols)) }
+            unsafe { Self::tile(kc, a, b.add(q * panel_b), c.nth(q, Self::NR)) }
         }
     }
 }
@@ -230,7 +227,7 @@ macro_rules! x86_tile {
 
             unsafe fn tile(kc: usize, a: ARows, b: *const f32, c: CTile) {
                 // SAFETY: forwarded contract: one tile.
-                unsafe { Self::row(kc, a, b, 0, 1, c, c.cols, |_| {}) }
+                unsafe { Self::row(kc, a, b, 0, c, |_| {}) }
             }
 
             unsafe fn row<F: FnMut(usize)>(
@@ -238,18 +235,14 @@ macro_rules! x86_tile {
                 a: ARows,
                 b: *const f32,
                 panel_b: usize,
-                count: usize,
                 c: CTile,
-                cols: usize,
                 each: F,
             ) {
                 // SAFETY: forwarded contract (the CPU has the kernel's instruction set).
                 unsafe {
                     match a {
-                        ARows::Packed(p) => $row::<false, F>(kc, p, 1, b, panel_b, count, c, cols, each),
-                        ARows::InPlace { ptr, lda } => {
-                            $row::<true, F>(kc, ptr, lda, b, panel_b, count, c, cols, each)
-                        }
+                        ARows::Packed(p) => $row::<false, F>(kc, p, 1, b, panel_b, c, each),
+                        ARows::InPlace { ptr, lda } => $row::<true, F>(kc, ptr, lda, b, panel_b, c, each),
                     }
                 }
             }
@@ -258,7 +251,6 @@ macro_rules! x86_tile {
         /// [`MicroKernel::row`] in the kernel's instruction set: the tiles in one call.
         /// With `DIRECT`, A in place (row i at `a + i·lda`, rows past `rows` read as the
         /// last one and never stored), else the packed panel.
-        #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = $feature)]
         unsafe fn $row<const DIRECT: bool, F: FnMut(usize)>(
             kc: usize,
@@ -266,18 +258,16 @@ macro_rules! x86_tile {
             lda: usize,
             b0: *const f32,
             panel_b: usize,
-            count: usize,
             c0: CTile,
-            cols: usize,
             mut each: F,
         ) {
             use std::arch::x86_64::*;
             const MR: usize = $mr;
             const NV: usize = $nv;
             const NR: usize = $nv * $lanes;
-            for q in 0..count {
+            for q in 0..c0.cols.div_ceil(NR) {
                 each(q);
-                let c = c0.nth(q, NR, cols);
+                let c = c0.nth(q, NR);
                 // SAFETY: B panel q is inside the block (the caller's contract).
                 let b = unsafe { b0.add(q * panel_b) };
                 let mut acc: [[$v; NV]; MR] = [[$zero(); NV]; MR];

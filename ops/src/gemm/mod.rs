@@ -1015,15 +1015,6 @@ enum Rows {
     Own(std::ops::Range<usize>),
 }
 
-/// Lines of op(A) to prefetch while a row panel computes: those a pack of `lanes` rows
-/// from `src` (over the block's k) reads, in `parts` parts, one per tile.
-#[derive(Clone, Copy)]
-struct Ahead {
-    src: *const f32,
-    lanes: usize,
-    parts: usize,
-}
-
 /// Row panels of op(A) packed together where op(A) is transposed (see [`block`]); also the
 /// row panels that a thread claims at a time in a shared half of k ([`run_halves`]), so a
 /// claim packs as one thread's sweep would.
@@ -1056,43 +1047,42 @@ unsafe fn block<K: MicroKernel>(
     // Row panel p of op(A), its rows given as `a_rows`, against B panels `qs`; with
     // `next`, the lines of the next rows of op(A) to pack, brought towards L1 meanwhile
     // (part q of them before tile q).
-    let sweep = |a_rows: ARows, p: usize, qs: std::ops::Range<usize>, next: Option<Ahead>| {
-        let i0 = p * K::MR;
-        let rows = K::MR.min(m - i0);
-        let (first, count) = (qs.start, qs.len());
-        let j0 = first * K::NR;
-        let tiles = CTile {
-            // SAFETY: (i0, jc + j0) is inside C.
-            ptr: unsafe { c.at(i0, jc + j0) },
-            rs: c.rs,
-            cs: c.cs,
-            rows,
-            cols: K::NR,
-            overwrite,
-        };
-        let each = |q: usize| {
-            if let Some(ahead) = next {
-                prefetch_part(ahead.src, a.rs, a.cs, ahead.lanes, kc, q, ahead.parts);
+    let sweep =
+        |a_rows: ARows, p: usize, qs: std::ops::Range<usize>, next: Option<(*const f32, usize)>| {
+            let i0 = p * K::MR;
+            let rows = K::MR.min(m - i0);
+            let (first, count) = (qs.start, qs.len());
+            let j0 = first * K::NR;
+            let tiles = CTile {
+                // SAFETY: (i0, jc + j0) is inside C.
+                ptr: unsafe { c.at(i0, jc + j0) },
+                rs: c.rs,
+                cs: c.cs,
+                rows,
+                cols: (nc - j0).min(count * K::NR),
+                overwrite,
+            };
+            let each = |q: usize| {
+                if let Some((src, lanes)) = next {
+                    prefetch_part(src, a.rs, a.cs, lanes, kc, q, count);
+                }
+            };
+            // SAFETY: the tiles' rows i0..i0+rows, columns jc+j0.. jc+nc are in C and in
+            // this panel's rows only; A's rows are a packed kc·MR panel or op(A) in place
+            // (row-major: a.cs is 1); each B panel holds kc·NR floats, 64-byte aligned
+            // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
+            // contract).
+            unsafe {
+                K::row(
+                    steps,
+                    a_rows,
+                    b_blk[first * panel_b..].as_ptr(),
+                    panel_b,
+                    tiles,
+                    each,
+                )
             }
         };
-        // SAFETY: the tiles' rows i0..i0+rows, columns jc+j0.. jc+nc are in C and in
-        // this panel's rows only; A's rows are a packed kc·MR panel or op(A) in place
-        // (row-major: a.cs is 1); each B panel holds kc·NR floats, 64-byte aligned
-        // (AlignedVec, panel_b a multiple of 16 floats); the CPU runs K (the caller's
-        // contract).
-        unsafe {
-            K::row(
-                steps,
-                a_rows,
-                b_blk[first * panel_b..].as_ptr(),
-                panel_b,
-                count,
-                tiles,
-                nc - j0,
-                each,
-            )
-        }
-    };
     // Row panel p of op(A), packed into `a_buf` (or read in place), against B panels `qs`.
     let row_panel = |a_buf: &mut AlignedVec, p: usize, qs: std::ops::Range<usize>| {
         let i0 = p * K::MR;
@@ -1112,11 +1102,10 @@ unsafe fn block<K: MicroKernel>(
         };
         // The next panel's rows, brought towards L1 while this one computes (its packing
         // otherwise waits on memory: X is read once, from DRAM).
-        let next = (!direct && i0 + K::MR < m).then(|| Ahead {
+        let next = (!direct && i0 + K::MR < m).then(|| {
+            let rows = K::MR.min(m - i0 - K::MR);
             // SAFETY: row i0 + MR < m, column pc < k of op(A).
-            src: unsafe { a.at(i0 + K::MR, pc) }.cast_const(),
-            lanes: K::MR.min(m - i0 - K::MR),
-            parts: qs.len(),
+            (unsafe { a.at(i0 + K::MR, pc) }.cast_const(), rows)
         });
         sweep(a_rows, p, qs, next)
     };
@@ -1188,11 +1177,10 @@ unsafe fn block<K: MicroKernel>(
                 // probably because the first lines left L2 before their pack: X's rows lie
                 // 2 KiB apart, in a few sets, beside the B block.
                 let next_i0 = (p0 + panels) * K::MR;
-                let next = (p0 + panels < ps.end).then(|| Ahead {
+                let next = (p0 + panels < ps.end).then(|| {
                     // SAFETY: row next_i0 < m, column pc < k of op(A).
-                    src: unsafe { a.at(next_i0, pc) }.cast_const(),
-                    lanes: (GROUP * K::MR).min(m - next_i0),
-                    parts: n_panels,
+                    let src = unsafe { a.at(next_i0, pc) }.cast_const();
+                    (src, (GROUP * K::MR).min(m - next_i0))
                 });
                 let bufs = group.as_slice().chunks_exact(steps * K::MR);
                 for (g, a_pan) in bufs.take(panels).enumerate() {
