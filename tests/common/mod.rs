@@ -234,6 +234,20 @@ pub fn shared_dataset(name: &str) -> Option<PathBuf> {
     p.join("adj_full.npz").exists().then_some(p)
 }
 
+/// Path to a shared real dataset for a test that needs it. Such a test is
+/// `#[ignore = "needs ../shared/data/NAME ..."]` and named `shared_data_*`, so the default
+/// suite passes on a machine with only the clone; `.ci/run` runs them with `--ignored
+/// shared_data_` where `../shared/data` is present. Run by hand without the data, it fails
+/// saying what is missing (never a silent pass).
+pub fn require_shared_dataset(name: &str) -> PathBuf {
+    shared_dataset(name).unwrap_or_else(|| {
+        panic!(
+            "../shared/data/{name} is missing beside the checkout: this test reads the \
+             shared dataset (GraphSAINT format) and cannot run without it"
+        )
+    })
+}
+
 /// The error message of a result, panicking if it is Ok.
 pub fn err_text<T, E: std::fmt::Display>(r: Result<T, E>) -> String {
     match r {
