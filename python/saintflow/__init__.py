@@ -22,12 +22,13 @@ from ._native import (
 )
 from .ops import check_op_gradients, register_op, registered_ops
 from .sampler import Batch, SaintSampler
-from .store import Store
+from .store import NodeIdError, Store
 from .training import EmbeddingResult, Plan, TrainResult, embed, eval_embedding, train
 
 __all__ = [
     "Batch",
     "EmbeddingResult",
+    "NodeIdError",
     "Plan",
     "PlanError",
     "SaintSampler",

@@ -2,6 +2,7 @@
 writing Rust."""
 
 from . import _native
+from ._util import count
 
 
 def register_op(name, forward, backward=None, *, arity=1, attrs=(), doc=""):
@@ -27,8 +28,9 @@ def check_op_gradients(name, cols=3, **attrs):
     """The finite-difference gradient check of ``saintflow::testing::check_op_gradients``
     on the registered op ``name``: each input a per-node ``[n, cols]`` matrix on three
     small graphs, a classifier and a loss after it, the gradient against central
-    differences. Raises :class:`TrainError` naming the parameter that fails."""
-    _native._check_op_gradients(str(name), int(cols), attrs)
+    differences. Raises :class:`TrainError` naming the parameter that fails. ``cols``:
+    1 ..= 256 (``ValueError`` otherwise: 0 would check nothing)."""
+    _native._check_op_gradients(str(name), count(cols, "cols"), attrs)
 
 
 def registered_ops():

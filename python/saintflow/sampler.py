@@ -1,9 +1,10 @@
 """GraphSAINT samplers as a PyTorch-style loader."""
 
+import operator
 import os
 
 from . import _native
-from ._util import require
+from ._util import count, require
 from .store import ROLE_TEST, ROLE_TRAIN, ROLE_VAL, Store
 
 # PyG's GraphSAINT parameter names → each kind's own.
@@ -106,6 +107,20 @@ class SaintSampler:
     ``clip``: node counts cut to a multiple of this (default 16; 1 = off). Each iteration
     is one epoch; subgraph i of the run depends only on ``(seed, i)``, so batches equal
     ``saintflow sample --seed S`` subgraph for subgraph.
+
+    Bounds (``ValueError`` beyond them): ``threads`` 1 ..= max(64, 4 × cores) (``None``:
+    one per core; 0 is refused, as ``--threads 0``); ``num_steps`` ≥ 1;
+    ``sample_coverage`` 0 ..= 10 000. Sizes whose draw buffers cannot fit the memory
+    (``walk_length=10**12``) raise ``MemoryError`` before anything is drawn. Ctrl-C
+    interrupts the normalisation's pre-sampling.
+
+    Processes: the sampler works in a forked child (``os.fork``, ``multiprocessing``'s
+    ``fork`` context, a PyTorch ``DataLoader`` worker), built there or inherited; its
+    threads are started in the process that iterates. An epoch's iterator does not cross
+    a fork (its sampling thread stays in the parent): iterate again in the child. Indexing
+    (``sampler[i]``: subgraph i, as ``subgraph(i)``) makes it a map-style dataset, so
+    ``torch.utils.data.DataLoader(sampler, batch_size=None, num_workers=2,
+    collate_fn=lambda b: b)`` draws batches in worker processes.
     """
 
     def __init__(
@@ -115,7 +130,7 @@ class SaintSampler:
         *,
         graph="train",
         seed=1,
-        threads=0,
+        threads=None,
         num_steps=None,
         sample_coverage=50,
         clip=None,
@@ -135,10 +150,10 @@ class SaintSampler:
             kind,
             graph,
             int(seed),
-            int(threads),
-            None if num_steps is None else int(num_steps),
+            count(threads, "threads"),
+            count(num_steps, "num_steps"),
             float(sample_coverage),
-            None if clip is None else int(clip),
+            count(clip, "clip"),
             native_keys,
         )
 
@@ -148,6 +163,17 @@ class SaintSampler:
 
     def __len__(self):
         return self._s.num_steps
+
+    def __getitem__(self, index):
+        """Subgraph ``index`` of the run, as ``subgraph(index)``: what a map-style
+        ``DataLoader`` asks for. A negative index is an ``IndexError`` (the run has no end
+        to count from)."""
+        if isinstance(index, bool):
+            raise TypeError(f"index = {index!r}: expected an integer")
+        i = operator.index(index)
+        if i < 0:
+            raise IndexError(f"index = {i}: expected a subgraph index ≥ 0")
+        return self.subgraph(i)
 
     def batches(self, first, count):
         """Subgraphs ``first .. first + count`` of the run, in order (drawn ahead)."""

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _native
 from ._native import StoreError
-from ._util import require, to_numpy
+from ._util import count, require, to_numpy
 
 ROLE_NONE, ROLE_TRAIN, ROLE_VAL, ROLE_TEST = 0, 1, 2, 3
 
@@ -16,9 +16,22 @@ class Store:
     """A saintflow store, memory-mapped: opening it reads only the header and the O(N)
     sections' checks; rows are read from the map when asked for.
 
-    ``csr()``, ``roles()`` and ``features_view()`` are read-only numpy views of the map
-    (no copy; the array's ``base`` keeps the store open); ``features(ids)`` and
-    ``labels(ids)`` gather rows into new arrays.
+    ``csr()``, ``roles()`` and ``features_view()`` are read-only numpy views (no copy)
+    of a copy-on-write map of the section: a writer that ignores numpy's read-only flag
+    (``torch.from_numpy(view)[0] = 1``) changes only this process's copy of the page, never
+    the store, and cannot crash the interpreter. ``features(ids)`` and ``labels(ids)``
+    gather rows into new arrays.
+
+    ``ids`` are node ids as numpy indexes rows: a 1-D array or list of integers (any
+    integer dtype) or a boolean mask of length N. A float id (``1.5``), an id < 0 or ≥ N,
+    a mask of another length or an array of more than one dimension raises
+    :class:`NodeIdError` (an ``IndexError``, as numpy's, and a :class:`StoreError`).
+    Negative ids do not count from the end: a node id is not a position, and −1 is
+    "no label" elsewhere.
+
+    ``close()`` lets go of the map (also on leaving a ``with`` block); later calls raise
+    :class:`StoreError`. Views and batches already handed out, and samplers built on the
+    store, keep their own reference and stay valid.
     """
 
     __slots__ = ("_s",)
@@ -30,6 +43,21 @@ class Store:
     def open(cls, path):
         """Opens the store directory ``path`` (``saintflow gen`` / ``import`` wrote it)."""
         return cls(_native.Store.open(os.fspath(path)))
+
+    def close(self):
+        """Lets go of the store's map; calling it again does nothing."""
+        self._s.close()
+
+    @property
+    def closed(self):
+        return self._s.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     @property
     def path(self):
@@ -67,7 +95,7 @@ class Store:
 
     def features(self, ids):
         """Feature rows of ``ids`` as a new ``[len(ids), F]`` float32 array."""
-        return self._s.features(_ids(ids))
+        return self._s.features(_ids(ids, self._s))
 
     def features_view(self):
         """The whole ``[N, F]`` float32 feature matrix: a read-only view of the map."""
@@ -76,7 +104,7 @@ class Store:
     def labels(self, ids):
         """Labels of ``ids``: int64 class ids (−1 = none), or float32 0/1 rows
         ``[len(ids), C]`` for a multi-label store."""
-        return self._s.labels(_ids(ids))
+        return self._s.labels(_ids(ids, self._s))
 
     def csr(self, graph="full"):
         """``(indptr, indices)`` of the ``"full"`` or ``"train"`` graph: read-only views of
@@ -176,7 +204,7 @@ class Store:
             roles = _roles_from_masks(path, masks)
         if roles is not None:
             roles = np.ascontiguousarray(to_numpy(roles), dtype=np.uint8)
-        n = None if n_nodes is None else int(n_nodes)
+        n = count(n_nodes, "n_nodes")
         native = _native.Store._create(
             path, n, src, dst, indptr, indices, x, y_single, y_multi, roles, bool(symmetrize), bool(force)
         )
@@ -235,8 +263,33 @@ class Store:
         return (Store.open, (self.path,))
 
 
-def _ids(ids):
-    return np.ascontiguousarray(to_numpy(ids), dtype=np.int64).reshape(-1)
+class NodeIdError(StoreError, IndexError):
+    """Node ids that are not ids of the store: not integers, out of range, or not 1-D."""
+
+
+def _ids(ids, native):
+    """``ids`` as a contiguous int64 array of node ids in ``0 .. N`` (see :class:`Store`)."""
+    n = native.n_nodes
+    where = native.path
+    a = np.asarray(to_numpy(ids))
+    if a.ndim != 1:
+        raise NodeIdError(f"{where}: ids has shape {a.shape}, expected a 1-D array of node ids")
+    if a.dtype == np.bool_:
+        if len(a) != n:
+            raise NodeIdError(f"{where}: a boolean mask of {len(a)} entries, expected one per node ({n})")
+        return np.flatnonzero(a).astype(np.int64)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if a.dtype.kind not in "iu":
+        raise NodeIdError(
+            f"{where}: ids of dtype {a.dtype}, expected integers (or a boolean mask), as numpy "
+            "indexes: a float id is not rounded"
+        )
+    lo, hi = a.min(), a.max()
+    if lo < 0 or hi >= n:
+        k = int(np.argmax(a < 0)) if lo < 0 else int(np.argmax(a >= n))
+        raise NodeIdError(f"{where}: ids[{k}] = {a[k]} is out of range for {n} nodes, expected 0 ..= {n - 1}")
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def _roles_from_masks(path, masks):

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _native
 from ._native import TrainError
+from ._util import count as _count
 from .store import Store
 
 
@@ -109,22 +110,22 @@ def train(
                                 ("max_steps", max_steps)) if v]
         if given:
             raise TrainError(f"{plan.path}: an [embedding] plan does not take {', '.join(given)}")
-        return _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory_mib, progress)
+        return _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory_mib, progress, force)
     if output is not None or holdout:
         raise TrainError(f"{plan.path}: output= and holdout= apply to [embedding] plans; "
                          "saintflow.embed writes a GNN's embedding")
     d = _native._train(
         plan._p,
         store._s,
-        epochs,
+        _count(epochs, "epochs"),
         int(seed),
-        None if threads is None else int(threads),
+        _count(threads, "threads"),
         None if checkpoint is None else os.fspath(checkpoint),
         bool(resume),
         bool(force),
         None if log is None else os.fspath(log),
         bool(progress),
-        None if max_steps is None else int(max_steps),
+        _count(max_steps, "max_steps"),
     )
     return TrainResult(d)
 
@@ -173,11 +174,12 @@ def _into_array(output, prefix, write):
         return np.load(path), result
 
 
-def _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory_mib, progress):
+def _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory_mib, progress, force):
     def run(path):
         summary = _native._train_embedding(
-            plan._p, store._s, path, int(seed), None if threads is None else int(threads),
-            None if epochs is None else float(epochs), int(memory_mib), float(holdout), None, bool(progress),
+            plan._p, store._s, path, int(seed), _count(threads, "threads"),
+            None if epochs is None else float(epochs), _count(memory_mib, "memory_mib"), float(holdout), None,
+            bool(progress), bool(force),
         )
         return json.loads(summary)
 
@@ -186,12 +188,17 @@ def _train_embedding(plan, store, epochs, seed, threads, output, holdout, memory
 
 
 def embed(plan, store, checkpoint, *, output=None, last=False, logits=False, threads=None,
-          memory_mib=512, scratch_dir=None, overrides=None):
+          memory_mib=512, scratch_dir=None, overrides=None, force=False):
     """The embedding of every node of ``store`` by a trained GNN plan (``saintflow
     embed``): the input of the plan's ``[output]`` layer (``logits=True``: the logits),
     with ``checkpoint``'s best-validation parameters (``last=True``: the last ones), by a
     full-graph forward pass in row blocks within ``memory_mib``. Returns ``[N, width]``
-    float32; with ``output`` the ``.npy`` is kept there and mapped rather than loaded."""
+    float32; with ``output`` the ``.npy`` is kept there and mapped rather than loaded.
+
+    ``output`` follows ``saintflow embed -o``'s rule: an existing file is replaced only with
+    ``force=True``; never the plan, the checkpoint or a file inside the store, and never
+    anything but a regular file (a directory, device, FIFO or symbolic link is refused even
+    with ``force``)."""
     if not isinstance(plan, Plan):
         plan = Plan.load(plan, overrides)
     if not isinstance(store, Store):
@@ -199,8 +206,8 @@ def embed(plan, store, checkpoint, *, output=None, last=False, logits=False, thr
 
     def run(path):
         _native._embed(plan._p, store._s, os.fspath(checkpoint), path, bool(last), bool(logits),
-                       None if threads is None else int(threads), int(memory_mib),
-                       None if scratch_dir is None else os.fspath(scratch_dir))
+                       _count(threads, "threads"), _count(memory_mib, "memory_mib"),
+                       None if scratch_dir is None else os.fspath(scratch_dir), bool(force))
 
     return _into_array(output, "saintflow-embed-", run)[0]
 
@@ -221,7 +228,7 @@ def eval_embedding(embedding, store, *, ratios=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.
     emb = np.ascontiguousarray(embedding, dtype=np.float32)
     if emb.ndim != 2:
         raise TrainError(f"embedding has shape {emb.shape}, expected (N, dim)")
-    out = _native._eval_embedding(emb, store._s, [float(r) for r in ratios], int(repeats), int(seed),
-                                  float(c), bool(normalize), None if holdout is None else float(holdout),
-                                  None if threads is None else int(threads), split)
+    out = _native._eval_embedding(emb, store._s, [float(r) for r in ratios], _count(repeats, "repeats"),
+                                  int(seed), float(c), bool(normalize),
+                                  None if holdout is None else float(holdout), _count(threads, "threads"), split)
     return json.loads(out)

@@ -8,13 +8,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use numpy::ndarray::{Array2, ArrayView1, ArrayView2, Ix1, Ix2};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rayon::prelude::*;
@@ -30,7 +30,7 @@ use saintflow::sample::{
 };
 use saintflow::seed::{hash3, stream};
 use saintflow::store::import::{import_arrays, ArrayGraph, ArrayLabels, Edges};
-use saintflow::store::{GraphStore, Labels, Role};
+use saintflow::store::{GraphStore, Labels, PrivateSection, Role, SectionId};
 use saintflow::train::{TrainError as RustTrainError, TrainOptions};
 
 create_exception!(
@@ -110,25 +110,43 @@ fn lib<T, E: Into<saintflow::Error>>(r: Result<T, E>) -> PyResult<T> {
     r.map_err(|e| to_py(e.into()))
 }
 
-/// A read-only numpy view of `data`, kept alive by `owner` (no copy).
-fn view1<'py, T: numpy::Element>(
-    data: &[T],
+/// The base object of a view of a store's section: its own copy-on-write map of the
+/// section's file (`GraphStore::map_private`). numpy sees the view read-only; a writer that
+/// ignores the flag (`torch.from_numpy`) writes this process's private pages, never the
+/// store, and cannot fault (issue 55 item 11: it was a segmentation fault through the
+/// store's read-only map). The map is independent of the `Store`: a view outlives
+/// `Store.close()`.
+#[pyclass(module = "saintflow._native", frozen)]
+struct SectionMap(PrivateSection);
+
+/// Section `id` of `store` mapped privately, as the base of the views made of it.
+fn section_map<'py>(py: Python<'py>, store: &GraphStore, id: SectionId) -> PyResult<Bound<'py, PyAny>> {
+    let m = lib(py.detach(|| store.map_private(id)))?;
+    Ok(Bound::new(py, SectionMap(m))?.into_any())
+}
+
+/// A read-only numpy view of the section mapped by `owner` (a [`SectionMap`]), no copy.
+fn view1<'py, T: numpy::Element + bytemuck::Pod>(
     owner: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArray1<T>>> {
+    let map = owner.cast::<SectionMap>()?.get();
+    let data: &[T] = lib(map.0.as_slice())?;
     let v = ArrayView1::from(data);
-    // SAFETY: `data` lives in `owner`'s memory map, which `owner` (the array's base) keeps
-    // alive and never changes; the array is made read-only below (the map is PROT_READ).
+    // SAFETY: `data` lives in `owner`'s private map, which `owner` (the array's base) keeps
+    // alive and never moves; the map is writable (copy-on-write), so even a write that
+    // ignores the read-only flag set below touches only this process's pages.
     let a = unsafe { PyArray1::borrow_from_array(&v, owner.clone()) };
     a.getattr("flags")?.setattr("writeable", false)?;
     Ok(a)
 }
 
-fn view2<'py, T: numpy::Element>(
-    data: &[T],
+fn view2<'py, T: numpy::Element + bytemuck::Pod>(
+    owner: &Bound<'py, PyAny>,
     rows: usize,
     cols: usize,
-    owner: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArray2<T>>> {
+    let map = owner.cast::<SectionMap>()?.get();
+    let data: &[T] = lib(map.0.as_slice())?;
     let v = ArrayView2::from_shape((rows, cols), data)
         .map_err(|e| SaintflowError::new_err(format!("view of {rows} × {cols}: {e}")))?;
     // SAFETY: as in `view1`.
@@ -137,65 +155,321 @@ fn view2<'py, T: numpy::Element>(
     Ok(a)
 }
 
-fn ids_of(store: &GraphStore, ids: &[i64]) -> PyResult<Vec<u32>> {
-    let n = store.n_nodes();
-    ids.iter()
-        .enumerate()
-        .map(|(k, &v)| {
-            if v < 0 || v as u64 >= n as u64 {
-                Err(StoreError::new_err(format!(
-                    "{}: ids[{k}] = {v} is out of range for {n} nodes",
-                    store.path().display()
-                )))
-            } else {
-                Ok(v as u32)
-            }
-        })
-        .collect()
+/// The machine's cores (at least 1).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// A store, memory-mapped (nothing is loaded when opened).
+/// The most worker threads a call may ask for: 4 × the cores, at least 64. Beyond that a
+/// thread count is a mistake, not a tuning (issue 55 item 5: `threads=10**6` tried to start
+/// a million threads and never returned).
+fn max_threads() -> usize {
+    (4 * cores()).max(64)
+}
+
+/// A `threads` argument as a worker count: `None` one per core; 0 or more than
+/// [`max_threads`] a `ValueError`, as `--threads 0` is the CLI's usage error.
+fn threads_of(threads: Option<usize>) -> PyResult<usize> {
+    match threads {
+        None => Ok(cores()),
+        Some(0) => Err(PyValueError::new_err(format!(
+            "threads = 0: expected 1 ..= {} (None: one per core, {} here)",
+            max_threads(),
+            cores()
+        ))),
+        Some(t) if t > max_threads() => Err(PyValueError::new_err(format!(
+            "threads = {t}: expected at most {} (4 × the {} cores, at least 64)",
+            max_threads(),
+            cores()
+        ))),
+        Some(t) => Ok(t),
+    }
+}
+
+/// The memory this process may use: the machine's, or a lower cgroup limit (`train`'s
+/// memory check), or what an address-space limit (`ulimit -v`, `RLIMIT_AS`) leaves beside
+/// what is mapped already, whichever is least, with where the figure comes from.
+fn memory_limit() -> Option<(u64, String)> {
+    let detected = saintflow::machine::MemoryLimit::Detect.resolve();
+    match (detected, address_space_left()) {
+        (Some((m, src)), Some(a)) if m <= a => Some((m, src)),
+        (_, Some(a)) => Some((a, "the address-space limit (ulimit -v) less what is mapped".into())),
+        (d, None) => d,
+    }
+}
+
+/// `RLIMIT_AS`'s soft limit less the process's mapped size (from /proc/self), or `None`
+/// when unlimited or unreadable.
+fn address_space_left() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max address space"))?;
+    let soft: u64 = line["Max address space".len()..].split_whitespace().next()?.parse().ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmSize:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(soft.saturating_sub(kib * 1024))
+}
+
+/// `MemoryError` unless `bytes` for `what` fit the memory this process may use: a size
+/// from an argument is checked before anything is allocated (issue 55 item 3: the
+/// interpreter aborted on `memory allocation of N bytes failed` instead).
+fn fits(what: impl FnOnce() -> String, bytes: u128) -> PyResult<()> {
+    match memory_limit() {
+        Some((limit, source)) if bytes > u128::from(limit) => Err(PyMemoryError::new_err(format!(
+            "{}: needs {}, more than the memory this process may use ({}, {source})",
+            what(),
+            saintflow::machine::human(bytes),
+            saintflow::machine::human(u128::from(limit))
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A vector of `len` copies of `v`, or `MemoryError` when the allocation fails (a size
+/// that fits the limit may still not fit what is free).
+fn try_vec<T: Clone>(what: &str, len: usize, v: T) -> PyResult<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| {
+        PyMemoryError::new_err(format!(
+            "{what}: cannot allocate {len} values of {} bytes",
+            std::mem::size_of::<T>()
+        ))
+    })?;
+    out.resize(len, v);
+    Ok(out)
+}
+
+/// `memory_mib` in bytes: more than the memory this process may use is a `ValueError`
+/// (it was shifted left by 20 bits unchecked).
+fn mib_bytes(memory_mib: usize) -> PyResult<usize> {
+    let bytes = memory_mib.checked_mul(1 << 20);
+    let limit = memory_limit();
+    match (bytes, &limit) {
+        (Some(b), Some((l, _))) if b as u128 <= u128::from(*l) => Ok(b),
+        (Some(b), None) => Ok(b),
+        _ => Err(PyValueError::new_err(format!(
+            "memory_mib = {memory_mib}: expected at most the memory this process may use{}",
+            limit
+                .map(|(l, src)| format!(" ({} MiB, {src})", l >> 20))
+                .unwrap_or_default()
+        ))),
+    }
+}
+
+/// The file a checkpoint argument reads, as an input an output must not replace.
+fn checkpoint_files(arg: &std::path::Path) -> Vec<(&'static str, PathBuf)> {
+    vec![(
+        "checkpoint",
+        saintflow::train::checkpoint::checkpoint_file(arg),
+    )]
+}
+
+/// The rule of the CLI's outputs (issue 55 item 2), for `output=`: never one of the call's
+/// `inputs` (compared as files, through links), never inside the store `store_dir`, never
+/// anything but a regular file (a directory, device, FIFO or symbolic link is refused even
+/// with `force`), and an existing regular file only with `force=True`.
+///
+/// The binding's own check until the library's shared output guard (`saintflow::atomic`,
+/// issue 55 item 2) is in place; then this becomes a call to it.
+fn check_output(
+    output: &std::path::Path,
+    inputs: &[(&str, PathBuf)],
+    store_dir: Option<&std::path::Path>,
+    force: bool,
+) -> PyResult<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let shown = output.display();
+    let refuse = |what: String| Err(SaintflowError::new_err(format!("output {shown}: {what}")));
+    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    for (name, input) in inputs {
+        if same(output, input) {
+            return refuse(format!(
+                "is the {name} {} this call reads; an output never replaces an input, expected another path, got the input itself",
+                input.display()
+            ));
+        }
+    }
+    if let Some(dir) = store_dir {
+        let parent = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if let (Ok(p), Ok(d)) = (parent.canonicalize(), dir.canonicalize()) {
+            if p.starts_with(&d) {
+                return refuse(format!(
+                    "is inside the graph store {}; saintflow never writes into a store, expected a path outside it",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    let meta = match std::fs::symlink_metadata(output) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return refuse(format!("cannot examine it: {e}")),
+    };
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        None
+    } else if t.is_symlink() {
+        Some("a symbolic link")
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else {
+        Some("a socket")
+    };
+    match kind {
+        Some(kind) => refuse(format!(
+            "exists and is {kind}; saintflow writes only regular files and never replaces \
+             anything else (not even with force=True), expected a regular file or no file, \
+             got {kind}"
+        )),
+        None if !force => refuse("exists; pass force=True to replace it".to_string()),
+        None => Ok(()),
+    }
+}
+
+/// The pool that calls without a thread count of their own run on (one worker per core).
+/// Every library call runs inside a pool the binding built in this process: rayon's global
+/// pool, once started, is inherited by a forked child (a PyTorch `DataLoader` worker)
+/// without its threads, and any parallel iterator on it waits forever (issue 55 item 11).
+/// This pool is rebuilt when the process id changes; the parent's is leaked in the child
+/// (dropping it would signal threads that do not exist there). Only touched with the GIL
+/// held, so a fork, which Python makes holding the GIL, never copies the mutex locked.
+static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+
+fn default_pool() -> PyResult<Arc<rayon::ThreadPool>> {
+    let pid = std::process::id();
+    let mut slot = POOL
+        .lock()
+        .map_err(|_| SaintflowError::new_err("the thread pool's lock was poisoned"))?;
+    if let Some((p, pool)) = slot.as_ref() {
+        if *p == pid {
+            return Ok(pool.clone());
+        }
+    }
+    if let Some(parents) = slot.take() {
+        std::mem::forget(parents);
+    }
+    let pool = Arc::new(pool(cores())?);
+    *slot = Some((pid, pool.clone()));
+    Ok(pool)
+}
+
+/// `f` on the default pool with the GIL released.
+fn on_pool<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    let pool = default_pool()?;
+    Ok(py.detach(|| pool.install(f)))
+}
+
+fn ids_of(store: &GraphStore, ids: &[i64]) -> PyResult<Vec<u32>> {
+    let n = store.n_nodes();
+    let mut out = Vec::new();
+    out.try_reserve_exact(ids.len())
+        .map_err(|_| PyMemoryError::new_err(format!("ids: cannot allocate {} ids", ids.len())))?;
+    for (k, &v) in ids.iter().enumerate() {
+        if v < 0 || v as u64 >= n as u64 {
+            return Err(StoreError::new_err(format!(
+                "{}: ids[{k}] = {v} is out of range for {n} nodes",
+                store.path().display()
+            )));
+        }
+        out.push(v as u32);
+    }
+    Ok(out)
+}
+
+/// A store, memory-mapped (nothing is loaded when opened); `close` lets go of the map.
 #[pyclass(module = "saintflow._native", frozen)]
 struct Store {
-    inner: Arc<GraphStore>,
+    /// `None` once closed.
+    inner: RwLock<Option<Arc<GraphStore>>>,
+}
+
+impl Store {
+    fn new(s: GraphStore) -> Store {
+        Store {
+            inner: RwLock::new(Some(Arc::new(s))),
+        }
+    }
+
+    /// The open store, or a `StoreError` once `close` was called.
+    fn get(&self) -> PyResult<Arc<GraphStore>> {
+        self.inner
+            .read()
+            .map_err(|_| SaintflowError::new_err("the store's lock was poisoned"))?
+            .clone()
+            .ok_or_else(|| {
+                StoreError::new_err("the store is closed: open it again (saintflow.Store.open)")
+            })
+    }
 }
 
 #[pymethods]
 impl Store {
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
-        guard(|| {
-            let s = py.detach(|| GraphStore::open(&path));
-            Ok(Store {
-                inner: Arc::new(lib(s)?),
-            })
-        })
+        guard(|| Ok(Store::new(lib(on_pool(py, || GraphStore::open(&path))?)?)))
+    }
+
+    /// Lets go of the store's map (the views handed out keep their own); later calls
+    /// raise `StoreError`. Closing twice is allowed.
+    fn close(&self) -> PyResult<()> {
+        let mut slot = self
+            .inner
+            .write()
+            .map_err(|_| SaintflowError::new_err("the store's lock was poisoned"))?;
+        *slot = None;
+        Ok(())
     }
 
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.inner.path().to_path_buf()
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self
+            .inner
+            .read()
+            .map_err(|_| SaintflowError::new_err("the store's lock was poisoned"))?
+            .is_none())
+    }
+
+    #[getter]
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(self.get()?.path().to_path_buf())
     }
     #[getter]
-    fn n_nodes(&self) -> usize {
-        self.inner.n_nodes()
+    fn n_nodes(&self) -> PyResult<usize> {
+        Ok(self.get()?.n_nodes())
     }
     /// Directed entries of the full graph (each undirected edge twice, as PyG counts).
     #[getter]
-    fn n_edges(&self) -> usize {
-        self.inner.full().n_entries()
+    fn n_edges(&self) -> PyResult<usize> {
+        Ok(self.get()?.full().n_entries())
     }
     #[getter]
-    fn n_features(&self) -> usize {
-        self.inner.n_features()
+    fn n_features(&self) -> PyResult<usize> {
+        Ok(self.get()?.n_features())
     }
     #[getter]
-    fn n_classes(&self) -> usize {
-        self.inner.n_classes()
+    fn n_classes(&self) -> PyResult<usize> {
+        Ok(self.get()?.n_classes())
     }
     #[getter]
-    fn multilabel(&self) -> bool {
-        matches!(self.inner.labels(), Labels::Multi { .. })
+    fn multilabel(&self) -> PyResult<bool> {
+        Ok(matches!(self.get()?.labels(), Labels::Multi { .. }))
     }
 
     /// The node ids of a split, ascending (int64).
@@ -210,8 +484,8 @@ impl Store {
                 )))
             }
         };
-        let store = self.inner.clone();
-        let ids = py.detach(move || store.nodes_with_role(role));
+        let store = self.get()?;
+        let ids = on_pool(py, move || store.nodes_with_role(role))?;
         Ok(ids
             .into_iter()
             .map(i64::from)
@@ -219,10 +493,10 @@ impl Store {
             .into_pyarray(py))
     }
 
-    /// The role byte of every node (0 none, 1 train, 2 val, 3 test), a view of the map.
-    fn roles<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        let s = slf.get().inner.clone();
-        view1(s.roles(), slf.as_any())
+    /// The role byte of every node (0 none, 1 train, 2 val, 3 test), a view.
+    fn roles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let s = self.get()?;
+        view1(&section_map(py, &s, SectionId::Roles)?)
     }
 
     /// Feature rows of `ids`, gathered from the map into a new float32 array.
@@ -232,68 +506,82 @@ impl Store {
         ids: PyReadonlyArray1<'py, i64>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         guard(|| {
-            let ids = ids_of(&self.inner, ids.as_slice()?)?;
-            let f = self.inner.n_features();
-            let store = self.inner.clone();
-            let rows = py.detach(move || {
-                let mut out = vec![0f32; ids.len() * f];
-                store
-                    .gather_features(&ids, &mut out)
-                    .map(|_| (ids.len(), out))
-            });
-            let (k, out) = lib(rows)?;
+            let store = self.get()?;
+            let f = store.n_features();
+            let k = ids.len();
+            fits(
+                || format!("Store.features: {k} rows × {f} features of 4 bytes"),
+                k as u128 * f as u128 * 4,
+            )?;
+            let ids = ids_of(&store, ids.as_slice()?)?;
+            let mut out = try_vec("Store.features", k * f, 0f32)?;
+            let r = on_pool(py, || store.gather_features(&ids, &mut out))?;
+            lib(r)?;
             Ok(Array2::from_shape_vec((k, f), out)
                 .expect("k × f values")
                 .into_pyarray(py))
         })
     }
 
-    /// The whole feature matrix as a read-only view of the map (N × F float32).
-    fn features_view<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        let s = slf.get().inner.clone();
-        view2(s.features(), s.n_nodes(), s.n_features(), slf.as_any())
+    /// The whole feature matrix as a read-only view (N × F float32, copy-on-write).
+    fn features_view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let s = self.get()?;
+        view2(
+            &section_map(py, &s, SectionId::Features)?,
+            s.n_nodes(),
+            s.n_features(),
+        )
     }
 
     /// Labels of `ids`: int64 class ids (−1 = none), or float32 0/1 rows when multi-label.
     fn labels<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Py<PyAny>> {
-        let ids = ids_of(&self.inner, ids.as_slice()?)?;
-        Ok(labels_of(py, &self.inner, &ids)?.into())
+        guard(|| {
+            let store = self.get()?;
+            let k = ids.len();
+            let width = match store.labels() {
+                Labels::Single(_) => 8,
+                Labels::Multi { .. } => 4 * store.n_classes().max(1) as u128,
+            };
+            fits(
+                || format!("Store.labels: {k} rows of {width} bytes"),
+                k as u128 * width,
+            )?;
+            let ids = ids_of(&store, ids.as_slice()?)?;
+            Ok(labels_of(py, &store, &ids)?.into())
+        })
     }
 
-    /// `(indptr, indices)` of the full or training graph: read-only views of the map
-    /// (uint64, uint32).
+    /// `(indptr, indices)` of the full or training graph: read-only views (uint64,
+    /// uint32, copy-on-write).
     #[pyo3(signature = (graph = "full"))]
-    fn csr<'py>(slf: &Bound<'py, Self>, graph: &str) -> PyResult<Py<PyAny>> {
-        let s = slf.get().inner.clone();
-        let csr = match graph {
-            "full" => s.full(),
-            "train" => s.train(),
+    fn csr<'py>(&self, py: Python<'py>, graph: &str) -> PyResult<Py<PyAny>> {
+        let s = self.get()?;
+        let (offsets, indices) = match graph {
+            "full" => (SectionId::FullOffsets, SectionId::FullIndices),
+            "train" => (SectionId::TrainOffsets, SectionId::TrainIndices),
             other => {
                 return Err(StoreError::new_err(format!(
                     "no graph named {other:?}: expected \"full\" or \"train\""
                 )))
             }
         };
-        let indptr = view1(csr.offsets(), slf.as_any())?;
-        let indices = view1(csr.indices(), slf.as_any())?;
-        Ok((indptr, indices)
-            .into_pyobject(slf.py())?
-            .into_any()
-            .unbind())
+        let indptr = view1::<u64>(&section_map(py, &s, offsets)?)?;
+        let indices = view1::<u32>(&section_map(py, &s, indices)?)?;
+        Ok((indptr, indices).into_pyobject(py)?.into_any().unbind())
     }
 
     /// `saintflow info --json` as a JSON string (the Python side parses it).
     fn info_json(&self, py: Python<'_>) -> PyResult<String> {
-        let store = self.inner.clone();
-        let info = py.detach(move || saintflow::store::info::info(&store));
+        let store = self.get()?;
+        let info = on_pool(py, move || saintflow::store::info::info(&store))?;
         serde_json::to_string(&info).map_err(|e| SaintflowError::new_err(e.to_string()))
     }
 
     /// The full check (`saintflow check`): every checksum, index and symmetry.
     fn check(&self, py: Python<'_>) -> PyResult<()> {
         guard(|| {
-            let store = self.inner.clone();
-            lib(py.detach(move || saintflow::store::check::check(&store)))
+            let store = self.get()?;
+            lib(on_pool(py, move || saintflow::store::check::check(&store))?)
         })
     }
 
@@ -317,6 +605,22 @@ impl Store {
         force: bool,
     ) -> PyResult<Store> {
         guard(|| {
+            if let Some(n) = n_nodes {
+                if n > u64::from(u32::MAX) {
+                    return Err(PyValueError::new_err(format!(
+                        "{}: n_nodes = {n}: expected at most {} (node ids are 32-bit)",
+                        path.display(),
+                        u32::MAX
+                    )));
+                }
+                // What the writer holds per node whatever the arrays given: two offset
+                // arrays (8 bytes each), a label (4), a role (1) and the degree and
+                // permutation tables of the CSR build (≈ 16): 48 bytes, rounded up.
+                fits(
+                    || format!("{}: n_nodes = {n} at 48 bytes per node", path.display()),
+                    u128::from(n) * 48,
+                )?;
+            }
             let edges = match (&src, &dst, &indptr, &indices) {
                 (Some(s), Some(d), None, None) => Edges::Coo {
                     src: s.as_slice()?,
@@ -357,13 +661,11 @@ impl Store {
                 roles,
                 source: "saintflow.Store.create (Python)",
             };
-            let r = py.detach(|| {
+            let r = on_pool(py, || {
                 import_arrays(&graph, &path, force, &Progress::hidden())
                     .and_then(|_| GraphStore::open(&path))
-            });
-            Ok(Store {
-                inner: Arc::new(lib(r)?),
-            })
+            })?;
+            Ok(Store::new(lib(r)?))
         })
     }
 
@@ -382,7 +684,7 @@ impl Store {
                 standardize,
                 ..Default::default()
             };
-            let r = py.detach(|| {
+            let r = on_pool(py, || {
                 saintflow::store::import::import_graphsaint(
                     &dir,
                     &path,
@@ -391,22 +693,23 @@ impl Store {
                     &Progress::hidden(),
                 )
                 .and_then(|_| GraphStore::open(&path))
-            });
-            Ok(Store {
-                inner: Arc::new(lib(r)?),
-            })
+            })?;
+            Ok(Store::new(lib(r)?))
         })
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "Store({:?}, n_nodes={}, n_edges={}, n_features={}, n_classes={})",
-            self.inner.path().display().to_string(),
-            self.inner.n_nodes(),
-            self.inner.full().n_entries(),
-            self.inner.n_features(),
-            self.inner.n_classes()
-        )
+        match self.get() {
+            Ok(s) => format!(
+                "Store({:?}, n_nodes={}, n_edges={}, n_features={}, n_classes={})",
+                s.path().display().to_string(),
+                s.n_nodes(),
+                s.full().n_entries(),
+                s.n_features(),
+                s.n_classes()
+            ),
+            Err(_) => "Store(closed)".to_string(),
+        }
     }
 }
 
@@ -458,6 +761,41 @@ fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>) -> PyResult<SamplerConfi
         })?;
     }
     Ok(cfg)
+}
+
+/// The largest `sample_coverage`: the pre-sampling draws about coverage × N nodes, so
+/// 10 000 is already 100 × PyG's examples' 100 (issue 55 item 5: 1e12 never returned).
+const MAX_COVERAGE: f64 = 10_000.0;
+
+/// The most repetitions `eval_embedding` runs per labelled fraction.
+const MAX_REPEATS: usize = 1000;
+
+/// A sampler that stops with an error at its next subgraph once `flag` is set: how Ctrl-C
+/// ends the normalisation's pre-sampling (the library's loop has no flag of its own).
+struct Cancellable<'a> {
+    inner: &'a dyn saintflow::sample::Sampler,
+    flag: &'a AtomicBool,
+}
+
+impl saintflow::sample::Sampler for Cancellable<'_> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn graph(&self) -> saintflow::store::Csr<'_> {
+        self.inner.graph()
+    }
+    fn sample_nodes(
+        &self,
+        rng: &mut saintflow::sample::SampleRng,
+        out: &mut Vec<u32>,
+    ) -> Result<(), saintflow::sample::SampleError> {
+        if self.flag.load(Ordering::Relaxed) {
+            return Err(saintflow::sample::SampleError::Param(
+                "interrupted (KeyboardInterrupt)".into(),
+            ));
+        }
+        self.inner.sample_nodes(rng, out)
+    }
 }
 
 /// One batch, built on a sampling thread; every array moves into numpy without a copy.
@@ -652,9 +990,14 @@ impl SamplerSpec {
 /// megabytes; allocated afresh, each 4 KiB page faults in, and glibc gives a buffer freed on
 /// another thread back to the kernel: with two sampling threads, 480 000 page faults in 800
 /// batches halved the rate (BENCHMARKS.md, "Recycled batch buffers").
+///
+/// Fork-safe: a forked child (a PyTorch `DataLoader` worker using a sampler built in the
+/// parent) may inherit `free` locked by a parent thread that does not exist there, so a
+/// process other than the one that made the `Recycle` never touches it (it allocates).
 struct Recycle<V> {
     free: Mutex<Vec<V>>,
     keep: usize,
+    pid: u32,
 }
 
 impl<V: Default> Recycle<V> {
@@ -662,17 +1005,24 @@ impl<V: Default> Recycle<V> {
         Recycle {
             free: Mutex::new(Vec::new()),
             keep,
+            pid: std::process::id(),
         }
     }
 
     /// A freed value as it was, or a new empty one.
     fn pop(&self) -> V {
+        if std::process::id() != self.pid {
+            return V::default();
+        }
         let v = self.free.lock().ok().and_then(|mut f| f.pop());
         v.unwrap_or_default()
     }
 
     /// Keeps `v` for a later `pop`, up to `keep` values.
     fn give(&self, v: V) {
+        if std::process::id() != self.pid {
+            return;
+        }
         if let Ok(mut f) = self.free.lock() {
             if f.len() < self.keep {
                 f.push(v);
@@ -800,13 +1150,14 @@ impl Sampler {
         kind: &str,
         graph: &str,
         seed: u64,
-        threads: usize,
+        threads: Option<usize>,
         num_steps: Option<u64>,
         sample_coverage: f64,
         clip: Option<usize>,
         keys: &Bound<'_, PyDict>,
     ) -> PyResult<Sampler> {
         guard(|| {
+            let store = store.get()?;
             let config = sampler_config(kind, keys)?;
             let train_graph = match graph {
                 "train" => true,
@@ -817,10 +1168,17 @@ impl Sampler {
                 )))
                 }
             };
-            if !(sample_coverage >= 0.0 && sample_coverage.is_finite()) {
-                return Err(SampleError::new_err(format!(
-                    "sample_coverage = {sample_coverage}: expected a number ≥ 0 (0: no normalisation)"
+            if !(sample_coverage >= 0.0 && sample_coverage <= MAX_COVERAGE) {
+                return Err(PyValueError::new_err(format!(
+                    "sample_coverage = {sample_coverage}: expected 0 ..= {MAX_COVERAGE} \
+                     (0: no normalisation; PyG's examples use 100)"
                 )));
+            }
+            if num_steps == Some(0) {
+                return Err(PyValueError::new_err(
+                    "num_steps = 0: expected at least 1 (None: enough batches to cover the \
+                     training nodes once)",
+                ));
             }
             let whole = config.whole_graph();
             let clip = match clip {
@@ -832,18 +1190,29 @@ impl Sampler {
                 Some(c) => c,
                 None => config.kind().default_clip(),
             };
-            let threads = match threads {
-                0 => rayon::current_num_threads(),
-                t => t,
-            };
+            let threads = threads_of(threads)?;
+            // Each of the 2 × threads subgraphs in flight has a draw buffer of the sizes'
+            // product (roots × walk length, ...): checked before one is drawn.
+            let draw = saintflow::train::memory::sampler_bytes(&config);
+            fits(
+                || {
+                    format!(
+                        "{} sampler: {} subgraphs in flight with draw buffers of {}",
+                        config.name(),
+                        2 * threads,
+                        saintflow::machine::human(draw)
+                    )
+                },
+                draw.saturating_mul(2 * threads as u128),
+            )?;
             let mut spec = SamplerSpec {
-                store: store.inner.clone(),
+                store: store.clone(),
                 config,
                 train_graph,
                 seed,
                 clip,
                 norm: None,
-                will_need: beyond_memory(&store.inner),
+                will_need: beyond_memory(&store),
                 // Enough for the batches in flight (a chunk being drawn, the channel, the
                 // consumer's) before a freed buffer is dropped.
                 buffers: Arc::new(Buffers::new(4 * threads + 4)),
@@ -851,10 +1220,16 @@ impl Sampler {
             let pool = pool(threads)?;
             // Subgraph 0 sizes the pre-sampling (coverage × N nodes drawn, as PyG) and the
             // default steps per epoch (the training nodes once, as `saintflow train`).
-            let r = py.detach(|| -> Result<(Option<NormCounts>, u64, u64), String> {
-                pool.install(|| {
-                    let sampler = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
-                    let s0 = sample_subgraph(sampler.as_ref(), seed, 0, spec.clip)
+            // Ctrl-C stops the pre-sampling at its next subgraph (`Cancellable`).
+            let flag = AtomicBool::new(false);
+            let (r, interrupted) = run_interruptible(py, &flag, || {
+                pool.install(|| -> Result<(Option<NormCounts>, u64, u64), String> {
+                    let inner = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
+                    let sampler = Cancellable {
+                        inner: inner.as_ref(),
+                        flag: &flag,
+                    };
+                    let s0 = sample_subgraph(&sampler, seed, 0, spec.clip)
                         .map_err(|e| e.to_string())?;
                     let n = spec.graph().n_nodes() as f64;
                     let size = s0.n_nodes().max(1) as f64;
@@ -868,7 +1243,7 @@ impl Sampler {
                     } else {
                         Some(
                             NormCounts::estimate(
-                                sampler.as_ref(),
+                                &sampler,
                                 n_pre,
                                 hash3(seed, stream::NORM, 0),
                                 spec.clip,
@@ -885,6 +1260,9 @@ impl Sampler {
                     Ok((norm, n_pre, steps))
                 })
             });
+            if let Some(k) = interrupted {
+                return Err(k);
+            }
             let (norm, pre_sampled, steps) = r.map_err(SampleError::new_err)?;
             spec.norm = norm.map(Arc::new);
             Ok(Sampler {
@@ -958,7 +1336,7 @@ impl Sampler {
     ) -> PyResult<Bound<'py, PyDict>> {
         guard(|| {
             let spec = self.spec.clone();
-            let b = py.detach(move || {
+            let b = on_pool(py, move || {
                 let sampler = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
                 let sub = sample_subgraph(
                     sampler.as_ref(),
@@ -968,7 +1346,7 @@ impl Sampler {
                 )
                 .map_err(|e| e.to_string())?;
                 spec.make(index, sub)
-            });
+            })?;
             batch_dict(py, &self.spec, b.map_err(SampleError::new_err)?)
         })
     }
@@ -977,17 +1355,29 @@ impl Sampler {
     /// ahead on `threads` threads while Python consumes them.
     fn epoch_iter(&self) -> PyResult<BatchIter> {
         let e = self.epoch.fetch_add(1, Ordering::Relaxed);
-        self.iter_range(e * self.num_steps, self.num_steps)
+        let first = e.checked_mul(self.num_steps).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "epoch {e} of {} steps: past the last subgraph index (2^64 − 1)",
+                self.num_steps
+            ))
+        })?;
+        self.iter_range(first, self.num_steps)
     }
 
     /// Batches `first .. first + count`, in order.
     fn iter_range(&self, first: u64, count: u64) -> PyResult<BatchIter> {
+        if first.checked_add(count).is_none() {
+            return Err(PyValueError::new_err(format!(
+                "batches {first} + {count}: past the last subgraph index (2^64 − 1)"
+            )));
+        }
         let (rx, stop) = self.produce(first, count)?;
         Ok(BatchIter {
             spec: self.spec.clone(),
             rx: Mutex::new(Some(rx)),
             stop,
             left: std::sync::atomic::AtomicU64::new(count),
+            pid: std::process::id(),
         })
     }
 
@@ -995,6 +1385,9 @@ impl Sampler {
     /// Rust (nothing handed to Python): seconds taken. What the Python loop adds is the
     /// iteration's time beyond this (`scripts/sampler_bench.py`).
     fn _drain(&self, py: Python<'_>, first: u64, count: u64) -> PyResult<f64> {
+        if first.checked_add(count).is_none() {
+            return Err(PyValueError::new_err("first + count: past 2^64 − 1"));
+        }
         let (rx, _stop) = self.produce(first, count)?;
         let spec = self.spec.clone();
         let start = std::time::Instant::now();
@@ -1029,20 +1422,24 @@ impl Sampler {
         std::thread::Builder::new()
             .name("saintflow-sampler".into())
             .spawn(move || {
-                let sampler = match spec.config.build(spec.graph()) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = tx.send(Err(e.to_string()));
-                        return;
-                    }
-                };
-                let sampler = sampler.as_ref();
-                let chunk = (2 * threads) as u64;
-                let mut next = first;
-                while next < first + count && !stop2.load(Ordering::Relaxed) {
-                    let k = chunk.min(first + count - next);
-                    let batches: Vec<Drawn> = pool.install(|| {
-                        (next..next + k)
+                // The whole loop on the pool (its first worker sends, between chunks, what
+                // the others drew with it): the build scans the graph with a parallel
+                // iterator, and off the pool that would be rayon's global pool, whose
+                // threads a forked child does not have.
+                pool.install(|| {
+                    let sampler = match spec.config.build(spec.graph()) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let _ = tx.send(Err(e.to_string()));
+                            return;
+                        }
+                    };
+                    let sampler = sampler.as_ref();
+                    let chunk = (2 * threads) as u64;
+                    let mut next = first;
+                    while next < first + count && !stop2.load(Ordering::Relaxed) {
+                        let k = chunk.min(first + count - next);
+                        let batches: Vec<Drawn> = (next..next + k)
                             .into_par_iter()
                             .map(|i| {
                                 catch_unwind(AssertUnwindSafe(|| {
@@ -1053,16 +1450,16 @@ impl Sampler {
                                         .into())
                                 })
                             })
-                            .collect()
-                    });
-                    for b in batches {
-                        let failed = b.is_err();
-                        if tx.send(b).is_err() || failed {
-                            return;
+                            .collect();
+                        for b in batches {
+                            let failed = b.is_err();
+                            if tx.send(b).is_err() || failed {
+                                return;
+                            }
                         }
+                        next += k;
                     }
-                    next += k;
-                }
+                })
             })
             .map_err(|e| {
                 SaintflowError::new_err(format!("cannot start the sampling thread: {e}"))
@@ -1129,6 +1526,9 @@ struct BatchIter {
     rx: Mutex<Option<Receiver<Drawn>>>,
     stop: Arc<AtomicBool>,
     left: std::sync::atomic::AtomicU64,
+    /// The process whose thread produces the batches: in a forked child that thread does
+    /// not exist, and waiting for it would hang.
+    pid: u32,
 }
 
 #[pymethods]
@@ -1150,6 +1550,13 @@ impl BatchIter {
     fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.left.load(Ordering::Relaxed) == 0 {
             return Ok(None);
+        }
+        if std::process::id() != self.pid {
+            return Err(SampleError::new_err(format!(
+                "this epoch's iterator was started in process {} before a fork: its sampling \
+                 thread is not in this process; start a new iteration here (iter(sampler))",
+                self.pid
+            )));
         }
         let mut slot = self
             .rx
@@ -1186,6 +1593,12 @@ impl BatchIter {
 impl Drop for BatchIter {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if std::process::id() != self.pid {
+            // A parent's channel, maybe locked by its (absent) sampling thread: left as is.
+            if let Some(rx) = self.rx.get_mut().ok().and_then(Option::take) {
+                std::mem::forget(rx);
+            }
+        }
     }
 }
 
@@ -1259,7 +1672,8 @@ fn _train<'py>(
             )));
         };
         let flag = AtomicBool::new(false);
-        let store_ref: &GraphStore = &store.inner;
+        let store_arc = store.get()?;
+        let store_ref: &GraphStore = &store_arc;
         let mut opts = TrainOptions::new(p, store_ref)
             .registry(registry()?)
             .seed(seed)
@@ -1270,7 +1684,7 @@ fn _train<'py>(
             .graph_name(store_ref.path().display().to_string())
             .interrupt(&flag);
         if let Some(t) = threads {
-            opts = opts.threads(t);
+            opts = opts.threads(threads_of(Some(t))?);
         }
         if let Some(c) = &checkpoint {
             // As `saintflow train`: a finished or interrupted run's checkpoint is not
@@ -1300,7 +1714,9 @@ fn _train<'py>(
         if let Some(l) = &log {
             opts = opts.log(l.clone());
         }
-        let (result, interrupted) = run_interruptible(py, &flag, || opts.train());
+        // Without a thread count the trainer runs on the caller's pool: ours (fork-safe).
+        let pool = default_pool()?;
+        let (result, interrupted) = run_interruptible(py, &flag, || pool.install(|| opts.train()));
         if let Some(k) = interrupted {
             return Err(k);
         }
@@ -1337,7 +1753,7 @@ fn _train<'py>(
 /// (`saintflow embed`), written to `output` as an `[N, width]` f32 `.npy`; returns
 /// `(rows, cols, why in memory)`.
 #[pyfunction]
-#[pyo3(signature = (plan, store, checkpoint, output, last, logits, threads, memory_mib, scratch_dir))]
+#[pyo3(signature = (plan, store, checkpoint, output, last, logits, threads, memory_mib, scratch_dir, force = false))]
 #[allow(clippy::too_many_arguments)]
 fn _embed(
     py: Python<'_>,
@@ -1350,6 +1766,7 @@ fn _embed(
     threads: Option<usize>,
     memory_mib: usize,
     scratch_dir: Option<PathBuf>,
+    force: bool,
 ) -> PyResult<(usize, usize, Option<String>)> {
     guard(|| {
         let Some(p) = plan.gnn.as_ref() else {
@@ -1358,7 +1775,12 @@ fn _embed(
                 plan.path.display()
             )));
         };
-        let store: &GraphStore = &store.inner;
+        let store_arc = store.get()?;
+        let store: &GraphStore = &store_arc;
+        let memory_bytes = mib_bytes(memory_mib)?;
+        let mut inputs: Vec<(&str, PathBuf)> = vec![("plan", plan.path.clone())];
+        inputs.extend(checkpoint_files(&checkpoint));
+        check_output(&output, &inputs, Some(store.path()), force)?;
         let label = plan.path.display().to_string();
         let params = lib(saintflow::train::checkpoint::params_for(
             &checkpoint,
@@ -1368,7 +1790,7 @@ fn _embed(
             last,
         ))?;
         let opts = saintflow::train::InferOptions {
-            memory_bytes: memory_mib << 20,
+            memory_bytes,
             scratch_dir: scratch_dir.unwrap_or_else(std::env::temp_dir),
             ..Default::default()
         };
@@ -1377,7 +1799,7 @@ fn _embed(
         } else {
             saintflow::train::Output::Embedding
         };
-        let pool = pool(threads.unwrap_or(0))?;
+        let pool = pool(threads_of(threads)?)?;
         let registry = registry()?;
         let r = py.detach(|| {
             pool.install(|| {
@@ -1393,7 +1815,7 @@ fn _embed(
 /// Trains an `[embedding]` plan (`saintflow train` of a DeepWalk/LINE/node2vec plan),
 /// publishing the vertex matrix to `output`; returns the run's summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (plan, store, output, seed, threads, epochs, memory_mib, holdout, scratch_dir, progress))]
+#[pyo3(signature = (plan, store, output, seed, threads, epochs, memory_mib, holdout, scratch_dir, progress, force = false))]
 #[allow(clippy::too_many_arguments)]
 fn _train_embedding(
     py: Python<'_>,
@@ -1407,6 +1829,7 @@ fn _train_embedding(
     holdout: f64,
     scratch_dir: Option<PathBuf>,
     progress: bool,
+    force: bool,
 ) -> PyResult<String> {
     guard(|| {
         if plan.gnn.is_some() {
@@ -1425,6 +1848,13 @@ fn _train_embedding(
                 "epochs = {e}: expected a positive number"
             )));
         }
+        let store_arc = store.get()?;
+        check_output(
+            &output,
+            &[("plan", plan.path.clone())],
+            Some(store_arc.path()),
+            force,
+        )?;
         let o: Vec<&str> = plan.overrides.iter().map(String::as_str).collect();
         let ep =
             lib(saintflow::plan::embedding::EmbeddingPlan::load_with_overrides(&plan.path, &o))?;
@@ -1434,8 +1864,8 @@ fn _train_embedding(
         });
         let opts = saintflow::embedding::EmbedOptions {
             seed,
-            threads: threads.unwrap_or(0),
-            memory_bytes: memory_mib << 20,
+            threads: threads_of(threads)?,
+            memory_bytes: mib_bytes(memory_mib)?,
             output: Some(output),
             scratch_dir: scratch,
             epochs,
@@ -1445,7 +1875,7 @@ fn _train_embedding(
             device: saintflow::embedding::Device::Cpu,
         };
         let flag = AtomicBool::new(false);
-        let store: &GraphStore = &store.inner;
+        let store: &GraphStore = &store_arc;
         let (r, interrupted) = run_interruptible(py, &flag, || {
             saintflow::embedding::train_interruptible(&ep, store, &opts, &flag)
         });
@@ -1479,7 +1909,14 @@ fn _eval_embedding(
     guard(|| {
         let shape = embedding.shape();
         let (rows, dim) = (shape[0], shape[1]);
-        let data = embedding.as_slice()?.to_vec();
+        let src = embedding.as_slice()?;
+        let mut data: Vec<f32> = Vec::new();
+        data.try_reserve_exact(src.len()).map_err(|_| {
+            PyMemoryError::new_err(format!(
+                "eval_embedding: cannot allocate a copy of the {rows} × {dim} embedding"
+            ))
+        })?;
+        data.extend_from_slice(src);
         if let Some(i) = data.iter().position(|x| !x.is_finite()) {
             return Err(TrainError::new_err(format!(
                 "embedding: row {}, column {} is not finite",
@@ -1489,6 +1926,11 @@ fn _eval_embedding(
         }
         if repeats == 0 {
             return Err(TrainError::new_err("repeats = 0: expected at least 1"));
+        }
+        if repeats > MAX_REPEATS {
+            return Err(PyValueError::new_err(format!(
+                "repeats = {repeats}: expected at most {MAX_REPEATS}"
+            )));
         }
         let emb = Embedding { data, rows, dim };
         let scoring = match (holdout, split.as_deref()) {
@@ -1519,9 +1961,38 @@ fn _eval_embedding(
                 normalize,
             },
         };
-        let store: &GraphStore = &store.inner;
-        let pool = pool(threads.unwrap_or(0))?;
-        let r = py.detach(|| pool.install(|| score(emb, "embedding", store, &scoring)));
+        let store = store.get()?;
+        let pool = pool(threads_of(threads)?)?;
+        // On a thread of its own, so that Ctrl-C returns at once (issue 55 item 11): the
+        // scoring has no stop flag, so an interrupted one finishes in the background and
+        // its result is dropped (it writes nothing).
+        let (tx, rx) = sync_channel(1);
+        std::thread::Builder::new()
+            .name("saintflow-eval".into())
+            .spawn(move || {
+                let r = catch_unwind(AssertUnwindSafe(|| {
+                    pool.install(|| score(emb, "embedding", &store, &scoring))
+                }));
+                let _ = tx.send(r);
+            })
+            .map_err(|e| SaintflowError::new_err(format!("cannot start a thread: {e}")))?;
+        let mut rx = rx;
+        let r = loop {
+            let (got, back) = py.detach(move || (rx.recv_timeout(Duration::from_millis(50)), rx));
+            rx = back;
+            match got {
+                Ok(Ok(r)) => break r,
+                Ok(Err(_)) => {
+                    return Err(SaintflowError::new_err(
+                        "internal error (a bug in saintflow, please report it): the scoring panicked",
+                    ))
+                }
+                Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(SaintflowError::new_err("the scoring thread stopped early"))
+                }
+            }
+        };
         let json = match lib(r)? {
             Scores::Link { auc, edges } => {
                 serde_json::json!({"auc": auc, "held_out_edges": edges, "fraction": holdout})
@@ -1756,6 +2227,11 @@ fn registry() -> PyResult<Registry> {
     Ok(r)
 }
 
+/// The widest input `check_op_gradients` takes: its central differences perturb every
+/// entry of inputs of a few dozen rows, so a width is a handful, not millions (issue 55
+/// item 3: `cols=10**12` aborted on allocation; `cols=0` passed without checking anything).
+const MAX_CHECK_COLS: usize = 256;
+
 /// Registers a Python op under `name` (see `saintflow.register_op`).
 #[pyfunction]
 #[pyo3(signature = (name, forward, backward, arity, attrs, doc))]
@@ -1815,6 +2291,12 @@ fn _check_op_gradients(
     attrs: &Bound<'_, PyDict>,
 ) -> PyResult<()> {
     guard(|| {
+        if !(1..=MAX_CHECK_COLS).contains(&cols) {
+            return Err(PyValueError::new_err(format!(
+                "{name}: cols = {cols}: expected 1 ..= {MAX_CHECK_COLS} (the check perturbs \
+                 every entry of its small inputs, so its work grows with cols²)"
+            )));
+        }
         let reg = registry()?;
         let mut a = saintflow::op::Attrs::new();
         for (k, v) in attrs.iter() {
@@ -1845,7 +2327,7 @@ fn _check_op_gradients(
         let args: Vec<saintflow::testing::Arg> = (0..arity)
             .map(|_| saintflow::testing::Arg::Nodes(cols))
             .collect();
-        py.detach(|| saintflow::testing::check_op_gradients(op, &args))
+        on_pool(py, || saintflow::testing::check_op_gradients(op, &args))?
             .map_err(|e| TrainError::new_err(format!("{name}: gradient check failed: {e}")))
     })
 }
@@ -1881,6 +2363,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Store>()?;
     m.add_class::<Sampler>()?;
     m.add_class::<BatchIter>()?;
+    m.add_class::<SectionMap>()?;
     m.add_class::<Plan>()?;
     m.add_function(wrap_pyfunction!(_train, m)?)?;
     m.add_function(wrap_pyfunction!(_register_op, m)?)?;

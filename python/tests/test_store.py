@@ -75,11 +75,12 @@ def test_views_are_zero_copy_and_read_only(store):
     indptr, indices = store.csr()
     for a in (indptr, indices, store.features_view(), store.roles()):
         assert not a.flags.owndata and not a.flags.writeable
-        assert a.base is store._s  # the array's memory is the store's map
+        # The array's memory is a map of the store's file (copy-on-write: issue 55 item 11).
+        assert type(a.base).__name__ == "SectionMap"
         with pytest.raises(ValueError):
             a[0] = 1
-    # Two views of one section are the same memory.
-    assert np.shares_memory(indptr, store.csr()[0])
+    # Each view maps the section's file again: the same bytes, no copy made.
+    np.testing.assert_array_equal(indptr, store.csr()[0])
     assert indptr.dtype == np.uint64 and indices.dtype == np.uint32
 
 

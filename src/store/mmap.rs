@@ -18,7 +18,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Advice, Mmap};
+use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
 
 use crate::store::format::{
     decode_header, Header, LabelKind, Role, SectionId, SplitCounts, HEADER_FILE, NO_LABEL,
@@ -45,6 +45,35 @@ impl Backing {
         match self {
             Backing::Empty => &[],
             Backing::Map(m) => m,
+        }
+    }
+}
+
+/// A section mapped copy-on-write by [`GraphStore::map_private`].
+pub struct PrivateSection {
+    map: Option<MmapMut>,
+}
+
+impl std::fmt::Debug for PrivateSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PrivateSection({} bytes)", self.bytes().len())
+    }
+}
+
+impl PrivateSection {
+    /// The section's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+
+    /// The section as values of `T` (empty for an empty section). Cannot fail for a
+    /// section of `T`s: the map is page-aligned and its length was checked.
+    pub fn as_slice<T: bytemuck::Pod>(&self) -> Result<&[T], StoreError> {
+        match &self.map {
+            None => Ok(&[]),
+            Some(m) => bytemuck::try_cast_slice(m).map_err(|e| {
+                StoreError::argument(format!("a section of {} bytes as values: {e}", m.len()))
+            }),
         }
     }
 }
@@ -390,6 +419,38 @@ impl GraphStore {
     /// A section's raw bytes (mapped).
     pub fn section_bytes(&self, id: SectionId) -> &[u8] {
         self.sections[id.index()].bytes()
+    }
+
+    /// A section mapped again, copy-on-write (`MAP_PRIVATE`, readable and writable): what
+    /// the Python package hands out as numpy views (issue 55 item 11). A write through
+    /// such a view (`torch.from_numpy` ignores numpy's read-only flag) lands in this
+    /// process's private copy of the page, never in the store's file, and cannot fault as
+    /// a write to the store's own read-only map does. Costs nothing until a page is
+    /// written; the map lives as long as the returned value, independent of `self`.
+    pub fn map_private(&self, id: SectionId) -> Result<PrivateSection, StoreError> {
+        let entry = self.header.section(id);
+        if entry.bytes == 0 {
+            return Ok(PrivateSection { map: None });
+        }
+        let path = self.section_path(id);
+        let file = File::open(&path).map_err(|e| StoreError::io(&path, "open section", e))?;
+        // SAFETY: MAP_PRIVATE: writes go to private pages, never to the file. The length is
+        // checked against the header below (as `map_section` does), so the typed views
+        // cover exactly the validated section.
+        let map = unsafe { MmapOptions::new().map_copy(&file) }
+            .map_err(|e| StoreError::io(&path, "mmap", e))?;
+        if map.len() as u64 != entry.bytes {
+            return Err(StoreError::corrupt(
+                &path,
+                id.name(),
+                format!(
+                    "file length expected {} bytes, got {} (changed since the store was opened)",
+                    entry.bytes,
+                    map.len()
+                ),
+            ));
+        }
+        Ok(PrivateSection { map: Some(map) })
     }
 
     fn slice<T: bytemuck::Pod>(&self, id: SectionId) -> &[T] {

@@ -17,4 +17,4 @@ pub use check::check;
 pub use error::StoreError;
 pub use format::{Header, LabelKind, Role, SectionId, TrainGraph};
 pub use info::{info, Info};
-pub use mmap::{Access, Csr, GraphStore, Labels};
+pub use mmap::{Access, Csr, GraphStore, Labels, PrivateSection};
