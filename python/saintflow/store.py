@@ -136,6 +136,7 @@ class Store:
         n_nodes=None,
         symmetrize=False,
         force=False,
+        train_graph="full",
     ):
         """Writes a store from arrays (numpy, or torch tensors) through the importers'
         writer: checked, published atomically (a failed write leaves nothing that looks
@@ -149,8 +150,16 @@ class Store:
         (negative = unlabelled) or ``[N, C]`` 0/1 multi-label rows. The split:
         ``train_mask``/``val_mask``/``test_mask`` (boolean ``[N]``) or ``roles``
         (``[N]``: 0 none, 1 train, 2 val, 3 test).
+
+        ``train_graph``: ``"full"`` (the default: transductive, as OGB's and PyG's
+        Planetoid protocol — the whole graph, training labels only) or ``"induce"`` (the
+        edges between training nodes only, GraphSAINT's inductive setting; on a split of
+        few training nodes that is almost no edges). ``Store.from_pyg`` and
+        ``Store.from_dgl`` take it too.
         """
         path = os.fspath(path)
+        if train_graph not in ("full", "induce"):
+            raise ValueError(f'{path}: train_graph = {train_graph!r}: expected "full" or "induce"')
         edge_index, indptr, indices, x, y = map(to_numpy, (edge_index, indptr, indices, x, y))
         src = dst = None
         if edge_index is not None and hasattr(edge_index, "tocsr"):
@@ -206,7 +215,8 @@ class Store:
             roles = np.ascontiguousarray(to_numpy(roles), dtype=np.uint8)
         n = count(n_nodes, "n_nodes")
         native = _native.Store._create(
-            path, n, src, dst, indptr, indices, x, y_single, y_multi, roles, bool(symmetrize), bool(force)
+            path, n, src, dst, indptr, indices, x, y_single, y_multi, roles, bool(symmetrize), bool(force),
+            train_graph == "induce",
         )
         return cls(native)
 
@@ -217,7 +227,7 @@ class Store:
         return cls(_native.Store.import_graphsaint(os.fspath(directory), os.fspath(path), standardize, force))
 
     @classmethod
-    def from_pyg(cls, data, path, *, symmetrize=True, force=False):
+    def from_pyg(cls, data, path, *, symmetrize=True, force=False, train_graph="full"):
         """A store from a PyTorch Geometric ``Data`` object (``edge_index``, ``x``, ``y``
         and the ``train_mask``/``val_mask``/``test_mask`` it has)."""
         require("torch_geometric", "Store.from_pyg")
@@ -233,10 +243,11 @@ class Store:
             n_nodes=data.num_nodes,
             symmetrize=symmetrize,
             force=force,
+            train_graph=train_graph,
         )
 
     @classmethod
-    def from_dgl(cls, g, path, *, symmetrize=True, force=False):
+    def from_dgl(cls, g, path, *, symmetrize=True, force=False, train_graph="full"):
         """A store from a homogeneous DGL graph (``ndata``'s ``feat``, ``label``,
         ``train_mask``/``val_mask``/``test_mask``)."""
         require("dgl", "Store.from_dgl")
@@ -254,6 +265,7 @@ class Store:
             n_nodes=g.num_nodes(),
             symmetrize=symmetrize,
             force=force,
+            train_graph=train_graph,
         )
 
     def __repr__(self):

@@ -29,7 +29,7 @@ use saintflow::sample::{
     sample_subgraph, sample_subgraph_into, NormCounts, SamplerConfig, Subgraph,
 };
 use saintflow::seed::{hash3, stream};
-use saintflow::store::import::{import_arrays, ArrayGraph, ArrayLabels, Edges};
+use saintflow::store::import::{import_arrays_with_train_graph, ArrayGraph, ArrayLabels, Edges};
 use saintflow::store::{GraphStore, Labels, PrivateSection, Role, SectionId};
 use saintflow::train::{TrainError as RustTrainError, TrainOptions};
 
@@ -588,7 +588,7 @@ impl Store {
     /// Writes a store from arrays (see `saintflow.Store.create`).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, n_nodes, src, dst, indptr, indices, x, y, y_multi, roles, symmetrize, force))]
+    #[pyo3(signature = (path, n_nodes, src, dst, indptr, indices, x, y, y_multi, roles, symmetrize, force, induce_train = false))]
     fn _create(
         py: Python<'_>,
         path: PathBuf,
@@ -603,6 +603,7 @@ impl Store {
         roles: Option<PyReadonlyArray1<'_, u8>>,
         symmetrize: bool,
         force: bool,
+        induce_train: bool,
     ) -> PyResult<Store> {
         guard(|| {
             if let Some(n) = n_nodes {
@@ -662,8 +663,14 @@ impl Store {
                 source: "saintflow.Store.create (Python)",
             };
             let r = on_pool(py, || {
-                import_arrays(&graph, &path, force, &Progress::hidden())
-                    .and_then(|_| GraphStore::open(&path))
+                import_arrays_with_train_graph(
+                    &graph,
+                    &path,
+                    force,
+                    &Progress::hidden(),
+                    induce_train,
+                )
+                .and_then(|_| GraphStore::open(&path))
             })?;
             Ok(Store::new(lib(r)?))
         })

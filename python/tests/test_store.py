@@ -36,7 +36,13 @@ def test_round_trip_from_edge_index(tmp_path, graph_arrays):
     for name, r in (("train", 1), ("val", 2), ("test", 3)):
         np.testing.assert_array_equal(s.split(name), np.flatnonzero(roles == r))
     np.testing.assert_array_equal(s.roles(), roles)
-    # The training graph is induced on the training nodes.
+    # The training graph is the full graph (transductive, the default: issue 55)...
+    tp, ti = s.csr("train")
+    np.testing.assert_array_equal(tp, a.indptr)
+    np.testing.assert_array_equal(ti, a.indices)
+    s.check()
+    # ...or, asked for, induced on the training nodes.
+    s = sf.Store.create(tmp_path / "i.sf", ei, x=x, y=y, symmetrize=True, train_graph="induce", **masks)
     tp, ti = s.csr("train")
     t = sp.csr_matrix((np.ones(len(ti)), ti.astype(np.int64), tp.astype(np.int64)), shape=(n, n))
     tr = roles == 1

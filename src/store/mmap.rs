@@ -66,6 +66,12 @@ impl PrivateSection {
         self.map.as_deref().unwrap_or(&[])
     }
 
+    /// The section's bytes, writable: a write changes this process's copy of the page
+    /// only, never the file.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.map.as_deref_mut().unwrap_or(&mut [])
+    }
+
     /// The section as values of `T` (empty for an empty section). Cannot fail for a
     /// section of `T`s: the map is page-aligned and its length was checked.
     pub fn as_slice<T: bytemuck::Pod>(&self) -> Result<&[T], StoreError> {

@@ -70,12 +70,28 @@ pub struct ArrayGraph<'a> {
     pub source: &'a str,
 }
 
-/// Writes `graph` as the store `out` (replacing a store there when `force`).
+/// Writes `graph` as the store `out` (replacing a store there when `force`), its training
+/// graph induced on the training nodes.
 pub fn import_arrays(
     graph: &ArrayGraph<'_>,
     out: &Path,
     force: bool,
     progress: &Progress,
+) -> Result<ImportReport, StoreError> {
+    import_arrays_with_train_graph(graph, out, force, progress, true)
+}
+
+/// [`import_arrays`] with the training graph chosen: `induce` induces it on the training
+/// nodes (inductive, GraphSAINT's); otherwise it is the full graph (transductive, OGB's and
+/// PyG's Planetoid protocol: every edge, training labels only), recorded as a given
+/// training graph. The Python package's `Store.create` defaults to the full graph (issue
+/// 55 item 11: induced on a Planetoid split, every batch was the same 15 nodes).
+pub fn import_arrays_with_train_graph(
+    graph: &ArrayGraph<'_>,
+    out: &Path,
+    force: bool,
+    progress: &Progress,
+    induce: bool,
 ) -> Result<ImportReport, StoreError> {
     let start = Instant::now();
     let bad = |what: String| StoreError::input(out, what);
@@ -149,7 +165,7 @@ pub fn import_arrays(
             }
         }
     }
-    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let is_train = |v: u32| !induce || roles[v as usize] == Role::Train as u8;
     let sections = build::write_graph(&w, builder, None, &is_train, progress)?;
     let (n_features, feats) = match graph.features {
         Some((x, f)) => {
@@ -164,7 +180,11 @@ pub fn import_arrays(
         n_features,
         n_classes: labels.n_classes,
         label_kind: labels.kind,
-        train_graph: TrainGraph::Induced,
+        train_graph: if induce {
+            TrainGraph::Induced
+        } else {
+            TrainGraph::Given
+        },
         split: build::split_counts(&roles),
         source: graph.source.to_string(),
     };
