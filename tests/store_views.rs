@@ -26,13 +26,21 @@ fn issue55_writes_to_a_private_map_of_every_section_stay_in_the_process() {
     for id in SECTIONS {
         let want = store.section_bytes(id).to_vec();
         let mut private = store.map_private(id).unwrap();
-        assert_eq!(private.bytes(), &want[..], "{id:?}: the same bytes as the store's map");
+        assert_eq!(
+            private.bytes(),
+            &want[..],
+            "{id:?}: the same bytes as the store's map"
+        );
         // Write every byte: a read-only map would fault here.
         for b in private.bytes_mut() {
             *b = !*b;
         }
         assert!(private.bytes().iter().zip(&want).all(|(a, b)| *a == !*b));
-        assert_eq!(store.section_bytes(id), &want[..], "{id:?}: the store's own map");
+        assert_eq!(
+            store.section_bytes(id),
+            &want[..],
+            "{id:?}: the store's own map"
+        );
         drop(private);
         let again = GraphStore::open(&path).unwrap();
         assert_eq!(again.section_bytes(id), &want[..], "{id:?}: the file");

@@ -120,7 +120,11 @@ fn lib<T, E: Into<saintflow::Error>>(r: Result<T, E>) -> PyResult<T> {
 struct SectionMap(PrivateSection);
 
 /// Section `id` of `store` mapped privately, as the base of the views made of it.
-fn section_map<'py>(py: Python<'py>, store: &GraphStore, id: SectionId) -> PyResult<Bound<'py, PyAny>> {
+fn section_map<'py>(
+    py: Python<'py>,
+    store: &GraphStore,
+    id: SectionId,
+) -> PyResult<Bound<'py, PyAny>> {
     let m = lib(py.detach(|| store.map_private(id)))?;
     Ok(Bound::new(py, SectionMap(m))?.into_any())
 }
@@ -193,7 +197,10 @@ fn memory_limit() -> Option<(u64, String)> {
     let detected = saintflow::machine::MemoryLimit::Detect.resolve();
     match (detected, address_space_left()) {
         (Some((m, src)), Some(a)) if m <= a => Some((m, src)),
-        (_, Some(a)) => Some((a, "the address-space limit (ulimit -v) less what is mapped".into())),
+        (_, Some(a)) => Some((
+            a,
+            "the address-space limit (ulimit -v) less what is mapped".into(),
+        )),
         (d, None) => d,
     }
 }
@@ -202,8 +209,14 @@ fn memory_limit() -> Option<(u64, String)> {
 /// when unlimited or unreadable.
 fn address_space_left() -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max address space"))?;
-    let soft: u64 = line["Max address space".len()..].split_whitespace().next()?.parse().ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft: u64 = line["Max address space".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kib: u64 = status
         .lines()
@@ -285,7 +298,8 @@ fn check_output(
     use std::os::unix::fs::FileTypeExt;
     let shown = output.display();
     let refuse = |what: String| Err(SaintflowError::new_err(format!("output {shown}: {what}")));
-    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
+    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize())
+    {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
@@ -1175,7 +1189,7 @@ impl Sampler {
                 )))
                 }
             };
-            if !(sample_coverage >= 0.0 && sample_coverage <= MAX_COVERAGE) {
+            if !(0.0..=MAX_COVERAGE).contains(&sample_coverage) {
                 return Err(PyValueError::new_err(format!(
                     "sample_coverage = {sample_coverage}: expected 0 ..= {MAX_COVERAGE} \
                      (0: no normalisation; PyG's examples use 100)"
@@ -1236,8 +1250,8 @@ impl Sampler {
                         inner: inner.as_ref(),
                         flag: &flag,
                     };
-                    let s0 = sample_subgraph(&sampler, seed, 0, spec.clip)
-                        .map_err(|e| e.to_string())?;
+                    let s0 =
+                        sample_subgraph(&sampler, seed, 0, spec.clip).map_err(|e| e.to_string())?;
                     let n = spec.graph().n_nodes() as f64;
                     let size = s0.n_nodes().max(1) as f64;
                     let n_pre = if whole || sample_coverage == 0.0 {
@@ -1989,11 +2003,9 @@ fn _eval_embedding(
             rx = back;
             match got {
                 Ok(Ok(r)) => break r,
-                Ok(Err(_)) => {
-                    return Err(SaintflowError::new_err(
-                        "internal error (a bug in saintflow, please report it): the scoring panicked",
-                    ))
-                }
+                Ok(Err(_)) => return Err(SaintflowError::new_err(
+                    "internal error (a bug in saintflow, please report it): the scoring panicked",
+                )),
                 Err(RecvTimeoutError::Timeout) => py.check_signals()?,
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(SaintflowError::new_err("the scoring thread stopped early"))
