@@ -499,6 +499,10 @@ impl Store {
             }
         };
         let store = self.get()?;
+        fits(
+            || format!("Store.split: up to {} ids of 12 bytes", store.n_nodes()),
+            store.n_nodes() as u128 * 12,
+        )?;
         let ids = on_pool(py, move || store.nodes_with_role(role))?;
         Ok(ids
             .into_iter()
@@ -620,22 +624,41 @@ impl Store {
         induce_train: bool,
     ) -> PyResult<Store> {
         guard(|| {
-            if let Some(n) = n_nodes {
-                if n > u64::from(u32::MAX) {
-                    return Err(PyValueError::new_err(format!(
-                        "{}: n_nodes = {n}: expected at most {} (node ids are 32-bit)",
-                        path.display(),
-                        u32::MAX
-                    )));
+            // The node count the writer will allocate for: `n_nodes`, or one past the
+            // largest id (a CSR: its rows), checked before the importer allocates for it
+            // (issue 55 item 3: an edge to node 4e9 aborted like n_nodes=4e9).
+            let (n, what) = match n_nodes {
+                Some(n) => (n, format!("n_nodes = {n}")),
+                None => {
+                    let n = match (&src, &dst, &indptr) {
+                        (Some(s), Some(d), _) => {
+                            let top = |a: &[i64]| a.iter().copied().max().unwrap_or(-1);
+                            let m = top(s.as_slice()?).max(top(d.as_slice()?));
+                            u64::try_from(m).map_or(0, |m| m + 1)
+                        }
+                        (_, _, Some(p)) => p.len().saturating_sub(1) as u64,
+                        _ => 0,
+                    };
+                    (
+                        n,
+                        format!("{n} nodes (one past the largest id in the edges)"),
+                    )
                 }
-                // What the writer holds per node whatever the arrays given: two offset
-                // arrays (8 bytes each), a label (4), a role (1) and the degree and
-                // permutation tables of the CSR build (≈ 16): 48 bytes, rounded up.
-                fits(
-                    || format!("{}: n_nodes = {n} at 48 bytes per node", path.display()),
-                    u128::from(n) * 48,
-                )?;
+            };
+            if n > u64::from(u32::MAX) {
+                return Err(PyValueError::new_err(format!(
+                    "{}: {what}: expected at most {} (node ids are 32-bit)",
+                    path.display(),
+                    u32::MAX
+                )));
             }
+            // What the writer holds per node whatever the arrays given: two offset arrays
+            // (8 bytes each), a label (4), a role (1) and the degree and permutation tables
+            // of the CSR build (≈ 16): 48 bytes, rounded up.
+            fits(
+                || format!("{}: {what} at 48 bytes per node", path.display()),
+                u128::from(n) * 48,
+            )?;
             let edges = match (&src, &dst, &indptr, &indices) {
                 (Some(s), Some(d), None, None) => Edges::Coo {
                     src: s.as_slice()?,
@@ -676,16 +699,26 @@ impl Store {
                 roles,
                 source: "saintflow.Store.create (Python)",
             };
-            let r = on_pool(py, || {
-                import_arrays_with_train_graph(
-                    &graph,
-                    &path,
-                    force,
-                    &Progress::hidden(),
-                    induce_train,
-                )
-                .and_then(|_| GraphStore::open(&path))
-            })?;
+            // Ctrl-C sets `flag`; the import stops at its next check before publishing
+            // anything (issue 55 item 11: it finished writing, then raised).
+            let flag = AtomicBool::new(false);
+            let pool = default_pool()?;
+            let (r, interrupted) = run_interruptible(py, &flag, || {
+                pool.install(|| {
+                    import_arrays_with_train_graph(
+                        &graph,
+                        &path,
+                        force,
+                        &Progress::hidden(),
+                        induce_train,
+                        Some(&flag),
+                    )
+                    .and_then(|_| GraphStore::open(&path))
+                })
+            });
+            if let Some(k) = interrupted {
+                return Err(k);
+            }
             Ok(Store::new(lib(r)?))
         })
     }
@@ -1318,27 +1351,29 @@ impl Sampler {
     }
 
     /// C_v of the pre-sampling (`None` without normalisation), for checks.
-    fn node_counts<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<u32>>> {
-        let norm = self.spec.norm.as_ref()?;
-        let n = self.spec.graph().n_nodes() as u32;
-        Some(
-            (0..n)
-                .map(|v| norm.node_count(v))
-                .collect::<Vec<_>>()
-                .into_pyarray(py),
-        )
+    fn node_counts<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArray1<u32>>>> {
+        let Some(norm) = self.spec.norm.as_ref() else {
+            return Ok(None);
+        };
+        let n = self.spec.graph().n_nodes();
+        let mut out = try_vec("SaintSampler.node_counts", n, 0u32)?;
+        for (v, c) in out.iter_mut().enumerate() {
+            *c = norm.node_count(v as u32);
+        }
+        Ok(Some(out.into_pyarray(py)))
     }
 
     /// C_{u,v} of every entry of the sampled graph's CSR (`None` without normalisation).
-    fn edge_counts<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<u32>>> {
-        let norm = self.spec.norm.as_ref()?;
-        let e = self.spec.graph().n_entries() as u64;
-        Some(
-            (0..e)
-                .map(|k| norm.edge_count(k))
-                .collect::<Vec<_>>()
-                .into_pyarray(py),
-        )
+    fn edge_counts<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArray1<u32>>>> {
+        let Some(norm) = self.spec.norm.as_ref() else {
+            return Ok(None);
+        };
+        let e = self.spec.graph().n_entries();
+        let mut out = try_vec("SaintSampler.edge_counts", e, 0u32)?;
+        for (k, c) in out.iter_mut().enumerate() {
+            *c = norm.edge_count(k as u64);
+        }
+        Ok(Some(out.into_pyarray(py)))
     }
 
     /// The seed of the pre-sampling: its subgraphs are `subgraph(i, seed=this)`.

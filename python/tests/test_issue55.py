@@ -233,12 +233,13 @@ def test_issue55_ctrl_c_stops_eval_embedding(store):
 
 # ------------------------------------------------------------------ sizes (item 3)
 
-def test_issue55_sizes_beyond_the_memory_raise_memory_error_and_the_interpreter_lives(store):
+def test_issue55_sizes_beyond_the_memory_raise_memory_error_and_the_interpreter_lives(tmp_path, store):
     # Under an address-space limit, as the campaign ran: each of these aborted the process.
     r = _run_python(f"""
         import resource
         import numpy as np, saintflow as sf
         s = sf.Store.open({str(store.path)!r})
+        unused = {str(tmp_path / "unused.sf")!r}
         ids = np.zeros(5 * 10**7, dtype=np.int64)
         vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1]) * 1024
         resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), resource.RLIM_INFINITY))
@@ -246,7 +247,8 @@ def test_issue55_sizes_beyond_the_memory_raise_memory_error_and_the_interpreter_
             ("features", lambda: s.features(ids)),
             ("walk_length", lambda: sf.SaintSampler(s, "rw", batch_size=10, walk_length=10**12)),
             ("roots", lambda: sf.SaintSampler(s, "rw", roots=10**15)),
-            ("create", lambda: sf.Store.create("unused.sf", np.array([[0, 1], [1, 0]]), n_nodes=4 * 10**9)),
+            ("create", lambda: sf.Store.create(unused, np.array([[0, 1], [1, 0]]), n_nodes=4 * 10**9)),
+            ("edge_to_4e9", lambda: sf.Store.create(unused, np.array([[0, 4 * 10**9], [4 * 10**9, 0]]))),
         ]:
             try:
                 call()
@@ -258,10 +260,11 @@ def test_issue55_sizes_beyond_the_memory_raise_memory_error_and_the_interpreter_
     assert r.returncode == 0, f"status {r.returncode}: {r.stderr[-2000:]}"
     lines = r.stdout.splitlines()
     assert lines[-1] == "alive"
-    for name in ("features", "walk_length", "roots", "create"):
+    for name in ("features", "walk_length", "roots", "create", "edge_to_4e9"):
         line = next(l for l in lines if l.startswith(name + " "))
         assert line.split()[1] == "MemoryError", line
     assert "memory_this_process_may_use" in r.stdout
+    assert not (tmp_path / "unused.sf").exists()
 
 
 def test_issue55_sizes_that_cannot_be_are_value_errors(tmp_path, store):
@@ -462,3 +465,23 @@ def test_issue55_store_create_trains_on_the_full_graph_unless_induction_is_asked
     with pytest.raises(ValueError, match='train_graph = \'given\': expected "full" or "induce"'):
         sf.Store.create(tmp_path / "g.sf", ei, train_graph="given")
     assert not (tmp_path / "g.sf").exists()
+
+
+def test_issue55_ctrl_c_stops_store_create_and_leaves_nothing(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    out = _interrupt_after(f"""
+        rng = np.random.default_rng(0)
+        n = 1_000_000
+        ei = rng.integers(0, n, (2, 40_000_000))
+        def run():
+            sf.Store.create({str(work / "big.sf")!r}, ei, symmetrize=True)
+    """, seconds=0.5)
+    assert out[0] == "interrupted" and float(out[1]) < 10, out
+    assert list(work.iterdir()) == []  # no store, no temporary store
+
+
+def test_issue55_an_edge_to_a_huge_id_is_checked_like_n_nodes(tmp_path):
+    with pytest.raises(ValueError, match=r"4294967296 nodes \(one past the largest id in the edges\): expected at most"):
+        sf.Store.create(tmp_path / "a.sf", np.array([[0, 2**32 - 1], [2**32 - 1, 0]]))
+    assert not (tmp_path / "a.sf").exists()

@@ -4,6 +4,7 @@
 //! messages name the output store and the argument (`edge_index`, `x`, `y`, `roles`).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::progress::Progress;
@@ -78,7 +79,7 @@ pub fn import_arrays(
     force: bool,
     progress: &Progress,
 ) -> Result<ImportReport, StoreError> {
-    import_arrays_with_train_graph(graph, out, force, progress, true)
+    import_arrays_with_train_graph(graph, out, force, progress, true, None)
 }
 
 /// [`import_arrays`] with the training graph chosen: `induce` induces it on the training
@@ -86,13 +87,27 @@ pub fn import_arrays(
 /// PyG's Planetoid protocol: every edge, training labels only), recorded as a given
 /// training graph. The Python package's `Store.create` defaults to the full graph (issue
 /// 55 item 11: induced on a Planetoid split, every batch was the same 15 nodes).
+///
+/// A set `stop` (Ctrl-C in Python) ends the import at its next check — every 2^20 edges,
+/// and between the stages — with an error, before anything is published: the temporary
+/// store is removed and nothing appears at `out`.
 pub fn import_arrays_with_train_graph(
     graph: &ArrayGraph<'_>,
     out: &Path,
     force: bool,
     progress: &Progress,
     induce: bool,
+    stop: Option<&AtomicBool>,
 ) -> Result<ImportReport, StoreError> {
+    let stopped = || -> Result<(), StoreError> {
+        match stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            true => Err(StoreError::argument(format!(
+                "{}: interrupted; nothing was written",
+                out.display()
+            ))),
+            false => Ok(()),
+        }
+    };
     let start = Instant::now();
     let bad = |what: String| StoreError::input(out, what);
     let n = node_count(graph).map_err(bad)?;
@@ -144,7 +159,12 @@ pub fn import_arrays_with_train_graph(
     };
     let expected = entries * if graph.symmetrize { 2 } else { 1 };
     let mut builder = CsrBuilder::new(&scratch, n, expected, DEFAULT_BUCKET_BYTES)?;
+    let mut pushed = 0u64;
     let mut push = |u: u32, v: u32| -> Result<(), StoreError> {
+        pushed += 1;
+        if pushed % (1 << 20) == 0 {
+            stopped()?;
+        }
         builder.push(u, v)?;
         if graph.symmetrize {
             builder.push(v, u)?;
@@ -165,8 +185,10 @@ pub fn import_arrays_with_train_graph(
             }
         }
     }
+    stopped()?;
     let is_train = |v: u32| !induce || roles[v as usize] == Role::Train as u8;
     let sections = build::write_graph(&w, builder, None, &is_train, progress)?;
+    stopped()?;
     let (n_features, feats) = match graph.features {
         Some((x, f)) => {
             let mut s = w.section(SectionId::Features, Dtype::F32)?;
@@ -195,6 +217,7 @@ pub fn import_arrays_with_train_graph(
     };
     let check: Option<&dyn Fn(u32, u32, u64) -> StoreError> =
         (!graph.symmetrize).then_some(&asymmetric);
+    stopped()?;
     commit_import(w, meta, sections, feats, &labels, &roles, start, check)
 }
 
