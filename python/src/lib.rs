@@ -298,9 +298,19 @@ fn check_output(
     use std::os::unix::fs::FileTypeExt;
     let shown = output.display();
     let refuse = |what: String| Err(SaintflowError::new_err(format!("output {shown}: {what}")));
-    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize())
-    {
-        (Ok(a), Ok(b)) => a == b,
+    // A path as the file it names: through links, and for a file not there yet, through
+    // its directory (a log and a checkpoint a run is about to create can be one file).
+    let resolved = |p: &std::path::Path| -> Option<PathBuf> {
+        p.canonicalize().ok().or_else(|| {
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            Some(dir.canonicalize().ok()?.join(p.file_name()?))
+        })
+    };
+    let same = |a: &std::path::Path, b: &std::path::Path| match (resolved(a), resolved(b)) {
+        (Some(a), Some(b)) => a == b,
         _ => false,
     };
     for (name, input) in inputs {
@@ -1763,6 +1773,14 @@ fn _train<'py>(
             opts = opts.checkpoint(file);
         }
         if let Some(l) = &log {
+            // `--log`'s rule (issue 55 item 2): never the plan, the checkpoint or a store's
+            // file; an existing log is continued by `resume=True` or replaced by
+            // `force=True`, never truncated silently by a fresh run.
+            let mut inputs = vec![("plan", plan.path.clone())];
+            if let Some(c) = &checkpoint {
+                inputs.extend(checkpoint_files(c));
+            }
+            check_output(l, &inputs, Some(store_ref.path()), force || resume)?;
             saintflow::atomic::create_parent_dirs(l).map_err(|e| {
                 TrainError::new_err(format!("{}: cannot create its directory: {e}", l.display()))
             })?;

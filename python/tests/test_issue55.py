@@ -485,3 +485,22 @@ def test_issue55_an_edge_to_a_huge_id_is_checked_like_n_nodes(tmp_path):
     with pytest.raises(ValueError, match=r"4294967296 nodes \(one past the largest id in the edges\): expected at most"):
         sf.Store.create(tmp_path / "a.sf", np.array([[0, 2**32 - 1], [2**32 - 1, 0]]))
     assert not (tmp_path / "a.sf").exists()
+
+
+def test_issue55_train_log_follows_the_clis_rule(tmp_path, store):
+    plan = tmp_path / "gcn.toml"
+    shutil.copy(GCN, plan)
+    log = tmp_path / "run.jsonl"
+    log.write_text("an earlier run's log\n")
+    with pytest.raises(sf.SaintflowError, match="exists; pass force=True to replace it"):
+        sf.train(plan, store, epochs=1, log=log, progress=False)
+    assert log.read_text() == "an earlier run's log\n"
+    plan_text = plan.read_text()
+    for target, match in ((plan, "is the plan"), (tmp_path / "ck.bin", "is the checkpoint"),
+                          (store.path / "roles.u8", "inside the graph store")):
+        with pytest.raises(sf.SaintflowError, match=match):
+            sf.train(plan, store, epochs=1, log=target, checkpoint=tmp_path / "ck.bin", force=True, progress=False)
+    assert plan.read_text() == plan_text
+    store.check()
+    sf.train(plan, store, epochs=1, log=log, force=True, progress=False)
+    assert '"kind"' in log.read_text()
