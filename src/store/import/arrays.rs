@@ -162,7 +162,7 @@ pub fn import_arrays_with_train_graph(
     let mut pushed = 0u64;
     let mut push = |u: u32, v: u32| -> Result<(), StoreError> {
         pushed += 1;
-        if pushed % (1 << 20) == 0 {
+        if pushed.is_multiple_of(1 << 20) {
             stopped()?;
         }
         builder.push(u, v)?;
