@@ -117,7 +117,9 @@ class SaintSampler:
     Processes: the sampler works in a forked child (``os.fork``, ``multiprocessing``'s
     ``fork`` context, a PyTorch ``DataLoader`` worker), built there or inherited; its
     threads are started in the process that iterates. An epoch's iterator does not cross
-    a fork (its sampling thread stays in the parent): iterate again in the child. Indexing
+    a fork (its sampling thread stays in the parent): iterate again in the child. A sampler
+    pickles as its arguments (``spawn``/``forkserver`` workers rebuild it: the store
+    opened by path, the pre-sampling redone to the same norms). Indexing
     (``sampler[i]``: subgraph i, as ``subgraph(i)``) makes it a map-style dataset, so
     ``torch.utils.data.DataLoader(sampler, batch_size=None, num_workers=2,
     collate_fn=lambda b: b)`` draws batches in worker processes.
@@ -138,6 +140,9 @@ class SaintSampler:
     ):
         if not isinstance(store, Store):
             store = Store.open(os.fspath(store))
+        # What rebuilds it in another process (pickle: a `spawn` or `forkserver` worker).
+        self._args = (kind, dict(graph=graph, seed=seed, threads=threads, num_steps=num_steps,
+                                 sample_coverage=sample_coverage, clip=clip, **keys))
         names = _PYG_NAMES.get(kind, {})
         native_keys = {}
         for k, v in keys.items():
@@ -156,6 +161,11 @@ class SaintSampler:
             count(clip, "clip"),
             native_keys,
         )
+
+    def __reduce__(self):
+        # The same sampler in the unpickling process: the store opened again by path and
+        # the pre-sampling redone, with the same seed, so the same norms and subgraphs.
+        return (_rebuild, (os.fspath(self.store.path), self._args))
 
     def __iter__(self):
         for d in self._s.epoch_iter():
@@ -216,3 +226,8 @@ class SaintSampler:
     def __repr__(self):
         return f"SaintSampler(kind={self.kind!r}, num_steps={self.num_steps}, threads={self.threads})"
 
+
+
+def _rebuild(path, args):
+    kind, keys = args
+    return SaintSampler(Store.open(path), kind, **keys)

@@ -130,6 +130,22 @@ def test_issue55_a_fork_pool_of_two_workers_iterates_the_sampler(store):
     assert epochs == [want] * 4
 
 
+def _draw_with(sampler, i):
+    return sampler[i].n_id.tolist()
+
+
+def test_issue55_a_sampler_pickles_for_spawn_workers(store):
+    # `spawn` (and Python 3.14's default, `forkserver`) pickle the dataset to the worker.
+    s = sf.SaintSampler(store, "rw", roots=30, num_steps=3, seed=9, threads=1)
+    want = _ids(s)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        got = pool.starmap_async(_draw_with, [(s, i) for i in range(3)]).get(timeout=HANG_S)
+    assert got == want
+    again = pickle.loads(pickle.dumps(s))
+    assert _ids(again) == want and again.pre_sampled == s.pre_sampled
+    np.testing.assert_array_equal(again.node_counts(), s.node_counts())
+
+
 def test_issue55_torch_dataloader_with_two_workers_runs_to_completion(store):
     torch = pytest.importorskip("torch")
     s = sf.SaintSampler(store, "rw", roots=30, num_steps=6, seed=5)
