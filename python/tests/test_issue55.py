@@ -234,7 +234,7 @@ def test_issue55_ctrl_c_stops_the_samplers_pre_sampling(tmp_path):
         def run():
             sf.SaintSampler(store, "rw", roots=10, walk_length=2, sample_coverage=10000)
     """)
-    assert out[0] == "interrupted" and float(out[1]) < 10, out
+    assert out[0] == "interrupted" and float(out[1]) < 30, out  # (a loaded machine: seconds; unstopped: the whole run)
 
 
 def test_issue55_ctrl_c_stops_eval_embedding(store):
@@ -244,7 +244,7 @@ def test_issue55_ctrl_c_stops_eval_embedding(store):
         def run():
             sf.eval_embedding(emb, store, ratios=[0.1, 0.5, 0.9] * 20, repeats=1000)
     """)
-    assert out[0] == "interrupted" and float(out[1]) < 10, out
+    assert out[0] == "interrupted" and float(out[1]) < 30, out  # (a loaded machine: seconds; unstopped: the whole run)
 
 
 # ------------------------------------------------------------------ sizes (item 3)
@@ -493,7 +493,7 @@ def test_issue55_ctrl_c_stops_store_create_and_leaves_nothing(tmp_path):
         def run():
             sf.Store.create({str(work / "big.sf")!r}, ei, symmetrize=True)
     """, seconds=0.5)
-    assert out[0] == "interrupted" and float(out[1]) < 10, out
+    assert out[0] == "interrupted" and float(out[1]) < 30, out  # (a loaded machine: seconds; unstopped: the whole run)
     assert list(work.iterdir()) == []  # no store, no temporary store
 
 
