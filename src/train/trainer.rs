@@ -513,9 +513,9 @@ fn run(
     let writes = sync.writes_outputs();
     let (ckpt, log) = (opts.checkpoint.as_deref(), opts.log.as_deref());
     let _claims = guard_outputs(ckpt, log, writes, &lowered)?;
-    let (mut state, resumed) = TrainState::start(opts, &lowered, &id, sync.as_mut())?;
-    let record = run_record(opts, runner, id.plan_hash, sync.run_info()?);
     let total: usize = sched.iter().map(|p| p.2).sum();
+    let (mut state, resumed) = TrainState::start(opts, &lowered, &id, sync.as_mut(), total)?;
+    let record = run_record(opts, runner, id.plan_hash, sync.run_info()?);
     let at = (state.step, state.elapsed);
     let mut obs = Observer::open(opts, writes, resumed, record, at, total)?;
     let stop = opts.stop_after.unwrap_or(usize::MAX);
