@@ -548,3 +548,55 @@ fn issue55_a_checkpoint_past_the_runs_end_is_refused_on_resume() {
     let done = opts(3).train().unwrap();
     assert_eq!(done.epochs, 3);
 }
+
+/// Issue 55 item 7: when the loss becomes non-finite the error names where the first
+/// non-finite value came from (the node, its op and its plan expression), found by a
+/// diagnostic pass, here from finite but huge `--init-from` weights that overflow in the
+/// first layer.
+#[test]
+fn issue55_a_non_finite_loss_names_the_node_that_produced_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 8)).unwrap();
+    let plan = gcn();
+    let ck = dir.path().join("ck.bin");
+    let opts = || {
+        TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .threads(1)
+            .seed(3)
+            .epochs(1)
+    };
+    opts().checkpoint(&ck).train().unwrap();
+    let ckpt = Checkpoint::load(&ck).unwrap();
+    let owned: Vec<(String, Vec<usize>, Vec<f32>)> = ckpt
+        .params
+        .iter()
+        .map(|t| {
+            let v = if t.name == "W0" { 3e38 } else { 1.0 };
+            (t.name.clone(), vec![t.rows, t.cols], vec![v; t.data.len()])
+        })
+        .collect();
+    let views: Vec<_> = owned
+        .iter()
+        .map(|(n, shape, d)| {
+            let v = safetensors::tensor::TensorView::new(
+                Dtype::F32,
+                shape.clone(),
+                bytemuck::cast_slice(d),
+            )
+            .unwrap();
+            (n.clone(), v)
+        })
+        .collect();
+    let path = dir.path().join("huge.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, &None).unwrap()).unwrap();
+    let e = opts().init_from(&path).train().unwrap_err().to_string();
+    eprintln!("{e}");
+    assert!(e.contains("at step 0 (epoch 1)"), "{e}");
+    assert!(e.contains("the first non-finite value is"), "{e}");
+    assert!(
+        e.contains("with finite inputs") && e.contains("(op "),
+        "{e}"
+    );
+    assert!(e.contains("W0"), "the node's expression names W0: {e}");
+}

@@ -683,7 +683,8 @@ impl Step<'_, '_> {
             .ok_or_else(|| TrainError::Run("the step gave no loss".into()))?;
         if !loss.is_finite() {
             return Err(TrainError::Run(format!(
-                "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
+                "the loss is {loss} at step {step} (epoch {epoch}); {}: lower the learning rate?",
+                self.non_finite_origin(state, step)
             )));
         }
         let mean_loss = self.mean_loss(&vals, source, &state.params, step);
@@ -694,6 +695,15 @@ impl Step<'_, '_> {
                 .get(*gid)
                 .and_then(|v| v.as_dense())
                 .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
+            // Issue 55 item 7: a non-finite gradient would make the parameters NaN and
+            // the next loss NaN far from its cause; O(parameters), beside the update.
+            if let Some(i) = g.data.iter().position(|x| !x.is_finite()) {
+                return Err(TrainError::Run(format!(
+                    "the gradient of `{name}` is {} (value {i}) at step {step} (epoch {epoch}); {}: lower the learning rate?",
+                    g.data[i],
+                    self.non_finite_origin(state, step)
+                )));
+            }
             grads.push(g.data.as_slice());
         }
         let t = Instant::now();
@@ -730,6 +740,55 @@ impl Step<'_, '_> {
         })?;
         state.step += 1;
         Ok((loss, mean_loss))
+    }
+
+    /// Where step `step`'s first non-finite value came from (issue 55 item 7), for the
+    /// error that stops the run: a parameter that already holds one, else the first node,
+    /// in the graph's order, whose output holds one while its inputs do not — found by
+    /// running the step again on the interpreter keeping every value (only on this path:
+    /// it holds the whole step's values at once).
+    fn non_finite_origin(&self, state: &TrainState, step: u64) -> String {
+        let first_bad = |d: &[f32]| d.iter().position(|x| !x.is_finite()).map(|i| (i, d[i]));
+        for (name, t) in state.params.iter() {
+            if let Some((i, x)) = first_bad(&t.data) {
+                return format!("parameter `{name}` already holds {x} (value {i})");
+            }
+        }
+        let graph = &self.ph.graph;
+        let order = match graph.topo_order() {
+            Ok(o) => o,
+            Err(e) => return format!("its origin is unknown ({e})"),
+        };
+        let vals = match crate::exec::Interpreter.run_step(
+            graph,
+            &order,
+            Some(&self.ph.source),
+            &state.params,
+            step,
+            self.opts.seed,
+            true,
+        ) {
+            Ok(v) => v,
+            Err(e) => return format!("its origin is unknown (the diagnostic pass failed: {e})"),
+        };
+        for id in order {
+            let bad = match vals.get(id) {
+                Some(Value::Dense(t)) => first_bad(&t.data),
+                Some(Value::Sparse(m)) => first_bad(&m.values.data),
+                Some(Value::Scalar(x)) if !x.is_finite() => Some((0, *x as f32)),
+                _ => None,
+            };
+            if let Some((i, x)) = bad {
+                let node = graph.node(id);
+                return format!(
+                    "the first non-finite value is {x} (value {i}) from node {} `{}` (op {}) with finite inputs",
+                    id.index(),
+                    node.label,
+                    node.op.name()
+                );
+            }
+        }
+        "a second run of the step on the interpreter gave only finite values".into()
     }
 
     /// The step's loss with every training node of the subgraph weighted alike (the plain
