@@ -36,7 +36,7 @@ use super::infer::FullGraph;
 use super::log::{Record, RunDist, StepMs};
 use super::metrics::{Counts, Metrics};
 use super::observer::{EpochLoss, Observer, Validation};
-use super::state::{guard_outputs, params_hash, Best, Identity, TrainState};
+use super::state::{guard_outputs, params_hash, Identity, TrainState};
 use super::TrainError;
 use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
 use crate::machine::MemoryLimit;
@@ -422,10 +422,12 @@ pub struct TrainOutcome {
     /// Every log record of the run (those of earlier sessions included on resume).
     pub records: Vec<Record>,
     /// The best validation metrics (or the last parameters' when never evaluated); None
-    /// with `no_eval`.
+    /// with `no_eval`, and when the graph has no labelled validation node (the parameters
+    /// are then the last epoch's).
     pub val: Option<Metrics>,
-    /// The test metrics of those parameters (None when stopped by `stop_after`, or with
-    /// `no_eval`).
+    /// The test metrics of those parameters (None when stopped by `stop_after`, with
+    /// `no_eval`, and when the graph has no labelled test node: never a 0 measured over
+    /// nothing).
     pub test: Option<Metrics>,
     /// The epoch of those parameters.
     pub best_epoch: usize,
@@ -547,10 +549,14 @@ fn run(
                     advise_training(store, &sp, Access::Normal);
                 }
                 let t = Instant::now();
-                let val = e.measure(sync.as_ref(), runner, &state.params, Role::Val)?;
-                let best = state.record_val(val);
-                let ms = t.elapsed().as_secs_f64() * 1e3;
-                Some(Validation { val, best, ms })
+                // No validation nodes: nothing measured, no best (the last parameters
+                // are the run's, issue 55 item 1).
+                e.measure(sync.as_ref(), runner, &state.params, Role::Val)?
+                    .map(|val| {
+                        let best = state.record_val(val);
+                        let ms = t.elapsed().as_secs_f64() * 1e3;
+                        Validation { val, best, ms }
+                    })
             }
             _ => None,
         };
@@ -571,7 +577,9 @@ fn run(
 
 /// The outcome of a run that ended in `state`: the best parameters with their validation
 /// (the last ones', validated now, when none was), and their test when the run is
-/// `complete` (not stopped by `stop_after`).
+/// `complete` (not stopped by `stop_after`). A role without labelled nodes has no metrics
+/// (None, `null` in the log's `test` record), never a 0 (issue 55 item 1); without
+/// validation nodes the parameters are the last epoch's.
 fn finish(
     state: TrainState,
     eval: Option<&Evaluator<'_>>,
@@ -583,23 +591,22 @@ fn finish(
     let (val, test, best_epoch, params) = match eval {
         None => (None, None, epochs, state.params),
         Some(e) => {
-            let best = match state.best {
-                Some(b) => b,
-                None => Best {
-                    val: e.measure(sync, runner, &state.params, Role::Val)?,
-                    epoch: epochs,
-                    params: state.params,
-                },
+            let (val, best_epoch, params) = match state.best {
+                Some(b) => (Some(b.val), b.epoch, b.params),
+                None => {
+                    let val = e.measure(sync, runner, &state.params, Role::Val)?;
+                    (val, epochs, state.params)
+                }
             };
             let test = match complete {
                 true => {
-                    let test = e.measure(sync, runner, &best.params, Role::Test)?;
-                    obs.test(best.epoch, best.val, test)?;
-                    Some(test)
+                    let test = e.measure(sync, runner, &params, Role::Test)?;
+                    obs.test(best_epoch, val, test)?;
+                    test
                 }
                 false => None,
             };
-            (Some(best.val), test, best.epoch, best.params)
+            (val, test, best_epoch, params)
         }
     };
     Ok(TrainOutcome {
@@ -836,6 +843,8 @@ impl Step<'_, '_> {
 /// each part evaluates its own.
 struct Evaluator<'g> {
     graph: FullGraph<'g>,
+    /// The store evaluated on.
+    on: &'g GraphStore,
     summed: bool,
 }
 
@@ -857,23 +866,28 @@ impl<'g> Evaluator<'g> {
             progress: opts.progress,
             ..opts.infer.clone()
         });
-        Ok(Some(Evaluator { graph, summed }))
+        Ok(Some(Evaluator { graph, on, summed }))
     }
 
-    /// The metrics of `role` under `params`.
+    /// The metrics of `role` under `params`; None when the role has no labelled node
+    /// (in a job: on no part), without a pass where the store shows it.
     fn measure(
         &self,
         sync: &dyn StepSync,
         runner: &dyn StepRunner,
         params: &Params,
         role: Role,
-    ) -> Result<Metrics> {
-        if !self.summed {
-            return Ok(self.graph.metrics(runner, params, &[role])?[0]);
-        }
-        let mut flat = self.graph.counts(runner, params, &[role])?[0].flat();
-        sync.sum_counts(&mut flat)?;
-        Ok(Counts::from_flat(&flat).metrics())
+    ) -> Result<Option<Metrics>> {
+        let counts = if self.summed {
+            let mut flat = self.graph.counts(runner, params, &[role])?[0].flat();
+            sync.sum_counts(&mut flat)?;
+            Counts::from_flat(&flat)
+        } else if self.on.role_count(role) == 0 {
+            return Ok(None);
+        } else {
+            self.graph.counts(runner, params, &[role])?.swap_remove(0)
+        };
+        Ok((counts.nodes() > 0).then(|| counts.metrics()))
     }
 }
 
