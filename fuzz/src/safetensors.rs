@@ -89,7 +89,7 @@ pub fn well_formed(shapes: &[(String, usize, usize)], values: &[u8], f64_first: 
     }
     let mut text = serde_json::Value::Object(header).to_string().into_bytes();
     // The format pads the header with spaces to a multiple of 8.
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();
