@@ -432,6 +432,18 @@ fn issue55_crafted_checkpoint_fields_are_refused_on_load_save_and_export() {
         ("elapsed: expected finite seconds", |c| {
             c.elapsed = f64::INFINITY
         }),
+        ("dist: a rank's loss mean or variance", |c| {
+            c.dist = Some(saintflow::dist::DistState {
+                ranks: vec![(1.0, 0.5, true), (f64::NAN, 0.1, true)],
+                var_bar: 0.2,
+            })
+        }),
+        ("dist: a rank's loss mean or variance", |c| {
+            c.dist = Some(saintflow::dist::DistState {
+                ranks: vec![(1.0, 0.5, true)],
+                var_bar: -1.0,
+            })
+        }),
     ];
     for (i, (want, craft)) in cases.into_iter().enumerate() {
         let mut c = good.clone();

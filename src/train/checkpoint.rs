@@ -20,7 +20,8 @@
 //! parameter names unique and non-empty, values = rows × cols, every value finite (Adam's
 //! v also ≥ 0), the best-validation parameters of the same names and shapes as the current
 //! ones, metrics finite in [0, 1], `1 ≤ best_epoch ≤ epoch ≤ step ≤ epoch ×`
-//! [`MAX_STEPS_PER_EPOCH`], `opt_t ≤ step`, `elapsed` finite and ≥ 0. A resumed run also
+//! [`MAX_STEPS_PER_EPOCH`], `opt_t ≤ step`, `elapsed` finite and ≥ 0, a job's consensus
+//! state finite (variances ≥ 0). A resumed run also
 //! refuses a checkpoint past its last epoch (`TrainState::start`).
 
 use std::path::{Path, PathBuf};
@@ -249,6 +250,17 @@ impl Checkpoint {
                 "opt_t: more optimiser steps than steps, expected at most {}, got {}",
                 self.step, self.opt_t
             ));
+        }
+        if let Some(d) = &self.dist {
+            let variances = d.ranks.iter().map(|r| r.1).chain([d.var_bar]);
+            let means_finite = d.ranks.iter().all(|r| r.0.is_finite());
+            if !means_finite || !variances.clone().all(|v| v.is_finite() && v >= 0.0) {
+                return Err(format!(
+                    "dist: a rank's loss mean or variance, expected finite (variances ≥ 0), got means {:?}, variances {:?}",
+                    d.ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
+                    variances.collect::<Vec<_>>()
+                ));
+            }
         }
         if !(self.elapsed.is_finite() && self.elapsed >= 0.0) {
             return Err(format!(
