@@ -317,8 +317,18 @@ fn issue55_a_role_without_nodes_is_never_reported_as_a_number() {
         let store = format!("no-{role}.sf");
         common::saintflow_ok(
             &[
-                "gen", "kronecker", "--scale", "7", "--degree", "6", "--features", "8",
-                "--split", split, "-o", &store,
+                "gen",
+                "kronecker",
+                "--scale",
+                "7",
+                "--degree",
+                "6",
+                "--features",
+                "8",
+                "--split",
+                split,
+                "-o",
+                &store,
             ],
             dir.path(),
         );
