@@ -144,10 +144,12 @@ pub enum Record {
         epoch: usize,
         /// Wall seconds since the start of training.
         time: f64,
-        /// Their validation metrics.
-        val: Metrics,
-        /// Their test metrics.
-        test: Metrics,
+        /// Their validation metrics; `null` when the graph has no labelled validation
+        /// node (the parameters are then the last epoch's).
+        val: Option<Metrics>,
+        /// Their test metrics; `null` when the graph has no labelled test node (never a 0
+        /// measured over nothing, issue 55 item 1).
+        test: Option<Metrics>,
     },
 }
 

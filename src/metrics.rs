@@ -85,6 +85,12 @@ impl Counts {
         self.exact += u64::from(all);
     }
 
+    /// The nodes counted (labelled nodes of the set): metrics over none are no
+    /// measurement, and callers say so rather than print 0 (issue 55 item 1).
+    pub fn nodes(&self) -> u64 {
+        self.nodes
+    }
+
     /// The counts as one vector (TP, FP, FN per class, exact matches, nodes): what the
     /// parts of a job sum to get the metrics of all their nodes.
     pub fn flat(&self) -> Vec<u64> {

@@ -28,6 +28,11 @@ fn tensor(name: &str, rows: usize, cols: usize, seed: f32) -> SavedTensor {
 }
 
 fn checkpoint(best: Option<Vec<SavedTensor>>) -> Checkpoint {
+    let best_val = best.as_ref().map(|_| saintflow::train::Metrics {
+        accuracy: 0.5,
+        f1_micro: 0.5,
+        f1_macro: 0.4,
+    });
     Checkpoint {
         plan_hash: 0xfeed_beef,
         seed: 5,
@@ -39,7 +44,7 @@ fn checkpoint(best: Option<Vec<SavedTensor>>) -> Checkpoint {
         opt_t: 40,
         best_params: best,
         best_epoch: 2,
-        best_val: None,
+        best_val,
         elapsed: 1.5,
         log_pos: None,
         graph_id: 11,
@@ -79,7 +84,7 @@ fn current_and_best_round_trip_with_metadata() {
     let out = dir.path().join("model.safetensors");
     let plan = "[model]\nlayers = 2\n";
     assert_eq!(
-        export_safetensors(&cp, &out, Which::Current, Some(plan)).unwrap(),
+        export_safetensors(&cp, &out, Which::Last, Some(plan)).unwrap(),
         2
     );
     let bytes = std::fs::read(&out).unwrap();
@@ -90,7 +95,11 @@ fn current_and_best_round_trip_with_metadata() {
     assert_eq!(m["plan"], plan);
     assert_eq!(m["plan_hash"], "00000000feedbeef");
     assert_eq!((m["seed"].as_str(), m["epoch"].as_str()), ("5", "4"));
-    assert_eq!(m["which"], "current");
+    assert_eq!(m["which"], "last");
+    assert_eq!(
+        (m["epochs_trained"].as_str(), m["step"].as_str()),
+        ("4", "40")
+    );
     let dims: serde_json::Value = serde_json::from_str(&m["dims"]).unwrap();
     assert_eq!(dims, serde_json::json!({"W0": [7, 3], "b0": [1, 3]}));
 
@@ -101,27 +110,36 @@ fn current_and_best_round_trip_with_metadata() {
     let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
     let m = meta.metadata().as_ref().unwrap();
     assert_eq!(m["which"], "best");
+    // Issue 55 item 10: the best weights' file records their epoch, not the last one.
+    assert_eq!(
+        (m["epoch"].as_str(), m["epochs_trained"].as_str()),
+        ("2", "4")
+    );
     assert!(!m.contains_key("plan"));
     // Only the two outputs and the checkpoint: no temporary left behind.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
 }
 
+/// Issue 55 item 10: one rule for every reader of weights: the best-validation ones, or
+/// the last epoch's when the run never evaluated (as `embed`); a damaged checkpoint is an
+/// error.
 #[test]
-fn best_without_an_evaluation_and_a_damaged_checkpoint_are_errors() {
+fn issue55_best_falls_back_to_the_last_without_an_evaluation_and_a_damaged_checkpoint_is_an_error()
+{
     let dir = tempfile::tempdir().unwrap();
     let cp = dir.path().join("checkpoint.bin");
-    checkpoint(None).save(&cp).unwrap();
+    let ckpt = checkpoint(None);
+    ckpt.save(&cp).unwrap();
     let out = dir.path().join("m.safetensors");
-    let e = export_safetensors(&cp, &out, Which::Best, None)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("checkpoint.bin") && e.contains("no best-validation"),
-        "{e}"
-    );
-    assert!(!out.exists());
+    assert_eq!(export_safetensors(&cp, &out, Which::Best, None).unwrap(), 2);
+    let bytes = std::fs::read(&out).unwrap();
+    assert_round_trip(&bytes, &ckpt.params);
+    let (_, meta) = SafeTensors::read_metadata(&bytes).unwrap();
+    let m = meta.metadata().as_ref().unwrap();
+    assert_eq!((m["which"].as_str(), m["epoch"].as_str()), ("last", "4"));
+    std::fs::remove_file(&out).unwrap();
     std::fs::write(&cp, b"garbage").unwrap();
-    let e = export_safetensors(&cp, &out, Which::Current, None)
+    let e = export_safetensors(&cp, &out, Which::Last, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("not a saintflow checkpoint"), "{e}");
@@ -176,7 +194,7 @@ fn init_from_an_exported_checkpoint_trains_on_from_the_same_loss() {
     };
     opts(20).checkpoint(&ck).train().unwrap();
     let weights = dir.path().join("w.safetensors");
-    export_safetensors(&ck, &weights, Which::Current, None).unwrap();
+    export_safetensors(&ck, &weights, Which::Last, None).unwrap();
     // The run resumed for one more epoch, and a fresh run (another seed) from the weights:
     // their first step sees the same parameters, so the same loss, bit for bit.
     let resumed = opts(21).checkpoint(&ck).resume(true).train().unwrap();
@@ -346,4 +364,251 @@ fn embed_logits_predict_what_the_run_measured() {
         (accuracy - reported).abs() < 1e-3,
         "{accuracy} vs reported {reported}"
     );
+}
+
+// ---- Issue 55 items 7 and 8: crafted checkpoints and weights ---------------------------------
+
+/// Every way a checkpoint's fields can be impossible, one at a time: each is refused by
+/// `Checkpoint::load` naming the file and the field, by `export` (nothing written; a
+/// duplicated name once panicked inside the safetensors crate), and by `save` (never
+/// writes what the loader refuses).
+#[test]
+fn issue55_crafted_checkpoint_fields_are_refused_on_load_save_and_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = checkpoint(Some(vec![
+        tensor("W0", 7, 3, -1.0),
+        tensor("b0", 1, 3, 0.5),
+    ]));
+    type Craft = fn(&mut Checkpoint);
+    let cases: Vec<(&str, Craft)> = vec![
+        ("parameter `W0` twice", |c| c.params[1].name = "W0".into()),
+        ("a tensor without a name", |c| c.params[0].name.clear()),
+        ("expected that many values", |c| c.params[0].rows = 8),
+        ("expected that many values", |c| {
+            c.params[0].rows = usize::MAX
+        }),
+        ("params: parameter `W0` value 4 (row 1, column 1)", |c| {
+            c.params[0].data[4] = f32::NAN
+        }),
+        ("params: parameter `b0` value 2", |c| {
+            c.params[1].data[2] = f32::INFINITY
+        }),
+        ("best_params: parameter `W0` value 0", |c| {
+            c.best_params.as_mut().unwrap()[0].data[0] = f32::NEG_INFINITY
+        }),
+        ("best_params: names and shapes differ", |c| {
+            c.best_params.as_mut().unwrap().pop();
+        }),
+        ("opt_m: parameter `W0` value", |c| {
+            c.opt_m = vec![tensor("W0", 1, 21, 1.0)];
+            c.opt_m[0].data[20] = f32::NAN;
+        }),
+        ("opt_v: parameter `W0` value 0", |c| {
+            c.opt_v = vec![tensor("W0", 1, 21, 1.0)];
+            c.opt_v[0].data[0] = -1.0;
+        }),
+        ("step: not reachable", |c| {
+            c.epoch = 1_000_000_000_000_000_000
+        }),
+        ("step: not reachable", |c| {
+            c.step = u64::MAX;
+            c.opt_t = u64::MAX;
+        }),
+        ("step: not reachable", |c| {
+            c.step = 3;
+            c.opt_t = 3
+        }),
+        ("opt_t: more optimiser steps than steps", |c| c.opt_t = 41),
+        ("best_epoch: not an epoch of the run", |c| c.best_epoch = 5),
+        ("best_epoch: not an epoch of the run", |c| c.best_epoch = 0),
+        ("best_val.f1_micro: not a metric", |c| {
+            c.best_val.as_mut().unwrap().f1_micro = f64::NAN
+        }),
+        ("best_val.accuracy: not a metric", |c| {
+            c.best_val.as_mut().unwrap().accuracy = 1.5
+        }),
+        ("one without the other", |c| c.best_val = None),
+        ("elapsed: expected finite seconds", |c| c.elapsed = -1.0),
+        ("elapsed: expected finite seconds", |c| {
+            c.elapsed = f64::INFINITY
+        }),
+        ("dist: a rank's loss mean or variance", |c| {
+            c.dist = Some(saintflow::dist::DistState {
+                ranks: vec![(1.0, 0.5, true), (f64::NAN, 0.1, true)],
+                var_bar: 0.2,
+            })
+        }),
+        ("dist: a rank's loss mean or variance", |c| {
+            c.dist = Some(saintflow::dist::DistState {
+                ranks: vec![(1.0, 0.5, true)],
+                var_bar: -1.0,
+            })
+        }),
+    ];
+    for (i, (want, craft)) in cases.into_iter().enumerate() {
+        let mut c = good.clone();
+        craft(&mut c);
+        let cp = dir.path().join(format!("crafted{i}.bin"));
+        std::fs::write(&cp, c.encode_unchecked()).unwrap();
+        let e = Checkpoint::load(&cp).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("crafted{i}.bin: checkpoint: ")) && e.contains(want),
+            "case {i}: {want:?} not in {e}"
+        );
+        for which in [Which::Best, Which::Last] {
+            let out = dir.path().join(format!("out{i}.safetensors"));
+            let e = export_safetensors(&cp, &out, which, None).unwrap_err();
+            assert!(e.to_string().contains(want), "case {i}: {e}");
+            assert!(!out.exists(), "case {i}: an export was written");
+        }
+        let resaved = dir.path().join(format!("resaved{i}.bin"));
+        let e = c.save(&resaved).unwrap_err().to_string();
+        assert!(
+            e.contains("not written") && e.contains(want),
+            "case {i}: {e}"
+        );
+        assert!(!resaved.exists(), "case {i}: save wrote what load refuses");
+        let bytes = saintflow::train::export::safetensors_bytes(&c, Which::Last, None, &cp);
+        assert!(bytes.is_err(), "case {i}: exported from memory");
+    }
+    // The untouched one loads, exports and saves.
+    let cp = dir.path().join("good.bin");
+    good.save(&cp).unwrap();
+    assert_eq!(Checkpoint::load(&cp).unwrap(), good);
+}
+
+/// NaN or ±inf in an `--init-from` file is refused before training, naming the tensor and
+/// the element (it was trained on, and ReLU hid it).
+#[test]
+fn issue55_init_from_refuses_non_finite_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 8)).unwrap();
+    let plan = gcn();
+    let ck = dir.path().join("ck.bin");
+    let opts = || {
+        TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .threads(1)
+            .seed(3)
+            .epochs(1)
+    };
+    opts().checkpoint(&ck).train().unwrap();
+    let weights = dir.path().join("w.safetensors");
+    export_safetensors(&ck, &weights, Which::Last, None).unwrap();
+    let bytes = std::fs::read(&weights).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let mut views = Vec::new();
+        let mut owned: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
+        for (name, v) in st.tensors() {
+            let mut data: Vec<f32> = v
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            if name == "W1" {
+                data[5] = bad;
+            }
+            owned.push((name, v.shape().to_vec(), data));
+        }
+        for (name, shape, data) in &owned {
+            let view = safetensors::tensor::TensorView::new(
+                Dtype::F32,
+                shape.clone(),
+                bytemuck::cast_slice(data),
+            )
+            .unwrap();
+            views.push((name.clone(), view));
+        }
+        let path = dir.path().join("nan.safetensors");
+        std::fs::write(&path, safetensors::serialize(views, &None).unwrap()).unwrap();
+        let e = opts().init_from(&path).train().unwrap_err().to_string();
+        assert!(
+            e.contains("nan.safetensors: --init-from")
+                && e.contains("`W1` value 5")
+                && e.contains(&format!("is {bad}, expected a finite number")),
+            "{e}"
+        );
+    }
+}
+
+/// A checkpoint past the run's end (a crafted epoch that passes the field checks) is
+/// refused on resume instead of ending the run as finished; the same epoch count resumes.
+#[test]
+fn issue55_a_checkpoint_past_the_runs_end_is_refused_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 8)).unwrap();
+    let plan = gcn();
+    let ck = dir.path().join("ck.bin");
+    let opts = |epochs| {
+        TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .threads(1)
+            .seed(3)
+            .epochs(epochs)
+            .checkpoint(&ck)
+            .resume(true)
+    };
+    opts(3).train().unwrap();
+    let e = opts(2).train().unwrap_err().to_string();
+    assert!(
+        e.contains("ck.bin: checkpoint: epoch: past this run's end")
+            && e.contains("expected at most 2")
+            && e.contains("got 3"),
+        "{e}"
+    );
+    let done = opts(3).train().unwrap();
+    assert_eq!(done.epochs, 3);
+}
+
+/// Issue 55 item 7: when the loss becomes non-finite the error names where the first
+/// non-finite value came from (the node, its op and its plan expression), found by a
+/// diagnostic pass, here from finite but huge `--init-from` weights that overflow in the
+/// first layer.
+#[test]
+fn issue55_a_non_finite_loss_names_the_node_that_produced_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(dir.path(), 8)).unwrap();
+    let plan = gcn();
+    let ck = dir.path().join("ck.bin");
+    let opts = || {
+        TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .threads(1)
+            .seed(3)
+            .epochs(1)
+    };
+    opts().checkpoint(&ck).train().unwrap();
+    let ckpt = Checkpoint::load(&ck).unwrap();
+    let owned: Vec<(String, Vec<usize>, Vec<f32>)> = ckpt
+        .params
+        .iter()
+        .map(|t| {
+            let v = if t.name == "W0" { 3e38 } else { 1.0 };
+            (t.name.clone(), vec![t.rows, t.cols], vec![v; t.data.len()])
+        })
+        .collect();
+    let views: Vec<_> = owned
+        .iter()
+        .map(|(n, shape, d)| {
+            let v = safetensors::tensor::TensorView::new(
+                Dtype::F32,
+                shape.clone(),
+                bytemuck::cast_slice(d),
+            )
+            .unwrap();
+            (n.clone(), v)
+        })
+        .collect();
+    let path = dir.path().join("huge.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, &None).unwrap()).unwrap();
+    let e = opts().init_from(&path).train().unwrap_err().to_string();
+    eprintln!("{e}");
+    assert!(e.contains("at step 0 (epoch 1)"), "{e}");
+    assert!(e.contains("the first non-finite value is"), "{e}");
+    assert!(
+        e.contains("with finite inputs") && e.contains("(op "),
+        "{e}"
+    );
+    assert!(e.contains("W0"), "the node's expression names W0: {e}");
 }

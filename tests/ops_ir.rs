@@ -1448,3 +1448,71 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
     let per_node_b = Fact::dense(Dim::NODES, Dim::known(2));
     assert!(!fusible(g(false), &nodes(2), &per_node_b), "op(B) per node");
 }
+
+/// Issue 55 item 7: a NaN reaching an activation or an extreme aggregation comes out NaN,
+/// as in PyTorch (`torch.relu`, `torch.max`): `relu` written as `max(x, 0)` with
+/// `f32::max` gave 0 and hid it, and `max_agg`/`min_agg` skipped a NaN neighbour. Every
+/// activation by its plan name, at every position of a row of 37 (vector body and tail),
+/// and every node's row of a sampled graph for the aggregations.
+#[test]
+fn issue55_activations_and_extreme_aggregations_propagate_nan() {
+    let p = Params::default();
+    let cx = ctx(&p, None, 0);
+    for (name, attrs) in [
+        ("relu", vec![]),
+        ("leaky_relu", vec![("slope", 0.2)]),
+        ("sigmoid", vec![]),
+        ("tanh", vec![]),
+        ("elu", vec![("alpha", 1.0)]),
+    ] {
+        let op = make(name, &attrs);
+        for at in 0..37 {
+            let mut x = matrix(1, 37, 3);
+            x.data[at] = f32::NAN;
+            let y = op.forward(&[&Value::dense(x)], &cx).unwrap();
+            let y = y.as_dense().unwrap();
+            assert!(
+                y.data[at].is_nan(),
+                "{name}: NaN at {at} gave {}",
+                y.data[at]
+            );
+            let finite = y
+                .data
+                .iter()
+                .enumerate()
+                .all(|(i, v)| i == at || v.is_finite());
+            assert!(finite, "{name}: the other values");
+        }
+    }
+    let relu = make("relu", &[]);
+    let x = Tensor::from_vec(1, 3, vec![f32::INFINITY, f32::NEG_INFINITY, -0.5]).unwrap();
+    let y = relu.forward(&[&Value::dense(x)], &cx).unwrap();
+    assert_eq!(y.as_dense().unwrap().data, vec![f32::INFINITY, 0.0, 0.0]);
+
+    let src = MemorySource::random(14, 4, 5, 2, false, 3);
+    let sub = Value::Subgraph(Arc::new(src.sample(0).unwrap()));
+    let cs = ctx(&p, Some(&src), 0);
+    let adj = Adjacency { kind: AdjKind::Raw }
+        .forward(&[&sub], &cs)
+        .unwrap();
+    let st = adj.as_sparse().unwrap().structure.clone();
+    for name in ["max_agg", "min_agg"] {
+        let op = make(name, &[]);
+        for v in 0..14 {
+            let mut x = matrix(14, 4, 5);
+            x.data[v * 4 + 2] = f32::NAN;
+            let y = op.forward(&[&adj, &Value::dense(x)], &cs).unwrap();
+            let y = y.as_dense().unwrap();
+            for u in 0..14 {
+                let neighbours = &st.indices[st.row(u)];
+                let has = neighbours.contains(&(v as u32));
+                assert_eq!(
+                    y.data[u * 4 + 2].is_nan(),
+                    has,
+                    "{name}: node {u}, NaN at neighbour {v}: {:?}",
+                    neighbours
+                );
+            }
+        }
+    }
+}

@@ -946,3 +946,69 @@ fn an_interrupted_run_keeps_its_last_whole_epoch() {
     );
     assert_eq!(resumed.test, whole.test);
 }
+
+/// Issue 55 item 6: a store without node features (`gen --features 0`; an OGB dataset
+/// without `node-feat`) is refused by every shipped GNN plan before any work, with a
+/// message about the features and what to do instead — it failed inside a kernel with
+/// `spmm_accumulate: indices[0] = 21 out of range, expected < 0`. Through the CLI (`train`,
+/// exit 1) and the library, for `train` and `embed`'s lowering alike.
+#[test]
+fn issue55_a_featureless_store_is_refused_at_load_naming_the_features() {
+    let dir = tempfile::tempdir().unwrap();
+    common::saintflow_ok(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "6",
+            "--degree",
+            "4",
+            "--features",
+            "0",
+            "-o",
+            "bare.sf",
+        ],
+        dir.path(),
+    );
+    let store = GraphStore::open(dir.path().join("bare.sf")).unwrap();
+    assert_eq!(store.n_features(), 0);
+    let registry = Registry::with_builtins();
+    for path in common::gnn_plan_files() {
+        let plan = Plan::load(&path).unwrap();
+        let e = lower_for(&plan, &store, &registry).unwrap_err().to_string();
+        assert!(
+            e.contains("bare.sf: no node features, expected at least 1 feature column")
+                && e.contains("got 0")
+                && e.contains("[embedding] plan"),
+            "{}: {e}",
+            path.display()
+        );
+        let e = TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .epochs(1)
+            .train()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no node features"), "{}: {e}", path.display());
+    }
+    for plan in ["gcn", "graphsage"] {
+        let file = plan_file(plan);
+        let out = saintflow(
+            &[
+                "train",
+                file.to_str().unwrap(),
+                "--graph",
+                "bare.sf",
+                "--epochs",
+                "1",
+            ],
+            dir.path(),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{plan}: {err}");
+        assert!(
+            err.contains("no node features") && !err.contains("spmm"),
+            "{plan}: {err}"
+        );
+    }
+}

@@ -303,3 +303,75 @@ fn issue_15_zero_epochs_or_steps_are_refused_by_the_library() {
         assert!(e.contains(what) && e.contains("at least 1"), "{e}");
     }
 }
+
+/// Issue 55 item 1 (training's part): a store with no test (or no validation) nodes is
+/// trained without a metric measured over nothing: the summary says so in words, the
+/// `--json` log's `test` record has `null` there (docs/LOG.md), and the library's outcome
+/// has None. Without validation nodes the parameters are the last epoch's.
+#[test]
+fn issue55_a_role_without_nodes_is_never_reported_as_a_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
+    let plan = plan.to_str().unwrap();
+    for (split, role) in [("0.7,0.3,0", "test"), ("0.7,0,0.3", "validation")] {
+        let store = format!("no-{role}.sf");
+        common::saintflow_ok(
+            &[
+                "gen",
+                "kronecker",
+                "--scale",
+                "7",
+                "--degree",
+                "6",
+                "--features",
+                "8",
+                "--split",
+                split,
+                "-o",
+                &store,
+            ],
+            dir.path(),
+        );
+        let out = common::saintflow_ok(
+            &["train", plan, "--graph", &store, "--epochs", "2", "--json"],
+            dir.path(),
+        );
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        let last: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().expect("a log")).unwrap();
+        assert_eq!(last["kind"], "test", "{stdout}");
+        let (key, other) = if role == "test" {
+            ("test", "val")
+        } else {
+            ("val", "test")
+        };
+        assert!(last[key].is_null(), "{split}: {last}");
+        assert!(last[other]["accuracy"].is_number(), "{split}: {last}");
+        assert!(
+            stderr.contains(&format!("no labelled {role} nodes")),
+            "{split}: {stderr}"
+        );
+        if role == "test" {
+            assert!(!stderr.contains("; test accuracy"), "{stderr}");
+        } else {
+            assert!(!stderr.contains("val accuracy"), "{stderr}");
+        }
+        let store = GraphStore::open(dir.path().join(&store)).unwrap();
+        let plan = Plan::load(plan).unwrap();
+        let outcome = TrainOptions::new(&plan, &store)
+            .runner(&Interpreter)
+            .threads(1)
+            .epochs(2)
+            .train()
+            .unwrap();
+        if role == "test" {
+            assert!(outcome.test.is_none() && outcome.val.is_some());
+        } else {
+            assert!(outcome.val.is_none() && outcome.test.is_some());
+            assert_eq!(outcome.best_epoch, 2, "the last epoch's parameters");
+        }
+    }
+}

@@ -9,8 +9,13 @@
 //!
 //! Property: `Checkpoint::load` returns; a loaded checkpoint resumes a run on the base
 //! store for one more step (parameters, optimiser state, counters and best-validation copy
-//! as the file says) without a panic.
+//! as the file says) without a panic. Issue 55 items 7, 8 and 10: what loads is what
+//! saintflow would write — `save` takes it and it loads back equal — and exports for
+//! `best` and `last`, each export read back by `train --init-from`'s reader
+//! (`load_safetensors`, the checkpoint's names and shapes as the declarations) bit for bit.
 
+use saintflow::ir::{Init, ParamDecl};
+use saintflow::train::export::{load_safetensors, safetensors_bytes, Which};
 use saintflow::train::plan_hash;
 use saintflow::train::{Checkpoint, TrainOptions};
 
@@ -49,6 +54,7 @@ pub fn checkpoint(data: &[u8]) {
     let Ok(c) = Checkpoint::load(&path) else {
         return;
     };
+    round_trips(&c, tmp.path());
     let _ = TrainOptions::new(plan, &store)
         .seed(SEED)
         .checkpoint(&path)
@@ -65,4 +71,41 @@ pub fn seal(body: &[u8]) -> Vec<u8> {
     let sum = xxhash_rust::xxh3::xxh3_64(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
+}
+
+/// What a loaded checkpoint promises (see the module documentation); panics otherwise.
+fn round_trips(c: &Checkpoint, dir: &std::path::Path) {
+    let again = dir.join("resaved.bin");
+    c.save(&again).expect("a loaded checkpoint saves");
+    assert_eq!(
+        &Checkpoint::load(&again).expect("a saved checkpoint loads"),
+        c,
+        "save then load changed the checkpoint"
+    );
+    for which in [Which::Best, Which::Last] {
+        let bytes = safetensors_bytes(c, which, None, &again).expect("a loaded checkpoint exports");
+        let st = dir.join("export.safetensors");
+        std::fs::write(&st, &bytes).expect("export written");
+        let tensors = which.pick(c).0;
+        let decls: Vec<ParamDecl> = tensors
+            .iter()
+            .map(|t| ParamDecl {
+                name: t.name.clone(),
+                rows: t.rows,
+                cols: t.cols,
+                init: Init::Zeros,
+            })
+            .collect();
+        let back = load_safetensors(&st, &decls).expect("an export reads back as --init-from");
+        for t in tensors {
+            let got = back.get(&t.name).expect("every exported tensor");
+            let same = got.data.len() == t.data.len()
+                && got
+                    .data
+                    .iter()
+                    .zip(&t.data)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{}: exported values differ", t.name);
+        }
+    }
 }

@@ -19,6 +19,7 @@ mod input;
 mod partition;
 mod plan;
 mod readers;
+mod safetensors;
 pub mod seeds;
 mod store_step;
 
@@ -28,6 +29,7 @@ pub use embedding_plan::embedding_plan;
 pub use partition::partition;
 pub use plan::plan;
 pub use readers::readers;
+pub use safetensors::safetensors;
 pub use store_step::store_step;
 
 /// A target's body: one execution on one input.
@@ -42,4 +44,5 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("checkpoint", checkpoint),
     ("embedding_plan", embedding_plan),
     ("partition", partition),
+    ("safetensors", safetensors),
 ];

@@ -17,9 +17,10 @@ pub fn seeds(target: &str, repo: &Path) -> Vec<(String, Vec<u8>)> {
         "store_step" => store_step_seeds(),
         "readers" => reader_seeds(),
         "edgelist" => edgelist_seeds(),
-        "checkpoint" => checkpoint_seeds(),
+        "checkpoint" => [checkpoint_seeds(), crafted_checkpoint_seeds()].concat(),
         "embedding_plan" => embedding_plan_seeds(repo),
         "partition" => partition_seeds(),
+        "safetensors" => safetensors_seeds(),
         t => panic!("unknown fuzz target {t:?}"),
     }
 }
@@ -245,4 +246,95 @@ fn checkpoint_seeds() -> Vec<(String, Vec<u8>)> {
         out.push((format!("plan{i}_raw_file"), raw));
     }
     out
+}
+
+/// `safetensors` seeds: each fixed plan's exported weights after one epoch on the base
+/// store (as is, and with a step from them), and the well-formed mode's payloads: plain
+/// values, a NaN, an infinity, an F64 header.
+fn safetensors_seeds() -> Vec<(String, Vec<u8>)> {
+    use saintflow::train::export::{export_safetensors, Which};
+    let mut out = Vec::new();
+    for i in 0..base::N_PLANS {
+        let tmp = tempfile::tempdir().expect("temporary directory");
+        let dir = base::write_store(tmp.path(), "s.sf");
+        let store = saintflow::GraphStore::open(&dir).expect("base store");
+        let path = tmp.path().join("checkpoint.bin");
+        TrainOptions::new(base::plan(i), &store)
+            .seed(crate::safetensors::SEED)
+            .checkpoint(&path)
+            .epochs(1)
+            .no_eval(true)
+            .train()
+            .expect("a checkpointed epoch");
+        let st = tmp.path().join("w.safetensors");
+        export_safetensors(&path, &st, Which::Last, None).expect("exported");
+        let bytes = std::fs::read(&st).expect("export read");
+        for (suffix, mode) in [("", 0u8), ("_step", 0x20)] {
+            let mut d = vec![i as u8 | mode];
+            d.extend_from_slice(&bytes);
+            out.push((format!("plan{i}_export{suffix}"), d));
+        }
+        let one = 0.25f32.to_le_bytes();
+        for (name, mode, payload) in [
+            ("values", 0x28u8, one.to_vec()),
+            ("nan", 0x08, f32::NAN.to_le_bytes().to_vec()),
+            ("inf", 0x08, [one, f32::INFINITY.to_le_bytes()].concat()),
+            ("f64", 0x18, one.to_vec()),
+        ] {
+            let mut d = vec![i as u8 | mode];
+            d.extend_from_slice(&payload);
+            out.push((format!("plan{i}_{name}"), d));
+        }
+    }
+    out
+}
+
+/// Issue 55 item 8: checkpoints of plan 0 after one evaluated epoch with one field made
+/// impossible each (the cases the loader once took: a duplicated parameter name, which
+/// made `export` panic in the safetensors crate; an epoch of 10¹⁸ or a step of u64::MAX,
+/// resumed as finished; NaN weights, trained on), sealed by the target (mode 0x30).
+fn crafted_checkpoint_seeds() -> Vec<(String, Vec<u8>)> {
+    use saintflow::train::Checkpoint;
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let dir = base::write_store(tmp.path(), "s.sf");
+    let store = saintflow::GraphStore::open(&dir).expect("base store");
+    let path = tmp.path().join("checkpoint.bin");
+    TrainOptions::new(base::plan(0), &store)
+        .seed(checkpoint::SEED)
+        .checkpoint(&path)
+        .epochs(2)
+        .stop_after(1)
+        .train()
+        .expect("a checkpointed epoch");
+    let good = Checkpoint::load(&path).expect("checkpoint written");
+    type Craft = fn(&mut Checkpoint);
+    let crafts: [(&str, Craft); 6] = [
+        ("duplicate_name", |c| {
+            let first = c.params[0].clone();
+            c.params.push(first)
+        }),
+        ("epoch_1e18", |c| c.epoch = 1_000_000_000_000_000_000),
+        ("step_u64_max", |c| {
+            c.step = u64::MAX;
+            c.opt_t = u64::MAX
+        }),
+        ("nan_weight", |c| c.params[0].data[0] = f32::NAN),
+        ("inf_best_weight", |c| {
+            if let Some(b) = c.best_params.as_mut() {
+                b[0].data[0] = f32::INFINITY
+            }
+        }),
+        ("elapsed_nan", |c| c.elapsed = f64::NAN),
+    ];
+    crafts
+        .into_iter()
+        .map(|(name, craft)| {
+            let mut c = good.clone();
+            craft(&mut c);
+            let bytes = c.encode_unchecked();
+            let mut d = vec![0x30];
+            d.extend_from_slice(&bytes[checkpoint::MAGIC.len()..bytes.len() - 8]);
+            (format!("crafted_{name}"), d)
+        })
+        .collect()
 }

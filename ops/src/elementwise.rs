@@ -66,9 +66,11 @@ fn apply2<T: Copy>(o: &mut [T], a: &[T], b: &[T], f: &impl Fn(T, T) -> T) {
     }
 }
 
-/// y = max(x, 0). Saves: y (or x).
+/// y = max(x, 0), NaN staying NaN (as PyTorch's `relu`; `Float::max` would return 0 for a
+/// NaN and hide it, issue 55 item 7). Saves: y (or x).
 pub fn relu<T: Real>(x: &[T], y: &mut [T]) -> Result<(), KernelError> {
-    map1("relu", x, y, |v| v.max(T::zero()))
+    // `v < 0` is false for NaN, so NaN passes through; a select, so the loop vectorises.
+    map1("relu", x, y, |v| if v < T::zero() { T::zero() } else { v })
 }
 
 /// dx = dy · \[y > 0\] (the subgradient 0 at 0).

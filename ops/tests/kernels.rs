@@ -746,3 +746,51 @@ fn the_narrow_path_gives_the_tile_paths_bits() {
         }
     }
 }
+
+/// Issue 55 item 7: a NaN (or ±inf) input of every activation comes out NaN (inf where the
+/// function is unbounded), as PyTorch's do — `max(x, 0)` written with `Float::max` gave 0
+/// and hid it. Every position in lengths 1..=40 (vector bodies and tails of every width)
+/// and the chunk edges of a parallel length, threads 1 and 2.
+#[test]
+fn issue55_activations_propagate_nan() {
+    let big = 3 * (1 << 14) + 123;
+    let cases = (1..=40).flat_map(|n| (0..n).map(move |at| (n, at))).chain(
+        [0, 1, (1 << 14) - 1, 1 << 14, 2 << 14, big - 124, big - 1]
+            .into_iter()
+            .map(|at| (big, at)),
+    );
+    for (n, at) in cases {
+        {
+            for threads in [1, 2] {
+                in_pool(threads, || {
+                    let mut x: Vec<f32> = values(n, 7).iter().map(|v| 6.0 * v).collect();
+                    x[at] = f32::NAN;
+                    let mut y = vec![0.0f32; n];
+                    type Kernel = fn(&[f32], &mut [f32]);
+                    let kernels: [(&str, Kernel); 4] = [
+                        ("relu", |x, y| ew::relu(x, y).unwrap()),
+                        ("leaky_relu", |x, y| ew::leaky_relu(x, 0.2, y).unwrap()),
+                        ("sigmoid", |x, y| ew::sigmoid(x, y).unwrap()),
+                        ("elu", |x, y| ew::elu(x, 1.3, y).unwrap()),
+                    ];
+                    for (name, k) in kernels {
+                        k(&x, &mut y);
+                        assert!(y[at].is_nan(), "{name}: NaN at {at} of {n} gave {}", y[at]);
+                        let others = y.iter().enumerate().filter(|&(i, _)| i != at);
+                        assert!(others.clone().all(|(_, v)| v.is_finite()), "{name}");
+                    }
+                    x[at] = f32::INFINITY;
+                    ew::relu(&x, &mut y).unwrap();
+                    assert_eq!(y[at], f32::INFINITY, "relu(inf) at {at} of {n}");
+                    x[at] = f32::NEG_INFINITY;
+                    ew::relu(&x, &mut y).unwrap();
+                    assert_eq!(y[at], 0.0, "relu(-inf) at {at} of {n}");
+                    let mut want = vec![0f64; n];
+                    x[at] = f32::NAN;
+                    naive::elementwise::relu(&wide(&x), &mut want);
+                    assert!(want[at].is_nan(), "the naive relu hides NaN");
+                });
+            }
+        }
+    }
+}

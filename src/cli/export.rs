@@ -16,8 +16,12 @@ pub(super) struct ExportArgs {
     /// Output .safetensors file.
     #[arg(short, long)]
     output: PathBuf,
-    /// Export the best-validation parameters instead of the last epoch's.
+    /// Export the last epoch's parameters instead of the best-validation ones (the
+    /// default, as `embed` and the run's test use; the last when the run never evaluated).
     #[arg(long)]
+    last: bool,
+    /// The best-validation parameters: the default, accepted for older scripts.
+    #[arg(long, hide = true, conflicts_with = "last")]
     best: bool,
     /// The plan file trained, whose text goes into the header's __metadata__ as "plan"
     /// (the checkpoint records only the plan's hash).
@@ -30,7 +34,8 @@ pub(super) fn run(a: ExportArgs) -> Result<()> {
         Some(p) => Some(std::fs::read_to_string(p).map_err(|e| TrainError::io(p, "read", e))?),
         None => None,
     };
-    let which = if a.best { Which::Best } else { Which::Current };
+    let _ = a.best; // the default
+    let which = if a.last { Which::Last } else { Which::Best };
     let cp = checkpoint_file(&a.checkpoint);
     let n = export_safetensors(&cp, &a.output, which, plan.as_deref())?;
     println!("wrote {}: {n} tensors", a.output.display());

@@ -390,16 +390,31 @@ fn options<'a>(
 /// The summary line of a finished run, then its plot: a plot that fails late (its
 /// destination changed during the run) never hides the result (issue 28).
 fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> Result<()> {
-    let line = match (&outcome.val, &outcome.test) {
-        (Some(val), Some(test)) => format!(
+    // The run's `test` record: evaluated, with None for a role without labelled nodes
+    // (issue 55 item 1: said in words, never printed as 0.0000).
+    let tested = outcome.records.last().and_then(|r| match r {
+        crate::train::Record::Test { val, test, .. } => Some((val, test)),
+        _ => None,
+    });
+    let line = match tested {
+        Some((Some(val), test)) => format!(
             "{} on {}: best validation epoch {} ({}); test {}",
             plan.name,
             graph.display(),
             outcome.best_epoch,
             metrics_text(val),
-            metrics_text(test)
+            test.as_ref()
+                .map_or("not measured: no labelled test nodes".into(), metrics_text)
         ),
-        _ => format!(
+        Some((None, test)) => format!(
+            "{} on {}: no labelled validation nodes, so the last epoch's parameters (epoch {}); test {}",
+            plan.name,
+            graph.display(),
+            outcome.best_epoch,
+            test.as_ref()
+                .map_or("not measured: no labelled test nodes".into(), metrics_text)
+        ),
+        None => format!(
             "{} on {}: {} steps in {} epochs, not evaluated (--no-eval)",
             plan.name,
             graph.display(),

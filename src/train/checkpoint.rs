@@ -14,6 +14,15 @@
 //! the identity exists to stop; such files came only from pre-release builds. Written atomically: a temporary file in
 //! the same directory, fsync, rename over the old one, fsync of the directory — a kill at
 //! any moment leaves the old checkpoint or the new one, never a mix.
+//!
+//! Every field read is checked before use ([`Checkpoint::validate`], issue 55 items 7 and
+//! 8), on load and before a save, so saintflow never writes a checkpoint it would refuse:
+//! parameter names unique and non-empty, values = rows × cols, every value finite (Adam's
+//! v also ≥ 0), the best-validation parameters of the same names and shapes as the current
+//! ones, metrics finite in [0, 1], `1 ≤ best_epoch ≤ epoch ≤ step ≤ epoch ×`
+//! [`MAX_STEPS_PER_EPOCH`], `opt_t ≤ step`, `elapsed` finite and ≥ 0, a job's consensus
+//! state finite (variances ≥ 0). A resumed run also
+//! refuses a checkpoint past its last epoch (`TrainState::start`).
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +41,10 @@ const MAGIC: &[u8; 8] = b"SFCKPT03";
 const MAGIC_V2: &[u8; 8] = b"SFCKPT02";
 /// The format before the graph's identity was recorded.
 const MAGIC_V1: &[u8; 8] = b"SFCKPT01";
+
+/// The most steps an epoch can have: ⌈|V_train| / |V_s|⌉ with node ids of 32 bits and
+/// |V_s| ≥ 1. A checkpoint claiming more steps than `epoch` times this is refused.
+pub const MAX_STEPS_PER_EPOCH: u64 = 1 << 32;
 
 /// A parameter's value, serialisable.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -112,13 +125,27 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Writes the checkpoint to `path` atomically.
+    /// Writes the checkpoint to `path` atomically; refused (nothing written) when it would
+    /// not load back ([`Checkpoint::validate`]), e.g. a parameter that became NaN.
     pub fn save(&self, path: &Path) -> Result<(), TrainError> {
+        self.validate().map_err(|what| TrainError::Checkpoint {
+            path: path.to_path_buf(),
+            what: format!("not written: {what}"),
+        })?;
+        write_atomic(path, &self.encode_unchecked())
+    }
+
+    /// The file's bytes (magic, encoding, checksum) without [`Checkpoint::validate`]: what
+    /// tests and the fuzz targets use to make files the loader must refuse. [`save`]
+    /// validates first.
+    ///
+    /// [`save`]: Checkpoint::save
+    pub fn encode_unchecked(&self) -> Vec<u8> {
         let mut bytes = MAGIC.to_vec();
         bincode::serialize_into(&mut bytes, self).expect("checkpoints serialise");
         let sum = xxhash_rust::xxh3::xxh3_64(&bytes);
         bytes.extend_from_slice(&sum.to_le_bytes());
-        write_atomic(path, &bytes)
+        bytes
     }
 
     /// Reads a checkpoint, verifying magic and checksum.
@@ -155,9 +182,141 @@ impl Checkpoint {
         } else {
             bincode::deserialize(&body[MAGIC.len()..])
         };
-        decoded.map_err(|e| bad(format!("decoding: {e}")))
+        let c: Checkpoint = decoded.map_err(|e| bad(format!("decoding: {e}")))?;
+        c.validate().map_err(bad)?;
+        Ok(c)
     }
 
+    /// Checks every field against what a run can write (see the module's documentation):
+    /// the first problem, worded `<field>: <what>, expected <x>, got <y>`.
+    pub fn validate(&self) -> Result<(), String> {
+        check_tensors("params", &self.params, false)?;
+        check_tensors("opt_m", &self.opt_m, false)?;
+        check_tensors("opt_v", &self.opt_v, true)?;
+        if let Some(best) = &self.best_params {
+            check_tensors("best_params", best, false)?;
+            let shapes = |t: &[SavedTensor]| {
+                let mut v: Vec<(String, usize, usize)> =
+                    t.iter().map(|s| (s.name.clone(), s.rows, s.cols)).collect();
+                v.sort();
+                v
+            };
+            if shapes(best) != shapes(&self.params) {
+                return Err(format!(
+                    "best_params: names and shapes differ from params', expected {:?}, got {:?}",
+                    shapes(&self.params),
+                    shapes(best)
+                ));
+            }
+        }
+        match (&self.best_params, &self.best_val) {
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(
+                    "best_params and best_val: one without the other, expected both or neither"
+                        .into(),
+                )
+            }
+            (Some(_), Some(m)) => {
+                for (name, v) in [
+                    ("accuracy", m.accuracy),
+                    ("f1_micro", m.f1_micro),
+                    ("f1_macro", m.f1_macro),
+                ] {
+                    if !(0.0..=1.0).contains(&v) {
+                        return Err(format!(
+                            "best_val.{name}: not a metric, expected a number in [0, 1], got {v}"
+                        ));
+                    }
+                }
+                if !(1..=self.epoch).contains(&self.best_epoch) {
+                    return Err(format!(
+                        "best_epoch: not an epoch of the run, expected 1 ..= {} (epoch), got {}",
+                        self.epoch, self.best_epoch
+                    ));
+                }
+            }
+            (None, None) => {}
+        }
+        let epoch = self.epoch as u64;
+        let most = epoch.saturating_mul(MAX_STEPS_PER_EPOCH);
+        if self.step < epoch || self.step > most {
+            return Err(format!(
+                "step: not reachable in {} epochs (each at least 1 and at most {MAX_STEPS_PER_EPOCH} steps), expected {} ..= {most}, got {}",
+                self.epoch, epoch, self.step
+            ));
+        }
+        if self.opt_t > self.step {
+            return Err(format!(
+                "opt_t: more optimiser steps than steps, expected at most {}, got {}",
+                self.step, self.opt_t
+            ));
+        }
+        if let Some(d) = &self.dist {
+            let variances = d.ranks.iter().map(|r| r.1).chain([d.var_bar]);
+            let means_finite = d.ranks.iter().all(|r| r.0.is_finite());
+            if !means_finite || !variances.clone().all(|v| v.is_finite() && v >= 0.0) {
+                return Err(format!(
+                    "dist: a rank's loss mean or variance, expected finite (variances ≥ 0), got means {:?}, variances {:?}",
+                    d.ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
+                    variances.collect::<Vec<_>>()
+                ));
+            }
+        }
+        if !(self.elapsed.is_finite() && self.elapsed >= 0.0) {
+            return Err(format!(
+                "elapsed: expected finite seconds ≥ 0, got {}",
+                self.elapsed
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The tensors of checkpoint field `field`: names unique and non-empty, `rows × cols`
+/// values, every one finite (and ≥ 0 with `non_negative`).
+fn check_tensors(field: &str, ts: &[SavedTensor], non_negative: bool) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for t in ts {
+        if t.name.is_empty() {
+            return Err(format!(
+                "{field}: a tensor without a name, expected a parameter name, got \"\""
+            ));
+        }
+        if !seen.insert(t.name.as_str()) {
+            return Err(format!(
+                "{field}: parameter `{}` twice, expected each name once",
+                t.name
+            ));
+        }
+        let want = t.rows.checked_mul(t.cols);
+        if want != Some(t.data.len()) {
+            return Err(format!(
+                "{field}: parameter `{}` of {} × {}, expected that many values, got {}",
+                t.name,
+                t.rows,
+                t.cols,
+                t.data.len()
+            ));
+        }
+        if let Some(i) = t
+            .data
+            .iter()
+            .position(|x| !x.is_finite() || (non_negative && *x < 0.0))
+        {
+            return Err(format!(
+                "{field}: parameter `{}` value {i} (row {}, column {}), expected a finite number{}, got {}",
+                t.name,
+                i / t.cols.max(1),
+                i % t.cols.max(1),
+                if non_negative { " ≥ 0" } else { "" },
+                t.data[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Checkpoint {
     /// Refuses a checkpoint of another graph: `path` is the checkpoint, `store` the graph
     /// of this run; the message names both.
     pub fn check_graph(&self, path: &Path, store: &GraphStore) -> Result<(), TrainError> {
@@ -226,8 +385,9 @@ pub fn refuse_replacing(ck: &Path, resume_how: &str, force_how: &str) -> Result<
 }
 
 /// The parameters a forward pass (`embed`, the Python package's `embed`) uses from the
-/// checkpoint at `arg` (a file, or a run directory: [`checkpoint_file`]): the
-/// best-validation ones, or the last with `last` (or when the run never evaluated). Refused
+/// checkpoint at `arg` (a file, or a run directory: [`checkpoint_file`]), by the rule every
+/// reader of weights follows ([`super::export::Which`]): the best-validation ones, or the
+/// last with `last` (or when the run never evaluated). Refused
 /// when written for another plan (its hash; `plan_label` names the plan in the message) or
 /// another graph.
 pub fn params_for(
@@ -250,10 +410,12 @@ pub fn params_for(
         });
     }
     ck.check_graph(&path, store)?;
-    Ok(match (&ck.best_params, last) {
-        (Some(b), false) => load_params(b),
-        _ => load_params(&ck.params),
-    })
+    let which = if last {
+        super::export::Which::Last
+    } else {
+        super::export::Which::Best
+    };
+    Ok(load_params(which.pick(&ck).0))
 }
 
 /// Where a `--checkpoint` argument puts the file: inside it when it is a directory or is

@@ -199,7 +199,18 @@ pub fn lower_env<'r>(store: &GraphStore, registry: &'r Registry) -> LowerEnv<'r>
     }
 }
 
-/// Lowers `plan` for `store` with `registry`'s ops.
+/// Lowers `plan` for `store` with `registry`'s ops. A store without node features is
+/// refused here, before anything runs (issue 55 item 6; it failed inside a kernel with
+/// `spmm_accumulate: indices[0] = 21 out of range, expected < 0`): every GNN plan starts
+/// from the features (`h0`), and saintflow has no learned or one-hot input for featureless
+/// graphs yet; the message names the ways that do work.
 pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
+    if store.n_features() == 0 && store.n_nodes() > 0 {
+        return Err(TrainError::Run(format!(
+            "{}: no node features, expected at least 1 feature column for plan `{}` (a GNN plan starts from the features, h0), got 0; saintflow does not learn input embeddings for featureless graphs: give the store features (e.g. one-hot degree or identity columns, as PyG's OneHotDegree; `gen kronecker --features 16`), or learn node vectors from the graph alone with an [embedding] plan (plans/deepwalk.toml, plans/node2vec.toml, plans/line.toml)",
+            store.path().display(),
+            plan.name
+        )));
+    }
     Ok(plan.lower(&lower_env(store, registry))?)
 }

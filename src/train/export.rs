@@ -2,10 +2,16 @@
 //! PyTorch, Hugging Face, candle and burn read (issue 32). Every parameter is an F32
 //! tensor of shape `[rows, cols]` under its plan name (the names `explain` prints, e.g.
 //! `W0`, `b0`); the header's `__metadata__` holds `format` (`saintflow`), `plan_hash`
-//! (hex), `seed`, `epoch`, `step`, `which` (`current` or `best`), `dims` (a JSON object of
-//! name → `[rows, cols]`) and, when given, `plan` (the plan file's text, as the caller read
-//! it: the checkpoint records only the plan's hash, which is not checked against it). The
-//! file is written atomically ([`crate::atomic`]).
+//! (hex), `seed`, `epoch` (the epoch the exported weights are from), `epochs_trained` and
+//! `step` (the run's, at the checkpoint), `which` (`best` or `last`), `dims` (a JSON object
+//! of name → `[rows, cols]`) and, when given, `plan` (the plan file's text, as the caller
+//! read it: the checkpoint records only the plan's hash, which is not checked against it).
+//! The file is written atomically ([`crate::atomic`]).
+//!
+//! Which weights (issue 55 item 10, one rule for every reader of a checkpoint: `export`,
+//! `embed`, [`super::checkpoint::params_for`]): the best-validation parameters — those the
+//! run's test metrics were measured with — when the run evaluated, else the last epoch's;
+//! [`Which::Last`] (`--last`) takes the last epoch's.
 //!
 //! [`load_safetensors`] is the way in (`train --init-from`): F32 tensors under the plan's
 //! parameter names, every one the plan declares and no other, each of its declared shape
@@ -20,14 +26,26 @@ use super::checkpoint::{write_atomic, Checkpoint, SavedTensor};
 use super::TrainError;
 use crate::ir::{ParamDecl, Params, Tensor};
 
-/// Which parameters of a checkpoint to export.
+/// Which parameters of a checkpoint to read (see the module's documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Which {
-    /// The parameters after the last completed epoch.
+    /// The best-validation parameters (those the run's test was measured with), or the last
+    /// epoch's when the run never evaluated.
     #[default]
-    Current,
-    /// The best-validation parameters (an error when the run never evaluated).
     Best,
+    /// The parameters after the last completed epoch.
+    Last,
+}
+
+impl Which {
+    /// The parameters of `ckpt` this picks, with the epoch they are from and the name the
+    /// export's `which` records (`best`, or `last`, also when `Best` fell back).
+    pub fn pick(self, ckpt: &Checkpoint) -> (&[SavedTensor], usize, &'static str) {
+        match (self, &ckpt.best_params) {
+            (Which::Best, Some(b)) => (b, ckpt.best_epoch, "best"),
+            _ => (&ckpt.params, ckpt.epoch, "last"),
+        }
+    }
 }
 
 /// The `.safetensors` bytes of `ckpt`'s parameters (see the module header); `checkpoint`
@@ -42,12 +60,10 @@ pub fn safetensors_bytes(
         path: checkpoint.to_path_buf(),
         what,
     };
-    let params: &[SavedTensor] = match which {
-        Which::Current => &ckpt.params,
-        Which::Best => ckpt.best_params.as_deref().ok_or_else(|| {
-            bad("no best-validation parameters (the run was never evaluated)".into())
-        })?,
-    };
+    // Issue 55 items 7 and 8: a checkpoint built in memory gets the loader's checks too
+    // (duplicate names made the safetensors crate panic; NaN weights were exported).
+    ckpt.validate().map_err(&bad)?;
+    let (params, epoch, which_name) = which.pick(ckpt);
     let mut views = Vec::with_capacity(params.len());
     let mut dims = serde_json::Map::new();
     for p in params {
@@ -73,16 +89,10 @@ pub fn safetensors_bytes(
         ("format".to_string(), "saintflow".to_string()),
         ("plan_hash".to_string(), format!("{:016x}", ckpt.plan_hash)),
         ("seed".to_string(), ckpt.seed.to_string()),
-        ("epoch".to_string(), ckpt.epoch.to_string()),
+        ("epoch".to_string(), epoch.to_string()),
+        ("epochs_trained".to_string(), ckpt.epoch.to_string()),
         ("step".to_string(), ckpt.step.to_string()),
-        (
-            "which".to_string(),
-            match which {
-                Which::Current => "current",
-                Which::Best => "best",
-            }
-            .to_string(),
-        ),
+        ("which".to_string(), which_name.to_string()),
         (
             "dims".to_string(),
             serde_json::Value::Object(dims).to_string(),
@@ -110,7 +120,7 @@ pub fn safetensors_bytes(
 /// };
 /// let (cp, out) = (dir.path().join("checkpoint.bin"), dir.path().join("model.safetensors"));
 /// ckpt.save(&cp)?;
-/// assert_eq!(export_safetensors(&cp, &out, Which::Current, Some("[model]\n"))?, 1);
+/// assert_eq!(export_safetensors(&cp, &out, Which::Best, Some("[model]\n"))?, 1);
 /// let bytes = std::fs::read(&out)?;
 /// let st = safetensors::SafeTensors::deserialize(&bytes)?;
 /// assert_eq!(st.tensor("W0")?.shape(), &[2, 3]);
@@ -125,10 +135,7 @@ pub fn export_safetensors(
     let ckpt = Checkpoint::load(checkpoint)?;
     let bytes = safetensors_bytes(&ckpt, which, plan_text, checkpoint)?;
     write_atomic(out, &bytes)?;
-    Ok(match which {
-        Which::Current => ckpt.params.len(),
-        Which::Best => ckpt.best_params.map_or(0, |p| p.len()),
-    })
+    Ok(which.pick(&ckpt).0.len())
 }
 
 /// Reads a `.safetensors` file as the values of the parameters `decls` declares (the
@@ -159,11 +166,23 @@ pub fn load_safetensors(path: &Path, decls: &[ParamDecl]) -> Result<Params, Trai
                 d.cols
             )),
             Ok(t) => {
-                let data = t
+                let data: Vec<f32> = t
                     .data()
                     .chunks_exact(4)
                     .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
                     .collect();
+                // Issue 55 item 7: NaN or ±inf weights would be trained on (and ReLU
+                // once hid NaN): refused, naming the first.
+                if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+                    problems.push(format!(
+                        "`{}` value {i} (row {}, column {}) is {}, expected a finite number",
+                        d.name,
+                        i / d.cols.max(1),
+                        i % d.cols.max(1),
+                        data[i]
+                    ));
+                    continue;
+                }
                 params.insert(
                     d.name.clone(),
                     Tensor {

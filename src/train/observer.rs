@@ -147,8 +147,14 @@ impl Observer {
         self.ticker.finish();
     }
 
-    /// The test of the best parameters (those of `epoch`, validated at `val`).
-    pub(super) fn test(&mut self, epoch: usize, val: Metrics, test: Metrics) -> Result<()> {
+    /// The test of the best parameters (those of `epoch`, validated at `val`); None where
+    /// the role has no labelled node.
+    pub(super) fn test(
+        &mut self,
+        epoch: usize,
+        val: Option<Metrics>,
+        test: Option<Metrics>,
+    ) -> Result<()> {
         let time = self.now();
         self.log.push(Record::Test {
             epoch,

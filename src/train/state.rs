@@ -50,12 +50,15 @@ impl TrainState {
     /// The state a run starts from: the checkpoint's when `opts` resume from one that
     /// exists (checked against `id`, and the consensus state handed to `sync`), else fresh
     /// (parameters from the seed, or from `init_from`'s file). With it, when resumed, the
-    /// log position the checkpoint saved (None when it had no log).
+    /// log position the checkpoint saved (None when it had no log). `total` is the run's
+    /// number of epochs: a checkpoint past it is refused (issue 55 item 8: a crafted epoch
+    /// of 10¹⁸ resumed as a finished run).
     pub(super) fn start(
         opts: &TrainOptions<'_>,
         lowered: &Lowered,
         id: &Identity<'_>,
         sync: &mut dyn StepSync,
+        total: usize,
     ) -> Result<(TrainState, Option<Option<u64>>)> {
         let params = match &opts.init_from {
             Some(path) => super::export::load_safetensors(path, &lowered.params)?,
@@ -71,7 +74,7 @@ impl TrainState {
         };
         let resumed = match &opts.checkpoint {
             Some(path) if opts.resume && path.exists() => {
-                Some(state.resume(path, id, lowered, sync)?)
+                Some(state.resume(path, id, lowered, sync, total)?)
             }
             _ => None,
         };
@@ -85,9 +88,19 @@ impl TrainState {
         id: &Identity<'_>,
         lowered: &Lowered,
         sync: &mut dyn StepSync,
+        total: usize,
     ) -> Result<Option<u64>> {
         let c = Checkpoint::load(path)?;
         c.check_matches(path, id.plan_hash, id.seed)?;
+        if c.epoch > total {
+            return Err(TrainError::Checkpoint {
+                path: path.to_path_buf(),
+                what: format!(
+                    "epoch: past this run's end, expected at most {total} completed epochs (the plan's, or --epochs), got {}; give --epochs {} or more to continue it",
+                    c.epoch, c.epoch
+                ),
+            });
+        }
         match &id.job {
             Some(job) => c.check_graph_id(path, id.graph_id, job)?,
             None => c.check_graph(path, id.store)?,

@@ -36,7 +36,7 @@ use super::infer::FullGraph;
 use super::log::{Record, RunDist, StepMs};
 use super::metrics::{Counts, Metrics};
 use super::observer::{EpochLoss, Observer, Validation};
-use super::state::{guard_outputs, params_hash, Best, Identity, TrainState};
+use super::state::{guard_outputs, params_hash, Identity, TrainState};
 use super::TrainError;
 use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
 use crate::machine::MemoryLimit;
@@ -422,10 +422,12 @@ pub struct TrainOutcome {
     /// Every log record of the run (those of earlier sessions included on resume).
     pub records: Vec<Record>,
     /// The best validation metrics (or the last parameters' when never evaluated); None
-    /// with `no_eval`.
+    /// with `no_eval`, and when the graph has no labelled validation node (the parameters
+    /// are then the last epoch's).
     pub val: Option<Metrics>,
-    /// The test metrics of those parameters (None when stopped by `stop_after`, or with
-    /// `no_eval`).
+    /// The test metrics of those parameters (None when stopped by `stop_after`, with
+    /// `no_eval`, and when the graph has no labelled test node: never a 0 measured over
+    /// nothing).
     pub test: Option<Metrics>,
     /// The epoch of those parameters.
     pub best_epoch: usize,
@@ -513,9 +515,9 @@ fn run(
     let writes = sync.writes_outputs();
     let (ckpt, log) = (opts.checkpoint.as_deref(), opts.log.as_deref());
     let _claims = guard_outputs(ckpt, log, writes, &lowered)?;
-    let (mut state, resumed) = TrainState::start(opts, &lowered, &id, sync.as_mut())?;
-    let record = run_record(opts, runner, id.plan_hash, sync.run_info()?);
     let total: usize = sched.iter().map(|p| p.2).sum();
+    let (mut state, resumed) = TrainState::start(opts, &lowered, &id, sync.as_mut(), total)?;
+    let record = run_record(opts, runner, id.plan_hash, sync.run_info()?);
     let at = (state.step, state.elapsed);
     let mut obs = Observer::open(opts, writes, resumed, record, at, total)?;
     let stop = opts.stop_after.unwrap_or(usize::MAX);
@@ -547,10 +549,14 @@ fn run(
                     advise_training(store, &sp, Access::Normal);
                 }
                 let t = Instant::now();
-                let val = e.measure(sync.as_ref(), runner, &state.params, Role::Val)?;
-                let best = state.record_val(val);
-                let ms = t.elapsed().as_secs_f64() * 1e3;
-                Some(Validation { val, best, ms })
+                // No validation nodes: nothing measured, no best (the last parameters
+                // are the run's, issue 55 item 1).
+                e.measure(sync.as_ref(), runner, &state.params, Role::Val)?
+                    .map(|val| {
+                        let best = state.record_val(val);
+                        let ms = t.elapsed().as_secs_f64() * 1e3;
+                        Validation { val, best, ms }
+                    })
             }
             _ => None,
         };
@@ -571,7 +577,9 @@ fn run(
 
 /// The outcome of a run that ended in `state`: the best parameters with their validation
 /// (the last ones', validated now, when none was), and their test when the run is
-/// `complete` (not stopped by `stop_after`).
+/// `complete` (not stopped by `stop_after`). A role without labelled nodes has no metrics
+/// (None, `null` in the log's `test` record), never a 0 (issue 55 item 1); without
+/// validation nodes the parameters are the last epoch's.
 fn finish(
     state: TrainState,
     eval: Option<&Evaluator<'_>>,
@@ -583,23 +591,22 @@ fn finish(
     let (val, test, best_epoch, params) = match eval {
         None => (None, None, epochs, state.params),
         Some(e) => {
-            let best = match state.best {
-                Some(b) => b,
-                None => Best {
-                    val: e.measure(sync, runner, &state.params, Role::Val)?,
-                    epoch: epochs,
-                    params: state.params,
-                },
+            let (val, best_epoch, params) = match state.best {
+                Some(b) => (Some(b.val), b.epoch, b.params),
+                None => {
+                    let val = e.measure(sync, runner, &state.params, Role::Val)?;
+                    (val, epochs, state.params)
+                }
             };
             let test = match complete {
                 true => {
-                    let test = e.measure(sync, runner, &best.params, Role::Test)?;
-                    obs.test(best.epoch, best.val, test)?;
-                    Some(test)
+                    let test = e.measure(sync, runner, &params, Role::Test)?;
+                    obs.test(best_epoch, val, test)?;
+                    test
                 }
                 false => None,
             };
-            (Some(best.val), test, best.epoch, best.params)
+            (val, test, best_epoch, params)
         }
     };
     Ok(TrainOutcome {
@@ -683,7 +690,8 @@ impl Step<'_, '_> {
             .ok_or_else(|| TrainError::Run("the step gave no loss".into()))?;
         if !loss.is_finite() {
             return Err(TrainError::Run(format!(
-                "the loss is {loss} at step {step} (epoch {epoch}): lower the learning rate?"
+                "the loss is {loss} at step {step} (epoch {epoch}); {}: lower the learning rate?",
+                self.non_finite_origin(state, step)
             )));
         }
         let mean_loss = self.mean_loss(&vals, source, &state.params, step);
@@ -694,6 +702,15 @@ impl Step<'_, '_> {
                 .get(*gid)
                 .and_then(|v| v.as_dense())
                 .ok_or_else(|| TrainError::Run(format!("no gradient of `{name}`")))?;
+            // Issue 55 item 7: a non-finite gradient would make the parameters NaN and
+            // the next loss NaN far from its cause; O(parameters), beside the update.
+            if let Some(i) = g.data.iter().position(|x| !x.is_finite()) {
+                return Err(TrainError::Run(format!(
+                    "the gradient of `{name}` is {} (value {i}) at step {step} (epoch {epoch}); {}: lower the learning rate?",
+                    g.data[i],
+                    self.non_finite_origin(state, step)
+                )));
+            }
             grads.push(g.data.as_slice());
         }
         let t = Instant::now();
@@ -730,6 +747,55 @@ impl Step<'_, '_> {
         })?;
         state.step += 1;
         Ok((loss, mean_loss))
+    }
+
+    /// Where step `step`'s first non-finite value came from (issue 55 item 7), for the
+    /// error that stops the run: a parameter that already holds one, else the first node,
+    /// in the graph's order, whose output holds one while its inputs do not — found by
+    /// running the step again on the interpreter keeping every value (only on this path:
+    /// it holds the whole step's values at once).
+    fn non_finite_origin(&self, state: &TrainState, step: u64) -> String {
+        let first_bad = |d: &[f32]| d.iter().position(|x| !x.is_finite()).map(|i| (i, d[i]));
+        for (name, t) in state.params.iter() {
+            if let Some((i, x)) = first_bad(&t.data) {
+                return format!("parameter `{name}` already holds {x} (value {i})");
+            }
+        }
+        let graph = &self.ph.graph;
+        let order = match graph.topo_order() {
+            Ok(o) => o,
+            Err(e) => return format!("its origin is unknown ({e})"),
+        };
+        let vals = match crate::exec::Interpreter.run_step(
+            graph,
+            &order,
+            Some(&self.ph.source),
+            &state.params,
+            step,
+            self.opts.seed,
+            true,
+        ) {
+            Ok(v) => v,
+            Err(e) => return format!("its origin is unknown (the diagnostic pass failed: {e})"),
+        };
+        for id in order {
+            let bad = match vals.get(id) {
+                Some(Value::Dense(t)) => first_bad(&t.data),
+                Some(Value::Sparse(m)) => first_bad(&m.values.data),
+                Some(Value::Scalar(x)) if !x.is_finite() => Some((0, *x as f32)),
+                _ => None,
+            };
+            if let Some((i, x)) = bad {
+                let node = graph.node(id);
+                return format!(
+                    "the first non-finite value is {x} (value {i}) from node {} `{}` (op {}) with finite inputs",
+                    id.index(),
+                    node.label,
+                    node.op.name()
+                );
+            }
+        }
+        "a second run of the step on the interpreter gave only finite values".into()
     }
 
     /// The step's loss with every training node of the subgraph weighted alike (the plain
@@ -777,6 +843,8 @@ impl Step<'_, '_> {
 /// each part evaluates its own.
 struct Evaluator<'g> {
     graph: FullGraph<'g>,
+    /// The store evaluated on.
+    on: &'g GraphStore,
     summed: bool,
 }
 
@@ -798,23 +866,28 @@ impl<'g> Evaluator<'g> {
             progress: opts.progress,
             ..opts.infer.clone()
         });
-        Ok(Some(Evaluator { graph, summed }))
+        Ok(Some(Evaluator { graph, on, summed }))
     }
 
-    /// The metrics of `role` under `params`.
+    /// The metrics of `role` under `params`; None when the role has no labelled node
+    /// (in a job: on no part), without a pass where the store shows it.
     fn measure(
         &self,
         sync: &dyn StepSync,
         runner: &dyn StepRunner,
         params: &Params,
         role: Role,
-    ) -> Result<Metrics> {
-        if !self.summed {
-            return Ok(self.graph.metrics(runner, params, &[role])?[0]);
-        }
-        let mut flat = self.graph.counts(runner, params, &[role])?[0].flat();
-        sync.sum_counts(&mut flat)?;
-        Ok(Counts::from_flat(&flat).metrics())
+    ) -> Result<Option<Metrics>> {
+        let counts = if self.summed {
+            let mut flat = self.graph.counts(runner, params, &[role])?[0].flat();
+            sync.sum_counts(&mut flat)?;
+            Counts::from_flat(&flat)
+        } else if self.on.role_count(role) == 0 {
+            return Ok(None);
+        } else {
+            self.graph.counts(runner, params, &[role])?.swap_remove(0)
+        };
+        Ok((counts.nodes() > 0).then(|| counts.metrics()))
     }
 }
 

@@ -4,10 +4,14 @@
 
 use num_traits::Float;
 
-/// y = max(x, 0).
+/// y = max(x, 0); NaN stays NaN (PyTorch's convention).
 pub fn relu<T: Float>(x: &[T], y: &mut [T]) {
     for i in 0..x.len() {
-        y[i] = if x[i] > T::zero() { x[i] } else { T::zero() };
+        y[i] = if x[i].is_nan() || x[i] > T::zero() {
+            x[i]
+        } else {
+            T::zero()
+        };
     }
 }
 

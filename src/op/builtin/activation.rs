@@ -116,7 +116,14 @@ impl Elementwise for Activation {
     /// The scalar formula (the slices run the vector kernels, which give the same values).
     fn f(&self, x: f32) -> f32 {
         match *self {
-            Activation::Relu => x.max(0.0),
+            // NaN passes through, as in the kernel (`f32::max` would give 0).
+            Activation::Relu => {
+                if x < 0.0 {
+                    0.0
+                } else {
+                    x
+                }
+            }
             Activation::LeakyRelu { slope } => {
                 if x > 0.0 {
                     x

@@ -28,10 +28,13 @@ impl NeighbourReduce for Extreme {
         }
     }
     fn fold(&self, acc: f32, _: f32, x: f32) -> f32 {
-        let better = match self {
-            Extreme::Max => x > acc,
-            Extreme::Min => x < acc,
-        };
+        // A NaN neighbour makes the result NaN (as torch.max and PyG's max aggregation),
+        // never skipped: once acc is NaN no comparison is true and it stays.
+        let better = x.is_nan()
+            || match self {
+                Extreme::Max => x > acc,
+                Extreme::Min => x < acc,
+            };
         if better {
             x
         } else {
