@@ -6,6 +6,7 @@
 pub mod arrays;
 pub mod edgelist;
 pub mod graphsaint;
+pub mod limits;
 pub mod ogb;
 
 use std::fmt;
@@ -62,6 +63,64 @@ impl ImportReport {
     }
 }
 
+/// A training graph with fewer than this fraction of the full graph's entries is called
+/// small by [`warnings`]. An induced training graph keeps about (training fraction)² of
+/// the edges: GraphSAINT's inductive splits (half or more of the nodes) keep a quarter or
+/// more, while inducing on a Planetoid split (120 of 2,708 Cora nodes) keeps 8 of 5,278
+/// edges, and a plan sampling `graph = "train"` then trains on almost no edges (issue 55:
+/// 28–35 % accuracy instead of 70–80 %). A tenth flags the second kind and not the first.
+pub const SMALL_TRAIN_GRAPH: f64 = 0.1;
+
+/// What an import should tell the user about the store it wrote, one sentence each
+/// (printed as warnings by `saintflow import`; the library's importers call it too):
+///
+/// * a training graph under [`SMALL_TRAIN_GRAPH`] of the full graph's entries, with the
+///   way to the transductive protocol (`--train-graph full`);
+/// * single-label class ids below the largest that no node has (a stray label 9 among
+///   classes 0..5 makes C = 10: the model gets 10 outputs, 4 never trained). Such gaps are
+///   reported, not refused: real datasets may leave a class unused.
+pub fn warnings(store: &crate::store::GraphStore) -> Vec<String> {
+    let mut out = Vec::new();
+    let (full, train) = (store.full().n_entries(), store.train().n_entries());
+    if full > 0 && (train as f64) < SMALL_TRAIN_GRAPH * full as f64 {
+        out.push(format!(
+            "the training graph holds {} of the full graph's {} undirected edges ({:.2} %, under {} %): a plan sampling graph = \"train\" sees only these; re-import with --train-graph full for the transductive protocol (OGB's), or sample graph = \"full\"",
+            train / 2,
+            full / 2,
+            100.0 * train as f64 / full as f64,
+            100.0 * SMALL_TRAIN_GRAPH
+        ));
+    }
+    if let crate::store::Labels::Single(l) = store.labels() {
+        // The classes present, sorted: O(N), never O(C) (C may be up to MAX_CLASSES).
+        let c = store.n_classes() as u64;
+        let mut present: Vec<u32> = l.iter().copied().filter(|&x| u64::from(x) < c).collect();
+        present.sort_unstable();
+        present.dedup();
+        let empty = c - present.len() as u64;
+        if empty > 0 {
+            let mut shown = Vec::new();
+            let mut next = 0u64;
+            for &k in present.iter().chain([c as u32].iter()) {
+                while next < u64::from(k) && shown.len() < 10 {
+                    shown.push(next.to_string());
+                    next += 1;
+                }
+                next = u64::from(k) + 1;
+            }
+            let top = l.iter().filter(|&&x| u64::from(x) + 1 == c).count();
+            out.push(format!(
+                "labels: {empty} of the C = {c} classes (0..{}) have no node: {}{}; C is the largest class id + 1 (class {} has {top} node(s)): a stray label? the model gets {c} outputs",
+                c - 1,
+                shown.join(", "),
+                if empty > shown.len() as u64 { ", ..." } else { "" },
+                c - 1,
+            ));
+        }
+    }
+    out
+}
+
 /// Labels read from a file, one row per node.
 pub struct LabelTable {
     /// Single or multi.
@@ -78,7 +137,8 @@ impl LabelTable {
         LabelTable {
             kind: LabelKind::Single,
             n_classes: 0,
-            data: bytemuck::cast_slice(&vec![NO_LABEL; n]).to_vec(),
+            // NO_LABEL is u32::MAX: every byte 0xff, without a u32 copy first.
+            data: vec![0xff; n * 4],
         }
     }
 
@@ -475,16 +535,26 @@ pub fn write_features_npy(
             Some((mean, scale)) => (x - mean[j]) * scale[j],
             None => x,
         };
-        if !y.is_finite() {
+        // Checked as stored (f32): a finite f64 beyond f32's range would be written as
+        // inf, which `check` refuses (issue 55).
+        let z = y as f32;
+        if !z.is_finite() {
+            let why = if !x.is_finite() {
+                "is not finite"
+            } else if !y.is_finite() {
+                "is not finite once standardised"
+            } else {
+                "is beyond float32's range"
+            };
             return Err(StoreError::input(
                 path,
                 format!(
-                    "element {i} (row {}, column {j}) is not finite: {x}",
+                    "element {i} (row {}, column {j}): {x:?} {why}, expected a finite float32",
                     i / f.max(1)
                 ),
             ));
         }
-        buf.push(y as f32);
+        buf.push(z);
         i += 1;
         if buf.len() == buf.capacity() {
             if let Err(e) = s.write_f32s(&buf) {
