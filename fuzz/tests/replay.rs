@@ -99,3 +99,8 @@ fn every_target_has_a_test_and_a_binary() {
         assert!(this.contains(&format!("fn {t}()")), "{t}: replay test");
     }
 }
+
+#[test]
+fn ogb() {
+    replay("ogb");
+}
