@@ -350,16 +350,39 @@ fn issue55_degree_zero_and_bucket_zero_are_refused() {
     }
     for bad in ["0", "65537"] {
         let o = common::saintflow(
-            &["gen", "kronecker", "--scale", "4", "--bucket-mib", bad, "-o", "x.sf"],
+            &[
+                "gen",
+                "kronecker",
+                "--scale",
+                "4",
+                "--bucket-mib",
+                bad,
+                "-o",
+                "x.sf",
+            ],
             tmp.path(),
         );
         assert_eq!(o.status.code(), Some(2), "--bucket-mib {bad}");
         assert!(!tmp.path().join("x.sf").exists());
     }
     let o = common::saintflow(
-        &["gen", "kronecker", "--scale", "4", "--degree", "0", "-o", "x.sf"],
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "4",
+            "--degree",
+            "0",
+            "-o",
+            "x.sf",
+        ],
         tmp.path(),
     );
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stderr).contains("--degree expected > 0"));
 }

@@ -368,10 +368,15 @@ fn issue55_sizes_and_values_are_checked_before_they_are_trusted() {
             .collect::<Vec<u8>>(),
     );
     std::fs::create_dir(p("dir.npy")).unwrap();
+    let dir_list = p("edges.d");
+    std::fs::create_dir(&dir_list).unwrap();
     let long_line = p("long.txt");
     std::fs::write(
         &long_line,
-        format!("0 1\n{}\n", "7".repeat(saintflow::store::import::limits::MAX_LINE_BYTES + 1)),
+        format!(
+            "0 1\n{}\n",
+            "7".repeat(saintflow::store::import::limits::MAX_LINE_BYTES + 1)
+        ),
     )
     .unwrap();
     let with = |features: &str| EdgeListOptions {
@@ -380,11 +385,58 @@ fn issue55_sizes_and_values_are_checked_before_they_are_trusted() {
         ..Default::default()
     };
     let cases: Vec<(&str, &Path, EdgeListOptions, &str, &str)> = vec![
-        ("a line beyond the bound", &long_line, EdgeListOptions::default(), "long.txt", "line 2: longer than 67108864 bytes"),
-        ("a header declaring (20, 2^40)", &f, with("huge.npy"), "huge.npy", "truncated: the header declares shape [20, 1099511627776]"),
-        ("bytes after the data", &f, with("long.npy"), "long.npy", "4 bytes after the data"),
-        ("float64 beyond float32", &f, with("big.npy"), "big.npy", "row 1, column 0): 1e300 is beyond float32's range"),
-        ("a directory as features", &f, with("dir.npy"), "dir.npy", "a directory"),
+        (
+            "a line beyond the bound",
+            &long_line,
+            EdgeListOptions::default(),
+            "long.txt",
+            "line 2: longer than 67108864 bytes",
+        ),
+        (
+            "a header declaring (20, 2^40)",
+            &f,
+            with("huge.npy"),
+            "huge.npy",
+            "truncated: the header declares shape [20, 1099511627776]",
+        ),
+        (
+            "bytes after the data",
+            &f,
+            with("long.npy"),
+            "long.npy",
+            "4 bytes after the data",
+        ),
+        (
+            "float64 beyond float32",
+            &f,
+            with("big.npy"),
+            "big.npy",
+            "row 1, column 0): 1e300 is beyond float32's range",
+        ),
+        (
+            "float64 beyond float32, standardised (the column's variance would be inf)",
+            &f,
+            EdgeListOptions {
+                standardize: true,
+                ..with("big.npy")
+            },
+            "big.npy",
+            "row 1, column 0): 1e300 is beyond float32's range",
+        ),
+        (
+            "a directory as features",
+            &f,
+            with("dir.npy"),
+            "dir.npy",
+            "a directory",
+        ),
+        (
+            "a directory as the edge list",
+            &dir_list,
+            EdgeListOptions::default(),
+            "edges.d",
+            "cannot read",
+        ),
     ];
     for (what, file, opts, name, words) in cases {
         let out = p("o.sf");
@@ -396,7 +448,14 @@ fn issue55_sizes_and_values_are_checked_before_they_are_trusted() {
     // limit set to 8 GiB, the campaign's, whatever this machine has).
     let out = p("n.sf");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
-        .args(["-q", "import", "edgelist", "--symmetrize", "--nodes", "4000000000"])
+        .args([
+            "-q",
+            "import",
+            "edgelist",
+            "--symmetrize",
+            "--nodes",
+            "4000000000",
+        ])
         .arg(&f)
         .arg("-o")
         .arg(&out)

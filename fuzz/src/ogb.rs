@@ -82,7 +82,10 @@ pub fn member_npy(k: usize) -> Vec<u8> {
             let dst = [1., 2., 3., 4., 5., 0., 2., 0.];
             npy_f64(&[2, 8], &[src, dst].concat())
         }
-        1 => npy_f64(&[6, 2], &[0.5, 1., 1.5, 2., 2.5, 3., 3.5, 4., 4.5, 5., 5.5, 6.]),
+        1 => npy_f64(
+            &[6, 2],
+            &[0.5, 1., 1.5, 2., 2.5, 3., 3.5, 4., 4.5, 5., 5.5, 6.],
+        ),
         2 => npy_f64(&[1], &[6.]),
         3 => npy_f64(&[1], &[8.]),
         _ => npy_f64(&[6, 1], &[0., 2., 1., 0., 1., f64::NAN]),
@@ -95,7 +98,8 @@ pub fn npz(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let opts = npyz::zip::write::FileOptions::default()
         .compression_method(npyz::zip::CompressionMethod::Deflated);
     for (name, bytes) in members {
-        z.start_file(format!("{name}.npy"), opts).expect("zip member");
+        z.start_file(format!("{name}.npy"), opts)
+            .expect("zip member");
         z.write_all(bytes).expect("zip member written");
     }
     z.finish().expect("zip finished").into_inner()
@@ -160,7 +164,11 @@ fn run(data: &[u8]) -> bool {
                 12 => label = rest.to_vec(),
                 _ => {}
             }
-            let data_npz = if k == 13 { rest.to_vec() } else { npz(&members) };
+            let data_npz = if k == 13 {
+                rest.to_vec()
+            } else {
+                npz(&members)
+            };
             let label_npz = if k == 14 {
                 rest.to_vec()
             } else {
@@ -184,7 +192,10 @@ fn run(data: &[u8]) -> bool {
         return false;
     }
     match GraphStore::open_verified(&out) {
-        Ok(s) => assert!(s.role_count(Role::Train) > 0, "a store without training nodes"),
+        Ok(s) => assert!(
+            s.role_count(Role::Train) > 0,
+            "a store without training nodes"
+        ),
         Err(e) => panic!("an imported store fails verification: {e}"),
     }
     true

@@ -264,8 +264,14 @@ fn ogb_seeds() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for (k, f) in CSV_FILES.iter().enumerate() {
         let text = csv_text(k).as_bytes().to_vec();
-        out.push((format!("valid_csv_{}", name(f)), with(k as u8, text.clone())));
-        out.push((format!("valid_raw_{}", name(f)), with(k as u8 | 0x10, gzip(&text))));
+        out.push((
+            format!("valid_csv_{}", name(f)),
+            with(k as u8, text.clone()),
+        ));
+        out.push((
+            format!("valid_raw_{}", name(f)),
+            with(k as u8 | 0x10, gzip(&text)),
+        ));
         let cut = gzip(&text);
         out.push((
             format!("broken_cut_{}", name(f)),
@@ -273,10 +279,16 @@ fn ogb_seeds() -> Vec<(String, Vec<u8>)> {
         ));
     }
     out.push(("valid_csv_induce".into(), with(0x20, b"6\n".to_vec())));
-    out.push(("broken_plain_train".into(), with(5 | 0x10, b"0\n1\n2\n".to_vec())));
+    out.push((
+        "broken_plain_train".into(),
+        with(5 | 0x10, b"0\n1\n2\n".to_vec()),
+    ));
     out.push(("broken_train_dir".into(), with(15, Vec::new())));
     out.push(("broken_nodes_4e9".into(), with(0, b"4000000000\n".to_vec())));
-    out.push(("broken_feat_1e300".into(), with(3, b"0,1\n1,2\n2,1e300\n3,4\n4,5\n5,6\n".to_vec())));
+    out.push((
+        "broken_feat_1e300".into(),
+        with(3, b"0,1\n1,2\n2,1e300\n3,4\n4,5\n5,6\n".to_vec()),
+    ));
     for (k, m) in DATA_MEMBERS.iter().enumerate() {
         out.push((format!("valid_npz_{m}"), with(8 + k as u8, member_npy(k))));
     }
@@ -297,7 +309,13 @@ fn ogb_seeds() -> Vec<(String, Vec<u8>)> {
     ));
     let mut feat = vec![0.5; 12];
     feat[4] = 1e300;
-    out.push(("broken_npz_feat_1e300".into(), with(9, npy_f64(&[6, 2], &feat))));
-    out.push(("broken_npz_trailing".into(), with(9, npy_f64(&[6, 2], &[0.5; 13]))));
+    out.push((
+        "broken_npz_feat_1e300".into(),
+        with(9, npy_f64(&[6, 2], &feat)),
+    ));
+    out.push((
+        "broken_npz_trailing".into(),
+        with(9, npy_f64(&[6, 2], &[0.5; 13])),
+    ));
     out
 }

@@ -211,7 +211,9 @@ pub fn import_edgelist(
     crate::store::gen::check_split(opts.split)?;
     if opts.train_graph == TrainGraphMode::Given {
         return Err(StoreError::Argument {
-            what: "--train-graph given: an edge list gives no training graph, expected full or induce".into(),
+            what:
+                "--train-graph given: an edge list gives no training graph, expected full or induce"
+                    .into(),
         });
     }
     if opts.remap {

@@ -124,7 +124,9 @@ mod tests {
     fn issue55_filled_fails_cleanly_beyond_memory() {
         let p = Path::new("x.csv.gz");
         assert_eq!(filled(p, "roles", 3, 7u8).unwrap(), [7, 7, 7]);
-        let e = filled(p, "labels", u64::MAX / 2, 0u32).unwrap_err().to_string();
+        let e = filled(p, "labels", u64::MAX / 2, 0u32)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("x.csv.gz: labels: cannot allocate"), "{e}");
     }
 

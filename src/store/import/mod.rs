@@ -74,6 +74,7 @@ pub const SMALL_TRAIN_GRAPH: f64 = 0.1;
 /// What an import should tell the user about the store it wrote, one sentence each
 /// (printed as warnings by `saintflow import`; the library's importers call it too):
 ///
+/// * a labelled store without training nodes, or without validation or test nodes;
 /// * a training graph under [`SMALL_TRAIN_GRAPH`] of the full graph's entries, with the
 ///   way to the transductive protocol (`--train-graph full`);
 /// * single-label class ids below the largest that no node has (a stray label 9 among
@@ -81,6 +82,22 @@ pub const SMALL_TRAIN_GRAPH: f64 = 0.1;
 ///   reported, not refused: real datasets may leave a class unused.
 pub fn warnings(store: &crate::store::GraphStore) -> Vec<String> {
     let mut out = Vec::new();
+    if store.n_classes() > 0 {
+        use crate::store::Role;
+        if store.role_count(Role::Train) == 0 {
+            out.push(
+                "labels but no training nodes: training on this store has nothing to fit (give a split with training nodes)".to_string(),
+            );
+        } else {
+            for (r, what) in [(Role::Val, "validation"), (Role::Test, "test")] {
+                if store.role_count(r) == 0 {
+                    out.push(format!(
+                        "no {what} nodes: {what} metrics will not be measured"
+                    ));
+                }
+            }
+        }
+    }
     let (full, train) = (store.full().n_entries(), store.train().n_entries());
     if full > 0 && (train as f64) < SMALL_TRAIN_GRAPH * full as f64 {
         out.push(format!(
@@ -495,6 +512,11 @@ pub fn write_features_npy(
             let mut i = 0usize;
             Npy::open(path)?.for_each_f64(path, |x| {
                 let (v, j) = (i / f.max(1), i % f.max(1));
+                // A value float32 cannot hold would make the column's variance infinite
+                // and standardise the whole column to 0: refused here, as unstandardised.
+                if !(x as f32).is_finite() {
+                    return Err(not_f32(path, i, f, x));
+                }
                 if fit(v) {
                     sum[j] += x;
                     sumsq[j] += x * x;
@@ -538,18 +560,14 @@ pub fn write_features_npy(
         // Checked as stored (f32): a finite f64 beyond f32's range would be written as
         // inf, which `check` refuses (issue 55).
         let z = y as f32;
+        if !(x as f32).is_finite() {
+            return Err(not_f32(path, i, f, x));
+        }
         if !z.is_finite() {
-            let why = if !x.is_finite() {
-                "is not finite"
-            } else if !y.is_finite() {
-                "is not finite once standardised"
-            } else {
-                "is beyond float32's range"
-            };
             return Err(StoreError::input(
                 path,
                 format!(
-                    "element {i} (row {}, column {j}): {x:?} {why}, expected a finite float32",
+                    "element {i} (row {}, column {j}): {x:?} is not finite once standardised, expected a finite float32",
                     i / f.max(1)
                 ),
             ));
@@ -569,6 +587,23 @@ pub fn write_features_npy(
     }
     s.write_f32s(&buf)?;
     Ok((f as u64, s.finish()?))
+}
+
+/// The error of feature element `i` (of rows of `f`), `x`, which float32 cannot hold.
+fn not_f32(path: &Path, i: usize, f: usize, x: f64) -> StoreError {
+    let why = if x.is_finite() {
+        "is beyond float32's range"
+    } else {
+        "is not finite"
+    };
+    StoreError::input(
+        path,
+        format!(
+            "element {i} (row {}, column {}): {x:?} {why}, expected a finite float32",
+            i / f.max(1),
+            i % f.max(1)
+        ),
+    )
 }
 
 /// Reads labels from an NPY file: 1-D integers → single-label (negative = unlabelled),
@@ -609,6 +644,12 @@ pub fn read_labels_npy(path: &Path, n: usize) -> Result<LabelTable, StoreError> 
             })
         }
         [rows, c] if *rows == n as u64 => {
+            if *c >= MAX_CLASSES {
+                return Err(StoreError::input(
+                    path,
+                    format!("{c} classes, expected fewer than {MAX_CLASSES}"),
+                ));
+            }
             let c = *c as usize;
             let r = c.div_ceil(8);
             let mut data = vec![0u8; n * r];

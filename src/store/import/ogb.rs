@@ -47,8 +47,7 @@ use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{
-    Dtype, LabelKind, Role, SectionEntry, SectionId, MAX_CLASSES, MAX_NODES,
-    NO_LABEL,
+    Dtype, LabelKind, Role, SectionEntry, SectionId, MAX_CLASSES, MAX_NODES, NO_LABEL,
 };
 use crate::store::import::{
     limits, write_no_features, write_roles, ImportReport, LabelTable, TrainGraphMode,
@@ -246,7 +245,11 @@ impl GzLines {
         let mut f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
         let meta = f.metadata().map_err(|e| StoreError::io(path, "stat", e))?;
         if !meta.is_file() {
-            let kind = if meta.is_dir() { "a directory" } else { "not a regular file" };
+            let kind = if meta.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file"
+            };
             return Err(StoreError::input(
                 path,
                 format!("{kind}, expected a gzip-compressed file"),
@@ -379,8 +382,8 @@ fn npz_member<'a, R: Read + Seek>(
         .by_name(&npyz::npz::file_name_from_array_name(name))
         .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
     let bad = |e: String| StoreError::input(path, format!("member {name}: {e}"));
-    let total = limits::npz_member_len(file.size(), file.compressed_size(), archive_len)
-        .map_err(bad)?;
+    let total =
+        limits::npz_member_len(file.size(), file.compressed_size(), archive_len).map_err(bad)?;
     let npy = open_npy(file, Some(total)).map_err(bad)?;
     if npy.order() != npyz::Order::C {
         return Err(StoreError::input(
@@ -539,8 +542,8 @@ impl LabelRows {
             };
             let here = Path::new("labels");
             if t == 1 {
-                self.single = limits::filled(here, "table", self.n as u64, NO_LABEL)
-                    .map_err(no_room)?;
+                self.single =
+                    limits::filled(here, "table", self.n as u64, NO_LABEL).map_err(no_room)?;
             } else {
                 let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
                 self.multi = limits::filled(here, "table", bytes, 0u8).map_err(no_room)?;
@@ -750,24 +753,15 @@ fn read_split(dir: &Path, n: u64) -> Result<Vec<u8>, StoreError> {
 }
 
 /// Refuses a split without training nodes (nothing to train on: issue 55, a split file
-/// that read as empty gave a store that trained and printed a test accuracy of 0) and
-/// notes an empty validation or test part (their metrics are then not measured).
-fn split_notes(dir: &Path, roles: &[u8], notes: &mut Vec<String>) -> Result<(), StoreError> {
-    let count = |r: Role| roles.iter().filter(|&&b| b == r as u8).count();
-    if count(Role::Train) == 0 {
+/// that read as empty gave a store that trained and printed a test accuracy of 0). An
+/// empty validation or test part is reported by [`warnings`](super::warnings), as for
+/// every importer.
+fn require_training_nodes(dir: &Path, roles: &[u8]) -> Result<(), StoreError> {
+    if !roles.contains(&(Role::Train as u8)) {
         return Err(StoreError::input(
             dir.join("train.csv.gz"),
             "no training nodes (after leaving out split nodes without a label), expected at least one",
         ));
-    }
-    for (file, r) in [("valid.csv.gz", Role::Val), ("test.csv.gz", Role::Test)] {
-        if count(r) == 0 {
-            notes.push(format!(
-                "{}: no {} nodes; its metric will not be measured",
-                dir.join(file).display(),
-                if r == Role::Val { "validation" } else { "test" }
-            ));
-        }
     }
     Ok(())
 }
@@ -1019,7 +1013,7 @@ pub fn import_ogb(
             "{dropped} split nodes have no positive task; the store counts such a node unlabelled, so they are left out of the split"
         ));
     }
-    split_notes(&split_dir, &roles, &mut notes)?;
+    require_training_nodes(&split_dir, &roles)?;
 
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
@@ -1080,10 +1074,15 @@ pub fn import_ogb(
         OgbLayout::Binary => write_features_npz(&w, &data_npz, n)?,
     };
     if n_features == 0 {
-        notes.push(match layout {
-            OgbLayout::Csv => "no raw/node-feat.csv.gz: the store has no node features (F = 0)",
-            OgbLayout::Binary => "no node_feat in raw/data.npz: the store has no node features (F = 0)",
-        }.to_string());
+        notes.push(
+            match layout {
+                OgbLayout::Csv => "no raw/node-feat.csv.gz: the store has no node features (F = 0)",
+                OgbLayout::Binary => {
+                    "no node_feat in raw/data.npz: the store has no node features (F = 0)"
+                }
+            }
+            .to_string(),
+        );
     }
     let report = ImportReport::new(n, &graph, start);
     let meta = Meta {
@@ -1224,7 +1223,11 @@ fn write_features_npz(
                     "member node_feat: row {}, column {}: {x:?} {}, expected a finite float32",
                     i / f.max(1),
                     i % f.max(1),
-                    if x.is_finite() { "is beyond float32's range" } else { "is not finite" }
+                    if x.is_finite() {
+                        "is beyond float32's range"
+                    } else {
+                        "is not finite"
+                    }
                 ),
             ));
         }
