@@ -119,8 +119,8 @@ fn write(path: &Path, bytes: &[u8]) {
 
 /// The split files, shared by both layouts.
 fn split(dir: &Path) {
-    for k in 5..8 {
-        write(&dir.join(CSV_FILES[k]), &gzip(csv_text(k).as_bytes()));
+    for (k, f) in CSV_FILES.iter().enumerate().skip(5) {
+        write(&dir.join(f), &gzip(csv_text(k).as_bytes()));
     }
 }
 

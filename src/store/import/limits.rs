@@ -78,7 +78,10 @@ fn address_space_limit() -> Option<u64> {
     };
     // SAFETY: getrlimit writes the struct it is given and nothing else.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+    // rlim_t is u64 here, narrower or signed on other platforms.
+    #[allow(clippy::unnecessary_cast)]
+    let cur = r.rlim_cur as u64;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
 }
 
 /// Refuses an import whose tables (`bytes`, described by `what`) would not fit in
