@@ -9,11 +9,10 @@ use std::time::Instant;
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
-use crate::store::format::{
-    Dtype, LabelKind, Role, SectionId, TrainGraph, MAX_CLASSES, MAX_NODES, NO_LABEL,
-};
+use crate::store::format::{Dtype, LabelKind, Role, SectionId, MAX_CLASSES, MAX_NODES, NO_LABEL};
 use crate::store::import::{
-    commit_import, require_labels, write_no_features, ImportReport, LabelTable,
+    commit_import, limits, require_labels, write_no_features, ImportReport, LabelTable,
+    TrainGraphMode,
 };
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
@@ -70,23 +69,51 @@ pub struct ArrayGraph<'a> {
     pub source: &'a str,
 }
 
-/// Writes `graph` as the store `out` (replacing a store there when `force`).
+/// Writes `graph` as the store `out` (replacing a store there when `force`), its training
+/// graph induced on the training nodes: [`import_arrays_with`] with
+/// [`TrainGraphMode::Induce`].
 pub fn import_arrays(
     graph: &ArrayGraph<'_>,
     out: &Path,
     force: bool,
     progress: &Progress,
 ) -> Result<ImportReport, StoreError> {
+    import_arrays_with(graph, TrainGraphMode::Induce, out, force, progress)
+}
+
+/// [`import_arrays`] with the training graph chosen: [`TrainGraphMode::Induce`] or
+/// [`TrainGraphMode::Full`] (transductive, as `import ogb` and `import edgelist` default to,
+/// issue 55); arrays give no training graph, so [`TrainGraphMode::Given`] is an error.
+pub fn import_arrays_with(
+    graph: &ArrayGraph<'_>,
+    mode: TrainGraphMode,
+    out: &Path,
+    force: bool,
+    progress: &Progress,
+) -> Result<ImportReport, StoreError> {
     let start = Instant::now();
+    if mode == TrainGraphMode::Given {
+        return Err(StoreError::Argument {
+            what: "train graph \"given\": arrays give no training graph, expected full or induce"
+                .into(),
+        });
+    }
     let bad = |what: String| StoreError::input(out, what);
     let n = node_count(graph).map_err(bad)?;
+    // A count given as an argument is checked against memory before the per-node tables
+    // are allocated (issue 55: n_nodes = 4e9 aborted).
+    limits::check_memory(
+        out,
+        &format!("the label and role tables of N = {n} nodes"),
+        u128::from(n) * limits::TABLE_BYTES_PER_NODE,
+    )?;
     let nu = n as usize;
     let labels = match graph.labels {
         None => LabelTable::none(nu),
         Some(l) => label_table(l, nu).map_err(bad)?,
     };
     let roles: Vec<u8> = match graph.roles {
-        None => vec![Role::None as u8; nu],
+        None => limits::filled(out, "roles", n, Role::None as u8)?,
         Some(r) if r.len() != nu => {
             return Err(bad(format!("roles: {} entries for {n} nodes", r.len())))
         }
@@ -149,7 +176,7 @@ pub fn import_arrays(
             }
         }
     }
-    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let sections = build::write_graph(&w, builder, None, &is_train, progress)?;
     let (n_features, feats) = match graph.features {
         Some((x, f)) => {
@@ -164,7 +191,7 @@ pub fn import_arrays(
         n_features,
         n_classes: labels.n_classes,
         label_kind: labels.kind,
-        train_graph: TrainGraph::Induced,
+        train_graph: mode.stored(),
         split: build::split_counts(&roles),
         source: graph.source.to_string(),
     };

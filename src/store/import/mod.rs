@@ -23,7 +23,7 @@ use crate::store::format::{
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
-pub use arrays::{import_arrays, ArrayGraph, ArrayLabels, Edges};
+pub use arrays::{import_arrays, import_arrays_with, ArrayGraph, ArrayLabels, Edges};
 pub use edgelist::{import_edgelist, EdgeListOptions};
 pub use graphsaint::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
 pub use ogb::{import_ogb, OgbLayout, OgbOptions, OgbReport};
