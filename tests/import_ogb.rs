@@ -980,3 +980,44 @@ fn issue55_the_command_warns_about_small_training_graphs_and_stray_classes() {
     );
     assert!(!tmp.path().join("small.sf").exists());
 }
+
+/// A count file of many counts is refused without holding them (issue 55: no table
+/// sized by the input), in both layouts.
+#[test]
+fn issue55_many_counts_are_refused_without_a_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    tiny(tmp.path(), &SINGLE);
+    let many: Vec<&str> = vec!["1"; 100_000];
+    gz(&tmp.path().join("raw/num-edge-list.csv.gz"), &many);
+    let e = fails(tmp.path(), &tmp.path().join("o.sf"), None);
+    assert!(
+        e.contains("num-edge-list.csv.gz") && e.contains("100000 counts: a graph-property dataset"),
+        "{e}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    tiny_binary(tmp.path(), good_feat(), good_label());
+    // num_nodes_list replaced by 3 counts: data.npz rewritten with it.
+    let members = [(
+        "num_nodes_list",
+        npy_bytes("<f8", &[3], &f64s(&[6.0, 2.0, 2.0])),
+    )];
+    let dir = tempfile::tempdir().unwrap();
+    let rebuilt = dir.path().join("data.npz");
+    let mut all: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut zip =
+        npyz::zip::ZipArchive::new(File::open(tmp.path().join("raw/data.npz")).unwrap()).unwrap();
+    for name in ["edge_index", "node_feat", "num_edges_list"] {
+        let mut m = zip.by_name(&format!("{name}.npy")).unwrap();
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut m, &mut b).unwrap();
+        all.push((name, b));
+    }
+    all.extend(members.iter().cloned());
+    raw_npz(&rebuilt, &all);
+    std::fs::copy(&rebuilt, tmp.path().join("raw/data.npz")).unwrap();
+    let e = fails(tmp.path(), &tmp.path().join("o.sf"), None);
+    assert!(
+        e.contains("data.npz") && e.contains("member num_nodes_list: 3 counts"),
+        "{e}"
+    );
+}

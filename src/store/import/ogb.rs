@@ -339,7 +339,8 @@ fn node_id(lines: &GzLines, s: &str, n: u64, what: &str) -> Result<u32, StoreErr
 /// The one count in `raw/num-node-list.csv.gz` / `raw/num-edge-list.csv.gz`.
 fn read_count(path: &Path) -> Result<u64, StoreError> {
     let mut lines = GzLines::open(path)?;
-    let mut counts = Vec::new();
+    // The first count and how many: a file of a billion counts holds no table.
+    let (mut first, mut count) = (None, 0u64);
     while lines.advance()? {
         let t = lines.line().trim();
         if t.is_empty() {
@@ -348,16 +349,16 @@ fn read_count(path: &Path) -> Result<u64, StoreError> {
         let c: u64 = t
             .parse()
             .map_err(|_| lines.err(format!("expected a count, got {t:?}")))?;
-        counts.push(c);
+        first.get_or_insert(c);
+        count += 1;
     }
-    match counts.as_slice() {
-        [c] => Ok(*c),
-        [] => Err(StoreError::input(path, "empty, expected one count")),
-        cs => Err(StoreError::input(
+    match (first, count) {
+        (Some(c), 1) => Ok(c),
+        (None, _) => Err(StoreError::input(path, "empty, expected one count")),
+        (_, k) => Err(StoreError::input(
             path,
             format!(
-                "{} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)",
-                cs.len()
+                "{k} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)"
             ),
         )),
     }
@@ -450,20 +451,34 @@ fn npz_count<R: Read + Seek>(
     name: &str,
 ) -> Result<u64, StoreError> {
     let npy = required(npz_member(npz, path, name)?, path, name)?;
-    let mut counts = Vec::new();
+    // Judged by the shape, before any element is read: several counts are refused
+    // without reading (or holding) them.
+    let k: u64 = npy.shape().iter().product();
+    if k != 1 {
+        return Err(StoreError::input(
+            path,
+            match k {
+                0 => format!("member {name}: empty, expected one count"),
+                k => format!(
+                    "member {name}: {k} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)"
+                ),
+            },
+        ));
+    }
+    let mut count = None;
     for_each_f64(npy, path, name, |_, x| {
-        counts.push(x);
+        count = Some(x);
         Ok(())
     })?;
-    match counts.as_slice() {
-        [c] if *c >= 0.0 && c.fract() == 0.0 => Ok(*c as u64),
-        [c] => Err(StoreError::input(path, format!("member {name}: {c} is not a count"))),
-        cs => Err(StoreError::input(
+    match count {
+        Some(c) if c >= 0.0 && c.fract() == 0.0 => Ok(c as u64),
+        Some(c) => Err(StoreError::input(
             path,
-            format!(
-                "member {name}: {} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)",
-                cs.len()
-            ),
+            format!("member {name}: {c} is not a count, expected a non-negative integer"),
+        )),
+        None => Err(StoreError::input(
+            path,
+            format!("member {name}: empty, expected one count"),
         )),
     }
 }
