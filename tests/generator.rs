@@ -313,3 +313,76 @@ fn bad_parameters_are_errors() {
         assert!(!out.exists());
     }
 }
+
+/// Issue 55 item 5: `--degree 0` (or a degree giving no edge draw) and `--bucket-mib 0`
+/// were accepted; they are errors, and `--bucket-mib` has a documented upper bound.
+#[test]
+fn issue55_degree_zero_and_bucket_zero_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (spec, needle) in [
+        (
+            KroneckerSpec {
+                degree: 0.0,
+                ..Default::default()
+            },
+            "--degree expected > 0, got 0",
+        ),
+        (
+            KroneckerSpec {
+                scale: 4,
+                degree: 0.01,
+                ..Default::default()
+            },
+            "--degree 0.01 at --scale 4: N·degree/2 rounds to 0 edge draws",
+        ),
+        (
+            KroneckerSpec {
+                bucket_bytes: 0,
+                ..Default::default()
+            },
+            "--bucket-mib expected ≥ 1",
+        ),
+    ] {
+        let out = tmp.path().join("x");
+        let msg = common::err_text(generate_kronecker(&spec, &out, false, &Progress::hidden()));
+        assert!(msg.contains(needle), "{msg}");
+        assert!(!out.exists());
+    }
+    for bad in ["0", "65537"] {
+        let o = common::saintflow(
+            &[
+                "gen",
+                "kronecker",
+                "--scale",
+                "4",
+                "--bucket-mib",
+                bad,
+                "-o",
+                "x.sf",
+            ],
+            tmp.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "--bucket-mib {bad}");
+        assert!(!tmp.path().join("x.sf").exists());
+    }
+    let o = common::saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "4",
+            "--degree",
+            "0",
+            "-o",
+            "x.sf",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--degree expected > 0"));
+}

@@ -228,3 +228,40 @@ fn bad_arguments_are_named_and_nothing_is_left() {
         assert!(left.is_empty(), "{want}: left {left:?}");
     }
 }
+
+/// Issue 55 item 10: `import_arrays_with` takes the training graph as the file importers
+/// do: `Full` keeps every edge (transductive), `Induce` the edges between training nodes
+/// (what `import_arrays` keeps doing), `Given` is refused.
+#[test]
+fn issue55_arrays_take_the_training_graph_mode() {
+    use saintflow::store::import::{import_arrays_with, TrainGraphMode};
+    let tmp = tempfile::tempdir().unwrap();
+    let y: [i64; 5] = [0, 1, 0, 1, 0];
+    let roles: [u8; 5] = [1, 1, 2, 3, 0];
+    let g = ArrayGraph {
+        labels: Some(ArrayLabels::Single(&y)),
+        roles: Some(&roles),
+        ..graph(Edges::Coo {
+            src: &SRC,
+            dst: &DST,
+        })
+    };
+    let open = |name: &str, mode| {
+        let out = tmp.path().join(name);
+        import_arrays_with(&g, mode, &out, false, &Progress::hidden(), None).map(|_| {
+            let s = GraphStore::open(&out).unwrap();
+            check(&s).unwrap();
+            s
+        })
+    };
+    let full = open("full.sf", TrainGraphMode::Full).unwrap();
+    assert_eq!(full.train().indices(), full.full().indices());
+    assert_eq!(full.train().offsets(), full.full().offsets());
+    let induced = open("induced.sf", TrainGraphMode::Induce).unwrap();
+    // Training nodes 0 and 1: the edge 0-1 only.
+    assert_eq!(induced.train().n_entries(), 2);
+    assert_eq!(induced.train().neighbors(0), &[1]);
+    let e = err_text(open("given.sf", TrainGraphMode::Given));
+    assert!(e.contains("arrays give no training graph"), "{e}");
+    assert!(!tmp.path().join("given.sf").exists());
+}

@@ -295,3 +295,178 @@ fn issue_15_remap_refuses_what_it_cannot_map() {
     );
     assert!(!out.exists());
 }
+
+/// Raw .npy bytes: a header of `descr` and `shape`, then `data` (a liar's too).
+fn npy_raw(path: &Path, descr: &str, shape: &[u64], data: &[u8]) {
+    let h = saintflow::npy::NpyHeader {
+        descr: descr.into(),
+        fortran_order: false,
+        shape: shape.to_vec(),
+    };
+    std::fs::write(path, [h.canonical(), data.to_vec()].concat()).unwrap();
+}
+
+/// Issue 55 item 10: an edge list's training graph is the full graph by default
+/// (transductive); `--train-graph induce` keeps the edges between training nodes.
+#[test]
+fn issue55_train_graph_is_full_by_default_and_induced_on_request() {
+    use saintflow::store::import::TrainGraphMode;
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    // A 10-node ring.
+    let ring: String = (0..10).map(|v| format!("{v} {}\n", (v + 1) % 10)).collect();
+    std::fs::write(&f, ring).unwrap();
+    write_npy_i64(&tmp.path().join("y.npy"), &[0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+    let opts = EdgeListOptions {
+        symmetrize: true,
+        labels: Some(tmp.path().join("y.npy")),
+        ..Default::default()
+    };
+    let s = import(&f, &tmp.path().join("full.sf"), &opts).unwrap();
+    check(&s).unwrap();
+    assert!(s.role_count(Role::Train) < 10);
+    assert_eq!(s.train().indices(), s.full().indices());
+    assert!(s.header().source.contains("--train-graph full"));
+    let induce = EdgeListOptions {
+        train_graph: TrainGraphMode::Induce,
+        ..opts.clone()
+    };
+    let s = import(&f, &tmp.path().join("induced.sf"), &induce).unwrap();
+    check(&s).unwrap();
+    let train: Vec<u32> = s.nodes_with_role(Role::Train);
+    let expected = (0..10u32)
+        .filter(|&v| train.contains(&v) && train.contains(&((v + 1) % 10)))
+        .count();
+    assert_eq!(s.train().n_entries(), 2 * expected);
+    let given = EdgeListOptions {
+        train_graph: TrainGraphMode::Given,
+        ..opts
+    };
+    let msg = err_text(import(&f, &tmp.path().join("given.sf"), &given));
+    assert!(msg.contains("gives no training graph"), "{msg}");
+}
+
+/// Issue 55 items 1, 3 and 8 for edge lists and their .npy inputs: a count the input
+/// cannot back, a line beyond the bound, a header declaring more data than the file
+/// holds (or less), a directory where a file belongs and float64 values beyond float32
+/// are errors naming the file, with nothing published.
+#[test]
+fn issue55_sizes_and_values_are_checked_before_they_are_trusted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("g.txt");
+    std::fs::write(&f, "0 1\n1 2\n2 0\n").unwrap();
+    let p = |name: &str| tmp.path().join(name);
+    npy_raw(&p("huge.npy"), "<f4", &[20, 1 << 40], &[0; 24]);
+    npy_raw(&p("long.npy"), "<f4", &[3, 2], &[0; 28]);
+    npy_raw(
+        &p("big.npy"),
+        "<f8",
+        &[3, 1],
+        &[1.0f64, 1e300, 2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    );
+    std::fs::create_dir(p("dir.npy")).unwrap();
+    let dir_list = p("edges.d");
+    std::fs::create_dir(&dir_list).unwrap();
+    let long_line = p("long.txt");
+    std::fs::write(
+        &long_line,
+        format!(
+            "0 1\n{}\n",
+            "7".repeat(saintflow::store::import::limits::MAX_LINE_BYTES + 1)
+        ),
+    )
+    .unwrap();
+    let with = |features: &str| EdgeListOptions {
+        symmetrize: true,
+        features: Some(p(features)),
+        ..Default::default()
+    };
+    let cases: Vec<(&str, &Path, EdgeListOptions, &str, &str)> = vec![
+        (
+            "a line beyond the bound",
+            &long_line,
+            EdgeListOptions::default(),
+            "long.txt",
+            "line 2: longer than 67108864 bytes",
+        ),
+        (
+            "a header declaring (20, 2^40)",
+            &f,
+            with("huge.npy"),
+            "huge.npy",
+            "truncated: the header declares shape [20, 1099511627776]",
+        ),
+        (
+            "bytes after the data",
+            &f,
+            with("long.npy"),
+            "long.npy",
+            "4 bytes after the data",
+        ),
+        (
+            "float64 beyond float32",
+            &f,
+            with("big.npy"),
+            "big.npy",
+            "row 1, column 0): 1e300 is beyond float32's range",
+        ),
+        (
+            "float64 beyond float32, standardised (the column's variance would be inf)",
+            &f,
+            EdgeListOptions {
+                standardize: true,
+                ..with("big.npy")
+            },
+            "big.npy",
+            "row 1, column 0): 1e300 is beyond float32's range",
+        ),
+        (
+            "a directory as features",
+            &f,
+            with("dir.npy"),
+            "dir.npy",
+            "a directory",
+        ),
+        (
+            "a directory as the edge list",
+            &dir_list,
+            EdgeListOptions::default(),
+            "edges.d",
+            "cannot read",
+        ),
+    ];
+    for (what, file, opts, name, words) in cases {
+        let out = p("o.sf");
+        let msg = err_text(import(file, &out, &opts));
+        assert!(msg.contains(name) && msg.contains(words), "{what}: {msg}");
+        assert!(!out.exists(), "{what}: nothing published");
+    }
+    // `--nodes 4e9` beside a tiny list: exit 1 and a message, not an abort (the memory
+    // limit set to 8 GiB, the campaign's, whatever this machine has).
+    let out = p("n.sf");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args([
+            "-q",
+            "import",
+            "edgelist",
+            "--symmetrize",
+            "--nodes",
+            "4000000000",
+        ])
+        .arg(&f)
+        .arg("-o")
+        .arg(&out)
+        .env(saintflow::machine::ENV, "8G")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("g.txt: the label and role tables of N = 4000000000 nodes need 44.7 GiB of memory, expected at most"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}

@@ -686,3 +686,48 @@ fn resplit_on_the_command_line() {
     let o = run("c.sf", &["--split-seed", "3"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Issue 55 item 1 for GraphSAINT directories: every input file in turn replaced by a
+/// directory, by an empty file, or cut to half its length is an error naming that file,
+/// with nothing published; `--train-graph full` stores the full graph as the training one.
+#[test]
+fn issue55_every_input_file_damaged_is_an_error_naming_it() {
+    let files = [
+        "adj_full.npz",
+        "adj_train.npz",
+        "feats.npy",
+        "class_map.json",
+        "role.json",
+    ];
+    for f in files {
+        for damage in ["directory", "empty", "half"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = graphsaint_dir(&tmp.path().join("ds"), 16);
+            let p = dir.join(f);
+            let whole = std::fs::read(&p).unwrap();
+            match damage {
+                "directory" => {
+                    std::fs::remove_file(&p).unwrap();
+                    std::fs::create_dir(&p).unwrap();
+                }
+                "empty" => std::fs::write(&p, b"").unwrap(),
+                _ => std::fs::write(&p, &whole[..whole.len() / 2]).unwrap(),
+            }
+            let out = tmp.path().join("o.sf");
+            let msg = err_text(import(&dir, &out, &GraphSaintOptions::default()));
+            assert!(msg.contains(f), "{f} {damage}: {msg}");
+            assert!(!out.exists(), "{f} {damage}: nothing published");
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = graphsaint_dir(&tmp.path().join("ds"), 16);
+    let opts = GraphSaintOptions {
+        train_graph: TrainGraphMode::Full,
+        ..GraphSaintOptions::default()
+    };
+    let s = import(&dir, &tmp.path().join("full.sf"), &opts).unwrap();
+    check(&s).unwrap();
+    assert_eq!(s.train().indices(), s.full().indices());
+    assert_eq!(s.header().train_graph, TrainGraph::Given);
+    assert!(s.header().source.contains("--train-graph full"));
+}

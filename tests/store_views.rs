@@ -6,7 +6,7 @@
 mod common;
 
 use saintflow::progress::Progress;
-use saintflow::store::import::{import_arrays_with_train_graph, ArrayGraph, Edges};
+use saintflow::store::import::{import_arrays_with, ArrayGraph, Edges, TrainGraphMode};
 use saintflow::store::{check, GraphStore, Role, SectionId};
 
 const SECTIONS: [SectionId; 6] = [
@@ -66,7 +66,15 @@ fn issue55_an_empty_section_maps_to_an_empty_slice() {
         roles: None,
         source: "test",
     };
-    import_arrays_with_train_graph(&g, &out, false, &Progress::hidden(), true, None).unwrap();
+    import_arrays_with(
+        &g,
+        TrainGraphMode::Induce,
+        &out,
+        false,
+        &Progress::hidden(),
+        None,
+    )
+    .unwrap();
     let store = GraphStore::open(&out).unwrap();
     let m = store.map_private(SectionId::Features).unwrap();
     assert!(m.bytes().is_empty() && m.as_slice::<f32>().unwrap().is_empty());
@@ -94,7 +102,15 @@ fn issue55_a_store_from_arrays_trains_on_the_full_graph_unless_induction_is_aske
         source: "test",
     };
     let full = tmp.path().join("full.sf");
-    import_arrays_with_train_graph(&g, &full, false, &Progress::hidden(), false, None).unwrap();
+    import_arrays_with(
+        &g,
+        TrainGraphMode::Full,
+        &full,
+        false,
+        &Progress::hidden(),
+        None,
+    )
+    .unwrap();
     let s = GraphStore::open(&full).unwrap();
     assert_eq!(s.train().offsets(), s.full().offsets());
     assert_eq!(s.train().indices(), s.full().indices());
@@ -103,7 +119,15 @@ fn issue55_a_store_from_arrays_trains_on_the_full_graph_unless_induction_is_aske
     check::check(&s).unwrap();
 
     let induced = tmp.path().join("induced.sf");
-    import_arrays_with_train_graph(&g, &induced, false, &Progress::hidden(), true, None).unwrap();
+    import_arrays_with(
+        &g,
+        TrainGraphMode::Induce,
+        &induced,
+        false,
+        &Progress::hidden(),
+        None,
+    )
+    .unwrap();
     let s = GraphStore::open(&induced).unwrap();
     assert_eq!(s.train().n_entries(), 0);
     assert_eq!(s.full().n_entries(), 10);
@@ -129,15 +153,29 @@ fn issue55_a_stopped_import_publishes_nothing_and_leaves_no_temporary_store() {
         source: "test",
     };
     let stop = std::sync::atomic::AtomicBool::new(true);
-    let e = import_arrays_with_train_graph(&g, &out, false, &Progress::hidden(), true, Some(&stop))
-        .unwrap_err()
-        .to_string();
+    let e = import_arrays_with(
+        &g,
+        TrainGraphMode::Induce,
+        &out,
+        false,
+        &Progress::hidden(),
+        Some(&stop),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("interrupted; nothing was written"), "{e}");
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
     // Not stopped, the same call writes the store.
     stop.store(false, std::sync::atomic::Ordering::Relaxed);
-    import_arrays_with_train_graph(&g, &out, false, &Progress::hidden(), true, Some(&stop))
-        .unwrap();
+    import_arrays_with(
+        &g,
+        TrainGraphMode::Induce,
+        &out,
+        false,
+        &Progress::hidden(),
+        Some(&stop),
+    )
+    .unwrap();
     check::check(&GraphStore::open(&out).unwrap()).unwrap();
 }

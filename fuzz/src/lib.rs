@@ -16,6 +16,7 @@ mod checkpoint;
 mod edgelist;
 mod embedding_plan;
 mod input;
+mod ogb;
 mod partition;
 mod plan;
 mod readers;
@@ -26,6 +27,7 @@ mod store_step;
 pub use checkpoint::checkpoint;
 pub use edgelist::edgelist;
 pub use embedding_plan::embedding_plan;
+pub use ogb::ogb;
 pub use partition::partition;
 pub use plan::plan;
 pub use readers::readers;
@@ -45,4 +47,5 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("embedding_plan", embedding_plan),
     ("partition", partition),
     ("safetensors", safetensors),
+    ("ogb", ogb),
 ];

@@ -116,7 +116,7 @@ fn npz_nodes(path: &Path) -> Option<u64> {
     // Through the importers' vetted opening: npyz's own header parser takes hostile
     // headers exponentially long.
     let mut zip = npyz::zip::ZipArchive::new(std::fs::File::open(path).ok()?).ok()?;
-    let shape = saintflow::npy::open_npy(zip.by_name("shape.npy").ok()?).ok()?;
+    let shape = saintflow::npy::open_npy(zip.by_name("shape.npy").ok()?, None).ok()?;
     let v: Vec<i64> = match shape.dtype() {
         npyz::DType::Plain(t) if t.to_string() == "<i4" => shape
             .into_vec::<i32>()

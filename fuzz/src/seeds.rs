@@ -21,6 +21,7 @@ pub fn seeds(target: &str, repo: &Path) -> Vec<(String, Vec<u8>)> {
         "embedding_plan" => embedding_plan_seeds(repo),
         "partition" => partition_seeds(),
         "safetensors" => safetensors_seeds(),
+        "ogb" => ogb_seeds(),
         t => panic!("unknown fuzz target {t:?}"),
     }
 }
@@ -337,4 +338,75 @@ fn crafted_checkpoint_seeds() -> Vec<(String, Vec<u8>)> {
             (format!("crafted_{name}"), d)
         })
         .collect()
+}
+/// `ogb`: every selector with its file as the valid dataset has it (the fuzzer mutates
+/// from there), and the damage of issue 55 (plain-text and cut gzip, a directory, a
+/// header declaring more than its member holds, float64 beyond float32, 4e9 nodes).
+fn ogb_seeds() -> Vec<(String, Vec<u8>)> {
+    use crate::ogb::{csv_text, gzip, member_npy, npy_f64, npz, CSV_FILES, DATA_MEMBERS};
+    let with = |which: u8, rest: Vec<u8>| [vec![which], rest].concat();
+    let name = |f: &str| {
+        f.rsplit('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".csv.gz")
+            .replace('-', "_")
+    };
+    let mut out = Vec::new();
+    for (k, f) in CSV_FILES.iter().enumerate() {
+        let text = csv_text(k).as_bytes().to_vec();
+        out.push((
+            format!("valid_csv_{}", name(f)),
+            with(k as u8, text.clone()),
+        ));
+        out.push((
+            format!("valid_raw_{}", name(f)),
+            with(k as u8 | 0x10, gzip(&text)),
+        ));
+        let cut = gzip(&text);
+        out.push((
+            format!("broken_cut_{}", name(f)),
+            with(k as u8 | 0x10, cut[..cut.len() - 3].to_vec()),
+        ));
+    }
+    out.push(("valid_csv_induce".into(), with(0x20, b"6\n".to_vec())));
+    out.push((
+        "broken_plain_train".into(),
+        with(5 | 0x10, b"0\n1\n2\n".to_vec()),
+    ));
+    out.push(("broken_train_dir".into(), with(15, Vec::new())));
+    out.push(("broken_nodes_4e9".into(), with(0, b"4000000000\n".to_vec())));
+    out.push((
+        "broken_feat_1e300".into(),
+        with(3, b"0,1\n1,2\n2,1e300\n3,4\n4,5\n5,6\n".to_vec()),
+    ));
+    for (k, m) in DATA_MEMBERS.iter().enumerate() {
+        out.push((format!("valid_npz_{m}"), with(8 + k as u8, member_npy(k))));
+    }
+    out.push(("valid_npz_node_label".into(), with(12, member_npy(4))));
+    let members: Vec<(&str, Vec<u8>)> = DATA_MEMBERS
+        .iter()
+        .enumerate()
+        .map(|(k, m)| (*m, member_npy(k)))
+        .collect();
+    out.push(("valid_npz_data_archive".into(), with(13, npz(&members))));
+    out.push((
+        "valid_npz_label_archive".into(),
+        with(14, npz(&[("node_label", member_npy(4))])),
+    ));
+    out.push((
+        "broken_npz_label_2_40".into(),
+        with(12, npy_f64(&[6, 1 << 40], &[0.0; 6])),
+    ));
+    let mut feat = vec![0.5; 12];
+    feat[4] = 1e300;
+    out.push((
+        "broken_npz_feat_1e300".into(),
+        with(9, npy_f64(&[6, 2], &feat)),
+    ));
+    out.push((
+        "broken_npz_trailing".into(),
+        with(9, npy_f64(&[6, 2], &[0.5; 13])),
+    ));
+    out
 }

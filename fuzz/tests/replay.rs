@@ -104,3 +104,8 @@ fn every_target_has_a_test_and_a_binary() {
 fn safetensors() {
     replay("safetensors");
 }
+
+#[test]
+fn ogb() {
+    replay("ogb");
+}

@@ -29,7 +29,9 @@ use saintflow::sample::{
     sample_subgraph, sample_subgraph_into, NormCounts, SamplerConfig, Subgraph,
 };
 use saintflow::seed::{hash3, stream};
-use saintflow::store::import::{import_arrays_with_train_graph, ArrayGraph, ArrayLabels, Edges};
+use saintflow::store::import::{
+    import_arrays_with, ArrayGraph, ArrayLabels, Edges, TrainGraphMode,
+};
 use saintflow::store::{GraphStore, Labels, PrivateSection, Role, SectionId};
 use saintflow::train::{TrainError as RustTrainError, TrainOptions};
 
@@ -715,15 +717,12 @@ impl Store {
             let pool = default_pool()?;
             let (r, interrupted) = run_interruptible(py, &flag, || {
                 pool.install(|| {
-                    import_arrays_with_train_graph(
-                        &graph,
-                        &path,
-                        force,
-                        &Progress::hidden(),
-                        induce_train,
-                        Some(&flag),
-                    )
-                    .and_then(|_| GraphStore::open(&path))
+                    let mode = match induce_train {
+                        true => TrainGraphMode::Induce,
+                        false => TrainGraphMode::Full,
+                    };
+                    import_arrays_with(&graph, mode, &path, force, &Progress::hidden(), Some(&flag))
+                        .and_then(|_| GraphStore::open(&path))
                 })
             });
             if let Some(k) = interrupted {

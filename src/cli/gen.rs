@@ -19,7 +19,8 @@ pub(super) struct KroneckerArgs {
     /// N = 2^scale nodes.
     #[arg(long)]
     scale: u32,
-    /// Target mean degree (N·degree/2 edge draws; duplicates and self loops are dropped).
+    /// Target mean degree, > 0 (N·degree/2 edge draws, at least one; duplicates and self
+    /// loops are dropped; bounded above by the disk the store needs, 32 bytes per draw).
     #[arg(long, default_value_t = 16.0)]
     degree: f64,
     /// Feature width F.
@@ -46,8 +47,9 @@ pub(super) struct KroneckerArgs {
     /// Train,val,test fractions of the random split.
     #[arg(long, default_value = "0.6,0.2,0.2", value_parser = super::parse_split)]
     split: [f64; 3],
-    /// Memory for one CSR bucket while building, in MiB.
-    #[arg(long, default_value_t = 512)]
+    /// Memory for one CSR bucket while building, in MiB: 1..=65536 (64 GiB), and within the
+    /// machine's memory.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=MAX_BUCKET_MIB))]
     bucket_mib: u64,
     /// Output store directory.
     #[arg(short, long)]
@@ -56,6 +58,9 @@ pub(super) struct KroneckerArgs {
     #[arg(long)]
     force: bool,
 }
+
+/// Largest `--bucket-mib` (64 GiB): a bucket beyond the memory of any machine we build on.
+const MAX_BUCKET_MIB: u64 = 1 << 16;
 
 fn parse_initiator(s: &str) -> std::result::Result<[f64; 4], String> {
     let v: Vec<f64> = s
@@ -84,7 +89,7 @@ pub(super) fn run(g: Gen, progress: &Progress) -> Result<()> {
             separation: a.separation,
         }),
         split: a.split,
-        bucket_bytes: a.bucket_mib.max(1) << 20,
+        bucket_bytes: a.bucket_mib << 20,
     };
     let r = generate_kronecker(&spec, &a.output, a.force, progress)?;
     println!(

@@ -27,6 +27,27 @@ enum TrainGraphArg {
     Given,
     /// Induced from adj_full.npz on the training nodes.
     Induce,
+    /// The full graph (transductive).
+    Full,
+}
+
+/// `--train-graph` of the importers whose datasets give no training graph.
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+enum BuiltTrainGraphArg {
+    /// The full graph: every edge, training labels only (transductive, OGB's protocol).
+    #[default]
+    Full,
+    /// Induced on the training nodes: edges with both ends in training (inductive).
+    Induce,
+}
+
+impl BuiltTrainGraphArg {
+    fn mode(self) -> TrainGraphMode {
+        match self {
+            BuiltTrainGraphArg::Full => TrainGraphMode::Full,
+            BuiltTrainGraphArg::Induce => TrainGraphMode::Induce,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -40,7 +61,7 @@ pub(super) struct GraphSaintArgs {
     #[arg(long)]
     standardize: bool,
     /// Which training graph to store (default: given; induce with --resplit, which refuses
-    /// given).
+    /// given; full: the whole graph, transductive).
     #[arg(long, value_enum)]
     train_graph: Option<TrainGraphArg>,
     /// Replace role.json's split by a seeded random split of the labelled nodes with these
@@ -93,6 +114,10 @@ pub(super) struct EdgeListArgs {
     /// Seed of the random split.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The training graph: full (every edge; transductive) or induce (edges with both
+    /// ends in training; inductive).
+    #[arg(long, value_enum, default_value = "full")]
+    train_graph: BuiltTrainGraphArg,
     /// Replace an existing store.
     #[arg(long)]
     force: bool,
@@ -108,12 +133,18 @@ pub(super) struct OgbArgs {
     /// The split's name under split/ (default: the only one).
     #[arg(long)]
     split: Option<String>,
+    /// The training graph: full (every edge; OGB's transductive protocol) or induce
+    /// (edges with both ends in training; inductive).
+    #[arg(long, value_enum, default_value = "full")]
+    train_graph: BuiltTrainGraphArg,
     /// Replace an existing store.
     #[arg(long)]
     force: bool,
 }
 
-fn report(out: &std::path::Path, r: &ImportReport) {
+/// Prints the import's report, then the [`warnings`](crate::store::import::warnings) about
+/// the store it wrote.
+fn report(out: &std::path::Path, r: &ImportReport) -> Result<()> {
     println!(
         "wrote {}: {} nodes, {} undirected edges ({} in the training graph; {} self loops and {} duplicate entries dropped) in {:.2} s",
         out.display(),
@@ -124,6 +155,11 @@ fn report(out: &std::path::Path, r: &ImportReport) {
         r.duplicates,
         r.seconds
     );
+    let store = crate::store::GraphStore::open(out)?;
+    for w in crate::store::import::warnings(&store) {
+        eprintln!("warning: {w}");
+    }
+    Ok(())
 }
 
 pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
@@ -134,6 +170,7 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
                 train_graph: match (a.train_graph, a.resplit) {
                     (Some(TrainGraphArg::Given), _) | (None, None) => TrainGraphMode::Given,
                     (Some(TrainGraphArg::Induce), _) | (None, Some(_)) => TrainGraphMode::Induce,
+                    (Some(TrainGraphArg::Full), _) => TrainGraphMode::Full,
                 },
                 resplit: a.resplit.map(|fractions| Resplit {
                     fractions,
@@ -141,7 +178,7 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
                 }),
             };
             let r = import_graphsaint(&a.dir, &a.output, &opts, a.force, progress)?;
-            report(&a.output, &r);
+            report(&a.output, &r)?;
         }
         Import::Edgelist(a) => {
             let opts = EdgeListOptions {
@@ -153,18 +190,22 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
                 roles: a.roles,
                 split: a.split,
                 seed: a.seed,
+                train_graph: a.train_graph.mode(),
                 remap: a.remap,
             };
             let r = import_edgelist(&a.file, &a.output, &opts, a.force, progress)?;
-            report(&a.output, &r);
+            report(&a.output, &r)?;
         }
         Import::Ogb(a) => {
-            let opts = crate::store::import::OgbOptions { split: a.split };
+            let opts = crate::store::import::OgbOptions {
+                split: a.split,
+                train_graph: a.train_graph.mode(),
+            };
             let r = crate::store::import::import_ogb(&a.dir, &a.output, &opts, a.force, progress)?;
             for note in &r.notes {
                 eprintln!("note: {note}");
             }
-            report(&a.output, &r.report);
+            report(&a.output, &r.report)?;
         }
     }
     Ok(())

@@ -128,6 +128,47 @@ mod tests {
     }
 
     #[test]
+    fn issue55_the_declared_shape_must_fill_the_file_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.npy");
+        let write = |shape: &[u64], descr: &str, data: usize| {
+            let h = NpyHeader {
+                descr: descr.into(),
+                fortran_order: false,
+                shape: shape.to_vec(),
+            };
+            std::fs::write(&path, [h.canonical(), vec![0u8; data]].concat()).unwrap();
+        };
+        write(&[3, 2], "<f4", 24);
+        assert_eq!(read_all(&path).unwrap().0, [3, 2]);
+        for (shape, descr, data, words) in [
+            (
+                &[20, 1 << 40][..],
+                "<f8",
+                24,
+                "truncated: the header declares shape [20, 1099511627776] of <f8",
+            ),
+            (&[3, 2], "<f4", 23, "truncated"),
+            (&[3, 2], "<f4", 25, "1 bytes after the data of shape [3, 2]"),
+            (&[2], "|S3", 7, "1 bytes after the data"),
+            (&[2], "<U2", 15, "truncated"),
+        ] {
+            write(shape, descr, data);
+            let e = Npy::open(&path).err().expect("refused").to_string();
+            assert!(
+                e.contains("a.npy") && e.contains(words),
+                "{shape:?} {descr} {data}: {e}"
+            );
+        }
+        // Without a known length (a stream), the header alone decides.
+        write(&[3, 2], "<f4", 25);
+        let f = std::fs::File::open(&path).unwrap();
+        assert!(open_npy(f, None).is_ok());
+        let e = Npy::open(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("a directory, expected an .npy file"), "{e}");
+    }
+
+    #[test]
     fn errors_name_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.npy");

@@ -26,7 +26,13 @@ pub type VettedNpy<R> = npyz::NpyFile<Chain<Cursor<Vec<u8>>, R>>;
 /// anew from the parsed fields, so its parser never sees input text. Structured dtypes,
 /// which no importer reads, are refused. The error is a bare message; callers add the
 /// file (and member).
-pub fn open_npy<R: Read>(mut r: R) -> Result<VettedNpy<R>, String> {
+///
+/// `total`, when known, is the stream's whole length (a file's size, an npz member's
+/// uncompressed size): the data the header declares (shape × item size) must fill it
+/// exactly, so a header declaring more than the input holds (issue 55: an npz member
+/// declaring (20, 2⁴⁰) made a reader allocate 8 TiB) is refused before any allocation,
+/// and so are bytes after the data.
+pub fn open_npy<R: Read>(mut r: R, total: Option<u64>) -> Result<VettedNpy<R>, String> {
     let eof = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => "not a valid NPY file: truncated header".to_string(),
         _ => format!("not a valid NPY file: reading the header: {e}"),
@@ -56,8 +62,41 @@ pub fn open_npy<R: Read>(mut r: R) -> Result<VettedNpy<R>, String> {
     let mut text = vec![0u8; len];
     r.read_exact(&mut text).map_err(eof)?;
     let h = parse_npy_header(&text).map_err(|e| format!("not a valid NPY file: header: {e}"))?;
+    if let (Some(total), Some(item)) = (total, item_bytes(&h.descr)) {
+        let head = (8 + len_bytes + len) as u64;
+        let have = total.saturating_sub(head);
+        let want = h
+            .shape
+            .iter()
+            .fold(u128::from(item), |a, &d| a.saturating_mul(u128::from(d)));
+        if want > u128::from(have) {
+            return Err(format!(
+                "truncated: the header declares shape {:?} of {}, {want} bytes of data, but {have} follow the header",
+                h.shape, h.descr
+            ));
+        }
+        if want < u128::from(have) {
+            return Err(format!(
+                "{} bytes after the data of shape {:?} of {}, expected none (trailing garbage?)",
+                u128::from(have) - want,
+                h.shape,
+                h.descr
+            ));
+        }
+    }
     npyz::NpyFile::new(Cursor::new(h.canonical()).chain(r))
         .map_err(|e| format!("not a valid NPY file: {e}"))
+}
+
+/// The bytes of one item of a plain dtype (`<f8` → 8, `|b1` → 1, `|S3` → 3, `<U3` → 12);
+/// None for others (objects, structured), which the readers refuse anyway.
+fn item_bytes(descr: &str) -> Option<u64> {
+    let b = descr.as_bytes();
+    match b {
+        [b'<' | b'>' | b'|' | b'=', k, ..] if b"biufcS".contains(k) => descr[2..].parse().ok(),
+        [b'<' | b'>' | b'|' | b'=', b'U', ..] => descr[2..].parse::<u64>().ok()?.checked_mul(4),
+        _ => None,
+    }
 }
 
 /// The dtype string of a plain (not structured) array: `<f4`, `<i8`, `|b1`, ...; the
@@ -81,8 +120,19 @@ impl Npy {
     /// Opens an `.npy` file; must be C order.
     pub fn open(path: &Path) -> Result<Self, NpyError> {
         let f = File::open(path).map_err(|e| NpyError::io(path, "open", e))?;
-        let file =
-            open_npy(BufReader::with_capacity(1 << 20, f)).map_err(|e| NpyError::input(path, e))?;
+        let meta = f.metadata().map_err(|e| NpyError::io(path, "stat", e))?;
+        if !meta.is_file() {
+            return Err(NpyError::input(
+                path,
+                if meta.is_dir() {
+                    "a directory, expected an .npy file"
+                } else {
+                    "not a regular file, expected an .npy file"
+                },
+            ));
+        }
+        let file = open_npy(BufReader::with_capacity(1 << 20, f), Some(meta.len()))
+            .map_err(|e| NpyError::input(path, e))?;
         if file.order() != npyz::Order::C {
             return Err(NpyError::input(
                 path,

@@ -126,8 +126,21 @@ impl KroneckerSpec {
                 self.scale
             ));
         }
-        if !(self.degree.is_finite() && self.degree >= 0.0) {
-            return arg(format!("--degree expected ≥ 0, got {}", self.degree));
+        // Issue 55: a degree of 0 gave a store without edges. The upper bound is the disk
+        // check of `check_resources` (32 bytes per draw).
+        if !(self.degree.is_finite() && self.degree > 0.0) {
+            return arg(format!("--degree expected > 0, got {}", self.degree));
+        }
+        if self.draws() == 0 {
+            return arg(format!(
+                "--degree {} at --scale {}: N·degree/2 rounds to 0 edge draws, expected at least 1 (degree ≥ {})",
+                self.degree,
+                self.scale,
+                1.0 / self.n_nodes() as f64
+            ));
+        }
+        if self.bucket_bytes == 0 {
+            return arg("--bucket-mib expected ≥ 1, got 0".into());
         }
         if self.n_classes == 0 || u64::from(self.n_classes) >= MAX_CLASSES {
             return arg(format!(

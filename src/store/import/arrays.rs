@@ -10,11 +10,10 @@ use std::time::Instant;
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
-use crate::store::format::{
-    Dtype, LabelKind, Role, SectionId, TrainGraph, MAX_CLASSES, MAX_NODES, NO_LABEL,
-};
+use crate::store::format::{Dtype, LabelKind, Role, SectionId, MAX_CLASSES, MAX_NODES, NO_LABEL};
 use crate::store::import::{
-    commit_import, require_labels, write_no_features, ImportReport, LabelTable,
+    commit_import, limits, require_labels, write_no_features, ImportReport, LabelTable,
+    TrainGraphMode,
 };
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
@@ -72,31 +71,33 @@ pub struct ArrayGraph<'a> {
 }
 
 /// Writes `graph` as the store `out` (replacing a store there when `force`), its training
-/// graph induced on the training nodes.
+/// graph induced on the training nodes: [`import_arrays_with`] with
+/// [`TrainGraphMode::Induce`].
 pub fn import_arrays(
     graph: &ArrayGraph<'_>,
     out: &Path,
     force: bool,
     progress: &Progress,
 ) -> Result<ImportReport, StoreError> {
-    import_arrays_with_train_graph(graph, out, force, progress, true, None)
+    import_arrays_with(graph, TrainGraphMode::Induce, out, force, progress, None)
 }
 
-/// [`import_arrays`] with the training graph chosen: `induce` induces it on the training
-/// nodes (inductive, GraphSAINT's); otherwise it is the full graph (transductive, OGB's and
-/// PyG's Planetoid protocol: every edge, training labels only), recorded as a given
-/// training graph. The Python package's `Store.create` defaults to the full graph (issue
-/// 55 item 11: induced on a Planetoid split, every batch was the same 15 nodes).
+/// [`import_arrays`] with the training graph chosen: [`TrainGraphMode::Induce`] (inductive,
+/// GraphSAINT's) or [`TrainGraphMode::Full`] (transductive, OGB's and PyG's Planetoid
+/// protocol: every edge, training labels only; the default of `import ogb`, `import
+/// edgelist` and the Python package's `Store.create`, issue 55: induced on a Planetoid
+/// split, every batch was the same 15 nodes); arrays give no training graph, so
+/// [`TrainGraphMode::Given`] is an error.
 ///
 /// A set `stop` (Ctrl-C in Python) ends the import at its next check — every 2^20 edges,
 /// and between the stages — with an error, before anything is published: the temporary
 /// store is removed and nothing appears at `out`.
-pub fn import_arrays_with_train_graph(
+pub fn import_arrays_with(
     graph: &ArrayGraph<'_>,
+    mode: TrainGraphMode,
     out: &Path,
     force: bool,
     progress: &Progress,
-    induce: bool,
     stop: Option<&AtomicBool>,
 ) -> Result<ImportReport, StoreError> {
     let stopped = || -> Result<(), StoreError> {
@@ -109,15 +110,28 @@ pub fn import_arrays_with_train_graph(
         }
     };
     let start = Instant::now();
+    if mode == TrainGraphMode::Given {
+        return Err(StoreError::Argument {
+            what: "train graph \"given\": arrays give no training graph, expected full or induce"
+                .into(),
+        });
+    }
     let bad = |what: String| StoreError::input(out, what);
     let n = node_count(graph).map_err(bad)?;
+    // A count given as an argument is checked against memory before the per-node tables
+    // are allocated (issue 55: n_nodes = 4e9 aborted).
+    limits::check_memory(
+        out,
+        &format!("the label and role tables of N = {n} nodes"),
+        u128::from(n) * limits::TABLE_BYTES_PER_NODE,
+    )?;
     let nu = n as usize;
     let labels = match graph.labels {
         None => LabelTable::none(nu),
         Some(l) => label_table(l, nu).map_err(bad)?,
     };
     let roles: Vec<u8> = match graph.roles {
-        None => vec![Role::None as u8; nu],
+        None => limits::filled(out, "roles", n, Role::None as u8)?,
         Some(r) if r.len() != nu => {
             return Err(bad(format!("roles: {} entries for {n} nodes", r.len())))
         }
@@ -186,7 +200,7 @@ pub fn import_arrays_with_train_graph(
         }
     }
     stopped()?;
-    let is_train = |v: u32| !induce || roles[v as usize] == Role::Train as u8;
+    let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let sections = build::write_graph(&w, builder, None, &is_train, progress)?;
     stopped()?;
     let (n_features, feats) = match graph.features {
@@ -202,11 +216,7 @@ pub fn import_arrays_with_train_graph(
         n_features,
         n_classes: labels.n_classes,
         label_kind: labels.kind,
-        train_graph: if induce {
-            TrainGraph::Induced
-        } else {
-            TrainGraph::Given
-        },
+        train_graph: mode.stored(),
         split: build::split_counts(&roles),
         source: graph.source.to_string(),
     };

@@ -23,18 +23,18 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
-use crate::store::format::{Role, TrainGraph, MAX_NODES};
+use crate::store::format::{Role, MAX_NODES};
 use crate::store::gen::random_role;
 use crate::store::import::{
-    commit_import, read_class_map_with, read_labels, read_roles_with, require_labels,
-    write_features_npy, write_no_features, IdMap, ImportReport, LabelTable,
+    commit_import, limits, read_class_map_with, read_labels, read_roles_with, require_labels,
+    write_features_npy, write_no_features, IdMap, ImportReport, LabelTable, TrainGraphMode,
 };
 
 /// Without `remap`, ids may reach up to this many times the number of edge lines…
@@ -65,6 +65,10 @@ pub struct EdgeListOptions {
     pub split: [f64; 3],
     /// Seed of the random split.
     pub seed: u64,
+    /// The training graph: [`TrainGraphMode::Full`] (the default, transductive) or
+    /// [`TrainGraphMode::Induce`] (edges with both ends in training); an edge list gives no
+    /// training graph, so [`TrainGraphMode::Given`] is an error.
+    pub train_graph: TrainGraphMode,
     /// Number the ids (any tokens) 0..N in order of first appearance; the mapping is
     /// written to [`IDS_FILE`] in the store.
     pub remap: bool,
@@ -81,6 +85,7 @@ impl Default for EdgeListOptions {
             roles: None,
             split: [0.6, 0.2, 0.2],
             seed: 1,
+            train_graph: TrainGraphMode::Full,
             remap: false,
         }
     }
@@ -97,17 +102,30 @@ fn scan(
     let mut line_no = 0u64;
     loop {
         line.clear();
-        let got = reader.read_line(&mut line).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::InvalidData {
-                StoreError::input(path, format!("line {}: not valid UTF-8 text", line_no + 1))
-            } else {
-                StoreError::io(path, "read", e)
-            }
-        })?;
+        // Bounded: a hostile line cannot make the reader hold more than the limit.
+        let got = (&mut reader)
+            .take(limits::MAX_LINE_BYTES as u64 + 1)
+            .read_line(&mut line)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    StoreError::input(path, format!("line {}: not valid UTF-8 text", line_no + 1))
+                } else {
+                    StoreError::io(path, "read", e)
+                }
+            })?;
         if got == 0 {
             return Ok(());
         }
         line_no += 1;
+        if got > limits::MAX_LINE_BYTES {
+            return Err(StoreError::input(
+                path,
+                format!(
+                    "line {line_no}: longer than {} bytes, expected an edge line (two ids)",
+                    limits::MAX_LINE_BYTES
+                ),
+            ));
+        }
         // A UTF-8 byte-order mark (Windows editors) is not part of the first id.
         let t = match line.strip_prefix('\u{feff}') {
             Some(rest) if line_no == 1 => rest.trim(),
@@ -191,6 +209,13 @@ pub fn import_edgelist(
 ) -> Result<ImportReport, StoreError> {
     let start = Instant::now();
     crate::store::gen::check_split(opts.split)?;
+    if opts.train_graph == TrainGraphMode::Given {
+        return Err(StoreError::Argument {
+            what:
+                "--train-graph given: an edge list gives no training graph, expected full or induce"
+                    .into(),
+        });
+    }
     if opts.remap {
         refuse_positional("--features", &opts.features)?;
         refuse_positional("--labels", &opts.labels)?;
@@ -255,6 +280,13 @@ pub fn import_edgelist(
             format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
         ));
     }
+    // `--nodes` is trusted as a count, not as an allocation (issue 55: --nodes 4e9 beside
+    // a tiny list aborted): the per-node tables must fit in memory.
+    limits::check_memory(
+        path,
+        &format!("the label and role tables of N = {n} nodes"),
+        u128::from(n) * limits::TABLE_BYTES_PER_NODE,
+    )?;
     let nu = n as usize;
     let lookup = |s: &str| {
         remap
@@ -278,7 +310,7 @@ pub fn import_edgelist(
                 false => Role::None as u8,
             })
             .collect(),
-        (None, None) => vec![Role::None as u8; nu],
+        (None, None) => limits::filled(path, "roles", n, Role::None as u8)?,
     };
     if let Some(p) = &opts.labels {
         require_labels(p, &labels, &roles)?;
@@ -314,7 +346,8 @@ pub fn import_edgelist(
         Ok(())
     })?;
     bar.finish_and_clear();
-    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let mode = opts.train_graph;
+    let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
     let (n_features, feats) = match &opts.features {
         Some(p) => write_features_npy(&w, p, nu, opts.standardize, &roles)?,
@@ -328,13 +361,14 @@ pub fn import_edgelist(
         n_features,
         n_classes: labels.n_classes,
         label_kind: labels.kind,
-        train_graph: TrainGraph::Induced,
+        train_graph: mode.stored(),
         split: build::split_counts(&roles),
         source: format!(
-            "saintflow import edgelist {}{}{}",
+            "saintflow import edgelist {}{}{} --train-graph {}",
             path.display(),
             if opts.symmetrize { " --symmetrize" } else { "" },
-            if opts.remap { " --remap" } else { "" }
+            if opts.remap { " --remap" } else { "" },
+            mode.word()
         ),
     };
     let asymmetric = |u: u32, v: u32, count: u64| {

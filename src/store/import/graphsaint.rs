@@ -25,14 +25,51 @@ use crate::store::import::{
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
-/// Which training graph to store.
+/// Which training graph to store: one vocabulary for every importer (`--train-graph`).
+/// The default is each importer's dataset convention: [`Given`](Self::Given) for
+/// GraphSAINT's directories (inductive: `adj_train.npz`), [`Full`](Self::Full) for OGB and
+/// edge lists (OGB's node-property protocol is transductive: the whole graph, training
+/// labels only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TrainGraphMode {
-    /// `adj_train.npz` as the dataset gives it (GraphSAINT's own behaviour).
+    /// The training graph the dataset gives (GraphSAINT's `adj_train.npz`); only the
+    /// GraphSAINT importer has one.
     #[default]
     Given,
-    /// Induced from `adj_full.npz` on the `tr` nodes, ignoring `adj_train.npz`.
+    /// Induced from the full graph on the training nodes (inductive: edges with both ends
+    /// in training).
     Induce,
+    /// The full graph itself (transductive): every edge, training labels only. Stored as
+    /// a given training graph equal to the full one.
+    Full,
+}
+
+impl TrainGraphMode {
+    /// The flag's word: `given`, `induce`, `full`.
+    pub fn word(self) -> &'static str {
+        match self {
+            TrainGraphMode::Given => "given",
+            TrainGraphMode::Induce => "induce",
+            TrainGraphMode::Full => "full",
+        }
+    }
+
+    /// The store's record of it.
+    pub fn stored(self) -> TrainGraph {
+        match self {
+            TrainGraphMode::Induce => TrainGraph::Induced,
+            TrainGraphMode::Given | TrainGraphMode::Full => TrainGraph::Given,
+        }
+    }
+
+    /// Whether node `v` (its role byte) keeps its edges in the training graph built from
+    /// the full one; unused for [`Given`](Self::Given).
+    pub fn keeps(self, role: u8) -> bool {
+        match self {
+            TrainGraphMode::Full => true,
+            _ => role == Role::Train as u8,
+        }
+    }
 }
 
 /// Options of the GraphSAINT importer.
@@ -71,6 +108,13 @@ fn int_vec(
     member: &str,
 ) -> Result<Vec<i64>, StoreError> {
     let bad = |e: std::io::Error| StoreError::input(path, format!("member {member}: {e}"));
+    // The shape was checked against the member's real size (`open_npy`); the i64 copy
+    // must still fit in memory.
+    crate::store::import::limits::check_memory(
+        path,
+        &format!("member {member}: {} entries as i64", arr.len()),
+        u128::from(arr.len()) * 8,
+    )?;
     let t =
         plain_dtype(&arr).map_err(|e| StoreError::input(path, format!("member {member}: {e}")))?;
     Ok(match t.as_str() {
@@ -109,11 +153,24 @@ fn member<'a, R: std::io::Read + std::io::Seek>(
     }
     // Through the zip archive rather than `NpzArchive::by_name`, so that the member's NPY
     // header is vetted before npyz parses it (`open_npy`).
+    // The member's declared sizes are vetted against the archive's length, and its
+    // header's shape against the member's size, before anything is allocated from them
+    // (issue 55).
+    let archive_len = std::fs::metadata(path)
+        .map_err(|e| StoreError::io(path, "stat", e))?
+        .len();
     let file = npz
         .zip_archive()
         .by_name(&npyz::npz::file_name_from_array_name(name))
         .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
-    open_npy(file).map_err(|e| StoreError::input(path, format!("member {name}: {e}")))
+    let bad = |e: String| StoreError::input(path, format!("member {name}: {e}"));
+    let total = crate::store::import::limits::npz_member_len(
+        file.size(),
+        file.compressed_size(),
+        archive_len,
+    )
+    .map_err(bad)?;
+    open_npy(file, Some(total)).map_err(bad)
 }
 
 /// Reads and validates a scipy CSR npz: square, indptr monotone from 0 to nnz, indices in
@@ -291,7 +348,7 @@ pub fn import_graphsaint(
     push_csr(&mut full_b, &full)?;
     drop(full);
     let train_b = match opts.train_graph {
-        TrainGraphMode::Induce => None,
+        TrainGraphMode::Induce | TrainGraphMode::Full => None,
         TrainGraphMode::Given => {
             let train = read_csr_npz(&train_path)?;
             if train.n != n as u64 {
@@ -313,7 +370,8 @@ pub fn import_graphsaint(
             Some(b)
         }
     };
-    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let mode = opts.train_graph;
+    let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let graph = build::write_graph(&w, full_b, train_b, &is_train, progress)?;
 
     let (n_features, feats) =
@@ -326,10 +384,7 @@ pub fn import_graphsaint(
         n_features,
         n_classes: labels.n_classes,
         label_kind: labels.kind,
-        train_graph: match opts.train_graph {
-            TrainGraphMode::Given => TrainGraph::Given,
-            TrainGraphMode::Induce => TrainGraph::Induced,
-        },
+        train_graph: opts.train_graph.stored(),
         split: build::split_counts(&roles),
         source: format!(
             "saintflow import graphsaint {}{}{}{}",
@@ -339,10 +394,10 @@ pub fn import_graphsaint(
             } else {
                 ""
             },
-            if opts.train_graph == TrainGraphMode::Induce {
-                " --train-graph induce"
+            if opts.train_graph == TrainGraphMode::Given {
+                String::new()
             } else {
-                ""
+                format!(" --train-graph {}", opts.train_graph.word())
             },
             match &opts.resplit {
                 Some(r) => format!(

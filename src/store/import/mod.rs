@@ -6,6 +6,7 @@
 pub mod arrays;
 pub mod edgelist;
 pub mod graphsaint;
+pub mod limits;
 pub mod ogb;
 
 use std::fmt;
@@ -22,7 +23,7 @@ use crate::store::format::{
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
-pub use arrays::{import_arrays, import_arrays_with_train_graph, ArrayGraph, ArrayLabels, Edges};
+pub use arrays::{import_arrays, import_arrays_with, ArrayGraph, ArrayLabels, Edges};
 pub use edgelist::{import_edgelist, EdgeListOptions};
 pub use graphsaint::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
 pub use ogb::{import_ogb, OgbLayout, OgbOptions, OgbReport};
@@ -62,6 +63,81 @@ impl ImportReport {
     }
 }
 
+/// A training graph with fewer than this fraction of the full graph's entries is called
+/// small by [`warnings`]. An induced training graph keeps about (training fraction)² of
+/// the edges: GraphSAINT's inductive splits (half or more of the nodes) keep a quarter or
+/// more, while inducing on a Planetoid split (120 of 2,708 Cora nodes) keeps 8 of 5,278
+/// edges, and a plan sampling `graph = "train"` then trains on almost no edges (issue 55:
+/// 28–35 % accuracy instead of 70–80 %). A tenth flags the second kind and not the first.
+pub const SMALL_TRAIN_GRAPH: f64 = 0.1;
+
+/// What an import should tell the user about the store it wrote, one sentence each
+/// (printed as warnings by `saintflow import`; the library's importers call it too):
+///
+/// * a labelled store without training nodes, or without validation or test nodes;
+/// * a training graph under [`SMALL_TRAIN_GRAPH`] of the full graph's entries, with the
+///   way to the transductive protocol (`--train-graph full`);
+/// * single-label class ids below the largest that no node has (a stray label 9 among
+///   classes 0..5 makes C = 10: the model gets 10 outputs, 4 never trained). Such gaps are
+///   reported, not refused: real datasets may leave a class unused.
+pub fn warnings(store: &crate::store::GraphStore) -> Vec<String> {
+    let mut out = Vec::new();
+    if store.n_classes() > 0 {
+        use crate::store::Role;
+        if store.role_count(Role::Train) == 0 {
+            out.push(
+                "labels but no training nodes: training on this store has nothing to fit (give a split with training nodes)".to_string(),
+            );
+        } else {
+            for (r, what) in [(Role::Val, "validation"), (Role::Test, "test")] {
+                if store.role_count(r) == 0 {
+                    out.push(format!(
+                        "no {what} nodes: {what} metrics will not be measured"
+                    ));
+                }
+            }
+        }
+    }
+    let (full, train) = (store.full().n_entries(), store.train().n_entries());
+    if full > 0 && (train as f64) < SMALL_TRAIN_GRAPH * full as f64 {
+        out.push(format!(
+            "the training graph holds {} of the full graph's {} undirected edges ({:.2} %, under {} %): a plan sampling graph = \"train\" sees only these; re-import with --train-graph full for the transductive protocol (OGB's), or sample graph = \"full\"",
+            train / 2,
+            full / 2,
+            100.0 * train as f64 / full as f64,
+            100.0 * SMALL_TRAIN_GRAPH
+        ));
+    }
+    if let crate::store::Labels::Single(l) = store.labels() {
+        // The classes present, sorted: O(N), never O(C) (C may be up to MAX_CLASSES).
+        let c = store.n_classes() as u64;
+        let mut present: Vec<u32> = l.iter().copied().filter(|&x| u64::from(x) < c).collect();
+        present.sort_unstable();
+        present.dedup();
+        let empty = c - present.len() as u64;
+        if empty > 0 {
+            let mut shown = Vec::new();
+            let mut next = 0u64;
+            for &k in present.iter().chain([c as u32].iter()) {
+                while next < u64::from(k) && shown.len() < 10 {
+                    shown.push(next.to_string());
+                    next += 1;
+                }
+                next = u64::from(k) + 1;
+            }
+            let top = l.iter().filter(|&&x| u64::from(x) + 1 == c).count();
+            out.push(format!(
+                "labels: {empty} of the C = {c} classes (0..{}) have no node: {}{}; C is the largest class id + 1 (class {} has {top} node(s)): a stray label? the model gets {c} outputs",
+                c - 1,
+                shown.join(", "),
+                if empty > shown.len() as u64 { ", ..." } else { "" },
+                c - 1,
+            ));
+        }
+    }
+    out
+}
+
 /// Labels read from a file, one row per node.
 pub struct LabelTable {
     /// Single or multi.
@@ -78,7 +154,8 @@ impl LabelTable {
         LabelTable {
             kind: LabelKind::Single,
             n_classes: 0,
-            data: bytemuck::cast_slice(&vec![NO_LABEL; n]).to_vec(),
+            // NO_LABEL is u32::MAX: every byte 0xff, without a u32 copy first.
+            data: vec![0xff; n * 4],
         }
     }
 
@@ -435,6 +512,11 @@ pub fn write_features_npy(
             let mut i = 0usize;
             Npy::open(path)?.for_each_f64(path, |x| {
                 let (v, j) = (i / f.max(1), i % f.max(1));
+                // A value float32 cannot hold would make the column's variance infinite
+                // and standardise the whole column to 0: refused here, as unstandardised.
+                if !(x as f32).is_finite() {
+                    return Err(not_f32(path, i, f, x));
+                }
                 if fit(v) {
                     sum[j] += x;
                     sumsq[j] += x * x;
@@ -475,16 +557,22 @@ pub fn write_features_npy(
             Some((mean, scale)) => (x - mean[j]) * scale[j],
             None => x,
         };
-        if !y.is_finite() {
+        // Checked as stored (f32): a finite f64 beyond f32's range would be written as
+        // inf, which `check` refuses (issue 55).
+        let z = y as f32;
+        if !(x as f32).is_finite() {
+            return Err(not_f32(path, i, f, x));
+        }
+        if !z.is_finite() {
             return Err(StoreError::input(
                 path,
                 format!(
-                    "element {i} (row {}, column {j}) is not finite: {x}",
+                    "element {i} (row {}, column {j}): {x:?} is not finite once standardised, expected a finite float32",
                     i / f.max(1)
                 ),
             ));
         }
-        buf.push(y as f32);
+        buf.push(z);
         i += 1;
         if buf.len() == buf.capacity() {
             if let Err(e) = s.write_f32s(&buf) {
@@ -499,6 +587,23 @@ pub fn write_features_npy(
     }
     s.write_f32s(&buf)?;
     Ok((f as u64, s.finish()?))
+}
+
+/// The error of feature element `i` (of rows of `f`), `x`, which float32 cannot hold.
+fn not_f32(path: &Path, i: usize, f: usize, x: f64) -> StoreError {
+    let why = if x.is_finite() {
+        "is beyond float32's range"
+    } else {
+        "is not finite"
+    };
+    StoreError::input(
+        path,
+        format!(
+            "element {i} (row {}, column {}): {x:?} {why}, expected a finite float32",
+            i / f.max(1),
+            i % f.max(1)
+        ),
+    )
 }
 
 /// Reads labels from an NPY file: 1-D integers → single-label (negative = unlabelled),
@@ -539,6 +644,12 @@ pub fn read_labels_npy(path: &Path, n: usize) -> Result<LabelTable, StoreError> 
             })
         }
         [rows, c] if *rows == n as u64 => {
+            if *c >= MAX_CLASSES {
+                return Err(StoreError::input(
+                    path,
+                    format!("{c} classes, expected fewer than {MAX_CLASSES}"),
+                ));
+            }
             let c = *c as usize;
             let r = c.div_ceil(8);
             let mut data = vec![0u8; n * r];

@@ -12,7 +12,9 @@
 //!
 //! Edges are made undirected (every entry pushed in both directions, as OGB's loaders do
 //! for these datasets; a self loop once); self loops and duplicates are dropped and
-//! counted by the CSR builder, as for edge lists. The training graph is induced on the training nodes.
+//! counted by the CSR builder, as for edge lists. The training graph is the full graph by
+//! default (OGB's node-property protocol is transductive: every edge, training labels
+//! only), or induced on the training nodes with [`TrainGraphMode::Induce`].
 //! Labels: one column is single-task multiclass (an integer class per node), several are
 //! multi-task binary (0/1 per task), stored multi-label; `nan` or an empty field is no
 //! label. The store's multi-label rows cannot say "task unknown": a NaN task is stored as
@@ -45,17 +47,32 @@ use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{
-    Dtype, LabelKind, Role, SectionEntry, SectionId, TrainGraph, MAX_NODES, NO_LABEL,
+    Dtype, LabelKind, Role, SectionEntry, SectionId, MAX_CLASSES, MAX_NODES, NO_LABEL,
 };
-use crate::store::import::{write_no_features, write_roles, ImportReport, LabelTable};
+use crate::store::import::{
+    limits, write_no_features, write_roles, ImportReport, LabelTable, TrainGraphMode,
+};
 use crate::store::writer::{SectionWriter, StoreWriter};
 use crate::store::StoreError;
 
 /// Options of the OGB importer.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OgbOptions {
     /// The split's directory name under `split/` (default: the only one).
     pub split: Option<String>,
+    /// The training graph: [`TrainGraphMode::Full`] (the default: OGB's node-property
+    /// protocol is transductive) or [`TrainGraphMode::Induce`]; OGB gives no training
+    /// graph, so [`TrainGraphMode::Given`] is an error.
+    pub train_graph: TrainGraphMode,
+}
+
+impl Default for OgbOptions {
+    fn default() -> Self {
+        OgbOptions {
+            split: None,
+            train_graph: TrainGraphMode::Full,
+        }
+    }
 }
 
 /// Which of OGB's layouts a dataset directory uses.
@@ -108,6 +125,20 @@ struct GzLines {
     line_no: u64,
 }
 
+/// Reads until `buf` is full or the end; the count read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
 /// Bytes per block the inflating thread hands over.
 const INFLATE_BLOCK: usize = 1 << 20;
 
@@ -120,6 +151,8 @@ struct Inflated {
     rx: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
     block: Vec<u8>,
     at: usize,
+    /// The end of the stream was read (every later read is the end again).
+    ended: bool,
 }
 
 impl Inflated {
@@ -144,17 +177,24 @@ impl Inflated {
                     }
                 };
                 block.truncate(len);
-                let done = len == 0;
                 let sent = match result {
-                    Ok(()) if done => tx.send(Ok(Vec::new())),
+                    Ok(()) if len == 0 => {
+                        let _ = tx.send(Ok(Vec::new()));
+                        return;
+                    }
                     Ok(()) => tx.send(Ok(block)),
                     Err(e) => {
-                        // The bytes before the error first, so line numbers stay right.
-                        let _ = tx.send(Ok(block));
-                        tx.send(Err(e))
+                        // The bytes before the error first, so line numbers stay right;
+                        // but never an empty block, which the reader takes for the end
+                        // (issue 55: an error at a block's start read as end of input).
+                        if len > 0 && tx.send(Ok(block)).is_err() {
+                            return;
+                        }
+                        let _ = tx.send(Err(e));
+                        return;
                     }
                 };
-                if done || sent.is_err() {
+                if sent.is_err() {
                     return;
                 }
             }
@@ -163,6 +203,7 @@ impl Inflated {
             rx,
             block: Vec::new(),
             at: 0,
+            ended: false,
         }
     }
 }
@@ -170,12 +211,23 @@ impl Inflated {
 impl Read for Inflated {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         while self.at == self.block.len() {
+            if self.ended {
+                return Ok(0);
+            }
             match self.rx.recv() {
-                Ok(Ok(b)) if b.is_empty() => return Ok(0),
+                Ok(Ok(b)) if b.is_empty() => {
+                    self.ended = true;
+                    return Ok(0);
+                }
                 Ok(Ok(b)) => (self.block, self.at) = (b, 0),
                 Ok(Err(e)) => return Err(e),
-                // The thread ended after the end of the stream or an error it sent.
-                Err(_) => return Ok(0),
+                // The thread sends the end (an empty block) or an error before it ends; a
+                // channel closed without either is a thread that died: not the end.
+                Err(_) => {
+                    return Err(std::io::Error::other(
+                        "the decoding thread ended without reaching the end of the stream",
+                    ))
+                }
             }
         }
         let k = out.len().min(self.block.len() - self.at);
@@ -186,8 +238,39 @@ impl Read for Inflated {
 }
 
 impl GzLines {
+    /// Opens a gzip file: a regular file (a directory or a device is refused) that starts
+    /// with gzip's magic bytes (an empty or plain-text file is refused: issue 55, a split
+    /// file saved as plain text read as zero nodes).
     fn open(path: &Path) -> Result<Self, StoreError> {
-        let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
+        let mut f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
+        let meta = f.metadata().map_err(|e| StoreError::io(path, "stat", e))?;
+        if !meta.is_file() {
+            let kind = if meta.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file"
+            };
+            return Err(StoreError::input(
+                path,
+                format!("{kind}, expected a gzip-compressed file"),
+            ));
+        }
+        let mut magic = [0u8; 2];
+        let got = read_full(&mut f, &mut magic).map_err(|e| StoreError::io(path, "read", e))?;
+        if got < 2 || magic != [0x1f, 0x8b] {
+            let what = match got {
+                0 => "an empty file".to_string(),
+                _ => format!(
+                    "not gzip-compressed (starts with {:?}; a plain-text file?)",
+                    String::from_utf8_lossy(&magic[..got])
+                ),
+            };
+            return Err(StoreError::input(
+                path,
+                format!("{what}, expected a gzip stream (magic 1f 8b)"),
+            ));
+        }
+        f.rewind().map_err(|e| StoreError::io(path, "seek", e))?;
         Ok(GzLines {
             path: path.to_path_buf(),
             reader: BufReader::with_capacity(1 << 16, Inflated::spawn(f)),
@@ -196,21 +279,33 @@ impl GzLines {
         })
     }
 
-    /// Reads the next line; false at the end. [`line`](Self::line) then holds it.
+    /// Reads the next line; false at the end. [`line`](Self::line) then holds it. A line
+    /// longer than [`MAX_LINE_BYTES`](limits::MAX_LINE_BYTES) is an error (read no further than the bound), and
+    /// so is every decoding error: a damaged, truncated or garbage-followed stream is
+    /// never taken for the end of the input.
     fn advance(&mut self) -> Result<bool, StoreError> {
         self.buf.clear();
-        let got = self.reader.read_line(&mut self.buf).map_err(|e| {
-            let what = if e.kind() == std::io::ErrorKind::InvalidData {
-                "not valid UTF-8 text".to_string()
-            } else {
-                format!("not a valid gzip stream: {e}")
-            };
-            StoreError::input(&self.path, format!("line {}: {what}", self.line_no + 1))
-        })?;
+        let got = (&mut self.reader)
+            .take(limits::MAX_LINE_BYTES as u64 + 1)
+            .read_line(&mut self.buf)
+            .map_err(|e| {
+                let what = if e.kind() == std::io::ErrorKind::InvalidData {
+                    "not valid UTF-8 text".to_string()
+                } else {
+                    format!("not a valid gzip stream: {e}")
+                };
+                StoreError::input(&self.path, format!("line {}: {what}", self.line_no + 1))
+            })?;
         if got == 0 {
             return Ok(false);
         }
         self.line_no += 1;
+        if got > limits::MAX_LINE_BYTES {
+            return Err(self.err(format!(
+                "a line longer than {} bytes, expected shorter lines (the longest row the importer reads)",
+                limits::MAX_LINE_BYTES
+            )));
+        }
         Ok(true)
     }
 
@@ -244,7 +339,8 @@ fn node_id(lines: &GzLines, s: &str, n: u64, what: &str) -> Result<u32, StoreErr
 /// The one count in `raw/num-node-list.csv.gz` / `raw/num-edge-list.csv.gz`.
 fn read_count(path: &Path) -> Result<u64, StoreError> {
     let mut lines = GzLines::open(path)?;
-    let mut counts = Vec::new();
+    // The first count and how many: a file of a billion counts holds no table.
+    let (mut first, mut count) = (None, 0u64);
     while lines.advance()? {
         let t = lines.line().trim();
         if t.is_empty() {
@@ -253,16 +349,16 @@ fn read_count(path: &Path) -> Result<u64, StoreError> {
         let c: u64 = t
             .parse()
             .map_err(|_| lines.err(format!("expected a count, got {t:?}")))?;
-        counts.push(c);
+        first.get_or_insert(c);
+        count += 1;
     }
-    match counts.as_slice() {
-        [c] => Ok(*c),
-        [] => Err(StoreError::input(path, "empty, expected one count")),
-        cs => Err(StoreError::input(
+    match (first, count) {
+        (Some(c), 1) => Ok(c),
+        (None, _) => Err(StoreError::input(path, "empty, expected one count")),
+        (_, k) => Err(StoreError::input(
             path,
             format!(
-                "{} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)",
-                cs.len()
+                "{k} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)"
             ),
         )),
     }
@@ -279,11 +375,17 @@ fn npz_member<'a, R: Read + Seek>(
     if !npz.array_names().any(|n| n == name) {
         return Ok(None);
     }
+    let archive_len = std::fs::metadata(path)
+        .map_err(|e| StoreError::io(path, "stat", e))?
+        .len();
     let file = npz
         .zip_archive()
         .by_name(&npyz::npz::file_name_from_array_name(name))
         .map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
-    let npy = open_npy(file).map_err(|e| StoreError::input(path, format!("member {name}: {e}")))?;
+    let bad = |e: String| StoreError::input(path, format!("member {name}: {e}"));
+    let total =
+        limits::npz_member_len(file.size(), file.compressed_size(), archive_len).map_err(bad)?;
+    let npy = open_npy(file, Some(total)).map_err(bad)?;
     if npy.order() != npyz::Order::C {
         return Err(StoreError::input(
             path,
@@ -349,20 +451,34 @@ fn npz_count<R: Read + Seek>(
     name: &str,
 ) -> Result<u64, StoreError> {
     let npy = required(npz_member(npz, path, name)?, path, name)?;
-    let mut counts = Vec::new();
+    // Judged by the shape, before any element is read: several counts are refused
+    // without reading (or holding) them.
+    let k: u64 = npy.shape().iter().product();
+    if k != 1 {
+        return Err(StoreError::input(
+            path,
+            match k {
+                0 => format!("member {name}: empty, expected one count"),
+                k => format!(
+                    "member {name}: {k} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)"
+                ),
+            },
+        ));
+    }
+    let mut count = None;
     for_each_f64(npy, path, name, |_, x| {
-        counts.push(x);
+        count = Some(x);
         Ok(())
     })?;
-    match counts.as_slice() {
-        [c] if *c >= 0.0 && c.fract() == 0.0 => Ok(*c as u64),
-        [c] => Err(StoreError::input(path, format!("member {name}: {c} is not a count"))),
-        cs => Err(StoreError::input(
+    match count {
+        Some(c) if c >= 0.0 && c.fract() == 0.0 => Ok(c as u64),
+        Some(c) => Err(StoreError::input(
             path,
-            format!(
-                "member {name}: {} counts: a graph-property dataset of several graphs; import ogb reads node-property datasets (one graph)",
-                cs.len()
-            ),
+            format!("member {name}: {c} is not a count, expected a non-negative integer"),
+        )),
+        None => Err(StoreError::input(
+            path,
+            format!("member {name}: empty, expected one count"),
         )),
     }
 }
@@ -403,16 +519,16 @@ fn label_field(s: &str) -> Result<Option<f64>, String> {
 }
 
 impl LabelRows {
-    fn new(n: usize) -> Self {
-        LabelRows {
+    fn new(path: &Path, n: usize) -> Result<Self, StoreError> {
+        Ok(LabelRows {
             n,
             tasks: None,
             single: Vec::new(),
             multi: Vec::new(),
-            missing: vec![true; n],
+            missing: limits::filled(path, "label flags", n as u64, true)?,
             max_class: None,
             partial_nan_rows: 0,
-        }
+        })
     }
 
     /// Row `v` from its fields (None: an empty row, no label); the error is a bare message.
@@ -422,10 +538,30 @@ impl LabelRows {
         };
         let t = *self.tasks.get_or_insert(fields.len());
         if self.single.is_empty() && self.multi.is_empty() {
+            // Fallible, and the multi-label table checked against memory first: T comes
+            // from the input.
+            let bytes = self.n as u128 * t.div_ceil(8) as u128;
+            if let Some((limit, source)) = limits::memory_limit() {
+                if t > 1 && bytes > u128::from(limit) {
+                    return Err(format!(
+                        "{t} label columns: a table of {} for N = {} nodes, expected at most {} ({source})",
+                        crate::machine::human(bytes),
+                        self.n,
+                        crate::machine::human(u128::from(limit))
+                    ));
+                }
+            }
+            let no_room = |e: StoreError| match e {
+                StoreError::Input { what, .. } => what,
+                e => e.to_string(),
+            };
+            let here = Path::new("labels");
             if t == 1 {
-                self.single = vec![NO_LABEL; self.n];
+                self.single =
+                    limits::filled(here, "table", self.n as u64, NO_LABEL).map_err(no_room)?;
             } else {
-                self.multi = vec![0u8; self.n * t.div_ceil(8)];
+                let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+                self.multi = limits::filled(here, "table", bytes, 0u8).map_err(no_room)?;
             }
         }
         if fields.len() != t {
@@ -436,8 +572,13 @@ impl LabelRows {
         }
         if t == 1 {
             if let Some(c) = fields[0] {
-                if c < 0.0 || c.fract() != 0.0 || c >= f64::from(NO_LABEL) {
+                if c < 0.0 || c.fract() != 0.0 {
                     return Err(format!("class {c}, expected a non-negative integer or nan"));
+                }
+                // The store's bound, which `check` enforces (issue 55: never write what
+                // `check` refuses).
+                if c >= MAX_CLASSES as f64 {
+                    return Err(format!("class {c} too large, expected < {MAX_CLASSES}"));
                 }
                 self.single[v] = c as u32;
                 self.missing[v] = false;
@@ -488,7 +629,7 @@ impl LabelRows {
 
 fn read_labels_csv(path: &Path, n: usize) -> Result<OgbLabels, StoreError> {
     let mut lines = GzLines::open(path)?;
-    let mut rows = LabelRows::new(n);
+    let mut rows = LabelRows::new(path, n)?;
     let mut fields = Vec::new();
     let mut v = 0usize;
     while lines.advance()? {
@@ -536,7 +677,7 @@ fn read_labels_npz(path: &Path, n: usize) -> Result<OgbLabels, StoreError> {
             ))
         }
     };
-    let mut rows = LabelRows::new(n);
+    let mut rows = LabelRows::new(path, n)?;
     let mut fields = Vec::with_capacity(t);
     for_each_f64(npy, path, "node_label", |i, x| {
         fields.push((!x.is_nan()).then_some(x));
@@ -596,7 +737,7 @@ fn choose_split(dir: &Path, want: Option<&str>) -> Result<(String, PathBuf), Sto
 
 /// One role byte per node from `train.csv.gz`, `valid.csv.gz`, `test.csv.gz` in `dir`.
 fn read_split(dir: &Path, n: u64) -> Result<Vec<u8>, StoreError> {
-    let mut roles = vec![Role::None as u8; n as usize];
+    let mut roles = limits::filled(dir, "roles", n, Role::None as u8)?;
     for (file, role) in [
         ("train.csv.gz", Role::Train),
         ("valid.csv.gz", Role::Val),
@@ -624,6 +765,20 @@ fn read_split(dir: &Path, n: u64) -> Result<Vec<u8>, StoreError> {
         }
     }
     Ok(roles)
+}
+
+/// Refuses a split without training nodes (nothing to train on: issue 55, a split file
+/// that read as empty gave a store that trained and printed a test accuracy of 0). An
+/// empty validation or test part is reported by [`warnings`](super::warnings), as for
+/// every importer.
+fn require_training_nodes(dir: &Path, roles: &[u8]) -> Result<(), StoreError> {
+    if !roles.contains(&(Role::Train as u8)) {
+        return Err(StoreError::input(
+            dir.join("train.csv.gz"),
+            "no training nodes (after leaving out split nodes without a label), expected at least one",
+        ));
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------- features
@@ -725,6 +880,12 @@ fn survey_raw(raw: &Path) -> Result<Vec<String>, StoreError> {
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let name = e.file_name().to_string_lossy().into_owned();
+        if KNOWN_RAW.contains(&name.as_str()) && e.path().is_dir() {
+            return Err(StoreError::input(
+                raw.join(&name),
+                "a directory, expected a file",
+            ));
+        }
         let hetero = e.path().is_dir()
             || name.starts_with("num-node-dict")
             || name.starts_with("triplet-type-list");
@@ -756,13 +917,20 @@ pub fn import_ogb(
             "not a directory (expected an OGB dataset directory)",
         ));
     }
+    if opts.train_graph == TrainGraphMode::Given {
+        return Err(StoreError::Argument {
+            what: "--train-graph given: an OGB dataset gives no training graph, expected full or induce".into(),
+        });
+    }
     let raw = dir.join("raw");
     let extra = survey_raw(&raw)?;
     let mut notes: Vec<String> = extra
         .iter()
         .map(|f| format!("raw/{f} ignored (not read by import ogb)"))
         .collect();
-    let layout = if raw.join("data.npz").is_file() {
+    // `exists`, not `is_file`: a directory or a device in a file's place is an error
+    // naming it (when read), never taken for an absent optional file.
+    let layout = if raw.join("data.npz").exists() {
         OgbLayout::Binary
     } else {
         OgbLayout::Csv
@@ -787,6 +955,36 @@ pub fn import_ogb(
             format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
         ));
     }
+    // Before anything in proportion to N is allocated: N against the label file's real
+    // length (one row per node; issue 55: num-node-list of 4e9 beside tiny files aborted)
+    // and against memory.
+    let count_path = match layout {
+        OgbLayout::Csv => raw.join("num-node-list.csv.gz"),
+        OgbLayout::Binary => data_npz.clone(),
+    };
+    if layout == OgbLayout::Csv {
+        let p = raw.join("node-label.csv.gz");
+        if let Ok(m) = std::fs::metadata(&p) {
+            // At least a gzip file's 18 bytes of header and trailer: a shorter file is
+            // refused by the reader with its own message.
+            let most = limits::max_gzip_lines(m.len().max(18));
+            if n > most {
+                return Err(StoreError::input(
+                    &count_path,
+                    format!(
+                        "N = {n} nodes, but {} ({} bytes) decodes to at most {most} lines, expected one label row per node",
+                        p.display(),
+                        m.len()
+                    ),
+                ));
+            }
+        }
+    }
+    limits::check_memory(
+        &count_path,
+        &format!("the label and role tables of N = {n} nodes"),
+        u128::from(n) * limits::TABLE_BYTES_PER_NODE,
+    )?;
     let nu = n as usize;
 
     let (labels_path, labels) = match layout {
@@ -830,6 +1028,7 @@ pub fn import_ogb(
             "{dropped} split nodes have no positive task; the store counts such a node unlabelled, so they are left out of the split"
         ));
     }
+    require_training_nodes(&split_dir, &roles)?;
 
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
@@ -874,13 +1073,14 @@ pub fn import_ogb(
             format!("{seen} edges, expected {n_edges} as num-edge-list says"),
         ));
     }
-    let is_train = |v: u32| roles[v as usize] == Role::Train as u8;
+    let mode = opts.train_graph;
+    let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
 
     let (n_features, feats) = match layout {
         OgbLayout::Csv => {
             let p = raw.join("node-feat.csv.gz");
-            if p.is_file() {
+            if p.exists() {
                 write_features_csv(&w, &p, n)?
             } else {
                 (0, write_no_features(&w)?)
@@ -888,17 +1088,29 @@ pub fn import_ogb(
         }
         OgbLayout::Binary => write_features_npz(&w, &data_npz, n)?,
     };
+    if n_features == 0 {
+        notes.push(
+            match layout {
+                OgbLayout::Csv => "no raw/node-feat.csv.gz: the store has no node features (F = 0)",
+                OgbLayout::Binary => {
+                    "no node_feat in raw/data.npz: the store has no node features (F = 0)"
+                }
+            }
+            .to_string(),
+        );
+    }
     let report = ImportReport::new(n, &graph, start);
     let meta = Meta {
         n_nodes: n,
         n_features,
         n_classes: labels.table.n_classes,
         label_kind: labels.table.kind,
-        train_graph: TrainGraph::Induced,
+        train_graph: mode.stored(),
         split: build::split_counts(&roles),
         source: format!(
-            "saintflow import ogb {} --split {split_name}",
-            dir.display()
+            "saintflow import ogb {} --split {split_name} --train-graph {}",
+            dir.display(),
+            mode.word()
         ),
     };
     let header = build::header(
@@ -1016,17 +1228,25 @@ fn write_features_npz(
     };
     let mut sink = FeatureSink::new(w)?;
     for_each_f64(npy, path, "node_feat", |i, x| {
-        if !x.is_finite() {
+        // Checked as stored: a finite f64 beyond f32's range (1e300) would be inf, which
+        // `check` refuses (issue 55).
+        let y = x as f32;
+        if !y.is_finite() {
             return Err(StoreError::input(
                 path,
                 format!(
-                    "member node_feat: row {}, column {} is not finite: {x}",
+                    "member node_feat: row {}, column {}: {x:?} {}, expected a finite float32",
                     i / f.max(1),
-                    i % f.max(1)
+                    i % f.max(1),
+                    if x.is_finite() {
+                        "is beyond float32's range"
+                    } else {
+                        "is not finite"
+                    }
                 ),
             ));
         }
-        sink.push(x as f32)
+        sink.push(y)
     })?;
     Ok((f, sink.finish()?))
 }
