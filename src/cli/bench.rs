@@ -75,6 +75,11 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         op: "find the saintflow binary at",
         source,
     })?;
+    crate::atomic::OutputGuard::new()
+        .input("--plan", &a.plan)
+        .input("--memcap", &a.memcap)
+        .dir("--output", &a.output)
+        .check()?;
     let spec = ScaleSpec {
         exe,
         dir: a.dir,
@@ -93,6 +98,6 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         output: a.output,
     };
     let report = scale::run(&spec, progress)?;
-    print!("{}", report.table);
+    super::out(&format!("{}", report.table))?;
     Ok(())
 }

@@ -36,6 +36,10 @@ pub(super) struct EmbedArgs {
     /// Output `.npy` file.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing regular file at the output (never an input of the command, a
+    /// file inside a store, a link or a device: those are refused even with `--force`).
+    #[arg(long)]
+    force: bool,
     /// Use the last parameters instead of the best-validation ones.
     #[arg(long)]
     last: bool,
@@ -79,6 +83,15 @@ pub(super) struct EmbedArgs {
 }
 
 pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Result<()> {
+    let mut guard = crate::atomic::OutputGuard::new();
+    guard.input("PLAN", &a.plan).input("--graph", &a.graph);
+    if let Some(ck) = &a.checkpoint {
+        guard.input(
+            "--checkpoint",
+            &crate::train::checkpoint::checkpoint_file(ck),
+        );
+    }
+    guard.file("--output", &a.output, a.force).check()?;
     if crate::plan::embedding::is_embedding_plan(&a.plan) {
         return embedding_plan(a, progress);
     }
@@ -150,14 +163,16 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         )
     })?;
     if let Some(why) = &out.in_memory {
-        eprintln!("note: the whole graph is evaluated in memory at once: {why}");
+        crate::atomic::stderr_line(&format!(
+            "note: the whole graph is evaluated in memory at once: {why}"
+        ));
     }
     let (rows, cols) = (out.rows, out.cols);
-    println!(
-        "wrote {} ({rows} nodes × {cols} {}, f32)",
+    super::out(&format!(
+        "wrote {} ({rows} nodes × {cols} {}, f32)\n",
         a.output.display(),
         if a.logits { "logits" } else { "features" }
-    );
+    ))?;
     Ok(())
 }
 

@@ -110,10 +110,10 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
     };
     let (graph, report) = lower_and_plan(&p, &env, &opts)?;
     if a.dot {
-        print!("{}", explain_dot(&graph, &report));
+        super::out(&format!("{}", explain_dot(&graph, &report)))?;
     } else {
-        println!(
-            "# {} ({}): F = {n_features}, C = {n_classes}, {}",
+        super::out(&format!(
+            "# {} ({}): F = {n_features}, C = {n_classes}, {}\n",
             p.name,
             a.plan.display(),
             if multilabel {
@@ -121,8 +121,8 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
             } else {
                 "single-label"
             }
-        );
-        print!("{}", explain_text(&graph, &report));
+        ))?;
+        super::out(&format!("{}", explain_text(&graph, &report)))?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::atomic::OutputGuard;
 use crate::error::Result;
 use crate::train::checkpoint::checkpoint_file;
 use crate::train::export::{export_safetensors, Which};
@@ -23,6 +24,10 @@ pub(super) struct ExportArgs {
     /// (the checkpoint records only the plan's hash).
     #[arg(long)]
     plan: Option<PathBuf>,
+    /// Replace an existing regular file at the output (never an input of the command, a
+    /// file inside a store, a link or a device: those are refused even with `--force`).
+    #[arg(long)]
+    force: bool,
 }
 
 pub(super) fn run(a: ExportArgs) -> Result<()> {
@@ -32,7 +37,13 @@ pub(super) fn run(a: ExportArgs) -> Result<()> {
     };
     let which = if a.best { Which::Best } else { Which::Current };
     let cp = checkpoint_file(&a.checkpoint);
+    let mut guard = OutputGuard::new();
+    guard.input("CHECKPOINT", &cp);
+    if let Some(p) = &a.plan {
+        guard.input("--plan", p);
+    }
+    guard.file("--output", &a.output, a.force).check()?;
     let n = export_safetensors(&cp, &a.output, which, plan.as_deref())?;
-    println!("wrote {}: {n} tensors", a.output.display());
+    super::out(&format!("wrote {}: {n} tensors\n", a.output.display()))?;
     Ok(())
 }

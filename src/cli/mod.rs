@@ -91,7 +91,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
     let cli = Cli::parse();
     // The kernels ignore a `SAINTFLOW_ISA` they do not know; the command says so at once.
     if let Err(e) = saintflow_ops::isa::Isa::from_env() {
-        eprintln!("error: {e}");
+        crate::atomic::stderr_line(&format!("error: {e}"));
         return ExitCode::from(2);
     }
     let progress = Progress::new(cli.quiet);
@@ -119,7 +119,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::atomic::stderr_line(&format!("error: {e}"));
             ExitCode::FAILURE
         }
     }
@@ -147,6 +147,12 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(k) => Ok(k),
         Err(_) => Err(format!("{s:?} is not a whole number")),
     }
+}
+
+/// Writes `text` to stdout: a write that fails (a full disk behind `> FILE`, `/dev/full`)
+/// ends the command with exit 1 and a message, never a panic (issue 55, item 4).
+fn out(text: &str) -> Result<(), crate::error::Error> {
+    Ok(crate::atomic::stdout_write(text)?)
 }
 
 /// Parses "a,b,c" into three fractions.

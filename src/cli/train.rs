@@ -104,9 +104,11 @@ pub(super) struct TrainArgs {
     /// `--resume`, which continues from the checkpoint's.
     #[arg(long, value_name = "FILE.safetensors", conflicts_with = "resume")]
     init_from: Option<PathBuf>,
-    /// Start afresh and replace the checkpoint `--checkpoint` already holds (without it, an
-    /// existing checkpoint is refused unless `--resume` continues it).
-    #[arg(long, requires = "checkpoint", conflicts_with = "resume")]
+    /// Start afresh and replace what `--checkpoint`, `--log` and `--plot` already hold
+    /// (without it, an existing checkpoint or log is refused unless `--resume` continues
+    /// it, and an existing plot is refused). Never an input of the run, a file inside a
+    /// store, a link or a device: those are refused even with `--force`.
+    #[arg(long, conflicts_with = "resume")]
     force: bool,
     /// Write the JSON-lines log here (schema: docs/LOG.md).
     #[arg(long)]
@@ -301,7 +303,7 @@ fn run_partitions(
     match run() {
         Err(e) if size > 1 => {
             // The other ranks wait in a collective call: end the job now, with the reason.
-            eprintln!("saintflow: rank {rank} of {size}: {e}");
+            crate::atomic::stderr_line(&format!("saintflow: rank {rank} of {size}: {e}"));
             comm.abort(1)
         }
         r => r,
@@ -318,12 +320,12 @@ fn options<'a>(
     progress: &Progress,
 ) -> Result<TrainOptions<'a>> {
     if !a.verify && !a.no_verify && !Verify::Auto.runs_check(store) {
-        eprintln!(
+        crate::atomic::stderr_line(&format!(
             "note: {} holds {:.1} GiB, more than the 1 GiB checked in full before training by \
              default; only its O(N) sections were verified (pass --verify for the full check)",
             graph.display(),
             store_bytes(store) as f64 / (1u64 << 30) as f64
-        );
+        ));
     }
     let mut opts = TrainOptions::new(plan, store)
         .registry(Arc::clone(registry))
@@ -357,6 +359,7 @@ fn options<'a>(
         });
     // A run's output directories are made on demand (`--checkpoint run/ --log run/log.jsonl`).
     let outputs = a.checkpoint.as_deref().map(checkpoint_file);
+    guard(a, graph, outputs.as_deref())?;
     // Issue 28, item 12: a finished (or interrupted) run's checkpoint is not replaced
     // silently by a fresh run.
     if let Some(ck) = outputs.as_ref().filter(|_| !a.resume && !a.force) {
@@ -387,6 +390,36 @@ fn options<'a>(
     Ok(opts)
 }
 
+/// Issue 55, item 2: the run's outputs never replace its inputs (the plan, the store, the
+/// `--init-from` weights), each other, a store's file, a link or a device; an existing
+/// checkpoint or log is continued only by `--resume` (with a checkpoint to resume from)
+/// and replaced only with `--force`, an existing plot only with `--force`.
+fn guard(a: &TrainArgs, graph: &Path, checkpoint: Option<&Path>) -> Result<()> {
+    let mut g = crate::atomic::OutputGuard::new();
+    g.input("PLAN", &a.plan).input("--graph", graph);
+    if let Some(init) = &a.init_from {
+        g.input("--init-from", init);
+    }
+    let resuming = a.resume && checkpoint.is_some_and(Path::exists);
+    if let Some(ck) = checkpoint {
+        // Whether an existing one may be replaced is `refuse_replacing`'s (it names the
+        // checkpoint it finds).
+        g.file_or("--checkpoint", ck, true, "");
+    }
+    if let Some(log) = &a.log {
+        g.file_or(
+            "--log",
+            log,
+            a.force || resuming,
+            "a fresh run would truncate it: --resume continues it (with the run's --checkpoint), --force replaces it",
+        );
+    }
+    if let Some(plot) = &a.plot {
+        g.file("--plot", plot, a.force);
+    }
+    Ok(g.check()?)
+}
+
 /// The summary line of a finished run, then its plot: a plot that fails late (its
 /// destination changed during the run) never hides the result (issue 28).
 fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> Result<()> {
@@ -408,9 +441,9 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
         ),
     };
     if a.json {
-        eprintln!("{line}");
+        crate::atomic::stderr_line(&format!("{line}"));
     } else {
-        println!("{line}");
+        super::out(&format!("{line}\n"))?;
     }
     if let Some(path) = &a.plot {
         let runs = [(plan.name.clone(), outcome.records.clone())];
