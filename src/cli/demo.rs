@@ -24,7 +24,7 @@ pub(super) struct DemoArgs {
     #[arg(long, default_value = "target/demo.sf")]
     output: PathBuf,
     /// Training epochs (0: generate and check only).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = super::count_in(0, super::MAX_EPOCHS as u64))]
     epochs: usize,
 }
 

@@ -51,18 +51,19 @@ pub(super) struct EmbedArgs {
     /// output's directory); they are unlinked at once, so nothing is left behind.
     #[arg(long, value_name = "DIR")]
     scratch_dir: Option<PathBuf>,
-    /// Memory for values kept between layers, in MiB, before they go to scratch files.
-    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    /// Memory for values kept between layers, in MiB, before they go to scratch files (0 to
+    /// 16777216, 16 TiB).
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
     memory: usize,
     /// Memory in MiB that the pass streams a large layer input through, in parts of rows
     /// (default: half of what the memory limit leaves beside the process).
-    #[arg(long, value_name = "MIB", value_parser = super::at_least_one)]
+    #[arg(long, value_name = "MIB", value_parser = super::buffer_mib())]
     buffer: Option<usize>,
     /// Skip the check that the parameters fit the machine's memory.
     #[arg(long)]
     no_memory_check: bool,
-    /// Worker threads, ≥ 1 (default: all cores).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Worker threads, 1 to 256 (default: all cores).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     /// `[embedding]` plans: seed of walks, negatives and initial rows.
     #[arg(long, default_value_t = 1)]
@@ -195,9 +196,13 @@ fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
         ))
         .into());
     }
-    if let Some(e) = a.epochs.filter(|e| !(*e > 0.0 && e.is_finite())) {
+    if let Some(e) = a
+        .epochs
+        .filter(|e| !(*e > 0.0 && *e <= super::MAX_EPOCHS as f64))
+    {
         return Err(crate::embedding::EmbedError::Invalid(format!(
-            "--epochs: {e} must be a positive number"
+            "--epochs: expected a positive number up to {}, got {e}",
+            super::MAX_EPOCHS
         ))
         .into());
     }

@@ -127,7 +127,7 @@ pub(super) struct EvalEmbeddingArgs {
     )]
     ratios: Vec<f64>,
     /// Shuffles per fraction.
-    #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
+    #[arg(long, default_value_t = 5, value_parser = super::count_in(1, 1000))]
     repeats: usize,
     /// Seed of the shuffles; with `--holdout`, the training run's seed (it picks the
     /// held-out edges) and of the non-edges.
@@ -158,8 +158,8 @@ pub(super) struct EvalEmbeddingArgs {
     /// file inside a store, a link or a device: those are refused even with `--force`).
     #[arg(long)]
     force: bool,
-    /// Worker threads (default: all cores).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Worker threads, 1 to 256 (default: all cores).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     #[command(flatten)]
     verify: super::check::VerifyArgs,

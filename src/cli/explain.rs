@@ -39,8 +39,8 @@ pub(super) struct ExplainArgs {
     /// else 16); a finite number ≥ 0.
     #[arg(long, value_parser = degree)]
     degree: Option<f64>,
-    /// Executor threads p, ≥ 1 (default: the rayon pool's).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Executor threads p, 1 to 256 (default: the rayon pool's).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     /// Cache bytes a feature block should fit (default: the detected L2).
     #[arg(long)]

@@ -88,7 +88,10 @@ pub fn main() -> ExitCode {
 /// error).
 pub fn run_with(registry: Registry) -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e),
+    };
     // The kernels ignore a `SAINTFLOW_ISA` they do not know; the command says so at once.
     if let Err(e) = saintflow_ops::isa::Isa::from_env() {
         crate::atomic::stderr_line(&format!("error: {e}"));
@@ -125,6 +128,26 @@ pub fn run_with(registry: Registry) -> ExitCode {
     }
 }
 
+/// What clap's `Error::exit` does, with the write checked (issue 55, item 4): `--help` and
+/// `--version` go to stdout (exit 0, or 1 when stdout cannot be written), a usage error to
+/// stderr (exit 2 whether or not stderr can be written).
+fn clap_exit(e: clap::Error) -> ExitCode {
+    let code = u8::try_from(e.exit_code()).unwrap_or(2);
+    let text = e.render().to_string();
+    if e.use_stderr() {
+        crate::atomic::stderr_line(text.trim_end_matches('\n'));
+        ExitCode::from(code)
+    } else {
+        match crate::atomic::stdout_write(&text) {
+            Ok(()) => ExitCode::from(code),
+            Err(err) => {
+                crate::atomic::stderr_line(&format!("error: {err}"));
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
 /// Issue 28: a closed stdout (`saintflow train … --json | head -1`) ends the command the
 /// way it ends `cat`: killed quietly by SIGPIPE (status 141 in a shell), never a panic.
 /// Rust's runtime ignores SIGPIPE, so every `print!` (the CLI's and the training log's
@@ -147,6 +170,51 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(k) => Ok(k),
         Err(_) => Err(format!("{s:?} is not a whole number")),
     }
+}
+
+/// The most worker threads a command starts (`--threads`): enough to oversubscribe any
+/// machine saintflow runs on; more only stalls it (issue 55, item 5: 100000 spawned ~590
+/// threads and hung). 0 is a usage error as well, never "all cores" (that is the default
+/// when `--threads` is absent), in every command.
+pub const MAX_THREADS: usize = 256;
+
+/// The most epochs a run takes (`--epochs`).
+pub const MAX_EPOCHS: usize = 1_000_000;
+
+/// The most steps a run takes (`--steps`, `bench scale --steps`).
+pub const MAX_STEPS: u64 = 1_000_000_000_000;
+
+/// The most MiB `--memory` and `--buffer` take: 16 TiB, beyond any machine's memory (a
+/// larger number would overflow the byte count it is turned into).
+pub const MAX_MIB: usize = 1 << 24;
+
+/// The most subgraphs `sample --count` draws (it keeps a time per subgraph).
+pub const MAX_SAMPLES: u64 = 10_000_000;
+
+/// A whole number in `lo..=hi`: clap's error names the range (usage error, exit 2).
+fn count_in(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
+}
+
+/// `--threads`: 1 ..= [`MAX_THREADS`].
+fn threads() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(1, MAX_THREADS as u64)
+}
+
+/// `--epochs`: 1 ..= [`MAX_EPOCHS`].
+fn epochs() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(1, MAX_EPOCHS as u64)
+}
+
+/// `--memory`: 0 ..= [`MAX_MIB`] (0: every value kept between layers goes to scratch
+/// files).
+fn memory_mib() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(0, MAX_MIB as u64)
+}
+
+/// `--buffer`: 1 ..= [`MAX_MIB`].
+fn buffer_mib() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(1, MAX_MIB as u64)
 }
 
 /// Writes `text` to stdout: a write that fails (a full disk behind `> FILE`, `/dev/full`)

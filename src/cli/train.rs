@@ -43,19 +43,19 @@ pub(super) struct TrainArgs {
     /// Seed of parameters, subgraphs and dropout.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Worker threads, ≥ 1 (default: all cores).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Worker threads, 1 to 256 (default: all cores).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     /// `[embedding]` plans: where the SGD runs, `cpu` or `cuda[:K]` (GPU K, fed by the
     /// CPU's samplers; needs a build with `--features cuda`). GNN plans train on the CPU.
     #[arg(long, default_value = "cpu")]
     device: crate::embedding::Device,
-    /// Total epochs instead of the plan's phases' sum, ≥ 1.
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Total epochs instead of the plan's phases' sum, 1 to 1000000.
+    #[arg(long, value_parser = super::epochs())]
     epochs: Option<usize>,
     /// Stop after N steps in total (the epoch in progress is cut short; it is evaluated
     /// and tested as the last one, but not checkpointed).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=super::MAX_STEPS))]
     steps: Option<u64>,
     /// No full-graph pass: no validation and no final test (the log ends with the last
     /// `epoch` record). For timing runs.
@@ -70,12 +70,13 @@ pub(super) struct TrainArgs {
     /// temporary directory].
     #[arg(long, value_name = "DIR")]
     scratch_dir: Option<PathBuf>,
-    /// Memory for values kept between layers in evaluation, in MiB, before scratch files.
-    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    /// Memory for values kept between layers in evaluation, in MiB, before scratch files
+    /// (0 to 16777216, 16 TiB).
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
     memory: usize,
     /// Memory in MiB that evaluation streams a large layer input through, in parts of rows
     /// (default: half of what the memory limit leaves beside the process).
-    #[arg(long, value_name = "MIB", value_parser = super::at_least_one)]
+    #[arg(long, value_name = "MIB", value_parser = super::buffer_mib())]
     buffer: Option<usize>,
     /// Skip the check that the parameters, the optimiser's state and one step fit the
     /// machine's memory (MemTotal, or the cgroup's memory limit): for a machine with swap.
@@ -122,7 +123,8 @@ pub(super) struct TrainArgs {
     plot: Option<PathBuf>,
 }
 
-/// A rayon pool of `threads` (None: one per core; an explicit 0 is one thread).
+/// A rayon pool of `threads` (None: one per core). The flags' parsers keep an explicit
+/// count in 1 ..= [`super::MAX_THREADS`] (issue 55, item 5).
 pub(super) fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
     crate::exec::rayon_pool(threads.map_or(0, |t| t.max(1)))
         .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}"))))
