@@ -361,12 +361,15 @@ fn options<'a>(
         });
     // A run's output directories are made on demand (`--checkpoint run/ --log run/log.jsonl`).
     let outputs = a.checkpoint.as_deref().map(checkpoint_file);
-    guard(a, graph, outputs.as_deref())?;
+    // What no flag allows first, then the checkpoint's own message about what it holds,
+    // then an existing log or plot.
+    guard(a, graph, outputs.as_deref(), false)?;
     // Issue 28, item 12: a finished (or interrupted) run's checkpoint is not replaced
     // silently by a fresh run.
     if let Some(ck) = outputs.as_ref().filter(|_| !a.resume && !a.force) {
         crate::train::checkpoint::refuse_replacing(ck, "--resume", "--force")?;
     }
+    guard(a, graph, outputs.as_deref(), true)?;
     for path in outputs.iter().chain(&a.log).chain(&a.plot) {
         crate::atomic::create_parent_dirs(path).map_err(|e| {
             Error::Train(crate::train::TrainError::io(
@@ -395,8 +398,9 @@ fn options<'a>(
 /// Issue 55, item 2: the run's outputs never replace its inputs (the plan, the store, the
 /// `--init-from` weights), each other, a store's file, a link or a device; an existing
 /// checkpoint or log is continued only by `--resume` (with a checkpoint to resume from)
-/// and replaced only with `--force`, an existing plot only with `--force`.
-fn guard(a: &TrainArgs, graph: &Path, checkpoint: Option<&Path>) -> Result<()> {
+/// and replaced only with `--force`, an existing plot only with `--force`. `existing`:
+/// whether to refuse an existing log or plot too (else only what no flag allows).
+fn guard(a: &TrainArgs, graph: &Path, checkpoint: Option<&Path>, existing: bool) -> Result<()> {
     let mut g = crate::atomic::OutputGuard::new();
     g.input("PLAN", &a.plan).input("--graph", graph);
     if let Some(init) = &a.init_from {
@@ -412,12 +416,12 @@ fn guard(a: &TrainArgs, graph: &Path, checkpoint: Option<&Path>) -> Result<()> {
         g.file_or(
             "--log",
             log,
-            a.force || resuming,
+            !existing || a.force || resuming,
             "a fresh run would truncate it: --resume continues it (with the run's --checkpoint), --force replaces it",
         );
     }
     if let Some(plot) = &a.plot {
-        g.file("--plot", plot, a.force);
+        g.file("--plot", plot, !existing || a.force);
     }
     Ok(g.check()?)
 }
