@@ -612,7 +612,6 @@ fn issue55_item5_threads_and_counts_are_bounded() {
             "--memory",
             "99999999999999",
         ],
-        vec!["sample", "g.sf", "--count", "10000001"],
         vec![
             "eval-embedding",
             "emb.npy",

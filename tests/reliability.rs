@@ -654,8 +654,9 @@ fn issue_28_item_12_checkpoints_and_force_leave_the_users_files_alone() {
     );
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
+    // Issue 55, item 2: refused by the output guard, before anything is written.
     assert!(
-        err.contains("is a graph store") && err.contains("--checkpoint run/"),
+        err.contains("--checkpoint") && err.contains("is inside the graph store"),
         "{err}"
     );
     let after: Vec<_> = std::fs::read_dir(&g)

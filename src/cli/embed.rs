@@ -196,13 +196,11 @@ fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
         ))
         .into());
     }
-    if let Some(e) = a
-        .epochs
-        .filter(|e| !(*e > 0.0 && *e <= super::MAX_EPOCHS as f64))
-    {
+    // No fixed upper bound: an absurd run length is estimated after the first pool
+    // (issue 28, item 4), a clear note rather than a refusal.
+    if let Some(e) = a.epochs.filter(|e| !(*e > 0.0 && e.is_finite())) {
         return Err(crate::embedding::EmbedError::Invalid(format!(
-            "--epochs: expected a positive number up to {}, got {e}",
-            super::MAX_EPOCHS
+            "--epochs: {e} must be a positive number"
         ))
         .into());
     }

@@ -188,9 +188,6 @@ pub const MAX_STEPS: u64 = 1_000_000_000_000;
 /// larger number would overflow the byte count it is turned into).
 pub const MAX_MIB: usize = 1 << 24;
 
-/// The most subgraphs `sample --count` draws (it keeps a time per subgraph).
-pub const MAX_SAMPLES: u64 = 10_000_000;
-
 /// A whole number in `lo..=hi`: clap's error names the range (usage error, exit 2).
 fn count_in(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
