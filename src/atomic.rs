@@ -620,6 +620,17 @@ pub enum OutputError {
         /// What may be there (`a regular file or no file`).
         expected: &'static str,
     },
+    /// A regular file is at the output path that saintflow does not write there (the
+    /// user's notes, a file of another program): not replaced, even with `--force`.
+    #[error("{flag} {}: exists and is not {what} (not a file saintflow writes there); not replaced, even with --force: expected {what} or no file, got other content", path.display())]
+    Foreign {
+        /// The output's flag.
+        flag: String,
+        /// Its path.
+        path: PathBuf,
+        /// What saintflow writes there (`a .safetensors file`).
+        what: &'static str,
+    },
     /// A regular file is at the output path and replacing it was not asked for.
     #[error("{flag} {}: exists; {hint}", path.display())]
     Exists {
@@ -681,7 +692,16 @@ struct GuardedOutput {
     dir: bool,
     /// None: an existing regular file may be replaced; Some(hint): refused, saying how.
     refuse_existing: Option<String>,
+    /// What saintflow writes at this output and how to recognise it from a file's first
+    /// bytes: an existing file that is not one is never replaced.
+    ours: Option<(&'static str, Recognise)>,
 }
+
+/// Recognises a file saintflow writes from its first bytes (at most [`HEAD_BYTES`]).
+pub type Recognise = fn(&[u8]) -> bool;
+
+/// How many bytes of an existing output a [`Recognise`] sees.
+pub const HEAD_BYTES: usize = 4096;
 
 impl OutputGuard {
     /// A guard with no inputs and no outputs yet.
@@ -710,7 +730,19 @@ impl OutputGuard {
             path: path.to_path_buf(),
             dir: false,
             refuse_existing: (!replace).then(|| hint.to_string()),
+            ours: None,
         });
+        self
+    }
+
+    /// The last output added holds `what` (`"a .safetensors file"`), which `recognise`
+    /// tells from a file's first bytes: an existing file it does not recognise is refused
+    /// even when replacing was asked for (issue 55, item 2: `--force` replaces what
+    /// saintflow wrote, never a file of the user's). An empty file is anyone's.
+    pub fn ours(&mut self, what: &'static str, recognise: Recognise) -> &mut Self {
+        if let Some(out) = self.outputs.last_mut() {
+            out.ours = Some((what, recognise));
+        }
         self
     }
 
@@ -721,6 +753,7 @@ impl OutputGuard {
             path: path.to_path_buf(),
             dir: true,
             refuse_existing: None,
+            ours: None,
         });
         self
     }
@@ -789,6 +822,20 @@ impl OutputGuard {
                             hint: hint.clone(),
                         });
                     }
+                    if let Some((what, recognise)) = out.ours.filter(|_| m.len() > 0) {
+                        let head = read_head(&out.path).map_err(|source| OutputError::Stat {
+                            flag: out.flag.clone(),
+                            path: out.path.clone(),
+                            source,
+                        })?;
+                        if !recognise(&head) {
+                            return Err(OutputError::Foreign {
+                                flag: out.flag.clone(),
+                                path: out.path.clone(),
+                                what,
+                            });
+                        }
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(source) => {
@@ -803,6 +850,17 @@ impl OutputGuard {
         }
         Ok(())
     }
+}
+
+/// The first [`HEAD_BYTES`] of a regular file (opened without following a link: the
+/// caller has seen a regular file there).
+fn read_head(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    File::open(path)?
+        .take(HEAD_BYTES as u64)
+        .read_to_end(&mut head)?;
+    Ok(head)
 }
 
 /// What an existing path is, in words.

@@ -215,7 +215,7 @@ impl Ticker {
     pub fn println(&self, line: impl std::fmt::Display) {
         if self.lines {
             if self.clock.is_none() {
-                stderr_line(&format!("{line}"));
+                stderr_line(&line.to_string());
             }
         } else if !self.bar.is_hidden() {
             self.bar.println(line.to_string());
@@ -242,7 +242,7 @@ impl Ticker {
         st.last_line = st.start + now;
         let line = self.line_text(st, now);
         if self.clock.is_none() {
-            stderr_line(&format!("{line}"));
+            stderr_line(&line.to_string());
         }
         Some(line)
     }

@@ -293,9 +293,11 @@ fn issue55_item2_existing_files_links_and_devices_are_left_alone() {
             let o = run_with(&f, &plain, flag, "mine.txt");
             assert_eq!(o.status.code(), Some(1), "{flag} mine.txt: {}", stderr(&o));
             assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
-            // With --force, never a link, a device, a FIFO or a directory.
+            // With --force, never a file saintflow does not write there, a link, a device,
+            // a FIFO or a directory.
             plain.args = cmd.args.clone();
             for (target, kind) in [
+                ("mine.txt", "not a file saintflow writes there"),
                 ("link", "a symbolic link"),
                 ("stdout-link", "a symbolic link"),
                 ("/dev/null", "a character device"),
@@ -326,10 +328,30 @@ fn issue55_item2_existing_files_links_and_devices_are_left_alone() {
                     .is_char_device()
             }
     );
-    // And with --force a regular file that is no input is replaced.
-    let o = saintflow(&["export", "run", "-o", "mine.txt", "--force"], d);
+    // And with --force a file saintflow wrote there (an earlier export, an earlier plot),
+    // or an empty one, is replaced.
+    std::fs::write(d.join("old.safetensors"), {
+        let mut b = std::fs::read(d.join("w.safetensors")).unwrap();
+        b.truncate(b.len() - 4);
+        b
+    })
+    .unwrap();
+    let o = saintflow(&["export", "run", "-o", "old.safetensors", "--force"], d);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_ne!(
+    assert_eq!(
+        std::fs::read(d.join("old.safetensors")).unwrap(),
+        std::fs::read(d.join("w.safetensors")).unwrap()
+    );
+    std::fs::write(d.join("empty.svg"), b"").unwrap();
+    let o = saintflow(&["plot", "run.jsonl", "-o", "empty.svg", "--force"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = saintflow(&["plot", "run.jsonl", "-o", "empty.svg", "--force"], d);
+    assert!(
+        o.status.success(),
+        "a plot replaces its own: {}",
+        stderr(&o)
+    );
+    assert_eq!(
         std::fs::read(d.join("mine.txt")).unwrap(),
         b"the user's notes"
     );

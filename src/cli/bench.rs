@@ -98,6 +98,6 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         output: a.output,
     };
     let report = scale::run(&spec, progress)?;
-    super::out(&format!("{}", report.table))?;
+    super::out(&report.table.to_string())?;
     Ok(())
 }

@@ -56,8 +56,8 @@ pub(super) fn run(a: DemoArgs, registry: &Arc<Registry>, progress: &Progress) ->
     ))?;
     let store = GraphStore::open(&a.output)?;
     check(&store)?;
-    super::out(&format!("check: ok\n"))?;
-    super::out(&format!("{}", info(&store).to_text()))?;
+    super::out("check: ok\n")?;
+    super::out(&info(&store).to_text())?;
     if a.epochs == 0 {
         return Ok(());
     }

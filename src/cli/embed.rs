@@ -36,8 +36,9 @@ pub(super) struct EmbedArgs {
     /// Output `.npy` file.
     #[arg(short, long)]
     output: PathBuf,
-    /// Replace an existing regular file at the output (never an input of the command, a
-    /// file inside a store, a link or a device: those are refused even with `--force`).
+    /// Replace an existing regular file at the output when it is one saintflow writes
+    /// there (never an input of the command, a file of the user's, a file inside a store,
+    /// a link or a device: those are refused even with `--force`).
     #[arg(long)]
     force: bool,
     /// Use the last parameters instead of the best-validation ones.
@@ -92,7 +93,10 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
             &crate::train::checkpoint::checkpoint_file(ck),
         );
     }
-    guard.file("--output", &a.output, a.force).check()?;
+    guard
+        .file("--output", &a.output, a.force)
+        .ours("a .npy file", super::written::npy)
+        .check()?;
     if crate::plan::embedding::is_embedding_plan(&a.plan) {
         return embedding_plan(a, progress);
     }

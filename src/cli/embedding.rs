@@ -104,7 +104,7 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
             "{}\n",
             serde_json::to_string(&out).map_err(|e| EmbedError::Invalid(e.to_string()))?
         ))?;
-        crate::atomic::stderr_line(&format!("{line}"));
+        crate::atomic::stderr_line(&line.to_string());
     } else {
         super::out(&format!("{line}\n"))?;
     }
@@ -154,8 +154,9 @@ pub(super) struct EvalEmbeddingArgs {
     /// Draw Micro- and Macro-F1 against the labelled fraction to FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
-    /// Replace an existing regular file at `--plot` (never an input of the command, a
-    /// file inside a store, a link or a device: those are refused even with `--force`).
+    /// Replace an existing regular file at `--plot` when it is one saintflow writes
+    /// there (never an input of the command, a file of the user's, a file inside a store,
+    /// a link or a device: those are refused even with `--force`).
     #[arg(long)]
     force: bool,
     /// Worker threads, 1 to 256 (default: all cores).
@@ -171,6 +172,7 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
             .input("EMBEDDING", &a.embedding)
             .input("--graph", &a.graph)
             .file("--plot", plot, a.force)
+            .ours("a PNG or SVG image", super::written::image)
             .check()?;
     }
     let store = GraphStore::open(&a.graph)?;

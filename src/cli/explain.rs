@@ -110,7 +110,7 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
     };
     let (graph, report) = lower_and_plan(&p, &env, &opts)?;
     if a.dot {
-        super::out(&format!("{}", explain_dot(&graph, &report)))?;
+        super::out(&explain_dot(&graph, &report))?;
     } else {
         super::out(&format!(
             "# {} ({}): F = {n_features}, C = {n_classes}, {}\n",
@@ -122,7 +122,7 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
                 "single-label"
             }
         ))?;
-        super::out(&format!("{}", explain_text(&graph, &report)))?;
+        super::out(&explain_text(&graph, &report))?;
     }
     Ok(())
 }

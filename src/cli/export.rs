@@ -24,8 +24,9 @@ pub(super) struct ExportArgs {
     /// (the checkpoint records only the plan's hash).
     #[arg(long)]
     plan: Option<PathBuf>,
-    /// Replace an existing regular file at the output (never an input of the command, a
-    /// file inside a store, a link or a device: those are refused even with `--force`).
+    /// Replace an existing regular file at the output when it is one saintflow writes
+    /// there (never an input of the command, a file of the user's, a file inside a store,
+    /// a link or a device: those are refused even with `--force`).
     #[arg(long)]
     force: bool,
 }
@@ -42,7 +43,10 @@ pub(super) fn run(a: ExportArgs) -> Result<()> {
     if let Some(p) = &a.plan {
         guard.input("--plan", p);
     }
-    guard.file("--output", &a.output, a.force).check()?;
+    guard
+        .file("--output", &a.output, a.force)
+        .ours("a .safetensors file", super::written::safetensors)
+        .check()?;
     let n = export_safetensors(&cp, &a.output, which, plan.as_deref())?;
     super::out(&format!("wrote {}: {n} tensors\n", a.output.display()))?;
     Ok(())

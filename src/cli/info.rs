@@ -25,7 +25,7 @@ pub(super) fn run(a: InfoArgs) -> Result<()> {
             serde_json::to_string_pretty(&i).expect("info serialises")
         ))?;
     } else {
-        super::out(&format!("{}", i.to_text()))?;
+        super::out(&i.to_text())?;
     }
     Ok(())
 }

@@ -22,7 +22,7 @@ pub(super) struct OpsArgs {
 
 pub(super) fn run(a: OpsArgs, registry: &Registry) -> Result<()> {
     if a.markdown {
-        super::out(&format!("{}", registry.catalogue_markdown()))?;
+        super::out(&registry.catalogue_markdown())?;
         return Ok(());
     }
     let names: Vec<&str> = match &a.name {
@@ -62,13 +62,13 @@ pub(super) fn run(a: OpsArgs, registry: &Registry) -> Result<()> {
         super::out(&format!("{n:width$}  {attrs:aw$}  {doc}\n"))?;
     }
     if a.name.is_none() {
-        super::out(&format!(
+        super::out(
             "\nAlso in every `out` expression: `a @ b` (matmul chain), `a + b` (add, bias rows \
              broadcast), `a - b`, `a * b`, `c * a`, `-a`; the adjacencies A, A_mean, A_sym, \
              A_saint; x and the layer's parameters; earlier outputs h0 (the features), h1, h2, \
              … and named layers; [constants], `l` (the copy of a repeated layer), and `log`, \
-             `exp`, `sqrt` of numbers (plans/README.md).\n"
-        ))?;
+             `exp`, `sqrt` of numbers (plans/README.md).\n",
+        )?;
     }
     Ok(())
 }

@@ -46,8 +46,9 @@ pub(super) struct PartitionArgs {
     /// Also write the graph in METIS format (for `gpmetis`; scripts/partition_vs_metis.sh).
     #[arg(long)]
     metis_out: Option<PathBuf>,
-    /// Replace an earlier partition directory at the output, and an existing regular file
-    /// at `--metis-out` (never the source store, a file inside a store, a link or a device).
+    /// Replace an earlier partition directory at the output, and an earlier METIS file at
+    /// `--metis-out` (never the source store, a file of the user's, a file inside a store, a
+    /// link or a device).
     #[arg(long)]
     force: bool,
     /// Print the summary as JSON (partition.json's content).
@@ -66,7 +67,9 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
     }
     guard.dir("--output", &a.out);
     if let Some(m) = &a.metis_out {
-        guard.file("--metis-out", m, a.force);
+        guard
+            .file("--metis-out", m, a.force)
+            .ours("a METIS graph file", super::written::metis);
     }
     guard.check()?;
     a.verify.apply(&crate::store::GraphStore::open(&a.store)?)?;
@@ -132,9 +135,7 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
         r.alpha,
         r.layers
     ))?;
-    super::out(&format!(
-        "part      own  replicas  budget  boundary    walks  edge cut  balance\n"
-    ))?;
+    super::out("part      own  replicas  budget  boundary    walks  edge cut  balance\n")?;
     for p in &r.parts {
         super::out(&format!(
             "{:>4} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8.3}\n",
@@ -142,9 +143,7 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
         ))?;
     }
     if r.ranks.len() < r.k {
-        super::out(&format!(
-            "rank  parts            own  replicas      load  store\n"
-        ))?;
+        super::out("rank  parts            own  replicas      load  store\n")?;
         for rk in &r.ranks {
             let parts: Vec<String> = rk.parts.iter().map(usize::to_string).collect();
             super::out(&format!(

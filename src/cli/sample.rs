@@ -46,8 +46,8 @@ pub(super) struct SampleArgs {
     /// Also estimate GraphSAINT normalisation from these subgraphs and write it here.
     #[arg(long)]
     save_norm: Option<PathBuf>,
-    /// Replace an existing regular file at `--save-norm` (never a file inside the store, a
-    /// link or a device: those are refused even with `--force`).
+    /// Replace an existing file of normalisation counts at `--save-norm` (never a file of
+    /// the user's, a file inside the store, a link or a device: refused even with it).
     #[arg(long)]
     force: bool,
     /// One JSON object per subgraph, then a summary object.
@@ -310,6 +310,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
         crate::atomic::OutputGuard::new()
             .input("STORE", &a.store)
             .file("--save-norm", path, a.force)
+            .ours("saintflow's normalisation counts", super::written::norm)
             .check()?;
     }
     let store = GraphStore::open(&a.store)?;

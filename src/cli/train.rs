@@ -108,7 +108,8 @@ pub(super) struct TrainArgs {
     /// Start afresh and replace what `--checkpoint`, `--log` and `--plot` already hold
     /// (without it, an existing checkpoint or log is refused unless `--resume` continues
     /// it, and an existing plot is refused). Never an input of the run, a file inside a
-    /// store, a link or a device: those are refused even with `--force`.
+    /// store, a file saintflow does not write there (the user's), a link or a device: those
+    /// are refused even with `--force`.
     #[arg(long, conflicts_with = "resume")]
     force: bool,
     /// Write the JSON-lines log here (schema: docs/LOG.md).
@@ -410,7 +411,8 @@ fn guard(a: &TrainArgs, graph: &Path, checkpoint: Option<&Path>, existing: bool)
     if let Some(ck) = checkpoint {
         // Whether an existing one may be replaced is `refuse_replacing`'s (it names the
         // checkpoint it finds).
-        g.file_or("--checkpoint", ck, true, "");
+        g.file_or("--checkpoint", ck, true, "")
+            .ours("a saintflow checkpoint", super::written::checkpoint);
     }
     if let Some(log) = &a.log {
         g.file_or(
@@ -418,10 +420,12 @@ fn guard(a: &TrainArgs, graph: &Path, checkpoint: Option<&Path>, existing: bool)
             log,
             !existing || a.force || resuming,
             "a fresh run would truncate it: --resume continues it (with the run's --checkpoint), --force replaces it",
-        );
+        )
+        .ours("a training log", super::written::log);
     }
     if let Some(plot) = &a.plot {
-        g.file("--plot", plot, !existing || a.force);
+        g.file("--plot", plot, !existing || a.force)
+            .ours("a PNG or SVG image", super::written::image);
     }
     Ok(g.check()?)
 }
@@ -447,7 +451,7 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
         ),
     };
     if a.json {
-        crate::atomic::stderr_line(&format!("{line}"));
+        crate::atomic::stderr_line(&line.to_string());
     } else {
         super::out(&format!("{line}\n"))?;
     }
