@@ -23,14 +23,14 @@ acc() { tail -1 "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin); prin
 secs() { tail -1 "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%.1f" % r["time"])'; }
 printf "%-34s %5s %9s %8s\n" run seed test_acc seconds
 for s in $SEEDS; do
-  $B train plans/gcn.toml --graph "$OUT/cora.sf" --seed "$s" --threads 2 --quiet \
+  $B train plans/gcn.toml --graph "$OUT/cora.sf" --seed "$s" --threads 2 --quiet --force \
     --log "$OUT/one-$s.jsonl" >/dev/null
   printf "%-34s %5s %9s %8s\n" "1 process" "$s" "$(acc "$OUT/one-$s.jsonl")" "$(secs "$OUT/one-$s.jsonl")"
   for parts in aug plain; do
     for c in gad loss_variance mean; do
       for e in full parts; do
         if [ "$e" = full ]; then ev=(--graph "$OUT/cora.sf"); else ev=(--eval-parts); fi
-        "${MPI[@]}" $B train plans/gcn.toml --partitions "$OUT/$parts" "${ev[@]}" \
+        "${MPI[@]}" $B train plans/gcn.toml --partitions "$OUT/$parts" "${ev[@]}" --force \
           --seed "$s" --threads 1 --quiet --set "distributed.consensus=\"$c\"" \
           --log "$OUT/$parts-$c-$e-$s.jsonl" >/dev/null
         printf "%-34s %5s %9s %8s\n" "4 ranks $parts $c eval-$e" "$s" \
@@ -49,7 +49,7 @@ echo "plot: $OUT/consensus.png (gad vs mean consensus, augmented parts, seed $fi
 $B partition "$OUT/cora.sf" -k 50 --ranks 4 -o "$OUT/k50" --plan plans/gcn.toml --force --json > "$OUT/k50.json"
 for s in $SEEDS; do
   for c in gad loss_variance mean; do
-    "${MPI[@]}" $B train plans/gcn.toml --partitions "$OUT/k50" --graph "$OUT/cora.sf" \
+    "${MPI[@]}" $B train plans/gcn.toml --partitions "$OUT/k50" --graph "$OUT/cora.sf" --force \
       --seed "$s" --threads 1 --quiet --set "distributed.consensus=\"$c\"" \
       --log "$OUT/k50-$c-$s.jsonl" >/dev/null
     printf "%-34s %5s %9s %8s\n" "4 ranks, 50 parts, $c" "$s" \

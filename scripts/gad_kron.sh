@@ -36,10 +36,10 @@ print("%.4f %8.2f %6d %10d %12d" % (test, statistics.median(ep.values()), len(st
 PY
 }
 printf "%-10s %7s %8s %6s %10s %12s\n" run test s/epoch steps bytes/step replica_bytes
-$B train $PLAN --graph "$G" --epochs "$EPOCHS" --seed 1 --threads 2 --quiet --log "$OUT/one.jsonl" >/dev/null
+$B train $PLAN --graph "$G" --epochs "$EPOCHS" --seed 1 --threads 2 --quiet --force --log "$OUT/one.jsonl" >/dev/null
 printf "%-10s %s\n" "1 process" "$(summ "$OUT/one.jsonl")"
 for k in 2 4; do
-  mpirun --allow-run-as-root --oversubscribe -np "$k" $B train $PLAN --partitions "$OUT/p$k" \
+  mpirun --allow-run-as-root --oversubscribe -np "$k" $B train $PLAN --partitions "$OUT/p$k" --force \
     --graph "$G" --epochs "$EPOCHS" --seed 1 --quiet --log "$OUT/r$k.jsonl" >/dev/null
   printf "%-10s %s\n" "$k ranks" "$(summ "$OUT/r$k.jsonl")"
 done

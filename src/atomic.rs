@@ -401,14 +401,14 @@ pub fn remove_stale_temps(path: &Path, ours: &dyn Fn(&Path) -> bool) -> Vec<Stal
         };
         if t.moved_aside && !path.exists() {
             match std::fs::rename(&t.path, path) {
-                Ok(()) => eprintln!(
+                Ok(()) => stderr_line(&format!(
                     "note: restored {} from {} (moved aside by process {}, which was killed before its replacement was in place)",
                     path.display(),
                     t.path.display(),
                     t.pid
-                ),
+                )),
                 Err(e) => {
-                    eprintln!("warning: cannot restore {} from {}: {e}", path.display(), t.path.display());
+                    stderr_line(&format!("warning: cannot restore {} from {}: {e}", path.display(), t.path.display()));
                     continue;
                 }
             }
@@ -422,17 +422,17 @@ pub fn remove_stale_temps(path: &Path, ours: &dyn Fn(&Path) -> bool) -> Vec<Stal
         };
         match r {
             Ok(()) => {
-                eprintln!(
+                stderr_line(&format!(
                     "note: removed stale {what} {} (left by process {}, which is no longer running)",
                     t.path.display(),
                     t.pid
-                );
+                ));
                 done.push(t);
             }
-            Err(e) => eprintln!(
+            Err(e) => stderr_line(&format!(
                 "warning: cannot remove stale {what} {}: {e}",
                 t.path.display()
-            ),
+            )),
         }
     }
     done
@@ -565,6 +565,412 @@ impl Drop for AtomicFile {
     }
 }
 
+/// The file that marks a graph store's directory (`store::format::HEADER_FILE`, named here
+/// because this module is a leaf below the store layer; a test checks they agree).
+pub const STORE_MARKER: &str = "header.sf";
+
+/// Why a command's output was refused before anything was written (issue 55, item 2), or
+/// a standard stream that could not be written (item 4). The messages name the flag and
+/// the path: `<flag> <path>: <what>, expected <x>, got <y>`.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The output names a file the same command reads.
+    #[error("{flag} {}: is the file {input_flag} {} this command reads; an output never replaces an input, expected another path, got the input itself", path.display(), input.display())]
+    IsInput {
+        /// The output's flag (`-o`, `--log`, …).
+        flag: String,
+        /// The output's path as given.
+        path: PathBuf,
+        /// The input's flag or argument name.
+        input_flag: String,
+        /// The input's path as given.
+        input: PathBuf,
+    },
+    /// Two outputs of one command name the same file.
+    #[error("{flag} {}: is also {other_flag} {}; two outputs of one command never share a file, expected two different paths, got one", path.display(), other.display())]
+    SameFile {
+        /// The later output's flag.
+        flag: String,
+        /// Its path.
+        path: PathBuf,
+        /// The earlier output's flag.
+        other_flag: String,
+        /// Its path.
+        other: PathBuf,
+    },
+    /// The output lies inside a graph store's directory.
+    #[error("{flag} {}: is inside the graph store {}; saintflow never writes into a store, expected a path outside it", path.display(), store.display())]
+    InStore {
+        /// The output's flag.
+        flag: String,
+        /// Its path.
+        path: PathBuf,
+        /// The store's directory.
+        store: PathBuf,
+    },
+    /// Something other than a regular file is at the output path.
+    #[error("{flag} {}: exists and is {kind}, which saintflow never replaces or writes through (not even with --force); expected {expected}, got {kind}", path.display())]
+    NotRegular {
+        /// The output's flag.
+        flag: String,
+        /// Its path.
+        path: PathBuf,
+        /// What is there (`a symbolic link`, `a character device`, …).
+        kind: &'static str,
+        /// What may be there (`a regular file or no file`).
+        expected: &'static str,
+    },
+    /// A regular file is at the output path that saintflow does not write there (the
+    /// user's notes, a file of another program): not replaced, even with `--force`.
+    #[error("{flag} {}: exists and is not {what} (not a file saintflow writes there); not replaced, even with --force: expected {what} or no file, got other content", path.display())]
+    Foreign {
+        /// The output's flag.
+        flag: String,
+        /// Its path.
+        path: PathBuf,
+        /// What saintflow writes there (`a .safetensors file`).
+        what: &'static str,
+    },
+    /// A regular file is at the output path and replacing it was not asked for.
+    #[error("{flag} {}: exists; {hint}", path.display())]
+    Exists {
+        /// The output's flag.
+        flag: String,
+        /// Its path.
+        path: PathBuf,
+        /// What replaces (or continues) it: `pass --force to replace it`.
+        hint: String,
+    },
+    /// An output's path could not be examined.
+    #[error("{flag} {}: cannot examine it: {source}", path.display())]
+    Stat {
+        /// The output's flag.
+        flag: String,
+        /// Its path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// stdout or stderr could not be written (a full disk behind a redirection, `/dev/full`);
+    /// a closed pipe is not this: SIGPIPE ends the command quietly, as it ends `cat`.
+    #[error("{stream}: cannot write the command's output: {source}")]
+    Stream {
+        /// `stdout` or `stderr`.
+        stream: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// The one check of a command's outputs before it writes any (issue 55, item 2). Every
+/// command names its inputs and its outputs; [`OutputGuard::check`] then refuses an output
+/// that
+///
+/// * is one of the inputs (the same `(device, inode)`, or for a path that does not exist
+///   yet, the same canonical path),
+/// * is the same file as another output of the command,
+/// * lies inside a graph store's directory (one holding [`STORE_MARKER`]),
+/// * exists and is not a regular file: a symbolic link, a directory, a device, a FIFO or a
+///   socket. saintflow publishes a file by renaming a temporary over its path, which would
+///   replace the link or the device node rather than write through it, so these are
+///   refused, never written through (redirect stdout for a stream: `--json > FILE`),
+/// * exists as a regular file, unless the command was asked to replace it (`--force`) or
+///   to continue it (`train --resume` for its checkpoint and log).
+///
+/// A directory output (a partition, a store) is checked for the first three only; its
+/// writer decides whether an existing directory may be replaced.
+#[derive(Debug, Default)]
+pub struct OutputGuard {
+    inputs: Vec<(String, PathBuf)>,
+    outputs: Vec<GuardedOutput>,
+}
+
+#[derive(Debug)]
+struct GuardedOutput {
+    flag: String,
+    path: PathBuf,
+    dir: bool,
+    /// None: an existing regular file may be replaced; Some(hint): refused, saying how.
+    refuse_existing: Option<String>,
+    /// What saintflow writes at this output and how to recognise it from a file's first
+    /// bytes: an existing file that is not one is never replaced.
+    ours: Option<(&'static str, Recognise)>,
+}
+
+/// Recognises a file saintflow writes from its first bytes (at most [`HEAD_BYTES`]).
+pub type Recognise = fn(&[u8]) -> bool;
+
+/// How many bytes of an existing output a [`Recognise`] sees.
+pub const HEAD_BYTES: usize = 4096;
+
+impl OutputGuard {
+    /// A guard with no inputs and no outputs yet.
+    pub fn new() -> OutputGuard {
+        OutputGuard::default()
+    }
+
+    /// An input of the command, named by its flag or argument (`--plan`, `CHECKPOINT`). A
+    /// directory input (a store) covers every file inside it.
+    pub fn input(&mut self, flag: &str, path: &Path) -> &mut Self {
+        self.inputs.push((flag.to_string(), path.to_path_buf()));
+        self
+    }
+
+    /// A single-file output that an existing regular file may be replaced at only with
+    /// `force` (the message says "pass --force to replace it").
+    pub fn file(&mut self, flag: &str, path: &Path, force: bool) -> &mut Self {
+        self.file_or(flag, path, force, "pass --force to replace it")
+    }
+
+    /// A single-file output that may replace an existing regular file when `replace` is
+    /// true; otherwise one is refused with `hint` (how to replace or continue it).
+    pub fn file_or(&mut self, flag: &str, path: &Path, replace: bool, hint: &str) -> &mut Self {
+        self.outputs.push(GuardedOutput {
+            flag: flag.to_string(),
+            path: path.to_path_buf(),
+            dir: false,
+            refuse_existing: (!replace).then(|| hint.to_string()),
+            ours: None,
+        });
+        self
+    }
+
+    /// The last output added holds `what` (`"a .safetensors file"`), which `recognise`
+    /// tells from a file's first bytes: an existing file it does not recognise is refused
+    /// even when replacing was asked for (issue 55, item 2: `--force` replaces what
+    /// saintflow wrote, never a file of the user's). An empty file is anyone's.
+    pub fn ours(&mut self, what: &'static str, recognise: Recognise) -> &mut Self {
+        if let Some(out) = self.outputs.last_mut() {
+            out.ours = Some((what, recognise));
+        }
+        self
+    }
+
+    /// A directory output (its writer decides about an existing directory).
+    pub fn dir(&mut self, flag: &str, path: &Path) -> &mut Self {
+        self.outputs.push(GuardedOutput {
+            flag: flag.to_string(),
+            path: path.to_path_buf(),
+            dir: true,
+            refuse_existing: None,
+            ours: None,
+        });
+        self
+    }
+
+    /// Checks every output (see the type's documentation); the first refusal is the error.
+    pub fn check(&self) -> Result<(), OutputError> {
+        let inputs: Vec<(&str, &Path, Option<Ident>)> = self
+            .inputs
+            .iter()
+            .map(|(f, p)| (f.as_str(), p.as_path(), Ident::of(p)))
+            .collect();
+        let mut seen: Vec<(&GuardedOutput, Option<Ident>)> = Vec::new();
+        for out in &self.outputs {
+            let id = Ident::of(&out.path);
+            for (flag, path, input) in &inputs {
+                if let (Some(a), Some(b)) = (&id, input) {
+                    if a.same(b) {
+                        return Err(OutputError::IsInput {
+                            flag: out.flag.clone(),
+                            path: out.path.clone(),
+                            input_flag: flag.to_string(),
+                            input: path.to_path_buf(),
+                        });
+                    }
+                }
+            }
+            for (other, other_id) in &seen {
+                if let (Some(a), Some(b)) = (&id, other_id) {
+                    if a.same(b) {
+                        return Err(OutputError::SameFile {
+                            flag: out.flag.clone(),
+                            path: out.path.clone(),
+                            other_flag: other.flag.clone(),
+                            other: other.path.clone(),
+                        });
+                    }
+                }
+            }
+            if let Some(store) = id.as_ref().and_then(|i| enclosing_store(&i.canonical)) {
+                return Err(OutputError::InStore {
+                    flag: out.flag.clone(),
+                    path: out.path.clone(),
+                    store,
+                });
+            }
+            match out.path.symlink_metadata() {
+                Ok(m) => {
+                    let t = m.file_type();
+                    let kind = file_kind(&t);
+                    if !(t.is_file() || (out.dir && t.is_dir())) {
+                        return Err(OutputError::NotRegular {
+                            flag: out.flag.clone(),
+                            path: out.path.clone(),
+                            kind,
+                            expected: if out.dir {
+                                "a directory or no file"
+                            } else {
+                                "a regular file or no file"
+                            },
+                        });
+                    }
+                    if let (Some(hint), false) = (&out.refuse_existing, out.dir) {
+                        return Err(OutputError::Exists {
+                            flag: out.flag.clone(),
+                            path: out.path.clone(),
+                            hint: hint.clone(),
+                        });
+                    }
+                    if let Some((what, recognise)) = out.ours.filter(|_| m.len() > 0) {
+                        let head = read_head(&out.path).map_err(|source| OutputError::Stat {
+                            flag: out.flag.clone(),
+                            path: out.path.clone(),
+                            source,
+                        })?;
+                        if !recognise(&head) {
+                            return Err(OutputError::Foreign {
+                                flag: out.flag.clone(),
+                                path: out.path.clone(),
+                                what,
+                            });
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(OutputError::Stat {
+                        flag: out.flag.clone(),
+                        path: out.path.clone(),
+                        source,
+                    })
+                }
+            }
+            seen.push((out, id));
+        }
+        Ok(())
+    }
+}
+
+/// The first [`HEAD_BYTES`] of a regular file (opened without following a link: the
+/// caller has seen a regular file there).
+fn read_head(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    File::open(path)?
+        .take(HEAD_BYTES as u64)
+        .read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// What an existing path is, in words.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// A path's identity: its `(device, inode)` when it exists (followed through links), and
+/// its canonical path (the parent's, joined with the name, when it does not exist).
+#[derive(Debug)]
+struct Ident {
+    node: Option<(u64, u64)>,
+    canonical: PathBuf,
+}
+
+impl Ident {
+    fn of(path: &Path) -> Option<Ident> {
+        use std::os::unix::fs::MetadataExt;
+        let node = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        let canonical = match std::fs::canonicalize(path) {
+            Ok(c) => c,
+            Err(_) => {
+                // Not there (yet): the nearest existing ancestor's canonical path and the
+                // rest as written, `.` and `..` resolved lexically.
+                let abs = if path.is_absolute() {
+                    path.to_path_buf()
+                } else {
+                    std::env::current_dir().ok()?.join(path)
+                };
+                let mut rest = Vec::new();
+                let mut base = abs.as_path();
+                let found = loop {
+                    if let Ok(c) = std::fs::canonicalize(base) {
+                        break c;
+                    }
+                    rest.push(base.file_name()?.to_os_string());
+                    base = base.parent()?;
+                };
+                let mut c = found;
+                for part in rest.iter().rev() {
+                    match part.to_str() {
+                        Some(".") => {}
+                        Some("..") => {
+                            c.pop();
+                        }
+                        _ => c.push(part),
+                    }
+                }
+                c
+            }
+        };
+        Some(Ident { node, canonical })
+    }
+
+    fn same(&self, other: &Ident) -> bool {
+        match (self.node, other.node) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.canonical == other.canonical,
+        }
+    }
+}
+
+/// The graph store whose directory holds `path` (canonical), if any.
+fn enclosing_store(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|d| d.join(STORE_MARKER).is_file())
+        .map(Path::to_path_buf)
+}
+
+/// Writes `text` to stdout, flushed: a failure (a full disk behind `> FILE`, `/dev/full`)
+/// is an error for the command to end with (exit 1), never a panic (issue 55, item 4). A
+/// closed pipe never gets here: SIGPIPE ends the process quietly first (the CLI restores
+/// its default action).
+pub fn stdout_write(text: &str) -> Result<(), OutputError> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| OutputError::Stream {
+            stream: "stdout",
+            source,
+        })
+}
+
+/// Writes `text` and a newline to stderr, ignoring a failure: a note or a warning that
+/// cannot be shown must not end (or panic) the command whose result it comments on.
+pub fn stderr_line(text: &str) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.write_all(b"\n");
+    let _ = err.flush();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,6 +1018,106 @@ mod tests {
         // A file where a directory should be is an error.
         assert!(create_parent_dirs(&p.join("d.bin")).is_err());
         create_parent_dirs(Path::new("bare-name.bin")).unwrap();
+    }
+
+    /// Issue 55, item 2: the guard over every kind of path an output may name.
+    #[test]
+    fn issue55_the_output_guard_refuses_inputs_links_devices_stores_and_existing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let input = d.join("plan.toml");
+        std::fs::write(&input, b"plan").unwrap();
+        std::fs::hard_link(&input, d.join("hard")).unwrap();
+        std::os::unix::fs::symlink(&input, d.join("soft")).unwrap();
+        std::fs::create_dir_all(d.join("g.sf/sub")).unwrap();
+        std::fs::write(d.join("g.sf").join(STORE_MARKER), b"h").unwrap();
+        std::fs::write(d.join("mine"), b"user").unwrap();
+        let check = |out: &Path, force: bool| {
+            let mut g = OutputGuard::new();
+            g.input("PLAN", &input).file("-o", out, force);
+            g.check()
+        };
+        // The input under every name: itself, a hard link, a `..` path; a symbolic link
+        // to it is refused as the input too.
+        for p in [
+            input.clone(),
+            d.join("hard"),
+            d.join("g.sf/../plan.toml"),
+            d.join("soft"),
+        ] {
+            assert!(
+                matches!(check(&p, true), Err(OutputError::IsInput { .. })),
+                "{}",
+                p.display()
+            );
+        }
+        // Inside a store, at any depth, existing or not.
+        for p in [
+            "g.sf/header.sf",
+            "g.sf/new.bin",
+            "g.sf/sub/x",
+            "g.sf/sub/../y",
+        ] {
+            assert!(
+                matches!(check(&d.join(p), true), Err(OutputError::InStore { .. })),
+                "{p}"
+            );
+        }
+        // Not a regular file, even with force.
+        for (p, kind) in [
+            (d.join("g.sf"), "a directory"),
+            (PathBuf::from("/dev/null"), "a character device"),
+        ] {
+            match check(&p, true) {
+                Err(OutputError::NotRegular { kind: k, .. }) => assert_eq!(k, kind),
+                other => panic!("{}: {other:?}", p.display()),
+            }
+        }
+        let dangling = d.join("dangling");
+        std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
+        assert!(matches!(
+            check(&dangling, true),
+            Err(OutputError::NotRegular {
+                kind: "a symbolic link",
+                ..
+            })
+        ));
+        // An existing regular file needs force; a new path does not.
+        assert!(matches!(
+            check(&d.join("mine"), false),
+            Err(OutputError::Exists { .. })
+        ));
+        check(&d.join("mine"), true).unwrap();
+        check(&d.join("new"), false).unwrap();
+        check(&d.join("a/b/new"), false).unwrap();
+        // Two outputs of one command: the same path however spelt, existing or not.
+        for (a, b) in [
+            ("x.svg", "x.svg"),
+            ("x.svg", "sub/../x.svg"),
+            ("mine", "hard2"),
+        ] {
+            if b == "hard2" {
+                let _ = std::fs::hard_link(d.join("mine"), d.join("hard2"));
+            }
+            let mut g = OutputGuard::new();
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+            g.file("--log", &d.join(a), true)
+                .file("--plot", &d.join(b), true);
+            assert!(
+                matches!(g.check(), Err(OutputError::SameFile { .. })),
+                "{a} {b}"
+            );
+        }
+        // A directory output: an existing directory is its writer's decision.
+        let mut g = OutputGuard::new();
+        g.input("STORE", &d.join("g.sf")).dir("-o", &d.join("sub"));
+        g.check().unwrap();
+        let mut g = OutputGuard::new();
+        g.input("STORE", &d.join("g.sf")).dir("-o", &d.join("g.sf"));
+        assert!(matches!(g.check(), Err(OutputError::IsInput { .. })));
+        // Nothing was written by any check.
+        assert_eq!(std::fs::read(&input).unwrap(), b"plan");
+        assert_eq!(std::fs::read(d.join("mine")).unwrap(), b"user");
     }
 
     #[test]

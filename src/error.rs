@@ -41,6 +41,11 @@ pub enum Error {
     /// Benchmarks that run the program (`bench scale`).
     #[error(transparent)]
     Bench(#[from] crate::bench::BenchError),
+    /// An output refused before anything is written (it would replace an input, a store's
+    /// file, a link or a device, or an existing file without `--force`), or a standard
+    /// stream that cannot be written.
+    #[error(transparent)]
+    Output(#[from] crate::atomic::OutputError),
 }
 
 /// Result with the crate's [`Error`].

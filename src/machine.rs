@@ -32,7 +32,9 @@ impl MemoryLimit {
                 Ok(v) => match parse_bytes(&v) {
                     Some(b) => Some((b, format!("{ENV}={}", v.trim()))),
                     None => {
-                        eprintln!("warning: {ENV}={v:?} is not a byte count (like 64G) or `off`; using the machine's memory");
+                        // Not eprintln!: a full stderr must not panic (issue 55, item 4).
+                        use std::io::Write;
+                        let _ = writeln!(std::io::stderr(), "warning: {ENV}={v:?} is not a byte count (like 64G) or `off`; using the machine's memory");
                         machine_memory()
                     }
                 },

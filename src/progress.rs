@@ -62,7 +62,7 @@ impl Progress {
     /// progress of a run whose bars cannot be drawn (output piped to a file or a pipe).
     pub fn line(&self, text: impl std::fmt::Display) {
         if self.lines() {
-            eprintln!("{text}");
+            stderr_line(&format!("{text}"));
         }
     }
 
@@ -215,7 +215,7 @@ impl Ticker {
     pub fn println(&self, line: impl std::fmt::Display) {
         if self.lines {
             if self.clock.is_none() {
-                eprintln!("{line}");
+                stderr_line(&line.to_string());
             }
         } else if !self.bar.is_hidden() {
             self.bar.println(line.to_string());
@@ -242,7 +242,7 @@ impl Ticker {
         st.last_line = st.start + now;
         let line = self.line_text(st, now);
         if self.clock.is_none() {
-            eprintln!("{line}");
+            stderr_line(&line.to_string());
         }
         Some(line)
     }
@@ -338,6 +338,17 @@ pub fn duration_text(s: f64) -> String {
         _ if s < 2 * YEAR => format!("{} days {:02} h", s / DAY, s % DAY / 3600),
         _ => format!("{} years", s / YEAR),
     }
+}
+
+/// Writes `text` and a newline to stderr, ignoring a failure: progress that cannot be shown
+/// (stderr on a full disk, `2>/dev/full`) must not end or panic the work it reports on
+/// (issue 55, item 4).
+fn stderr_line(text: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    let _ = err.write_all(b"\n");
+    let _ = err.flush();
 }
 
 #[cfg(test)]

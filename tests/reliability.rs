@@ -540,8 +540,8 @@ fn issue_28_item_11_plot_checked_before_training_and_result_printed_first() {
             "{bad}: no step ran: {log}"
         );
     }
-    // A destination that becomes unwritable only at the end (a directory holds its name):
-    // the result is on stdout, the plot's error after it.
+    // A directory that holds the plot's name is refused before training too (issue 55,
+    // item 2: an output is never anything but a regular file), and left as it was.
     std::fs::create_dir_all(tmp.path().join("late.svg/inside")).unwrap();
     let o = saintflow(
         &[
@@ -551,8 +551,12 @@ fn issue_28_item_11_plot_checked_before_training_and_result_printed_first() {
     );
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(out.contains("test accuracy"), "{out}");
-    assert!(err.contains("late.svg"), "{err}");
+    assert!(out.is_empty(), "nothing trained: {out}");
+    assert!(
+        err.contains("late.svg") && err.contains("a directory"),
+        "{err}"
+    );
+    assert!(tmp.path().join("late.svg/inside").is_dir());
 }
 
 /// Item 6: `embed` and `train` of an `[embedding]` plan, `sample`, `partition` and
@@ -650,8 +654,9 @@ fn issue_28_item_12_checkpoints_and_force_leave_the_users_files_alone() {
     );
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
+    // Issue 55, item 2: refused by the output guard, before anything is written.
     assert!(
-        err.contains("is a graph store") && err.contains("--checkpoint run/"),
+        err.contains("--checkpoint") && err.contains("is inside the graph store"),
         "{err}"
     );
     let after: Vec<_> = std::fs::read_dir(&g)

@@ -225,10 +225,10 @@ pub fn run(a: &ScaleSpec, progress: &Progress) -> Result<ScaleReport> {
     let memcap = if a.memcap.is_file() {
         Some(a.memcap.clone())
     } else {
-        eprintln!(
-            "warning: {} not found: runs are NOT memory-capped (pass --memcap PATH)",
+        crate::atomic::stderr_line(&format!(
+            "warning: {} not found: runs are NOT memory-capped (pass --memcap PATH)\n",
             a.memcap.display()
-        );
+        ));
         None
     };
     let exe = &a.exe;
@@ -237,7 +237,7 @@ pub fn run(a: &ScaleSpec, progress: &Progress) -> Result<ScaleReport> {
     for &(_, scale, degree) in &runs {
         let store = a.dir.join(store_name(scale, degree));
         if !store.exists() {
-            eprintln!("generating {}", store.display());
+            crate::atomic::stderr_line(&format!("generating {}", store.display()));
             let spec = KroneckerSpec {
                 scale,
                 degree: f64::from(degree),
@@ -286,8 +286,8 @@ pub fn run(a: &ScaleSpec, progress: &Progress) -> Result<ScaleReport> {
 }
 
 fn report(store: &Path, point: &Point) {
-    eprintln!(
-        "{}: {} steps, median {:.1} ms ({:.2} ms / 1000 nodes), cap peak {}, max anon {:.0} MiB",
+    crate::atomic::stderr_line(&format!(
+        "{}: {} steps, median {:.1} ms ({:.2} ms / 1000 nodes), cap peak {}, max anon {:.0} MiB\n",
         store.display(),
         point.steps,
         point.median_ms,
@@ -296,7 +296,7 @@ fn report(store: &Path, point: &Point) {
             .cap_peak
             .map_or("-".into(), |p| format!("{:.0} MiB", p as f64 / 1048576.0)),
         point.max_anon as f64 / 1048576.0
-    );
+    ));
 }
 
 fn run_one(

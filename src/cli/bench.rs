@@ -32,7 +32,7 @@ pub(super) struct ScaleArgs {
     #[arg(long, default_value_t = 20)]
     degree_scale: u32,
     /// Training steps per run, ≥ 1.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=super::MAX_STEPS))]
     steps: u64,
     /// Steps left out of the median at the start of each run.
     #[arg(long, default_value_t = 5)]
@@ -44,8 +44,8 @@ pub(super) struct ScaleArgs {
     /// dropout 0).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Worker threads of each run, ≥ 1.
-    #[arg(long, default_value_t = 2, value_parser = super::at_least_one)]
+    /// Worker threads of each run, 1 to 256.
+    #[arg(long, default_value_t = 2, value_parser = super::threads())]
     threads: usize,
     /// The memcap script (relative paths from the current directory); when it is absent
     /// runs are not capped, with a warning.
@@ -57,7 +57,7 @@ pub(super) struct ScaleArgs {
     /// Rounds: the whole list of runs is repeated this many times, round-robin (so a busy
     /// moment on a shared machine hits every point alike); a point's figure is the median
     /// of its rounds' medians.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
     /// Keep the stores' pages in the page cache between runs (default: dropped first).
     #[arg(long)]
@@ -75,6 +75,11 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         op: "find the saintflow binary at",
         source,
     })?;
+    crate::atomic::OutputGuard::new()
+        .input("--plan", &a.plan)
+        .input("--memcap", &a.memcap)
+        .dir("--output", &a.output)
+        .check()?;
     let spec = ScaleSpec {
         exe,
         dir: a.dir,
@@ -93,6 +98,6 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         output: a.output,
     };
     let report = scale::run(&spec, progress)?;
-    print!("{}", report.table);
+    super::out(&report.table.to_string())?;
     Ok(())
 }

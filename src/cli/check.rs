@@ -21,7 +21,7 @@ pub(super) fn run(a: CheckArgs, progress: &Progress) -> Result<()> {
     let result = check(&store);
     spinner.finish_and_clear();
     result?;
-    println!("ok: {} passed every check", a.store.display());
+    super::out(&format!("ok: {} passed every check\n", a.store.display()))?;
     Ok(())
 }
 

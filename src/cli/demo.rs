@@ -24,7 +24,7 @@ pub(super) struct DemoArgs {
     #[arg(long, default_value = "target/demo.sf")]
     output: PathBuf,
     /// Training epochs (0: generate and check only).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = super::count_in(0, super::MAX_EPOCHS as u64))]
     epochs: usize,
 }
 
@@ -38,21 +38,26 @@ pub(super) fn run(a: DemoArgs, registry: &Arc<Registry>, progress: &Progress) ->
         planted: Some(Planted::default()),
         ..KroneckerSpec::default()
     };
+    // The demo store replaces an earlier one (the store writer refuses a directory that is
+    // not a store); never a file, a link or a device, nor a path inside a store.
+    crate::atomic::OutputGuard::new()
+        .dir("--output", &a.output)
+        .check()?;
     if let Some(parent) = a.output.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| crate::StoreError::io(parent, "create directory", e))?;
     }
     let r = generate_kronecker(&spec, &a.output, true, progress)?;
-    println!(
-        "generated {} (planted Kronecker, scale {}) in {:.2} s",
+    super::out(&format!(
+        "generated {} (planted Kronecker, scale {}) in {:.2} s\n",
         a.output.display(),
         spec.scale,
         r.seconds
-    );
+    ))?;
     let store = GraphStore::open(&a.output)?;
     check(&store)?;
-    println!("check: ok");
-    print!("{}", info(&store).to_text());
+    super::out("check: ok\n")?;
+    super::out(&info(&store).to_text())?;
     if a.epochs == 0 {
         return Ok(());
     }
@@ -66,10 +71,10 @@ pub(super) fn run(a: DemoArgs, registry: &Arc<Registry>, progress: &Progress) ->
             "phase.1.sampler.roots=2000",
         ],
     )?;
-    println!(
-        "training plans/graphsage.toml (hidden 64, random walks from 1000 roots) for {} epochs",
+    super::out(&format!(
+        "training plans/graphsage.toml (hidden 64, random walks from 1000 roots) for {} epochs\n",
         a.epochs
-    );
+    ))?;
     let out = TrainOptions::new(&plan, &store)
         .registry(Arc::clone(registry))
         .progress(*progress)
@@ -78,9 +83,9 @@ pub(super) fn run(a: DemoArgs, registry: &Arc<Registry>, progress: &Progress) ->
         .graph_name(a.output.display().to_string())
         .train()?;
     let test = out.test.expect("a finished run is tested");
-    println!(
-        "test accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4} (best validation epoch {})",
+    super::out(&format!(
+        "test accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4} (best validation epoch {})\n",
         test.accuracy, test.f1_micro, test.f1_macro, out.best_epoch
-    );
+    ))?;
     Ok(())
 }

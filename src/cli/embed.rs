@@ -36,6 +36,11 @@ pub(super) struct EmbedArgs {
     /// Output `.npy` file.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing regular file at the output when it is one saintflow writes
+    /// there (never an input of the command, a file of the user's, a file inside a store,
+    /// a link or a device: those are refused even with `--force`).
+    #[arg(long)]
+    force: bool,
     /// Use the last parameters instead of the best-validation ones.
     #[arg(long)]
     last: bool,
@@ -47,18 +52,19 @@ pub(super) struct EmbedArgs {
     /// output's directory); they are unlinked at once, so nothing is left behind.
     #[arg(long, value_name = "DIR")]
     scratch_dir: Option<PathBuf>,
-    /// Memory for values kept between layers, in MiB, before they go to scratch files.
-    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    /// Memory for values kept between layers, in MiB, before they go to scratch files (0 to
+    /// 16777216, 16 TiB).
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
     memory: usize,
     /// Memory in MiB that the pass streams a large layer input through, in parts of rows
     /// (default: half of what the memory limit leaves beside the process).
-    #[arg(long, value_name = "MIB", value_parser = super::at_least_one)]
+    #[arg(long, value_name = "MIB", value_parser = super::buffer_mib())]
     buffer: Option<usize>,
     /// Skip the check that the parameters fit the machine's memory.
     #[arg(long)]
     no_memory_check: bool,
-    /// Worker threads, ≥ 1 (default: all cores).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Worker threads, 1 to 256 (default: all cores).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     /// `[embedding]` plans: seed of walks, negatives and initial rows.
     #[arg(long, default_value_t = 1)]
@@ -79,6 +85,18 @@ pub(super) struct EmbedArgs {
 }
 
 pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Result<()> {
+    let mut guard = crate::atomic::OutputGuard::new();
+    guard.input("PLAN", &a.plan).input("--graph", &a.graph);
+    if let Some(ck) = &a.checkpoint {
+        guard.input(
+            "--checkpoint",
+            &crate::train::checkpoint::checkpoint_file(ck),
+        );
+    }
+    guard
+        .file("--output", &a.output, a.force)
+        .ours("a .npy file", super::written::npy)
+        .check()?;
     if crate::plan::embedding::is_embedding_plan(&a.plan) {
         return embedding_plan(a, progress);
     }
@@ -150,14 +168,16 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         )
     })?;
     if let Some(why) = &out.in_memory {
-        eprintln!("note: the whole graph is evaluated in memory at once: {why}");
+        crate::atomic::stderr_line(&format!(
+            "note: the whole graph is evaluated in memory at once: {why}"
+        ));
     }
     let (rows, cols) = (out.rows, out.cols);
-    println!(
-        "wrote {} ({rows} nodes × {cols} {}, f32)",
+    super::out(&format!(
+        "wrote {} ({rows} nodes × {cols} {}, f32)\n",
         a.output.display(),
         if a.logits { "logits" } else { "features" }
-    );
+    ))?;
     Ok(())
 }
 
@@ -180,6 +200,8 @@ fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
         ))
         .into());
     }
+    // No fixed upper bound: an absurd run length is estimated after the first pool
+    // (issue 28, item 4), a clear note rather than a refusal.
     if let Some(e) = a.epochs.filter(|e| !(*e > 0.0 && e.is_finite())) {
         return Err(crate::embedding::EmbedError::Invalid(format!(
             "--epochs: {e} must be a positive number"

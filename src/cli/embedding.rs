@@ -100,13 +100,13 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
         n = out.parts,
     );
     if run.json {
-        println!(
-            "{}",
+        super::out(&format!(
+            "{}\n",
             serde_json::to_string(&out).map_err(|e| EmbedError::Invalid(e.to_string()))?
-        );
-        eprintln!("{line}");
+        ))?;
+        crate::atomic::stderr_line(&line.to_string());
     } else {
-        println!("{line}");
+        super::out(&format!("{line}\n"))?;
     }
     Ok(())
 }
@@ -127,7 +127,7 @@ pub(super) struct EvalEmbeddingArgs {
     )]
     ratios: Vec<f64>,
     /// Shuffles per fraction.
-    #[arg(long, default_value_t = 5, value_parser = super::at_least_one)]
+    #[arg(long, default_value_t = 5, value_parser = super::count_in(1, 1000))]
     repeats: usize,
     /// Seed of the shuffles; with `--holdout`, the training run's seed (it picks the
     /// held-out edges) and of the non-edges.
@@ -154,14 +154,27 @@ pub(super) struct EvalEmbeddingArgs {
     /// Draw Micro- and Macro-F1 against the labelled fraction to FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
-    /// Worker threads (default: all cores).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Replace an existing regular file at `--plot` when it is one saintflow writes
+    /// there (never an input of the command, a file of the user's, a file inside a store,
+    /// a link or a device: those are refused even with `--force`).
+    #[arg(long)]
+    force: bool,
+    /// Worker threads, 1 to 256 (default: all cores).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     #[command(flatten)]
     verify: super::check::VerifyArgs,
 }
 
 pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
+    if let Some(plot) = &a.plot {
+        crate::atomic::OutputGuard::new()
+            .input("EMBEDDING", &a.embedding)
+            .input("--graph", &a.graph)
+            .file("--plot", plot, a.force)
+            .ours("a PNG or SVG image", super::written::image)
+            .check()?;
+    }
     let store = GraphStore::open(&a.graph)?;
     a.verify.apply(&store)?;
     let emb = Embedding::load(&a.embedding)?;
@@ -193,49 +206,49 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
     let rows = match pool.install(|| score(emb, &name, &store, &scoring))? {
         Scores::Link { auc, edges } => {
             if a.json {
-                println!(
-                    "{}",
+                super::out(&format!(
+                    "{}\n",
                     serde_json::json!({"link_prediction": {"auc": auc, "held_out_edges": edges, "fraction": a.holdout}})
-                );
+                ))?;
             } else {
-                println!(
-                    "link prediction: AUC {auc:.4} on {edges} held-out edges and as many non-edges"
-                );
+                super::out(&format!(
+                    "link prediction: AUC {auc:.4} on {edges} held-out edges and as many non-edges\n"
+                ))?;
             }
             return Ok(());
         }
         Scores::Split(sc) => {
             if a.json {
-                println!("{}", serde_json::json!({ "split": sc }));
+                super::out(&format!("{}\n", serde_json::json!({ "split": sc })))?;
             } else {
-                println!(
-                    "store split: fitted on {} training nodes, scored on {} test nodes ({} nodes of those splits without a label left out): accuracy {:.4}  Micro-F1 {:.4}  Macro-F1 {:.4}",
+                super::out(&format!(
+                    "store split: fitted on {} training nodes, scored on {} test nodes ({} nodes of those splits without a label left out): accuracy {:.4}  Micro-F1 {:.4}  Macro-F1 {:.4}\n",
                     sc.train_nodes, sc.test_nodes, sc.unlabelled, sc.accuracy, sc.micro_f1, sc.macro_f1
-                );
+                ))?;
             }
             return Ok(());
         }
         Scores::Classify(rows) => rows,
     };
     if a.json {
-        println!(
-            "{}",
+        super::out(&format!(
+            "{}\n",
             serde_json::json!({"classification": rows, "repeats": a.repeats, "c": a.c, "normalized": !a.no_normalize})
-        );
+        ))?;
     } else {
-        println!(
-            "labelled  Micro-F1          Macro-F1          (mean ± sd over {} repeats)",
+        super::out(&format!(
+            "labelled  Micro-F1          Macro-F1          (mean ± sd over {} repeats)\n",
             a.repeats
-        );
+        ))?;
         for r in &rows {
-            println!(
-                "{:>7.0}%  {:.4} ± {:.4}   {:.4} ± {:.4}",
+            super::out(&format!(
+                "{:>7.0}%  {:.4} ± {:.4}   {:.4} ± {:.4}\n",
                 r.ratio * 100.0,
                 r.micro_f1,
                 r.micro_f1_std,
                 r.macro_f1,
                 r.macro_f1_std
-            );
+            ))?;
         }
     }
     if let Some(path) = &a.plot {

@@ -39,8 +39,8 @@ pub(super) struct ExplainArgs {
     /// else 16); a finite number ≥ 0.
     #[arg(long, value_parser = degree)]
     degree: Option<f64>,
-    /// Executor threads p, ≥ 1 (default: the rayon pool's).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Executor threads p, 1 to 256 (default: the rayon pool's).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     /// Cache bytes a feature block should fit (default: the detected L2).
     #[arg(long)]
@@ -110,10 +110,10 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
     };
     let (graph, report) = lower_and_plan(&p, &env, &opts)?;
     if a.dot {
-        print!("{}", explain_dot(&graph, &report));
+        super::out(&explain_dot(&graph, &report))?;
     } else {
-        println!(
-            "# {} ({}): F = {n_features}, C = {n_classes}, {}",
+        super::out(&format!(
+            "# {} ({}): F = {n_features}, C = {n_classes}, {}\n",
             p.name,
             a.plan.display(),
             if multilabel {
@@ -121,8 +121,8 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
             } else {
                 "single-label"
             }
-        );
-        print!("{}", explain_text(&graph, &report));
+        ))?;
+        super::out(&explain_text(&graph, &report))?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::atomic::OutputGuard;
 use crate::error::Result;
 use crate::train::checkpoint::checkpoint_file;
 use crate::train::export::{export_safetensors, Which};
@@ -27,6 +28,11 @@ pub(super) struct ExportArgs {
     /// (the checkpoint records only the plan's hash).
     #[arg(long)]
     plan: Option<PathBuf>,
+    /// Replace an existing regular file at the output when it is one saintflow writes
+    /// there (never an input of the command, a file of the user's, a file inside a store,
+    /// a link or a device: those are refused even with `--force`).
+    #[arg(long)]
+    force: bool,
 }
 
 pub(super) fn run(a: ExportArgs) -> Result<()> {
@@ -37,7 +43,16 @@ pub(super) fn run(a: ExportArgs) -> Result<()> {
     let _ = a.best; // the default
     let which = if a.last { Which::Last } else { Which::Best };
     let cp = checkpoint_file(&a.checkpoint);
+    let mut guard = OutputGuard::new();
+    guard.input("CHECKPOINT", &cp);
+    if let Some(p) = &a.plan {
+        guard.input("--plan", p);
+    }
+    guard
+        .file("--output", &a.output, a.force)
+        .ours("a .safetensors file", super::written::safetensors)
+        .check()?;
     let n = export_safetensors(&cp, &a.output, which, plan.as_deref())?;
-    println!("wrote {}: {n} tensors", a.output.display());
+    super::out(&format!("wrote {}: {n} tensors\n", a.output.display()))?;
     Ok(())
 }

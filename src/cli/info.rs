@@ -20,12 +20,12 @@ pub(super) fn run(a: InfoArgs) -> Result<()> {
     let store = GraphStore::open(&a.store)?;
     let i = info(&store);
     if a.json {
-        println!(
-            "{}",
+        super::out(&format!(
+            "{}\n",
             serde_json::to_string_pretty(&i).expect("info serialises")
-        );
+        ))?;
     } else {
-        print!("{}", i.to_text());
+        super::out(&i.to_text())?;
     }
     Ok(())
 }

@@ -88,10 +88,13 @@ pub fn main() -> ExitCode {
 /// error).
 pub fn run_with(registry: Registry) -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e),
+    };
     // The kernels ignore a `SAINTFLOW_ISA` they do not know; the command says so at once.
     if let Err(e) = saintflow_ops::isa::Isa::from_env() {
-        eprintln!("error: {e}");
+        crate::atomic::stderr_line(&format!("error: {e}"));
         return ExitCode::from(2);
     }
     let progress = Progress::new(cli.quiet);
@@ -119,8 +122,28 @@ pub fn run_with(registry: Registry) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::atomic::stderr_line(&format!("error: {e}"));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// What clap's `Error::exit` does, with the write checked (issue 55, item 4): `--help` and
+/// `--version` go to stdout (exit 0, or 1 when stdout cannot be written), a usage error to
+/// stderr (exit 2 whether or not stderr can be written).
+fn clap_exit(e: clap::Error) -> ExitCode {
+    let code = u8::try_from(e.exit_code()).unwrap_or(2);
+    let text = e.render().to_string();
+    if e.use_stderr() {
+        crate::atomic::stderr_line(text.trim_end_matches('\n'));
+        ExitCode::from(code)
+    } else {
+        match crate::atomic::stdout_write(&text) {
+            Ok(()) => ExitCode::from(code),
+            Err(err) => {
+                crate::atomic::stderr_line(&format!("error: {err}"));
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -147,6 +170,102 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(k) => Ok(k),
         Err(_) => Err(format!("{s:?} is not a whole number")),
     }
+}
+
+/// The most worker threads a command starts (`--threads`): enough to oversubscribe any
+/// machine saintflow runs on; more only stalls it (issue 55, item 5: 100000 spawned ~590
+/// threads and hung). 0 is a usage error as well, never "all cores" (that is the default
+/// when `--threads` is absent), in every command.
+pub const MAX_THREADS: usize = 256;
+
+/// The most epochs a run takes (`--epochs`).
+pub const MAX_EPOCHS: usize = 1_000_000;
+
+/// The most steps a run takes (`--steps`, `bench scale --steps`).
+pub const MAX_STEPS: u64 = 1_000_000_000_000;
+
+/// The most MiB `--memory` and `--buffer` take: 16 TiB, beyond any machine's memory (a
+/// larger number would overflow the byte count it is turned into).
+pub const MAX_MIB: usize = 1 << 24;
+
+/// A whole number in `lo..=hi`: clap's error names the range (usage error, exit 2).
+fn count_in(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
+}
+
+/// `--threads`: 1 ..= [`MAX_THREADS`].
+fn threads() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(1, MAX_THREADS as u64)
+}
+
+/// `--epochs`: 1 ..= [`MAX_EPOCHS`].
+fn epochs() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(1, MAX_EPOCHS as u64)
+}
+
+/// `--memory`: 0 ..= [`MAX_MIB`] (0: every value kept between layers goes to scratch
+/// files).
+fn memory_mib() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(0, MAX_MIB as u64)
+}
+
+/// `--buffer`: 1 ..= [`MAX_MIB`].
+fn buffer_mib() -> clap::builder::RangedU64ValueParser<usize> {
+    count_in(1, MAX_MIB as u64)
+}
+
+/// Recognisers of the files saintflow writes at each single-file output
+/// ([`crate::atomic::OutputGuard::ours`]): `--force` replaces one of these, never a file
+/// of the user's (issue 55, item 2).
+pub mod written {
+    /// A `.safetensors` file: an 8-byte little-endian header length, then a JSON object.
+    pub fn safetensors(head: &[u8]) -> bool {
+        head.len() > 8 && head[8] == b'{'
+    }
+
+    /// A `.npy` file.
+    pub fn npy(head: &[u8]) -> bool {
+        head.starts_with(b"\x93NUMPY")
+    }
+
+    /// A PNG or SVG image (`plot`, `--plot`).
+    pub fn image(head: &[u8]) -> bool {
+        let text = head.trim_ascii_start();
+        head.starts_with(b"\x89PNG\r\n\x1a\n")
+            || text.starts_with(b"<svg")
+            || text.starts_with(b"<?xml")
+    }
+
+    /// A training log: its first record is the run's.
+    pub fn log(head: &[u8]) -> bool {
+        head.starts_with(b"{\"kind\":\"run\"")
+    }
+
+    /// A checkpoint (any version: a newer saintflow's too).
+    pub fn checkpoint(head: &[u8]) -> bool {
+        head.starts_with(b"SFCKPT")
+    }
+
+    /// Normalisation counts (`sample --save-norm`).
+    pub fn norm(head: &[u8]) -> bool {
+        head.starts_with(b"SFNORM")
+    }
+
+    /// A METIS graph file: its first line is two or three whole numbers.
+    pub fn metis(head: &[u8]) -> bool {
+        let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+        let fields: Vec<&[u8]> = line
+            .split(|&b| b == b' ')
+            .filter(|f| !f.is_empty())
+            .collect();
+        (2..=3).contains(&fields.len()) && fields.iter().all(|f| f.iter().all(u8::is_ascii_digit))
+    }
+}
+
+/// Writes `text` to stdout: a write that fails (a full disk behind `> FILE`, `/dev/full`)
+/// ends the command with exit 1 and a message, never a panic (issue 55, item 4).
+fn out(text: &str) -> Result<(), crate::error::Error> {
+    Ok(crate::atomic::stdout_write(text)?)
 }
 
 /// Parses "a,b,c" into three fractions.

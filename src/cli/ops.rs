@@ -22,7 +22,7 @@ pub(super) struct OpsArgs {
 
 pub(super) fn run(a: OpsArgs, registry: &Registry) -> Result<()> {
     if a.markdown {
-        print!("{}", registry.catalogue_markdown());
+        super::out(&registry.catalogue_markdown())?;
         return Ok(());
     }
     let names: Vec<&str> = match &a.name {
@@ -49,7 +49,7 @@ pub(super) fn run(a: OpsArgs, registry: &Registry) -> Result<()> {
             .iter()
             .map(|(n, attrs, doc)| serde_json::json!({"name": n, "attributes": attrs, "doc": doc}))
             .collect();
-        println!("{}", serde_json::Value::Array(v));
+        super::out(&format!("{}\n", serde_json::Value::Array(v)))?;
         return Ok(());
     }
     let width = entries.iter().map(|e| e.0.len()).max().unwrap_or(0);
@@ -59,16 +59,16 @@ pub(super) fn run(a: OpsArgs, registry: &Registry) -> Result<()> {
         .collect();
     let aw = attrs.iter().map(|a| a.chars().count()).max().unwrap_or(0);
     for ((n, _, doc), attrs) in entries.iter().zip(&attrs) {
-        println!("{n:width$}  {attrs:aw$}  {doc}");
+        super::out(&format!("{n:width$}  {attrs:aw$}  {doc}\n"))?;
     }
     if a.name.is_none() {
-        println!(
+        super::out(
             "\nAlso in every `out` expression: `a @ b` (matmul chain), `a + b` (add, bias rows \
              broadcast), `a - b`, `a * b`, `c * a`, `-a`; the adjacencies A, A_mean, A_sym, \
              A_saint; x and the layer's parameters; earlier outputs h0 (the features), h1, h2, \
              … and named layers; [constants], `l` (the copy of a repeated layer), and `log`, \
-             `exp`, `sqrt` of numbers (plans/README.md)."
-        );
+             `exp`, `sqrt` of numbers (plans/README.md).\n",
+        )?;
     }
     Ok(())
 }

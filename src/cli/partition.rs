@@ -46,7 +46,9 @@ pub(super) struct PartitionArgs {
     /// Also write the graph in METIS format (for `gpmetis`; scripts/partition_vs_metis.sh).
     #[arg(long)]
     metis_out: Option<PathBuf>,
-    /// Replace an earlier partition directory at the output.
+    /// Replace an earlier partition directory at the output, and an earlier METIS file at
+    /// `--metis-out` (never the source store, a file of the user's, a file inside a store, a
+    /// link or a device).
     #[arg(long)]
     force: bool,
     /// Print the summary as JSON (partition.json's content).
@@ -58,6 +60,18 @@ pub(super) struct PartitionArgs {
 }
 
 pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) -> Result<()> {
+    let mut guard = crate::atomic::OutputGuard::new();
+    guard.input("STORE", &a.store);
+    if let Some(p) = &a.plan {
+        guard.input("--plan", p);
+    }
+    guard.dir("--output", &a.out);
+    if let Some(m) = &a.metis_out {
+        guard
+            .file("--metis-out", m, a.force)
+            .ours("a METIS graph file", super::written::metis);
+    }
+    guard.check()?;
     a.verify.apply(&crate::store::GraphStore::open(&a.store)?)?;
     let layers = match (&a.plan, a.layers) {
         (Some(path), _) => {
@@ -65,10 +79,10 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
             let l =
                 crate::train::plan_hops(&super::train::load_plan(path, &[])?, &store, registry)?;
             if l == 0 {
-                eprintln!(
+                crate::atomic::stderr_line(&format!(
                     "note: {}: no message passing (L = 0): no walks, augmentation off, parts get no replicas",
                     path.display()
-                );
+                ));
             }
             l
         }
@@ -95,14 +109,14 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
     };
     let r = partition_store(&a.store, &a.out, &spec, a.force, progress)?;
     if a.json {
-        println!(
-            "{}",
+        super::out(&format!(
+            "{}\n",
             serde_json::to_string_pretty(&r).expect("a report serialises")
-        );
+        ))?;
         return Ok(());
     }
-    println!(
-        "{}: {} nodes, {} edges into {} parts (ε {}, seed {}) in {:.2} s",
+    super::out(&format!(
+        "{}: {} nodes, {} edges into {} parts (ε {}, seed {}) in {:.2} s\n",
         a.out.display(),
         r.n_nodes,
         r.n_edges,
@@ -110,9 +124,9 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
         r.epsilon,
         r.seed,
         r.total_seconds
-    );
-    println!(
-        "edge cut {} ({:.2}% of edges; initial {}), balance {:.3}, replication factor {:.4} (α {}, L {})",
+    ))?;
+    super::out(&format!(
+        "edge cut {} ({:.2}% of edges; initial {}), balance {:.3}, replication factor {:.4} (α {}, L {})\n",
         r.edge_cut,
         100.0 * r.cut_ratio,
         r.initial_cut,
@@ -120,27 +134,27 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
         r.replication_factor,
         r.alpha,
         r.layers
-    );
-    println!("part      own  replicas  budget  boundary    walks  edge cut  balance");
+    ))?;
+    super::out("part      own  replicas  budget  boundary    walks  edge cut  balance\n")?;
     for p in &r.parts {
-        println!(
-            "{:>4} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8.3}",
+        super::out(&format!(
+            "{:>4} {:>8} {:>9} {:>7} {:>9} {:>8} {:>9} {:>8.3}\n",
             p.part, p.own, p.replicas, p.budget, p.boundary, p.walks, p.edge_cut, p.balance
-        );
+        ))?;
     }
     if r.ranks.len() < r.k {
-        println!("rank  parts            own  replicas      load  store");
+        super::out("rank  parts            own  replicas      load  store\n")?;
         for rk in &r.ranks {
             let parts: Vec<String> = rk.parts.iter().map(usize::to_string).collect();
-            println!(
-                "{:>4}  {:<12} {:>8} {:>9} {:>9}  {}",
+            super::out(&format!(
+                "{:>4}  {:<12} {:>8} {:>9} {:>9}  {}\n",
                 rk.rank,
                 parts.join(","),
                 rk.own,
                 rk.replicas,
                 rk.load,
                 rk.store
-            );
+            ))?;
         }
     }
     Ok(())

@@ -34,7 +34,7 @@ pub(super) struct SampleArgs {
     /// Graph to sample from.
     #[arg(long, value_enum, default_value = "train")]
     graph: GraphArg,
-    /// Number of subgraphs, ≥ 1.
+    /// Number of subgraphs, ≥ 1 (checked against memory, with the sampler's sizes).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     count: u64,
     /// Seed: subgraph i depends only on (seed, i).
@@ -46,6 +46,10 @@ pub(super) struct SampleArgs {
     /// Also estimate GraphSAINT normalisation from these subgraphs and write it here.
     #[arg(long)]
     save_norm: Option<PathBuf>,
+    /// Replace an existing file of normalisation counts at `--save-norm` (never a file of
+    /// the user's, a file inside the store, a link or a device: refused even with it).
+    #[arg(long)]
+    force: bool,
     /// One JSON object per subgraph, then a summary object.
     #[arg(long)]
     json: bool,
@@ -302,6 +306,13 @@ fn check_memory(a: &SampleArgs) -> Result<()> {
 }
 
 pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
+    if let Some(path) = &a.save_norm {
+        crate::atomic::OutputGuard::new()
+            .input("STORE", &a.store)
+            .file("--save-norm", path, a.force)
+            .ours("saintflow's normalisation counts", super::written::norm)
+            .check()?;
+    }
     let store = GraphStore::open(&a.store)?;
     a.verify.apply(&store)?;
     let (g, graph_name) = match a.graph {
@@ -343,17 +354,17 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
             ms: dt,
         };
         if a.json {
-            println!(
-                "{}",
+            super::out(&format!(
+                "{}\n",
                 serde_json::to_string(&rec).expect("record serialises")
-            );
+            ))?;
         } else if a.count <= 20 {
             bar.suspend(|| {
-                println!(
-                    "subgraph {:>4}: {:>8} nodes {:>10} edges  mean degree {:>7.2}  max {:>6}  {:>8.2} ms",
+                super::out(&format!(
+                    "subgraph {:>4}: {:>8} nodes {:>10} edges  mean degree {:>7.2}  max {:>6}  {:>8.2} ms\n",
                     i, rec.nodes, rec.edges, rec.mean_degree, rec.max_degree, dt
-                )
-            });
+                ))
+            })?;
         }
         bar.inc(1);
     }
@@ -381,26 +392,26 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
         threads: 1,
     };
     if a.json {
-        println!(
-            "{}",
+        super::out(&format!(
+            "{}\n",
             serde_json::to_string(&summary).expect("summary serialises")
-        );
+        ))?;
     } else {
-        println!(
-            "{} on the {} graph: {} subgraphs, mean {:.1} nodes / {:.1} edges (mean degree {:.2}), median {:.2} ms per subgraph (1 thread), {:.1} subgraphs/s; {:.1}% of the nodes with edges covered",
+        super::out(&format!(
+            "{} on the {} graph: {} subgraphs, mean {:.1} nodes / {:.1} edges (mean degree {:.2}), median {:.2} ms per subgraph (1 thread), {:.1} subgraphs/s; {:.1}% of the nodes with edges covered\n",
             summary.sampler, graph_name, a.count, summary.mean_nodes, summary.mean_edges, summary.mean_degree,
             summary.median_ms, summary.subgraphs_per_s, summary.coverage * 100.0
-        );
+        ))?;
     }
     if let Some(path) = &a.save_norm {
         let counts = NormCounts::estimate(sampler.as_ref(), a.count, a.seed, clip)?;
         counts.save(path)?;
         if !a.json {
-            println!(
-                "normalisation counts over {} subgraphs written to {}",
+            super::out(&format!(
+                "normalisation counts over {} subgraphs written to {}\n",
                 a.count,
                 path.display()
-            );
+            ))?;
         }
     }
     Ok(())

@@ -43,19 +43,19 @@ pub(super) struct TrainArgs {
     /// Seed of parameters, subgraphs and dropout.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Worker threads, ≥ 1 (default: all cores).
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Worker threads, 1 to 256 (default: all cores).
+    #[arg(long, value_parser = super::threads())]
     threads: Option<usize>,
     /// `[embedding]` plans: where the SGD runs, `cpu` or `cuda[:K]` (GPU K, fed by the
     /// CPU's samplers; needs a build with `--features cuda`). GNN plans train on the CPU.
     #[arg(long, default_value = "cpu")]
     device: crate::embedding::Device,
-    /// Total epochs instead of the plan's phases' sum, ≥ 1.
-    #[arg(long, value_parser = super::at_least_one)]
+    /// Total epochs instead of the plan's phases' sum, 1 to 1000000.
+    #[arg(long, value_parser = super::epochs())]
     epochs: Option<usize>,
     /// Stop after N steps in total (the epoch in progress is cut short; it is evaluated
     /// and tested as the last one, but not checkpointed).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=super::MAX_STEPS))]
     steps: Option<u64>,
     /// No full-graph pass: no validation and no final test (the log ends with the last
     /// `epoch` record). For timing runs.
@@ -70,12 +70,13 @@ pub(super) struct TrainArgs {
     /// temporary directory].
     #[arg(long, value_name = "DIR")]
     scratch_dir: Option<PathBuf>,
-    /// Memory for values kept between layers in evaluation, in MiB, before scratch files.
-    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    /// Memory for values kept between layers in evaluation, in MiB, before scratch files
+    /// (0 to 16777216, 16 TiB).
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
     memory: usize,
     /// Memory in MiB that evaluation streams a large layer input through, in parts of rows
     /// (default: half of what the memory limit leaves beside the process).
-    #[arg(long, value_name = "MIB", value_parser = super::at_least_one)]
+    #[arg(long, value_name = "MIB", value_parser = super::buffer_mib())]
     buffer: Option<usize>,
     /// Skip the check that the parameters, the optimiser's state and one step fit the
     /// machine's memory (MemTotal, or the cgroup's memory limit): for a machine with swap.
@@ -104,9 +105,12 @@ pub(super) struct TrainArgs {
     /// `--resume`, which continues from the checkpoint's.
     #[arg(long, value_name = "FILE.safetensors", conflicts_with = "resume")]
     init_from: Option<PathBuf>,
-    /// Start afresh and replace the checkpoint `--checkpoint` already holds (without it, an
-    /// existing checkpoint is refused unless `--resume` continues it).
-    #[arg(long, requires = "checkpoint", conflicts_with = "resume")]
+    /// Start afresh and replace what `--checkpoint`, `--log` and `--plot` already hold
+    /// (without it, an existing checkpoint or log is refused unless `--resume` continues
+    /// it, and an existing plot is refused). Never an input of the run, a file inside a
+    /// store, a file saintflow does not write there (the user's), a link or a device: those
+    /// are refused even with `--force`.
+    #[arg(long, conflicts_with = "resume")]
     force: bool,
     /// Write the JSON-lines log here (schema: docs/LOG.md).
     #[arg(long)]
@@ -120,7 +124,8 @@ pub(super) struct TrainArgs {
     plot: Option<PathBuf>,
 }
 
-/// A rayon pool of `threads` (None: one per core; an explicit 0 is one thread).
+/// A rayon pool of `threads` (None: one per core). The flags' parsers keep an explicit
+/// count in 1 ..= [`super::MAX_THREADS`] (issue 55, item 5).
 pub(super) fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
     crate::exec::rayon_pool(threads.map_or(0, |t| t.max(1)))
         .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}"))))
@@ -301,7 +306,7 @@ fn run_partitions(
     match run() {
         Err(e) if size > 1 => {
             // The other ranks wait in a collective call: end the job now, with the reason.
-            eprintln!("saintflow: rank {rank} of {size}: {e}");
+            crate::atomic::stderr_line(&format!("saintflow: rank {rank} of {size}: {e}"));
             comm.abort(1)
         }
         r => r,
@@ -318,12 +323,12 @@ fn options<'a>(
     progress: &Progress,
 ) -> Result<TrainOptions<'a>> {
     if !a.verify && !a.no_verify && !Verify::Auto.runs_check(store) {
-        eprintln!(
+        crate::atomic::stderr_line(&format!(
             "note: {} holds {:.1} GiB, more than the 1 GiB checked in full before training by \
              default; only its O(N) sections were verified (pass --verify for the full check)",
             graph.display(),
             store_bytes(store) as f64 / (1u64 << 30) as f64
-        );
+        ));
     }
     let mut opts = TrainOptions::new(plan, store)
         .registry(Arc::clone(registry))
@@ -357,11 +362,15 @@ fn options<'a>(
         });
     // A run's output directories are made on demand (`--checkpoint run/ --log run/log.jsonl`).
     let outputs = a.checkpoint.as_deref().map(checkpoint_file);
+    // What no flag allows first, then the checkpoint's own message about what it holds,
+    // then an existing log or plot.
+    guard(a, graph, outputs.as_deref(), false)?;
     // Issue 28, item 12: a finished (or interrupted) run's checkpoint is not replaced
     // silently by a fresh run.
     if let Some(ck) = outputs.as_ref().filter(|_| !a.resume && !a.force) {
         crate::train::checkpoint::refuse_replacing(ck, "--resume", "--force")?;
     }
+    guard(a, graph, outputs.as_deref(), true)?;
     for path in outputs.iter().chain(&a.log).chain(&a.plot) {
         crate::atomic::create_parent_dirs(path).map_err(|e| {
             Error::Train(crate::train::TrainError::io(
@@ -385,6 +394,40 @@ fn options<'a>(
         opts = opts.init_from(init);
     }
     Ok(opts)
+}
+
+/// Issue 55, item 2: the run's outputs never replace its inputs (the plan, the store, the
+/// `--init-from` weights), each other, a store's file, a link or a device; an existing
+/// checkpoint or log is continued only by `--resume` (with a checkpoint to resume from)
+/// and replaced only with `--force`, an existing plot only with `--force`. `existing`:
+/// whether to refuse an existing log or plot too (else only what no flag allows).
+fn guard(a: &TrainArgs, graph: &Path, checkpoint: Option<&Path>, existing: bool) -> Result<()> {
+    let mut g = crate::atomic::OutputGuard::new();
+    g.input("PLAN", &a.plan).input("--graph", graph);
+    if let Some(init) = &a.init_from {
+        g.input("--init-from", init);
+    }
+    let resuming = a.resume && checkpoint.is_some_and(Path::exists);
+    if let Some(ck) = checkpoint {
+        // Whether an existing one may be replaced is `refuse_replacing`'s (it names the
+        // checkpoint it finds).
+        g.file_or("--checkpoint", ck, true, "")
+            .ours("a saintflow checkpoint", super::written::checkpoint);
+    }
+    if let Some(log) = &a.log {
+        g.file_or(
+            "--log",
+            log,
+            !existing || a.force || resuming,
+            "a fresh run would truncate it: --resume continues it (with the run's --checkpoint), --force replaces it",
+        )
+        .ours("a training log", super::written::log);
+    }
+    if let Some(plot) = &a.plot {
+        g.file("--plot", plot, !existing || a.force)
+            .ours("a PNG or SVG image", super::written::image);
+    }
+    Ok(g.check()?)
 }
 
 /// The summary line of a finished run, then its plot: a plot that fails late (its
@@ -423,9 +466,9 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
         ),
     };
     if a.json {
-        eprintln!("{line}");
+        crate::atomic::stderr_line(&line.to_string());
     } else {
-        println!("{line}");
+        super::out(&format!("{line}\n"))?;
     }
     if let Some(path) = &a.plot {
         let runs = [(plan.name.clone(), outcome.records.clone())];

@@ -98,7 +98,11 @@ impl LogSink {
         }
         self.bytes += line.len() as u64;
         if self.stdout {
-            print!("{line}");
+            // Issue 55, item 4: `--json > FILE` on a full disk ends the run with an error,
+            // not a panic (a closed pipe is SIGPIPE's, before this).
+            let mut out = std::io::stdout().lock();
+            out.write_all(line.as_bytes())
+                .map_err(|e| TrainError::io(Path::new("stdout"), "write (the --json log)", e))?;
         }
         self.records.push(r);
         Ok(())
@@ -110,7 +114,9 @@ impl LogSink {
             f.sync_data().map_err(|e| TrainError::io(p, "fsync", e))?;
         }
         if self.stdout {
-            let _ = std::io::stdout().flush();
+            std::io::stdout()
+                .flush()
+                .map_err(|e| TrainError::io(Path::new("stdout"), "write (the --json log)", e))?;
         }
         Ok(self.bytes)
     }
