@@ -520,10 +520,31 @@ fn issue55_item4_a_full_stdout_or_stderr_is_an_error_not_a_panic() {
             "1",
             "--json",
         ],
+        vec![
+            "gen",
+            "kronecker",
+            "--scale",
+            "6",
+            "-o",
+            "xg.sf",
+            "--force",
+            "-q",
+        ],
+        vec![
+            "import",
+            "edgelist",
+            "edges.txt",
+            "--symmetrize",
+            "-o",
+            "xe.sf",
+            "--force",
+            "-q",
+        ],
         vec!["--help"],
         vec!["train", "--help"],
         vec!["--version"],
     ];
+    std::fs::write(d.join("edges.txt"), "0 1\n1 2\n2 0\n").unwrap();
     for args in &printing {
         let o = onto_full(args, d, "stdout");
         let err = stderr(&o);

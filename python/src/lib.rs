@@ -284,89 +284,29 @@ fn checkpoint_files(arg: &std::path::Path) -> Vec<(&'static str, PathBuf)> {
     )]
 }
 
-/// The rule of the CLI's outputs (issue 55 item 2), for `output=`: never one of the call's
-/// `inputs` (compared as files, through links), never inside the store `store_dir`, never
-/// anything but a regular file (a directory, device, FIFO or symbolic link is refused even
-/// with `force`), and an existing regular file only with `force=True`.
-///
-/// The binding's own check until the library's shared output guard (`saintflow::atomic`,
-/// issue 55 item 2) is in place; then this becomes a call to it.
+/// Checks an output path of a call by the command line's rule, through the library's one
+/// guard ([`saintflow::atomic::OutputGuard`], issue 55 item 2): never one of `inputs` (the
+/// plan, the checkpoint's files) nor a file inside a graph store, never anything but a
+/// regular file (a directory, device, FIFO or symbolic link is refused even with `force`),
+/// an existing regular file only with `force=True` (or a log's `resume=True`), and then
+/// only a file `recognise` says saintflow wrote there (`what`): never a file of the user's.
 fn check_output(
     output: &std::path::Path,
     inputs: &[(&str, PathBuf)],
-    store_dir: Option<&std::path::Path>,
     force: bool,
+    what: &'static str,
+    recognise: saintflow::atomic::Recognise,
 ) -> PyResult<()> {
-    use std::os::unix::fs::FileTypeExt;
-    let shown = output.display();
-    let refuse = |what: String| Err(SaintflowError::new_err(format!("output {shown}: {what}")));
-    // A path as the file it names: through links, and for a file not there yet, through
-    // its directory (a log and a checkpoint a run is about to create can be one file).
-    let resolved = |p: &std::path::Path| -> Option<PathBuf> {
-        p.canonicalize().ok().or_else(|| {
-            let dir = match p.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            Some(dir.canonicalize().ok()?.join(p.file_name()?))
-        })
-    };
-    let same = |a: &std::path::Path, b: &std::path::Path| match (resolved(a), resolved(b)) {
-        (Some(a), Some(b)) => a == b,
-        _ => false,
-    };
-    for (name, input) in inputs {
-        if same(output, input) {
-            return refuse(format!(
-                "is the {name} {} this call reads; an output never replaces an input, expected another path, got the input itself",
-                input.display()
-            ));
-        }
+    let mut guard = saintflow::atomic::OutputGuard::new();
+    for (name, path) in inputs {
+        guard.input(name, path);
     }
-    if let Some(dir) = store_dir {
-        let parent = match output.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if let (Ok(p), Ok(d)) = (parent.canonicalize(), dir.canonicalize()) {
-            if p.starts_with(&d) {
-                return refuse(format!(
-                    "is inside the graph store {}; saintflow never writes into a store, expected a path outside it",
-                    dir.display()
-                ));
-            }
-        }
-    }
-    let meta = match std::fs::symlink_metadata(output) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return refuse(format!("cannot examine it: {e}")),
-    };
-    let t = meta.file_type();
-    let kind = if t.is_file() {
-        None
-    } else if t.is_symlink() {
-        Some("a symbolic link")
-    } else if t.is_dir() {
-        Some("a directory")
-    } else if t.is_fifo() {
-        Some("a FIFO")
-    } else if t.is_char_device() {
-        Some("a character device")
-    } else if t.is_block_device() {
-        Some("a block device")
-    } else {
-        Some("a socket")
-    };
-    match kind {
-        Some(kind) => refuse(format!(
-            "exists and is {kind}; saintflow writes only regular files and never replaces \
-             anything else (not even with force=True), expected a regular file or no file, \
-             got {kind}"
-        )),
-        None if !force => refuse("exists; pass force=True to replace it".to_string()),
-        None => Ok(()),
-    }
+    guard
+        .file_or("output", output, force, "pass force=True to replace it")
+        .ours(what, recognise);
+    guard
+        .check()
+        .map_err(|e| SaintflowError::new_err(e.to_string().replace("--force", "force=True")))
 }
 
 /// The pool that calls without a thread count of their own run on (one worker per core).
@@ -1779,7 +1719,13 @@ fn _train<'py>(
             if let Some(c) = &checkpoint {
                 inputs.extend(checkpoint_files(c));
             }
-            check_output(l, &inputs, Some(store_ref.path()), force || resume)?;
+            check_output(
+                l,
+                &inputs,
+                force || resume,
+                "a training log",
+                saintflow::atomic::written::log,
+            )?;
             saintflow::atomic::create_parent_dirs(l).map_err(|e| {
                 TrainError::new_err(format!("{}: cannot create its directory: {e}", l.display()))
             })?;
@@ -1853,7 +1799,13 @@ fn _embed(
         let memory_bytes = mib_bytes(memory_mib)?;
         let mut inputs: Vec<(&str, PathBuf)> = vec![("plan", plan.path.clone())];
         inputs.extend(checkpoint_files(&checkpoint));
-        check_output(&output, &inputs, Some(store.path()), force)?;
+        check_output(
+            &output,
+            &inputs,
+            force,
+            "a .npy file",
+            saintflow::atomic::written::npy,
+        )?;
         let label = plan.path.display().to_string();
         let params = lib(saintflow::train::checkpoint::params_for(
             &checkpoint,
@@ -1925,8 +1877,9 @@ fn _train_embedding(
         check_output(
             &output,
             &[("plan", plan.path.clone())],
-            Some(store_arc.path()),
             force,
+            "a .npy file",
+            saintflow::atomic::written::npy,
         )?;
         let o: Vec<&str> = plan.overrides.iter().map(String::as_str).collect();
         let ep =

@@ -427,11 +427,18 @@ def test_issue55_embed_output_follows_the_clis_rule(tmp_path, store, checkpoint)
     out.write_bytes(b"a file of the user's")
     with pytest.raises(sf.SaintflowError, match="exists; pass force=True to replace it"):
         sf.embed(plan, store, checkpoint, output=out)
+    # force=True replaces what saintflow wrote there, never a file of the user's (the CLI's
+    # --force, one guard for both).
+    with pytest.raises(sf.SaintflowError, match="exists and is not a .npy file"):
+        sf.embed(plan, store, checkpoint, output=out, force=True)
     assert out.read_bytes() == b"a file of the user's"
+    out.unlink()
+    first = sf.embed(plan, store, checkpoint, output=out)
     e = sf.embed(plan, store, checkpoint, output=out, force=True)
     assert e.shape[0] == store.n_nodes and np.load(out).shape == e.shape
+    np.testing.assert_array_equal(first, e)
     plan_bytes, ck_bytes = plan.read_bytes(), checkpoint.read_bytes()
-    for target, match in ((plan, "is the plan"), (checkpoint, "is the checkpoint"),
+    for target, match in ((plan, "is the file plan"), (checkpoint, "is the file checkpoint"),
                           (store.path / "header.sf", "inside the graph store")):
         with pytest.raises(sf.SaintflowError, match=match):
             sf.embed(plan, store, checkpoint, output=target, force=True)
@@ -453,9 +460,13 @@ def test_issue55_an_embedding_plans_output_follows_the_same_rule(tmp_path, store
     small = {"embedding.dim": 8, "embedding.walk_length": 5, "embedding.window": 2}
     with pytest.raises(sf.SaintflowError, match="exists; pass force=True"):
         sf.train(sf.Plan.load(DEEPWALK, small), store, epochs=1, output=out, progress=False)
+    with pytest.raises(sf.SaintflowError, match="exists and is not a .npy file"):
+        sf.train(sf.Plan.load(DEEPWALK, small), store, epochs=1, output=out, force=True, progress=False)
     assert out.read_bytes() == b"keep me"
+    out.unlink()
+    sf.train(sf.Plan.load(DEEPWALK, small), store, epochs=1, output=out, progress=False)
     r = sf.train(sf.Plan.load(DEEPWALK, small), store, epochs=1, output=out, force=True, progress=False)
-    assert r.embedding.shape == (store.n_nodes, 8)
+    assert r.embedding.shape == (store.n_nodes, 8) and np.load(out).shape == (store.n_nodes, 8)
 
 
 # ------------------------------------------------------------------ the training graph (item 11)
@@ -512,11 +523,16 @@ def test_issue55_train_log_follows_the_clis_rule(tmp_path, store):
         sf.train(plan, store, epochs=1, log=log, progress=False)
     assert log.read_text() == "an earlier run's log\n"
     plan_text = plan.read_text()
-    for target, match in ((plan, "is the plan"), (tmp_path / "ck.bin", "is the checkpoint"),
+    for target, match in ((plan, "is the file plan"), (tmp_path / "ck.bin", "is the file checkpoint"),
                           (store.path / "roles.u8", "inside the graph store")):
         with pytest.raises(sf.SaintflowError, match=match):
             sf.train(plan, store, epochs=1, log=target, checkpoint=tmp_path / "ck.bin", force=True, progress=False)
     assert plan.read_text() == plan_text
     store.check()
+    with pytest.raises(sf.SaintflowError, match="exists and is not a training log"):
+        sf.train(plan, store, epochs=1, log=log, force=True, progress=False)
+    assert log.read_text() == "an earlier run's log\n"
+    log.unlink()
+    sf.train(plan, store, epochs=1, log=log, progress=False)
     sf.train(plan, store, epochs=1, log=log, force=True, progress=False)
-    assert '"kind"' in log.read_text()
+    assert log.read_text().count('"kind":"run"') == 1

@@ -92,8 +92,8 @@ pub(super) fn run(g: Gen, progress: &Progress) -> Result<()> {
         bucket_bytes: a.bucket_mib << 20,
     };
     let r = generate_kronecker(&spec, &a.output, a.force, progress)?;
-    println!(
-        "wrote {}: {} nodes, {} undirected edges ({} draws, {} self loops and {} duplicate entries dropped) in {:.2} s, {:.3e} draws/s",
+    super::out(&format!(
+        "wrote {}: {} nodes, {} undirected edges ({} draws, {} self loops and {} duplicate entries dropped) in {:.2} s, {:.3e} draws/s\n",
         a.output.display(),
         r.n_nodes,
         r.entries / 2,
@@ -102,6 +102,6 @@ pub(super) fn run(g: Gen, progress: &Progress) -> Result<()> {
         r.duplicates,
         r.seconds,
         r.draws as f64 / r.seconds.max(1e-9)
-    );
+    ))?;
     Ok(())
 }

@@ -145,8 +145,8 @@ pub(super) struct OgbArgs {
 /// Prints the import's report, then the [`warnings`](crate::store::import::warnings) about
 /// the store it wrote.
 fn report(out: &std::path::Path, r: &ImportReport) -> Result<()> {
-    println!(
-        "wrote {}: {} nodes, {} undirected edges ({} in the training graph; {} self loops and {} duplicate entries dropped) in {:.2} s",
+    super::out(&format!(
+        "wrote {}: {} nodes, {} undirected edges ({} in the training graph; {} self loops and {} duplicate entries dropped) in {:.2} s\n",
         out.display(),
         r.n_nodes,
         r.entries / 2,
@@ -154,10 +154,10 @@ fn report(out: &std::path::Path, r: &ImportReport) -> Result<()> {
         r.self_loops,
         r.duplicates,
         r.seconds
-    );
+    ))?;
     let store = crate::store::GraphStore::open(out)?;
     for w in crate::store::import::warnings(&store) {
-        eprintln!("warning: {w}");
+        crate::atomic::stderr_line(&format!("warning: {w}"));
     }
     Ok(())
 }
@@ -203,7 +203,7 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
             };
             let r = crate::store::import::import_ogb(&a.dir, &a.output, &opts, a.force, progress)?;
             for note in &r.notes {
-                eprintln!("note: {note}");
+                crate::atomic::stderr_line(&format!("note: {note}"));
             }
             report(&a.output, &r.report)?;
         }

@@ -214,53 +214,8 @@ fn buffer_mib() -> clap::builder::RangedU64ValueParser<usize> {
     count_in(1, MAX_MIB as u64)
 }
 
-/// Recognisers of the files saintflow writes at each single-file output
-/// ([`crate::atomic::OutputGuard::ours`]): `--force` replaces one of these, never a file
-/// of the user's (issue 55, item 2).
-pub mod written {
-    /// A `.safetensors` file: an 8-byte little-endian header length, then a JSON object.
-    pub fn safetensors(head: &[u8]) -> bool {
-        head.len() > 8 && head[8] == b'{'
-    }
-
-    /// A `.npy` file.
-    pub fn npy(head: &[u8]) -> bool {
-        head.starts_with(b"\x93NUMPY")
-    }
-
-    /// A PNG or SVG image (`plot`, `--plot`).
-    pub fn image(head: &[u8]) -> bool {
-        let text = head.trim_ascii_start();
-        head.starts_with(b"\x89PNG\r\n\x1a\n")
-            || text.starts_with(b"<svg")
-            || text.starts_with(b"<?xml")
-    }
-
-    /// A training log: its first record is the run's.
-    pub fn log(head: &[u8]) -> bool {
-        head.starts_with(b"{\"kind\":\"run\"")
-    }
-
-    /// A checkpoint (any version: a newer saintflow's too).
-    pub fn checkpoint(head: &[u8]) -> bool {
-        head.starts_with(b"SFCKPT")
-    }
-
-    /// Normalisation counts (`sample --save-norm`).
-    pub fn norm(head: &[u8]) -> bool {
-        head.starts_with(b"SFNORM")
-    }
-
-    /// A METIS graph file: its first line is two or three whole numbers.
-    pub fn metis(head: &[u8]) -> bool {
-        let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-        let fields: Vec<&[u8]> = line
-            .split(|&b| b == b' ')
-            .filter(|f| !f.is_empty())
-            .collect();
-        (2..=3).contains(&fields.len()) && fields.iter().all(|f| f.iter().all(u8::is_ascii_digit))
-    }
-}
+/// The recognisers of the files saintflow writes ([`crate::atomic::written`]).
+pub use crate::atomic::written;
 
 /// Writes `text` to stdout: a write that fails (a full disk behind `> FILE`, `/dev/full`)
 /// ends the command with exit 1 and a message, never a panic (issue 55, item 4).
