@@ -275,6 +275,24 @@ fn tiny(dir: &Path, labels: &[&str]) {
 
 const SINGLE: [&str; 6] = ["0", "2", "1", "0", "1", "nan"];
 
+/// A damaged copy of [`tiny`]: what it is, how it breaks the directory, the file the error
+/// must name and the words it must say.
+type Refusal = (&'static str, fn(&Path), &'static str, &'static str);
+
+/// Each case breaks its own copy of [`tiny`]; the import must be refused naming the file and
+/// saying the words, and publish nothing.
+fn each_refused(cases: &[Refusal]) {
+    for (what, brk, file, words) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        tiny(tmp.path(), &SINGLE);
+        brk(tmp.path());
+        let out = tmp.path().join("o.sf");
+        let e = fails(tmp.path(), &out, None);
+        assert!(e.contains(file) && e.contains(words), "{what}: {e}");
+        assert!(!out.exists(), "{what}: nothing published");
+    }
+}
+
 #[test]
 fn tiny_single_label_with_nan_loops_and_duplicates() {
     let tmp = tempfile::tempdir().unwrap();
@@ -395,8 +413,7 @@ fn several_splits_need_a_name() {
 /// Each broken directory: (what to break, the file the error must name, words it must hold).
 #[test]
 fn each_error_names_file_and_line() {
-    type Break = fn(&Path);
-    let cases: [(&str, Break, &str, &str); 10] = [
+    let cases: [Refusal; 10] = [
         (
             "ragged feature row",
             |d| {
@@ -483,15 +500,7 @@ fn each_error_names_file_and_line() {
             "line 2: label \"x\" is not a number",
         ),
     ];
-    for (what, brk, file, words) in cases {
-        let tmp = tempfile::tempdir().unwrap();
-        tiny(tmp.path(), &SINGLE);
-        brk(tmp.path());
-        let out = tmp.path().join("o.sf");
-        let e = fails(tmp.path(), &out, None);
-        assert!(e.contains(file) && e.contains(words), "{what}: {e}");
-        assert!(!out.exists(), "{what}: nothing published");
-    }
+    each_refused(&cases);
 }
 
 #[test]
@@ -644,8 +653,7 @@ fn issue55_concatenated_members_trailing_garbage_and_cuts_between_members() {
 /// gave a store with zero test (or training) nodes and exit 0.
 #[test]
 fn issue55_plain_text_directories_and_empty_parts_are_errors_or_notes() {
-    type Break = fn(&Path);
-    let cases: [(&str, Break, &str, &str); 6] = [
+    let cases: [Refusal; 6] = [
         (
             "plain-text split",
             |d| std::fs::write(d.join("split/only/train.csv.gz"), "0\n1\n2\n").unwrap(),
@@ -691,15 +699,7 @@ fn issue55_plain_text_directories_and_empty_parts_are_errors_or_notes() {
             "not gzip-compressed (starts with \"6\\n\"",
         ),
     ];
-    for (what, brk, file, words) in cases {
-        let tmp = tempfile::tempdir().unwrap();
-        tiny(tmp.path(), &SINGLE);
-        brk(tmp.path());
-        let out = tmp.path().join("o.sf");
-        let e = fails(tmp.path(), &out, None);
-        assert!(e.contains(file) && e.contains(words), "{what}: {e}");
-        assert!(!out.exists(), "{what}: nothing published");
-    }
+    each_refused(&cases);
     // An empty test part and no features import, each with a note.
     let tmp = tempfile::tempdir().unwrap();
     tiny(tmp.path(), &SINGLE);
@@ -851,8 +851,7 @@ fn issue55_counts_beyond_the_input_and_values_beyond_the_store_are_refused() {
 
     // csv.gz: a node count beyond what the label file can hold, a line beyond the bound,
     // features and classes the store cannot hold.
-    type Break = fn(&Path);
-    let cases: [(&str, Break, &str, &str); 4] = [
+    let cases: [Refusal; 4] = [
         (
             "num-node-list of 4e9 beside tiny files",
             |d| gz(&d.join("raw/num-node-list.csv.gz"), ["4000000000"]),
@@ -891,15 +890,7 @@ fn issue55_counts_beyond_the_input_and_values_beyond_the_store_are_refused() {
             "line 4: class 10000000000 too large",
         ),
     ];
-    for (what, brk, file, words) in cases {
-        let tmp = tempfile::tempdir().unwrap();
-        tiny(tmp.path(), &SINGLE);
-        brk(tmp.path());
-        let out = tmp.path().join("o.sf");
-        let e = fails(tmp.path(), &out, None);
-        assert!(e.contains(file) && e.contains(words), "{what}: {e}");
-        assert!(!out.exists(), "{what}: nothing published");
-    }
+    each_refused(&cases);
 }
 
 /// The command: `--train-graph induce` on a split whose training graph is a small part of
