@@ -337,7 +337,10 @@ fn run_one(
         .arg("--steps")
         .arg(a.steps.to_string())
         .arg("--log")
-        .arg(&log);
+        .arg(&log)
+        // The log is this benchmark's own, under its output directory: a later `bench
+        // scale` into the same directory (reusing its stores) writes it again.
+        .arg("--force");
     for s in MODEL_SET.iter().map(|s| s.to_string()).chain(a.set.clone()) {
         cmd.arg("--set").arg(s);
     }
