@@ -11,16 +11,19 @@
 #   (WORKDIR: default /tmp/saintflow-peers)
 #
 # The peers are installed into a venv under WORKDIR (PyPI, never in the test suite):
-#   python3 -m venv WORKDIR/venv && WORKDIR/venv/bin/pip install numpy scipy gensim pecanpy
+#   python3 -m venv WORKDIR/venv && WORKDIR/venv/bin/pip install numpy scipy gensim pecanpy threadpoolctl
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-/tmp/saintflow-peers}
 DATA=${BLOGCATALOG:-$ROOT/../shared/data/blogcatalog}
 SF=$ROOT/target/release/saintflow
 THREADS=2
+. "$ROOT/scripts/blas_env.sh"   # gensim's BLAS (scipy's OpenBLAS) at the CPU's own core
 mkdir -p "$WORK"; cd "$WORK"
-[ -x venv/bin/python ] || { python3 -m venv venv && venv/bin/pip install -q numpy scipy gensim pecanpy; }
+[ -x venv/bin/python ] || { python3 -m venv venv && venv/bin/pip install -q numpy scipy gensim pecanpy threadpoolctl; }
 PY=venv/bin/python
+lscpu | grep "Model name" || true
+blas_core "$PY"
 (cd "$ROOT" && cargo build --release -q)
 [ -d bc.sf ] || "$SF" import graphsaint "$DATA" -o bc.sf -q
 # The edge list the peers read (one undirected edge per line, node ids = store ids).

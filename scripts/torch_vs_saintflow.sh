@@ -14,13 +14,15 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${1:-/tmp/saintflow-torch}
 THREADS=${THREADS:-1,2}
 STEPS=${STEPS:-24}
+. "$ROOT/scripts/blas_env.sh"   # torch's and numpy's BLAS at the CPU's own core
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch, torch_geometric" 2>/dev/null; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet "setuptools>=77" torch torch_geometric numpy
+  "$VENV/bin/pip" install --quiet "setuptools>=77" torch torch_geometric numpy threadpoolctl
 fi
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 lscpu | grep -E "Model name|^CPU\(s\)|Flags" | sed 's/Flags:.*\(avx512f\).*/Flags: ... avx512f .../' | cut -c1-120
+blas_core "$VENV/bin/python"
 cd "$ROOT"
 cargo bench --bench step --no-run --quiet 2>/dev/null
 BENCH=$(ls -t target/release/deps/step-* | grep -v '\.d$' | head -1)
