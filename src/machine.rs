@@ -147,6 +147,54 @@ pub fn anon_resident(pid: u32) -> u64 {
         * 1024
 }
 
+/// The bytes this process may still allocate, and where the figure comes from: the least of
+/// the machine's memory as `train`'s memory check sees it ([`MemoryLimit::Detect`]) and what
+/// the address-space limit (`ulimit -v`, `RLIMIT_AS`) leaves beside what the process has
+/// mapped already; None when neither is known. Sizes read from inputs or given as
+/// arguments are checked against it before anything is allocated (issue 55 item 3: the
+/// importers and the Python package aborted on `memory allocation of N bytes failed`).
+pub fn allocatable() -> Option<(u64, String)> {
+    let rlimit = address_space_left().map(|b| {
+        (
+            b,
+            "the address-space limit (ulimit -v) less what is mapped".to_string(),
+        )
+    });
+    match (MemoryLimit::Detect.resolve(), rlimit) {
+        (Some(m), Some(a)) => Some(if a.0 < m.0 { a } else { m }),
+        (m, a) => m.or(a),
+    }
+}
+
+/// `RLIMIT_AS`'s soft limit less the process's mapped size (`VmSize` in /proc/self/status;
+/// 0 where unreadable), or None when unlimited.
+fn address_space_left() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given and nothing else.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
+    if !ok || r.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    // rlim_t is u64 here, narrower or signed on other platforms.
+    #[allow(clippy::unnecessary_cast)]
+    let soft = r.rlim_cur as u64;
+    let mapped_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmSize:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or(0);
+    Some(soft.saturating_sub(mapped_kib.saturating_mul(1024)))
+}
+
 /// `12.3 GiB`, `512.0 MiB`, `3.0 KiB`, `17 B`.
 pub fn human(bytes: u128) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];

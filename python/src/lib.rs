@@ -192,49 +192,11 @@ fn threads_of(threads: Option<usize>) -> PyResult<usize> {
     }
 }
 
-/// The memory this process may use: the machine's, or a lower cgroup limit (`train`'s
-/// memory check), or what an address-space limit (`ulimit -v`, `RLIMIT_AS`) leaves beside
-/// what is mapped already, whichever is least, with where the figure comes from.
-fn memory_limit() -> Option<(u64, String)> {
-    let detected = saintflow::machine::MemoryLimit::Detect.resolve();
-    match (detected, address_space_left()) {
-        (Some((m, src)), Some(a)) if m <= a => Some((m, src)),
-        (_, Some(a)) => Some((
-            a,
-            "the address-space limit (ulimit -v) less what is mapped".into(),
-        )),
-        (d, None) => d,
-    }
-}
-
-/// `RLIMIT_AS`'s soft limit less the process's mapped size (from /proc/self), or `None`
-/// when unlimited or unreadable.
-fn address_space_left() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max address space"))?;
-    let soft: u64 = line["Max address space".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmSize:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(soft.saturating_sub(kib * 1024))
-}
-
 /// `MemoryError` unless `bytes` for `what` fit the memory this process may use: a size
 /// from an argument is checked before anything is allocated (issue 55 item 3: the
 /// interpreter aborted on `memory allocation of N bytes failed` instead).
 fn fits(what: impl FnOnce() -> String, bytes: u128) -> PyResult<()> {
-    match memory_limit() {
+    match saintflow::machine::allocatable() {
         Some((limit, source)) if bytes > u128::from(limit) => Err(PyMemoryError::new_err(format!(
             "{}: needs {}, more than the memory this process may use ({}, {source})",
             what(),
@@ -263,7 +225,7 @@ fn try_vec<T: Clone>(what: &str, len: usize, v: T) -> PyResult<Vec<T>> {
 /// (it was shifted left by 20 bits unchecked).
 fn mib_bytes(memory_mib: usize) -> PyResult<usize> {
     let bytes = memory_mib.checked_mul(1 << 20);
-    let limit = memory_limit();
+    let limit = saintflow::machine::allocatable();
     match (bytes, &limit) {
         (Some(b), Some((l, _))) if b as u128 <= u128::from(*l) => Ok(b),
         (Some(b), None) => Ok(b),

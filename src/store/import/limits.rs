@@ -6,15 +6,16 @@
 //!
 //! * [`max_gzip_lines`]: deflate expands at most [`DEFLATE_MAX_RATIO`]:1, so a gzip file of
 //!   `len` bytes decodes to at most `len × 1032` bytes, and holds at most that many lines.
-//! * [`check_memory`]: an estimate against [`memory_limit`], the smallest of the machine's
-//!   memory ([`crate::machine::MemoryLimit::Detect`], which `SAINTFLOW_MEMORY_LIMIT`
-//!   overrides) and this process's address-space limit (`ulimit -v`).
+//! * [`check_memory`]: an estimate against [`crate::machine::allocatable`], the smallest of
+//!   the machine's memory ([`crate::machine::MemoryLimit::Detect`], which
+//!   `SAINTFLOW_MEMORY_LIMIT` overrides) and what this process's address-space limit
+//!   (`ulimit -v`) leaves beside what it has mapped.
 //! * [`filled`]: a `Vec` of `n` copies through `try_reserve_exact`: a size that passed the
 //!   checks but still does not fit is an error too.
 
 use std::path::Path;
 
-use crate::machine::{human, MemoryLimit};
+use crate::machine::{allocatable, human};
 use crate::store::StoreError;
 
 /// Longest line an importer reads (64 MiB): a feature row of a million columns written
@@ -58,36 +59,10 @@ pub fn max_gzip_lines(len: u64) -> u64 {
     len.saturating_mul(DEFLATE_MAX_RATIO).saturating_add(1)
 }
 
-/// The bytes this process may allocate and where the number comes from: the smallest of
-/// the machine's memory (as `train`'s memory check sees it) and the address-space limit;
-/// None when neither is known.
-pub fn memory_limit() -> Option<(u64, String)> {
-    let machine = MemoryLimit::Detect.resolve();
-    let rlimit = address_space_limit().map(|b| (b, "the address-space limit (ulimit -v)".into()));
-    match (machine, rlimit) {
-        (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-        (a, b) => a.or(b),
-    }
-}
-
-/// `RLIMIT_AS`, when set.
-fn address_space_limit() -> Option<u64> {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct it is given and nothing else.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
-    // rlim_t is u64 here, narrower or signed on other platforms.
-    #[allow(clippy::unnecessary_cast)]
-    let cur = r.rlim_cur as u64;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
-}
-
 /// Refuses an import whose tables (`bytes`, described by `what`) would not fit in
-/// [`memory_limit`]; the error names `path`, the input whose count asked for them.
+/// [`allocatable`]; the error names `path`, the input whose count asked for them.
 pub fn check_memory(path: &Path, what: &str, bytes: u128) -> Result<(), StoreError> {
-    if let Some((limit, source)) = memory_limit() {
+    if let Some((limit, source)) = allocatable() {
         if bytes > u128::from(limit) {
             return Err(StoreError::input(
                 path,

@@ -541,7 +541,7 @@ impl LabelRows {
             // Fallible, and the multi-label table checked against memory first: T comes
             // from the input.
             let bytes = self.n as u128 * t.div_ceil(8) as u128;
-            if let Some((limit, source)) = limits::memory_limit() {
+            if let Some((limit, source)) = crate::machine::allocatable() {
                 if t > 1 && bytes > u128::from(limit) {
                     return Err(format!(
                         "{t} label columns: a table of {} for N = {} nodes, expected at most {} ({source})",
