@@ -147,6 +147,11 @@ pub fn anon_resident(pid: u32) -> u64 {
         * 1024
 }
 
+/// The most worker threads a run may ask for (the CLI's `--threads`, the Python package's
+/// `threads=`): enough to oversubscribe any machine saintflow runs on; more only stalls it
+/// (issue 55, item 5: `--threads 100000` spawned ~590 threads and hung).
+pub const MAX_THREADS: usize = 256;
+
 /// The bytes this process may still allocate, and where the figure comes from: the least of
 /// the machine's memory as `train`'s memory check sees it ([`MemoryLimit::Detect`]) and what
 /// the address-space limit (`ulimit -v`, `RLIMIT_AS`) leaves beside what the process has

@@ -108,7 +108,7 @@ class SaintSampler:
     is one epoch; subgraph i of the run depends only on ``(seed, i)``, so batches equal
     ``saintflow sample --seed S`` subgraph for subgraph.
 
-    Bounds (``ValueError`` beyond them): ``threads`` 1 ..= max(64, 4 × cores) (``None``:
+    Bounds (``ValueError`` beyond them): ``threads`` 1 ..= 256, as the command line's ``--threads`` (``None``:
     one per core; 0 is refused, as ``--threads 0``); ``num_steps`` ≥ 1;
     ``sample_coverage`` 0 ..= 10 000. Sizes whose draw buffers cannot fit the memory
     (``walk_length=10**12``) raise ``MemoryError`` before anything is drawn. Ctrl-C

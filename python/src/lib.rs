@@ -166,27 +166,20 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The most worker threads a call may ask for: 4 × the cores, at least 64. Beyond that a
-/// thread count is a mistake, not a tuning (issue 55 item 5: `threads=10**6` tried to start
-/// a million threads and never returned).
-fn max_threads() -> usize {
-    (4 * cores()).max(64)
-}
-
 /// A `threads` argument as a worker count: `None` one per core; 0 or more than
-/// [`max_threads`] a `ValueError`, as `--threads 0` is the CLI's usage error.
+/// [`saintflow::machine::MAX_THREADS`] a `ValueError`, as they are the CLI's usage errors
+/// (issue 55 item 5: `threads=10**6` tried to start a million threads and never returned).
 fn threads_of(threads: Option<usize>) -> PyResult<usize> {
     match threads {
         None => Ok(cores()),
         Some(0) => Err(PyValueError::new_err(format!(
             "threads = 0: expected 1 ..= {} (None: one per core, {} here)",
-            max_threads(),
+            saintflow::machine::MAX_THREADS,
             cores()
         ))),
-        Some(t) if t > max_threads() => Err(PyValueError::new_err(format!(
-            "threads = {t}: expected at most {} (4 × the {} cores, at least 64)",
-            max_threads(),
-            cores()
+        Some(t) if t > saintflow::machine::MAX_THREADS => Err(PyValueError::new_err(format!(
+            "threads = {t}: expected at most {} (the command line's --threads bound)",
+            saintflow::machine::MAX_THREADS
         ))),
         Some(t) => Ok(t),
     }

@@ -172,11 +172,10 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
-/// The most worker threads a command starts (`--threads`): enough to oversubscribe any
-/// machine saintflow runs on; more only stalls it (issue 55, item 5: 100000 spawned ~590
-/// threads and hung). 0 is a usage error as well, never "all cores" (that is the default
-/// when `--threads` is absent), in every command.
-pub const MAX_THREADS: usize = 256;
+/// The most worker threads a command starts (`--threads`); the Python package takes the
+/// same bound. 0 is a usage error as well, never "all cores" (that is the default when
+/// `--threads` is absent), in every command.
+pub use crate::machine::MAX_THREADS;
 
 /// The most epochs a run takes (`--epochs`).
 pub const MAX_EPOCHS: usize = 1_000_000;
