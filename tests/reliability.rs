@@ -707,6 +707,56 @@ fn issue_28_item_12_checkpoints_and_force_leave_the_users_files_alone() {
     assert!(o.status.success(), "{:?}", text(&o));
 }
 
+/// Issue 55, item 2: the store writers (`gen`, `import`) take the same output guard as the
+/// file writers: no store is written inside another store (a later `--force` on the outer
+/// store would delete it), and an import's output is never one of its inputs.
+#[test]
+fn issue55_store_outputs_never_land_inside_a_store_or_on_an_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = small_store(tmp.path(), "g.sf", 8, 1);
+    let inner = g.join("inner.sf");
+    let o = saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "6",
+            "-o",
+            inner.to_str().unwrap(),
+            "-q",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is inside the graph store"), "{err}");
+    assert!(!inner.exists(), "a store was written inside g.sf");
+    let edges = tmp.path().join("edges.txt");
+    std::fs::write(&edges, "0 1\n1 0\n").unwrap();
+    for out in [inner.to_str().unwrap(), edges.to_str().unwrap()] {
+        let o = saintflow(
+            &[
+                "import",
+                "edgelist",
+                edges.to_str().unwrap(),
+                "-o",
+                out,
+                "--force",
+                "-q",
+            ],
+            tmp.path(),
+        );
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}: {err}");
+        assert!(
+            err.contains("is inside the graph store") || err.contains("this command reads"),
+            "{out}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&edges).unwrap(), "0 1\n1 0\n");
+    assert!(!inner.exists());
+}
+
 /// Item 10: two runs sharing a checkpoint or a log: the second is refused before it reads
 /// or truncates anything, naming the first's PID; the first's files are untouched.
 #[test]

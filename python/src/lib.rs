@@ -606,6 +606,12 @@ impl Store {
                 roles,
                 source: "saintflow.Store.create (Python)",
             };
+            // Never a file, a link or a device, nor a store inside a store (the writer
+            // replaces only a store, only with force=True).
+            saintflow::atomic::OutputGuard::new()
+                .dir("path", &path)
+                .check()
+                .map_err(|e| SaintflowError::new_err(e.to_string()))?;
             // Ctrl-C sets `flag`; the import stops at its next check before publishing
             // anything (issue 55 item 11: it finished writing, then raised).
             let flag = AtomicBool::new(false);
@@ -724,9 +730,6 @@ fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>) -> PyResult<SamplerConfi
 /// The largest `sample_coverage`: the pre-sampling draws about coverage × N nodes, so
 /// 10 000 is already 100 × PyG's examples' 100 (issue 55 item 5: 1e12 never returned).
 const MAX_COVERAGE: f64 = 10_000.0;
-
-/// The most repetitions `eval_embedding` runs per labelled fraction.
-const MAX_REPEATS: usize = 1000;
 
 /// A sampler that stops with an error at its next subgraph once `flag` is set: how Ctrl-C
 /// ends the normalisation's pre-sampling (the library's loop has no flag of its own).
@@ -1903,14 +1906,6 @@ fn _eval_embedding(
                 "embedding: row {}, column {} is not finite",
                 i / dim.max(1),
                 i % dim.max(1)
-            )));
-        }
-        if repeats == 0 {
-            return Err(TrainError::new_err("repeats = 0: expected at least 1"));
-        }
-        if repeats > MAX_REPEATS {
-            return Err(PyValueError::new_err(format!(
-                "repeats = {repeats}: expected at most {MAX_REPEATS}"
             )));
         }
         let emb = Embedding { data, rows, dim };

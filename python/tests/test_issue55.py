@@ -337,8 +337,10 @@ def test_issue55_threads_zero_is_refused_everywhere_as_by_the_cli(store):
         sf.train(GCN, store, epochs=1, threads=0, progress=False)
     with pytest.raises(ValueError, match="threads = 0"):
         sf.train(sf.Plan.load(DEEPWALK), store, threads=0, progress=False)
-    with pytest.raises(ValueError, match="repeats = 5000: expected at most 1000"):
+    with pytest.raises(sf.TrainError, match="repeats = 5000: expected 1 ..= 1000"):
         sf.eval_embedding(emb, store, repeats=5000)
+    with pytest.raises(sf.TrainError, match="ratios: 101 fractions, expected 1 ..= 100"):
+        sf.eval_embedding(emb, store, ratios=[0.5] * 101)
 
 
 def test_issue55_subgraph_indices_past_the_end_are_errors_not_wraps(store):
@@ -492,6 +494,15 @@ def test_issue55_store_create_trains_on_the_full_graph_unless_induction_is_asked
     with pytest.raises(ValueError, match='train_graph = \'given\': expected "full" or "induce"'):
         sf.Store.create(tmp_path / "g.sf", ei, train_graph="given")
     assert not (tmp_path / "g.sf").exists()
+
+
+def test_issue55_store_create_never_writes_a_store_inside_a_store(tmp_path, graph_arrays):
+    ei, x, y, _ = graph_arrays
+    outer = sf.Store.create(tmp_path / "o.sf", ei, x=x, y=y, symmetrize=True)
+    with pytest.raises(sf.SaintflowError, match="is inside the graph store"):
+        sf.Store.create(tmp_path / "o.sf" / "inner.sf", ei, x=x, y=y, symmetrize=True)
+    assert not (tmp_path / "o.sf" / "inner.sf").exists()
+    outer.check()
 
 
 def test_issue55_ctrl_c_stops_store_create_and_leaves_nothing(tmp_path):

@@ -119,7 +119,7 @@ pub(super) struct EvalEmbeddingArgs {
     /// The store whose labels (classification) and edges (link prediction) are used.
     #[arg(long)]
     graph: PathBuf,
-    /// Labelled fractions, comma-separated.
+    /// Labelled fractions, comma-separated (at most 100).
     #[arg(
         long,
         value_delimiter = ',',
@@ -127,7 +127,7 @@ pub(super) struct EvalEmbeddingArgs {
     )]
     ratios: Vec<f64>,
     /// Shuffles per fraction.
-    #[arg(long, default_value_t = 5, value_parser = super::count_in(1, 1000))]
+    #[arg(long, default_value_t = 5, value_parser = super::count_in(1, crate::embedding::eval::MAX_REPEATS as u64))]
     repeats: usize,
     /// Seed of the shuffles; with `--holdout`, the training run's seed (it picks the
     /// held-out edges) and of the non-edges.

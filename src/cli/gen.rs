@@ -91,6 +91,11 @@ pub(super) fn run(g: Gen, progress: &Progress) -> Result<()> {
         split: a.split,
         bucket_bytes: a.bucket_mib << 20,
     };
+    // Never a file, a link or a device, nor a path inside a store (the store writer
+    // replaces only a store, only with --force).
+    crate::atomic::OutputGuard::new()
+        .dir("--output", &a.output)
+        .check()?;
     let r = generate_kronecker(&spec, &a.output, a.force, progress)?;
     super::out(&format!(
         "wrote {}: {} nodes, {} undirected edges ({} draws, {} self loops and {} duplicate entries dropped) in {:.2} s, {:.3e} draws/s\n",

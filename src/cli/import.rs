@@ -163,6 +163,28 @@ fn report(out: &std::path::Path, r: &ImportReport) -> Result<()> {
 }
 
 pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
+    // The store writer decides whether an existing directory may be replaced (only a store,
+    // only with --force); the guard refuses an input as the output and a store inside a
+    // store, before anything is read.
+    let mut guard = crate::atomic::OutputGuard::new();
+    match &i {
+        Import::Graphsaint(a) => guard.input("DIR", &a.dir).dir("--output", &a.output),
+        Import::Edgelist(a) => {
+            guard.input("FILE", &a.file);
+            for (flag, p) in [
+                ("--features", &a.features),
+                ("--labels", &a.labels),
+                ("--roles", &a.roles),
+            ] {
+                if let Some(p) = p {
+                    guard.input(flag, p);
+                }
+            }
+            guard.dir("--output", &a.output)
+        }
+        Import::Ogb(a) => guard.input("DIR", &a.dir).dir("--output", &a.output),
+    };
+    guard.check()?;
     match i {
         Import::Graphsaint(a) => {
             let opts = GraphSaintOptions {

@@ -186,6 +186,20 @@ pub fn score(
             Ok(Scores::Split(classify_split(&emb, graph, opts)?))
         }
         Scoring::Classify { opts, normalize } => {
+            // Issue 55: the work is ratios × repeats regressions; both are bounded here for
+            // the CLI and the Python package alike.
+            if opts.ratios.is_empty() || opts.ratios.len() > MAX_RATIOS {
+                return Err(EmbedError::Invalid(format!(
+                    "ratios: {} fractions, expected 1 ..= {MAX_RATIOS}",
+                    opts.ratios.len()
+                )));
+            }
+            if !(1..=MAX_REPEATS).contains(&opts.repeats) {
+                return Err(EmbedError::Invalid(format!(
+                    "repeats = {}: expected 1 ..= {MAX_REPEATS}",
+                    opts.repeats
+                )));
+            }
             if let Some(bad) = opts.ratios.iter().find(|r| !(**r > 0.0 && **r < 1.0)) {
                 return Err(EmbedError::Invalid(format!(
                     "ratios: {bad} is not a fraction in (0, 1)"
@@ -207,6 +221,12 @@ pub fn score(
         }
     }
 }
+
+/// Most labelled fractions one classification score takes (`ratios`).
+pub const MAX_RATIOS: usize = 100;
+
+/// Most shuffles per fraction (`repeats`).
+pub const MAX_REPEATS: usize = 1000;
 
 /// Settings of the classification protocol.
 #[derive(Clone, Debug)]
