@@ -1413,3 +1413,48 @@ fn issue_25_the_readme_op_table_is_the_registry() {
         }
     }
 }
+
+/// Issue 54, item 2: one entry loads a plan file of either family; the family is told once,
+/// in the plan layer; `model.X` is an alias of `dims.X` for every caller (the CLI's `--set`
+/// and the Python `Plan.load` alike); a GNN-only caller gets the embedding plan named.
+#[test]
+fn any_plan_tells_the_family_once_and_aliases_model_to_dims() {
+    use saintflow::plan::{AnyPlan, PlanErrorKind};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
+    let gcn = root.join("gcn.toml");
+    let AnyPlan::Gnn(plain) = AnyPlan::load(&gcn, &[] as &[&str]).unwrap() else {
+        panic!("gcn.toml loaded as an embedding plan")
+    };
+    let AnyPlan::Gnn(aliased) = AnyPlan::load(&gcn, &["model.hidden=24"]).unwrap() else {
+        panic!("gcn.toml loaded as an embedding plan")
+    };
+    let dims = saintflow::plan::Plan::load_with_overrides(&gcn, &["dims.hidden=24"]).unwrap();
+    assert_ne!(plain.dims["hidden"], 24, "the override would prove nothing");
+    assert_eq!(
+        aliased.dims["hidden"], 24,
+        "model.hidden did not set the dim"
+    );
+    assert_eq!(
+        aliased.effective_text(),
+        dims.effective_text(),
+        "model.hidden is not dims.hidden"
+    );
+    let e = AnyPlan::load(&gcn, &["model.nope=3"]).unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+
+    let dw = root.join("deepwalk.toml");
+    let any = AnyPlan::load(&dw, &["embedding.dim=16"]).unwrap();
+    let AnyPlan::Embedding(p) = &any else {
+        panic!("deepwalk.toml loaded as a GNN plan")
+    };
+    assert_eq!(p.dim, 16);
+    let e = any.into_gnn(&dw).unwrap_err();
+    assert_eq!(e.kind, PlanErrorKind::Family);
+    assert!(e.to_string().contains("is an [embedding] plan"), "{e}");
+    // A file that is not TOML gets the GNN parser's syntax error, with its position.
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "[layer\n").unwrap();
+    let e = AnyPlan::load(&bad, &[] as &[&str]).unwrap_err();
+    assert_eq!((e.kind, e.line), (PlanErrorKind::Syntax, 1), "{e}");
+}

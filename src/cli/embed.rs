@@ -16,8 +16,10 @@ use crate::store::GraphStore;
 use crate::train::checkpoint::params_for;
 use crate::train::{embed, InferOptions, MemoryLimit, Output, TrainError};
 
-use super::train::{load_plan, pool};
+use super::train::pool;
 use crate::exec::Executor;
+use crate::plan::embedding::EmbeddingPlan;
+use crate::plan::AnyPlan;
 
 #[derive(Debug, Args)]
 pub(super) struct EmbedArgs {
@@ -53,7 +55,8 @@ pub(super) struct EmbedArgs {
     #[arg(long, value_name = "DIR")]
     scratch_dir: Option<PathBuf>,
     /// Memory for values kept between layers, in MiB, before they go to scratch files (0 to
-    /// 16777216, 16 TiB).
+    /// 16777216, 16 TiB); for an `[embedding]` plan, the two sample pools together (each at
+    /// least one 65,536-sample episode, whatever the figure).
     #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
     memory: usize,
     /// Memory in MiB that the pass streams a large layer input through, in parts of rows
@@ -97,9 +100,10 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         .file("--output", &a.output, a.force)
         .ours("a .npy file", super::written::npy)
         .check()?;
-    if crate::plan::embedding::is_embedding_plan(&a.plan) {
-        return embedding_plan(a, progress);
-    }
+    let plan = match AnyPlan::load(&a.plan, &a.set)? {
+        AnyPlan::Embedding(plan) => return embedding_plan(a, plan, progress),
+        AnyPlan::Gnn(plan) => plan,
+    };
     let Some(checkpoint) = a.checkpoint.clone() else {
         return Err(TrainError::Run(format!(
             "{}: a GNN plan needs --checkpoint (the trained parameters to embed with)",
@@ -125,7 +129,6 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
             &a.plan,
         ));
     }
-    let plan = load_plan(&a.plan, &a.set)?;
     let store = GraphStore::open(&a.graph)?;
     a.verify.apply(&store)?;
     let params = params_for(
@@ -182,7 +185,7 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
 }
 
 /// `embed` of an `[embedding]` plan: trains it and writes the vertex matrix to `-o`.
-fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
+fn embedding_plan(a: EmbedArgs, plan: EmbeddingPlan, progress: &Progress) -> Result<()> {
     if a.checkpoint.is_some() || a.last || a.logits {
         let flag = if a.checkpoint.is_some() {
             "--checkpoint"
@@ -210,9 +213,8 @@ fn embedding_plan(a: EmbedArgs, progress: &Progress) -> Result<()> {
     }
     super::embedding::train(
         super::embedding::Run {
-            plan: a.plan,
+            plan,
             graph: a.graph,
-            set: a.set,
             seed: a.seed,
             threads: a.threads,
             memory_mib: a.memory,

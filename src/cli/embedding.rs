@@ -17,9 +17,9 @@ use crate::store::GraphStore;
 /// A run of an embedding plan: what `train` and `embed` pass on.
 #[derive(Debug)]
 pub(super) struct Run {
-    pub plan: PathBuf,
+    /// The plan, loaded with the run's `--set` overrides.
+    pub plan: EmbeddingPlan,
     pub graph: PathBuf,
-    pub set: Vec<String>,
     pub seed: u64,
     pub threads: Option<usize>,
     pub memory_mib: usize,
@@ -45,8 +45,7 @@ pub(super) fn refuse(flag: &str, plan: &std::path::Path) -> crate::error::Error 
 /// Trains the plan; writes the embedding when `run.output` is given. Prints a summary
 /// (JSON on stdout with `--json`).
 pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
-    let set: Vec<&str> = run.set.iter().map(String::as_str).collect();
-    let plan = EmbeddingPlan::load_with_overrides(&run.plan, &set)?;
+    let plan = &run.plan;
     let store = GraphStore::open(&run.graph)?;
     run.verify.apply(&store)?;
     if let Some(out) = &run.output {
@@ -78,7 +77,7 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
         },
         device: run.device,
     };
-    let out = crate::embedding::train(&plan, &store, &opts)?;
+    let out = crate::embedding::train(plan, &store, &opts)?;
     let line = format!(
         "{} ({}) on {}: {} positive samples in {:.2} s ({:.2} M/s on {} workers{}, {n}×{n} grid, {} episodes of ≤ {} samples), last loss {:.4}{}",
         plan.name,

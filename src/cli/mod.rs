@@ -109,10 +109,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Explain(a) => explain::run(a, &registry),
         Command::Ops(a) => ops::run(a, &registry),
         Command::Plot(a) => plot::run(a),
-        Command::Train(a) => match a.embedding() {
-            Some(run) => run.and_then(|r| embedding::train(r, &progress)),
-            None => train::run(a, &registry, &progress).map(|_| ()),
-        },
+        Command::Train(a) => train::dispatch(a, &registry, &progress),
         Command::EvalEmbedding(a) => embedding::eval(a),
         Command::Embed(a) => embed::run(a, &registry, &progress),
         Command::Export(a) => export::run(a),

@@ -9,7 +9,8 @@ use clap::Args;
 
 use crate::error::{Error, Result};
 use crate::op::Registry;
-use crate::plan::Plan;
+use crate::plan::embedding::EmbeddingPlan;
+use crate::plan::{AnyPlan, Plan};
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
@@ -71,7 +72,8 @@ pub(super) struct TrainArgs {
     #[arg(long, value_name = "DIR")]
     scratch_dir: Option<PathBuf>,
     /// Memory for values kept between layers in evaluation, in MiB, before scratch files
-    /// (0 to 16777216, 16 TiB).
+    /// (0 to 16777216, 16 TiB); for an `[embedding]` plan, the two sample pools together
+    /// (each at least one 65,536-sample episode, whatever the figure).
     #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
     memory: usize,
     /// Memory in MiB that evaluation streams a large layer input through, in parts of rows
@@ -131,26 +133,19 @@ pub(super) fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
         .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}"))))
 }
 
-/// Loads a plan with `--set` overrides (`model.X` → `dims.X`).
+/// Loads a GNN plan with `--set` overrides for a command that takes GNN plans only (an
+/// `[embedding]` plan is named for what it is: issue 28).
 pub(super) fn load_plan(path: &Path, set: &[String]) -> Result<Plan> {
-    // Issue 28: an `[embedding]` plan reaching a GNN-only command (explain, partition
-    // --plan) is named for what it is rather than parsed as a GNN plan with a stray key.
-    if crate::plan::embedding::is_embedding_plan(path) {
-        return Err(crate::embedding::EmbedError::Invalid(format!(
-            "{} is an [embedding] plan (node embedding, no GNN layers): this command takes GNN plans; `saintflow embed PLAN --graph G -o emb.npy` trains an embedding plan",
-            path.display()
-        ))
-        .into());
+    Ok(AnyPlan::load(path, set)?.into_gnn(path)?)
+}
+
+/// `saintflow train PLAN`: the plan's family picks the run (issue 54: the file is read and
+/// told apart once, in the plan layer).
+pub(super) fn dispatch(a: TrainArgs, registry: &Arc<Registry>, progress: &Progress) -> Result<()> {
+    match AnyPlan::load(&a.plan, &a.set)? {
+        AnyPlan::Embedding(plan) => super::embedding::train(a.embedding(plan)?, progress),
+        AnyPlan::Gnn(plan) => run(a, plan, registry, progress).map(|_| ()),
     }
-    let set: Vec<String> = set
-        .iter()
-        .map(|s| match s.strip_prefix("model.") {
-            Some(rest) => format!("dims.{rest}"),
-            None => s.clone(),
-        })
-        .collect();
-    let refs: Vec<&str> = set.iter().map(String::as_str).collect();
-    Ok(Plan::load_with_overrides(path, &refs)?)
 }
 
 /// `accuracy 0.8130  F1-micro 0.8130  F1-macro 0.8021`.
@@ -163,6 +158,7 @@ pub(super) fn metrics_text(m: &Metrics) -> String {
 
 pub(super) fn run(
     a: TrainArgs,
+    plan: Plan,
     registry: &Arc<Registry>,
     progress: &Progress,
 ) -> Result<TrainOutcome> {
@@ -175,9 +171,8 @@ pub(super) fn run(
         .into());
     }
     if let Some(dir) = a.partitions.clone() {
-        return run_partitions(a, &dir, registry, progress);
+        return run_partitions(a, plan, &dir, registry, progress);
     }
-    let plan = load_plan(&a.plan, &a.set)?;
     let graph = a
         .graph
         .clone()
@@ -249,6 +244,7 @@ impl Outputs {
 #[cfg(not(feature = "mpi"))]
 fn run_partitions(
     _a: TrainArgs,
+    _plan: Plan,
     dir: &Path,
     _registry: &Arc<Registry>,
     _progress: &Progress,
@@ -265,6 +261,7 @@ fn run_partitions(
 #[cfg(feature = "mpi")]
 fn run_partitions(
     a: TrainArgs,
+    plan: Plan,
     dir: &Path,
     registry: &Arc<Registry>,
     progress: &Progress,
@@ -274,7 +271,6 @@ fn run_partitions(
     let comm = Arc::new(MpiComm::init()?);
     let (rank, size) = (comm.rank(), comm.size());
     let run = || -> Result<TrainOutcome> {
-        let plan = load_plan(&a.plan, &a.set)?;
         let eval = if a.no_eval {
             JobEval::None
         } else if a.eval_parts {
@@ -479,12 +475,9 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
 }
 
 impl TrainArgs {
-    /// An `[embedding]` plan's run (issue 16; `cli/embedding.rs`), or None for a GNN plan.
-    /// Flags that only GNN training has are refused by name.
-    pub(super) fn embedding(&self) -> Option<Result<super::embedding::Run>> {
-        if !crate::plan::embedding::is_embedding_plan(&self.plan) {
-            return None;
-        }
+    /// An `[embedding]` plan's run (issue 16; `cli/embedding.rs`). Flags that only GNN
+    /// training has are refused by name.
+    fn embedding(&self, plan: EmbeddingPlan) -> Result<super::embedding::Run> {
         let gnn_only = [
             ("--checkpoint", self.checkpoint.is_some()),
             ("--resume", self.resume),
@@ -496,14 +489,13 @@ impl TrainArgs {
             ("--init-from", self.init_from.is_some()),
         ];
         if let Some((flag, _)) = gnn_only.iter().find(|f| f.1) {
-            return Some(Err(super::embedding::refuse(flag, &self.plan)));
+            return Err(super::embedding::refuse(flag, &self.plan));
         }
         // clap requires --graph without --partitions, which is refused above.
         let graph = self.graph.clone().expect("--graph");
-        Some(Ok(super::embedding::Run {
-            plan: self.plan.clone(),
+        Ok(super::embedding::Run {
+            plan,
             graph,
-            set: self.set.clone(),
             seed: self.seed,
             threads: self.threads,
             memory_mib: self.memory,
@@ -518,6 +510,6 @@ impl TrainArgs {
                 no_verify: self.no_verify,
             },
             device: self.device,
-        }))
+        })
     }
 }

@@ -21,6 +21,7 @@
 //! [`expr::MAX_EXPR_DEPTH`] levels deep. What the parameters and a step need in memory
 //! is checked against the machine when training starts (`train::memory`).
 
+mod any;
 pub mod embedding;
 pub mod expr;
 pub mod lower;
@@ -36,6 +37,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use any::AnyPlan;
 pub use lower::{LowerEnv, Lowered};
 
 /// The largest plan file (and override), in bytes: 1 MiB, a thousand times a shipped plan.
@@ -110,6 +112,9 @@ pub enum PlanErrorKind {
     /// A limit: the plan's size, nesting or layer count, a dim too large, or more memory
     /// than the machine has.
     Limit,
+    /// A plan of the family the command does not take (an `[embedding]` plan given to
+    /// `explain`).
+    Family,
 }
 
 /// An error in a plan file: `FILE:LINE:COL: what`.
@@ -353,13 +358,22 @@ impl Plan {
     /// as a string: `sampler.kind=rw`). Keys are edited in the TOML tree before it is typed,
     /// so an override is checked like the file; errors in it name the override. A numeric
     /// path part indexes an array (`phase.1.epochs=10`); a missing table on the way is
-    /// created; `dims.<name>` must name a dim the file declares.
+    /// created; `dims.<name>` must name a dim the file declares, and `model.<name>` is an
+    /// alias of it (PyG's vocabulary: `model.hidden=64`).
     pub fn parse_with_overrides(
         text: &str,
         file: &str,
         overrides: &[&str],
     ) -> Result<Plan, PlanError> {
-        let src = Arc::new(Source::new(text, file, overrides));
+        let overrides: Vec<String> = overrides
+            .iter()
+            .map(|s| match s.strip_prefix("model.") {
+                Some(rest) => format!("dims.{rest}"),
+                None => s.to_string(),
+            })
+            .collect();
+        let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
+        let src = Arc::new(Source::new(text, file, &overrides));
         typing::parse(src)
     }
 }
