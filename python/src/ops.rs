@@ -5,7 +5,7 @@
 //! and inference use; and `_check_op_gradients`, the finite-difference check every Rust op
 //! passes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyUntypedArrayMethods};
@@ -32,6 +32,13 @@ struct PyOpDef {
 
 /// The Python ops registered in this process, in registration order.
 static PY_OPS: Mutex<Vec<Arc<PyOpDef>>> = Mutex::new(Vec::new());
+
+/// `PY_OPS` locked, for every reader and writer of the table.
+fn py_ops() -> PyResult<MutexGuard<'static, Vec<Arc<PyOpDef>>>> {
+    PY_OPS
+        .lock()
+        .map_err(|_| SaintflowError::new_err("the op table was poisoned"))
+}
 
 /// A Python op (or, with `grad_of = Some(i)`, its gradient with respect to input i) as a
 /// row-wise op: row block in, row block out, the GIL taken for the call.
@@ -186,10 +193,7 @@ impl RowWise for PyRowOp {
 /// The built-in ops and every Python op registered so far.
 pub(crate) fn registry() -> PyResult<Registry> {
     let mut r = Registry::with_builtins();
-    let defs = PY_OPS
-        .lock()
-        .map_err(|_| SaintflowError::new_err("the op table was poisoned"))?
-        .clone();
+    let defs = py_ops()?.clone();
     for def in defs {
         let names: Vec<&str> = def.attrs.iter().map(String::as_str).collect();
         let d = def.clone();
@@ -236,9 +240,7 @@ pub(crate) fn _register_op(
             "{name} is a built-in op: give the Python op another name (e.g. py.{name})"
         )));
     }
-    let mut ops = PY_OPS
-        .lock()
-        .map_err(|_| SaintflowError::new_err("the op table was poisoned"))?;
+    let mut ops = py_ops()?;
     // Registering a name again replaces it (a notebook cell run twice).
     ops.retain(|d| d.name != name);
     ops.push(Arc::new(PyOpDef {
@@ -255,12 +257,7 @@ pub(crate) fn _register_op(
 /// The registered Python ops' names.
 #[pyfunction]
 pub(crate) fn registered_ops() -> PyResult<Vec<String>> {
-    Ok(PY_OPS
-        .lock()
-        .map_err(|_| SaintflowError::new_err("the op table was poisoned"))?
-        .iter()
-        .map(|d| d.name.clone())
-        .collect())
+    Ok(py_ops()?.iter().map(|d| d.name.clone()).collect())
 }
 
 /// The finite-difference gradient check every Rust op passes (`testing::check_op_gradients`),
@@ -296,9 +293,7 @@ pub(crate) fn _check_op_gradients(
         let op = reg
             .make(&name, &a)
             .map_err(|e| SaintflowError::new_err(e.to_string()))?;
-        let arity = PY_OPS
-            .lock()
-            .map_err(|_| SaintflowError::new_err("the op table was poisoned"))?
+        let arity = py_ops()?
             .iter()
             .find(|d| d.name == name)
             .map(|d| d.arity)

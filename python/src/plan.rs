@@ -1,10 +1,11 @@
 //! `Plan`: a plan file (GNN or `[embedding]`) with its overrides, parsed and typed when
 //! loaded, so that a plan error is raised by `Plan.load` with its position, not by `train`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 
+use saintflow::plan::embedding::EmbeddingPlan;
 use saintflow::plan::Plan as RustPlan;
 
 use crate::error::{guard, lib};
@@ -24,8 +25,7 @@ impl Plan {
     fn load(path: PathBuf, overrides: Vec<String>) -> PyResult<Plan> {
         guard(|| {
             let gnn = if saintflow::plan::embedding::is_embedding_plan(&path) {
-                let o: Vec<&str> = overrides.iter().map(String::as_str).collect();
-                lib(saintflow::plan::embedding::EmbeddingPlan::load_with_overrides(&path, &o))?;
+                embedding_plan(&path, &overrides)?;
                 None
             } else {
                 let o: Vec<&str> = overrides.iter().map(String::as_str).collect();
@@ -51,4 +51,11 @@ impl Plan {
     fn overrides(&self) -> Vec<String> {
         self.overrides.clone()
     }
+}
+
+/// The `[embedding]` plan at `path` with `overrides`: checked by `Plan.load`, loaded for
+/// the run by `_train_embedding`.
+pub(crate) fn embedding_plan(path: &Path, overrides: &[String]) -> PyResult<EmbeddingPlan> {
+    let o: Vec<&str> = overrides.iter().map(String::as_str).collect();
+    lib(EmbeddingPlan::load_with_overrides(path, &o))
 }

@@ -124,12 +124,13 @@ pub(crate) fn pool(threads: usize) -> PyResult<rayon::ThreadPool> {
 
 /// Runs `f` on a scoped thread with the GIL released, checking for Ctrl-C every 50 ms:
 /// on KeyboardInterrupt, `flag` is set, `f` is waited for (it stops at its next step), and
-/// the interrupt is returned beside `f`'s result.
+/// the interrupt is returned in place of `f`'s result, which is dropped (every caller
+/// raised it so).
 pub(crate) fn run_interruptible<T: Send>(
     py: Python<'_>,
     flag: &AtomicBool,
     f: impl FnOnce() -> T + Send,
-) -> (T, Option<PyErr>) {
+) -> PyResult<T> {
     let mut interrupted = None;
     let result = py.detach(|| {
         std::thread::scope(|s| {
@@ -149,5 +150,8 @@ pub(crate) fn run_interruptible<T: Send>(
             }
         })
     });
-    (result, interrupted)
+    match interrupted {
+        Some(k) => Err(k),
+        None => Ok(result),
+    }
 }

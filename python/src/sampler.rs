@@ -305,7 +305,7 @@ impl Sampler {
             // default steps per epoch (the training nodes once, as `saintflow train`).
             // Ctrl-C stops the pre-sampling at its next subgraph (`Cancellable`).
             let flag = AtomicBool::new(false);
-            let (r, interrupted) = run_interruptible(py, &flag, || {
+            let r = run_interruptible(py, &flag, || {
                 pool.install(|| -> Result<(Option<NormCounts>, u64, u64), String> {
                     let inner = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
                     let sampler = Cancellable {
@@ -342,10 +342,7 @@ impl Sampler {
                     };
                     Ok((norm, n_pre, steps))
                 })
-            });
-            if let Some(k) = interrupted {
-                return Err(k);
-            }
+            })?;
             let (norm, pre_sampled, steps) = r.map_err(SampleError::new_err)?;
             spec.norm = norm.map(Arc::new);
             Ok(Sampler {

@@ -391,7 +391,7 @@ impl Store {
             // anything (issue 55 item 11: it finished writing, then raised).
             let flag = AtomicBool::new(false);
             let pool = default_pool()?;
-            let (r, interrupted) = run_interruptible(py, &flag, || {
+            let r = run_interruptible(py, &flag, || {
                 pool.install(|| {
                     let mode = match induce_train {
                         true => TrainGraphMode::Induce,
@@ -400,10 +400,7 @@ impl Store {
                     import_arrays_with(&graph, mode, &path, force, &Progress::hidden(), Some(&flag))
                         .and_then(|_| GraphStore::open(&path))
                 })
-            });
-            if let Some(k) = interrupted {
-                return Err(k);
-            }
+            })?;
             Ok(Store::new(lib(r)?))
         })
     }

@@ -22,7 +22,7 @@ use saintflow::train::TrainOptions;
 
 use crate::error::{guard, lib, SaintflowError, TrainError};
 use crate::ops::registry;
-use crate::plan::Plan;
+use crate::plan::{embedding_plan, Plan};
 use crate::runtime::{default_pool, mib_bytes, pool, run_interruptible, threads_of};
 use crate::store::Store;
 
@@ -57,6 +57,17 @@ fn check_output(
     guard
         .check()
         .map_err(|e| SaintflowError::new_err(e.to_string().replace("--force", "force=True")))
+}
+
+/// The directories above an output of `_train` (its checkpoint, its log) made as the CLI
+/// makes them, a failure a `TrainError` naming the file.
+fn parent_dirs(file: &std::path::Path) -> PyResult<()> {
+    saintflow::atomic::create_parent_dirs(file).map_err(|e| {
+        TrainError::new_err(format!(
+            "{}: cannot create its directory: {e}",
+            file.display()
+        ))
+    })
 }
 
 /// Trains a GNN plan (see `saintflow.train`); returns a dict of the outcome.
@@ -111,12 +122,7 @@ pub(crate) fn _train<'py>(
                 ))?;
             }
             // `checkpoint="run/"` names a directory that the run makes, as the CLI's.
-            saintflow::atomic::create_parent_dirs(&file).map_err(|e| {
-                TrainError::new_err(format!(
-                    "{}: cannot create its directory: {e}",
-                    file.display()
-                ))
-            })?;
+            parent_dirs(&file)?;
             opts = opts.checkpoint(file);
         }
         if let Some(l) = &log {
@@ -134,19 +140,14 @@ pub(crate) fn _train<'py>(
                 "a training log",
                 saintflow::atomic::written::log,
             )?;
-            saintflow::atomic::create_parent_dirs(l).map_err(|e| {
-                TrainError::new_err(format!("{}: cannot create its directory: {e}", l.display()))
-            })?;
+            parent_dirs(l)?;
         }
         if let Some(l) = &log {
             opts = opts.log(l.clone());
         }
         // Without a thread count the trainer runs on the caller's pool: ours (fork-safe).
         let pool = default_pool()?;
-        let (result, interrupted) = run_interruptible(py, &flag, || pool.install(|| opts.train()));
-        if let Some(k) = interrupted {
-            return Err(k);
-        }
+        let result = run_interruptible(py, &flag, || pool.install(|| opts.train()))?;
         let out = lib(result)?;
         let d = PyDict::new(py);
         let metrics =
@@ -289,9 +290,7 @@ pub(crate) fn _train_embedding(
             "a .npy file",
             saintflow::atomic::written::npy,
         )?;
-        let o: Vec<&str> = plan.overrides.iter().map(String::as_str).collect();
-        let ep =
-            lib(saintflow::plan::embedding::EmbeddingPlan::load_with_overrides(&plan.path, &o))?;
+        let ep = embedding_plan(&plan.path, &plan.overrides)?;
         let scratch = scratch_dir.unwrap_or_else(|| match output.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => std::env::temp_dir(),
@@ -310,12 +309,9 @@ pub(crate) fn _train_embedding(
         };
         let flag = AtomicBool::new(false);
         let store: &GraphStore = &store_arc;
-        let (r, interrupted) = run_interruptible(py, &flag, || {
+        let r = run_interruptible(py, &flag, || {
             saintflow::embedding::train_interruptible(&ep, store, &opts, &flag)
-        });
-        if let Some(k) = interrupted {
-            return Err(k);
-        }
+        })?;
         let out = lib(r)?;
         serde_json::to_string(&out).map_err(|e| SaintflowError::new_err(e.to_string()))
     })
