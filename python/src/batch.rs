@@ -1,0 +1,288 @@
+//! A batch's arrays and their way into numpy without a copy: `Batch` (what a sampling
+//! worker assembles), `YData` (labels as the package hands them out), `lend` (a vector as a
+//! numpy array whose base, a `BatchBuffer`, hands the buffer back when numpy frees it) and
+//! `Recycle`/`Buffers` (the freed buffers kept for the next batches, fork-safe);
+//! `batch_dict`, the dict `SaintSampler` turns into a `Batch`.
+
+use std::sync::{Arc, Mutex};
+
+use numpy::ndarray::{Ix1, Ix2};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use saintflow::sample::Subgraph;
+use saintflow::store::{GraphStore, Labels};
+
+use crate::error::SaintflowError;
+use crate::sampler::SamplerSpec;
+
+/// One batch, built on a sampling thread; every array moves into numpy without a copy.
+pub(crate) struct Batch {
+    pub(crate) index: u64,
+    pub(crate) nodes: Vec<i64>,
+    pub(crate) indptr: Vec<i64>,
+    /// 2 × E: the rows, then the columns (`indices` is its second row).
+    pub(crate) edge_index: Vec<i64>,
+    pub(crate) x: Vec<f32>,
+    pub(crate) roles: Vec<u8>,
+    pub(crate) node_norm: Option<Vec<f32>>,
+    pub(crate) edge_norm: Option<Vec<f32>>,
+    pub(crate) y: YData,
+}
+
+impl Batch {
+    /// Its buffers back to `bufs`, as numpy hands them back when it frees the arrays.
+    pub(crate) fn give_back(self, bufs: &Buffers) {
+        bufs.nodes.give(self.nodes);
+        bufs.indptr.give(self.indptr);
+        bufs.edge_index.give(self.edge_index);
+        bufs.x.give(self.x);
+        bufs.roles.give(self.roles);
+        match self.y {
+            YData::Single(y) => bufs.y.give(y),
+            YData::Multi(y, _) => bufs.y_multi.give(y),
+        }
+        if let Some(v) = self.node_norm {
+            bufs.node_norm.give(v);
+        }
+        if let Some(v) = self.edge_norm {
+            bufs.edge_norm.give(v);
+        }
+    }
+}
+
+/// Labels of some nodes as the package hands them out.
+pub(crate) enum YData {
+    /// Class ids, −1 for none.
+    Single(Vec<i64>),
+    /// n × C rows of 0/1.
+    Multi(Vec<f32>, usize),
+}
+
+impl YData {
+    pub(crate) fn of(store: &GraphStore, ids: &[u32], bufs: &Buffers) -> YData {
+        match store.labels() {
+            Labels::Single(l) => {
+                let mut y = bufs.y.take();
+                y.extend(ids.iter().map(|&v| match l[v as usize] {
+                    saintflow::store::format::NO_LABEL => -1,
+                    c => i64::from(c),
+                }));
+                YData::Single(y)
+            }
+            labels @ Labels::Multi { .. } => {
+                let c = store.n_classes();
+                let mut out = bufs.y_multi.take_len(ids.len() * c);
+                for (row, &v) in out.chunks_exact_mut(c.max(1)).zip(ids) {
+                    for (k, y) in row.iter_mut().enumerate() {
+                        *y = if labels.has_class(v, k as u32) {
+                            1.0
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+                YData::Multi(out, c)
+            }
+        }
+    }
+
+    pub(crate) fn into_py<'py>(
+        self,
+        py: Python<'py>,
+        bufs: &Arc<Buffers>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            YData::Single(y) => {
+                let n = y.len();
+                lend(py, y, Ix1(n), bufs, |b| &b.y)?.into_any()
+            }
+            YData::Multi(y, c) => {
+                let n = y.len() / c.max(1);
+                lend(py, y, Ix2(n, c), bufs, |b| &b.y_multi)?.into_any()
+            }
+        })
+    }
+}
+
+/// Buffers of one kind that numpy has freed, for the next batches. A batch's arrays are
+/// megabytes; allocated afresh, each 4 KiB page faults in, and glibc gives a buffer freed on
+/// another thread back to the kernel: with two sampling threads, 480 000 page faults in 800
+/// batches halved the rate (BENCHMARKS.md, "Recycled batch buffers").
+///
+/// Fork-safe: a forked child (a PyTorch `DataLoader` worker using a sampler built in the
+/// parent) may inherit `free` locked by a parent thread that does not exist there, so a
+/// process other than the one that made the `Recycle` never touches it (it allocates).
+pub(crate) struct Recycle<V> {
+    free: Mutex<Vec<V>>,
+    keep: usize,
+    pid: u32,
+}
+
+impl<V: Default> Recycle<V> {
+    fn new(keep: usize) -> Self {
+        Recycle {
+            free: Mutex::new(Vec::new()),
+            keep,
+            pid: std::process::id(),
+        }
+    }
+
+    /// A freed value as it was, or a new empty one.
+    pub(crate) fn pop(&self) -> V {
+        if std::process::id() != self.pid {
+            return V::default();
+        }
+        let v = self.free.lock().ok().and_then(|mut f| f.pop());
+        v.unwrap_or_default()
+    }
+
+    /// Keeps `v` for a later `pop`, up to `keep` values.
+    pub(crate) fn give(&self, v: V) {
+        if std::process::id() != self.pid {
+            return;
+        }
+        if let Ok(mut f) = self.free.lock() {
+            if f.len() < self.keep {
+                f.push(v);
+            }
+        }
+    }
+}
+
+impl<T> Recycle<Vec<T>> {
+    /// An empty buffer, with the capacity of a freed one when there is one.
+    pub(crate) fn take(&self) -> Vec<T> {
+        let mut v = self.pop();
+        v.clear();
+        v
+    }
+
+    /// A buffer of `len` elements whose values are unspecified (a freed buffer's, or
+    /// zeros): for a caller that overwrites every one, without clearing them first.
+    pub(crate) fn take_len(&self, len: usize) -> Vec<T>
+    where
+        T: Copy + Default,
+    {
+        let mut v = self.pop();
+        if v.len() >= len {
+            v.truncate(len);
+        } else {
+            v.resize(len, T::default());
+        }
+        v
+    }
+}
+
+/// One `Recycle` per array of a batch, so a buffer comes back at the size it had.
+pub(crate) struct Buffers {
+    pub(crate) nodes: Recycle<Vec<i64>>,
+    pub(crate) indptr: Recycle<Vec<i64>>,
+    pub(crate) edge_index: Recycle<Vec<i64>>,
+    pub(crate) x: Recycle<Vec<f32>>,
+    pub(crate) roles: Recycle<Vec<u8>>,
+    pub(crate) y: Recycle<Vec<i64>>,
+    pub(crate) y_multi: Recycle<Vec<f32>>,
+    pub(crate) node_norm: Recycle<Vec<f32>>,
+    pub(crate) edge_norm: Recycle<Vec<f32>>,
+    /// Drawn subgraphs, once assembled: drawn on a worker and dropped by the consumer, their
+    /// vectors (≈ 2.4 MB of room for a 7.6k-node subgraph of a skewed graph) were given
+    /// back to the kernel and faulted in again for the next (BENCHMARKS.md, "Lockstep
+    /// walks").
+    pub(crate) subgraphs: Recycle<Subgraph>,
+}
+
+impl Buffers {
+    /// Keeping up to `keep` freed buffers of each array.
+    pub(crate) fn new(keep: usize) -> Self {
+        Buffers {
+            nodes: Recycle::new(keep),
+            indptr: Recycle::new(keep),
+            edge_index: Recycle::new(keep),
+            x: Recycle::new(keep),
+            roles: Recycle::new(keep),
+            y: Recycle::new(keep),
+            y_multi: Recycle::new(keep),
+            node_norm: Recycle::new(keep),
+            edge_norm: Recycle::new(keep),
+            subgraphs: Recycle::new(keep),
+        }
+    }
+}
+
+/// The base object of a batch's arrays: it owns the buffer they view and, when numpy frees
+/// the last of them, hands it back to its `Recycle`.
+#[pyclass(module = "saintflow._native", frozen)]
+struct BatchBuffer(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl Drop for BatchBuffer {
+    fn drop(&mut self) {
+        if let Some(give_back) = self.0.get_mut().ok().and_then(Option::take) {
+            give_back();
+        }
+    }
+}
+
+/// `v` as a numpy array of `shape` (no copy), whose buffer goes back to `field` of `bufs`
+/// when numpy frees it.
+fn lend<'py, T: numpy::Element + Send + 'static, D: numpy::ndarray::Dimension>(
+    py: Python<'py>,
+    v: Vec<T>,
+    shape: D,
+    bufs: &Arc<Buffers>,
+    field: fn(&Buffers) -> &Recycle<Vec<T>>,
+) -> PyResult<Bound<'py, numpy::PyArray<T, D>>> {
+    let (ptr, len) = (v.as_ptr(), v.len());
+    let bufs = bufs.clone();
+    let owner = Bound::new(
+        py,
+        BatchBuffer(Mutex::new(Some(Box::new(move || field(&bufs).give(v))))),
+    )?;
+    // SAFETY: moving `v` into the closure moved its handle, not its heap buffer, which
+    // nothing touches until `owner` drops: `owner` becomes the array's base, so it lives as
+    // long as the array and any view of it.
+    let data = unsafe { std::slice::from_raw_parts(ptr, len) };
+    let view = numpy::ndarray::ArrayView::from_shape(shape, data)
+        .map_err(|e| SaintflowError::new_err(format!("batch array of {len} elements: {e}")))?;
+    // SAFETY: as above; `data` is never reallocated while `owner` lives.
+    Ok(unsafe { numpy::PyArray::borrow_from_array(&view, owner.into_any()) })
+}
+
+pub(crate) fn batch_dict<'py>(
+    py: Python<'py>,
+    spec: &SamplerSpec,
+    b: Batch,
+) -> PyResult<Bound<'py, PyDict>> {
+    // Only wrapping here (the GIL is held): every array was built by the worker or, with
+    // one sampling thread, by `__next__` with the GIL released.
+    let d = PyDict::new(py);
+    let bufs = &spec.buffers;
+    let (n, e, f) = (
+        b.nodes.len(),
+        b.edge_index.len() / 2,
+        spec.store.n_features(),
+    );
+    d.set_item("index", b.index)?;
+    d.set_item("n_id", lend(py, b.nodes, Ix1(n), bufs, |b| &b.nodes)?)?;
+    d.set_item(
+        "indptr",
+        lend(py, b.indptr, Ix1(n + 1), bufs, |b| &b.indptr)?,
+    )?;
+    let edge_index = lend(py, b.edge_index, Ix2(2, e), bufs, |b| &b.edge_index)?;
+    // `indices`: the second row of `edge_index`, a view (no copy).
+    d.set_item("indices", edge_index.get_item(1)?)?;
+    d.set_item("edge_index", edge_index)?;
+    d.set_item("x", lend(py, b.x, Ix2(n, f), bufs, |b| &b.x)?)?;
+    d.set_item("roles", lend(py, b.roles, Ix1(n), bufs, |b| &b.roles)?)?;
+    d.set_item("y", b.y.into_py(py, bufs)?)?;
+    let norm = |v: Option<Vec<f32>>, field: fn(&Buffers) -> &Recycle<Vec<f32>>| {
+        v.map(|v| {
+            let k = v.len();
+            lend(py, v, Ix1(k), bufs, field)
+        })
+        .transpose()
+    };
+    d.set_item("node_norm", norm(b.node_norm, |b| &b.node_norm)?)?;
+    d.set_item("edge_norm", norm(b.edge_norm, |b| &b.edge_norm)?)?;
+    Ok(d)
+}

@@ -1,0 +1,456 @@
+//! `Store`: a graph store from Python. Opened memory-mapped (nothing loaded), closed on
+//! request; counts, splits, features and labels gathered into new arrays, and the CSR,
+//! roles and feature matrix as read-only numpy views whose base is a private
+//! copy-on-write map of the section (`SectionMap`, which outlives `close`); `info_json`,
+//! `check`, and stores written from arrays (`_create`) or a GraphSAINT directory.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
+
+use numpy::ndarray::{Array2, ArrayView1, ArrayView2};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyMemoryError, PyValueError};
+use pyo3::prelude::*;
+
+use saintflow::progress::Progress;
+use saintflow::store::import::{
+    import_arrays_with, ArrayGraph, ArrayLabels, Edges, TrainGraphMode,
+};
+use saintflow::store::{GraphStore, Labels, PrivateSection, Role, SectionId};
+
+use crate::batch::{Buffers, YData};
+use crate::error::{guard, lib, SaintflowError, StoreError};
+use crate::runtime::{default_pool, fits, on_pool, run_interruptible, try_vec};
+
+/// The base object of a view of a store's section: its own copy-on-write map of the
+/// section's file (`GraphStore::map_private`). numpy sees the view read-only; a writer that
+/// ignores the flag (`torch.from_numpy`) writes this process's private pages, never the
+/// store, and cannot fault (issue 55 item 11: it was a segmentation fault through the
+/// store's read-only map). The map is independent of the `Store`: a view outlives
+/// `Store.close()`.
+#[pyclass(module = "saintflow._native", frozen)]
+pub(crate) struct SectionMap(PrivateSection);
+
+/// Section `id` of `store` mapped privately, as the base of the views made of it.
+fn section_map<'py>(
+    py: Python<'py>,
+    store: &GraphStore,
+    id: SectionId,
+) -> PyResult<Bound<'py, PyAny>> {
+    let m = lib(py.detach(|| store.map_private(id)))?;
+    Ok(Bound::new(py, SectionMap(m))?.into_any())
+}
+
+/// A read-only numpy view of the section mapped by `owner` (a [`SectionMap`]), no copy.
+fn view1<'py, T: numpy::Element + bytemuck::Pod>(
+    owner: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArray1<T>>> {
+    let map = owner.cast::<SectionMap>()?.get();
+    let data: &[T] = lib(map.0.as_slice())?;
+    let v = ArrayView1::from(data);
+    // SAFETY: `data` lives in `owner`'s private map, which `owner` (the array's base) keeps
+    // alive and never moves; the map is writable (copy-on-write), so even a write that
+    // ignores the read-only flag set below touches only this process's pages.
+    let a = unsafe { PyArray1::borrow_from_array(&v, owner.clone()) };
+    a.getattr("flags")?.setattr("writeable", false)?;
+    Ok(a)
+}
+
+fn view2<'py, T: numpy::Element + bytemuck::Pod>(
+    owner: &Bound<'py, PyAny>,
+    rows: usize,
+    cols: usize,
+) -> PyResult<Bound<'py, PyArray2<T>>> {
+    let map = owner.cast::<SectionMap>()?.get();
+    let data: &[T] = lib(map.0.as_slice())?;
+    let v = ArrayView2::from_shape((rows, cols), data)
+        .map_err(|e| SaintflowError::new_err(format!("view of {rows} × {cols}: {e}")))?;
+    // SAFETY: as in `view1`.
+    let a = unsafe { PyArray2::borrow_from_array(&v, owner.clone()) };
+    a.getattr("flags")?.setattr("writeable", false)?;
+    Ok(a)
+}
+
+fn ids_of(store: &GraphStore, ids: &[i64]) -> PyResult<Vec<u32>> {
+    let n = store.n_nodes();
+    let mut out = Vec::new();
+    out.try_reserve_exact(ids.len())
+        .map_err(|_| PyMemoryError::new_err(format!("ids: cannot allocate {} ids", ids.len())))?;
+    for (k, &v) in ids.iter().enumerate() {
+        if v < 0 || v as u64 >= n as u64 {
+            return Err(StoreError::new_err(format!(
+                "{}: ids[{k}] = {v} is out of range for {n} nodes",
+                store.path().display()
+            )));
+        }
+        out.push(v as u32);
+    }
+    Ok(out)
+}
+
+/// A store, memory-mapped (nothing is loaded when opened); `close` lets go of the map.
+#[pyclass(module = "saintflow._native", frozen)]
+pub(crate) struct Store {
+    /// `None` once closed.
+    inner: RwLock<Option<Arc<GraphStore>>>,
+}
+
+impl Store {
+    fn new(s: GraphStore) -> Store {
+        Store {
+            inner: RwLock::new(Some(Arc::new(s))),
+        }
+    }
+
+    /// The open store, or a `StoreError` once `close` was called.
+    pub(crate) fn get(&self) -> PyResult<Arc<GraphStore>> {
+        self.inner
+            .read()
+            .map_err(|_| SaintflowError::new_err("the store's lock was poisoned"))?
+            .clone()
+            .ok_or_else(|| {
+                StoreError::new_err("the store is closed: open it again (saintflow.Store.open)")
+            })
+    }
+}
+
+#[pymethods]
+impl Store {
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
+        guard(|| Ok(Store::new(lib(on_pool(py, || GraphStore::open(&path))?)?)))
+    }
+
+    /// Lets go of the store's map (the views handed out keep their own); later calls
+    /// raise `StoreError`. Closing twice is allowed.
+    fn close(&self) -> PyResult<()> {
+        let mut slot = self
+            .inner
+            .write()
+            .map_err(|_| SaintflowError::new_err("the store's lock was poisoned"))?;
+        *slot = None;
+        Ok(())
+    }
+
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self
+            .inner
+            .read()
+            .map_err(|_| SaintflowError::new_err("the store's lock was poisoned"))?
+            .is_none())
+    }
+
+    #[getter]
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(self.get()?.path().to_path_buf())
+    }
+    #[getter]
+    fn n_nodes(&self) -> PyResult<usize> {
+        Ok(self.get()?.n_nodes())
+    }
+    /// Directed entries of the full graph (each undirected edge twice, as PyG counts).
+    #[getter]
+    fn n_edges(&self) -> PyResult<usize> {
+        Ok(self.get()?.full().n_entries())
+    }
+    #[getter]
+    fn n_features(&self) -> PyResult<usize> {
+        Ok(self.get()?.n_features())
+    }
+    #[getter]
+    fn n_classes(&self) -> PyResult<usize> {
+        Ok(self.get()?.n_classes())
+    }
+    #[getter]
+    fn multilabel(&self) -> PyResult<bool> {
+        Ok(matches!(self.get()?.labels(), Labels::Multi { .. }))
+    }
+
+    /// The node ids of a split, ascending (int64).
+    fn split<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let role = match name {
+            "train" => Role::Train,
+            "val" | "valid" => Role::Val,
+            "test" => Role::Test,
+            other => {
+                return Err(StoreError::new_err(format!(
+                    "no split named {other:?}: expected \"train\", \"val\" or \"test\""
+                )))
+            }
+        };
+        let store = self.get()?;
+        fits(
+            || format!("Store.split: up to {} ids of 12 bytes", store.n_nodes()),
+            store.n_nodes() as u128 * 12,
+        )?;
+        let ids = on_pool(py, move || store.nodes_with_role(role))?;
+        Ok(ids
+            .into_iter()
+            .map(i64::from)
+            .collect::<Vec<_>>()
+            .into_pyarray(py))
+    }
+
+    /// The role byte of every node (0 none, 1 train, 2 val, 3 test), a view.
+    fn roles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let s = self.get()?;
+        view1(&section_map(py, &s, SectionId::Roles)?)
+    }
+
+    /// Feature rows of `ids`, gathered from the map into a new float32 array.
+    fn features<'py>(
+        &self,
+        py: Python<'py>,
+        ids: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        guard(|| {
+            let store = self.get()?;
+            let f = store.n_features();
+            let k = ids.len();
+            fits(
+                || format!("Store.features: {k} rows × {f} features of 4 bytes"),
+                k as u128 * f as u128 * 4,
+            )?;
+            let ids = ids_of(&store, ids.as_slice()?)?;
+            let mut out = try_vec("Store.features", k * f, 0f32)?;
+            let r = on_pool(py, || store.gather_features(&ids, &mut out))?;
+            lib(r)?;
+            Ok(Array2::from_shape_vec((k, f), out)
+                .expect("k × f values")
+                .into_pyarray(py))
+        })
+    }
+
+    /// The whole feature matrix as a read-only view (N × F float32, copy-on-write).
+    fn features_view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let s = self.get()?;
+        view2(
+            &section_map(py, &s, SectionId::Features)?,
+            s.n_nodes(),
+            s.n_features(),
+        )
+    }
+
+    /// Labels of `ids`: int64 class ids (−1 = none), or float32 0/1 rows when multi-label.
+    fn labels<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, i64>) -> PyResult<Py<PyAny>> {
+        guard(|| {
+            let store = self.get()?;
+            let k = ids.len();
+            let width = match store.labels() {
+                Labels::Single(_) => 8,
+                Labels::Multi { .. } => 4 * store.n_classes().max(1) as u128,
+            };
+            fits(
+                || format!("Store.labels: {k} rows of {width} bytes"),
+                k as u128 * width,
+            )?;
+            let ids = ids_of(&store, ids.as_slice()?)?;
+            Ok(labels_of(py, &store, &ids)?.into())
+        })
+    }
+
+    /// `(indptr, indices)` of the full or training graph: read-only views (uint64,
+    /// uint32, copy-on-write).
+    #[pyo3(signature = (graph = "full"))]
+    fn csr<'py>(&self, py: Python<'py>, graph: &str) -> PyResult<Py<PyAny>> {
+        let s = self.get()?;
+        let (offsets, indices) = match graph {
+            "full" => (SectionId::FullOffsets, SectionId::FullIndices),
+            "train" => (SectionId::TrainOffsets, SectionId::TrainIndices),
+            other => {
+                return Err(StoreError::new_err(format!(
+                    "no graph named {other:?}: expected \"full\" or \"train\""
+                )))
+            }
+        };
+        let indptr = view1::<u64>(&section_map(py, &s, offsets)?)?;
+        let indices = view1::<u32>(&section_map(py, &s, indices)?)?;
+        Ok((indptr, indices).into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// `saintflow info --json` as a JSON string (the Python side parses it).
+    fn info_json(&self, py: Python<'_>) -> PyResult<String> {
+        let store = self.get()?;
+        let info = on_pool(py, move || saintflow::store::info::info(&store))?;
+        serde_json::to_string(&info).map_err(|e| SaintflowError::new_err(e.to_string()))
+    }
+
+    /// The full check (`saintflow check`): every checksum, index and symmetry.
+    fn check(&self, py: Python<'_>) -> PyResult<()> {
+        guard(|| {
+            let store = self.get()?;
+            lib(on_pool(py, move || saintflow::store::check::check(&store))?)
+        })
+    }
+
+    /// Writes a store from arrays (see `saintflow.Store.create`).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, n_nodes, src, dst, indptr, indices, x, y, y_multi, roles, symmetrize, force, induce_train = false))]
+    fn _create(
+        py: Python<'_>,
+        path: PathBuf,
+        n_nodes: Option<u64>,
+        src: Option<PyReadonlyArray1<'_, i64>>,
+        dst: Option<PyReadonlyArray1<'_, i64>>,
+        indptr: Option<PyReadonlyArray1<'_, i64>>,
+        indices: Option<PyReadonlyArray1<'_, i64>>,
+        x: Option<numpy::PyReadonlyArray2<'_, f32>>,
+        y: Option<PyReadonlyArray1<'_, i64>>,
+        y_multi: Option<numpy::PyReadonlyArray2<'_, u8>>,
+        roles: Option<PyReadonlyArray1<'_, u8>>,
+        symmetrize: bool,
+        force: bool,
+        induce_train: bool,
+    ) -> PyResult<Store> {
+        guard(|| {
+            // The node count the writer will allocate for: `n_nodes`, or one past the
+            // largest id (a CSR: its rows), checked before the importer allocates for it
+            // (issue 55 item 3: an edge to node 4e9 aborted like n_nodes=4e9).
+            let (n, what) = match n_nodes {
+                Some(n) => (n, format!("n_nodes = {n}")),
+                None => {
+                    let n = match (&src, &dst, &indptr) {
+                        (Some(s), Some(d), _) => {
+                            let top = |a: &[i64]| a.iter().copied().max().unwrap_or(-1);
+                            let m = top(s.as_slice()?).max(top(d.as_slice()?));
+                            u64::try_from(m).map_or(0, |m| m + 1)
+                        }
+                        (_, _, Some(p)) => p.len().saturating_sub(1) as u64,
+                        _ => 0,
+                    };
+                    (
+                        n,
+                        format!("{n} nodes (one past the largest id in the edges)"),
+                    )
+                }
+            };
+            if n > u64::from(u32::MAX) {
+                return Err(PyValueError::new_err(format!(
+                    "{}: {what}: expected at most {} (node ids are 32-bit)",
+                    path.display(),
+                    u32::MAX
+                )));
+            }
+            // What the writer holds per node whatever the arrays given: two offset arrays
+            // (8 bytes each), a label (4), a role (1) and the degree and permutation tables
+            // of the CSR build (≈ 16): 48 bytes, rounded up.
+            fits(
+                || format!("{}: {what} at 48 bytes per node", path.display()),
+                u128::from(n) * 48,
+            )?;
+            let edges = match (&src, &dst, &indptr, &indices) {
+                (Some(s), Some(d), None, None) => Edges::Coo {
+                    src: s.as_slice()?,
+                    dst: d.as_slice()?,
+                },
+                (None, None, Some(p), Some(i)) => Edges::Csr {
+                    indptr: p.as_slice()?,
+                    indices: i.as_slice()?,
+                },
+                _ => {
+                    return Err(StoreError::new_err(
+                        "give edge_index, or indptr and indices (one of the two)",
+                    ))
+                }
+            };
+            let features = match &x {
+                Some(x) => Some((x.as_slice()?, x.shape()[1])),
+                None => None,
+            };
+            let labels = match (&y, &y_multi) {
+                (Some(y), None) => Some(ArrayLabels::Single(y.as_slice()?)),
+                (None, Some(m)) => Some(ArrayLabels::Multi {
+                    bits: m.as_slice()?,
+                    classes: m.shape()[1],
+                }),
+                _ => None,
+            };
+            let roles = match &roles {
+                Some(r) => Some(r.as_slice()?),
+                None => None,
+            };
+            let graph = ArrayGraph {
+                n_nodes,
+                edges,
+                symmetrize,
+                features,
+                labels,
+                roles,
+                source: "saintflow.Store.create (Python)",
+            };
+            // Never a file, a link or a device, nor a store inside a store (the writer
+            // replaces only a store, only with force=True).
+            saintflow::atomic::OutputGuard::new()
+                .dir("path", &path)
+                .check()
+                .map_err(|e| SaintflowError::new_err(e.to_string()))?;
+            // Ctrl-C sets `flag`; the import stops at its next check before publishing
+            // anything (issue 55 item 11: it finished writing, then raised).
+            let flag = AtomicBool::new(false);
+            let pool = default_pool()?;
+            let r = run_interruptible(py, &flag, || {
+                pool.install(|| {
+                    let mode = match induce_train {
+                        true => TrainGraphMode::Induce,
+                        false => TrainGraphMode::Full,
+                    };
+                    import_arrays_with(&graph, mode, &path, force, &Progress::hidden(), Some(&flag))
+                        .and_then(|_| GraphStore::open(&path))
+                })
+            })?;
+            Ok(Store::new(lib(r)?))
+        })
+    }
+
+    /// Imports a GraphSAINT dataset directory (`saintflow import graphsaint DIR -o PATH`).
+    #[staticmethod]
+    #[pyo3(signature = (dir, path, standardize = false, force = false))]
+    fn import_graphsaint(
+        py: Python<'_>,
+        dir: PathBuf,
+        path: PathBuf,
+        standardize: bool,
+        force: bool,
+    ) -> PyResult<Store> {
+        guard(|| {
+            let opts = saintflow::store::import::GraphSaintOptions {
+                standardize,
+                ..Default::default()
+            };
+            let r = on_pool(py, || {
+                saintflow::store::import::import_graphsaint(
+                    &dir,
+                    &path,
+                    &opts,
+                    force,
+                    &Progress::hidden(),
+                )
+                .and_then(|_| GraphStore::open(&path))
+            })?;
+            Ok(Store::new(lib(r)?))
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        match self.get() {
+            Ok(s) => format!(
+                "Store({:?}, n_nodes={}, n_edges={}, n_features={}, n_classes={})",
+                s.path().display().to_string(),
+                s.n_nodes(),
+                s.full().n_entries(),
+                s.n_features(),
+                s.n_classes()
+            ),
+            Err(_) => "Store(closed)".to_string(),
+        }
+    }
+}
+
+fn labels_of<'py>(py: Python<'py>, store: &GraphStore, ids: &[u32]) -> PyResult<Bound<'py, PyAny>> {
+    // Nothing to recycle: one call, its arrays kept by the caller.
+    let bufs = Arc::new(Buffers::new(0));
+    YData::of(store, ids, &bufs).into_py(py, &bufs)
+}
