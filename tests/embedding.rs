@@ -416,12 +416,19 @@ fn shipped_embedding_plans_parse() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("plans")
             .join(format!("{name}.toml"));
-        assert!(saintflow::plan::embedding::is_embedding_plan(&path));
+        assert!(matches!(
+            saintflow::plan::AnyPlan::load(&path, &[] as &[&str]),
+            Ok(saintflow::plan::AnyPlan::Embedding(_))
+        ));
         let p = EmbeddingPlan::load_with_overrides(&path, &[]).unwrap();
         assert_eq!(p.model.name(), name);
     }
-    assert!(!saintflow::plan::embedding::is_embedding_plan(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml")
+    assert!(!matches!(
+        saintflow::plan::AnyPlan::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml"),
+            &[] as &[&str]
+        ),
+        Ok(saintflow::plan::AnyPlan::Embedding(_))
     ));
 }
 

@@ -492,9 +492,13 @@ fn walk_length_from_plans_is_the_receptive_field() {
         .filter_map(|f| f.strip_suffix(".toml").map(str::to_string))
         // The `[embedding]` family is no GNN: tests/embedding.rs covers it.
         .filter(|n| {
-            !saintflow::plan::embedding::is_embedding_plan(std::path::Path::new(&format!(
-                "{dir_plans}/{n}.toml"
-            )))
+            !matches!(
+                saintflow::plan::AnyPlan::load(
+                    std::path::Path::new(&format!("{dir_plans}/{n}.toml")),
+                    &[] as &[&str]
+                ),
+                Ok(saintflow::plan::AnyPlan::Embedding(_))
+            )
         })
         .collect();
     names.sort();

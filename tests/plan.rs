@@ -1167,7 +1167,12 @@ fn shipped() -> Vec<(String, String)> {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         // The `[embedding]` family is no GNN: tests/embedding.rs covers it.
-        .filter(|p| !saintflow::plan::embedding::is_embedding_plan(p))
+        .filter(|p| {
+            !matches!(
+                saintflow::plan::AnyPlan::load(p, &[] as &[&str]),
+                Ok(saintflow::plan::AnyPlan::Embedding(_))
+            )
+        })
         .map(|p| {
             (
                 p.display().to_string(),

@@ -1,21 +1,40 @@
 //! `Plan`: a plan file (GNN or `[embedding]`) with its overrides, parsed and typed when
 //! loaded, so that a plan error is raised by `Plan.load` with its position, not by `train`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
 use saintflow::plan::embedding::EmbeddingPlan;
-use saintflow::plan::Plan as RustPlan;
+use saintflow::plan::{AnyPlan, Plan as RustPlan};
 
 use crate::error::{guard, lib};
 
-/// A plan (GNN or `[embedding]`), parsed and typed.
+/// A plan (GNN or `[embedding]`), parsed and typed once by the library's one plan entry
+/// (`AnyPlan::load`: the family is told there, `model.X` is an alias of `dims.X`).
 #[pyclass(module = "saintflow._native", frozen)]
 pub(crate) struct Plan {
     pub(crate) path: PathBuf,
     pub(crate) overrides: Vec<String>,
-    pub(crate) gnn: Option<RustPlan>,
+    pub(crate) plan: AnyPlan,
+}
+
+impl Plan {
+    /// The GNN plan, or None for an `[embedding]` plan.
+    pub(crate) fn gnn(&self) -> Option<&RustPlan> {
+        match &self.plan {
+            AnyPlan::Gnn(p) => Some(p),
+            AnyPlan::Embedding(_) => None,
+        }
+    }
+
+    /// The `[embedding]` plan, or None for a GNN plan.
+    pub(crate) fn embedding(&self) -> Option<&EmbeddingPlan> {
+        match &self.plan {
+            AnyPlan::Embedding(p) => Some(p),
+            AnyPlan::Gnn(_) => None,
+        }
+    }
 }
 
 #[pymethods]
@@ -24,17 +43,11 @@ impl Plan {
     #[pyo3(signature = (path, overrides = Vec::new()))]
     fn load(path: PathBuf, overrides: Vec<String>) -> PyResult<Plan> {
         guard(|| {
-            let gnn = if saintflow::plan::embedding::is_embedding_plan(&path) {
-                embedding_plan(&path, &overrides)?;
-                None
-            } else {
-                let o: Vec<&str> = overrides.iter().map(String::as_str).collect();
-                Some(lib(RustPlan::load_with_overrides(&path, &o))?)
-            };
+            let plan = lib(AnyPlan::load(&path, &overrides))?;
             Ok(Plan {
                 path,
                 overrides,
-                gnn,
+                plan,
             })
         })
     }
@@ -45,17 +58,10 @@ impl Plan {
     }
     #[getter]
     fn is_embedding(&self) -> bool {
-        self.gnn.is_none()
+        self.gnn().is_none()
     }
     #[getter]
     fn overrides(&self) -> Vec<String> {
         self.overrides.clone()
     }
-}
-
-/// The `[embedding]` plan at `path` with `overrides`: checked by `Plan.load`, loaded for
-/// the run by `_train_embedding`.
-pub(crate) fn embedding_plan(path: &Path, overrides: &[String]) -> PyResult<EmbeddingPlan> {
-    let o: Vec<&str> = overrides.iter().map(String::as_str).collect();
-    lib(EmbeddingPlan::load_with_overrides(path, &o))
 }

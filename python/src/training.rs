@@ -22,7 +22,7 @@ use saintflow::train::TrainOptions;
 
 use crate::error::{guard, lib, SaintflowError, TrainError};
 use crate::ops::registry;
-use crate::plan::{embedding_plan, Plan};
+use crate::plan::Plan;
 use crate::runtime::{default_pool, mib_bytes, pool, run_interruptible, threads_of};
 use crate::store::Store;
 
@@ -89,7 +89,7 @@ pub(crate) fn _train<'py>(
     max_steps: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     guard(|| {
-        let Some(p) = plan.gnn.as_ref() else {
+        let Some(p) = plan.gnn() else {
             return Err(TrainError::new_err(format!(
                 "{}: an [embedding] plan: use saintflow.train_embedding",
                 plan.path.display()
@@ -197,7 +197,7 @@ pub(crate) fn _embed(
     force: bool,
 ) -> PyResult<(usize, usize, Option<String>)> {
     guard(|| {
-        let Some(p) = plan.gnn.as_ref() else {
+        let Some(p) = plan.gnn() else {
             return Err(TrainError::new_err(format!(
                 "{}: an [embedding] plan is trained, not evaluated: saintflow.train returns its embedding",
                 plan.path.display()
@@ -266,12 +266,12 @@ pub(crate) fn _train_embedding(
     force: bool,
 ) -> PyResult<String> {
     guard(|| {
-        if plan.gnn.is_some() {
+        let Some(ep) = plan.embedding() else {
             return Err(TrainError::new_err(format!(
                 "{}: a GNN plan: saintflow.train trains it",
                 plan.path.display()
             )));
-        }
+        };
         if !(0.0..1.0).contains(&holdout) {
             return Err(TrainError::new_err(format!(
                 "holdout = {holdout}: expected a fraction in [0, 1)"
@@ -290,7 +290,6 @@ pub(crate) fn _train_embedding(
             "a .npy file",
             saintflow::atomic::written::npy,
         )?;
-        let ep = embedding_plan(&plan.path, &plan.overrides)?;
         let scratch = scratch_dir.unwrap_or_else(|| match output.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => std::env::temp_dir(),
@@ -310,7 +309,7 @@ pub(crate) fn _train_embedding(
         let flag = AtomicBool::new(false);
         let store: &GraphStore = &store_arc;
         let r = run_interruptible(py, &flag, || {
-            saintflow::embedding::train_interruptible(&ep, store, &opts, &flag)
+            saintflow::embedding::train_interruptible(ep, store, &opts, &flag)
         })?;
         let out = lib(r)?;
         serde_json::to_string(&out).map_err(|e| SaintflowError::new_err(e.to_string()))

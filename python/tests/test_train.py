@@ -37,6 +37,14 @@ def test_train_learns_and_overrides_apply(store):
     assert r.losses[-1] < r.losses[0]
 
 
+def test_model_keys_are_an_alias_of_dims_as_the_readme_says(store):
+    # Issue 54 item 2: the alias lives in the plan layer, so Python has it as the CLI does.
+    a = sf.train(sf.Plan.load(GCN, {"model.hidden": 8}), store, epochs=2, seed=3, progress=False)
+    b = sf.train(sf.Plan.load(GCN, {"dims.hidden": 8}), store, epochs=2, seed=3, progress=False)
+    c = sf.train(sf.Plan.load(GCN), store, epochs=2, seed=3, progress=False)
+    assert a.losses == b.losses and a.losses != c.losses
+
+
 def test_plan_errors_carry_their_position(tmp_path, store):
     bad = tmp_path / "bad.toml"
     bad.write_text(GCN.read_text().replace('kind = "adam"', 'kind = "adma"'))

@@ -1,8 +1,8 @@
 //! The `[embedding]` plan family (issue 16): node embedding by skip-gram with negative
 //! sampling over random-walk samples, as GraphVite trains DeepWalk, LINE and node2vec.
-//! A plan file with an `[embedding]` table is this family ([`is_embedding_plan`]); it is
-//! typed here, with the same `FILE:LINE:COL` errors and `--set` overrides as a GNN plan,
-//! and trained by [`crate::embedding`].
+//! A plan file with an `[embedding]` table is this family ([`is_embedding_text`], asked by
+//! [`super::AnyPlan::load`]); it is typed here, with the same `FILE:LINE:COL` errors and
+//! `--set` overrides as a GNN plan, and trained by [`crate::embedding`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use toml::de::DeTable;
 use crate::suggest::did_you_mean;
 
 use super::spanned::S;
-use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_PLAN_BYTES};
+use super::{PlanError, PlanErrorKind, Source, MAX_DIM};
 
 /// The walk that feeds the sample pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,16 +97,6 @@ pub fn is_embedding_text(text: &str) -> bool {
     DeTable::parse(text)
         .map(|t| t.get_ref().contains_key("embedding"))
         .unwrap_or(false)
-}
-
-/// Whether the file at `path` is an `[embedding]` plan (false when it cannot be read or is
-/// larger than a plan may be: the GNN loader then reports that).
-pub fn is_embedding_plan(path: &Path) -> bool {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() && m.len() <= MAX_PLAN_BYTES as u64 => {}
-        _ => return false,
-    }
-    std::fs::read_to_string(path).is_ok_and(|t| is_embedding_text(&t))
 }
 
 #[derive(Deserialize)]

@@ -17,7 +17,12 @@ pub fn gnn_plan_files() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .filter(|p| !saintflow::plan::embedding::is_embedding_plan(p))
+        .filter(|p| {
+            !matches!(
+                saintflow::plan::AnyPlan::load(p, &[] as &[&str]),
+                Ok(saintflow::plan::AnyPlan::Embedding(_))
+            )
+        })
         .collect();
     v.sort();
     v
