@@ -181,7 +181,7 @@ impl Model {
 /// how many workers were busy, the ops that ran alone), then its nodes by CPU time (spans
 /// summed over parts and workers) with each product's GFLOP/s.
 fn timeline(model: &Model, src: &dyn GraphSource, threads: usize) {
-    let ex = Executor::new(threads).with_timeline(true);
+    let ex = Executor::new(threads.try_into().unwrap()).with_timeline(true);
     let mut runs: Vec<(saintflow::exec::Timeline, Bindings)> = (0..7)
         .map(|step| {
             let out = ex
@@ -556,7 +556,7 @@ fn steps(c: &mut Criterion) {
     let quick = std::env::var_os("STEP_BENCH_QUICK").is_some();
     for threads in thread_counts() {
         let pool = rayon_pool(threads);
-        let ex = Executor::new(threads);
+        let ex = Executor::new(threads.try_into().unwrap());
         let mut next = 0u64;
         let mut model = Model::new(&src, 2, threads, b);
         if std::env::var_os("STEP_BENCH_OPS").is_some() {
@@ -619,7 +619,7 @@ fn steps(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     for threads in thread_counts() {
         let pool = rayon_pool(threads);
-        let ex = Executor::new(threads);
+        let ex = Executor::new(threads.try_into().unwrap());
         let mut models: Vec<Model> = (1..=4).map(|l| Model::new(&src, l, threads, b)).collect();
         // Interleaved over depths: round-robin one variant per model.
         pool.install(|| {

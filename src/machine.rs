@@ -152,6 +152,19 @@ pub fn anon_resident(pid: u32) -> u64 {
 /// (issue 55, item 5: `--threads 100000` spawned ~590 threads and hung).
 pub const MAX_THREADS: usize = 256;
 
+/// The machine's cores as the OS reports them (`available_parallelism`: the affinity mask
+/// and cgroup quota included), at least 1.
+pub fn cores() -> std::num::NonZeroUsize {
+    std::thread::available_parallelism().unwrap_or(std::num::NonZeroUsize::MIN)
+}
+
+/// A thread count as every API of the crate takes it (issue 54, item 2): `Some(n)` is
+/// exactly n workers, `None` one per core. There is no 0: a caller that has one (a count
+/// from outside) refuses it, as the CLI's `--threads` and the Python `threads=` do.
+pub fn threads_or_cores(threads: Option<std::num::NonZeroUsize>) -> std::num::NonZeroUsize {
+    threads.unwrap_or_else(cores)
+}
+
 /// The bytes this process may still allocate, and where the figure comes from: the least of
 /// the machine's memory as `train`'s memory check sees it ([`MemoryLimit::Detect`]) and what
 /// the address-space limit (`ulimit -v`, `RLIMIT_AS`) leaves beside what the process has

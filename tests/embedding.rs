@@ -74,7 +74,7 @@ fn blocks_of_a_round_touch_disjoint_rows() {
     for (threads, n) in [(2, 2), (3, 3), (2, 5)] {
         let rec = Recorder::default();
         let opts = EmbedOptions {
-            threads,
+            threads: std::num::NonZeroUsize::new(threads),
             scratch_dir: dir.path().to_path_buf(),
             memory_bytes: 1 << 20,
             epochs: Some(100.0),
@@ -325,7 +325,7 @@ fn embed_planted(
         "[embedding]\nmodel = \"deepwalk\"\ndim = 32\nepochs = 100\nwalk_length = 20\nwindow = 5\n",
     );
     let opts = EmbedOptions {
-        threads: 2,
+        threads: std::num::NonZeroUsize::new(2),
         output: Some(out.clone()),
         scratch_dir: dir.path().to_path_buf(),
         device,
@@ -906,7 +906,7 @@ mod gpu {
         for n in [2, 3, 5] {
             let rec = Recorder::default();
             let opts = EmbedOptions {
-                threads: 2,
+                threads: std::num::NonZeroUsize::new(2),
                 scratch_dir: dir.path().to_path_buf(),
                 memory_bytes: 1 << 20,
                 epochs: Some(100.0),
@@ -943,7 +943,7 @@ fn an_interrupted_embedding_publishes_nothing() {
     let store = GraphStore::open(common::planted(dir.path(), 9)).unwrap();
     let out = dir.path().join("emb.npy");
     let opts = EmbedOptions {
-        threads: 1,
+        threads: std::num::NonZeroUsize::new(1),
         scratch_dir: dir.path().to_path_buf(),
         memory_bytes: 1 << 20,
         epochs: Some(100.0),

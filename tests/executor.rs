@@ -112,7 +112,7 @@ fn planned_at(
 fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
     use saintflow::planner::{default_passes, plan_with, Pass};
     let reg = Registry::with_builtins();
-    let ex = Executor::new(3);
+    let ex = Executor::new(std::num::NonZeroUsize::new(3).unwrap());
     for (n, degree, hidden) in [(21, 4, 16), (1200, 8, 64)] {
         let src = MemorySource::random(n, degree, 6, 3, false, 5);
         for path in shipped() {
@@ -198,7 +198,9 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
 #[test]
 fn executor_equals_the_interpreter_bit_for_bit_on_every_shipped_plan() {
     let reg = Registry::with_builtins();
-    let executors: Vec<Executor> = (1..=4).map(Executor::new).collect();
+    let executors: Vec<Executor> = (1..=4)
+        .map(|t: usize| Executor::new(t.try_into().unwrap()))
+        .collect();
     // (nodes, degree, hidden): the shipped-plans test's size, and one large enough that
     // GEMMs split into row blocks and SpMMs into column blocks.
     for (n, degree, hidden) in [(21, 4, 16), (300, 8, 64)] {
@@ -257,7 +259,9 @@ fn bf16_steps_are_planned_in_bf16_equal_on_every_worker_count_and_close_to_f32()
         eprintln!("bf16 steps not run here: {why}");
         return;
     }
-    let executors: Vec<Executor> = (1..=4).map(Executor::new).collect();
+    let executors: Vec<Executor> = (1..=4)
+        .map(|t: usize| Executor::new(t.try_into().unwrap()))
+        .collect();
     for path in shipped() {
         let (g32, wanted32, params) = planned(&path, 64, &src, &reg);
         let (g, wanted, _) = planned_at(&path, 64, &src, &reg, Precision::Bf16);
@@ -685,7 +689,7 @@ fn a_failing_or_panicking_op_fails_the_step_without_hanging() {
                 let params = Params::init(&lowered.params, 1);
                 let mut wanted = vec![lowered.loss];
                 wanted.extend(lowered.grads.iter().map(|g| g.1));
-                let ex = Executor::new(threads);
+                let ex = Executor::new(threads.try_into().unwrap());
                 for step in 0..6 {
                     let r =
                         ex.run_step(&lowered.graph, &wanted, Some(&src), &params, step, 1, true);
@@ -744,7 +748,7 @@ fn prefetched_subgraphs_equal_direct_sampling_and_steps_on_them_equal_the_interp
     let lowered = p.lower(&LowerEnv::of(&src, &reg)).unwrap();
     let params = Params::init(&lowered.params, 1);
     for threads in [1, 2, 3] {
-        let ex = Executor::new(threads);
+        let ex = Executor::new(threads.try_into().unwrap());
         for ahead in [0, 1, 4] {
             // Asked directly, in order, with a gap (steps 5..7 skipped).
             Prefetch::scope(ex.pool(), &src, ahead, |pre| {
@@ -847,7 +851,7 @@ fn many_steps_in_a_row_free_every_intermediate_on_p_one_thread_rayon_workers() {
     let params = Params::init(&lowered.params, 1);
     let mut wanted = vec![lowered.loss];
     wanted.extend(lowered.grads.iter().map(|g| g.1));
-    let ex = Executor::new(3);
+    let ex = Executor::new(std::num::NonZeroUsize::new(3).unwrap());
     for step in 0..200 {
         let v = ex
             .run_step(&lowered.graph, &wanted, Some(&src), &params, step, 1, true)
@@ -885,7 +889,7 @@ fn prefetching_stops_at_the_end_of_the_range() {
     let store = GraphStore::open(&path).unwrap();
     let src = frontier_source(&store);
     for threads in [1, 2, 3] {
-        let ex = Executor::new(threads);
+        let ex = Executor::new(threads.try_into().unwrap());
         // A source that records which steps were sampled.
         let sampled = Mutex::new(Vec::new());
         let counting = WithSampler::new(&src, |step| {
@@ -913,7 +917,7 @@ fn the_timeline_records_every_task_and_part_on_its_worker() {
     let src = MemorySource::random(1200, 8, 6, 3, false, 5);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
     let (g, wanted, params) = planned(&path, 64, &src, &reg);
-    let ex = Executor::new(2).with_timeline(true);
+    let ex = Executor::new(std::num::NonZeroUsize::new(2).unwrap()).with_timeline(true);
     let got = ex
         .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
         .unwrap();
@@ -959,7 +963,7 @@ fn the_timeline_records_every_task_and_part_on_its_worker() {
         busy.abs_diff(by_k) < std::time::Duration::from_micros(50),
         "{busy:?} vs {by_k:?}"
     );
-    let plain = Executor::new(2)
+    let plain = Executor::new(std::num::NonZeroUsize::new(2).unwrap())
         .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
         .unwrap();
     assert!(plain.timeline.is_none());

@@ -166,7 +166,7 @@ fn full_disk_for_inference_is_an_error_before_any_work() {
     let plan = Plan::parse_with_overrides(&text, "graphsage.toml", &["dims.hidden=512"]).unwrap();
     let lowered = lower_for(&plan, &store, &Registry::with_builtins()).unwrap();
     let params = saintflow::ir::Params::init(&lowered.params, 1);
-    let full = FullGraph::new(&store, &lowered)
+    let full = FullGraph::new(&store, &lowered, saintflow::machine::cores())
         .unwrap()
         .with_options(InferOptions {
             memory_bytes: 0,

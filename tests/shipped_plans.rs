@@ -241,10 +241,13 @@ fn a_product_is_fused_unless_that_keeps_its_wider_operand_alive_longer() {
         multilabel: false,
         registry: &reg,
     };
-    let options = PlanOptions::new(Bindings {
-        nodes: 2000,
-        entries: 32_000,
-    });
+    let options = PlanOptions::new(
+        Bindings {
+            nodes: 2000,
+            entries: 32_000,
+        },
+        saintflow::machine::cores(),
+    );
     // Fused gemm stages reading a value of 2h = 128 columns whole (h·W_self of layer 2,
     // k = 128 > its 64 columns), and those of any width.
     let gemm_stages = |forward_only: bool| {

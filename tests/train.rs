@@ -534,7 +534,7 @@ fn cli_train_json_log_and_embed() {
     let params = saintflow::train::checkpoint::load_params(ck.best_params.as_ref().unwrap());
     let lowered = lower_for(&plan_, &store, &Registry::with_builtins()).unwrap();
     // Against the in-memory pass (the CLI ran blocked, its kept values in scratch files).
-    let want = FullGraph::new(&store, &lowered)
+    let want = FullGraph::new(&store, &lowered, saintflow::machine::cores())
         .unwrap()
         .in_memory(&Interpreter, &params, Output::Embedding)
         .unwrap();
@@ -688,7 +688,7 @@ fn executor_with_prefetching_trains_exactly_as_the_interpreter() {
         steps.len()
     );
     for threads in [1, 3] {
-        let exec = saintflow::exec::Executor::new(threads);
+        let exec = saintflow::exec::Executor::new(threads.try_into().unwrap());
         // On the test thread's own pool, as the command line runs (no two-thread pool).
         let got = TrainOptions::new(&plan, &store)
             .runner(&exec)
@@ -758,7 +758,7 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
                 scratch_dir: scratch.clone(),
                 ..InferOptions::default()
             };
-            let full = FullGraph::new(&store, &lowered)
+            let full = FullGraph::new(&store, &lowered, saintflow::machine::cores())
                 .unwrap()
                 .with_options(opts.clone());
             for which in [Output::Logits, Output::Embedding] {
@@ -768,14 +768,13 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
                 let what = format!("{name} {which:?} rows {rows:?} memory {memory}");
                 assert_close(&want.data, &got, &what);
                 for (part, chunk) in [(13, 45), (1, 500)] {
-                    let streaming =
-                        FullGraph::new(&store, &lowered)
-                            .unwrap()
-                            .with_options(InferOptions {
-                                part_rows: Some(part),
-                                chunk_rows: Some(chunk),
-                                ..opts.clone()
-                            });
+                    let streaming = FullGraph::new(&store, &lowered, saintflow::machine::cores())
+                        .unwrap()
+                        .with_options(InferOptions {
+                            part_rows: Some(part),
+                            chunk_rows: Some(chunk),
+                            ..opts.clone()
+                        });
                     let plan = streaming.pass_plan(which).unwrap();
                     let chunks = plan.chunks();
                     streamed_ops += chunks.len();
@@ -868,7 +867,7 @@ fn a_plan_with_an_op_that_is_not_row_local_is_evaluated_in_memory() {
     );
     let lowered = lower_for(&plan, &store, &registry).unwrap();
     let params = saintflow::ir::Params::init(&lowered.params, 1);
-    let full = FullGraph::new(&store, &lowered).unwrap();
+    let full = FullGraph::new(&store, &lowered, saintflow::machine::cores()).unwrap();
     let why = full.in_memory_reason(Output::Logits).unwrap();
     assert!(why.contains("test.center"), "{why}");
     let want = full

@@ -298,6 +298,7 @@ fn issue_15_zero_epochs_or_steps_are_refused_by_the_library() {
         (opts(&store, &plan).epochs(0), "epochs(0)"),
         (opts(&store, &plan).max_steps(0), "max_steps(0)"),
         (opts(&store, &plan).stop_after(0), "stop_after(0)"),
+        (opts(&store, &plan).threads(0), "threads(0)"),
     ] {
         let e = o.train().unwrap_err().to_string();
         assert!(e.contains(what) && e.contains("at least 1"), "{e}");
@@ -374,4 +375,33 @@ fn issue55_a_role_without_nodes_is_never_reported_as_a_number() {
             assert_eq!(outcome.best_epoch, 2, "the last epoch's parameters");
         }
     }
+}
+
+/// Issue 54, item 2: the thread count is passed down, never read back from the pool the
+/// caller happens to be in: inside a one-thread rayon pool, a run without `threads` still
+/// trains on one worker per core (its executor, its planner and its log say so), and one
+/// with `threads(3)` on exactly three.
+#[test]
+fn threads_are_passed_down_not_read_from_the_callers_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
+    let plan = plan();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let logged = |o: TrainOptions<'_>| {
+        let out = one.install(|| o.epochs(1).train()).unwrap();
+        match out.records.first() {
+            Some(Record::Run {
+                threads, runner, ..
+            }) => (*threads, runner.clone()),
+            r => panic!("the first record is not the run's: {r:?}"),
+        }
+    };
+    let cores = saintflow::machine::cores().get();
+    let (t, runner) = logged(TrainOptions::new(&plan, &store).seed(4));
+    assert_eq!((t, runner.as_str()), (cores, "executor"));
+    let (t, _) = logged(TrainOptions::new(&plan, &store).seed(4).threads(3));
+    assert_eq!(t, 3);
 }

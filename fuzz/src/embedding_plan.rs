@@ -35,7 +35,7 @@ pub fn embedding_plan(data: &[u8]) {
     let output = tmp.path().join("emb.npy");
     let opts = EmbedOptions {
         seed: 1,
-        threads: 1,
+        threads: std::num::NonZeroUsize::new(1),
         memory_bytes: 1 << 20,
         output: Some(output.clone()),
         scratch_dir: tmp.path().to_path_buf(),

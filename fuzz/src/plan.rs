@@ -43,10 +43,14 @@ pub fn plan(data: &[u8]) {
                 continue;
             }
         };
-        let opts = PlanOptions::new(Bindings {
-            nodes: 100,
-            entries: 800,
-        });
+        // One thread, as the fuzz processes run (`RAYON_NUM_THREADS=1`).
+        let opts = PlanOptions::new(
+            Bindings {
+                nodes: 100,
+                entries: 800,
+            },
+            std::num::NonZeroUsize::MIN,
+        );
         match plan_graph(&mut lowered.graph, &opts) {
             Ok(report) => {
                 let _ = explain_text(&lowered.graph, &report);

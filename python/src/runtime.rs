@@ -4,6 +4,7 @@
 //! allocated (`fits`, `try_vec`, `mib_bytes`), and `run_interruptible`, which lets Ctrl-C
 //! through while a long call runs with the GIL released.
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,27 +14,24 @@ use pyo3::prelude::*;
 
 use crate::error::SaintflowError;
 
-/// The machine's cores (at least 1).
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 /// A `threads` argument as a worker count: `None` one per core; 0 or more than
 /// [`saintflow::machine::MAX_THREADS`] a `ValueError`, as they are the CLI's usage errors
 /// (issue 55 item 5: `threads=10**6` tried to start a million threads and never returned).
-pub(crate) fn threads_of(threads: Option<usize>) -> PyResult<usize> {
-    match threads {
-        None => Ok(cores()),
-        Some(0) => Err(PyValueError::new_err(format!(
-            "threads = 0: expected 1 ..= {} (None: one per core, {} here)",
+pub(crate) fn threads_of(threads: Option<usize>) -> PyResult<NonZeroUsize> {
+    let cores = saintflow::machine::cores();
+    match threads.map(NonZeroUsize::new) {
+        None => Ok(cores),
+        Some(None) => Err(PyValueError::new_err(format!(
+            "threads = 0: expected 1 ..= {} (None: one per core, {cores} here)",
             saintflow::machine::MAX_THREADS,
-            cores()
         ))),
-        Some(t) if t > saintflow::machine::MAX_THREADS => Err(PyValueError::new_err(format!(
-            "threads = {t}: expected at most {} (the command line's --threads bound)",
-            saintflow::machine::MAX_THREADS
-        ))),
-        Some(t) => Ok(t),
+        Some(Some(t)) if t.get() > saintflow::machine::MAX_THREADS => {
+            Err(PyValueError::new_err(format!(
+                "threads = {t}: expected at most {} (the command line's --threads bound)",
+                saintflow::machine::MAX_THREADS
+            )))
+        }
+        Some(Some(t)) => Ok(t),
     }
 }
 
@@ -105,7 +103,7 @@ pub(crate) fn default_pool() -> PyResult<Arc<rayon::ThreadPool>> {
     if let Some(parents) = slot.take() {
         std::mem::forget(parents);
     }
-    let pool = Arc::new(pool(cores())?);
+    let pool = Arc::new(pool(saintflow::machine::cores())?);
     *slot = Some((pid, pool.clone()));
     Ok(pool)
 }
@@ -116,8 +114,8 @@ pub(crate) fn on_pool<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> 
     Ok(py.detach(|| pool.install(f)))
 }
 
-/// A pool of `threads` workers (0: one per core): the engine's own `exec::rayon_pool`.
-pub(crate) fn pool(threads: usize) -> PyResult<rayon::ThreadPool> {
+/// A pool of `threads` workers: the engine's own `exec::rayon_pool`.
+pub(crate) fn pool(threads: NonZeroUsize) -> PyResult<rayon::ThreadPool> {
     saintflow::exec::rayon_pool(threads)
         .map_err(|e| SaintflowError::new_err(format!("cannot start {threads} threads: {e}")))
 }

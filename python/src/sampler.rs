@@ -6,6 +6,7 @@
 //! `BatchIter` waits for the next with the GIL released, checking for Ctrl-C every 100 ms.
 //! Batches `k` of a seed are the same whatever the thread count.
 
+use std::num::NonZeroUsize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
@@ -273,7 +274,7 @@ impl Sampler {
                 Some(c) => c,
                 None => config.kind().default_clip(),
             };
-            let threads = threads_of(threads)?;
+            let threads = threads_of(threads)?.get();
             // Each of the 2 × threads subgraphs in flight has a draw buffer of the sizes'
             // product (roots × walk length, ...): checked before one is drawn.
             let draw = saintflow::train::memory::sampler_bytes(&config);
@@ -300,7 +301,7 @@ impl Sampler {
                 // consumer's) before a freed buffer is dropped.
                 buffers: Arc::new(Buffers::new(4 * threads + 4)),
             };
-            let pool = pool(threads)?;
+            let pool = pool(NonZeroUsize::new(threads).expect("threads_of gives at least 1"))?;
             // Subgraph 0 sizes the pre-sampling (coverage × N nodes drawn, as PyG) and the
             // default steps per epoch (the training nodes once, as `saintflow train`).
             // Ctrl-C stops the pre-sampling at its next subgraph (`Cancellable`).
@@ -500,7 +501,7 @@ impl Sampler {
         let (tx, rx) = sync_channel::<Drawn>(2 * self.threads);
         let stop = Arc::new(AtomicBool::new(false));
         let (spec, threads, stop2) = (self.spec.clone(), self.threads, stop.clone());
-        let pool = pool(threads)?;
+        let pool = pool(NonZeroUsize::new(threads).expect("threads_of gave at least 1"))?;
         std::thread::Builder::new()
             .name("saintflow-sampler".into())
             .spawn(move || {

@@ -108,7 +108,7 @@ pub(crate) fn _train<'py>(
             .graph_name(store_ref.path().display().to_string())
             .interrupt(&flag);
         if let Some(t) = threads {
-            opts = opts.threads(threads_of(Some(t))?);
+            opts = opts.threads(threads_of(Some(t))?.get());
         }
         if let Some(c) = &checkpoint {
             // As `saintflow train`: a finished or interrupted run's checkpoint is not
@@ -233,11 +233,12 @@ pub(crate) fn _embed(
         } else {
             saintflow::train::Output::Embedding
         };
-        let pool = pool(threads_of(threads)?)?;
+        let threads = threads_of(threads)?;
+        let pool = pool(threads)?;
         let registry = registry()?;
         let r = py.detach(|| {
             pool.install(|| {
-                let runner = saintflow::exec::Executor::new(rayon::current_num_threads());
+                let runner = saintflow::exec::Executor::new(threads);
                 saintflow::train::embed(store, p, &registry, &params, &runner, opts, which, &output)
             })
         });
@@ -296,7 +297,7 @@ pub(crate) fn _train_embedding(
         });
         let opts = saintflow::embedding::EmbedOptions {
             seed,
-            threads: threads_of(threads)?,
+            threads: Some(threads_of(threads)?),
             memory_bytes: mib_bytes(memory_mib)?,
             output: Some(output),
             scratch_dir: scratch,
@@ -383,7 +384,8 @@ pub(crate) fn _eval_embedding(
             },
         };
         let store = store.get()?;
-        let pool = pool(threads_of(threads)?)?;
+        let threads = threads_of(threads)?;
+        let pool = pool(threads)?;
         // On a thread of its own, so that Ctrl-C returns at once (issue 55 item 11): the
         // scoring has no stop flag, so an interrupted one finishes in the background and
         // its result is dropped (it writes nothing).

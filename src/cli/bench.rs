@@ -45,8 +45,8 @@ pub(super) struct ScaleArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Worker threads of each run, 1 to 256.
-    #[arg(long, default_value_t = 2, value_parser = super::threads())]
-    threads: usize,
+    #[arg(long, default_value = "2", value_parser = super::threads())]
+    threads: std::num::NonZeroUsize,
     /// The memcap script (relative paths from the current directory); when it is absent
     /// runs are not capped, with a warning.
     #[arg(long, default_value = "../shared/tools/memcap")]
@@ -90,7 +90,7 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         warmup: a.warmup,
         plan: a.plan,
         set: a.set,
-        threads: a.threads,
+        threads: a.threads.get(),
         memcap: a.memcap,
         cap: a.cap,
         repeat: a.repeat,

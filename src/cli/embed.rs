@@ -68,7 +68,7 @@ pub(super) struct EmbedArgs {
     no_memory_check: bool,
     /// Worker threads, 1 to 256 (default: all cores).
     #[arg(long, value_parser = super::threads())]
-    threads: Option<usize>,
+    threads: Option<std::num::NonZeroUsize>,
     /// `[embedding]` plans: seed of walks, negatives and initial rows.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -158,9 +158,11 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         progress: *progress,
         ..InferOptions::default()
     };
-    let out = pool(a.threads)?.install(|| {
-        // The work-stealing executor on the pool's workers, as training uses by default.
-        let runner = Executor::new(rayon::current_num_threads());
+    let threads = crate::machine::threads_or_cores(a.threads);
+    let out = pool(Some(threads))?.install(|| {
+        // The work-stealing executor on as many workers as the pool, as training uses by
+        // default.
+        let runner = Executor::new(threads);
         let which = if a.logits {
             Output::Logits
         } else {

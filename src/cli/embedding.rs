@@ -21,7 +21,7 @@ pub(super) struct Run {
     pub plan: EmbeddingPlan,
     pub graph: PathBuf,
     pub seed: u64,
-    pub threads: Option<usize>,
+    pub threads: Option<std::num::NonZeroUsize>,
     pub memory_mib: usize,
     pub epochs: Option<f64>,
     pub json: bool,
@@ -63,7 +63,7 @@ pub(super) fn train(run: Run, progress: &Progress) -> Result<()> {
     });
     let opts = EmbedOptions {
         seed: run.seed,
-        threads: run.threads.unwrap_or(0),
+        threads: run.threads,
         memory_bytes: run.memory_mib << 20,
         output: run.output.clone(),
         scratch_dir: scratch,
@@ -160,7 +160,7 @@ pub(super) struct EvalEmbeddingArgs {
     force: bool,
     /// Worker threads, 1 to 256 (default: all cores).
     #[arg(long, value_parser = super::threads())]
-    threads: Option<usize>,
+    threads: Option<std::num::NonZeroUsize>,
     #[command(flatten)]
     verify: super::check::VerifyArgs,
 }

@@ -41,7 +41,7 @@ pub(super) struct ExplainArgs {
     degree: Option<f64>,
     /// Executor threads p, 1 to 256 (default: the rayon pool's).
     #[arg(long, value_parser = super::threads())]
-    threads: Option<usize>,
+    threads: Option<std::num::NonZeroUsize>,
     /// Cache bytes a feature block should fit (default: the detected L2).
     #[arg(long)]
     cache_bytes: Option<usize>,
@@ -92,13 +92,13 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
             s.full().n_entries() as f64 / s.n_nodes().max(1) as f64
         })
     });
-    let mut opts = PlanOptions::new(Bindings {
-        nodes,
-        entries: (nodes as f64 * degree).round() as usize,
-    });
-    if let Some(t) = a.threads {
-        opts.threads = t.max(1);
-    }
+    let mut opts = PlanOptions::new(
+        Bindings {
+            nodes,
+            entries: (nodes as f64 * degree).round() as usize,
+        },
+        crate::machine::threads_or_cores(a.threads),
+    );
     if let Some(c) = a.cache_bytes {
         opts.cache_bytes = c.max(1);
     }

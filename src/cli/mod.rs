@@ -189,9 +189,12 @@ fn count_in(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
 }
 
-/// `--threads`: 1 ..= [`MAX_THREADS`].
-fn threads() -> clap::builder::RangedU64ValueParser<usize> {
+/// `--threads`: 1 ..= [`MAX_THREADS`], the crate's one thread type (leave the flag out for
+/// one worker per core: `machine::threads_or_cores`).
+fn threads() -> impl clap::builder::TypedValueParser<Value = std::num::NonZeroUsize> {
+    use clap::builder::TypedValueParser;
     count_in(1, MAX_THREADS as u64)
+        .map(|t| std::num::NonZeroUsize::new(t).expect("the range starts at 1"))
 }
 
 /// `--epochs`: 1 ..= [`MAX_EPOCHS`].

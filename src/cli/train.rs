@@ -46,7 +46,7 @@ pub(super) struct TrainArgs {
     seed: u64,
     /// Worker threads, 1 to 256 (default: all cores).
     #[arg(long, value_parser = super::threads())]
-    threads: Option<usize>,
+    threads: Option<std::num::NonZeroUsize>,
     /// `[embedding]` plans: where the SGD runs, `cpu` or `cuda[:K]` (GPU K, fed by the
     /// CPU's samplers; needs a build with `--features cuda`). GNN plans train on the CPU.
     #[arg(long, default_value = "cpu")]
@@ -128,8 +128,8 @@ pub(super) struct TrainArgs {
 
 /// A rayon pool of `threads` (None: one per core). The flags' parsers keep an explicit
 /// count in 1 ..= [`super::MAX_THREADS`] (issue 55, item 5).
-pub(super) fn pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
-    crate::exec::rayon_pool(threads.map_or(0, |t| t.max(1)))
+pub(super) fn pool(threads: Option<std::num::NonZeroUsize>) -> Result<rayon::ThreadPool> {
+    crate::exec::rayon_pool(crate::machine::threads_or_cores(threads))
         .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}"))))
 }
 
@@ -290,7 +290,7 @@ fn run_partitions(
         )?
         .distributed(job.dist(Arc::clone(&comm) as Arc<dyn Collective>));
         if a.threads.is_none() {
-            opts = opts.threads(job.default_threads());
+            opts = opts.threads(job.default_threads().get());
         }
         let outcome = opts.train()?;
         if rank == 0 {
@@ -328,7 +328,6 @@ fn options<'a>(
     }
     let mut opts = TrainOptions::new(plan, store)
         .registry(Arc::clone(registry))
-        .threads(a.threads.unwrap_or(0))
         .progress(*progress)
         .seed(a.seed)
         .epochs(a.epochs)
@@ -356,6 +355,9 @@ fn options<'a>(
             scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
             ..InferOptions::default()
         });
+    if let Some(t) = a.threads {
+        opts = opts.threads(t.get());
+    }
     // A run's output directories are made on demand (`--checkpoint run/ --log run/log.jsonl`).
     let outputs = a.checkpoint.as_deref().map(checkpoint_file);
     // What no flag allows first, then the checkpoint's own message about what it holds,

@@ -155,8 +155,8 @@ impl DistJob {
 
     /// Worker threads per rank when none are asked for: the machine's cores shared by the
     /// ranks (assumed to share one machine, as `mpirun -np P` on one host does).
-    pub fn default_threads(&self) -> usize {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        (cores / self.size).max(1)
+    pub fn default_threads(&self) -> std::num::NonZeroUsize {
+        let cores = crate::machine::cores().get();
+        std::num::NonZeroUsize::new(cores / self.size.max(1)).unwrap_or(std::num::NonZeroUsize::MIN)
     }
 }

@@ -106,8 +106,8 @@ pub type Result<T, E = EmbedError> = std::result::Result<T, E>;
 pub struct EmbedOptions {
     /// Seed of walks, negatives and initial rows.
     pub seed: u64,
-    /// Workers (0: one per core).
-    pub threads: usize,
+    /// Workers (None: one per core).
+    pub threads: Option<std::num::NonZeroUsize>,
     /// Bytes for the two sample pools together (`--memory`).
     pub memory_bytes: usize,
     /// The `.npy` to publish the vertex matrix to (None: train only).
@@ -132,7 +132,7 @@ impl Default for EmbedOptions {
     fn default() -> Self {
         EmbedOptions {
             seed: 1,
-            threads: 0,
+            threads: None,
             memory_bytes: 256 << 20,
             output: None,
             scratch_dir: std::env::temp_dir(),
@@ -215,9 +215,10 @@ fn train_with(
     touch: &impl Touch,
     interrupt: Option<&AtomicBool>,
 ) -> Result<EmbedOutcome> {
-    let pool = crate::exec::rayon_pool(opts.threads)
+    let threads = crate::machine::threads_or_cores(opts.threads);
+    let pool = crate::exec::rayon_pool(threads)
         .map_err(|e| EmbedError::Invalid(format!("thread pool: {e}")))?;
-    pool.install(|| run(plan, store, opts, touch, interrupt))
+    pool.install(|| run(plan, store, opts, threads.get(), touch, interrupt))
 }
 
 /// Bytes of the vertex and context rows of one block that should stay in a core's L2.
@@ -282,6 +283,7 @@ fn run(
     plan: &EmbeddingPlan,
     store: &GraphStore,
     opts: &EmbedOptions,
+    workers: usize,
     touch: &impl Touch,
     interrupt: Option<&AtomicBool>,
 ) -> Result<EmbedOutcome> {
@@ -294,7 +296,6 @@ fn run(
             store.path().display()
         )));
     }
-    let workers = rayon::current_num_threads().max(1);
     let epochs = opts.epochs.unwrap_or(plan.epochs);
     let total = (epochs * edges as f64).round().max(1.0) as u64;
     let cap = pool_samples(opts.memory_bytes);

@@ -43,11 +43,11 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor on `threads` worker threads (0: the machine's available parallelism).
-    /// The threads start now and live until the executor is dropped; kernels inside its
-    /// tasks see a one-thread rayon pool, so the process computes on exactly `threads`
-    /// threads (plus the caller, who waits).
-    pub fn new(threads: usize) -> Executor {
+    /// An executor on exactly `threads` worker threads (`machine::threads_or_cores(None)`
+    /// for one per core). The threads start now and live until the executor is dropped;
+    /// kernels inside its tasks see a one-thread rayon pool, so the process computes on
+    /// exactly `threads` threads (plus the caller, who waits).
+    pub fn new(threads: std::num::NonZeroUsize) -> Executor {
         Executor {
             pool: Arc::new(Pool::new(threads)),
             timeline: false,

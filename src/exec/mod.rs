@@ -17,12 +17,13 @@ pub use pool::{Pool, Scope};
 pub use prefetch::Prefetch;
 pub use timeline::{Span, SpanKind, Timeline};
 
-/// A rayon pool of `threads` workers (0: one per core): where training and full-graph
-/// inference run when asked for a thread count, the executor then taking as many.
-pub fn rayon_pool(threads: usize) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
-    let mut b = rayon::ThreadPoolBuilder::new();
-    if threads > 0 {
-        b = b.num_threads(threads);
-    }
-    b.build()
+/// A rayon pool of exactly `threads` workers: where training and full-graph inference run,
+/// the executor and the planner told the same count (`machine::threads_or_cores` resolves
+/// a caller's `None`).
+pub fn rayon_pool(
+    threads: std::num::NonZeroUsize,
+) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.get())
+        .build()
 }

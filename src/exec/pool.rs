@@ -94,13 +94,9 @@ pub fn current_worker() -> Option<usize> {
 static NEXT_POOL_ID: AtomicUsize = AtomicUsize::new(1);
 
 impl Pool {
-    /// A pool of `threads` workers (0: the machine's available parallelism).
-    pub fn new(threads: usize) -> Pool {
-        let threads = if threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            threads
-        };
+    /// A pool of exactly `threads` workers.
+    pub fn new(threads: std::num::NonZeroUsize) -> Pool {
+        let threads = threads.get();
         let workers: Vec<Worker<Job>> = (0..threads).map(|_| Worker::new_lifo()).collect();
         let shared = Arc::new(Shared {
             id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
@@ -320,7 +316,7 @@ mod tests {
     #[test]
     fn every_task_runs_once_and_the_scope_waits_for_nested_spawns() {
         for threads in [1, 2, 3] {
-            let pool = Pool::new(threads);
+            let pool = Pool::new(threads.try_into().unwrap());
             let hits: Vec<AtomicUsize> = (0..1000).map(|_| AtomicUsize::new(0)).collect();
             pool.scope(|s| {
                 for i in 0..100 {
@@ -340,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_panicking_task_is_re_raised_after_the_others_finish() {
-        let pool = Pool::new(2);
+        let pool = Pool::new(std::num::NonZeroUsize::new(2).unwrap());
         let done = AtomicUsize::new(0);
         let r = catch_unwind(AssertUnwindSafe(|| {
             pool.scope(|s| {
@@ -366,7 +362,7 @@ mod tests {
 
     #[test]
     fn tasks_see_a_one_thread_rayon_pool_and_only_p_threads_run_them() {
-        let pool = Pool::new(3);
+        let pool = Pool::new(std::num::NonZeroUsize::new(3).unwrap());
         let ids = Mutex::new(std::collections::HashSet::new());
         let widths = Mutex::new(Vec::new());
         pool.scope(|s| {

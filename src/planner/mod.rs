@@ -47,12 +47,12 @@ pub struct PlanOptions {
 }
 
 impl PlanOptions {
-    /// Options for `bindings` on this machine: the current rayon pool's threads and the
-    /// detected L2 size.
-    pub fn new(bindings: Bindings) -> PlanOptions {
+    /// Options for `bindings` on `threads` workers (the executor's count, passed down by
+    /// the caller, never read back from the ambient rayon pool) with the detected L2 size.
+    pub fn new(bindings: Bindings, threads: std::num::NonZeroUsize) -> PlanOptions {
         PlanOptions {
             bindings,
-            threads: rayon::current_num_threads(),
+            threads: threads.get(),
             cache_bytes: saintflow_ops::cache::l2_bytes(),
             precision: Precision::F32,
         }

@@ -90,6 +90,19 @@ pub(super) struct PhaseRun<'g> {
     pub(super) steps_per_epoch: u64,
 }
 
+/// What every phase of a run is set up with.
+#[derive(Clone, Copy)]
+pub(super) struct PhaseEnv {
+    /// The run's seed (the normalisation's pre-sampling draws from it).
+    pub(super) seed: u64,
+    /// Training nodes: the steps of an epoch cover them.
+    pub(super) n_train: usize,
+    /// Access-pattern hints to the kernel for the store's sections.
+    pub(super) io_hints: bool,
+    /// The runner's workers, which the planner partitions for.
+    pub(super) threads: std::num::NonZeroUsize,
+}
+
 /// Phase `phase` of a run set up on `store`: its sampler, the normalisation counts
 /// pre-sampled for it, the lowered graph planned for its expected subgraph size, and the
 /// steps of one epoch.
@@ -98,10 +111,14 @@ pub(super) fn setup_phase<'g>(
     lowered: &Lowered,
     sp: &SamplerPlan,
     phase: usize,
-    seed: u64,
-    n_train: usize,
-    io_hints: bool,
+    env: &PhaseEnv,
 ) -> Result<PhaseRun<'g>> {
+    let PhaseEnv {
+        seed,
+        n_train,
+        io_hints,
+        threads,
+    } = *env;
     let sampler = build_sampler(store, sp)?;
     let g = sampler.graph();
     let full = sp.kind.whole_graph();
@@ -131,10 +148,13 @@ pub(super) fn setup_phase<'g>(
     let mut graph = lowered.graph.clone();
     plan(
         &mut graph,
-        &PlanOptions::new(Bindings {
-            nodes,
-            entries: (nodes as f64 * degree).round() as usize,
-        })
+        &PlanOptions::new(
+            Bindings {
+                nodes,
+                entries: (nodes as f64 * degree).round() as usize,
+            },
+            threads,
+        )
         .with_precision(lowered.precision),
     )?;
     let missing =

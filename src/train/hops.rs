@@ -46,10 +46,15 @@ pub fn receptive_field(graph: &Graph, output: NodeId) -> Result<usize> {
 /// `plan`'s receptive-field radius on `store` (its feature width and classes) with
 /// `registry`'s ops: lowered, planned for the whole graph, measured at the logits.
 pub fn plan_hops(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<usize> {
-    let opts = PlanOptions::new(Bindings {
-        nodes: store.n_nodes().max(1),
-        entries: store.full().n_entries(),
-    });
+    // The radius is the graph's, whatever the planner's partitioning: planned for one
+    // worker.
+    let opts = PlanOptions::new(
+        Bindings {
+            nodes: store.n_nodes().max(1),
+            entries: store.full().n_entries(),
+        },
+        std::num::NonZeroUsize::MIN,
+    );
     let (graph, _) =
         super::lower_and_plan(plan, &super::compile::lower_env(store, registry), &opts)?;
     let logits = graph

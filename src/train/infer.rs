@@ -50,9 +50,13 @@ pub struct FullGraph<'g> {
 }
 
 impl<'g> FullGraph<'g> {
-    /// Plans `lowered`'s graph for the full graph's size (N nodes, its entries) and
-    /// analyses it for blocked evaluation.
-    pub fn new(store: &'g GraphStore, lowered: &Lowered) -> Result<FullGraph<'g>> {
+    /// Plans `lowered`'s graph for the full graph's size (N nodes, its entries) on
+    /// `threads` workers (the runner's) and analyses it for blocked evaluation.
+    pub fn new(
+        store: &'g GraphStore,
+        lowered: &Lowered,
+        threads: std::num::NonZeroUsize,
+    ) -> Result<FullGraph<'g>> {
         let full = store.full();
         let source = StoreSource::new(
             store,
@@ -70,10 +74,13 @@ impl<'g> FullGraph<'g> {
         graph.retain_outputs(|name| name == "logits" || name == "embedding");
         plan(
             &mut graph,
-            &PlanOptions::new(Bindings {
-                nodes: full.n_nodes(),
-                entries: full.n_entries(),
-            })
+            &PlanOptions::new(
+                Bindings {
+                    nodes: full.n_nodes(),
+                    entries: full.n_entries(),
+                },
+                threads,
+            )
             .with_precision(lowered.precision),
         )?;
         let find = |name: &str| {
@@ -302,7 +309,9 @@ pub fn embed(
         let est = super::memory::estimate(&lowered, None, store, &[])?;
         super::memory::check(plan, &lowered, &est, limit, &source)?;
     }
-    let full = FullGraph::new(store, &lowered)?.with_options(opts);
+    let threads =
+        std::num::NonZeroUsize::new(runner.threads()).unwrap_or(std::num::NonZeroUsize::MIN);
+    let full = FullGraph::new(store, &lowered, threads)?.with_options(opts);
     let in_memory = full.in_memory_reason(which).map(str::to_string);
     let (rows, cols) = full.write_output(runner, params, which, path)?;
     Ok(Embedded {

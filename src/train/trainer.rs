@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::compile::{advise_training, lower_for, plan_hash, schedule, setup_phase, PhaseRun};
+use super::compile::{
+    advise_training, lower_for, plan_hash, schedule, setup_phase, PhaseEnv, PhaseRun,
+};
 use super::Result;
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Params, Value};
@@ -233,9 +235,9 @@ impl<'a> TrainOptions<'a> {
         self
     }
 
-    /// Trains inside a rayon pool of `threads` workers (0: all cores, rayon's convention;
-    /// the CLI refuses `--threads 0`), with the default executor on as many (default: the
-    /// calling thread's pool).
+    /// Trains inside a rayon pool of exactly `threads` workers, with the default executor
+    /// and the planner told as many (default: one per core, `machine::cores`). 0 is an
+    /// error of [`train`](Self::train), as for the other counts.
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
@@ -367,13 +369,14 @@ impl<'a> TrainOptions<'a> {
     }
 
     /// Runs the training (see the module's documentation). Options that mean nothing
-    /// (`epochs(0)`, `max_steps(0)`, `stop_after(0)`) are errors; so is a plan whose
+    /// (`epochs(0)`, `max_steps(0)`, `stop_after(0)`, `threads(0)`) are errors; so is a plan whose
     /// parameters and step do not fit the memory limit, found before anything is allocated.
     pub fn train(&self) -> Result<TrainOutcome> {
         for (name, zero) in [
             ("epochs", self.epochs == Some(0)),
             ("max_steps", self.max_steps == Some(0)),
             ("stop_after", self.stop_after == Some(0)),
+            ("threads", self.threads == Some(0)),
         ] {
             if zero {
                 return Err(TrainError::Run(format!(
@@ -381,16 +384,15 @@ impl<'a> TrainOptions<'a> {
                 )));
             }
         }
-        match self.threads {
-            Some(t) => crate::exec::rayon_pool(t)
-                .map_err(|e| TrainError::Run(format!("thread pool: {e}")))?
-                .install(|| self.train_here()),
-            None => self.train_here(),
-        }
+        let threads =
+            crate::machine::threads_or_cores(self.threads.and_then(std::num::NonZeroUsize::new));
+        crate::exec::rayon_pool(threads)
+            .map_err(|e| TrainError::Run(format!("thread pool: {e}")))?
+            .install(|| self.train_on(threads))
     }
 
-    /// [`train`](Self::train) on the current rayon pool.
-    fn train_here(&self) -> Result<TrainOutcome> {
+    /// [`train`](Self::train) inside its pool of `threads` workers.
+    fn train_on(&self, threads: std::num::NonZeroUsize) -> Result<TrainOutcome> {
         let builtins;
         let registry = match &self.registry {
             Some(r) => r.as_ref(),
@@ -403,7 +405,7 @@ impl<'a> TrainOptions<'a> {
         let runner = match self.runner {
             Some(r) => r,
             None => {
-                executor = Executor::new(rayon::current_num_threads());
+                executor = Executor::new(threads);
                 &executor as &dyn StepRunner
             }
         };
@@ -504,7 +506,7 @@ fn run(
         n_train,
         opts.seed,
     );
-    let eval = Evaluator::new(opts, &lowered)?;
+    let eval = Evaluator::new(opts, &lowered, runner_threads(runner))?;
     let id = Identity {
         plan_hash: plan_hash(plan),
         seed: opts.seed,
@@ -528,7 +530,13 @@ fn run(
         state.epoch += 1;
         let (pi, sp) = phase_of(&sched, state.epoch);
         if phase.as_ref().is_none_or(|(i, _)| *i != pi) {
-            let mut ph = setup_phase(store, &lowered, &sp, pi, opts.seed, n_train, opts.io_hints)?;
+            let env = PhaseEnv {
+                seed: opts.seed,
+                n_train,
+                io_hints: opts.io_hints,
+                threads: runner_threads(runner),
+            };
+            let mut ph = setup_phase(store, &lowered, &sp, pi, &env)?;
             // Each step being collective, a job steps as often as its largest part wants.
             ph.steps_per_epoch = sync.steps(ph.steps_per_epoch)?;
             phase = Some((pi, ph));
@@ -850,7 +858,11 @@ struct Evaluator<'g> {
 
 impl<'g> Evaluator<'g> {
     /// None with `no_eval`, and where another part of a job evaluates.
-    fn new(opts: &TrainOptions<'g>, lowered: &Lowered) -> Result<Option<Evaluator<'g>>> {
+    fn new(
+        opts: &TrainOptions<'g>,
+        lowered: &Lowered,
+        threads: std::num::NonZeroUsize,
+    ) -> Result<Option<Evaluator<'g>>> {
         if opts.no_eval {
             return Ok(None);
         }
@@ -862,7 +874,7 @@ impl<'g> Evaluator<'g> {
             }
             EvalOn::Part(g) => (g, true),
         };
-        let graph = FullGraph::new(on, lowered)?.with_options(InferOptions {
+        let graph = FullGraph::new(on, lowered, threads)?.with_options(InferOptions {
             progress: opts.progress,
             ..opts.infer.clone()
         });
@@ -951,4 +963,9 @@ fn run_record(
         runner: runner.name().to_string(),
         dist,
     }
+}
+
+/// The runner's worker count as the planner takes it (a runner reports at least one).
+fn runner_threads(runner: &dyn StepRunner) -> std::num::NonZeroUsize {
+    std::num::NonZeroUsize::new(runner.threads()).unwrap_or(std::num::NonZeroUsize::MIN)
 }

@@ -194,10 +194,13 @@ fn the_planner_plans_the_user_neighbour_op() {
     let mut graph = lowered.graph.clone();
     let report = plan(
         &mut graph,
-        &PlanOptions::new(Bindings {
-            nodes: store.n_nodes(),
-            entries: store.full().n_entries(),
-        }),
+        &PlanOptions::new(
+            Bindings {
+                nodes: store.n_nodes(),
+                entries: store.full().n_entries(),
+            },
+            saintflow::machine::cores(),
+        ),
     )
     .unwrap();
     let text = explain_text(&graph, &report);
@@ -267,10 +270,13 @@ fn a_plan_with_the_user_neighbour_op_trains() {
     let mut graph = lowered.graph.clone();
     plan(
         &mut graph,
-        &PlanOptions::new(Bindings {
-            nodes: store.n_nodes(),
-            entries: store.full().n_entries(),
-        }),
+        &PlanOptions::new(
+            Bindings {
+                nodes: store.n_nodes(),
+                entries: store.full().n_entries(),
+            },
+            saintflow::machine::cores(),
+        ),
     )
     .unwrap();
     let loss = graph.output("loss").unwrap();
@@ -340,7 +346,7 @@ fn blocked_inference_with_the_user_neighbour_op_equals_the_in_memory_pass_bit_fo
         (Some(37), 0, Some(7)),
         (None, usize::MAX, Some(1)),
     ] {
-        let full = FullGraph::new(&store, &lowered)
+        let full = FullGraph::new(&store, &lowered, saintflow::machine::cores())
             .unwrap()
             .with_options(InferOptions {
                 block_rows: rows,

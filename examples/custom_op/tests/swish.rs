@@ -112,10 +112,13 @@ fn cse_keeps_a_user_op_with_other_parameters_on_the_same_input() {
     run_passes(
         &mut g,
         &[Box::new(Cse)],
-        &PlanOptions::new(Bindings {
-            nodes: 10,
-            entries: 40,
-        }),
+        &PlanOptions::new(
+            Bindings {
+                nodes: 10,
+                entries: 40,
+            },
+            saintflow::machine::cores(),
+        ),
     )
     .unwrap();
     let bare: Vec<String> = g
