@@ -146,9 +146,13 @@ const INFLATE_BLOCK: usize = 1 << 20;
 const INFLATE_AHEAD: usize = 4;
 
 /// The decoded bytes of a gzip file, produced by a thread (see [`GzLines`]). Dropped early
-/// (an error in a line), it closes the channel and the thread ends at its next block.
+/// (an error in a line), it closes the channel and the thread ends at its next block;
+/// dropped at all, it waits for the thread, so no import leaves a decoder running behind
+/// it (the 10-minute `ogb` fuzz run caught one still holding its buffers at the leak check).
 struct Inflated {
-    rx: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    /// None once dropped (the thread's next send fails).
+    rx: Option<std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
     block: Vec<u8>,
     at: usize,
     /// The end of the stream was read (every later read is the end again).
@@ -158,7 +162,7 @@ struct Inflated {
 impl Inflated {
     fn spawn(file: File) -> Inflated {
         let (tx, rx) = std::sync::mpsc::sync_channel(INFLATE_AHEAD);
-        std::thread::spawn(move || {
+        let thread = std::thread::spawn(move || {
             let mut gz = MultiGzDecoder::new(BufReader::with_capacity(1 << 20, file));
             loop {
                 let mut block = vec![0u8; INFLATE_BLOCK];
@@ -200,10 +204,22 @@ impl Inflated {
             }
         });
         Inflated {
-            rx,
+            rx: Some(rx),
+            thread: Some(thread),
             block: Vec::new(),
             at: 0,
             ended: false,
+        }
+    }
+}
+
+impl Drop for Inflated {
+    fn drop(&mut self) {
+        // Closing the channel first makes a thread blocked in `send` return; one decoding
+        // a block finishes it (at most INFLATE_BLOCK bytes) and then finds it closed.
+        drop(self.rx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
@@ -214,7 +230,10 @@ impl Read for Inflated {
             if self.ended {
                 return Ok(0);
             }
-            match self.rx.recv() {
+            let Some(rx) = &self.rx else {
+                return Ok(0);
+            };
+            match rx.recv() {
                 Ok(Ok(b)) if b.is_empty() => {
                     self.ended = true;
                     return Ok(0);
