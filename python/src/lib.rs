@@ -1154,7 +1154,7 @@ impl Sampler {
             let threads = threads_of(threads)?;
             // Each of the 2 × threads subgraphs in flight has a draw buffer of the sizes'
             // product (roots × walk length, ...): checked before one is drawn.
-            let draw = saintflow::train::memory::sampler_bytes(&config);
+            let draw = saintflow::compile::memory::sampler_bytes(&config);
             fits(
                 || {
                     format!(
@@ -1772,22 +1772,23 @@ fn _embed(
             store,
             last,
         ))?;
-        let opts = saintflow::train::InferOptions {
+        let opts = saintflow::infer::InferOptions {
             memory_bytes,
             scratch_dir: scratch_dir.unwrap_or_else(std::env::temp_dir),
             ..Default::default()
         };
         let which = if logits {
-            saintflow::train::Output::Logits
+            saintflow::infer::Output::Logits
         } else {
-            saintflow::train::Output::Embedding
+            saintflow::infer::Output::Embedding
         };
         let pool = pool(threads_of(threads)?)?;
         let registry = registry()?;
         let r = py.detach(|| {
             pool.install(|| {
                 let runner = saintflow::exec::Executor::new(rayon::current_num_threads());
-                saintflow::train::embed(store, p, &registry, &params, &runner, opts, which, &output)
+                saintflow::infer::embed(store, p, &registry, &params, &runner, opts, which, &output)
+                    .map_err(RustTrainError::from)
             })
         });
         let e = lib(r)?;
