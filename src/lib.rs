@@ -170,8 +170,8 @@
 //! [`store`] ← [`sample`] ← [`ir`] (facts, values, the DAG, the `Op` trait) ← [`op`]
 //! (built-in ops, registry, sources) ← [`autodiff`] ← [`plan`] / [`planner`] / [`exec`] ←
 //! [`compile`] (a plan lowered and planned for a store, the memory check) ← [`dist`] /
-//! [`infer`] (full-graph inference) ← [`train`]; [`error::Error`] gathers each layer's error enum. ARCHITECTURE.md in the
-//! repository is the module map.
+//! [`infer`] (full-graph inference) ← [`train`]; [`error::Error`] gathers each layer's
+//! error enum. ARCHITECTURE.md in the repository is the module map.
 #![warn(missing_docs)]
 
 pub mod atomic;

@@ -1,8 +1,9 @@
 //! Values kept between levels (issue 54: out of `train/blocked.rs`): an N-row matrix in
-//! memory when every kept value fits [`InferOptions::memory_bytes`](super::InferOptions::memory_bytes),
-//! otherwise in an unlinked temporary file (its blocks reserved with `fallocate`, so a full
-//! disk is an error before anything runs) written with positioned writes and read through a
-//! map; and `gather_rows`, rows of such a matrix (or of the features) by node id.
+//! memory when every kept value fits
+//! [`InferOptions::memory_bytes`](super::InferOptions::memory_bytes), otherwise in an
+//! unlinked temporary file (its blocks reserved with `fallocate`, so a full disk is an
+//! error before anything runs) written with positioned writes and read through a map; and
+//! `gather_rows`, rows of such a matrix (or of the features) by node id.
 
 use std::path::Path;
 

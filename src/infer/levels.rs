@@ -12,9 +12,10 @@
 //! it sits one level above X (and at its sparse operand's level when that is a neighbour
 //! op's output, as attention's α is). A value read at a higher level than its own is
 //! *kept*: written, row block by row block, into an N-row matrix — in memory when all
-//! kept values fit [`InferOptions::memory_bytes`](super::InferOptions::memory_bytes), otherwise in an unlinked temporary
-//! file (its blocks reserved with `fallocate`, so a full disk is an error before anything
-//! runs) written with positioned writes and read through a map. A row-local value of
+//! kept values fit [`InferOptions::memory_bytes`](super::InferOptions::memory_bytes),
+//! otherwise in an unlinked temporary file (its blocks reserved with `fallocate`, so a
+//! full disk is an error before anything runs) written with positioned writes and read
+//! through a map (`kept`). A row-local value of
 //! level 0 (X·W of the first layer) is not kept but *floats*: it is computed again from
 //! the features wherever a later level reads it, since the features are narrower than
 //! what would be kept and already on disk. Level L is then computed for rows r0..r1 at a

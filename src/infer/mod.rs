@@ -1,5 +1,6 @@
-//! Full-graph inference, a wing of its own beside training (issue 54): the plan's forward pass (dropout off) over the whole stored
-//! graph — not a sample — for validation and test metrics and for node embeddings.
+//! Full-graph inference, a wing of its own below training (issue 54): the plan's forward
+//! pass (dropout off) over the whole stored graph — not a sample — for validation and
+//! test metrics and for node embeddings.
 //!
 //! Evaluation follows GraphSAINT: whatever graph training sampled from (the training graph
 //! in the inductive setting), inference runs on the full graph, with the adjacency
@@ -8,12 +9,13 @@
 //!
 //! Two ways, one result: the blocked pass evaluates layer by layer in blocks of rows with
 //! memory bounded by a block, a buffer and the model, not by the graph (the default, used
-//! whenever every op of the plan allows it); otherwise the whole graph is one [`Subgraph`](crate::sample::Subgraph) of a
-//! [`FullSampler`] run through the [`StepRunner`] in one piece (N × width f32 per live
-//! value), nodes in id order so row i is node i. Either way results reach the caller in
-//! row blocks ([`FullGraph::for_each_block`]): metrics are counted and embeddings written
-//! to an `.npy` ([`NpyWriter`]) block by block.
-
+//! whenever every op of the plan allows it); otherwise the whole graph is one
+//! [`Subgraph`](crate::sample::Subgraph) of a [`FullSampler`] run through the
+//! [`StepRunner`] in one piece (N × width f32 per live value), nodes in id order so row i
+//! is node i. Either way results reach the caller in row blocks
+//! ([`FullGraph::for_each_block`]): metrics are counted and embeddings written to an
+//! `.npy` ([`NpyWriter`]) block by block.
+//!
 //! The blocked pass, in effect a second executor, is split along its own parts:
 //!
 //! * [`levels`]: the analysis, [`BlockedPlan`] (the forward graph cut into levels at its
@@ -24,7 +26,8 @@
 //! * `pass`: [`run_blocked`], the pass itself, level by level in blocks of rows;
 //! * `stream`: a streamed level's chunk, X read in parts of rows.
 //!
-//! [`metrics`] counts a node's logits against the store's labels; [`hops`] measures a plan's receptive field (`partition --plan`'s walk length).
+//! [`metrics`] counts a node's logits against the store's labels; [`hops`] measures a
+//! plan's receptive field (`partition --plan`'s walk length).
 //!
 //! Layering: over [`crate::compile`] (lowering for a store, the memory check) and the
 //! engine below it; training ([`crate::train`]) evaluates through [`FullGraph`] and turns

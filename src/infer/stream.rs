@@ -1,24 +1,24 @@
 //! Streaming X (issue 27; issue 54: out of `train/blocked.rs`): `Pass::fold_chunk`, a
 //! chunk of a streamed level's output rows folded while X goes past in parts.
 //!
-//! Read in place, X is read row by row at the neighbours' ids:
-//! random reads, which for an X larger than memory (a kept matrix of millions of rows, a
-//! store's features under a memory cap) thrash the page cache and read the disk over and
-//! over. An op that folds ([`NeighbourFold`](crate::op::NeighbourFold): a weighted sum, a
-//! maximum) over an adjacency flavour is instead computed a *chunk* of output rows at a
-//! time, with the chunk's accumulators in memory, while X goes past in *parts* of
-//! consecutive rows, in ascending order, each part read sequentially once per chunk (the
-//! next part asked for while one is folded); the chunk's adjacency is cut by column
+//! Read in place, X is read row by row at the neighbours' ids: random reads, which for an X
+//! larger than memory (a kept matrix of millions of rows, a store's features under a memory
+//! cap) thrash the page cache and read the disk over and over. An op that folds
+//! ([`NeighbourFold`](crate::op::NeighbourFold): a weighted sum, a maximum) over an
+//! adjacency flavour is instead computed a *chunk* of output rows at a time, with the
+//! chunk's accumulators in memory, while X goes past in *parts* of consecutive rows, in
+//! ascending order, each part read sequentially once per chunk (the next part asked for
+//! while one is folded); the chunk's adjacency is cut by column
 //! ([`SparseMat::column_part`]) so that each part folds the entries whose neighbours it
-//! holds. The store's rows are sorted, so the parts' entries in turn are each row's
-//! entries in CSR order: the result is the in-place pass's, bit for bit. A floating X's
-//! part is computed from the same part of the features. This is MariusGNN's idea
-//! (EuroSys'23: a buffer of node partitions, the edge buckets between them, sequential
-//! reads) in its simplest order: with the outputs' accumulators resident there is no
-//! second partition to swap, so X is read ⌈N / chunk rows⌉ times and written never.
-//! The buffer ([`InferOptions::buffer_bytes`](super::InferOptions::buffer_bytes)) is half of what the memory limit leaves
-//! beside the process: an X larger than half of it is streamed, a smaller one read in
-//! place.
+//! holds. The store's rows are sorted, so the parts' entries in turn are each row's entries
+//! in CSR order: the result is the in-place pass's, bit for bit. A floating X's part is
+//! computed from the same part of the features. This is MariusGNN's idea (EuroSys'23: a
+//! buffer of node partitions, the edge buckets between them, sequential reads) in its
+//! simplest order: with the outputs' accumulators resident there is no second partition to
+//! swap, so X is read ⌈N / chunk rows⌉ times and written never. The buffer
+//! ([`InferOptions::buffer_bytes`](super::InferOptions::buffer_bytes)) is half of what the
+//! memory limit leaves beside the process: an X larger than half of it is streamed, a
+//! smaller one read in place.
 
 use std::collections::HashMap;
 use std::sync::Arc;
