@@ -26,6 +26,13 @@ pub enum Error {
     /// Reading training logs or drawing training curves.
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
+    /// The compile step: a plan lowered and planned for a store (`explain`, `partition
+    /// --plan`).
+    #[error(transparent)]
+    Compile(#[from] crate::compile::CompileError),
+    /// Full-graph inference (`embed`).
+    #[error(transparent)]
+    Infer(#[from] crate::infer::InferError),
     /// Training, evaluation, checkpoints and logs.
     #[error(transparent)]
     Train(#[from] crate::train::TrainError),

@@ -169,8 +169,9 @@
 //!
 //! [`store`] ← [`sample`] ← [`ir`] (facts, values, the DAG, the `Op` trait) ← [`op`]
 //! (built-in ops, registry, sources) ← [`autodiff`] ← [`plan`] / [`planner`] / [`exec`] ←
-//! [`train`]; [`error::Error`] gathers each layer's error enum. ARCHITECTURE.md in the
-//! repository is the module map.
+//! [`compile`] (a plan lowered and planned for a store, the memory check) ← [`dist`] /
+//! [`infer`] (full-graph inference) ← [`train`]; [`error::Error`] gathers each layer's
+//! error enum. ARCHITECTURE.md in the repository is the module map.
 #![warn(missing_docs)]
 
 pub mod atomic;
@@ -178,10 +179,12 @@ pub mod autodiff;
 pub mod bench;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod compile;
 pub mod dist;
 pub mod embedding;
 pub mod error;
 pub mod exec;
+pub mod infer;
 pub mod ir;
 pub mod log;
 pub mod machine;

@@ -15,7 +15,7 @@
 //! Every metric of an empty node set is 0.
 //!
 //! A leaf: counts come in as class ids and predicates, so training (against a store's
-//! labels, `train::metrics::add_node`) and embedding evaluation count alike.
+//! labels, `infer::metrics::add_node`) and embedding evaluation count alike.
 
 use serde::{Deserialize, Serialize};
 

@@ -433,8 +433,8 @@ fn issue_17_ranks_evaluating_their_parts_sum_their_counts() {
     let mut sum: Option<Vec<u64>> = None;
     for rank in 0..3 {
         let store = GraphStore::open(dir.join(format!("part-{rank}.sf"))).unwrap();
-        let lowered = saintflow::train::lower_for(&plan, &store, &registry).unwrap();
-        let full = saintflow::train::FullGraph::new(&store, &lowered, saintflow::machine::cores())
+        let lowered = saintflow::compile::lower_for(&plan, &store, &registry).unwrap();
+        let full = saintflow::infer::FullGraph::new(&store, &lowered, saintflow::machine::cores())
             .unwrap();
         let runner = saintflow::exec::Interpreter;
         let flat = full

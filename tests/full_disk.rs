@@ -125,12 +125,12 @@ fn full_disk_is_an_error_and_loses_nothing() {
 /// an existing output survives, and nothing is left behind.
 #[test]
 fn full_disk_for_inference_is_an_error_before_any_work() {
+    use saintflow::compile::lower_for;
     use saintflow::exec::Interpreter;
+    use saintflow::infer::{FullGraph, InferOptions, Output};
     use saintflow::npy::{write_npy_atomic, NpyWriter};
     use saintflow::op::Registry;
     use saintflow::plan::Plan;
-    use saintflow::train::lower_for;
-    use saintflow::train::{FullGraph, InferOptions, Output};
 
     let tmp = tempfile::tempdir().unwrap();
     let Some(fs) = tmpfs_in(tmp.path()) else {

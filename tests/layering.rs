@@ -28,11 +28,15 @@ const LAYERS: &[&[&str]] = &[
     &["op"],
     &["autodiff"],
     &["plan", "planner", "exec"],
-    // Everything distributed: partitioning, the transport, the consensus, a rank's job;
-    // training takes its `Dist`.
-    &["dist"],
-    // Side by side: embedding reuses the leaves, not training; `testing` checks ops
-    // through the executor.
+    // The compile step (a plan lowered and planned for a store, the memory check): below
+    // both wings that use it (issue 54).
+    &["compile"],
+    // Side by side, the two wings over the engine: everything distributed (partitioning,
+    // the transport, the consensus, a rank's job; training takes its `Dist`), and
+    // full-graph inference (layer-wise, out of core; training evaluates through it).
+    &["dist", "infer"],
+    // Side by side: the training loop; embedding reuses the leaves, not training;
+    // `testing` checks ops through the executor.
     &["train", "embedding", "testing"],
     &["bench"],
     // Gathers every layer's error; only the command line uses it.

@@ -471,7 +471,7 @@ fn walk_length_from_plans_is_the_receptive_field() {
     let dir = tempfile::tempdir().unwrap();
     let store = GraphStore::open(kron(dir.path())).unwrap();
     let reg = saintflow::op::Registry::with_builtins();
-    let hops = |p: &Plan| saintflow::train::plan_hops(p, &store, &reg).unwrap();
+    let hops = |p: &Plan| saintflow::infer::plan_hops(p, &store, &reg).unwrap();
     let shipped = [
         ("gcn", 2),           // Â·ReLU(Â·X·W0)·W1
         ("graphsage", 2),     // repeat = 2 layers of A_mean, a dense classifier

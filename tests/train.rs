@@ -12,13 +12,12 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use saintflow::compile::lower_for;
 use saintflow::exec::Interpreter;
+use saintflow::infer::{FullGraph, InferOptions, Output};
 use saintflow::op::Registry;
 use saintflow::plan::Plan;
-use saintflow::train::lower_for;
-use saintflow::train::{
-    Counts, FullGraph, InferOptions, Metrics, Output, Record, TrainOptions, TrainOutcome,
-};
+use saintflow::train::{Counts, Metrics, Record, TrainOptions, TrainOutcome};
 use saintflow::GraphStore;
 
 fn plan_file(name: &str) -> PathBuf {

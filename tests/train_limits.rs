@@ -201,9 +201,10 @@ fn cli_steps_and_no_eval() {
 // Issue 15: the memory check, with the machine's memory injected (MemoryLimit::Bytes), so
 // the assertions hold on any machine.
 
+use saintflow::compile::memory::estimate;
+use saintflow::compile::{lower_for, schedule};
 use saintflow::plan::PlanErrorKind;
-use saintflow::train::memory::estimate;
-use saintflow::train::{lower_for, schedule, MemoryLimit, TrainError};
+use saintflow::train::{MemoryLimit, TrainError};
 
 #[test]
 fn issue_15_memory_check_refuses_a_plan_one_byte_over_and_names_the_dim() {

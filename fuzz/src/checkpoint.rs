@@ -14,9 +14,9 @@
 //! `best` and `last`, each export read back by `train --init-from`'s reader
 //! (`load_safetensors`, the checkpoint's names and shapes as the declarations) bit for bit.
 
+use saintflow::compile::plan_hash;
 use saintflow::ir::{Init, ParamDecl};
 use saintflow::train::export::{load_safetensors, safetensors_bytes, Which};
-use saintflow::train::plan_hash;
 use saintflow::train::{Checkpoint, TrainOptions};
 
 use crate::base;

@@ -11,9 +11,10 @@
 //! Property: `load_safetensors` returns; weights it accepts are every declared parameter
 //! of its declared shape and finite, and a run starts from them without a panic.
 
+use saintflow::compile::lower_for;
 use saintflow::op::Registry;
 use saintflow::train::export::load_safetensors;
-use saintflow::train::{lower_for, TrainOptions};
+use saintflow::train::TrainOptions;
 
 use crate::base;
 use crate::input::Input;

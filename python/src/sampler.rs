@@ -277,7 +277,7 @@ impl Sampler {
             let threads = threads_of(threads)?.get();
             // Each of the 2 × threads subgraphs in flight has a draw buffer of the sizes'
             // product (roots × walk length, ...): checked before one is drawn.
-            let draw = saintflow::train::memory::sampler_bytes(&config);
+            let draw = saintflow::compile::memory::sampler_bytes(&config);
             fits(
                 || {
                     format!(

@@ -223,15 +223,15 @@ pub(crate) fn _embed(
             store,
             last,
         ))?;
-        let opts = saintflow::train::InferOptions {
+        let opts = saintflow::infer::InferOptions {
             memory_bytes,
             scratch_dir: scratch_dir.unwrap_or_else(std::env::temp_dir),
             ..Default::default()
         };
         let which = if logits {
-            saintflow::train::Output::Logits
+            saintflow::infer::Output::Logits
         } else {
-            saintflow::train::Output::Embedding
+            saintflow::infer::Output::Embedding
         };
         let threads = threads_of(threads)?;
         let pool = pool(threads)?;
@@ -239,7 +239,8 @@ pub(crate) fn _embed(
         let r = py.detach(|| {
             pool.install(|| {
                 let runner = saintflow::exec::Executor::new(threads);
-                saintflow::train::embed(store, p, &registry, &params, &runner, opts, which, &output)
+                saintflow::infer::embed(store, p, &registry, &params, &runner, opts, which, &output)
+                    .map_err(saintflow::train::TrainError::from)
             })
         });
         let e = lib(r)?;

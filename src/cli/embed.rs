@@ -1,7 +1,7 @@
 //! `saintflow embed PLAN --graph STORE --checkpoint CK -o OUT.npy`: the embedding of every
 //! node (the input of the plan's `[output]` layer) by a full-graph forward pass with the
 //! checkpoint's best-validation parameters, layer by layer in row blocks
-//! (`train::blocked`: values kept between layers go to mapped scratch files when they do
+//! (`infer`: values kept between layers go to mapped scratch files when they do
 //! not fit `--memory`), written as an `[N, width]` f32 `.npy` through a memory map,
 //! block by block, atomically.
 
@@ -10,11 +10,12 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::Result;
+use crate::infer::{embed, InferOptions, Output};
 use crate::op::Registry;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::params_for;
-use crate::train::{embed, InferOptions, MemoryLimit, Output, TrainError};
+use crate::train::{MemoryLimit, TrainError};
 
 use super::train::pool;
 use crate::exec::Executor;

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::compile::lower_and_plan;
 use crate::error::Result;
 use crate::ir::Bindings;
 use crate::op::Registry;
 use crate::plan::LowerEnv;
 use crate::planner::{explain_dot, explain_text, PlanOptions};
 use crate::store::{GraphStore, Labels};
-use crate::train::lower_and_plan;
 
 #[derive(Debug, Args)]
 pub(super) struct ExplainArgs {

@@ -77,7 +77,7 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
         (Some(path), _) => {
             let store = crate::store::GraphStore::open(&a.store)?;
             let l =
-                crate::train::plan_hops(&super::train::load_plan(path, &[])?, &store, registry)?;
+                crate::infer::plan_hops(&super::train::load_plan(path, &[])?, &store, registry)?;
             if l == 0 {
                 crate::atomic::stderr_line(&format!(
                     "note: {}: no message passing (L = 0): no walks, augmentation off, parts get no replicas",

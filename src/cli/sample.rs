@@ -7,6 +7,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, ValueEnum};
 use serde::Serialize;
 
+use crate::compile::memory::sampler_bytes;
 use crate::error::Result;
 use crate::machine::{human, MemoryLimit};
 use crate::progress::Progress;
@@ -14,7 +15,6 @@ use crate::sample::config::{self, KINDS};
 use crate::sample::params::{Field, FieldError, FieldType, Input};
 use crate::sample::{sample_subgraph, NormCounts, SamplerConfig};
 use crate::store::GraphStore;
-use crate::train::memory::sampler_bytes;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum GraphArg {

@@ -8,15 +8,14 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::error::{Error, Result};
+use crate::infer::InferOptions;
 use crate::op::Registry;
 use crate::plan::embedding::EmbeddingPlan;
 use crate::plan::{AnyPlan, Plan};
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
-use crate::train::{
-    store_bytes, InferOptions, MemoryLimit, Metrics, TrainOptions, TrainOutcome, Verify,
-};
+use crate::train::{store_bytes, MemoryLimit, Metrics, TrainOptions, TrainOutcome, Verify};
 
 #[derive(Debug, Args)]
 pub(super) struct TrainArgs {

@@ -36,7 +36,7 @@
 //!   row i of each input whose rows are the nodes (`n`) and on the whole of inputs whose
 //!   shape does not involve `n` (parameters). Such an op can run on a block of rows at a
 //!   time, which is how inference covers graphs larger than memory
-//!   (`train::blocked`). Default: no such capability, and a plan using the op is evaluated
+//!   (`infer`). Default: no such capability, and a plan using the op is evaluated
 //!   in memory.
 //! * Neighbour ops (optional, for out-of-core full-graph inference). An op that aggregates
 //!   over the rows of an adjacency — row i of its output needs row i of a sparse input

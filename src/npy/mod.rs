@@ -5,7 +5,7 @@
 //! ([`NpyWriter`], [`write_npy_atomic`]: f32 matrices, atomically).
 //!
 //! A leaf above [`crate::atomic`] only: importers (`store::import`), inference
-//! (`train::infer`) and embeddings (`embedding`) use it, each turning [`NpyError`] into its
+//! (`infer`) and embeddings (`embedding`) use it, each turning [`NpyError`] into its
 //! own error with the same message, which names the file.
 
 mod header;

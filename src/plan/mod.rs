@@ -19,7 +19,7 @@
 //! [`MAX_LAYERS`] layer copies (the `repeat`s of all `[[layer]]`s); a dim or a shape entry
 //! at most [`MAX_DIM`]; an `out` string at most [`expr::MAX_EXPR_BYTES`] bytes and
 //! [`expr::MAX_EXPR_DEPTH`] levels deep. What the parameters and a step need in memory
-//! is checked against the machine when training starts (`train::memory`).
+//! is checked against the machine when training starts (`compile::memory`).
 
 mod any;
 pub mod embedding;

@@ -32,8 +32,8 @@ use crate::dist::DistState;
 use crate::ir::{Params, Tensor};
 use crate::store::GraphStore;
 
-use super::metrics::Metrics;
 use super::TrainError;
+use crate::metrics::Metrics;
 
 const MAGIC: &[u8; 8] = b"SFCKPT03";
 /// The format before the distributed state: the same encoding without the last field,
@@ -399,7 +399,7 @@ pub fn params_for(
 ) -> Result<Params, TrainError> {
     let path = checkpoint_file(arg);
     let ck = Checkpoint::load(&path)?;
-    let hash = super::plan_hash(plan);
+    let hash = crate::compile::plan_hash(plan);
     if ck.plan_hash != hash {
         return Err(TrainError::Checkpoint {
             path,

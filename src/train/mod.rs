@@ -1,5 +1,8 @@
-//! Training: the loop ([`trainer`]), full-graph evaluation and embeddings ([`infer`]),
-//! metrics ([`metrics`]), checkpoints ([`checkpoint`]) and the JSON-lines log ([`log`]).
+//! Training: the loop ([`trainer`], with its state and observer), checkpoints
+//! ([`checkpoint`], [`export`]) and the JSON-lines log ([`log`]). The loop alone (issue 54):
+//! a plan is lowered and planned for a store by [`crate::compile`] (and the memory check
+//! is there), validation and test metrics come from full-graph inference
+//! ([`crate::infer`]), a wing of its own.
 //!
 //! Everything runs through a [`StepRunner`](crate::exec::StepRunner), so the reference
 //! interpreter and the work-stealing executor train the same way. A run is reproducible
@@ -7,15 +10,9 @@
 //! node, element), parameters start from (seed, name); a checkpoint holds the rest of the
 //! state, so a resumed run computes the same losses as an uninterrupted one.
 
-pub mod blocked;
 pub mod checkpoint;
-pub mod compile;
 pub mod export;
-pub mod hops;
-pub mod infer;
 pub mod log;
-pub mod memory;
-pub mod metrics;
 mod observer;
 mod state;
 pub mod trainer;
@@ -23,13 +20,9 @@ pub mod trainer;
 use std::path::{Path, PathBuf};
 
 pub use crate::machine::MemoryLimit;
-pub use blocked::{BlockedPlan, InferOptions, PassPlan};
+pub use crate::metrics::{Counts, Metrics};
 pub use checkpoint::Checkpoint;
-pub use compile::{lower_and_plan, lower_env, lower_for, plan_hash, schedule};
-pub use hops::{plan_hops, receptive_field};
-pub use infer::{embed, Embedded, FullGraph, Output};
 pub use log::{LogSink, Record, RunDist, StepMs};
-pub use metrics::{Counts, Metrics};
 pub use trainer::{store_bytes, train, TrainOptions, TrainOutcome, Verify, AUTO_VERIFY_BYTES};
 
 /// Result with the training layer's [`TrainError`].
@@ -107,6 +100,39 @@ pub enum TrainError {
     /// whose outputs are missing).
     #[error("training: {0}")]
     Run(String),
+}
+
+/// The compile step's errors as training's own: the same variants and messages as before
+/// it moved below training (issue 54).
+impl From<crate::compile::CompileError> for TrainError {
+    fn from(e: crate::compile::CompileError) -> TrainError {
+        use crate::compile::CompileError;
+        match e {
+            CompileError::Sample(e) => TrainError::Sample(e),
+            CompileError::Plan(e) => TrainError::Plan(e),
+            CompileError::Ir(e) => TrainError::Ir(e),
+            CompileError::Run(what) => TrainError::Run(what),
+        }
+    }
+}
+
+/// Full-graph inference's errors as training's own: the same variants and messages as
+/// before inference was a wing of its own (issue 54).
+impl From<crate::infer::InferError> for TrainError {
+    fn from(e: crate::infer::InferError) -> TrainError {
+        use crate::infer::InferError;
+        match e {
+            InferError::Store(e) => TrainError::Store(e),
+            InferError::Plan(e) => TrainError::Plan(e),
+            InferError::Ir(e) => TrainError::Ir(e),
+            InferError::Compile(e) => e.into(),
+            InferError::Io { path, op, source } => TrainError::Io { path, op, source },
+            InferError::Space(e) => TrainError::Space(e),
+            InferError::Npy(e) => TrainError::Npy(e),
+            InferError::Infer(what) => TrainError::Infer(what),
+            InferError::Run(what) => TrainError::Run(what),
+        }
+    }
 }
 
 /// The distributed wing's errors as training's own: the same variants and messages as

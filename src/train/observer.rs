@@ -4,13 +4,13 @@
 //! the ticker's total and ETA (which respect `--steps` and `--epochs`), and the line
 //! printed after each epoch.
 
+use std::path::Path;
 use std::time::Instant;
 
 use super::log::{LogSink, Record};
-use super::metrics::Metrics;
-use super::trainer::TrainOptions;
 use super::Result;
-use crate::progress::Ticker;
+use crate::metrics::Metrics;
+use crate::progress::{Progress, Ticker};
 
 /// The log and the ticker of one run.
 pub(super) struct Observer {
@@ -42,19 +42,19 @@ pub(super) struct Validation {
 }
 
 impl Observer {
-    /// Opens the log (where the run `writes` it): continued at the checkpoint's position
-    /// when `resumed` has one, else new, starting with the `run` record. `step` and
-    /// `elapsed` are where the run stands; `total` its epochs.
+    /// Opens the log, the file `path` (None: none) and with `json` the records on stdout
+    /// too (both None and false where the run does not write its outputs): continued at
+    /// the checkpoint's position when `resumed` has one, else new, starting with the `run`
+    /// record; and `progress`'s ticker. `step` and `elapsed` are where the run stands;
+    /// `total` its epochs.
     pub(super) fn open(
-        opts: &TrainOptions<'_>,
-        writes: bool,
+        (path, json): (Option<&Path>, bool),
+        progress: &Progress,
         resumed: Option<Option<u64>>,
         run: Record,
         (step, elapsed): (u64, f64),
         total: usize,
     ) -> Result<Observer> {
-        let path = opts.log.as_deref().filter(|_| writes);
-        let json = opts.json && writes;
         let log = match resumed {
             Some(Some(pos)) => LogSink::resume(path, pos, json)?,
             _ => {
@@ -67,7 +67,7 @@ impl Observer {
             log,
             start: Instant::now(),
             before: elapsed,
-            ticker: opts.progress.ticker(0, "train", "steps"),
+            ticker: progress.ticker(0, "train", "steps"),
             first_step: step,
             total,
         })

@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
-use super::metrics::Metrics;
-use super::trainer::TrainOptions;
 use super::{Result, TrainError};
 use crate::dist::{DistState, StepSync};
 use crate::ir::Params;
+use crate::metrics::Metrics;
 use crate::plan::{Lowered, Optimizer};
 use crate::store::GraphStore;
 
@@ -47,35 +46,36 @@ pub(super) struct Identity<'a> {
 }
 
 impl TrainState {
-    /// The state a run starts from: the checkpoint's when `opts` resume from one that
-    /// exists (checked against `id`, and the consensus state handed to `sync`), else fresh
-    /// (parameters from the seed, or from `init_from`'s file). With it, when resumed, the
-    /// log position the checkpoint saved (None when it had no log). `total` is the run's
-    /// number of epochs: a checkpoint past it is refused (issue 55 item 8: a crafted epoch
-    /// of 10¹⁸ resumed as a finished run).
+    /// The state a run starts from: the checkpoint's when `resume` names one that exists
+    /// (the run's checkpoint when it resumes; checked against `id`, and the consensus state
+    /// handed to `sync`), else fresh (parameters from `id`'s seed, or from `init_from`'s
+    /// file; `optimizer`'s state zero). With it, when resumed, the log position the
+    /// checkpoint saved (None when it had no log). `total` is the run's number of epochs:
+    /// a checkpoint past it is refused (issue 55 item 8: a crafted epoch of 10¹⁸ resumed as
+    /// a finished run).
     pub(super) fn start(
-        opts: &TrainOptions<'_>,
+        init_from: Option<&Path>,
+        optimizer: Optimizer,
+        resume: Option<&Path>,
         lowered: &Lowered,
         id: &Identity<'_>,
         sync: &mut dyn StepSync,
         total: usize,
     ) -> Result<(TrainState, Option<Option<u64>>)> {
-        let params = match &opts.init_from {
+        let params = match init_from {
             Some(path) => super::export::load_safetensors(path, &lowered.params)?,
-            None => Params::init(&lowered.params, opts.seed),
+            None => Params::init(&lowered.params, id.seed),
         };
         let mut state = TrainState {
-            opt: OptState::new(opts.plan.optimizer, lowered, &params),
+            opt: OptState::new(optimizer, lowered, &params),
             params,
             epoch: 0,
             step: 0,
             best: None,
             elapsed: 0.0,
         };
-        let resumed = match &opts.checkpoint {
-            Some(path) if opts.resume && path.exists() => {
-                Some(state.resume(path, id, lowered, sync, total)?)
-            }
+        let resumed = match resume {
+            Some(path) if path.exists() => Some(state.resume(path, id, lowered, sync, total)?),
             _ => None,
         };
         Ok((state, resumed))

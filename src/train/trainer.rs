@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::compile::{
+use super::Result;
+use crate::compile::{
     advise_training, lower_for, plan_hash, schedule, setup_phase, PhaseEnv, PhaseRun,
 };
-use super::Result;
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Params, Value};
 use crate::op::{GraphSource, Registry};
@@ -33,18 +33,14 @@ use crate::plan::{Lowered, Plan, SamplerPlan};
 use crate::progress::Progress;
 use crate::store::{Access, GraphStore, Labels, Role};
 
-use super::blocked::InferOptions;
-use super::infer::FullGraph;
 use super::log::{Record, RunDist, StepMs};
-use super::metrics::{Counts, Metrics};
 use super::observer::{EpochLoss, Observer, Validation};
 use super::state::{guard_outputs, params_hash, Identity, TrainState};
 use super::TrainError;
 use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
+use crate::infer::{FullGraph, InferOptions};
 use crate::machine::MemoryLimit;
-
-/// Epochs of a plan without `[[phase]]`.
-pub const DEFAULT_EPOCHS: usize = 50;
+use crate::metrics::{Counts, Metrics};
 
 /// How to run a training: a builder over the plan and the store, with defaults for
 /// everything else, consumed by [`TrainOptions::train`].
@@ -518,10 +514,19 @@ fn run(
     let (ckpt, log) = (opts.checkpoint.as_deref(), opts.log.as_deref());
     let _claims = guard_outputs(ckpt, log, writes, &lowered)?;
     let total: usize = sched.iter().map(|p| p.2).sum();
-    let (mut state, resumed) = TrainState::start(opts, &lowered, &id, sync.as_mut(), total)?;
+    let (mut state, resumed) = TrainState::start(
+        opts.init_from.as_deref(),
+        plan.optimizer,
+        ckpt.filter(|_| opts.resume),
+        &lowered,
+        &id,
+        sync.as_mut(),
+        total,
+    )?;
     let record = run_record(opts, runner, id.plan_hash, sync.run_info()?);
     let at = (state.step, state.elapsed);
-    let mut obs = Observer::open(opts, writes, resumed, record, at, total)?;
+    let log_to = (log.filter(|_| writes), opts.json && writes);
+    let mut obs = Observer::open(log_to, &opts.progress, resumed, record, at, total)?;
     let stop = opts.stop_after.unwrap_or(usize::MAX);
     let max_steps = opts.max_steps.unwrap_or(u64::MAX);
     let every = plan.eval.every.max(1);
@@ -912,9 +917,13 @@ fn check_memory(
 ) -> Result<()> {
     if let Some((limit, source)) = opts.memory_limit.resolve() {
         let samplers: Vec<SamplerPlan> = sched.iter().map(|p| p.1.clone()).collect();
-        let est =
-            super::memory::estimate(lowered, Some(&opts.plan.optimizer), opts.store, &samplers)?;
-        super::memory::check(opts.plan, lowered, &est, limit, &source)?;
+        let est = crate::compile::memory::estimate(
+            lowered,
+            Some(&opts.plan.optimizer),
+            opts.store,
+            &samplers,
+        )?;
+        crate::compile::memory::check(opts.plan, lowered, &est, limit, &source)?;
     }
     Ok(())
 }

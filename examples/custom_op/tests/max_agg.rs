@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use saintflow::autodiff::differentiate;
+use saintflow::compile::lower_for;
 use saintflow::exec::{check_gradients, run, GradCheck, Interpreter, StepRunner};
+use saintflow::infer::{FullGraph, InferOptions, Output};
 use saintflow::ir::{Bindings, Graph, Init, ParamDecl, Params};
 use saintflow::op::builtin::{
     AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
@@ -20,8 +22,6 @@ use saintflow::sample::FullSampler;
 use saintflow::store::gen::Planted;
 use saintflow::store::Role;
 use saintflow::testing::{check_blocked_equals_in_memory, check_op_gradients_with, Arg};
-use saintflow::train::lower_for;
-use saintflow::train::{FullGraph, InferOptions, Output};
 use saintflow::GraphStore;
 use saintflow_example_custom_op::{registry, MaxAgg};
 

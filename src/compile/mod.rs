@@ -2,11 +2,15 @@
 //! (`lower_env`, `lower_for`, and `lower_and_plan` for `explain`), the schedule of its
 //! phases, and each phase set up to step (its sampler, the normalisation counts pre-sampled
 //! for it, the graph planned for its expected subgraph size; `setup_phase`). The memory
-//! check and `partition --plan` use the same functions, so they see the graph the trainer
-//! runs. The loop itself is [`super::trainer`].
+//! check ([`memory`]) and `partition --plan` use the same functions, so they see the graph
+//! the trainer runs.
+//!
+//! Issue 54: a layer of its own below both wings that use it, training
+//! ([`crate::train`], the loop) and full-graph inference ([`crate::infer`]); it imports
+//! only the engine (store, sample, ir, op, plan, planner) and the leaves.
 
-use super::trainer::DEFAULT_EPOCHS;
-use super::{Result, TrainError};
+pub mod memory;
+
 use crate::ir::{Bindings, Graph, NodeId};
 use crate::op::builtin::LossKind;
 use crate::op::{Registry, StoreSource};
@@ -15,6 +19,31 @@ use crate::planner::{plan, PlanOptions, PlanReport};
 use crate::sample::{NormCounts, Sampler};
 use crate::seed::{hash3, stream};
 use crate::store::{Access, GraphStore, Labels, Role, SectionId};
+
+/// Result with the compile step's [`CompileError`].
+pub type Result<T, E = CompileError> = std::result::Result<T, E>;
+
+/// Errors of the compile step: those of the layers it drives, and a plan that cannot run
+/// on a store. Each is worded as training words it, and
+/// [`TrainError`](crate::train::TrainError) takes each back as its own variant (issue 54).
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// Building a sampler or pre-sampling its normalisation counts.
+    #[error(transparent)]
+    Sample(#[from] crate::sample::SampleError),
+    /// Typing or lowering the plan.
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// Building or planning the step graph.
+    #[error(transparent)]
+    Ir(#[from] crate::ir::IrError),
+    /// A plan that cannot run on this store, or a planned graph that lost an output.
+    #[error("training: {0}")]
+    Run(String),
+}
+
+/// Epochs of a plan without `[[phase]]` (what [`schedule`] gives it).
+pub const DEFAULT_EPOCHS: usize = 50;
 
 /// xxh3-64 of a plan's effective text: what a checkpoint is tied to.
 pub fn plan_hash(plan: &Plan) -> u64 {
@@ -69,7 +98,7 @@ pub(crate) fn expected_nodes(kind: &SamplerConfig, n: usize) -> usize {
 }
 
 /// Advises what sampled training reads: the sampled graph's CSR and the features.
-pub(super) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Access) {
+pub(crate) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Access) {
     let (offsets, indices) = match sp.graph {
         SampleGraph::Train => (SectionId::TrainOffsets, SectionId::TrainIndices),
         SampleGraph::Full => (SectionId::FullOffsets, SectionId::FullIndices),
@@ -78,16 +107,16 @@ pub(super) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Acce
 }
 
 /// One phase, ready to step.
-pub(super) struct PhaseRun<'g> {
-    pub(super) source: StoreSource<'g>,
-    pub(super) graph: Graph,
-    pub(super) loss: NodeId,
+pub(crate) struct PhaseRun<'g> {
+    pub(crate) source: StoreSource<'g>,
+    pub(crate) graph: Graph,
+    pub(crate) loss: NodeId,
     /// The logits and targets a built-in loss reads (for the plain mean loss beside the
     /// normalised one).
-    pub(super) loss_inputs: Option<(NodeId, NodeId)>,
-    pub(super) grads: Vec<(String, NodeId)>,
-    pub(super) wanted: Vec<NodeId>,
-    pub(super) steps_per_epoch: u64,
+    pub(crate) loss_inputs: Option<(NodeId, NodeId)>,
+    pub(crate) grads: Vec<(String, NodeId)>,
+    pub(crate) wanted: Vec<NodeId>,
+    pub(crate) steps_per_epoch: u64,
 }
 
 /// What every phase of a run is set up with.
@@ -106,7 +135,7 @@ pub(super) struct PhaseEnv {
 /// Phase `phase` of a run set up on `store`: its sampler, the normalisation counts
 /// pre-sampled for it, the lowered graph planned for its expected subgraph size, and the
 /// steps of one epoch.
-pub(super) fn setup_phase<'g>(
+pub(crate) fn setup_phase<'g>(
     store: &'g GraphStore,
     lowered: &Lowered,
     sp: &SamplerPlan,
@@ -158,7 +187,7 @@ pub(super) fn setup_phase<'g>(
         .with_precision(lowered.precision),
     )?;
     let missing =
-        |name: &str| TrainError::Run(format!("the planned graph lost its `{name}` output"));
+        |name: &str| CompileError::Run(format!("the planned graph lost its `{name}` output"));
     let loss = graph.output("loss").ok_or_else(|| missing("loss"))?;
     let mut grads = Vec::with_capacity(lowered.grads.len());
     for (name, _) in &lowered.grads {
@@ -226,7 +255,7 @@ pub fn lower_env<'r>(store: &GraphStore, registry: &'r Registry) -> LowerEnv<'r>
 /// graphs yet; the message names the ways that do work.
 pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
     if store.n_features() == 0 && store.n_nodes() > 0 {
-        return Err(TrainError::Run(format!(
+        return Err(CompileError::Run(format!(
             "{}: no node features, expected at least 1 feature column for plan `{}` (a GNN plan starts from the features, h0), got 0; saintflow does not learn input embeddings for featureless graphs: give the store features (e.g. one-hot degree or identity columns, as PyG's OneHotDegree; `gen kronecker --features 16`), or learn node vectors from the graph alone with an [embedding] plan (plans/deepwalk.toml, plans/node2vec.toml, plans/line.toml)",
             store.path().display(),
             plan.name

@@ -56,7 +56,7 @@ pub fn plan_hops(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result
         std::num::NonZeroUsize::MIN,
     );
     let (graph, _) =
-        super::lower_and_plan(plan, &super::compile::lower_env(store, registry), &opts)?;
+        crate::compile::lower_and_plan(plan, &crate::compile::lower_env(store, registry), &opts)?;
     let logits = graph
         .output("logits")
         .expect("a lowered plan names its logits");

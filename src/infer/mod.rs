@@ -1,34 +1,121 @@
-//! Full-graph inference: the plan's forward pass (dropout off) over the whole stored
-//! graph — not a sample — for validation and test metrics and for node embeddings.
+//! Full-graph inference, a wing of its own below training (issue 54): the plan's forward
+//! pass (dropout off) over the whole stored graph — not a sample — for validation and
+//! test metrics and for node embeddings.
 //!
 //! Evaluation follows GraphSAINT: whatever graph training sampled from (the training graph
 //! in the inductive setting), inference runs on the full graph, with the adjacency
 //! flavours normalised by full-graph degrees and no sampling coefficients (`A_saint`
 //! becomes D⁻¹A).
 //!
-//! Two ways, one result: [`crate::train::blocked`] evaluates layer by layer in blocks of
-//! rows with memory bounded by a block (the default, used whenever every op of the plan
-//! allows it); otherwise the whole graph is one [`Subgraph`](crate::sample::Subgraph) of a
-//! [`FullSampler`] run through the [`StepRunner`] in one piece (N × width f32 per live
-//! value), nodes in id order so row i is node i. Either way results reach the caller in
-//! row blocks ([`FullGraph::for_each_block`]): metrics are counted and embeddings written
-//! to an `.npy` ([`NpyWriter`]) block by block.
+//! Two ways, one result: the blocked pass evaluates layer by layer in blocks of rows with
+//! memory bounded by a block, a buffer and the model, not by the graph (the default, used
+//! whenever every op of the plan allows it); otherwise the whole graph is one
+//! [`Subgraph`](crate::sample::Subgraph) of a [`FullSampler`] run through the
+//! [`StepRunner`] in one piece (N × width f32 per live value), nodes in id order so row i
+//! is node i. Either way results reach the caller in row blocks
+//! ([`FullGraph::for_each_block`]): metrics are counted and embeddings written to an
+//! `.npy` ([`NpyWriter`]) block by block.
+//!
+//! The blocked pass, in effect a second executor, is split along its own parts:
+//!
+//! * [`levels`]: the analysis, [`BlockedPlan`] (the forward graph cut into levels at its
+//!   neighbour ops; which values are kept between levels, which float);
+//! * [`plan`]: [`InferOptions`] and [`PassPlan`] (what a pass will keep, where, the buffer
+//!   X is streamed through, the bytes to read and write; refused when it cannot work);
+//! * `kept`: the N-row matrices kept between levels, in memory or in scratch files;
+//! * `pass`: [`run_blocked`], the pass itself, level by level in blocks of rows;
+//! * `stream`: a streamed level's chunk, X read in parts of rows.
+//!
+//! [`metrics`] counts a node's logits against the store's labels; [`hops`] measures a
+//! plan's receptive field (`partition --plan`'s walk length).
+//!
+//! Layering: over [`crate::compile`] (lowering for a store, the memory check) and the
+//! engine below it; training ([`crate::train`]) evaluates through [`FullGraph`] and turns
+//! [`InferError`] into its own error, each variant worded as before the wing.
 
-use std::path::Path;
+pub mod hops;
+mod kept;
+pub mod levels;
+pub mod metrics;
+mod pass;
+pub mod plan;
+mod stream;
 
-use super::Result;
+use std::path::{Path, PathBuf};
+
+use crate::compile::CompileError;
 use crate::exec::StepRunner;
 use crate::ir::{Bindings, Graph, NodeId, Params, Tensor};
+use crate::metrics::{Counts, Metrics};
 use crate::npy::NpyWriter;
 use crate::op::{Registry, StoreSource};
 use crate::plan::{Lowered, Plan};
 use crate::planner::{plan, PlanOptions};
 use crate::sample::FullSampler;
 use crate::store::{GraphStore, Role};
+use metrics::add_node;
 
-use super::blocked::{run_blocked, BlockedPlan, InferOptions, PassPlan};
-use super::metrics::{Counts, Metrics};
-use super::TrainError;
+pub use hops::{plan_hops, receptive_field};
+pub use levels::BlockedPlan;
+pub use pass::run_blocked;
+pub use plan::{InferOptions, PassPlan};
+
+/// Result with full-graph inference's [`InferError`].
+pub type Result<T, E = InferError> = std::result::Result<T, E>;
+
+/// Errors of full-graph inference: its own, and those of the layers it drives. Each
+/// variant words its message as training did before inference was a wing of its own
+/// (issue 54), and [`TrainError`](crate::train::TrainError) takes each back as its own
+/// variant.
+#[derive(Debug, thiserror::Error)]
+pub enum InferError {
+    /// The store (a corrupt section read by a block).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Typing or lowering the plan (the memory check's refusal among them).
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// Building, planning or running the forward graph.
+    #[error(transparent)]
+    Ir(#[from] crate::ir::IrError),
+    /// The compile step (lowering the plan for the store).
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// A file operation failed (a scratch file).
+    #[error("{}: cannot {op}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What we were doing.
+        op: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Disk space for an output or a scratch file could not be reserved (checked before
+    /// any work, so a full disk never shows up half-way).
+    #[error(transparent)]
+    Space(#[from] crate::atomic::NoSpace),
+    /// Writing an `.npy` output (embeddings).
+    #[error(transparent)]
+    Npy(#[from] crate::npy::NpyError),
+    /// The pass itself went wrong (no dense output, a thread pool, scratch space).
+    #[error("full-graph inference: {0}")]
+    Infer(String),
+    /// A planned graph that lost an output (worded as training words it).
+    #[error("training: {0}")]
+    Run(String),
+}
+
+impl InferError {
+    /// An I/O error on `path`.
+    pub fn io(path: &Path, op: &'static str, source: std::io::Error) -> InferError {
+        InferError::Io {
+            path: path.to_path_buf(),
+            op,
+            source,
+        }
+    }
+}
 
 /// Which per-node output of the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +172,7 @@ impl<'g> FullGraph<'g> {
         )?;
         let find = |name: &str| {
             graph.output(name).ok_or_else(|| {
-                TrainError::Run(format!("the planned graph lost its `{name}` output"))
+                InferError::Run(format!("the planned graph lost its `{name}` output"))
             })
         };
         let (logits, embedding) = (find("logits")?, find("embedding")?);
@@ -118,7 +205,7 @@ impl<'g> FullGraph<'g> {
     pub fn pass_plan(&self, which: Output) -> Result<PassPlan> {
         match &self.output(which).1 {
             Ok(bp) => PassPlan::new(self.store, &self.graph, bp, &self.opts),
-            Err(why) => Err(TrainError::Infer(format!(
+            Err(why) => Err(InferError::Infer(format!(
                 "evaluated in memory, not row-blocked: {why}"
             ))),
         }
@@ -155,7 +242,7 @@ impl<'g> FullGraph<'g> {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(runner.threads().max(1))
                     .build()
-                    .map_err(|e| TrainError::Infer(format!("thread pool: {e}")))?;
+                    .map_err(|e| InferError::Infer(format!("thread pool: {e}")))?;
                 pool.install(|| {
                     run_blocked(
                         self.store,
@@ -196,7 +283,7 @@ impl<'g> FullGraph<'g> {
         let t = v
             .take(node)
             .and_then(|x| x.as_dense().cloned())
-            .ok_or_else(|| TrainError::Infer("the full-graph pass gave no dense output".into()))?;
+            .ok_or_else(|| InferError::Infer("the full-graph pass gave no dense output".into()))?;
         Ok(t)
     }
 
@@ -249,7 +336,7 @@ impl<'g> FullGraph<'g> {
                 let v = (r0 + i) as u32;
                 let role = self.store.role(v);
                 if let Some(k) = roles.iter().position(|&r| r == role) {
-                    super::metrics::add_node(&mut counts[k], &labels, v, t.row(i));
+                    add_node(&mut counts[k], &labels, v, t.row(i));
                 }
             }
             Ok(())
@@ -303,11 +390,11 @@ pub fn embed(
     which: Output,
     path: &Path,
 ) -> Result<Embedded> {
-    let lowered = super::compile::lower_for(plan, store, registry)?;
+    let lowered = crate::compile::lower_for(plan, store, registry)?;
     // Parameters only: blocked evaluation's own memory is bounded by `opts.memory_bytes`.
     if let Some((limit, source)) = opts.memory_limit.resolve() {
-        let est = super::memory::estimate(&lowered, None, store, &[])?;
-        super::memory::check(plan, &lowered, &est, limit, &source)?;
+        let est = crate::compile::memory::estimate(&lowered, None, store, &[])?;
+        crate::compile::memory::check(plan, &lowered, &est, limit, &source)?;
     }
     let threads =
         std::num::NonZeroUsize::new(runner.threads()).unwrap_or(std::num::NonZeroUsize::MIN);

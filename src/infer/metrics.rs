@@ -1,8 +1,9 @@
-//! Metrics against a store's labels: the counting itself is [`crate::metrics`] (re-exported
-//! here, so `train::metrics::Counts` keeps working); this adds what needs the store's
-//! [`Labels`]: a node's logits scored by argmax (single-label) or by sign (multi-label).
+//! Metrics against a store's labels (issue 54: out of `train/metrics.rs`, with the
+//! full-graph pass that counts them): the counting itself is [`crate::metrics`]; this adds
+//! what needs the store's [`Labels`]: a node's logits scored by argmax (single-label) or by
+//! sign (multi-label).
 
-pub use crate::metrics::{argmax, Counts, Metrics};
+use crate::metrics::{argmax, Counts, Metrics};
 
 use crate::store::Labels;
 

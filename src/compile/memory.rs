@@ -77,7 +77,7 @@ fn step_bindings(store: &GraphStore, sp: &SamplerPlan) -> Bindings {
     let nodes = if sp.kind.whole_graph() {
         n
     } else {
-        super::compile::expected_nodes(&sp.kind, n)
+        super::expected_nodes(&sp.kind, n)
     };
     let degree = g.n_entries() as f64 / n.max(1) as f64;
     Bindings {

@@ -1,0 +1,209 @@
+//! Blocked inference's analysis (issue 54: out of `train/blocked.rs`): the planned forward
+//! graph cut into levels, each value classified (`Class`) and its level set;
+//! [`BlockedPlan`] holds the result, and says which values are kept between levels and
+//! which float.
+//!
+//! The planned forward graph is cut into *levels* at its neighbour ops
+//! ([`NeighbourOp`](crate::op::NeighbourOp): `spmm(S, X)`, `gat(A, z, …)`, a user's
+//! aggregation). A value's level is the number of neighbour hops between it and the
+//! features: the features are level 0 (they are the store's mapped file); a row-local op
+//! ([`RowLocal`](crate::op::RowLocal): row i of its output needs row i of its
+//! inputs) has its inputs' level; a neighbour op needs X at every neighbour of a row, so
+//! it sits one level above X (and at its sparse operand's level when that is a neighbour
+//! op's output, as attention's α is). A value read at a higher level than its own is
+//! *kept*: written, row block by row block, into an N-row matrix — in memory when all
+//! kept values fit [`InferOptions::memory_bytes`](super::InferOptions::memory_bytes),
+//! otherwise in an unlinked temporary file (its blocks reserved with `fallocate`, so a
+//! full disk is an error before anything runs) written with positioned writes and read
+//! through a map (`kept`). A row-local value of
+//! level 0 (X·W of the first layer) is not kept but *floats*: it is computed again from
+//! the features wherever a later level reads it, since the features are narrower than
+//! what would be kept and already on disk. Level L is then computed for rows r0..r1 at a
+//! time:
+//!
+//! * a neighbour op gets, through [`NeighbourOp::forward_block`](crate::op::NeighbourOp::forward_block),
+//!   the block's rows of its sparse operand with the full graph's node ids as columns —
+//!   an adjacency flavour built here, values normalised by full-graph degrees (as the
+//!   in-memory pass does: `A_saint` is D⁻¹A), or a sparse neighbour op's output of this
+//!   level — and the whole of X read in place by global id (the store's mapped features,
+//!   or a kept matrix), so nothing is gathered here; the op computes the block's rows;
+//! * row-local ops get their per-node inputs at the block's rows (a floating one computed
+//!   there from the features);
+//! * values of the level that are kept are written at rows r0..r1; the wanted output goes
+//!   to the caller's sink, block by block, in order.
+//!
+//! Values whose shape does not involve n (parameters and what is computed from them alone)
+//! are computed once. A plan with an op that is none of these (a custom op that is not
+//! row-local, a transposed sparse product, a whole-graph reduction) cannot be blocked:
+//! [`BlockedPlan::new`] says why, and the caller evaluates it in memory instead.
+
+use std::collections::HashMap;
+
+use crate::exec::interp::step_order;
+use crate::ir::{Fact, Graph, NodeId};
+use crate::op::{AdjKind, Neighbour, SourceKind};
+
+/// What a node of the forward graph is to blocked evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Class {
+    /// Shape without n: computed once.
+    Static,
+    /// The `sample` node (the whole graph).
+    Subgraph,
+    /// An adjacency flavour, built per block.
+    Adj(AdjKind),
+    /// A neighbour op's sparse output (attention coefficients): the block's rows.
+    BlockSparse,
+    /// The store's feature rows.
+    Features,
+    /// A row-local dense op.
+    RowLocal,
+    /// A neighbour op's dense per-node output.
+    Neighbour,
+}
+
+impl Class {
+    /// A dense value with one row per node.
+    pub(super) fn per_node(self) -> bool {
+        matches!(self, Class::Features | Class::RowLocal | Class::Neighbour)
+    }
+}
+
+/// The analysis of a forward graph for blocked evaluation of one output.
+#[derive(Debug)]
+pub struct BlockedPlan {
+    pub(super) order: Vec<NodeId>,
+    pub(super) class: HashMap<NodeId, Class>,
+    pub(super) level: HashMap<NodeId, usize>,
+    /// The neighbour ops' operands.
+    pub(super) neighbour: HashMap<NodeId, Neighbour>,
+    /// Per-node values (not features) read at a higher level than their own.
+    pub(super) kept: Vec<NodeId>,
+    pub(super) output: NodeId,
+    pub(super) levels: usize,
+}
+
+impl BlockedPlan {
+    /// Classifies the ancestors of `output`; `Err` says why the graph cannot be blocked.
+    pub fn new(graph: &Graph, output: NodeId) -> std::result::Result<BlockedPlan, String> {
+        let order = step_order(graph, &[output]).map_err(|e| e.to_string())?;
+        let mut class: HashMap<NodeId, Class> = HashMap::new();
+        let mut level: HashMap<NodeId, usize> = HashMap::new();
+        let mut neighbour: HashMap<NodeId, Neighbour> = HashMap::new();
+        for &id in &order {
+            let node = graph.node(id);
+            let op = node.op.as_ref();
+            let ins: Vec<Class> = node.inputs.iter().map(|i| class[i]).collect();
+            let lvl = |i: usize| level.get(&node.inputs[i]).copied().unwrap_or(0);
+            let what = || format!("`{}` ({})", op.name(), node.label);
+            let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
+            let (c, l) = match op.source_kind() {
+                Some(SourceKind::Subgraph) => (Class::Subgraph, 0),
+                Some(SourceKind::Adjacency(kind)) => (Class::Adj(kind), 0),
+                Some(SourceKind::Features) => (Class::Features, 0),
+                _ if ins.iter().all(|c| *c == Class::Static) && node.fact.is_static() => {
+                    (Class::Static, 0)
+                }
+                _ => match op.as_neighbour().map(|o| o.neighbour(&facts)) {
+                    Some(nb) => {
+                        let (a, x) = (nb.adjacency, nb.x);
+                        let ok = a < ins.len()
+                            && x < ins.len()
+                            && a != x
+                            && matches!(ins[a], Class::Adj(_) | Class::BlockSparse)
+                            && ins[x].per_node()
+                            && (0..ins.len()).all(|i| i == a || i == x || ins[i] == Class::Static);
+                        if !ok {
+                            return Err(format!("{}: unexpected operands", what()));
+                        }
+                        let l = (lvl(x) + 1).max(lvl(a));
+                        if ins[a] == Class::BlockSparse && lvl(a) != l {
+                            return Err(format!(
+                                "{}: its sparse operand is computed at a lower level",
+                                what()
+                            ));
+                        }
+                        let c = match node.fact {
+                            Fact::Sparse { rows, .. } if rows == crate::ir::Dim::NODES => {
+                                Class::BlockSparse
+                            }
+                            _ if matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES) => {
+                                Class::Neighbour
+                            }
+                            _ => return Err(format!("{} does not give one row per node", what())),
+                        };
+                        neighbour.insert(id, nb);
+                        (c, l)
+                    }
+                    None => {
+                        let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
+                            && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
+                        let inputs_ok = ins.iter().all(|c| c.per_node() || *c == Class::Static);
+                        if !(per_node_rows
+                            && inputs_ok
+                            && op.as_row_local().is_some_and(|r| r.row_local(&facts)))
+                        {
+                            return Err(format!(
+                                "{} is not a row-local op of per-node values",
+                                what()
+                            ));
+                        }
+                        let l = (0..ins.len())
+                            .filter(|&i| ins[i].per_node())
+                            .map(lvl)
+                            .max()
+                            .unwrap_or(0);
+                        (Class::RowLocal, l)
+                    }
+                },
+            };
+            class.insert(id, c);
+            level.insert(id, l);
+        }
+        if !class[&output].per_node() {
+            return Err("the output is not a per-node matrix".into());
+        }
+        // Read at a higher level than their own (neighbour ops' X always are): kept, or
+        // computed again from the features where they are read (see `floating`).
+        let mut kept = Vec::new();
+        for &id in &order {
+            if !matches!(class[&id], Class::RowLocal | Class::Neighbour) {
+                continue;
+            }
+            let later = order
+                .iter()
+                .any(|&c| graph.node(c).inputs.contains(&id) && level[&c] > level[&id]);
+            if later {
+                kept.push(id);
+            }
+        }
+        let levels = order.iter().map(|id| level[id]).max().unwrap_or(0) + 1;
+        Ok(BlockedPlan {
+            order,
+            class,
+            level,
+            neighbour,
+            kept,
+            output,
+            levels,
+        })
+    }
+
+    /// A row-local value of level 0 (computed from the features and parameters alone):
+    /// never written to scratch, but computed again at the rows where a later level reads
+    /// it — the store's features are read instead of a wider kept matrix (GraphSAGE's
+    /// X·W_self is 256 columns wide, X 64), and a part of a streamed X is computed from
+    /// the same part of the features. Only kept when an op reads it whole, in place.
+    pub(super) fn floating(&self, id: NodeId) -> bool {
+        self.class[&id] == Class::RowLocal && self.level[&id] == 0
+    }
+}
+
+/// Columns of a per-node value (known at load time for every per-node value of a plan).
+pub(super) fn width(graph: &Graph, id: NodeId) -> usize {
+    graph
+        .fact(id)
+        .matrix()
+        .and_then(|(_, c)| c.as_known())
+        .unwrap_or(0)
+}

@@ -1,0 +1,471 @@
+//! The blocked pass itself (issue 54: out of `train/blocked.rs`): [`run_blocked`] makes
+//! the pass's [`PassPlan`], computes the static values once, allocates the kept matrices
+//! and runs the levels in order, each in chunks (a streamed level's, see `stream`) of
+//! blocks of rows; `Pass::block` computes one level's values at rows r0..r1 (a neighbour
+//! op through [`NeighbourOp::forward_block`](crate::op::NeighbourOp::forward_block) with
+//! the block's adjacency rows built here, normalised by full-graph degrees, and X read in
+//! place by global id; row-local ops on the block's rows); kept values are written at
+//! their rows, the wanted output goes to the caller's sink, block by block, in order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::kept::{gather_rows, Kept};
+use super::levels::{width, BlockedPlan, Class};
+use super::plan::{InferOptions, PassPlan};
+use super::{InferError, Result};
+use crate::exec::interp::op_error;
+use crate::ir::recycle::recycle_value;
+use crate::ir::{Bindings, Graph, NodeId, Params, SparseMat, Tensor, Value};
+use crate::op::{AdjKind, Ctx, GraphSource, Neighbour, NodeRows, RowBlock};
+use crate::store::{GraphStore, StoreError};
+
+/// One block of rows r0..r1: their adjacency rows with the full graph's node ids.
+pub(super) struct Block {
+    r0: usize,
+    pub(super) rows: usize,
+    offsets: Vec<u32>,
+    pub(super) indices: Vec<u32>,
+}
+
+impl Block {
+    /// Rows r0..r1 of the full graph; a neighbour id ≥ N (a corrupt store read before
+    /// `check`) is an error naming the entry (one comparison per copied id).
+    pub(super) fn new(store: &GraphStore, r0: usize, r1: usize) -> Result<Block> {
+        let full = store.full();
+        let base = full.offsets()[r0];
+        let offsets: Vec<u32> = full.offsets()[r0..=r1]
+            .iter()
+            .map(|&o| (o - base) as u32)
+            .collect();
+        let indices = full.indices()[base as usize..full.offsets()[r1] as usize].to_vec();
+        let n = full.n_nodes() as u64;
+        let row_of = |k: usize| (r0 + offsets.partition_point(|&o| o as usize <= k) - 1) as u32;
+        if let Some(k) = indices.iter().position(|&v| u64::from(v) >= n) {
+            return Err(StoreError::neighbor_out_of_range(row_of(k), indices[k], n).into());
+        }
+        // Sorted rows: the order streaming X in parts relies on.
+        for w in offsets.windows(2) {
+            let row = &indices[w[0] as usize..w[1] as usize];
+            if let Some(k) = row.windows(2).position(|p| p[1] <= p[0]) {
+                let at = w[0] as usize + k + 1;
+                return Err(StoreError::row_not_sorted(row_of(at), indices[at]).into());
+            }
+        }
+        Ok(Block {
+            r0,
+            rows: r1 - r0,
+            offsets,
+            indices,
+        })
+    }
+
+    /// The block's adjacency in flavour `kind`, normalised by full-graph degrees: its rows
+    /// with the full graph's ids as columns (rows × N).
+    pub(super) fn adjacency(&self, store: &GraphStore, kind: AdjKind) -> SparseMat {
+        let full = store.full();
+        let deg = |v: u32| full.degree(v) as f32;
+        let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
+        for i in 0..self.rows {
+            let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
+            let v = (self.r0 + i) as u32;
+            let d = deg(v);
+            match kind {
+                AdjKind::Raw => {
+                    indices.extend_from_slice(row);
+                    values.extend(row.iter().map(|_| 1.0f32));
+                }
+                AdjKind::Mean | AdjKind::Saint => {
+                    let inv = 1.0 / d.max(1.0);
+                    indices.extend_from_slice(row);
+                    values.extend(row.iter().map(|_| inv));
+                }
+                AdjKind::Sym => {
+                    // The self loop goes where v sorts.
+                    let at = row.partition_point(|&w| w < v);
+                    let inv_v = 1.0 / (1.0 + d).sqrt();
+                    let g = |w: u32| 1.0 / (1.0 + deg(w)).sqrt();
+                    indices.extend_from_slice(&row[..at]);
+                    values.extend(row[..at].iter().map(|&w| inv_v * g(w)));
+                    indices.push(v);
+                    values.push(inv_v * inv_v);
+                    indices.extend_from_slice(&row[at..]);
+                    values.extend(row[at..].iter().map(|&w| inv_v * g(w)));
+                }
+            }
+            offsets.push(indices.len() as u32);
+        }
+        // No transpose permutation: the analysis admits no transposed product.
+        SparseMat::csr(offsets, indices, values, 1)
+    }
+}
+
+/// The recycled buffers a pass keeps (its blocks' values, a few MiB each).
+const PASS_POOL_BYTES: usize = 64 << 20;
+
+/// The announced plans of this process: each different plan is printed once, not at
+/// every evaluation of a run.
+static ANNOUNCED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// What every block and chunk of a pass reads: the graph, the analysis, the static values.
+pub(super) struct Pass<'a> {
+    pub(super) store: &'a GraphStore,
+    pub(super) graph: &'a Graph,
+    pub(super) plan: &'a BlockedPlan,
+    source: &'a dyn GraphSource,
+    params: &'a Params,
+    pub(super) statics: HashMap<NodeId, Value>,
+    pub(super) features: &'a [f32],
+}
+
+impl<'a> Pass<'a> {
+    pub(super) fn ctx(&self, id: NodeId, b: Bindings) -> Ctx<'_> {
+        Ctx {
+            source: Some(self.source),
+            params: self.params,
+            step: 0,
+            seed: 0,
+            training: false,
+            node: id,
+            bindings: b,
+        }
+    }
+
+    pub(super) fn fail(&self, id: NodeId, e: crate::op::OpError) -> InferError {
+        op_error(self.graph.node(id), e).into()
+    }
+
+    /// A lower level's per-node value, whole (N rows).
+    pub(super) fn whole<'k>(
+        &'k self,
+        kept: &'k HashMap<NodeId, Kept>,
+        src: NodeId,
+    ) -> (&'k [f32], usize) {
+        match self.plan.class[&src] {
+            Class::Features => (self.features, width(self.graph, src)),
+            _ => (kept[&src].data(), width(self.graph, src)),
+        }
+    }
+
+    /// A floating value (see `BlockedPlan::floating`) at rows `own`, computed from the
+    /// features there; `memo` holds what is already computed for these rows.
+    pub(super) fn local(
+        &self,
+        id: NodeId,
+        own: &[u32],
+        memo: &mut HashMap<NodeId, Value>,
+    ) -> Result<Value> {
+        if let Some(v) = memo.get(&id) {
+            return Ok(v.clone());
+        }
+        let v = match self.plan.class[&id] {
+            Class::Static => return Ok(self.statics[&id].clone()),
+            Class::Features => {
+                Value::dense(gather_rows(self.features, self.store.n_features(), own))
+            }
+            _ => {
+                let node = self.graph.node(id);
+                let ins = node
+                    .inputs
+                    .iter()
+                    .map(|&src| self.local(src, own, memo))
+                    .collect::<Result<Vec<Value>>>()?;
+                let refs: Vec<&Value> = ins.iter().collect();
+                let b = Bindings {
+                    nodes: own.len(),
+                    entries: 0,
+                };
+                node.op
+                    .forward(&refs, &self.ctx(id, b))
+                    .map_err(|e| self.fail(id, e))?
+            }
+        };
+        memo.insert(id, v.clone());
+        Ok(v)
+    }
+
+    /// The inputs of a neighbour op other than its adjacency and X (static values).
+    pub(super) fn other_inputs(&self, id: NodeId, nb: Neighbour) -> Vec<Option<&Value>> {
+        let node = self.graph.node(id);
+        node.inputs
+            .iter()
+            .enumerate()
+            .map(|(i, src)| (i != nb.adjacency && i != nb.x).then(|| &self.statics[src]))
+            .collect()
+    }
+
+    /// The values of `work` (one level's nodes) at rows r0..r1; the streamed ops' rows
+    /// come from `folded`, their chunk's outputs from row `c0`.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &self,
+        kept: &HashMap<NodeId, Kept>,
+        level: usize,
+        work: &[NodeId],
+        r0: usize,
+        r1: usize,
+        folded: &HashMap<NodeId, Arc<Tensor>>,
+        c0: usize,
+    ) -> Result<HashMap<NodeId, Value>> {
+        let (graph, plan) = (self.graph, self.plan);
+        let n = self.store.n_nodes();
+        let block = Block::new(self.store, r0, r1)?;
+        let mut adjacency: HashMap<AdjKind, SparseMat> = HashMap::new();
+        let mut vals: HashMap<NodeId, Value> = HashMap::new();
+        let own: Vec<u32> = (r0 as u32..r1 as u32).collect();
+        for &id in work {
+            let node = graph.node(id);
+            let out = match plan.class[&id] {
+                // Only as the output itself: a plan whose embedding is the features.
+                Class::Features => {
+                    Value::dense(gather_rows(self.features, self.store.n_features(), &own))
+                }
+                Class::Neighbour if folded.contains_key(&id) => {
+                    let t = &folded[&id];
+                    let rows = (r0 - c0)..(r1 - c0);
+                    let data = t.data[rows.start * t.cols..rows.end * t.cols].to_vec();
+                    Value::dense(Tensor::from_vec(rows.len(), t.cols, data).expect("whole rows"))
+                }
+                Class::RowLocal => {
+                    // Per-node inputs at the block's rows: this level's, gathered from a
+                    // kept value, or computed again from the features.
+                    let mut ins: Vec<Value> = Vec::new();
+                    for &src in &node.inputs {
+                        ins.push(match plan.class[&src] {
+                            Class::Static => self.statics[&src].clone(),
+                            Class::RowLocal | Class::Neighbour if plan.level[&src] == level => {
+                                vals[&src].clone()
+                            }
+                            Class::Features => self.local(src, &own, &mut vals)?,
+                            _ if !kept.contains_key(&src) => self.local(src, &own, &mut vals)?,
+                            _ => {
+                                let (data, cols) = self.whole(kept, src);
+                                Value::dense(gather_rows(data, cols, &own))
+                            }
+                        });
+                    }
+                    let refs: Vec<&Value> = ins.iter().collect();
+                    let b = Bindings {
+                        nodes: block.rows,
+                        entries: block.indices.len(),
+                    };
+                    node.op
+                        .forward(&refs, &self.ctx(id, b))
+                        .map_err(|e| self.fail(id, e))?
+                }
+                Class::Neighbour | Class::BlockSparse => {
+                    let nb = plan.neighbour[&id];
+                    let (s, x) = (node.inputs[nb.adjacency], node.inputs[nb.x]);
+                    if let Class::Adj(kind) = plan.class[&s] {
+                        adjacency
+                            .entry(kind)
+                            .or_insert_with(|| block.adjacency(self.store, kind));
+                    }
+                    let a = match plan.class[&s] {
+                        Class::Adj(kind) => &adjacency[&kind],
+                        _ => vals[&s].as_sparse().ok_or_else(|| {
+                            self.fail(id, crate::op::OpError::args("sparse operand expected"))
+                        })?,
+                    };
+                    let (data, cols) = self.whole(kept, x);
+                    let inputs = self.other_inputs(id, nb);
+                    let rb = RowBlock {
+                        r0,
+                        n_nodes: n,
+                        x0: 0,
+                        adjacency: a,
+                        x: NodeRows::new(data, cols),
+                        inputs: &inputs,
+                    };
+                    let b = Bindings {
+                        nodes: block.rows,
+                        entries: a.structure.nnz(),
+                    };
+                    node.op
+                        .as_neighbour()
+                        .ok_or_else(|| {
+                            self.fail(id, crate::op::OpError::args("not a neighbour op"))
+                        })?
+                        .forward_block(&rb, &self.ctx(id, b))
+                        .map_err(|e| self.fail(id, e))?
+                }
+                Class::Static | Class::Subgraph | Class::Adj(_) => {
+                    unreachable!("not in a level's work")
+                }
+            };
+            let ok = match plan.class[&id] {
+                Class::BlockSparse => {
+                    matches!(out.as_sparse(), Some(s) if s.structure.n_rows() == block.rows)
+                }
+                _ => matches!(
+                    out.as_dense(),
+                    Some(t) if t.rows == block.rows && t.cols == width(graph, id)
+                ),
+            };
+            if !ok {
+                return Err(self.fail(
+                    id,
+                    crate::op::OpError::args(format!(
+                        "row-blocked evaluation: expected {} × {} for rows {r0}..{r1}",
+                        block.rows,
+                        width(graph, id)
+                    )),
+                ));
+            }
+            vals.insert(id, out);
+        }
+        Ok(vals)
+    }
+}
+
+/// Evaluates `plan`'s output over the whole store, block by block; `sink(r0, block)` gets
+/// rows r0.. of the output in order. The pass's [`PassPlan`] is made first (an error when
+/// it cannot work) and printed once through `opts.progress` when the pass is out of core.
+#[allow(clippy::too_many_arguments)]
+pub fn run_blocked(
+    store: &GraphStore,
+    graph: &Graph,
+    plan: &BlockedPlan,
+    source: &dyn GraphSource,
+    params: &Params,
+    opts: &InferOptions,
+    sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
+) -> Result<()> {
+    let n = store.n_nodes();
+    // Out of core, the training step's recycled buffers go first, and the pass keeps few
+    // (a block's values are a few MiB): its buffer is what the memory limit leaves beside
+    // what the process holds. The step's cap comes back when the pass ends.
+    struct PoolCap(usize);
+    impl Drop for PoolCap {
+        fn drop(&mut self) {
+            crate::ir::recycle::set_capacity(self.0);
+        }
+    }
+    let _pool = PoolCap(crate::ir::recycle::capacity());
+    let mut pass_plan = PassPlan::new(store, graph, plan, opts)?;
+    if pass_plan.out_of_core() {
+        crate::ir::recycle::clear();
+        crate::ir::recycle::set_capacity(PASS_POOL_BYTES);
+        pass_plan = PassPlan::new(store, graph, plan, opts)?;
+    }
+    if pass_plan.out_of_core() {
+        let line = pass_plan.to_string();
+        let mut last = ANNOUNCED.lock().unwrap_or_else(|e| e.into_inner());
+        if last.as_deref() != Some(line.as_str()) {
+            opts.progress.line(&line);
+            *last = Some(line);
+        }
+    }
+    let mut pass = Pass {
+        store,
+        graph,
+        plan,
+        source,
+        params,
+        statics: HashMap::new(),
+        features: store.features(),
+    };
+
+    // Static values, once.
+    for &id in &plan.order {
+        if plan.class[&id] != Class::Static {
+            continue;
+        }
+        let node = graph.node(id);
+        let ins: Vec<&Value> = node.inputs.iter().map(|i| &pass.statics[i]).collect();
+        let b = Bindings {
+            nodes: 0,
+            entries: 0,
+        };
+        let v = node
+            .op
+            .forward(&ins, &pass.ctx(id, b))
+            .map_err(|e| pass.fail(id, e))?;
+        pass.statics.insert(id, v);
+    }
+
+    // Kept matrices: in memory or in scratch files.
+    let mut kept: HashMap<NodeId, Kept> = HashMap::new();
+    for (k, &(id, cols)) in pass_plan.kept.iter().enumerate() {
+        let file = pass_plan
+            .scratch
+            .as_ref()
+            .map(|(dir, _)| dir.join(format!(".saintflow-infer-{}-{k}", std::process::id())));
+        kept.insert(id, Kept::new(n, cols, file.as_deref())?);
+    }
+
+    let work_of = |level: usize| -> Vec<NodeId> {
+        plan.order
+            .iter()
+            .copied()
+            .filter(|id| {
+                plan.level[id] == level
+                    && (matches!(
+                        plan.class[id],
+                        Class::RowLocal | Class::Neighbour | Class::BlockSparse
+                    ) || *id == plan.output)
+            })
+            .collect()
+    };
+    // The levels with work that is kept or is the output, each with its nodes (a level
+    // of floating values alone is computed where it is read).
+    let levels: Vec<(usize, Vec<NodeId>)> = (0..plan.levels)
+        .map(|l| (l, work_of(l)))
+        .filter(|(_, w)| {
+            w.iter()
+                .any(|id| kept.contains_key(id) || *id == plan.output)
+        })
+        .collect();
+    // A streamed level counts its rows twice: folded, then computed in blocks.
+    let rounds: usize = levels
+        .iter()
+        .map(|(l, _)| 1 + usize::from(pass_plan.streams.iter().any(|s| s.level == *l)))
+        .sum();
+    let ticker = opts
+        .progress
+        .ticker((rounds * n) as u64, "full-graph pass", "rows");
+    let (started, read0) = (std::time::Instant::now(), crate::progress::bytes_read());
+    let block_rows = pass_plan.block_rows;
+    for (li, (level, work)) in levels.iter().enumerate() {
+        let level = *level;
+        ticker.set_message(format!("layer {}/{}", li + 1, levels.len()));
+        let stream = pass_plan.streams.iter().find(|s| s.level == level);
+        let chunk_rows = stream.map_or(n.max(1), |s| s.chunk_rows);
+        let mut c0 = 0;
+        while c0 < n {
+            let c1 = (c0 + chunk_rows).min(n);
+            let folded = match stream {
+                Some(s) => pass.fold_chunk(&kept, c0, c1, s, &ticker)?,
+                None => HashMap::new(),
+            };
+            let mut r0 = c0;
+            while r0 < c1 {
+                let r1 = (r0 + block_rows).min(c1);
+                let vals = pass.block(&kept, level, work, r0, r1, &folded, c0)?;
+                for (&id, k) in kept.iter_mut() {
+                    if plan.level[&id] == level {
+                        let t = vals[&id].as_dense().expect("checked dense");
+                        k.write(r0 * t.cols, &t.data)?;
+                    }
+                }
+                if plan.level[&plan.output] == level {
+                    sink(r0, vals[&plan.output].as_dense().expect("checked dense"))?;
+                }
+                vals.into_values().for_each(recycle_value);
+                ticker.inc((r1 - r0) as u64);
+                r0 = r1;
+            }
+            c0 = c1;
+        }
+    }
+    if pass_plan.out_of_core() {
+        ticker.println(format!(
+            "full-graph pass done: {n} nodes in {:.1} s, read {} from disk (planned: {} of features and kept values)",
+            started.elapsed().as_secs_f64(),
+            crate::machine::human(crate::progress::bytes_read().saturating_sub(read0).into()),
+            crate::machine::human(pass_plan.read_bytes.into()),
+        ));
+    }
+    ticker.finish();
+    Ok(())
+}
