@@ -183,6 +183,7 @@ pub mod embedding;
 pub mod error;
 pub mod exec;
 pub mod ir;
+pub mod link;
 pub mod log;
 pub mod machine;
 pub mod metrics;
