@@ -164,7 +164,7 @@ pub(super) fn eval(a: EvalLinkArgs) -> Result<()> {
         ))?;
     } else {
         let mut text = format!(
-            "{}: {} set, {} held-out edges; heuristics over the stored graph ({} undirected edges)\n",
+            "{}: {} set, {} held-out edges; the stored graph (what the heuristics read) has {} undirected edges\n",
             a.graph.display(),
             set.name(),
             edges.len(),
