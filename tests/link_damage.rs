@@ -239,4 +239,44 @@ fn content_damage_is_found_by_check_naming_the_section() {
     poke(&s.join("link.val.pos.u32"), 0, &first);
     reseal(&s);
     assert_check_fails(&s, &["link.test.pos", "held out twice"]);
+
+    // A negative pair drawn twice.
+    let s = fresh(tmp.path(), "pair-twice");
+    let f = s.join("link.test.negpairs.u32");
+    let first: Vec<u8> = u32s(&f)[..2].iter().flat_map(|x| x.to_le_bytes()).collect();
+    poke(&f, 8, &first);
+    reseal(&s);
+    assert_check_fails(&s, &["link.test.negpairs", "1 negative pairs drawn twice"]);
+}
+
+#[test]
+fn split_edges_refuses_an_input_with_unsorted_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = small_store(tmp.path(), "input", 8, 3);
+    let store = GraphStore::open(&input).unwrap();
+    let u = (0..store.n_nodes() as u32)
+        .find(|&u| store.full().degree(u) >= 2)
+        .unwrap();
+    let at = store.full().offsets()[u as usize];
+    let row = store.full().neighbors(u)[..2].to_vec();
+    drop(store);
+    let f = input.join("full.indices.u32");
+    poke(&f, 4 * at, &row[1].to_le_bytes());
+    poke(&f, 4 * at + 4, &row[0].to_le_bytes());
+    // `open` does not read the indices; the split does, and refuses.
+    let store = GraphStore::open(&input).unwrap();
+    let spec = SplitEdgesSpec {
+        val: 0.05,
+        test: 0.1,
+        negatives: 4,
+        seed: 1,
+        allow_isolated: false,
+    };
+    let out = tmp.path().join("out.sf");
+    let e = err_text(split_edges(&store, &out, &spec, false));
+    assert!(
+        e.contains(&format!("neighbours of node {u} not in increasing order")),
+        "{e}"
+    );
+    assert!(!out.exists());
 }

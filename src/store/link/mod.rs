@@ -15,7 +15,7 @@ pub mod split;
 
 use std::collections::HashSet;
 
-use crate::store::check::contains;
+use crate::store::check::{contains, find_rows};
 use crate::store::format::{LinkMeta, LinkSectionId};
 use crate::store::mmap::{Csr, GraphStore};
 use crate::store::StoreError;
@@ -283,7 +283,9 @@ pub(crate) fn check_full(store: &GraphStore, graph_ok: bool) -> Vec<String> {
     problems
 }
 
-/// The checks of one set; see [`check_full`].
+/// The checks of one set; see [`check_full`]. The tails (O(E·K·log d)) are checked in
+/// parallel over blocks of positives; the first few problems of each section are listed
+/// with the count.
 fn check_set(
     e: LinkEdges<'_>,
     full: Csr<'_>,
@@ -292,24 +294,16 @@ fn check_set(
     positives: &HashSet<u64>,
     report: &mut impl FnMut(LinkSectionId, String),
 ) {
-    const SHOWN: usize = 5;
     let [p, n, q] = e.set.sections();
-    let mut found: [(u64, Vec<String>); 3] = Default::default();
-    let mut note = |which: usize, what: String| {
-        found[which].0 += 1;
-        if found[which].1.len() < SHOWN {
-            found[which].1.push(what);
-        }
-    };
     let edge = |u: u32, v: u32| graph_ok && (contains(full, u, v) || contains(train, u, v));
-    let mut pairs = HashSet::new();
-    for i in 0..e.len() {
+    let pos_problem = |i: usize| {
         let (u, v) = e.pos(i);
-        if edge(u, v) {
-            note(0, format!("positive {i} ({u}, {v}) is in the stored graph"));
-        }
+        edge(u, v).then(|| format!("positive {i} ({u}, {v}) is in the stored graph"))
+    };
+    let tail_problem = |i: usize| {
+        let u = e.pos(i).0;
         let row = &e.neg[i * e.k..(i + 1) * e.k];
-        for (j, &t) in row.iter().enumerate() {
+        row.iter().enumerate().find_map(|(j, &t)| {
             let what = if u64::from(t) >= e.n_nodes {
                 "out of range"
             } else if t == u {
@@ -321,24 +315,50 @@ fn check_set(
             } else if j > 0 && row[j - 1] >= t {
                 "not above the one before (the tails are distinct and ascending)"
             } else {
-                continue;
+                return None;
             };
-            note(
-                1,
-                format!("negative {j} of positive {i}: ({u}, {t}) is {what}"),
-            );
-        }
+            Some(format!(
+                "negative {j} of positive {i}: ({u}, {t}) is {what}"
+            ))
+        })
+    };
+    let pair_problem = |i: usize| {
         let (a, b) = e.negpair(i);
-        if edge(a, b) || positives.contains(&key(a, b)) {
-            note(2, format!("negative pair {i} ({a}, {b}) is an edge"));
-        } else if !pairs.insert(key(a, b)) {
-            note(2, format!("negative pair {i} ({a}, {b}) is drawn twice"));
-        }
-    }
-    for (which, id) in [p, n, q].into_iter().enumerate() {
-        let (count, first) = &found[which];
-        if *count > 0 {
-            report(id, format!("{count} problems, first: {}", first.join("; ")));
-        }
+        (edge(a, b) || positives.contains(&key(a, b)))
+            .then(|| format!("negative pair {i} ({a}, {b}) is an edge"))
+    };
+    let mut list =
+        |id: LinkSectionId, what: &str, problem: &(dyn Fn(usize) -> Option<String> + Sync)| {
+            let found = find_rows(e.len(), |i| problem(i as usize).is_some());
+            if found.count > 0 {
+                let first: Vec<String> = found
+                    .first
+                    .iter()
+                    .filter_map(|&(i, _)| problem(i as usize))
+                    .collect();
+                report(
+                    id,
+                    format!("{} {what}, first: {}", found.count, first.join("; ")),
+                );
+            }
+        };
+    list(p, "positives in the stored graph", &pos_problem);
+    list(n, "positives with a bad tail negative", &tail_problem);
+    list(q, "negative pairs that are edges", &pair_problem);
+    let mut pairs = HashSet::with_capacity(e.len());
+    let twice: Vec<String> = (0..e.len())
+        .filter(|&i| !pairs.insert(key(e.negpair(i).0, e.negpair(i).1)))
+        .map(|i| format!("negative pair {i} {:?} is drawn twice", e.negpair(i)))
+        .collect();
+    if !twice.is_empty() {
+        let first = &twice[..twice.len().min(5)];
+        report(
+            q,
+            format!(
+                "{} negative pairs drawn twice, first: {}",
+                twice.len(),
+                first.join("; ")
+            ),
+        );
     }
 }

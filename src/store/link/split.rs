@@ -243,8 +243,20 @@ fn choose_edges(
     let mut edges: Vec<(u64, u32, u32)> = (0..n as u32)
         .into_par_iter()
         .map(|u| -> Result<Vec<_>, StoreError> {
-            Ok(full
-                .checked_neighbors(u)?
+            let row = full.checked_neighbors(u)?;
+            // Strictly increasing and loop-free rows (what `check` verifies; a store over
+            // 1 GiB may come here unchecked): the draws below rely on them.
+            if let Some(w) = row.windows(2).find(|w| w[0] >= w[1]) {
+                return Err(StoreError::row_not_sorted(u, w[1]));
+            }
+            if row.binary_search(&u).is_ok() {
+                return Err(StoreError::corrupt(
+                    input.section_path(SectionId::FullIndices),
+                    SectionId::FullIndices.name(),
+                    format!("node {u} has a self loop (run `saintflow check`)"),
+                ));
+            }
+            Ok(row
                 .iter()
                 .filter(|&&v| u < v)
                 .map(|&v| {
@@ -288,7 +300,7 @@ fn choose_edges(
 fn residual_graph(full: Csr<'_>, held: &HashSet<u64>) -> Result<(Vec<u64>, Vec<u32>), StoreError> {
     let mut offsets = Vec::with_capacity(full.n_nodes() + 1);
     offsets.push(0u64);
-    let mut indices = Vec::with_capacity(full.n_entries() - 2 * held.len());
+    let mut indices = Vec::with_capacity(full.n_entries().saturating_sub(2 * held.len()));
     for u in 0..full.n_nodes() as u32 {
         let row = full.checked_neighbors(u)?;
         indices.extend(row.iter().filter(|&&v| !held.contains(&super::key(u, v))));
@@ -317,7 +329,7 @@ fn tail_negatives(
             excluded.extend_from_slice(&nbrs[..at]);
             excluded.push(u);
             excluded.extend_from_slice(&nbrs[at..]);
-            let candidates = n - excluded.len() as u64;
+            let candidates = n.saturating_sub(excluded.len() as u64);
             if k > candidates {
                 return Err(arg(format!(
                     "--negatives {k}: positive ({u}, …) of the {} set has only {candidates} candidate negatives (N = {n} nodes − 1 − degree {}); expected K ≤ {candidates}",
