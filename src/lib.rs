@@ -186,6 +186,7 @@ pub mod error;
 pub mod exec;
 pub mod infer;
 pub mod ir;
+pub mod link;
 pub mod log;
 pub mod machine;
 pub mod metrics;

@@ -15,7 +15,10 @@
 //! Every metric of an empty node set is 0.
 //!
 //! A leaf: counts come in as class ids and predicates, so training (against a store's
-//! labels, `infer::metrics::add_node`) and embedding evaluation count alike.
+//! labels, `infer::metrics::add_node`) and embedding evaluation count alike. The ranking
+//! metrics of link prediction (AUC, AP, MRR, Hits@K) are in [`ranking`].
+
+pub mod ranking;
 
 use serde::{Deserialize, Serialize};
 

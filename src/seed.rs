@@ -23,6 +23,13 @@ pub fn unit_f64(h: u64) -> f64 {
     (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// Uniform in `0..n` from a hash by Lemire's multiply-shift (no rejection: the bias is
+/// below n/2⁶⁴). `n = 0` gives 0.
+#[inline]
+pub fn below_hash(h: u64, n: u64) -> u64 {
+    ((u128::from(h) * u128::from(n)) >> 64) as u64
+}
+
 /// Every stream id, in one table. The values are part of the output's definition (a
 /// generated store, a training run's draws): changing one changes results for every seed.
 /// The small ones are the generator's; the others spell their name in ASCII.
@@ -63,8 +70,15 @@ pub mod stream {
     /// GAD's ζ estimate: the pairs drawn, per chunk ("GADZ").
     pub const GAD_ZETA: u64 = 0x4741_445A;
 
+    /// `split-edges`: the seeded order in which edges are held out, per edge ("LSPL").
+    pub const LINK_SPLIT: u64 = 0x4C53_504C;
+    /// `split-edges`: the tail negatives of a positive, per split and positive ("LNEG").
+    pub const LINK_NEGATIVES: u64 = 0x4C4E_4547;
+    /// `split-edges`: the negative pairs of a split, per draw ("LPRS").
+    pub const LINK_PAIRS: u64 = 0x4C50_5253;
+
     /// The table, by name: what the uniqueness test reads.
-    pub const ALL: [(&str, u64); 17] = [
+    pub const ALL: [(&str, u64); 20] = [
         ("EDGES", EDGES),
         ("ROLES", ROLES),
         ("FEATURES", FEATURES),
@@ -82,6 +96,9 @@ pub mod stream {
         ("EMB_INIT", EMB_INIT),
         ("EMB_EVAL", EMB_EVAL),
         ("GAD_ZETA", GAD_ZETA),
+        ("LINK_SPLIT", LINK_SPLIT),
+        ("LINK_NEGATIVES", LINK_NEGATIVES),
+        ("LINK_PAIRS", LINK_PAIRS),
     ];
 }
 

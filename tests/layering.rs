@@ -23,7 +23,9 @@ const LAYERS: &[&[&str]] = &[
     // Training curves (log records, atomic writes).
     &["plot"],
     &["store"],
-    &["sample"],
+    // Side by side over the store: samplers, and link prediction's heuristics and
+    // evaluation (issue 52).
+    &["sample", "link"],
     &["ir"],
     &["op"],
     &["autodiff"],

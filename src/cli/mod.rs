@@ -10,6 +10,7 @@ mod export;
 mod gen;
 mod import;
 mod info;
+mod link;
 mod ops;
 mod partition;
 mod plot;
@@ -74,6 +75,12 @@ enum Command {
     Bench(bench::Bench),
     /// Write a checkpoint's parameters as .safetensors (names and shapes as in the plan).
     Export(export::ExportArgs),
+    /// Hold out validation and test edges into a new store, with fixed evaluation
+    /// negatives (link prediction).
+    SplitEdges(link::SplitEdgesArgs),
+    /// Score a store's link split with heuristics (CN, AA, RA) or an embedding: AUC, AP,
+    /// MRR and Hits@K against its stored negatives.
+    EvalLink(link::EvalLinkArgs),
 }
 
 /// The `saintflow` command with the built-in ops: [`run_with`]`(Registry::with_builtins())`.
@@ -115,6 +122,8 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Export(a) => export::run(a),
         Command::Partition(a) => partition::run(a, &registry, &progress),
         Command::Bench(b) => bench::run(b, &progress),
+        Command::SplitEdges(a) => link::split(a),
+        Command::EvalLink(a) => link::eval(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

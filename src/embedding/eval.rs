@@ -600,25 +600,14 @@ pub fn link_auc(emb: &Embedding, graph: Csr<'_>, fraction: f64, seed: u64) -> Re
             .map(|(a, b)| a * b)
             .sum::<f32>()
     };
-    let mut all: Vec<(f32, bool)> = pos
-        .iter()
-        .map(|e| (score(e), true))
-        .chain(neg.iter().map(|e| (score(e), false)))
-        .collect();
-    all.sort_by(|a, b| a.0.total_cmp(&b.0));
-    // Mann–Whitney: Σ ranks of positives, ties at their mean rank.
-    let (mut rank_sum, mut i) = (0f64, 0usize);
-    while i < all.len() {
-        let mut j = i;
-        while j < all.len() && all[j].0 == all[i].0 {
-            j += 1;
-        }
-        let mean_rank = (i + j + 1) as f64 / 2.0;
-        rank_sum += mean_rank * all[i..j].iter().filter(|e| e.1).count() as f64;
-        i = j;
-    }
-    let (np, nn) = (pos.len() as f64, neg.len() as f64);
-    Ok(((rank_sum - np * (np + 1.0) / 2.0) / (np * nn), pos.len()))
+    // The Mann–Whitney AUC (ties count half) of `crate::metrics::ranking`, which
+    // `eval-link` reports too.
+    let pos_scores: Vec<f64> = pos.iter().map(|e| f64::from(score(e))).collect();
+    let neg_scores: Vec<f64> = neg.iter().map(|e| f64::from(score(e))).collect();
+    let auc = crate::metrics::ranking::auc(&pos_scores, &neg_scores).ok_or_else(|| {
+        EmbedError::Invalid("no non-edge drawn: the graph is complete".to_string())
+    })?;
+    Ok((auc, pos.len()))
 }
 
 /// Whether undirected edge {u, v} is held out from training at `fraction` under `seed`

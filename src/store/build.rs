@@ -125,6 +125,7 @@ pub fn header(
         split: meta.split,
         sections: vec![fo, fi, to, ti, features, labels, roles],
         source: meta.source,
+        link: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Full verification of a store (`saintflow check`): checksums of the large sections, every
 //! CSR index in range, rows strictly increasing, no self loops, symmetry, the training
-//! graph against the full graph and the roles, finite features. What `GraphStore::open`
+//! graph against the full graph and the roles, finite features, and a link split's sections
+//! (`store::link::check_full`). What `GraphStore::open`
 //! verified (the O(N) sections: offsets, roles, labels and their checksums) a store that
 //! exists has passed, so it is not repeated here.
 //!
@@ -239,6 +240,13 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
             );
         }
     }
+
+    // The link split's sections (issue 52): its positives out of the graph, its negatives
+    // no edges; the edge tests need the graph's rows in range and sorted.
+    problems.extend(crate::store::link::check_full(
+        store,
+        structure_ok == [true, true],
+    ));
 
     if problems.is_empty() {
         Ok(())

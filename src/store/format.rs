@@ -228,6 +228,113 @@ pub struct Header {
     /// Free-form description of where the store came from (importer and source, or the
     /// generator and its parameters). Never a timestamp: equal inputs give equal stores.
     pub source: String,
+    /// The link-prediction split (`split-edges`), absent from most stores: absent, the
+    /// field is not written, so a store without one has the header it always had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkMeta>,
+}
+
+/// The link sections of a store written by `split-edges`, in header order
+/// ([`LinkMeta::sections`]). `E` is the split's positives, `K` the negatives per positive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkSectionId {
+    /// Validation positives (u, v), u32 × E_val·2, sorted.
+    ValPos,
+    /// Validation tail negatives, u32 × E_val·K: row i holds K v' for positive i's u.
+    ValNeg,
+    /// Validation negative pairs (a, b), a < b, u32 × E_val·2: one per positive.
+    ValNegPairs,
+    /// Test positives, as [`LinkSectionId::ValPos`].
+    TestPos,
+    /// Test tail negatives, as [`LinkSectionId::ValNeg`].
+    TestNeg,
+    /// Test negative pairs, as [`LinkSectionId::ValNegPairs`].
+    TestNegPairs,
+}
+
+impl LinkSectionId {
+    /// All link sections in header order.
+    pub const ALL: [LinkSectionId; 6] = [
+        LinkSectionId::ValPos,
+        LinkSectionId::ValNeg,
+        LinkSectionId::ValNegPairs,
+        LinkSectionId::TestPos,
+        LinkSectionId::TestNeg,
+        LinkSectionId::TestNegPairs,
+    ];
+
+    /// The section's name in the header and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkSectionId::ValPos => "link.val.pos",
+            LinkSectionId::ValNeg => "link.val.neg",
+            LinkSectionId::ValNegPairs => "link.val.negpairs",
+            LinkSectionId::TestPos => "link.test.pos",
+            LinkSectionId::TestNeg => "link.test.neg",
+            LinkSectionId::TestNegPairs => "link.test.negpairs",
+        }
+    }
+
+    /// The section's file name inside the store directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            LinkSectionId::ValPos => "link.val.pos.u32",
+            LinkSectionId::ValNeg => "link.val.neg.u32",
+            LinkSectionId::ValNegPairs => "link.val.negpairs.u32",
+            LinkSectionId::TestPos => "link.test.pos.u32",
+            LinkSectionId::TestNeg => "link.test.neg.u32",
+            LinkSectionId::TestNegPairs => "link.test.negpairs.u32",
+        }
+    }
+
+    /// Position in [`LinkSectionId::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether the section is O(E) (positives, negative pairs), read whole by `open`; the
+    /// tail negatives are O(E·K) and only `check` reads them whole.
+    pub fn is_small(self) -> bool {
+        !matches!(self, LinkSectionId::ValNeg | LinkSectionId::TestNeg)
+    }
+}
+
+/// The header's record of a link-prediction split (`saintflow split-edges`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkMeta {
+    /// Validation positives E_val (undirected edges held out of both graphs).
+    pub n_val: u64,
+    /// Test positives E_test.
+    pub n_test: u64,
+    /// Tail negatives per positive K.
+    pub negatives: u64,
+    /// The seed of the split and of every negative.
+    pub seed: u64,
+    /// Whether edges were held out even when that left a node without edges.
+    pub allow_isolated: bool,
+    /// Undirected edges of the input store's full graph (the stored graph's plus the
+    /// held-out ones).
+    pub input_edges: u64,
+    /// The six link sections, in [`LinkSectionId::ALL`] order.
+    pub sections: Vec<SectionEntry>,
+}
+
+impl LinkMeta {
+    /// The entry of link section `id`.
+    pub fn section(&self, id: LinkSectionId) -> &SectionEntry {
+        &self.sections[id.index()]
+    }
+
+    /// The expected element count of each link section (all u32), from the counts.
+    pub fn expected_len(&self, id: LinkSectionId) -> u64 {
+        match id {
+            LinkSectionId::ValPos | LinkSectionId::ValNegPairs => self.n_val.saturating_mul(2),
+            LinkSectionId::TestPos | LinkSectionId::TestNegPairs => self.n_test.saturating_mul(2),
+            LinkSectionId::ValNeg => self.n_val.saturating_mul(self.negatives),
+            LinkSectionId::TestNeg => self.n_test.saturating_mul(self.negatives),
+        }
+    }
 }
 
 impl Header {
@@ -293,39 +400,79 @@ impl Header {
         for id in SectionId::ALL {
             let s = self.section(id);
             let (dtype, len) = self.expected_shape(id);
-            if s.name != id.name() || s.file != id.file_name() {
-                return bad(format!(
-                    "section {} expected name {:?} in file {:?}, got {:?} in {:?}",
-                    id.index(),
-                    id.name(),
-                    id.file_name(),
-                    s.name,
-                    s.file
-                ));
-            }
-            if s.dtype != dtype || s.len != len {
-                return bad(format!(
-                    "section {}: expected {len} × {dtype:?}, got {} × {:?}",
-                    s.name, s.len, s.dtype
-                ));
-            }
-            if s.bytes != len.saturating_mul(dtype.size()) {
-                return bad(format!(
-                    "section {}: expected {} bytes, got {}",
-                    s.name,
-                    len.saturating_mul(dtype.size()),
-                    s.bytes
-                ));
-            }
-            if s.xxh3.len() != 16 || u64::from_str_radix(&s.xxh3, 16).is_err() {
-                return bad(format!(
-                    "section {}: checksum {:?} is not 16 hex digits",
-                    s.name, s.xxh3
-                ));
-            }
+            check_entry(s, id.index(), id.name(), id.file_name(), dtype, len).or_else(bad)?;
+        }
+        if let Some(link) = &self.link {
+            self.validate_link(link).or_else(bad)?;
         }
         Ok(())
     }
+
+    /// The link record's counts against the graph's, and its six sections.
+    fn validate_link(&self, link: &LinkMeta) -> Result<(), String> {
+        if link.sections.len() != LinkSectionId::ALL.len() {
+            return Err(format!(
+                "link: expected {} sections, got {}",
+                LinkSectionId::ALL.len(),
+                link.sections.len()
+            ));
+        }
+        if link.negatives == 0 {
+            return Err("link: negatives expected ≥ 1, got 0".into());
+        }
+        let held = link.n_val.saturating_add(link.n_test);
+        if link.input_edges != (self.n_entries / 2).saturating_add(held) {
+            return Err(format!(
+                "link: input_edges expected stored {} + held out {held}, got {}",
+                self.n_entries / 2,
+                link.input_edges
+            ));
+        }
+        for id in LinkSectionId::ALL {
+            let s = link.section(id);
+            let len = link.expected_len(id);
+            check_entry(s, id.index(), id.name(), id.file_name(), Dtype::U32, len)?;
+        }
+        Ok(())
+    }
+}
+
+/// One section entry against the name, file, dtype and length the counts imply.
+fn check_entry(
+    s: &SectionEntry,
+    index: usize,
+    name: &str,
+    file: &str,
+    dtype: Dtype,
+    len: u64,
+) -> Result<(), String> {
+    if s.name != name || s.file != file {
+        return Err(format!(
+            "section {index} expected name {name:?} in file {file:?}, got {:?} in {:?}",
+            s.name, s.file
+        ));
+    }
+    if s.dtype != dtype || s.len != len {
+        return Err(format!(
+            "section {}: expected {len} × {dtype:?}, got {} × {:?}",
+            s.name, s.len, s.dtype
+        ));
+    }
+    if s.bytes != len.saturating_mul(dtype.size()) {
+        return Err(format!(
+            "section {}: expected {} bytes, got {}",
+            s.name,
+            len.saturating_mul(dtype.size()),
+            s.bytes
+        ));
+    }
+    if s.xxh3.len() != 16 || u64::from_str_radix(&s.xxh3, 16).is_err() {
+        return Err(format!(
+            "section {}: checksum {:?} is not 16 hex digits",
+            s.name, s.xxh3
+        ));
+    }
+    Ok(())
 }
 
 /// Serialises the header file: prefix + JSON body.

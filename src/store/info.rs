@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::store::format::{LabelKind, Role, SectionId, TrainGraph, HEADER_FILE, VERSION};
+use crate::store::format::{
+    LabelKind, LinkSectionId, Role, SectionId, TrainGraph, HEADER_FILE, VERSION,
+};
 use crate::store::mmap::{Csr, GraphStore};
 
 /// Schema tag of the JSON.
@@ -97,6 +99,28 @@ pub struct Info {
     pub bytes: Bytes,
     /// Provenance from the header.
     pub source: String,
+    /// The link-prediction split (`split-edges`); absent (not written) without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkInfo>,
+}
+
+/// A store's link split, as `info` reports it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LinkInfo {
+    /// Validation positives (held-out undirected edges).
+    pub val: u64,
+    /// Test positives.
+    pub test: u64,
+    /// Tail negatives per positive K (MRR / Hits@K as ogbl-citation2).
+    pub negatives_per_positive: u64,
+    /// Negative pairs per positive (AUC / AP as GAE, the Hits@K pool as ogbl-collab): 1.
+    pub negative_pairs_per_positive: u64,
+    /// The seed of the split and the negatives.
+    pub seed: u64,
+    /// Whether held-out edges could leave a node without edges.
+    pub allow_isolated: bool,
+    /// Undirected edges of the store the split was made from.
+    pub input_edges: u64,
 }
 
 /// Degree statistics of a CSR.
@@ -137,6 +161,11 @@ pub fn info(store: &GraphStore) -> Info {
     for id in SectionId::ALL {
         sections.insert(id.name().to_string(), h.section(id).bytes);
     }
+    if let Some(link) = &h.link {
+        for id in LinkSectionId::ALL {
+            sections.insert(id.name().to_string(), link.section(id).bytes);
+        }
+    }
     let header_bytes = std::fs::metadata(store.path().join(HEADER_FILE)).map_or(0, |m| m.len());
     let total = header_bytes + sections.values().sum::<u64>();
     let none = store
@@ -174,6 +203,15 @@ pub fn info(store: &GraphStore) -> Info {
             sections,
         },
         source: h.source.clone(),
+        link: h.link.as_ref().map(|l| LinkInfo {
+            val: l.n_val,
+            test: l.n_test,
+            negatives_per_positive: l.negatives,
+            negative_pairs_per_positive: 1,
+            seed: l.seed,
+            allow_isolated: l.allow_isolated,
+            input_edges: l.input_edges,
+        }),
     }
 }
 
@@ -229,6 +267,21 @@ impl Info {
                 d.min, d.mean, d.max, d.p50, d.p90, d.p99, d.p999, d.isolated
             ),
         );
+        if let Some(l) = &self.link {
+            line(
+                "link split",
+                format!(
+                    "val {} / test {} held-out edges of {}; {} negatives per positive, {} negative pair per positive; seed {}{}",
+                    l.val,
+                    l.test,
+                    l.input_edges,
+                    l.negatives_per_positive,
+                    l.negative_pairs_per_positive,
+                    l.seed,
+                    if l.allow_isolated { " (--allow-isolated)" } else { "" }
+                ),
+            );
+        }
         line("size", format!("{} bytes", self.bytes.total));
         for (name, b) in &self.bytes.sections {
             line("", format!("{name}: {b} bytes"));

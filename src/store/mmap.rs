@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
 
 use crate::store::format::{
-    decode_header, Header, LabelKind, Role, SectionId, SplitCounts, HEADER_FILE, NO_LABEL,
+    decode_header, Header, LabelKind, LinkSectionId, Role, SectionEntry, SectionId, SplitCounts,
+    HEADER_FILE, NO_LABEL,
 };
 use crate::store::StoreError;
 
@@ -104,6 +105,8 @@ pub struct GraphStore {
     header: Header,
     identity: u64,
     sections: Vec<Backing>,
+    /// The link sections in [`LinkSectionId::ALL`] order; empty without a link split.
+    link: Vec<Backing>,
 }
 
 /// A CSR adjacency view: `offsets` has N+1 monotone entries ending at `indices.len()`.
@@ -262,15 +265,29 @@ impl GraphStore {
         let header = decode_header(&hbytes, &hpath)?;
         let mut sections = Vec::with_capacity(SectionId::ALL.len());
         for id in SectionId::ALL {
-            sections.push(map_section(&dir, &header, id)?);
+            let e = header.section(id);
+            sections.push(map_section(&dir, e, id.name(), id.file_name())?);
+        }
+        let mut link = Vec::new();
+        if let Some(meta) = &header.link {
+            for id in LinkSectionId::ALL {
+                link.push(map_section(
+                    &dir,
+                    meta.section(id),
+                    id.name(),
+                    id.file_name(),
+                )?);
+            }
         }
         let store = GraphStore {
             dir,
             identity: xxhash_rust::xxh3::xxh3_64(&hbytes),
             header,
             sections,
+            link,
         };
         store.check_cheap()?;
+        crate::store::link::check_cheap(&store)?;
         Ok(store)
     }
 
@@ -425,6 +442,16 @@ impl GraphStore {
     /// A section's raw bytes (mapped).
     pub fn section_bytes(&self, id: SectionId) -> &[u8] {
         self.sections[id.index()].bytes()
+    }
+
+    /// A link section's raw bytes (mapped), or `None` when the store has no link split.
+    pub fn link_section_bytes(&self, id: LinkSectionId) -> Option<&[u8]> {
+        self.link.get(id.index()).map(Backing::bytes)
+    }
+
+    /// Path of a link section's file.
+    pub fn link_section_path(&self, id: LinkSectionId) -> PathBuf {
+        self.dir.join(id.file_name())
     }
 
     /// A section mapped again, copy-on-write (`MAP_PRIVATE`, readable and writable): what
@@ -667,9 +694,13 @@ fn read_header_bytes(path: &Path) -> Result<Vec<u8>, StoreError> {
     Ok(buf)
 }
 
-fn map_section(dir: &Path, header: &Header, id: SectionId) -> Result<Backing, StoreError> {
-    let entry = header.section(id);
-    let path = dir.join(id.file_name());
+fn map_section(
+    dir: &Path,
+    entry: &SectionEntry,
+    name: &str,
+    file_name: &str,
+) -> Result<Backing, StoreError> {
+    let path = dir.join(file_name);
     let file = File::open(&path).map_err(|e| StoreError::io(&path, "open section", e))?;
     let len = file
         .metadata()
@@ -678,7 +709,7 @@ fn map_section(dir: &Path, header: &Header, id: SectionId) -> Result<Backing, St
     if len != entry.bytes {
         return Err(StoreError::corrupt(
             &path,
-            id.name(),
+            name,
             format!(
                 "file length expected {} bytes, got {len} ({})",
                 entry.bytes,
@@ -696,7 +727,7 @@ fn map_section(dir: &Path, header: &Header, id: SectionId) -> Result<Backing, St
     if usize::try_from(len).is_err() {
         return Err(StoreError::corrupt(
             &path,
-            id.name(),
+            name,
             "section larger than the address space",
         ));
     }
@@ -707,7 +738,7 @@ fn map_section(dir: &Path, header: &Header, id: SectionId) -> Result<Backing, St
     if map.len() as u64 != len {
         return Err(StoreError::corrupt(
             &path,
-            id.name(),
+            name,
             "file changed size while being mapped",
         ));
     }

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::atomic::AtomicDir;
-use crate::store::format::{encode_header, Dtype, Header, SectionEntry, SectionId, HEADER_FILE};
+use crate::store::format::{
+    encode_header, Dtype, Header, LinkSectionId, SectionEntry, SectionId, HEADER_FILE,
+};
 use crate::store::mmap::GraphStore;
 use crate::store::StoreError;
 
@@ -19,7 +21,8 @@ compile_error!("saintflow's store format is little-endian and is mapped in place
 
 /// Streams one section's elements to its file while hashing them.
 pub struct SectionWriter {
-    id: SectionId,
+    name: &'static str,
+    file: &'static str,
     dtype: Dtype,
     path: PathBuf,
     out: BufWriter<File>,
@@ -28,11 +31,16 @@ pub struct SectionWriter {
 }
 
 impl SectionWriter {
-    fn create(dir: &Path, id: SectionId, dtype: Dtype) -> Result<Self, StoreError> {
-        let path = dir.join(id.file_name());
+    fn create(
+        dir: &Path,
+        (name, file_name): (&'static str, &'static str),
+        dtype: Dtype,
+    ) -> Result<Self, StoreError> {
+        let path = dir.join(file_name);
         let file = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
         Ok(SectionWriter {
-            id,
+            name,
+            file: file_name,
             dtype,
             path,
             out: BufWriter::with_capacity(1 << 20, file),
@@ -76,7 +84,8 @@ impl SectionWriter {
     /// Flushes and fsyncs the file and returns its header entry.
     pub fn finish(self) -> Result<SectionEntry, StoreError> {
         let SectionWriter {
-            id,
+            name,
+            file: file_name,
             dtype,
             path,
             out,
@@ -89,8 +98,8 @@ impl SectionWriter {
         file.sync_all()
             .map_err(|e| StoreError::io(&path, "fsync", e))?;
         Ok(SectionEntry {
-            name: id.name().to_string(),
-            file: id.file_name().to_string(),
+            name: name.to_string(),
+            file: file_name.to_string(),
             dtype,
             len: bytes / dtype.size(),
             bytes,
@@ -150,7 +159,12 @@ impl StoreWriter {
 
     /// Opens the file of section `id` for streaming.
     pub fn section(&self, id: SectionId, dtype: Dtype) -> Result<SectionWriter, StoreError> {
-        SectionWriter::create(&self.tmp, id, dtype)
+        SectionWriter::create(&self.tmp, (id.name(), id.file_name()), dtype)
+    }
+
+    /// Opens the file of link section `id` (u32 elements) for streaming.
+    pub fn link_section(&self, id: LinkSectionId) -> Result<SectionWriter, StoreError> {
+        SectionWriter::create(&self.tmp, (id.name(), id.file_name()), Dtype::U32)
     }
 
     /// Creates file `name` inside the temporary store (beside the sections; not in the
@@ -216,11 +230,12 @@ fn foreign_entries(dir: &Path) -> Vec<String> {
     out
 }
 
-/// The header, a section file or `scratch`.
+/// The header, a section file (the link sections' included) or `scratch`.
 fn is_store_file(name: &str) -> bool {
     name == HEADER_FILE
         || name == "scratch"
         || SectionId::ALL.iter().any(|id| id.file_name() == name)
+        || LinkSectionId::ALL.iter().any(|id| id.file_name() == name)
 }
 
 /// Whether `path` is what a store writer leaves behind (a half-written store, or a store

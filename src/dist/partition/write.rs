@@ -487,6 +487,9 @@ fn write_store(
         split,
         sections: vec![e_fo, e_fi, e_to, e_ti, e_feat, e_labels, e_roles],
         source: format!("saintflow partition {} -k {}: {what}", input.display(), p.k),
+        // A part store holds no link split: its positives and negatives are the whole
+        // graph's (issue 52 leaves partitioned link prediction for later).
+        link: None,
     };
     let (path, f) = w.aux_file(PART_MAP_FILE)?;
     let io = |e| PartitionError::io(&path, "write", e);
