@@ -240,6 +240,7 @@ fn per_op(model: &Model, src: &dyn GraphSource) {
     let mut bindings = Bindings {
         nodes: 0,
         entries: 0,
+        pairs: 0,
     };
     for v in g
         .topo_order()
@@ -269,6 +270,7 @@ fn per_op(model: &Model, src: &dyn GraphSource) {
             bindings = Bindings {
                 nodes: s.n_nodes(),
                 entries: s.n_entries(),
+                pairs: 0,
             };
         }
         values.insert(v, out);
@@ -533,6 +535,7 @@ fn steps(c: &mut Criterion) {
     let b = Bindings {
         nodes: subs.iter().map(|s| s.n_nodes()).sum::<usize>() / subs.len(),
         entries: subs.iter().map(|s| s.n_entries()).sum::<usize>() / subs.len(),
+        pairs: 0,
     };
     eprintln!(
         "subgraphs: {} nodes, {} entries on average",

@@ -22,7 +22,95 @@ pub mod ranking;
 
 use serde::{Deserialize, Serialize};
 
-/// Accuracy, F1-micro and F1-macro of a node set.
+/// Hits@K cut-offs a link plan's evaluation reports (and `[task] metric` may name).
+pub const LINK_HITS: [usize; 6] = [1, 3, 10, 20, 50, 100];
+
+/// A link plan's figures on one set of the store's split (issue 52), each against the
+/// split's fixed negatives: AUC and AP of the positives against the negative pairs (one per
+/// positive, the GAE protocol), MRR and Hits@K of each positive against its own
+/// `negatives` tails (ogbl-citation2's). Definitions: [`ranking`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkMetrics {
+    /// AUC against the negative pairs.
+    pub auc: f64,
+    /// Average precision against the negative pairs.
+    pub ap: f64,
+    /// Mean reciprocal rank against each positive's tails.
+    pub mrr: f64,
+    /// Hits@1.
+    #[serde(rename = "hits@1")]
+    pub hits1: f64,
+    /// Hits@3.
+    #[serde(rename = "hits@3")]
+    pub hits3: f64,
+    /// Hits@10.
+    #[serde(rename = "hits@10")]
+    pub hits10: f64,
+    /// Hits@20.
+    #[serde(rename = "hits@20")]
+    pub hits20: f64,
+    /// Hits@50.
+    #[serde(rename = "hits@50")]
+    pub hits50: f64,
+    /// Hits@100.
+    #[serde(rename = "hits@100")]
+    pub hits100: f64,
+    /// Tail negatives per positive, the K of MRR and Hits@K (stated with every figure).
+    pub negatives: u32,
+    /// Positives scored.
+    pub positives: u64,
+}
+
+impl LinkMetrics {
+    /// Hits@`k`, for `k` in [`LINK_HITS`].
+    pub fn hits(&self, k: usize) -> Option<f64> {
+        Some(match k {
+            1 => self.hits1,
+            3 => self.hits3,
+            10 => self.hits10,
+            20 => self.hits20,
+            50 => self.hits50,
+            100 => self.hits100,
+            _ => return None,
+        })
+    }
+
+    /// The figures from `(K, Hits@K)` pairs over [`LINK_HITS`].
+    pub fn with_hits(mut self, hits: &[(usize, f64)]) -> LinkMetrics {
+        for &(k, h) in hits {
+            match k {
+                1 => self.hits1 = h,
+                3 => self.hits3 = h,
+                10 => self.hits10 = h,
+                20 => self.hits20 = h,
+                50 => self.hits50 = h,
+                100 => self.hits100 = h,
+                _ => {}
+            }
+        }
+        self
+    }
+
+    /// Every figure, named as the log names it.
+    pub fn figures(&self) -> [(&'static str, f64); 9] {
+        [
+            ("auc", self.auc),
+            ("ap", self.ap),
+            ("mrr", self.mrr),
+            ("hits@1", self.hits1),
+            ("hits@3", self.hits3),
+            ("hits@10", self.hits10),
+            ("hits@20", self.hits20),
+            ("hits@50", self.hits50),
+            ("hits@100", self.hits100),
+        ]
+    }
+}
+
+/// Accuracy, F1-micro and F1-macro of a node set; a link plan's also its ranking figures
+/// (`link`), its accuracy and F1 then those of the pairs classified at σ(score) > ½
+/// (positives against the negative pairs; F1-micro the edge class's F1, F1-macro the mean
+/// of the edge and non-edge classes').
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     /// Fraction of nodes predicted right (multi-label: every class right).
@@ -31,6 +119,38 @@ pub struct Metrics {
     pub f1_micro: f64,
     /// Mean per-class F1.
     pub f1_macro: f64,
+    /// A link plan's ranking figures (written flat beside the others in the log).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkMetrics>,
+}
+
+impl Metrics {
+    /// One line of text: `accuracy 0.8130  F1-micro 0.8130  F1-macro 0.8021`, or a link
+    /// plan's `AUC 0.9120  AP 0.9231  MRR 0.3121  Hits@10 0.6000  Hits@50 0.8000 (against
+    /// 1000 negatives per positive)`.
+    pub fn text(&self) -> String {
+        match &self.link {
+            Some(l) => format!(
+                "AUC {:.4}  AP {:.4}  MRR {:.4}  Hits@10 {:.4}  Hits@50 {:.4} (MRR/Hits against {} negatives per positive)",
+                l.auc, l.ap, l.mrr, l.hits10, l.hits50, l.negatives
+            ),
+            None => format!(
+                "accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4}",
+                self.accuracy, self.f1_micro, self.f1_macro
+            ),
+        }
+    }
+
+    /// The epoch line's shorter form: accuracy and F1-micro, or AUC, AP and MRR.
+    pub fn brief(&self) -> String {
+        match &self.link {
+            Some(l) => format!("AUC {:.4} AP {:.4} MRR {:.4}", l.auc, l.ap, l.mrr),
+            None => format!(
+                "accuracy {:.4} F1-micro {:.4}",
+                self.accuracy, self.f1_micro
+            ),
+        }
+    }
 }
 
 /// Per-class confusion counts, accumulated node by node.
@@ -144,6 +264,7 @@ impl Counts {
             accuracy: self.exact as f64 / self.nodes as f64,
             f1_micro: micro,
             f1_macro: macro_,
+            link: None,
         }
     }
 }

@@ -77,8 +77,11 @@ pub mod stream {
     /// `split-edges`: the negative pairs of a split, per draw ("LPRS").
     pub const LINK_PAIRS: u64 = 0x4C50_5253;
 
+    /// A link plan's training targets and negatives, per step ("LTGT").
+    pub const LINK_TARGETS: u64 = 0x4C54_4754;
+
     /// The table, by name: what the uniqueness test reads.
-    pub const ALL: [(&str, u64); 20] = [
+    pub const ALL: [(&str, u64); 21] = [
         ("EDGES", EDGES),
         ("ROLES", ROLES),
         ("FEATURES", FEATURES),
@@ -98,6 +101,7 @@ pub mod stream {
         ("GAD_ZETA", GAD_ZETA),
         ("LINK_SPLIT", LINK_SPLIT),
         ("LINK_NEGATIVES", LINK_NEGATIVES),
+        ("LINK_TARGETS", LINK_TARGETS),
         ("LINK_PAIRS", LINK_PAIRS),
     ];
 }

@@ -372,7 +372,11 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
         seed: 0,
         training: false,
         node: b.op,
-        bindings: Bindings { nodes, entries: 0 },
+        bindings: Bindings {
+            nodes,
+            entries: 0,
+            pairs: 0,
+        },
     };
     let refs: Vec<&Value> = inputs.iter().collect();
     let whole = op.forward(&refs, &ctx(n)).map_err(|e| err(&e))?;

@@ -388,17 +388,25 @@ fn issue_17_sfckpt02_checkpoints_still_load() {
         .unwrap();
     let now = Checkpoint::load(&ck).unwrap();
     assert!(now.dist.is_none());
-    // The same checkpoint as the format before `dist` wrote it: no trailing None byte.
+    // The same checkpoint as the formats before `best_link` (SFCKPT03: no last None byte)
+    // and before `dist` (SFCKPT02: neither) wrote it.
     let bytes = std::fs::read(&ck).unwrap();
-    assert_eq!(&bytes[..8], b"SFCKPT03");
+    assert_eq!(&bytes[..8], b"SFCKPT04");
     let body = &bytes[8..bytes.len() - 8];
-    assert_eq!(body.last(), Some(&0));
-    let mut old = b"SFCKPT02".to_vec();
-    old.extend_from_slice(&body[..body.len() - 1]);
-    let sum = xxhash_rust::xxh3::xxh3_64(&old);
-    old.extend_from_slice(&sum.to_le_bytes());
-    std::fs::write(&ck, &old).unwrap();
-    assert_eq!(Checkpoint::load(&ck).unwrap(), now);
+    assert_eq!(&body[body.len() - 2..], &[0, 0]);
+    for (magic, cut) in [(b"SFCKPT03", 1), (b"SFCKPT02", 2)] {
+        let mut old = magic.to_vec();
+        old.extend_from_slice(&body[..body.len() - cut]);
+        let sum = xxhash_rust::xxh3::xxh3_64(&old);
+        old.extend_from_slice(&sum.to_le_bytes());
+        std::fs::write(&ck, &old).unwrap();
+        assert_eq!(
+            Checkpoint::load(&ck).unwrap(),
+            now,
+            "{}",
+            String::from_utf8_lossy(magic)
+        );
+    }
 }
 
 #[test]

@@ -87,6 +87,7 @@ fn planned_at(
             bindings: Bindings {
                 nodes: n.n_nodes(),
                 entries: n.n_entries(),
+                pairs: n.link.as_ref().map_or(0, |l| l.len()),
             },
             threads: 4,
             cache_bytes: 1 << 20,
@@ -114,8 +115,9 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
     let reg = Registry::with_builtins();
     let ex = Executor::new(std::num::NonZeroUsize::new(3).unwrap());
     for (n, degree, hidden) in [(21, 4, 16), (1200, 8, 64)] {
-        let src = MemorySource::random(n, degree, 6, 3, false, 5);
+        let base = MemorySource::random(n, degree, 6, 3, false, 5);
         for path in shipped() {
+            let src = common::source_for_plan(&path, &base);
             let (fused, wanted, params) = planned(&path, hidden, &src, &reg);
             let chains = fused
                 .ids()
@@ -166,6 +168,7 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
                 bindings: Bindings {
                     nodes: sub.n_nodes(),
                     entries: sub.n_entries(),
+                    pairs: sub.link.as_ref().map_or(0, |l| l.len()),
                 },
                 threads: 4,
                 cache_bytes: 1 << 20,
@@ -205,8 +208,9 @@ fn executor_equals_the_interpreter_bit_for_bit_on_every_shipped_plan() {
     // GEMMs split into row blocks and SpMMs into column blocks.
     for (n, degree, hidden) in [(21, 4, 16), (300, 8, 64)] {
         for (multilabel, seed) in [(false, 3), (true, 4)] {
-            let src = MemorySource::random(n, degree, 6, 3, multilabel, seed);
+            let base = MemorySource::random(n, degree, 6, 3, multilabel, seed);
             for path in shipped() {
+                let src = common::source_for_plan(&path, &base);
                 let (g, wanted, params) = planned(&path, hidden, &src, &reg);
                 let want = reference(&g, &wanted, &src, &params, 2, 7);
                 for ex in &executors {
@@ -263,6 +267,7 @@ fn bf16_steps_are_planned_in_bf16_equal_on_every_worker_count_and_close_to_f32()
         .map(|t: usize| Executor::new(t.try_into().unwrap()))
         .collect();
     for path in shipped() {
+        let src = common::source_for_plan(&path, &src);
         let (g32, wanted32, params) = planned(&path, 64, &src, &reg);
         let (g, wanted, _) = planned_at(&path, 64, &src, &reg, Precision::Bf16);
         let gemms: Vec<Gemm> = g
@@ -419,6 +424,7 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             bindings: Bindings {
                 nodes: sub.n_nodes(),
                 entries: sub.n_entries(),
+                pairs: 0,
             },
         };
         // Gemm, every transpose combination that splits, odd shapes.

@@ -32,6 +32,7 @@ fn checkpoint(best: Option<Vec<SavedTensor>>) -> Checkpoint {
         accuracy: 0.5,
         f1_micro: 0.5,
         f1_macro: 0.4,
+        link: None,
     });
     Checkpoint {
         plan_hash: 0xfeed_beef,
@@ -49,6 +50,7 @@ fn checkpoint(best: Option<Vec<SavedTensor>>) -> Checkpoint {
         log_pos: None,
         graph_id: 11,
         dist: None,
+        best_link: None,
     }
 }
 

@@ -477,6 +477,7 @@ fn ctx<'a>(params: &'a Params, source: Option<&'a dyn GraphSource>, node: usize)
         bindings: Bindings {
             nodes: 0,
             entries: 0,
+            pairs: 0,
         },
     }
 }
@@ -1224,6 +1225,7 @@ fn fused_chains_equal_their_ops_run_in_turn_on_hostile_shapes() {
         cx.bindings = Bindings {
             nodes: r,
             entries: 0,
+            pairs: 0,
         };
         let run = |op: &Arc<dyn Op>, node: usize, ins: &[&Value]| {
             let mut c2 = ctx(&params, None, node);
@@ -1347,6 +1349,7 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
                     cx.bindings = Bindings {
                         nodes: r,
                         entries: 0,
+                        pairs: 0,
                     };
                     let y = gemm.forward(&[&av, &bv], &cx).unwrap();
                     let want = relu.forward(&[&y], &cx).unwrap();

@@ -129,6 +129,7 @@ fn chain_strategy() -> impl Strategy<Value = (Vec<Factor>, Vec<Vec<bool>>, Bindi
             let b = Bindings {
                 nodes: n,
                 entries: n * degree,
+                pairs: 0,
             };
             (factors, avail, b)
         })
@@ -174,6 +175,7 @@ fn paper_rule_a_x_w_groups_a_x_first_iff_f1_below_f2() {
     let b = Bindings {
         nodes: 1000,
         entries: 16_000,
+        pairs: 0,
     };
     let (n, nnz) = (1000.0, 16_000.0);
     let none = |_: usize, _: usize| false;
@@ -356,6 +358,7 @@ fn opts(n: usize, nnz: usize) -> PlanOptions {
         bindings: Bindings {
             nodes: n,
             entries: nnz,
+            pairs: 0,
         },
         threads: 2,
         cache_bytes: 1 << 20,
@@ -722,6 +725,7 @@ fn liveness_by_hand_and_the_memory_aware_order() {
     let b = Bindings {
         nodes: 1,
         entries: 1,
+        pairs: 0,
     };
     let l = liveness(&g, &[p, q, r1, r2], &b).unwrap();
     assert_eq!(l.live_bytes, vec![24, 48, 72, 72]);

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use saintflow::exec::{check_gradients, run, GradCheck};
-use saintflow::ir::{Bindings, Params};
+use saintflow::ir::{Bindings, GraphSource, Params};
 use saintflow::op::{MemorySource, Registry};
 use saintflow::plan::{LowerEnv, Plan};
 use saintflow::planner::{explain_text, plan, PlanOptions};
@@ -75,7 +75,11 @@ fn every_shipped_plan_passes_the_whole_step_gradient_check_planned_and_unplanned
         let plan = Plan::parse_with_overrides(&text, &file, &overrides)
             .unwrap_or_else(|e| panic!("{}", e.render()));
         for (multilabel, seed) in [(false, 3), (true, 4)] {
-            let src = MemorySource::random(21, 4, 6, 3, multilabel, seed);
+            let mut src = MemorySource::random(21, 4, 6, 3, multilabel, seed);
+            if let Some(task) = plan.task.link() {
+                src = src.with_link(task.sampling);
+            }
+            let pairs = src.sample(0).unwrap().link.map_or(0, |l| l.len());
             let lowered = plan
                 .lower(&LowerEnv::of(&src, &reg))
                 .unwrap_or_else(|e| panic!("{}", e.render()));
@@ -108,6 +112,7 @@ fn every_shipped_plan_passes_the_whole_step_gradient_check_planned_and_unplanned
             let b = Bindings {
                 nodes: 21,
                 entries: src.graph.indices.len(),
+                pairs,
             };
             plan_graph(
                 &mut planned,
@@ -180,6 +185,10 @@ fn explain_output_of_every_shipped_plan_matches_its_golden_file() {
             bindings: Bindings {
                 nodes: 8000,
                 entries: 128_000,
+                pairs: plan
+                    .task
+                    .link()
+                    .map_or(0, |t| t.sampling.expected_pairs(128_000)),
             },
             threads: 2,
             cache_bytes: 1 << 20,
@@ -245,6 +254,7 @@ fn a_product_is_fused_unless_that_keeps_its_wider_operand_alive_longer() {
         Bindings {
             nodes: 2000,
             entries: 32_000,
+            pairs: 0,
         },
         saintflow::machine::cores(),
     );

@@ -82,6 +82,10 @@ fn shipped(name: &str) -> (Vec<&'static str>, usize) {
         "jknet" => (vec!["dims.hidden=16"], 100),
         // Four of GCNII's 64 copies: the same structure, a test's time.
         "gcnii" => (vec!["dims.hidden=16", "layer.1.repeat=4"], 300),
+        // Link plans (tests/link_train.rs trains them; here only their inference).
+        "gae" => (vec!["dims.hidden=8"], 10),
+        "graphsage_link" => (vec!["dims.hidden=16", "task.decoder_hidden=8"], 10),
+        "rgcn_link" => (vec!["dims.hidden=16"], 10),
         other => panic!("no sizes for plan {other}"),
     }
 }
@@ -101,7 +105,12 @@ fn every_shipped_plan_beats_the_features_only_mlp_on_a_planted_graph() {
     assert!(mlp < 0.4, "the MLP should be near chance, got {mlp}");
     let plans = common::gnn_plans();
     assert!(plans.len() >= 6, "{plans:?}");
-    for name in plans.iter().filter(|p| *p != "mlp") {
+    // Link plans classify no node (tests/link_train.rs and BENCHMARKS.md measure them).
+    let link = |name: &str| {
+        let p = Plan::load(format!("{}/plans/{name}.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        p.task.link().is_some()
+    };
+    for name in plans.iter().filter(|p| *p != "mlp" && !link(p)) {
         let acc = test_acc(name);
         assert!(
             acc > mlp + 0.15,
@@ -354,6 +363,7 @@ fn brute(pred: &[Vec<bool>], truth: &[Vec<bool>], classes: usize) -> Metrics {
         accuracy: exact as f64 / pred.len() as f64,
         f1_micro: micro,
         f1_macro: per.iter().sum::<f64>() / per.len().max(1) as f64,
+        link: None,
     }
 }
 

@@ -48,6 +48,7 @@ pub fn plan(data: &[u8]) {
             Bindings {
                 nodes: 100,
                 entries: 800,
+                pairs: 0,
             },
             std::num::NonZeroUsize::MIN,
         );

@@ -96,6 +96,7 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
         Bindings {
             nodes,
             entries: (nodes as f64 * degree).round() as usize,
+            pairs: 0,
         },
         crate::machine::threads_or_cores(a.threads),
     );

@@ -149,10 +149,7 @@ pub(super) fn dispatch(a: TrainArgs, registry: &Arc<Registry>, progress: &Progre
 
 /// `accuracy 0.8130  F1-micro 0.8130  F1-macro 0.8021`.
 pub(super) fn metrics_text(m: &Metrics) -> String {
-    format!(
-        "accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4}",
-        m.accuracy, m.f1_micro, m.f1_macro
-    )
+    m.text()
 }
 
 pub(super) fn run(

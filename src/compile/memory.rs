@@ -68,7 +68,7 @@ fn param_bytes(d: &ParamDecl) -> u128 {
 }
 
 /// The expected subgraph of `sp` on `store`: n and nnz.
-fn step_bindings(store: &GraphStore, sp: &SamplerPlan) -> Bindings {
+fn step_bindings(store: &GraphStore, sp: &SamplerPlan, lowered: &Lowered) -> Bindings {
     let g = match sp.graph {
         SampleGraph::Train => store.train(),
         SampleGraph::Full => store.full(),
@@ -80,9 +80,14 @@ fn step_bindings(store: &GraphStore, sp: &SamplerPlan) -> Bindings {
         super::expected_nodes(&sp.kind, n)
     };
     let degree = g.n_entries() as f64 / n.max(1) as f64;
+    let entries = (nodes as f64 * degree).round() as usize;
     Bindings {
         nodes,
-        entries: (nodes as f64 * degree).round() as usize,
+        entries,
+        pairs: lowered
+            .link
+            .as_ref()
+            .map_or(0, |l| l.sampling.expected_pairs(entries)),
     }
 }
 
@@ -108,7 +113,7 @@ pub fn estimate(
             sampler = draws;
             sampler_size = sp.written.iter().max_by_key(|w| w.value).cloned();
         }
-        let b = step_bindings(store, sp);
+        let b = step_bindings(store, sp, lowered);
         let peak = crate::planner::schedule(&lowered.graph, &b)?.peak as u128;
         if peak > step || step_bindings_.is_none() {
             (step, step_bindings_) = (peak, Some(b));

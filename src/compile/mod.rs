@@ -16,7 +16,7 @@ use crate::op::builtin::LossKind;
 use crate::op::{Registry, StoreSource};
 use crate::plan::{LowerEnv, Lowered, Plan, SampleGraph, SamplerConfig, SamplerPlan};
 use crate::planner::{plan, PlanOptions, PlanReport};
-use crate::sample::{NormCounts, Sampler};
+use crate::sample::{LinkSampling, NormCounts, Sampler};
 use crate::seed::{hash3, stream};
 use crate::store::{Access, GraphStore, Labels, Role, SectionId};
 
@@ -130,6 +130,8 @@ pub(super) struct PhaseEnv {
     pub(super) io_hints: bool,
     /// The runner's workers, which the planner partitions for.
     pub(super) threads: std::num::NonZeroUsize,
+    /// A link plan's targets and negatives per step (None: node classification).
+    pub(super) link: Option<LinkSampling>,
 }
 
 /// Phase `phase` of a run set up on `store`: its sampler, the normalisation counts
@@ -147,6 +149,7 @@ pub(crate) fn setup_phase<'g>(
         n_train,
         io_hints,
         threads,
+        link,
     } = *env;
     let sampler = build_sampler(store, sp)?;
     let g = sampler.graph();
@@ -167,20 +170,27 @@ pub(crate) fn setup_phase<'g>(
         let mean = drawn as f64 / n_pre as f64;
         (Some(counts), mean.max(1.0))
     };
-    let steps_per_epoch = if full {
-        1
-    } else {
-        ((n_train as f64 / mean_nodes).ceil() as u64).max(1)
-    };
     let nodes = mean_nodes.round() as usize;
     let degree = g.n_entries() as f64 / g.n_nodes().max(1) as f64;
+    let entries = (nodes as f64 * degree).round() as usize;
+    let steps_per_epoch = match (full, &link, &norm) {
+        (true, _, _) => 1,
+        // A link epoch scores every edge of the sampled graph once in expectation: the
+        // graph's entries over the targets' share of a subgraph's (pre-sampled) entries.
+        (false, Some(cfg), Some(counts)) => {
+            let per_step = counts.edge.total() as f64 / counts.meta.subgraphs.max(1) as f64;
+            ((g.n_entries() as f64 / (cfg.fraction * per_step).max(1.0)).ceil() as u64).max(1)
+        }
+        _ => ((n_train as f64 / mean_nodes).ceil() as u64).max(1),
+    };
     let mut graph = lowered.graph.clone();
     plan(
         &mut graph,
         &PlanOptions::new(
             Bindings {
                 nodes,
-                entries: (nodes as f64 * degree).round() as usize,
+                entries,
+                pairs: link.map_or(0, |l| l.expected_pairs(entries)),
             },
             threads,
         )
@@ -209,7 +219,8 @@ pub(crate) fn setup_phase<'g>(
         }
     }
     let source = StoreSource::new(store, sampler, seed, clip, norm, Role::Train)
-        .will_need_features(io_hints);
+        .will_need_features(io_hints)
+        .link(link);
     Ok(PhaseRun {
         source,
         graph,

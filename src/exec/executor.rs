@@ -204,6 +204,7 @@ fn run_on(
         bindings: Mutex::new(Bindings {
             nodes: 0,
             entries: 0,
+            pairs: 0,
         }),
         times: Mutex::new(StageTimes::default()),
         failed: AtomicBool::new(false),

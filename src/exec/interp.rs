@@ -178,6 +178,7 @@ pub(crate) fn check_output(
         *bindings = Bindings {
             nodes: s.n_nodes(),
             entries: s.n_entries(),
+            pairs: s.link.as_ref().map_or(0, |l| l.len()),
         };
     }
     if !out.matches(&node.fact, bindings) {
@@ -214,6 +215,7 @@ pub fn run(
     let mut bindings = Bindings {
         nodes: 0,
         entries: 0,
+        pairs: 0,
     };
     let mut times = StageTimes::default();
     for &v in &order {

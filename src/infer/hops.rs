@@ -52,6 +52,7 @@ pub fn plan_hops(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result
         Bindings {
             nodes: store.n_nodes().max(1),
             entries: store.full().n_entries(),
+            pairs: 0,
         },
         std::num::NonZeroUsize::MIN,
     );

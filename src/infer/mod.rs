@@ -36,6 +36,7 @@
 pub mod hops;
 mod kept;
 pub mod levels;
+pub mod link;
 pub mod metrics;
 mod pass;
 pub mod plan;
@@ -165,6 +166,7 @@ impl<'g> FullGraph<'g> {
                 Bindings {
                     nodes: full.n_nodes(),
                     entries: full.n_entries(),
+                    pairs: 0,
                 },
                 threads,
             )

@@ -174,6 +174,7 @@ impl<'a> Pass<'a> {
                 let b = Bindings {
                     nodes: own.len(),
                     entries: 0,
+                    pairs: 0,
                 };
                 node.op
                     .forward(&refs, &self.ctx(id, b))
@@ -248,6 +249,7 @@ impl<'a> Pass<'a> {
                     let b = Bindings {
                         nodes: block.rows,
                         entries: block.indices.len(),
+                        pairs: 0,
                     };
                     node.op
                         .forward(&refs, &self.ctx(id, b))
@@ -280,6 +282,7 @@ impl<'a> Pass<'a> {
                     let b = Bindings {
                         nodes: block.rows,
                         entries: a.structure.nnz(),
+                        pairs: 0,
                     };
                     node.op
                         .as_neighbour()
@@ -376,6 +379,7 @@ pub fn run_blocked(
         let b = Bindings {
             nodes: 0,
             entries: 0,
+            pairs: 0,
         };
         let v = node
             .op

@@ -126,6 +126,7 @@ impl Pass<'_> {
                     let b = Bindings {
                         nodes: block.rows,
                         entries: sub.structure.nnz(),
+                        pairs: 0,
                     };
                     f.op.fold_part(&rb, &mut f.acc, &self.ctx(f.id, b))
                         .map_err(|e| self.fail(f.id, e))?;

@@ -1,12 +1,13 @@
 //! Facts: what the IR knows about a value before it exists — its kind and its symbolic
 //! shape. Dimensions are either known when the plan is loaded (feature widths, classes,
 //! hidden sizes) or symbols resolved per step once the subgraph is sampled (its node count
-//! `n` and its entry count `nnz`).
+//! `n` and its entry count `nnz`, and a link plan's scored pairs `e`).
 
 use std::fmt;
 
-/// One dimension of a value: a linear form `known + nodes·n + entries·nnz` in the per-step
-/// symbols (`nnz + n` is the entry count of an adjacency with self loops added).
+/// One dimension of a value: a linear form `known + nodes·n + entries·nnz + pairs·e` in the
+/// per-step symbols (`nnz + n` is the entry count of an adjacency with self loops added; `e`
+/// the pairs a link plan scores: targets and negatives).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Dim {
     /// The constant part.
@@ -15,6 +16,8 @@ pub struct Dim {
     pub nodes: usize,
     /// Coefficient of the subgraph's entry count `nnz`.
     pub entries: usize,
+    /// Coefficient of the step's scored pairs `e` (link plans).
+    pub pairs: usize,
 }
 
 impl Dim {
@@ -23,12 +26,21 @@ impl Dim {
         known: 0,
         nodes: 1,
         entries: 0,
+        pairs: 0,
     };
     /// The subgraph's entry count (directed edges), `nnz`.
     pub const ENTRIES: Dim = Dim {
         known: 0,
         nodes: 0,
         entries: 1,
+        pairs: 0,
+    };
+    /// The step's scored pairs (a link plan's targets and their negatives), `e`.
+    pub const PAIRS: Dim = Dim {
+        known: 0,
+        nodes: 0,
+        entries: 0,
+        pairs: 1,
     };
 
     /// A dimension known when the plan is loaded.
@@ -37,17 +49,18 @@ impl Dim {
             known: k,
             nodes: 0,
             entries: 0,
+            pairs: 0,
         }
     }
 
     /// The dimension's value for one step.
     pub fn resolve(self, b: &Bindings) -> usize {
-        self.known + self.nodes * b.nodes + self.entries * b.entries
+        self.known + self.nodes * b.nodes + self.entries * b.entries + self.pairs * b.pairs
     }
 
     /// The value when known at load time.
     pub fn as_known(self) -> Option<usize> {
-        (self.nodes == 0 && self.entries == 0).then_some(self.known)
+        (self.nodes == 0 && self.entries == 0 && self.pairs == 0).then_some(self.known)
     }
 
     /// The sum of two dimensions (concatenated widths).
@@ -56,6 +69,7 @@ impl Dim {
             known: self.known + o.known,
             nodes: self.nodes + o.nodes,
             entries: self.entries + o.entries,
+            pairs: self.pairs + o.pairs,
         }
     }
 }
@@ -63,7 +77,7 @@ impl Dim {
 impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
-        for (c, sym) in [(self.entries, "nnz"), (self.nodes, "n")] {
+        for (c, sym) in [(self.entries, "nnz"), (self.nodes, "n"), (self.pairs, "e")] {
             match c {
                 0 => {}
                 1 => parts.push(sym.to_string()),
@@ -85,6 +99,19 @@ pub struct Bindings {
     pub nodes: usize,
     /// Subgraph entries, `nnz`.
     pub entries: usize,
+    /// Scored pairs of a link plan's step, `e` (0 for node classification).
+    pub pairs: usize,
+}
+
+impl Bindings {
+    /// A subgraph of `nodes` nodes and `entries` entries, no pairs.
+    pub fn new(nodes: usize, entries: usize) -> Bindings {
+        Bindings {
+            nodes,
+            entries,
+            pairs: 0,
+        }
+    }
 }
 
 /// What a value is.

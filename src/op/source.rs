@@ -2,7 +2,7 @@
 //! embedders may implement their own.
 
 use crate::ir::{GraphSource, OpError, TargetLabels, Targets};
-use crate::sample::{sample_subgraph, NormCounts, Sampler, Subgraph};
+use crate::sample::{attach_targets, sample_subgraph, LinkSampling, NormCounts, Sampler, Subgraph};
 use crate::store::{GraphStore, Labels, Role};
 
 /// A store sampled by a sampler: the training path.
@@ -15,6 +15,7 @@ pub struct StoreSource<'g> {
     loss_role: Role,
     n_loss: usize,
     will_need: bool,
+    link: Option<LinkSampling>,
 }
 
 impl<'g> StoreSource<'g> {
@@ -39,7 +40,16 @@ impl<'g> StoreSource<'g> {
             loss_role,
             n_loss,
             will_need: false,
+            link: None,
         }
+    }
+
+    /// A link plan's source: every subgraph carries its target edges and their negatives
+    /// ([`attach_targets`]), weighted by GraphSAINT's edge normalisation when the source has
+    /// normalisation counts.
+    pub fn link(mut self, sampling: Option<LinkSampling>) -> Self {
+        self.link = sampling;
+        self
     }
 
     /// With `on`, every sampled subgraph's feature rows are asked of the kernel
@@ -55,8 +65,29 @@ impl<'g> StoreSource<'g> {
 
 impl GraphSource for StoreSource<'_> {
     fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
-        let sub = sample_subgraph(self.sampler.as_ref(), self.seed, step, self.clip_to)
+        let mut sub = sample_subgraph(self.sampler.as_ref(), self.seed, step, self.clip_to)
             .map_err(|e| OpError::Source(format!("{}: {e}", self.store.path().display())))?;
+        if let Some(cfg) = &self.link {
+            let graph = self.sampler.graph();
+            // 1/λ_e = N_pre / (fraction · C_e · M): the step's loss estimates the mean over
+            // the M undirected edges of the sampled graph.
+            let weight = self.norm.as_ref().map(|norm| {
+                let scale = norm.meta.subgraphs as f64
+                    / (cfg.fraction * (graph.n_entries() as f64 / 2.0).max(1.0));
+                move |entry: u64| match norm.edge_count(entry) {
+                    0 => (scale * 10.0) as f32,
+                    c => (scale / f64::from(c)) as f32,
+                }
+            });
+            attach_targets(
+                &mut sub,
+                graph,
+                cfg,
+                self.seed,
+                step,
+                weight.as_ref().map(|w| w as &dyn Fn(u64) -> f32),
+            );
+        }
         if self.will_need {
             self.store.will_need_features(&sub.nodes);
         }
@@ -149,6 +180,9 @@ pub struct MemorySource {
     pub targets: Targets,
     /// Per-entry aggregator weights, if any.
     pub aggregator_weights: Option<Vec<f32>>,
+    /// A link plan's targets and negatives, drawn per step on the whole graph
+    /// ([`MemorySource::with_link`]).
+    pub link: Option<LinkSampling>,
 }
 
 impl MemorySource {
@@ -190,6 +224,7 @@ impl MemorySource {
             offsets,
             indices,
             parent_entries: (0..nnz as u64).collect(),
+            link: None,
         };
         let features = (0..n * n_features)
             .map(|_| {
@@ -229,13 +264,28 @@ impl MemorySource {
                 weights,
             },
             aggregator_weights: Some((0..nnz).map(|_| rng.random_range(0.5..2.0)).collect()),
+            link: None,
         }
+    }
+
+    /// Every step's subgraph (the whole graph) carries targets and negatives drawn by
+    /// `sampling`, seeded by the step: what a link plan's gradient check runs on.
+    pub fn with_link(mut self, sampling: LinkSampling) -> MemorySource {
+        self.link = Some(sampling);
+        self
     }
 }
 
 impl GraphSource for MemorySource {
-    fn sample(&self, _: u64) -> Result<Subgraph, OpError> {
-        Ok(self.graph.clone())
+    fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
+        let mut sub = self.graph.clone();
+        if let Some(cfg) = &self.link {
+            let offsets: Vec<u64> = self.graph.offsets.iter().map(|&o| u64::from(o)).collect();
+            let csr =
+                crate::store::Csr::new(&offsets, &self.graph.indices).map_err(OpError::Source)?;
+            attach_targets(&mut sub, csr, cfg, 0x11ec, step, None);
+        }
+        Ok(sub)
     }
     fn n_features(&self) -> usize {
         self.n_features

@@ -18,13 +18,14 @@ use saintflow_ops::gemm::Precision;
 use crate::autodiff::differentiate;
 use crate::ir::{Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
 use crate::op::builtin::{
-    Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
+    Add, AdjKind, Adjacency, Features, LinkLoss, Loss, LossKind, MatMul, PairKind, Pairs, Param,
+    Sample, TargetsOp,
 };
 use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
 use crate::suggest::did_you_mean;
 
 use super::expr::{self, BinOp, Expr, ExprKind};
-use super::schema::{DimRef, Layer};
+use super::schema::{Decoder, DimRef, Layer, LinkTask};
 use super::typing::RESERVED;
 use super::{Plan, PlanError, PlanErrorKind, Source, MAX_DIM};
 
@@ -80,6 +81,9 @@ pub struct Lowered {
     /// The arithmetic of its dense products (`[compute] precision`), which the planner's
     /// precision pass applies (`PlanOptions::precision`).
     pub precision: Precision,
+    /// A link plan's task (decoder, loss, targets and negatives; `logits` are then the
+    /// node representations `[n, d]`); None for node classification.
+    pub link: Option<LinkTask>,
 }
 
 impl Plan {
@@ -101,6 +105,7 @@ impl Plan {
         }
         let mut lowered = Lowerer::new(self, env)?.run()?;
         lowered.precision = self.compute.precision;
+        lowered.link = self.task.link().cloned();
         Ok(lowered)
     }
 
@@ -279,6 +284,10 @@ impl<'a> Lowerer<'a> {
         }
         let embedding = x;
         let (logits, at) = self.layer(&plan.output, x, "", 1, false)?;
+        if let Some(task) = plan.task.link() {
+            let loss = self.link_head(task, logits, at)?;
+            return self.finish(loss, logits, embedding, LossKind::SigmoidBce);
+        }
         let c = env.n_classes;
         if *self.g.fact(logits) != Fact::dense(Dim::NODES, Dim::known(c)) {
             return Err(self.src.error(
@@ -331,6 +340,148 @@ impl<'a> Lowerer<'a> {
                 "loss",
             )
             .map_err(|e| self.src.error(at, PlanErrorKind::Op, e.to_string()))?;
+        self.finish(loss, logits, embedding, loss_kind)
+    }
+
+    /// A link plan's head on the node representations `z` (the `[output]`'s `[n, d]`):
+    /// the decoder's scores of the step's pairs and the loss over them.
+    fn link_head(&mut self, task: &LinkTask, z: NodeId, at: usize) -> Result<NodeId, PlanError> {
+        let plan = self.plan;
+        if plan.loss.is_some() || plan.loss_span != 0 {
+            return Err(self.src.error(
+                plan.loss_span,
+                PlanErrorKind::Graph,
+                "a link plan's loss is [task] loss (bce or softmax), not [loss]: remove [loss]",
+            ));
+        }
+        let d = match *self.g.fact(z) {
+            Fact::Dense { rows, cols } if rows == Dim::NODES => cols.as_known(),
+            _ => None,
+        };
+        let Some(d) = d else {
+            return Err(self.src.error(
+                at,
+                PlanErrorKind::Graph,
+                format!(
+                    "a link plan's [output] gives the node representations [n, d] its decoder scores pairs from, got {}",
+                    self.g.fact(z)
+                ),
+            ));
+        };
+        let (sample, at) = (self.sample, task.at);
+        let product = |k| Arc::new(MatMul::plain(k)) as Arc<dyn Op>;
+        let scores = match task.decoder {
+            Decoder::Dot => {
+                let op = Arc::new(Pairs {
+                    kind: PairKind::Dot,
+                });
+                self.head_node(op, &[z, sample], "pair_dot(z)", at)?
+            }
+            Decoder::DistMult | Decoder::Mlp { .. } => {
+                let op = Arc::new(Pairs {
+                    kind: PairKind::Mul,
+                });
+                let m = self.head_node(op, &[z, sample], "pair_mul(z)", at)?;
+                if let Decoder::Mlp { hidden } = task.decoder {
+                    let w1 = self.decoder_param("decoder.W1", d, hidden, Init::Glorot, at)?;
+                    let b1 = self.decoder_param("decoder.b1", 1, hidden, Init::Zeros, at)?;
+                    let w2 = self.decoder_param("decoder.W2", hidden, 1, Init::Glorot, at)?;
+                    let b2 = self.decoder_param("decoder.b2", 1, 1, Init::Zeros, at)?;
+                    let h = self.head_node(product(2), &[m, w1], "pair_mul(z) @ decoder.W1", at)?;
+                    let h = self.head_node(Arc::new(Add), &[h, b1], "… + decoder.b1", at)?;
+                    let relu = self
+                        .env
+                        .registry
+                        .make("relu", &Attrs::new())
+                        .map_err(|e| self.src.error(at, PlanErrorKind::Op, e.to_string()))?;
+                    let h = self.head_node(
+                        relu,
+                        &[h],
+                        "relu(pair_mul(z) @ decoder.W1 + decoder.b1)",
+                        at,
+                    )?;
+                    let s = self.head_node(product(2), &[h, w2], "… @ decoder.W2", at)?;
+                    self.head_node(Arc::new(Add), &[s, b2], "… @ decoder.W2 + decoder.b2", at)?
+                } else {
+                    let r = self.decoder_param("decoder.r", d, 1, Init::Const(1.0), at)?;
+                    self.head_node(product(2), &[m, r], "pair_mul(z) @ decoder.r", at)?
+                }
+            }
+        };
+        let loss = Arc::new(LinkLoss { kind: task.loss });
+        self.head_node(loss, &[scores, sample], "loss", at)
+    }
+
+    /// A node of a link plan's head, an error placed at `[task]`'s `kind`.
+    fn head_node(
+        &mut self,
+        op: Arc<dyn Op>,
+        inputs: &[NodeId],
+        label: &str,
+        at: usize,
+    ) -> Result<NodeId, PlanError> {
+        self.g
+            .add(op, inputs, label)
+            .map_err(|e| self.src.error(at, PlanErrorKind::Op, e.to_string()))
+    }
+
+    /// A decoder parameter (its weight decay the optimizer's).
+    fn decoder_param(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        init: Init,
+        at: usize,
+    ) -> Result<NodeId, PlanError> {
+        let wd = self.plan.optimizer.weight_decay() as f32;
+        self.declare_param(name, rows, cols, init, at, wd)
+    }
+
+    /// Declares parameter `name` (its text at `at`, its weight decay `wd`): its `param`
+    /// node, declaration and bookkeeping.
+    fn declare_param(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        init: Init,
+        at: usize,
+        wd: f32,
+    ) -> Result<NodeId, PlanError> {
+        let node = self
+            .g
+            .add(
+                Arc::new(Param {
+                    name: name.into(),
+                    rows,
+                    cols,
+                }),
+                &[],
+                name,
+            )
+            .map_err(|e| self.internal(e))?;
+        self.params.push(ParamDecl {
+            name: name.into(),
+            rows,
+            cols,
+            init,
+        });
+        self.param_nodes.push(node);
+        self.param_of.insert(name.into(), node);
+        self.param_at.push(at);
+        self.weight_decay.insert(name.into(), wd);
+        Ok(node)
+    }
+
+    /// Checks every parameter reaches the loss, differentiates, names the outputs.
+    fn finish(
+        mut self,
+        loss: NodeId,
+        logits: NodeId,
+        embedding: NodeId,
+        loss_kind: LossKind,
+    ) -> Result<Lowered, PlanError> {
         let used = self.g.ancestors(&[loss]);
         for (i, p) in self.param_nodes.iter().enumerate() {
             if !used.contains(p) {
@@ -370,6 +521,7 @@ impl<'a> Lowerer<'a> {
             grads,
             weight_decay: self.weight_decay,
             precision: Precision::F32,
+            link: None,
         })
     }
 
@@ -458,28 +610,7 @@ impl<'a> Lowerer<'a> {
             let init = p
                 .init
                 .unwrap_or(if rows == 1 { Init::Zeros } else { Init::Glorot });
-            let node = self
-                .g
-                .add(
-                    Arc::new(Param {
-                        name: name.clone(),
-                        rows,
-                        cols,
-                    }),
-                    &[],
-                    name.clone(),
-                )
-                .map_err(|e| self.internal(e))?;
-            self.params.push(ParamDecl {
-                name: name.clone(),
-                rows,
-                cols,
-                init,
-            });
-            self.param_nodes.push(node);
-            self.param_of.insert(name.clone(), node);
-            self.param_at.push(p.span.start);
-            self.weight_decay.insert(name, wd);
+            let node = self.declare_param(&name, rows, cols, init, p.span.start, wd)?;
             scope.names.insert(p.name.clone(), node);
         }
         let mut x = x;

@@ -10,7 +10,8 @@ use saintflow_ops::gemm::Precision;
 use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
-use crate::op::builtin::LossKind;
+use crate::op::builtin::{LinkLossKind, LossKind};
+use crate::sample::LinkSampling;
 pub use crate::sample::SamplerConfig;
 
 use super::expr::Statement;
@@ -172,6 +173,95 @@ pub struct Eval {
     pub every: usize,
 }
 
+/// What a plan learns (`[task]`): node classification (the default) or link prediction.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Task {
+    /// Classes of nodes: the `[output]` gives logits `[n, classes]`.
+    #[default]
+    Node,
+    /// Edges: the `[output]` gives node representations `[n, d]` that a decoder scores
+    /// pairs from.
+    Link(LinkTask),
+}
+
+impl Task {
+    /// The link task, when the plan is one.
+    pub fn link(&self) -> Option<&LinkTask> {
+        match self {
+            Task::Link(l) => Some(l),
+            Task::Node => None,
+        }
+    }
+}
+
+/// A pair decoder over node representations z (`[task] decoder`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoder {
+    /// s(u, v) = z_u · z_v (GAE, Kipf & Welling 2016).
+    Dot,
+    /// s(u, v) = Σ_k z_uk r_k z_vk, r learned (`decoder.r`, `[d, 1]`; DistMult, Yang et al.
+    /// 2015, with one relation).
+    DistMult,
+    /// s(u, v) = relu((z_u ⊙ z_v)·W1 + b1)·W2 + b2 (`decoder.W1` `[d, hidden]`, `decoder.b1`,
+    /// `decoder.W2` `[hidden, 1]`, `decoder.b2`): PyG's and OGB's link MLP on the Hadamard
+    /// product.
+    Mlp {
+        /// The hidden width (`decoder_hidden`).
+        hidden: usize,
+    },
+}
+
+impl Decoder {
+    /// The plan name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Decoder::Dot => "dot",
+            Decoder::DistMult => "distmult",
+            Decoder::Mlp { .. } => "mlp",
+        }
+    }
+}
+
+/// Which validation figure picks the best epoch of a link plan (`[task] metric`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkMetric {
+    /// MRR against the stored per-positive negatives (OGB's ogbl-citation2 figure).
+    Mrr,
+    /// AUC against the stored negative pairs (the GAE protocol).
+    Auc,
+    /// Average precision against the stored negative pairs.
+    Ap,
+    /// Hits@K against the stored per-positive negatives.
+    Hits(usize),
+}
+
+impl LinkMetric {
+    /// The plan (and log) name: `mrr`, `auc`, `ap`, `hits@K`.
+    pub fn name(self) -> String {
+        match self {
+            LinkMetric::Mrr => "mrr".into(),
+            LinkMetric::Auc => "auc".into(),
+            LinkMetric::Ap => "ap".into(),
+            LinkMetric::Hits(k) => format!("hits@{k}"),
+        }
+    }
+}
+
+/// A link-prediction plan's `[task]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkTask {
+    /// The decoder.
+    pub decoder: Decoder,
+    /// The loss over scored pairs.
+    pub loss: LinkLossKind,
+    /// Targets and negatives per step.
+    pub sampling: LinkSampling,
+    /// The figure that picks the best epoch.
+    pub metric: LinkMetric,
+    /// Where `kind = "link"` is in the plan's text (errors about the store's split).
+    pub(crate) at: usize,
+}
+
 /// How the parts of a distributed job combine their gradients (`[distributed] consensus`):
 /// ∇Ŵ = Σ ζ_i·∇W_i / Σ ζ_j (GAD's Eq. 15) with ζ_i as below (see `dist::consensus`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -263,6 +353,8 @@ pub struct Plan {
     pub distributed: Distributed,
     /// `[compute]`.
     pub compute: Compute,
+    /// `[task]`: node classification unless `kind = "link"`.
+    pub task: Task,
     pub(crate) src: Arc<Source>,
     pub(crate) loss_span: usize,
     /// The TOML after overrides, re-serialised (see [`Plan::effective_text`]).

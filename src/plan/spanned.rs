@@ -190,6 +190,21 @@ pub(super) struct RawDistributed {
 
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
+pub(super) struct RawTask {
+    pub(super) kind: Option<S<String>>,
+    pub(super) decoder: Option<S<String>>,
+    pub(super) decoder_hidden: Option<S<i64>>,
+    pub(super) loss: Option<S<String>>,
+    pub(super) targets: Option<S<f64>>,
+    pub(super) negatives: Option<S<i64>>,
+    pub(super) negative_sampler: Option<S<String>>,
+    pub(super) exclude_true: Option<S<bool>>,
+    pub(super) exclude_targets: Option<S<bool>>,
+    pub(super) metric: Option<S<String>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
 pub(super) struct RawCompute {
     pub(super) precision: Option<S<String>>,
 }
@@ -213,6 +228,7 @@ pub(super) struct RawPlan {
     pub(super) eval: Option<RawEval>,
     pub(super) distributed: Option<RawDistributed>,
     pub(super) compute: Option<RawCompute>,
+    pub(super) task: Option<RawTask>,
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
@@ -229,6 +245,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "eval",
     "distributed",
     "compute",
+    "task",
 ];
 
 /// Rewrites serde's messages into the plan vocabulary, with suggestions.

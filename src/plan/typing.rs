@@ -13,7 +13,8 @@ use saintflow_ops::gemm::Precision;
 use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
-use crate::op::builtin::LossKind;
+use crate::op::builtin::{LinkLossKind, LossKind};
+use crate::sample::{LinkSampling, NegativeDist};
 use crate::suggest::did_you_mean;
 
 use super::expr::{self, ExprKind};
@@ -21,11 +22,12 @@ use super::outpos::out_map;
 use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
 use super::schema::{
-    Compute, Consensus, DimFormula, DimRef, Distributed, Eval, Layer, Optimizer, ParamSpec, Phase,
-    Plan,
+    Compute, Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, Layer, LinkMetric,
+    LinkTask, Optimizer, ParamSpec, Phase, Plan, Task,
 };
 use super::spanned::{
-    toml_error, Lit, RawCompute, RawDistributed, RawLayer, RawOptimizer, RawPlan, RawTable, S,
+    toml_error, Lit, RawCompute, RawDistributed, RawLayer, RawOptimizer, RawPlan, RawTable,
+    RawTask, S,
 };
 use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_LAYERS};
 
@@ -492,6 +494,196 @@ fn pick<T: Clone>(
     ))
 }
 
+/// `[task]`: node classification when absent or `kind = "node"` (then no other key may be
+/// written: they would silently do nothing).
+fn task(src: &Source, raw: Option<RawTask>) -> Result<Task, PlanError> {
+    let Some(t) = raw else { return Ok(Task::Node) };
+    let (kind, at) = match &t.kind {
+        None => ("node", 0),
+        Some(k) => (k.get_ref().as_str(), k.span().start),
+    };
+    let is_link = pick(
+        src,
+        at,
+        "task kind",
+        kind,
+        &[("node", false), ("link", true)],
+    )?;
+    if !is_link {
+        let written = [
+            ("decoder", t.decoder.as_ref().map(|v| v.span().start)),
+            (
+                "decoder_hidden",
+                t.decoder_hidden.as_ref().map(|v| v.span().start),
+            ),
+            ("loss", t.loss.as_ref().map(|v| v.span().start)),
+            ("targets", t.targets.as_ref().map(|v| v.span().start)),
+            ("negatives", t.negatives.as_ref().map(|v| v.span().start)),
+            (
+                "negative_sampler",
+                t.negative_sampler.as_ref().map(|v| v.span().start),
+            ),
+            (
+                "exclude_true",
+                t.exclude_true.as_ref().map(|v| v.span().start),
+            ),
+            (
+                "exclude_targets",
+                t.exclude_targets.as_ref().map(|v| v.span().start),
+            ),
+            ("metric", t.metric.as_ref().map(|v| v.span().start)),
+        ];
+        if let Some((key, Some(at))) = written.iter().find(|(_, a)| a.is_some()) {
+            return Err(err(
+                src,
+                *at,
+                format!(
+                    "[task] {key} belongs to link prediction: add kind = \"link\" or remove it"
+                ),
+            ));
+        }
+        return Ok(Task::Node);
+    }
+    let hidden = match &t.decoder_hidden {
+        None => None,
+        Some(h) => Some(count(src, h, "decoder_hidden", 1)?),
+    };
+    let decoder = match &t.decoder {
+        None => Decoder::Dot,
+        Some(d) => {
+            let at = d.span().start;
+            let name = pick(
+                src,
+                at,
+                "decoder",
+                d.get_ref(),
+                &[("dot", 0), ("distmult", 1), ("mlp", 2)],
+            )?;
+            match name {
+                0 => Decoder::Dot,
+                1 => Decoder::DistMult,
+                _ => Decoder::Mlp {
+                    hidden: hidden.unwrap_or(256),
+                },
+            }
+        }
+    };
+    if let (Some(h), false) = (&t.decoder_hidden, matches!(decoder, Decoder::Mlp { .. })) {
+        return Err(err(
+            src,
+            h.span().start,
+            format!(
+                "decoder_hidden sizes the mlp decoder, the decoder is `{}`",
+                decoder.name()
+            ),
+        ));
+    }
+    let loss = match &t.loss {
+        None => LinkLossKind::Bce,
+        Some(l) => pick(
+            src,
+            l.span().start,
+            "link loss",
+            l.get_ref(),
+            &LinkLossKind::ALL,
+        )?,
+    };
+    let fraction = match &t.targets {
+        None => 1.0,
+        Some(f) if *f.get_ref() > 0.0 && *f.get_ref() <= 1.0 => *f.get_ref(),
+        Some(f) => {
+            return Err(err(
+                src,
+                f.span().start,
+                format!(
+                    "targets is the share of a subgraph's edges scored in a step, expected a number in (0, 1], got {}",
+                    f.get_ref()
+                ),
+            ))
+        }
+    };
+    let negatives = match &t.negatives {
+        None => 1,
+        Some(k) => {
+            let k_at = k.span().start;
+            let k = count(src, k, "negatives", 1)?;
+            if k > 1 << 16 {
+                return Err(err(
+                    src,
+                    k_at,
+                    format!("negatives per target must be ≤ 65536, got {k}"),
+                ));
+            }
+            k
+        }
+    };
+    let dist = match &t.negative_sampler {
+        None => NegativeDist::Uniform,
+        Some(d) => pick(
+            src,
+            d.span().start,
+            "negative_sampler",
+            d.get_ref(),
+            &NegativeDist::ALL,
+        )?,
+    };
+    let exclude_targets = t.exclude_targets.as_ref().is_some_and(|b| *b.get_ref());
+    if let (Some(e), true) = (&t.exclude_targets, exclude_targets && fraction >= 1.0) {
+        return Err(err(
+            src,
+            e.span().start,
+            "exclude_targets with targets = 1 leaves no edge to pass messages over: score a share of the edges (targets = 0.5) or keep them (exclude_targets = false)",
+        ));
+    }
+    let metric = match &t.metric {
+        None => LinkMetric::Mrr,
+        Some(m) => {
+            let at = m.span().start;
+            match m.get_ref().strip_prefix("hits@") {
+                Some(k) => match k.parse::<usize>() {
+                    Ok(k) if crate::metrics::LINK_HITS.contains(&k) => LinkMetric::Hits(k),
+                    _ => {
+                        return Err(err(
+                            src,
+                            at,
+                            format!(
+                                "metric `{}`: expected hits@K with K one of {:?} (the cut-offs evaluation reports), e.g. hits@50",
+                                m.get_ref(),
+                                crate::metrics::LINK_HITS
+                            ),
+                        ))
+                    }
+                },
+                None => pick(
+                    src,
+                    at,
+                    "metric",
+                    m.get_ref(),
+                    &[
+                        ("mrr", LinkMetric::Mrr),
+                        ("auc", LinkMetric::Auc),
+                        ("ap", LinkMetric::Ap),
+                        ("hits@50", LinkMetric::Hits(50)),
+                    ],
+                )?,
+            }
+        }
+    };
+    Ok(Task::Link(LinkTask {
+        decoder,
+        loss,
+        sampling: LinkSampling {
+            fraction,
+            negatives,
+            dist,
+            exclude_true: t.exclude_true.as_ref().is_some_and(|b| *b.get_ref()),
+            exclude_targets,
+        },
+        metric,
+        at,
+    }))
+}
+
 fn compute(src: &Source, raw: Option<RawCompute>) -> Result<Compute, PlanError> {
     let Some(p) = raw.and_then(|r| r.precision) else {
         return Ok(Compute::default());
@@ -692,6 +884,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
     };
     let distributed = distributed(s, raw.distributed)?;
     let compute = compute(s, raw.compute)?;
+    let task = task(s, raw.task)?;
     let name = match raw.name {
         Some(n) => n.into_inner(),
         None => std::path::Path::new(&s.file)
@@ -713,6 +906,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         eval,
         distributed,
         compute,
+        task,
         src,
         loss_span,
         effective: String::new(),

@@ -18,7 +18,7 @@ use crate::store::Csr;
 use crate::store::StoreError;
 
 /// An induced subgraph: local CSR + original ids.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Subgraph {
     /// Original ids of the nodes, ascending; local id `i` is `nodes[i]`.
     pub nodes: Vec<u32>,
@@ -28,6 +28,9 @@ pub struct Subgraph {
     pub indices: Vec<u32>,
     /// For each entry, its position in the parent graph's CSR.
     pub parent_entries: Vec<u64>,
+    /// A link plan's scored pairs of this step (targets and negatives,
+    /// [`super::link::attach_targets`]); None for node classification.
+    pub link: Option<std::sync::Arc<super::link::LinkBatch>>,
 }
 
 impl Subgraph {

@@ -617,6 +617,7 @@ mod tests {
             offsets: vec![0, 1, 3, 5, 6],
             indices: vec![1, 0, 2, 1, 3, 2],
             parent_entries: vec![0, 1, 2, 3, 4, 5],
+            link: None,
         };
         let (node_norm, edge_norm) = counts.pyg_norms(&s);
         // num_samples = the 5 pre-sampled subgraphs (not the 12 nodes they drew);

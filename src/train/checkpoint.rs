@@ -5,10 +5,11 @@
 //! the graph by its identity ([`GraphStore::identity`]: the xxh3-64 of the store's header,
 //! which holds the counts and every section's checksum).
 //!
-//! File format: magic `SFCKPT03`, the bincode encoding of [`Checkpoint`], then the
+//! File format: magic `SFCKPT04`, the bincode encoding of [`Checkpoint`], then the
 //! xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
-//! refused with its name rather than half-loaded. `SFCKPT02` (before distributed training
-//! kept its consensus state here) is read as a single-process checkpoint. A
+//! refused with its name rather than half-loaded. `SFCKPT03` (before link plans kept their
+//! best validation figures, the last field) is read with none; `SFCKPT02` (before
+//! distributed training kept its consensus state here) as a single-process checkpoint. A
 //! `SFCKPT01` file (before graph identities) is refused with a message saying so: it cannot
 //! show which graph it was trained on, and resuming on another one is the silent failure
 //! the identity exists to stop; such files came only from pre-release builds. Written atomically: a temporary file in
@@ -33,11 +34,13 @@ use crate::ir::{Params, Tensor};
 use crate::store::GraphStore;
 
 use super::TrainError;
-use crate::metrics::Metrics;
+use crate::metrics::{LinkMetrics, Metrics};
 
-const MAGIC: &[u8; 8] = b"SFCKPT03";
-/// The format before the distributed state: the same encoding without the last field,
-/// read as `dist: None` (bincode writes `None` as one zero byte).
+const MAGIC: &[u8; 8] = b"SFCKPT04";
+/// The format before link plans: the same encoding without the last field, read as
+/// `best_link: None` (bincode writes `None` as one zero byte).
+const MAGIC_V3: &[u8; 8] = b"SFCKPT03";
+/// The format before the distributed state: without the last two fields.
 const MAGIC_V2: &[u8; 8] = b"SFCKPT02";
 /// The format before the graph's identity was recorded.
 const MAGIC_V1: &[u8; 8] = b"SFCKPT01";
@@ -111,7 +114,9 @@ pub struct Checkpoint {
     pub best_params: Option<Vec<SavedTensor>>,
     /// Their epoch.
     pub best_epoch: usize,
-    /// Their validation metrics.
+    /// Their validation metrics (accuracy and F1s here; a link plan's ranking figures in
+    /// `best_link`, the format's last field).
+    #[serde(with = "node_metrics")]
     pub best_val: Option<Metrics>,
     /// Seconds of training so far.
     pub elapsed: f64,
@@ -122,6 +127,35 @@ pub struct Checkpoint {
     pub graph_id: u64,
     /// A distributed run's consensus state, every part's (None for one process).
     pub dist: Option<DistState>,
+    /// A link plan's best validation ranking figures (`best_val`'s `link`, which `load`
+    /// puts back there).
+    pub best_link: Option<LinkMetrics>,
+}
+
+/// `best_val` as the format has always held it: accuracy, F1-micro and F1-macro.
+mod node_metrics {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::metrics::Metrics;
+
+    pub(super) fn serialize<S: Serializer>(m: &Option<Metrics>, s: S) -> Result<S::Ok, S::Error> {
+        m.map(|m| (m.accuracy, m.f1_micro, m.f1_macro)).serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Metrics>, D::Error> {
+        Ok(
+            Option::<(f64, f64, f64)>::deserialize(d)?.map(|(accuracy, f1_micro, f1_macro)| {
+                Metrics {
+                    accuracy,
+                    f1_micro,
+                    f1_macro,
+                    link: None,
+                }
+            }),
+        )
+    }
 }
 
 impl Checkpoint {
@@ -161,7 +195,8 @@ impl Checkpoint {
             ));
         }
         let v2 = bytes.len() >= MAGIC_V2.len() && &bytes[..MAGIC_V2.len()] == MAGIC_V2;
-        if bytes.len() < MAGIC.len() + 8 || (&bytes[..MAGIC.len()] != MAGIC && !v2) {
+        let v3 = bytes.len() >= MAGIC_V3.len() && &bytes[..MAGIC_V3.len()] == MAGIC_V3;
+        if bytes.len() < MAGIC.len() + 8 || (&bytes[..MAGIC.len()] != MAGIC && !v2 && !v3) {
             return Err(bad(format!(
                 "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
                 bytes.len()
@@ -175,14 +210,18 @@ impl Checkpoint {
                 "checksum mismatch (truncated or damaged), expected {want:016x}, got {got:016x}"
             )));
         }
-        let decoded = if v2 {
+        let decoded = if v2 || v3 {
             let mut b = body[MAGIC.len()..].to_vec();
-            b.push(0); // dist: None
+            // dist: None (v2), best_link: None.
+            b.extend_from_slice(if v2 { &[0, 0] } else { &[0] });
             bincode::deserialize(&b)
         } else {
             bincode::deserialize(&body[MAGIC.len()..])
         };
-        let c: Checkpoint = decoded.map_err(|e| bad(format!("decoding: {e}")))?;
+        let mut c: Checkpoint = decoded.map_err(|e| bad(format!("decoding: {e}")))?;
+        if let Some(v) = c.best_val.as_mut() {
+            v.link = c.best_link;
+        }
         c.validate().map_err(bad)?;
         Ok(c)
     }
@@ -221,7 +260,10 @@ impl Checkpoint {
                     ("accuracy", m.accuracy),
                     ("f1_micro", m.f1_micro),
                     ("f1_macro", m.f1_macro),
-                ] {
+                ]
+                .into_iter()
+                .chain(self.best_link.iter().flat_map(|l| l.figures()))
+                {
                     if !(0.0..=1.0).contains(&v) {
                         return Err(format!(
                             "best_val.{name}: not a metric, expected a number in [0, 1], got {v}"
@@ -234,6 +276,9 @@ impl Checkpoint {
                         self.epoch, self.best_epoch
                     ));
                 }
+            }
+            (None, None) if self.best_link.is_some() => {
+                return Err("best_link: link figures without best_val, expected neither".into())
             }
             (None, None) => {}
         }

@@ -134,10 +134,7 @@ impl Observer {
             loss.normalised,
             loss.mean
                 .map_or(String::new(), |m| format!("; mean per training node {m:.4}")),
-            val.map_or(String::new(), |v| format!(
-                "  val accuracy {:.4} F1-micro {:.4}",
-                v.val.accuracy, v.val.f1_micro
-            )),
+            val.map_or(String::new(), |v| format!("  val {}", v.val.brief())),
         ));
         Ok(pos)
     }

@@ -150,6 +150,7 @@ impl TrainState {
             log_pos,
             graph_id: id.graph_id,
             dist,
+            best_link: self.best.as_ref().and_then(|b| b.val.link),
         }
         .save(path)
     }
@@ -173,11 +174,8 @@ impl TrainState {
 
     /// Validation metrics `m` of the current parameters: kept with them when better than
     /// the best so far (F1-micro); whether they were.
-    pub(super) fn record_val(&mut self, m: Metrics) -> bool {
-        let better = self
-            .best
-            .as_ref()
-            .is_none_or(|b| m.f1_micro > b.val.f1_micro);
+    pub(super) fn record_val(&mut self, m: Metrics, key: impl Fn(&Metrics) -> f64) -> bool {
+        let better = self.best.as_ref().is_none_or(|b| key(&m) > key(&b.val));
         if better {
             self.best = Some(Best {
                 val: m,

@@ -29,15 +29,16 @@ use crate::compile::{
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Params, Value};
 use crate::op::{GraphSource, Registry};
-use crate::plan::{Lowered, Plan, SamplerPlan};
+use crate::plan::{Decoder, LinkMetric, Lowered, Plan, SamplerPlan};
 use crate::progress::Progress;
-use crate::store::{Access, GraphStore, Labels, Role};
+use crate::store::{Access, GraphStore, Labels, LinkSet, Role};
 
 use super::log::{Record, RunDist, StepMs};
 use super::observer::{EpochLoss, Observer, Validation};
 use super::state::{guard_outputs, params_hash, Identity, TrainState};
 use super::TrainError;
 use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
+use crate::infer::link::{link_metrics, no_split, PairScorer};
 use crate::infer::{FullGraph, InferOptions};
 use crate::machine::MemoryLimit;
 use crate::metrics::{Counts, Metrics};
@@ -492,7 +493,13 @@ fn run(
     let lowered = lower_for(plan, store, registry)?;
     let sched = schedule(plan, opts.epochs);
     check_memory(opts, &lowered, &sched)?;
-    let n_train = training_nodes(store)?;
+    let n_train = match &lowered.link {
+        // A link plan's epochs count edges (compile::setup_phase), its loss no nodes; its
+        // evaluation needs the store's split.
+        Some(_) if store.link_split().is_none() => return Err(no_split(store).into()),
+        Some(_) => store.n_nodes().max(1),
+        None => training_nodes(store)?,
+    };
     // Every collective call of the run goes through `sync`, in the order crate::dist::sync
     // documents.
     let mut sync = step_sync(
@@ -540,6 +547,7 @@ fn run(
                 n_train,
                 io_hints: opts.io_hints,
                 threads: runner_threads(runner),
+                link: lowered.link.as_ref().map(|l| l.sampling),
             };
             let mut ph = setup_phase(store, &lowered, &sp, pi, &env)?;
             // Each step being collective, a job steps as often as its largest part wants.
@@ -566,7 +574,7 @@ fn run(
                 // are the run's, issue 55 item 1).
                 e.measure(sync.as_ref(), runner, &state.params, Role::Val)?
                     .map(|val| {
-                        let best = state.record_val(val);
+                        let best = state.record_val(val, |m| selection(m, &lowered));
                         let ms = t.elapsed().as_secs_f64() * 1e3;
                         Validation { val, best, ms }
                     })
@@ -859,6 +867,8 @@ struct Evaluator<'g> {
     /// The store evaluated on.
     on: &'g GraphStore,
     summed: bool,
+    /// A link plan's decoder: its sets are scored on the split's pairs.
+    decoder: Option<Decoder>,
 }
 
 impl<'g> Evaluator<'g> {
@@ -883,7 +893,18 @@ impl<'g> Evaluator<'g> {
             progress: opts.progress,
             ..opts.infer.clone()
         });
-        Ok(Some(Evaluator { graph, on, summed }))
+        let decoder = lowered.link.as_ref().map(|l| l.decoder);
+        if decoder.is_some() && summed {
+            return Err(TrainError::Run(
+                "a link plan trains in one process: distributed link prediction (each part scoring its own pairs) is not built yet".into(),
+            ));
+        }
+        Ok(Some(Evaluator {
+            graph,
+            on,
+            summed,
+            decoder,
+        }))
     }
 
     /// The metrics of `role` under `params`; None when the role has no labelled node
@@ -895,6 +916,20 @@ impl<'g> Evaluator<'g> {
         params: &Params,
         role: Role,
     ) -> Result<Option<Metrics>> {
+        if let Some(decoder) = self.decoder {
+            let set = match role {
+                Role::Val => LinkSet::Val,
+                Role::Test => LinkSet::Test,
+                other => {
+                    return Err(TrainError::Run(format!(
+                    "a link plan is evaluated on the split's val and test edges, not on {other:?}"
+                )))
+                }
+            };
+            let z = self.graph.logits(runner, params)?;
+            let scorer = PairScorer::new(&z, decoder, params)?;
+            return Ok(link_metrics(self.on, &scorer, set)?);
+        }
         let counts = if self.summed {
             let mut flat = self.graph.counts(runner, params, &[role])?[0].flat();
             sync.sum_counts(&mut flat)?;
@@ -926,6 +961,19 @@ fn check_memory(
         crate::compile::memory::check(opts.plan, lowered, &est, limit, &source)?;
     }
     Ok(())
+}
+
+/// The figure that picks the best epoch: a link plan's `[task] metric`, else F1-micro.
+fn selection(m: &Metrics, lowered: &Lowered) -> f64 {
+    match (&lowered.link, &m.link) {
+        (Some(task), Some(l)) => match task.metric {
+            LinkMetric::Mrr => l.mrr,
+            LinkMetric::Auc => l.auc,
+            LinkMetric::Ap => l.ap,
+            LinkMetric::Hits(k) => l.hits(k).unwrap_or(l.mrr),
+        },
+        _ => m.f1_micro,
+    }
 }
 
 /// |V_train|, refused when zero.

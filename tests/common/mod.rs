@@ -36,6 +36,19 @@ pub fn gnn_plans() -> Vec<String> {
         .collect()
 }
 
+/// `base`, with the link targets of the plan at `path` when it is a link plan.
+#[allow(dead_code)]
+pub fn source_for_plan(
+    path: &Path,
+    base: &saintflow::op::MemorySource,
+) -> saintflow::op::MemorySource {
+    let plan = saintflow::plan::Plan::load(path).unwrap();
+    match plan.task.link() {
+        Some(task) => base.clone().with_link(task.sampling),
+        None => base.clone(),
+    }
+}
+
 /// A small planted Kronecker store at `dir/name`.
 pub fn small_store(dir: &Path, name: &str, scale: u32, seed: u64) -> PathBuf {
     let out = dir.join(name);

@@ -198,6 +198,7 @@ fn the_planner_plans_the_user_neighbour_op() {
             Bindings {
                 nodes: store.n_nodes(),
                 entries: store.full().n_entries(),
+                pairs: 0,
             },
             saintflow::machine::cores(),
         ),
@@ -274,6 +275,7 @@ fn a_plan_with_the_user_neighbour_op_trains() {
             Bindings {
                 nodes: store.n_nodes(),
                 entries: store.full().n_entries(),
+                pairs: 0,
             },
             saintflow::machine::cores(),
         ),

@@ -45,6 +45,7 @@ fn swish_registers_and_its_gradient_matches_finite_differences() {
         bindings: Bindings {
             nodes: 3,
             entries: 0,
+            pairs: 0,
         },
     };
     let y = swish.forward(&[&Value::dense(x.clone())], &ctx).unwrap();
@@ -116,6 +117,7 @@ fn cse_keeps_a_user_op_with_other_parameters_on_the_same_input() {
             Bindings {
                 nodes: 10,
                 entries: 40,
+                pairs: 0,
             },
             saintflow::machine::cores(),
         ),

@@ -515,6 +515,7 @@ mod tests {
             bindings: Bindings {
                 nodes: 0,
                 entries: 0,
+                pairs: 0,
             },
         };
         let vals: Vec<Value> = xs.iter().map(|t| Value::dense(t.clone())).collect();

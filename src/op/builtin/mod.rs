@@ -6,6 +6,7 @@ mod aggregate;
 mod arith;
 mod attention;
 mod dropout;
+mod link;
 mod loss;
 mod matmul;
 mod norm;
@@ -19,6 +20,7 @@ pub use aggregate::Extreme;
 pub use arith::{Add, AddN, BroadcastRows, Mul, Scale, Sub, SumRows};
 pub use attention::{Gat, GatScoresBackward, GatVecBackward, GatZBackward, Side};
 pub use dropout::{Dropout, DropoutBackward};
+pub use link::{LinkLoss, LinkLossBackward, LinkLossKind, PairKind, Pairs, PairsBackward};
 pub use loss::{Loss, LossBackward, LossKind};
 pub use matmul::{
     chain_factors, product, product_flops, transpose, ColumnView, Factor, Gemm, MatMul, Sddmm,

@@ -1,0 +1,180 @@
+//! A link plan's evaluation (issue 52): the full-graph node representations z (the plan's
+//! `[output]`, computed as for node classification: in memory or blocked), then the
+//! decoder's score of each stored pair of a set of the store's split, ranked by
+//! [`crate::link::evaluate`] against the split's fixed negatives.
+//!
+//! [`PairScorer`] is the decoder outside the IR: the same arithmetic as the training
+//! step's `pair_dot` / `pair_mul` and products (a test holds the two equal), per pair, in
+//! f32 with an f64 result.
+
+use crate::ir::{Params, Tensor};
+use crate::link::evaluate;
+use crate::metrics::{LinkMetrics, Metrics, LINK_HITS};
+use crate::plan::Decoder;
+use crate::store::{GraphStore, LinkSet, StoreError};
+
+use super::{InferError, Result};
+
+/// A trained decoder over node representations.
+pub struct PairScorer<'a> {
+    z: &'a Tensor,
+    decoder: Decoder,
+    /// DistMult's r, or the MLP's (W1, b1, W2, b2).
+    weights: Vec<&'a Tensor>,
+}
+
+impl<'a> PairScorer<'a> {
+    /// The decoder with its parameters from `params` (names as lowering declares them).
+    pub fn new(z: &'a Tensor, decoder: Decoder, params: &'a Params) -> Result<PairScorer<'a>> {
+        let names: &[&str] = match decoder {
+            Decoder::Dot => &[],
+            Decoder::DistMult => &["decoder.r"],
+            Decoder::Mlp { .. } => &["decoder.W1", "decoder.b1", "decoder.W2", "decoder.b2"],
+        };
+        let weights = names
+            .iter()
+            .map(|n| {
+                params.get(n).ok_or_else(|| {
+                    InferError::Run(format!(
+                        "the {} decoder's parameter `{n}` is missing",
+                        decoder.name()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let d = z.cols;
+        let bad = |what: String| Err(InferError::Run(format!("decoder parameters: {what}")));
+        match (decoder, weights.as_slice()) {
+            (Decoder::DistMult, [r]) if r.rows != d || r.cols != 1 => {
+                return bad(format!("decoder.r is {}×{}, expected {d}×1", r.rows, r.cols))
+            }
+            (Decoder::Mlp { .. }, [w1, b1, w2, b2])
+                if w1.rows != d
+                    || b1.rows != 1
+                    || b1.cols != w1.cols
+                    || w2.rows != w1.cols
+                    || w2.cols != 1
+                    || b2.data.len() != 1 =>
+            {
+                return bad(format!(
+                    "the mlp decoder's shapes W1 {}×{}, b1 {}×{}, W2 {}×{}, b2 {}×{} do not fit representations of width {d}",
+                    w1.rows, w1.cols, b1.rows, b1.cols, w2.rows, w2.cols, b2.rows, b2.cols
+                ))
+            }
+            _ => {}
+        }
+        Ok(PairScorer {
+            z,
+            decoder,
+            weights,
+        })
+    }
+
+    /// The score of pair (u, v); ids checked against the representations' rows.
+    pub fn score(&self, u: u32, v: u32) -> std::result::Result<f64, StoreError> {
+        let d = self.z.cols;
+        let row = |x: u32| {
+            self.z
+                .data
+                .get(x as usize * d..(x as usize + 1) * d)
+                .ok_or_else(|| {
+                    StoreError::argument(format!(
+                        "pair node {x} is outside the {} nodes scored",
+                        self.z.rows
+                    ))
+                })
+        };
+        let (zu, zv) = (row(u)?, row(v)?);
+        Ok(match (self.decoder, self.weights.as_slice()) {
+            (Decoder::Dot, _) => f64::from(zu.iter().zip(zv).map(|(a, b)| a * b).sum::<f32>()),
+            (Decoder::DistMult, [r]) => f64::from(
+                zu.iter()
+                    .zip(zv)
+                    .zip(&r.data)
+                    .map(|((a, b), r)| a * b * r)
+                    .sum::<f32>(),
+            ),
+            (Decoder::Mlp { .. }, [w1, b1, w2, b2]) => {
+                let hidden = w1.cols;
+                let mut h = b1.data.clone();
+                for k in 0..d {
+                    let m = zu[k] * zv[k];
+                    let wk = &w1.data[k * hidden..(k + 1) * hidden];
+                    h.iter_mut().zip(wk).for_each(|(h, w)| *h += m * w);
+                }
+                let s: f32 = h.iter().zip(&w2.data).map(|(h, w)| h.max(0.0) * w).sum();
+                f64::from(s + b2.data[0])
+            }
+            _ => unreachable!("weights checked in new"),
+        })
+    }
+}
+
+/// The figures of `set` of `store`'s split under `scorer`; None when the set holds no
+/// positive. Accuracy and F1 are those of the pairs (positives and negative pairs) classified
+/// at σ(score) > ½.
+pub fn link_metrics(
+    store: &GraphStore,
+    scorer: &PairScorer<'_>,
+    set: LinkSet,
+) -> Result<Option<Metrics>> {
+    let split = store.link_split().ok_or_else(|| no_split(store))?;
+    let edges = split.set(set);
+    if edges.is_empty() {
+        return Ok(None);
+    }
+    let scores = evaluate("decoder", edges, &|u, v| scorer.score(u, v), &LINK_HITS)?;
+    // The pairs' classification at score 0.
+    let (mut tp, mut fp, mut tn, mut fn_) = (0u64, 0u64, 0u64, 0u64);
+    let flat = |f: &[u32], pos: bool, tp: &mut u64, fp: &mut u64, tn: &mut u64, fn_: &mut u64| {
+        for p in f.chunks_exact(2) {
+            let s = scorer.score(p[0], p[1]).unwrap_or(f64::NAN);
+            match (s > 0.0, pos) {
+                (true, true) => *tp += 1,
+                (true, false) => *fp += 1,
+                (false, false) => *tn += 1,
+                (false, true) => *fn_ += 1,
+            }
+        }
+    };
+    flat(edges.positives(), true, &mut tp, &mut fp, &mut tn, &mut fn_);
+    flat(
+        edges.negative_pairs(),
+        false,
+        &mut tp,
+        &mut fp,
+        &mut tn,
+        &mut fn_,
+    );
+    let f1 = |tp: u64, fp: u64, fn_: u64| match 2 * tp + fp + fn_ {
+        0 => 0.0,
+        d => 2.0 * tp as f64 / d as f64,
+    };
+    let (edge, non_edge) = (f1(tp, fp, fn_), f1(tn, fn_, fp));
+    let total = (tp + fp + tn + fn_).max(1) as f64;
+    Ok(Some(Metrics {
+        accuracy: (tp + tn) as f64 / total,
+        f1_micro: edge,
+        f1_macro: (edge + non_edge) / 2.0,
+        link: Some(
+            LinkMetrics {
+                auc: scores.auc,
+                ap: scores.ap,
+                mrr: scores.mrr,
+                negatives: scores.negatives_per_positive as u32,
+                positives: scores.positives as u64,
+                ..LinkMetrics::default()
+            }
+            .with_hits(&scores.hits),
+        ),
+    }))
+}
+
+/// The error of a link plan on a store without a split.
+pub fn no_split(store: &GraphStore) -> InferError {
+    InferError::Run(format!(
+        "{}: a link plan needs the store's link split (held-out validation and test edges with their fixed negatives), and the store has none: make one with `saintflow split-edges {} -o SPLIT.sf --val 0.05 --test 0.1`",
+        store.path().display(),
+        store.path().display()
+    ))
+}
