@@ -20,7 +20,7 @@
 //!
 //! * [`levels`]: the analysis, [`BlockedPlan`] (the forward graph cut into levels at its
 //!   neighbour ops; which values are kept between levels, which float);
-//! * [`plan`]: [`InferOptions`] and [`PassPlan`] (what a pass will keep, where, the buffer
+//! * [`mod@plan`]: [`InferOptions`] and [`PassPlan`] (what a pass will keep, where, the buffer
 //!   X is streamed through, the bytes to read and write; refused when it cannot work);
 //! * `kept`: the N-row matrices kept between levels, in memory or in scratch files;
 //! * `pass`: [`run_blocked`], the pass itself, level by level in blocks of rows;

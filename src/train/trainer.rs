@@ -359,7 +359,7 @@ impl<'a> TrainOptions<'a> {
     }
 
     /// What the memory check compares the estimate with (default: the machine's memory;
-    /// see [`super::memory`]). [`MemoryLimit::Off`] skips it.
+    /// see [`crate::compile::memory`]). [`MemoryLimit::Off`] skips it.
     pub fn memory_limit(mut self, limit: MemoryLimit) -> Self {
         self.memory_limit = limit;
         self

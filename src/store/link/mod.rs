@@ -9,7 +9,7 @@
 //! K tail negatives v′ are distinct and ascending, ≠ u, and {u, v′} is no edge of the input (stored or
 //! held out); the negative pairs (a, b) have a < b, are distinct within their set and are no
 //! edge of the input. `open` checks what costs O(E) (the positives' and pairs' checksums and
-//! ids < N, [`check_cheap`]); `check` checks the rest ([`check_full`]).
+//! ids < N, `check_cheap`); `check` checks the rest (`check_full`).
 
 pub mod split;
 
