@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use saintflow::exec::{run, Interpreter};
-use saintflow::infer::link::PairScorer;
+use saintflow::infer::link::{representations_within, PairScorer, Representations};
 use saintflow::infer::FullGraph;
 use saintflow::ir::{GraphSource, Params};
 use saintflow::op::{MemorySource, Registry};
@@ -201,6 +201,11 @@ fn bridge_probability(store: &GraphStore, exclude: bool, seed: u64, half: u32) -
     let lowered = saintflow::compile::lower_for(&plan, store, &reg).unwrap();
     let graph = FullGraph::new(store, &lowered, std::num::NonZeroUsize::new(1).unwrap()).unwrap();
     let z = graph.logits(&Interpreter, &out.params).unwrap();
+    // The out-of-core path (z written to a scratch file and mapped) holds the same values.
+    let mapped = representations_within(&graph, &Interpreter, &out.params, 0).unwrap();
+    assert!(matches!(mapped, Representations::Mapped(_)));
+    assert_eq!(mapped.values(), &z.data[..]);
+    assert_eq!(mapped.cols(), z.cols);
     let scorer = PairScorer::new(&z, plan.task.link().unwrap().decoder, &out.params).unwrap();
     let s = scorer.score(0, half).unwrap();
     1.0 / (1.0 + (-s).exp())

@@ -15,17 +15,37 @@ use crate::store::{GraphStore, LinkSet, StoreError};
 
 use super::{InferError, Result};
 
-/// A trained decoder over node representations.
+/// A trained decoder over node representations (`rows` × `cols`, row-major: a tensor in
+/// memory or a mapped scratch file).
 pub struct PairScorer<'a> {
-    z: &'a Tensor,
+    z: &'a [f32],
+    rows: usize,
+    cols: usize,
     decoder: Decoder,
     /// DistMult's r, or the MLP's (W1, b1, W2, b2).
     weights: Vec<&'a Tensor>,
 }
 
 impl<'a> PairScorer<'a> {
-    /// The decoder with its parameters from `params` (names as lowering declares them).
+    /// The decoder over `z` with its parameters from `params` (names as lowering declares
+    /// them).
     pub fn new(z: &'a Tensor, decoder: Decoder, params: &'a Params) -> Result<PairScorer<'a>> {
+        Self::over(&z.data, z.cols, decoder, params)
+    }
+
+    /// [`PairScorer::new`] over row-major representations `z` of `cols` columns.
+    pub fn over(
+        z: &'a [f32],
+        cols: usize,
+        decoder: Decoder,
+        params: &'a Params,
+    ) -> Result<PairScorer<'a>> {
+        if cols == 0 || z.len() % cols != 0 {
+            return Err(InferError::Run(format!(
+                "node representations of {} values are not rows of {cols}",
+                z.len()
+            )));
+        }
         let names: &[&str] = match decoder {
             Decoder::Dot => &[],
             Decoder::DistMult => &["decoder.r"],
@@ -42,7 +62,7 @@ impl<'a> PairScorer<'a> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let d = z.cols;
+        let d = cols;
         let bad = |what: String| Err(InferError::Run(format!("decoder parameters: {what}")));
         match (decoder, weights.as_slice()) {
             (Decoder::DistMult, [r]) if r.rows != d || r.cols != 1 => {
@@ -65,6 +85,8 @@ impl<'a> PairScorer<'a> {
         }
         Ok(PairScorer {
             z,
+            rows: z.len() / cols,
+            cols,
             decoder,
             weights,
         })
@@ -72,15 +94,14 @@ impl<'a> PairScorer<'a> {
 
     /// The score of pair (u, v); ids checked against the representations' rows.
     pub fn score(&self, u: u32, v: u32) -> std::result::Result<f64, StoreError> {
-        let d = self.z.cols;
+        let d = self.cols;
         let row = |x: u32| {
             self.z
-                .data
                 .get(x as usize * d..(x as usize + 1) * d)
                 .ok_or_else(|| {
                     StoreError::argument(format!(
                         "pair node {x} is outside the {} nodes scored",
-                        self.z.rows
+                        self.rows
                     ))
                 })
         };
@@ -177,4 +198,74 @@ pub fn no_split(store: &GraphStore) -> InferError {
         store.path().display(),
         store.path().display()
     ))
+}
+
+/// z of every node up to this many bytes is collected in memory; larger, it is written to
+/// a scratch `.npy` in [`super::InferOptions::scratch_dir`] and mapped (its pages the
+/// kernel's to drop: a link plan evaluates out of core like a node plan).
+pub const IN_MEMORY_Z_BYTES: usize = 256 << 20;
+
+/// Every node's representation z, in memory or mapped from a scratch file.
+pub enum Representations {
+    /// Collected in memory.
+    Memory(Tensor),
+    /// Written block by block to a scratch file (already unlinked) and mapped.
+    Mapped(crate::npy::MappedF32),
+}
+
+impl Representations {
+    /// The values, row-major.
+    pub fn values(&self) -> &[f32] {
+        match self {
+            Representations::Memory(t) => &t.data,
+            Representations::Mapped(m) => m.as_slice(),
+        }
+    }
+
+    /// Columns d.
+    pub fn cols(&self) -> usize {
+        match self {
+            Representations::Memory(t) => t.cols,
+            Representations::Mapped(m) => m.cols(),
+        }
+    }
+}
+
+/// z of every node of `graph`'s store (the link plan's `logits`), in memory up to
+/// [`IN_MEMORY_Z_BYTES`], else through a scratch file.
+pub fn representations(
+    graph: &super::FullGraph<'_>,
+    runner: &dyn crate::exec::StepRunner,
+    params: &Params,
+) -> Result<Representations> {
+    representations_within(graph, runner, params, IN_MEMORY_Z_BYTES)
+}
+
+/// [`representations`], in memory up to `in_memory` bytes.
+pub fn representations_within(
+    graph: &super::FullGraph<'_>,
+    runner: &dyn crate::exec::StepRunner,
+    params: &Params,
+    in_memory: usize,
+) -> Result<Representations> {
+    let which = super::Output::Logits;
+    let bytes = graph
+        .store
+        .n_nodes()
+        .saturating_mul(graph.width(which))
+        .saturating_mul(4);
+    if bytes <= in_memory {
+        return Ok(Representations::Memory(graph.logits(runner, params)?));
+    }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = graph
+        .opts
+        .scratch_dir
+        .join(format!(".saintflow-link-z-{}-{n}.npy", std::process::id()));
+    graph.write_output(runner, params, which, &path)?;
+    let mapped = crate::npy::MappedF32::open(&path);
+    // The map keeps the pages; the name goes at once (nothing is left behind on any exit).
+    let _ = std::fs::remove_file(&path);
+    Ok(Representations::Mapped(mapped?))
 }

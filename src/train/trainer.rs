@@ -38,7 +38,7 @@ use super::observer::{EpochLoss, Observer, Validation};
 use super::state::{guard_outputs, params_hash, Identity, TrainState};
 use super::TrainError;
 use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
-use crate::infer::link::{link_metrics, no_split, PairScorer};
+use crate::infer::link::{link_metrics, no_split, representations, PairScorer};
 use crate::infer::{FullGraph, InferOptions};
 use crate::machine::MemoryLimit;
 use crate::metrics::{Counts, Metrics};
@@ -926,8 +926,8 @@ impl<'g> Evaluator<'g> {
                 )))
                 }
             };
-            let z = self.graph.logits(runner, params)?;
-            let scorer = PairScorer::new(&z, decoder, params)?;
+            let z = representations(&self.graph, runner, params)?;
+            let scorer = PairScorer::over(z.values(), z.cols(), decoder, params)?;
             return Ok(link_metrics(self.on, &scorer, set)?);
         }
         let counts = if self.summed {
