@@ -40,7 +40,7 @@ impl<'a> PairScorer<'a> {
         decoder: Decoder,
         params: &'a Params,
     ) -> Result<PairScorer<'a>> {
-        if cols == 0 || z.len() % cols != 0 {
+        if cols == 0 || !z.len().is_multiple_of(cols) {
             return Err(InferError::Run(format!(
                 "node representations of {} values are not rows of {cols}",
                 z.len()
