@@ -433,6 +433,17 @@ fn hostile_pt_files_are_refused_naming_the_file_and_nothing_is_written() {
     );
     refused(&d, "valid.pt", "an object built by os.system");
 
+    // Tuples nested a hundred thousand deep (dropping them would overflow the stack).
+    let d = fresh("deep");
+    let mut p = vec![0x80, 2, b')'];
+    p.extend(std::iter::repeat_n(0x85u8, 100_000));
+    p.push(b'.');
+    write_zip(
+        &d.join("split/time/valid.pt"),
+        &[("archive/data.pkl".to_string(), p)],
+    );
+    refused(&d, "valid.pt", "nested more than 32 deep");
+
     // Tails of the wrong width: 3 rows for 2 positives, and a K unlike valid.pt's.
     let tmp2 = tempfile::tempdir().unwrap();
     let c2 = fixture(tmp2.path(), "citation2");

@@ -124,23 +124,50 @@ enum Value {
     Int(i64),
     Str(String),
     Bytes(Rc<Vec<u8>>),
-    Tuple(Vec<Rc<Value>>),
-    List(Vec<Rc<Value>>),
-    Dict(Vec<(Rc<Value>, Rc<Value>)>),
+    Tuple(Vec<Rc<Value>>, Depth),
+    List(Vec<Rc<Value>>, Depth),
+    Dict(Vec<(Rc<Value>, Rc<Value>)>, Depth),
     Global(String, String),
     /// `func(*args)`, not called.
-    Reduce(Rc<Value>, Rc<Value>),
+    Reduce(Rc<Value>, Rc<Value>, Depth),
     /// `obj.__setstate__(state)`, not called.
-    Build(Rc<Value>, Rc<Value>),
-    PersId(Rc<Value>),
+    Build(Rc<Value>, Rc<Value>, Depth),
+    PersId(Rc<Value>, Depth),
     Mark,
+}
+
+/// A composite value's nesting depth (a scalar's is 0), kept so that it is bounded by
+/// [`MAX_DEPTH`] as values are built: dropping a value recurses through its nesting, and a
+/// hostile pickle of a million nested tuples would overflow the stack there.
+type Depth = u32;
+
+/// The deepest nesting a pickle may build. OGB's files nest 7 deep (dict, numpy array,
+/// its state, the dtype, its arguments).
+const MAX_DEPTH: Depth = 32;
+
+impl Value {
+    fn depth(&self) -> Depth {
+        match self {
+            Value::Tuple(_, d)
+            | Value::List(_, d)
+            | Value::Dict(_, d)
+            | Value::Reduce(_, _, d)
+            | Value::Build(_, _, d)
+            | Value::PersId(_, d) => *d,
+            _ => 0,
+        }
+    }
+}
+
+/// One more than the deepest of `items`.
+fn over<'a>(items: impl IntoIterator<Item = &'a Rc<Value>>) -> Depth {
+    1 + items.into_iter().map(|v| v.depth()).max().unwrap_or(0)
 }
 
 /// The most members a `.pt` archive may list (OGB's hold 4 to 8).
 const MAX_MEMBERS: usize = 1 << 16;
 
-/// The most nesting (tuples in tuples) and the most elements a tuple built from the stack
-/// may have: a shape of more dimensions than this is no array this reader reads.
+/// The most values the stack may hold (a tuple of more is no shape this reader reads).
 const MAX_TUPLE: usize = 1 << 20;
 
 impl PtFile {
@@ -262,7 +289,7 @@ impl PtFile {
             }
         };
         let storage_len = bytes.len() as u64 / elem;
-        if bytes.len() as u64 % elem != 0 {
+        if !(bytes.len() as u64).is_multiple_of(elem) {
             return Err(bad(format!(
                 "data of {} bytes is not a whole number of {}-byte elements",
                 bytes.len(),
@@ -421,9 +448,9 @@ impl<'p> Machine<'p> {
                     self.marks.push(self.stack.len());
                     self.stack.push(Rc::new(Value::Mark));
                 }
-                b'}' => self.push(Value::Dict(Vec::new())),
-                b']' => self.push(Value::List(Vec::new())),
-                b')' => self.push(Value::Tuple(Vec::new())),
+                b'}' => self.push(Value::Dict(Vec::new(), 1)),
+                b']' => self.push(Value::List(Vec::new(), 1)),
+                b')' => self.push(Value::Tuple(Vec::new(), 1)),
                 b'N' => self.push(Value::None),
                 0x88 => self.push(Value::Bool(true)),
                 0x89 => self.push(Value::Bool(false)),
@@ -501,7 +528,8 @@ impl<'p> Machine<'p> {
                 }
                 b't' => {
                     let items = self.pop_mark(pos)?;
-                    self.push(Value::Tuple(items));
+                    let d = over(&items);
+                    self.push(Value::Tuple(items, d));
                 }
                 0x85..=0x87 => {
                     let n = (op - 0x84) as usize;
@@ -509,26 +537,30 @@ impl<'p> Machine<'p> {
                         return Err(self.err(pos, format!("TUPLE{n} on a stack too short")));
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
-                    self.push(Value::Tuple(items));
+                    let d = over(&items);
+                    self.push(Value::Tuple(items, d));
                 }
                 b'R' => {
                     let args = self.pop(pos)?;
                     let func = self.pop(pos)?;
-                    if !matches!(*args, Value::Tuple(_)) {
+                    if !matches!(*args, Value::Tuple(..)) {
                         return Err(self.err(pos, "REDUCE's arguments are not a tuple".into()));
                     }
-                    self.push(Value::Reduce(func, args));
+                    let d = over([&func, &args]);
+                    self.push(Value::Reduce(func, args, d));
                 }
                 b'b' => {
                     // BUILD sets the state of `obj` in place: memo entries that hold it
                     // (numpy reuses a dtype by BINGET) see the built object.
                     let state = self.pop(pos)?;
                     let obj = self.pop(pos)?;
-                    self.replace_top_memo(&obj.clone(), Value::Build(obj, state));
+                    let d = over([&obj, &state]);
+                    self.replace_top_memo(&obj.clone(), Value::Build(obj, state, d));
                 }
                 b'Q' => {
                     let id = self.pop(pos)?;
-                    self.push(Value::PersId(id));
+                    let d = over([&id]);
+                    self.push(Value::PersId(id, d));
                 }
                 b's' | b'u' => {
                     let items = if op == b's' {
@@ -542,14 +574,15 @@ impl<'p> Machine<'p> {
                         return Err(self.err(pos, "SETITEMS with an odd number of values".into()));
                     }
                     let d = self.pop(pos)?;
-                    let Value::Dict(entries) = &*d else {
+                    let Value::Dict(entries, depth) = &*d else {
                         return Err(self.err(pos, "SETITEM(S) on a value that is not a dict".into()));
                     };
+                    let depth = (*depth).max(over(&items));
                     let mut entries: Vec<_> = entries.clone();
                     for kv in items.chunks_exact(2) {
                         entries.push((kv[0].clone(), kv[1].clone()));
                     }
-                    self.replace_top_memo(&d, Value::Dict(entries));
+                    self.replace_top_memo(&d, Value::Dict(entries, depth));
                 }
                 b'a' | b'e' => {
                     let items = if op == b'a' {
@@ -558,12 +591,13 @@ impl<'p> Machine<'p> {
                         self.pop_mark(pos)?
                     };
                     let l = self.pop(pos)?;
-                    let Value::List(old) = &*l else {
+                    let Value::List(old, depth) = &*l else {
                         return Err(self.err(pos, "APPEND(S) on a value that is not a list".into()));
                     };
+                    let depth = (*depth).max(over(&items));
                     let mut all = old.clone();
                     all.extend(items);
-                    self.replace_top_memo(&l, Value::List(all));
+                    self.replace_top_memo(&l, Value::List(all, depth));
                 }
                 _ => {
                     return Err(self.err(
@@ -577,6 +611,12 @@ impl<'p> Machine<'p> {
             }
             if self.stack.len() > MAX_TUPLE {
                 return Err(self.err(pos, format!("more than {MAX_TUPLE} values on the stack")));
+            }
+            if self.stack.last().is_some_and(|v| v.depth() > MAX_DEPTH) {
+                return Err(self.err(
+                    pos,
+                    format!("values nested more than {MAX_DEPTH} deep, expected a dict of arrays"),
+                ));
             }
         }
     }
@@ -707,7 +747,7 @@ fn as_str(v: &Value) -> Option<&str> {
 
 fn as_tuple(v: &Value) -> Option<&[Rc<Value>]> {
     match v {
-        Value::Tuple(t) => Some(t),
+        Value::Tuple(t, _) => Some(t),
         _ => None,
     }
 }
@@ -724,7 +764,7 @@ fn dims(v: &Value) -> Option<Vec<u64>> {
 fn bytes_of(v: &Value) -> Option<Rc<Vec<u8>>> {
     match v {
         Value::Bytes(b) => Some(b.clone()),
-        Value::Reduce(f, args) if global_is(f, "_codecs", "encode") => {
+        Value::Reduce(f, args, _) if global_is(f, "_codecs", "encode") => {
             let a = as_tuple(args)?;
             let [s, enc] = a else { return None };
             if as_str(enc)? != "latin1" {
@@ -743,7 +783,7 @@ fn bytes_of(v: &Value) -> Option<Rc<Vec<u8>>> {
 
 /// The dict at the root, its values described.
 fn describe(path: &Path, root: &Value) -> Result<Vec<(String, PtArray)>, StoreError> {
-    let Value::Dict(items) = root else {
+    let Value::Dict(items, _) = root else {
         return Err(StoreError::input(
             path,
             format!(
@@ -776,13 +816,13 @@ fn kind(v: &Value) -> &'static str {
         Value::Int(_) => "int",
         Value::Str(_) => "str",
         Value::Bytes(_) => "bytes",
-        Value::Tuple(_) => "tuple",
-        Value::List(_) => "list",
-        Value::Dict(_) => "dict",
+        Value::Tuple(..) => "tuple",
+        Value::List(..) => "list",
+        Value::Dict(..) => "dict",
         Value::Global(..) => "global",
         Value::Reduce(..) => "reduced object",
         Value::Build(..) => "built object",
-        Value::PersId(_) => "persistent id",
+        Value::PersId(..) => "persistent id",
         Value::Mark => "mark",
     }
 }
@@ -790,11 +830,11 @@ fn kind(v: &Value) -> &'static str {
 /// A tensor or a numpy array.
 fn array(v: &Value) -> Result<PtArray, String> {
     match v {
-        Value::Reduce(f, args) if global_is(f, "torch._utils", "_rebuild_tensor_v2") => {
+        Value::Reduce(f, args, _) if global_is(f, "torch._utils", "_rebuild_tensor_v2") => {
             tensor(as_tuple(args).expect("REDUCE checks its tuple"))
         }
-        Value::Build(obj, state) => numpy(obj, state),
-        Value::Reduce(f, _) => match &**f {
+        Value::Build(obj, state, _) => numpy(obj, state),
+        Value::Reduce(f, _, _) => match &**f {
             Value::Global(m, n) => Err(format!(
                 "an object built by {m}.{n}, expected a tensor (torch._utils._rebuild_tensor_v2) or a numpy array"
             )),
@@ -816,7 +856,7 @@ fn tensor(args: &[Rc<Value>]) -> Result<PtArray, String> {
             args.len()
         ));
     }
-    let Value::PersId(id) = &*args[0] else {
+    let Value::PersId(id, _) = &*args[0] else {
         return Err("a tensor whose storage is not a persistent id".into());
     };
     let id = as_tuple(id).ok_or("a storage id that is not a tuple")?;
@@ -885,7 +925,7 @@ fn tensor(args: &[Rc<Value>]) -> Result<PtArray, String> {
 /// `_reconstruct(ndarray, (0,), b'b')` then BUILD with `(1, shape, dtype, fortran, data)`.
 fn numpy(obj: &Value, state: &Value) -> Result<PtArray, String> {
     let ok_ctor = match obj {
-        Value::Reduce(f, args) => {
+        Value::Reduce(f, args, _) => {
             (global_is(f, "numpy.core.multiarray", "_reconstruct")
                 || global_is(f, "numpy._core.multiarray", "_reconstruct"))
                 && as_tuple(args)
@@ -940,10 +980,10 @@ fn numpy(obj: &Value, state: &Value) -> Result<PtArray, String> {
 
 /// `dtype('i8', False, True)` then BUILD with `(3, '<', ...)`: little-endian int64/int32.
 fn numpy_dtype(v: &Value) -> Result<PtDtype, String> {
-    let Value::Build(obj, state) = v else {
+    let Value::Build(obj, state, _) = v else {
         return Err("a numpy dtype that is not a built numpy.dtype".into());
     };
-    let Value::Reduce(f, args) = &**obj else {
+    let Value::Reduce(f, args, _) = &**obj else {
         return Err("a numpy dtype that is not numpy.dtype(...)".into());
     };
     if !global_is(f, "numpy", "dtype") {
