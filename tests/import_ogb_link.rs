@@ -512,3 +512,98 @@ fn the_command_refuses_a_missing_split_file_with_exit_1() {
     let e = err_text(import(&tmp.path().join("nope"), &tmp.path().join("y.sf")));
     assert!(e.contains("not a directory"), "{e}");
 }
+
+// ---------------------------------------------------------------- a given split's checks
+
+/// Rewrites link section `id` of `store` with `f` and reseals its checksum (and the
+/// header's record with `meta`), so that only the content's damage remains.
+fn damage(
+    store: &Path,
+    id: saintflow::store::format::LinkSectionId,
+    f: impl Fn(&mut Vec<u32>),
+    meta: impl Fn(&mut saintflow::store::format::LinkMeta),
+) {
+    use saintflow::store::format::{decode_header, encode_header, HEADER_FILE};
+    let p = store.join(id.file_name());
+    let mut v: Vec<u32> = std::fs::read(&p)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    f(&mut v);
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(&p, &bytes).unwrap();
+    let hp = store.join(HEADER_FILE);
+    let mut h = decode_header(&std::fs::read(&hp).unwrap(), &hp).unwrap();
+    let link = h.link.as_mut().unwrap();
+    link.sections[id.index()].xxh3 = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
+    meta(link);
+    std::fs::write(&hp, encode_header(&h)).unwrap();
+}
+
+#[test]
+fn check_holds_a_given_split_to_its_rules() {
+    use saintflow::store::format::LinkSectionId as L;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("c2.sf");
+    import(&data("citation2"), &base).unwrap();
+    let copy = |name: &str| {
+        let d = tmp.path().join(name);
+        common::copy_store(&base, &d);
+        d
+    };
+    let check_err = |s: &Path| err_text(check(&GraphStore::open(s).unwrap()));
+
+    // The range of its tails.
+    let s = copy("tail");
+    damage(&s, L::TestNeg, |v| v[4] = 8, |_| {});
+    let e = check_err(&s);
+    assert!(
+        e.contains("link.test.neg") && e.contains("(4, 8) is out of range"),
+        "{e}"
+    );
+
+    // Its positives as any split's: not in the graph.
+    let s = copy("pos");
+    damage(&s, L::ValPos, |v| v[..2].copy_from_slice(&[0, 1]), |_| {});
+    let e = check_err(&s);
+    assert!(
+        e.contains("positive 0 (0, 1) is in the stored graph"),
+        "{e}"
+    );
+
+    // Without `given`, its tails (as OGB gave them) break a drawn split's rules.
+    let s = copy("not_given");
+    damage(&s, L::TestNeg, |_| {}, |l| l.given = false);
+    let e = check_err(&s);
+    assert!(
+        e.contains("link.test.neg") && e.contains("is a stored edge"),
+        "{e}"
+    );
+
+    // K = 0 only in a given split; a pair count that does not match its section.
+    let tmp2 = tempfile::tempdir().unwrap();
+    let collab = tmp2.path().join("collab.sf");
+    import(&data("collab"), &collab).unwrap();
+    let s = tmp2.path().join("k0");
+    common::copy_store(&collab, &s);
+    damage(&s, L::TestNeg, |_| {}, |l| l.given = false);
+    assert!(err_text(GraphStore::open(&s)).contains("only a given split may lack tail negatives"));
+    let s = tmp2.path().join("pairs");
+    common::copy_store(&collab, &s);
+    damage(&s, L::TestNegPairs, |_| {}, |l| l.test_negpairs = Some(3));
+    let e = err_text(GraphStore::open(&s));
+    assert!(
+        e.contains("link.test.negpairs: expected 6 × U32, got 8"),
+        "{e}"
+    );
+    // Pairs stay oriented a ≤ b, checked at open.
+    let s = tmp2.path().join("order");
+    common::copy_store(&collab, &s);
+    damage(&s, L::TestNegPairs, |v| v.swap(0, 1), |_| {});
+    let e = err_text(GraphStore::open(&s));
+    assert!(
+        e.contains("pair 0 (5, 0): expected the smaller id first"),
+        "{e}"
+    );
+}
