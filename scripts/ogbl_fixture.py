@@ -8,6 +8,10 @@
     tests/data/ogbl/citation2/  ogbl-citation2's layout: split/time/*.pt holding numpy
                                 arrays (as OGB's DatasetSaver writes them) `source_node`,
                                 `target_node`, `target_node_neg`
+    tests/data/ogbl/pt/         single .pt files of the reader's other paths: a numpy array
+                                long enough to stay in the pickle (latin-1 text with bytes
+                                above 0x7f), pickle protocol 3 (BINBYTES), a transposed
+                                (strided) tensor, a view at an offset, int32
 
 The .pt files are written by real torch.save (the bytes the Rust reader must accept), and
 each is loaded back by torch.load to check it. The files are checked in, so `cargo test`
@@ -92,8 +96,24 @@ def citation2(root):
           "target_node_neg": a([[5, 7, 6], [1, 3, 0]])}, f"{split}/test.pt")
 
 
+def pt_cases(root):
+    """Each holds key `a`; tests/import_ogb_link.rs knows the values."""
+    big = (np.arange(700, dtype=np.int64) * 977) % 70001  # 5,600 bytes, many above 0x7f
+    save({"a": big}, f"{root}/numpy_big.pt")
+    os.makedirs(root, exist_ok=True)
+    torch.save({"a": np.arange(10, dtype=np.int64), "b": torch.arange(4)}, f"{root}/proto3.pt",
+               pickle_protocol=3)
+    assert (torch.load(f"{root}/proto3.pt", weights_only=False)["a"] == np.arange(10)).all()
+    t = torch.arange(6, dtype=torch.int64).reshape(2, 3).t()  # (3, 2), stride (1, 3)
+    assert t.stride() == (1, 3)
+    save({"a": t}, f"{root}/strided.pt")
+    save({"a": torch.arange(10, dtype=torch.int64)[3:7]}, f"{root}/offset.pt")
+    save({"a": torch.tensor([-1, 0, 2**31 - 1], dtype=torch.int32)}, f"{root}/int32.pt")
+
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/ogbl"
     collab(f"{out}/collab")
     citation2(f"{out}/citation2")
+    pt_cases(f"{out}/pt")
     print(f"wrote {out}/collab and {out}/citation2 with torch {torch.__version__}")

@@ -607,3 +607,31 @@ fn check_holds_a_given_split_to_its_rules() {
         "{e}"
     );
 }
+
+#[test]
+fn the_readers_other_paths_read_what_torch_wrote() {
+    use saintflow::store::import::torch_pt::{PtDtype, PtFile};
+    let read = |name: &str| {
+        let mut pt = PtFile::open(&data("pt").join(name)).unwrap();
+        let a = pt.get("a").unwrap().clone();
+        (a.dtype, a.shape.clone(), pt.ints("a").unwrap())
+    };
+    // A numpy array long enough to stay in the pickle as latin-1 text (bytes ≥ 0x80 are two
+    // UTF-8 bytes there).
+    let (t, shape, v) = read("numpy_big.pt");
+    assert_eq!((t, shape), (PtDtype::I64, vec![700]));
+    assert!(v
+        .iter()
+        .enumerate()
+        .all(|(i, &x)| x == (i as i64 * 977) % 70001));
+    // Pickle protocol 3: numpy's bytes as BINBYTES; a tensor beside it.
+    let mut pt = PtFile::open(&data("pt").join("proto3.pt")).unwrap();
+    assert_eq!(pt.ints("a").unwrap(), (0..10).collect::<Vec<i64>>());
+    assert_eq!(pt.ints("b").unwrap(), [0, 1, 2, 3]);
+    // A transposed view: (3, 2) with stride (1, 3) over 0..6, read in C order.
+    assert_eq!(read("strided.pt").2, [0, 3, 1, 4, 2, 5]);
+    // A view at offset 3 of a storage of 10.
+    assert_eq!(read("offset.pt").2, [3, 4, 5, 6]);
+    let (t, _, v) = read("int32.pt");
+    assert_eq!((t, v), (PtDtype::I32, vec![-1, 0, i64::from(i32::MAX)]));
+}

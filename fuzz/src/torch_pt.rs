@@ -24,7 +24,7 @@ pub fn torch_pt(data: &[u8]) {
 }
 
 /// The seeds: the `.pt` files of `tests/data/ogbl/` (written by real `torch.save`: torch
-/// tensors in collab's, numpy arrays in citation2's).
+/// tensors in collab's, numpy arrays in citation2's, the reader's other paths in `pt/`).
 pub fn seeds(repo: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for d in ["collab", "citation2"] {
@@ -35,6 +35,13 @@ pub fn seeds(repo: &std::path::Path) -> Vec<(String, Vec<u8>)> {
                 std::fs::read(&p).expect("tests/data/ogbl fixture"),
             ));
         }
+    }
+    for f in ["numpy_big", "proto3", "strided", "offset", "int32"] {
+        let p = repo.join(format!("tests/data/ogbl/pt/{f}.pt"));
+        out.push((
+            f.to_string(),
+            std::fs::read(&p).expect("tests/data/ogbl/pt fixture"),
+        ));
     }
     out
 }

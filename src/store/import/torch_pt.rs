@@ -78,7 +78,70 @@ enum Data {
     /// A storage member of the archive: `<prefix>/data/<key>`, `numel` elements.
     Storage { key: String, numel: u64 },
     /// Inline bytes of a numpy array, C order.
-    Inline(Rc<Vec<u8>>),
+    Inline(Inline),
+}
+
+/// Where a numpy array's bytes are in the pickle: they are never copied out of it (a
+/// split of 10⁸ ids would otherwise be held two or three times).
+#[derive(Debug, Clone)]
+enum Inline {
+    /// Decoded from a short string (copied: it is small).
+    Owned(Rc<Vec<u8>>),
+    /// BINBYTES (protocol 3+): the bytes as they are in the pickle.
+    Raw { start: usize, len: usize },
+    /// A BINUNICODE of characters ≤ U+00FF (protocol 2's `_codecs.encode(s, 'latin1')`):
+    /// UTF-8 in the pickle, each character one byte once decoded; `bytes` decoded.
+    Latin1 {
+        start: usize,
+        len: usize,
+        bytes: u64,
+    },
+}
+
+impl Inline {
+    /// Bytes once decoded.
+    fn len(&self) -> u64 {
+        match self {
+            Inline::Owned(b) => b.len() as u64,
+            Inline::Raw { len, .. } => *len as u64,
+            Inline::Latin1 { bytes, .. } => *bytes,
+        }
+    }
+
+    /// The decoded bytes, in order.
+    fn bytes<'a>(&'a self, pickle: &'a [u8]) -> Box<dyn Iterator<Item = u8> + 'a> {
+        match self {
+            Inline::Owned(b) => Box::new(b.iter().copied()),
+            Inline::Raw { start, len } => Box::new(pickle[*start..start + len].iter().copied()),
+            Inline::Latin1 { start, len, .. } => {
+                let mut it = pickle[*start..start + len].iter().copied();
+                // Vetted by `latin1_len`: ASCII, or 0xC2 / 0xC3 and a continuation byte.
+                Box::new(std::iter::from_fn(move || {
+                    let b = it.next()?;
+                    Some(match b {
+                        0xC2 => it.next()? & 0x3F | 0x80,
+                        0xC3 => it.next()? & 0x3F | 0xC0,
+                        b => b,
+                    })
+                }))
+            }
+        }
+    }
+}
+
+/// The decoded length of UTF-8 text whose characters are all ≤ U+00FF, or None.
+fn latin1_len(utf8: &[u8]) -> Option<u64> {
+    let mut n = 0u64;
+    let mut i = 0;
+    while i < utf8.len() {
+        match utf8[i] {
+            0x00..=0x7F => i += 1,
+            0xC2 | 0xC3 => i += 2,
+            _ => return None,
+        }
+        n += 1;
+    }
+    (i == utf8.len()).then_some(n)
 }
 
 /// One array of the dict, described; its elements are read by [`PtFile::ints`].
@@ -112,6 +175,8 @@ pub struct PtFile {
     path: PathBuf,
     zip: ZipArchive<BufReader<File>>,
     prefix: String,
+    /// `data.pkl`, which numpy arrays' bytes stay in.
+    pickle: Vec<u8>,
     /// The dict's entries.
     pub entries: Vec<(String, PtArray)>,
 }
@@ -123,7 +188,12 @@ enum Value {
     Bool(bool),
     Int(i64),
     Str(String),
-    Bytes(Rc<Vec<u8>>),
+    /// A long string (`text`, UTF-8 checked) or bytes, left in the pickle at `start`.
+    Blob {
+        start: usize,
+        len: usize,
+        text: bool,
+    },
     Tuple(Vec<Rc<Value>>, Depth),
     List(Vec<Rc<Value>>, Depth),
     Dict(Vec<(Rc<Value>, Rc<Value>)>, Depth),
@@ -166,6 +236,9 @@ fn over<'a>(items: impl IntoIterator<Item = &'a Rc<Value>>) -> Depth {
 
 /// The most members a `.pt` archive may list (OGB's hold 4 to 8).
 const MAX_MEMBERS: usize = 1 << 16;
+
+/// Strings longer than this stay in the pickle ([`Value::Blob`]): names and keys are short.
+const MAX_NAME: usize = 4096;
 
 /// The most values the stack may hold (a tuple of more is no shape this reader reads).
 const MAX_TUPLE: usize = 1 << 20;
@@ -225,11 +298,12 @@ impl PtFile {
         }
         let pickle = read_member(&mut zip, path, &format!("{prefix}data.pkl"), file_len)?;
         let root = Machine::new(path).run(&pickle)?;
-        let entries = describe(path, &root)?;
+        let entries = describe(path, &root, &pickle)?;
         Ok(PtFile {
             path: path.to_path_buf(),
             zip,
             prefix,
+            pickle,
             entries,
         })
     }
@@ -249,9 +323,38 @@ impl PtFile {
         &self.path
     }
 
-    /// The elements of array `key` in C order as i64: an integer dtype is required, every
-    /// element the view reaches must lie in its storage, and the result must fit in memory.
+    /// The elements of array `key` in C order as i64 (see [`for_each_int`](Self::for_each_int)),
+    /// held: checked against memory first.
     pub fn ints(&mut self, key: &str) -> Result<Vec<i64>, StoreError> {
+        let n = self.get(key).map_or(0, PtArray::len);
+        limits::check_memory(
+            &self.path,
+            &format!("key {key:?}: {n} elements"),
+            u128::from(n) * 8,
+        )?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(n as usize).map_err(|_| {
+            StoreError::input(
+                &self.path,
+                format!("key {key:?}: cannot allocate {n} elements"),
+            )
+        })?;
+        self.for_each_int(key, |_, x| {
+            out.push(x);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `each(i, x)` for the elements of array `key` in C order, as i64: an integer
+    /// dtype is required and every element the view reaches must lie in its storage. A
+    /// contiguous tensor streams from its member (O(1) memory, its CRC checked at the end);
+    /// a strided one reads its storage whole; a numpy array's bytes are decoded in place.
+    pub fn for_each_int(
+        &mut self,
+        key: &str,
+        mut each: impl FnMut(u64, i64) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let path = self.path.clone();
         let bad = |what: String| StoreError::input(&path, format!("key {key:?}: {what}"));
         let a = self.get(key).ok_or_else(|| bad("absent".into()))?.clone();
@@ -262,40 +365,18 @@ impl PtFile {
         }
         let elem = a.dtype.size();
         let n = a.len();
-        limits::check_memory(
-            &path,
-            &format!("key {key:?}: {n} elements"),
-            u128::from(n) * 16,
-        )?;
-        let bytes: Rc<Vec<u8>> = match &a.data {
-            Data::Inline(b) => b.clone(),
-            Data::Storage { key: skey, numel } => {
-                let name = format!("{}data/{skey}", self.prefix);
-                let file_len = std::fs::metadata(&path)
-                    .map_err(|e| StoreError::io(&path, "stat", e))?
-                    .len();
-                let want = numel.saturating_mul(elem);
-                let declared = self
-                    .zip
-                    .by_name(&name)
-                    .map_err(|e| bad(format!("storage member {name:?}: {e}")))?
-                    .size();
-                if declared != want {
+        let storage_len = match &a.data {
+            Data::Inline(b) => {
+                if !b.len().is_multiple_of(elem) {
                     return Err(bad(format!(
-                        "storage {name:?} holds {declared} bytes, expected {numel} elements × {elem} bytes = {want}"
+                        "data of {} bytes is not a whole number of {elem}-byte elements",
+                        b.len()
                     )));
                 }
-                Rc::new(read_member(&mut self.zip, &path, &name, file_len)?)
+                b.len() / elem
             }
+            Data::Storage { numel, .. } => *numel,
         };
-        let storage_len = bytes.len() as u64 / elem;
-        if !(bytes.len() as u64).is_multiple_of(elem) {
-            return Err(bad(format!(
-                "data of {} bytes is not a whole number of {}-byte elements",
-                bytes.len(),
-                elem
-            )));
-        }
         if n > 0 {
             // The furthest element the view reaches.
             let mut last = a.offset as u128;
@@ -309,39 +390,107 @@ impl PtFile {
                 )));
             }
         }
-        let at = |i: u64| -> i64 {
-            let i = i as usize;
+        let value = |b: &[u8]| -> i64 {
             match a.dtype {
-                PtDtype::I64 => i64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap()),
-                PtDtype::I32 => i64::from(i32::from_le_bytes(
-                    bytes[4 * i..4 * i + 4].try_into().unwrap(),
-                )),
+                PtDtype::I64 => i64::from_le_bytes(b.try_into().expect("8 bytes")),
+                PtDtype::I32 => i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes"))),
                 PtDtype::Other(_) => unreachable!("refused above"),
             }
         };
-        let mut out = limits::filled(&path, &format!("key {key:?}"), n, 0i64)?;
         let contiguous = is_c_contiguous(&a.shape, &a.stride);
-        if contiguous {
-            for (j, x) in out.iter_mut().enumerate() {
-                *x = at(a.offset + j as u64);
-            }
-        } else {
-            // A strided view (a transpose saved as such): walk the index in C order.
-            let mut idx = vec![0u64; a.shape.len()];
-            for x in out.iter_mut() {
-                let off: u64 =
-                    a.offset + idx.iter().zip(&a.stride).map(|(i, s)| i * s).sum::<u64>();
-                *x = at(off);
-                for d in (0..idx.len()).rev() {
-                    idx[d] += 1;
-                    if idx[d] < a.shape[d] {
-                        break;
+        match &a.data {
+            Data::Inline(src) => {
+                // numpy arrays are C order from offset 0 (`numpy` builds them so).
+                let mut bytes = src.bytes(&self.pickle);
+                let mut buf = [0u8; 8];
+                for i in 0..n {
+                    for b in buf.iter_mut().take(elem as usize) {
+                        *b = bytes
+                            .next()
+                            .ok_or_else(|| bad("data shorter than its shape".into()))?;
                     }
-                    idx[d] = 0;
+                    each(i, value(&buf[..elem as usize]))?;
+                }
+                Ok(())
+            }
+            Data::Storage { key: skey, numel } => {
+                let name = format!("{}data/{skey}", self.prefix);
+                let file_len = std::fs::metadata(&path)
+                    .map_err(|e| StoreError::io(&path, "stat", e))?
+                    .len();
+                let want = numel.saturating_mul(elem);
+                let mut member = self
+                    .zip
+                    .by_name(&name)
+                    .map_err(|e| bad(format!("storage member {name:?}: {e}")))?;
+                let declared = member.size();
+                if declared != want {
+                    return Err(bad(format!(
+                        "storage {name:?} holds {declared} bytes, expected {numel} elements × {elem} bytes = {want}"
+                    )));
+                }
+                if member.compression() != CompressionMethod::Stored {
+                    return Err(bad(format!(
+                        "storage {name:?} compressed ({:?}), expected stored as torch.save writes",
+                        member.compression()
+                    )));
+                }
+                if declared > file_len {
+                    return Err(bad(format!(
+                        "storage {name:?} declares {declared} bytes, more than the file's {file_len}"
+                    )));
+                }
+                let read_err = |e: std::io::Error| {
+                    bad(format!(
+                        "storage {name:?}: cannot read (truncated or damaged?): {e}"
+                    ))
+                };
+                if contiguous {
+                    std::io::copy(
+                        &mut (&mut member).take(a.offset * elem),
+                        &mut std::io::sink(),
+                    )
+                    .map_err(read_err)?;
+                    let mut chunk = vec![0u8; (1 << 20) - (1 << 20) % elem as usize];
+                    let mut i = 0u64;
+                    while i < n {
+                        let k = ((n - i) * elem).min(chunk.len() as u64) as usize;
+                        member.read_exact(&mut chunk[..k]).map_err(read_err)?;
+                        for c in chunk[..k].chunks_exact(elem as usize) {
+                            each(i, value(c))?;
+                            i += 1;
+                        }
+                    }
+                    // The rest, so that the member's CRC is checked.
+                    std::io::copy(&mut member, &mut std::io::sink()).map_err(read_err)?;
+                    Ok(())
+                } else {
+                    drop(member);
+                    limits::check_memory(
+                        &path,
+                        &format!("storage {name:?}"),
+                        u128::from(declared),
+                    )?;
+                    let bytes = read_member(&mut self.zip, &path, &name, file_len)?;
+                    // A strided view (a transpose saved as such): walk the index in C order.
+                    let mut idx = vec![0u64; a.shape.len()];
+                    for i in 0..n {
+                        let off =
+                            a.offset + idx.iter().zip(&a.stride).map(|(i, s)| i * s).sum::<u64>();
+                        let at = (off * elem) as usize;
+                        each(i, value(&bytes[at..at + elem as usize]))?;
+                        for d in (0..idx.len()).rev() {
+                            idx[d] += 1;
+                            if idx[d] < a.shape[d] {
+                                break;
+                            }
+                            idx[d] = 0;
+                        }
+                    }
+                    Ok(())
                 }
             }
         }
-        Ok(out)
     }
 }
 
@@ -484,10 +633,16 @@ impl<'p> Machine<'p> {
                 }
                 b'X' => {
                     let n = u32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap()) as usize;
+                    let start = at;
                     let b = take(&mut at, n)?;
                     let s = std::str::from_utf8(b)
                         .map_err(|_| self.err(pos, "BINUNICODE is not UTF-8".into()))?;
-                    self.push(Value::Str(s.to_string()));
+                    if n <= MAX_NAME {
+                        self.push(Value::Str(s.to_string()));
+                    } else {
+                        // A numpy array's bytes (protocol 2): left in the pickle.
+                        self.push(Value::Blob { start, len: n, text: true });
+                    }
                 }
                 b'C' | b'B' => {
                     // SHORT_BINBYTES, BINBYTES (protocol 3+)
@@ -496,8 +651,9 @@ impl<'p> Machine<'p> {
                     } else {
                         u32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap()) as usize
                     };
-                    let b = take(&mut at, n)?;
-                    self.push(Value::Bytes(Rc::new(b.to_vec())));
+                    let start = at;
+                    take(&mut at, n)?;
+                    self.push(Value::Blob { start, len: n, text: false });
                 }
                 b'c' => {
                     let module = self.line(p, &mut at, pos)?;
@@ -761,28 +917,52 @@ fn dims(v: &Value) -> Option<Vec<u64>> {
 }
 
 /// Bytes pickled at protocol 2 (`_codecs.encode(str, 'latin1')`) or 3+ (BINBYTES).
-fn bytes_of(v: &Value) -> Option<Rc<Vec<u8>>> {
+fn bytes_of(v: &Value, pickle: &[u8]) -> Option<Inline> {
     match v {
-        Value::Bytes(b) => Some(b.clone()),
+        Value::Blob {
+            start,
+            len,
+            text: false,
+        } => Some(Inline::Raw {
+            start: *start,
+            len: *len,
+        }),
         Value::Reduce(f, args, _) if global_is(f, "_codecs", "encode") => {
             let a = as_tuple(args)?;
             let [s, enc] = a else { return None };
             if as_str(enc)? != "latin1" {
                 return None;
             }
-            let s = as_str(s)?;
-            let mut out = Vec::with_capacity(s.len());
-            for c in s.chars() {
-                out.push(u8::try_from(u32::from(c)).ok()?);
+            match &**s {
+                Value::Str(s) => {
+                    let mut out = Vec::with_capacity(s.len());
+                    for c in s.chars() {
+                        out.push(u8::try_from(u32::from(c)).ok()?);
+                    }
+                    Some(Inline::Owned(Rc::new(out)))
+                }
+                Value::Blob {
+                    start,
+                    len,
+                    text: true,
+                } => Some(Inline::Latin1 {
+                    start: *start,
+                    len: *len,
+                    bytes: latin1_len(&pickle[*start..start + len])?,
+                }),
+                _ => None,
             }
-            Some(Rc::new(out))
         }
         _ => None,
     }
 }
 
 /// The dict at the root, its values described.
-fn describe(path: &Path, root: &Value) -> Result<Vec<(String, PtArray)>, StoreError> {
+fn describe(
+    path: &Path,
+    root: &Value,
+    pickle: &[u8],
+) -> Result<Vec<(String, PtArray)>, StoreError> {
     let Value::Dict(items, _) = root else {
         return Err(StoreError::input(
             path,
@@ -800,7 +980,8 @@ fn describe(path: &Path, root: &Value) -> Result<Vec<(String, PtArray)>, StoreEr
                 format!("a dict key is a {}, expected a string", kind(k)),
             )
         })?;
-        let a = array(v).map_err(|what| StoreError::input(path, format!("key {key:?}: {what}")))?;
+        let a = array(v, pickle)
+            .map_err(|what| StoreError::input(path, format!("key {key:?}: {what}")))?;
         if out.iter().any(|(k, _)| k == key) {
             return Err(StoreError::input(path, format!("key {key:?} twice")));
         }
@@ -815,7 +996,8 @@ fn kind(v: &Value) -> &'static str {
         Value::Bool(_) => "bool",
         Value::Int(_) => "int",
         Value::Str(_) => "str",
-        Value::Bytes(_) => "bytes",
+        Value::Blob { text: true, .. } => "str",
+        Value::Blob { text: false, .. } => "bytes",
         Value::Tuple(..) => "tuple",
         Value::List(..) => "list",
         Value::Dict(..) => "dict",
@@ -828,12 +1010,12 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// A tensor or a numpy array.
-fn array(v: &Value) -> Result<PtArray, String> {
+fn array(v: &Value, pickle: &[u8]) -> Result<PtArray, String> {
     match v {
         Value::Reduce(f, args, _) if global_is(f, "torch._utils", "_rebuild_tensor_v2") => {
             tensor(as_tuple(args).expect("REDUCE checks its tuple"))
         }
-        Value::Build(obj, state, _) => numpy(obj, state),
+        Value::Build(obj, state, _) => numpy(obj, state, pickle),
         Value::Reduce(f, _, _) => match &**f {
             Value::Global(m, n) => Err(format!(
                 "an object built by {m}.{n}, expected a tensor (torch._utils._rebuild_tensor_v2) or a numpy array"
@@ -923,7 +1105,7 @@ fn tensor(args: &[Rc<Value>]) -> Result<PtArray, String> {
 }
 
 /// `_reconstruct(ndarray, (0,), b'b')` then BUILD with `(1, shape, dtype, fortran, data)`.
-fn numpy(obj: &Value, state: &Value) -> Result<PtArray, String> {
+fn numpy(obj: &Value, state: &Value, pickle: &[u8]) -> Result<PtArray, String> {
     let ok_ctor = match obj {
         Value::Reduce(f, args, _) => {
             (global_is(f, "numpy.core.multiarray", "_reconstruct")
@@ -956,8 +1138,8 @@ fn numpy(obj: &Value, state: &Value) -> Result<PtArray, String> {
         return Err("a Fortran-order numpy array, expected C order".into());
     }
     let dtype = numpy_dtype(dtype)?;
-    let data = bytes_of(data).ok_or("a numpy array whose data is not bytes")?;
-    if dtype.size() > 0 && data.len() as u64 != n.saturating_mul(dtype.size()) {
+    let data = bytes_of(data, pickle).ok_or("a numpy array whose data is not bytes")?;
+    if dtype.size() > 0 && data.len() != n.saturating_mul(dtype.size()) {
         return Err(format!(
             "numpy shape {shape:?} of {} needs {} bytes, its data holds {}",
             dtype.name(),
