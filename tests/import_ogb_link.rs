@@ -121,6 +121,7 @@ fn collab_layout_imports_checks_and_eval_link_gives_the_hand_computed_figures() 
         d,
     );
     let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(j["given"], true);
     let cn = &j["results"][0];
     assert_eq!(cn["method"], "cn");
     assert!((cn["auc"].as_f64().unwrap() - 0.875).abs() < 1e-12, "{cn}");
