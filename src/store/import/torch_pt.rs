@@ -447,7 +447,7 @@ impl PtFile {
                 };
                 if contiguous {
                     std::io::copy(
-                        &mut (&mut member).take(a.offset * elem),
+                        &mut (&mut member).take(a.offset.saturating_mul(elem)),
                         &mut std::io::sink(),
                     )
                     .map_err(read_err)?;
