@@ -231,14 +231,14 @@ fn ids(
     Ok((out, shape))
 }
 
-/// Reads `valid.pt` or `test.pt` in `layout`.
+/// Reads `valid.pt` or `test.pt` (opened as `pt`) in `layout`.
 fn read_set(
-    path: &Path,
+    mut pt: PtFile,
     layout: OgbLinkLayout,
     n: u64,
     notes: &mut Vec<String>,
 ) -> Result<SetData, StoreError> {
-    let mut pt = PtFile::open(path)?;
+    let path = &pt.path().to_path_buf();
     let got = layout_of(&pt)?;
     if got != layout {
         return Err(StoreError::input(
@@ -371,19 +371,8 @@ pub fn import_ogb_link(
             ));
         }
     }
-    let valid_path = split_dir.join("valid.pt");
-    let layout = layout_of(&PtFile::open(&valid_path)?)?;
-    let val = read_set(&valid_path, layout, n, &mut notes)?;
-    let test = read_set(&split_dir.join("test.pt"), layout, n, &mut notes)?;
-    if layout == OgbLinkLayout::Tails && val.k != test.k {
-        return Err(StoreError::input(
-            &test.path,
-            format!(
-                "{} negatives per positive, expected {} as valid.pt (the store holds one K)",
-                test.k, val.k
-            ),
-        ));
-    }
+    // train.pt first, for its count only: its pickle (all of it, for numpy arrays) is
+    // dropped before the held-out sets are read.
     let train_path = split_dir.join("train.pt");
     let train_pt = PtFile::open(&train_path)?;
     let train_count = match layout_of(&train_pt)? {
@@ -406,6 +395,25 @@ pub fn import_ogb_link(
         }
     }
     drop(train_pt);
+    let valid_path = split_dir.join("valid.pt");
+    let valid_pt = PtFile::open(&valid_path)?;
+    let layout = layout_of(&valid_pt)?;
+    let val = read_set(valid_pt, layout, n, &mut notes)?;
+    let test = read_set(
+        PtFile::open(&split_dir.join("test.pt"))?,
+        layout,
+        n,
+        &mut notes,
+    )?;
+    if layout == OgbLinkLayout::Tails && val.k != test.k {
+        return Err(StoreError::input(
+            &test.path,
+            format!(
+                "{} negatives per positive, expected {} as valid.pt (the store holds one K)",
+                test.k, val.k
+            ),
+        ));
+    }
 
     // Positives: u ≠ v, and each held out once (within and across the sets).
     let held = val.pos.len() + test.pos.len();

@@ -26,9 +26,16 @@
 //! which is why OGB's loaders call `replace_numpy_with_torchtensor`). Only integer
 //! dtypes are read as integers (int64, int32; a float array where integers are expected is
 //! an error naming the key and dtype). Sizes are checked before anything in proportion to
-//! them is allocated: a member's declared size against the file's length, a storage's
-//! byte length against its element count, every element a view reaches against its
-//! storage, and the array's bytes against [`limits::check_memory`].
+//! them is allocated: a member's declared size against the file's length (and `data.pkl`
+//! against [`limits::check_memory`]), a storage's byte length against its element count,
+//! every element a view reaches against its storage; values nest at most 32 deep (`MAX_DEPTH`).
+//!
+//! **Memory.** [`PtFile::for_each_int`] streams: a contiguous tensor's storage is read in
+//! 1 MiB chunks (to its end, so its CRC is checked), a numpy array's bytes are decoded
+//! where they lie in the pickle (protocol 2 writes them as latin-1 text, each byte above
+//! 0x7F two UTF-8 bytes; they are never copied out), and only a strided view reads its
+//! storage whole. What is held is the pickle (small for tensors; the arrays themselves
+//! for numpy) plus what the caller keeps.
 
 use std::collections::HashMap;
 use std::fs::File;
