@@ -543,12 +543,15 @@ pub fn import_ogb_link(
     }
     debug_assert!(link_sections.iter().all(|s| s.dtype == Dtype::U32));
     let (n_val, n_test) = (val.pos.len() as u64, test.pos.len() as u64);
+    let (k, pairs) = (val.k, [val.pairs.len() as u64, test.pairs.len() as u64]);
+    // Written: the commit's `check` reads them from the files (mapped), not from here.
+    drop((val, test));
     header.link = Some(LinkMeta {
         n_val,
         n_test,
-        negatives: val.k,
-        val_negpairs: Some(val.pairs.len() as u64),
-        test_negpairs: Some(test.pairs.len() as u64),
+        negatives: k,
+        val_negpairs: Some(pairs[0]),
+        test_negpairs: Some(pairs[1]),
         given: true,
         seed: 0,
         allow_isolated: false,
@@ -564,8 +567,8 @@ pub fn import_ogb_link(
         split: split_name,
         layout,
         positives: [n_val, n_test],
-        negatives: val.k,
-        negative_pairs: [val.pairs.len() as u64, test.pairs.len() as u64],
+        negatives: k,
+        negative_pairs: pairs,
         notes,
     })
 }
