@@ -512,6 +512,12 @@ fn the_command_refuses_a_missing_split_file_with_exit_1() {
     assert!(!tmp.path().join("x.sf").exists());
     let e = err_text(import(&tmp.path().join("nope"), &tmp.path().join("y.sf")));
     assert!(e.contains("not a directory"), "{e}");
+    std::fs::remove_dir_all(d.join("split")).unwrap();
+    let e = err_text(import(&d, &tmp.path().join("y.sf")));
+    assert!(
+        e.contains("no split: expected split/<name>/{train,valid,test}.pt"),
+        "{e}"
+    );
 }
 
 // ---------------------------------------------------------------- a given split's checks

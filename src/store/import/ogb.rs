@@ -715,9 +715,11 @@ fn read_labels_npz(path: &Path, n: usize) -> Result<OgbLabels, StoreError> {
 // ---------------------------------------------------------------- split
 
 /// The split's directory: `opts.split`, else the only one under `split/`.
+/// `files` names the split's files in the message for a dataset without one.
 pub(super) fn choose_split(
     dir: &Path,
     want: Option<&str>,
+    files: &str,
 ) -> Result<(String, PathBuf), StoreError> {
     let root = dir.join("split");
     let mut names = Vec::new();
@@ -747,7 +749,7 @@ pub(super) fn choose_split(
             [one] => Ok((one.clone(), root.join(one))),
             [] => Err(StoreError::input(
                 &root,
-                "no split: expected split/<name>/{train,valid,test}.csv.gz",
+                format!("no split: expected split/<name>/{files}"),
             )),
             _ => Err(StoreError::input(
                 &root,
@@ -1021,7 +1023,8 @@ pub fn import_ogb(
             (p, l)
         }
     };
-    let (split_name, split_dir) = choose_split(dir, opts.split.as_deref())?;
+    let (split_name, split_dir) =
+        choose_split(dir, opts.split.as_deref(), "{train,valid,test}.csv.gz")?;
     let mut roles = read_split(&split_dir, n)?;
     if let Some(v) = (0..nu).find(|&v| roles[v] != Role::None as u8 && labels.missing[v]) {
         return Err(StoreError::input(

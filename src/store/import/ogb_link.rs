@@ -362,7 +362,8 @@ pub fn import_ogb_link(
         &format!("the label and role tables of N = {n} nodes"),
         u128::from(n) * 5,
     )?;
-    let (split_name, split_dir) = choose_split(dir, opts.split.as_deref())?;
+    let (split_name, split_dir) =
+        choose_split(dir, opts.split.as_deref(), "{train,valid,test}.pt")?;
     for f in ["train.pt", "valid.pt", "test.pt"] {
         if !split_dir.join(f).exists() {
             return Err(StoreError::input(
