@@ -25,66 +25,100 @@ use serde::{Deserialize, Serialize};
 /// Hits@K cut-offs a link plan's evaluation reports (and `[task] metric` may name).
 pub const LINK_HITS: [usize; 6] = [1, 3, 10, 20, 50, 100];
 
+/// Hits@K cut-offs against a pool of negative pairs (OGB's ogbl-ddi, -collab and -ppa
+/// figures: 20, 50, 100).
+pub const LINK_POOL_HITS: [usize; 3] = [20, 50, 100];
+
 /// A link plan's figures on one set of the store's split (issue 52), each against the
-/// split's fixed negatives: AUC and AP of the positives against the negative pairs (one per
-/// positive, the GAE protocol), MRR and Hits@K of each positive against its own
-/// `negatives` tails (ogbl-citation2's). Definitions: [`ranking`].
+/// split's fixed negatives: AUC, AP and pool Hits@K of the positives against the negative
+/// pairs (the GAE protocol; ogbl-collab's Hits@50), MRR and Hits@K of each positive against
+/// its own `negatives` tails (ogbl-citation2's). A figure the split cannot give (a given
+/// split without tails or without pairs) is None, `null` in the log. Definitions: [`ranking`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkMetrics {
     /// AUC against the negative pairs.
-    pub auc: f64,
+    pub auc: Option<f64>,
     /// Average precision against the negative pairs.
-    pub ap: f64,
+    pub ap: Option<f64>,
     /// Mean reciprocal rank against each positive's tails.
-    pub mrr: f64,
-    /// Hits@1.
+    pub mrr: Option<f64>,
+    /// Hits@K against each positive's tails, K in [`LINK_HITS`] order.
     #[serde(rename = "hits@1")]
-    pub hits1: f64,
+    pub hits1: Option<f64>,
     /// Hits@3.
     #[serde(rename = "hits@3")]
-    pub hits3: f64,
+    pub hits3: Option<f64>,
     /// Hits@10.
     #[serde(rename = "hits@10")]
-    pub hits10: f64,
+    pub hits10: Option<f64>,
     /// Hits@20.
     #[serde(rename = "hits@20")]
-    pub hits20: f64,
+    pub hits20: Option<f64>,
     /// Hits@50.
     #[serde(rename = "hits@50")]
-    pub hits50: f64,
+    pub hits50: Option<f64>,
     /// Hits@100.
     #[serde(rename = "hits@100")]
-    pub hits100: f64,
+    pub hits100: Option<f64>,
+    /// Hits@20 against the pool of negative pairs.
+    #[serde(rename = "pool_hits@20")]
+    pub pool_hits20: Option<f64>,
+    /// Hits@50 against the pool.
+    #[serde(rename = "pool_hits@50")]
+    pub pool_hits50: Option<f64>,
+    /// Hits@100 against the pool.
+    #[serde(rename = "pool_hits@100")]
+    pub pool_hits100: Option<f64>,
     /// Tail negatives per positive, the K of MRR and Hits@K (stated with every figure).
     pub negatives: u32,
+    /// Negative pairs (AUC, AP, pool Hits@K).
+    pub negative_pairs: u64,
     /// Positives scored.
     pub positives: u64,
 }
 
 impl LinkMetrics {
-    /// Hits@`k`, for `k` in [`LINK_HITS`].
+    /// Hits@`k` against the tails, for `k` in [`LINK_HITS`].
     pub fn hits(&self, k: usize) -> Option<f64> {
-        Some(match k {
+        match k {
             1 => self.hits1,
             3 => self.hits3,
             10 => self.hits10,
             20 => self.hits20,
             50 => self.hits50,
             100 => self.hits100,
-            _ => return None,
-        })
+            _ => None,
+        }
     }
 
-    /// The figures from `(K, Hits@K)` pairs over [`LINK_HITS`].
-    pub fn with_hits(mut self, hits: &[(usize, f64)]) -> LinkMetrics {
-        for &(k, h) in hits {
+    /// Hits@`k` against the pool, for `k` in [`LINK_POOL_HITS`].
+    pub fn pool_hits(&self, k: usize) -> Option<f64> {
+        match k {
+            20 => self.pool_hits20,
+            50 => self.pool_hits50,
+            100 => self.pool_hits100,
+            _ => None,
+        }
+    }
+
+    /// The figures with `(K, Hits@K)` against the tails and against the pool.
+    pub fn with_hits(mut self, tails: &[(usize, f64)], pool: &[(usize, f64)]) -> LinkMetrics {
+        for &(k, h) in tails {
             match k {
-                1 => self.hits1 = h,
-                3 => self.hits3 = h,
-                10 => self.hits10 = h,
-                20 => self.hits20 = h,
-                50 => self.hits50 = h,
-                100 => self.hits100 = h,
+                1 => self.hits1 = Some(h),
+                3 => self.hits3 = Some(h),
+                10 => self.hits10 = Some(h),
+                20 => self.hits20 = Some(h),
+                50 => self.hits50 = Some(h),
+                100 => self.hits100 = Some(h),
+                _ => {}
+            }
+        }
+        for &(k, h) in pool {
+            match k {
+                20 => self.pool_hits20 = Some(h),
+                50 => self.pool_hits50 = Some(h),
+                100 => self.pool_hits100 = Some(h),
                 _ => {}
             }
         }
@@ -92,7 +126,7 @@ impl LinkMetrics {
     }
 
     /// Every figure, named as the log names it.
-    pub fn figures(&self) -> [(&'static str, f64); 9] {
+    pub fn figures(&self) -> [(&'static str, Option<f64>); 12] {
         [
             ("auc", self.auc),
             ("ap", self.ap),
@@ -103,6 +137,9 @@ impl LinkMetrics {
             ("hits@20", self.hits20),
             ("hits@50", self.hits50),
             ("hits@100", self.hits100),
+            ("pool_hits@20", self.pool_hits20),
+            ("pool_hits@50", self.pool_hits50),
+            ("pool_hits@100", self.pool_hits100),
         ]
     }
 }
@@ -130,10 +167,32 @@ impl Metrics {
     /// 1000 negatives per positive)`.
     pub fn text(&self) -> String {
         match &self.link {
-            Some(l) => format!(
-                "AUC {:.4}  AP {:.4}  MRR {:.4}  Hits@10 {:.4}  Hits@50 {:.4} (MRR/Hits against {} negatives per positive)",
-                l.auc, l.ap, l.mrr, l.hits10, l.hits50, l.negatives
-            ),
+            Some(l) => {
+                let f = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.4}"));
+                let mut t = String::new();
+                if l.negative_pairs > 0 {
+                    t += &format!(
+                        "AUC {}  AP {}  pool Hits@50 {} (against {} negative pairs)",
+                        f(l.auc),
+                        f(l.ap),
+                        f(l.pool_hits50),
+                        l.negative_pairs
+                    );
+                }
+                if l.negatives > 0 {
+                    if !t.is_empty() {
+                        t += "; ";
+                    }
+                    t += &format!(
+                        "MRR {}  Hits@10 {}  Hits@50 {} (against {} negatives per positive)",
+                        f(l.mrr),
+                        f(l.hits10),
+                        f(l.hits50),
+                        l.negatives
+                    );
+                }
+                t
+            }
             None => format!(
                 "accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4}",
                 self.accuracy, self.f1_micro, self.f1_macro
@@ -144,7 +203,10 @@ impl Metrics {
     /// The epoch line's shorter form: accuracy and F1-micro, or AUC, AP and MRR.
     pub fn brief(&self) -> String {
         match &self.link {
-            Some(l) => format!("AUC {:.4} AP {:.4} MRR {:.4}", l.auc, l.ap, l.mrr),
+            Some(l) => {
+                let f = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.4}"));
+                format!("AUC {} AP {} MRR {}", f(l.auc), f(l.ap), f(l.mrr))
+            }
             None => format!(
                 "accuracy {:.4} F1-micro {:.4}",
                 self.accuracy, self.f1_micro

@@ -1,6 +1,6 @@
 //! The README's shell examples run as written (issue 15): every line of every ```sh block of
 //! README.md, in order, through `sh -c` in one working directory laid out like a checkout
-//! (`plans/`, `examples/` and `../shared/data/cora` beside it), with the built `saintflow`
+//! (`plans/`, `examples/`, `tests/data/` and `../shared/data/cora` beside it), with the built `saintflow`
 //! first on `PATH`, so files written by one block (k20.sf, cora.sf, run/, the logs) are
 //! read by the later ones exactly as a user following the README would. Each must exit 0.
 //!
@@ -171,8 +171,8 @@ fn link(target: &Path, at: &Path) {
     std::os::unix::fs::symlink(target, at).unwrap();
 }
 
-/// Makes `tmp/repo` (the working directory) with the checkout's `plans/` and `examples/`,
-/// and `tmp/shared/data/cora` beside it: the real dataset or a stand-in.
+/// Makes `tmp/repo` (the working directory) with the checkout's `plans/`, `examples/` and
+/// `tests/data/`, and `tmp/shared/data/cora` beside it: the real dataset or a stand-in.
 fn layout(tmp: &Path) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let repo = tmp.join("repo");
@@ -180,6 +180,9 @@ fn layout(tmp: &Path) -> PathBuf {
     for d in ["plans", "examples"] {
         link(&root.join(d), &repo.join(d));
     }
+    // The OGB link fixtures the import example reads (tests/data/ogbl/).
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    link(&root.join("tests/data"), &repo.join("tests/data"));
     let data = tmp.join("shared/data");
     std::fs::create_dir_all(&data).unwrap();
     match common::shared_dataset("cora") {

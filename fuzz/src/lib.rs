@@ -23,6 +23,7 @@ mod readers;
 mod safetensors;
 pub mod seeds;
 mod store_step;
+mod torch_pt;
 
 pub use checkpoint::checkpoint;
 pub use edgelist::edgelist;
@@ -33,6 +34,7 @@ pub use plan::plan;
 pub use readers::readers;
 pub use safetensors::safetensors;
 pub use store_step::store_step;
+pub use torch_pt::torch_pt;
 
 /// A target's body: one execution on one input.
 pub type Body = fn(&[u8]);
@@ -48,4 +50,5 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("partition", partition),
     ("safetensors", safetensors),
     ("ogb", ogb),
+    ("torch_pt", torch_pt),
 ];

@@ -22,6 +22,7 @@ pub fn seeds(target: &str, repo: &Path) -> Vec<(String, Vec<u8>)> {
         "partition" => partition_seeds(),
         "safetensors" => safetensors_seeds(),
         "ogb" => ogb_seeds(),
+        "torch_pt" => crate::torch_pt::seeds(repo),
         t => panic!("unknown fuzz target {t:?}"),
     }
 }

@@ -109,3 +109,8 @@ fn safetensors() {
 fn ogb() {
     replay("ogb");
 }
+
+#[test]
+fn torch_pt() {
+    replay("torch_pt");
+}

@@ -156,6 +156,7 @@ pub(super) fn eval(a: EvalLinkArgs) -> Result<()> {
             "graph": a.graph.display().to_string(),
             "split": set.name(),
             "seed": split.meta.seed,
+            "given": split.meta.given,
             "results": results,
         });
         super::out(&format!(
@@ -164,10 +165,15 @@ pub(super) fn eval(a: EvalLinkArgs) -> Result<()> {
         ))?;
     } else {
         let mut text = format!(
-            "{}: {} set, {} held-out edges; the stored graph (what the heuristics read) has {} undirected edges\n",
+            "{}: {} set, {} held-out edges{}; the stored graph (what the heuristics read) has {} undirected edges\n",
             a.graph.display(),
             set.name(),
             edges.len(),
+            if split.meta.given {
+                " (the dataset's own split and negatives, as given)"
+            } else {
+                ""
+            },
             graph.n_entries() / 2
         );
         for r in &results {

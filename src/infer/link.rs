@@ -9,7 +9,7 @@
 
 use crate::ir::{Params, Tensor};
 use crate::link::evaluate;
-use crate::metrics::{LinkMetrics, Metrics, LINK_HITS};
+use crate::metrics::{LinkMetrics, Metrics, LINK_HITS, LINK_POOL_HITS};
 use crate::plan::Decoder;
 use crate::store::{GraphStore, LinkSet, StoreError};
 
@@ -144,7 +144,10 @@ pub fn link_metrics(
     if edges.is_empty() {
         return Ok(None);
     }
-    let scores = evaluate("decoder", edges, &|u, v| scorer.score(u, v), &LINK_HITS)?;
+    let ks: Vec<usize> = LINK_HITS.iter().chain(&LINK_POOL_HITS).copied().collect();
+    let mut scores = evaluate("decoder", edges, &|u, v| scorer.score(u, v), &ks)?;
+    scores.hits.retain(|(k, _)| LINK_HITS.contains(k));
+    scores.hits_pool.retain(|(k, _)| LINK_POOL_HITS.contains(k));
     // The pairs' classification at score 0.
     let (mut tp, mut fp, mut tn, mut fn_) = (0u64, 0u64, 0u64, 0u64);
     let flat = |f: &[u32], pos: bool, tp: &mut u64, fp: &mut u64, tn: &mut u64, fn_: &mut u64| {
@@ -183,10 +186,11 @@ pub fn link_metrics(
                 ap: scores.ap,
                 mrr: scores.mrr,
                 negatives: scores.negatives_per_positive as u32,
+                negative_pairs: scores.negative_pairs as u64,
                 positives: scores.positives as u64,
                 ..LinkMetrics::default()
             }
-            .with_hits(&scores.hits),
+            .with_hits(&scores.hits, &scores.hits_pool),
         ),
     }))
 }

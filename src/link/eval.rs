@@ -1,13 +1,18 @@
 //! Scoring a link split (`saintflow eval-link`): any pair scorer — a heuristic, an
 //! embedding's dot product, later a trained decoder — against the set's fixed negatives.
 //!
-//! For a set of E positives, each with K tail negatives and one negative pair:
+//! For a set of E positives, each with K tail negatives, and P negative pairs (one per
+//! positive from `split-edges`; OGB's own pool from `import ogb-link`):
 //!
-//! * AUC and AP: the E positives against the E negative pairs (GAE's protocol, Kipf &
+//! * AUC and AP: the E positives against the P negative pairs (GAE's protocol, Kipf &
 //!   Welling 2016: one random non-edge per positive);
 //! * MRR and Hits@K: each positive against its own K tail negatives (ogbl-citation2's);
-//! * Hits@K against the pool: the E positives against the E negative pairs as one pool
-//!   (ogbl-collab's definition; the pool is E pairs, not collab's 100,000).
+//! * Hits@K against the pool: the E positives against the P negative pairs as one pool
+//!   (ogbl-collab's definition: an imported collab split holds its 100,000).
+//!
+//! A set without tails (K = 0) has no MRR or per-positive Hits@K, one without pairs no
+//! AUC, AP or pool Hits@K: those figures are `None` (JSON `null`, lists empty), never a
+//! number measured against nothing.
 //!
 //! The definitions are [`crate::metrics::ranking`]'s. Scoring runs in parallel over the
 //! positives; a row's K negatives are scored together and only the positive's rank is kept
@@ -30,14 +35,14 @@ pub struct LinkScores {
     pub positives: usize,
     /// Tail negatives per positive K (MRR, `hits`).
     pub negatives_per_positive: usize,
-    /// Negative pairs, one per positive (AUC, AP, `hits_pool`).
+    /// Negative pairs P (AUC, AP, `hits_pool`).
     pub negative_pairs: usize,
-    /// AUC of the positives against the negative pairs.
-    pub auc: f64,
-    /// Average precision of the positives against the negative pairs.
-    pub ap: f64,
-    /// MRR of each positive against its K tail negatives.
-    pub mrr: f64,
+    /// AUC of the positives against the negative pairs (None without pairs).
+    pub auc: Option<f64>,
+    /// Average precision of the positives against the negative pairs (None without pairs).
+    pub ap: Option<f64>,
+    /// MRR of each positive against its K tail negatives (None without tails).
+    pub mrr: Option<f64>,
     /// `(K, Hits@K)` of each positive against its K tail negatives.
     pub hits: Vec<(usize, f64)>,
     /// `(K, Hits@K)` of the positives against the pool of negative pairs.
@@ -69,7 +74,8 @@ pub fn evaluate(
     };
     let pos = pairs(edges.positives())?;
     let neg = pairs(edges.negative_pairs())?;
-    let ranks: Vec<f64> = (0..edges.len())
+    let k = edges.k();
+    let ranks: Vec<f64> = (0..if k > 0 { edges.len() } else { 0 })
         .into_par_iter()
         .map(|i| {
             let (u, _) = edges.pos(i);
@@ -81,25 +87,22 @@ pub fn evaluate(
             Ok(rank(pos[i], s))
         })
         .collect::<Result<_, StoreError>>()?;
-    let none = || StoreError::argument("no positives or no negatives to score");
-    let ranked = RankMetrics::from_ranks(&ranks, ks).ok_or_else(none)?;
+    let ranked = RankMetrics::from_ranks(&ranks, ks);
+    // An empty pool would read as Hits@K = 1 (fewer than K negatives): not measured.
     let hits_pool = ks
         .iter()
-        .map(|&k| {
-            hits_against_pool(&pos, &neg, k)
-                .map(|h| (k, h))
-                .ok_or_else(none)
-        })
-        .collect::<Result<_, _>>()?;
+        .filter(|_| !neg.is_empty())
+        .filter_map(|&k| hits_against_pool(&pos, &neg, k).map(|h| (k, h)))
+        .collect();
     Ok(LinkScores {
         method: method.to_string(),
         positives: edges.len(),
-        negatives_per_positive: edges.k(),
+        negatives_per_positive: k,
         negative_pairs: neg.len(),
-        auc: auc(&pos, &neg).ok_or_else(none)?,
-        ap: average_precision(&pos, &neg).ok_or_else(none)?,
-        mrr: ranked.mrr,
-        hits: ranked.hits,
+        auc: auc(&pos, &neg),
+        ap: average_precision(&pos, &neg),
+        mrr: ranked.as_ref().map(|r| r.mrr),
+        hits: ranked.map(|r| r.hits).unwrap_or_default(),
         hits_pool,
         seconds: t0.elapsed().as_secs_f64(),
     })
@@ -114,19 +117,28 @@ impl LinkScores {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        format!(
-            "{}: {} positives, {:.3} s\n  AUC {:.4}, AP {:.4} (against {} negative pairs, one per positive)\n  MRR {:.4}, {} ({} negatives per positive)\n  {} (against the pool of {} negative pairs)\n",
-            self.method,
-            self.positives,
-            self.seconds,
-            self.auc,
-            self.ap,
-            self.negative_pairs,
-            self.mrr,
-            hits(&self.hits),
-            self.negatives_per_positive,
-            hits(&self.hits_pool),
-            self.negative_pairs
-        )
+        let mut s = format!(
+            "{}: {} positives, {:.3} s\n",
+            self.method, self.positives, self.seconds
+        );
+        match (self.auc, self.ap) {
+            (Some(auc), Some(ap)) => s.push_str(&format!(
+                "  AUC {auc:.4}, AP {ap:.4} (against {} negative pairs{})\n  {} (against the pool of {} negative pairs)\n",
+                self.negative_pairs,
+                if self.negative_pairs == self.positives { ", one per positive" } else { "" },
+                hits(&self.hits_pool),
+                self.negative_pairs
+            )),
+            _ => s.push_str("  no negative pairs: AUC, AP and pool Hits@K not measured\n"),
+        }
+        match self.mrr {
+            Some(mrr) => s.push_str(&format!(
+                "  MRR {mrr:.4}, {} ({} negatives per positive)\n",
+                hits(&self.hits),
+                self.negatives_per_positive
+            )),
+            None => s.push_str("  no tail negatives: MRR and Hits@K per positive not measured\n"),
+        }
+        s
     }
 }

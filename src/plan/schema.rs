@@ -233,6 +233,8 @@ pub enum LinkMetric {
     Ap,
     /// Hits@K against the stored per-positive negatives.
     Hits(usize),
+    /// Hits@K against the pool of stored negative pairs (ogbl-collab's Hits@50).
+    PoolHits(usize),
 }
 
 impl LinkMetric {
@@ -243,7 +245,24 @@ impl LinkMetric {
             LinkMetric::Auc => "auc".into(),
             LinkMetric::Ap => "ap".into(),
             LinkMetric::Hits(k) => format!("hits@{k}"),
+            LinkMetric::PoolHits(k) => format!("pool_hits@{k}"),
         }
+    }
+
+    /// The figure in `m` (None when the set could not give it).
+    pub fn value(self, m: &crate::metrics::LinkMetrics) -> Option<f64> {
+        match self {
+            LinkMetric::Mrr => m.mrr,
+            LinkMetric::Auc => m.auc,
+            LinkMetric::Ap => m.ap,
+            LinkMetric::Hits(k) => m.hits(k),
+            LinkMetric::PoolHits(k) => m.pool_hits(k),
+        }
+    }
+
+    /// Whether the figure needs per-positive tails (else the negative pairs).
+    pub fn needs_tails(self) -> bool {
+        matches!(self, LinkMetric::Mrr | LinkMetric::Hits(_))
     }
 }
 

@@ -639,33 +639,38 @@ fn task(src: &Source, raw: Option<RawTask>) -> Result<Task, PlanError> {
         None => LinkMetric::Mrr,
         Some(m) => {
             let at = m.span().start;
-            match m.get_ref().strip_prefix("hits@") {
-                Some(k) => match k.parse::<usize>() {
-                    Ok(k) if crate::metrics::LINK_HITS.contains(&k) => LinkMetric::Hits(k),
-                    _ => {
-                        return Err(err(
-                            src,
-                            at,
-                            format!(
-                                "metric `{}`: expected hits@K with K one of {:?} (the cut-offs evaluation reports), e.g. hits@50",
-                                m.get_ref(),
-                                crate::metrics::LINK_HITS
-                            ),
-                        ))
-                    }
-                },
-                None => pick(
+            let name = m.get_ref().as_str();
+            let cut = |prefix: &str, allowed: &[usize]| -> Option<Result<usize, PlanError>> {
+                let k = name.strip_prefix(prefix)?;
+                Some(match k.parse::<usize>() {
+                    Ok(k) if allowed.contains(&k) => Ok(k),
+                    _ => Err(err(
+                        src,
+                        at,
+                        format!(
+                            "metric `{name}`: expected {prefix}K with K one of {allowed:?} (the cut-offs evaluation reports), e.g. {prefix}50"
+                        ),
+                    )),
+                })
+            };
+            if let Some(k) = cut("pool_hits@", &crate::metrics::LINK_POOL_HITS) {
+                LinkMetric::PoolHits(k?)
+            } else if let Some(k) = cut("hits@", &crate::metrics::LINK_HITS) {
+                LinkMetric::Hits(k?)
+            } else {
+                pick(
                     src,
                     at,
                     "metric",
-                    m.get_ref(),
+                    name,
                     &[
                         ("mrr", LinkMetric::Mrr),
                         ("auc", LinkMetric::Auc),
                         ("ap", LinkMetric::Ap),
                         ("hits@50", LinkMetric::Hits(50)),
+                        ("pool_hits@50", LinkMetric::PoolHits(50)),
                     ],
-                )?,
+                )?
             }
         }
     };

@@ -242,7 +242,8 @@ pub enum LinkSectionId {
     ValPos,
     /// Validation tail negatives, u32 × E_val·K: row i holds K v' for positive i's u.
     ValNeg,
-    /// Validation negative pairs (a, b), a < b, u32 × E_val·2: one per positive.
+    /// Validation negative pairs (a, b), a < b, u32 × P_val·2: one per positive
+    /// (`split-edges`), or the dataset's pool (`import ogb-link`, [`LinkMeta::val_negpairs`]).
     ValNegPairs,
     /// Test positives, as [`LinkSectionId::ValPos`].
     TestPos,
@@ -307,8 +308,22 @@ pub struct LinkMeta {
     pub n_val: u64,
     /// Test positives E_test.
     pub n_test: u64,
-    /// Tail negatives per positive K.
+    /// Tail negatives per positive K; 0 only in a given split without tails
+    /// (`import ogb-link` of a collab-style dataset: its link.*.neg sections are empty).
     pub negatives: u64,
+    /// Negative pairs of the validation set P_val; absent: one per positive (E_val, as
+    /// `split-edges` draws them), so a store written before this field reads as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_negpairs: Option<u64>,
+    /// Negative pairs of the test set P_test; absent: E_test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_negpairs: Option<u64>,
+    /// The split and its negatives are a dataset's own (`import ogb-link`), stored as
+    /// given: its negatives may repeat or be true edges (OGB's evaluators score them as
+    /// given), so `check` verifies of them only their range and each pair's a ≤ b; `seed`
+    /// and `allow_isolated` do not apply (0 and false). Absent: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub given: bool,
     /// The seed of the split and of every negative.
     pub seed: u64,
     /// Whether edges were held out even when that left a node without edges.
@@ -326,11 +341,23 @@ impl LinkMeta {
         &self.sections[id.index()]
     }
 
+    /// Negative pairs of the validation set (P_val): `val_negpairs`, else E_val.
+    pub fn n_val_negpairs(&self) -> u64 {
+        self.val_negpairs.unwrap_or(self.n_val)
+    }
+
+    /// Negative pairs of the test set (P_test): `test_negpairs`, else E_test.
+    pub fn n_test_negpairs(&self) -> u64 {
+        self.test_negpairs.unwrap_or(self.n_test)
+    }
+
     /// The expected element count of each link section (all u32), from the counts.
     pub fn expected_len(&self, id: LinkSectionId) -> u64 {
         match id {
-            LinkSectionId::ValPos | LinkSectionId::ValNegPairs => self.n_val.saturating_mul(2),
-            LinkSectionId::TestPos | LinkSectionId::TestNegPairs => self.n_test.saturating_mul(2),
+            LinkSectionId::ValPos => self.n_val.saturating_mul(2),
+            LinkSectionId::TestPos => self.n_test.saturating_mul(2),
+            LinkSectionId::ValNegPairs => self.n_val_negpairs().saturating_mul(2),
+            LinkSectionId::TestNegPairs => self.n_test_negpairs().saturating_mul(2),
             LinkSectionId::ValNeg => self.n_val.saturating_mul(self.negatives),
             LinkSectionId::TestNeg => self.n_test.saturating_mul(self.negatives),
         }
@@ -417,8 +444,11 @@ impl Header {
                 link.sections.len()
             ));
         }
-        if link.negatives == 0 {
-            return Err("link: negatives expected ≥ 1, got 0".into());
+        if link.negatives == 0 && !link.given {
+            return Err(
+                "link: negatives expected ≥ 1, got 0 (only a given split may lack tail negatives)"
+                    .into(),
+            );
         }
         let held = link.n_val.saturating_add(link.n_test);
         if link.input_edges != (self.n_entries / 2).saturating_add(held) {

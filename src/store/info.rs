@@ -113,8 +113,17 @@ pub struct LinkInfo {
     pub test: u64,
     /// Tail negatives per positive K (MRR / Hits@K as ogbl-citation2).
     pub negatives_per_positive: u64,
-    /// Negative pairs per positive (AUC / AP as GAE, the Hits@K pool as ogbl-collab): 1.
-    pub negative_pairs_per_positive: u64,
+    /// Negative pairs per positive (AUC / AP as GAE, the Hits@K pool as ogbl-collab): 1
+    /// from `split-edges`; absent (not written) for a given split's pools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub negative_pairs_per_positive: Option<u64>,
+    /// Negative pairs of the validation set (a given split's pool, or one per positive).
+    pub val_negative_pairs: u64,
+    /// Negative pairs of the test set.
+    pub test_negative_pairs: u64,
+    /// The split and its negatives are a dataset's own, stored as given (`import
+    /// ogb-link`): seed and allow_isolated do not apply.
+    pub given: bool,
     /// The seed of the split and the negatives.
     pub seed: u64,
     /// Whether held-out edges could leave a node without edges.
@@ -207,7 +216,11 @@ pub fn info(store: &GraphStore) -> Info {
             val: l.n_val,
             test: l.n_test,
             negatives_per_positive: l.negatives,
-            negative_pairs_per_positive: 1,
+            negative_pairs_per_positive: (l.val_negpairs.is_none() && l.test_negpairs.is_none())
+                .then_some(1),
+            val_negative_pairs: l.n_val_negpairs(),
+            test_negative_pairs: l.n_test_negpairs(),
+            given: l.given,
             seed: l.seed,
             allow_isolated: l.allow_isolated,
             input_edges: l.input_edges,
@@ -268,19 +281,29 @@ impl Info {
             ),
         );
         if let Some(l) = &self.link {
-            line(
-                "link split",
+            let text = if l.given {
+                format!(
+                    "val {} / test {} held-out edges of {} (the dataset's own split); {} negatives per positive; {} / {} negative pairs (the dataset's negatives, as given)",
+                    l.val,
+                    l.test,
+                    l.input_edges,
+                    l.negatives_per_positive,
+                    l.val_negative_pairs,
+                    l.test_negative_pairs
+                )
+            } else {
                 format!(
                     "val {} / test {} held-out edges of {}; {} negatives per positive, {} negative pair per positive; seed {}{}",
                     l.val,
                     l.test,
                     l.input_edges,
                     l.negatives_per_positive,
-                    l.negative_pairs_per_positive,
+                    l.negative_pairs_per_positive.unwrap_or(1),
                     l.seed,
                     if l.allow_isolated { " (--allow-isolated)" } else { "" }
-                ),
-            );
+                )
+            };
+            line("link split", text);
         }
         line("size", format!("{} bytes", self.bytes.total));
         for (name, b) in &self.bytes.sections {

@@ -262,8 +262,12 @@ impl Checkpoint {
                     ("f1_macro", m.f1_macro),
                 ]
                 .into_iter()
-                .chain(self.best_link.iter().flat_map(|l| l.figures()))
-                {
+                .chain(
+                    self.best_link
+                        .iter()
+                        .flat_map(|l| l.figures())
+                        .filter_map(|(n, v)| v.map(|v| (n, v))),
+                ) {
                     if !(0.0..=1.0).contains(&v) {
                         return Err(format!(
                             "best_val.{name}: not a metric, expected a number in [0, 1], got {v}"

@@ -497,7 +497,10 @@ fn run(
         // A link plan's epochs count edges (compile::setup_phase), its loss no nodes; its
         // evaluation needs the store's split.
         Some(_) if store.link_split().is_none() => return Err(no_split(store).into()),
-        Some(_) => store.n_nodes().max(1),
+        Some(task) => {
+            link_split_gives(store, task.metric)?;
+            store.n_nodes().max(1)
+        }
         None => training_nodes(store)?,
     };
     // Every collective call of the run goes through `sync`, in the order crate::dist::sync
@@ -966,14 +969,33 @@ fn check_memory(
 /// The figure that picks the best epoch: a link plan's `[task] metric`, else F1-micro.
 fn selection(m: &Metrics, lowered: &Lowered) -> f64 {
     match (&lowered.link, &m.link) {
-        (Some(task), Some(l)) => match task.metric {
-            LinkMetric::Mrr => l.mrr,
-            LinkMetric::Auc => l.auc,
-            LinkMetric::Ap => l.ap,
-            LinkMetric::Hits(k) => l.hits(k).unwrap_or(l.mrr),
-        },
+        // The split was checked to give the figure (`link_split_gives`).
+        (Some(task), Some(l)) => task.metric.value(l).unwrap_or(f64::NEG_INFINITY),
         _ => m.f1_micro,
     }
+}
+
+/// Refuses a best-epoch metric the store's validation set cannot give: MRR or Hits@K
+/// without per-positive tails, AUC, AP or pool Hits@K without negative pairs (a given
+/// split: `import ogb-link`).
+fn link_split_gives(store: &GraphStore, metric: LinkMetric) -> Result<()> {
+    let split = store.link_split().ok_or_else(|| no_split(store))?;
+    let val = split.set(LinkSet::Val);
+    let (tails, pairs) = (val.k() > 0, !val.negative_pairs().is_empty());
+    let (has, what) = if metric.needs_tails() {
+        (tails, "per-positive negatives (tails)")
+    } else {
+        (pairs, "negative pairs")
+    };
+    if has {
+        return Ok(());
+    }
+    Err(TrainError::Run(format!(
+        "{}: [task] metric = \"{}\" needs the validation set's {what}, and the store's split has none: choose {}",
+        store.path().display(),
+        metric.name(),
+        if tails { "mrr or hits@K" } else { "auc, ap or pool_hits@K" }
+    )))
 }
 
 /// |V_train|, refused when zero.

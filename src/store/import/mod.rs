@@ -8,6 +8,8 @@ pub mod edgelist;
 pub mod graphsaint;
 pub mod limits;
 pub mod ogb;
+pub mod ogb_link;
+pub mod torch_pt;
 
 use std::fmt;
 use std::fs::File;
@@ -27,6 +29,7 @@ pub use arrays::{import_arrays, import_arrays_with, ArrayGraph, ArrayLabels, Edg
 pub use edgelist::{import_edgelist, EdgeListOptions};
 pub use graphsaint::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
 pub use ogb::{import_ogb, OgbLayout, OgbOptions, OgbReport};
+pub use ogb_link::{import_ogb_link, OgbLinkLayout, OgbLinkOptions, OgbLinkReport};
 
 /// What an import did.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -110,7 +110,7 @@ const KNOWN_RAW: [&str; 7] = [
 ];
 
 /// Lines between two updates of a progress bar (one per line cost 8 % of an import).
-const PROGRESS_EVERY: u64 = 1 << 16;
+pub(super) const PROGRESS_EVERY: u64 = 1 << 16;
 
 // ---------------------------------------------------------------- gzip lines
 
@@ -118,7 +118,7 @@ const PROGRESS_EVERY: u64 = 1 << 16;
 /// file ahead in [`INFLATE_BLOCK`] blocks (at most [`INFLATE_AHEAD`] waiting) while the
 /// caller parses, so decoding and parsing take a core each. Memory stays bounded by the
 /// blocks in flight, whatever the file's size.
-struct GzLines {
+pub(super) struct GzLines {
     path: PathBuf,
     reader: BufReader<Inflated>,
     buf: String,
@@ -260,7 +260,7 @@ impl GzLines {
     /// Opens a gzip file: a regular file (a directory or a device is refused) that starts
     /// with gzip's magic bytes (an empty or plain-text file is refused: issue 55, a split
     /// file saved as plain text read as zero nodes).
-    fn open(path: &Path) -> Result<Self, StoreError> {
+    pub(super) fn open(path: &Path) -> Result<Self, StoreError> {
         let mut f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
         let meta = f.metadata().map_err(|e| StoreError::io(path, "stat", e))?;
         if !meta.is_file() {
@@ -302,7 +302,7 @@ impl GzLines {
     /// longer than [`MAX_LINE_BYTES`](limits::MAX_LINE_BYTES) is an error (read no further than the bound), and
     /// so is every decoding error: a damaged, truncated or garbage-followed stream is
     /// never taken for the end of the input.
-    fn advance(&mut self) -> Result<bool, StoreError> {
+    pub(super) fn advance(&mut self) -> Result<bool, StoreError> {
         self.buf.clear();
         let got = (&mut self.reader)
             .take(limits::MAX_LINE_BYTES as u64 + 1)
@@ -329,18 +329,18 @@ impl GzLines {
     }
 
     /// The current line without its line ending.
-    fn line(&self) -> &str {
+    pub(super) fn line(&self) -> &str {
         self.buf.trim_end_matches(['\n', '\r'])
     }
 
     /// An error at the current line.
-    fn err(&self, what: impl std::fmt::Display) -> StoreError {
+    pub(super) fn err(&self, what: impl std::fmt::Display) -> StoreError {
         StoreError::input(&self.path, format!("line {}: {what}", self.line_no))
     }
 }
 
 /// A node id field: a non-negative integer below `n`.
-fn node_id(lines: &GzLines, s: &str, n: u64, what: &str) -> Result<u32, StoreError> {
+pub(super) fn node_id(lines: &GzLines, s: &str, n: u64, what: &str) -> Result<u32, StoreError> {
     let s = s.trim();
     let v: u64 = s.parse().map_err(|_| {
         lines.err(format!(
@@ -356,7 +356,7 @@ fn node_id(lines: &GzLines, s: &str, n: u64, what: &str) -> Result<u32, StoreErr
 }
 
 /// The one count in `raw/num-node-list.csv.gz` / `raw/num-edge-list.csv.gz`.
-fn read_count(path: &Path) -> Result<u64, StoreError> {
+pub(super) fn read_count(path: &Path) -> Result<u64, StoreError> {
     let mut lines = GzLines::open(path)?;
     // The first count and how many: a file of a billion counts holds no table.
     let (mut first, mut count) = (None, 0u64);
@@ -715,7 +715,12 @@ fn read_labels_npz(path: &Path, n: usize) -> Result<OgbLabels, StoreError> {
 // ---------------------------------------------------------------- split
 
 /// The split's directory: `opts.split`, else the only one under `split/`.
-fn choose_split(dir: &Path, want: Option<&str>) -> Result<(String, PathBuf), StoreError> {
+/// `files` names the split's files in the message for a dataset without one.
+pub(super) fn choose_split(
+    dir: &Path,
+    want: Option<&str>,
+    files: &str,
+) -> Result<(String, PathBuf), StoreError> {
     let root = dir.join("split");
     let mut names = Vec::new();
     if root.is_dir() {
@@ -744,7 +749,7 @@ fn choose_split(dir: &Path, want: Option<&str>) -> Result<(String, PathBuf), Sto
             [one] => Ok((one.clone(), root.join(one))),
             [] => Err(StoreError::input(
                 &root,
-                "no split: expected split/<name>/{train,valid,test}.csv.gz",
+                format!("no split: expected split/<name>/{files}"),
             )),
             _ => Err(StoreError::input(
                 &root,
@@ -831,7 +836,7 @@ impl FeatureSink {
     }
 }
 
-fn write_features_csv(
+pub(super) fn write_features_csv(
     w: &StoreWriter,
     path: &Path,
     n: u64,
@@ -1018,7 +1023,8 @@ pub fn import_ogb(
             (p, l)
         }
     };
-    let (split_name, split_dir) = choose_split(dir, opts.split.as_deref())?;
+    let (split_name, split_dir) =
+        choose_split(dir, opts.split.as_deref(), "{train,valid,test}.csv.gz")?;
     let mut roles = read_split(&split_dir, n)?;
     if let Some(v) = (0..nu).find(|&v| roles[v] != Role::None as u8 && labels.missing[v]) {
         return Err(StoreError::input(

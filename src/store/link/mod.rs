@@ -10,6 +10,13 @@
 //! held out); the negative pairs (a, b) have a < b, are distinct within their set and are no
 //! edge of the input. `open` checks what costs O(E) (the positives' and pairs' checksums and
 //! ids < N, `check_cheap`); `check` checks the rest (`check_full`).
+//!
+//! A *given* split (`import ogb-link`, [`LinkMeta::given`]) holds a dataset's own
+//! negatives as the dataset gives them: a set may have no tails (K = 0) or no pairs, its
+//! pairs are a pool of any size P (not one per positive), and its negatives may repeat,
+//! be self pairs or true edges (OGB draws them at random and its evaluator scores them as
+//! drawn). Of those negatives the checks verify only ids < N and a ≤ b in each pair; its
+//! positives are checked as any split's.
 
 pub mod split;
 
@@ -76,7 +83,8 @@ impl<'a> LinkSplit<'a> {
     }
 }
 
-/// One held-out set: E positives, each with K tail negatives and one negative pair.
+/// One held-out set: E positives, each with K tail negatives, and P negative pairs (one
+/// per positive from `split-edges`; a pool of any size, maybe 0, in a given split).
 #[derive(Clone, Copy)]
 pub struct LinkEdges<'a> {
     set: LinkSet,
@@ -85,6 +93,7 @@ pub struct LinkEdges<'a> {
     negpairs: &'a [u32],
     k: usize,
     n_nodes: u64,
+    given: bool,
 }
 
 impl<'a> LinkEdges<'a> {
@@ -103,9 +112,20 @@ impl<'a> LinkEdges<'a> {
         self.pos.is_empty()
     }
 
-    /// Tail negatives per positive K.
+    /// Tail negatives per positive K (0: none, in a given split).
     pub fn k(&self) -> usize {
         self.k
+    }
+
+    /// Number of negative pairs P.
+    pub fn n_negpairs(&self) -> usize {
+        self.negpairs.len() / 2
+    }
+
+    /// Whether the set's negatives are a dataset's own, stored as given (see the module
+    /// comment).
+    pub fn given(&self) -> bool {
+        self.given
     }
 
     /// Positive `i` as (source u, tail v). Panics if `i ≥ E`.
@@ -113,7 +133,7 @@ impl<'a> LinkEdges<'a> {
         (self.pos[2 * i], self.pos[2 * i + 1])
     }
 
-    /// Negative pair `i` as (a, b), a < b. Panics if `i ≥ E`.
+    /// Negative pair `i` as (a, b), a < b (a ≤ b in a given split). Panics if `i ≥ P`.
     pub fn negpair(&self, i: usize) -> (u32, u32) {
         (self.negpairs[2 * i], self.negpairs[2 * i + 1])
     }
@@ -123,7 +143,7 @@ impl<'a> LinkEdges<'a> {
         self.pos
     }
 
-    /// The negative pairs, flat: E × 2 (checked at open: ids < N).
+    /// The negative pairs, flat: P × 2 (checked at open: ids < N).
     pub fn negative_pairs(&self) -> &'a [u32] {
         self.negpairs
     }
@@ -180,6 +200,7 @@ impl GraphStore {
                 negpairs: bytes(q),
                 k: meta.negatives as usize,
                 n_nodes: self.header().n_nodes,
+                given: meta.given,
             }
         };
         Some(LinkSplit {
@@ -215,10 +236,10 @@ pub(crate) fn check_cheap(store: &GraphStore) -> Result<(), StoreError> {
                     "pair {i} ({a}, {b}): node id out of range, expected < N = {n}"
                 )));
             }
-            if a == b {
+            let is_negpair = matches!(id, LinkSectionId::ValNegPairs | LinkSectionId::TestNegPairs);
+            if a == b && !(is_negpair && meta.given) {
                 return Err(bad(format!("pair {i} ({a}, {b}) is a self pair")));
             }
-            let is_negpair = matches!(id, LinkSectionId::ValNegPairs | LinkSectionId::TestNegPairs);
             if is_negpair && a > b {
                 return Err(bad(format!(
                     "pair {i} ({a}, {b}): expected the smaller id first"
@@ -306,6 +327,9 @@ fn check_set(
         row.iter().enumerate().find_map(|(j, &t)| {
             let what = if u64::from(t) >= e.n_nodes {
                 "out of range"
+            } else if e.given {
+                // A dataset's own negatives, as given: only their range is checked.
+                return None;
             } else if t == u {
                 "a self pair"
             } else if edge(u, t) {
@@ -324,29 +348,44 @@ fn check_set(
     };
     let pair_problem = |i: usize| {
         let (a, b) = e.negpair(i);
-        (edge(a, b) || positives.contains(&key(a, b)))
+        (!e.given && (edge(a, b) || positives.contains(&key(a, b))))
             .then(|| format!("negative pair {i} ({a}, {b}) is an edge"))
     };
-    let mut list =
-        |id: LinkSectionId, what: &str, problem: &(dyn Fn(usize) -> Option<String> + Sync)| {
-            let found = find_rows(e.len(), |i| problem(i as usize).is_some());
-            if found.count > 0 {
-                let first: Vec<String> = found
-                    .first
-                    .iter()
-                    .filter_map(|&(i, _)| problem(i as usize))
-                    .collect();
-                report(
-                    id,
-                    format!("{} {what}, first: {}", found.count, first.join("; ")),
-                );
-            }
-        };
-    list(p, "positives in the stored graph", &pos_problem);
-    list(n, "positives with a bad tail negative", &tail_problem);
-    list(q, "negative pairs that are edges", &pair_problem);
-    let mut pairs = HashSet::with_capacity(e.len());
-    let twice: Vec<String> = (0..e.len())
+    let mut list = |id: LinkSectionId,
+                    what: &str,
+                    rows: usize,
+                    problem: &(dyn Fn(usize) -> Option<String> + Sync)| {
+        let found = find_rows(rows, |i| problem(i as usize).is_some());
+        if found.count > 0 {
+            let first: Vec<String> = found
+                .first
+                .iter()
+                .filter_map(|&(i, _)| problem(i as usize))
+                .collect();
+            report(
+                id,
+                format!("{} {what}, first: {}", found.count, first.join("; ")),
+            );
+        }
+    };
+    list(p, "positives in the stored graph", e.len(), &pos_problem);
+    list(
+        n,
+        "positives with a bad tail negative",
+        e.len(),
+        &tail_problem,
+    );
+    list(
+        q,
+        "negative pairs that are edges",
+        e.n_negpairs(),
+        &pair_problem,
+    );
+    if e.given {
+        return;
+    }
+    let mut pairs = HashSet::with_capacity(e.n_negpairs());
+    let twice: Vec<String> = (0..e.n_negpairs())
         .filter(|&i| !pairs.insert(key(e.negpair(i).0, e.negpair(i).1)))
         .map(|i| format!("negative pair {i} {:?} is drawn twice", e.negpair(i)))
         .collect();
