@@ -11,6 +11,7 @@
 //! state, so a resumed run computes the same losses as an uninterrupted one.
 
 pub mod checkpoint;
+mod evaluate;
 pub mod export;
 pub mod log;
 mod observer;

@@ -29,19 +29,20 @@ use crate::compile::{
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Params, Value};
 use crate::op::{GraphSource, Registry};
-use crate::plan::{Decoder, LinkMetric, Lowered, Plan, SamplerPlan};
+use crate::plan::{Lowered, Plan, SamplerPlan};
 use crate::progress::Progress;
-use crate::store::{Access, GraphStore, Labels, LinkSet, Role};
+use crate::store::{Access, GraphStore, Role};
 
+use super::evaluate::{link_split_gives, selection, Evaluator};
 use super::log::{Record, RunDist, StepMs};
 use super::observer::{EpochLoss, Observer, Validation};
 use super::state::{guard_outputs, params_hash, Identity, TrainState};
 use super::TrainError;
-use crate::dist::{evaluation, step_sync, Dist, EvalOn, StepSync};
-use crate::infer::link::{link_metrics, no_split, representations, PairScorer};
-use crate::infer::{FullGraph, InferOptions};
+use crate::dist::{step_sync, Dist, StepSync};
+use crate::infer::link::no_split;
+use crate::infer::InferOptions;
 use crate::machine::MemoryLimit;
-use crate::metrics::{Counts, Metrics};
+use crate::metrics::Metrics;
 
 /// How to run a training: a builder over the plan and the store, with defaults for
 /// everything else, consumed by [`TrainOptions::train`].
@@ -451,31 +452,6 @@ impl TrainOutcome {
     }
 }
 
-/// Refuses an evaluation graph whose features or labels differ in shape from the part's.
-fn check_same_schema(full: &GraphStore, part: &GraphStore) -> Result<()> {
-    let shape = |s: &GraphStore| {
-        (
-            s.n_features(),
-            s.n_classes(),
-            matches!(s.labels(), Labels::Multi { .. }),
-        )
-    };
-    if shape(full) != shape(part) {
-        return Err(TrainError::Run(format!(
-            "{}: the evaluation graph has F = {}, C = {} ({}), the part {} has F = {}, C = {} ({}): not the graph it was cut from",
-            full.path().display(),
-            full.n_features(),
-            full.n_classes(),
-            if shape(full).2 { "multi-label" } else { "single-label" },
-            part.path().display(),
-            part.n_features(),
-            part.n_classes(),
-            if shape(part).2 { "multi-label" } else { "single-label" },
-        )));
-    }
-    Ok(())
-}
-
 /// Trains `opts.plan` on `opts.store` with `registry`'s ops and `runner`: JPDC's Algorithm 2
 /// (each step a sampled subgraph, its forward and backward pass, an update), each update
 /// agreed with the other parts in a job (GAD's Algorithm 2, through `sync`), a validation
@@ -862,90 +838,6 @@ impl Step<'_, '_> {
     }
 }
 
-/// Validation and test metrics: full-graph inference on the graph the run evaluates
-/// ([`crate::dist::evaluation`]), with the per-class counts summed over a job's parts where
-/// each part evaluates its own.
-struct Evaluator<'g> {
-    graph: FullGraph<'g>,
-    /// The store evaluated on.
-    on: &'g GraphStore,
-    summed: bool,
-    /// A link plan's decoder: its sets are scored on the split's pairs.
-    decoder: Option<Decoder>,
-}
-
-impl<'g> Evaluator<'g> {
-    /// None with `no_eval`, and where another part of a job evaluates.
-    fn new(
-        opts: &TrainOptions<'g>,
-        lowered: &Lowered,
-        threads: std::num::NonZeroUsize,
-    ) -> Result<Option<Evaluator<'g>>> {
-        if opts.no_eval {
-            return Ok(None);
-        }
-        let (on, summed) = match evaluation(opts.dist.as_ref(), opts.store) {
-            EvalOn::Elsewhere => return Ok(None),
-            EvalOn::Whole(g) => {
-                check_same_schema(g, opts.store)?;
-                (g, false)
-            }
-            EvalOn::Part(g) => (g, true),
-        };
-        let graph = FullGraph::new(on, lowered, threads)?.with_options(InferOptions {
-            progress: opts.progress,
-            ..opts.infer.clone()
-        });
-        let decoder = lowered.link.as_ref().map(|l| l.decoder);
-        if decoder.is_some() && summed {
-            return Err(TrainError::Run(
-                "a link plan trains in one process: distributed link prediction (each part scoring its own pairs) is not built yet".into(),
-            ));
-        }
-        Ok(Some(Evaluator {
-            graph,
-            on,
-            summed,
-            decoder,
-        }))
-    }
-
-    /// The metrics of `role` under `params`; None when the role has no labelled node
-    /// (in a job: on no part), without a pass where the store shows it.
-    fn measure(
-        &self,
-        sync: &dyn StepSync,
-        runner: &dyn StepRunner,
-        params: &Params,
-        role: Role,
-    ) -> Result<Option<Metrics>> {
-        if let Some(decoder) = self.decoder {
-            let set = match role {
-                Role::Val => LinkSet::Val,
-                Role::Test => LinkSet::Test,
-                other => {
-                    return Err(TrainError::Run(format!(
-                    "a link plan is evaluated on the split's val and test edges, not on {other:?}"
-                )))
-                }
-            };
-            let z = representations(&self.graph, runner, params)?;
-            let scorer = PairScorer::over(z.values(), z.cols(), decoder, params)?;
-            return Ok(link_metrics(self.on, &scorer, set)?);
-        }
-        let counts = if self.summed {
-            let mut flat = self.graph.counts(runner, params, &[role])?[0].flat();
-            sync.sum_counts(&mut flat)?;
-            Counts::from_flat(&flat)
-        } else if self.on.role_count(role) == 0 {
-            return Ok(None);
-        } else {
-            self.graph.counts(runner, params, &[role])?.swap_remove(0)
-        };
-        Ok((counts.nodes() > 0).then(|| counts.metrics()))
-    }
-}
-
 /// Refuses a plan whose parameters and step do not fit the memory limit, before any
 /// parameter, optimiser buffer or evaluation plan is allocated.
 fn check_memory(
@@ -964,38 +856,6 @@ fn check_memory(
         crate::compile::memory::check(opts.plan, lowered, &est, limit, &source)?;
     }
     Ok(())
-}
-
-/// The figure that picks the best epoch: a link plan's `[task] metric`, else F1-micro.
-fn selection(m: &Metrics, lowered: &Lowered) -> f64 {
-    match (&lowered.link, &m.link) {
-        // The split was checked to give the figure (`link_split_gives`).
-        (Some(task), Some(l)) => task.metric.value(l).unwrap_or(f64::NEG_INFINITY),
-        _ => m.f1_micro,
-    }
-}
-
-/// Refuses a best-epoch metric the store's validation set cannot give: MRR or Hits@K
-/// without per-positive tails, AUC, AP or pool Hits@K without negative pairs (a given
-/// split: `import ogb-link`).
-fn link_split_gives(store: &GraphStore, metric: LinkMetric) -> Result<()> {
-    let split = store.link_split().ok_or_else(|| no_split(store))?;
-    let val = split.set(LinkSet::Val);
-    let (tails, pairs) = (val.k() > 0, !val.negative_pairs().is_empty());
-    let (has, what) = if metric.needs_tails() {
-        (tails, "per-positive negatives (tails)")
-    } else {
-        (pairs, "negative pairs")
-    };
-    if has {
-        return Ok(());
-    }
-    Err(TrainError::Run(format!(
-        "{}: [task] metric = \"{}\" needs the validation set's {what}, and the store's split has none: choose {}",
-        store.path().display(),
-        metric.name(),
-        if tails { "mrr or hits@K" } else { "auc, ap or pool_hits@K" }
-    )))
 }
 
 /// |V_train|, refused when zero.
