@@ -8,7 +8,7 @@
 //! f32 with an f64 result.
 
 use crate::ir::{Params, Tensor};
-use crate::link::evaluate;
+use crate::link::{evaluate, ScorePairs};
 use crate::metrics::{LinkMetrics, Metrics, LINK_HITS, LINK_POOL_HITS};
 use crate::plan::Decoder;
 use crate::store::{GraphStore, LinkSet, StoreError};
@@ -131,6 +131,54 @@ impl<'a> PairScorer<'a> {
     }
 }
 
+impl ScorePairs for PairScorer<'_> {
+    fn score(&self, u: u32, v: u32) -> std::result::Result<f64, StoreError> {
+        PairScorer::score(self, u, v)
+    }
+
+    /// The MLP decoder batched: the K rows z_u ⊙ z_t in one product with W1 (the
+    /// per-pair form is a matrix-vector product per tail, K times the passes over W1).
+    fn score_tails(&self, u: u32, tails: &[u32]) -> std::result::Result<Vec<f64>, StoreError> {
+        let (Decoder::Mlp { .. }, [w1, b1, w2, b2]) = (self.decoder, self.weights.as_slice())
+        else {
+            return tails
+                .iter()
+                .map(|&t| PairScorer::score(self, u, t))
+                .collect();
+        };
+        let (d, hidden, k) = (self.cols, w1.cols, tails.len());
+        let row = |x: u32| {
+            self.z
+                .get(x as usize * d..(x as usize + 1) * d)
+                .ok_or_else(|| {
+                    StoreError::argument(format!(
+                        "pair node {x} is outside the {} nodes scored",
+                        self.rows
+                    ))
+                })
+        };
+        let zu = row(u)?;
+        let mut m = Vec::with_capacity(k * d);
+        for &t in tails {
+            m.extend(zu.iter().zip(row(t)?).map(|(a, b)| a * b));
+        }
+        let mut h = vec![0f32; k * hidden];
+        saintflow_ops::gemm::gemm_nn(k, d, hidden, &m, &w1.data, &mut h, false)
+            .map_err(|e| StoreError::argument(format!("the mlp decoder's product: {e}")))?;
+        Ok(h.chunks_exact(hidden)
+            .map(|r| {
+                let s: f32 = r
+                    .iter()
+                    .zip(&b1.data)
+                    .zip(&w2.data)
+                    .map(|((h, b), w)| (h + b).max(0.0) * w)
+                    .sum();
+                f64::from(s + b2.data[0])
+            })
+            .collect())
+    }
+}
+
 /// The figures of `set` of `store`'s split under `scorer`; None when the set holds no
 /// positive. Accuracy and F1 are those of the pairs (positives and negative pairs) classified
 /// at σ(score) > ½.
@@ -145,7 +193,7 @@ pub fn link_metrics(
         return Ok(None);
     }
     let ks: Vec<usize> = LINK_HITS.iter().chain(&LINK_POOL_HITS).copied().collect();
-    let mut scores = evaluate("decoder", edges, &|u, v| scorer.score(u, v), &ks)?;
+    let mut scores = evaluate("decoder", edges, scorer, &ks)?;
     scores.hits.retain(|(k, _)| LINK_HITS.contains(k));
     scores.hits_pool.retain(|(k, _)| LINK_POOL_HITS.contains(k));
     // The pairs' classification at score 0.

@@ -51,12 +51,34 @@ pub struct LinkScores {
     pub seconds: f64,
 }
 
-/// Scores set `edges` with `score` (a pair's score; higher = more likely an edge) and
-/// computes every metric with the Hits cut-offs `ks`. An empty set is an error.
+/// A pair scorer (higher = more likely an edge): pair by pair, or one source against its
+/// tails at once, which a scorer with a batched form (a trained MLP decoder: one product
+/// per source) overrides. Any `Fn(u32, u32) -> Result<f64, StoreError>` is one.
+pub trait ScorePairs: Sync {
+    /// The score of pair (u, v).
+    fn score(&self, u: u32, v: u32) -> Result<f64, StoreError>;
+
+    /// The scores of (u, t) for every t of `tails`, in order.
+    fn score_tails(&self, u: u32, tails: &[u32]) -> Result<Vec<f64>, StoreError> {
+        tails.iter().map(|&t| self.score(u, t)).collect()
+    }
+}
+
+impl<F> ScorePairs for F
+where
+    F: Fn(u32, u32) -> Result<f64, StoreError> + Sync,
+{
+    fn score(&self, u: u32, v: u32) -> Result<f64, StoreError> {
+        self(u, v)
+    }
+}
+
+/// Scores set `edges` with `score` and computes every metric with the Hits cut-offs `ks`.
+/// An empty set is an error.
 pub fn evaluate(
     method: &str,
     edges: LinkEdges<'_>,
-    score: &(dyn Fn(u32, u32) -> Result<f64, StoreError> + Sync),
+    score: &dyn ScorePairs,
     ks: &[usize],
 ) -> Result<LinkScores, StoreError> {
     let t0 = Instant::now();
@@ -69,7 +91,7 @@ pub fn evaluate(
     }
     let pairs = |flat: &[u32]| -> Result<Vec<f64>, StoreError> {
         flat.par_chunks_exact(2)
-            .map(|p| score(p[0], p[1]))
+            .map(|p| score.score(p[0], p[1]))
             .collect()
     };
     let pos = pairs(edges.positives())?;
@@ -80,11 +102,7 @@ pub fn evaluate(
         .map(|i| {
             let (u, _) = edges.pos(i);
             let tails = edges.checked_tails(i)?;
-            let s: Vec<f64> = tails
-                .iter()
-                .map(|&t| score(u, t))
-                .collect::<Result<_, _>>()?;
-            Ok(rank(pos[i], s))
+            Ok(rank(pos[i], score.score_tails(u, tails)?))
         })
         .collect::<Result<_, StoreError>>()?;
     let ranked = RankMetrics::from_ranks(&ranks, ks);

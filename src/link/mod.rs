@@ -9,5 +9,5 @@
 pub mod eval;
 pub mod heuristics;
 
-pub use eval::{evaluate, LinkScores};
+pub use eval::{evaluate, LinkScores, ScorePairs};
 pub use heuristics::Heuristic;
