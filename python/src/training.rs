@@ -145,7 +145,7 @@ pub(crate) fn _train<'py>(
         if let Some(l) = &log {
             opts = opts.log(l.clone());
         }
-        // Without a thread count the trainer runs on the caller's pool: ours (fork-safe).
+        // Run inside our fork-safe pool, as every native call of the package does.
         let pool = default_pool()?;
         let result = run_interruptible(py, &flag, || pool.install(|| opts.train()))?;
         let out = lib(result)?;
@@ -157,6 +157,16 @@ pub(crate) fn _train<'py>(
                     d.set_item("accuracy", m.accuracy)?;
                     d.set_item("f1_micro", m.f1_micro)?;
                     d.set_item("f1_macro", m.f1_macro)?;
+                    // A link plan's figures (None where its split cannot give one), as the
+                    // log writes them.
+                    if let Some(l) = m.link {
+                        for (name, v) in l.figures() {
+                            d.set_item(name, v)?;
+                        }
+                        d.set_item("negatives", l.negatives)?;
+                        d.set_item("negative_pairs", l.negative_pairs)?;
+                        d.set_item("positives", l.positives)?;
+                    }
                     Ok(d)
                 })
                 .transpose()

@@ -130,3 +130,21 @@ def test_example_train_cora_equals_the_cli(tmp_path, saintflow_bin):
     want = cli[cli.index("test accuracy"):].split()
     assert ex.split()[:3] == want[:3], (ex, cli)  # "test accuracy 0.xxxx"
     assert float(ex.split()[2]) > 0.5
+
+
+def test_a_link_plan_trains_and_reports_its_ranking_figures(tmp_path, store, saintflow_bin):
+    # Issue 52: a link plan on a store with a link split; the figures are the log's.
+    link = tmp_path / "link.sf"
+    subprocess.run(
+        [saintflow_bin, "split-edges", store.path, "-o", str(link), "--val", "0.1",
+         "--test", "0.1", "--negatives", "20", "--seed", "1"],
+        check=True, capture_output=True, text=True,
+    )
+    gae = ROOT / "plans" / "gae.toml"
+    r = sf.train(sf.Plan.load(gae, {"dims.hidden": 8}), sf.Store.open(str(link)), epochs=3,
+                 seed=1, progress=False)
+    for key in ("auc", "ap", "mrr", "hits@10", "pool_hits@50"):
+        assert 0.0 <= r.test[key] <= 1.0, (key, r.test)
+    assert r.test["negatives"] == 20 and r.test["positives"] > 0
+    with pytest.raises(sf.SaintflowError, match="split-edges"):
+        sf.train(gae, store, epochs=1, progress=False)
