@@ -92,20 +92,23 @@ impl<'a> PairScorer<'a> {
         })
     }
 
+    /// Node `x`'s representation, the id checked against the rows.
+    fn row(&self, x: u32) -> std::result::Result<&'a [f32], StoreError> {
+        let d = self.cols;
+        self.z
+            .get(x as usize * d..(x as usize + 1) * d)
+            .ok_or_else(|| {
+                StoreError::argument(format!(
+                    "pair node {x} is outside the {} nodes scored",
+                    self.rows
+                ))
+            })
+    }
+
     /// The score of pair (u, v); ids checked against the representations' rows.
     pub fn score(&self, u: u32, v: u32) -> std::result::Result<f64, StoreError> {
         let d = self.cols;
-        let row = |x: u32| {
-            self.z
-                .get(x as usize * d..(x as usize + 1) * d)
-                .ok_or_else(|| {
-                    StoreError::argument(format!(
-                        "pair node {x} is outside the {} nodes scored",
-                        self.rows
-                    ))
-                })
-        };
-        let (zu, zv) = (row(u)?, row(v)?);
+        let (zu, zv) = (self.row(u)?, self.row(v)?);
         Ok(match (self.decoder, self.weights.as_slice()) {
             (Decoder::Dot, _) => f64::from(zu.iter().zip(zv).map(|(a, b)| a * b).sum::<f32>()),
             (Decoder::DistMult, [r]) => f64::from(
@@ -147,20 +150,10 @@ impl ScorePairs for PairScorer<'_> {
                 .collect();
         };
         let (d, hidden, k) = (self.cols, w1.cols, tails.len());
-        let row = |x: u32| {
-            self.z
-                .get(x as usize * d..(x as usize + 1) * d)
-                .ok_or_else(|| {
-                    StoreError::argument(format!(
-                        "pair node {x} is outside the {} nodes scored",
-                        self.rows
-                    ))
-                })
-        };
-        let zu = row(u)?;
+        let zu = self.row(u)?;
         let mut m = Vec::with_capacity(k * d);
         for &t in tails {
-            m.extend(zu.iter().zip(row(t)?).map(|(a, b)| a * b));
+            m.extend(zu.iter().zip(self.row(t)?).map(|(a, b)| a * b));
         }
         let mut h = vec![0f32; k * hidden];
         saintflow_ops::gemm::gemm_nn(k, d, hidden, &m, &w1.data, &mut h, false)
