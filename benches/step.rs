@@ -110,6 +110,7 @@ impl Model {
                 threads,
                 cache_bytes: saintflow_ops::cache::l2_bytes(),
                 precision,
+                feature_density: None,
             },
         )
         .unwrap();

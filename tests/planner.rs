@@ -363,6 +363,7 @@ fn opts(n: usize, nnz: usize) -> PlanOptions {
         threads: 2,
         cache_bytes: 1 << 20,
         precision: saintflow::planner::Precision::F32,
+        feature_density: None,
     }
 }
 

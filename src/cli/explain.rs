@@ -103,6 +103,9 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
     if let Some(c) = a.cache_bytes {
         opts.cache_bytes = c.max(1);
     }
+    if let Some(s) = &store {
+        opts = opts.with_feature_density(s.feature_density());
+    }
     let env = LowerEnv {
         n_features,
         n_classes,

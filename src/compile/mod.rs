@@ -194,7 +194,8 @@ pub(crate) fn setup_phase<'g>(
             },
             threads,
         )
-        .with_precision(lowered.precision),
+        .with_precision(lowered.precision)
+        .with_feature_density(store.feature_density()),
     )?;
     let missing =
         |name: &str| CompileError::Run(format!("the planned graph lost its `{name}` output"));

@@ -27,6 +27,85 @@ pub trait GraphSource: Sync {
     fn degree(&self, node: u32) -> usize;
     /// GraphSAINT aggregator weights C_v / C_uv per subgraph entry, when estimated.
     fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>>;
+    /// The feature rows of `nodes` with their zeros left out, for the products the planner
+    /// makes sparse ([`crate::planner::SparseFeatures`]). Default: gathered dense with
+    /// [`GraphSource::features`], then compressed.
+    fn sparse_features(&self, nodes: &[u32]) -> Result<FeatureRows, OpError> {
+        let f = self.n_features();
+        let mut dense = vec![0.0f32; nodes.len() * f];
+        self.features(nodes, &mut dense)?;
+        Ok(FeatureRows::Local(FeatureCsr::from_rows(
+            (0..nodes.len()).map(|i| &dense[i * f..(i + 1) * f]),
+        )))
+    }
+}
+
+/// Feature rows with their zeros left out: row r's nonzero columns (ascending) and values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FeatureCsr {
+    /// Row r's entries are `offsets[r]..offsets[r + 1]`.
+    pub offsets: Vec<u64>,
+    /// Column ids.
+    pub cols: Vec<u32>,
+    /// Values (never 0).
+    pub vals: Vec<f32>,
+}
+
+impl FeatureCsr {
+    /// The nonzeros of dense rows, in order.
+    pub fn from_rows<'r>(rows: impl Iterator<Item = &'r [f32]>) -> FeatureCsr {
+        let mut m = FeatureCsr {
+            offsets: vec![0],
+            ..FeatureCsr::default()
+        };
+        for row in rows {
+            m.push_row(row);
+        }
+        m
+    }
+
+    /// Appends a dense row's nonzeros as the next row.
+    pub fn push_row(&mut self, row: &[f32]) {
+        for (j, &x) in row.iter().enumerate() {
+            if x != 0.0 {
+                self.cols.push(j as u32);
+                self.vals.push(x);
+            }
+        }
+        self.offsets.push(self.cols.len() as u64);
+    }
+
+    /// Rows.
+    pub fn n_rows(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Row `r`'s columns and values.
+    pub fn row(&self, r: usize) -> (&[u32], &[f32]) {
+        let (lo, hi) = (self.offsets[r] as usize, self.offsets[r + 1] as usize);
+        (&self.cols[lo..hi], &self.vals[lo..hi])
+    }
+}
+
+/// What [`GraphSource::sparse_features`] gives: rows indexed by original node id (a source
+/// that compressed its whole feature matrix once) or by position in the node list asked
+/// for (compressed for this call).
+#[derive(Clone, Debug)]
+pub enum FeatureRows {
+    /// The whole graph's rows, by original node id.
+    Whole(std::sync::Arc<FeatureCsr>),
+    /// The asked nodes' rows, by position.
+    Local(FeatureCsr),
+}
+
+impl FeatureRows {
+    /// The row of the node at position `i` of the list asked for, whose original id is `v`.
+    pub fn row(&self, i: usize, v: u32) -> (&[u32], &[f32]) {
+        match self {
+            FeatureRows::Whole(m) => m.row(v as usize),
+            FeatureRows::Local(m) => m.row(i),
+        }
+    }
 }
 
 /// The [`GraphSource`] methods other than `sample`, forwarded to `self.inner` (a
@@ -53,6 +132,12 @@ macro_rules! forward_to_inner {
         }
         fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
             self.inner.aggregator_weights(sub)
+        }
+        fn sparse_features(
+            &self,
+            nodes: &[u32],
+        ) -> Result<$crate::ir::source::FeatureRows, OpError> {
+            self.inner.sparse_features(nodes)
         }
     };
 }

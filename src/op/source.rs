@@ -1,6 +1,9 @@
 //! The [`GraphSource`]s of the engine: [`StoreSource`] reads a memory-mapped store through a sampler; tests and
 //! embedders may implement their own.
 
+use std::sync::{Arc, OnceLock};
+
+use crate::ir::source::{FeatureCsr, FeatureRows};
 use crate::ir::{GraphSource, OpError, TargetLabels, Targets};
 use crate::sample::{attach_targets, sample_subgraph, LinkSampling, NormCounts, Sampler, Subgraph};
 use crate::store::{GraphStore, Labels, Role};
@@ -16,7 +19,17 @@ pub struct StoreSource<'g> {
     n_loss: usize,
     will_need: bool,
     link: Option<LinkSampling>,
+    /// The whole store's features compressed, made on the first sparse request of a store
+    /// whose feature matrix is at most `whole_sparse` bytes.
+    sparse: OnceLock<Arc<FeatureCsr>>,
+    whole_sparse: usize,
 }
+
+/// A store whose dense feature matrix is at most this many bytes has it compressed once
+/// (one pass over it, then at most 2 × density of its size in memory: 8 bytes per nonzero)
+/// when the planner makes the products by the features sparse; a larger one, out of core
+/// perhaps, has each step's rows compressed as they are read, from the mapping.
+pub const WHOLE_SPARSE_BYTES: usize = 256 << 20;
 
 impl<'g> StoreSource<'g> {
     /// Samples `store` with `sampler` (seeded by `seed`, node counts clipped to a multiple
@@ -41,6 +54,8 @@ impl<'g> StoreSource<'g> {
             n_loss,
             will_need: false,
             link: None,
+            sparse: OnceLock::new(),
+            whole_sparse: WHOLE_SPARSE_BYTES,
         }
     }
 
@@ -49,6 +64,13 @@ impl<'g> StoreSource<'g> {
     /// normalisation counts.
     pub fn link(mut self, sampling: Option<LinkSampling>) -> Self {
         self.link = sampling;
+        self
+    }
+
+    /// Compress the whole feature matrix once only when it is at most `bytes` (default
+    /// [`WHOLE_SPARSE_BYTES`]); 0: every step's rows compressed as read.
+    pub fn whole_sparse_features(mut self, bytes: usize) -> Self {
+        self.whole_sparse = bytes;
         self
     }
 
@@ -110,6 +132,33 @@ impl GraphSource for StoreSource<'_> {
         self.store
             .gather_features(nodes, out)
             .map_err(|e| OpError::Source(e.to_string()))
+    }
+
+    fn sparse_features(&self, nodes: &[u32]) -> Result<FeatureRows, OpError> {
+        let s = self.store;
+        let row = |v: u32| {
+            s.feature_row(v)
+                .map_err(|e| OpError::Source(format!("{}: {e}", s.path().display())))
+        };
+        if std::mem::size_of_val(s.features()) <= self.whole_sparse {
+            if let Some(&v) = nodes.iter().find(|&&v| v as usize >= s.n_nodes()) {
+                row(v)?;
+            }
+            let f = s.n_features();
+            let whole = self.sparse.get_or_init(|| {
+                Arc::new(FeatureCsr::from_rows(s.features().chunks_exact(f.max(1))))
+            });
+            return Ok(FeatureRows::Whole(whole.clone()));
+        }
+        let mut m = FeatureCsr {
+            offsets: Vec::with_capacity(nodes.len() + 1),
+            ..FeatureCsr::default()
+        };
+        m.offsets.push(0);
+        for &v in nodes {
+            m.push_row(row(v)?);
+        }
+        Ok(FeatureRows::Local(m))
     }
 
     fn targets(&self, sub: &Subgraph) -> Result<Targets, OpError> {

@@ -18,6 +18,7 @@ pub mod fuse;
 pub mod memory;
 pub mod partition;
 pub mod precision;
+pub mod sparse_features;
 
 use crate::ir::{Bindings, Graph, IrError, NodeId};
 use crate::op::Cost;
@@ -31,9 +32,10 @@ pub use memory::{greedy_order, liveness, schedule, Liveness};
 pub use partition::{feature_partitions, Partition};
 pub use precision::PrecisionPass;
 pub use saintflow_ops::gemm::Precision;
+pub use sparse_features::{SparseFeatures, SPARSE_FEATURES_MAX_DENSITY};
 
 /// What the planner is told about the steps it plans for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PlanOptions {
     /// Expected symbol values (the sampler's node budget, its mean entry count).
     pub bindings: Bindings,
@@ -44,6 +46,10 @@ pub struct PlanOptions {
     /// The arithmetic of the dense products ([`PrecisionPass`]; f32 unless the plan's
     /// `[compute] precision` says bf16).
     pub precision: Precision,
+    /// The fraction of nonzero input features, measured on the store trained on: at most
+    /// [`SPARSE_FEATURES_MAX_DENSITY`], the [`SparseFeatures`] pass runs the products by
+    /// the features sparse. `None` (the default): the pass does nothing.
+    pub feature_density: Option<f64>,
 }
 
 impl PlanOptions {
@@ -55,12 +61,21 @@ impl PlanOptions {
             threads: threads.get(),
             cache_bytes: saintflow_ops::cache::l2_bytes(),
             precision: Precision::F32,
+            feature_density: None,
         }
     }
 
     /// These options with the dense products at `precision`.
     pub fn with_precision(self, precision: Precision) -> PlanOptions {
         PlanOptions { precision, ..self }
+    }
+
+    /// These options for features of this fraction of nonzeros ([`SparseFeatures`]).
+    pub fn with_feature_density(self, density: f64) -> PlanOptions {
+        PlanOptions {
+            feature_density: Some(density),
+            ..self
+        }
     }
 }
 
@@ -112,13 +127,15 @@ pub struct PlanReport {
 
 /// The passes [`plan`] runs, in order: CSE (so equal operands have one id), chain ordering
 /// (CSE-aware), CSE again (transposes and products emitted twice), dead-node elimination,
-/// the products' precision, fusion of row-wise chains, feature partitioning.
+/// the products by sparse features, the products' precision, fusion of row-wise chains,
+/// feature partitioning.
 pub fn default_passes() -> Vec<Box<dyn Pass>> {
     vec![
         Box::new(Cse),
         Box::new(ChainPass { reuse: true }),
         Box::new(Cse),
         Box::new(Dce),
+        Box::new(SparseFeatures),
         Box::new(PrecisionPass),
         Box::new(Fuse),
         Box::new(Partition),

@@ -11,6 +11,7 @@ mod loss;
 mod matmul;
 mod norm;
 mod source;
+mod sparse_features;
 mod structure;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use matmul::{
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
 pub use source::{AdjKind, Adjacency, Features, One, Param, Sample, TargetsOp};
+pub use sparse_features::FeatureProduct;
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};
 
 pub(crate) use super::util::{dense, elementwise_cost, same_shape};

@@ -1,0 +1,103 @@
+//! The sparse-features pass: where the step's feature rows are read only by products —
+//! X·W of a first layer and, after differentiation, its ∇W = Xᵀ·∇Y — and the store's
+//! features are mostly zeros ([`PlanOptions::feature_density`] at most
+//! [`SPARSE_FEATURES_MAX_DENSITY`]), those products become
+//! [`FeatureProduct`](crate::op::builtin::FeatureProduct)s, which skip the zeros, and the
+//! dense `features` gather goes. Cora's bag of words is 1.3 % nonzero: its two 2708 × 1433
+//! × 32 products (≈ 250 MFLOP each) and the 15.5 MB gather were three quarters of a GAE
+//! step; sparse they are ≈ 3 MFLOP each.
+//!
+//! Left alone: features read by anything else as well (a concatenation, a dropout, an
+//! `A·X` the chain pass ordered first), a product reading a column view, and every graph
+//! planned without a density (evaluation's, `explain` without a store, tests'), so the
+//! pass changes nothing it was not asked to.
+
+use std::sync::Arc;
+
+use crate::ir::{Graph, IrError};
+use crate::op::builtin::{FeatureProduct, Features, Gemm};
+
+use super::{Pass, PlanOptions};
+
+/// The largest fraction of nonzero features at which the products by the features run
+/// sparse. Per nonzero the sparse kernel does one multiply-add per output column, as the
+/// dense GEMM does per element, but gathered: on Zen 4/5 the SpMM kernel runs at about a
+/// quarter of the GEMM's rate per multiply-add (BENCHMARKS.md), and the dense path also
+/// gathers the whole n × F block, which the sparse one never reads; a tenth leaves a
+/// margin for CPUs whose GEMM is relatively faster.
+pub const SPARSE_FEATURES_MAX_DENSITY: f64 = 0.1;
+
+/// The sparse-features pass.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SparseFeatures;
+
+impl Pass for SparseFeatures {
+    fn name(&self) -> &str {
+        "sparse features"
+    }
+
+    fn run(&self, graph: &mut Graph, opts: &PlanOptions) -> Result<Vec<(String, usize)>, IrError> {
+        let Some(density) = opts
+            .feature_density
+            .filter(|&d| d <= SPARSE_FEATURES_MAX_DENSITY)
+        else {
+            return Ok(vec![("products".into(), 0)]);
+        };
+        let mut changed = 0;
+        for id in graph.ids() {
+            // The gemms a rewrite removed.
+            if !graph.contains(id) {
+                continue;
+            }
+            let node = graph.node(id);
+            let Some(&Features { width }) = node.op.downcast_ref::<Features>() else {
+                continue;
+            };
+            if graph.outputs().values().any(|&v| v == id) {
+                continue;
+            }
+            let sub = node.inputs[0];
+            let consumers = graph.consumers(id);
+            // (consumer, Xᵀ·Y rather than X·Y, the other operand)
+            let products: Option<Vec<_>> = consumers
+                .iter()
+                .map(|&c| {
+                    let n = graph.node(c);
+                    let g = n.op.downcast_ref::<Gemm>()?;
+                    let plain = g.views == [None, None] && !g.tb;
+                    (plain && n.inputs[0] == id && n.inputs[1] != id).then_some((
+                        c,
+                        g.ta,
+                        n.inputs[1],
+                    ))
+                })
+                .collect();
+            let Some(products) = products.filter(|p| !p.is_empty()) else {
+                continue;
+            };
+            for (c, transpose, y) in products {
+                let op = FeatureProduct {
+                    width,
+                    transpose,
+                    density,
+                };
+                let label = graph.node(c).label.clone();
+                let note = graph.node(c).note.clone();
+                let new = graph.add(Arc::new(op), &[sub, y], label)?;
+                graph.node_mut(new).note = if note.is_empty() {
+                    format!("features read sparse, {:.2} % nonzero", 100.0 * density)
+                } else {
+                    format!(
+                        "{note}; features read sparse, {:.2} % nonzero",
+                        100.0 * density
+                    )
+                };
+                graph.replace_uses(c, new)?;
+                graph.remove(c)?;
+                changed += 1;
+            }
+            graph.remove(id)?;
+        }
+        Ok(vec![("products".into(), changed)])
+    }
+}
