@@ -236,6 +236,7 @@ fn target_exclusion_changes_what_the_model_learns_about_a_bridge() {
                     negatives: 5,
                     seed: seed * 1000 + k,
                     allow_isolated: false,
+                    by_time: false,
                 };
                 split_edges(&inp, &out, &spec, false).unwrap();
                 let store = GraphStore::open(&out).unwrap();

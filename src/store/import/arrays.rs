@@ -228,7 +228,9 @@ pub fn import_arrays_with(
     let check: Option<&dyn Fn(u32, u32, u64) -> StoreError> =
         (!graph.symmetrize).then_some(&asymmetric);
     stopped()?;
-    commit_import(w, meta, sections, feats, &labels, &roles, start, check)
+    commit_import(
+        w, meta, sections, feats, &labels, &roles, start, check, None,
+    )
 }
 
 /// N, with every id checked against it (no allocation ∝ N before this passes).
