@@ -172,10 +172,7 @@ impl TimeSpool {
                 .iter()
                 .fold((i64::MAX, i64::MIN), |(a, b), &t| (a.min(t), b.max(t)))
         };
-        let xxh3 = format!(
-            "{:016x}",
-            xxh3_64(map.as_deref().map_or(&[][..], |m| &m[..]))
-        );
+        let xxh3 = format!("{:016x}", xxh3_64(map.as_deref().unwrap_or(&[])));
         if let Some(m) = &map {
             m.flush().map_err(|e| StoreError::io(&tpath, "flush", e))?;
         }
