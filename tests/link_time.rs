@@ -134,6 +134,32 @@ fn edgelist_times_keep_the_earliest_and_both_directions_agree() {
     assert_eq!(j["edge_time"]["max"], 11);
     assert_eq!(j["bytes"]["sections"][TIME_SECTION.0], 22 * 8);
 
+    // Any i64 is a time, the extremes included.
+    std::fs::write(
+        tmp.path().join("extreme.txt"),
+        format!("0 1 {}\n1 2 {}\n", i64::MIN, i64::MAX),
+    )
+    .unwrap();
+    saintflow_ok(
+        &[
+            "import",
+            "edgelist",
+            "extreme.txt",
+            "-o",
+            "x.sf",
+            "--symmetrize",
+            "--time-column",
+            "3",
+        ],
+        tmp.path(),
+    );
+    let x = GraphStore::open(tmp.path().join("x.sf")).unwrap();
+    check(&x).unwrap();
+    assert_eq!(
+        (x.edge_time(1, 0), x.edge_time(2, 1)),
+        (Some(i64::MIN), Some(i64::MAX))
+    );
+
     // The column must exist and hold integers, on every edge line.
     std::fs::write(tmp.path().join("bad.txt"), "0 1 5\n1 2 x\n").unwrap();
     let out = saintflow(

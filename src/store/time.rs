@@ -29,7 +29,8 @@ use crate::store::mmap::{Csr, GraphStore};
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
-/// An entry no record reached yet (replaced by the minimum of its records).
+/// An entry no record reached yet (replaced by the minimum of its records; every entry has
+/// a record, see [`TimeSpool::write`]).
 const UNSET: i64 = i64::MAX;
 /// Bytes of one spooled record: u32 source, u32 destination, i64 time.
 const RECORD_BYTES: usize = 16;
@@ -71,8 +72,9 @@ impl TimeSpool {
 
     /// Writes the `full.time` section of the store being written by `w`, whose CSR
     /// sections `graph` are finished: each entry the earliest time of the records of its
-    /// edge (in either direction). `source` names the input in errors. Every entry must be
-    /// reached: an entry without a record means the input changed between passes.
+    /// edge (in either direction). `source` names the input in errors. The caller pushes
+    /// a record for every edge it pushes into the CSR builder, in the same pass, so every
+    /// entry is reached.
     pub fn write(
         self,
         w: &StoreWriter,
@@ -151,7 +153,7 @@ impl TimeSpool {
             let Some(p) = pos(u, v) else {
                 return Err(StoreError::input(
                     source,
-                    format!("edge record {i} ({u}, {v}) is not in the graph built from the same input (the file changed while being read?)"),
+                    format!("edge record {i} ({u}, {v}) is not in the graph built from the same records (an importer bug: the records and the graph are pushed together)"),
                 ));
             };
             times[p] = times[p].min(t);
@@ -159,12 +161,9 @@ impl TimeSpool {
                 times[q] = times[q].min(t);
             }
         }
-        if let Some(j) = times.iter().position(|&t| t == UNSET) {
-            return Err(StoreError::input(
-                source,
-                format!("entry {j} of the graph has no time (the file changed while being read?)"),
-            ));
-        }
+        // Every entry was reached: the records are the very edges pushed into the CSR
+        // builder in the same pass (each record sets both of its entries), so no entry keeps
+        // UNSET unless its time is i64::MAX, a valid time.
         let (min, max) = if times.is_empty() {
             (0, 0)
         } else {
