@@ -148,6 +148,7 @@ fn two_communities(dir: &Path, half: usize, seed: u64) -> PathBuf {
             labels: None,
             roles: None,
             source: "two communities",
+            edge_time: None,
         },
         TrainGraphMode::Full,
         &out,

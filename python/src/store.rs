@@ -380,6 +380,7 @@ impl Store {
                 labels,
                 roles,
                 source: "saintflow.Store.create (Python)",
+                edge_time: None,
             };
             // Never a file, a link or a device, nor a store inside a store (the writer
             // replaces only a store, only with force=True).
