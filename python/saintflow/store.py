@@ -172,7 +172,9 @@ class Store:
                 raise StoreError(f"{path}: edge_time with a scipy matrix: give edge_index or indptr/indices")
             edge_time = np.asarray(to_numpy(edge_time))
             if edge_time.ndim != 1 or edge_time.dtype.kind not in "iu":
-                raise StoreError(f"{path}: edge_time: expected integer times of shape (E,), got {edge_time.dtype} {edge_time.shape}")
+                raise StoreError(
+                    f"{path}: edge_time: expected integer times of shape (E,), got {edge_time.dtype} {edge_time.shape}"
+                )
             edge_time = np.ascontiguousarray(edge_time, dtype=np.int64)
         src = dst = None
         if edge_index is not None and hasattr(edge_index, "tocsr"):
