@@ -25,6 +25,7 @@ fn graph<'a>(edges: Edges<'a>) -> ArrayGraph<'a> {
         labels: None,
         roles: None,
         source: "test",
+        edge_time: None,
     }
 }
 
@@ -264,4 +265,68 @@ fn issue55_arrays_take_the_training_graph_mode() {
     let e = err_text(open("given.sf", TrainGraphMode::Given));
     assert!(e.contains("arrays give no training graph"), "{e}");
     assert!(!tmp.path().join("given.sf").exists());
+}
+
+#[test]
+fn edge_times_from_arrays_keep_the_earliest_and_follow_csr_entries() {
+    // SRC/DST: (0,1) twice, at 7 and 3: the edge keeps 3; (2,2) a self loop, dropped.
+    let tmp = tempfile::tempdir().unwrap();
+    let times = [7i64, 20, 99, 30, 40, 3, 50];
+    let s = write(
+        &ArrayGraph {
+            edge_time: Some(&times),
+            ..graph(Edges::Coo {
+                src: &SRC,
+                dst: &DST,
+            })
+        },
+        &tmp.path().join("coo.sf"),
+    )
+    .unwrap();
+    check(&s).unwrap();
+    for ((u, v), t) in [
+        ((0, 1), 3),
+        ((1, 2), 20),
+        ((2, 0), 30),
+        ((3, 4), 40),
+        ((4, 0), 50),
+    ] {
+        assert_eq!(
+            (s.edge_time(u, v), s.edge_time(v, u)),
+            (Some(t), Some(t)),
+            "({u}, {v})"
+        );
+    }
+    let meta = s.header().edge_time.as_ref().unwrap();
+    assert_eq!((meta.min, meta.max), (3, 50));
+
+    // CSR: the times of `indices`' entries, in that order.
+    let (indptr, indices) = ([0i64, 2, 3, 4], [1i64, 2, 0, 0]);
+    let s = write(
+        &ArrayGraph {
+            edge_time: Some(&[5, 6, 8, 9]),
+            ..graph(Edges::Csr {
+                indptr: &indptr,
+                indices: &indices,
+            })
+        },
+        &tmp.path().join("csr.sf"),
+    )
+    .unwrap();
+    check(&s).unwrap();
+    assert_eq!((s.edge_time(0, 1), s.edge_time(0, 2)), (Some(5), Some(6)));
+    assert_eq!((s.edge_time(1, 0), s.edge_time(2, 0)), (Some(5), Some(6)));
+
+    let e = err_text(write(
+        &ArrayGraph {
+            edge_time: Some(&[1, 2]),
+            ..graph(Edges::Coo {
+                src: &SRC,
+                dst: &DST,
+            })
+        },
+        &tmp.path().join("bad.sf"),
+    ));
+    assert!(e.contains("edge_time: 2 values for 7 entries"), "{e}");
+    assert!(!tmp.path().join("bad.sf").exists());
 }

@@ -71,7 +71,9 @@ fn collab_layout_imports_checks_and_eval_link_gives_the_hand_computed_figures() 
         "{text}"
     );
     let notes = String::from_utf8_lossy(&out.stderr);
-    assert!(notes.contains("raw/edge_year.csv.gz ignored"), "{notes}");
+    // raw/edge_year.csv.gz is read now (the edge times; tests/link_time.rs), the weights not.
+    assert!(notes.contains("raw/edge_weight.csv.gz ignored"), "{notes}");
+    assert!(!notes.contains("raw/edge_year.csv.gz ignored"), "{notes}");
     assert!(
         notes.contains("keys [\"weight\", \"year\"] ignored"),
         "{notes}"

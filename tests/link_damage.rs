@@ -23,6 +23,7 @@ fn fresh(tmp: &Path, name: &str) -> PathBuf {
             negatives: K,
             seed: 1,
             allow_isolated: false,
+            by_time: false,
         };
         split_edges(&GraphStore::open(&input).unwrap(), &base, &spec, false).unwrap();
     }
@@ -271,6 +272,7 @@ fn split_edges_refuses_an_input_with_unsorted_rows() {
         negatives: 4,
         seed: 1,
         allow_isolated: false,
+        by_time: false,
     };
     let out = tmp.path().join("out.sf");
     let e = err_text(split_edges(&store, &out, &spec, false));

@@ -31,6 +31,7 @@ fn spec(val: f64, test: f64, negatives: u64, seed: u64) -> SplitEdgesSpec {
         negatives,
         seed,
         allow_isolated: false,
+        by_time: false,
     }
 }
 
@@ -167,6 +168,7 @@ fn too_few_eligible_edges_is_an_error_naming_the_numbers_and_allow_isolated_lift
     assert!(!out.exists(), "nothing written");
     let allow = SplitEdgesSpec {
         allow_isolated: true,
+        by_time: false,
         ..spec(0.5, 0.4, 1, 1)
     };
     split_edges(&inp, &out, &allow, false).unwrap();

@@ -148,6 +148,7 @@ fn two_communities(dir: &Path, half: usize, seed: u64) -> PathBuf {
             labels: None,
             roles: None,
             source: "two communities",
+            edge_time: None,
         },
         TrainGraphMode::Full,
         &out,
@@ -236,6 +237,7 @@ fn target_exclusion_changes_what_the_model_learns_about_a_bridge() {
                     negatives: 5,
                     seed: seed * 1000 + k,
                     allow_isolated: false,
+                    by_time: false,
                 };
                 split_edges(&inp, &out, &spec, false).unwrap();
                 let store = GraphStore::open(&out).unwrap();

@@ -65,6 +65,7 @@ fn issue55_an_empty_section_maps_to_an_empty_slice() {
         labels: None,
         roles: None,
         source: "test",
+        edge_time: None,
     };
     import_arrays_with(
         &g,
@@ -100,6 +101,7 @@ fn issue55_a_store_from_arrays_trains_on_the_full_graph_unless_induction_is_aske
         labels: Some(saintflow::store::import::ArrayLabels::Single(&labels)),
         roles: Some(&roles),
         source: "test",
+        edge_time: None,
     };
     let full = tmp.path().join("full.sf");
     import_arrays_with(
@@ -151,6 +153,7 @@ fn issue55_a_stopped_import_publishes_nothing_and_leaves_no_temporary_store() {
         labels: None,
         roles: None,
         source: "test",
+        edge_time: None,
     };
     let stop = std::sync::atomic::AtomicBool::new(true);
     let e = import_arrays_with(

@@ -1,9 +1,12 @@
 //! `edgelist`: the edge-list importer on arbitrary bytes as the file, into a temporary
 //! store. The first byte holds options: bit 0 `symmetrize`; bit 1 a node count (the next
-//! byte, 0..=255) instead of the largest id + 1.
+//! byte, 0..=255) instead of the largest id + 1; bit 2 `--time-column 3` (issue 52: each
+//! line's third column an integer time, the store's edge times).
 //!
-//! Property: the import returns; when it succeeds the store passes `open_verified` with N
-//! as reported, and at most the file's lines (twice, symmetrised) as entries.
+//! Property: the import returns; when it succeeds the store passes `open_verified` (the
+//! edge times' checks included: both entries of an edge equal, min and max) with N as
+//! reported, at most the file's lines (twice, symmetrised) as entries, and with bit 2 one
+//! time per entry.
 //! Ids far beyond the file's lines (one line "0 4000000000") are refused by the importer
 //! before it allocates anything proportional to them, so every input goes in.
 
@@ -26,6 +29,7 @@ pub fn edgelist(data: &[u8]) {
     let opts = EdgeListOptions {
         symmetrize: flags & 1 != 0,
         n_nodes,
+        time_column: (flags & 4 != 0).then_some(3),
         ..EdgeListOptions::default()
     };
     let Ok(report) = import_edgelist(&path, &out, &opts, false, &Progress::hidden()) else {
@@ -41,5 +45,10 @@ pub fn edgelist(data: &[u8]) {
         report.entries <= 2 * lines,
         "{} entries from {lines} lines",
         report.entries
+    );
+    assert_eq!(
+        store.edge_times().map(|t| t.len() as u64),
+        (flags & 4 != 0).then_some(report.entries),
+        "one time per entry, only with the time column"
     );
 }

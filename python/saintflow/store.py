@@ -137,6 +137,7 @@ class Store:
         symmetrize=False,
         force=False,
         train_graph="full",
+        edge_time=None,
     ):
         """Writes a store from arrays (numpy, or torch tensors) through the importers'
         writer: checked, published atomically (a failed write leaves nothing that looks
@@ -156,11 +157,25 @@ class Store:
         edges between training nodes only, GraphSAINT's inductive setting; on a split of
         few training nodes that is almost no edges). ``Store.from_pyg`` and
         ``Store.from_dgl`` take it too.
+
+        ``edge_time``: an integer time per entry of ``edge_index`` (``[E]``) or of
+        ``indices``, stored as the edge times that ``split-edges --by-time`` splits on (an
+        edge given more than once, in both directions or repeated, keeps the earliest).
+        Not with a scipy matrix, whose entries are reordered.
         """
         path = os.fspath(path)
         if train_graph not in ("full", "induce"):
             raise ValueError(f'{path}: train_graph = {train_graph!r}: expected "full" or "induce"')
         edge_index, indptr, indices, x, y = map(to_numpy, (edge_index, indptr, indices, x, y))
+        if edge_time is not None:
+            if edge_index is not None and hasattr(edge_index, "tocsr"):
+                raise StoreError(f"{path}: edge_time with a scipy matrix: give edge_index or indptr/indices")
+            edge_time = np.asarray(to_numpy(edge_time))
+            if edge_time.ndim != 1 or edge_time.dtype.kind not in "iu":
+                raise StoreError(
+                    f"{path}: edge_time: expected integer times of shape (E,), got {edge_time.dtype} {edge_time.shape}"
+                )
+            edge_time = np.ascontiguousarray(edge_time, dtype=np.int64)
         src = dst = None
         if edge_index is not None and hasattr(edge_index, "tocsr"):
             m = edge_index.tocsr()
@@ -216,7 +231,7 @@ class Store:
         n = count(n_nodes, "n_nodes")
         native = _native.Store._create(
             path, n, src, dst, indptr, indices, x, y_single, y_multi, roles, bool(symmetrize), bool(force),
-            train_graph == "induce",
+            train_graph == "induce", edge_time,
         )
         return cls(native)
 

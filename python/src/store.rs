@@ -288,7 +288,7 @@ impl Store {
     /// Writes a store from arrays (see `saintflow.Store.create`).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, n_nodes, src, dst, indptr, indices, x, y, y_multi, roles, symmetrize, force, induce_train = false))]
+    #[pyo3(signature = (path, n_nodes, src, dst, indptr, indices, x, y, y_multi, roles, symmetrize, force, induce_train = false, edge_time = None))]
     fn _create(
         py: Python<'_>,
         path: PathBuf,
@@ -304,6 +304,7 @@ impl Store {
         symmetrize: bool,
         force: bool,
         induce_train: bool,
+        edge_time: Option<PyReadonlyArray1<'_, i64>>,
     ) -> PyResult<Store> {
         guard(|| {
             // The node count the writer will allocate for: `n_nodes`, or one past the
@@ -372,6 +373,10 @@ impl Store {
                 Some(r) => Some(r.as_slice()?),
                 None => None,
             };
+            let edge_time = match &edge_time {
+                Some(t) => Some(t.as_slice()?),
+                None => None,
+            };
             let graph = ArrayGraph {
                 n_nodes,
                 edges,
@@ -380,6 +385,7 @@ impl Store {
                 labels,
                 roles,
                 source: "saintflow.Store.create (Python)",
+                edge_time,
             };
             // Never a file, a link or a device, nor a store inside a store (the writer
             // replaces only a store, only with force=True).

@@ -1,4 +1,5 @@
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -133,6 +134,31 @@ def test_create_refuses_to_replace_without_force(tmp_path, graph_arrays):
         sf.Store.create(tmp_path / "g.sf", ei, symmetrize=True)
     s = sf.Store.create(tmp_path / "g.sf", ei, symmetrize=True, force=True)
     assert s.n_features == 0
+
+
+def test_create_with_edge_times_and_a_time_split(tmp_path, saintflow_bin):
+    # A 5-ring with two chords, each edge once with a year: the latest edge {1, 3} is the
+    # test set, the next latest {0, 2} the validation set (README's example).
+    ei = np.array([[0, 1, 2, 3, 4, 0, 1, 1], [1, 2, 3, 4, 0, 2, 3, 0]])
+    years = np.array([2015, 2016, 2017, 2018, 2019, 2020, 2021, 2010])
+    s = sf.Store.create(tmp_path / "t.sf", ei, symmetrize=True, edge_time=years)
+    s.check()
+    info = s.info()
+    # {0, 1} is given twice, in 2015 and as (1, 0) in 2010: it keeps 2010.
+    assert info["edge_time"] == {"min": 2010, "max": 2021}
+    subprocess.run(
+        [saintflow_bin, "split-edges", "t.sf", "-o", "split.sf", "--val", "0.2", "--test", "0.2",
+         "--negatives", "1", "--by-time"],
+        cwd=tmp_path, check=True, capture_output=True,
+    )
+    link = sf.Store.open(tmp_path / "split.sf").info()["link"]
+    assert link["kind"] == "time"
+    assert link["by_time"] == {"kept": 0, "val_time": [2020, 2020], "test_time": [2021, 2021]}
+    with pytest.raises(sf.StoreError, match="edge_time: 2 values for 8 entries"):
+        sf.Store.create(tmp_path / "e.sf", ei, symmetrize=True, edge_time=years[:2])
+    with pytest.raises(sf.StoreError, match="edge_time: expected integer times"):
+        sf.Store.create(tmp_path / "e.sf", ei, symmetrize=True, edge_time=years * 0.5)
+    assert not os.path.exists(tmp_path / "e.sf")
 
 
 def test_open_errors(tmp_path):

@@ -109,6 +109,11 @@ pub(super) struct EdgeListArgs {
     /// class_map.json / role.json keyed by the original ids (.npy inputs are refused).
     #[arg(long)]
     remap: bool,
+    /// The column (1-based; 3 or more) holding each edge's time, an integer (seconds,
+    /// days, years): stored as the edge times, which `split-edges --by-time` splits on.
+    /// An edge listed more than once (both directions, duplicates) keeps the earliest.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(3..=1_000_000))]
+    time_column: Option<u64>,
     /// Node features, an (N, F) .npy file.
     #[arg(long)]
     features: Option<PathBuf>,
@@ -163,6 +168,8 @@ pub(super) struct OgbLinkArgs {
     #[arg(short, long)]
     output: PathBuf,
     /// The split's name under split/ (default: the only one; collab: time, citation2: time).
+    /// raw/edge_year.csv.gz, when present (collab), becomes the store's edge times (a pair
+    /// listed in several years keeps the earliest).
     #[arg(long)]
     split: Option<String>,
     /// Replace an existing store.
@@ -243,6 +250,7 @@ pub(super) fn run(i: Import, progress: &Progress) -> Result<()> {
                 seed: a.seed,
                 train_graph: a.train_graph.mode(),
                 remap: a.remap,
+                time_column: a.time_column.map(|c| c as usize),
             };
             let r = import_edgelist(&a.file, &a.output, &opts, a.force, progress)?;
             report(&a.output, &r)?;

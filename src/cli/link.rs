@@ -35,6 +35,12 @@ pub(super) struct SplitEdgesArgs {
     /// held out only while both its ends keep one).
     #[arg(long)]
     allow_isolated: bool,
+    /// A time split (the store must have edge times): the latest edges go to test, the
+    /// next latest to validation, by the same fractions; equal times in the seed's order.
+    /// An edge the never-isolate rule keeps stays in the graph although it is late (the
+    /// count is reported and recorded).
+    #[arg(long)]
+    by_time: bool,
     /// Replace an existing store at the output.
     #[arg(long)]
     force: bool,
@@ -65,6 +71,7 @@ pub(super) fn split(a: SplitEdgesArgs) -> Result<()> {
         negatives: a.negatives,
         seed: a.seed,
         allow_isolated: a.allow_isolated,
+        by_time: a.by_time,
     };
     let r = split_edges(&input, &a.output, &spec, a.force)?;
     super::out(&format!(
@@ -77,6 +84,16 @@ pub(super) fn split(a: SplitEdgesArgs) -> Result<()> {
         r.negatives,
         r.seconds
     ))?;
+    if let Some(ts) = &r.by_time {
+        let range =
+            |t: Option<[i64; 2]>| t.map_or("none".to_string(), |[a, b]| format!("{a}..{b}"));
+        super::out(&format!(
+            "time split: test times {}, validation times {}; {} later edges kept in the graph by the never-isolate rule\n",
+            range(ts.test_time),
+            range(ts.val_time),
+            ts.kept
+        ))?;
+    }
     Ok(())
 }
 

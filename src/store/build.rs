@@ -126,6 +126,7 @@ pub fn header(
         sections: vec![fo, fi, to, ti, features, labels, roles],
         source: meta.source,
         link: None,
+        edge_time: None,
     }
 }
 

@@ -247,6 +247,8 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
         store,
         structure_ok == [true, true],
     ));
+    // The edge times: checksum, span, an edge's two entries equal, a time split's record.
+    problems.extend(crate::store::time::check_times(store, structure_ok[0]));
 
     if problems.is_empty() {
         Ok(())

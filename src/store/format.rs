@@ -49,6 +49,8 @@ pub enum Dtype {
     U64,
     /// Little-endian IEEE-754 binary32.
     F32,
+    /// Little-endian two's-complement i64 (the edge times, [`TimeMeta`]).
+    I64,
 }
 
 impl Dtype {
@@ -57,7 +59,7 @@ impl Dtype {
         match self {
             Dtype::U8 => 1,
             Dtype::U32 | Dtype::F32 => 4,
-            Dtype::U64 => 8,
+            Dtype::U64 | Dtype::I64 => 8,
         }
     }
 }
@@ -232,6 +234,34 @@ pub struct Header {
     /// field is not written, so a store without one has the header it always had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkMeta>,
+    /// Edge times (issue 52: a time split needs them), absent from most stores: absent,
+    /// the field is not written, so a store without times has the header it always had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge_time: Option<TimeMeta>,
+}
+
+/// The edge-time section: one i64 per entry of the full graph's CSR, aligned with
+/// `full.indices` (entry j of row u is the edge (u, `full.indices[j]`), its time is
+/// `full.time[j]`); both entries of an undirected edge carry the same time. An importer
+/// that meets an edge several times (both directions listed, duplicates, ogbl-collab's
+/// one line per year) keeps the **earliest** time.
+pub const TIME_SECTION: (&str, &str) = ("full.time", "full.time.i64");
+
+/// The header's record of the edge times (`import edgelist --time-column`, `import
+/// ogb-link` with `raw/edge_year.csv.gz`, and what `split-edges` keeps of them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeMeta {
+    /// What a time counts (`year` for OGB's `edge_year`); absent: not said (an edge
+    /// list's column, whatever integer it holds: seconds, days, years).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Earliest time over the entries (0 for a graph without edges); `check` verifies it.
+    pub min: i64,
+    /// Latest time over the entries (0 for a graph without edges); `check` verifies it.
+    pub max: i64,
+    /// The section (`full.time`, `full.time.i64`, dtype `i64`, n_entries elements).
+    pub section: SectionEntry,
 }
 
 /// The link sections of a store written by `split-edges`, in header order
@@ -331,8 +361,38 @@ pub struct LinkMeta {
     /// Undirected edges of the input store's full graph (the stored graph's plus the
     /// held-out ones).
     pub input_edges: u64,
+    /// A time split (`split-edges --by-time`): the latest edges held out. Absent (not
+    /// written): the split is random (or given), and its header reads as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_time: Option<TimeSplit>,
     /// The six link sections, in [`LinkSectionId::ALL`] order.
     pub sections: Vec<SectionEntry>,
+}
+
+/// The record of a time split (`split-edges --by-time`, [`LinkMeta::by_time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeSplit {
+    /// Edges visited (latest first) before the split was complete but kept in the graph
+    /// by the never-isolate rule, although their time put them in validation or test.
+    /// `check` verifies it against the stored times: the stored edges later than the
+    /// earliest held-out time are at most this many, and those at that time or later at
+    /// least this many.
+    pub kept: u64,
+    /// Earliest and latest time of the validation positives; absent for an empty set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_time: Option<[i64; 2]>,
+    /// Earliest and latest time of the test positives; absent for an empty set. The
+    /// test set is the latest: its earliest time is at least validation's latest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_time: Option<[i64; 2]>,
+}
+
+impl TimeSplit {
+    /// The earliest held-out time (validation's, else test's), if anything is held out.
+    pub fn earliest(&self) -> Option<i64> {
+        self.val_time.or(self.test_time).map(|t| t[0])
+    }
 }
 
 impl LinkMeta {
@@ -432,6 +492,13 @@ impl Header {
         if let Some(link) = &self.link {
             self.validate_link(link).or_else(bad)?;
         }
+        if let Some(t) = &self.edge_time {
+            let (name, file) = TIME_SECTION;
+            check_entry(&t.section, 0, name, file, Dtype::I64, self.n_entries).or_else(bad)?;
+            if t.min > t.max {
+                return bad(format!("edge_time: min {} above max {}", t.min, t.max));
+            }
+        }
         Ok(())
     }
 
@@ -462,6 +529,46 @@ impl Header {
             let s = link.section(id);
             let len = link.expected_len(id);
             check_entry(s, id.index(), id.name(), id.file_name(), Dtype::U32, len)?;
+        }
+        if let Some(ts) = &link.by_time {
+            if self.edge_time.is_none() {
+                return Err("link: a time split (by_time) in a store without edge_time".into());
+            }
+            if link.given {
+                return Err("link: a given split cannot be a time split (by_time)".into());
+            }
+            for (what, range, n) in [
+                ("val_time", ts.val_time, link.n_val),
+                ("test_time", ts.test_time, link.n_test),
+            ] {
+                match range {
+                    Some([a, b]) if a > b => {
+                        return Err(format!("link: {what} [{a}, {b}]: earliest above latest"))
+                    }
+                    Some(_) if n == 0 => {
+                        return Err(format!("link: {what} given for an empty set"))
+                    }
+                    None if n > 0 => {
+                        return Err(format!("link: {what} missing for a set of {n} positives"))
+                    }
+                    _ => {}
+                }
+            }
+            if let (Some(v), Some(t)) = (ts.val_time, ts.test_time) {
+                if t[0] < v[1] {
+                    return Err(format!(
+                        "link: test_time starts at {}, before val_time ends at {} (the test set is the latest)",
+                        t[0], v[1]
+                    ));
+                }
+            }
+            if ts.kept > self.n_entries / 2 {
+                return Err(format!(
+                    "link: by_time.kept {} above the stored {} edges",
+                    ts.kept,
+                    self.n_entries / 2
+                ));
+            }
         }
         Ok(())
     }

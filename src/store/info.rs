@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::store::format::{
-    LabelKind, LinkSectionId, Role, SectionId, TrainGraph, HEADER_FILE, VERSION,
+    LabelKind, LinkSectionId, Role, SectionId, TimeSplit, TrainGraph, HEADER_FILE, VERSION,
 };
 use crate::store::mmap::{Csr, GraphStore};
 
@@ -102,6 +102,21 @@ pub struct Info {
     /// The link-prediction split (`split-edges`); absent (not written) without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkInfo>,
+    /// The edge times (`full.time`); absent (not written) without them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge_time: Option<TimeInfo>,
+}
+
+/// A store's edge times, as `info` reports them.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimeInfo {
+    /// What a time counts (`year`), when the importer knew it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Earliest time.
+    pub min: i64,
+    /// Latest time.
+    pub max: i64,
 }
 
 /// A store's link split, as `info` reports it.
@@ -130,6 +145,13 @@ pub struct LinkInfo {
     pub allow_isolated: bool,
     /// Undirected edges of the store the split was made from.
     pub input_edges: u64,
+    /// `"time"` for a time split (`split-edges --by-time`), `"random"` for a drawn one,
+    /// `"given"` for a dataset's own.
+    pub kind: &'static str,
+    /// A time split's record: edges kept by the never-isolate rule and the sets' time
+    /// ranges; absent (not written) otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_time: Option<TimeSplit>,
 }
 
 /// Degree statistics of a CSR.
@@ -174,6 +196,9 @@ pub fn info(store: &GraphStore) -> Info {
         for id in LinkSectionId::ALL {
             sections.insert(id.name().to_string(), link.section(id).bytes);
         }
+    }
+    if let Some(t) = &h.edge_time {
+        sections.insert(t.section.name.clone(), t.section.bytes);
     }
     let header_bytes = std::fs::metadata(store.path().join(HEADER_FILE)).map_or(0, |m| m.len());
     let total = header_bytes + sections.values().sum::<u64>();
@@ -224,6 +249,17 @@ pub fn info(store: &GraphStore) -> Info {
             seed: l.seed,
             allow_isolated: l.allow_isolated,
             input_edges: l.input_edges,
+            kind: match (l.given, l.by_time.is_some()) {
+                (true, _) => "given",
+                (false, true) => "time",
+                (false, false) => "random",
+            },
+            by_time: l.by_time,
+        }),
+        edge_time: h.edge_time.as_ref().map(|t| TimeInfo {
+            unit: t.unit.clone(),
+            min: t.min,
+            max: t.max,
         }),
     }
 }
@@ -292,8 +328,18 @@ impl Info {
                     l.test_negative_pairs
                 )
             } else {
+                let by_time = l.by_time.map_or(String::new(), |ts| {
+                    let range =
+                        |t: Option<[i64; 2]>| t.map_or("none".into(), |[a, b]| format!("{a}..{b}"));
+                    format!(
+                        "; time split: test {}, val {}, {} later edges kept in the graph (never-isolate rule)",
+                        range(ts.test_time),
+                        range(ts.val_time),
+                        ts.kept
+                    )
+                });
                 format!(
-                    "val {} / test {} held-out edges of {}; {} negatives per positive, {} negative pair per positive; seed {}{}",
+                    "val {} / test {} held-out edges of {}; {} negatives per positive, {} negative pair per positive; seed {}{}{by_time}",
                     l.val,
                     l.test,
                     l.input_edges,
@@ -304,6 +350,17 @@ impl Info {
                 )
             };
             line("link split", text);
+        }
+        if let Some(t) = &self.edge_time {
+            line(
+                "edge times",
+                format!(
+                    "{} to {}{}",
+                    t.min,
+                    t.max,
+                    t.unit.as_ref().map_or(String::new(), |u| format!(" ({u})"))
+                ),
+            );
         }
         line("size", format!("{} bytes", self.bytes.total));
         for (name, b) in &self.bytes.sections {

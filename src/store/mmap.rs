@@ -22,7 +22,7 @@ use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
 
 use crate::store::format::{
     decode_header, Header, LabelKind, LinkSectionId, Role, SectionEntry, SectionId, SplitCounts,
-    HEADER_FILE, NO_LABEL,
+    HEADER_FILE, NO_LABEL, TIME_SECTION,
 };
 use crate::store::StoreError;
 
@@ -107,6 +107,8 @@ pub struct GraphStore {
     sections: Vec<Backing>,
     /// The link sections in [`LinkSectionId::ALL`] order; empty without a link split.
     link: Vec<Backing>,
+    /// The edge-time section (`full.time`), when the store has one.
+    time: Option<Backing>,
 }
 
 /// A CSR adjacency view: `offsets` has N+1 monotone entries ending at `indices.len()`.
@@ -279,12 +281,22 @@ impl GraphStore {
                 )?);
             }
         }
+        // The edge times are O(nnz), like the indices: `open` checks their file's length
+        // only; `check` reads them whole (checksum, both directions equal, min and max).
+        let time = match &header.edge_time {
+            Some(t) => {
+                let (name, file) = TIME_SECTION;
+                Some(map_section(&dir, &t.section, name, file)?)
+            }
+            None => None,
+        };
         let store = GraphStore {
             dir,
             identity: xxhash_rust::xxh3::xxh3_64(&hbytes),
             header,
             sections,
             link,
+            time,
         };
         store.check_cheap()?;
         crate::store::link::check_cheap(&store)?;
@@ -452,6 +464,37 @@ impl GraphStore {
     /// Path of a link section's file.
     pub fn link_section_path(&self, id: LinkSectionId) -> PathBuf {
         self.dir.join(id.file_name())
+    }
+
+    /// The edge times, one per entry of the full graph (`full.indices`' order), or `None`
+    /// for a store without times. Not read at `open` (O(nnz)): their checksum and the
+    /// equal time of an edge's two entries are `check`'s.
+    pub fn edge_times(&self) -> Option<&[i64]> {
+        let b = self.time.as_ref()?.bytes();
+        if b.is_empty() {
+            // An empty section has no mapping, and `&[]` of u8 need not be aligned.
+            return Some(&[]);
+        }
+        // Cannot fail: the mapping is page-aligned and its length n_entries × 8 bytes was
+        // checked against the validated header.
+        Some(bytemuck::cast_slice(b))
+    }
+
+    /// The time of entry `(u, v)` of the full graph: `None` without times, for u ≥ N or
+    /// when the edge is not stored (binary search of row u, sorted after `check`).
+    pub fn edge_time(&self, u: u32, v: u32) -> Option<i64> {
+        let times = self.edge_times()?;
+        let full = self.full();
+        if u as usize >= full.n_nodes() {
+            return None;
+        }
+        let at = full.neighbors(u).binary_search(&v).ok()?;
+        times.get(full.offsets()[u as usize] as usize + at).copied()
+    }
+
+    /// Path of the edge-time section's file.
+    pub fn time_section_path(&self) -> PathBuf {
+        self.dir.join(TIME_SECTION.1)
     }
 
     /// A section mapped again, copy-on-write (`MAP_PRIVATE`, readable and writable): what

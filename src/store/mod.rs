@@ -12,6 +12,7 @@ pub mod info;
 pub mod link;
 pub mod mmap;
 mod ndarray;
+pub mod time;
 pub mod writer;
 
 pub use check::check;

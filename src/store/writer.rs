@@ -11,7 +11,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::atomic::AtomicDir;
 use crate::store::format::{
-    encode_header, Dtype, Header, LinkSectionId, SectionEntry, SectionId, HEADER_FILE,
+    encode_header, Dtype, Header, LinkSectionId, SectionEntry, SectionId, HEADER_FILE, TIME_SECTION,
 };
 use crate::store::mmap::GraphStore;
 use crate::store::StoreError;
@@ -67,6 +67,12 @@ impl SectionWriter {
     /// Appends u64 elements.
     pub fn write_u64s(&mut self, v: &[u64]) -> Result<(), StoreError> {
         debug_assert_eq!(self.dtype, Dtype::U64);
+        self.write_bytes(bytemuck::cast_slice(v))
+    }
+
+    /// Appends i64 elements.
+    pub fn write_i64s(&mut self, v: &[i64]) -> Result<(), StoreError> {
+        debug_assert_eq!(self.dtype, Dtype::I64);
         self.write_bytes(bytemuck::cast_slice(v))
     }
 
@@ -167,6 +173,17 @@ impl StoreWriter {
         SectionWriter::create(&self.tmp, (id.name(), id.file_name()), Dtype::U32)
     }
 
+    /// Opens the edge-time section's file (`full.time`, i64 elements) for streaming.
+    pub fn time_section(&self) -> Result<SectionWriter, StoreError> {
+        SectionWriter::create(&self.tmp, TIME_SECTION, Dtype::I64)
+    }
+
+    /// The path file `name` has inside the temporary store (a section written and
+    /// finished, read back by a later pass: the edge times map the CSR's files).
+    pub fn file_path(&self, name: &str) -> PathBuf {
+        self.tmp.join(name)
+    }
+
     /// Creates file `name` inside the temporary store (beside the sections; not in the
     /// header): it is published with the store by [`commit`](Self::commit)'s rename, so it
     /// appears exactly when the store does. The caller writes and fsyncs it.
@@ -236,6 +253,7 @@ fn is_store_file(name: &str) -> bool {
         || name == "scratch"
         || SectionId::ALL.iter().any(|id| id.file_name() == name)
         || LinkSectionId::ALL.iter().any(|id| id.file_name() == name)
+        || name == TIME_SECTION.1
 }
 
 /// Whether `path` is what a store writer leaves behind (a half-written store, or a store

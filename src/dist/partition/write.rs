@@ -490,6 +490,8 @@ fn write_store(
         // A part store holds no link split: its positives and negatives are the whole
         // graph's (issue 52 leaves partitioned link prediction for later).
         link: None,
+        // Nor the edge times: a part store is for node-level training, which reads none.
+        edge_time: None,
     };
     let (path, f) = w.aux_file(PART_MAP_FILE)?;
     let io = |e| PartitionError::io(&path, "write", e);

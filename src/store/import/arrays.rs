@@ -15,6 +15,7 @@ use crate::store::import::{
     commit_import, limits, require_labels, write_no_features, ImportReport, LabelTable,
     TrainGraphMode,
 };
+use crate::store::time::TimeSpool;
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
@@ -66,6 +67,10 @@ pub struct ArrayGraph<'a> {
     pub labels: Option<ArrayLabels<'a>>,
     /// One role byte per node ([`Role`]: 0 none, 1 train, 2 val, 3 test).
     pub roles: Option<&'a [u8]>,
+    /// The time of each entry of `edges` (COO: entry k; CSR: `indices[k]`'s), stored as
+    /// the edge times (`full.time`); an edge given more than once (both directions,
+    /// duplicates) keeps the earliest. `None`: no times.
+    pub edge_time: Option<&'a [i64]>,
     /// The header's provenance line.
     pub source: &'a str,
 }
@@ -165,16 +170,32 @@ pub fn import_arrays_with(
         }
     }
 
-    let w = StoreWriter::create(out, force)?;
-    let scratch = w.scratch_dir()?;
     let entries = match graph.edges {
         Edges::Coo { src, .. } => src.len() as u64,
         Edges::Csr { indices, .. } => indices.len() as u64,
     };
+    if let Some(t) = graph.edge_time {
+        if t.len() as u64 != entries {
+            return Err(bad(format!(
+                "edge_time: {} values for {entries} entries, expected one per entry",
+                t.len()
+            )));
+        }
+    }
+    let w = StoreWriter::create(out, force)?;
+    let scratch = w.scratch_dir()?;
     let expected = entries * if graph.symmetrize { 2 } else { 1 };
     let mut builder = CsrBuilder::new(&scratch, n, expected, DEFAULT_BUCKET_BYTES)?;
+    let mut spool = match graph.edge_time {
+        Some(_) => Some(TimeSpool::create(&w)?),
+        None => None,
+    };
+    let time = |k: u64| graph.edge_time.map(|t| t[k as usize]);
     let mut pushed = 0u64;
     let mut push = |u: u32, v: u32| -> Result<(), StoreError> {
+        if let (Some(spool), Some(t)) = (&mut spool, time(pushed)) {
+            spool.push(u, v, t)?;
+        }
         pushed += 1;
         if pushed.is_multiple_of(1 << 20) {
             stopped()?;
@@ -202,6 +223,10 @@ pub fn import_arrays_with(
     stopped()?;
     let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let sections = build::write_graph(&w, builder, None, &is_train, progress)?;
+    let edge_time = match spool {
+        Some(spool) => Some(spool.write(&w, &sections, None, out)?),
+        None => None,
+    };
     stopped()?;
     let (n_features, feats) = match graph.features {
         Some((x, f)) => {
@@ -228,7 +253,9 @@ pub fn import_arrays_with(
     let check: Option<&dyn Fn(u32, u32, u64) -> StoreError> =
         (!graph.symmetrize).then_some(&asymmetric);
     stopped()?;
-    commit_import(w, meta, sections, feats, &labels, &roles, start, check)
+    commit_import(
+        w, meta, sections, feats, &labels, &roles, start, check, edge_time,
+    )
 }
 
 /// N, with every id checked against it (no allocation ∝ N before this passes).

@@ -1,7 +1,10 @@
 //! `import edgelist FILE`: whitespace-separated edge lists.
 //!
-//! One edge per line: two node ids, then anything (weights, timestamps) which is ignored.
-//! Blank lines and lines starting with `#` or `%` are comments. Duplicates and self loops
+//! One edge per line: two node ids, then anything (weights, timestamps) which is ignored,
+//! except the column named by `time_column` (1-based; 3 or more): an integer time per
+//! edge (seconds, days, years: any i64), stored as the edge times (`full.time`); an edge
+//! listed more than once (both directions, duplicates) keeps its **earliest** time. Blank
+//! lines and lines starting with `#` or `%` are comments. Duplicates and self loops
 //! are dropped and counted. By default the list must already hold both directions of every
 //! edge (an asymmetric list is an error naming an example); `symmetrize` adds every reverse
 //! entry. The file is read twice (once for the node count unless given) and edges go
@@ -43,6 +46,7 @@ pub const SPARSE_FACTOR: u64 = 16;
 pub const SPARSE_SLACK: u64 = 1024;
 /// The id mapping's file inside a store imported with `remap`.
 pub use crate::store::format::IDS_FILE;
+use crate::store::time::TimeSpool;
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
@@ -72,6 +76,9 @@ pub struct EdgeListOptions {
     /// Number the ids (any tokens) 0..N in order of first appearance; the mapping is
     /// written to [`IDS_FILE`] in the store.
     pub remap: bool,
+    /// The column (1-based, ≥ 3) holding each edge's time, an integer: stored as the edge
+    /// times (an edge listed more than once keeps the earliest). `None`: no times.
+    pub time_column: Option<usize>,
 }
 
 impl Default for EdgeListOptions {
@@ -87,14 +94,17 @@ impl Default for EdgeListOptions {
             seed: 1,
             train_graph: TrainGraphMode::Full,
             remap: false,
+            time_column: None,
         }
     }
 }
 
-/// Calls `each(line_no, u, v)` with the two id tokens of every edge line of `path`.
+/// Calls `each(line_no, u, v, t)` with the two id tokens of every edge line of `path`
+/// and, with `time_column` (1-based), its time (refused when missing or not an integer).
 fn scan(
     path: &Path,
-    mut each: impl FnMut(u64, &str, &str) -> Result<(), StoreError>,
+    time_column: Option<usize>,
+    mut each: impl FnMut(u64, &str, &str, Option<i64>) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -141,8 +151,30 @@ fn scan(
                 format!("line {line_no}: expected two node ids, got {t:?}"),
             ));
         };
-        each(line_no, u, v)?;
+        let t = match time_column {
+            Some(c) => Some(time_token(path, line_no, c, tok.nth(c - 3))?),
+            None => None,
+        };
+        each(line_no, u, v, t)?;
     }
+}
+
+/// The time of an edge line: column `c` (1-based), an integer.
+fn time_token(path: &Path, line_no: u64, c: usize, tok: Option<&str>) -> Result<i64, StoreError> {
+    let Some(s) = tok else {
+        return Err(StoreError::input(
+            path,
+            format!(
+                "line {line_no}: no column {c} (--time-column {c}: every edge line needs its time)"
+            ),
+        ));
+    };
+    s.parse::<i64>().map_err(|_| {
+        StoreError::input(
+            path,
+            format!("line {line_no}: column {c} (--time-column) {s:?} is not an integer time"),
+        )
+    })
 }
 
 /// A numeric id token, or an error naming the line and suggesting `--remap`.
@@ -216,6 +248,13 @@ pub fn import_edgelist(
                     .into(),
         });
     }
+    if let Some(c) = opts.time_column {
+        if c < 3 {
+            return Err(StoreError::argument(format!(
+                "--time-column {c}: columns 1 and 2 are the node ids, expected 3 or more"
+            )));
+        }
+    }
     if opts.remap {
         refuse_positional("--features", &opts.features)?;
         refuse_positional("--labels", &opts.labels)?;
@@ -226,7 +265,7 @@ pub fn import_edgelist(
     let mut remap = opts.remap.then(|| Remap {
         ids: HashMap::new(),
     });
-    scan(path, |line_no, u, v| {
+    scan(path, opts.time_column, |line_no, u, v, _| {
         let (u, v) = match &mut remap {
             Some(r) => (
                 u64::from(r.id(path, line_no, u)?),
@@ -336,11 +375,18 @@ pub fn import_edgelist(
             }
         }
     };
-    scan(path, |line_no, u, v| {
+    let mut spool = match opts.time_column {
+        Some(_) => Some(TimeSpool::create(&w)?),
+        None => None,
+    };
+    scan(path, opts.time_column, |line_no, u, v, t| {
         let (u, v) = (id(line_no, "first", u)?, id(line_no, "second", v)?);
         builder.push(u, v)?;
         if opts.symmetrize {
             builder.push(v, u)?;
+        }
+        if let (Some(spool), Some(t)) = (&mut spool, t) {
+            spool.push(u, v, t)?;
         }
         bar.inc(1);
         Ok(())
@@ -349,6 +395,10 @@ pub fn import_edgelist(
     let mode = opts.train_graph;
     let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
+    let edge_time = match spool {
+        Some(spool) => Some(spool.write(&w, &graph, None, path)?),
+        None => None,
+    };
     let (n_features, feats) = match &opts.features {
         Some(p) => write_features_npy(&w, p, nu, opts.standardize, &roles)?,
         None => (0, write_no_features(&w)?),
@@ -364,10 +414,12 @@ pub fn import_edgelist(
         train_graph: mode.stored(),
         split: build::split_counts(&roles),
         source: format!(
-            "saintflow import edgelist {}{}{} --train-graph {}",
+            "saintflow import edgelist {}{}{}{} --train-graph {}",
             path.display(),
             if opts.symmetrize { " --symmetrize" } else { "" },
             if opts.remap { " --remap" } else { "" },
+            opts.time_column
+                .map_or(String::new(), |c| format!(" --time-column {c}")),
             mode.word()
         ),
     };
@@ -378,7 +430,9 @@ pub fn import_edgelist(
     };
     let check: Option<&dyn Fn(u32, u32, u64) -> StoreError> =
         (!opts.symmetrize).then_some(&asymmetric);
-    commit_import(w, meta, graph, feats, &labels, &roles, start, check)
+    commit_import(
+        w, meta, graph, feats, &labels, &roles, start, check, edge_time,
+    )
 }
 
 /// Writes [`IDS_FILE`] into the store being written: a comment line, then `k<TAB>original`

@@ -721,20 +721,31 @@ pub(crate) fn commit_import(
     roles: &[u8],
     start: std::time::Instant,
     asymmetric: Option<&dyn Fn(u32, u32, u64) -> StoreError>,
+    edge_time: Option<crate::store::format::TimeMeta>,
 ) -> Result<ImportReport, StoreError> {
     let report = ImportReport::new(meta.n_nodes, &graph, start);
-    let header = crate::store::build::header(
+    let mut header = crate::store::build::header(
         meta,
         graph,
         features,
         labels.write(&w)?,
         write_roles(&w, roles)?,
     );
+    header.edge_time = edge_time;
     w.commit(&header, |store| {
         let asym = crate::store::check::asymmetric_entries(store.full());
-        match (asym.first.first(), asymmetric) {
-            (Some(&(u, v)), Some(err)) => Err(err(u, v, asym.count)),
-            _ => Ok(()),
+        if let (Some(&(u, v)), Some(err)) = (asym.first.first(), asymmetric) {
+            return Err(err(u, v, asym.count));
+        }
+        // The edge times as the full check verifies them (the graph is symmetric here).
+        let problems = crate::store::time::check_times(store, asym.count == 0);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::CheckFailed {
+                path: store.path().to_path_buf(),
+                problems,
+            })
         }
     })?;
     Ok(ImportReport {

@@ -6,8 +6,11 @@
 //!   `raw/num-edge-list.csv.gz`, optionally `raw/node-feat.csv.gz`: the graph, which for
 //!   OGB's link datasets holds the training edges only (what OGB's loaders give as the
 //!   graph); stored undirected (both directions, self loops and duplicates dropped and
-//!   counted: collab repeats a pair once per year). Other raw files (`edge_weight`,
-//!   `edge_year`, `node_year`) are ignored with a note.
+//!   counted: collab repeats a pair once per year). `raw/edge_year.csv.gz`, when present
+//!   (collab: one year per line of `edge.csv.gz`), becomes the store's edge times (unit
+//!   `year`; a pair met in several years keeps the **earliest**, the year the edge first
+//!   exists; `split-edges --by-time` splits on them). Other raw files (`edge_weight`,
+//!   `node_year`) are ignored with a note.
 //! * `split/<name>/{train,valid,test}.pt` (read by [`super::torch_pt`]), in one of two
 //!   layouts, chosen by the keys of `valid.pt`:
 //!   - pairs (collab, ppa, ddi): `edge` (E × 2) the positives, `edge_neg` (P × 2) a pool
@@ -55,6 +58,7 @@ use crate::store::import::ogb::{
 use crate::store::import::torch_pt::PtFile;
 use crate::store::import::{limits, write_no_features, write_roles, ImportReport, LabelTable};
 use crate::store::link::LinkSet;
+use crate::store::time::TimeSpool;
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
@@ -94,8 +98,9 @@ pub struct OgbLinkReport {
 }
 
 /// Files of `raw/` that the importer reads.
-const KNOWN_RAW: [&str; 4] = [
+const KNOWN_RAW: [&str; 5] = [
     "edge.csv.gz",
+    "edge_year.csv.gz",
     "num-node-list.csv.gz",
     "num-edge-list.csv.gz",
     "node-feat.csv.gz",
@@ -457,6 +462,13 @@ pub fn import_ogb_link(
     let edges_path = raw.join("edge.csv.gz");
     let bar = progress.bar(n_edges, "edges", "edges");
     let mut lines = GzLines::open(&edges_path)?;
+    // The edge times, line by line beside edge.csv.gz, when the dataset has them.
+    let year_path = raw.join("edge_year.csv.gz");
+    let mut years = if year_path.exists() {
+        Some((GzLines::open(&year_path)?, TimeSpool::create(&w)?))
+    } else {
+        None
+    };
     let mut seen = 0u64;
     while lines.advance()? {
         let l = lines.line();
@@ -484,6 +496,20 @@ pub fn import_ogb_link(
         if u != v {
             builder.push(v, u)?;
         }
+        if let Some((ylines, spool)) = &mut years {
+            if !ylines.advance()? {
+                return Err(ylines.err(format!(
+                    "ends before {} (line {} has no year): expected one year per edge",
+                    edges_path.display(),
+                    seen + 1
+                )));
+            }
+            let y = ylines.line().trim();
+            let t: i64 = y
+                .parse()
+                .map_err(|_| ylines.err(format!("{y:?} is not an integer year")))?;
+            spool.push(u, v, t)?;
+        }
         seen += 1;
         if seen.is_multiple_of(PROGRESS_EVERY) {
             bar.inc(PROGRESS_EVERY);
@@ -497,7 +523,26 @@ pub fn import_ogb_link(
         ));
     }
     drop(positives);
+    if let Some((ylines, _)) = &mut years {
+        if ylines.advance()? {
+            return Err(ylines.err(format!(
+                "more years than the {seen} edges of {}: expected one year per edge",
+                edges_path.display()
+            )));
+        }
+    }
     let graph = build::write_graph(&w, builder, None, &|_| true, progress)?;
+    let edge_time = match years {
+        Some((_, spool)) => {
+            let t = spool.write(&w, &graph, Some("year"), &year_path)?;
+            notes.push(format!(
+                "edge times from raw/edge_year.csv.gz: years {} to {} (a pair listed in several years keeps the earliest)",
+                t.min, t.max
+            ));
+            Some(t)
+        }
+        None => None,
+    };
     let feat_path = raw.join("node-feat.csv.gz");
     let (n_features, feats) = if feat_path.exists() {
         write_features_csv(&w, &feat_path, n)?
@@ -528,6 +573,7 @@ pub fn import_ogb_link(
         labels.write(&w)?,
         write_roles(&w, &roles)?,
     );
+    header.edge_time = edge_time;
     let flat = |v: &[(u32, u32)]| v.iter().flat_map(|&(a, b)| [a, b]).collect::<Vec<u32>>();
     let mut link_sections: Vec<SectionEntry> = Vec::with_capacity(6);
     for (id, data) in [
@@ -557,6 +603,7 @@ pub fn import_ogb_link(
         seed: 0,
         allow_isolated: false,
         input_edges: stored_edges + n_val + n_test,
+        by_time: None,
         sections: link_sections,
     });
     w.commit(&header, crate::store::check::check)?;

@@ -19,9 +19,20 @@
 //!   of the input, or when the pair was drawn already for the set), draw t from
 //!   `hash3(seed, LINK_PAIRS, set·2⁴⁸ + t)`, stored ascending.
 //!
-//! Memory: the edge keys (16 bytes per undirected edge) and the output graph (4 bytes per
-//! entry) are held in RAM, like `partition`; the input is read through its mapping.
+//! * **A time split** (`by_time`, on a store with edge times): the edges are visited
+//!   latest first instead, ties (equal times) in the seeded key order above, under the
+//!   same never-isolate rule: the first ⌊test·M⌋ taken are the test edges, the next
+//!   ⌊val·M⌋ the validation edges, so every test edge is at least as late as every
+//!   validation edge. An edge skipped by the rule stays in the graph although it is later
+//!   than some held-out edge: those are counted (`TimeSplit::kept`, reported). Orientation
+//!   and negatives are drawn as for a random split.
+//!
+//! The output keeps the input's edge times for the edges it keeps (`full.time`, the same
+//! entry order as its CSR). Memory: the edge keys (24 bytes per undirected edge) and the
+//! output graph (4 bytes per entry, 12 with times) are held in RAM, like `partition`; the
+//! input is read through its mapping.
 
+use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
@@ -29,9 +40,12 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::seed::{below_hash, hash3, mix64, stream};
-use crate::store::format::{Dtype, Header, LinkMeta, LinkSectionId, SectionEntry, SectionId};
+use crate::store::format::{
+    Dtype, Header, LinkMeta, LinkSectionId, SectionEntry, SectionId, TimeSplit,
+};
 use crate::store::link::LinkSet;
 use crate::store::mmap::{Csr, GraphStore};
+use crate::store::time::write_times;
 use crate::store::writer::{SectionWriter, StoreWriter};
 use crate::store::StoreError;
 
@@ -48,6 +62,9 @@ pub struct SplitEdgesSpec {
     pub seed: u64,
     /// Hold out edges even when a node is left with none.
     pub allow_isolated: bool,
+    /// A time split: the latest edges go to test, the next latest to validation (the
+    /// input must have edge times).
+    pub by_time: bool,
 }
 
 impl Default for SplitEdgesSpec {
@@ -58,6 +75,7 @@ impl Default for SplitEdgesSpec {
             negatives: 1000,
             seed: 0,
             allow_isolated: false,
+            by_time: false,
         }
     }
 }
@@ -73,6 +91,8 @@ pub struct SplitReport {
     pub n_test: u64,
     /// Tail negatives per positive.
     pub negatives: u64,
+    /// A time split's record (kept edges, the sets' time ranges); `None` for a random one.
+    pub by_time: Option<TimeSplit>,
     /// Wall time, seconds.
     pub seconds: f64,
 }
@@ -132,8 +152,29 @@ pub fn split_edges(
         ));
     }
     let (n_val, n_test) = split_counts(spec, m)?;
-    let held = choose_edges(input, full, spec, n_val + n_test)?;
-    let (val, test) = held.split_at(n_val as usize);
+    if spec.by_time && input.edge_times().is_none() {
+        return Err(StoreError::input(
+            input.path(),
+            "--by-time: the store has no edge times (no full.time section); import the graph with them (`import edgelist --time-column C`, `import ogb-link` of a dataset with raw/edge_year.csv.gz) or split at random (without --by-time)",
+        ));
+    }
+    let chosen = choose_edges(input, full, spec, n_val + n_test)?;
+    let held = &chosen.taken;
+    // Random: validation first. By time: test first (the latest), then validation.
+    let (val, test, val_t, test_t) = if spec.by_time {
+        let (t, v) = held.split_at(n_test as usize);
+        let (tt, vt) = chosen.times.split_at(n_test as usize);
+        (v, t, vt, tt)
+    } else {
+        let (v, t) = held.split_at(n_val as usize);
+        let (vt, tt) = chosen.times.split_at(n_val as usize);
+        (v, t, vt, tt)
+    };
+    let by_time = spec.by_time.then(|| TimeSplit {
+        kept: chosen.kept,
+        val_time: span(val_t),
+        test_time: span(test_t),
+    });
     let val = sorted(val);
     let test = sorted(test);
     let mut out_keys: HashSet<u64> = HashSet::with_capacity(held.len());
@@ -143,7 +184,7 @@ pub fn split_edges(
     let val_pairs = negative_pairs(full, val.len(), LinkSet::Val, spec.seed)?;
     let test_pairs = negative_pairs(full, test.len(), LinkSet::Test, spec.seed)?;
 
-    let (offsets, indices) = residual_graph(full, &out_keys)?;
+    let (offsets, indices, times) = residual_graph(full, input.edge_times(), &out_keys)?;
     let w = StoreWriter::create(out, force)?;
     let graph = [
         write_u64(&w, SectionId::FullOffsets, &offsets)?,
@@ -172,6 +213,14 @@ pub fn split_edges(
     ] {
         link_sections.push(write_u32(w.link_section(id)?, &data)?);
     }
+    let edge_time = match &times {
+        Some(t) => Some(write_times(
+            &w,
+            t,
+            h.edge_time.as_ref().and_then(|m| m.unit.clone()),
+        )?),
+        None => None,
+    };
     let header = Header {
         n_nodes: h.n_nodes,
         n_entries: indices.len() as u64,
@@ -183,7 +232,7 @@ pub fn split_edges(
         split: h.split,
         sections,
         source: format!(
-            "saintflow split-edges --val {} --test {} --negatives {} --seed {}{} of: {}",
+            "saintflow split-edges --val {} --test {} --negatives {} --seed {}{}{} of: {}",
             spec.val,
             spec.test,
             spec.negatives,
@@ -193,6 +242,7 @@ pub fn split_edges(
             } else {
                 ""
             },
+            if spec.by_time { " --by-time" } else { "" },
             h.source
         ),
         link: Some(LinkMeta {
@@ -205,8 +255,10 @@ pub fn split_edges(
             seed: spec.seed,
             allow_isolated: spec.allow_isolated,
             input_edges: m,
+            by_time,
             sections: link_sections,
         }),
+        edge_time,
     };
     w.commit(&header, crate::store::check::check)?;
     Ok(SplitReport {
@@ -214,6 +266,7 @@ pub fn split_edges(
         n_val,
         n_test,
         negatives: spec.negatives,
+        by_time,
         seconds: t0.elapsed().as_secs_f64(),
     })
 }
@@ -235,15 +288,34 @@ fn sorted(v: &[(u32, u32)]) -> Vec<(u32, u32)> {
     v
 }
 
+/// The earliest and latest of `times`, `None` when empty.
+fn span(times: &[i64]) -> Option<[i64; 2]> {
+    let lo = times.iter().min()?;
+    Some([*lo, *times.iter().max()?])
+}
+
+/// What [`choose_edges`] took.
+struct Chosen {
+    /// The held-out edges in the order taken, oriented.
+    taken: Vec<(u32, u32)>,
+    /// Their times (0 on a store without times).
+    times: Vec<i64>,
+    /// Edges visited before the last one taken but skipped by the never-isolate rule.
+    kept: u64,
+}
+
 /// The held-out edges in the order taken, oriented; see the module comment.
 fn choose_edges(
     input: &GraphStore,
     full: Csr<'_>,
     spec: &SplitEdgesSpec,
     need: u64,
-) -> Result<Vec<(u32, u32)>, StoreError> {
+) -> Result<Chosen, StoreError> {
     let n = full.n_nodes();
-    let mut edges: Vec<(u64, u32, u32)> = (0..n as u32)
+    let times = input.edge_times();
+    // (Reverse(time), key, u, v): sorted ascending, the latest edges come first, equal
+    // times in key order; a random split sorts by key alone (every time 0).
+    let mut edges: Vec<(Reverse<i64>, u64, u32, u32)> = (0..n as u32)
         .into_par_iter()
         .map(|u| -> Result<Vec<_>, StoreError> {
             let row = full.checked_neighbors(u)?;
@@ -259,12 +331,18 @@ fn choose_edges(
                     format!("node {u} has a self loop (run `saintflow check`)"),
                 ));
             }
+            let base = full.offsets()[u as usize] as usize;
             Ok(row
                 .iter()
-                .filter(|&&v| u < v)
-                .map(|&v| {
+                .enumerate()
+                .filter(|&(_, &v)| u < v)
+                .map(|(j, &v)| {
                     let k = (u64::from(u) << 32) | u64::from(v);
-                    (hash3(spec.seed, stream::LINK_SPLIT, k), u, v)
+                    let t = match times {
+                        Some(t) if spec.by_time => t.get(base + j).copied().unwrap_or(0),
+                        _ => 0,
+                    };
+                    (Reverse(t), hash3(spec.seed, stream::LINK_SPLIT, k), u, v)
                 })
                 .collect())
         })
@@ -275,7 +353,9 @@ fn choose_edges(
     edges.par_sort_unstable();
     let mut deg: Vec<u32> = (0..n as u32).map(|u| full.degree(u) as u32).collect();
     let mut taken = Vec::with_capacity(need as usize);
-    for &(h, u, v) in &edges {
+    let mut taken_times = Vec::with_capacity(need as usize);
+    let mut kept = 0u64;
+    for &(Reverse(t), h, u, v) in &edges {
         if taken.len() as u64 == need {
             break;
         }
@@ -284,32 +364,58 @@ fn choose_edges(
             deg[u as usize] = du.saturating_sub(1);
             deg[v as usize] = dv.saturating_sub(1);
             taken.push(if mix64(h) >> 63 == 1 { (v, u) } else { (u, v) });
+            taken_times.push(t);
+        } else {
+            kept += 1;
         }
     }
     if (taken.len() as u64) < need {
         return Err(StoreError::input(
             input.path(),
             format!(
-                "cannot hold out {need} of {} undirected edges: only {} can be held out (in the seeded order) without leaving a node with no edge; lower --val/--test or pass --allow-isolated",
+                "cannot hold out {need} of {} undirected edges: only {} can be held out (in the {} order) without leaving a node with no edge; lower --val/--test or pass --allow-isolated",
                 edges.len(),
-                taken.len()
+                taken.len(),
+                if spec.by_time { "latest-first" } else { "seeded" }
             ),
         ));
     }
-    Ok(taken)
+    Ok(Chosen {
+        taken,
+        times: taken_times,
+        kept,
+    })
 }
 
-/// The input's full graph without the edges in `held` (unordered keys).
-fn residual_graph(full: Csr<'_>, held: &HashSet<u64>) -> Result<(Vec<u64>, Vec<u32>), StoreError> {
+/// A graph's offsets, indices and (when the input has them) its entries' times.
+type Residual = (Vec<u64>, Vec<u32>, Option<Vec<i64>>);
+
+/// The input's full graph without the edges in `held` (unordered keys), with the times of
+/// the entries it keeps when the input has times.
+fn residual_graph(
+    full: Csr<'_>,
+    times: Option<&[i64]>,
+    held: &HashSet<u64>,
+) -> Result<Residual, StoreError> {
     let mut offsets = Vec::with_capacity(full.n_nodes() + 1);
     offsets.push(0u64);
     let mut indices = Vec::with_capacity(full.n_entries().saturating_sub(2 * held.len()));
+    let mut kept_times = times.map(|_| Vec::with_capacity(indices.capacity()));
     for u in 0..full.n_nodes() as u32 {
         let row = full.checked_neighbors(u)?;
-        indices.extend(row.iter().filter(|&&v| !held.contains(&super::key(u, v))));
+        let base = full.offsets()[u as usize] as usize;
+        for (j, &v) in row.iter().enumerate() {
+            if held.contains(&super::key(u, v)) {
+                continue;
+            }
+            indices.push(v);
+            if let (Some(out), Some(t)) = (&mut kept_times, times) {
+                out.push(t.get(base + j).copied().unwrap_or(0));
+            }
+        }
         offsets.push(indices.len() as u64);
     }
-    Ok((offsets, indices))
+    Ok((offsets, indices, kept_times))
 }
 
 /// The K tail negatives of every positive, flat (E × K), each row ascending.
