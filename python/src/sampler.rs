@@ -116,13 +116,13 @@ fn link_sampling(link: &Bound<'_, PyDict>) -> PyResult<LinkSampling> {
         let name: String = k.extract()?;
         let flag = |v: &Bound<'_, PyAny>| -> PyResult<bool> {
             v.extract::<bool>().map_err(|_| {
-                PyTypeError::new_err(format!("{name} = {v}: expected True or False"))
+                PyTypeError::new_err(format!("{name} = {v:?}: expected True or False"))
             })
         };
         match name.as_str() {
             "targets" => {
                 let x: f64 = v.extract().map_err(|_| {
-                    PyTypeError::new_err(format!("targets = {v}: expected a number in (0, 1]"))
+                    PyTypeError::new_err(format!("targets = {v:?}: expected a number in (0, 1]"))
                 })?;
                 if !(x > 0.0 && x <= 1.0) {
                     return Err(PyValueError::new_err(format!(
@@ -134,7 +134,7 @@ fn link_sampling(link: &Bound<'_, PyDict>) -> PyResult<LinkSampling> {
             "negatives" => {
                 if v.extract::<bool>().is_ok() || v.extract::<i64>().is_err() {
                     return Err(PyTypeError::new_err(format!(
-                        "negatives = {v}: expected an integer (negatives per target)"
+                        "negatives = {v:?}: expected an integer (negatives per target)"
                     )));
                 }
                 let k: i64 = v.extract()?;
@@ -147,7 +147,7 @@ fn link_sampling(link: &Bound<'_, PyDict>) -> PyResult<LinkSampling> {
             }
             "negative_sampler" => {
                 let d: String = v.extract().map_err(|_| {
-                    PyTypeError::new_err(format!("negative_sampler = {v}: expected a name"))
+                    PyTypeError::new_err(format!("negative_sampler = {v:?}: expected a name"))
                 })?;
                 cfg.dist = NegativeDist::ALL
                     .iter()
