@@ -1,6 +1,7 @@
 """GraphSAINT samplers as a PyTorch-style loader: node batches (``SaintSampler``) and link
 batches (``LinkSampler``: each subgraph with its target edges and their negatives)."""
 
+import numbers
 import operator
 import os
 
@@ -401,7 +402,7 @@ class LinkSampler(SaintSampler):
                 f"Store.split_edges(OUT) (`saintflow split-edges {store.path} -o OUT`), or pass "
                 "require_split=False when the held-out edges were taken out by other means"
             )
-        if isinstance(targets, bool) or not isinstance(targets, (int, float)):
+        if isinstance(targets, bool) or not isinstance(targets, numbers.Real):
             raise TypeError(f"targets = {targets!r}: expected a number in (0, 1]")
         link = dict(
             targets=float(targets),

@@ -324,10 +324,7 @@ pub(crate) fn batch_dict<'py>(
             "edge_label",
             lend(py, l.label, Ix1(pairs), bufs, |b| &b.label)?,
         )?;
-        d.set_item(
-            "edge_label_weight",
-            norm(l.weight, |b| &b.label_weight)?,
-        )?;
+        d.set_item("edge_label_weight", norm(l.weight, |b| &b.label_weight)?)?;
         d.set_item("num_positives", l.positives)?;
         d.set_item("negatives", l.k)?;
     }

@@ -41,11 +41,7 @@ use crate::store::Store;
 
 /// A sampler configuration checked against the kind's fields: `kind` and its keys as
 /// `saintflow sample`'s flags and a plan's `[sampler]` take them.
-fn sampler_config(
-    kind: &str,
-    keys: &Bound<'_, PyDict>,
-    also: &[&str],
-) -> PyResult<SamplerConfig> {
+fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>, also: &[&str]) -> PyResult<SamplerConfig> {
     let names: Vec<&str> = config::names().collect();
     let mut cfg = SamplerConfig::default_of(kind).ok_or_else(|| {
         SampleError::new_err(format!(
@@ -501,13 +497,13 @@ impl Sampler {
                         // else subgraph 0's).
                         Some(cfg) => {
                             let per_step = match &norm {
-                                Some(c) => {
-                                    c.edge.total() as f64 / c.meta.subgraphs.max(1) as f64
-                                }
+                                Some(c) => c.edge.total() as f64 / c.meta.subgraphs.max(1) as f64,
                                 None => s0.n_entries() as f64,
                             };
                             let entries = spec.graph().n_entries() as f64;
-                            (entries / (cfg.fraction * per_step).max(1.0)).ceil().max(1.0) as u64
+                            (entries / (cfg.fraction * per_step).max(1.0))
+                                .ceil()
+                                .max(1.0) as u64
                         }
                         None => (n_train / size).ceil().max(1.0) as u64,
                     };

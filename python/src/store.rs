@@ -344,7 +344,9 @@ impl Store {
             let edges = split.set(set);
             let (e, k, p) = (edges.len(), edges.k(), edges.n_negpairs());
             fits(
-                || format!("Store.link_split({name:?}): {e} positives, {e} × {k} negatives and {p} negative pairs of 8 bytes per id"),
+                || {
+                    format!("Store.link_split({name:?}): {e} positives, {e} × {k} negatives and {p} negative pairs of 8 bytes per id")
+                },
                 (2 * e as u128 + e as u128 * k as u128 + 2 * p as u128) * 8,
             )?;
             let store2 = store.clone();
@@ -375,7 +377,11 @@ impl Store {
                 Ok((pos, neg, pairs))
             })?;
             let (pos, neg, pairs) = r?;
-            Ok((pos.into_pyarray(py), neg.into_pyarray(py), pairs.into_pyarray(py)))
+            Ok((
+                pos.into_pyarray(py),
+                neg.into_pyarray(py),
+                pairs.into_pyarray(py),
+            ))
         })
     }
 

@@ -3,7 +3,7 @@
 
 use crate::ir::{GraphSource, OpError, TargetLabels, Targets};
 use crate::sample::{
-    attach_targets, sample_subgraph, saint_target_weight, LinkSampling, NormCounts, Sampler,
+    attach_targets, saint_target_weight, sample_subgraph, LinkSampling, NormCounts, Sampler,
     Subgraph,
 };
 use crate::store::{GraphStore, Labels, Role};

@@ -144,8 +144,7 @@ pub fn saint_target_weight<'a>(
     fraction: f64,
     graph: Csr<'_>,
 ) -> impl Fn(u64) -> f32 + 'a {
-    let scale =
-        norm.meta.subgraphs as f64 / (fraction * (graph.n_entries() as f64 / 2.0).max(1.0));
+    let scale = norm.meta.subgraphs as f64 / (fraction * (graph.n_entries() as f64 / 2.0).max(1.0));
     move |entry: u64| match norm.edge_count(entry) {
         0 => (scale * 10.0) as f32,
         c => (scale / f64::from(c)) as f32,
