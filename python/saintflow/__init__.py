@@ -5,6 +5,8 @@ PyTorch / PyTorch Geometric models, and saintflow's own training.
     store = sf.Store.open("cora.sf")
     for batch in sf.SaintSampler(store, kind="rw", batch_size=300, walk_length=2):
         ...                      # batch.x, batch.edge_index, batch.node_norm, ...
+    for batch in sf.LinkSampler(split_store, kind="edge", batch_size=500, negatives=5):
+        ...                      # batch.edge_label_index, batch.edge_label, ...
     result = sf.train("plans/gcn.toml", store, epochs=20)
 
 The engine is the Rust library (``saintflow._native``); this package adds argument
@@ -21,13 +23,16 @@ from ._native import (
     sampler_kinds,
 )
 from .ops import check_op_gradients, register_op, registered_ops
-from .sampler import Batch, SaintSampler
-from .store import NodeIdError, Store
+from .sampler import Batch, LinkBatch, LinkSampler, SaintSampler
+from .store import HeldOutLinks, NodeIdError, Store
 from .training import EmbeddingResult, Plan, TrainResult, embed, eval_embedding, train
 
 __all__ = [
     "Batch",
     "EmbeddingResult",
+    "HeldOutLinks",
+    "LinkBatch",
+    "LinkSampler",
     "NodeIdError",
     "Plan",
     "PlanError",

@@ -78,6 +78,37 @@ class Store:
     def csr(self, graph: str = ...) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]: ...
     def info(self) -> Dict[str, Any]: ...
     def check(self) -> None: ...
+    @property
+    def has_link_split(self) -> bool: ...
+    def link_info(self) -> Optional[Dict[str, Any]]: ...
+    def link_split(self, name: str) -> "HeldOutLinks": ...
+    def split_edges(
+        self,
+        path: _Path,
+        *,
+        val: float = ...,
+        test: float = ...,
+        negatives: int = ...,
+        seed: int = ...,
+        allow_isolated: bool = ...,
+        force: bool = ...,
+    ) -> "Store": ...
+
+class HeldOutLinks:
+    name: str
+    pos_edge_index: npt.NDArray[np.int64]
+    neg_dst: npt.NDArray[np.int64]
+    neg_edge_index: npt.NDArray[np.int64]
+    given: bool
+    @property
+    def num_positives(self) -> int: ...
+    @property
+    def negatives(self) -> int: ...
+    @property
+    def edge_label_index(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def edge_label(self) -> npt.NDArray[np.float32]: ...
+    def to_torch(self) -> Dict[str, Any]: ...
 
 class Batch:
     index: int
@@ -135,6 +166,50 @@ class SaintSampler:
     def norm_seed(self) -> int: ...
     def node_counts(self) -> Optional[npt.NDArray[np.uint32]]: ...
     def edge_counts(self) -> Optional[npt.NDArray[np.uint32]]: ...
+
+class LinkBatch(Batch):
+    edge_label_index: npt.NDArray[np.int64]
+    edge_label: npt.NDArray[np.float32]
+    edge_label_weight: Optional[npt.NDArray[np.float32]]
+    num_positives: int
+    negatives: int
+    @property
+    def pos_weight(self) -> Optional[npt.NDArray[np.float32]]: ...
+    @property
+    def src_index(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def dst_pos_index(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def dst_neg_index(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def neg_dst(self) -> npt.NDArray[np.int64]: ...
+
+class LinkSampler(SaintSampler):
+    def __init__(
+        self,
+        store: Union[Store, _Path],
+        kind: str = ...,
+        *,
+        targets: float = ...,
+        negatives: int = ...,
+        negative_sampler: str = ...,
+        exclude_true: bool = ...,
+        exclude_targets: bool = ...,
+        require_split: bool = ...,
+        graph: str = ...,
+        seed: int = ...,
+        threads: Optional[int] = ...,
+        num_steps: Optional[int] = ...,
+        sample_coverage: float = ...,
+        clip: Optional[int] = ...,
+        **keys: Union[int, float, bool, None],
+    ) -> None: ...
+    def __iter__(self) -> Iterator[LinkBatch]: ...
+    def __getitem__(self, index: int) -> LinkBatch: ...
+    def batches(self, first: int, count: int) -> Iterator[LinkBatch]: ...
+    def subgraph(self, index: int, seed: Optional[int] = ...) -> LinkBatch: ...
+    @property
+    def link(self) -> Dict[str, Any]: ...
 
 _Overrides = Union[Mapping[str, Any], Sequence[str], None]
 

@@ -111,6 +111,49 @@ class Store:
         the map (uint64, uint32), no copy."""
         return self._s.csr(graph)
 
+    @property
+    def has_link_split(self):
+        """Whether the store holds a link split (held-out validation and test edges with
+        their negatives: ``saintflow split-edges``, :meth:`split_edges`, ``import ogb-link``)."""
+        return self._s.link_info() is not None
+
+    def link_info(self):
+        """The link split's record as a dict (``n_val``, ``n_test``, ``negatives`` K per
+        positive, ``val_negative_pairs``, ``test_negative_pairs``, ``seed``, ``given``,
+        ``allow_isolated``, ``input_edges``), or ``None`` without one."""
+        return self._s.link_info()
+
+    def link_split(self, name):
+        """The held-out set ``"val"`` or ``"test"`` of the store's link split, for
+        evaluation: a :class:`HeldOutLinks` of int64 numpy arrays in global node ids
+        (copies). Neither set's edges are in the store's graphs. A store without a link
+        split raises :class:`StoreError` naming how to make one."""
+        pos, neg_dst, neg_pairs = self._s.link_split(name)
+        return HeldOutLinks(name, pos, neg_dst, neg_pairs, self._s.link_info()["given"])
+
+    def split_edges(self, path, *, val=0.05, test=0.1, negatives=1000, seed=0, allow_isolated=False, force=False):
+        """Writes a store at ``path`` with a link split, as ``saintflow split-edges``: this
+        store's nodes, features, labels and roles, its graph without ``val`` and ``test``
+        (fractions of its undirected edges, each in [0, 1), their sum below 1) held out,
+        each held-out positive with ``negatives`` K tail negatives (≥ 1) and one negative
+        pair, all drawn from ``seed`` (equal arguments give byte-identical stores). An
+        edge is held out only while both its ends keep one, unless ``allow_isolated``. This
+        store is not modified; an existing store at ``path`` is replaced only with
+        ``force=True``. Returns the new store."""
+        path = os.fspath(path)
+        for name, x in (("val", val), ("test", test)):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise TypeError(f"{name} = {x!r}: expected a fraction in [0, 1)")
+            if not 0 <= x < 1:
+                raise ValueError(f"{name} = {x}: expected a fraction in [0, 1)")
+        if val + test >= 1:
+            raise ValueError(f"val = {val} + test = {test}: expected a sum below 1 (some edges must stay for message passing)")
+        k = count(negatives, "negatives")
+        if k == 0 or k > 2**32 - 1:
+            raise ValueError(f"negatives = {k}: expected 1 ..= {2**32 - 1} tail negatives per positive")
+        seed = count(seed, "seed")
+        return Store(self._s._split_edges(path, float(val), float(test), k, seed, bool(allow_isolated), bool(force)))
+
     def info(self):
         """``saintflow info --json`` as a dict."""
         return json.loads(self._s.info_json())
@@ -288,6 +331,60 @@ class Store:
 
     def __reduce__(self):
         return (Store.open, (self.path,))
+
+
+class HeldOutLinks:
+    """One held-out set of a store's link split (``Store.link_split``), int64 arrays in
+    global node ids: ``pos_edge_index`` ``[2, E]`` the positives (u, v); ``neg_dst``
+    ``[E, K]`` each positive's K tail negatives, ``(pos_edge_index[0, i], neg_dst[i, j])``
+    (MRR and Hits@K, ogbl-citation2's protocol; K = 0 in a given split without them);
+    ``neg_edge_index`` ``[2, P]`` the negative pairs (AUC and AP, the GAE protocol; a pool
+    of any size in a given split). ``edge_label_index`` ``[2, E + P]`` and ``edge_label``
+    (1.0 then 0.0, float32) put positives and pairs together as PyG's ``RandomLinkSplit``
+    hands out its validation and test data. ``given``: the negatives are a dataset's own
+    (``import ogb-link``), kept as drawn (a few may repeat or be true edges).
+    """
+
+    __slots__ = ("name", "pos_edge_index", "neg_dst", "neg_edge_index", "given")
+
+    def __init__(self, name, pos_edge_index, neg_dst, neg_edge_index, given):
+        self.name = name
+        self.pos_edge_index = pos_edge_index
+        self.neg_dst = neg_dst
+        self.neg_edge_index = neg_edge_index
+        self.given = given
+
+    @property
+    def num_positives(self):
+        return self.pos_edge_index.shape[1]
+
+    @property
+    def negatives(self):
+        """Tail negatives per positive K."""
+        return self.neg_dst.shape[1]
+
+    @property
+    def edge_label_index(self):
+        return np.concatenate([self.pos_edge_index, self.neg_edge_index], axis=1)
+
+    @property
+    def edge_label(self):
+        e, p = self.pos_edge_index.shape[1], self.neg_edge_index.shape[1]
+        return np.concatenate([np.ones(e, dtype=np.float32), np.zeros(p, dtype=np.float32)])
+
+    def to_torch(self):
+        """A dict of torch tensors: the three arrays, ``edge_label_index`` and ``edge_label``."""
+        torch = require("torch", "HeldOutLinks.to_torch")
+        return {
+            k: torch.from_numpy(getattr(self, k))
+            for k in ("pos_edge_index", "neg_dst", "neg_edge_index", "edge_label_index", "edge_label")
+        }
+
+    def __repr__(self):
+        return (
+            f"HeldOutLinks({self.name!r}, positives={self.num_positives}, negatives={self.negatives}, "
+            f"negative_pairs={self.neg_edge_index.shape[1]}, given={self.given})"
+        )
 
 
 class NodeIdError(StoreError, IndexError):

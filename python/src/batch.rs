@@ -2,7 +2,8 @@
 //! worker assembles), `YData` (labels as the package hands them out), `lend` (a vector as a
 //! numpy array whose base, a `BatchBuffer`, hands the buffer back when numpy frees it) and
 //! `Recycle`/`Buffers` (the freed buffers kept for the next batches, fork-safe);
-//! `batch_dict`, the dict `SaintSampler` turns into a `Batch`.
+//! `batch_dict`, the dict `SaintSampler` turns into a `Batch` (with a link sampler's pairs,
+//! `LinkArrays`, the dict `LinkSampler` turns into a `LinkBatch`).
 
 use std::sync::{Arc, Mutex};
 
@@ -28,6 +29,22 @@ pub(crate) struct Batch {
     pub(crate) node_norm: Option<Vec<f32>>,
     pub(crate) edge_norm: Option<Vec<f32>>,
     pub(crate) y: YData,
+    /// A link sampler's scored pairs (None: a node sampler's batch).
+    pub(crate) link: Option<LinkArrays>,
+}
+
+/// A link batch's scored pairs in local ids: the P targets, then target i's K negatives
+/// at P + i·K + j (`saintflow::sample::LinkBatch`'s order).
+pub(crate) struct LinkArrays {
+    /// 2 × P(1 + K): the sources, then the tails.
+    pub(crate) label_index: Vec<i64>,
+    /// 1 for a target, 0 for a negative.
+    pub(crate) label: Vec<f32>,
+    /// Each pair's loss weight (targets 1/λ_e, a negative its target's / K); None without
+    /// normalisation counts.
+    pub(crate) weight: Option<Vec<f32>>,
+    pub(crate) positives: usize,
+    pub(crate) k: usize,
 }
 
 impl Batch {
@@ -47,6 +64,13 @@ impl Batch {
         }
         if let Some(v) = self.edge_norm {
             bufs.edge_norm.give(v);
+        }
+        if let Some(l) = self.link {
+            bufs.label_index.give(l.label_index);
+            bufs.label.give(l.label);
+            if let Some(w) = l.weight {
+                bufs.label_weight.give(w);
+            }
         }
     }
 }
@@ -185,6 +209,9 @@ pub(crate) struct Buffers {
     pub(crate) y_multi: Recycle<Vec<f32>>,
     pub(crate) node_norm: Recycle<Vec<f32>>,
     pub(crate) edge_norm: Recycle<Vec<f32>>,
+    pub(crate) label_index: Recycle<Vec<i64>>,
+    pub(crate) label: Recycle<Vec<f32>>,
+    pub(crate) label_weight: Recycle<Vec<f32>>,
     /// Drawn subgraphs, once assembled: drawn on a worker and dropped by the consumer, their
     /// vectors (≈ 2.4 MB of room for a 7.6k-node subgraph of a skewed graph) were given
     /// back to the kernel and faulted in again for the next (BENCHMARKS.md, "Lockstep
@@ -205,6 +232,9 @@ impl Buffers {
             y_multi: Recycle::new(keep),
             node_norm: Recycle::new(keep),
             edge_norm: Recycle::new(keep),
+            label_index: Recycle::new(keep),
+            label: Recycle::new(keep),
+            label_weight: Recycle::new(keep),
             subgraphs: Recycle::new(keep),
         }
     }
@@ -284,5 +314,19 @@ pub(crate) fn batch_dict<'py>(
     };
     d.set_item("node_norm", norm(b.node_norm, |b| &b.node_norm)?)?;
     d.set_item("edge_norm", norm(b.edge_norm, |b| &b.edge_norm)?)?;
+    if let Some(l) = b.link {
+        let pairs = l.label.len();
+        d.set_item(
+            "edge_label_index",
+            lend(py, l.label_index, Ix2(2, pairs), bufs, |b| &b.label_index)?,
+        )?;
+        d.set_item(
+            "edge_label",
+            lend(py, l.label, Ix1(pairs), bufs, |b| &b.label)?,
+        )?;
+        d.set_item("edge_label_weight", norm(l.weight, |b| &b.label_weight)?)?;
+        d.set_item("num_positives", l.positives)?;
+        d.set_item("negatives", l.k)?;
+    }
     Ok(d)
 }

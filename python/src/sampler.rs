@@ -5,6 +5,12 @@
 //! pool drawing batches in index order ahead of the consumer into a bounded channel;
 //! `BatchIter` waits for the next with the GIL released, checking for Ctrl-C every 100 ms.
 //! Batches `k` of a seed are the same whatever the thread count.
+//!
+//! A link sampler (`link` given: `saintflow.LinkSampler`) attaches to every subgraph its
+//! target edges and their negatives (`attach_targets`, seeded by (seed, index) as the
+//! subgraph), with the targets taken out of the subgraph's structure when asked, before
+//! the batch's `edge_index` is built; its targets weigh GraphSAINT's 1/λ_e
+//! (`saint_target_weight`) when the sampler pre-samples.
 
 use std::num::NonZeroUsize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -14,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rayon::prelude::*;
@@ -22,19 +28,20 @@ use rayon::prelude::*;
 use saintflow::sample::config::{self, KINDS};
 use saintflow::sample::params::{FieldError, Input};
 use saintflow::sample::{
-    sample_subgraph, sample_subgraph_into, NormCounts, SamplerConfig, Subgraph,
+    attach_targets, saint_target_weight, sample_subgraph, sample_subgraph_into, LinkSampling,
+    NegativeDist, NormCounts, SamplerConfig, Subgraph,
 };
 use saintflow::seed::{hash3, stream};
 use saintflow::store::{GraphStore, Role};
 
-use crate::batch::{batch_dict, Batch, Buffers, YData};
+use crate::batch::{batch_dict, Batch, Buffers, LinkArrays, YData};
 use crate::error::{guard, SaintflowError, SampleError};
 use crate::runtime::{fits, on_pool, pool, run_interruptible, threads_of, try_vec};
 use crate::store::Store;
 
 /// A sampler configuration checked against the kind's fields: `kind` and its keys as
 /// `saintflow sample`'s flags and a plan's `[sampler]` take them.
-fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>) -> PyResult<SamplerConfig> {
+fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>, also: &[&str]) -> PyResult<SamplerConfig> {
     let names: Vec<&str> = config::names().collect();
     let mut cfg = SamplerConfig::default_of(kind).ok_or_else(|| {
         SampleError::new_err(format!(
@@ -60,7 +67,14 @@ fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>) -> PyResult<SamplerConfi
                     let fields: Vec<&str> = cfg.fields().iter().map(|f| f.name).collect();
                     let owner = config::owner_of(&name)
                         .map(|k| format!(" ({name} belongs to the {} sampler)", k.name))
-                        .unwrap_or_default();
+                        .unwrap_or_else(|| {
+                            // A misspelt key: the nearest of the kind's and the caller's
+                            // own (a link sampler's `negatives`, ...).
+                            saintflow::suggest::did_you_mean(
+                                &name,
+                                fields.iter().chain(also).copied(),
+                            )
+                        });
                     SampleError::new_err(format!(
                         "the {kind_name} sampler has no parameter {name:?}{owner}; its parameters: {}",
                         if fields.is_empty() { "none".to_string() } else { fields.join(", ") }
@@ -72,6 +86,93 @@ fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>) -> PyResult<SamplerConfi
                 )),
             }
         })?;
+    }
+    Ok(cfg)
+}
+
+/// The keys of a link sampler's `link` dict: a plan's `[task]` keys of the same names.
+pub(crate) const LINK_KEYS: [&str; 5] = [
+    "targets",
+    "negatives",
+    "negative_sampler",
+    "exclude_true",
+    "exclude_targets",
+];
+
+/// The most negatives per target: a plan's bound (`[task] negatives`).
+const MAX_NEGATIVES: i64 = 1 << 16;
+
+/// A link sampler's targets and negatives from its `link` dict (`LINK_KEYS`), checked as
+/// a plan's `[task]` checks them: `targets` in (0, 1], `negatives` 1 ..= 65536,
+/// `negative_sampler` one of `NegativeDist::ALL`, and not `exclude_targets` with every
+/// edge a target.
+fn link_sampling(link: &Bound<'_, PyDict>) -> PyResult<LinkSampling> {
+    let mut cfg = LinkSampling::default();
+    for (k, v) in link.iter() {
+        let name: String = k.extract()?;
+        let flag = |v: &Bound<'_, PyAny>| -> PyResult<bool> {
+            v.extract::<bool>().map_err(|_| {
+                PyTypeError::new_err(format!("{name} = {v:?}: expected True or False"))
+            })
+        };
+        match name.as_str() {
+            "targets" => {
+                let x: f64 = v.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("targets = {v:?}: expected a number in (0, 1]"))
+                })?;
+                if !(x > 0.0 && x <= 1.0) {
+                    return Err(PyValueError::new_err(format!(
+                        "targets = {x}: the share of a subgraph's edges scored in a step, expected a number in (0, 1]"
+                    )));
+                }
+                cfg.fraction = x;
+            }
+            "negatives" => {
+                if v.extract::<bool>().is_ok() || v.extract::<i64>().is_err() {
+                    return Err(PyTypeError::new_err(format!(
+                        "negatives = {v:?}: expected an integer (negatives per target)"
+                    )));
+                }
+                let k: i64 = v.extract()?;
+                if !(1..=MAX_NEGATIVES).contains(&k) {
+                    return Err(PyValueError::new_err(format!(
+                        "negatives = {k}: negatives per target, expected 1 ..= {MAX_NEGATIVES}"
+                    )));
+                }
+                cfg.negatives = k as usize;
+            }
+            "negative_sampler" => {
+                let d: String = v.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("negative_sampler = {v:?}: expected a name"))
+                })?;
+                cfg.dist = NegativeDist::ALL
+                    .iter()
+                    .find(|(n, _)| *n == d)
+                    .map(|(_, dist)| *dist)
+                    .ok_or_else(|| {
+                        let names = NegativeDist::ALL.map(|(n, _)| n);
+                        SampleError::new_err(format!(
+                            "no negative_sampler {d:?}{}: expected one of {}",
+                            saintflow::suggest::did_you_mean(&d, names.iter().copied()),
+                            names.join(", ")
+                        ))
+                    })?;
+            }
+            "exclude_true" => cfg.exclude_true = flag(&v)?,
+            "exclude_targets" => cfg.exclude_targets = flag(&v)?,
+            other => {
+                return Err(SampleError::new_err(format!(
+                    "a link sampler has no key {other:?}{}; its keys: {}",
+                    saintflow::suggest::did_you_mean(other, LINK_KEYS.iter().copied()),
+                    LINK_KEYS.join(", ")
+                )))
+            }
+        }
+    }
+    if cfg.exclude_targets && cfg.fraction >= 1.0 {
+        return Err(PyValueError::new_err(
+            "exclude_targets=True with targets=1.0 leaves no edge to pass messages over: score a share of the edges (targets=0.5) or keep them (exclude_targets=False)",
+        ));
     }
     Ok(cfg)
 }
@@ -137,6 +238,8 @@ pub(crate) struct SamplerSpec {
     seed: u64,
     clip: usize,
     norm: Option<Arc<NormCounts>>,
+    /// A link sampler's targets and negatives (None: node batches).
+    link: Option<LinkSampling>,
     will_need: bool,
     pub(crate) buffers: Arc<Buffers>,
 }
@@ -155,13 +258,35 @@ impl SamplerSpec {
         let mut sub = self.buffers.subgraphs.pop();
         sample_subgraph_into(sampler, self.seed, index, self.clip, &mut sub)
             .map_err(|e| e.to_string())?;
+        self.attach(&mut sub, self.seed, index);
         Ok(match build {
             true => Item::Built(self.make(index, sub)?),
             false => Item::Drawn(index, sub),
         })
     }
 
-    fn make(&self, index: u64, sub: Subgraph) -> Result<Batch, String> {
+    /// A link sampler's targets and negatives of subgraph `index` of `seed`, attached to
+    /// `sub` (its targets out of its structure when `exclude_targets`); a node sampler's
+    /// `sub` is left without (a recycled subgraph may carry an earlier batch's).
+    fn attach(&self, sub: &mut Subgraph, seed: u64, index: u64) {
+        sub.link = None;
+        let Some(cfg) = &self.link else { return };
+        let graph = self.graph();
+        let weight = self
+            .norm
+            .as_deref()
+            .map(|n| saint_target_weight(n, cfg.fraction, graph));
+        attach_targets(
+            sub,
+            graph,
+            cfg,
+            seed,
+            index,
+            weight.as_ref().map(|w| w as &dyn Fn(u64) -> f32),
+        );
+    }
+
+    fn make(&self, index: u64, mut sub: Subgraph) -> Result<Batch, String> {
         let (store, bufs) = (&self.store, &self.buffers);
         let f = store.n_features();
         if self.will_need {
@@ -198,6 +323,29 @@ impl SamplerSpec {
         nodes.extend(sub.nodes.iter().map(|&v| i64::from(v)));
         indptr.extend(sub.offsets.iter().map(|&o| i64::from(o)));
         let y = YData::of(store, &sub.nodes, bufs);
+        // Pairs (local ids): the P targets, then target i's K negatives at P + i·K + j.
+        let link = sub.link.take().map(|b| {
+            let mut label_index = bufs.label_index.take();
+            label_index.reserve(2 * b.len());
+            label_index.extend(b.src.iter().map(|&v| i64::from(v)));
+            label_index.extend(b.dst.iter().map(|&v| i64::from(v)));
+            let mut label = bufs.label.take();
+            label.extend((0..b.len()).map(|i| if b.is_positive(i) { 1.0 } else { 0.0 }));
+            // Without pre-sampling the engine weighs each target 1/P (the step's mean):
+            // not handed out, the consumer's mean is that.
+            let weight = self.norm.is_some().then(|| {
+                let mut w = bufs.label_weight.take();
+                w.extend_from_slice(&b.weights);
+                w
+            });
+            LinkArrays {
+                label_index,
+                label,
+                weight,
+                positives: b.positives,
+                k: b.k,
+            }
+        });
         bufs.subgraphs.give(sub);
         Ok(Batch {
             index,
@@ -209,6 +357,7 @@ impl SamplerSpec {
             x,
             node_norm,
             edge_norm,
+            link,
         })
     }
 }
@@ -226,7 +375,7 @@ pub(crate) struct Sampler {
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (store, kind, graph, seed, threads, num_steps, sample_coverage, clip, keys))]
+    #[pyo3(signature = (store, kind, graph, seed, threads, num_steps, sample_coverage, clip, keys, link = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -239,10 +388,13 @@ impl Sampler {
         sample_coverage: f64,
         clip: Option<usize>,
         keys: &Bound<'_, PyDict>,
+        link: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Sampler> {
         guard(|| {
             let store = store.get()?;
-            let config = sampler_config(kind, keys)?;
+            let link = link.map(link_sampling).transpose()?;
+            let also: &[&str] = if link.is_some() { &LINK_KEYS } else { &[] };
+            let config = sampler_config(kind, keys, also)?;
             let train_graph = match graph {
                 "train" => true,
                 "full" => false,
@@ -296,6 +448,7 @@ impl Sampler {
                 seed,
                 clip,
                 norm: None,
+                link,
                 will_need: beyond_memory(&store),
                 // Enough for the batches in flight (a chunk being drawn, the channel, the
                 // consumer's) before a freed buffer is dropped.
@@ -336,10 +489,23 @@ impl Sampler {
                         )
                     };
                     let n_train = spec.store.role_count(Role::Train) as f64;
-                    let steps = if whole {
-                        1
-                    } else {
-                        (n_train / size).ceil().max(1.0) as u64
+                    let steps = match &spec.link {
+                        _ if whole => 1,
+                        // A link epoch scores every edge of the sampled graph once in
+                        // expectation, as `saintflow train` counts it: the graph's entries
+                        // over the targets' share of a subgraph's (the pre-sampling's mean,
+                        // else subgraph 0's).
+                        Some(cfg) => {
+                            let per_step = match &norm {
+                                Some(c) => c.edge.total() as f64 / c.meta.subgraphs.max(1) as f64,
+                                None => s0.n_entries() as f64,
+                            };
+                            let entries = spec.graph().n_entries() as f64;
+                            (entries / (cfg.fraction * per_step).max(1.0))
+                                .ceil()
+                                .max(1.0) as u64
+                        }
+                        None => (n_train / size).ceil().max(1.0) as u64,
                     };
                     Ok((norm, n_pre, steps))
                 })
@@ -375,6 +541,20 @@ impl Sampler {
     #[getter]
     fn kind(&self) -> &'static str {
         self.spec.config.name()
+    }
+    /// A link sampler's settings by their plan keys (None for a node sampler).
+    #[getter]
+    fn link<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(cfg) = &self.spec.link else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("targets", cfg.fraction)?;
+        d.set_item("negatives", cfg.negatives)?;
+        d.set_item("negative_sampler", cfg.dist.name())?;
+        d.set_item("exclude_true", cfg.exclude_true)?;
+        d.set_item("exclude_targets", cfg.exclude_targets)?;
+        Ok(Some(d))
     }
 
     /// C_v of the pre-sampling (`None` without normalisation), for checks.
@@ -421,13 +601,10 @@ impl Sampler {
             let spec = self.spec.clone();
             let b = on_pool(py, move || {
                 let sampler = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
-                let sub = sample_subgraph(
-                    sampler.as_ref(),
-                    seed.unwrap_or(spec.seed),
-                    index,
-                    spec.clip,
-                )
-                .map_err(|e| e.to_string())?;
+                let seed = seed.unwrap_or(spec.seed);
+                let mut sub = sample_subgraph(sampler.as_ref(), seed, index, spec.clip)
+                    .map_err(|e| e.to_string())?;
+                spec.attach(&mut sub, seed, index);
                 spec.make(index, sub)
             })?;
             batch_dict(py, &self.spec, b.map_err(SampleError::new_err)?)

@@ -2,7 +2,9 @@
 //! request; counts, splits, features and labels gathered into new arrays, and the CSR,
 //! roles and feature matrix as read-only numpy views whose base is a private
 //! copy-on-write map of the section (`SectionMap`, which outlives `close`); `info_json`,
-//! `check`, and stores written from arrays (`_create`) or a GraphSAINT directory.
+//! `check`, and stores written from arrays (`_create`) or a GraphSAINT directory; a link
+//! split's record and held-out sets (`link_info`, `link_split`, copied to int64 with every
+//! id checked) and a split made (`_split_edges`, as `saintflow split-edges`).
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -17,7 +19,8 @@ use saintflow::progress::Progress;
 use saintflow::store::import::{
     import_arrays_with, ArrayGraph, ArrayLabels, Edges, TrainGraphMode,
 };
-use saintflow::store::{GraphStore, Labels, PrivateSection, Role, SectionId};
+use saintflow::store::link::split::{split_edges, SplitEdgesSpec};
+use saintflow::store::{GraphStore, Labels, LinkSet, PrivateSection, Role, SectionId};
 
 use crate::batch::{Buffers, YData};
 use crate::error::{guard, lib, SaintflowError, StoreError};
@@ -282,6 +285,141 @@ impl Store {
         guard(|| {
             let store = self.get()?;
             lib(on_pool(py, move || saintflow::store::check::check(&store))?)
+        })
+    }
+
+    /// The link split's record (`saintflow info`'s `link`) as a dict, or None without one.
+    fn link_info<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        let store = self.get()?;
+        let Some(split) = store.link_split() else {
+            return Ok(None);
+        };
+        let m = split.meta;
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("n_val", m.n_val)?;
+        d.set_item("n_test", m.n_test)?;
+        d.set_item("negatives", m.negatives)?;
+        d.set_item("val_negative_pairs", split.val.n_negpairs())?;
+        d.set_item("test_negative_pairs", split.test.n_negpairs())?;
+        d.set_item("seed", m.seed)?;
+        d.set_item("given", m.given)?;
+        d.set_item("allow_isolated", m.allow_isolated)?;
+        d.set_item("input_edges", m.input_edges)?;
+        Ok(Some(d))
+    }
+
+    /// Held-out set `name` of the link split: `(pos [2, E], neg_dst [E, K], neg_pairs
+    /// [2, P])`, int64 copies (global ids; every id checked < N, the tails too, which
+    /// `open` leaves to `check`).
+    #[allow(clippy::type_complexity)]
+    fn link_split<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+    ) -> PyResult<(
+        Bound<'py, PyArray2<i64>>,
+        Bound<'py, PyArray2<i64>>,
+        Bound<'py, PyArray2<i64>>,
+    )> {
+        guard(|| {
+            let set = match name {
+                "val" | "valid" => LinkSet::Val,
+                "test" => LinkSet::Test,
+                other => {
+                    return Err(StoreError::new_err(format!(
+                        "no held-out set {other:?}: expected \"val\" or \"test\"{}",
+                        saintflow::suggest::did_you_mean(other, ["val", "test"].into_iter())
+                    )))
+                }
+            };
+            let store = self.get()?;
+            let split = store.link_split().ok_or_else(|| {
+                let p = store.path().display();
+                StoreError::new_err(format!(
+                    "{p}: the store has no link split (held-out validation and test edges with \
+                     their negatives): make one with Store.split_edges(OUT) or `saintflow \
+                     split-edges {p} -o OUT`"
+                ))
+            })?;
+            let edges = split.set(set);
+            let (e, k, p) = (edges.len(), edges.k(), edges.n_negpairs());
+            fits(
+                || {
+                    format!("Store.link_split({name:?}): {e} positives, {e} × {k} negatives and {p} negative pairs of 8 bytes per id")
+                },
+                (2 * e as u128 + e as u128 * k as u128 + 2 * p as u128) * 8,
+            )?;
+            let store2 = store.clone();
+            let r = on_pool(py, move || -> PyResult<_> {
+                let edges = store2
+                    .link_split()
+                    .expect("checked above: the store has a split")
+                    .set(set);
+                let rows = |flat: &[u32], n: usize| -> PyResult<Array2<i64>> {
+                    // [n, 2] pairs to PyG's [2, n]: the sources, then the tails.
+                    let mut out = try_vec("Store.link_split", 2 * n, 0i64)?;
+                    for (i, pair) in flat.chunks_exact(2).enumerate() {
+                        out[i] = i64::from(pair[0]);
+                        out[n + i] = i64::from(pair[1]);
+                    }
+                    Ok(Array2::from_shape_vec((2, n), out).expect("2 × n values"))
+                };
+                let pos = rows(edges.positives(), e)?;
+                let pairs = rows(edges.negative_pairs(), p)?;
+                let mut neg = try_vec("Store.link_split", e * k, 0i64)?;
+                for i in 0..e {
+                    let tails = lib(edges.checked_tails(i))?;
+                    for (o, &t) in neg[i * k..(i + 1) * k].iter_mut().zip(tails) {
+                        *o = i64::from(t);
+                    }
+                }
+                let neg = Array2::from_shape_vec((e, k), neg).expect("e × k values");
+                Ok((pos, neg, pairs))
+            })?;
+            let (pos, neg, pairs) = r?;
+            Ok((
+                pos.into_pyarray(py),
+                neg.into_pyarray(py),
+                pairs.into_pyarray(py),
+            ))
+        })
+    }
+
+    /// A new store at `output`: this one's nodes, features, labels and roles, its graph
+    /// without the held-out validation and test edges, and the link split (`saintflow
+    /// split-edges`; see `saintflow.Store.split_edges`).
+    #[allow(clippy::too_many_arguments)]
+    fn _split_edges(
+        &self,
+        py: Python<'_>,
+        output: PathBuf,
+        val: f64,
+        test: f64,
+        negatives: u64,
+        seed: u64,
+        allow_isolated: bool,
+        force: bool,
+    ) -> PyResult<Store> {
+        guard(|| {
+            let input = self.get()?;
+            // The command's output rule: never the input, a store inside a store, a link
+            // or a device; an existing store replaced only with force=True.
+            saintflow::atomic::OutputGuard::new()
+                .input("store", input.path())
+                .dir("output", &output)
+                .check()
+                .map_err(|e| SaintflowError::new_err(e.to_string()))?;
+            let spec = SplitEdgesSpec {
+                val,
+                test,
+                negatives,
+                seed,
+                allow_isolated,
+            };
+            let r = on_pool(py, || {
+                split_edges(&input, &output, &spec, force).and_then(|_| GraphStore::open(&output))
+            })?;
+            Ok(Store::new(lib(r)?))
         })
     }
 

@@ -5,7 +5,10 @@ use std::sync::{Arc, OnceLock};
 
 use crate::ir::source::{FeatureCsr, FeatureRows};
 use crate::ir::{GraphSource, OpError, TargetLabels, Targets};
-use crate::sample::{attach_targets, sample_subgraph, LinkSampling, NormCounts, Sampler, Subgraph};
+use crate::sample::{
+    attach_targets, saint_target_weight, sample_subgraph, LinkSampling, NormCounts, Sampler,
+    Subgraph,
+};
 use crate::store::{GraphStore, Labels, Role};
 
 /// A store sampled by a sampler: the training path.
@@ -93,14 +96,10 @@ impl GraphSource for StoreSource<'_> {
             let graph = self.sampler.graph();
             // 1/λ_e = N_pre / (fraction · C_e · M): the step's loss estimates the mean over
             // the M undirected edges of the sampled graph.
-            let weight = self.norm.as_ref().map(|norm| {
-                let scale = norm.meta.subgraphs as f64
-                    / (cfg.fraction * (graph.n_entries() as f64 / 2.0).max(1.0));
-                move |entry: u64| match norm.edge_count(entry) {
-                    0 => (scale * 10.0) as f32,
-                    c => (scale / f64::from(c)) as f32,
-                }
-            });
+            let weight = self
+                .norm
+                .as_ref()
+                .map(|norm| saint_target_weight(norm, cfg.fraction, graph));
             attach_targets(
                 &mut sub,
                 graph,

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use rand_core::{RngCore, SeedableRng};
 
 use super::alias::AliasTable;
-use super::{below, SampleRng, Subgraph};
+use super::{below, NormCounts, SampleRng, Subgraph};
 use crate::seed::{hash3, stream};
 use crate::store::Csr;
 
@@ -131,6 +131,23 @@ impl LinkBatch {
     /// Whether pair `i` is a target (label 1) rather than a negative.
     pub fn is_positive(&self, i: usize) -> bool {
         i < self.positives
+    }
+}
+
+/// GraphSAINT's loss weight of a target from its entry's position in `graph` (the sampled
+/// graph `norm` counted): 1/λ_e = N_pre / (fraction · C_e · M), M the graph's undirected
+/// edges; an entry the pre-sampling never drew (C_e = 0) weighs as one counted a tenth of
+/// a time. The `target_weight` that the trainer's source and the Python package's
+/// `LinkSampler` hand [`attach_targets`], so both weigh a batch alike.
+pub fn saint_target_weight<'a>(
+    norm: &'a NormCounts,
+    fraction: f64,
+    graph: Csr<'_>,
+) -> impl Fn(u64) -> f32 + 'a {
+    let scale = norm.meta.subgraphs as f64 / (fraction * (graph.n_entries() as f64 / 2.0).max(1.0));
+    move |entry: u64| match norm.edge_count(entry) {
+        0 => (scale * 10.0) as f32,
+        c => (scale / f64::from(c)) as f32,
     }
 }
 
