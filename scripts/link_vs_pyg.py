@@ -82,8 +82,9 @@ def run(args):
     class GCNEncoder(torch.nn.Module):  # examples/autoencoder.py's, out_channels = 16
         def __init__(self, in_channels, out_channels):
             super().__init__()
-            self.conv1 = GCNConv(in_channels, 2 * out_channels, cached=True)
-            self.conv2 = GCNConv(2 * out_channels, out_channels, cached=True)
+            bias = not args.no_bias
+            self.conv1 = GCNConv(in_channels, 2 * out_channels, cached=True, bias=bias)
+            self.conv2 = GCNConv(2 * out_channels, out_channels, cached=True, bias=bias)
 
         def forward(self, x, edge_index):
             x = self.conv1(x, edge_index).relu()
@@ -133,7 +134,7 @@ def run(args):
         train_ms.append(1e3 * (t1 - t0))
         eval_ms.append(1e3 * (t2 - t1))
     print(json.dumps({
-        "side": "pyg", "negatives": args.negatives, "seed": args.seed,
+        "side": "pyg", "negatives": args.negatives, "bias": not args.no_bias, "seed": args.seed,
         "threads": args.threads, "epochs": args.epochs,
         "loss": loss, "best_epoch": best["epoch"], "val": best["val"], "test": best["test"],
         "train_ms": [round(t, 3) for t in train_ms],
@@ -236,6 +237,8 @@ def main():
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--epochs", type=int, default=200)
     r.add_argument("--negatives", choices=("pyg", "tail"), default="pyg")
+    r.add_argument("--no-bias", action="store_true",
+                   help="GCNConv without its bias, as plans/gae.toml (a diagnostic)")
     s = sub.add_parser("summary")
     s.add_argument("dir")
     args = ap.parse_args()

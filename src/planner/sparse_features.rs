@@ -8,14 +8,16 @@
 //! step; sparse they are ≈ 3 MFLOP each.
 //!
 //! Left alone: features read by anything else as well (a concatenation, a dropout, an
-//! `A·X` the chain pass ordered first), a product reading a column view, and every graph
+//! `A·X` the chain pass ordered first), and every graph
 //! planned without a density (evaluation's, `explain` without a store, tests'), so the
 //! pass changes nothing it was not asked to.
 
 use std::sync::Arc;
 
-use crate::ir::{Graph, IrError};
-use crate::op::builtin::{FeatureProduct, Features, Gemm};
+use crate::ir::op::ChainRole;
+use crate::ir::{Fact, Graph, IrError};
+use crate::op::builtin::FeatureProduct;
+use crate::op::SourceKind;
 
 use super::{Pass, PlanOptions};
 
@@ -49,8 +51,17 @@ impl Pass for SparseFeatures {
             if !graph.contains(id) {
                 continue;
             }
+            // Asked of the ops, not by downcast: the features source, and consumers that
+            // are binary products op(X)·Y with X as their first operand (a dense one, so a
+            // gemm: an spmm's first is sparse) and Y not transposed.
             let node = graph.node(id);
-            let Some(&Features { width }) = node.op.downcast_ref::<Features>() else {
+            if node.op.source_kind() != Some(SourceKind::Features) {
+                continue;
+            }
+            let Fact::Dense { cols, .. } = node.fact else {
+                continue;
+            };
+            let Some(width) = cols.as_known() else {
                 continue;
             };
             if graph.outputs().values().any(|&v| v == id) {
@@ -63,13 +74,11 @@ impl Pass for SparseFeatures {
                 .iter()
                 .map(|&c| {
                     let n = graph.node(c);
-                    let g = n.op.downcast_ref::<Gemm>()?;
-                    let plain = g.views == [None, None] && !g.tb;
-                    (plain && n.inputs[0] == id && n.inputs[1] != id).then_some((
-                        c,
-                        g.ta,
-                        n.inputs[1],
-                    ))
+                    let Some(ChainRole::Product(ta, false)) = n.op.chain() else {
+                        return None;
+                    };
+                    // (The pass runs before fusion, where products gain column views.)
+                    (n.inputs[0] == id && n.inputs[1] != id).then_some((c, ta, n.inputs[1]))
                 })
                 .collect();
             let Some(products) = products.filter(|p| !p.is_empty()) else {
