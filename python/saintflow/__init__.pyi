@@ -91,6 +91,7 @@ class Store:
         negatives: int = ...,
         seed: int = ...,
         allow_isolated: bool = ...,
+        by_time: bool = ...,
         force: bool = ...,
     ) -> "Store": ...
 

@@ -131,13 +131,15 @@ class Store:
         pos, neg_dst, neg_pairs = self._s.link_split(name)
         return HeldOutLinks(name, pos, neg_dst, neg_pairs, self._s.link_info()["given"])
 
-    def split_edges(self, path, *, val=0.05, test=0.1, negatives=1000, seed=0, allow_isolated=False, force=False):
+    def split_edges(self, path, *, val=0.05, test=0.1, negatives=1000, seed=0, allow_isolated=False, by_time=False, force=False):
         """Writes a store at ``path`` with a link split, as ``saintflow split-edges``: this
         store's nodes, features, labels and roles, its graph without ``val`` and ``test``
         (fractions of its undirected edges, each in [0, 1), their sum below 1) held out,
         each held-out positive with ``negatives`` K tail negatives (≥ 1) and one negative
         pair, all drawn from ``seed`` (equal arguments give byte-identical stores). An
-        edge is held out only while both its ends keep one, unless ``allow_isolated``. This
+        edge is held out only while both its ends keep one, unless ``allow_isolated``. With
+        ``by_time`` (``--by-time``; the store must have edge times) the latest edges go to
+        test and the next latest to validation instead of a random draw. This
         store is not modified; an existing store at ``path`` is replaced only with
         ``force=True``. Returns the new store."""
         path = os.fspath(path)
@@ -152,7 +154,7 @@ class Store:
         if k == 0 or k > 2**32 - 1:
             raise ValueError(f"negatives = {k}: expected 1 ..= {2**32 - 1} tail negatives per positive")
         seed = count(seed, "seed")
-        return Store(self._s._split_edges(path, float(val), float(test), k, seed, bool(allow_isolated), bool(force)))
+        return Store(self._s._split_edges(path, float(val), float(test), k, seed, bool(allow_isolated), bool(by_time), bool(force)))
 
     def info(self):
         """``saintflow info --json`` as a dict."""

@@ -398,6 +398,7 @@ impl Store {
         negatives: u64,
         seed: u64,
         allow_isolated: bool,
+        by_time: bool,
         force: bool,
     ) -> PyResult<Store> {
         guard(|| {
@@ -415,6 +416,7 @@ impl Store {
                 negatives,
                 seed,
                 allow_isolated,
+                by_time,
             };
             let r = on_pool(py, || {
                 split_edges(&input, &output, &spec, force).and_then(|_| GraphStore::open(&output))

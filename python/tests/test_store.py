@@ -154,6 +154,14 @@ def test_create_with_edge_times_and_a_time_split(tmp_path, saintflow_bin):
     link = sf.Store.open(tmp_path / "split.sf").info()["link"]
     assert link["kind"] == "time"
     assert link["by_time"] == {"kept": 0, "val_time": [2020, 2020], "test_time": [2021, 2021]}
+    # The same split from Python: the held-out test edge is the latest, {1, 3}.
+    py = s.split_edges(tmp_path / "py.sf", val=0.2, test=0.2, negatives=1, by_time=True)
+    assert py.info()["link"]["by_time"] == link["by_time"]
+    assert sorted(py.link_split("test").pos_edge_index[:, 0].tolist()) == [1, 3]
+    with pytest.raises(sf.StoreError, match="edge time"):
+        sf.Store.create(tmp_path / "n.sf", ei, symmetrize=True).split_edges(
+            tmp_path / "n2.sf", val=0.2, test=0.2, negatives=1, by_time=True)
+    assert not os.path.exists(tmp_path / "n2.sf")
     with pytest.raises(sf.StoreError, match="edge_time: 2 values for 8 entries"):
         sf.Store.create(tmp_path / "e.sf", ei, symmetrize=True, edge_time=years[:2])
     with pytest.raises(sf.StoreError, match="edge_time: expected integer times"):
