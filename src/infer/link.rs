@@ -312,5 +312,10 @@ pub fn representations_within(
     let mapped = crate::npy::MappedF32::open(&path);
     // The map keeps the pages; the name goes at once (nothing is left behind on any exit).
     let _ = std::fs::remove_file(&path);
-    Ok(Representations::Mapped(mapped?))
+    let mapped = mapped?;
+    // Pairs read z's rows in no order; and what the pass freed goes back to the system, so
+    // the page cache holds as much of z as the memory allows.
+    mapped.advise_random();
+    crate::machine::release_free_memory();
+    Ok(Representations::Mapped(mapped))
 }
