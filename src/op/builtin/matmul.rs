@@ -1314,32 +1314,23 @@ impl Partitioned for Spmm {
             Some(q) => f.div_ceil(q.max(1)).max(1),
             None => block_width(n, f, threads),
         };
-        let q = f.div_ceil(w);
-        if q < 2 {
+        if f.div_ceil(w) < 2 {
             return Ok(None);
         }
-        let runs = (2 * threads).min(q);
-        let ranges = (0..runs)
-            .map(|r| (r * q / runs * w).min(f)..((r + 1) * q / runs * w).min(f))
-            .collect();
-        let prepared: Option<Box<dyn std::any::Any + Send + Sync>> = if self.transpose {
-            Some(Box::new(SpmmPrepared {
-                values: s.transposed_values(),
-                width: w,
-            }))
+        let prepared = if self.transpose {
+            s.transposed_values()
         } else {
-            Some(Box::new(SpmmPrepared {
-                values: Tensor::zeros(0, 0),
-                width: w,
-            }))
+            Tensor::zeros(0, 0)
         };
-        // The SpMM kernel writes every row of its block, empty rows as zeros.
-        Ok(Some(Split {
-            axis: Axis::Cols,
-            ranges,
-            prepared,
-            writes_all: true,
-        }))
+        Ok(spmm_column_split(
+            f,
+            w,
+            threads,
+            Box::new(SpmmPrepared {
+                values: prepared,
+                width: w,
+            }),
+        ))
     }
     fn forward_part(
         &self,
@@ -1375,6 +1366,33 @@ impl Partitioned for Spmm {
         spmm_view_blocked(a, xv, out, prep.width)?;
         Ok(())
     }
+}
+
+/// The split of an SpMM's output of `cols` columns into feature blocks of `width`: the
+/// blocks grouped into about two runs of contiguous blocks per worker (each run one call of
+/// the kernel, run boundaries block boundaries, so every block is the one a whole call
+/// computes); `None` under two blocks. The kernel writes every row of its block, empty
+/// rows as zeros: the parts write all of the output.
+pub(super) fn spmm_column_split(
+    cols: usize,
+    width: usize,
+    threads: usize,
+    prepared: Box<dyn std::any::Any + Send + Sync>,
+) -> Option<Split> {
+    let q = cols.div_ceil(width.max(1));
+    if q < 2 {
+        return None;
+    }
+    let runs = (2 * threads).min(q);
+    let ranges = (0..runs)
+        .map(|r| (r * q / runs * width).min(cols)..((r + 1) * q / runs * width).min(cols))
+        .collect();
+    Some(Split {
+        axis: Axis::Cols,
+        ranges,
+        prepared: Some(prepared),
+        writes_all: true,
+    })
 }
 
 /// What [`Spmm::split`] computes once for its parts.

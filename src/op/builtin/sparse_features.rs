@@ -17,7 +17,7 @@ use saintflow_ops::spmm::{block_width, spmm_view_blocked, CsrRef};
 use saintflow_ops::view::{MatMut, MatRef};
 
 use crate::ir::{Bindings, Dim, Fact, Kind, Tensor, Value};
-use crate::op::{Arity, Axis, Cost, Ctx, Op, OpError, Partitioned, Split, Stage};
+use crate::op::{Arity, Cost, Ctx, Op, OpError, Partitioned, Split, Stage};
 use crate::sample::Subgraph;
 
 /// X·W (`transpose` false: inputs the subgraph and W, F × d; output n × d) or Xᵀ·∇Y
@@ -246,21 +246,12 @@ impl Partitioned for FeatureProduct {
         }
         let m = self.matrix(sub, ctx)?;
         let w = block_width(m.n_cols.max(rows), d, threads);
-        let q = d.div_ceil(w);
-        if q < 2 {
-            return Ok(None);
-        }
-        let runs = (2 * threads).min(q);
-        let ranges = (0..runs)
-            .map(|r| (r * q / runs * w).min(d)..((r + 1) * q / runs * w).min(d))
-            .collect();
-        Ok(Some(Split {
-            axis: Axis::Cols,
-            ranges,
-            prepared: Some(Box::new((m, w))),
-            // The SpMM kernel writes every row of its block, empty rows as zeros.
-            writes_all: true,
-        }))
+        Ok(super::matmul::spmm_column_split(
+            d,
+            w,
+            threads,
+            Box::new((m, w)),
+        ))
     }
     fn forward_part(
         &self,
