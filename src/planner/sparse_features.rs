@@ -2,7 +2,7 @@
 //! X·W of a first layer and, after differentiation, its ∇W = Xᵀ·∇Y — and the store's
 //! features are mostly zeros ([`PlanOptions::feature_density`] at most
 //! [`SPARSE_FEATURES_MAX_DENSITY`]), those products become
-//! [`FeatureProduct`](crate::op::builtin::FeatureProduct)s, which skip the zeros, and the
+//! [`FeatureProduct`]s, which skip the zeros, and the
 //! dense `features` gather goes. Cora's bag of words is 1.3 % nonzero: its two 2708 × 1433
 //! × 32 products (≈ 250 MFLOP each) and the 15.5 MB gather were three quarters of a GAE
 //! step; sparse they are ≈ 3 MFLOP each.
