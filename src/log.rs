@@ -102,6 +102,10 @@ pub enum Record {
         nodes: usize,
         /// Subgraph adjacency entries.
         entries: usize,
+        /// A link plan's scored pairs of the step: its P positives and their P·K
+        /// negatives (absent for node classification, and in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pairs: Option<usize>,
         /// Where the time went.
         ms: StepMs,
         /// Bytes each rank sent into the step's gradient allreduce (absent for one
@@ -345,6 +349,7 @@ mod tests {
             loss,
             nodes: 10,
             entries: 40,
+            pairs: None,
             ms: StepMs {
                 wall: 3.0,
                 ..StepMs::default()

@@ -544,3 +544,48 @@ fn batched_tail_scores_equal_the_pair_by_pair_scores() {
         );
     }
 }
+
+/// A link plan's step records carry its scored pairs: with `targets = 1` and K = 1 (GAE),
+/// every undirected edge of the stored graph once, with its one negative.
+#[test]
+fn a_link_steps_log_record_counts_its_scored_pairs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ogbl/citation2");
+    common::saintflow_ok(
+        &["import", "ogb-link", data.to_str().unwrap(), "-o", "c.sf"],
+        d,
+    );
+    let info = common::saintflow_ok(&["info", "c.sf", "--json"], d);
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let undirected = info["edges"]["undirected"].as_u64().unwrap();
+    assert!(undirected > 0);
+    let gae = plan_file("gae");
+    let out = common::saintflow_ok(
+        &[
+            "train",
+            gae.to_str().unwrap(),
+            "--graph",
+            "c.sf",
+            "--epochs",
+            "2",
+            "--json",
+            "--set",
+            "dims.hidden=8",
+            "--set",
+            "dims.embed=4",
+            "--set",
+            "task.metric=\"mrr\"",
+        ],
+        d,
+    );
+    let steps: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["kind"] == "step")
+        .collect();
+    assert_eq!(steps.len(), 2);
+    for s in &steps {
+        assert_eq!(s["pairs"].as_u64(), Some(2 * undirected), "{s}");
+    }
+}

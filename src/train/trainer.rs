@@ -733,6 +733,7 @@ impl Step<'_, '_> {
             loss,
             nodes: vals.bindings.nodes,
             entries: vals.bindings.entries,
+            pairs: (vals.bindings.pairs > 0).then_some(vals.bindings.pairs),
             ms: StepMs {
                 sampling: ms(times.sampling),
                 aggregation: ms(times.aggregation),
