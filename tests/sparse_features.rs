@@ -1,7 +1,8 @@
 //! The products by sparse features (`planner::SparseFeatures`, `op::builtin::FeatureProduct`):
 //! every shipped plan's step with them equals its step with the dense products (the sums'
 //! order differs, so to a relative 1e-5), on the interpreter and on 3 workers; the pass
-//! rewrites exactly the features read only by products, and nothing above its density
+//! rewrites exactly the features read only by products (or through one dropout, whose mask
+//! the products apply: the same step, dropout on), and nothing above its density
 //! bound or without a density; a store's compressed rows equal its dense rows on both of
 //! `StoreSource`'s paths; a store's measured density is its count of nonzeros.
 
@@ -189,9 +190,9 @@ fn every_shipped_plan_steps_alike_with_sparse_features_on_the_interpreter_and_th
             &format!("{name} executor"),
         );
     }
-    // GAE's first layer reads the features through products only (GCN's through a
-    // dropout first, which the pass leaves alone).
-    for must in ["gae.toml", "rgcn_link.toml"] {
+    // GAE's first layer reads the features through products only, GCN's through its input
+    // dropout (whose mask the products then apply: the step above ran with dropout on).
+    for must in ["gae.toml", "rgcn_link.toml", "gcn.toml"] {
         assert!(
             rewritten.iter().any(|r| r == must),
             "{must} not rewritten; rewritten: {rewritten:?}"
@@ -228,21 +229,36 @@ fn the_pass_keeps_dense_products_above_its_bound_and_where_features_are_read_oth
         (&wanted, &dense_wanted),
         "gcn_no_dropout, dense features",
     );
-    // GCN's dropout reads the features: the gather stays.
+    // GCN reads the features through its input dropout: the products take its mask, and
+    // the dropout goes with the gather.
     let gcn = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/gcn.toml");
     let (g, _, _) = planned(&gcn, &base, &reg, Some(0.01));
+    let products = sparse_products(&g);
+    assert_eq!(products.len(), 2, "{products:?}");
+    assert!(products
+        .iter()
+        .all(|p| p.dropout.is_some_and(|(p, _)| p == 0.5)));
     assert!(
-        sparse_products(&g).is_empty(),
-        "gcn.toml rewritten through its dropout"
+        !g.ids()
+            .into_iter()
+            .any(|id| matches!(g.node(id).op.name(), "features" | "dropout")
+                && g.node(id).label == "x"),
+        "the input dropout or the gather is still planned"
     );
-    // GraphSAGE concatenates the features with their aggregate: the gather stays.
-    let sage = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
-    let (g, _, _) = planned(&sage, &base, &reg, Some(0.01));
+    // Features concatenated as they are (read by a concat, not a product): the gather stays.
+    let concat = GCN_NO_DROPOUT
+        .replace(
+            r#"out = "relu(A_sym @ x @ W0)""#,
+            r#"out = "relu(concat(x, A_sym @ x) @ W0)""#,
+        )
+        .replace(r#"W0 = ["in", "hidden"]"#, r#"W0 = ["2 * in", "hidden"]"#);
+    let (g, _, _) = planned_text(&concat, here, &base, &reg, Some(0.01));
+    assert!(sparse_products(&g).is_empty(), "a concatenated x rewritten");
     assert!(
         g.ids()
             .into_iter()
             .any(|id| g.node(id).op.name() == "features"),
-        "graphsage lost its features gather"
+        "the gather of a concatenated x went"
     );
 }
 

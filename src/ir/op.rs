@@ -382,6 +382,13 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         let _ = precision;
         None
     }
+
+    /// The probability p, when this op is inverted dropout of its one input with the mask
+    /// of this node's id (`dropout`): the sparse-features pass moves such a mask into the
+    /// products that read the dropped-out features. Default: `None`.
+    fn dropout(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Capability: a forward that splits into parts run at once (see "Partitioned forward" at

@@ -7,8 +7,11 @@
 //! × 32 products (≈ 250 MFLOP each) and the 15.5 MB gather were three quarters of a GAE
 //! step; sparse they are ≈ 3 MFLOP each.
 //!
-//! Left alone: features read by anything else as well (a concatenation, a dropout, an
-//! `A·X` the chain pass ordered first), and every graph
+//! Features read through one inverted dropout (GCN's input dropout) are handled too: the
+//! products apply the dropout node's mask to the nonzeros (`DropoutMask`: the same
+//! elements kept, scaled by the same f32), and the dropout goes with the gather. Left
+//! alone: features read by anything else as well (a concatenation, an `A·X` the chain pass
+//! ordered first), and every graph
 //! planned without a density (evaluation's, `explain` without a store, tests'), so the
 //! pass changes nothing it was not asked to.
 
@@ -64,13 +67,27 @@ impl Pass for SparseFeatures {
             let Some(width) = cols.as_known() else {
                 continue;
             };
-            if graph.outputs().values().any(|&v| v == id) {
+            let is_output = |g: &Graph, v| g.outputs().values().any(|&o| o == v);
+            if is_output(graph, id) {
                 continue;
             }
             let sub = node.inputs[0];
-            let consumers = graph.consumers(id);
+            // X is read by the products themselves, or through one dropout whose mask the
+            // products then apply (GCN's input dropout).
+            let mut x = id;
+            let mut dropout = None;
+            if let [d] = graph.consumers(id)[..] {
+                if let Some(p) = graph.node(d).op.dropout() {
+                    if is_output(graph, d) {
+                        continue;
+                    }
+                    x = d;
+                    dropout = Some((p, d.index() as u32));
+                }
+            }
             // (consumer, Xᵀ·Y rather than X·Y, the other operand)
-            let products: Option<Vec<_>> = consumers
+            let products: Option<Vec<_>> = graph
+                .consumers(x)
                 .iter()
                 .map(|&c| {
                     let n = graph.node(c);
@@ -78,7 +95,7 @@ impl Pass for SparseFeatures {
                         return None;
                     };
                     // (The pass runs before fusion, where products gain column views.)
-                    (n.inputs[0] == id && n.inputs[1] != id).then_some((c, ta, n.inputs[1]))
+                    (n.inputs[0] == x && n.inputs[1] != x).then_some((c, ta, n.inputs[1]))
                 })
                 .collect();
             let Some(products) = products.filter(|p| !p.is_empty()) else {
@@ -89,6 +106,7 @@ impl Pass for SparseFeatures {
                     width,
                     transpose,
                     density,
+                    dropout,
                 };
                 let label = graph.node(c).label.clone();
                 let note = graph.node(c).note.clone();
@@ -104,6 +122,9 @@ impl Pass for SparseFeatures {
                 graph.replace_uses(c, new)?;
                 graph.remove(c)?;
                 changed += 1;
+            }
+            if x != id {
+                graph.remove(x)?;
             }
             graph.remove(id)?;
         }

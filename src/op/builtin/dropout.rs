@@ -42,6 +42,35 @@ fn mask_base(ctx: &Ctx<'_>, key: u32) -> u64 {
     )
 }
 
+/// The mask of node `key` in `ctx`'s step as a test per element, for an op that applies it
+/// to a few elements of the dropout's output alone (the sparse features' products): element
+/// e is kept iff [`DropoutMask::keeps`], and a kept one scaled by [`DropoutMask::scale`], the
+/// same test and the same f32 factor as the kernel's. `None` when nothing is dropped (not
+/// training, or p = 0).
+#[derive(Clone, Copy, Debug)]
+pub struct DropoutMask {
+    base: u64,
+    threshold: u64,
+    /// 1/(1 − p) in f32.
+    pub scale: f32,
+}
+
+impl DropoutMask {
+    /// The mask of dropout node `key` with probability `p` in `ctx`'s step.
+    pub fn of(ctx: &Ctx<'_>, key: u32, p: f64) -> Option<DropoutMask> {
+        (ctx.training && p > 0.0).then(|| DropoutMask {
+            base: mask_base(ctx, key),
+            threshold: (p * (u64::MAX as f64)) as u64,
+            scale: (1.0 / (1.0 - p)) as f32,
+        })
+    }
+
+    /// Whether element `e` (row-major index in the dropout's output) is kept.
+    pub fn keeps(&self, e: u64) -> bool {
+        hash3(self.base, stream::DROPOUT, e) >= self.threshold
+    }
+}
+
 /// y = x ⊙ mask / (1 − p) for a run of elements whose first is element `first` of the
 /// whole matrix: element e keeps its value iff hash(base, e) ≥ p·2⁶⁴, whatever the run.
 fn mask_into(x: &[f32], p: f64, base: u64, first: u64, y: &mut [f32]) -> Result<(), OpError> {
@@ -160,6 +189,9 @@ impl Op for Dropout {
     }
     fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
         Some(self)
+    }
+    fn dropout(&self) -> Option<f64> {
+        Some(self.p)
     }
 }
 

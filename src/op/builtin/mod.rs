@@ -20,7 +20,7 @@ pub use activation::{Activation, RELU};
 pub use aggregate::Extreme;
 pub use arith::{Add, AddN, BroadcastRows, Mul, Scale, Sub, SumRows};
 pub use attention::{Gat, GatScoresBackward, GatVecBackward, GatZBackward, Side};
-pub use dropout::{Dropout, DropoutBackward};
+pub use dropout::{Dropout, DropoutBackward, DropoutMask};
 pub use link::{LinkLoss, LinkLossBackward, LinkLossKind, PairKind, Pairs, PairsBackward};
 pub use loss::{Loss, LossBackward, LossKind};
 pub use matmul::{

@@ -16,6 +16,8 @@
 use saintflow_ops::spmm::{block_width, spmm_view_blocked, CsrRef};
 use saintflow_ops::view::{MatMut, MatRef};
 
+use super::dropout::DropoutMask;
+use crate::ir::source::{FeatureCsr, FeatureRows};
 use crate::ir::{Bindings, Dim, Fact, Kind, Tensor, Value};
 use crate::op::{Arity, Cost, Ctx, Op, OpError, Partitioned, Split, Stage};
 use crate::sample::Subgraph;
@@ -31,6 +33,9 @@ pub struct FeatureProduct {
     pub transpose: bool,
     /// The fraction of nonzero features the planner measured (for the cost only).
     pub density: f64,
+    /// X is the features after inverted dropout: (p, the dropout node's id, whose mask
+    /// this applies to the nonzeros: the same elements kept, scaled alike).
+    pub dropout: Option<(f64, u32)>,
 }
 
 /// A CSR matrix of the step's feature rows (n × F) or of their transpose (F × n).
@@ -74,22 +79,47 @@ impl FeatureProduct {
         }
         let rows = source.sparse_features(&sub.nodes)?;
         let n = sub.nodes.len();
-        let row = |i: usize| rows.row(i, sub.nodes[i]);
-        let nnz: usize = (0..n).map(|i| row(i).0.len()).sum();
-        if u32::try_from(nnz).is_err() {
-            return Err(OpError::args(format!(
-                "{}: the subgraph's {n} feature rows hold {nnz} nonzeros, more than a CSR of u32 offsets indexes (2^32 - 1)",
-                self.label()
-            )));
-        }
         if let Some(&bad) = (0..n)
-            .flat_map(|i| row(i).0)
+            .flat_map(|i| rows.row(i, sub.nodes[i]).0)
             .find(|&&j| j as usize >= self.width)
         {
             return Err(OpError::Source(format!(
                 "{}: a feature column {bad} out of range, expected < {}",
                 self.label(),
                 self.width
+            )));
+        }
+        // After dropout: the kept nonzeros, scaled (element (i, j) of the n × F output).
+        let mask = self
+            .dropout
+            .and_then(|(p, key)| DropoutMask::of(ctx, key, p));
+        let rows = match mask {
+            None => rows,
+            Some(m) => {
+                let mut kept = FeatureCsr {
+                    offsets: Vec::with_capacity(n + 1),
+                    ..FeatureCsr::default()
+                };
+                kept.offsets.push(0);
+                for i in 0..n {
+                    let (c, v) = rows.row(i, sub.nodes[i]);
+                    for (&j, &x) in c.iter().zip(v) {
+                        if m.keeps((i * self.width + j as usize) as u64) {
+                            kept.cols.push(j);
+                            kept.vals.push(x * m.scale);
+                        }
+                    }
+                    kept.offsets.push(kept.cols.len() as u64);
+                }
+                FeatureRows::Local(kept)
+            }
+        };
+        let row = |i: usize| rows.row(i, sub.nodes[i]);
+        let nnz: usize = (0..n).map(|i| row(i).0.len()).sum();
+        if u32::try_from(nnz).is_err() {
+            return Err(OpError::args(format!(
+                "{}: the subgraph's {n} feature rows hold {nnz} nonzeros, more than a CSR of u32 offsets indexes (2^32 - 1)",
+                self.label()
             )));
         }
         let (mut indices, mut values) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
@@ -170,7 +200,10 @@ impl Op for FeatureProduct {
     }
     fn attrs(&self) -> String {
         let t = if self.transpose { "T, " } else { "" };
-        format!("{t}width={}, density={:.4}", self.width, self.density)
+        let d = self.dropout.map_or(String::new(), |(p, key)| {
+            format!(", dropout p={p} key={key}")
+        });
+        format!("{t}width={}, density={:.4}{d}", self.width, self.density)
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Subgraph, Kind::Dense])
