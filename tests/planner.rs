@@ -794,7 +794,7 @@ fn the_pass_manager_catches_a_pass_that_breaks_the_graph() {
     // The default passes leave it valid (validated after each, and here once more).
     let mut g = b.graph.clone();
     let r = plan_with(&mut g, &default_passes(), &opts(100, 400)).unwrap();
-    assert_eq!(r.passes.len(), 7);
+    assert_eq!(r.passes.len(), 8);
     g.validate().unwrap();
     // A graph with no outputs is refused rather than emptied.
     let mut bare = Graph::new();
