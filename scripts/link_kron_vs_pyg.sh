@@ -26,7 +26,7 @@ BATCH=${BATCH:-1024}
 NEIGHBORS=${NEIGHBORS:-10,10,10}
 . scripts/blas_env.sh
 PY="$VENV/bin/python -W ignore"
-$PY -c "import torch_geometric.typing as t, sys; sys.exit(0 if (t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE) else 'LinkNeighborLoader needs pyg-lib or torch-sparse in $VENV (pip install torch-sparse builds it from source; pyg-lib wheels are not on PyPI)')"
+$PY -c "import torch_geometric.typing as t, sys; sys.exit(0 if (t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE) else 'LinkNeighborLoader needs pyg-lib or torch-sparse in $VENV (pip install --no-build-isolation torch-scatter torch-sparse builds them from source, about 20 min each on 2 cores; pyg-lib wheels are not on PyPI)')"
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD)"
 lscpu | grep -E "^Model name|^CPU family|^Model:|^CPU\(s\)" | sed 's/  */ /g'
