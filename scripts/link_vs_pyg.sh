@@ -14,7 +14,10 @@
 #   torch_geometric and scikit-learn are installed into it when missing), SEEDS (default
 #   "1 2 3 4 5"), THREADS (default "1 2"), DATA (default ../shared/data/cora), TAIL
 #   (default 1: also PyG with saintflow's kind of negatives, the source kept and the tail
-#   drawn, at 1 thread: a diagnostic of the MRR gap, not part of the comparison; 0: skip).
+#   drawn, at 1 thread: a diagnostic of the MRR gap, not part of the comparison; 0: skip),
+#   ENDS (default both: plans/gae.toml trained with `negative_ends = "both"`, pairs with both
+#   ends drawn as the example's negative_sampling draws them, so the two sides train the
+#   same objective; tail: the plan as shipped, its negatives keeping the positive's source).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -23,6 +26,7 @@ VENV=${VENV:-$ROOT/target/link-vs-pyg-venv}
 SEEDS=${SEEDS:-1 2 3 4 5}
 THREADS=${THREADS:-1 2}
 DATA=${DATA:-$ROOT/../shared/data/cora}
+ENDS=${ENDS:-both}
 . scripts/blas_env.sh   # unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (says so if they were set)
 
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
@@ -50,7 +54,7 @@ mkdir -p "$OUT/runs"
 "$SF" info "$OUT/cora-link.sf" --json | $PY -c "import json,sys; h=json.load(sys.stdin); print('store:', {k: h[k] for k in h if k in ('nodes', 'edges', 'features', 'link')})" || true
 
 pyg() { OMP_NUM_THREADS=$1 $PY scripts/link_vs_pyg.py run "$OUT/cora-link.sf" --threads "$1" --seed "$2" > "$OUT/runs/pyg-t$1-s$2.json"; }
-sf() { "$SF" train plans/gae.toml --graph "$OUT/cora-link.sf" --threads "$1" --seed "$2" --json > "$OUT/runs/sf-t$1-s$2.jsonl" 2> "$OUT/runs/sf-t$1-s$2.log"; }
+sf() { "$SF" train plans/gae.toml --graph "$OUT/cora-link.sf" --set "task.negative_ends=\"$ENDS\"" --threads "$1" --seed "$2" --json > "$OUT/runs/sf-t$1-s$2.jsonl" 2> "$OUT/runs/sf-t$1-s$2.log"; }
 for t in $THREADS; do
   for s in $SEEDS; do
     if [ $((s % 2)) -eq 1 ]; then pyg "$t" "$s"; sf "$t" "$s"; else sf "$t" "$s"; pyg "$t" "$s"; fi

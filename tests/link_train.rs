@@ -295,6 +295,7 @@ fn link_task_keys_are_checked_where_they_are_written() {
             "did you mean `uniform`",
         ),
         ("task.loss=\"nll\"", "unknown link loss `nll`"),
+        ("task.negative_ends=\"bth\"", "did you mean `both`"),
     ] {
         let e = Plan::parse_with_overrides(&base, "gae.toml", &[set])
             .unwrap_err()
@@ -305,6 +306,18 @@ fn link_task_keys_are_checked_where_they_are_written() {
     let node = format!("{gcn}\n[task]\nkind = \"node\"\nnegatives = 3\n");
     let e = Plan::parse(&node, "n.toml").unwrap_err().to_string();
     assert!(e.contains("negatives belongs to link prediction"), "{e}");
+    let node = format!("{gcn}\n[task]\nkind = \"node\"\nnegative_ends = \"both\"\n");
+    let e = Plan::parse(&node, "n.toml").unwrap_err().to_string();
+    assert!(
+        e.contains("negative_ends belongs to link prediction"),
+        "{e}"
+    );
+    let both =
+        Plan::parse_with_overrides(&base, "gae.toml", &["task.negative_ends=\"both\""]).unwrap();
+    assert_eq!(
+        both.task.link().unwrap().sampling.ends,
+        saintflow::sample::NegativeEnds::Both
+    );
     let with_loss = format!("{base}\n[loss]\nkind = \"auto\"\n");
     let reg = Registry::with_builtins();
     let src = MemorySource::random(10, 3, 4, 2, false, 1);

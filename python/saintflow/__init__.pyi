@@ -194,6 +194,7 @@ class LinkSampler(SaintSampler):
         targets: float = ...,
         negatives: int = ...,
         negative_sampler: str = ...,
+        negative_ends: str = ...,
         exclude_true: bool = ...,
         exclude_targets: bool = ...,
         require_split: bool = ...,

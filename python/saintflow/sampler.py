@@ -337,8 +337,8 @@ class LinkBatch(Batch):
 
 # PyG's LinkNeighborLoader arguments that have no meaning here, with what to use instead.
 _PYG_LINK_HINTS = {
-    "neg_sampling_ratio": "negatives=K: K negatives per positive, each with the positive's source",
-    "neg_sampling": "negatives=K and negative_sampler=\"uniform\" | \"degree\" | \"in_batch\"",
+    "neg_sampling_ratio": "negatives=K: K negatives per positive (negative_ends=\"tail\" keeps the positive's source, \"both\" draws pairs as PyG)",
+    "neg_sampling": "negatives=K, negative_sampler=\"uniform\" | \"degree\" | \"in_batch\" and negative_ends=\"both\" (PyG's pairs) or \"tail\"",
     "edge_label_index": "the targets are the sampled subgraph's own edges (share: targets=)",
     "num_neighbors": "a GraphSAINT sampler's keys (kind=, batch_size=, walk_length=, ...)",
 }
@@ -356,7 +356,9 @@ class LinkSampler(SaintSampler):
     (0, 1] (default 1.0: every edge). ``negatives``: K negatives per positive, 1 ..=
     65 536 (default 1). ``negative_sampler``: where a negative's tail comes from:
     ``"uniform"`` over the subgraph's nodes (default), ``"degree"`` (∝ deg^0.75 in the
-    sampled graph) or ``"in_batch"`` (another positive's tail). ``exclude_true``: redraw
+    sampled graph) or ``"in_batch"`` (another positive's tail). ``negative_ends``:
+    ``"tail"`` (default: negative (u, w) of positive (u, v), the source kept) or
+    ``"both"`` (both ends drawn so, as PyG's ``negative_sampling``). ``exclude_true``: redraw
     a negative that is a true edge of the sampled graph (or a self pair), up to 32 times
     (default False). ``exclude_targets``: take the positives, both directions, out of the
     batch's ``edge_index`` so no target is in the graph its ends aggregate over (default
@@ -379,6 +381,7 @@ class LinkSampler(SaintSampler):
         targets=1.0,
         negatives=1,
         negative_sampler="uniform",
+        negative_ends="tail",
         exclude_true=False,
         exclude_targets=False,
         require_split=True,
@@ -408,6 +411,7 @@ class LinkSampler(SaintSampler):
             targets=float(targets),
             negatives=count(negatives, "negatives"),
             negative_sampler=negative_sampler,
+            negative_ends=negative_ends,
             exclude_true=exclude_true,
             exclude_targets=exclude_targets,
         )
@@ -419,7 +423,7 @@ class LinkSampler(SaintSampler):
     @property
     def link(self):
         """The targets and negatives, by their plan keys (``targets``, ``negatives``,
-        ``negative_sampler``, ``exclude_true``, ``exclude_targets``)."""
+        ``negative_sampler``, ``negative_ends``, ``exclude_true``, ``exclude_targets``)."""
         return self._s.link
 
     def __repr__(self):

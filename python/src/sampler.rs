@@ -29,7 +29,7 @@ use saintflow::sample::config::{self, KINDS};
 use saintflow::sample::params::{FieldError, Input};
 use saintflow::sample::{
     attach_targets, saint_target_weight, sample_subgraph, sample_subgraph_into, LinkSampling,
-    NegativeDist, NormCounts, SamplerConfig, Subgraph,
+    NegativeDist, NegativeEnds, NormCounts, SamplerConfig, Subgraph,
 };
 use saintflow::seed::{hash3, stream};
 use saintflow::store::{GraphStore, Role};
@@ -91,10 +91,11 @@ fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>, also: &[&str]) -> PyResu
 }
 
 /// The keys of a link sampler's `link` dict: a plan's `[task]` keys of the same names.
-pub(crate) const LINK_KEYS: [&str; 5] = [
+pub(crate) const LINK_KEYS: [&str; 6] = [
     "targets",
     "negatives",
     "negative_sampler",
+    "negative_ends",
     "exclude_true",
     "exclude_targets",
 ];
@@ -154,6 +155,23 @@ fn link_sampling(link: &Bound<'_, PyDict>) -> PyResult<LinkSampling> {
                         SampleError::new_err(format!(
                             "no negative_sampler {d:?}{}: expected one of {}",
                             saintflow::suggest::did_you_mean(&d, names.iter().copied()),
+                            names.join(", ")
+                        ))
+                    })?;
+            }
+            "negative_ends" => {
+                let e: String = v.extract().map_err(|_| {
+                    PyTypeError::new_err(format!("negative_ends = {v:?}: expected a name"))
+                })?;
+                cfg.ends = NegativeEnds::ALL
+                    .iter()
+                    .find(|(n, _)| *n == e)
+                    .map(|(_, ends)| *ends)
+                    .ok_or_else(|| {
+                        let names = NegativeEnds::ALL.map(|(n, _)| n);
+                        SampleError::new_err(format!(
+                            "no negative_ends {e:?}{}: expected one of {}",
+                            saintflow::suggest::did_you_mean(&e, names.iter().copied()),
                             names.join(", ")
                         ))
                     })?;
@@ -552,6 +570,7 @@ impl Sampler {
         d.set_item("targets", cfg.fraction)?;
         d.set_item("negatives", cfg.negatives)?;
         d.set_item("negative_sampler", cfg.dist.name())?;
+        d.set_item("negative_ends", cfg.ends.name())?;
         d.set_item("exclude_true", cfg.exclude_true)?;
         d.set_item("exclude_targets", cfg.exclude_targets)?;
         Ok(Some(d))

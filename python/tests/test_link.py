@@ -45,7 +45,7 @@ def test_batches_have_the_documented_shapes_and_dtypes(split_store):
     s = sf.LinkSampler(split_store, "edge", batch_size=80, negatives=3, targets=0.5,
                        exclude_targets=True, num_steps=4, threads=2)
     assert s.link == dict(targets=0.5, negatives=3, negative_sampler="uniform",
-                          exclude_true=False, exclude_targets=True)
+                          negative_ends="tail", exclude_true=False, exclude_targets=True)
     batches = list(s)
     assert len(batches) == 4
     for b in batches:
@@ -116,14 +116,15 @@ def test_every_edge_is_a_positive_once_at_targets_one(split_store):
         np.testing.assert_array_equal(np.sort(keys(b.num_nodes, b.src_index, b.dst_pos_index)), want)
 
 
+@pytest.mark.parametrize("ends", ["tail", "both"])
 @pytest.mark.parametrize("dist", ["uniform", "degree", "in_batch"])
-def test_exclude_true_draws_negatives_that_are_no_edges(split_store, dist):
+def test_exclude_true_draws_negatives_that_are_no_edges(split_store, dist, ends):
     n = split_store.n_nodes
     train = edge_keys(split_store)
 
     def true_negatives(exclude_true):
         s = sf.LinkSampler(split_store, "full", negatives=5, negative_sampler=dist,
-                           exclude_true=exclude_true, num_steps=2, seed=2)
+                           negative_ends=ends, exclude_true=exclude_true, num_steps=2, seed=2)
         hits = 0
         for b in s:
             p = b.num_positives
@@ -134,6 +135,26 @@ def test_exclude_true_draws_negatives_that_are_no_edges(split_store, dist):
     assert true_negatives(True) == 0
     # The check can fail: without exclusion the whole graph's negatives hit edges.
     assert true_negatives(False) > 0
+
+
+def test_negative_ends_keep_the_source_or_draw_both(split_store):
+    # "tail": negative j of positive i is (src_i, w); "both": (w1, w2), the source drawn too.
+    for ends in ("tail", "both"):
+        s = sf.LinkSampler(split_store, "full", negatives=4, negative_ends=ends, num_steps=2,
+                           seed=3)
+        same = total = 0
+        for b in s:
+            p, k = b.num_positives, b.negatives
+            src = b.edge_label_index[0]
+            same += int(np.sum(src[p:].reshape(p, k) == src[:p, None]))
+            total += p * k
+        if ends == "tail":
+            assert same == total
+        else:
+            # Uniform sources over the graph's nodes: a few coincide by chance, no more.
+            assert same < 0.05 * total, (same, total)
+    with pytest.raises(sf.SampleError, match=r'no negative_ends "bth", did you mean `both`'):
+        sf.LinkSampler(split_store, "rw", negative_ends="bth")
 
 
 def test_weights_are_graphsaint_edge_normalisation(split_store):

@@ -198,6 +198,7 @@ pub(super) struct RawTask {
     pub(super) targets: Option<S<f64>>,
     pub(super) negatives: Option<S<i64>>,
     pub(super) negative_sampler: Option<S<String>>,
+    pub(super) negative_ends: Option<S<String>>,
     pub(super) exclude_true: Option<S<bool>>,
     pub(super) exclude_targets: Option<S<bool>>,
     pub(super) metric: Option<S<String>>,

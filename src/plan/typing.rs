@@ -14,7 +14,7 @@ use saintflow_ops::optim::{Adam, Sgd};
 
 use crate::ir::Init;
 use crate::op::builtin::{LinkLossKind, LossKind};
-use crate::sample::{LinkSampling, NegativeDist};
+use crate::sample::{LinkSampling, NegativeDist, NegativeEnds};
 use crate::suggest::did_you_mean;
 
 use super::expr::{self, ExprKind};
@@ -524,6 +524,10 @@ fn task(src: &Source, raw: Option<RawTask>) -> Result<Task, PlanError> {
                 t.negative_sampler.as_ref().map(|v| v.span().start),
             ),
             (
+                "negative_ends",
+                t.negative_ends.as_ref().map(|v| v.span().start),
+            ),
+            (
                 "exclude_true",
                 t.exclude_true.as_ref().map(|v| v.span().start),
             ),
@@ -627,6 +631,16 @@ fn task(src: &Source, raw: Option<RawTask>) -> Result<Task, PlanError> {
             &NegativeDist::ALL,
         )?,
     };
+    let ends = match &t.negative_ends {
+        None => NegativeEnds::Tail,
+        Some(e) => pick(
+            src,
+            e.span().start,
+            "negative_ends",
+            e.get_ref(),
+            &NegativeEnds::ALL,
+        )?,
+    };
     let exclude_targets = t.exclude_targets.as_ref().is_some_and(|b| *b.get_ref());
     if let (Some(e), true) = (&t.exclude_targets, exclude_targets && fraction >= 1.0) {
         return Err(err(
@@ -681,6 +695,7 @@ fn task(src: &Source, raw: Option<RawTask>) -> Result<Task, PlanError> {
             fraction,
             negatives,
             dist,
+            ends,
             exclude_true: t.exclude_true.as_ref().is_some_and(|b| *b.get_ref()),
             exclude_targets,
         },

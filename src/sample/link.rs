@@ -5,7 +5,9 @@
 //! One step: the subgraph's undirected edges `{i, j}` (local ids, `i < j`, each edge once)
 //! are targets each with probability `fraction` (seeded per step); every target gets K
 //! negatives `(i, w)` with the same source and a tail `w` drawn among the subgraph's nodes
-//! (uniformly, ∝ deg^0.75 in the sampled graph, or another target's tail: in-batch), a
+//! (uniformly, ∝ deg^0.75 in the sampled graph, or another target's tail: in-batch) — or,
+//! with [`NegativeEnds::Both`], `(w₁, w₂)` with both ends drawn so (in-batch: another
+//! target's source and another's tail) — a
 //! true edge of the sampled graph redrawn when `exclude_true` (up to [`REDRAWS`] times, then
 //! kept: a node adjacent to nearly the whole subgraph has almost no negatives to give).
 //! With `exclude_targets` the targets' entries (i, j) and (j, i) leave the subgraph, so no
@@ -66,6 +68,31 @@ impl NegativeDist {
     }
 }
 
+/// Which end of a target a negative redraws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NegativeEnds {
+    /// The tail: negative (u, w) of target (u, v), the source kept (DGL's `Uniform(k)`,
+    /// OGB's ogbl-citation2 evaluation; what a softmax of a source's candidates ranks).
+    Tail,
+    /// Both ends, drawn alike and independently: (w₁, w₂), as PyG's `negative_sampling` and
+    /// DGL's `GlobalUniform` draw pairs.
+    Both,
+}
+
+impl NegativeEnds {
+    /// Every choice by its plan name.
+    pub const ALL: [(&'static str, NegativeEnds); 2] =
+        [("tail", NegativeEnds::Tail), ("both", NegativeEnds::Both)];
+
+    /// The plan name.
+    pub fn name(self) -> &'static str {
+        match self {
+            NegativeEnds::Tail => "tail",
+            NegativeEnds::Both => "both",
+        }
+    }
+}
+
 /// How a link plan draws its training targets and negatives.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkSampling {
@@ -75,6 +102,8 @@ pub struct LinkSampling {
     pub negatives: usize,
     /// Where negative tails come from.
     pub dist: NegativeDist,
+    /// Which ends a negative redraws (the tail, or both from `dist`).
+    pub ends: NegativeEnds,
     /// Redraw negatives that are true edges of the sampled graph.
     pub exclude_true: bool,
     /// Take the targets out of the step's message passing.
@@ -87,6 +116,7 @@ impl Default for LinkSampling {
             fraction: 1.0,
             negatives: 1,
             dist: NegativeDist::Uniform,
+            ends: NegativeEnds::Tail,
             exclude_true: false,
             exclude_targets: false,
         }
@@ -203,20 +233,24 @@ pub fn attach_targets(
         }
         _ => None,
     };
+    let draw = |rng: &mut SampleRng, ends: &[u32]| match cfg.dist {
+        NegativeDist::Uniform => below(rng, n as u64) as u32,
+        NegativeDist::Degree => match &alias {
+            Some(a) => a.sample(rng) as u32,
+            None => below(rng, n as u64) as u32,
+        },
+        NegativeDist::InBatch => ends[below(rng, p as u64) as usize],
+    };
+    let (sources, tails) = (batch.src[..p].to_vec(), batch.dst[..p].to_vec());
     for t in 0..p {
-        let u = batch.src[t];
         let wt = batch.weights[t] / kneg as f32;
         for _ in 0..kneg {
-            let mut w = 0;
+            let (mut u, mut w) = (sources[t], 0);
             for _ in 0..=REDRAWS {
-                w = match cfg.dist {
-                    NegativeDist::Uniform => below(&mut rng, n as u64) as u32,
-                    NegativeDist::Degree => match &alias {
-                        Some(a) => a.sample(&mut rng) as u32,
-                        None => below(&mut rng, n as u64) as u32,
-                    },
-                    NegativeDist::InBatch => batch.dst[below(&mut rng, p as u64) as usize],
-                };
+                if cfg.ends == NegativeEnds::Both {
+                    u = draw(&mut rng, &sources);
+                }
+                w = draw(&mut rng, &tails);
                 if !cfg.exclude_true || !is_edge(sub, graph, u, w) {
                     break;
                 }
@@ -359,6 +393,40 @@ mod tests {
             (total - 2.0).abs() < 1e-5,
             "positives and negatives weigh 1 each: {total}"
         );
+    }
+
+    #[test]
+    fn both_ends_draw_sources_and_tails_uniformly_and_independently() {
+        // 6 nodes, uniform: each of the 36 (source, tail) pairs has probability 1/36,
+        // whatever the target; chi-square over 36 cells (df 35, p = 0.001: 66.6).
+        let (o, i) = graph();
+        let g = Csr::new(&o, &i).unwrap();
+        let cfg = LinkSampling {
+            negatives: 4,
+            ends: NegativeEnds::Both,
+            ..LinkSampling::default()
+        };
+        let mut cells = [0u64; 36];
+        let mut same_source = 0u64;
+        for step in 0..400 {
+            let mut sub = induce(g, (0..6).collect()).unwrap();
+            attach_targets(&mut sub, g, &cfg, 5, step, None);
+            let b = sub.link.take().unwrap();
+            for t in 0..b.positives {
+                for j in 0..b.k {
+                    let q = b.positives + t * b.k + j;
+                    cells[(b.src[q] * 6 + b.dst[q]) as usize] += 1;
+                    same_source += u64::from(b.src[q] == b.src[t]);
+                }
+            }
+        }
+        let n: u64 = cells.iter().sum();
+        let e = n as f64 / 36.0;
+        let chi: f64 = cells.iter().map(|&c| (c as f64 - e).powi(2) / e).sum();
+        assert!(chi < 66.6, "chi-square {chi} over {cells:?}");
+        // The source is drawn, not kept: it matches the target's 1 time in 6.
+        let share = same_source as f64 / n as f64;
+        assert!((share - 1.0 / 6.0).abs() < 0.03, "{share}");
     }
 
     #[test]

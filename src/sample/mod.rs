@@ -35,7 +35,9 @@ pub use config::{SamplerConfig, KINDS};
 pub use edge::{EdgeParams, EdgeSampler};
 pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
 pub use induce::{clip, induce, induce_into, sort_dedup, transpose_permutation, Subgraph};
-pub use link::{attach_targets, saint_target_weight, LinkBatch, LinkSampling, NegativeDist};
+pub use link::{
+    attach_targets, saint_target_weight, LinkBatch, LinkSampling, NegativeDist, NegativeEnds,
+};
 pub use node::{FullParams, FullSampler, NodeParams, NodeSampler};
 pub use norm::{Counts, Layout, NormCounts, SparseCounts};
 pub use params::SamplerParams;
