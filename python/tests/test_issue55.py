@@ -211,6 +211,10 @@ def _interrupt_after(code, seconds=1.0):
     r = _run_python(f"""
         import os, signal, threading, time
         import numpy as np, saintflow as sf
+        # Python's own Ctrl-C handler, whatever the disposition inherited: a shell's
+        # background job starts its children with SIGINT ignored, and Python then installs
+        # none (these tests failed so when the suite ran as `cmd &`).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         {textwrap.indent(textwrap.dedent(code), ' ' * 8).strip()}
         threading.Timer({seconds}, os.kill, (os.getpid(), signal.SIGINT)).start()
         start = time.monotonic()

@@ -82,7 +82,9 @@ def test_ctrl_c_ends_train_with_keyboard_interrupt_and_a_loadable_checkpoint(tmp
     ck = tmp_path / "run"
     script = tmp_path / "long.py"
     script.write_text(textwrap.dedent(f"""
-        import sys, saintflow as sf
+        import signal, sys, saintflow as sf
+        # Python's Ctrl-C handler even when started with SIGINT ignored (a background job).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         print("started", flush=True)
         try:
             sf.train({str(GCN)!r}, {str(store.path)!r}, epochs=100000, checkpoint={str(ck) + '/'!r},
