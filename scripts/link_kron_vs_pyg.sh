@@ -30,7 +30,8 @@ $PY -c "import torch_geometric.typing as t, sys; sys.exit(0 if (t.WITH_PYG_LIB o
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD)"
 lscpu | grep -E "^Model name|^CPU family|^Model:|^CPU\(s\)" | sed 's/  */ /g'
-$PY -c "import torch, torch_geometric as g, torch_geometric.typing as t; print('torch', torch.__version__, '| torch_geometric', g.__version__, '| pyg-lib', t.WITH_PYG_LIB, '| torch-sparse', t.WITH_TORCH_SPARSE)"
+$PY -c "import torch, re, torch_geometric as g, torch_geometric.typing as t; print('torch', torch.__version__, re.search('BLAS_INFO=[a-z]+', torch.__config__.show()).group(), '| torch_geometric', g.__version__, '| pyg-lib', t.WITH_PYG_LIB, '| torch-sparse', t.WITH_TORCH_SPARSE)"
+blas_core "$VENV/bin/python"   # numpy reads the store; torch's own BLAS is printed above
 echo "load: $(uptime)"
 CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo build --release --quiet --bin saintflow
 SF=$ROOT/target/release/saintflow

@@ -103,6 +103,27 @@ pub(crate) const LINK_KEYS: [&str; 6] = [
 /// The most negatives per target: a plan's bound (`[task] negatives`).
 const MAX_NEGATIVES: i64 = 1 << 16;
 
+/// The choice `v` names among `table` (a link key's value, e.g. `negative_sampler`): a
+/// TypeError for a non-string, a SampleError listing the names (with a suggestion) for an
+/// unknown one.
+fn named<T: Copy>(key: &str, v: &Bound<'_, PyAny>, table: &[(&str, T)]) -> PyResult<T> {
+    let name: String = v
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("{key} = {v:?}: expected a name")))?;
+    table
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+            SampleError::new_err(format!(
+                "no {key} {name:?}{}: expected one of {}",
+                saintflow::suggest::did_you_mean(&name, names.iter().copied()),
+                names.join(", ")
+            ))
+        })
+}
+
 /// A link sampler's targets and negatives from its `link` dict (`LINK_KEYS`), checked as
 /// a plan's `[task]` checks them: `targets` in (0, 1], `negatives` 1 ..= 65536,
 /// `negative_sampler` one of `NegativeDist::ALL`, and not `exclude_targets` with every
@@ -142,40 +163,8 @@ fn link_sampling(link: &Bound<'_, PyDict>) -> PyResult<LinkSampling> {
                 }
                 cfg.negatives = k as usize;
             }
-            "negative_sampler" => {
-                let d: String = v.extract().map_err(|_| {
-                    PyTypeError::new_err(format!("negative_sampler = {v:?}: expected a name"))
-                })?;
-                cfg.dist = NegativeDist::ALL
-                    .iter()
-                    .find(|(n, _)| *n == d)
-                    .map(|(_, dist)| *dist)
-                    .ok_or_else(|| {
-                        let names = NegativeDist::ALL.map(|(n, _)| n);
-                        SampleError::new_err(format!(
-                            "no negative_sampler {d:?}{}: expected one of {}",
-                            saintflow::suggest::did_you_mean(&d, names.iter().copied()),
-                            names.join(", ")
-                        ))
-                    })?;
-            }
-            "negative_ends" => {
-                let e: String = v.extract().map_err(|_| {
-                    PyTypeError::new_err(format!("negative_ends = {v:?}: expected a name"))
-                })?;
-                cfg.ends = NegativeEnds::ALL
-                    .iter()
-                    .find(|(n, _)| *n == e)
-                    .map(|(_, ends)| *ends)
-                    .ok_or_else(|| {
-                        let names = NegativeEnds::ALL.map(|(n, _)| n);
-                        SampleError::new_err(format!(
-                            "no negative_ends {e:?}{}: expected one of {}",
-                            saintflow::suggest::did_you_mean(&e, names.iter().copied()),
-                            names.join(", ")
-                        ))
-                    })?;
-            }
+            "negative_sampler" => cfg.dist = named(&name, &v, &NegativeDist::ALL)?,
+            "negative_ends" => cfg.ends = named(&name, &v, &NegativeEnds::ALL)?,
             "exclude_true" => cfg.exclude_true = flag(&v)?,
             "exclude_targets" => cfg.exclude_targets = flag(&v)?,
             other => {
