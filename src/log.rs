@@ -64,6 +64,9 @@ pub struct RunDist {
 }
 
 /// One line of the log.
+// An epoch record with its metrics is the largest; a run has one per step and epoch, a few
+// hundred bytes each beside a step's milliseconds, so boxing them would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Record {
@@ -142,6 +145,21 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         eval_ms: Option<f64>,
     },
+    /// Early stopping ended the run (`[eval] patience`), before the `test` record.
+    Stop {
+        /// The epoch after which it stopped.
+        epoch: usize,
+        /// Wall seconds since the start of training.
+        time: f64,
+        /// The evaluations in a row without progress that stopped it.
+        patience: usize,
+        /// The figures watched (`[eval] watch`; empty: the selection figure, F1-micro or a
+        /// link plan's `[task] metric`).
+        watch: Vec<String>,
+        /// The epoch whose parameters the run keeps (`null` with `[eval] keep = "last"`:
+        /// the last epoch's).
+        kept: Option<usize>,
+    },
     /// The last line: the best-validation parameters on the test set.
     Test {
         /// The epoch of the parameters evaluated.
@@ -158,12 +176,13 @@ pub enum Record {
 }
 
 impl Record {
-    /// The record's `kind`: `run`, `step`, `epoch` or `test`.
+    /// The record's `kind`: `run`, `step`, `epoch`, `stop` or `test`.
     pub fn kind(&self) -> &'static str {
         match self {
             Record::Run { .. } => "run",
             Record::Step { .. } => "step",
             Record::Epoch { .. } => "epoch",
+            Record::Stop { .. } => "stop",
             Record::Test { .. } => "test",
         }
     }
@@ -172,9 +191,10 @@ impl Record {
     pub fn time(&self) -> Option<f64> {
         match self {
             Record::Run { .. } => None,
-            Record::Step { time, .. } | Record::Epoch { time, .. } | Record::Test { time, .. } => {
-                Some(*time)
-            }
+            Record::Step { time, .. }
+            | Record::Epoch { time, .. }
+            | Record::Stop { time, .. }
+            | Record::Test { time, .. } => Some(*time),
         }
     }
 
@@ -198,7 +218,7 @@ impl Record {
         };
         if !KINDS.contains(&kind) {
             return Err(format!(
-                "unknown record kind {kind:?}, expected run, step, epoch or test"
+                "unknown record kind {kind:?}, expected run, step, epoch, stop or test"
             ));
         }
         Record::deserialize(&v)
@@ -207,7 +227,7 @@ impl Record {
 }
 
 /// The record kinds, as `kind` spells them.
-const KINDS: [&str; 4] = ["run", "step", "epoch", "test"];
+const KINDS: [&str; 5] = ["run", "step", "epoch", "stop", "test"];
 
 /// serde's error for record `obj` after `edit` of its object at `path`, or None.
 fn error_of(
@@ -414,7 +434,7 @@ mod tests {
         );
         assert_eq!(
             with(&["kind"], Some(Value::from("stpe"))),
-            r#"unknown record kind "stpe", expected run, step, epoch or test"#
+            r#"unknown record kind "stpe", expected run, step, epoch, stop or test"#
         );
         assert_eq!(
             with(&["kind"], Some(Value::from(1))),

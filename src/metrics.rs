@@ -159,6 +159,13 @@ pub struct Metrics {
     /// A link plan's ranking figures (written flat beside the others in the log).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkMetrics>,
+    /// The mean loss of the nodes, the training loss's kind unweighted (softmax cross
+    /// entropy of a single-label store, the sum of the classes' sigmoid cross entropies of
+    /// a multi-label one), with the parameters evaluated as at inference (no dropout): what
+    /// early stopping watches as `loss`. None where nothing was scored by a loss (a link
+    /// plan's pairs, an embedding's classifier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
 }
 
 impl Metrics {
@@ -200,7 +207,7 @@ impl Metrics {
         }
     }
 
-    /// The epoch line's shorter form: accuracy and F1-micro, or AUC, AP and MRR.
+    /// The epoch line's shorter form: accuracy, F1-micro and the loss, or AUC, AP and MRR.
     pub fn brief(&self) -> String {
         match &self.link {
             Some(l) => {
@@ -208,8 +215,10 @@ impl Metrics {
                 format!("AUC {} AP {} MRR {}", f(l.auc), f(l.ap), f(l.mrr))
             }
             None => format!(
-                "accuracy {:.4} F1-micro {:.4}",
-                self.accuracy, self.f1_micro
+                "accuracy {:.4} F1-micro {:.4}{}",
+                self.accuracy,
+                self.f1_micro,
+                self.loss.map_or(String::new(), |l| format!(" loss {l:.4}"))
             ),
         }
     }
@@ -223,7 +232,14 @@ pub struct Counts {
     fn_: Vec<u64>,
     exact: u64,
     nodes: u64,
+    /// The nodes' summed loss and how many nodes it sums ([`Counts::add_loss`]).
+    loss: f64,
+    loss_nodes: u64,
 }
+
+/// Units of loss per nat in [`Counts::flat`]: the parts of a job sum their losses as
+/// integers with the counts, to 2⁻²⁴ nats a part.
+const LOSS_UNITS: f64 = (1u64 << 24) as f64;
 
 impl Counts {
     /// Zero counts over `classes` classes.
@@ -234,7 +250,16 @@ impl Counts {
             fn_: vec![0; classes],
             exact: 0,
             nodes: 0,
+            loss: 0.0,
+            loss_nodes: 0,
         }
+    }
+
+    /// One node's loss (a counted node's: [`Counts::add_single`] or
+    /// [`Counts::add_multi`] counts it).
+    pub fn add_loss(&mut self, loss: f64) {
+        self.loss += loss;
+        self.loss_nodes += 1;
     }
 
     /// One single-label node: predicted class `pred`, true class `truth` (both < C).
@@ -276,26 +301,31 @@ impl Counts {
         self.nodes
     }
 
-    /// The counts as one vector (TP, FP, FN per class, exact matches, nodes): what the
-    /// parts of a job sum to get the metrics of all their nodes.
+    /// The counts as one vector (TP, FP, FN per class, exact matches, nodes, the loss in
+    /// units of 2⁻²⁴ nats rounded, its nodes): what the parts of a job sum to get the
+    /// metrics of all their nodes.
     pub fn flat(&self) -> Vec<u64> {
-        let mut v = Vec::with_capacity(3 * self.tp.len() + 2);
+        let mut v = Vec::with_capacity(3 * self.tp.len() + 4);
         v.extend(&self.tp);
         v.extend(&self.fp);
         v.extend(&self.fn_);
-        v.extend([self.exact, self.nodes]);
+        // A loss is ≥ 0; `as` saturates a huge one at u64::MAX.
+        let loss = (self.loss * LOSS_UNITS).round() as u64;
+        v.extend([self.exact, self.nodes, loss, self.loss_nodes]);
         v
     }
 
     /// Counts back from [`flat`](Self::flat) (a sum of such vectors included).
     pub fn from_flat(flat: &[u64]) -> Counts {
-        let c = (flat.len().saturating_sub(2)) / 3;
+        let c = (flat.len().saturating_sub(4)) / 3;
         Counts {
             tp: flat[..c].to_vec(),
             fp: flat[c..2 * c].to_vec(),
             fn_: flat[2 * c..3 * c].to_vec(),
             exact: flat[3 * c],
             nodes: flat[3 * c + 1],
+            loss: flat[3 * c + 2] as f64 / LOSS_UNITS,
+            loss_nodes: flat[3 * c + 3],
         }
     }
 
@@ -327,6 +357,8 @@ impl Counts {
             f1_micro: micro,
             f1_macro: macro_,
             link: None,
+            // Only when every counted node was scored by the loss.
+            loss: (self.loss_nodes == self.nodes).then(|| self.loss / self.nodes as f64),
         }
     }
 }

@@ -32,7 +32,7 @@ fn checkpoint(best: Option<Vec<SavedTensor>>) -> Checkpoint {
         accuracy: 0.5,
         f1_micro: 0.5,
         f1_macro: 0.4,
-        link: None,
+        ..Default::default()
     });
     Checkpoint {
         plan_hash: 0xfeed_beef,
@@ -51,6 +51,8 @@ fn checkpoint(best: Option<Vec<SavedTensor>>) -> Checkpoint {
         graph_id: 11,
         dist: None,
         best_link: None,
+        early: None,
+        best_loss: None,
     }
 }
 

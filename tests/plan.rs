@@ -1463,3 +1463,38 @@ fn any_plan_tells_the_family_once_and_aliases_model_to_dims() {
     let e = AnyPlan::load(&bad, &[] as &[&str]).unwrap_err();
     assert_eq!((e.kind, e.line), (PlanErrorKind::Syntax, 1), "{e}");
 }
+
+/// `init = "glorot(FAN_IN, FAN_OUT)"`: Glorot's bound from the fans given, not the shape
+/// (GAT's attention vectors, one a ∈ R^{2F'} per head packed side by side); a malformed one
+/// is refused at the value.
+#[test]
+fn glorot_with_given_fans_draws_within_their_bound() {
+    let text = r#"
+[[layer]]
+params = { W = ["in", 64], a = { shape = [1, 64], init = "glorot(16, 1)" } }
+out = "x @ W + a"
+[output]
+params = { W_out = ["in", "classes"] }
+out = "x @ W_out"
+"#;
+    let lowered = lower(text, &Registry::with_builtins(), false).unwrap();
+    let decls = &lowered.params;
+    let a = decls.iter().find(|d| d.name.starts_with("a")).unwrap();
+    assert_eq!(a.init, Init::GlorotFans(16, 1));
+    let values = Params::init(decls, 7);
+    let t = values.get(&a.name).unwrap();
+    let bound = (6.0f32 / 17.0).sqrt();
+    let max = t.data.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    // 64 uniform draws in [−b, b]: the largest within b, and above b/2 but with
+    // probability 2⁻⁶⁴; with the shape's fans (1 + 64) the bound would be 0.30 < b/2.
+    assert!(
+        max <= bound && max > 0.5 * bound,
+        "max {max}, bound {bound}"
+    );
+    for bad in ["glorot(16)", "glorot(0, 1)", "glorot(a, 1)", "glorot(16, 1"] {
+        let t = text.replace("glorot(16, 1)", bad);
+        let e = Plan::parse(&t, "fans.toml").unwrap_err().to_string();
+        assert!(e.contains("expected glorot(FAN_IN, FAN_OUT)"), "{bad}: {e}");
+        assert!(e.contains("fans.toml:3:"), "{bad}: {e}");
+    }
+}

@@ -364,6 +364,7 @@ fn brute(pred: &[Vec<bool>], truth: &[Vec<bool>], classes: usize) -> Metrics {
         f1_micro: micro,
         f1_macro: per.iter().sum::<f64>() / per.len().max(1) as f64,
         link: None,
+        loss: None,
     }
 }
 

@@ -229,6 +229,7 @@ class TrainResult:
     best_epoch: int
     epochs: int
     steps: int
+    stopped_at: Optional[int]
     records: List[Dict[str, Any]]
     history: List[Dict[str, Any]]
     @property

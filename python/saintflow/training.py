@@ -42,8 +42,9 @@ class Plan:
 
 class TrainResult:
     """What :func:`train` returns: ``val`` and ``test`` metrics (dicts of ``accuracy``,
-    ``f1_micro``, ``f1_macro``; the best-validation parameters'), ``best_epoch``,
-    ``epochs``, ``steps``, ``history`` (one dict per epoch: ``epoch``, ``step``,
+    ``f1_micro``, ``f1_macro``, ``loss``; the kept parameters'), ``best_epoch``,
+    ``epochs``, ``steps``, ``stopped_at`` (the epoch ``[eval] patience`` stopped the run
+    after, or None), ``history`` (one dict per epoch: ``epoch``, ``step``,
     ``train_loss``, ``train_mean_loss``, ``val``, ``best``, ``time``...) and ``records`` (every log record, as
     ``--log`` writes them: docs/LOG.md)."""
 
@@ -53,6 +54,7 @@ class TrainResult:
         self.best_epoch = d["best_epoch"]
         self.epochs = d["epochs"]
         self.steps = d["steps"]
+        self.stopped_at = d["stopped_at"]
         self.records = [json.loads(r) for r in d["records_json"]]
         self.history = [r for r in self.records if r.get("kind") == "epoch"]
 

@@ -157,6 +157,9 @@ pub(crate) fn _train<'py>(
                     d.set_item("accuracy", m.accuracy)?;
                     d.set_item("f1_micro", m.f1_micro)?;
                     d.set_item("f1_macro", m.f1_macro)?;
+                    if let Some(loss) = m.loss {
+                        d.set_item("loss", loss)?;
+                    }
                     // A link plan's figures (None where its split cannot give one), as the
                     // log writes them.
                     if let Some(l) = m.link {
@@ -176,6 +179,7 @@ pub(crate) fn _train<'py>(
         d.set_item("best_epoch", out.best_epoch)?;
         d.set_item("epochs", out.epochs)?;
         d.set_item("steps", out.steps)?;
+        d.set_item("stopped_at", out.stopped_at)?;
         let records = PyList::empty(py);
         for r in &out.records {
             records.append(

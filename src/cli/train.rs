@@ -433,9 +433,17 @@ fn report(a: &TrainArgs, plan: &Plan, graph: &Path, outcome: &TrainOutcome) -> R
         crate::train::Record::Test { val, test, .. } => Some((val, test)),
         _ => None,
     });
+    let kept = match (plan.eval.keep, outcome.stopped_at) {
+        (crate::plan::Keep::Best, None) => "best validation epoch".to_string(),
+        (crate::plan::Keep::Last, None) => "last epoch".to_string(),
+        (crate::plan::Keep::Best, Some(at)) => {
+            format!("stopped early after epoch {at}; best validation epoch")
+        }
+        (crate::plan::Keep::Last, Some(at)) => format!("stopped early after epoch {at}; epoch"),
+    };
     let line = match tested {
         Some((Some(val), test)) => format!(
-            "{} on {}: best validation epoch {} ({}); test {}",
+            "{} on {}: {kept} {} ({}); test {}",
             plan.name,
             graph.display(),
             outcome.best_epoch,

@@ -16,7 +16,10 @@
 //!    allreduces).
 //! 6. [`StepSync::sum_counts`], per evaluated role when every rank evaluates its own part:
 //!    the per-class counts summed (one allreduce each).
-//! 7. [`StepSync::gather`], after every epoch that writes a checkpoint: every rank's
+//! 7. [`StepSync::stops`], after every evaluation of a plan with `[eval] patience`
+//!    (every rank asks, evaluating or not): whether the evaluating rank(s) stop the run
+//!    early (one allreduce).
+//! 8. [`StepSync::gather`], after every epoch that writes a checkpoint: every rank's
 //!    consensus state (one allreduce), which rank 0 saves.
 //!
 //! [`StepSync::restore`] (taking the state back from a checkpoint) makes no call, nor do
@@ -105,7 +108,10 @@ pub trait StepSync {
     fn params_agree(&self, epoch: usize, hash: &dyn Fn() -> u64) -> Result<(), DistError>;
     /// Call 6: per-class counts summed over the ranks, in place.
     fn sum_counts(&self, flat: &mut [u64]) -> Result<(), DistError>;
-    /// Call 7: every rank's consensus state, for the checkpoint (None alone).
+    /// Call 7: whether any rank's evaluation stops the run early (`mine`: this rank's
+    /// verdict, false where it does not evaluate).
+    fn stops(&self, mine: bool) -> Result<bool, DistError>;
+    /// Call 8: every rank's consensus state, for the checkpoint (None alone).
     fn gather(&self) -> Result<Option<DistState>, DistError>;
 }
 
@@ -142,6 +148,9 @@ impl StepSync for Local {
     }
     fn sum_counts(&self, _: &mut [u64]) -> Result<(), DistError> {
         Ok(())
+    }
+    fn stops(&self, mine: bool) -> Result<bool, DistError> {
+        Ok(mine)
     }
     fn gather(&self) -> Result<Option<DistState>, DistError> {
         Ok(None)
@@ -241,6 +250,11 @@ impl StepSync for Ranks<'_> {
     }
     fn sum_counts(&self, flat: &mut [u64]) -> Result<(), DistError> {
         self.comm.allreduce_u64(flat, ReduceOp::Sum)
+    }
+    fn stops(&self, mine: bool) -> Result<bool, DistError> {
+        let mut any = [u64::from(mine)];
+        self.comm.allreduce_u64(&mut any, ReduceOp::Max)?;
+        Ok(any[0] != 0)
     }
     fn gather(&self) -> Result<Option<DistState>, DistError> {
         self.consensus.gather(self.comm).map(Some)

@@ -17,6 +17,11 @@ pub enum Init {
     /// Glorot (Xavier) uniform: U(−a, a), a = √(6 / (rows + cols)), as Kipf & Welling's GCN
     /// and GraphSAINT initialise weights.
     Glorot,
+    /// Glorot uniform with the fans given (fan in, fan out) rather than read off the shape:
+    /// a = √(6 / (fan_in + fan_out)). For a parameter that packs several of the paper's
+    /// (GAT's attention vectors, one a ∈ R^{2F'} per head, stored as the heads' halves
+    /// side by side).
+    GlorotFans(usize, usize),
     /// All zeros (biases).
     Zeros,
     /// Every entry the same value.
@@ -52,8 +57,12 @@ impl Params {
             let mut rng = SampleRng::seed_from_u64(hash3(seed, stream::INIT, key));
             let mut t = Tensor::zeros(d.rows, d.cols);
             match d.init {
-                Init::Glorot => {
-                    let a = (6.0 / (d.rows + d.cols).max(1) as f64).sqrt() as f32;
+                Init::Glorot | Init::GlorotFans(..) => {
+                    let fans = match d.init {
+                        Init::GlorotFans(i, o) => i + o,
+                        _ => d.rows + d.cols,
+                    };
+                    let a = (6.0 / fans.max(1) as f64).sqrt() as f32;
                     t.data
                         .iter_mut()
                         .for_each(|v| *v = rng.random_range(-a..=a));

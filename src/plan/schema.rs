@@ -166,11 +166,82 @@ pub struct Phase {
     pub sampler: SamplerPlan,
 }
 
-/// `[eval]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `[eval]`: how often the run validates, which epoch's parameters it keeps, and when it
+/// stops early.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Eval {
     /// Validation every this many epochs.
     pub every: usize,
+    /// Stop after this many evaluations in a row without progress (None: never early).
+    pub patience: Option<usize>,
+    /// The figures that count as progress. Empty (the default): the selection figure
+    /// (F1-micro, a link plan's `[task] metric`), progress when strictly better than its
+    /// best so far. Otherwise GAT's rule (Veličković et al. 2018): an evaluation is
+    /// progress when any watched figure is at least as good as its best so far, and its
+    /// parameters become the best when every one is.
+    pub watch: Vec<Watch>,
+    /// Which parameters the run ends with: the best validation's, or the last epoch's.
+    pub keep: Keep,
+}
+
+impl Default for Eval {
+    fn default() -> Eval {
+        Eval {
+            every: 1,
+            patience: None,
+            watch: Vec::new(),
+            keep: Keep::Best,
+        }
+    }
+}
+
+/// A validation figure `[eval] watch` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// The mean loss of the validation nodes (lower is better; [`crate::metrics::Metrics::loss`]).
+    Loss,
+    /// Accuracy.
+    Accuracy,
+    /// F1-micro.
+    F1Micro,
+    /// F1-macro.
+    F1Macro,
+    /// A link plan's ranking figure.
+    Link(LinkMetric),
+}
+
+impl Watch {
+    /// The plan (and log) name.
+    pub fn name(self) -> String {
+        match self {
+            Watch::Loss => "loss".into(),
+            Watch::Accuracy => "accuracy".into(),
+            Watch::F1Micro => "f1_micro".into(),
+            Watch::F1Macro => "f1_macro".into(),
+            Watch::Link(l) => l.name(),
+        }
+    }
+
+    /// The figure in `m`, oriented so that more is better (the loss negated); None when
+    /// the evaluation could not give it.
+    pub fn value(self, m: &crate::metrics::Metrics) -> Option<f64> {
+        match self {
+            Watch::Loss => m.loss.map(|l| -l),
+            Watch::Accuracy => Some(m.accuracy),
+            Watch::F1Micro => Some(m.f1_micro),
+            Watch::F1Macro => Some(m.f1_macro),
+            Watch::Link(l) => m.link.as_ref().and_then(|x| l.value(x)),
+        }
+    }
+}
+
+/// `[eval] keep`: the parameters a run ends with (tested, exported, returned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// The best validation's (the default).
+    Best,
+    /// The last epoch's (the GCN paper's code tests the weights it stopped with).
+    Last,
 }
 
 /// What a plan learns (`[task]`): node classification (the default) or link prediction.

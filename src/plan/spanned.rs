@@ -179,6 +179,9 @@ pub(super) struct RawPhase {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawEval {
     pub(super) every: Option<S<i64>>,
+    pub(super) patience: Option<S<i64>>,
+    pub(super) watch: Option<S<Vec<S<String>>>>,
+    pub(super) keep: Option<S<String>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -22,12 +22,12 @@ use super::outpos::out_map;
 use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
 use super::schema::{
-    Compute, Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, Layer, LinkMetric,
-    LinkTask, Optimizer, ParamSpec, Phase, Plan, Task,
+    Compute, Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, Keep, Layer, LinkMetric,
+    LinkTask, Optimizer, ParamSpec, Phase, Plan, Task, Watch,
 };
 use super::spanned::{
-    toml_error, Lit, RawCompute, RawDistributed, RawLayer, RawOptimizer, RawPlan, RawTable,
-    RawTask, S,
+    toml_error, Lit, RawCompute, RawDistributed, RawEval, RawLayer, RawOptimizer, RawPlan,
+    RawTable, RawTask, S,
 };
 use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_LAYERS};
 
@@ -192,6 +192,16 @@ fn init_of(src: &Source, lit: &S<Lit>, param: &str) -> Result<Init, PlanError> {
     match lit.get_ref() {
         Lit::Int(k) => Ok(Init::Const(*k as f32)),
         Lit::Float(x) => Ok(Init::Const(*x as f32)),
+        Lit::Str(s) if s.starts_with("glorot(") => glorot_fans(s).map_or_else(
+            || {
+                Err(err(
+                    src,
+                    at,
+                    format!("init `{s}` of `{param}`: expected glorot(FAN_IN, FAN_OUT) with two whole numbers ≥ 1, e.g. glorot(16, 1)"),
+                ))
+            },
+            |(i, o)| Ok(Init::GlorotFans(i, o)),
+        ),
         Lit::Str(s) => match s.as_str() {
             "glorot" => Ok(Init::Glorot),
             "zeros" => Ok(Init::Zeros),
@@ -209,10 +219,23 @@ fn init_of(src: &Source, lit: &S<Lit>, param: &str) -> Result<Init, PlanError> {
             src,
             at,
             format!(
-                "init of `{param}` is {b}: expected \"glorot\", \"zeros\", \"ones\" or a number"
+                "init of `{param}` is {b}: expected \"glorot\", \"glorot(FAN_IN, FAN_OUT)\", \"zeros\", \"ones\" or a number"
             ),
         )),
     }
+}
+
+/// The fans of `glorot(FAN_IN, FAN_OUT)`, each a whole number in 1 ..= [`MAX_DIM`].
+fn glorot_fans(s: &str) -> Option<(usize, usize)> {
+    let inner = s.strip_prefix("glorot(")?.strip_suffix(')')?;
+    let (i, o) = inner.split_once(',')?;
+    let fan = |x: &str| {
+        x.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&k| (1..=MAX_DIM).contains(&k))
+    };
+    Some((fan(i)?, fan(o)?))
 }
 
 /// `h0`, `h1`, …: the names of the layer copies' outputs in sequence.
@@ -494,6 +517,113 @@ fn pick<T: Clone>(
     ))
 }
 
+/// The link figure named `name` (`[task] metric`, an `[eval] watch` entry: `what`), at
+/// `at`: mrr, auc, ap, hits@K or pool_hits@K with K a cut-off evaluation reports.
+fn link_metric(src: &Source, at: usize, name: &str, what: &str) -> Result<LinkMetric, PlanError> {
+    let cut = |prefix: &str, allowed: &[usize]| -> Option<Result<usize, PlanError>> {
+        let k = name.strip_prefix(prefix)?;
+        Some(match k.parse::<usize>() {
+            Ok(k) if allowed.contains(&k) => Ok(k),
+            _ => Err(err(
+                src,
+                at,
+                format!(
+                    "{what} `{name}`: expected {prefix}K with K one of {allowed:?} (the cut-offs evaluation reports), e.g. {prefix}50"
+                ),
+            )),
+        })
+    };
+    if let Some(k) = cut("pool_hits@", &crate::metrics::LINK_POOL_HITS) {
+        return Ok(LinkMetric::PoolHits(k?));
+    }
+    if let Some(k) = cut("hits@", &crate::metrics::LINK_HITS) {
+        return Ok(LinkMetric::Hits(k?));
+    }
+    pick(
+        src,
+        at,
+        what,
+        name,
+        &[
+            ("mrr", LinkMetric::Mrr),
+            ("auc", LinkMetric::Auc),
+            ("ap", LinkMetric::Ap),
+            ("hits@50", LinkMetric::Hits(50)),
+            ("pool_hits@50", LinkMetric::PoolHits(50)),
+        ],
+    )
+}
+
+/// `[eval]` of a plan whose task is `task`: `every`, and early stopping's `patience`,
+/// `watch` (figures the task gives: the loss, accuracy and F1s of node classification, a
+/// link plan's ranking figures) and `keep`.
+fn eval(src: &Source, raw: Option<RawEval>, task: &Task) -> Result<Eval, PlanError> {
+    let Some(raw) = raw else {
+        return Ok(Eval::default());
+    };
+    let every = match &raw.every {
+        None => 1,
+        Some(e) => count(src, e, "eval every", 1)?,
+    };
+    let patience = match &raw.patience {
+        None => None,
+        Some(p) => Some(count(src, p, "eval patience", 1)?),
+    };
+    let link = matches!(task, Task::Link(_));
+    let mut watch = Vec::new();
+    for w in raw.watch.iter().flat_map(|w| w.get_ref()) {
+        let (at, name) = (w.span().start, w.get_ref().as_str());
+        let node = [
+            ("loss", Watch::Loss),
+            ("accuracy", Watch::Accuracy),
+            ("f1_micro", Watch::F1Micro),
+            ("f1_macro", Watch::F1Macro),
+        ];
+        let figure = match node.iter().find(|(n, _)| *n == name) {
+            Some((_, f)) if link => {
+                return Err(err(
+                    src,
+                    at,
+                    format!(
+                        "watch `{}`: a link plan is evaluated by its ranking figures (mrr, auc, ap, hits@K, pool_hits@K), not by a node figure",
+                        f.name()
+                    ),
+                ))
+            }
+            Some((_, f)) => *f,
+            None if link => Watch::Link(link_metric(src, at, name, "watch")?),
+            None => pick(src, at, "watch", name, &node)?,
+        };
+        if watch.contains(&figure) {
+            return Err(err(src, at, format!("watch `{name}` is named twice")));
+        }
+        watch.push(figure);
+    }
+    if let Some(w) = raw.watch.as_ref().filter(|_| watch.is_empty()) {
+        return Err(err(
+            src,
+            w.span().start,
+            "watch is empty: name the figures that count as progress (e.g. [\"loss\", \"accuracy\"]), or leave it out for the selection figure",
+        ));
+    }
+    let keep = match &raw.keep {
+        None => Keep::Best,
+        Some(k) => pick(
+            src,
+            k.span().start,
+            "keep",
+            k.get_ref(),
+            &[("best", Keep::Best), ("last", Keep::Last)],
+        )?,
+    };
+    Ok(Eval {
+        every,
+        patience,
+        watch,
+        keep,
+    })
+}
+
 /// `[task]`: node classification when absent or `kind = "node"` (then no other key may be
 /// written: they would silently do nothing).
 fn task(src: &Source, raw: Option<RawTask>) -> Result<Task, PlanError> {
@@ -651,42 +781,7 @@ fn task(src: &Source, raw: Option<RawTask>) -> Result<Task, PlanError> {
     }
     let metric = match &t.metric {
         None => LinkMetric::Mrr,
-        Some(m) => {
-            let at = m.span().start;
-            let name = m.get_ref().as_str();
-            let cut = |prefix: &str, allowed: &[usize]| -> Option<Result<usize, PlanError>> {
-                let k = name.strip_prefix(prefix)?;
-                Some(match k.parse::<usize>() {
-                    Ok(k) if allowed.contains(&k) => Ok(k),
-                    _ => Err(err(
-                        src,
-                        at,
-                        format!(
-                            "metric `{name}`: expected {prefix}K with K one of {allowed:?} (the cut-offs evaluation reports), e.g. {prefix}50"
-                        ),
-                    )),
-                })
-            };
-            if let Some(k) = cut("pool_hits@", &crate::metrics::LINK_POOL_HITS) {
-                LinkMetric::PoolHits(k?)
-            } else if let Some(k) = cut("hits@", &crate::metrics::LINK_HITS) {
-                LinkMetric::Hits(k?)
-            } else {
-                pick(
-                    src,
-                    at,
-                    "metric",
-                    name,
-                    &[
-                        ("mrr", LinkMetric::Mrr),
-                        ("auc", LinkMetric::Auc),
-                        ("ap", LinkMetric::Ap),
-                        ("hits@50", LinkMetric::Hits(50)),
-                        ("pool_hits@50", LinkMetric::PoolHits(50)),
-                    ],
-                )?
-            }
-        }
+        Some(m) => link_metric(src, m.span().start, m.get_ref(), "metric")?,
     };
     Ok(Task::Link(LinkTask {
         decoder,
@@ -896,15 +991,10 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         };
         phases.push(Phase { epochs, sampler });
     }
-    let eval = Eval {
-        every: match raw.eval.and_then(|e| e.every) {
-            None => 1,
-            Some(e) => count(s, &e, "eval every", 1)?,
-        },
-    };
     let distributed = distributed(s, raw.distributed)?;
     let compute = compute(s, raw.compute)?;
     let task = task(s, raw.task)?;
+    let eval = eval(s, raw.eval, &task)?;
     let name = match raw.name {
         Some(n) => n.into_inner(),
         None => std::path::Path::new(&s.file)

@@ -5,10 +5,11 @@
 //! the graph by its identity ([`GraphStore::identity`]: the xxh3-64 of the store's header,
 //! which holds the counts and every section's checksum).
 //!
-//! File format: magic `SFCKPT04`, the bincode encoding of [`Checkpoint`], then the
+//! File format: magic `SFCKPT05`, the bincode encoding of [`Checkpoint`], then the
 //! xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
-//! refused with its name rather than half-loaded. `SFCKPT03` (before link plans kept their
-//! best validation figures, the last field) is read with none; `SFCKPT02` (before
+//! refused with its name rather than half-loaded. `SFCKPT04` (before early stopping, the
+//! last two fields) is read with neither; `SFCKPT03` (before link plans kept their best
+//! validation figures) also without those; `SFCKPT02` (before
 //! distributed training kept its consensus state here) as a single-process checkpoint. A
 //! `SFCKPT01` file (before graph identities) is refused with a message saying so: it cannot
 //! show which graph it was trained on, and resuming on another one is the silent failure
@@ -36,7 +37,10 @@ use crate::store::GraphStore;
 use super::TrainError;
 use crate::metrics::{LinkMetrics, Metrics};
 
-const MAGIC: &[u8; 8] = b"SFCKPT04";
+const MAGIC: &[u8; 8] = b"SFCKPT05";
+/// The format before early stopping: the same encoding without the last two fields, read
+/// as `early: None, best_loss: None`.
+const MAGIC_V4: &[u8; 8] = b"SFCKPT04";
 /// The format before link plans: the same encoding without the last field, read as
 /// `best_link: None` (bincode writes `None` as one zero byte).
 const MAGIC_V3: &[u8; 8] = b"SFCKPT03";
@@ -130,6 +134,24 @@ pub struct Checkpoint {
     /// A link plan's best validation ranking figures (`best_val`'s `link`, which `load`
     /// puts back there).
     pub best_link: Option<LinkMetrics>,
+    /// Where early stopping stands (None in checkpoints from before it).
+    pub early: Option<EarlyState>,
+    /// The best validation's loss (`best_val`'s `loss`, which `load` puts back there).
+    pub best_loss: Option<f64>,
+}
+
+/// Where a run's early stopping stands ([`crate::plan::Eval`]): the best of each watched
+/// figure so far (more is better: a loss is negated), the evaluations since the last
+/// progress, and the epoch after which the run stopped, if it has.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EarlyState {
+    /// The best value of each watched figure so far, in `watch` order (the selection
+    /// figure alone without `watch`; empty before the first validation).
+    pub bests: Vec<f64>,
+    /// Evaluations in a row without progress.
+    pub since: u64,
+    /// The epoch the run stopped after, early.
+    pub stopped_at: Option<usize>,
 }
 
 /// `best_val` as the format has always held it: accuracy, F1-micro and F1-macro.
@@ -152,6 +174,7 @@ mod node_metrics {
                     f1_micro,
                     f1_macro,
                     link: None,
+                    loss: None,
                 }
             }),
         )
@@ -194,9 +217,9 @@ impl Checkpoint {
                 "written by an older saintflow (format SFCKPT01) that did not record which graph it was trained on, so it cannot be checked against this one: train again without --resume (or finish that run with the saintflow that wrote it)".into(),
             ));
         }
-        let v2 = bytes.len() >= MAGIC_V2.len() && &bytes[..MAGIC_V2.len()] == MAGIC_V2;
-        let v3 = bytes.len() >= MAGIC_V3.len() && &bytes[..MAGIC_V3.len()] == MAGIC_V3;
-        if bytes.len() < MAGIC.len() + 8 || (&bytes[..MAGIC.len()] != MAGIC && !v2 && !v3) {
+        let is = |magic: &[u8; 8]| bytes.len() >= magic.len() && &bytes[..magic.len()] == magic;
+        let (v2, v3, v4) = (is(MAGIC_V2), is(MAGIC_V3), is(MAGIC_V4));
+        if bytes.len() < MAGIC.len() + 8 || (!is(MAGIC) && !v2 && !v3 && !v4) {
             return Err(bad(format!(
                 "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
                 bytes.len()
@@ -210,10 +233,18 @@ impl Checkpoint {
                 "checksum mismatch (truncated or damaged), expected {want:016x}, got {got:016x}"
             )));
         }
-        let decoded = if v2 || v3 {
+        let decoded = if v2 || v3 || v4 {
             let mut b = body[MAGIC.len()..].to_vec();
-            // dist: None (v2), best_link: None.
-            b.extend_from_slice(if v2 { &[0, 0] } else { &[0] });
+            // Each field the older format lacks is None, one zero byte: dist (v2),
+            // best_link (v3), early and best_loss (v4).
+            let missing = if v2 {
+                4
+            } else if v3 {
+                3
+            } else {
+                2
+            };
+            b.extend(std::iter::repeat_n(0u8, missing));
             bincode::deserialize(&b)
         } else {
             bincode::deserialize(&body[MAGIC.len()..])
@@ -221,6 +252,7 @@ impl Checkpoint {
         let mut c: Checkpoint = decoded.map_err(|e| bad(format!("decoding: {e}")))?;
         if let Some(v) = c.best_val.as_mut() {
             v.link = c.best_link;
+            v.loss = c.best_loss;
         }
         c.validate().map_err(bad)?;
         Ok(c)
@@ -310,6 +342,28 @@ impl Checkpoint {
                     variances.collect::<Vec<_>>()
                 ));
             }
+        }
+        if let Some(e) = &self.early {
+            if let Some(x) = e.bests.iter().find(|x| x.is_nan() || **x == f64::INFINITY) {
+                return Err(format!(
+                    "early.bests: expected numbers (or −∞ for a figure never given), got {x}"
+                ));
+            }
+            if e.since > epoch {
+                return Err(format!(
+                    "early.since: more evaluations than epochs, expected at most {epoch}, got {}",
+                    e.since
+                ));
+            }
+            if let Some(at) = e.stopped_at.filter(|&at| !(1..=self.epoch).contains(&at)) {
+                return Err(format!(
+                    "early.stopped_at: not an epoch of the run, expected 1 ..= {} (epoch), got {at}",
+                    self.epoch
+                ));
+            }
+        }
+        if let Some(l) = self.best_loss.filter(|l| !(l.is_finite() && *l >= 0.0)) {
+            return Err(format!("best_loss: expected a finite loss ≥ 0, got {l}"));
         }
         if !(self.elapsed.is_finite() && self.elapsed >= 0.0) {
             return Err(format!(

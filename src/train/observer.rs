@@ -10,6 +10,7 @@ use std::time::Instant;
 use super::log::{LogSink, Record};
 use super::Result;
 use crate::metrics::Metrics;
+use crate::plan::Eval;
 use crate::progress::{Progress, Ticker};
 
 /// The log and the ticker of one run.
@@ -135,6 +136,39 @@ impl Observer {
             loss.mean
                 .map_or(String::new(), |m| format!("; mean per training node {m:.4}")),
             val.map_or(String::new(), |v| format!("  val {}", v.val.brief())),
+        ));
+        Ok(pos)
+    }
+
+    /// `[eval] patience` (of `eval`) stopped the run after `epoch`, keeping `kept`'s
+    /// parameters (None: the last): the record, flushed, and a line. Returns the log's
+    /// position.
+    pub(super) fn stopped(
+        &mut self,
+        epoch: usize,
+        kept: Option<usize>,
+        eval: &Eval,
+    ) -> Result<u64> {
+        let patience = eval.patience.unwrap_or(0);
+        let watch: Vec<String> = match eval.watch.is_empty() {
+            true => vec!["the selection figure".into()],
+            false => eval.watch.iter().map(|w| w.name()).collect(),
+        };
+        self.log.push(Record::Stop {
+            epoch,
+            time: self.now(),
+            patience,
+            watch: match eval.watch.is_empty() {
+                true => Vec::new(),
+                false => watch.clone(),
+            },
+            kept,
+        })?;
+        let pos = self.log.sync()?;
+        self.ticker.println(format_args!(
+            "stopped early after epoch {epoch}: no progress of val {} in {patience} evaluations; {}",
+            watch.join(" or "),
+            kept.map_or("keeping the last parameters".into(), |e| format!("keeping epoch {e}'s parameters"))
         ));
         Ok(pos)
     }

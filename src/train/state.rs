@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::checkpoint::{load_params, save_params, Checkpoint, SavedTensor};
+use super::checkpoint::{load_params, save_params, Checkpoint, EarlyState, SavedTensor};
 use super::{Result, TrainError};
 use crate::dist::{DistState, StepSync};
 use crate::ir::Params;
 use crate::metrics::Metrics;
-use crate::plan::{Lowered, Optimizer};
+use crate::plan::{Eval, Keep, Lowered, Optimizer};
 use crate::store::GraphStore;
 
 /// The best validation metrics so far, their epoch and their parameters.
@@ -32,6 +32,16 @@ pub(super) struct TrainState {
     pub(super) best: Option<Best>,
     /// Seconds spent in earlier sessions: a resumed run's clock goes on from them.
     pub(super) elapsed: f64,
+    /// Where early stopping stands.
+    pub(super) early: EarlyState,
+}
+
+/// What one validation decided: whether its parameters are the best so far, and whether
+/// the run stops early after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Verdict {
+    pub(super) best: bool,
+    pub(super) stop: bool,
 }
 
 /// What a checkpoint of this run is tied to.
@@ -73,6 +83,7 @@ impl TrainState {
             step: 0,
             best: None,
             elapsed: 0.0,
+            early: EarlyState::default(),
         };
         let resumed = match resume {
             Some(path) if path.exists() => Some(state.resume(path, id, lowered, sync, total)?),
@@ -114,6 +125,7 @@ impl TrainState {
         self.epoch = c.epoch;
         self.step = c.step;
         self.elapsed = c.elapsed;
+        self.early = c.early.clone().unwrap_or_default();
         if let (Some(bp), Some(bv)) = (&c.best_params, c.best_val) {
             self.best = Some(Best {
                 val: bv,
@@ -151,6 +163,8 @@ impl TrainState {
             graph_id: id.graph_id,
             dist,
             best_link: self.best.as_ref().and_then(|b| b.val.link),
+            early: Some(self.early.clone()),
+            best_loss: self.best.as_ref().and_then(|b| b.val.loss),
         }
         .save(path)
     }
@@ -172,18 +186,67 @@ impl TrainState {
         Ok(())
     }
 
-    /// Validation metrics `m` of the current parameters: kept with them when better than
-    /// the best so far (F1-micro); whether they were.
-    pub(super) fn record_val(&mut self, m: Metrics, key: impl Fn(&Metrics) -> f64) -> bool {
-        let better = self.best.as_ref().is_none_or(|b| key(&m) > key(&b.val));
-        if better {
+    /// Validation metrics `m` of the current parameters, judged by `eval`'s rule
+    /// ([`Eval::watch`]; with none, `selection`'s figure strictly better than its best so
+    /// far): kept with them when they are the best (and `eval` keeps the best), and counted
+    /// towards `eval`'s patience.
+    pub(super) fn record_val(
+        &mut self,
+        m: Metrics,
+        eval: &Eval,
+        selection: impl Fn(&Metrics) -> f64,
+    ) -> Verdict {
+        let figures = |m: &Metrics| -> Vec<f64> {
+            match eval.watch.is_empty() {
+                true => vec![selection(m)],
+                // A figure the evaluation could not give never makes progress.
+                false => eval
+                    .watch
+                    .iter()
+                    .map(|w| w.value(m).unwrap_or(f64::NEG_INFINITY))
+                    .collect(),
+            }
+        };
+        let now = figures(&m);
+        let e = &mut self.early;
+        if e.bests.is_empty() {
+            // A checkpoint written before early stopping has the best metrics only.
+            if let Some(b) = &self.best {
+                e.bests = figures(&b.val);
+            }
+        }
+        let (best, progress) = if e.bests.len() != now.len() {
+            (true, true)
+        } else if eval.watch.is_empty() {
+            let better = now[0] > e.bests[0];
+            (better, better)
+        } else {
+            let ge = |(x, b): (&f64, &f64)| x >= b;
+            let pairs = || now.iter().zip(&e.bests);
+            (pairs().all(ge), pairs().any(ge))
+        };
+        if e.bests.len() != now.len() {
+            e.bests = now;
+        } else if eval.watch.is_empty() {
+            if best {
+                e.bests = now;
+            }
+        } else {
+            e.bests
+                .iter_mut()
+                .zip(&now)
+                .for_each(|(b, &x)| *b = b.max(x));
+        }
+        e.since = if progress { 0 } else { e.since + 1 };
+        let stop = eval.patience.is_some_and(|p| e.since >= p as u64);
+        if best && eval.keep == Keep::Best {
             self.best = Some(Best {
                 val: m,
                 epoch: self.epoch,
                 params: self.params.clone(),
             });
         }
-        better
+        Verdict { best, stop }
     }
 }
 

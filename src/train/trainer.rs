@@ -437,6 +437,8 @@ pub struct TrainOutcome {
     pub epochs: usize,
     /// Steps done.
     pub steps: u64,
+    /// The epoch after which `[eval] patience` stopped the run (None: it ran its epochs).
+    pub stopped_at: Option<usize>,
 }
 
 impl TrainOutcome {
@@ -455,8 +457,9 @@ impl TrainOutcome {
 /// Trains `opts.plan` on `opts.store` with `registry`'s ops and `runner`: JPDC's Algorithm 2
 /// (each step a sampled subgraph, its forward and backward pass, an update), each update
 /// agreed with the other parts in a job (GAD's Algorithm 2, through `sync`), a validation
-/// every `[eval] every` epochs keeping the best parameters, a checkpoint after every whole
-/// epoch, the test of the best parameters at the end.
+/// every `[eval] every` epochs keeping the best parameters (and stopping early after
+/// `[eval] patience` evaluations without progress), a checkpoint after every whole epoch,
+/// the test of the kept parameters at the end.
 fn run(
     opts: &TrainOptions<'_>,
     registry: &Registry,
@@ -517,7 +520,10 @@ fn run(
     let max_steps = opts.max_steps.unwrap_or(u64::MAX);
     let every = plan.eval.every.max(1);
     let mut phase: Option<(usize, PhaseRun<'_>)> = None;
-    while state.epoch < total.min(stop) && state.step < max_steps {
+    while state.early.stopped_at.is_none()
+        && state.epoch < total.min(stop)
+        && state.step < max_steps
+    {
         state.epoch += 1;
         let (pi, sp) = phase_of(&sched, state.epoch);
         if phase.as_ref().is_none_or(|(i, _)| *i != pi) {
@@ -543,8 +549,10 @@ fn run(
         let train_loss = step.epoch(n_steps, &mut state, sync.as_mut(), &mut obs)?;
         sync.params_agree(state.epoch, &|| params_hash(&state.params))?;
         let last = state.epoch == total || state.step >= max_steps;
+        let evaluates = state.epoch.is_multiple_of(every) || last;
+        let mut stops = false;
         let val = match &eval {
-            Some(e) if state.epoch.is_multiple_of(every) || last => {
+            Some(e) if evaluates => {
                 if opts.io_hints {
                     advise_training(store, &sp, Access::Normal);
                 }
@@ -553,14 +561,25 @@ fn run(
                 // are the run's, issue 55 item 1).
                 e.measure(sync.as_ref(), runner, &state.params, Role::Val)?
                     .map(|val| {
-                        let best = state.record_val(val, |m| selection(m, &lowered));
+                        let verdict = state.record_val(val, &plan.eval, |m| selection(m, &lowered));
+                        stops = verdict.stop;
                         let ms = t.elapsed().as_secs_f64() * 1e3;
-                        Validation { val, best, ms }
+                        Validation {
+                            val,
+                            best: verdict.best,
+                            ms,
+                        }
                     })
             }
             _ => None,
         };
-        let pos = obs.epoch_ends(state.epoch, state.step, train_loss, val)?;
+        let mut pos = obs.epoch_ends(state.epoch, state.step, train_loss, val)?;
+        // Every rank asks at the same epochs; the one that evaluates decides.
+        if plan.eval.patience.is_some() && evaluates && sync.stops(stops)? {
+            state.early.stopped_at = Some(state.epoch);
+            let kept = state.best.as_ref().map(|b| b.epoch);
+            pos = obs.stopped(state.epoch, kept, &plan.eval)?;
+        }
         // An epoch cut short by `max_steps` is not checkpointed.
         if let Some(path) = ckpt.filter(|_| n_steps == ph.steps_per_epoch) {
             // A job's consensus state, for the checkpoint (a collective call).
@@ -571,7 +590,8 @@ fn run(
         }
     }
     obs.training_ends();
-    let complete = state.epoch >= total || state.step >= max_steps;
+    let complete =
+        state.early.stopped_at.is_some() || state.epoch >= total || state.step >= max_steps;
     finish(state, eval.as_ref(), complete, (sync.as_ref(), runner), obs)
 }
 
@@ -587,7 +607,7 @@ fn finish(
     (sync, runner): (&dyn StepSync, &dyn StepRunner),
     mut obs: Observer,
 ) -> Result<TrainOutcome> {
-    let (epochs, steps) = (state.epoch, state.step);
+    let (epochs, steps, stopped_at) = (state.epoch, state.step, state.early.stopped_at);
     let (val, test, best_epoch, params) = match eval {
         None => (None, None, epochs, state.params),
         Some(e) => {
@@ -617,6 +637,7 @@ fn finish(
         params,
         epochs,
         steps,
+        stopped_at,
     })
 }
 
