@@ -11,7 +11,9 @@
 #   (WORKDIR: default /tmp/saintflow-peers)
 #
 # The peers are installed into a venv under WORKDIR (PyPI, never in the test suite):
-#   python3 -m venv WORKDIR/venv && WORKDIR/venv/bin/pip install numpy scipy gensim pecanpy threadpoolctl
+#   python3 -m venv WORKDIR/venv && WORKDIR/venv/bin/pip install 'numpy<2' scipy gensim pecanpy threadpoolctl
+# numpy below 2: pecanpy's nptyping still names np.bool8, which numpy 2 removed (pecanpy then
+# fails at import).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-/tmp/saintflow-peers}
@@ -20,7 +22,7 @@ SF=$ROOT/target/release/saintflow
 THREADS=2
 . "$ROOT/scripts/blas_env.sh"   # gensim's BLAS (scipy's OpenBLAS) at the CPU's own core
 mkdir -p "$WORK"; cd "$WORK"
-[ -x venv/bin/python ] || { python3 -m venv venv && venv/bin/pip install -q numpy scipy gensim pecanpy threadpoolctl; }
+[ -x venv/bin/python ] || { python3 -m venv venv && venv/bin/pip install -q "numpy<2" scipy gensim pecanpy threadpoolctl; }
 PY=venv/bin/python
 lscpu | grep "Model name" || true
 blas_core "$PY"

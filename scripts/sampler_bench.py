@@ -100,3 +100,8 @@ print(f"{'':48} {'batches/s':>10} {'nodes/batch':>12} {'vs Rust sample':>15}")
 for k, v in res.items():
     m = statistics.median(x[0] for x in v)
     print(f"{k:48} {m:10.1f} {statistics.median(x[1] for x in v):12.0f} {m / base:15.3f}")
+if pyg:
+    for t in threads:
+        ours = statistics.median(x[0] for x in res[f"sf.SaintSampler, {t} thread(s)"])
+        theirs = statistics.median(x[0] for x in res[f"PyG GraphSAINTRandomWalkSampler, {t} thread(s)"])
+        print(f"{f'sf.SaintSampler / PyG, {t} thread(s)':48} {ours / theirs:9.2f}x")

@@ -10,11 +10,11 @@
 //! `scripts/test.sh` (this very suite), the custom-op binary's `cargo run` (which
 //! `examples/custom_op/tests/train.rs` runs as its own binary), the MPI build and its
 //! `mpirun` (tests/mpi.rs, in `.ci/run`), the embedding peers' script (PyPI, minutes) and
-//! `memcap` (a workplace tool). Other Markdown files: docs/
+//! `memcap` (a workplace tool). Other Markdown files: docs/ (but docs/bench/)
 //! and plans/README.md have no shell blocks; python/README.md's one line is
 //! `pip install ./python`, which `scripts/test-python.sh` runs (PyPI, minutes: not here);
-//! BENCHMARKS.md's are the measurements
-//! themselves (minutes to hours each, on scale-20..25 graphs) and are not run here.
+//! docs/bench/'s are the measurements themselves (minutes to hours each, on scale-20..25
+//! graphs), whose headline figures BENCHMARKS.md names a script for; neither is run here.
 //!
 //! Without `../shared/data/cora` beside the checkout, a small GraphSAINT-format stand-in
 //! takes its place (and says so), so the other blocks still run.

@@ -275,7 +275,7 @@ unsafe impl Sync for Out {}
 /// not 64-byte aligned splits each vector load over two lines; and thousands of rows
 /// 2–4 KiB apart make each gather a TLB miss as well. Copying the panel first into a
 /// contiguous, aligned buffer (n_x × 64 floats, one sequential pass) removes all three.
-/// Measured on the frontier subgraph of the kernel bench (BENCHMARKS.md, "SpMM: fused
+/// Measured on the frontier subgraph of the kernel bench (docs/bench/kernels.md, "SpMM: fused
 /// multiply-adds and packed X panels"): 2.4× faster than in place at f = 512 and 2.8× at
 /// f = 1024 on one thread for contiguous X, and still 1.09× / 1.37× faster for X already
 /// padded to a stride of f + 16 and aligned.

@@ -132,7 +132,7 @@ impl YData {
 /// Buffers of one kind that numpy has freed, for the next batches. A batch's arrays are
 /// megabytes; allocated afresh, each 4 KiB page faults in, and glibc gives a buffer freed on
 /// another thread back to the kernel: with two sampling threads, 480 000 page faults in 800
-/// batches halved the rate (BENCHMARKS.md, "Recycled batch buffers").
+/// batches halved the rate (docs/bench/python.md, "Recycled batch buffers").
 ///
 /// Fork-safe: a forked child (a PyTorch `DataLoader` worker using a sampler built in the
 /// parent) may inherit `free` locked by a parent thread that does not exist there, so a
@@ -214,7 +214,7 @@ pub(crate) struct Buffers {
     pub(crate) label_weight: Recycle<Vec<f32>>,
     /// Drawn subgraphs, once assembled: drawn on a worker and dropped by the consumer, their
     /// vectors (≈ 2.4 MB of room for a 7.6k-node subgraph of a skewed graph) were given
-    /// back to the kernel and faulted in again for the next (BENCHMARKS.md, "Lockstep
+    /// back to the kernel and faulted in again for the next (docs/bench/python.md, "Lockstep
     /// walks").
     pub(crate) subgraphs: Recycle<Subgraph>,
 }

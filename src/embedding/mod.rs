@@ -251,7 +251,7 @@ pub fn pool_samples(bytes: usize) -> usize {
 
 /// Issue 28: the vertex and context matrices (2 × N × d f32) and the two sample pools
 /// against the machine's memory, before anything is allocated. The matrices are mapped
-/// files and can page out of core, but slowly (BENCHMARKS.md, "Kronecker 18 vs 22"), and
+/// files and can page out of core, but slowly (docs/bench/embedding.md, "Kronecker 18 vs 22"), and
 /// a width far past memory is a mistake far more often than a plan: that takes
 /// `--no-memory-check`.
 fn check_memory(

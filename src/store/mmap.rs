@@ -593,7 +593,7 @@ impl GraphStore {
         }
         // Rows a few ids ahead are asked for while this one is copied: the rows lie at
         // scattered addresses, and one miss at a time bound the gather (1.3× faster on the
-        // Python sampler's batches, BENCHMARKS.md "Recycled batch buffers"); as data read
+        // Python sampler's batches, docs/bench/python.md, "Recycled batch buffers"); as data read
         // once, so that they leave the shared cache to what other threads keep there.
         const AHEAD: usize = 8;
         for (i, (&v, dst)) in ids.iter().zip(out.chunks_exact_mut(f)).enumerate() {

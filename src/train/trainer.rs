@@ -101,7 +101,7 @@ pub struct TrainOptions<'a> {
 /// Stores up to this many bytes (all sections) get the full check before training by
 /// default ([`Verify::Auto`]). `check` reads every byte once (xxh3) and searches each
 /// adjacency entry's reverse: 4.7–7.1 s for a 1 GiB store (Kronecker scale 21) on this
-/// project's loaded 2-core machine (BENCHMARKS.md, issue 15), small beside training on
+/// project's loaded 2-core machine (docs/bench/robustness.md), small beside training on
 /// such a graph; beyond it, a store that may be larger than memory is not read whole
 /// before the first step.
 pub const AUTO_VERIFY_BYTES: u64 = 1 << 30;

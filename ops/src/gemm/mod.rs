@@ -24,7 +24,7 @@
 //! because LLVM, tuned for the repo's `x86-64-v2`, split its unaligned 256-bit loads; a
 //! library user's build flags must not decide our speed, the fusion pass needs an epilogue
 //! over C tiles, and a weight's packed panels are to be shared across a step. Figures:
-//! BENCHMARKS.md ("GEMM of our own").
+//! docs/bench/kernels-gemm.md ("GEMM of our own").
 //!
 //! Arithmetic: each element is Σ over k in order, one FMA per step within a KC block,
 //! blocks added in order; the thread count and the split never change a bit, and the two

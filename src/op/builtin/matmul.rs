@@ -701,9 +701,9 @@ impl RowBlocks for Gemm {
     /// whatever k. A long k packs op(B) once ([`RowBlocks::prepare`]), and the blocks then
     /// run the kernel on the shared packing as the row parts of a whole product do, while
     /// the chain's next ops find their rows in cache: the JPDC GraphSAGE step went from
-    /// 71.6 to 69.9 ms per 1000 nodes at one thread (BENCHMARKS.md, thirteenth session).
-    /// The fusion pass itself keeps a product whole where fusing it would keep its wider
-    /// op(A) alive longer.
+    /// 71.6 to 69.9 ms per 1000 nodes at one thread (docs/bench/kernels-gemm.md, thirteenth
+    /// session). The fusion pass itself keeps a product whole where fusing it would keep its
+    /// wider op(A) alive longer.
     fn fusible(&self, inputs: &[&Fact]) -> bool {
         self.row_local(inputs)
     }
