@@ -386,15 +386,22 @@ fn issue_17_sfckpt02_checkpoints_still_load() {
         .checkpoint(&ck)
         .train()
         .unwrap();
-    let now = Checkpoint::load(&ck).unwrap();
+    let mut now = Checkpoint::load(&ck).unwrap();
     assert!(now.dist.is_none());
-    // The same checkpoint as the formats before `best_link` (SFCKPT03: no last None byte)
-    // and before `dist` (SFCKPT02: neither) wrote it.
-    let bytes = std::fs::read(&ck).unwrap();
-    assert_eq!(&bytes[..8], b"SFCKPT04");
+    // What the older formats can hold: no early-stopping state, no validation loss.
+    now.early = None;
+    now.best_loss = None;
+    if let Some(v) = now.best_val.as_mut() {
+        v.loss = None;
+    }
+    // The same checkpoint as the formats before early stopping (SFCKPT04: without the last
+    // two None bytes), before `best_link` (SFCKPT03: three) and before `dist` (SFCKPT02:
+    // four) wrote it.
+    let bytes = now.encode_unchecked();
+    assert_eq!(&bytes[..8], b"SFCKPT05");
     let body = &bytes[8..bytes.len() - 8];
-    assert_eq!(&body[body.len() - 2..], &[0, 0]);
-    for (magic, cut) in [(b"SFCKPT03", 1), (b"SFCKPT02", 2)] {
+    assert_eq!(&body[body.len() - 4..], &[0, 0, 0, 0]);
+    for (magic, cut) in [(b"SFCKPT04", 2), (b"SFCKPT03", 3), (b"SFCKPT02", 4)] {
         let mut old = magic.to_vec();
         old.extend_from_slice(&body[..body.len() - cut]);
         let sum = xxhash_rust::xxh3::xxh3_64(&old);

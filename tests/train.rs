@@ -587,6 +587,10 @@ fn sigkill_mid_run_then_resume_gives_the_uninterrupted_result() {
             "planted10.sf",
             "--set",
             "dims.hidden=16",
+            // All 400 epochs: long enough to be killed mid-run (the plan's own early
+            // stop is checked with resumes in tests/early_stop.rs).
+            "--set",
+            "eval.patience=1000",
             "--epochs",
             "400",
             "--threads",
