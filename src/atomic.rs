@@ -129,10 +129,10 @@ pub fn hold_lock(f: &File) {
 
 /// An exclusive claim on an output path for the life of a run (issue 28, item 10): the
 /// `flock` of `.NAME.lock` beside it, which holds the claimant's PID. Dropped (the run
-/// ends, or dies), the lock goes with the last descriptor; the small file stays (a run's
-/// checkpoint and log), or is removed first with [`OutputLock::removed_on_drop`] (a store's
-/// and a partition's writers), which [`claim_output`]'s check of the file it locked makes
-/// safe.
+/// ends, or dies), the lock goes with the last descriptor; with
+/// [`OutputLock::removed_on_drop`] (a run's checkpoint and log) the small file is removed
+/// first, which [`claim_output`]'s check of the file it locked makes safe; a run that dies
+/// leaves it, unlocked, for the next claimant.
 #[derive(Debug)]
 pub struct OutputLock {
     _file: File,
@@ -141,8 +141,8 @@ pub struct OutputLock {
 }
 
 impl OutputLock {
-    /// The claim whose `.NAME.lock` file is removed when it ends (a store's or a partition's
-    /// writer: nothing of it stays beside the output). Safe against a claimant waiting on
+    /// The claim whose `.NAME.lock` file is removed when it ends (nothing of it stays
+    /// beside the output). Safe against a claimant waiting on
     /// the removed file: [`claim_output`] keeps a lock only on the file the path names.
     pub fn removed_on_drop(mut self, path: &Path) -> OutputLock {
         self.remove = Some(claim_file(path));

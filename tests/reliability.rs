@@ -779,6 +779,10 @@ fn issue_28_item_10_a_second_writer_of_a_checkpoint_or_log_is_refused() {
         "-q",
     ];
     saintflow_ok(&first, tmp.path());
+    // A run that ended leaves no claim file beside its outputs.
+    for lock in [".l.jsonl.lock", "run/.checkpoint.bin.lock"] {
+        assert!(!tmp.path().join(lock).exists(), "{lock} left behind");
+    }
     let log_before = std::fs::read(tmp.path().join("l.jsonl")).unwrap();
     let ck_before = std::fs::read(tmp.path().join("run/checkpoint.bin")).unwrap();
     // The same run continued (the checkpoint exists; item 12 refuses a fresh run over it).

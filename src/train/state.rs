@@ -406,7 +406,8 @@ pub(super) fn guard_outputs(
             let claim = crate::atomic::claim_output(path)
                 .map_err(|e| TrainError::io(path, "claim (lock)", e))?;
             match claim {
-                Ok(lock) => claims.push(lock),
+                // Its `.NAME.lock` goes with the run (issue 58: a clean run left two).
+                Ok(lock) => claims.push(lock.removed_on_drop(path)),
                 Err(pid) => {
                     return Err(TrainError::Run(format!(
                         "{}: another run is writing it ({}); wait for it to end, or give this run another {flag}",
