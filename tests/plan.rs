@@ -1498,3 +1498,27 @@ out = "x @ W_out"
         assert!(e.contains("fans.toml:3:"), "{bad}: {e}");
     }
 }
+
+/// Issue 58 item 3: a bias may be written on the left, `b + x @ W` and `b - x @ W`, with
+/// the bits of `x @ W + b` and `-(x @ W) + b`; a bias is still [1, c] and nonzero here.
+#[test]
+fn a_bias_on_the_left_gives_the_bits_of_a_bias_on_the_right() {
+    let src = MemorySource::random(12, 3, 5, 3, false, 3);
+    let plan = |out: &str| {
+        format!(
+            r#"
+[[layer]]
+params = {{ W = ["in", 6], b = {{ shape = [1, 6], init = 0.25 }} }}
+out = "{out}"
+[output]
+params = {{ W_out = ["in", "classes"] }}
+out = "x @ W_out"
+"#
+        )
+    };
+    let right = logits_of(&plan("relu(x @ W + b)"), &src);
+    assert_eq!(logits_of(&plan("relu(b + x @ W)"), &src), right);
+    let minus = logits_of(&plan("relu(-(x @ W) + b)"), &src);
+    assert_eq!(logits_of(&plan("relu(b - x @ W)"), &src), minus);
+    assert_ne!(minus, right);
+}

@@ -766,6 +766,17 @@ impl<'a> Lowerer<'a> {
             .map_err(|err| self.err(layer, e.span.start, PlanErrorKind::Op, err.to_string()))
     }
 
+    /// Whether `a` is a `[1, c]` row and `b` is not: a bias written on the left of `b`.
+    fn row_of(&self, a: NodeId, b: NodeId) -> bool {
+        let row = |n: NodeId| {
+            self.g
+                .fact(n)
+                .matrix()
+                .is_some_and(|(r, _)| r == Dim::known(1))
+        };
+        row(a) && !row(b)
+    }
+
     fn scale(&mut self, layer: &Layer, e: &Expr, c: f64, a: NodeId) -> Result<Val, PlanError> {
         let op = self.operator_op(layer, e, "scale", Attrs::new().with("c", Attr::Num(c)))?;
         Ok(Val::Node(self.add(layer, e, op, &[a])?))
@@ -813,8 +824,18 @@ impl<'a> Lowerer<'a> {
                     (BinOp::Sub, Val::Num(a), Val::Num(b)) => Ok(Val::Num(a - b)),
                     (BinOp::Mul, Val::Num(a), Val::Num(b)) => Ok(Val::Num(a * b)),
                     (BinOp::Div, Val::Num(a), Val::Num(b)) if b != 0.0 => Ok(Val::Num(a / b)),
+                    // A broadcast row on the left (`b + x @ W`, `b - x @ W`) goes on the
+                    // right, where `add` takes it: b + y as y + b, b − y as (−y) + b, the
+                    // same bits (IEEE addition commutes; b − y is b + (−y)).
                     (BinOp::Add, Val::Node(a), Val::Node(b)) => {
+                        let (a, b) = if self.row_of(a, b) { (b, a) } else { (a, b) };
                         Ok(Val::Node(self.add(layer, e, Arc::new(Add), &[a, b])?))
+                    }
+                    (BinOp::Sub, Val::Node(a), Val::Node(b)) if self.row_of(a, b) => {
+                        let Val::Node(neg) = self.scale(layer, e, -1.0, b)? else {
+                            unreachable!("a matrix scaled is a matrix")
+                        };
+                        Ok(Val::Node(self.add(layer, e, Arc::new(Add), &[neg, a])?))
                     }
                     (BinOp::Sub, Val::Node(a), Val::Node(b)) => {
                         let op = self.operator_op(layer, e, "sub", Attrs::new())?;
