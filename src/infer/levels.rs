@@ -16,10 +16,11 @@
 //! otherwise in an unlinked temporary file (its blocks reserved with `fallocate`, so a
 //! full disk is an error before anything runs) written with positioned writes and read
 //! through a map (`kept`). A row-local value of
-//! level 0 (X·W of the first layer) is not kept but *floats*: it is computed again from
-//! the features wherever a later level reads it, since the features are narrower than
-//! what would be kept and already on disk. Level L is then computed for rows r0..r1 at a
-//! time:
+//! level 0 (X·W of the first layer) read at one later level is not kept but *floats*: it
+//! is computed again from the features where that level reads it, since the features are
+//! narrower than what would be kept and already on disk; one read at several later levels
+//! (GCNII's h_0, APPNP's H) is kept, so that its product runs once. Level L is then
+//! computed for rows r0..r1 at a time:
 //!
 //! * a neighbour op gets, through [`NeighbourOp::forward_block`](crate::op::NeighbourOp::forward_block),
 //!   the block's rows of its sparse operand with the full graph's node ids as columns —
@@ -37,7 +38,7 @@
 //! row-local, a transposed sparse product, a whole-graph reduction) cannot be blocked:
 //! [`BlockedPlan::new`] says why, and the caller evaluates it in memory instead.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::exec::interp::step_order;
 use crate::ir::{Fact, Graph, NodeId};
@@ -79,6 +80,8 @@ pub struct BlockedPlan {
     pub(super) neighbour: HashMap<NodeId, Neighbour>,
     /// Per-node values (not features) read at a higher level than their own.
     pub(super) kept: Vec<NodeId>,
+    /// The kept values that float (see [`BlockedPlan::floating`]).
+    floats: HashSet<NodeId>,
     pub(super) output: NodeId,
     pub(super) levels: usize,
 }
@@ -177,6 +180,25 @@ impl BlockedPlan {
                 kept.push(id);
             }
         }
+        // A level-0 row-local value read at one higher level floats; read at several, it
+        // is kept: computed again at each it would cost its product (X·W_in, 1433 × 64
+        // on Cora) once per reader's level — GCNII's h_0, read by all 64 layers, was 64
+        // products of the features per evaluation (issue 53 item 7).
+        let floats = kept
+            .iter()
+            .copied()
+            .filter(|id| class[id] == Class::RowLocal && level[id] == 0)
+            .filter(|&id| {
+                let mut at: Vec<usize> = order
+                    .iter()
+                    .filter(|&&c| graph.node(c).inputs.contains(&id) && level[&c] > 0)
+                    .map(|c| level[c])
+                    .collect();
+                at.sort_unstable();
+                at.dedup();
+                at.len() <= 1
+            })
+            .collect();
         let levels = order.iter().map(|id| level[id]).max().unwrap_or(0) + 1;
         Ok(BlockedPlan {
             order,
@@ -184,18 +206,21 @@ impl BlockedPlan {
             level,
             neighbour,
             kept,
+            floats,
             output,
             levels,
         })
     }
 
-    /// A row-local value of level 0 (computed from the features and parameters alone):
-    /// never written to scratch, but computed again at the rows where a later level reads
-    /// it — the store's features are read instead of a wider kept matrix (GraphSAGE's
-    /// X·W_self is 256 columns wide, X 64), and a part of a streamed X is computed from
-    /// the same part of the features. Only kept when an op reads it whole, in place.
+    /// A row-local value of level 0 (computed from the features and parameters alone)
+    /// that one higher level reads: never written to scratch, but computed again at the
+    /// rows where that level reads it — the store's features are read instead of a wider
+    /// kept matrix (GraphSAGE's X·W_self is 256 columns wide, X 64), and a part of a
+    /// streamed X is computed from the same part of the features. Only kept when an op
+    /// reads it whole, in place. One read at several levels is kept: computing it again
+    /// at each would repeat its product per level.
     pub(super) fn floating(&self, id: NodeId) -> bool {
-        self.class[&id] == Class::RowLocal && self.level[&id] == 0
+        self.floats.contains(&id)
     }
 }
 
