@@ -141,7 +141,10 @@ impl BlockedPlan {
                     None => {
                         let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
                             && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
-                        let inputs_ok = ins.iter().all(|c| c.per_node() || *c == Class::Static);
+                        // The subgraph stands for the block's nodes (see `RowLocal`).
+                        let inputs_ok = ins.iter().all(|c| {
+                            c.per_node() || matches!(c, Class::Static | Class::Subgraph)
+                        });
                         if !(per_node_rows
                             && inputs_ok
                             && op.as_row_local().is_some_and(|r| r.row_local(&facts)))

@@ -170,7 +170,10 @@ impl<'g> FullGraph<'g> {
                 },
                 threads,
             )
-            .with_precision(lowered.precision),
+            .with_precision(lowered.precision)
+            // The features read sparse where the step reads them so (issue 53 item 7):
+            // a dense X·W of Cora's 1,433 columns was most of an APPNP evaluation.
+            .with_feature_density(store.feature_density()),
         )?;
         let find = |name: &str| {
             graph.output(name).ok_or_else(|| {

@@ -18,6 +18,7 @@ use crate::exec::interp::op_error;
 use crate::ir::recycle::recycle_value;
 use crate::ir::{Bindings, Graph, NodeId, Params, SparseMat, Tensor, Value};
 use crate::op::{AdjKind, Ctx, GraphSource, Neighbour, NodeRows, RowBlock};
+use crate::sample::Subgraph;
 use crate::store::{GraphStore, StoreError};
 
 /// One block of rows r0..r1: their adjacency rows with the full graph's node ids.
@@ -163,6 +164,15 @@ impl<'a> Pass<'a> {
             Class::Features => {
                 Value::dense(gather_rows(self.features, self.store.n_features(), own))
             }
+            // The rows' nodes, for a row-local op reading their own data (the sparse
+            // feature product): no entries (see `RowLocal`).
+            Class::Subgraph => Value::Subgraph(Arc::new(Subgraph {
+                nodes: own.to_vec(),
+                offsets: vec![0; own.len() + 1],
+                indices: Vec::new(),
+                parent_entries: Vec::new(),
+                link: None,
+            })),
             _ => {
                 let node = self.graph.node(id);
                 let ins = node
