@@ -540,7 +540,9 @@ fn run(
         }
         let n_steps = ph.steps_per_epoch.min(max_steps - state.step);
         let step = Step { opts, runner, ph };
+        let t_train = Instant::now();
         let train_loss = step.epoch(n_steps, &mut state, sync.as_mut(), &mut obs)?;
+        let train_ms = t_train.elapsed().as_secs_f64() * 1e3;
         sync.params_agree(state.epoch, &|| params_hash(&state.params))?;
         let last = state.epoch == total || state.step >= max_steps;
         let val = match &eval {
@@ -560,7 +562,7 @@ fn run(
             }
             _ => None,
         };
-        let pos = obs.epoch_ends(state.epoch, state.step, train_loss, val)?;
+        let pos = obs.epoch_ends(state.epoch, state.step, (train_loss, train_ms), val)?;
         // An epoch cut short by `max_steps` is not checkpointed.
         if let Some(path) = ckpt.filter(|_| n_steps == ph.steps_per_epoch) {
             // A job's consensus state, for the checkpoint (a collective call).
