@@ -117,7 +117,13 @@ pub(super) struct Pass<'a> {
     params: &'a Params,
     pub(super) statics: HashMap<NodeId, Value>,
     pub(super) features: &'a [f32],
+    /// Parameter-free values of an earlier pass (`Class::Cached`).
+    cached: &'a Cache,
 }
+
+/// Parameter-free values kept across the passes of one [`FullGraph`](super::FullGraph)
+/// (see [`BlockedPlan::constants`]): N-row matrices in memory, by node.
+pub(super) type Cache = HashMap<NodeId, Arc<Kept>>;
 
 impl<'a> Pass<'a> {
     pub(super) fn ctx(&self, id: NodeId, b: Bindings) -> Ctx<'_> {
@@ -144,6 +150,7 @@ impl<'a> Pass<'a> {
     ) -> (&'k [f32], usize) {
         match self.plan.class[&src] {
             Class::Features => (self.features, width(self.graph, src)),
+            Class::Cached => (self.cached[&src].data(), width(self.graph, src)),
             _ => (kept[&src].data(), width(self.graph, src)),
         }
     }
@@ -164,6 +171,11 @@ impl<'a> Pass<'a> {
             Class::Features => {
                 Value::dense(gather_rows(self.features, self.store.n_features(), own))
             }
+            Class::Cached => Value::dense(gather_rows(
+                self.cached[&id].data(),
+                width(self.graph, id),
+                own,
+            )),
             // The rows' nodes, for a row-local op reading their own data (the sparse
             // feature product): no entries (see `RowLocal`).
             Class::Subgraph => Value::Subgraph(Arc::new(Subgraph {
@@ -227,10 +239,9 @@ impl<'a> Pass<'a> {
         for &id in work {
             let node = graph.node(id);
             let out = match plan.class[&id] {
-                // Only as the output itself: a plan whose embedding is the features.
-                Class::Features => {
-                    Value::dense(gather_rows(self.features, self.store.n_features(), &own))
-                }
+                // Only as the output itself: a plan whose embedding is the features, or a
+                // cached value.
+                Class::Features | Class::Cached => self.local(id, &own, &mut HashMap::new())?,
                 Class::Neighbour if folded.contains_key(&id) => {
                     let t = &folded[&id];
                     let rows = (r0 - c0)..(r1 - c0);
@@ -344,6 +355,26 @@ pub fn run_blocked(
     opts: &InferOptions,
     sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
 ) -> Result<()> {
+    let none = Cache::new();
+    run_pass(store, graph, plan, source, params, opts, sink, (&none, &[]))?;
+    Ok(())
+}
+
+/// [`run_blocked`] reading the values of `cached` (those `plan` classes
+/// `Class::Cached`: made by [`BlockedPlan::with_cached`]) and keeping the values `fill`
+/// (of `plan`'s [`BlockedPlan::constants`]) as they are computed: returned, N rows each,
+/// for the next passes' cache.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_pass(
+    store: &GraphStore,
+    graph: &Graph,
+    plan: &BlockedPlan,
+    source: &dyn GraphSource,
+    params: &Params,
+    opts: &InferOptions,
+    sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
+    (cached, fill): (&Cache, &[NodeId]),
+) -> Result<Cache> {
     let n = store.n_nodes();
     // Out of core, the training step's recycled buffers go first, and the pass keeps few
     // (a block's values are a few MiB): its buffer is what the memory limit leaves beside
@@ -377,6 +408,7 @@ pub fn run_blocked(
         params,
         statics: HashMap::new(),
         features: store.features(),
+        cached,
     };
 
     // Static values, once.
@@ -406,6 +438,13 @@ pub fn run_blocked(
             .as_ref()
             .map(|(dir, _)| dir.join(format!(".saintflow-infer-{}-{k}", std::process::id())));
         kept.insert(id, Kept::new(n, cols, file.as_deref())?);
+    }
+    // Values for the cache: kept in memory as they are computed, at their level (read
+    // back from there by this pass, as a kept value is).
+    for &id in fill {
+        if !kept.contains_key(&id) {
+            kept.insert(id, Kept::new(n, width(graph, id), None)?);
+        }
     }
 
     let work_of = |level: usize| -> Vec<NodeId> {
@@ -481,5 +520,12 @@ pub fn run_blocked(
         ));
     }
     ticker.finish();
-    Ok(())
+    let mut filled = Cache::new();
+    for id in fill {
+        // A value kept in a scratch file stays there: the pass plan put it on disk.
+        if let Some(k @ Kept::Mem(_)) = kept.remove(id) {
+            filled.insert(*id, Arc::new(k));
+        }
+    }
+    Ok(filled)
 }
