@@ -442,8 +442,8 @@ pub(super) fn run_pass(
     // Values for the cache: kept in memory as they are computed, at their level (read
     // back from there by this pass, as a kept value is).
     for &id in fill {
-        if !kept.contains_key(&id) {
-            kept.insert(id, Kept::new(n, width(graph, id), None)?);
+        if let std::collections::hash_map::Entry::Vacant(e) = kept.entry(id) {
+            e.insert(Kept::new(n, width(graph, id), None)?);
         }
     }
 
