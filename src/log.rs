@@ -141,6 +141,11 @@ pub enum Record {
         val: Option<Metrics>,
         /// Whether this epoch's parameters are the best on validation so far.
         best: bool,
+        /// Milliseconds the epoch's training took: its steps, from the first one's start
+        /// to the last one's update and record (absent in older logs). Beside `eval_ms`,
+        /// what an epoch's evaluation costs against its training (issue 53 item 7).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        train_ms: Option<f64>,
         /// Milliseconds the evaluation took (absent without evaluation).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         eval_ms: Option<f64>,

@@ -595,13 +595,16 @@ fn piped_train_prints_one_line_per_epoch() {
         // GCN's plan trains on the whole graph: every training node is in the subgraph,
         // so the normalised loss is the plain mean.
         assert!((loss - mean).abs() <= 1e-6 * loss.abs(), "{loss} vs {mean}");
+        // Issue 53 item 7: the epoch's training and evaluation milliseconds, the log's.
         let want = format!(
-            "epoch {}/3  step {}  loss {loss:.4} (GraphSAINT-normalised; mean per training node {mean:.4})  val accuracy {:.4} F1-micro {:.4} loss {:.4}  time ",
+            "epoch {}/3  step {}  loss {loss:.4} (GraphSAINT-normalised; mean per training node {mean:.4})  val accuracy {:.4} F1-micro {:.4} loss {:.4}  train {:.1} ms  eval {:.1} ms  time ",
             i + 1,
             rec["step"].as_u64().unwrap() + 1,
             rec["val"]["accuracy"].as_f64().unwrap(),
             rec["val"]["f1_micro"].as_f64().unwrap(),
             rec["val"]["loss"].as_f64().unwrap(),
+            rec["train_ms"].as_f64().unwrap(),
+            rec["eval_ms"].as_f64().unwrap(),
         );
         assert!(line.starts_with(&want), "{line:?} vs {want:?}");
         let secs: f64 = line[want.len()..]

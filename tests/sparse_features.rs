@@ -397,3 +397,98 @@ fn a_sparse_store_is_planned_with_the_sparse_products_and_trains() {
         "{log}"
     );
 }
+
+/// Issue 53 item 7: full-graph evaluation reads a sparse store's features sparse, as the
+/// step does (its planned graph holds `features_spmm`, no dense gather), and runs it per
+/// block of nodes: every node-classification plan's logits and embedding, row-blocked in
+/// odd blocks, equal its in-memory pass, and equal the unplanned graph's forward with
+/// the dense features to the sums' order (1e-5 of the largest value).
+#[test]
+fn evaluation_reads_a_sparse_stores_features_sparse_and_gives_the_dense_forward() {
+    use saintflow::exec::Interpreter;
+    use saintflow::infer::{FullGraph, InferOptions, Output};
+    use saintflow::sample::FullSampler;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(sparse_store(tmp.path())).unwrap();
+    assert!(store.feature_density() <= SPARSE_FEATURES_MAX_DENSITY);
+    let reg = Registry::with_builtins();
+    let close = |got: &[f32], want: &[f32], what: &str| {
+        assert_eq!(got.len(), want.len(), "{what}: sizes");
+        let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-12);
+        for (i, (x, y)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-5 * scale,
+                "{what}: element {i}: {x} against {y} (scale {scale})"
+            );
+        }
+    };
+    let mut sparse_plans = 0;
+    for path in common::gnn_plan_files() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.display().to_string();
+        let plan = Plan::parse(&text, &name).unwrap();
+        if plan.task.link().is_some() {
+            continue; // scored on a link split, which this store has not
+        }
+        let set: Vec<&str> = if plan.dims.contains_key("hidden") {
+            vec!["dims.hidden=24"]
+        } else {
+            vec![]
+        };
+        let plan = Plan::parse_with_overrides(&text, &name, &set).unwrap();
+        let lowered = saintflow::compile::lower_for(&plan, &store, &reg).unwrap();
+        let params = Params::init(&lowered.params, 2);
+        let full = FullGraph::new(&store, &lowered, saintflow::machine::cores())
+            .unwrap()
+            .with_options(InferOptions {
+                block_rows: Some(37),
+                ..InferOptions::default()
+            });
+        let g = full.graph();
+        let ops: Vec<&str> = g.ids().into_iter().map(|id| g.node(id).op.name()).collect();
+        if ops.contains(&"features_spmm") {
+            sparse_plans += 1;
+            assert!(!ops.contains(&"features"), "{name}: a dense gather is left");
+        }
+        // The reference: the lowered graph, unplanned, with the dense features.
+        let source = StoreSource::new(
+            &store,
+            Box::new(FullSampler::new(store.full())),
+            0,
+            1,
+            None,
+            Role::Val,
+        );
+        for (which, id) in [
+            (Output::Logits, lowered.logits),
+            (Output::Embedding, lowered.embedding),
+        ] {
+            assert_eq!(full.in_memory_reason(which), None, "{name} {which:?}");
+            let mut dense = Interpreter
+                .run_step(&lowered.graph, &[id], Some(&source), &params, 0, 0, false)
+                .unwrap();
+            let dense = dense.take(id).unwrap();
+            let dense = dense.as_dense().unwrap();
+            let mut blocked = Vec::new();
+            full.for_each_block(&Interpreter, &params, which, &mut |_, t| {
+                blocked.extend_from_slice(&t.data);
+                Ok(())
+            })
+            .unwrap();
+            let in_memory = full.in_memory(&Interpreter, &params, which).unwrap();
+            let what = format!("{name} {which:?}");
+            close(
+                &blocked,
+                &in_memory.data,
+                &format!("{what}: blocked / in memory"),
+            );
+            close(&blocked, &dense.data, &format!("{what}: sparse / dense"));
+        }
+    }
+    // GCN, GraphSAGE, GIN, MLP, APPNP, GCNII, JK-Net, ... read X only by X·W.
+    assert!(
+        sparse_plans >= 5,
+        "{sparse_plans} plans read the features sparse"
+    );
+}

@@ -731,7 +731,8 @@ fn assert_close(want: &[f32], got: &[f32], what: &str) {
 /// odd block sizes, kept values in memory or in scratch files — equal the in-memory pass
 /// over the whole graph; blocks come in order and cover every row once. With X streamed
 /// in parts of rows (issue 27: parts of 1 and 13 rows, chunks of 45 output rows, so
-/// every chunk reads every part), the pass gives the unstreamed pass's bits.
+/// every chunk reads every part), the pass gives the unstreamed pass's bits. Keeping the
+/// parameter-free values between passes (issue 53 item 7) changes no bit.
 #[test]
 fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
     let tmp = tempfile::tempdir().unwrap();
@@ -760,6 +761,7 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
             got
         };
     let mut streamed_ops = 0;
+    let mut cached_passes = 0;
     for name in common::gnn_plans() {
         let name = name.as_str();
         let (set, _) = shipped(name);
@@ -781,6 +783,35 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
                 let got = blocks(&full, &params, which, rows);
                 let what = format!("{name} {which:?} rows {rows:?} memory {memory}");
                 assert_close(&want.data, &got, &what);
+                // Issue 53 item 7: the parameter-free values kept by the first pass and
+                // read by the next ones give the bits of computing them every time, also
+                // under other parameters (a cache of anything that reads one would not).
+                let keeping = FullGraph::new(&store, &lowered, saintflow::machine::cores())
+                    .unwrap()
+                    .with_options(opts.clone())
+                    .keep_constants(true);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let other = saintflow::ir::Params::init(&lowered.params, 4);
+                let other_want = bits(&blocks(&full, &other, which, rows));
+                let fits = keeping.constant_bytes(which) > 0
+                    && keeping.constant_bytes(which) <= memory / 2;
+                for pass in 0..3 {
+                    assert_eq!(
+                        keeping.reads_cached(which),
+                        fits && pass > 0,
+                        "{what}: pass {pass} reads the cache"
+                    );
+                    let (p, want) = if pass == 2 {
+                        (&other, &other_want)
+                    } else {
+                        (&params, &bits(&got))
+                    };
+                    assert!(
+                        &bits(&blocks(&keeping, p, which, rows)) == want,
+                        "{what}: pass {pass} keeping constants: not the bits of computing them"
+                    );
+                }
+                cached_passes += usize::from(fits);
                 for (part, chunk) in [(13, 45), (1, 500)] {
                     let streaming = FullGraph::new(&store, &lowered, saintflow::machine::cores())
                         .unwrap()
@@ -815,6 +846,8 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
         streamed_ops >= 9 * 3 * 2 * 2,
         "{streamed_ops} streamed levels"
     );
+    // SGC's Â²X, for both outputs, where the memory allows.
+    assert!(cached_passes >= 2, "{cached_passes} outputs read a cache");
 }
 
 /// x − the mean of x's rows: every output row depends on every input row, so it is not

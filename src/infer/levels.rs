@@ -16,10 +16,11 @@
 //! otherwise in an unlinked temporary file (its blocks reserved with `fallocate`, so a
 //! full disk is an error before anything runs) written with positioned writes and read
 //! through a map (`kept`). A row-local value of
-//! level 0 (X·W of the first layer) is not kept but *floats*: it is computed again from
-//! the features wherever a later level reads it, since the features are narrower than
-//! what would be kept and already on disk. Level L is then computed for rows r0..r1 at a
-//! time:
+//! level 0 (X·W of the first layer) read at one later level is not kept but *floats*: it
+//! is computed again from the features where that level reads it, since the features are
+//! narrower than what would be kept and already on disk; one read at several later levels
+//! (GCNII's h_0, APPNP's H) is kept, so that its product runs once. Level L is then
+//! computed for rows r0..r1 at a time:
 //!
 //! * a neighbour op gets, through [`NeighbourOp::forward_block`](crate::op::NeighbourOp::forward_block),
 //!   the block's rows of its sparse operand with the full graph's node ids as columns —
@@ -37,7 +38,7 @@
 //! row-local, a transposed sparse product, a whole-graph reduction) cannot be blocked:
 //! [`BlockedPlan::new`] says why, and the caller evaluates it in memory instead.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::exec::interp::step_order;
 use crate::ir::{Fact, Graph, NodeId};
@@ -60,12 +61,19 @@ pub(super) enum Class {
     RowLocal,
     /// A neighbour op's dense per-node output.
     Neighbour,
+    /// A parameter-free value computed by an earlier pass of the same
+    /// [`FullGraph`](super::FullGraph) (see [`BlockedPlan::constants`]): read whole, like
+    /// the features.
+    Cached,
 }
 
 impl Class {
     /// A dense value with one row per node.
     pub(super) fn per_node(self) -> bool {
-        matches!(self, Class::Features | Class::RowLocal | Class::Neighbour)
+        matches!(
+            self,
+            Class::Features | Class::RowLocal | Class::Neighbour | Class::Cached
+        )
     }
 }
 
@@ -79,6 +87,11 @@ pub struct BlockedPlan {
     pub(super) neighbour: HashMap<NodeId, Neighbour>,
     /// Per-node values (not features) read at a higher level than their own.
     pub(super) kept: Vec<NodeId>,
+    /// The kept values that float (see [`BlockedPlan::floating`]).
+    floats: HashSet<NodeId>,
+    /// The parameter-free per-node values a later pass may read from a cache (see
+    /// [`BlockedPlan::constants`]).
+    constants: Vec<NodeId>,
     pub(super) output: NodeId,
     pub(super) levels: usize,
 }
@@ -86,17 +99,71 @@ pub struct BlockedPlan {
 impl BlockedPlan {
     /// Classifies the ancestors of `output`; `Err` says why the graph cannot be blocked.
     pub fn new(graph: &Graph, output: NodeId) -> std::result::Result<BlockedPlan, String> {
-        let order = step_order(graph, &[output]).map_err(|e| e.to_string())?;
+        BlockedPlan::analyse(graph, output, &HashSet::new())
+    }
+
+    /// The analysis of a pass that reads the values `cached` (parameter-free values of
+    /// this graph, see [`BlockedPlan::constants`]) whole from a cache, as it reads the
+    /// features: they are of level 0, and what only they read is not computed.
+    pub(super) fn with_cached(
+        graph: &Graph,
+        output: NodeId,
+        cached: &HashSet<NodeId>,
+    ) -> std::result::Result<BlockedPlan, String> {
+        BlockedPlan::analyse(graph, output, cached)
+    }
+
+    fn analyse(
+        graph: &Graph,
+        output: NodeId,
+        cached: &HashSet<NodeId>,
+    ) -> std::result::Result<BlockedPlan, String> {
+        let mut order = step_order(graph, &[output]).map_err(|e| e.to_string())?;
+        if !cached.is_empty() {
+            // The ancestors of `output` not only reached through a cached value.
+            let mut needed = HashSet::from([output]);
+            for &id in order.iter().rev() {
+                if needed.contains(&id) && !cached.contains(&id) {
+                    needed.extend(graph.node(id).inputs.iter().copied());
+                }
+            }
+            order.retain(|id| needed.contains(id));
+        }
+        // Values that depend on the store alone: no parameter, no op with randomness of
+        // its own (`Op::pure`), only the store's sources (a source op of no known kind
+        // may be a parameter). Their values are the same at every pass.
+        let mut constant: HashSet<NodeId> = HashSet::new();
         let mut class: HashMap<NodeId, Class> = HashMap::new();
         let mut level: HashMap<NodeId, usize> = HashMap::new();
         let mut neighbour: HashMap<NodeId, Neighbour> = HashMap::new();
         for &id in &order {
+            // Read whole from the cache: what it was computed from is not in `order`.
+            if cached.contains(&id) {
+                constant.insert(id);
+                class.insert(id, Class::Cached);
+                level.insert(id, 0);
+                continue;
+            }
             let node = graph.node(id);
             let op = node.op.as_ref();
             let ins: Vec<Class> = node.inputs.iter().map(|i| class[i]).collect();
             let lvl = |i: usize| level.get(&node.inputs[i]).copied().unwrap_or(0);
             let what = || format!("`{}` ({})", op.name(), node.label);
             let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
+            let is_constant = match op.source_kind() {
+                Some(SourceKind::Subgraph | SourceKind::Features | SourceKind::Adjacency(_)) => {
+                    true
+                }
+                Some(_) => false,
+                None => {
+                    !node.inputs.is_empty()
+                        && op.pure()
+                        && node.inputs.iter().all(|i| constant.contains(i))
+                }
+            };
+            if is_constant {
+                constant.insert(id);
+            }
             let (c, l) = match op.source_kind() {
                 Some(SourceKind::Subgraph) => (Class::Subgraph, 0),
                 Some(SourceKind::Adjacency(kind)) => (Class::Adj(kind), 0),
@@ -138,7 +205,10 @@ impl BlockedPlan {
                     None => {
                         let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
                             && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
-                        let inputs_ok = ins.iter().all(|c| c.per_node() || *c == Class::Static);
+                        // The subgraph stands for the block's nodes (see `RowLocal`).
+                        let inputs_ok = ins
+                            .iter()
+                            .all(|c| c.per_node() || matches!(c, Class::Static | Class::Subgraph));
                         if !(per_node_rows
                             && inputs_ok
                             && op.as_row_local().is_some_and(|r| r.row_local(&facts)))
@@ -177,6 +247,40 @@ impl BlockedPlan {
                 kept.push(id);
             }
         }
+        // A level-0 row-local value read at one higher level floats; read at several, it
+        // is kept: computed again at each it would cost its product (X·W_in, 1433 × 64
+        // on Cora) once per reader's level — GCNII's h_0, read by all 64 layers, was 64
+        // products of the features per evaluation (issue 53 item 7).
+        let floats = kept
+            .iter()
+            .copied()
+            .filter(|id| class[id] == Class::RowLocal && level[id] == 0)
+            .filter(|&id| {
+                let mut at: Vec<usize> = order
+                    .iter()
+                    .filter(|&&c| graph.node(c).inputs.contains(&id) && level[&c] > 0)
+                    .map(|c| level[c])
+                    .collect();
+                at.sort_unstable();
+                at.dedup();
+                at.len() <= 1
+            })
+            .collect();
+        // The parameter-free values that a value with a parameter reads (or the output):
+        // computed once per run where a cache keeps them (issue 53 item 7: SGC's Â²X).
+        let constants = order
+            .iter()
+            .copied()
+            .filter(|id| {
+                constant.contains(id) && matches!(class[id], Class::RowLocal | Class::Neighbour)
+            })
+            .filter(|&id| {
+                id == output
+                    || order
+                        .iter()
+                        .any(|c| graph.node(*c).inputs.contains(&id) && !constant.contains(c))
+            })
+            .collect();
         let levels = order.iter().map(|id| level[id]).max().unwrap_or(0) + 1;
         Ok(BlockedPlan {
             order,
@@ -184,18 +288,32 @@ impl BlockedPlan {
             level,
             neighbour,
             kept,
+            floats,
+            constants,
             output,
             levels,
         })
     }
 
-    /// A row-local value of level 0 (computed from the features and parameters alone):
-    /// never written to scratch, but computed again at the rows where a later level reads
-    /// it — the store's features are read instead of a wider kept matrix (GraphSAGE's
-    /// X·W_self is 256 columns wide, X 64), and a part of a streamed X is computed from
-    /// the same part of the features. Only kept when an op reads it whole, in place.
+    /// The per-node values of this pass that depend on the store alone — no parameter and
+    /// no op with randomness of its own between them and the store's sources (SGC's
+    /// Â^K·X) — and that a value with a parameter reads (or that are the output): the
+    /// same at every pass over this graph, so a [`FullGraph`](super::FullGraph) that keeps
+    /// them computes them once and reads them whole afterwards
+    /// ([`BlockedPlan::with_cached`]).
+    pub fn constants(&self) -> &[NodeId] {
+        &self.constants
+    }
+
+    /// A row-local value of level 0 (computed from the features and parameters alone)
+    /// that one higher level reads: never written to scratch, but computed again at the
+    /// rows where that level reads it — the store's features are read instead of a wider
+    /// kept matrix (GraphSAGE's X·W_self is 256 columns wide, X 64), and a part of a
+    /// streamed X is computed from the same part of the features. Only kept when an op
+    /// reads it whole, in place. One read at several levels is kept: computing it again
+    /// at each would repeat its product per level.
     pub(super) fn floating(&self, id: NodeId) -> bool {
-        self.class[&id] == Class::RowLocal && self.level[&id] == 0
+        self.floats.contains(&id)
     }
 }
 

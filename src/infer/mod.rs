@@ -42,6 +42,7 @@ mod pass;
 pub mod plan;
 mod stream;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::compile::CompileError;
@@ -122,9 +123,9 @@ impl InferError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
     /// The logits, `[N, C]`.
-    Logits,
+    Logits = 0,
     /// The `[output]` layer's input, `[N, width]`.
-    Embedding,
+    Embedding = 1,
 }
 
 /// The forward pass of a lowered plan over a store's full graph.
@@ -134,7 +135,21 @@ pub struct FullGraph<'g> {
     graph: Graph,
     logits: (NodeId, std::result::Result<BlockedPlan, String>),
     embedding: (NodeId, std::result::Result<BlockedPlan, String>),
+    /// Each output's pass reading its parameter-free values from `cache`.
+    cached_plans: [Option<BlockedPlan>; 2],
     opts: InferOptions,
+    /// Whether passes keep their parameter-free values for the next ones
+    /// ([`FullGraph::keep_constants`]).
+    keep: bool,
+    cache: std::sync::Mutex<CacheState>,
+}
+
+/// The parameter-free values of a [`FullGraph`]'s passes, and the outputs whose values
+/// could not all be kept (a scratch file): those passes compute them every time.
+#[derive(Default)]
+struct CacheState {
+    values: pass::Cache,
+    refused: [bool; 2],
 }
 
 impl<'g> FullGraph<'g> {
@@ -170,7 +185,10 @@ impl<'g> FullGraph<'g> {
                 },
                 threads,
             )
-            .with_precision(lowered.precision),
+            .with_precision(lowered.precision)
+            // The features read sparse where the step reads them so (issue 53 item 7):
+            // a dense X·W of Cora's 1,433 columns was most of an APPNP evaluation.
+            .with_feature_density(store.feature_density()),
         )?;
         let find = |name: &str| {
             graph.output(name).ok_or_else(|| {
@@ -178,14 +196,35 @@ impl<'g> FullGraph<'g> {
             })
         };
         let (logits, embedding) = (find("logits")?, find("embedding")?);
+        let (logits, embedding) = (
+            (logits, BlockedPlan::new(&graph, logits)),
+            (embedding, BlockedPlan::new(&graph, embedding)),
+        );
+        let cached_plan = |(id, bp): &(NodeId, std::result::Result<BlockedPlan, String>)| {
+            let constants: HashSet<NodeId> =
+                bp.as_ref().ok()?.constants().iter().copied().collect();
+            if constants.is_empty() {
+                return None;
+            }
+            BlockedPlan::with_cached(&graph, *id, &constants).ok()
+        };
+        let cached_plans = [cached_plan(&logits), cached_plan(&embedding)];
         Ok(FullGraph {
             store,
             source,
-            logits: (logits, BlockedPlan::new(&graph, logits)),
-            embedding: (embedding, BlockedPlan::new(&graph, embedding)),
+            logits,
+            embedding,
+            cached_plans,
             graph,
             opts: InferOptions::default(),
+            keep: false,
+            cache: Default::default(),
         })
+    }
+
+    /// The planned forward graph (its `logits` and `embedding` outputs).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
     }
 
     /// Uses `opts` for blocked evaluation (block size, memory, scratch directory).
@@ -194,11 +233,45 @@ impl<'g> FullGraph<'g> {
         self
     }
 
+    /// With `keep`, a blocked pass keeps the parameter-free values its output reads
+    /// ([`BlockedPlan::constants`]: SGC's Â^K·X) in memory, and the next passes read them
+    /// instead of computing them: they are computed once per run, not once per evaluation
+    /// (issue 53 item 7). The same bits either way. Kept only when together they take at
+    /// most half of [`InferOptions::memory_bytes`]; off by default (a single pass, as
+    /// `embed`'s, would only hold them longer).
+    pub fn keep_constants(mut self, keep: bool) -> FullGraph<'g> {
+        self.keep = keep;
+        self
+    }
+
     fn output(&self, which: Output) -> &(NodeId, std::result::Result<BlockedPlan, String>) {
         match which {
             Output::Logits => &self.logits,
             Output::Embedding => &self.embedding,
         }
+    }
+
+    /// The bytes of `which`'s parameter-free values, were they kept (0: none to keep).
+    pub fn constant_bytes(&self, which: Output) -> usize {
+        self.output(which).1.as_ref().map_or(0, |bp| {
+            bp.constants()
+                .iter()
+                .map(|&id| 4 * self.store.n_nodes() * levels::width(&self.graph, id))
+                .sum()
+        })
+    }
+
+    /// Whether `which`'s next pass reads its parameter-free values from the cache.
+    pub fn reads_cached(&self, which: Output) -> bool {
+        let Ok(bp) = &self.output(which).1 else {
+            return false;
+        };
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        self.cached_plans[which as usize].is_some()
+            && bp
+                .constants()
+                .iter()
+                .all(|id| cache.values.contains_key(id))
     }
 
     /// The plan of `which`'s row-blocked pass with this graph's options (see
@@ -245,17 +318,45 @@ impl<'g> FullGraph<'g> {
                     .num_threads(runner.threads().max(1))
                     .build()
                     .map_err(|e| InferError::Infer(format!("thread pool: {e}")))?;
-                pool.install(|| {
-                    run_blocked(
+                // The cache's values (shared), or those to keep from this pass.
+                let k = which as usize;
+                let (values, refused) = {
+                    let c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                    (c.values.clone(), c.refused[k])
+                };
+                let keeps = self.keep
+                    && !refused
+                    && self.cached_plans[k].is_some()
+                    && self.constant_bytes(which) <= self.opts.memory_bytes / 2;
+                let (plan, fill): (&BlockedPlan, Vec<NodeId>) = match &self.cached_plans[k] {
+                    Some(cp)
+                        if keeps && bp.constants().iter().all(|id| values.contains_key(id)) =>
+                    {
+                        (cp, Vec::new())
+                    }
+                    _ if keeps => (bp, bp.constants().to_vec()),
+                    _ => (bp, Vec::new()),
+                };
+                let filled = pool.install(|| {
+                    pass::run_pass(
                         self.store,
                         &self.graph,
-                        bp,
+                        plan,
                         &self.source,
                         params,
                         &self.opts,
                         sink,
+                        (&values, &fill),
                     )
-                })
+                })?;
+                if !fill.is_empty() {
+                    let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                    c.refused[k] = filled.len() < fill.len();
+                    if !c.refused[k] {
+                        c.values.extend(filled);
+                    }
+                }
+                Ok(())
             }
             Err(_) => {
                 let t = self.in_memory(runner, params, which)?;

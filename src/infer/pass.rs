@@ -18,6 +18,7 @@ use crate::exec::interp::op_error;
 use crate::ir::recycle::recycle_value;
 use crate::ir::{Bindings, Graph, NodeId, Params, SparseMat, Tensor, Value};
 use crate::op::{AdjKind, Ctx, GraphSource, Neighbour, NodeRows, RowBlock};
+use crate::sample::Subgraph;
 use crate::store::{GraphStore, StoreError};
 
 /// One block of rows r0..r1: their adjacency rows with the full graph's node ids.
@@ -116,7 +117,13 @@ pub(super) struct Pass<'a> {
     params: &'a Params,
     pub(super) statics: HashMap<NodeId, Value>,
     pub(super) features: &'a [f32],
+    /// Parameter-free values of an earlier pass (`Class::Cached`).
+    cached: &'a Cache,
 }
+
+/// Parameter-free values kept across the passes of one [`FullGraph`](super::FullGraph)
+/// (see [`BlockedPlan::constants`]): N-row matrices in memory, by node.
+pub(super) type Cache = HashMap<NodeId, Arc<Kept>>;
 
 impl<'a> Pass<'a> {
     pub(super) fn ctx(&self, id: NodeId, b: Bindings) -> Ctx<'_> {
@@ -143,6 +150,7 @@ impl<'a> Pass<'a> {
     ) -> (&'k [f32], usize) {
         match self.plan.class[&src] {
             Class::Features => (self.features, width(self.graph, src)),
+            Class::Cached => (self.cached[&src].data(), width(self.graph, src)),
             _ => (kept[&src].data(), width(self.graph, src)),
         }
     }
@@ -163,6 +171,20 @@ impl<'a> Pass<'a> {
             Class::Features => {
                 Value::dense(gather_rows(self.features, self.store.n_features(), own))
             }
+            Class::Cached => Value::dense(gather_rows(
+                self.cached[&id].data(),
+                width(self.graph, id),
+                own,
+            )),
+            // The rows' nodes, for a row-local op reading their own data (the sparse
+            // feature product): no entries (see `RowLocal`).
+            Class::Subgraph => Value::Subgraph(Arc::new(Subgraph {
+                nodes: own.to_vec(),
+                offsets: vec![0; own.len() + 1],
+                indices: Vec::new(),
+                parent_entries: Vec::new(),
+                link: None,
+            })),
             _ => {
                 let node = self.graph.node(id);
                 let ins = node
@@ -217,10 +239,9 @@ impl<'a> Pass<'a> {
         for &id in work {
             let node = graph.node(id);
             let out = match plan.class[&id] {
-                // Only as the output itself: a plan whose embedding is the features.
-                Class::Features => {
-                    Value::dense(gather_rows(self.features, self.store.n_features(), &own))
-                }
+                // Only as the output itself: a plan whose embedding is the features, or a
+                // cached value.
+                Class::Features | Class::Cached => self.local(id, &own, &mut HashMap::new())?,
                 Class::Neighbour if folded.contains_key(&id) => {
                     let t = &folded[&id];
                     let rows = (r0 - c0)..(r1 - c0);
@@ -334,6 +355,26 @@ pub fn run_blocked(
     opts: &InferOptions,
     sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
 ) -> Result<()> {
+    let none = Cache::new();
+    run_pass(store, graph, plan, source, params, opts, sink, (&none, &[]))?;
+    Ok(())
+}
+
+/// [`run_blocked`] reading the values of `cached` (those `plan` classes
+/// `Class::Cached`: made by [`BlockedPlan::with_cached`]) and keeping the values `fill`
+/// (of `plan`'s [`BlockedPlan::constants`]) as they are computed: returned, N rows each,
+/// for the next passes' cache.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_pass(
+    store: &GraphStore,
+    graph: &Graph,
+    plan: &BlockedPlan,
+    source: &dyn GraphSource,
+    params: &Params,
+    opts: &InferOptions,
+    sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
+    (cached, fill): (&Cache, &[NodeId]),
+) -> Result<Cache> {
     let n = store.n_nodes();
     // Out of core, the training step's recycled buffers go first, and the pass keeps few
     // (a block's values are a few MiB): its buffer is what the memory limit leaves beside
@@ -367,6 +408,7 @@ pub fn run_blocked(
         params,
         statics: HashMap::new(),
         features: store.features(),
+        cached,
     };
 
     // Static values, once.
@@ -396,6 +438,13 @@ pub fn run_blocked(
             .as_ref()
             .map(|(dir, _)| dir.join(format!(".saintflow-infer-{}-{k}", std::process::id())));
         kept.insert(id, Kept::new(n, cols, file.as_deref())?);
+    }
+    // Values for the cache: kept in memory as they are computed, at their level (read
+    // back from there by this pass, as a kept value is).
+    for &id in fill {
+        if let std::collections::hash_map::Entry::Vacant(e) = kept.entry(id) {
+            e.insert(Kept::new(n, width(graph, id), None)?);
+        }
     }
 
     let work_of = |level: usize| -> Vec<NodeId> {
@@ -471,5 +520,12 @@ pub fn run_blocked(
         ));
     }
     ticker.finish();
-    Ok(())
+    let mut filled = Cache::new();
+    for id in fill {
+        // A value kept in a scratch file stays there: the pass plan put it on disk.
+        if let Some(k @ Kept::Mem(_)) = kept.remove(id) {
+            filled.insert(*id, Arc::new(k));
+        }
+    }
+    Ok(filled)
 }

@@ -49,7 +49,8 @@ impl Pass<'_> {
         // Progress: the chunk's rows once over all its parts.
         let (sources, mut ticked) = (stream.sources.len(), 0);
         for (si, src) in stream.sources.iter().enumerate() {
-            let computed = !kept.contains_key(&src.x) && self.plan.class[&src.x] != Class::Features;
+            let computed = !kept.contains_key(&src.x)
+                && !matches!(self.plan.class[&src.x], Class::Features | Class::Cached);
             let (data, cols) = if computed {
                 (&[][..], src.cols)
             } else {
@@ -94,6 +95,7 @@ impl Pass<'_> {
                 let computed_part;
                 match kept.get(&src.x) {
                     Some(k) => k.will_need(p1 * cols, (p2 - p1) * cols),
+                    None if self.plan.class[&src.x] == Class::Cached => {}
                     None => {
                         self.store.will_need_feature_rows(p1..p2);
                     }

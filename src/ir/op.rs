@@ -36,8 +36,11 @@
 //!   row i of each input whose rows are the nodes (`n`) and on the whole of inputs whose
 //!   shape does not involve `n` (parameters). Such an op can run on a block of rows at a
 //!   time, which is how inference covers graphs larger than memory
-//!   (`infer`). Default: no such capability, and a plan using the op is evaluated
-//!   in memory.
+//!   (`infer`). An input that is the subgraph stands for the rows' nodes: on a block it
+//!   is the subgraph of the block's nodes (ids r0..r1, ascending) without entries, so a
+//!   row-local op may read a node's own data through it (the sparse feature product reads
+//!   its rows' features) but never its edges. Default: no such capability, and a plan
+//!   using the op is evaluated in memory.
 //! * Neighbour ops (optional, for out-of-core full-graph inference). An op that aggregates
 //!   over the rows of an adjacency — row i of its output needs row i of a sparse input
 //!   and, of a dense per-node input X, the rows j of i's neighbours — says which inputs

@@ -12,8 +12,9 @@
 //! elements kept, scaled by the same f32), and the dropout goes with the gather. Left
 //! alone: features read by anything else as well (a concatenation, an `A·X` the chain pass
 //! ordered first), and every graph
-//! planned without a density (evaluation's, `explain` without a store, tests'), so the
-//! pass changes nothing it was not asked to.
+//! planned without a density (`explain` without a store, tests'), so the pass changes
+//! nothing it was not asked to. Full-graph evaluation is planned with the store's density
+//! (issue 53 item 7), and blocked inference runs X·W on a block's nodes (it is row-local).
 
 use std::sync::Arc;
 

@@ -43,10 +43,13 @@ impl<'g> Evaluator<'g> {
             }
             EvalOn::Part(g) => (g, true),
         };
-        let graph = FullGraph::new(on, lowered, threads)?.with_options(InferOptions {
-            progress: opts.progress,
-            ..opts.infer.clone()
-        });
+        // Evaluated every epoch: what depends on the store alone is computed once.
+        let graph = FullGraph::new(on, lowered, threads)?
+            .with_options(InferOptions {
+                progress: opts.progress,
+                ..opts.infer.clone()
+            })
+            .keep_constants(true);
         let decoder = lowered.link.as_ref().map(|l| l.decoder);
         if decoder.is_some() && summed {
             return Err(TrainError::Run(

@@ -106,15 +106,15 @@ impl Observer {
         Ok(())
     }
 
-    /// Epoch `epoch` ended, `steps` steps into the run, with training loss `loss`, and
-    /// its validation if it had one: the record (of its last step), flushed, and the
-    /// epoch's line (above the bar on a terminal, so the history stays; on stderr off one).
-    /// Returns the log's position.
+    /// Epoch `epoch` ended, `steps` steps into the run, with training loss `loss` after
+    /// `train_ms` milliseconds of training, and its validation if it had one: the record
+    /// (of its last step), flushed, and the epoch's line (above the bar on a terminal, so
+    /// the history stays; on stderr off one). Returns the log's position.
     pub(super) fn epoch_ends(
         &mut self,
         epoch: usize,
         steps: u64,
-        loss: EpochLoss,
+        (loss, train_ms): (EpochLoss, f64),
         val: Option<Validation>,
     ) -> Result<u64> {
         let time = self.now();
@@ -126,16 +126,18 @@ impl Observer {
             train_mean_loss: loss.mean,
             val: val.as_ref().map(|v| v.val),
             best: val.as_ref().is_some_and(|v| v.best),
+            train_ms: Some(train_ms),
             eval_ms: val.as_ref().map(|v| v.ms),
         })?;
         let pos = self.log.sync()?;
         self.ticker.println(format_args!(
-            "epoch {epoch}/{}  step {steps}  loss {:.4} (GraphSAINT-normalised{}){}  time {time:.1}s",
+            "epoch {epoch}/{}  step {steps}  loss {:.4} (GraphSAINT-normalised{}){}  train {train_ms:.1} ms{}  time {time:.1}s",
             self.total,
             loss.normalised,
             loss.mean
                 .map_or(String::new(), |m| format!("; mean per training node {m:.4}")),
-            val.map_or(String::new(), |v| format!("  val {}", v.val.brief())),
+            val.as_ref().map_or(String::new(), |v| format!("  val {}", v.val.brief())),
+            val.as_ref().map_or(String::new(), |v| format!("  eval {:.1} ms", v.ms)),
         ));
         Ok(pos)
     }

@@ -546,7 +546,9 @@ fn run(
         }
         let n_steps = ph.steps_per_epoch.min(max_steps - state.step);
         let step = Step { opts, runner, ph };
+        let t_train = Instant::now();
         let train_loss = step.epoch(n_steps, &mut state, sync.as_mut(), &mut obs)?;
+        let train_ms = t_train.elapsed().as_secs_f64() * 1e3;
         sync.params_agree(state.epoch, &|| params_hash(&state.params))?;
         let last = state.epoch == total || state.step >= max_steps;
         let evaluates = state.epoch.is_multiple_of(every) || last;
@@ -573,7 +575,7 @@ fn run(
             }
             _ => None,
         };
-        let mut pos = obs.epoch_ends(state.epoch, state.step, train_loss, val)?;
+        let mut pos = obs.epoch_ends(state.epoch, state.step, (train_loss, train_ms), val)?;
         // Every rank asks at the same epochs; the one that evaluates decides.
         if plan.eval.patience.is_some() && evaluates && sync.stops(stops)? {
             state.early.stopped_at = Some(state.epoch);

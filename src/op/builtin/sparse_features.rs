@@ -19,7 +19,7 @@ use saintflow_ops::view::{MatMut, MatRef};
 use super::dropout::DropoutMask;
 use crate::ir::source::{FeatureCsr, FeatureRows};
 use crate::ir::{Bindings, Dim, Fact, Kind, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, Op, OpError, Partitioned, Split, Stage};
+use crate::op::{Arity, Cost, Ctx, Op, OpError, Partitioned, RowLocal, Split, Stage};
 use crate::sample::Subgraph;
 
 /// X·W (`transpose` false: inputs the subgraph and W, F × d; output n × d) or Xᵀ·∇Y
@@ -259,7 +259,16 @@ impl Op for FeatureProduct {
     fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         Some(self)
     }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        // Row i of X·W is node i's features times W (the subgraph names the rows' nodes);
+        // Xᵀ·∇Y sums over every row.
+        (!self.transpose).then_some(self as &dyn RowLocal)
+    }
 }
+
+/// X·W is row-local: blocked inference runs it on a block's nodes (issue 53 item 7: the
+/// evaluation reads the features sparse, as the step does).
+impl RowLocal for FeatureProduct {}
 
 impl Partitioned for FeatureProduct {
     /// Column blocks of the output (the kernel's feature blocks, about two runs per
