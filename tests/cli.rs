@@ -971,3 +971,34 @@ fn issue_15_train_checks_a_small_store_in_full_unless_told_not_to() {
     let o = run(&["--verify", "--no-verify"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Issue 58: `explain` with a store plans for the sampler's expected subgraph capped by the
+/// graph (graphsage's 3,000 roots × 2 steps is 9,000 nodes; a 1,024-node store has fewer),
+/// its adjacency entries by the graph's; without a store, the sampler's size as written.
+#[test]
+fn explain_caps_the_expected_subgraph_by_the_graph() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::small_store(tmp.path(), "s.sf", 10, 1);
+    let g = saintflow::GraphStore::open(&store).unwrap();
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/graphsage.toml");
+    let plan = plan.to_str().unwrap();
+    let o = saintflow(
+        &["explain", plan, "--graph", store.to_str().unwrap()],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let want = format!(
+        "# planned for n = {}, nnz = {},",
+        g.n_nodes(),
+        g.full().n_entries()
+    );
+    assert!(out.contains(&want), "{out}");
+    let o = saintflow(
+        &["explain", plan, "--features", "8", "--classes", "3"],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("# planned for n = 9000,"), "{out}");
+}

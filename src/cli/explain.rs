@@ -82,8 +82,13 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
         || store
             .as_ref()
             .is_some_and(|s| matches!(s.labels(), Labels::Multi { .. }));
+    // The sampler's expected size, capped by the graph's when there is one (issue 58: 9,000
+    // nodes on a 3,327-node graph), as training plans it.
     let nodes = need(
-        a.nodes.or(p.sampler.kind.expected_nodes()),
+        a.nodes.or(match &store {
+            Some(s) => Some(crate::compile::expected_nodes(&p.sampler.kind, s.n_nodes())),
+            None => p.sampler.kind.expected_nodes(),
+        }),
         store.as_ref().map(|s| s.n_nodes()),
         "nodes",
     );
@@ -95,7 +100,10 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
     let mut opts = PlanOptions::new(
         Bindings {
             nodes,
-            entries: (nodes as f64 * degree).round() as usize,
+            entries: store
+                .as_ref()
+                .map_or(usize::MAX, |s| s.full().n_entries())
+                .min((nodes as f64 * degree).round() as usize),
             pairs: 0,
         },
         crate::machine::threads_or_cores(a.threads),
