@@ -15,27 +15,12 @@ use saintflow::store::Role;
 use saintflow::train::{Checkpoint, Record, TrainOptions, TrainOutcome};
 use saintflow::GraphStore;
 
-/// A two-layer GCN with no `[eval]` of its own (the shipped one stops as its paper does).
-const GCN: &str = r#"
-[dims]
-hidden = 8
-[sampler]
-kind = "full"
-graph = "full"
-[[layer]]
-dropout = 0.5
-params = { W0 = ["in", "hidden"] }
-out = "relu(A_sym @ x @ W0)"
-[output]
-params = { W1 = ["in", "classes"] }
-out = "A_sym @ x @ W1"
-[optimizer]
-kind = "adam"
-lr = 0.01
-"#;
-
+/// GCN, hidden 8 with dropout 0.5, and no `[eval]` of its own (the shipped one stops as its
+/// paper does), with `set` over it.
 fn plan(set: &[&str]) -> Plan {
-    Plan::parse_with_overrides(GCN, "gcn.toml", set).unwrap()
+    let mut all = vec!["dims.hidden=8", "layer.0.dropout=0.5"];
+    all.extend(set);
+    Plan::parse_with_overrides(common::FULL_GCN, "gcn.toml", &all).unwrap()
 }
 
 /// GCN with hidden 8 whose updates change no weight: Adam moves each by about lr, and
@@ -232,7 +217,7 @@ fn the_validation_loss_is_the_mean_cross_entropy_of_the_logits() {
 #[test]
 fn eval_keys_are_checked_with_the_place_and_what_would_work() {
     let err = |set: &[&str]| -> String {
-        Plan::parse_with_overrides(GCN, "gcn.toml", set)
+        Plan::parse_with_overrides(common::FULL_GCN, "gcn.toml", set)
             .unwrap_err()
             .to_string()
     };

@@ -34,23 +34,7 @@ fn density(src: &MemorySource) -> f64 {
 }
 
 /// GCN without its dropouts (which read the features: `gcn.toml` keeps its dense gather).
-const GCN_NO_DROPOUT: &str = r#"
-name = "gcn_no_dropout"
-[dims]
-hidden = 16
-[sampler]
-kind = "full"
-graph = "full"
-[[layer]]
-params = { W0 = ["in", "hidden"] }
-out = "relu(A_sym @ x @ W0)"
-[output]
-params = { W1 = ["in", "classes"] }
-out = "A_sym @ x @ W1"
-[optimizer]
-kind = "adam"
-lr = 0.01
-"#;
+const GCN_NO_DROPOUT: &str = common::FULL_GCN;
 
 /// The plan at `path` lowered for `src` and planned with `feature_density`.
 fn planned(

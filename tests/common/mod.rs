@@ -353,3 +353,23 @@ pub fn step_losses(records: &[saintflow::log::Record]) -> Vec<(u64, f64)> {
         })
         .collect()
 }
+
+/// A two-layer full-batch GCN with no dropout, no `[eval]` and no weight decay: what a test
+/// overrides (`--set`) rather than the shipped plan, whose settings follow its paper.
+pub const FULL_GCN: &str = r#"
+name = "gcn_no_dropout"
+[dims]
+hidden = 16
+[sampler]
+kind = "full"
+graph = "full"
+[[layer]]
+params = { W0 = ["in", "hidden"] }
+out = "relu(A_sym @ x @ W0)"
+[output]
+params = { W1 = ["in", "classes"] }
+out = "A_sym @ x @ W1"
+[optimizer]
+kind = "adam"
+lr = 0.01
+"#;
