@@ -299,8 +299,7 @@ impl BlockedPlan {
     /// no op with randomness of its own between them and the store's sources (SGC's
     /// Â^K·X) — and that a value with a parameter reads (or that are the output): the
     /// same at every pass over this graph, so a [`FullGraph`](super::FullGraph) that keeps
-    /// them computes them once and reads them whole afterwards
-    /// ([`BlockedPlan::with_cached`]).
+    /// them computes them once and reads them whole afterwards (`BlockedPlan::with_cached`).
     pub fn constants(&self) -> &[NodeId] {
         &self.constants
     }
