@@ -99,7 +99,8 @@ impl Pool {
         debug_assert_eq!(first % CHUNK as u64, 0);
         let n = s.parts.n();
         self.n = n;
-        self.pairs.clear();
+        // Not cleared first: `fill_chunk` writes every sample, so a refill of a pool of the
+        // same size zeroes nothing.
         self.pairs.resize(len, 0);
         let base = first / CHUNK as u64;
         let bounds: Result<Vec<Vec<usize>>, SampleError> = self
