@@ -1046,7 +1046,7 @@ fn eval_on_the_stores_split() {
 fn random_graph(n: u32, seed: u64) -> (Vec<u64>, Vec<u32>) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n as usize];
-    let mut add = |a: u32, b: u32, rows: &mut Vec<Vec<u32>>| {
+    let add = |a: u32, b: u32, rows: &mut Vec<Vec<u32>>| {
         if a != b && !rows[a as usize].contains(&b) {
             rows[a as usize].push(b);
             rows[b as usize].push(a);

@@ -274,7 +274,7 @@ impl<T: Touch> Grid<'_, T> {
                 let urow = unsafe { vertex.row(u) };
                 let sample_loss = k.is_multiple_of(16);
                 let mut loss = 0.0;
-                if 1 + ns.len() <= MAX_SAMPLE_TERMS && distinct(v, ns) {
+                if ns.len() < MAX_SAMPLE_TERMS && distinct(v, ns) {
                     rows.push(unsafe { context.row(v) });
                     rows.extend(ns.iter().map(|&n| unsafe { context.row(n) }));
                     sgns_sample(urow, &mut rows, (1.0, sgd.negative_weight), lr, &mut logits);
