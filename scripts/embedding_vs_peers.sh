@@ -7,26 +7,38 @@
 # REPEATS shuffles). saintflow runs at each of EPOCHS, and the script prints the time to
 # each peer's quality. Figures go to BENCHMARKS.md by hand, with this command.
 #
-#   [EPOCHS="250 300 400 500"] [REPEATS=10] scripts/embedding_vs_peers.sh [WORKDIR]
-#   (WORKDIR: default /tmp/saintflow-peers)
+#   [EPOCHS="250 300 400 500"] [REPEATS=10] [THREADS=2] [SF=BINARY] scripts/embedding_vs_peers.sh [WORKDIR]
+#   (WORKDIR: default /tmp/saintflow-peers; SF: a saintflow binary to time instead of this
+#   checkout's, which is then not built: a kept "before" binary, for interleaved runs;
+#   SAINTFLOW_ISA=avx2 in the environment runs our AVX2 kernels on an AVX-512 CPU)
+#
+# Every side is timed end to end, start-up, reading the graph and writing the embedding
+# included; each also reports its phases: gensim its walks and its Word2Vec, pecanpy
+# (`--verbose`) its loading, preprocessing, walks and training, saintflow its training
+# (walks and SGD overlapped, two pools). The table adds each run's CPU seconds (user +
+# system), which other load on the machine moves far less than the wall time.
 #
 # The peers are installed into a venv under WORKDIR (PyPI, never in the test suite):
-#   python3 -m venv WORKDIR/venv && WORKDIR/venv/bin/pip install 'numpy<2' scipy gensim pecanpy threadpoolctl
-# numpy below 2: pecanpy's nptyping still names np.bool8, which numpy 2 removed (pecanpy then
-# fails at import).
+#   python3 -m venv WORKDIR/venv && WORKDIR/venv/bin/pip install "numpy<2" scipy gensim pecanpy threadpoolctl
+# numpy is held below 2: pecanpy 2.0.9 calls `np.bool8`, which numpy 2 removed (it fails
+# on its first walk). The versions installed are printed with the BLAS core.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-/tmp/saintflow-peers}
 DATA=${BLOGCATALOG:-$ROOT/../shared/data/blogcatalog}
-SF=$ROOT/target/release/saintflow
-THREADS=2
+THREADS=${THREADS:-2}
 . "$ROOT/scripts/blas_env.sh"   # gensim's BLAS (scipy's OpenBLAS) at the CPU's own core
 mkdir -p "$WORK"; cd "$WORK"
 [ -x venv/bin/python ] || { python3 -m venv venv && venv/bin/pip install -q "numpy<2" scipy gensim pecanpy threadpoolctl; }
 PY=venv/bin/python
-lscpu | grep "Model name" || true
+lscpu | grep -E "Model name|CPU family|^Model:" || true
 blas_core "$PY"
-(cd "$ROOT" && cargo build --release -q)
+$PY -c "import importlib.metadata as m; print(*(f'{p} {m.version(p)}' for p in ['numpy', 'scipy', 'gensim', 'pecanpy']), sep=', ')"
+if [ -z "${SF:-}" ]; then
+    (cd "$ROOT" && cargo build --release -q)
+    SF=$ROOT/target/release/saintflow
+fi
+echo "saintflow: $SF, ${THREADS} threads, SAINTFLOW_ISA=${SAINTFLOW_ISA:-(unset: the widest)}; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -d bc.sf ] || "$SF" import graphsaint "$DATA" -o bc.sf -q
 # The edge list the peers read (one undirected edge per line, node ids = store ids).
 [ -f bc.edg ] || $PY -c "
@@ -69,13 +81,17 @@ m.wv.save_word2vec_format(out)
 print(f"gensim deepwalk: walks {t1 - t0:.1f} s, word2vec {t2 - t1:.1f} s", file=sys.stderr)
 PY
 N=$("$SF" info bc.sf --json | $PY -c "import json,sys; print(json.load(sys.stdin)['nodes'])")
-measure() { # NAME CMD...: wall seconds and peak RSS (MiB) of CMD, also into NAME.time
+measure() { # NAME CMD...: wall seconds, CPU seconds and peak RSS (MiB) of CMD, into
+    # NAME.time (stderr and time's report) and NAME.out (stdout), and the run's phases
     local name=$1; shift
-    /usr/bin/time -v "$@" 2> "$name.time" >/dev/null || { cat "$name.time"; exit 1; }
-    local wall rss
+    /usr/bin/time -v "$@" 2> "$name.time" > "$name.out" || { cat "$name.time"; exit 1; }
+    local wall rss cpu
     wall=$(grep 'Elapsed (wall clock)' "$name.time" | awk '{print $NF}')
+    cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$name.time")
     rss=$(grep 'Maximum resident set size' "$name.time" | awk '{print $NF}')
-    echo "$name: wall $wall, peak RSS $((rss / 1024)) MiB"
+    echo "$name: wall $wall, CPU $cpu s, peak RSS $((rss / 1024)) MiB"
+    { grep -h -E '^(gensim deepwalk:|Took )' "$name.time" "$name.out"; grep -h -o 'positive samples in [0-9.]* s ([^)]*)' "$name.out"; } \
+        | sed 's/^/    /' || true
 }
 # Every embedding is scored the same way: 10 % and 50 % labelled, REPEATS shuffles (the
 # DeepWalk paper's 10 by default; the 10 % column moves ±0.5 point between shuffle seeds).
@@ -84,7 +100,7 @@ score() { "$SF" eval-embedding "$1.npy" --graph bc.sf --ratios 0.1,0.5 --repeats
 # The peers first, then saintflow at each of EPOCHS (× |E| samples; the pools take 64 MiB).
 measure gensim-deepwalk $PY deepwalk_gensim.py bc.edg gensim.emb $THREADS
 measure pecanpy-node2vec venv/bin/pecanpy --input bc.edg --output pecanpy.emb --mode SparseOTF --p 0.25 --q 0.25 \
-    --dimensions 128 --walk-length 80 --num-walks 10 --window-size 10 --workers $THREADS
+    --dimensions 128 --walk-length 80 --num-walks 10 --window-size 10 --workers $THREADS --verbose
 $PY w2v_to_npy.py gensim.emb gensim-deepwalk.npy "$N"
 $PY w2v_to_npy.py pecanpy.emb pecanpy-node2vec.npy "$N"
 EPOCHS=${EPOCHS:-"250 300 400 500"}
@@ -105,17 +121,18 @@ def run(name):
     wall = t.split("Elapsed (wall clock) time (h:mm:ss or m:ss): ")[1].split()[0].split(":")
     secs = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall)))
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
+    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([0-9.]+)", t).group(1)) for k in ("User", "System"))
     rows = {r["ratio"]: r for r in json.load(open(f"{name}.f1.json"))["classification"]}
-    return secs, rss, rows[0.1]["micro_f1"], rows[0.5]["macro_f1"]
-print("| run | wall | peak RSS | Micro-F1 10 % | Macro-F1 50 % |\n|---|---|---|---|---|")
+    return secs, rss, rows[0.1]["micro_f1"], rows[0.5]["macro_f1"], cpu
+print("| run | wall | CPU | peak RSS | Micro-F1 10 % | Macro-F1 50 % |\n|---|---|---|---|---|---|")
 for peer, ours in [("gensim-deepwalk", "saintflow-deepwalk"), ("pecanpy-node2vec", "saintflow-node2vec")]:
     p = run(peer)
-    print(f"| {peer} | {p[0]:.1f} s | {p[1]:.0f} MiB | {p[2]:.4f} | {p[3]:.4f} |")
+    print(f"| {peer} | {p[0]:.1f} s | {p[4]:.1f} s | {p[1]:.0f} MiB | {p[2]:.4f} | {p[3]:.4f} |")
     hit = None
     for ep in sys.argv[1].split():
         o = run(f"{ours}-{ep}")
-        print(f"| {ours}, {ep} epochs | {o[0]:.1f} s | {o[1]:.0f} MiB | {o[2]:.4f} | {o[3]:.4f} |")
+        print(f"| {ours}, {ep} epochs | {o[0]:.1f} s | {o[4]:.1f} s | {o[1]:.0f} MiB | {o[2]:.4f} | {o[3]:.4f} |")
         if hit is None and o[2] >= p[2] and o[3] >= p[3]:
-            hit = (ep, o[0])
-    print(f"time to {peer}'s quality: " + (f"{hit[0]} epochs, {hit[1]:.1f} s: {p[0] / hit[1]:.2f}x faster" if hit else "not reached"))
+            hit = (ep, o[0], o[4])
+    print(f"time to {peer}'s quality: " + (f"{hit[0]} epochs, {hit[1]:.1f} s: {p[0] / hit[1]:.2f}x faster (CPU time {p[4] / hit[2]:.2f}x)" if hit else "not reached"))
 PY

@@ -9,7 +9,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use rand_core::SeedableRng;
+use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use saintflow::embedding::eval::{classify, ClassifyOptions, Embedding};
@@ -1039,4 +1039,76 @@ fn eval_on_the_stores_split() {
         panic!("a split score")
     };
     assert!(s.accuracy < 0.5, "noise scored {}", s.accuracy);
+}
+
+/// A random undirected graph of `n` nodes with a hub (node 0, joined to a third of the
+/// others) and sorted rows, as a store holds them.
+fn random_graph(n: u32, seed: u64) -> (Vec<u64>, Vec<u32>) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n as usize];
+    let add = |a: u32, b: u32, rows: &mut Vec<Vec<u32>>| {
+        if a != b && !rows[a as usize].contains(&b) {
+            rows[a as usize].push(b);
+            rows[b as usize].push(a);
+        }
+    };
+    for v in 1..n {
+        add(v, (rng.next_u64() % u64::from(v)) as u32, &mut rows);
+        if v % 3 == 0 {
+            add(0, v, &mut rows);
+        }
+        for _ in 0..rng.next_u64() % 4 {
+            add(v, (rng.next_u64() % u64::from(n)) as u32, &mut rows);
+        }
+    }
+    let mut off = vec![0u64];
+    let mut idx = Vec::new();
+    for mut r in rows {
+        r.sort_unstable();
+        idx.extend(r);
+        off.push(idx.len() as u64);
+    }
+    (off, idx)
+}
+
+/// `Walker::walks` (DeepWalk's walks side by side from random numbers drawn ahead) gives
+/// the walks of `Walker::walk` one at a time and leaves the generator where they leave it;
+/// node2vec and held-out edges (one walk at a time inside `walks`) likewise.
+#[test]
+fn walks_side_by_side_are_the_walks_one_at_a_time() {
+    use saintflow::embedding::walk::WalkScratch;
+    let (off, idx) = random_graph(300, 5);
+    let g = Csr::new(&off, &idx).unwrap();
+    let walkers = [
+        ("uniform", Walker::with_pq(g, false, 1.0, 1.0)),
+        ("node2vec", Walker::with_pq(g, true, 0.25, 4.0)),
+        (
+            "held out",
+            Walker::with_pq(g, false, 1.0, 1.0).hold_out(0.3, 7),
+        ),
+    ];
+    let mut scratch = WalkScratch::default();
+    for (name, w) in &walkers {
+        for batch in [1, 3, 64] {
+            for steps in [0, 1, 2, 80] {
+                for seed in [1, 2] {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+                    let mut want = vec![Vec::new(); batch];
+                    for walk in &mut want {
+                        w.walk(steps, &mut rng, walk).unwrap();
+                    }
+                    let after = rng.next_u64();
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+                    let mut got = vec![vec![9u32; 5]; batch];
+                    w.walks(steps, &mut rng, &mut got, &mut scratch).unwrap();
+                    let at = format!("{name}: {batch} walks of {steps} steps, seed {seed}");
+                    assert_eq!(got, want, "{at}");
+                    assert_eq!(rng.next_u64(), after, "{at}: the generator's state");
+                    assert!(got
+                        .iter()
+                        .all(|walk| walk.len() == steps + 1 || *name == "held out"));
+                }
+            }
+        }
+    }
 }

@@ -11,6 +11,16 @@
 //! Vectorised: the dot product sums in 16 independent lanes, and the fused update is one
 //! pass over acc, c and u, compiled for AVX-512F or AVX2 when the CPU has it (chosen per
 //! call); the naive oracle is [`crate::naive::sgns`].
+//!
+//! [`sgns_sample`] is a whole sample at once when its context rows are distinct (the
+//! common case: a repeat needs a negative equal to the positive or to another negative):
+//! every term's logit reads the vertex row and its own context row, neither of which an
+//! earlier term of the sample has changed, so all logits are computed first, side by side
+//! (independent dependency chains, where the term-by-term order waits on one σ before the
+//! next dot product starts), then one pass updates every context row and u, the vertex
+//! gradient held in registers instead of `acc`. The operations per element and their order
+//! are the term-by-term ones, so the result is the same bits (`ops/tests/sgns.rs` holds
+//! both to each other on every path).
 
 use crate::isa::Isa;
 use crate::simd::{dot, wide, LANES};
@@ -111,6 +121,100 @@ fn apply(u: &mut [f32], acc: &mut [f32]) {
     }
 }
 
+/// A whole sample on distinct context rows: the positive term on `ctx[0]` (weight
+/// `weights.0`) and a negative term on each later row (weight `weights.1`), then u +=
+/// their vertex gradient; `logits[k]` receives term k's logit (the caller computes a loss
+/// from them when it wants one). Equal, bit for bit, to [`sgns_term`] on each row in order
+/// with a zeroed `acc` and then [`sgns_apply`] (the rows' being distinct is what makes the
+/// logits independent of the earlier terms' updates; the `&mut` rows guarantee it). Rows
+/// and u have one length (the embedding dim); a shorter one bounds the loop. At most
+/// [`MAX_SAMPLE_TERMS`] terms (a caller with more runs [`sgns_term`] per term).
+///
+/// # Panics
+/// If `logits` is shorter than `ctx`, or `ctx` is empty or longer than
+/// [`MAX_SAMPLE_TERMS`].
+pub fn sgns_sample(
+    u: &mut [f32],
+    ctx: &mut [&mut [f32]],
+    weights: (f32, f32),
+    lr: f32,
+    logits: &mut [f32],
+) {
+    sample_with(Isa::current(), u, ctx, weights, lr, logits)
+}
+
+/// The most terms (a positive and its negatives) [`sgns_sample`] takes: the gradients sit
+/// in an array on the stack.
+pub const MAX_SAMPLE_TERMS: usize = 32;
+
+/// [`sgns_sample`] on a given instruction set (capped to what the CPU has), for the tests
+/// of every path in one process.
+pub fn sgns_sample_on(
+    isa: Isa,
+    u: &mut [f32],
+    ctx: &mut [&mut [f32]],
+    weights: (f32, f32),
+    lr: f32,
+    logits: &mut [f32],
+) {
+    sample_with(isa.capped(), u, ctx, weights, lr, logits)
+}
+
+/// [`sgns_sample`] on `isa`, which the CPU has.
+#[inline(always)]
+fn sample_with(
+    isa: Isa,
+    u: &mut [f32],
+    ctx: &mut [&mut [f32]],
+    weights: (f32, f32),
+    lr: f32,
+    logits: &mut [f32],
+) {
+    let m = ctx.len();
+    assert!(
+        (1..=MAX_SAMPLE_TERMS).contains(&m) && logits.len() >= m,
+        "sgns_sample: {m} terms (1 to {MAX_SAMPLE_TERMS}) and {} logits",
+        logits.len()
+    );
+    let d = ctx.iter().map(|c| c.len()).fold(u.len(), usize::min);
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            // SAFETY: the CPU has `isa` (the callers cap it); every row has ≥ d elements.
+            Isa::Avx512 => return unsafe { x86::sample_avx512(u, ctx, d, weights, lr, logits) },
+            // SAFETY: as above (AVX2 and FMA).
+            Isa::Avx2 => return unsafe { x86::sample_avx2(u, ctx, d, weights, lr, logits) },
+            Isa::Generic => {}
+        }
+    }
+    let _ = isa;
+    for (k, c) in ctx.iter().enumerate() {
+        logits[k] = dot(&u[..d], &c[..d]);
+    }
+    let g = gradients(&logits[..m], weights, lr);
+    for (i, ui) in u[..d].iter_mut().enumerate() {
+        let mut a = 0.0;
+        for (c, &gk) in ctx.iter_mut().zip(&g) {
+            let ci = &mut c[i];
+            a += gk * *ci;
+            *ci += gk * *ui;
+        }
+        *ui += a;
+    }
+}
+
+/// g_k = lr·w_k·(y_k − σ(s_k)) of a sample's terms (k = 0 the positive), as
+/// [`sgns_term`] computes each.
+#[inline(always)]
+fn gradients(logits: &[f32], (wp, wn): (f32, f32), lr: f32) -> [f32; MAX_SAMPLE_TERMS] {
+    let mut g = [0f32; MAX_SAMPLE_TERMS];
+    for (k, (gk, &s)) in g.iter_mut().zip(logits).enumerate() {
+        let (y, w) = if k == 0 { (1.0, wp) } else { (0.0, wn) };
+        *gk = lr * w * (y - sigmoid(s));
+    }
+    g
+}
+
 /// The x86-64 kernels: the generic bodies' operations in the same order (no FMA; the dot
 /// product in [`LANES`] lanes, the tail added to lanes 0.., combined pairwise), so their
 /// results are bit-identical to the generic path's.
@@ -118,7 +222,7 @@ fn apply(u: &mut [f32], acc: &mut [f32]) {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{apply, term_with, update, LANES};
+    use super::{apply, gradients, term_with, update, LANES};
     use crate::simd::combine;
 
     /// `$name`: [`super::sgns_term`] compiled for `$feature` from that unit's dot product
@@ -270,6 +374,221 @@ mod x86 {
             k += 8;
         }
         update(&u[full..d], &mut c[full..d], &mut acc[full..d], g);
+    }
+
+    /// Combines 16 lanes pairwise in registers as [`combine`] does on an array (lane l +
+    /// lane l+8, then l + l+4, l + l+2, l + l+1): the same additions, the same bits.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn hsum_avx512(v: __m512) -> f32 {
+        // (The upper half through the f64 view: `_mm512_extractf32x8_ps` is AVX512DQ.)
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+        let half = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
+        hsum8(half)
+    }
+
+    /// Lanes 0–7 of 16 after their first pairwise step (l + l+8), combined on.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn hsum8(v: __m256) -> f32 {
+        let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        _mm_cvtss_f32(_mm_add_ss(p, _mm_shuffle_ps::<1>(p, p)))
+    }
+
+    /// One logit's lanes with the tail (fewer than 16 elements) added to lanes 0..: the
+    /// register sum when there is no tail, else through the array as [`tail`] does.
+    #[inline(always)]
+    fn finish(
+        lanes: impl FnOnce() -> [f32; LANES],
+        sum: impl FnOnce() -> f32,
+        u: &[f32],
+        c: &[f32],
+    ) -> f32 {
+        if u.is_empty() {
+            sum()
+        } else {
+            tail(lanes(), u, c)
+        }
+    }
+
+    /// [`super::sgns_sample`] for AVX-512F: the logits two terms at a time (two
+    /// independent sums), then one pass of the update over every row.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn sample_avx512(
+        u: &mut [f32],
+        ctx: &mut [&mut [f32]],
+        d: usize,
+        weights: (f32, f32),
+        lr: f32,
+        logits: &mut [f32],
+    ) {
+        let m = ctx.len();
+        let full = d / LANES * LANES;
+        let up = u.as_mut_ptr();
+        let lanes = |v: __m512| {
+            let mut l = [0f32; LANES];
+            // SAFETY: `l` holds 16 floats.
+            unsafe { _mm512_storeu_ps(l.as_mut_ptr(), v) };
+            l
+        };
+        let mut k = 0;
+        while k < m {
+            let two = k + 1 < m;
+            let a = ctx[k].as_ptr();
+            let b = if two { ctx[k + 1].as_ptr() } else { a };
+            let (mut va, mut vb) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+            let mut i = 0;
+            while i < full {
+                // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
+                unsafe {
+                    let x = _mm512_loadu_ps(up.add(i));
+                    va = _mm512_add_ps(va, _mm512_mul_ps(x, _mm512_loadu_ps(a.add(i))));
+                    vb = _mm512_add_ps(vb, _mm512_mul_ps(x, _mm512_loadu_ps(b.add(i))));
+                }
+                i += LANES;
+            }
+            let ut = &u[full..d];
+            // SAFETY (each closure): the CPU has AVX-512F, as this function requires.
+            logits[k] = finish(
+                || lanes(va),
+                || unsafe { hsum_avx512(va) },
+                ut,
+                &ctx[k][full..d],
+            );
+            if two {
+                logits[k + 1] = finish(
+                    || lanes(vb),
+                    || unsafe { hsum_avx512(vb) },
+                    ut,
+                    &ctx[k + 1][full..d],
+                );
+            }
+            k += 2;
+        }
+        let g = gradients(&logits[..m], weights, lr);
+        let mut rows = [std::ptr::null_mut::<f32>(); super::MAX_SAMPLE_TERMS];
+        for (r, c) in rows.iter_mut().zip(ctx.iter_mut()) {
+            *r = c.as_mut_ptr();
+        }
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length; the rows are distinct `&mut`
+            // slices, so no store through one changes another's values.
+            unsafe {
+                let x = _mm512_loadu_ps(up.add(i));
+                let mut acc = _mm512_setzero_ps();
+                for (&r, &gk) in rows[..m].iter().zip(&g) {
+                    let gv = _mm512_set1_ps(gk);
+                    let c = _mm512_loadu_ps(r.add(i));
+                    acc = _mm512_add_ps(acc, _mm512_mul_ps(gv, c));
+                    _mm512_storeu_ps(r.add(i), _mm512_add_ps(c, _mm512_mul_ps(gv, x)));
+                }
+                _mm512_storeu_ps(up.add(i), _mm512_add_ps(x, acc));
+            }
+            i += LANES;
+        }
+        tail_update(u, ctx, &g, full, d);
+    }
+
+    /// [`super::sgns_sample`] for AVX2: lanes 0–7 and 8–15 of each logit in two registers,
+    /// as [`dot_avx2`] sums them, two terms at a time; the update 8 elements at a time.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn sample_avx2(
+        u: &mut [f32],
+        ctx: &mut [&mut [f32]],
+        d: usize,
+        weights: (f32, f32),
+        lr: f32,
+        logits: &mut [f32],
+    ) {
+        let m = ctx.len();
+        let full = d / LANES * LANES;
+        let up = u.as_mut_ptr();
+        let lanes = |lo: __m256, hi: __m256| {
+            let mut l = [0f32; LANES];
+            // SAFETY: `l` holds 16 floats.
+            unsafe {
+                _mm256_storeu_ps(l.as_mut_ptr(), lo);
+                _mm256_storeu_ps(l.as_mut_ptr().add(8), hi);
+            }
+            l
+        };
+        let mut k = 0;
+        while k < m {
+            let two = k + 1 < m;
+            let a = ctx[k].as_ptr();
+            let b = if two { ctx[k + 1].as_ptr() } else { a };
+            let (mut alo, mut ahi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let (mut blo, mut bhi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let mut i = 0;
+            while i < full {
+                // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
+                unsafe {
+                    let (x0, x1) = (_mm256_loadu_ps(up.add(i)), _mm256_loadu_ps(up.add(i + 8)));
+                    alo = _mm256_add_ps(alo, _mm256_mul_ps(x0, _mm256_loadu_ps(a.add(i))));
+                    ahi = _mm256_add_ps(ahi, _mm256_mul_ps(x1, _mm256_loadu_ps(a.add(i + 8))));
+                    blo = _mm256_add_ps(blo, _mm256_mul_ps(x0, _mm256_loadu_ps(b.add(i))));
+                    bhi = _mm256_add_ps(bhi, _mm256_mul_ps(x1, _mm256_loadu_ps(b.add(i + 8))));
+                }
+                i += LANES;
+            }
+            let ut = &u[full..d];
+            // SAFETY (each closure): the CPU has AVX2, as this function requires.
+            logits[k] = finish(
+                || lanes(alo, ahi),
+                || unsafe { hsum8(_mm256_add_ps(alo, ahi)) },
+                ut,
+                &ctx[k][full..d],
+            );
+            if two {
+                logits[k + 1] = finish(
+                    || lanes(blo, bhi),
+                    || unsafe { hsum8(_mm256_add_ps(blo, bhi)) },
+                    ut,
+                    &ctx[k + 1][full..d],
+                );
+            }
+            k += 2;
+        }
+        let g = gradients(&logits[..m], weights, lr);
+        let mut rows = [std::ptr::null_mut::<f32>(); super::MAX_SAMPLE_TERMS];
+        for (r, c) in rows.iter_mut().zip(ctx.iter_mut()) {
+            *r = c.as_mut_ptr();
+        }
+        let full8 = d / 8 * 8;
+        let mut i = 0;
+        while i < full8 {
+            // SAFETY: i + 8 ≤ full8 ≤ d ≤ every row's length; the rows are distinct.
+            unsafe {
+                let x = _mm256_loadu_ps(up.add(i));
+                let mut acc = _mm256_setzero_ps();
+                for (&r, &gk) in rows[..m].iter().zip(&g) {
+                    let gv = _mm256_set1_ps(gk);
+                    let c = _mm256_loadu_ps(r.add(i));
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(gv, c));
+                    _mm256_storeu_ps(r.add(i), _mm256_add_ps(c, _mm256_mul_ps(gv, x)));
+                }
+                _mm256_storeu_ps(up.add(i), _mm256_add_ps(x, acc));
+            }
+            i += 8;
+        }
+        tail_update(u, ctx, &g, full8, d);
+    }
+
+    /// The update of elements `from..d`, one at a time (the generic body's operations).
+    #[inline(always)]
+    fn tail_update(u: &mut [f32], ctx: &mut [&mut [f32]], g: &[f32], from: usize, d: usize) {
+        for i in from..d {
+            let ui = u[i];
+            let mut a = 0.0;
+            for (c, &gk) in ctx.iter_mut().zip(g) {
+                let ci = &mut c[i];
+                a += gk * *ci;
+                *ci += gk * ui;
+            }
+            u[i] = ui + a;
+        }
     }
 
     /// u += acc, acc = 0, 16 elements at a time.

@@ -13,8 +13,9 @@
 mod common;
 
 use common::{values, U};
+use saintflow_ops::isa::Isa;
 use saintflow_ops::naive;
-use saintflow_ops::sgns::{sgns_apply, sgns_loss, sgns_term, sigmoid};
+use saintflow_ops::sgns::{sgns_apply, sgns_loss, sgns_sample, sgns_sample_on, sgns_term, sigmoid};
 
 const DIMS: [usize; 8] = [0, 1, 3, 15, 16, 17, 128, 131];
 
@@ -134,4 +135,130 @@ fn sigmoid_and_loss_are_finite_far_out() {
         assert!(sgns_loss(s, true, 5.0).is_finite() && sgns_loss(s, false, 5.0).is_finite());
     }
     assert!((sgns_loss(0.0, true, 1.0) - std::f64::consts::LN_2).abs() < 1e-12);
+}
+
+/// Term counts of a sample: one (the positive alone), the shipped plans' two, odd, five
+/// negatives (word2vec's), and the most the kernel takes.
+const TERMS: [usize; 5] = [1, 2, 3, 6, saintflow_ops::sgns::MAX_SAMPLE_TERMS];
+
+/// One sample of `m` terms on distinct context rows, by `sgns_sample_on(isa)` and by the
+/// term-by-term kernel (`sgns_term` in order with a zeroed acc, then `sgns_apply`), from
+/// the same rows: (u, context rows, logits) of each.
+#[allow(clippy::type_complexity)]
+fn sample_both(
+    isa: Isa,
+    d: usize,
+    m: usize,
+    seed: u64,
+    lr: f32,
+) -> [(Vec<f32>, Vec<Vec<f32>>, Vec<f32>); 2] {
+    let u0 = values(d, seed);
+    // Rows scaled up so that logits spread over σ's range (saturated ones included).
+    let ctx0: Vec<Vec<f32>> = (0..m)
+        .map(|k| {
+            values(d, seed + 100 + k as u64)
+                .iter()
+                .map(|x| x * (1.0 + k as f32))
+                .collect()
+        })
+        .collect();
+    let (mut u, mut ctx, mut logits) = (u0.clone(), ctx0.clone(), vec![0f32; m]);
+    let mut rows: Vec<&mut [f32]> = ctx.iter_mut().map(|r| r.as_mut_slice()).collect();
+    sgns_sample_on(isa, &mut u, &mut rows, (1.0, 5.0), lr, &mut logits);
+    let (mut u1, mut ctx1, mut acc) = (u0, ctx0, vec![0f32; d]);
+    let logits1: Vec<f32> = ctx1
+        .iter_mut()
+        .enumerate()
+        .map(|(k, c)| sgns_term(&u1, c, &mut acc, k == 0, if k == 0 { 1.0 } else { 5.0 }, lr))
+        .collect();
+    sgns_apply(&mut u1, &mut acc);
+    [(u, ctx, logits), (u1, ctx1, logits1)]
+}
+
+#[test]
+fn a_whole_sample_is_the_term_by_term_kernel_bit_for_bit_on_every_path() {
+    for isa in Isa::supported() {
+        for d in DIMS {
+            for m in TERMS {
+                for seed in [1, 5] {
+                    let [(u, ctx, s), (u1, ctx1, s1)] = sample_both(isa, d, m, seed, 0.025);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    let at = format!("{isa:?} d {d} terms {m} seed {seed}");
+                    assert_eq!(bits(&s), bits(&s1), "{at}: logits");
+                    assert_eq!(bits(&u), bits(&u1), "{at}: u");
+                    for (k, (r, r1)) in ctx.iter().zip(&ctx1).enumerate() {
+                        assert_eq!(bits(r), bits(r1), "{at}: context row {k}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_whole_sample_matches_the_naive_oracle() {
+    // The oracle's f64 sums against the kernel's f32 lanes, the bound of
+    // `sgns_sample_matches_the_naive_oracle` with this test's row magnitudes (≤ m).
+    for isa in Isa::supported() {
+        for d in [1, 17, 128, 131] {
+            for m in [2, 6] {
+                let [(u, ctx, s), _] = sample_both(isa, d, m, 3, 0.025);
+                let u0 = values(d, 3);
+                let mut ctx0: Vec<Vec<f32>> = (0..m)
+                    .map(|k| {
+                        values(d, 103 + k as u64)
+                            .iter()
+                            .map(|x| x * (1.0 + k as f32))
+                            .collect()
+                    })
+                    .collect();
+                let (mut un, mut acc) = (u0, vec![0f32; d]);
+                let sn: Vec<f32> = ctx0
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(k, c)| {
+                        naive::sgns::sgns_term(
+                            &un,
+                            c,
+                            &mut acc,
+                            k == 0,
+                            if k == 0 { 1.0 } else { 5.0 },
+                            0.025,
+                        )
+                    })
+                    .collect();
+                naive::sgns::sgns_apply(&mut un, &mut acc);
+                let mag = 1.0 + m as f64;
+                let ds = 2.0 * d as f64 * U * d as f64 * mag * mag;
+                let tol = m as f64 * (0.025 * 5.0 / 4.0 * ds * 2.0 * mag + 2.0 * U * mag) + 1e-12;
+                for (k, (&a, &b)) in s.iter().zip(&sn).enumerate() {
+                    assert!(
+                        (f64::from(a) - f64::from(b)).abs() <= ds + 1e-12,
+                        "{isa:?} d {d}: logit {k}: {a} vs {b}"
+                    );
+                }
+                for (i, (&a, &b)) in u.iter().zip(&un).enumerate() {
+                    assert!(
+                        (f64::from(a) - f64::from(b)).abs() <= tol,
+                        "{isa:?} d {d}: u[{i}] {a} vs {b}"
+                    );
+                }
+                for (c, (r, r0)) in ctx.iter().zip(&ctx0).enumerate() {
+                    for (i, (&a, &b)) in r.iter().zip(r0).enumerate() {
+                        assert!(
+                            (f64::from(a) - f64::from(b)).abs() <= tol,
+                            "{isa:?} d {d}: ctx {c}[{i}] {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "sgns_sample")]
+fn a_sample_needs_a_logit_per_term() {
+    let (mut u, mut c) = (vec![0f32; 4], vec![0f32; 4]);
+    sgns_sample(&mut u, &mut [c.as_mut_slice()], (1.0, 5.0), 0.025, &mut []);
 }

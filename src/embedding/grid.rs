@@ -14,7 +14,7 @@ use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
-use saintflow_ops::sgns::{sgns_apply, sgns_loss, sgns_term};
+use saintflow_ops::sgns::{sgns_apply, sgns_loss, sgns_sample, sgns_term, MAX_SAMPLE_TERMS};
 
 use super::device::{block_clock, block_seed, learning_rate, pool_seed};
 use super::partition::Parts;
@@ -97,6 +97,16 @@ impl Rows {
             .cast::<u8>();
         saintflow_ops::cache::prefetch_bytes(row, self.dim * std::mem::size_of::<f32>());
     }
+}
+
+/// Whether the positive context `v` and the negatives `ns` are distinct rows (the
+/// whole-sample kernel's condition). A repeat is rare: a negative is one of a part's
+/// thousands of rows.
+#[inline]
+fn distinct(v: u32, ns: &[u32]) -> bool {
+    ns.iter()
+        .enumerate()
+        .all(|(k, &n)| n != v && !ns[..k].contains(&n))
 }
 
 /// How many samples ahead of the one being trained its rows are prefetched.
@@ -210,6 +220,16 @@ impl<T: Touch> Grid<'_, T> {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut acc = vec![0f32; vertex.dim];
         let mut stats = EpisodeStats::default();
+        // Negatives per sample: none when context part j has no edges (`Parts::negative`
+        // is None there, and the term-by-term loop stopped at its first None).
+        let negatives = if parts.noise(j).is_some() {
+            sgd.negatives
+        } else {
+            0
+        };
+        let mut negs: Vec<u32> = Vec::new();
+        let mut rows: Vec<&mut [f32]> = Vec::with_capacity(negatives + 1);
+        let mut logits = [0f32; MAX_SAMPLE_TERMS];
         let mut k = 0u64;
         let mut skip = lo;
         let mut left = hi - lo;
@@ -222,6 +242,11 @@ impl<T: Touch> Grid<'_, T> {
             let part = &chunk[skip..skip + take];
             skip = 0;
             left -= take;
+            // The slice's negatives, drawn up front in sample order: the generator's only
+            // use in a block, so the same draws as one sample at a time, and a later
+            // sample's negatives are known in time to prefetch their rows.
+            negs.clear();
+            negs.extend((0..part.len() * negatives).map_while(|_| parts.negative(j, &mut rng)));
             for (t, &x) in part.iter().enumerate() {
                 // The rows of a later sample come in while this one trains (random rows of
                 // matrices larger than L2: latency, not arithmetic, bounds the step).
@@ -229,41 +254,53 @@ impl<T: Touch> Grid<'_, T> {
                     let (pu, pv) = unpack(y);
                     vertex.prefetch(pu);
                     context.prefetch(pv);
+                    let at = (t + PREFETCH_AHEAD) * negatives;
+                    for &n in &negs[at..at + negatives] {
+                        context.prefetch(n);
+                    }
                 }
                 let (u, v) = unpack(x);
+                let ns = &negs[t * negatives..(t + 1) * negatives];
                 let lr = learning_rate(&sgd, at + k as f64 * step);
                 touch.touch(r, i, j, false, u);
                 touch.touch(r, i, j, true, v);
+                for &n in ns {
+                    touch.touch(r, i, j, true, n);
+                }
                 // SAFETY: u is in vertex part i, v and every negative in context part j (the
                 // pool's bucketing and `Parts::negative`), and no other block of this round
-                // has part i or part j; within the block, one row reference at a time.
+                // has part i or part j; within the block, a row is referenced once at a time
+                // (the whole sample's rows at once only when they are distinct).
                 let urow = unsafe { vertex.row(u) };
-                let s = sgns_term(urow, unsafe { context.row(v) }, &mut acc, true, 1.0, lr);
                 let sample_loss = k.is_multiple_of(16);
-                let mut loss = if sample_loss {
-                    sgns_loss(s, true, 1.0)
-                } else {
-                    0.0
-                };
-                for _ in 0..sgd.negatives {
-                    let Some(neg) = parts.negative(j, &mut rng) else {
-                        break;
-                    };
-                    touch.touch(r, i, j, true, neg);
-                    // SAFETY: as above.
-                    let s = sgns_term(
-                        urow,
-                        unsafe { context.row(neg) },
-                        &mut acc,
-                        false,
-                        sgd.negative_weight,
-                        lr,
-                    );
+                let mut loss = 0.0;
+                if ns.len() < MAX_SAMPLE_TERMS && distinct(v, ns) {
+                    rows.push(unsafe { context.row(v) });
+                    rows.extend(ns.iter().map(|&n| unsafe { context.row(n) }));
+                    sgns_sample(urow, &mut rows, (1.0, sgd.negative_weight), lr, &mut logits);
+                    rows.clear();
                     if sample_loss {
-                        loss += sgns_loss(s, false, sgd.negative_weight);
+                        loss = sgns_loss(logits[0], true, 1.0);
+                        for &s in &logits[1..1 + ns.len()] {
+                            loss += sgns_loss(s, false, sgd.negative_weight);
+                        }
                     }
+                } else {
+                    // A repeated row: the terms in order, each on the rows the earlier
+                    // ones left (what the whole-sample kernel equals when rows differ).
+                    for (t, &c) in std::iter::once(&v).chain(ns).enumerate() {
+                        let (pos, w) = if t == 0 {
+                            (true, 1.0)
+                        } else {
+                            (false, sgd.negative_weight)
+                        };
+                        let s = sgns_term(urow, unsafe { context.row(c) }, &mut acc, pos, w, lr);
+                        if sample_loss {
+                            loss += sgns_loss(s, pos, w);
+                        }
+                    }
+                    sgns_apply(urow, &mut acc);
                 }
-                sgns_apply(urow, &mut acc);
                 if sample_loss {
                     stats.loss_sum += loss;
                     stats.loss_count += 1;

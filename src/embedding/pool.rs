@@ -16,7 +16,7 @@ use crate::sample::SampleError;
 use crate::seed::{hash3, stream};
 
 use super::partition::Parts;
-use super::walk::{emit_pairs, Walker};
+use super::walk::{emit_pairs, WalkScratch, Walker};
 
 /// Samples per chunk: 64 Ki (512 KiB), the unit of parallel filling and of the seeding.
 pub const CHUNK: usize = 1 << 16;
@@ -99,7 +99,8 @@ impl Pool {
         debug_assert_eq!(first % CHUNK as u64, 0);
         let n = s.parts.n();
         self.n = n;
-        self.pairs.clear();
+        // Not cleared first: `fill_chunk` writes every sample, so a refill of a pool of the
+        // same size zeroes nothing.
         self.pairs.resize(len, 0);
         let base = first / CHUNK as u64;
         let bounds: Result<Vec<Vec<usize>>, SampleError> = self
@@ -155,11 +156,11 @@ fn fill_chunk(
     out: &mut [u64],
 ) -> Result<(), SampleError> {
     let mut walks: Vec<Vec<u32>> = vec![Vec::with_capacity(s.walk_length + 1); s.shuffle_walks];
+    let mut scratch = WalkScratch::default();
     let mut at = 0;
     while at < out.len() {
-        for w in &mut walks {
-            s.walker.walk(s.walk_length, rng, w)?;
-        }
+        s.walker
+            .walks(s.walk_length, rng, &mut walks, &mut scratch)?;
         if walks.iter().all(|w| w.len() < 2) {
             // No edge anywhere: nothing to sample (the trainer refuses such a graph first).
             out[at..].fill(0);

@@ -146,6 +146,87 @@ impl<'g> Walker<'g> {
             .is_ok_and(|row| row.binary_search(&x).is_ok())
     }
 
+    /// Whether a walk takes a fixed count of random numbers, two for its departure and one
+    /// per step: a uniform walk with nothing held out, on a graph with an edge.
+    fn fixed_draws(&self) -> bool {
+        !self.second_order && self.holdout.0 <= 0.0 && self.departure.is_some()
+    }
+
+    /// One walk of `steps` steps into each of `walks`: the same walks as [`Walker::walk`]
+    /// on each in turn with `rng`. A walk is a chain of dependent reads (a node's offsets,
+    /// then one entry of its row, for the next node), each a cache miss on a graph past
+    /// L2, so one walk at a time waits on memory at every step. When a walk's random
+    /// numbers are a fixed count ([`Walker::fixed_draws`]: DeepWalk's walks) they are
+    /// drawn first, in the order one walk at a time would draw them, and the walks advance
+    /// side by side, step t of every walk before step t + 1, with the next reads of each
+    /// prefetched: the misses of all the walks overlap. Otherwise (node2vec's rejection,
+    /// held-out edges: a draw count that depends on the walk) one walk at a time.
+    pub fn walks(
+        &self,
+        steps: usize,
+        rng: &mut impl RngCore,
+        walks: &mut [Vec<u32>],
+        scratch: &mut WalkScratch,
+    ) -> Result<(), SampleError> {
+        let Some(table) = self.departure.as_ref().filter(|_| self.fixed_draws()) else {
+            for w in walks.iter_mut() {
+                self.walk(steps, rng, w)?;
+            }
+            return Ok(());
+        };
+        let per = steps + 2;
+        let WalkScratch { draws, next } = scratch;
+        draws.clear();
+        draws.extend((0..walks.len() * per).map(|_| rng.next_u64()));
+        let (offsets, indices) = (self.graph.offsets(), self.graph.indices());
+        let prefetch_row = |v: u32| {
+            if let Some(o) = offsets.get(v as usize) {
+                saintflow_ops::cache::prefetch_bytes(
+                    std::ptr::from_ref(o).cast(),
+                    2 * std::mem::size_of::<u64>(),
+                );
+            }
+        };
+        for (w, out) in walks.iter_mut().enumerate() {
+            out.clear();
+            let start = table.pick(draws[w * per], draws[w * per + 1]) as u32;
+            out.push(start);
+            prefetch_row(start);
+        }
+        next.clear();
+        next.resize(walks.len(), 0);
+        for t in 0..steps {
+            // Where each walk goes: its node's row (offsets prefetched a step ago) and the
+            // entry its random number picks, whose line is asked for now.
+            for ((w, out), at) in walks.iter().enumerate().zip(next.iter_mut()) {
+                let cur = *out.last().expect("a walk has its start");
+                let row = self.graph.try_neighbors(cur)?;
+                assert!(!row.is_empty(), "the caller's node has a neighbour");
+                let k = crate::sample::scale(draws[w * per + 2 + t], row.len() as u64) as usize;
+                *at = offsets[cur as usize] as usize + k;
+                saintflow_ops::cache::prefetch_bytes(
+                    std::ptr::from_ref(&indices[*at]).cast(),
+                    std::mem::size_of::<u32>(),
+                );
+            }
+            for (out, &at) in walks.iter_mut().zip(next.iter()) {
+                let cur = *out.last().expect("a walk has its start");
+                let v = indices[at];
+                if v as usize >= self.graph.n_nodes() {
+                    return Err(crate::store::StoreError::neighbor_out_of_range(
+                        cur,
+                        v,
+                        self.graph.n_nodes() as u64,
+                    )
+                    .into());
+                }
+                out.push(v);
+                prefetch_row(v);
+            }
+        }
+        Ok(())
+    }
+
     /// A walk of `steps` steps from a departure node into `out` (cleared first); shorter
     /// only if the graph has no edge.
     pub fn walk(
@@ -170,6 +251,15 @@ impl<'g> Walker<'g> {
         }
         Ok(())
     }
+}
+
+/// Reused buffers of [`Walker::walks`].
+#[derive(Debug, Default)]
+pub struct WalkScratch {
+    /// The batch's random numbers, walk by walk.
+    draws: Vec<u64>,
+    /// Per walk, the index into the CSR's `indices` of its next node.
+    next: Vec<usize>,
 }
 
 /// Positive samples of a walk of `len` nodes with window s: Σ_{k=1..s} (len − k).

@@ -3,7 +3,7 @@
 
 use rand_core::RngCore;
 
-use crate::sample::below;
+use crate::sample::scale;
 
 /// An alias table over `0..n`.
 #[derive(Debug, Clone)]
@@ -77,8 +77,16 @@ impl AliasTable {
     /// One draw.
     #[inline]
     pub fn sample(&self, rng: &mut impl RngCore) -> usize {
-        let i = below(rng, self.columns.len() as u64) as usize;
-        let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        let x = rng.next_u64();
+        self.pick(x, rng.next_u64())
+    }
+
+    /// The outcome [`AliasTable::sample`] makes of its two random numbers, `x` (the column,
+    /// [`below`](crate::sample::below)'s) then `y` (the coin), for callers that draw them ahead.
+    #[inline]
+    pub fn pick(&self, x: u64, y: u64) -> usize {
+        let i = scale(x, self.columns.len() as u64) as usize;
+        let u = (y >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
         let c = self.columns[i];
         // Which way a draw goes is a coin toss: a conditional move, not a branch the CPU
         // mispredicts (a third of the negative sampling's time as a branch).
