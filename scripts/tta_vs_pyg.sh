@@ -16,7 +16,7 @@
 # the start of each process (`tta_vs_pyg.py stamp` starts it and stamps each record of its
 # stdout on arrival): start-up (imports, reading the store, the store check), the
 # pre-sampling, the steps and every evaluation count. Time to target: the stamp of the
-# first epoch whose validation accuracy reaches the target (TARGET, or 99 % of the lowest
+# first epoch whose validation accuracy reaches the target (TARGET, or 98 % of the lowest
 # best validation accuracy of any run, cut to 0.1 point); final accuracies are the test of
 # the best-validation epoch's parameters on each side. The sides alternate order round
 # by round (round r uses seed r).
