@@ -45,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -254,7 +255,21 @@ def probe(args):
                       "coverage_saintflow": N_PRE * mean / n}))
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid`, all its threads (/proc/PID/stat fields
+    14 and 15); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stamp(args):
+    """`wall`: seconds since CMD was started; `cpu`: the CPU seconds CMD had used by then
+    (its threads together), which the machine's other load does not inflate as it does the
+    wall time. CMD may be `nice … PROGRAM`: nice execs it, so the pid is the program's."""
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     with open(args.out, "w") as out:
         t0 = time.monotonic()
@@ -267,10 +282,13 @@ def stamp(args):
                 continue
             if isinstance(rec, dict):
                 rec["wall"] = wall
+                rec["cpu"] = cpu_seconds(proc.pid)
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
         rc = proc.wait()
-        out.write(json.dumps({"kind": "exit", "wall": time.monotonic() - t0, "rc": rc}) + "\n")
+        use = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out.write(json.dumps({"kind": "exit", "wall": time.monotonic() - t0, "rc": rc,
+                              "cpu": use.ru_utime + use.ru_stime}) + "\n")
     sys.exit(rc)
 
 
@@ -288,7 +306,8 @@ def read_run(path):
     steps = [r for r in recs if r["kind"] == "step"]
     run = next(r for r in recs if r["kind"] == "run")
     out = {
-        "curve": [(r["wall"], r["val"]["accuracy"]) for r in epochs],
+        "curve": [(r["wall"], r["val"]["accuracy"], r.get("cpu")) for r in epochs],
+        "end_cpu": end[-1].get("cpu"),
         "val": test[-1]["val"]["accuracy"], "test": test[-1]["test"]["accuracy"],
         "end": end[-1]["wall"], "startup": run["wall"],
         "epochs": len(epochs),
@@ -329,22 +348,30 @@ def summary(args):
            f"accuracy of any run, {100 * lowest:.2f} %, cut to 0.1 point")
     print(f"target validation accuracy: {100 * target:.1f} % ({how})")
 
-    def reach(rec):
-        return next((w for w, a in rec["curve"] if a >= target), math.inf)
+    def reach(rec, cpu=False):
+        got = next(((c if cpu else w) for w, a, c in rec["curve"] if a >= target), math.inf)
+        return math.inf if got is None else got
 
-    print("| threads | side | time to target, s (median; rounds) | end to end, s | "
-          "val acc | test acc | steps | nodes / step | start-up + pre-sampling / training / "
-          "evaluation, s | saintflow CLI / this |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    def fmt(v):
+        return "–" if v is None or v == math.inf else f"{v:.1f}"
+
+    print("| threads | side | time to target, s (median; rounds) | saintflow CLI / this | "
+          "CPU s to target | CLI / this, CPU | end to end, s | val acc | test acc | steps | "
+          "nodes / step | start-up (+ pre-sampling) / training / evaluation, s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for t in sorted({k[0] for k in runs}):
         sf = runs.get((t, "sf"))
         sf_tt = med(reach(x) for x in sf) if sf else None
+        sf_cpu = med(reach(x, True) for x in sf) if sf else None
         for side in ("pyg", "pygsf", "sf"):
             rs = runs.get((t, side))
             if not rs:
                 continue
             tt = [reach(x) for x in rs]
+            cpu = med(reach(x, True) for x in rs)
             ratio = f"**{sf_tt / med(tt):.2f}×**" if sf and side != "sf" else ""
+            cpu_ratio = (f"{sf_cpu / cpu:.2f}×" if sf and side != "sf"
+                         and math.isfinite(sf_cpu) and math.isfinite(cpu) else "")
             if side == "sf":
                 split = (f"{med(x['startup'] for x in rs):.1f} / "
                          f"{med(x['train'] for x in rs):.1f} (steps' ms.wall; pre-sampling in "
@@ -352,10 +379,10 @@ def summary(args):
             else:
                 split = (f"{med(x['startup'] + x['presample'] for x in rs):.1f} / "
                          f"{med(x['train'] for x in rs):.1f} / {med(x['eval'] for x in rs):.1f}")
-            print(f"| {t} | {SIDES[side]} | {med(tt):.1f} ({', '.join(f'{v:.1f}' for v in tt)}) | "
-                  f"{med(x['end'] for x in rs):.1f} | {100 * med(x['val'] for x in rs):.2f} | "
-                  f"{100 * med(x['test'] for x in rs):.2f} | {rs[0]['steps']} | "
-                  f"{med(x['mean_nodes'] for x in rs):.0f} | {split} | {ratio} |")
+            print(f"| {t} | {SIDES[side]} | {med(tt):.1f} ({', '.join(fmt(v) for v in tt)}) | "
+                  f"{ratio} | {fmt(cpu)} | {cpu_ratio} | {med(x['end'] for x in rs):.1f} | "
+                  f"{100 * med(x['val'] for x in rs):.2f} | {100 * med(x['test'] for x in rs):.2f} | "
+                  f"{rs[0]['steps']} | {med(x['mean_nodes'] for x in rs):.0f} | {split} |")
 
 
 def main():
