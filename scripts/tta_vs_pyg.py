@@ -37,7 +37,8 @@ Usage:
   tta_vs_pyg.py probe STORE --roots R --walk-length L
                                      saintflow's steps per epoch and mean subgraph size
   tta_vs_pyg.py stamp OUT -- CMD...  runs CMD, writing each JSON line of its stdout to OUT
-                                     with `wall`: seconds since CMD was started
+                                     with `wall`, seconds since CMD was started, and
+                                     `cpu`, the CPU seconds CMD had used by then
   tta_vs_pyg.py summary DIR [--target A]
                                      the table from DIR's runs
 """
