@@ -117,6 +117,7 @@ pub fn safetensors_bytes(
 ///     plan_hash: 7, seed: 1, epoch: 3, step: 30, params: vec![w],
 ///     opt_m: vec![], opt_v: vec![], opt_t: 30, best_params: None, best_epoch: 0,
 ///     best_val: None, elapsed: 1.0, log_pos: None, graph_id: 9, dist: None, best_link: None,
+///     early: None, best_loss: None,
 /// };
 /// let (cp, out) = (dir.path().join("checkpoint.bin"), dir.path().join("model.safetensors"));
 /// ckpt.save(&cp)?;
