@@ -156,7 +156,7 @@ impl<'g> Walker<'g> {
     /// on each in turn with `rng`. A walk is a chain of dependent reads (a node's offsets,
     /// then one entry of its row, for the next node), each a cache miss on a graph past
     /// L2, so one walk at a time waits on memory at every step. When a walk's random
-    /// numbers are a fixed count ([`Walker::fixed_draws`]: DeepWalk's walks) they are
+    /// numbers are a fixed count (`Walker::fixed_draws`: DeepWalk's walks) they are
     /// drawn first, in the order one walk at a time would draw them, and the walks advance
     /// side by side, step t of every walk before step t + 1, with the next reads of each
     /// prefetched: the misses of all the walks overlap. Otherwise (node2vec's rejection,
