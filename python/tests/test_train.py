@@ -78,6 +78,11 @@ def test_checkpoint_is_not_replaced_without_resume_or_force(tmp_path, store):
     assert r.epochs == 4
 
 
+# The shipped GCN stops as its paper does (patience 10 on the validation loss); a run meant
+# to be interrupted must not end first.
+NO_EARLY_STOP = {"eval.patience": 1000000}
+
+
 def test_ctrl_c_ends_train_with_keyboard_interrupt_and_a_loadable_checkpoint(tmp_path, store):
     ck = tmp_path / "run"
     script = tmp_path / "long.py"
@@ -88,7 +93,7 @@ def test_ctrl_c_ends_train_with_keyboard_interrupt_and_a_loadable_checkpoint(tmp
         print("started", flush=True)
         try:
             sf.train({str(GCN)!r}, {str(store.path)!r}, epochs=100000, checkpoint={str(ck) + '/'!r},
-                     progress=False, threads=1)
+                     progress=False, threads=1, overrides={NO_EARLY_STOP!r})
         except KeyboardInterrupt:
             print("KeyboardInterrupt", flush=True)
             sys.exit(42)
@@ -108,7 +113,8 @@ def test_ctrl_c_ends_train_with_keyboard_interrupt_and_a_loadable_checkpoint(tmp
     # The checkpoint loads: a resumed run continues from it (with the interrupted run's
     # epochs: on a quiet machine it may be past the plan's 200, and a resume past the end of
     # its run is refused, issue 55 item 8).
-    r = sf.train(GCN, store, epochs=100000, checkpoint=ck, resume=True, progress=False, max_steps=1)
+    r = sf.train(GCN, store, epochs=100000, checkpoint=ck, resume=True, progress=False, max_steps=1,
+                 overrides=NO_EARLY_STOP)
     assert r.steps >= 1 and r.epochs >= 1
 
 
