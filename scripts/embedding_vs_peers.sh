@@ -104,11 +104,13 @@ measure pecanpy-node2vec venv/bin/pecanpy --input bc.edg --output pecanpy.emb --
 $PY w2v_to_npy.py gensim.emb gensim-deepwalk.npy "$N"
 $PY w2v_to_npy.py pecanpy.emb pecanpy-node2vec.npy "$N"
 EPOCHS=${EPOCHS:-"250 300 400 500"}
+# A rerun in the same WORKDIR replaces the embeddings this script wrote before (saintflow
+# refuses to replace an output unasked).
 for ep in $EPOCHS; do
     measure saintflow-deepwalk-$ep "$SF" embed "$ROOT/plans/deepwalk.toml" --graph bc.sf -o saintflow-deepwalk-$ep.npy \
-        --threads $THREADS --epochs "$ep" --memory 64 -q
+        --threads $THREADS --epochs "$ep" --memory 64 -q --force
     measure saintflow-node2vec-$ep "$SF" embed "$ROOT/plans/node2vec.toml" --graph bc.sf -o saintflow-node2vec-$ep.npy \
-        --threads $THREADS --epochs "$ep" --memory 64 -q
+        --threads $THREADS --epochs "$ep" --memory 64 -q --force
 done
 for e in gensim-deepwalk pecanpy-node2vec; do score $e; done
 for ep in $EPOCHS; do score saintflow-deepwalk-$ep; score saintflow-node2vec-$ep; done
