@@ -21,3 +21,12 @@ except ImportError as e:
     print(f"BLAS core: unknown ({e.name} missing: pip install threadpoolctl)")
 PY
 }
+
+machine_header() { # $1: the python whose OpenBLAS core to print. What every comparison's output starts
+  # with: the date and commit, the CPU as lscpu names it (model name, family, model), the
+  # OpenBLAS core, the load beside it.
+  echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  lscpu | grep -E "^Model name|^CPU family|^Model:|^CPU\(s\)" | sed 's/  */ /g'
+  blas_core "$1"
+  echo "load: $(uptime)"
+}

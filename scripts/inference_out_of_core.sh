@@ -21,14 +21,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-/tmp/saintflow-ooc}
 SCALE=${SCALE:-22}
 CAP=${CAP:-2G}
-MEMCAP=${MEMCAP:-$ROOT/../shared/tools/memcap}
 SF=${SAINTFLOW:-$ROOT/target/release/saintflow}
-[ -x "$MEMCAP" ] || { echo "memcap not found at $MEMCAP: set MEMCAP" >&2; exit 1; }
+. "$ROOT/scripts/memcap_env.sh"
 [ -x "$SF" ] || (cd "$ROOT" && cargo build --release -q --bin saintflow)
 mkdir -p "$WORK/scratch"
 cd "$WORK"
 lscpu | grep -E "Model name|CPU family|^Model:" || true
-drop() { [ "${DROP:-1}" = 1 ] || return 0; sync; if [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; else echo "(page cache not dropped: not root)"; fi; }
 G=k$SCALE.sf
 [ -d "$G" ] || "$SF" gen kronecker --scale "$SCALE" --degree 16 --features 64 --classes 8 --planted --seed 1 -o "$G" -q
 P=$ROOT/plans/graphsage.toml

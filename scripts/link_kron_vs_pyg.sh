@@ -28,11 +28,8 @@ NEIGHBORS=${NEIGHBORS:-10,10,10}
 PY="$VENV/bin/python -W ignore"
 $PY -c "import torch_geometric.typing as t, sys; sys.exit(0 if (t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE) else 'LinkNeighborLoader needs pyg-lib or torch-sparse in $VENV (pip install --no-build-isolation torch-scatter torch-sparse builds them from source, about 20 min each on 2 cores; pyg-lib wheels are not on PyPI)')"
 
-echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD)"
-lscpu | grep -E "^Model name|^CPU family|^Model:|^CPU\(s\)" | sed 's/  */ /g'
+machine_header "$VENV/bin/python"
 $PY -c "import torch, re, torch_geometric as g, torch_geometric.typing as t; print('torch', torch.__version__, re.search('BLAS_INFO=[a-z]+', torch.__config__.show()).group(), '| torch_geometric', g.__version__, '| pyg-lib', t.WITH_PYG_LIB, '| torch-sparse', t.WITH_TORCH_SPARSE)"
-blas_core "$VENV/bin/python"   # numpy reads the store; torch's own BLAS is printed above
-echo "load: $(uptime)"
 CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo build --release --quiet --bin saintflow
 SF=$ROOT/target/release/saintflow
 if [ ! -d "$OUT/k$SCALE-link.sf" ]; then

@@ -19,14 +19,12 @@ WORK=${1:-/tmp/saintflow-link-ooc}
 SCALE=${SCALE:-22}
 CAP=${CAP:-2G}
 STEPS=${STEPS:-60}
-MEMCAP=${MEMCAP:-$ROOT/../shared/tools/memcap}
 SF=${SAINTFLOW:-$ROOT/target/release/saintflow}
-[ -x "$MEMCAP" ] || { echo "memcap not found at $MEMCAP: set MEMCAP" >&2; exit 1; }
+. "$ROOT/scripts/memcap_env.sh"
 [ -x "$SF" ] || (cd "$ROOT" && cargo build --release -q --bin saintflow)
 mkdir -p "$WORK"
 cd "$WORK"
 lscpu | grep -E "Model name|CPU family|^Model:" || true
-drop() { [ "${DROP:-1}" = 1 ] || return 0; sync; if [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; else echo "(page cache not dropped: not root)"; fi; }
 [ -d "k$SCALE.sf" ] || "$SF" gen kronecker --scale "$SCALE" --degree 16 --features 32 --classes 4 --seed 1 -o "k$SCALE.sf" -q
 [ -d "k$SCALE-link.sf" ] || "$SF" split-edges "k$SCALE.sf" -o "k$SCALE-link.sf" --val 0.002 --test 0.004 --negatives 100 --seed 1
 args=(train "$ROOT/plans/rgcn_link.toml" --graph "k$SCALE-link.sf" --threads 2 --seed 1

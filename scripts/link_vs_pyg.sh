@@ -41,11 +41,8 @@ if ! "$VENV/bin/python" -c "import torch_geometric, sklearn, threadpoolctl" 2>/d
 fi
 PY="$VENV/bin/python -W ignore"
 
-echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD)"
-lscpu | grep -E "^Model name|^CPU family|^Model:|^CPU\(s\)" | sed 's/  */ /g'
+machine_header "$VENV/bin/python"
 $PY -c "import torch, torch_geometric, sklearn, re; print('torch', torch.__version__, re.search('BLAS_INFO=[a-z]+', torch.__config__.show()).group(), '| torch_geometric', torch_geometric.__version__, '| scikit-learn', sklearn.__version__)"
-blas_core "$VENV/bin/python"
-echo "load: $(uptime)"
 
 CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo build --release --quiet --bin saintflow
 SF=$ROOT/target/release/saintflow

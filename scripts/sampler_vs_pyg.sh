@@ -32,7 +32,7 @@ fi
 "$VENV/bin/pip" install --quiet "$ROOT/python"
 [ -x "$SF" ] || (cd "$ROOT" && cargo build --release -q --bin saintflow)
 mkdir -p "$WORK"
-lscpu | grep -E "Model name|CPU family|^Model:" || true
+machine_header "$VENV/bin/python"
 "$VENV/bin/python" -c "import torch, torch_geometric, torch_sparse; print('torch', torch.__version__, 'torch_geometric', torch_geometric.__version__, 'torch_sparse', torch_sparse.__version__)"
 [ -d "$WORK/k17.sf" ] || "$SF" gen kronecker --scale 17 --degree 16 --features 50 --classes 8 \
   --planted --seed 1 -o "$WORK/k17.sf" -q

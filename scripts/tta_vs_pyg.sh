@@ -65,11 +65,8 @@ fi
 PY="$VENV/bin/python -W ignore"
 TTA="scripts/tta_vs_pyg.py"
 
-echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD)"
-lscpu | grep -E "^Model name|^CPU family|^Model:|^CPU\(s\)" | sed 's/  */ /g'
+machine_header "$VENV/bin/python"
 $PY -c "import torch, re, torch_geometric as g, torch_sparse, saintflow, os; print('torch', torch.__version__, re.search('BLAS_INFO=[a-z]+', torch.__config__.show()).group(), '| torch_geometric', g.__version__, '| torch-sparse', torch_sparse.__version__, '| saintflow package', os.path.dirname(saintflow.__file__))"
-blas_core "$VENV/bin/python"
-echo "load: $(uptime)"
 CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo build --release --quiet --bin saintflow
 SF=$ROOT/target/release/saintflow
 STORE=$OUT/k20-h$HOMOPHILY-s$SEPARATION.sf

@@ -152,24 +152,21 @@ impl Observer {
         eval: &Eval,
     ) -> Result<u64> {
         let patience = eval.patience.unwrap_or(0);
-        let watch: Vec<String> = match eval.watch.is_empty() {
-            true => vec!["the selection figure".into()],
-            false => eval.watch.iter().map(|w| w.name()).collect(),
-        };
+        let watch: Vec<String> = eval.watch.iter().map(|w| w.name()).collect();
         self.log.push(Record::Stop {
             epoch,
             time: self.now(),
             patience,
-            watch: match eval.watch.is_empty() {
-                true => Vec::new(),
-                false => watch.clone(),
-            },
+            watch: watch.clone(),
             kept,
         })?;
         let pos = self.log.sync()?;
         self.ticker.println(format_args!(
             "stopped early after epoch {epoch}: no progress of val {} in {patience} evaluations; {}",
-            watch.join(" or "),
+            match watch.is_empty() {
+                true => "the selection figure".to_string(),
+                false => watch.join(" or "),
+            },
             kept.map_or("keeping the last parameters".into(), |e| format!("keeping epoch {e}'s parameters"))
         ));
         Ok(pos)

@@ -215,7 +215,8 @@ impl TrainState {
                 e.bests = figures(&b.val);
             }
         }
-        let (best, progress) = if e.bests.len() != now.len() {
+        let first = e.bests.len() != now.len();
+        let (best, progress) = if first {
             (true, true)
         } else if eval.watch.is_empty() {
             let better = now[0] > e.bests[0];
@@ -225,17 +226,15 @@ impl TrainState {
             let pairs = || now.iter().zip(&e.bests);
             (pairs().all(ge), pairs().any(ge))
         };
-        if e.bests.len() != now.len() {
-            e.bests = now;
-        } else if eval.watch.is_empty() {
-            if best {
-                e.bests = now;
-            }
-        } else {
-            e.bests
+        // The best of each figure so far (under the default rule the new figure when it
+        // was strictly better, else the old: the same maximum).
+        match first {
+            true => e.bests = now,
+            false => e
+                .bests
                 .iter_mut()
                 .zip(&now)
-                .for_each(|(b, &x)| *b = b.max(x));
+                .for_each(|(b, &x)| *b = b.max(x)),
         }
         e.since = if progress { 0 } else { e.since + 1 };
         let stop = eval.patience.is_some_and(|p| e.since >= p as u64);
