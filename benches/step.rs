@@ -12,7 +12,9 @@
 //! AVX512_BF16), interleaved.
 //!
 //! Run: `cargo bench --bench step` (`STEP_BENCH_QUICK=1`: only the f32/bf16 line per thread
-//! count, what `scripts/step_floor.sh` reads).
+//! count, what `scripts/step_floor.sh` reads; `STEP_BENCH_F32=1`: f32 alone, for a profile;
+//! `STEP_BENCH_THREADS=1`: those thread counts; `STEP_BENCH_TIMELINE=1`: CPU time by node of
+//! the median of 7 steps, with each GEMM's rate).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -569,10 +571,10 @@ fn steps(c: &mut Criterion) {
         if std::env::var_os("STEP_BENCH_TIMELINE").is_some() {
             timeline(&model, &pre, threads);
         }
-        let mut bf16 = Precision::Bf16
-            .check()
-            .is_ok()
-            .then(|| Model::with_precision(&src, 2, threads, b, Precision::Bf16));
+        // `STEP_BENCH_F32=1`: the f32 step alone (a profile of it, without bf16's kernels).
+        let mut bf16 = (Precision::Bf16.check().is_ok()
+            && std::env::var_os("STEP_BENCH_F32").is_none())
+        .then(|| Model::with_precision(&src, 2, threads, b, Precision::Bf16));
         pool.install(|| executor_f32_and_bf16(&mut model, bf16.as_mut(), &ex, &pre, threads));
         if quick {
             continue;

@@ -866,6 +866,66 @@ mod tests {
         v.iter().map(|x| x.to_bits()).collect()
     }
 
+    /// A product that does not accumulate writes every element of out, an empty row as
+    /// zeros, on every path: what lets its callers hand it a recycled buffer of stale
+    /// values instead of zeroing one first (`Tensor::scratch`).
+    #[test]
+    fn a_product_overwrites_every_element_of_out_on_every_path() {
+        let mut seed = 11u64;
+        let (n, n_cols, f) = (41usize, 29usize, 70usize);
+        let (offsets, indices) = random_csr(&mut seed, n, n_cols, 5, 9, true);
+        let vals: Vec<f32> = (0..indices.len())
+            .map(|_| (next(&mut seed) % 2000) as f32 / 997.0 - 1.0)
+            .collect();
+        let xs: Vec<f32> = (0..n_cols * f)
+            .map(|_| (next(&mut seed) % 4000) as f32 / 1999.0 - 1.0)
+            .collect();
+        let a = CsrRef {
+            offsets: &offsets,
+            indices: &indices,
+            values: Some(&vals),
+            n_cols,
+        };
+        let x = MatRef::row_major(&xs, n_cols, f).unwrap();
+        for isa in isas() {
+            for packed in [false, true] {
+                if packed && isa == Isa::Generic {
+                    continue;
+                }
+                let how = How {
+                    isa,
+                    packed,
+                    prefetch: !packed,
+                    accumulate: false,
+                };
+                let mut outs = [vec![0f32; n * f], vec![f32::NAN; n * f]];
+                for got in outs.iter_mut() {
+                    let out = Out {
+                        ptr: got.as_mut_ptr(),
+                        row_stride: f,
+                    };
+                    let mut pack = PackBuffer::take(packed);
+                    let mut c = 0;
+                    while c < f {
+                        let cols = (f - c).min(PANEL);
+                        // SAFETY: columns c..c + cols lie within X's and out's width; the
+                        // CSR is well formed and names rows of X.
+                        unsafe { panel(Rows::of(a), x, c, cols, &out, how, &mut pack) };
+                        c += cols;
+                    }
+                    pack.give_back();
+                }
+                assert_eq!(bits(&outs[0]), bits(&outs[1]), "{how:?}");
+            }
+        }
+        // Through the public entry point, feature blocks narrower than the width.
+        let mut stale = vec![f32::NAN; n * f];
+        spmm_view_blocked(a, x, MatMut::row_major(&mut stale, n, f).unwrap(), 16).unwrap();
+        let mut zeroed = vec![0f32; n * f];
+        spmm_view_blocked(a, x, MatMut::row_major(&mut zeroed, n, f).unwrap(), 16).unwrap();
+        assert_eq!(bits(&zeroed), bits(&stale));
+    }
+
     /// Every path this CPU can run (plain; AVX2 and AVX-512 where present; packed and in
     /// place; with and without prefetching) gives the plain loop's result bit for bit, at
     /// every panel width from 1 to 64 (partial vectors), an odd offset and stride (no

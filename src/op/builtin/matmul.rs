@@ -375,13 +375,14 @@ fn dense_product(
         )));
     }
     if tx && ty {
-        // Xᵀ·Yᵀ = (Y·X)ᵀ.
-        let mut yx = Tensor::zeros(n, m);
+        // Xᵀ·Yᵀ = (Y·X)ᵀ. The product overwrites every element (zeros where k = 0).
+        let mut yx = Tensor::scratch(n, m);
         let out = MatMut::row_major(&mut yx.data, n, m)?;
         gemm_view_with(precision, y, Trans::N, x, Trans::N, out, false)?;
         return Ok(transpose(&yx));
     }
-    let mut c = Tensor::zeros(m, n);
+    // Overwritten whole by the product (zeros where k = 0): no zeroing pass first.
+    let mut c = Tensor::scratch(m, n);
     let out = MatMut::row_major(&mut c.data, m, n)?;
     gemm_view_with(precision, x, trans(tx), y, trans(ty), out, false)?;
     Ok(c)
@@ -405,15 +406,19 @@ fn sparse_product(
     }
     let cols = y.n_cols();
     let heads = s.heads();
-    let values = if ts {
-        s.transposed_values()
+    // Sᵀ's values in its CSR order, permuted; S's read where they are (no copy).
+    let permuted;
+    let values: &Tensor = if ts {
+        permuted = s.transposed_values();
+        &permuted
     } else {
-        (*s.values).clone()
+        &s.values
     };
-    let mut out = Tensor::zeros(n, cols);
     if cols == 0 || n == 0 {
-        return Ok(out);
+        return Ok(Tensor::zeros(n, cols));
     }
+    // Every row is written (an empty row as zeros), head by head below.
+    let mut out = Tensor::scratch(n, cols);
     if heads == 1 {
         let a = CsrRef {
             offsets: &st.offsets,
