@@ -229,38 +229,76 @@ fn frontier_visits_converge_to_degree_proportions() {
     }
 }
 
+/// The skewed graph on nodes 0..30, then 12 nodes without neighbours (a training graph's
+/// held-out nodes), a self-loop on every fifth node (degrees count it, as a store's CSR
+/// does).
+fn skewed_with_isolated_and_loops() -> (Vec<u64>, Vec<u32>) {
+    let (o, i) = skewed_graph(30);
+    let (mut offsets, mut indices) = (vec![0u64], Vec::new());
+    for u in 0..42u32 {
+        if u < 30 {
+            let mut row: Vec<u32> = i[o[u as usize] as usize..o[u as usize + 1] as usize].to_vec();
+            if u % 5 == 0 {
+                row.push(u);
+                row.sort_unstable();
+            }
+            indices.extend(row);
+        }
+        offsets.push(indices.len() as u64);
+    }
+    (offsets, indices)
+}
+
+/// GraphSAINT's edge distribution, P({u, v}) ∝ 1/deg u + 1/deg v over the edges between two
+/// nodes, by a χ² test over 400,000 draws: on a plain graph, and on one with isolated nodes
+/// and self-loops (which the sampler's uniform node then uniform neighbour must neither
+/// draw nor let skew the other edges).
 #[test]
 fn edge_sampler_frequencies_match_inverse_degrees() {
-    let (o, i) = skewed_graph(30);
-    let g = Csr::new(&o, &i).unwrap();
-    let s = EdgeSampler::new(g, 1).unwrap();
-    let mut edges = Vec::new();
-    for u in 0..30u32 {
-        for &v in g.neighbors(u) {
-            if v > u {
-                edges.push((u, v));
+    for (o, i) in [skewed_graph(30), skewed_with_isolated_and_loops()] {
+        let g = Csr::new(&o, &i).unwrap();
+        let s = EdgeSampler::new(g, 1).unwrap();
+        let mut edges = Vec::new();
+        for u in 0..g.n_nodes() as u32 {
+            for &v in g.neighbors(u) {
+                if v > u {
+                    edges.push((u, v));
+                }
             }
         }
+        let w: Vec<f64> = edges
+            .iter()
+            .map(|&(u, v)| 1.0 / g.degree(u) as f64 + 1.0 / g.degree(v) as f64)
+            .collect();
+        let wsum: f64 = w.iter().sum();
+        let draws = 400_000;
+        let mut counts = vec![0u64; edges.len()];
+        let mut r = rng(7);
+        for _ in 0..draws {
+            let e = s.sample_edge(&mut r).unwrap();
+            counts[edges.binary_search(&e).expect("drawn edge exists")] += 1;
+        }
+        let expected: Vec<f64> = w.iter().map(|x| x / wsum * draws as f64).collect();
+        let stat = chi_square(&counts, &expected);
+        assert!(
+            stat < chi_square_critical(edges.len() - 1),
+            "chi2 = {stat} over {} edges",
+            edges.len()
+        );
     }
-    let w: Vec<f64> = edges
-        .iter()
-        .map(|&(u, v)| 1.0 / g.degree(u) as f64 + 1.0 / g.degree(v) as f64)
-        .collect();
-    let wsum: f64 = w.iter().sum();
-    let draws = 400_000;
-    let mut counts = vec![0u64; edges.len()];
-    let mut r = rng(7);
-    for _ in 0..draws {
-        let e = s.sample_edge(&mut r);
-        counts[edges.binary_search(&e).expect("drawn edge exists")] += 1;
-    }
-    let expected: Vec<f64> = w.iter().map(|x| x / wsum * draws as f64).collect();
-    let stat = chi_square(&counts, &expected);
-    assert!(
-        stat < chi_square_critical(edges.len() - 1),
-        "chi2 = {stat} over {} edges",
-        edges.len()
-    );
+}
+
+#[test]
+fn edge_sampler_on_self_loops_alone_is_an_error() {
+    let (offsets, indices) = (vec![0u64, 1, 2, 2], vec![0u32, 1]);
+    let g = Csr::new(&offsets, &indices).unwrap();
+    let s = EdgeSampler::new(g, 3).unwrap();
+    let err = s.sample_edge(&mut rng(1)).unwrap_err().to_string();
+    assert!(err.contains("self-loops"), "{err}");
+    // No node with a neighbour at all: refused when built.
+    let (offsets, indices) = (vec![0u64, 0, 0], vec![]);
+    let g = Csr::new(&offsets, &indices).unwrap();
+    assert!(matches!(EdgeSampler::new(g, 3), Err(SampleError::NoEdges)));
 }
 
 #[test]
@@ -454,11 +492,10 @@ fn corrupt_store_is_an_error_not_a_panic() {
     assert!(msg(sample_subgraph(&rw, 1, 0, 1).unwrap_err()).contains("out of range"));
     let nd = NodeSampler::new(g, 50, true).unwrap();
     assert!(msg(sample_subgraph(&nd, 1, 0, 1).unwrap_err()).contains("out of range"));
-    assert!(EdgeSampler::new(g, 10)
-        .err()
-        .map(msg)
-        .unwrap()
-        .contains("out of range"));
+    // The edge sampler builds without reading the rows (O(1) memory per edge); its first
+    // draw reads one and stops there.
+    let ed = EdgeSampler::new(g, 10).unwrap();
+    assert!(msg(sample_subgraph(&ed, 1, 0, 1).unwrap_err()).contains("out of range"));
 }
 
 #[test]

@@ -35,6 +35,8 @@ impl Block {
     pub(super) fn new(store: &GraphStore, r0: usize, r1: usize) -> Result<Block> {
         let full = store.full();
         let base = full.offsets()[r0];
+        // The block's adjacency counts its entries (and a self-loop per row) in u32.
+        crate::sample::subgraph_offset((full.offsets()[r1] - base) as usize + (r1 - r0))?;
         let offsets: Vec<u32> = full.offsets()[r0..=r1]
             .iter()
             .map(|&o| (o - base) as u32)

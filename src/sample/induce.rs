@@ -271,9 +271,23 @@ fn induce_marked(
             indices.set_len(len + k);
             parent.set_len(len + k);
         }
-        offsets.push(indices.len() as u32);
+        offsets.push(subgraph_offset(indices.len())?);
     }
     Ok(())
+}
+
+/// A subgraph's CSR offset: its entries are counted in u32 (what its kernels index by),
+/// so a subgraph of more than 2³² − 1 entries (the "full" sampler on a graph past 2³²
+/// entries) is an error saying so, never a wrapped offset.
+pub fn subgraph_offset(entries: usize) -> Result<u32, StoreError> {
+    u32::try_from(entries).map_err(|_| {
+        StoreError::argument(format!(
+            "a subgraph of more than {} entries ({entries} so far): subgraphs index their \
+             entries in 32 bits; sample smaller subgraphs (the `full` sampler takes the whole \
+             graph)",
+            u32::MAX
+        ))
+    })
 }
 
 /// Drops `nodes.len() % multiple` random nodes (keeping ascending order) so the count is a
@@ -292,6 +306,18 @@ pub fn clip(nodes: &mut Vec<u32>, multiple: usize, rng: &mut impl RngCore) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subgraph_offset_past_32_bits_is_an_error_not_a_wrap() {
+        assert_eq!(subgraph_offset(u32::MAX as usize).unwrap(), u32::MAX);
+        let err = subgraph_offset(u32::MAX as usize + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("32 bits") && err.contains("4294967296"),
+            "{err}"
+        );
+    }
     use crate::store::csr_build::pack;
     use proptest::prelude::*;
     use rand::SeedableRng;

@@ -34,7 +34,9 @@ use crate::store::StoreError;
 pub use config::{SamplerConfig, KINDS};
 pub use edge::{EdgeParams, EdgeSampler};
 pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
-pub use induce::{clip, induce, induce_into, sort_dedup, transpose_permutation, Subgraph};
+pub use induce::{
+    clip, induce, induce_into, sort_dedup, subgraph_offset, transpose_permutation, Subgraph,
+};
 pub use link::{
     attach_targets, saint_target_weight, LinkBatch, LinkSampling, NegativeDist, NegativeEnds,
 };
