@@ -8,7 +8,8 @@
 # OpenBLAS is the one numpy's wheel bundles, from a venv this script makes (VENV, default
 # /tmp/saintflow-gemm-venv). Prints `lscpu`'s model line, then per run the core's FMA bound
 # (the machine's limit for every rate below) and one table.
-#   REPS (default 9) timed repetitions per cell, THREADS (default 1,2), ROUNDS (default 1).
+#   REPS (default 9) timed repetitions per cell, THREADS (default 1,2), ROUNDS (default 1);
+#   PLAIN=no skips the two plain x86-64 configurations (and their build).
 # With ROUNDS > 1 it ends with the median over rounds of each cell's ratio to OpenBLAS, and
 # each configuration's lowest median (the acceptance figure: ≥ 95 %).
 set -euo pipefail
@@ -43,6 +44,7 @@ for r in $(seq "$ROUNDS"); do
     run "AVX2 paths (OpenBLAS Haswell kernels), repo flags" "" \
       IMPLS=openblas,saintflow_avx2 OPENBLAS_CORETYPE=Haswell SAINTFLOW_ISA=avx2
   fi
+  [ "${PLAIN:-yes}" = yes ] || continue
   run "widest paths, plain x86-64 (no repo rustflags)" target/plain-x86-64 \
     IMPLS=openblas,saintflow,gemm_crate
   if [ $avx512 = yes ]; then

@@ -13,7 +13,10 @@
 # prints its ratios; the last lines are the medians over rounds. A step's time at 1 thread
 # is its CPU time, at 2 threads its wall time.
 #   ROUNDS (default 5), REPS (GEMM repetitions per cell, default 5), VENV (numpy's venv,
-#   default /tmp/saintflow-gemm-venv), TORCH_PYTHON (optional).
+#   default /tmp/saintflow-gemm-venv), TORCH_PYTHON (optional); ISA=avx2: the forced-AVX2
+#   pair on an AVX-512 CPU (what an AVX2-only CPU such as a Zen 3 runs): OpenBLAS's Haswell
+#   kernels for the floor, SAINTFLOW_ISA=avx2 for the step, no bf16.
+# The first round prints the GEMM paths it ran (saintflow's, and OpenBLAS's core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
@@ -25,6 +28,13 @@ lscpu | grep "Model name" || true
 bf16=no
 grep -q avx512_bf16 /proc/cpuinfo && bf16=yes
 echo "AVX512_BF16: $bf16"
+gemm_env=() step_env=()
+if [ "${ISA:-}" = avx2 ]; then
+  gemm_env=(OPENBLAS_CORETYPE=Haswell SAINTFLOW_ISA=avx2)
+  step_env=(SAINTFLOW_ISA=avx2 STEP_BENCH_F32=1)
+  bf16=no
+  echo "forced AVX2: OpenBLAS Haswell kernels, saintflow's AVX2 path"
+fi
 impls=openblas
 [ $bf16 = yes ] && impls=openblas,saintflow_bf16
 cargo bench -q --bench gemm_openblas --no-run 2>/dev/null
@@ -41,11 +51,12 @@ best() {
 }
 
 for r in $(seq "$ROUNDS"); do
-  IMPLS=$impls cargo bench -q --bench gemm_openblas 2>/dev/null > "$W/gemm.txt"
+  env ${gemm_env[@]+"${gemm_env[@]}"} IMPLS=$impls cargo bench -q --bench gemm_openblas 2>/dev/null > "$W/gemm.txt"
+  [ "$r" = 1 ] && grep "GEMM path" "$W/gemm.txt"
   if [ -n "${TORCH_PYTHON:-}" ] && [ $bf16 = yes ]; then
     "$TORCH_PYTHON" scripts/torch_bf16_gemm.py > "$W/torch.txt"
   fi
-  STEP_BENCH_QUICK=1 cargo bench -q --bench step -- nomatch 2>&1 \
+  env ${step_env[@]+"${step_env[@]}"} STEP_BENCH_QUICK=1 cargo bench -q --bench step -- nomatch 2>&1 \
     | grep "^executor, pre-sampled" > "$W/step.txt"
   for t in 1 2; do
     blas=$(best "$t" 1 "$W/gemm.txt")
