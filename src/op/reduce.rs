@@ -38,6 +38,62 @@
 //! let op = neighbour_reduce(Max);
 //! assert!(op.as_neighbour().is_some());
 //! ```
+//!
+//! The adapter differentiates three classes of folds, one per [`Routing`] ([`ROUTING_RULES`]):
+//! a weighted sum (acc + a·x), a selection (the fold keeps acc or x), and a weighted sum of
+//! a map of x finished by a function of the sum ([`Routing::Mapped`]: acc + a·g(x), then
+//! h(acc), with g′ and h′ given). A fold outside the class it declares is refused when
+//! the op's types are inferred ([`check_rule`], on probe values), naming the rule: a mean
+//! of squares declared `Weighted` used to train with the gradient of a mean. Written as a
+//! mapped fold it is right — here the root mean square over the neighbours (with `A_mean`),
+//! checked against finite differences:
+//!
+//! ```
+//! use saintflow::op::{neighbour_reduce, AdjKind, NeighbourReduce, Routing};
+//! use saintflow::testing::{check_op_gradients, Arg};
+//!
+//! #[derive(Clone, Debug)]
+//! struct Rms;
+//!
+//! impl NeighbourReduce for Rms {
+//!     fn name(&self) -> &str {
+//!         "user.rms"
+//!     }
+//!     fn identity(&self) -> f32 {
+//!         0.0
+//!     }
+//!     fn fold(&self, acc: f32, a: f32, x: f32) -> f32 {
+//!         acc + a * x * x
+//!     }
+//!     fn routing(&self) -> Routing {
+//!         Routing::Mapped
+//!     }
+//!     /// g(x) = x², g′(x) = 2x.
+//!     fn map(&self, x: f32) -> (f32, f32) {
+//!         (x * x, 2.0 * x)
+//!     }
+//!     /// h(s) = √s, h′(s) = 1/(2√s).
+//!     fn finish(&self, s: f32) -> (f32, f32) {
+//!         let r = s.max(0.0).sqrt();
+//!         (r, if r > 0.0 { 0.5 / r } else { 0.0 })
+//!     }
+//! }
+//!
+//! let args = [Arg::Adjacency(AdjKind::Mean), Arg::Nodes(3)];
+//! check_op_gradients(neighbour_reduce(Rms), &args).unwrap();
+//!
+//! /// The same fold declared a weighted sum is refused, naming the rule.
+//! #[derive(Clone, Debug)]
+//! struct Wrong;
+//! impl NeighbourReduce for Wrong {
+//!     fn name(&self) -> &str { "user.wrong" }
+//!     fn identity(&self) -> f32 { 0.0 }
+//!     fn fold(&self, acc: f32, a: f32, x: f32) -> f32 { acc + a * x * x }
+//!     fn routing(&self) -> Routing { Routing::Weighted }
+//! }
+//! let e = check_op_gradients(neighbour_reduce(Wrong), &args).unwrap_err();
+//! assert!(e.to_string().contains("acc + a·x"));
+//! ```
 
 use std::fmt;
 use std::sync::Arc;
@@ -61,7 +117,19 @@ pub enum Routing {
     /// neighbour j at which the fold last changed the accumulator (for a strict comparison,
     /// the first of tied neighbours in CSR order). A's values get no gradient.
     Selected,
+    /// The fold is a weighted sum of a map of x, acc + a·g(x), finished by y = h(acc): with
+    /// g and g′ given by [`NeighbourReduce::map`] and h, h′ by [`NeighbourReduce::finish`],
+    /// ∂X\[j\] += h′(acc_i)·a_ij·g′(X\[j\])·∇Y\[i\] (acc_i the row's sum before h). Mean of
+    /// squares, a power mean ((Σ a·x^p)^(1/p)), a root mean square. A's values get no
+    /// gradient.
+    Mapped,
 }
+
+/// The class of folds each [`Routing`] differentiates correctly, as [`check_rule`] tests it
+/// (and the error it gives names).
+pub const ROUTING_RULES: &str = "Weighted: fold(acc, a, x) = acc + a·x; Selected: fold(acc, \
+     a, x) is acc or x; Mapped: fold(acc, a, x) = acc + a·g(x) with (g, g′) = map(x) and \
+     g′, h′ (finish) the derivatives of g, h";
 
 /// What a neighbour-reduce op's author writes (see the module header).
 pub trait NeighbourReduce: fmt::Debug + Clone + Send + Sync + 'static {
@@ -86,6 +154,108 @@ pub trait NeighbourReduce: fmt::Debug + Clone + Send + Sync + 'static {
 
     /// How the gradient routes.
     fn routing(&self) -> Routing;
+
+    /// For [`Routing::Mapped`]: g(x) and its derivative g′(x). Default: (x, 1).
+    fn map(&self, x: f32) -> (f32, f32) {
+        (x, 1.0)
+    }
+
+    /// For [`Routing::Mapped`]: the output h(acc) of a row's sum and its derivative
+    /// h′(acc). Default: (acc, 1). Not applied to a row without neighbours (`empty`).
+    fn finish(&self, acc: f32) -> (f32, f32) {
+        (acc, 1.0)
+    }
+}
+
+/// Probe values of [`check_rule`]: accumulators, entry values, neighbour values.
+const PROBE_ACC: [f32; 4] = [0.0, 0.75, -1.5, 3.0];
+const PROBE_A: [f32; 4] = [1.0, 0.5, 0.125, -2.0];
+const PROBE_X: [f32; 5] = [0.5, -0.75, 1.25, 2.0, 0.0625];
+
+/// Whether `got` is `want` up to a few roundings (a fold may fuse its multiply-add).
+fn close(got: f32, want: f32, scale: f32) -> bool {
+    (got - want).abs() <= 1e-5 * (scale.abs() + 1.0)
+}
+
+/// Whether a declared derivative `d` of `f` at `x` agrees with a central difference (where
+/// f is finite around x): the check that `map` and `finish` state their own derivatives.
+fn derivative_agrees(f: impl Fn(f32) -> f32, d: f32, x: f32) -> bool {
+    let h = 1e-3 * (x.abs() + 1.0) as f64;
+    let (lo, hi) = (f((x as f64 - h) as f32), f((x as f64 + h) as f32));
+    if !lo.is_finite() || !hi.is_finite() || !d.is_finite() {
+        return true;
+    }
+    let fd = (hi as f64 - lo as f64) / (2.0 * h);
+    (fd - d as f64).abs() <= 2e-2 * (fd.abs().max(d.abs() as f64) + 1e-2)
+}
+
+/// Tests `r`'s fold against the class its [`Routing`] differentiates ([`ROUTING_RULES`]) on
+/// probe values: an error naming the rule and the first probe that breaks it. What stops a
+/// fold whose backward the adapter cannot derive (a mean of squares declared `Weighted`
+/// trained with a wrong gradient) before it runs: every op made by [`neighbour_reduce`]
+/// runs it when its types are inferred.
+pub fn check_rule<R: NeighbourReduce>(r: &R) -> Result<(), OpError> {
+    let refuse = |rule: &str, acc: f32, a: f32, x: f32, got: f32, want: String| {
+        Err(OpError::args(format!(
+            "{}: declared Routing::{:?}, whose rule is {rule}, but fold({acc}, {a}, {x}) = {got}, \
+             expected {want}; declare the routing that matches the fold ({ROUTING_RULES}) or \
+             write the op on the `Op` trait",
+            r.name(),
+            r.routing()
+        )))
+    };
+    for &acc in &PROBE_ACC {
+        for &a in &PROBE_A {
+            for &x in &PROBE_X {
+                let got = r.fold(acc, a, x);
+                match r.routing() {
+                    Routing::Weighted => {
+                        let want = acc + a * x;
+                        if !close(got, want, acc.abs() + (a * x).abs()) {
+                            return refuse("acc + a·x", acc, a, x, got, want.to_string());
+                        }
+                    }
+                    Routing::Selected => {
+                        if got.to_bits() != acc.to_bits() && got.to_bits() != x.to_bits() {
+                            return refuse("acc or x", acc, a, x, got, format!("{acc} or {x}"));
+                        }
+                    }
+                    Routing::Mapped => {
+                        let (gx, _) = r.map(x);
+                        if !gx.is_finite() {
+                            continue;
+                        }
+                        let want = acc + a * gx;
+                        if !close(got, want, acc.abs() + (a * gx).abs()) {
+                            return refuse("acc + a·g(x)", acc, a, x, got, want.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if r.routing() == Routing::Mapped {
+        // Away from 0, where clamps and roots put their kinks.
+        for &x in PROBE_X.iter().chain(&PROBE_ACC).filter(|&&x| x != 0.0) {
+            let (_, dg) = r.map(x);
+            if !derivative_agrees(|t| r.map(t).0, dg, x) {
+                return Err(OpError::args(format!(
+                    "{}: map's derivative at {x} is {dg}, but g's slope there is not (the rule: \
+                     map(x) returns g(x) and g′(x))",
+                    r.name()
+                )));
+            }
+            let (_, dh) = r.finish(x);
+            if !derivative_agrees(|t| r.finish(t).0, dh, x) {
+                return Err(OpError::args(format!(
+                    "{}: finish's derivative at {x} is {dh}, but h's slope there is not (the \
+                     rule: finish(acc) returns h(acc) and h′(acc))",
+                    r.name()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `r` as an op `NAME(A, X)` (see the module header).
@@ -159,7 +329,22 @@ fn fold_rows<R: NeighbourReduce>(
             r.identity()
         });
     }
-    fold_entries(r, a, first, x, &mut y)
+    fold_entries(r, a, first, x, &mut y)?;
+    if r.routing() == Routing::Mapped {
+        for k in 0..y.n_rows() {
+            if !a.is_empty(first + k) {
+                finish_row(r, y.row_mut(k));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A [`Routing::Mapped`] row's sums through h.
+fn finish_row<R: NeighbourReduce>(r: &R, row: &mut [f32]) {
+    for v in row {
+        *v = r.finish(*v).0;
+    }
 }
 
 /// Folds rows `first..first + y.n_rows()`'s entries into `y`, continuing each row's fold.
@@ -244,6 +429,7 @@ impl<R: NeighbourReduce> Op for Reduce<R> {
         Arity::Exact(vec![Kind::Sparse, Kind::Dense])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        check_rule(&self.0)?;
         check(self.0.name(), inputs[0], inputs[1])
     }
     fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
@@ -272,6 +458,12 @@ impl<R: NeighbourReduce> Op for Reduce<R> {
             (true, Routing::Selected) => {
                 return Err(OpError::args(format!(
                     "{}: the adjacency's values are not differentiable (a selecting fold reads only its pattern)",
+                    self.0.name()
+                )))
+            }
+            (true, Routing::Mapped) => {
+                return Err(OpError::args(format!(
+                    "{}: the adjacency's values are not differentiable through a mapped fold (give it a fixed adjacency such as A_mean)",
                     self.0.name()
                 )))
             }
@@ -362,6 +554,8 @@ impl<R: NeighbourReduce> NeighbourFold for Reduce<R> {
             for (row, &d) in acc.data.chunks_exact_mut(cols).zip(degree) {
                 if d == 0 {
                     row.fill(self.0.empty());
+                } else if self.0.routing() == Routing::Mapped {
+                    finish_row(&self.0, row);
                 }
             }
         }
@@ -394,6 +588,30 @@ fn route<R: NeighbourReduce>(
                     check_row(r, j, x.rows)?;
                     for (d, &gi) in dx.row_mut(j).iter_mut().zip(g) {
                         *d += w * gi;
+                    }
+                }
+            }
+            Routing::Mapped => {
+                if a.is_empty(i) {
+                    continue;
+                }
+                // The row's sums again (acc_i), then h′(acc_i)·∇Y[i] spread by a·g′(x).
+                acc.fill(r.identity());
+                for (j, w) in a.row(i) {
+                    check_row(r, j, x.rows)?;
+                    let xj = &x.row(j)[cols.clone()];
+                    for c in 0..width {
+                        acc[c] = r.fold(acc[c], w, xj[c]);
+                    }
+                }
+                for c in 0..width {
+                    acc[c] = r.finish(acc[c]).1 * g[c];
+                }
+                for (j, w) in a.row(i) {
+                    let xj = &x.row(j)[cols.clone()];
+                    let dj = dx.row_mut(j);
+                    for c in 0..width {
+                        dj[c] += w * r.map(xj[c]).1 * acc[c];
                     }
                 }
             }

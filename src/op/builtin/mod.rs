@@ -17,7 +17,7 @@ mod structure;
 use std::sync::Arc;
 
 pub use activation::{Activation, RELU};
-pub use aggregate::Extreme;
+pub use aggregate::{Extreme, PowerMean, POWER_MEAN_MAX};
 pub use arith::{Add, AddN, BroadcastRows, Mul, Scale, Sub, SumRows};
 pub use attention::{Gat, GatScoresBackward, GatVecBackward, GatZBackward, Side};
 pub use dropout::{Dropout, DropoutBackward, DropoutMask};
@@ -144,6 +144,12 @@ pub fn register(r: &mut Registry) {
         &[],
         "min_agg(A, x): row i the element-wise minimum of x's rows at i's neighbours (0 without any)",
         |_| Ok(neighbour_reduce(Extreme::Min)),
+    ));
+    ok(r.register(
+        "powermean_agg",
+        &["p"],
+        "powermean_agg(A, x, p=1.0): row i (Σ_j a_ij·clamp(x_j, 0, 100)^p)^(1/p) over i's neighbours (with A_mean the power mean; 0 without any)",
+        |a| Ok(neighbour_reduce(PowerMean::new(a.num("p", 1.0)?)?)),
     ));
     ok(r.register(
         "mean_heads",
