@@ -226,8 +226,7 @@ fn eval_last_gives_the_last_epochs_validation() {
     let last_epoch: serde_json::Value = log
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|r| r["kind"] == "epoch")
-        .last()
+        .rfind(|r| r["kind"] == "epoch")
         .unwrap();
     let out = saintflow_ok(
         &[

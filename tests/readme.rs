@@ -171,8 +171,8 @@ fn the_block_parser_joins_continuations_and_skips_other_blocks() {
 /// section, before sampling and import.
 #[test]
 fn readme_sections_come_in_the_order_a_user_needs_them() {
-    let md = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .unwrap();
+    let md =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let order = [
         "## Set-up: two commands",
         "## Training",
@@ -190,7 +190,10 @@ fn readme_sections_come_in_the_order_a_user_needs_them() {
     ];
     let at: Vec<usize> = order
         .iter()
-        .map(|h| md.find(h).unwrap_or_else(|| panic!("README.md lacks {h:?}")))
+        .map(|h| {
+            md.find(h)
+                .unwrap_or_else(|| panic!("README.md lacks {h:?}"))
+        })
         .collect();
     for (w, pair) in at.windows(2).enumerate() {
         assert!(

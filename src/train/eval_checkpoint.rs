@@ -115,6 +115,9 @@ pub fn evaluate_checkpoint(
     })
 }
 
+/// Validation metrics, test metrics, the shape of the predictions written.
+type Figures = (Option<Metrics>, Option<Metrics>, Option<Vec<usize>>);
+
 /// The validation and test metrics of a node plan (as training's evaluator counts them:
 /// None for a role without labelled nodes), and the predictions written to `out`.
 fn node_figures(
@@ -123,7 +126,7 @@ fn node_figures(
     runner: &dyn StepRunner,
     params: &Params,
     out: Option<&Path>,
-) -> Result<(Option<Metrics>, Option<Metrics>, Option<Vec<usize>>)> {
+) -> Result<Figures> {
     let classes = graph.width(Output::Logits);
     let labels = store.labels();
     let multi = matches!(labels, Labels::Multi { .. });
