@@ -276,3 +276,33 @@ fn a_plan_that_is_neither_a_file_nor_a_shipped_name_is_refused_with_the_nearest_
         text(&out.stderr)
     );
 }
+
+/// The Python stubs type `sf.train(NAME, …)` by the plan's family for the names they list:
+/// each must be a shipped plan of that family (a plan missing from the lists is typed as
+/// the union, which is not wrong; a listed name of the other family would be).
+#[test]
+fn the_python_stubs_type_each_listed_plan_name_by_its_family() {
+    let pyi = std::fs::read_to_string(root().join("python/saintflow/__init__.pyi")).unwrap();
+    let names = |alias: &str| -> Vec<String> {
+        let at = pyi.find(&format!("{alias} = Literal[")).expect(alias) + alias.len() + 11;
+        let end = at + pyi[at..].find(']').unwrap();
+        pyi[at..end]
+            .split(',')
+            .map(|n| n.trim().trim_matches('"').to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    };
+    let (gnn, embedding) = (names("_GnnPlanName"), names("_EmbeddingPlanName"));
+    assert!(gnn.contains(&"gcn".to_string()) && embedding.contains(&"deepwalk".to_string()));
+    for (list, embedding_family) in [(&gnn, false), (&embedding, true)] {
+        for name in list {
+            let plan = saintflow::plan::shipped::find(name)
+                .unwrap_or_else(|| panic!("the stubs name `{name}`, which is not shipped"));
+            assert_eq!(
+                plan.task() == "embedding",
+                embedding_family,
+                "`{name}` is typed as the wrong family in python/saintflow/__init__.pyi"
+            );
+        }
+    }
+}

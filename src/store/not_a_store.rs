@@ -1,8 +1,9 @@
 //! What a path given as a store is when it is not one (issue 54, item 8): a GraphSAINT or
-//! OGB dataset directory, an edge list, an empty directory. [`GraphStore::open`]
-//! (crate::store::GraphStore::open) asks here before it reports a missing header, so the
-//! message names the importer that makes a store of it instead of `header.sf: cannot
-//! open`. Only the directory's listing and a file's first bytes are read.
+//! OGB dataset directory, an edge list, an empty directory.
+//! [`GraphStore::open`](crate::store::GraphStore::open) asks here before it reports a
+//! missing header, so the message names the importer that makes a store of it instead of
+//! `header.sf: cannot open`. Only the directory's listing and a file's first bytes are
+//! read.
 
 use std::path::Path;
 
