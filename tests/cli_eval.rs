@@ -305,3 +305,204 @@ fn shared_data_eval_reproduces_the_cora_gcn_test_figure() {
         "{record}"
     );
 }
+
+/// A multi-label store: predictions are `[N, C]` uint8, a class predicted where its logit
+/// is above 0, and their F1-micro over the test nodes is the run's.
+#[test]
+fn eval_writes_multi_label_predictions_that_score_the_runs_f1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let n = 60usize;
+    let edges: String = (0..n)
+        .map(|u| format!("{u} {}\n{u} {}\n", (u + 1) % n, (u + 7) % n))
+        .collect();
+    std::fs::write(d.join("edges.txt"), edges).unwrap();
+    let x: Vec<f32> = (0..n * 5).map(|i| ((i * 37) % 11) as f32 / 11.0).collect();
+    common::write_npy_f32(&d.join("x.npy"), n as u64, 5, &x);
+    let y: Vec<i64> = (0..n * 3).map(|i| i64::from((i * 13) % 5 < 2)).collect();
+    {
+        use npyz::WriterBuilder;
+        let f = std::io::BufWriter::new(std::fs::File::create(d.join("y.npy")).unwrap());
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[n as u64, 3])
+            .writer(f)
+            .begin_nd()
+            .unwrap();
+        w.extend(y.iter().copied()).unwrap();
+        w.finish().unwrap();
+    }
+    saintflow_ok(
+        &[
+            "import",
+            "edgelist",
+            "edges.txt",
+            "-o",
+            "ml.sf",
+            "--symmetrize",
+            "--features",
+            "x.npy",
+            "--labels",
+            "y.npy",
+            "-q",
+        ],
+        d,
+    );
+    saintflow_ok(
+        &[
+            "train",
+            "gcn",
+            "--graph",
+            "ml.sf",
+            "--threads",
+            "2",
+            "--epochs",
+            "20",
+            "--checkpoint",
+            "run/",
+            "--log",
+            "run/log.jsonl",
+        ],
+        d,
+    );
+    let record = test_record(d);
+    let out = saintflow_ok(
+        &[
+            "eval",
+            "gcn",
+            "--graph",
+            "ml.sf",
+            "--checkpoint",
+            "run/",
+            "--threads",
+            "2",
+            "--json",
+            "-o",
+            "pred.npy",
+        ],
+        d,
+    );
+    let e: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(e["test"], record["test"]);
+    assert!(
+        text(&out.stderr).contains("wrote pred.npy ([60, 3] uint8 0/1 per class)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let bytes = std::fs::read(d.join("pred.npy")).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    assert_eq!(npy.shape(), &[n as u64, 3]);
+    let pred: Vec<u8> = npy.into_vec().unwrap();
+    let store = GraphStore::open(d.join("ml.sf")).unwrap();
+    let (mut tp, mut fp, mut fn_) = (0u64, 0u64, 0u64);
+    for v in store.nodes_with_role(Role::Test) {
+        for k in 0..3u32 {
+            let (p, t) = (
+                pred[v as usize * 3 + k as usize] == 1,
+                store.labels().has_class(v, k),
+            );
+            tp += u64::from(p && t);
+            fp += u64::from(p && !t);
+            fn_ += u64::from(!p && t);
+        }
+    }
+    let f1 = 2.0 * tp as f64 / (2 * tp + fp + fn_) as f64;
+    let want = record["test"]["f1_micro"].as_f64().unwrap();
+    assert!((f1 - want).abs() < 1e-12, "{f1} against the run's {want}");
+}
+
+/// A link plan: eval gives the run's ranking figures; it has no node classes to write.
+#[test]
+fn eval_of_a_link_plan_gives_the_runs_ranking_figures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    saintflow_ok(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "8",
+            "--degree",
+            "8",
+            "--features",
+            "8",
+            "--classes",
+            "3",
+            "--planted",
+            "-o",
+            "g.sf",
+            "-q",
+        ],
+        d,
+    );
+    saintflow_ok(
+        &[
+            "split-edges",
+            "g.sf",
+            "-o",
+            "link.sf",
+            "--val",
+            "0.1",
+            "--test",
+            "0.1",
+            "--negatives",
+            "5",
+            "--seed",
+            "1",
+        ],
+        d,
+    );
+    saintflow_ok(
+        &[
+            "train",
+            "gae",
+            "--graph",
+            "link.sf",
+            "--threads",
+            "2",
+            "--epochs",
+            "5",
+            "--checkpoint",
+            "run/",
+            "--log",
+            "run/log.jsonl",
+        ],
+        d,
+    );
+    let record = test_record(d);
+    let args = [
+        "eval",
+        "gae",
+        "--graph",
+        "link.sf",
+        "--checkpoint",
+        "run/",
+        "--threads",
+        "2",
+        "--json",
+    ];
+    let e: serde_json::Value =
+        serde_json::from_str(text(&saintflow_ok(&args, d).stdout).trim()).unwrap();
+    assert!(record["test"]["mrr"].is_number(), "{record}");
+    assert_eq!(e["test"], record["test"], "eval {e}\nlog {record}");
+    assert_eq!(e["val"], record["val"]);
+    let out = saintflow(
+        &[
+            "eval",
+            "gae",
+            "--graph",
+            "link.sf",
+            "--checkpoint",
+            "run/",
+            "-o",
+            "p.npy",
+        ],
+        d,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("p.npy: a link plan predicts pairs, not node classes"),
+        "{}",
+        text(&out.stderr)
+    );
+}
