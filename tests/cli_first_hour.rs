@@ -199,7 +199,7 @@ fn a_labelled_store_without_training_nodes_says_to_pass_a_split() {
     );
     let err = train_fails(d, "own.sf");
     assert!(
-        err.contains("error: training: own.sf: no training nodes (role `train`, of 2 labelled classes): import the graph with a split that has training nodes, `--split 0.6,0.2,0.2`"),
+        err.contains("error: training: own.sf: no training nodes (role `train`; the store has labels of 2 classes): import the graph with a split that has training nodes, `--split 0.6,0.2,0.2`"),
         "{err}"
     );
 }

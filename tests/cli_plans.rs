@@ -37,13 +37,13 @@ fn readme_rows() -> Vec<(String, String)> {
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
             let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            assert_eq!(
-                cells.len(),
-                3,
-                "plans/README.md: a row without 3 cells: {l}"
+            assert!(
+                (2..=3).contains(&cells.len()),
+                "plans/README.md: a row of the shipped plans is `| file | model | Cora |`: {l}"
             );
             let name = cells[0].trim_matches('`').trim_end_matches(".toml");
-            (name.to_string(), cells[2].to_string())
+            // A row without its Cora cell reads as none measured, as the binary reads it.
+            (name.to_string(), cells.get(2).unwrap_or(&"—").to_string())
         })
         .collect()
 }
@@ -158,7 +158,8 @@ fn the_readme_table_of_plans_is_the_binarys() {
     assert_eq!(
         &md[at..at + end],
         table,
-        "README.md's table of plans is stale: paste `saintflow plans --markdown`"
+        "README.md's table of plans is stale (a plan added to plans/, or a figure changed in \
+         plans/README.md's table): paste `saintflow plans --markdown` between its markers"
     );
 }
 
