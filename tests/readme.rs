@@ -166,6 +166,45 @@ fn the_block_parser_joins_continuations_and_skips_other_blocks() {
     );
 }
 
+/// Issue 54, item 5: the README in the order a user needs it, set-up first and the
+/// repository last, with the shipped plans and the three-command recipe in the training
+/// section, before sampling and import.
+#[test]
+fn readme_sections_come_in_the_order_a_user_needs_them() {
+    let md =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let order = [
+        "## Set-up: two commands",
+        "## Training",
+        "### The shipped plans",
+        "<!-- plans: begin -->",
+        "### Your own data in three commands",
+        "saintflow import edgelist examples/own_data/edges.txt",
+        "### Plan files and `explain`",
+        "## Sampling and import",
+        "## As a library",
+        "## Node embedding",
+        "## Distributed training",
+        "## From Python",
+        "## Repository",
+    ];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|h| {
+            md.find(h)
+                .unwrap_or_else(|| panic!("README.md lacks {h:?}"))
+        })
+        .collect();
+    for (w, pair) in at.windows(2).enumerate() {
+        assert!(
+            pair[0] < pair[1],
+            "README.md: {:?} should come before {:?}",
+            order[w],
+            order[w + 1]
+        );
+    }
+}
+
 #[cfg(unix)]
 fn link(target: &Path, at: &Path) {
     std::os::unix::fs::symlink(target, at).unwrap();
@@ -270,6 +309,10 @@ fn readme_shell_examples_run_as_written() {
     // What the blocks promise to leave behind, read by later ones.
     for f in [
         "target/demo.sf",
+        "my_gcn.toml",
+        "own.sf",
+        "own/checkpoint.bin",
+        "own-predictions.npy",
         "k20.sf",
         "cora.sf",
         "g.sf",

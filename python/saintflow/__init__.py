@@ -7,7 +7,7 @@ PyTorch / PyTorch Geometric models, and saintflow's own training.
         ...                      # batch.x, batch.edge_index, batch.node_norm, ...
     for batch in sf.LinkSampler(split_store, kind="edge", batch_size=500, negatives=5):
         ...                      # batch.edge_label_index, batch.edge_label, ...
-    result = sf.train("plans/gcn.toml", store, epochs=20)
+    result = sf.train("gcn", store, epochs=20)   # a shipped plan by name, or a file
 
 The engine is the Rust library (``saintflow._native``); this package adds argument
 handling and the PyTorch / PyG adapters. Every error is a :class:`SaintflowError`.
@@ -25,7 +25,7 @@ from ._native import (
 from .ops import check_op_gradients, register_op, registered_ops
 from .sampler import Batch, LinkBatch, LinkSampler, SaintSampler
 from .store import HeldOutLinks, NodeIdError, Store
-from .training import EmbeddingResult, Plan, TrainResult, embed, eval_embedding, train
+from .training import EmbeddingResult, Plan, TrainResult, embed, eval_embedding, plans, train
 
 __all__ = [
     "Batch",
@@ -47,6 +47,7 @@ __all__ = [
     "check_op_gradients",
     "embed",
     "eval_embedding",
+    "plans",
     "register_op",
     "registered_ops",
     "sampler_kinds",

@@ -1,6 +1,6 @@
 # Type stubs of the saintflow package (the API as editors should complete it).
 from os import PathLike
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,17 @@ class SampleError(SaintflowError): ...
 class TrainError(SaintflowError): ...
 
 def sampler_kinds() -> Dict[str, Dict[str, Optional[str]]]: ...
+
+# Shipped plans by name (`plans()` lists them; a file of that name in the working
+# directory would win). A name listed here is typed by its family (tests/cli_plans.rs
+# checks each against the built-in plans); any other name or path gets the union.
+_GnnPlanName = Literal[
+    "appnp", "gae", "gat", "gcn", "gcnii", "gin", "graphsage", "graphsage_link",
+    "graphsage_max", "jknet", "mixhop", "mlp", "rgcn_link", "sgc",
+]
+_EmbeddingPlanName = Literal["deepwalk", "line", "node2vec"]
+
+def plans() -> List[Dict[str, Optional[str]]]: ...
 
 class Store:
     @classmethod
@@ -243,6 +254,45 @@ class EmbeddingResult:
     samples_per_s: float
     last_loss: float
 
+@overload
+def train(
+    plan: _GnnPlanName,
+    store: Union[Store, _Path],
+    *,
+    epochs: Optional[int] = ...,
+    seed: int = ...,
+    threads: Optional[int] = ...,
+    checkpoint: Optional[_Path] = ...,
+    resume: bool = ...,
+    force: bool = ...,
+    log: Optional[_Path] = ...,
+    progress: bool = ...,
+    max_steps: Optional[int] = ...,
+    overrides: _Overrides = ...,
+    output: Optional[_Path] = ...,
+    holdout: float = ...,
+    memory_mib: int = ...,
+) -> TrainResult: ...
+@overload
+def train(
+    plan: _EmbeddingPlanName,
+    store: Union[Store, _Path],
+    *,
+    epochs: Optional[int] = ...,
+    seed: int = ...,
+    threads: Optional[int] = ...,
+    checkpoint: Optional[_Path] = ...,
+    resume: bool = ...,
+    force: bool = ...,
+    log: Optional[_Path] = ...,
+    progress: bool = ...,
+    max_steps: Optional[int] = ...,
+    overrides: _Overrides = ...,
+    output: Optional[_Path] = ...,
+    holdout: float = ...,
+    memory_mib: int = ...,
+) -> EmbeddingResult: ...
+@overload
 def train(
     plan: Union[Plan, _Path],
     store: Union[Store, _Path],

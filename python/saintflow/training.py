@@ -12,10 +12,19 @@ from ._util import count as _count
 from .store import Store
 
 
+def plans():
+    """The shipped plans, built into the package: a list of dicts with ``name`` (what
+    :meth:`Plan.load` and :func:`train` take: ``sf.train("gcn", store)``), ``task``
+    (``node``, ``link`` or ``embedding``), ``cora`` (the Cora figure of plans/README.md,
+    or None) and ``description``; as ``saintflow plans``."""
+    return _native.shipped_plans()
+
+
 class Plan:
-    """A plan file, parsed and typed (errors are :class:`PlanError` with ``.file``,
-    ``.line`` and ``.col``). ``overrides``: ``{"dims.hidden": 64}`` or
-    ``["dims.hidden=64"]``, as ``--set``."""
+    """A plan, parsed and typed (errors are :class:`PlanError` with ``.file``, ``.line``
+    and ``.col``): a file, or a shipped plan by its name (``"gcn"``; :func:`plans` lists
+    them), a file that exists winning over a shipped plan of the same name.
+    ``overrides``: ``{"dims.hidden": 64}`` or ``["dims.hidden=64"]``, as ``--set``."""
 
     __slots__ = ("_p",)
 
@@ -87,8 +96,9 @@ def train(
     memory_mib=256,
 ):
     """Trains a GNN plan on a store, as ``saintflow train PLAN --graph STORE`` does (the
-    same engine, defaults and seed, so the same bits). ``plan``: a :class:`Plan` or a
-    path (``overrides`` apply to a path); ``store``: a :class:`Store` or a path.
+    same engine, defaults and seed, so the same bits). ``plan``: a :class:`Plan`, a
+    path, or a shipped plan's name (``"gcn"``; ``overrides`` apply to a path or a name);
+    ``store``: a :class:`Store` or a path.
     ``checkpoint``: a file or directory, written atomically after every epoch;
     ``resume=True`` continues from it; an existing checkpoint is not replaced without
     ``resume`` or ``force``. The call releases the GIL; Ctrl-C stops it at the next step

@@ -35,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::BatchIter>()?;
     m.add_class::<store::SectionMap>()?;
     m.add_class::<plan::Plan>()?;
+    m.add_function(wrap_pyfunction!(plan::shipped_plans, m)?)?;
     m.add_function(wrap_pyfunction!(training::_train, m)?)?;
     m.add_function(wrap_pyfunction!(ops::_register_op, m)?)?;
     m.add_function(wrap_pyfunction!(ops::registered_ops, m)?)?;

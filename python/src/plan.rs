@@ -65,3 +65,22 @@ impl Plan {
         self.overrides.clone()
     }
 }
+
+/// The shipped plans, built into the extension as into the `saintflow` binary (issue 54,
+/// item 8): one dict per plan, `name`, `task` (`node`, `link`, `embedding`), `cora` (the
+/// figure of plans/README.md's table, or None) and `description`. A name is what
+/// `Plan.load` and `train` take.
+#[pyfunction]
+pub(crate) fn shipped_plans(py: Python<'_>) -> PyResult<Vec<Bound<'_, pyo3::types::PyDict>>> {
+    saintflow::plan::shipped::shipped()
+        .iter()
+        .map(|p| {
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("name", p.name)?;
+            d.set_item("task", p.task())?;
+            d.set_item("cora", p.cora())?;
+            d.set_item("description", p.description())?;
+            Ok(d)
+        })
+        .collect()
+}

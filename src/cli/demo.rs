@@ -15,9 +15,6 @@ use crate::store::gen::{generate_kronecker, KroneckerSpec, Planted};
 use crate::store::{check, info, GraphStore};
 use crate::train::TrainOptions;
 
-/// The plan the demo trains, compiled in so the demo runs from any directory.
-const DEMO_PLAN: &str = include_str!("../../plans/graphsage.toml");
-
 #[derive(Debug, Args)]
 pub(super) struct DemoArgs {
     /// Where to write the demo store (replaced if present).
@@ -62,9 +59,11 @@ pub(super) fn run(a: DemoArgs, registry: &Arc<Registry>, progress: &Progress) ->
         return Ok(());
     }
     // GraphSAGE as shipped, with a hidden width and walk count sized for a 16k-node graph.
+    // The shipped plan, built in, so the demo runs from any directory.
+    let shipped = crate::plan::shipped::find("graphsage").expect("plans/graphsage.toml is shipped");
     let plan = Plan::parse_with_overrides(
-        DEMO_PLAN,
-        "plans/graphsage.toml",
+        shipped.text,
+        &shipped.file(),
         &[
             "dims.hidden=64",
             "sampler.roots=1000",

@@ -24,7 +24,7 @@ use crate::plan::AnyPlan;
 
 #[derive(Debug, Args)]
 pub(super) struct EmbedArgs {
-    /// The plan file the checkpoint was trained with.
+    /// The plan the checkpoint was trained with: a file, or a shipped plan's name (`gcn`).
     plan: PathBuf,
     /// The graph store.
     #[arg(long)]
@@ -101,7 +101,7 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         .file("--output", &a.output, a.force)
         .ours("a .npy file", super::written::npy)
         .check()?;
-    let plan = match AnyPlan::load(&a.plan, &a.set)? {
+    let plan = match super::plan_arg(&a.plan, &a.set)?.1 {
         AnyPlan::Embedding(plan) => return embedding_plan(a, plan, progress),
         AnyPlan::Gnn(plan) => plan,
     };

@@ -15,7 +15,7 @@ use crate::store::{GraphStore, Labels};
 
 #[derive(Debug, Args)]
 pub(super) struct ExplainArgs {
-    /// The plan file.
+    /// The plan: a file, or a shipped plan's name (`gcn`).
     plan: PathBuf,
     /// A graph store: F, C, single/multi-label, its mean degree and (for `full`) n.
     #[arg(long)]

@@ -8,7 +8,6 @@ use crate::atomic::OutputGuard;
 use crate::error::Result;
 use crate::train::checkpoint::checkpoint_file;
 use crate::train::export::{export_safetensors, Which};
-use crate::train::TrainError;
 
 #[derive(Debug, Args)]
 pub(super) struct ExportArgs {
@@ -24,7 +23,7 @@ pub(super) struct ExportArgs {
     /// The best-validation parameters: the default, accepted for older scripts.
     #[arg(long, hide = true, conflicts_with = "last")]
     best: bool,
-    /// The plan file trained, whose text goes into the header's __metadata__ as "plan"
+    /// The plan trained (a file, or a shipped plan's name), whose text goes into the header's __metadata__ as "plan"
     /// (the checkpoint records only the plan's hash).
     #[arg(long)]
     plan: Option<PathBuf>,
@@ -37,7 +36,8 @@ pub(super) struct ExportArgs {
 
 pub(super) fn run(a: ExportArgs) -> Result<()> {
     let plan = match &a.plan {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| TrainError::io(p, "read", e))?),
+        // A file, or a shipped plan by name, as every plan argument.
+        Some(p) => Some(crate::plan::PlanSource::resolve(p)?.text()?),
         None => None,
     };
     let _ = a.best; // the default

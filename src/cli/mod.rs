@@ -5,6 +5,7 @@ mod check;
 mod demo;
 mod embed;
 mod embedding;
+mod eval;
 mod explain;
 mod export;
 mod gen;
@@ -13,6 +14,7 @@ mod info;
 mod link;
 mod ops;
 mod partition;
+mod plans;
 mod plot;
 mod sample;
 mod train;
@@ -60,8 +62,15 @@ enum Command {
     /// Draw training curves (validation accuracy and loss against wall time) of training
     /// logs as SVG or PNG.
     Plot(plot::PlotArgs),
-    /// Train a plan file on a graph store; print the test accuracy and F1.
+    /// Train a plan (a file, or a shipped plan's name: `gcn`) on a graph store; print the
+    /// test accuracy and F1.
     Train(train::TrainArgs),
+    /// List the shipped plans (built into saintflow) with their Cora figures; `plans NAME`
+    /// prints one plan's file.
+    Plans(plans::PlansArgs),
+    /// Evaluate a checkpoint again: the validation and test figures `train` printed, and
+    /// with `-o` every node's predicted class as .npy.
+    Eval(eval::EvalArgs),
     /// Write the node embeddings of a trained plan (the `[output]` layer's input) as .npy.
     Embed(embed::EmbedArgs),
     /// Partition a store into k part stores (multilevel k-way + GAD augmentation by
@@ -117,6 +126,8 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Ops(a) => ops::run(a, &registry),
         Command::Plot(a) => plot::run(a),
         Command::Train(a) => train::dispatch(a, &registry, &progress),
+        Command::Plans(a) => plans::run(a),
+        Command::Eval(a) => eval::run(a, &registry, &progress),
         Command::EvalEmbedding(a) => embedding::eval(a),
         Command::Embed(a) => embed::run(a, &registry, &progress),
         Command::Export(a) => export::run(a),
@@ -220,6 +231,21 @@ fn memory_mib() -> clap::builder::RangedU64ValueParser<usize> {
 /// `--buffer`: 1 ..= [`MAX_MIB`].
 fn buffer_mib() -> clap::builder::RangedU64ValueParser<usize> {
     count_in(1, MAX_MIB as u64)
+}
+
+/// A plan argument (issue 54, item 8): the file when it exists, else a shipped plan by its
+/// name ([`PlanSource::resolve`](crate::plan::PlanSource::resolve)), loaded with `set`;
+/// which one was taken is said on stderr when the argument does not make it plain.
+fn plan_arg(
+    path: &std::path::Path,
+    set: &[String],
+) -> Result<(crate::plan::PlanSource, crate::plan::AnyPlan), crate::error::Error> {
+    let source = crate::plan::PlanSource::resolve(path)?;
+    if let Some(note) = source.note() {
+        crate::atomic::stderr_line(&format!("note: {note}"));
+    }
+    let plan = crate::plan::AnyPlan::load_from(&source, set)?;
+    Ok((source, plan))
 }
 
 /// The recognisers of the files saintflow writes ([`crate::atomic::written`]).

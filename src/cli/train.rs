@@ -19,7 +19,8 @@ use crate::train::{store_bytes, MemoryLimit, Metrics, TrainOptions, TrainOutcome
 
 #[derive(Debug, Args)]
 pub(super) struct TrainArgs {
-    /// The plan file.
+    /// The plan: a file, or the name of a shipped plan (`gcn`; `saintflow plans` lists
+    /// them). A file that exists wins over a shipped plan of the same name.
     plan: PathBuf,
     /// The graph store to train on (with `--partitions`: the full graph, which rank 0
     /// evaluates on; default: the store `partition.json` names as its source).
@@ -135,13 +136,13 @@ pub(super) fn pool(threads: Option<std::num::NonZeroUsize>) -> Result<rayon::Thr
 /// Loads a GNN plan with `--set` overrides for a command that takes GNN plans only (an
 /// `[embedding]` plan is named for what it is: issue 28).
 pub(super) fn load_plan(path: &Path, set: &[String]) -> Result<Plan> {
-    Ok(AnyPlan::load(path, set)?.into_gnn(path)?)
+    Ok(super::plan_arg(path, set)?.1.into_gnn(path)?)
 }
 
 /// `saintflow train PLAN`: the plan's family picks the run (issue 54: the file is read and
 /// told apart once, in the plan layer).
 pub(super) fn dispatch(a: TrainArgs, registry: &Arc<Registry>, progress: &Progress) -> Result<()> {
-    match AnyPlan::load(&a.plan, &a.set)? {
+    match super::plan_arg(&a.plan, &a.set)?.1 {
         AnyPlan::Embedding(plan) => super::embedding::train(a.embedding(plan)?, progress),
         AnyPlan::Gnn(plan) => run(a, plan, registry, progress).map(|_| ()),
     }

@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use super::embedding::{is_embedding_text, EmbeddingPlan};
-use super::{read_plan_file, Plan, PlanError, PlanErrorKind};
+use super::shipped::PlanSource;
+use super::{Plan, PlanError, PlanErrorKind};
 
 /// A parsed and typed plan of either family. A file with a top-level `[embedding]` table
 /// is an embedding plan (DeepWalk, LINE, node2vec); any other file is a GNN plan, and a
@@ -21,22 +22,37 @@ pub enum AnyPlan {
 }
 
 impl AnyPlan {
-    /// Reads the plan at `path` once, tells its family and types it with `overrides`
-    /// (`key.path=value`; for a GNN plan `model.X` is an alias of `dims.X`, see
+    /// Reads the plan `path` names once ([`PlanSource::resolve`]: the file when it exists,
+    /// else the shipped plan of that name, `gcn`), tells its family and types it with
+    /// `overrides` (`key.path=value`; for a GNN plan `model.X` is an alias of `dims.X`, see
     /// [`Plan::parse_with_overrides`]).
     pub fn load<S: AsRef<str>>(path: &Path, overrides: &[S]) -> Result<AnyPlan, PlanError> {
-        let text = read_plan_file(path)?;
-        let file = path.display().to_string();
+        AnyPlan::load_from(&PlanSource::resolve(path)?, overrides)
+    }
+
+    /// [`AnyPlan::load`] of a resolved source.
+    pub fn load_from<S: AsRef<str>>(
+        source: &PlanSource,
+        overrides: &[S],
+    ) -> Result<AnyPlan, PlanError> {
+        let text = source.text()?;
+        AnyPlan::parse(&text, &source.label(), &source.stem(), overrides)
+    }
+
+    /// Types `text` (named `file` in errors; an `[embedding]` plan without `name =` is
+    /// called `stem`) as the family it is.
+    pub fn parse<S: AsRef<str>>(
+        text: &str,
+        file: &str,
+        stem: &str,
+        overrides: &[S],
+    ) -> Result<AnyPlan, PlanError> {
         let overrides: Vec<&str> = overrides.iter().map(AsRef::as_ref).collect();
-        if is_embedding_text(&text) {
-            let stem = path.file_stem().map_or_else(
-                || "embedding".to_string(),
-                |s| s.to_string_lossy().into_owned(),
-            );
-            EmbeddingPlan::parse_with_overrides(&text, &file, &stem, &overrides)
+        if is_embedding_text(text) {
+            EmbeddingPlan::parse_with_overrides(text, file, stem, &overrides)
                 .map(AnyPlan::Embedding)
         } else {
-            Plan::parse_with_overrides(&text, &file, &overrides).map(AnyPlan::Gnn)
+            Plan::parse_with_overrides(text, file, &overrides).map(AnyPlan::Gnn)
         }
     }
 

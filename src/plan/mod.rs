@@ -29,6 +29,7 @@ mod outpos;
 mod overrides;
 mod sampler;
 pub mod schema;
+pub mod shipped;
 mod spanned;
 mod typing;
 
@@ -39,6 +40,7 @@ use std::sync::Arc;
 
 pub use any::AnyPlan;
 pub use lower::{LowerEnv, Lowered};
+pub use shipped::{PlanSource, ShippedPlan};
 
 /// The largest plan file (and override), in bytes: 1 MiB, a thousand times a shipped plan.
 pub const MAX_PLAN_BYTES: usize = 1 << 20;

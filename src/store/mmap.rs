@@ -250,19 +250,14 @@ impl GraphStore {
     /// Opens the store directory `dir`: header, lengths, offsets and roles are checked.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, StoreError> {
         let dir = dir.as_ref().to_path_buf();
-        if !dir.is_dir() {
-            let what = if dir.exists() {
-                "is not a store directory"
-            } else {
-                "does not exist"
-            };
-            return Err(StoreError::io(
-                &dir,
-                "open store",
-                std::io::Error::new(std::io::ErrorKind::NotFound, what),
-            ));
-        }
         let hpath = dir.join(HEADER_FILE);
+        // Not a store (a dataset to import, an edge list, nothing): say which command makes
+        // one of it (issue 54, item 8).
+        if !hpath.exists() {
+            if let Some(e) = super::not_a_store::diagnose(&dir) {
+                return Err(e);
+            }
+        }
         let hbytes = read_header_bytes(&hpath)?;
         let header = decode_header(&hbytes, &hpath)?;
         let mut sections = Vec::with_capacity(SectionId::ALL.len());

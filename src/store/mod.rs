@@ -12,6 +12,7 @@ pub mod info;
 pub mod link;
 pub mod mmap;
 mod ndarray;
+mod not_a_store;
 pub mod time;
 pub mod writer;
 

@@ -11,6 +11,7 @@
 //! state, so a resumed run computes the same losses as an uninterrupted one.
 
 pub mod checkpoint;
+pub mod eval_checkpoint;
 mod evaluate;
 pub mod export;
 pub mod log;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 pub use crate::machine::MemoryLimit;
 pub use crate::metrics::{Counts, Metrics};
 pub use checkpoint::Checkpoint;
+pub use eval_checkpoint::{evaluate_checkpoint, CheckpointEval, EvalCheckpoint};
 pub use log::{LogSink, Record, RunDist, StepMs};
 pub use trainer::{store_bytes, train, TrainOptions, TrainOutcome, Verify, AUTO_VERIFY_BYTES};
 

@@ -882,12 +882,17 @@ fn check_memory(
     Ok(())
 }
 
-/// |V_train|, refused when zero.
+/// |V_train|, refused when zero. The message says what to pass when the store was made (issue 54, item 8): labels when
+/// it has none, a split when no labelled node has the training role.
 fn training_nodes(store: &GraphStore) -> Result<usize> {
+    let path = store.path().display();
     match store.role_count(Role::Train) {
+        0 if store.n_classes() == 0 => Err(TrainError::Run(format!(
+            "{path}: no labels, so no training nodes: a GNN plan learns node classes from labelled training nodes; import the graph with its labels and a split, `saintflow import edgelist EDGES -o {path} --features X.npy --labels Y.npy --split 0.6,0.2,0.2` (labels as .npy or class_map.json; `--roles role.json` for a given split), or learn node vectors without labels with an [embedding] plan (`saintflow train deepwalk --graph {path}`)"
+        ))),
         0 => Err(TrainError::Run(format!(
-            "{}: no training nodes (role `train`)",
-            store.path().display()
+            "{path}: no training nodes (role `train`; the store has labels of {} classes): import the graph with a split that has training nodes, `--split 0.6,0.2,0.2` (fractions of the labelled nodes) or `--roles role.json` (its `tr` list)",
+            store.n_classes()
         ))),
         n => Ok(n),
     }

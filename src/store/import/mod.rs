@@ -77,6 +77,7 @@ pub const SMALL_TRAIN_GRAPH: f64 = 0.1;
 /// What an import should tell the user about the store it wrote, one sentence each
 /// (printed as warnings by `saintflow import`; the library's importers call it too):
 ///
+/// * a store without labels (GNN plans need them; embedding plans do not);
 /// * a labelled store without training nodes, or without validation or test nodes;
 /// * a training graph under [`SMALL_TRAIN_GRAPH`] of the full graph's entries, with the
 ///   way to the transductive protocol (`--train-graph full`);
@@ -85,6 +86,11 @@ pub const SMALL_TRAIN_GRAPH: f64 = 0.1;
 ///   reported, not refused: real datasets may leave a class unused.
 pub fn warnings(store: &crate::store::GraphStore) -> Vec<String> {
     let mut out = Vec::new();
+    if store.n_classes() == 0 && store.n_nodes() > 0 {
+        out.push(
+            "no labels: GNN plans (`saintflow train gcn`) need labelled training nodes, so re-import with `--labels Y.npy` (or class_map.json) and a split (`--split 0.6,0.2,0.2` or `--roles role.json`) to train one; [embedding] plans (deepwalk, node2vec, line) train without".to_string(),
+        );
+    }
     if store.n_classes() > 0 {
         use crate::store::Role;
         if store.role_count(Role::Train) == 0 {
