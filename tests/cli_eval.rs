@@ -16,25 +16,7 @@ fn text(b: &[u8]) -> String {
 /// A planted store and a GCN trained on it with a checkpoint and a log in `dir/run/`;
 /// returns train's stdout.
 fn trained(dir: &Path, plan: &str, extra: &[&str]) -> String {
-    saintflow_ok(
-        &[
-            "gen",
-            "kronecker",
-            "--scale",
-            "9",
-            "--degree",
-            "8",
-            "--features",
-            "8",
-            "--classes",
-            "3",
-            "--planted",
-            "-o",
-            "g.sf",
-            "-q",
-        ],
-        dir,
-    );
+    common::gen_planted_cli(9, "g.sf", dir);
     let mut args = vec![
         "train",
         plan,
@@ -416,25 +398,7 @@ fn eval_writes_multi_label_predictions_that_score_the_runs_f1() {
 fn eval_of_a_link_plan_gives_the_runs_ranking_figures() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    saintflow_ok(
-        &[
-            "gen",
-            "kronecker",
-            "--scale",
-            "8",
-            "--degree",
-            "8",
-            "--features",
-            "8",
-            "--classes",
-            "3",
-            "--planted",
-            "-o",
-            "g.sf",
-            "-q",
-        ],
-        d,
-    );
+    common::gen_planted_cli(8, "g.sf", d);
     saintflow_ok(
         &[
             "split-edges",

@@ -50,25 +50,7 @@ fn readme_rows() -> Vec<(String, String)> {
 
 /// A small planted store in `dir` (a graph a user imported).
 fn store(dir: &Path) -> String {
-    saintflow_ok(
-        &[
-            "gen",
-            "kronecker",
-            "--scale",
-            "8",
-            "--degree",
-            "8",
-            "--features",
-            "8",
-            "--classes",
-            "3",
-            "--planted",
-            "-o",
-            "g.sf",
-            "-q",
-        ],
-        dir,
-    );
+    common::gen_planted_cli(8, "g.sf", dir);
     "g.sf".to_string()
 }
 

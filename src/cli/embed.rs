@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::Result;
-use crate::infer::{embed, InferOptions, Output};
+use crate::infer::{embed, Output};
 use crate::op::Registry;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::params_for;
-use crate::train::{MemoryLimit, TrainError};
+use crate::train::TrainError;
 
 use super::train::pool;
 use crate::exec::Executor;
@@ -51,22 +51,8 @@ pub(super) struct EmbedArgs {
     /// instead of the `[output]` layer's input.
     #[arg(long)]
     logits: bool,
-    /// Directory for the scratch files of values kept between layers (default: the
-    /// output's directory); they are unlinked at once, so nothing is left behind.
-    #[arg(long, value_name = "DIR")]
-    scratch_dir: Option<PathBuf>,
-    /// Memory for values kept between layers, in MiB, before they go to scratch files (0 to
-    /// 16777216, 16 TiB); for an `[embedding]` plan, the two sample pools together (each at
-    /// least one 65,536-sample episode, whatever the figure).
-    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
-    memory: usize,
-    /// Memory in MiB that the pass streams a large layer input through, in parts of rows
-    /// (default: half of what the memory limit leaves beside the process).
-    #[arg(long, value_name = "MIB", value_parser = super::buffer_mib())]
-    buffer: Option<usize>,
-    /// Skip the check that the parameters fit the machine's memory.
-    #[arg(long)]
-    no_memory_check: bool,
+    #[command(flatten)]
+    pass: super::PassArgs,
     /// Worker threads, 1 to 256 (default: all cores).
     #[arg(long, value_parser = super::threads())]
     threads: Option<std::num::NonZeroUsize>,
@@ -139,26 +125,11 @@ pub(super) fn run(a: EmbedArgs, registry: &Registry, progress: &Progress) -> Res
         &store,
         a.last,
     )?;
-    let scratch = a
-        .scratch_dir
-        .clone()
-        .unwrap_or_else(|| match a.output.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        });
-    let opts = InferOptions {
-        memory_bytes: a.memory << 20,
-        buffer_bytes: a.buffer.map(|b| b.saturating_mul(1 << 20)),
-        scratch_dir: scratch,
-        memory_limit: if a.no_memory_check {
-            MemoryLimit::Off
-        } else {
-            MemoryLimit::Detect
-        },
-        // The pass's rows by layer (a bar, or a line every 10 s when piped).
-        progress: *progress,
-        ..InferOptions::default()
+    let output_dir = || match a.output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
     };
+    let opts = a.pass.infer_options(output_dir, progress);
     let threads = crate::machine::threads_or_cores(a.threads);
     let out = pool(Some(threads))?.install(|| {
         // The work-stealing executor on as many workers as the pool, as training uses by
@@ -220,13 +191,13 @@ fn embedding_plan(a: EmbedArgs, plan: EmbeddingPlan, progress: &Progress) -> Res
             graph: a.graph,
             seed: a.seed,
             threads: a.threads,
-            memory_mib: a.memory,
+            memory_mib: a.pass.memory,
             epochs: a.epochs,
             json: false,
             output: Some(a.output),
-            scratch_dir: a.scratch_dir,
+            scratch_dir: a.pass.scratch_dir,
             holdout: a.holdout,
-            no_memory_check: a.no_memory_check,
+            no_memory_check: a.pass.no_memory_check,
             verify: a.verify,
             device: a.device,
         },

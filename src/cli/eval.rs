@@ -10,12 +10,11 @@ use clap::Args;
 
 use crate::error::Result;
 use crate::exec::Executor;
-use crate::infer::InferOptions;
 use crate::op::Registry;
 use crate::progress::Progress;
 use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
-use crate::train::{evaluate_checkpoint, EvalCheckpoint, MemoryLimit};
+use crate::train::{evaluate_checkpoint, EvalCheckpoint};
 
 use super::train::pool;
 
@@ -50,20 +49,8 @@ pub(super) struct EvalArgs {
     /// Worker threads, 1 to 256 (default: all cores).
     #[arg(long, value_parser = super::threads())]
     threads: Option<std::num::NonZeroUsize>,
-    /// Memory for values kept between layers, in MiB, before scratch files (0 to 16777216).
-    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = super::memory_mib())]
-    memory: usize,
-    /// Memory in MiB that the pass streams a large layer input through, in parts of rows
-    /// (default: half of what the memory limit leaves beside the process).
-    #[arg(long, value_name = "MIB", value_parser = super::buffer_mib())]
-    buffer: Option<usize>,
-    /// Directory for the scratch files of values kept between layers [default: the
-    /// system's temporary directory].
-    #[arg(long, value_name = "DIR")]
-    scratch_dir: Option<PathBuf>,
-    /// Skip the check that the parameters fit the machine's memory.
-    #[arg(long)]
-    no_memory_check: bool,
+    #[command(flatten)]
+    pass: super::PassArgs,
     #[command(flatten)]
     verify: super::check::VerifyArgs,
 }
@@ -95,18 +82,7 @@ pub(super) fn run(a: EvalArgs, registry: &Arc<Registry>, progress: &Progress) ->
         store: &store,
         checkpoint: a.checkpoint.clone(),
         last: a.last,
-        infer: InferOptions {
-            memory_bytes: a.memory << 20,
-            buffer_bytes: a.buffer.map(|b| b.saturating_mul(1 << 20)),
-            scratch_dir: a.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
-            memory_limit: if a.no_memory_check {
-                MemoryLimit::Off
-            } else {
-                MemoryLimit::Detect
-            },
-            progress: *progress,
-            ..InferOptions::default()
-        },
+        infer: a.pass.infer_options(std::env::temp_dir, progress),
         predictions: a.output.clone(),
     };
     let threads = crate::machine::threads_or_cores(a.threads);

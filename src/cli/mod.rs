@@ -233,6 +233,52 @@ fn buffer_mib() -> clap::builder::RangedU64ValueParser<usize> {
     count_in(1, MAX_MIB as u64)
 }
 
+/// The flags of a full-graph pass (`eval`, `embed`): memory for kept values, the stream
+/// buffer, the scratch directory, the memory check.
+#[derive(Debug, clap::Args)]
+struct PassArgs {
+    /// Memory for values kept between layers, in MiB, before they go to scratch files (0 to
+    /// 16777216, 16 TiB); for `embed` of an `[embedding]` plan, the two sample pools
+    /// together (each at least one 65,536-sample episode, whatever the figure).
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = memory_mib())]
+    memory: usize,
+    /// Memory in MiB that the pass streams a large layer input through, in parts of rows
+    /// (default: half of what the memory limit leaves beside the process).
+    #[arg(long, value_name = "MIB", value_parser = buffer_mib())]
+    buffer: Option<usize>,
+    /// Directory for the scratch files of values kept between layers (they are unlinked at
+    /// once, so nothing is left behind) [default: `embed`'s output directory, `eval`'s
+    /// the system's temporary directory].
+    #[arg(long, value_name = "DIR")]
+    scratch_dir: Option<std::path::PathBuf>,
+    /// Skip the check that the parameters fit the machine's memory.
+    #[arg(long)]
+    no_memory_check: bool,
+}
+
+impl PassArgs {
+    /// The pass's options, scratch files in `--scratch-dir` or else `scratch`.
+    fn infer_options(
+        &self,
+        scratch: impl FnOnce() -> std::path::PathBuf,
+        progress: &crate::progress::Progress,
+    ) -> crate::infer::InferOptions {
+        crate::infer::InferOptions {
+            memory_bytes: self.memory << 20,
+            buffer_bytes: self.buffer.map(|b| b.saturating_mul(1 << 20)),
+            scratch_dir: self.scratch_dir.clone().unwrap_or_else(scratch),
+            memory_limit: if self.no_memory_check {
+                crate::train::MemoryLimit::Off
+            } else {
+                crate::train::MemoryLimit::Detect
+            },
+            // The pass's rows by layer (a bar, or a line every 10 s when piped).
+            progress: *progress,
+            ..crate::infer::InferOptions::default()
+        }
+    }
+}
+
 /// A plan argument (issue 54, item 8): the file when it exists, else a shipped plan by its
 /// name ([`PlanSource::resolve`](crate::plan::PlanSource::resolve)), loaded with `set`;
 /// which one was taken is said on stderr when the argument does not make it plain.

@@ -106,6 +106,31 @@ pub fn saintflow_ok(args: &[&str], cwd: &Path) -> std::process::Output {
     out
 }
 
+/// `saintflow gen kronecker` of a planted store at `scale` (degree 8, 8 features, 3
+/// classes) written to `out` in `cwd`: the small graph the CLI tests train on.
+pub fn gen_planted_cli(scale: u32, out: &str, cwd: &Path) {
+    let scale = scale.to_string();
+    saintflow_ok(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            &scale,
+            "--degree",
+            "8",
+            "--features",
+            "8",
+            "--classes",
+            "3",
+            "--planted",
+            "-o",
+            out,
+            "-q",
+        ],
+        cwd,
+    );
+}
+
 /// Overwrites bytes of a file at `offset`.
 pub fn poke(path: &Path, offset: u64, bytes: &[u8]) {
     let mut f = OpenOptions::new().write(true).open(path).unwrap();
