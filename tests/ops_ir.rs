@@ -250,6 +250,25 @@ fn tanh_gradient() {
     op_grads(make("tanh", &[]), &[Arg::Nodes(5)]);
 }
 
+/// √max(x, ε): its gradient on every test graph (a small step: the clamp at ε is a kink,
+/// and `features @ W` puts values on both sides of it), the value by hand, and the clamp's
+/// zero gradient.
+#[test]
+fn sqrt_gradient_and_values() {
+    let small = GradCheck {
+        eps: 1e-3,
+        ..GradCheck::default()
+    };
+    check_op_gradients_with(make("sqrt", &[("eps", 1e-2)]), &[Arg::Nodes(5)], small)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let p = Params::default();
+    let op = make("sqrt", &[]);
+    let x = Tensor::from_vec(1, 4, vec![4.0, 0.0, -3.0, 2.25]).unwrap();
+    let y = op.forward(&[&Value::dense(x)], &ctx(&p, None, 0)).unwrap();
+    let want = [2.0, 1e-5f32.sqrt(), 1e-5f32.sqrt(), 1.5];
+    assert_eq!(y.as_dense().unwrap().data, want);
+}
+
 #[test]
 fn elu_gradient() {
     for alpha in [1.0, 0.5] {
@@ -391,6 +410,7 @@ fn row_local_builtins_compute_blocks_as_the_whole() {
     for (op, args) in [
         (make("relu", &[]), vec![Arg::Nodes(5)]),
         (make("elu", &[]), vec![Arg::Nodes(5)]),
+        (make("sqrt", &[]), vec![Arg::Nodes(5)]),
         (make("l2norm", &[]), vec![Arg::Nodes(5)]),
         (make("mul", &[]), vec![Arg::Nodes(3), Arg::Nodes(3)]),
         (Arc::new(Add), vec![Arg::Nodes(3), Arg::Param(1, 3)]),
@@ -985,6 +1005,7 @@ fn every_builtin_is_registered_with_canonical_attributes() {
         ("sigmoid", ""),
         ("tanh", ""),
         ("elu", "alpha=1"),
+        ("sqrt", "eps=0.00001"),
         ("dropout", "p=0.5"),
         ("l2norm", ""),
         ("concat", ""),
@@ -1042,6 +1063,7 @@ fn unknown_names_and_attributes_are_rejected_with_a_suggestion() {
         ("dropout", "p", -0.1, "[0, 1)"),
         ("dropout", "p", f64::NAN, "[0, 1)"),
         ("elu", "alpha", -1.0, "≥ 0"),
+        ("sqrt", "eps", 0.0, "> 0"),
         ("gat", "heads", 0.0, "≥ 1"),
         ("gat", "heads", 1.5, "whole number"),
         ("mean_heads", "heads", 0.0, "≥ 1"),

@@ -29,6 +29,7 @@ fn the_expected_plans_are_shipped() {
         "gcn",
         "graphsage",
         "graphsage_max",
+        "sage_pna",
         "mixhop",
         "gat",
         "gin",

@@ -66,6 +66,14 @@ fn shipped(name: &str) -> (Vec<&'static str>, usize) {
             ],
             10,
         ),
+        "sage_pna" => (
+            vec![
+                "dims.hidden=32",
+                "sampler.roots=100",
+                "phase.1.sampler.roots=200",
+            ],
+            10,
+        ),
         "mixhop" => (
             vec![
                 "dims.hidden=16",

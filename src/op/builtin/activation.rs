@@ -46,6 +46,12 @@ pub enum Activation {
         /// α (1 by default).
         alpha: f32,
     },
+    /// y = √max(x, ε); ∂x = ∇y / (2y) where x > ε, else 0 (saves x). A standard deviation
+    /// from a variance (PyG's `StdAggregation` takes √ of the variance clamped to 1e-5).
+    Sqrt {
+        /// ε > 0 (1e-5 by default).
+        eps: f32,
+    },
 }
 
 /// Elements per parallel task of the loops written here: 64 KiB of f32.
@@ -57,6 +63,18 @@ impl Activation {
         Ok(Activation::LeakyRelu {
             slope: finite("slope", slope)?,
         })
+    }
+
+    /// √max(x, ε); ε must be finite and > 0.
+    pub fn sqrt(eps: f64) -> Result<Activation, OpError> {
+        let e = finite("eps", eps)?;
+        if e <= 0.0 {
+            return Err(OpError::Attr {
+                name: "eps".into(),
+                what: format!("expected a number > 0, got {eps}"),
+            });
+        }
+        Ok(Activation::Sqrt { eps: e })
     }
 
     /// ELU; α must be finite and ≥ 0 (then y > 0 exactly when x > 0, which is what lets
@@ -85,6 +103,7 @@ impl Elementwise for Activation {
             Activation::Sigmoid => "sigmoid",
             Activation::Tanh => "tanh",
             Activation::Elu { .. } => "elu",
+            Activation::Sqrt { .. } => "sqrt",
         }
     }
 
@@ -92,6 +111,7 @@ impl Elementwise for Activation {
         match self {
             Activation::LeakyRelu { slope } => format!("slope={slope}"),
             Activation::Elu { alpha } => format!("alpha={alpha}"),
+            Activation::Sqrt { eps } => format!("eps={eps}"),
             _ => String::new(),
         }
     }
@@ -104,13 +124,14 @@ impl Elementwise for Activation {
             Activation::LeakyRelu { .. } => 1.0,
             Activation::Sigmoid | Activation::Tanh => 4.0,
             Activation::Elu { .. } => 3.0,
+            Activation::Sqrt { .. } => 2.0,
         }
     }
 
     /// The backward reads the forward's output y, except LeakyReLU's (y has x's sign only
-    /// when slope > 0).
+    /// when slope > 0) and √'s (whose clamp is on x).
     fn saves_output(&self) -> bool {
-        !matches!(self, Activation::LeakyRelu { .. })
+        !matches!(self, Activation::LeakyRelu { .. } | Activation::Sqrt { .. })
     }
 
     /// The scalar formula (the slices run the vector kernels, which give the same values).
@@ -147,10 +168,18 @@ impl Elementwise for Activation {
                     alpha * x.exp_m1()
                 }
             }
+            // NaN passes through (`f32::max` would give ε).
+            Activation::Sqrt { eps } => {
+                if x > eps || x.is_nan() {
+                    x.sqrt()
+                } else {
+                    eps.sqrt()
+                }
+            }
         }
     }
 
-    /// f′ from the saved value: y, or x for LeakyReLU.
+    /// f′ from the saved value: y, or x for LeakyReLU and √.
     fn df(&self, s: f32) -> f32 {
         match *self {
             Activation::Relu => f32::from(u8::from(s > 0.0)),
@@ -170,6 +199,13 @@ impl Elementwise for Activation {
                     s + alpha
                 }
             }
+            Activation::Sqrt { eps } => {
+                if s > eps {
+                    0.5 / s.sqrt()
+                } else {
+                    0.0
+                }
+            }
         }
     }
 
@@ -184,6 +220,7 @@ impl Elementwise for Activation {
                 .zip(x.par_chunks(CHUNK))
                 .for_each(|(y, x)| y.iter_mut().zip(x).for_each(|(y, x)| *y = x.tanh())),
             Activation::Elu { alpha } => k::elu(x, alpha, y)?,
+            Activation::Sqrt { .. } => self.scalar_forward(x, y),
         }
         Ok(())
     }
@@ -204,7 +241,25 @@ impl Elementwise for Activation {
                 }),
             // The kernel tests the sign of x; with α ≥ 0, y has the same positive set.
             Activation::Elu { alpha } => k::elu_backward(saved, saved, alpha, dy, dx)?,
+            Activation::Sqrt { .. } => dx
+                .par_chunks_mut(CHUNK)
+                .zip(saved.par_chunks(CHUNK).zip(dy.par_chunks(CHUNK)))
+                .for_each(|(dx, (x, dy))| {
+                    for ((dx, &x), &dy) in dx.iter_mut().zip(x).zip(dy) {
+                        *dx = dy * self.df(x);
+                    }
+                }),
         }
         Ok(())
+    }
+}
+
+impl Activation {
+    /// y = f(x) element by element, in parallel chunks (an activation without a kernel in
+    /// `saintflow-ops`).
+    fn scalar_forward(&self, x: &[f32], y: &mut [f32]) {
+        y.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK))
+            .for_each(|(y, x)| y.iter_mut().zip(x).for_each(|(y, &x)| *y = self.f(x)));
     }
 }

@@ -71,6 +71,12 @@ pub fn register(r: &mut Registry) {
         Ok(elementwise(Activation::Tanh))
     }));
     ok(r.register(
+        "sqrt",
+        &["eps"],
+        "sqrt(x, eps=1e-5): √max(x, eps), eps > 0 (a standard deviation from a variance)",
+        |a| Ok(elementwise(Activation::sqrt(a.num("eps", 1e-5)?)?)),
+    ));
+    ok(r.register(
         "elu",
         &["alpha"],
         "elu(x, alpha=1.0): x if x > 0 else alpha·(e^x − 1), alpha ≥ 0",
