@@ -39,6 +39,8 @@ pub enum Arg {
     Features,
     /// The same node as argument `i` (an op applied to one value twice: `mul(p, p)`).
     Same(usize),
+    /// The step's subgraph (the `sample` node; `batchnorm` reads its node weights).
+    Subgraph,
 }
 
 /// Why a check failed.
@@ -148,6 +150,7 @@ impl Built {
                         .map_err(err)?
                 }
                 Arg::Features => x,
+                Arg::Subgraph => sample,
                 Arg::Same(j) => *b.args.get(j).ok_or_else(|| {
                     setup(
                         op.as_ref(),
