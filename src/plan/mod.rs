@@ -38,7 +38,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use any::AnyPlan;
-pub use lower::{LowerEnv, Lowered};
+pub use lower::{LowerEnv, Lowered, RunningStats};
 
 /// The largest plan file (and override), in bytes: 1 MiB, a thousand times a shipped plan.
 pub const MAX_PLAN_BYTES: usize = 1 << 20;

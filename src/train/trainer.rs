@@ -747,6 +747,15 @@ impl Step<'_, '_> {
             };
             (name.as_str(), g)
         }))?;
+        // The batchnorms' running statistics, from this step's (state, not parameters).
+        for (name, momentum, id) in &ph.running {
+            let stats = vals
+                .get(*id)
+                .and_then(|v| v.as_dense())
+                .ok_or_else(|| TrainError::Run(format!("no step statistics of `{name}`")))?;
+            crate::op::builtin::update_running(&mut state.params, name, *momentum, stats)
+                .map_err(|e| TrainError::Run(e.to_string()))?;
+        }
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let times = vals.times;
         obs.step(Record::Step {

@@ -44,8 +44,8 @@ use std::sync::Arc;
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Params, Tensor, Value};
 use crate::op::util::{dense, elementwise_cost, row_split};
 use crate::op::{
-    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, RowLocal,
-    Split,
+    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, NodeStats, Op, OpError, Partitioned, RowBlocks,
+    RowLocal, Split,
 };
 
 /// PyTorch's BatchNorm/LayerNorm ε, PyG's PairNorm and GraphNorm ε.
@@ -442,56 +442,108 @@ fn forward_whole(norm: &NodeNorm, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Te
             };
             batch_rows(&x.data, f, norm.eps, (&mean, &var), (&gamma, &beta), &mut y.data);
         }
-        NormKind::Graph => {
-            let alpha = param_row(inputs, 0, f, 1.0, op)?;
-            let (mean, _) = column_stats(&x.data, n, f, None);
-            let shift: Vec<f64> = mean.iter().zip(&alpha).map(|(m, a)| m * a).collect();
-            let mut var = vec![0.0f64; f];
-            for row in x.data.chunks_exact(f) {
-                for ((s, &m), &v) in var.iter_mut().zip(&shift).zip(row) {
-                    *s += (f64::from(v) - m).powi(2);
-                }
-            }
-            var.iter_mut().for_each(|v| *v /= n.max(1) as f64);
-            batch_rows(&x.data, f, norm.eps, (&shift, &var), (&gamma, &beta), &mut y.data);
-        }
-        NormKind::Pair { mode, scale } => {
-            let (mean, _) = column_stats(&x.data, n, f, None);
-            match mode {
-                PairMode::Pn => {
-                    let mut total = 0.0f64;
-                    for row in x.data.chunks_exact(f) {
-                        total += row
-                            .iter()
-                            .zip(&mean)
-                            .map(|(&v, m)| (f64::from(v) - m).powi(2))
-                            .sum::<f64>();
-                    }
-                    let d = (norm.eps + total / n.max(1) as f64).sqrt();
-                    for (row, out) in x.data.chunks_exact(f).zip(y.data.chunks_exact_mut(f)) {
-                        for ((o, &v), m) in out.iter_mut().zip(row).zip(&mean) {
-                            *o = (scale * (f64::from(v) - m) / d) as f32;
-                        }
-                    }
-                }
-                PairMode::Si | PairMode::Scs => {
-                    let centre_first = *mode == PairMode::Si;
-                    for (row, out) in x.data.chunks_exact(f).zip(y.data.chunks_exact_mut(f)) {
-                        let c = |j: usize| {
-                            f64::from(row[j]) - if centre_first { mean[j] } else { 0.0 }
-                        };
-                        let sq: f64 = (0..f).map(|j| c(j).powi(2)).sum();
-                        let d = (norm.eps + sq).sqrt();
-                        for (j, o) in out.iter_mut().enumerate() {
-                            let after = if centre_first { 0.0 } else { mean[j] };
-                            *o = (scale * c(j) / d - after) as f32;
-                        }
-                    }
-                }
-            }
+        NormKind::Graph | NormKind::Pair { .. } => {
+            let mut acc = norm.start(f);
+            norm.fold(&mut acc, &x.data, f);
+            return stats_rows(norm, &acc, n, inputs);
         }
     }
     Ok(y)
+}
+
+/// The rows of a PairNorm or GraphNorm from its statistics over all `n` rows of x (see
+/// [`NodeStats`]): `inputs` are x's rows and the parameters.
+fn stats_rows(norm: &NodeNorm, acc: &[f64], n: usize, inputs: &[&Value]) -> Result<Tensor, OpError> {
+    let op = norm.plan_name();
+    let x = dense(inputs, 0, op)?;
+    let (rows, f) = (x.rows, x.cols);
+    let mut y = Tensor::zeros(rows, f);
+    if f == 0 {
+        return Ok(y);
+    }
+    let inv_n = 1.0 / n.max(1) as f64;
+    let mean: Vec<f64> = acc[..f].iter().map(|s| s * inv_n).collect();
+    match norm.kind {
+        NormKind::Graph => {
+            let (gamma, beta) = affine_rows(norm, inputs, f)?;
+            let alpha = param_row(inputs, 0, f, 1.0, op)?;
+            // mean_i (x_i − αμ)² = E[x²] − (2α − α²) μ².
+            let shift: Vec<f64> = mean.iter().zip(&alpha).map(|(m, a)| m * a).collect();
+            let var: Vec<f64> = (0..f)
+                .map(|j| (acc[f + j] * inv_n - (2.0 * alpha[j] - alpha[j] * alpha[j]) * mean[j] * mean[j]).max(0.0))
+                .collect();
+            batch_rows(&x.data, f, norm.eps, (&shift, &var), (&gamma, &beta), &mut y.data);
+        }
+        NormKind::Pair { mode, scale } => match mode {
+            PairMode::Pn => {
+                // mean_i ‖x_i − μ‖² = mean_i ‖x_i‖² − ‖μ‖².
+                let sq_mean: f64 = mean.iter().map(|m| m * m).sum();
+                let d = (norm.eps + (acc[f] * inv_n - sq_mean).max(0.0)).sqrt();
+                for (row, out) in x.data.chunks_exact(f).zip(y.data.chunks_exact_mut(f)) {
+                    for ((o, &v), m) in out.iter_mut().zip(row).zip(&mean) {
+                        *o = (scale * (f64::from(v) - m) / d) as f32;
+                    }
+                }
+            }
+            PairMode::Si | PairMode::Scs => {
+                let centre_first = mode == PairMode::Si;
+                for (row, out) in x.data.chunks_exact(f).zip(y.data.chunks_exact_mut(f)) {
+                    let c = |j: usize| f64::from(row[j]) - if centre_first { mean[j] } else { 0.0 };
+                    let sq: f64 = (0..f).map(|j| c(j).powi(2)).sum();
+                    let d = (norm.eps + sq).sqrt();
+                    for (j, o) in out.iter_mut().enumerate() {
+                        let after = if centre_first { 0.0 } else { mean[j] };
+                        *o = (scale * c(j) / d - after) as f32;
+                    }
+                }
+            }
+        },
+        _ => return Err(OpError::args(format!("{op}: no node statistics"))),
+    }
+    Ok(y)
+}
+
+impl NodeStats for NodeNorm {
+    /// Σ_i x_i per column; PN also Σ_i ‖x_i‖²; GraphNorm also Σ_i x_i² per column.
+    fn start(&self, cols: usize) -> Vec<f64> {
+        match self.kind {
+            NormKind::Pair {
+                mode: PairMode::Pn, ..
+            } => vec![0.0; cols + 1],
+            NormKind::Graph => vec![0.0; 2 * cols],
+            _ => vec![0.0; cols],
+        }
+    }
+    fn fold(&self, acc: &mut [f64], x: &[f32], cols: usize) {
+        if cols == 0 {
+            return;
+        }
+        for row in x.chunks_exact(cols) {
+            for (s, &v) in acc[..cols].iter_mut().zip(row) {
+                *s += f64::from(v);
+            }
+            match self.kind {
+                NormKind::Pair {
+                    mode: PairMode::Pn, ..
+                } => acc[cols] += row.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>(),
+                NormKind::Graph => {
+                    for (s, &v) in acc[cols..].iter_mut().zip(row) {
+                        *s += f64::from(v).powi(2);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    fn rows(
+        &self,
+        acc: &[f64],
+        n: usize,
+        inputs: &[&Value],
+        _: &Ctx<'_>,
+    ) -> Result<Value, OpError> {
+        Ok(Value::dense(stats_rows(self, acc, n, inputs)?))
+    }
 }
 
 /// y = γ (x − μ)/√(v + ε) + β per column.
@@ -583,6 +635,10 @@ impl Op for NodeNorm {
     }
     fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
         matches!(self.kind, NormKind::Layer).then_some(self as &dyn RowBlocks)
+    }
+    fn as_node_stats(&self) -> Option<&dyn NodeStats> {
+        matches!(self.kind, NormKind::Pair { .. } | NormKind::Graph)
+            .then_some(self as &dyn NodeStats)
     }
 }
 
@@ -1033,16 +1089,21 @@ mod tests {
         );
     }
 
-    /// Row-local in evaluation: LayerNorm, and BatchNorm with its running statistics.
+    /// Row-local in evaluation: LayerNorm, and BatchNorm with its running statistics;
+    /// PairNorm and GraphNorm through their node statistics.
     #[test]
-    fn layernorm_and_batchnorm_in_evaluation_block_like_the_whole() {
+    fn every_norm_blocks_like_the_whole_in_evaluation() {
         let p = Arg::Param(1, 5);
         check_blocked_equals_in_memory(norm(NormKind::Layer, true), &[Arg::Nodes(5), p, p])
             .unwrap();
         check_blocked_equals_in_memory(batch(true, true), &[Arg::Nodes(5), p, p, Arg::Subgraph])
             .unwrap();
-        // PairNorm reduces over every node: not row-local, so not blocked.
-        assert!(check_blocked_equals_in_memory(pair(PairMode::Pn, 1.0), &[Arg::Nodes(5)]).is_err());
+        // PairNorm and GraphNorm: their statistics folded block by block first.
+        for mode in [PairMode::Pn, PairMode::Si, PairMode::Scs] {
+            check_blocked_equals_in_memory(pair(mode, 1.5), &[Arg::Nodes(5)]).unwrap();
+        }
+        check_blocked_equals_in_memory(norm(NormKind::Graph, true), &[Arg::Nodes(5), p, p, p])
+            .unwrap();
     }
 
     fn ctx<'a>(params: &'a Params, training: bool) -> Ctx<'a> {
