@@ -474,7 +474,8 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                 );
                 let mut refs: Vec<&Value> = vec![&rows];
                 refs.extend(inputs[1..].iter());
-                ns.rows(&acc, n, &refs, &ctx(r.len())).map_err(|e| err(&e))?
+                ns.rows(&acc, n, &refs, &ctx(r.len()))
+                    .map_err(|e| err(&e))?
             } else if op.as_row_local().is_some_and(|l| l.row_local(&facts)) {
                 let sliced: Vec<Value> = inputs
                     .iter()

@@ -59,11 +59,21 @@ fn batchnorm_running_statistics_survive_checkpoint_and_resume_bit_for_bit() {
     };
     let whole = opts().log(tmp.path().join("whole.log")).train().unwrap();
     // Trained: neither their initial zeros nor ones.
-    let mean = whole.params.get(STATE[0]).expect("running mean in the run's values");
-    let var = whole.params.get(STATE[1]).expect("running variance in the run's values");
+    let mean = whole
+        .params
+        .get(STATE[0])
+        .expect("running mean in the run's values");
+    let var = whole
+        .params
+        .get(STATE[1])
+        .expect("running variance in the run's values");
     assert_eq!((mean.rows, mean.cols, var.cols), (1, 16, 16));
     assert!(mean.data.iter().any(|&m| m != 0.0), "{:?}", mean.data);
-    assert!(var.data.iter().any(|&v| v != 1.0 && v > 0.0), "{:?}", var.data);
+    assert!(
+        var.data.iter().any(|&v| v != 1.0 && v > 0.0),
+        "{:?}",
+        var.data
+    );
 
     let ck = tmp.path().join("ck.bin");
     let part = opts()
@@ -220,16 +230,31 @@ fn wrong_norm_calls_are_plan_errors_at_their_position() {
         "{err}"
     );
     let err = store_env(&plan(w, "layernorm(x @ W0, g, b, eps=0)"));
-    assert!(err.starts_with("bad.toml:3:") && err.contains("eps"), "{err}");
-    let err = store_env(&plan(w, "pairnorm(x @ W0 + b, mode='PN-X') * 1 + layernorm(x, g, b)"));
-    assert!(err.contains("PN-SI") && err.starts_with("bad.toml:3:"), "{err}");
+    assert!(
+        err.starts_with("bad.toml:3:") && err.contains("eps"),
+        "{err}"
+    );
+    let err = store_env(&plan(
+        w,
+        "pairnorm(x @ W0 + b, mode='PN-X') * 1 + layernorm(x, g, b)",
+    ));
+    assert!(
+        err.contains("PN-SI") && err.starts_with("bad.toml:3:"),
+        "{err}"
+    );
     let err = store_env(&plan(
         w,
         "batchnorm(x @ W0, g, b, name='bn') + batchnorm(x @ W0, name='bn')",
     ));
-    assert!(err.contains("named twice") && err.starts_with("bad.toml:3:"), "{err}");
+    assert!(
+        err.contains("named twice") && err.starts_with("bad.toml:3:"),
+        "{err}"
+    );
     let err = store_env(&plan(w, "graphnorm(x @ W0, g, b)"));
-    assert!(err.contains("graphnorm") && err.starts_with("bad.toml:3:"), "{err}");
+    assert!(
+        err.contains("graphnorm") && err.starts_with("bad.toml:3:"),
+        "{err}"
+    );
 }
 
 /// `plans/gcn_batchnorm.toml` trained on Cora, exported, and its logits reproduced by
@@ -246,7 +271,10 @@ fn numpy_reproduces_gcn_batchnorm_predictions_from_the_export() {
         .args(["-c", "import numpy"])
         .status()
         .is_ok_and(|s| s.success());
-    assert!(has_numpy, "{py} with numpy is needed (set SAINTFLOW_PYTHON)");
+    assert!(
+        has_numpy,
+        "{py} with numpy is needed (set SAINTFLOW_PYTHON)"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let sf = env!("CARGO_BIN_EXE_saintflow");
     let run = |args: &[&str]| {
@@ -259,19 +287,51 @@ fn numpy_reproduces_gcn_batchnorm_predictions_from_the_export() {
     };
     let t = |p: &str| tmp.path().join(p).display().to_string();
     let plan = plan_file("gcn_batchnorm").display().to_string();
-    run(&["import", "graphsaint", &data.display().to_string(), "-o", &t("cora.sf"), "-q"]);
     run(&[
-        "train", &plan, "--graph", &t("cora.sf"), "--seed", "1", "--checkpoint", &t("run/"), "-q",
+        "import",
+        "graphsaint",
+        &data.display().to_string(),
+        "-o",
+        &t("cora.sf"),
+        "-q",
     ]);
-    run(&["export", &t("run/"), "--best", "-o", &t("model.safetensors")]);
     run(&[
-        "embed", &plan, "--graph", &t("cora.sf"), "--checkpoint", &t("run/"), "--logits", "-o",
+        "train",
+        &plan,
+        "--graph",
+        &t("cora.sf"),
+        "--seed",
+        "1",
+        "--checkpoint",
+        &t("run/"),
+        "-q",
+    ]);
+    run(&[
+        "export",
+        &t("run/"),
+        "--best",
+        "-o",
+        &t("model.safetensors"),
+    ]);
+    run(&[
+        "embed",
+        &plan,
+        "--graph",
+        &t("cora.sf"),
+        "--checkpoint",
+        &t("run/"),
+        "--logits",
+        "-o",
         &t("logits.npy"),
     ]);
     let script = root.join("examples/python/gcn_batchnorm_numpy.py");
     let out = Command::new(&py)
         .arg(&script)
-        .args([&t("model.safetensors"), &data.display().to_string(), &t("logits.npy")])
+        .args([
+            &t("model.safetensors"),
+            &data.display().to_string(),
+            &t("logits.npy"),
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

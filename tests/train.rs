@@ -773,7 +773,10 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
         // reads them).
         for d in lowered.state_decls() {
             let v = (0..d.cols).map(|j| 0.5 + 0.1 * j as f32).collect();
-            params.insert(d.name, saintflow::ir::Tensor::from_vec(1, d.cols, v).unwrap());
+            params.insert(
+                d.name,
+                saintflow::ir::Tensor::from_vec(1, d.cols, v).unwrap(),
+            );
         }
         for (rows, memory) in [(Some(37), usize::MAX), (Some(100), 0), (None, 0)] {
             let opts = InferOptions {

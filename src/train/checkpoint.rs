@@ -276,7 +276,11 @@ impl Checkpoint {
     pub fn validate(&self) -> Result<(), String> {
         check_tensors("params", &self.params, false)?;
         check_tensors("state", &self.state, false)?;
-        if let Some(t) = self.state.iter().find(|t| self.params.iter().any(|p| p.name == t.name)) {
+        if let Some(t) = self
+            .state
+            .iter()
+            .find(|t| self.params.iter().any(|p| p.name == t.name))
+        {
             return Err(format!(
                 "state: `{}` is also a parameter, expected state and parameters apart",
                 t.name

@@ -29,8 +29,8 @@ pub use matmul::{
     Spmm, Transpose, PREPACK_K_MIN,
 };
 pub use nodenorm::{
-    running_names, running_stats, update_running, BatchNormStats, NodeNorm, NodeNormGrad,
-    NormKind, PairMode, Wrt, BN_MOMENTUM, NORM_EPS,
+    running_names, running_stats, update_running, BatchNormStats, NodeNorm, NodeNormGrad, NormKind,
+    PairMode, Wrt, BN_MOMENTUM, NORM_EPS,
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
 pub use source::{AdjKind, Adjacency, Features, One, Param, Sample, TargetsOp};

@@ -232,7 +232,9 @@ impl NodeNorm {
             if *inputs[1 + i] != want {
                 return Err(OpError::args(format!(
                     "{op}: {}, expected {want} (one value per column of x {}), got {}",
-                    names[i], inputs[0], inputs[1 + i]
+                    names[i],
+                    inputs[0],
+                    inputs[1 + i]
                 )));
             }
         }
@@ -248,7 +250,10 @@ impl NodeNorm {
 
 /// The running statistics' parameter names of BatchNorm state `name`.
 pub fn running_names(name: &str) -> [String; 2] {
-    [format!("{name}.running_mean"), format!("{name}.running_var")]
+    [
+        format!("{name}.running_mean"),
+        format!("{name}.running_var"),
+    ]
 }
 
 /// BatchNorm `name`'s running mean and variance in `params` (f columns), or their initial
@@ -377,7 +382,13 @@ fn row_stats(row: &[f32]) -> (f64, f64) {
 }
 
 /// Parameter row k of the inputs (after x) as f64, or `fill` when absent.
-fn param_row(inputs: &[&Value], k: usize, f: usize, fill: f64, op: &str) -> Result<Vec<f64>, OpError> {
+fn param_row(
+    inputs: &[&Value],
+    k: usize,
+    f: usize,
+    fill: f64,
+    op: &str,
+) -> Result<Vec<f64>, OpError> {
     match inputs.get(1 + k) {
         Some(v) if v.as_dense().is_some() => Ok(dense(inputs, 1 + k, op)?
             .data
@@ -440,7 +451,14 @@ fn forward_whole(norm: &NodeNorm, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Te
             } else {
                 running_stats(ctx.params, state, f)?
             };
-            batch_rows(&x.data, f, norm.eps, (&mean, &var), (&gamma, &beta), &mut y.data);
+            batch_rows(
+                &x.data,
+                f,
+                norm.eps,
+                (&mean, &var),
+                (&gamma, &beta),
+                &mut y.data,
+            );
         }
         NormKind::Graph | NormKind::Pair { .. } => {
             let mut acc = norm.start(f);
@@ -453,7 +471,12 @@ fn forward_whole(norm: &NodeNorm, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Te
 
 /// The rows of a PairNorm or GraphNorm from its statistics over all `n` rows of x (see
 /// [`NodeStats`]): `inputs` are x's rows and the parameters.
-fn stats_rows(norm: &NodeNorm, acc: &[f64], n: usize, inputs: &[&Value]) -> Result<Tensor, OpError> {
+fn stats_rows(
+    norm: &NodeNorm,
+    acc: &[f64],
+    n: usize,
+    inputs: &[&Value],
+) -> Result<Tensor, OpError> {
     let op = norm.plan_name();
     let x = dense(inputs, 0, op)?;
     let (rows, f) = (x.rows, x.cols);
@@ -470,9 +493,20 @@ fn stats_rows(norm: &NodeNorm, acc: &[f64], n: usize, inputs: &[&Value]) -> Resu
             // mean_i (x_i − αμ)² = E[x²] − (2α − α²) μ².
             let shift: Vec<f64> = mean.iter().zip(&alpha).map(|(m, a)| m * a).collect();
             let var: Vec<f64> = (0..f)
-                .map(|j| (acc[f + j] * inv_n - (2.0 * alpha[j] - alpha[j] * alpha[j]) * mean[j] * mean[j]).max(0.0))
+                .map(|j| {
+                    (acc[f + j] * inv_n
+                        - (2.0 * alpha[j] - alpha[j] * alpha[j]) * mean[j] * mean[j])
+                        .max(0.0)
+                })
                 .collect();
-            batch_rows(&x.data, f, norm.eps, (&shift, &var), (&gamma, &beta), &mut y.data);
+            batch_rows(
+                &x.data,
+                f,
+                norm.eps,
+                (&shift, &var),
+                (&gamma, &beta),
+                &mut y.data,
+            );
         }
         NormKind::Pair { mode, scale } => match mode {
             PairMode::Pn => {
@@ -547,6 +581,7 @@ impl NodeStats for NodeNorm {
 }
 
 /// y = γ (x − μ)/√(v + ε) + β per column.
+#[allow(clippy::needless_range_loop)]
 fn batch_rows(
     x: &[f32],
     f: usize,
@@ -741,6 +776,8 @@ pub struct NodeNormGrad {
 ///   ∂cᵢ = (s/Dᵢ)(gᵢ − cᵢ ⟨gᵢ, cᵢ⟩ / Dᵢ²); both then ∂x = ∂c − mean(∂c) (the centring is a
 ///   symmetric projection); PN-SCS: ∂xᵢ = (s/Dᵢ)(gᵢ − xᵢ⟨gᵢ, xᵢ⟩/Dᵢ²) − mean(g);
 /// * ∂γ = Σ g ⊙ x̂, ∂β = Σ g.
+// Index loops read as the formulas above (i a row, j a column).
+#[allow(clippy::needless_range_loop)]
 pub fn grads(
     norm: &NodeNorm,
     inputs: &[&Value],
@@ -983,7 +1020,11 @@ impl Op for BatchNormStats {
             None => 1.0 / n.max(1) as f64,
         };
         let n_eff = 1.0 / sq;
-        let bessel = if n_eff > 1.0 { n_eff / (n_eff - 1.0) } else { 1.0 };
+        let bessel = if n_eff > 1.0 {
+            n_eff / (n_eff - 1.0)
+        } else {
+            1.0
+        };
         let data = mean
             .iter()
             .map(|&m| m as f32)
@@ -1029,12 +1070,36 @@ mod tests {
     fn every_norm_passes_the_gradient_check() {
         let p = Arg::Param(1, 5);
         let cases: Vec<(&str, Arc<dyn Op>, Vec<Arg>)> = vec![
-            ("batch weighted", batch(true, true), vec![Arg::Nodes(5), p, p, Arg::Subgraph]),
-            ("batch plain", batch(false, true), vec![Arg::Nodes(5), p, p, Arg::Subgraph]),
-            ("batch no affine", batch(true, false), vec![Arg::Nodes(5), Arg::Subgraph]),
-            ("layer", norm(NormKind::Layer, true), vec![Arg::Nodes(5), p, p]),
-            ("layer no affine", norm(NormKind::Layer, false), vec![Arg::Nodes(5)]),
-            ("graph", norm(NormKind::Graph, true), vec![Arg::Nodes(5), p, p, p]),
+            (
+                "batch weighted",
+                batch(true, true),
+                vec![Arg::Nodes(5), p, p, Arg::Subgraph],
+            ),
+            (
+                "batch plain",
+                batch(false, true),
+                vec![Arg::Nodes(5), p, p, Arg::Subgraph],
+            ),
+            (
+                "batch no affine",
+                batch(true, false),
+                vec![Arg::Nodes(5), Arg::Subgraph],
+            ),
+            (
+                "layer",
+                norm(NormKind::Layer, true),
+                vec![Arg::Nodes(5), p, p],
+            ),
+            (
+                "layer no affine",
+                norm(NormKind::Layer, false),
+                vec![Arg::Nodes(5)],
+            ),
+            (
+                "graph",
+                norm(NormKind::Graph, true),
+                vec![Arg::Nodes(5), p, p, p],
+            ),
             ("pair PN", pair(PairMode::Pn, 1.0), vec![Arg::Nodes(5)]),
             ("pair PN-SI", pair(PairMode::Si, 2.0), vec![Arg::Nodes(5)]),
             ("pair PN-SCS", pair(PairMode::Scs, 1.5), vec![Arg::Nodes(5)]),
@@ -1069,7 +1134,9 @@ mod tests {
                 grad: NodeId,
             ) -> Result<Vec<Option<NodeId>>, OpError> {
                 // The gradient of the unweighted statistics: wrong for this forward.
-                let plain = NodeNorm::batch(0.1, 1e-5, false).unwrap().with(false, Some("bn"));
+                let plain = NodeNorm::batch(0.1, 1e-5, false)
+                    .unwrap()
+                    .with(false, Some("bn"));
                 let (x, s) = (g.input(0), g.input(1));
                 let dx = g.add(
                     NodeNormGrad {
@@ -1081,7 +1148,9 @@ mod tests {
                 Ok(vec![Some(dx), None])
             }
         }
-        let op = NodeNorm::batch(0.1, 1e-5, true).unwrap().with(false, Some("bn"));
+        let op = NodeNorm::batch(0.1, 1e-5, true)
+            .unwrap()
+            .with(false, Some("bn"));
         let r = check_op_gradients(Arc::new(Unweighted(op)), &[Arg::Nodes(5), Arg::Subgraph]);
         assert!(
             matches!(r, Err(crate::testing::CheckError::Gradients { .. })),
@@ -1119,14 +1188,21 @@ mod tests {
     }
 
     fn x4() -> Tensor {
-        Tensor::from_vec(4, 3, vec![1., 2., -1., 3., 0., 2., -2., 5., 0.5, 4., 1., 1.]).unwrap()
+        Tensor::from_vec(
+            4,
+            3,
+            vec![1., 2., -1., 3., 0., 2., -2., 5., 0.5, 4., 1., 1.],
+        )
+        .unwrap()
     }
 
     fn run(op: &NodeNorm, extra: &[Tensor], training: bool, params: &Params) -> Tensor {
         let mut vals = vec![Value::dense(x4())];
         vals.extend(extra.iter().cloned().map(Value::dense));
         if op.reads_subgraph() {
-            vals.push(Value::Subgraph(Arc::new(crate::sample::Subgraph::default())));
+            vals.push(Value::Subgraph(
+                Arc::new(crate::sample::Subgraph::default()),
+            ));
         }
         let refs: Vec<&Value> = vals.iter().collect();
         op.forward(&refs, &ctx(params, training))
@@ -1137,7 +1213,9 @@ mod tests {
     }
 
     fn col(t: &Tensor, j: usize) -> Vec<f64> {
-        (0..t.rows).map(|i| f64::from(t.data[i * t.cols + j])).collect()
+        (0..t.rows)
+            .map(|i| f64::from(t.data[i * t.cols + j]))
+            .collect()
     }
 
     /// The outputs against their definitions, computed here another way (per column or
@@ -1152,7 +1230,9 @@ mod tests {
         };
         // BatchNorm in training, without a source: every column mean 0, variance 1 (ε
         // aside); γ, β then scale and shift.
-        let bn = NodeNorm::batch(0.1, 1e-5, true).unwrap().with(false, Some("bn"));
+        let bn = NodeNorm::batch(0.1, 1e-5, true)
+            .unwrap()
+            .with(false, Some("bn"));
         let y = run(&bn, &[], true, &params);
         for j in 0..3 {
             assert!(mean(&col(&y, j)).abs() < 1e-6);
@@ -1165,8 +1245,14 @@ mod tests {
         }
         // With running statistics: (x − m)/√(v + ε).
         let mut p = Params::default();
-        p.insert("bn.running_mean", Tensor::from_vec(1, 3, vec![1., 2., 3.]).unwrap());
-        p.insert("bn.running_var", Tensor::from_vec(1, 3, vec![4., 1., 0.25]).unwrap());
+        p.insert(
+            "bn.running_mean",
+            Tensor::from_vec(1, 3, vec![1., 2., 3.]).unwrap(),
+        );
+        p.insert(
+            "bn.running_var",
+            Tensor::from_vec(1, 3, vec![4., 1., 0.25]).unwrap(),
+        );
         let y = run(&bn, &[], false, &p);
         assert!((y.data[0] - (1.0 - 1.0) / 2.0).abs() < 1e-5);
         assert!((y.data[1] - (2.0 - 2.0) / 1.0).abs() < 1e-5);
@@ -1205,7 +1291,9 @@ mod tests {
         let ones = Tensor::from_vec(1, 3, vec![1.; 3]).unwrap();
         let zeros = Tensor::from_vec(1, 3, vec![0.; 3]).unwrap();
         let y = run(&gn, &[ones.clone(), g.clone(), b.clone()], true, &params);
-        let bn_affine = NodeNorm::batch(0.1, 1e-5, true).unwrap().with(true, Some("bn"));
+        let bn_affine = NodeNorm::batch(0.1, 1e-5, true)
+            .unwrap()
+            .with(true, Some("bn"));
         let want = run(&bn_affine, &[g.clone(), b.clone()], true, &params);
         assert_eq!(y, want);
         let y = run(&gn, &[zeros, ones.clone(), zeros_like(&b)], true, &params);
