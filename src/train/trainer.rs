@@ -472,6 +472,14 @@ fn run(
     let lowered = lower_for(plan, store, registry)?;
     let sched = schedule(plan, opts.epochs);
     check_memory(opts, &lowered, &sched)?;
+    if let (Some(_), Some(r)) = (&opts.dist, lowered.running.first()) {
+        // Each rank would fold its own batches into them, and the parts' parameters
+        // (which carry them) would disagree after the first epoch.
+        return Err(TrainError::Run(format!(
+            "`batchnorm` (running statistics `{}`) trains in one process: a distributed job does not combine its ranks' running statistics yet",
+            r.name
+        )));
+    }
     let n_train = match &lowered.link {
         // A link plan's epochs count edges (compile::setup_phase), its loss no nodes; its
         // evaluation needs the store's split.
