@@ -342,3 +342,83 @@ fn numpy_reproduces_gcn_batchnorm_predictions_from_the_export() {
     );
     assert!(text.contains("argmax agrees on 1000 of 1000"), "{text}");
 }
+
+/// `layernorm` fuses with the row-wise ops around it (issue 58: "fusible where row-wise
+/// ops are"): planned with the fusion pass, a step of a plan using it has a fused node
+/// with a `layernorm` stage, and its loss and gradients are the bits of the same plan
+/// planned without fusion, at a size where the fused chain runs in several row blocks.
+#[test]
+fn layernorm_fuses_and_the_fused_step_gives_the_unfused_bits() {
+    use saintflow::ir::{Bindings, Value};
+    use saintflow::op::fused::Fused;
+    use saintflow::op::{GraphSource, MemorySource, Registry};
+    use saintflow::plan::LowerEnv;
+    use saintflow::planner::{default_passes, plan_with, Pass, PlanOptions, Precision};
+    let text = r#"
+[dims]
+hidden = 24
+[[layer]]
+dropout = 0.2
+params = { W0 = ["in", "hidden"], g = { shape = [1, "hidden"], init = "ones" }, b = [1, "hidden"] }
+out = "relu(layernorm(A_sym @ x @ W0 + b, g, b, eps=1e-5))"
+[output]
+params = { W1 = ["in", "classes"] }
+out = "x @ W1"
+"#;
+    let reg = Registry::with_builtins();
+    let src = MemorySource::random(1200, 8, 6, 3, false, 5);
+    let plan = Plan::parse(text, "ln.toml").unwrap();
+    let lowered = plan.lower(&LowerEnv::of(&src, &reg)).unwrap();
+    let mut params = saintflow::ir::Params::init(&lowered.params, 2);
+    params
+        .get_mut("b")
+        .unwrap()
+        .data
+        .iter_mut()
+        .enumerate()
+        .for_each(|(j, v)| *v = 0.01 * j as f32);
+    let sub = src.sample(0).unwrap();
+    let opts = PlanOptions {
+        bindings: Bindings {
+            nodes: sub.n_nodes(),
+            entries: sub.n_entries(),
+            pairs: 0,
+        },
+        threads: 4,
+        cache_bytes: 1 << 20,
+        precision: Precision::F32,
+        feature_density: None,
+    };
+    let step = |fuse: bool| {
+        let mut g = lowered.graph.clone();
+        let passes: Vec<Box<dyn Pass>> = default_passes()
+            .into_iter()
+            .filter(|p| fuse || p.name() != "fuse")
+            .collect();
+        plan_with(&mut g, &passes, &opts).unwrap();
+        let mut wanted = vec![g.output("loss").unwrap()];
+        for (name, _) in &lowered.grads {
+            wanted.push(g.output(&format!("grad/{name}")).unwrap());
+        }
+        let vals = saintflow::exec::run(&g, &wanted, Some(&src), &params, 2, 7, true).unwrap();
+        let bits: Vec<Vec<u32>> = wanted
+            .iter()
+            .map(|&w| match vals.get(w).unwrap() {
+                Value::Dense(t) => t.data.iter().map(|x| x.to_bits()).collect(),
+                Value::Scalar(s) => vec![s.to_bits() as u32, (s.to_bits() >> 32) as u32],
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let fused_ln = g.ids().into_iter().any(|id| {
+            g.node(id)
+                .op
+                .downcast_ref::<Fused>()
+                .is_some_and(|f| f.stages.iter().any(|s| s.op.name() == "layernorm"))
+        });
+        (bits, fused_ln)
+    };
+    let (fused, has) = step(true);
+    let (plain, plain_has) = step(false);
+    assert!(has && !plain_has, "layernorm fused: {has}, unfused plan: {plain_has}");
+    assert!(fused == plain, "the fused step differs from the unfused one");
+}

@@ -189,7 +189,13 @@ impl TrainState {
             early: Some(self.early.clone()),
             best_loss: self.best.as_ref().and_then(|b| b.val.loss),
             state: self.split(&self.params).1,
-            best_state: self.best.as_ref().map(|b| self.split(&b.params).1),
+            // None for a plan without state: its checkpoint is the last format's plus the
+            // two empty fields.
+            best_state: self
+                .best
+                .as_ref()
+                .map(|b| self.split(&b.params).1)
+                .filter(|s| !s.is_empty()),
         }
         .save(path)
     }
