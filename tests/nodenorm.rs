@@ -419,6 +419,313 @@ out = "x @ W1"
     };
     let (fused, has) = step(true);
     let (plain, plain_has) = step(false);
-    assert!(has && !plain_has, "layernorm fused: {has}, unfused plan: {plain_has}");
-    assert!(fused == plain, "the fused step differs from the unfused one");
+    assert!(
+        has && !plain_has,
+        "layernorm fused: {has}, unfused plan: {plain_has}"
+    );
+    assert!(
+        fused == plain,
+        "the fused step differs from the unfused one"
+    );
+}
+
+// The ops one by one (moved here from the op's module: `op` may not import `testing`).
+mod ops {
+    use std::sync::Arc;
+
+    use saintflow::ir::{Bindings, Fact, NodeId, Params, Tensor, Value};
+    use saintflow::op::builtin::{
+        running_names, update_running, BatchNormStats, NodeNorm, NodeNormGrad, NormKind, PairMode,
+        Wrt,
+    };
+    use saintflow::op::{Arity, Ctx, GradBuilder, Op, OpError};
+    use saintflow::testing::{check_blocked_equals_in_memory, check_op_gradients, Arg};
+
+    fn batch(weighted: bool, affine: bool) -> Arc<dyn Op> {
+        Arc::new(
+            NodeNorm::batch(0.1, 1e-5, weighted)
+                .unwrap()
+                .with(affine, Some("bn")),
+        )
+    }
+
+    fn norm(kind: NormKind, affine: bool) -> Arc<dyn Op> {
+        Arc::new(NodeNorm::new(kind, 1e-5, affine).unwrap())
+    }
+
+    fn pair(mode: PairMode, scale: f64) -> Arc<dyn Op> {
+        norm(NormKind::Pair { mode, scale }, false)
+    }
+
+    /// Every op and input: the gradient against finite differences on the harness's
+    /// three graphs (23 nodes, 15 multi-label, a single node), whose sources carry
+    /// node weights, so a weighted BatchNorm is checked with unequal weights.
+    #[test]
+    fn every_norm_passes_the_gradient_check() {
+        let p = Arg::Param(1, 5);
+        let cases: Vec<(&str, Arc<dyn Op>, Vec<Arg>)> = vec![
+            (
+                "batch weighted",
+                batch(true, true),
+                vec![Arg::Nodes(5), p, p, Arg::Subgraph],
+            ),
+            (
+                "batch plain",
+                batch(false, true),
+                vec![Arg::Nodes(5), p, p, Arg::Subgraph],
+            ),
+            (
+                "batch no affine",
+                batch(true, false),
+                vec![Arg::Nodes(5), Arg::Subgraph],
+            ),
+            (
+                "layer",
+                norm(NormKind::Layer, true),
+                vec![Arg::Nodes(5), p, p],
+            ),
+            (
+                "layer no affine",
+                norm(NormKind::Layer, false),
+                vec![Arg::Nodes(5)],
+            ),
+            (
+                "graph",
+                norm(NormKind::Graph, true),
+                vec![Arg::Nodes(5), p, p, p],
+            ),
+            ("pair PN", pair(PairMode::Pn, 1.0), vec![Arg::Nodes(5)]),
+            ("pair PN-SI", pair(PairMode::Si, 2.0), vec![Arg::Nodes(5)]),
+            ("pair PN-SCS", pair(PairMode::Scs, 1.5), vec![Arg::Nodes(5)]),
+        ];
+        for (what, op, args) in cases {
+            check_op_gradients(op, &args).unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+    }
+
+    /// The harness catches a wrong gradient here: BatchNorm's ∂x without the weights
+    /// (the uniform formula on weighted statistics) is refused.
+    #[test]
+    fn a_batchnorm_gradient_that_ignores_the_weights_is_caught() {
+        #[derive(Debug)]
+        struct Unweighted(NodeNorm);
+        impl Op for Unweighted {
+            fn name(&self) -> &str {
+                "test.bn"
+            }
+            fn args(&self) -> Arity {
+                self.0.args()
+            }
+            fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+                self.0.infer(inputs)
+            }
+            fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+                self.0.forward(inputs, ctx)
+            }
+            fn backward(
+                &self,
+                g: &mut GradBuilder<'_>,
+                grad: NodeId,
+            ) -> Result<Vec<Option<NodeId>>, OpError> {
+                // The gradient of the unweighted statistics: wrong for this forward.
+                let plain = NodeNorm::batch(0.1, 1e-5, false)
+                    .unwrap()
+                    .with(false, Some("bn"));
+                let (x, s) = (g.input(0), g.input(1));
+                let dx = g.add(
+                    NodeNormGrad {
+                        norm: plain,
+                        wrt: Wrt::X,
+                    },
+                    &[x, s, grad],
+                )?;
+                Ok(vec![Some(dx), None])
+            }
+        }
+        let op = NodeNorm::batch(0.1, 1e-5, true)
+            .unwrap()
+            .with(false, Some("bn"));
+        let r = check_op_gradients(Arc::new(Unweighted(op)), &[Arg::Nodes(5), Arg::Subgraph]);
+        assert!(
+            matches!(r, Err(saintflow::testing::CheckError::Gradients { .. })),
+            "{r:?}"
+        );
+    }
+
+    /// Row-local in evaluation: LayerNorm, and BatchNorm with its running statistics;
+    /// PairNorm and GraphNorm through their node statistics.
+    #[test]
+    fn every_norm_blocks_like_the_whole_in_evaluation() {
+        let p = Arg::Param(1, 5);
+        check_blocked_equals_in_memory(norm(NormKind::Layer, true), &[Arg::Nodes(5), p, p])
+            .unwrap();
+        check_blocked_equals_in_memory(batch(true, true), &[Arg::Nodes(5), p, p, Arg::Subgraph])
+            .unwrap();
+        // PairNorm and GraphNorm: their statistics folded block by block first.
+        for mode in [PairMode::Pn, PairMode::Si, PairMode::Scs] {
+            check_blocked_equals_in_memory(pair(mode, 1.5), &[Arg::Nodes(5)]).unwrap();
+        }
+        check_blocked_equals_in_memory(norm(NormKind::Graph, true), &[Arg::Nodes(5), p, p, p])
+            .unwrap();
+    }
+
+    fn ctx<'a>(params: &'a Params, training: bool) -> Ctx<'a> {
+        Ctx {
+            source: None,
+            params,
+            step: 0,
+            seed: 0,
+            training,
+            node: NodeId::default(),
+            bindings: Bindings::new(4, 0),
+        }
+    }
+
+    fn x4() -> Tensor {
+        Tensor::from_vec(
+            4,
+            3,
+            vec![1., 2., -1., 3., 0., 2., -2., 5., 0.5, 4., 1., 1.],
+        )
+        .unwrap()
+    }
+
+    fn run(op: &NodeNorm, extra: &[Tensor], training: bool, params: &Params) -> Tensor {
+        let mut vals = vec![Value::dense(x4())];
+        vals.extend(extra.iter().cloned().map(Value::dense));
+        if matches!(op.kind, NormKind::Batch { .. }) {
+            vals.push(Value::Subgraph(Arc::new(
+                saintflow::sample::Subgraph::default(),
+            )));
+        }
+        let refs: Vec<&Value> = vals.iter().collect();
+        op.forward(&refs, &ctx(params, training))
+            .unwrap()
+            .as_dense()
+            .unwrap()
+            .clone()
+    }
+
+    fn col(t: &Tensor, j: usize) -> Vec<f64> {
+        (0..t.rows)
+            .map(|i| f64::from(t.data[i * t.cols + j]))
+            .collect()
+    }
+
+    /// The outputs against their definitions, computed here another way (per column or
+    /// row of the result).
+    #[test]
+    fn outputs_have_the_statistics_they_promise() {
+        let params = Params::default();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let var = |v: &[f64]| {
+            let m = mean(v);
+            v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64
+        };
+        // BatchNorm in training, without a source: every column mean 0, variance 1 (ε
+        // aside); γ, β then scale and shift.
+        let bn = NodeNorm::batch(0.1, 1e-5, true)
+            .unwrap()
+            .with(false, Some("bn"));
+        let y = run(&bn, &[], true, &params);
+        for j in 0..3 {
+            assert!(mean(&col(&y, j)).abs() < 1e-6);
+            assert!((var(&col(&y, j)) - 1.0).abs() < 1e-4);
+        }
+        // In evaluation with no running statistics: their initial 0 and 1, y ≈ x.
+        let y = run(&bn, &[], false, &params);
+        for (a, b) in y.data.iter().zip(&x4().data) {
+            assert!((a - b / (1.0f32 + 1e-5).sqrt()).abs() < 1e-6);
+        }
+        // With running statistics: (x − m)/√(v + ε).
+        let mut p = Params::default();
+        p.insert(
+            "bn.running_mean",
+            Tensor::from_vec(1, 3, vec![1., 2., 3.]).unwrap(),
+        );
+        p.insert(
+            "bn.running_var",
+            Tensor::from_vec(1, 3, vec![4., 1., 0.25]).unwrap(),
+        );
+        let y = run(&bn, &[], false, &p);
+        assert!((y.data[0] - (1.0 - 1.0) / 2.0).abs() < 1e-5);
+        assert!((y.data[1] - (2.0 - 2.0) / 1.0).abs() < 1e-5);
+        assert!((y.data[5] - (2.0 - 3.0) / 0.5).abs() < 1e-4);
+        // LayerNorm: every row mean 0, variance 1, then γ·+β.
+        let ln = NodeNorm::new(NormKind::Layer, 1e-5, true).unwrap();
+        let g = Tensor::from_vec(1, 3, vec![2., 2., 2.]).unwrap();
+        let b = Tensor::from_vec(1, 3, vec![1., 1., 1.]).unwrap();
+        let y = run(&ln, &[g.clone(), b.clone()], true, &params);
+        for row in y.data.chunks(3) {
+            let r: Vec<f64> = row.iter().map(|&v| (f64::from(v) - 1.0) / 2.0).collect();
+            assert!(mean(&r).abs() < 1e-6 && (var(&r) - 1.0).abs() < 1e-4);
+        }
+        // PairNorm PN: column means 0, mean squared row norm s²; PN-SI: every row of
+        // norm s.
+        for (mode, s) in [(PairMode::Pn, 2.0), (PairMode::Si, 1.5)] {
+            let pn = NodeNorm::new(NormKind::Pair { mode, scale: s }, 1e-5, false).unwrap();
+            let y = run(&pn, &[], true, &params);
+            if mode == PairMode::Pn {
+                for j in 0..3 {
+                    assert!(mean(&col(&y, j)).abs() < 1e-6);
+                }
+            }
+            let norms: Vec<f64> = y
+                .data
+                .chunks(3)
+                .map(|r| r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>())
+                .collect();
+            match mode {
+                PairMode::Pn => assert!((mean(&norms) - s * s).abs() < 1e-4),
+                _ => assert!(norms.iter().all(|n| (n - s * s).abs() < 1e-4)),
+            }
+        }
+        // GraphNorm with α = 1 is BatchNorm over the nodes; with α = 0 no centring.
+        let gn = NodeNorm::new(NormKind::Graph, 1e-5, true).unwrap();
+        let ones = Tensor::from_vec(1, 3, vec![1.; 3]).unwrap();
+        let zeros = Tensor::from_vec(1, 3, vec![0.; 3]).unwrap();
+        let y = run(&gn, &[ones.clone(), g.clone(), b.clone()], true, &params);
+        let bn_affine = NodeNorm::batch(0.1, 1e-5, true)
+            .unwrap()
+            .with(true, Some("bn"));
+        let want = run(&bn_affine, &[g.clone(), b.clone()], true, &params);
+        assert_eq!(y, want);
+        let y = run(&gn, &[zeros, ones.clone(), zeros_like(&b)], true, &params);
+        for j in 0..3 {
+            let c = col(&x4(), j);
+            let rms = (c.iter().map(|v| v * v).sum::<f64>() / 4.0 + 1e-5).sqrt();
+            for (a, x) in col(&y, j).iter().zip(&c) {
+                assert!((a - x / rms).abs() < 1e-5);
+            }
+        }
+    }
+
+    fn zeros_like(t: &Tensor) -> Tensor {
+        Tensor::zeros(t.rows, t.cols)
+    }
+
+    /// The running statistics: PyTorch's rule from their initial 0 and 1, the variance
+    /// unbiased (n/(n − 1) for equal weights).
+    #[test]
+    fn running_statistics_follow_the_momentum_rule() {
+        let params = Params::default();
+        let stats = BatchNormStats { weighted: true };
+        let vals = [
+            Value::dense(x4()),
+            Value::Subgraph(Arc::new(saintflow::sample::Subgraph::default())),
+        ];
+        let refs: Vec<&Value> = vals.iter().collect();
+        let s = stats.forward(&refs, &ctx(&params, true)).unwrap();
+        let s = s.as_dense().unwrap();
+        let c0 = col(&x4(), 0);
+        let m0 = c0.iter().sum::<f64>() / 4.0;
+        let v0 = c0.iter().map(|v| (v - m0).powi(2)).sum::<f64>() / 3.0;
+        assert!((f64::from(s.data[0]) - m0).abs() < 1e-6);
+        assert!((f64::from(s.data[3]) - v0).abs() < 1e-5);
+        let mut p = Params::default();
+        update_running(&mut p, "bn", 0.1, s).unwrap();
+        let [mk, vk] = running_names("bn");
+        assert!((f64::from(p.get(&mk).unwrap().data[0]) - 0.1 * m0).abs() < 1e-6);
+        assert!((f64::from(p.get(&vk).unwrap().data[0]) - (0.9 + 0.1 * v0)).abs() < 1e-5);
+    }
 }

@@ -357,6 +357,12 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         None
     }
 
+    /// How a plan's call becomes this op, when the call has several forms or the op keeps
+    /// running state ([`PlanCall`]). Default: `None` (the call's arguments are the op's).
+    fn as_plan_call(&self) -> Option<&dyn PlanCall> {
+        None
+    }
+
     /// Feature partitions, when the op's kernel takes a count (see "Feature partitions"
     /// at the top of this file). Default: `None`.
     fn as_feature_partitioned(&self) -> Option<&dyn FeaturePartitioned> {
@@ -477,6 +483,33 @@ pub trait NodeStats {
         inputs: &[&Value],
         ctx: &Ctx<'_>,
     ) -> Result<Value, OpError>;
+}
+
+/// Capability asked by lowering (issue 58): an op a plan calls in several forms
+/// (`layernorm(x)` or `layernorm(x, gamma, beta)`), or that keeps running state across
+/// training steps (`batchnorm`'s running statistics). Returned by [`Op::as_plan_call`].
+pub trait PlanCall {
+    /// The op for a call written with `written` arguments — with `state`, the name of its
+    /// running state, when it keeps some ([`PlanCall::running`]) — or what the call takes.
+    fn for_call(&self, written: usize, state: &str) -> Result<Arc<dyn Op>, String>;
+
+    /// The running state, if the op keeps some: lowering then names it (the call's
+    /// `name=`, else `NAME.K`), appends the subgraph as the op's last input, and adds
+    /// [`Running::stats`] on (input 0, the subgraph) as the graph output `state/NAME`, which
+    /// the trainer folds into the state after every step. Default: none.
+    fn running(&self) -> Option<Running> {
+        None
+    }
+}
+
+/// An op's running state (see [`PlanCall::running`]): the statistics op of one step and
+/// the update's momentum.
+#[derive(Clone, Debug)]
+pub struct Running {
+    /// running ← (1 − m)·running + m·step's.
+    pub momentum: f64,
+    /// The op computing a step's statistics from (input 0, the subgraph).
+    pub stats: Arc<dyn Op>,
 }
 
 /// Capability: a neighbour op (see "Neighbour ops" at the top of this file). Returned by

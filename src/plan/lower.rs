@@ -18,8 +18,8 @@ use saintflow_ops::gemm::Precision;
 use crate::autodiff::differentiate;
 use crate::ir::{Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
 use crate::op::builtin::{
-    running_names, Add, AdjKind, Adjacency, Features, LinkLoss, Loss, LossKind, MatMul, NodeNorm,
-    NormKind, PairKind, Pairs, Param, Sample, TargetsOp,
+    running_names, Add, AdjKind, Adjacency, Features, LinkLoss, Loss, LossKind, MatMul, PairKind,
+    Pairs, Param, Sample, TargetsOp,
 };
 use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
 use crate::suggest::did_you_mean;
@@ -1006,49 +1006,38 @@ impl<'a> Lowerer<'a> {
                         &format!("argument {} of `{name}`", i + 1),
                     )?);
                 }
-                if let Some(norm) = op.downcast_ref::<NodeNorm>() {
-                    if matches!(norm.kind, NormKind::Batch { .. } | NormKind::Layer) {
-                        let norm = norm.clone();
-                        return self.affine_norm(layer, e, norm, &attrs, inputs);
-                    }
+                if op.as_plan_call().is_some() {
+                    return self.plan_call(layer, e, op, &attrs, inputs);
                 }
                 Ok(Val::Node(self.add(layer, e, op, &inputs)?))
             }
         }
     }
 
-    /// `batchnorm` or `layernorm` called on `inputs`: x alone, or x, γ, β; a `batchnorm`
-    /// also reads the subgraph (its node weights), names its running statistics and adds
-    /// the node of its step statistics.
-    fn affine_norm(
+    /// A call of an op that says how its calls lower ([`PlanCall`](crate::op::PlanCall): `batchnorm`,
+    /// `layernorm`) on the written `inputs`: the op for that many arguments; one with
+    /// running state also gets its state's name, the subgraph as its last input, and the
+    /// node of its step statistics (the output `state/NAME`).
+    fn plan_call(
         &mut self,
         layer: &Layer,
         e: &Expr,
-        norm: NodeNorm,
+        op: Arc<dyn Op>,
         attrs: &Attrs,
         mut inputs: Vec<NodeId>,
     ) -> Result<Val, PlanError> {
-        let name = norm.name().to_string();
-        if inputs.len() != 1 && inputs.len() != 3 {
-            return Err(self.err(
-                layer,
-                e.span.start,
-                PlanErrorKind::Op,
-                format!(
-                    "`{name}` takes x, or x, gamma, beta (two [1, f] parameters, gamma with `init = \"ones\"`), got {} argument{}",
-                    inputs.len(),
-                    if inputs.len() == 1 { "" } else { "s" }
-                ),
-            ));
-        }
-        let affine = inputs.len() == 3;
-        let NormKind::Batch { momentum, .. } = norm.kind else {
-            let op = Arc::new(norm.with(affine, None));
-            return Ok(Val::Node(self.add(layer, e, op, &inputs)?));
-        };
+        let name = op.name().to_string();
+        let call = op.as_plan_call().expect("asked by the caller");
+        let running = call.running();
         let state = match attrs.0.get("name") {
             Some(Attr::Str(s)) if !s.is_empty() => s.clone(),
-            _ => format!("batchnorm.{}", self.running.len()),
+            _ => format!("{name}.{}", self.running.len()),
+        };
+        let made = call
+            .for_call(inputs.len(), &state)
+            .map_err(|what| self.err(layer, e.span.start, PlanErrorKind::Op, what))?;
+        let Some(running) = running else {
+            return Ok(Val::Node(self.add(layer, e, made, &inputs)?));
         };
         let clash = self.running.iter().any(|r| r.name == state)
             || running_names(&state)
@@ -1059,19 +1048,17 @@ impl<'a> Lowerer<'a> {
                 layer,
                 e.span.start,
                 PlanErrorKind::Name,
-                format!("`{name}`'s running statistics `{state}` are named twice: give each batchnorm its own `name=` (in a repeated layer leave `name=` out: each copy then gets its own `batchnorm.K`)"),
+                format!("`{name}`'s running statistics `{state}` are named twice: give each {name} its own `name=` (in a repeated layer leave `name=` out: each copy then gets its own `{name}.K`)"),
             ));
         }
         let x = inputs[0];
         inputs.push(self.sample);
-        let stats = norm.stats().expect("a batchnorm");
-        let op = Arc::new(norm.with(affine, Some(&state)));
-        let y = self.add(layer, e, op, &inputs)?;
-        let label = format!("batchnorm_stats({})", Self::label(layer, e));
+        let y = self.add(layer, e, made, &inputs)?;
+        let label = format!("{}({})", running.stats.name(), Self::label(layer, e));
         let at = Self::at(layer, e.span.start);
         let node = self
             .g
-            .add(Arc::new(stats), &[x, self.sample], label)
+            .add(running.stats, &[x, self.sample], label)
             .map_err(|err| self.src.error(at, PlanErrorKind::Op, err.to_string()))?;
         let cols = self
             .g
@@ -1088,7 +1075,7 @@ impl<'a> Lowerer<'a> {
         let r = RunningStats {
             name: state,
             cols,
-            momentum,
+            momentum: running.momentum,
             stats: node,
         };
         self.g.set_output(r.output(), node);
