@@ -91,7 +91,7 @@ pub struct Lowered {
 }
 
 /// One `batchnorm`'s running statistics: parameters `NAME.running_mean` and
-/// `NAME.running_var` (`[1, cols]`, starting at 0 and 1) in the run's [`Params`], read by
+/// `NAME.running_var` (`[1, cols]`, starting at 0 and 1) in the run's [`Params`](crate::ir::Params), read by
 /// the op in evaluation, and the node computing a training step's statistics
 /// ([`BatchNormStats`](crate::op::builtin::BatchNormStats), the output `state/NAME`).
 #[derive(Clone, Debug, PartialEq)]
