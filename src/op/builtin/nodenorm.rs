@@ -35,9 +35,14 @@
 //!
 //! Blocked (out-of-core) evaluation: `layernorm` is row-wise (row-local, partitioned,
 //! fusible); `batchnorm` in evaluation reads its running statistics, so it is row-local
-//! too; `pairnorm` and `graphnorm` reduce over every node and are not row-local: a plan
-//! using them is evaluated in one in-memory pass (see `infer::levels`), with the same
-//! formulas over the full graph's nodes.
+//! too; `pairnorm` and `graphnorm` reduce over every node: they fold one-pass statistics
+//! (column sums, Σ‖xᵢ‖² or Σ xᵢ²) in row order through [`NodeStats`], which blocked
+//! inference folds over their kept input block by block before computing their rows (see
+//! `infer::levels`), the same sums as the in-memory forward's.
+//!
+//! How a plan's call becomes the op ([`PlanCall`]): `batchnorm` and `layernorm` take x, or
+//! x, γ, β; a `batchnorm` keeps running state, so lowering names it, appends the subgraph
+//! and adds its [`BatchNormStats`] node.
 
 use std::sync::Arc;
 
