@@ -39,6 +39,8 @@ pub enum Arg {
     Features,
     /// The same node as argument `i` (an op applied to one value twice: `mul(p, p)`).
     Same(usize),
+    /// The step's subgraph (the `sample` node; `batchnorm` reads its node weights).
+    Subgraph,
 }
 
 /// Why a check failed.
@@ -148,6 +150,7 @@ impl Built {
                         .map_err(err)?
                 }
                 Arg::Features => x,
+                Arg::Subgraph => sample,
                 Arg::Same(j) => *b.args.get(j).ok_or_else(|| {
                     setup(
                         op.as_ref(),
@@ -336,8 +339,9 @@ fn bits(v: &Value) -> Option<(Vec<u32>, Vec<u32>)> {
 /// Checks that `op`'s out-of-core forward — row blocks of a neighbour op
 /// ([`NeighbourOp::forward_block`](crate::op::NeighbourOp::forward_block)), or a row-local
 /// op's forward on row slices — equals its in-memory forward bit for bit, in evaluation
-/// mode, on the 23-node test graph cut into blocks of 1, 2, 5 and 23 rows; a neighbour op
-/// that folds ([`NeighbourOp::fold`](crate::op::NeighbourOp::fold)) also with X streamed in
+/// mode, on the 23-node test graph cut into blocks of 1, 2, 5 and 23 rows; an op with node
+/// statistics ([`NodeStats`](crate::op::NodeStats)) with its statistics folded over x in
+/// blocks of the same size first; a neighbour op that folds ([`NeighbourOp::fold`](crate::op::NeighbourOp::fold)) also with X streamed in
 /// parts of 1, 3, 7 and 23 rows. An op that is neither is an error.
 pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(), CheckError> {
     let (_, src) = graphs().swap_remove(0);
@@ -450,6 +454,28 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                     }
                 }
                 part
+            } else if let Some(ns) = op.as_node_stats() {
+                // The statistics folded over x in blocks of `size` rows, then this block.
+                let x = inputs[0]
+                    .as_dense()
+                    .ok_or_else(|| err(&"the x argument is not dense"))?;
+                let mut acc = ns.start(x.cols);
+                for p0 in (0..n).step_by(size) {
+                    let p1 = (p0 + size).min(n);
+                    ns.fold(&mut acc, &x.data[p0 * x.cols..p1 * x.cols], x.cols);
+                }
+                let rows = Value::dense(
+                    Tensor::from_vec(
+                        r.len(),
+                        x.cols,
+                        x.data[r.start * x.cols..r.end * x.cols].to_vec(),
+                    )
+                    .expect("whole rows"),
+                );
+                let mut refs: Vec<&Value> = vec![&rows];
+                refs.extend(inputs[1..].iter());
+                ns.rows(&acc, n, &refs, &ctx(r.len()))
+                    .map_err(|e| err(&e))?
             } else if op.as_row_local().is_some_and(|l| l.row_local(&facts)) {
                 let sliced: Vec<Value> = inputs
                     .iter()

@@ -394,14 +394,23 @@ fn issue_17_sfckpt02_checkpoints_still_load() {
     if let Some(v) = now.best_val.as_mut() {
         v.loss = None;
     }
-    // The same checkpoint as the formats before early stopping (SFCKPT04: without the last
-    // two None bytes), before `best_link` (SFCKPT03: three) and before `dist` (SFCKPT02:
-    // four) wrote it.
+    // The same checkpoint as the formats before state (SFCKPT05: without the last two
+    // fields, an empty list's 8 zero bytes and a None), before early stopping (SFCKPT04:
+    // also without the two None bytes before), before `best_link` (SFCKPT03: three) and
+    // before `dist` (SFCKPT02: four) wrote it.
+    assert!(now.state.is_empty() && now.best_state.as_ref().is_none_or(|s| s.is_empty()));
+    now.best_state = None;
     let bytes = now.encode_unchecked();
-    assert_eq!(&bytes[..8], b"SFCKPT05");
-    let body = &bytes[8..bytes.len() - 8];
+    assert_eq!(&bytes[..8], b"SFCKPT06");
+    let body = &bytes[8..bytes.len() - 8 - 9];
+    assert_eq!(&bytes[bytes.len() - 8 - 9..bytes.len() - 8], &[0; 9]);
     assert_eq!(&body[body.len() - 4..], &[0, 0, 0, 0]);
-    for (magic, cut) in [(b"SFCKPT04", 2), (b"SFCKPT03", 3), (b"SFCKPT02", 4)] {
+    for (magic, cut) in [
+        (b"SFCKPT05", 0),
+        (b"SFCKPT04", 2),
+        (b"SFCKPT03", 3),
+        (b"SFCKPT02", 4),
+    ] {
         let mut old = magic.to_vec();
         old.extend_from_slice(&body[..body.len() - cut]);
         let sum = xxhash_rust::xxh3::xxh3_64(&old);

@@ -53,6 +53,8 @@ fn checkpoint(best: Option<Vec<SavedTensor>>) -> Checkpoint {
         best_link: None,
         early: None,
         best_loss: None,
+        state: vec![],
+        best_state: None,
     }
 }
 

@@ -473,21 +473,23 @@ fn walk_length_from_plans_is_the_receptive_field() {
     let reg = saintflow::op::Registry::with_builtins();
     let hops = |p: &Plan| saintflow::infer::plan_hops(p, &store, &reg).unwrap();
     let shipped = [
-        ("gcn", 2),            // Â·ReLU(Â·X·W0)·W1
-        ("graphsage", 2),      // repeat = 2 layers of A_mean, a dense classifier
-        ("graphsage_max", 2),  // repeat = 2 layers of max over A's neighbours
-        ("sage_pna", 2),       // repeat = 2 layers of mean, max, min and std over A's neighbours
-        ("gat", 2),            // attention layer + attention classifier (α is not a hop of its own)
-        ("gin", 2),            // repeat = 2 of x + A·x
-        ("mixhop", 4),         // repeat = 2 of max power A² each
-        ("mlp", 0),            // no adjacency: no walks
-        ("sgc", 2),            // repeat = 2 of Â·x, no parameter
-        ("appnp", 10),         // an MLP, then K = 10 steps of Â (the teleport term reads H)
-        ("jknet", 3),          // 3 GCN layers; the readout concatenates, adds no hop
-        ("gcnii", 64),         // 64 layers of Â·x (the initial residual h1 adds none)
-        ("gae", 2),            // link: Â·ReLU(Â·X·W0)·W1, the decoder reads z only
+        ("gcn", 2),             // Â·ReLU(Â·X·W0)·W1
+        ("graphsage", 2),       // repeat = 2 layers of A_mean, a dense classifier
+        ("graphsage_max", 2),   // repeat = 2 layers of max over A's neighbours
+        ("sage_pna", 2), // repeat = 2 layers of mean, max, min and std over A's neighbours
+        ("gat", 2), // attention layer + attention classifier (α is not a hop of its own)
+        ("gin", 2), // repeat = 2 of x + A·x
+        ("mixhop", 4), // repeat = 2 of max power A² each
+        ("mlp", 0), // no adjacency: no walks
+        ("sgc", 2), // repeat = 2 of Â·x, no parameter
+        ("appnp", 10), // an MLP, then K = 10 steps of Â (the teleport term reads H)
+        ("jknet", 3), // 3 GCN layers; the readout concatenates, adds no hop
+        ("gcnii", 64), // 64 layers of Â·x (the initial residual h1 adds none)
+        ("gcn_batchnorm", 2), // GCN's two hops; batchnorm is row-wise in evaluation
+        ("gcnii_pairnorm", 16), // 16 layers of Â·x; PairNorm's statistics are no hop
+        ("gae", 2), // link: Â·ReLU(Â·X·W0)·W1, the decoder reads z only
         ("graphsage_link", 3), // link: 2 SAGE layers and a SAGE [output]
-        ("rgcn_link", 2),      // link: an R-GCN layer and an R-GCN [output]
+        ("rgcn_link", 2), // link: an R-GCN layer and an R-GCN [output]
     ];
     let dir_plans = concat!(env!("CARGO_MANIFEST_DIR"), "/plans");
     let mut names: Vec<String> = std::fs::read_dir(dir_plans)

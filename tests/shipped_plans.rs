@@ -38,6 +38,8 @@ fn the_expected_plans_are_shipped() {
         "appnp",
         "jknet",
         "gcnii",
+        "gcn_batchnorm",
+        "gcnii_pairnorm",
     ] {
         assert!(
             names.iter().any(|n| n == want),

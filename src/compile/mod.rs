@@ -116,6 +116,8 @@ pub(crate) struct PhaseRun<'g> {
     pub(crate) loss_inputs: Option<(NodeId, NodeId)>,
     pub(crate) grads: Vec<(String, NodeId)>,
     pub(crate) wanted: Vec<NodeId>,
+    /// Each `batchnorm`'s state name, momentum and step-statistics node (in `wanted`).
+    pub(crate) running: Vec<(String, f64, NodeId)>,
     pub(crate) steps_per_epoch: u64,
 }
 
@@ -210,6 +212,13 @@ pub(crate) fn setup_phase<'g>(
     }
     let mut wanted = vec![loss];
     wanted.extend(grads.iter().map(|g| g.1));
+    let mut running = Vec::with_capacity(lowered.running.len());
+    for r in &lowered.running {
+        let out = r.output();
+        let id = graph.output(&out).ok_or_else(|| missing(&out))?;
+        wanted.push(id);
+        running.push((r.name.clone(), r.momentum, id));
+    }
     let node = graph.node(loss);
     let builtin = [LossKind::SoftmaxCe, LossKind::SigmoidBce].map(LossKind::plan_name);
     let loss_inputs = (builtin.contains(&node.op.name()) && node.inputs.len() == 2)
@@ -229,6 +238,7 @@ pub(crate) fn setup_phase<'g>(
         loss_inputs,
         grads,
         wanted,
+        running,
         steps_per_epoch,
     })
 }

@@ -33,6 +33,11 @@
 //! * values of the level that are kept are written at rows r0..r1; the wanted output goes
 //!   to the caller's sink, block by block, in order.
 //!
+//! An op with node statistics ([`NodeStats`](crate::op::NodeStats): PairNorm, GraphNorm)
+//! sits one level above its x, like a neighbour op: x is kept (never floating), its
+//! statistics are folded over x's rows block by block before the level's blocks, and the
+//! op then computes its rows block by block.
+//!
 //! Values whose shape does not involve n (parameters and what is computed from them alone)
 //! are computed once. A plan with an op that is none of these (a custom op that is not
 //! row-local, a transposed sparse product, a whole-graph reduction) cannot be blocked:
@@ -85,6 +90,9 @@ pub struct BlockedPlan {
     pub(super) level: HashMap<NodeId, usize>,
     /// The neighbour ops' operands.
     pub(super) neighbour: HashMap<NodeId, Neighbour>,
+    /// The ops with node statistics ([`NodeStats`](crate::op::NodeStats)): row-local
+    /// one level above their x, whose statistics are folded first.
+    pub(super) stats: HashSet<NodeId>,
     /// Per-node values (not features) read at a higher level than their own.
     pub(super) kept: Vec<NodeId>,
     /// The kept values that float (see [`BlockedPlan::floating`]).
@@ -136,6 +144,7 @@ impl BlockedPlan {
         let mut class: HashMap<NodeId, Class> = HashMap::new();
         let mut level: HashMap<NodeId, usize> = HashMap::new();
         let mut neighbour: HashMap<NodeId, Neighbour> = HashMap::new();
+        let mut stats: HashSet<NodeId> = HashSet::new();
         for &id in &order {
             // Read whole from the cache: what it was computed from is not in `order`.
             if cached.contains(&id) {
@@ -202,6 +211,21 @@ impl BlockedPlan {
                         neighbour.insert(id, nb);
                         (c, l)
                     }
+                    None if op.as_node_stats().is_some() => {
+                        // Statistics over every row of x first: x complete at a lower
+                        // level (kept), the op one level above it, row by row.
+                        let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
+                            && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
+                        let ok = per_node_rows
+                            && !ins.is_empty()
+                            && ins[0].per_node()
+                            && ins[1..].iter().all(|c| *c == Class::Static);
+                        if !ok {
+                            return Err(format!("{}: unexpected operands", what()));
+                        }
+                        stats.insert(id);
+                        (Class::RowLocal, lvl(0) + 1)
+                    }
                     None => {
                         let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
                             && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
@@ -255,6 +279,12 @@ impl BlockedPlan {
             .iter()
             .copied()
             .filter(|id| class[id] == Class::RowLocal && level[id] == 0)
+            // An op's statistics read x whole, from where it is kept.
+            .filter(|&id| {
+                !stats
+                    .iter()
+                    .any(|&s| graph.node(s).inputs.first() == Some(&id))
+            })
             .filter(|&id| {
                 let mut at: Vec<usize> = order
                     .iter()
@@ -287,6 +317,7 @@ impl BlockedPlan {
             class,
             level,
             neighbour,
+            stats,
             kept,
             floats,
             constants,

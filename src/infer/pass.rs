@@ -119,6 +119,8 @@ pub(super) struct Pass<'a> {
     params: &'a Params,
     pub(super) statics: HashMap<NodeId, Value>,
     pub(super) features: &'a [f32],
+    /// The node statistics of this level's ops that have them, folded over x.
+    pub(super) stats: HashMap<NodeId, Vec<f64>>,
     /// Parameter-free values of an earlier pass (`Class::Cached`).
     cached: &'a Cache,
 }
@@ -274,9 +276,15 @@ impl<'a> Pass<'a> {
                         entries: block.indices.len(),
                         pairs: 0,
                     };
-                    node.op
-                        .forward(&refs, &self.ctx(id, b))
-                        .map_err(|e| self.fail(id, e))?
+                    match (plan.stats.contains(&id), node.op.as_node_stats()) {
+                        (true, Some(ns)) => ns
+                            .rows(&self.stats[&id], n, &refs, &self.ctx(id, b))
+                            .map_err(|e| self.fail(id, e))?,
+                        _ => node
+                            .op
+                            .forward(&refs, &self.ctx(id, b))
+                            .map_err(|e| self.fail(id, e))?,
+                    }
                 }
                 Class::Neighbour | Class::BlockSparse => {
                     let nb = plan.neighbour[&id];
@@ -411,6 +419,7 @@ pub(super) fn run_pass(
         statics: HashMap::new(),
         features: store.features(),
         cached,
+        stats: HashMap::new(),
     };
 
     // Static values, once.
@@ -484,6 +493,23 @@ pub(super) fn run_pass(
     for (li, (level, work)) in levels.iter().enumerate() {
         let level = *level;
         ticker.set_message(format!("layer {}/{}", li + 1, levels.len()));
+        // Node statistics of this level's ops: x's rows folded in order, a block at a
+        // time (the same terms in the same order as the in-memory forward's one fold).
+        for &id in work.iter().filter(|id| plan.stats.contains(id)) {
+            let ns = graph
+                .node(id)
+                .op
+                .as_node_stats()
+                .expect("classed by its node statistics");
+            let x = graph.node(id).inputs[0];
+            let (data, cols) = pass.whole(&kept, x);
+            let mut acc = ns.start(cols);
+            for r0 in (0..n).step_by(block_rows.max(1)) {
+                let r1 = (r0 + block_rows).min(n);
+                ns.fold(&mut acc, &data[r0 * cols..r1 * cols], cols);
+            }
+            pass.stats.insert(id, acc);
+        }
         let stream = pass_plan.streams.iter().find(|s| s.level == level);
         let chunk_rows = stream.map_or(n.max(1), |s| s.chunk_rows);
         let mut c0 = 0;

@@ -41,6 +41,12 @@
 //!   row-local op may read a node's own data through it (the sparse feature product reads
 //!   its rows' features) but never its edges. Default: no such capability, and a plan
 //!   using the op is evaluated in memory.
+//! * Node statistics (optional, for out-of-core full-graph inference). [`NodeStats`] says
+//!   that row i of the output depends on row i of input 0 (per-node) and on statistics
+//!   folded over all of input 0's rows (column sums, the mean squared norm): blocked
+//!   inference folds them over the kept input block by block, then computes the rows
+//!   block by block. Default: none (a plan using an op that is neither this nor row-local
+//!   is evaluated in memory).
 //! * Neighbour ops (optional, for out-of-core full-graph inference). An op that aggregates
 //!   over the rows of an adjacency — row i of its output needs row i of a sparse input
 //!   and, of a dense per-node input X, the rows j of i's neighbours — says which inputs
@@ -345,6 +351,18 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         None
     }
 
+    /// Node statistics, when the op has them (see "Node statistics" at the top of this
+    /// file). Default: `None`.
+    fn as_node_stats(&self) -> Option<&dyn NodeStats> {
+        None
+    }
+
+    /// How a plan's call becomes this op, when the call has several forms or the op keeps
+    /// running state ([`PlanCall`]). Default: `None` (the call's arguments are the op's).
+    fn as_plan_call(&self) -> Option<&dyn PlanCall> {
+        None
+    }
+
     /// Feature partitions, when the op's kernel takes a count (see "Feature partitions"
     /// at the top of this file). Default: `None`.
     fn as_feature_partitioned(&self) -> Option<&dyn FeaturePartitioned> {
@@ -437,6 +455,61 @@ pub trait RowLocal {
         let _ = inputs;
         true
     }
+}
+
+/// Capability: an op whose output row i depends on row i of its input 0 (x, per-node),
+/// on statistics of all of x's rows folded in row order, and on inputs whose shape does
+/// not involve n (parameters): a reduction over the nodes (PairNorm, GraphNorm). Out-of-core
+/// inference folds the statistics over x's rows block by block (x kept by a lower level),
+/// then computes the op's rows block by block like a row-local op's. Returned by
+/// [`Op::as_node_stats`].
+///
+/// The op's `forward` must be [`start`](Self::start), one [`fold`](Self::fold) of all of
+/// x's rows, then [`rows`](Self::rows) on all of them: folds add each row's terms in row
+/// order, so folding x in blocks of consecutive rows gives the same bits.
+pub trait NodeStats {
+    /// The statistics' accumulators for an x of `cols` columns.
+    fn start(&self, cols: usize) -> Vec<f64>;
+
+    /// Adds the terms of x's rows `x` (row-major, `cols` columns), in order.
+    fn fold(&self, acc: &mut [f64], x: &[f32], cols: usize);
+
+    /// The output's rows for `inputs` — x's rows (a block), the other inputs whole — from
+    /// the statistics `acc` of all of x's `n` rows.
+    fn rows(
+        &self,
+        acc: &[f64],
+        n: usize,
+        inputs: &[&Value],
+        ctx: &Ctx<'_>,
+    ) -> Result<Value, OpError>;
+}
+
+/// Capability asked by lowering (issue 58): an op a plan calls in several forms
+/// (`layernorm(x)` or `layernorm(x, gamma, beta)`), or that keeps running state across
+/// training steps (`batchnorm`'s running statistics). Returned by [`Op::as_plan_call`].
+pub trait PlanCall {
+    /// The op for a call written with `written` arguments — with `state`, the name of its
+    /// running state, when it keeps some ([`PlanCall::running`]) — or what the call takes.
+    fn for_call(&self, written: usize, state: &str) -> Result<Arc<dyn Op>, String>;
+
+    /// The running state, if the op keeps some: lowering then names it (the call's
+    /// `name=`, else `NAME.K`), appends the subgraph as the op's last input, and adds
+    /// [`Running::stats`] on (input 0, the subgraph) as the graph output `state/NAME`, which
+    /// the trainer folds into the state after every step. Default: none.
+    fn running(&self) -> Option<Running> {
+        None
+    }
+}
+
+/// An op's running state (see [`PlanCall::running`]): the statistics op of one step and
+/// the update's momentum.
+#[derive(Clone, Debug)]
+pub struct Running {
+    /// running ← (1 − m)·running + m·step's.
+    pub momentum: f64,
+    /// The op computing a step's statistics from (input 0, the subgraph).
+    pub stats: Arc<dyn Op>,
 }
 
 /// Capability: a neighbour op (see "Neighbour ops" at the top of this file). Returned by

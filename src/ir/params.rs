@@ -90,6 +90,11 @@ impl Params {
         self.values.insert(name.into(), value);
     }
 
+    /// Keeps only the values whose name `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.values.retain(|k, _| keep(k));
+    }
+
     /// All parameters, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Tensor)> {
         self.values.iter()

@@ -27,6 +27,14 @@ pub trait GraphSource: Sync {
     fn degree(&self, node: u32) -> usize;
     /// GraphSAINT aggregator weights C_v / C_uv per subgraph entry, when estimated.
     fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>>;
+    /// Each subgraph node's weight in statistics over the subgraph's nodes, in proportion
+    /// to 1 / P(v sampled) — GraphSAINT's node normalisation 1/C_v (C_v the node's count
+    /// in the pre-sampled subgraphs; `batchnorm` weighs its batch statistics by it) — when
+    /// the sampler's counts are estimated. Default: none (every node alike).
+    fn node_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
+        let _ = sub;
+        None
+    }
     /// The feature rows of `nodes` with their zeros left out, for the products the planner
     /// makes sparse ([`crate::planner::SparseFeatures`]). Default: gathered dense with
     /// [`GraphSource::features`], then compressed.
@@ -132,6 +140,9 @@ macro_rules! forward_to_inner {
         }
         fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
             self.inner.aggregator_weights(sub)
+        }
+        fn node_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
+            self.inner.node_weights(sub)
         }
         fn sparse_features(
             &self,

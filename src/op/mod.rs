@@ -18,8 +18,8 @@ pub mod util;
 
 pub use crate::ir::op::{
     check_args, AdjKind, Arity, Axis, ChainRole, Cost, Ctx, FeaturePartitioned, GradBuilder,
-    Neighbour, NeighbourFold, NeighbourOp, NodeRows, Op, OpError, Partitioned, Prepared, RowBlock,
-    RowBlocks, RowLocal, SourceKind, Split, Stage,
+    Neighbour, NeighbourFold, NeighbourOp, NodeRows, NodeStats, Op, OpError, Partitioned, PlanCall,
+    Prepared, RowBlock, RowBlocks, RowLocal, Running, SourceKind, Split, Stage,
 };
 pub use crate::ir::source::{GraphSource, WithSampler};
 pub use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};

@@ -70,6 +70,18 @@ impl Attrs {
         Ok(x as usize)
     }
 
+    /// A boolean attribute, or `default` when absent.
+    pub fn flag(&self, name: &str, default: bool) -> Result<bool, OpError> {
+        match self.0.get(name) {
+            None => Ok(default),
+            Some(Attr::Bool(b)) => Ok(*b),
+            Some(other) => Err(OpError::Attr {
+                name: name.into(),
+                what: format!("expected true or false, got {other}"),
+            }),
+        }
+    }
+
     /// A string attribute, or `default` when absent.
     pub fn string(&self, name: &str, default: &str) -> Result<String, OpError> {
         match self.0.get(name) {

@@ -212,6 +212,9 @@ impl GraphSource for StoreSource<'_> {
     fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
         self.norm.as_ref().map(|n| n.aggregator_weights(sub))
     }
+    fn node_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
+        self.norm.as_ref().map(|n| n.node_weights(sub))
+    }
 }
 
 /// An in-memory graph whose every step samples the same whole graph: for tests, examples
@@ -228,6 +231,9 @@ pub struct MemorySource {
     pub targets: Targets,
     /// Per-entry aggregator weights, if any.
     pub aggregator_weights: Option<Vec<f32>>,
+    /// Per-node weights for statistics over the nodes ([`GraphSource::node_weights`]), if
+    /// any.
+    pub node_weights: Option<Vec<f32>>,
     /// A link plan's targets and negatives, drawn per step on the whole graph
     /// ([`MemorySource::with_link`]).
     pub link: Option<LinkSampling>,
@@ -312,6 +318,8 @@ impl MemorySource {
                 weights,
             },
             aggregator_weights: Some((0..nnz).map(|_| rng.random_range(0.5..2.0)).collect()),
+            // Drawn last, so the values above are those of sources made before it existed.
+            node_weights: Some((0..n).map(|_| rng.random_range(0.25..4.0)).collect()),
             link: None,
         }
     }
@@ -369,5 +377,8 @@ impl GraphSource for MemorySource {
     }
     fn aggregator_weights(&self, _: &Subgraph) -> Option<Vec<f32>> {
         self.aggregator_weights.clone()
+    }
+    fn node_weights(&self, _: &Subgraph) -> Option<Vec<f32>> {
+        self.node_weights.clone()
     }
 }

@@ -18,8 +18,8 @@ use saintflow_ops::gemm::Precision;
 use crate::autodiff::differentiate;
 use crate::ir::{Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
 use crate::op::builtin::{
-    Add, AdjKind, Adjacency, Features, LinkLoss, Loss, LossKind, MatMul, PairKind, Pairs, Param,
-    Sample, TargetsOp,
+    running_names, Add, AdjKind, Adjacency, Features, LinkLoss, Loss, LossKind, MatMul, PairKind,
+    Pairs, Param, Sample, TargetsOp,
 };
 use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
 use crate::suggest::did_you_mean;
@@ -84,6 +84,54 @@ pub struct Lowered {
     /// A link plan's task (decoder, loss, targets and negatives; `logits` are then the
     /// node representations `[n, d]`); None for node classification.
     pub link: Option<LinkTask>,
+    /// The `batchnorm`s' running statistics, in plan order: state, not parameters (no
+    /// gradient, no optimiser), updated after every training step from the step's
+    /// statistics (the graph's output `state/NAME`).
+    pub running: Vec<RunningStats>,
+}
+
+/// One `batchnorm`'s running statistics: parameters `NAME.running_mean` and
+/// `NAME.running_var` (`[1, cols]`, starting at 0 and 1) in the run's [`Params`](crate::ir::Params), read by
+/// the op in evaluation, and the node computing a training step's statistics
+/// ([`BatchNormStats`](crate::op::builtin::BatchNormStats), the output `state/NAME`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningStats {
+    /// The state's name (`name=` of the call, else `batchnorm.K`, K counting the plan's
+    /// `batchnorm` calls from 0 in lowering order).
+    pub name: String,
+    /// Columns (the normalised value's width).
+    pub cols: usize,
+    /// The update's momentum.
+    pub momentum: f64,
+    /// The statistics node.
+    pub stats: NodeId,
+}
+
+impl RunningStats {
+    /// The graph output of its step statistics.
+    pub fn output(&self) -> String {
+        format!("state/{}", self.name)
+    }
+}
+
+impl Lowered {
+    /// The running statistics as declarations (`NAME.running_mean` zeros, `NAME.running_var`
+    /// ones, `[1, cols]`): [`Params::init`](crate::ir::Params::init) of them is the
+    /// initial state.
+    pub fn state_decls(&self) -> Vec<ParamDecl> {
+        self.running
+            .iter()
+            .flat_map(|r| {
+                let [m, v] = running_names(&r.name);
+                [(m, Init::Zeros), (v, Init::Const(1.0))].map(|(name, init)| ParamDecl {
+                    name,
+                    rows: 1,
+                    cols: r.cols,
+                    init,
+                })
+            })
+            .collect()
+    }
 }
 
 impl Plan {
@@ -210,6 +258,8 @@ struct Lowerer<'a> {
     weight_decay: BTreeMap<String, f32>,
     /// Node label → where its expression is (for errors raised by autodiff).
     origins: HashMap<String, usize>,
+    /// The `batchnorm`s' running statistics so far.
+    running: Vec<RunningStats>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -233,6 +283,7 @@ impl<'a> Lowerer<'a> {
             outputs: HashMap::new(),
             weight_decay: BTreeMap::new(),
             origins: HashMap::new(),
+            running: Vec::new(),
         })
     }
 
@@ -522,6 +573,7 @@ impl<'a> Lowerer<'a> {
             weight_decay: self.weight_decay,
             precision: Precision::F32,
             link: None,
+            running: self.running,
         })
     }
 
@@ -954,9 +1006,81 @@ impl<'a> Lowerer<'a> {
                         &format!("argument {} of `{name}`", i + 1),
                     )?);
                 }
+                if op.as_plan_call().is_some() {
+                    return self.plan_call(layer, e, op, &attrs, inputs);
+                }
                 Ok(Val::Node(self.add(layer, e, op, &inputs)?))
             }
         }
+    }
+
+    /// A call of an op that says how its calls lower ([`PlanCall`](crate::op::PlanCall): `batchnorm`,
+    /// `layernorm`) on the written `inputs`: the op for that many arguments; one with
+    /// running state also gets its state's name, the subgraph as its last input, and the
+    /// node of its step statistics (the output `state/NAME`).
+    fn plan_call(
+        &mut self,
+        layer: &Layer,
+        e: &Expr,
+        op: Arc<dyn Op>,
+        attrs: &Attrs,
+        mut inputs: Vec<NodeId>,
+    ) -> Result<Val, PlanError> {
+        let name = op.name().to_string();
+        let call = op.as_plan_call().expect("asked by the caller");
+        let running = call.running();
+        let state = match attrs.0.get("name") {
+            Some(Attr::Str(s)) if !s.is_empty() => s.clone(),
+            _ => format!("{name}.{}", self.running.len()),
+        };
+        let made = call
+            .for_call(inputs.len(), &state)
+            .map_err(|what| self.err(layer, e.span.start, PlanErrorKind::Op, what))?;
+        let Some(running) = running else {
+            return Ok(Val::Node(self.add(layer, e, made, &inputs)?));
+        };
+        let clash = self.running.iter().any(|r| r.name == state)
+            || running_names(&state)
+                .iter()
+                .any(|n| self.declared.contains_key(n));
+        if clash {
+            return Err(self.err(
+                layer,
+                e.span.start,
+                PlanErrorKind::Name,
+                format!("`{name}`'s running statistics `{state}` are named twice: give each {name} its own `name=` (in a repeated layer leave `name=` out: each copy then gets its own `{name}.K`)"),
+            ));
+        }
+        let x = inputs[0];
+        inputs.push(self.sample);
+        let y = self.add(layer, e, made, &inputs)?;
+        let label = format!("{}({})", running.stats.name(), Self::label(layer, e));
+        let at = Self::at(layer, e.span.start);
+        let node = self
+            .g
+            .add(running.stats, &[x, self.sample], label)
+            .map_err(|err| self.src.error(at, PlanErrorKind::Op, err.to_string()))?;
+        let cols = self
+            .g
+            .fact(x)
+            .matrix()
+            .and_then(|(_, c)| c.as_known())
+            .ok_or_else(|| {
+                self.src.error(
+                    at,
+                    PlanErrorKind::Op,
+                    format!("`{name}`: x must be a [n, k] matrix of known width"),
+                )
+            })?;
+        let r = RunningStats {
+            name: state,
+            cols,
+            momentum: running.momentum,
+            stats: node,
+        };
+        self.g.set_output(r.output(), node);
+        self.running.push(r);
+        Ok(Val::Node(y))
     }
 
     /// `log(c)`, `exp(c)` or `sqrt(c)` of a number, folded.

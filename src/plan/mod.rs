@@ -39,7 +39,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use any::AnyPlan;
-pub use lower::{LowerEnv, Lowered};
+pub use lower::{LowerEnv, Lowered, RunningStats};
 pub use shipped::{PlanSource, ShippedPlan};
 
 /// The largest plan file (and override), in bytes: 1 MiB, a thousand times a shipped plan.

@@ -376,6 +376,20 @@ impl NormCounts {
         w
     }
 
+    /// Weight 1/C_v of each subgraph node (C_v = 0 read as 0.1, as for the loss): ∝ 1/P(v
+    /// in a subgraph), what statistics over a subgraph's nodes weigh node v by to estimate
+    /// the sampled graph's (`batchnorm`).
+    pub fn node_weights(&self, s: &Subgraph) -> Vec<f32> {
+        let mut nodes = self.node.lookup();
+        s.nodes
+            .iter()
+            .map(|&v| match nodes.get(v) {
+                0 => 10.0,
+                c => (1.0 / f64::from(c)) as f32,
+            })
+            .collect()
+    }
+
     /// Loss weight 1/λ_v = N_pre / (C_v · n_train) of each subgraph node.
     pub fn loss_weights(&self, s: &Subgraph, n_train: usize) -> Vec<f32> {
         let n_pre = self.meta.subgraphs as f64;

@@ -5,10 +5,11 @@
 //! the graph by its identity ([`GraphStore::identity`]: the xxh3-64 of the store's header,
 //! which holds the counts and every section's checksum).
 //!
-//! File format: magic `SFCKPT05`, the bincode encoding of [`Checkpoint`], then the
+//! File format: magic `SFCKPT06`, the bincode encoding of [`Checkpoint`], then the
 //! xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
-//! refused with its name rather than half-loaded. `SFCKPT04` (before early stopping, the
-//! last two fields) is read with neither; `SFCKPT03` (before link plans kept their best
+//! refused with its name rather than half-loaded. `SFCKPT05` (before state that is not a
+//! parameter: `batchnorm`'s running statistics, the last two fields) is read with none;
+//! `SFCKPT04` (before early stopping, also the two fields before those) with neither; `SFCKPT03` (before link plans kept their best
 //! validation figures) also without those; `SFCKPT02` (before
 //! distributed training kept its consensus state here) as a single-process checkpoint. A
 //! `SFCKPT01` file (before graph identities) is refused with a message saying so: it cannot
@@ -37,7 +38,10 @@ use crate::store::GraphStore;
 use super::TrainError;
 use crate::metrics::{LinkMetrics, Metrics};
 
-const MAGIC: &[u8; 8] = b"SFCKPT05";
+const MAGIC: &[u8; 8] = b"SFCKPT06";
+/// The format before state: the same encoding without the last two fields, read as
+/// `state: []`, `best_state: None`.
+const MAGIC_V5: &[u8; 8] = b"SFCKPT05";
 /// The format before early stopping: the same encoding without the last two fields, read
 /// as `early: None, best_loss: None`.
 const MAGIC_V4: &[u8; 8] = b"SFCKPT04";
@@ -138,6 +142,12 @@ pub struct Checkpoint {
     pub early: Option<EarlyState>,
     /// The best validation's loss (`best_val`'s `loss`, which `load` puts back there).
     pub best_loss: Option<f64>,
+    /// State that is not a parameter (no gradient, no optimiser): each `batchnorm`'s
+    /// `NAME.running_mean` and `NAME.running_var`, `[1, f]`, after the last step (empty
+    /// in checkpoints from before it, `SFCKPT05` and older, and for plans without any).
+    pub state: Vec<SavedTensor>,
+    /// The state that went with the best-validation parameters (None when they are None).
+    pub best_state: Option<Vec<SavedTensor>>,
 }
 
 /// Where a run's early stopping stands ([`crate::plan::Eval`]): the best of each watched
@@ -218,8 +228,8 @@ impl Checkpoint {
             ));
         }
         let is = |magic: &[u8; 8]| bytes.len() >= magic.len() && &bytes[..magic.len()] == magic;
-        let (v2, v3, v4) = (is(MAGIC_V2), is(MAGIC_V3), is(MAGIC_V4));
-        if bytes.len() < MAGIC.len() + 8 || (!is(MAGIC) && !v2 && !v3 && !v4) {
+        let (v2, v3, v4, v5) = (is(MAGIC_V2), is(MAGIC_V3), is(MAGIC_V4), is(MAGIC_V5));
+        if bytes.len() < MAGIC.len() + 8 || (!is(MAGIC) && !v2 && !v3 && !v4 && !v5) {
             return Err(bad(format!(
                 "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
                 bytes.len()
@@ -233,18 +243,21 @@ impl Checkpoint {
                 "checksum mismatch (truncated or damaged), expected {want:016x}, got {got:016x}"
             )));
         }
-        let decoded = if v2 || v3 || v4 {
+        let decoded = if v2 || v3 || v4 || v5 {
             let mut b = body[MAGIC.len()..].to_vec();
             // Each field the older format lacks is None, one zero byte: dist (v2),
-            // best_link (v3), early and best_loss (v4).
+            // best_link (v3), early and best_loss (v4); then (v5 and older) `state`, an
+            // empty list (its length, a zero u64: 8 bytes), and `best_state` None.
             let missing = if v2 {
                 4
             } else if v3 {
                 3
-            } else {
+            } else if v4 {
                 2
+            } else {
+                0
             };
-            b.extend(std::iter::repeat_n(0u8, missing));
+            b.extend(std::iter::repeat_n(0u8, missing + 8 + 1));
             bincode::deserialize(&b)
         } else {
             bincode::deserialize(&body[MAGIC.len()..])
@@ -262,6 +275,42 @@ impl Checkpoint {
     /// the first problem, worded `<field>: <what>, expected <x>, got <y>`.
     pub fn validate(&self) -> Result<(), String> {
         check_tensors("params", &self.params, false)?;
+        check_tensors("state", &self.state, false)?;
+        if let Some(t) = self
+            .state
+            .iter()
+            .find(|t| self.params.iter().any(|p| p.name == t.name))
+        {
+            return Err(format!(
+                "state: `{}` is also a parameter, expected state and parameters apart",
+                t.name
+            ));
+        }
+        match (&self.best_state, &self.best_params) {
+            (Some(_), None) => {
+                return Err("best_state: without best_params, expected neither".into())
+            }
+            (Some(best), Some(_)) => {
+                check_tensors("best_state", best, false)?;
+                let names = |t: &[SavedTensor]| {
+                    let mut v: Vec<(String, usize, usize)> =
+                        t.iter().map(|s| (s.name.clone(), s.rows, s.cols)).collect();
+                    v.sort();
+                    v
+                };
+                if names(best) != names(&self.state) {
+                    return Err(format!(
+                        "best_state: names and shapes differ from state's, expected {:?}, got {:?}",
+                        names(&self.state),
+                        names(best)
+                    ));
+                }
+            }
+            (None, Some(_)) if !self.state.is_empty() => {
+                return Err("best_state: missing beside best_params and state".into())
+            }
+            _ => {}
+        }
         check_tensors("opt_m", &self.opt_m, false)?;
         check_tensors("opt_v", &self.opt_v, true)?;
         if let Some(best) = &self.best_params {
@@ -518,7 +567,19 @@ pub fn params_for(
     } else {
         super::export::Which::Best
     };
-    Ok(load_params(which.pick(&ck).0))
+    let mut params = load_params(which.pick(&ck).0);
+    for t in which.pick_state(&ck) {
+        params.insert(
+            t.name.clone(),
+            Tensor::from_vec(t.rows, t.cols, t.data.clone()).ok_or_else(|| {
+                TrainError::Checkpoint {
+                    path: path.clone(),
+                    what: format!("state `{}`: not {} × {} values", t.name, t.rows, t.cols),
+                }
+            })?,
+        );
+    }
+    Ok(params)
 }
 
 /// Where a `--checkpoint` argument puts the file: inside it when it is a directory or is

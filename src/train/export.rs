@@ -8,6 +8,14 @@
 //! read it: the checkpoint records only the plan's hash, which is not checked against it).
 //! The file is written atomically ([`crate::atomic`]).
 //!
+//! State that is not a parameter goes beside the parameters, as F32 tensors under its own
+//! names, and `__metadata__`'s `state` lists them (a JSON array; `[]` without any): each
+//! `batchnorm`'s running statistics as `NAME.running_mean` and `NAME.running_var`, `[1, f]`
+//! (NAME the call's `name=`, else `batchnorm.K`, K counting the plan's `batchnorm` calls
+//! from 0 in plan order, a repeated layer's copies one by one) — PyTorch's
+//! `BatchNorm1d` buffer names after the module's — the ones that went with the exported
+//! parameters (the best validation's with the best parameters).
+//!
 //! Which weights (issue 55 item 10, one rule for every reader of a checkpoint: `export`,
 //! `embed`, [`super::checkpoint::params_for`]): the best-validation parameters — those the
 //! run's test metrics were measured with — when the run evaluated, else the last epoch's;
@@ -46,6 +54,15 @@ impl Which {
             _ => (&ckpt.params, ckpt.epoch, "last"),
         }
     }
+
+    /// The state (running statistics) that goes with [`Which::pick`]'s parameters.
+    pub fn pick_state(self, ckpt: &Checkpoint) -> &[SavedTensor] {
+        match (self, &ckpt.best_params, &ckpt.best_state) {
+            (Which::Best, Some(_), Some(s)) => s,
+            (Which::Best, Some(_), None) => &[],
+            _ => &ckpt.state,
+        }
+    }
 }
 
 /// The `.safetensors` bytes of `ckpt`'s parameters (see the module header); `checkpoint`
@@ -64,9 +81,10 @@ pub fn safetensors_bytes(
     // (duplicate names made the safetensors crate panic; NaN weights were exported).
     ckpt.validate().map_err(&bad)?;
     let (params, epoch, which_name) = which.pick(ckpt);
-    let mut views = Vec::with_capacity(params.len());
+    let state = which.pick_state(ckpt);
+    let mut views = Vec::with_capacity(params.len() + state.len());
     let mut dims = serde_json::Map::new();
-    for p in params {
+    for p in params.iter().chain(state) {
         if p.data.len() != p.rows * p.cols {
             return Err(bad(format!(
                 "parameter {}: {} values, expected {} × {}",
@@ -97,6 +115,11 @@ pub fn safetensors_bytes(
             "dims".to_string(),
             serde_json::Value::Object(dims).to_string(),
         ),
+        (
+            "state".to_string(),
+            serde_json::Value::from(state.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
+                .to_string(),
+        ),
     ]);
     if let Some(text) = plan_text {
         meta.insert("plan".to_string(), text.to_string());
@@ -117,7 +140,7 @@ pub fn safetensors_bytes(
 ///     plan_hash: 7, seed: 1, epoch: 3, step: 30, params: vec![w],
 ///     opt_m: vec![], opt_v: vec![], opt_t: 30, best_params: None, best_epoch: 0,
 ///     best_val: None, elapsed: 1.0, log_pos: None, graph_id: 9, dist: None, best_link: None,
-///     early: None, best_loss: None,
+///     early: None, best_loss: None, state: vec![], best_state: None,
 /// };
 /// let (cp, out) = (dir.path().join("checkpoint.bin"), dir.path().join("model.safetensors"));
 /// ckpt.save(&cp)?;
@@ -136,7 +159,7 @@ pub fn export_safetensors(
     let ckpt = Checkpoint::load(checkpoint)?;
     let bytes = safetensors_bytes(&ckpt, which, plan_text, checkpoint)?;
     write_atomic(out, &bytes)?;
-    Ok(which.pick(&ckpt).0.len())
+    Ok(which.pick(&ckpt).0.len() + which.pick_state(&ckpt).len())
 }
 
 /// Reads a `.safetensors` file as the values of the parameters `decls` declares (the

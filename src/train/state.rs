@@ -34,6 +34,9 @@ pub(super) struct TrainState {
     pub(super) elapsed: f64,
     /// Where early stopping stands.
     pub(super) early: EarlyState,
+    /// The names in `params` that are state, not parameters (the batchnorms' running
+    /// statistics: saved apart in the checkpoint, no optimiser).
+    pub(super) state_names: Vec<String>,
 }
 
 /// What one validation decided: whether its parameters are the best so far, and whether
@@ -72,12 +75,31 @@ impl TrainState {
         sync: &mut dyn StepSync,
         total: usize,
     ) -> Result<(TrainState, Option<Option<u64>>)> {
+        let state_decls = lowered.state_decls();
         let params = match init_from {
-            Some(path) => super::export::load_safetensors(path, &lowered.params)?,
-            None => Params::init(&lowered.params, id.seed),
+            // An export holds the running statistics beside the parameters: both read.
+            Some(path) => {
+                let mut all = lowered.params.clone();
+                all.extend(state_decls.iter().cloned());
+                super::export::load_safetensors(path, &all)?
+            }
+            None => {
+                let mut p = Params::init(&lowered.params, id.seed);
+                for (name, t) in Params::init(&state_decls, id.seed).iter() {
+                    p.insert(name.clone(), t.clone());
+                }
+                p
+            }
+        };
+        let state_names: Vec<String> = state_decls.into_iter().map(|d| d.name).collect();
+        let trainable = {
+            let mut p = params.clone();
+            p.retain(|n| !state_names.iter().any(|s| s == n));
+            p
         };
         let mut state = TrainState {
-            opt: OptState::new(optimizer, lowered, &params),
+            state_names,
+            opt: OptState::new(optimizer, lowered, &trainable),
             params,
             epoch: 0,
             step: 0,
@@ -117,8 +139,9 @@ impl TrainState {
             None => c.check_graph(path, id.store)?,
         }
         sync.restore(c.dist.as_ref(), path)?;
-        self.params = load_params(&c.params);
+        self.params = with_state(load_params(&c.params), &c.state);
         check_params(&self.params, lowered, path)?;
+        check_state(&self.params, lowered, path)?;
         OptState::restore(&mut self.opt.m, &c.opt_m, path)?;
         OptState::restore(&mut self.opt.v, &c.opt_v, path)?;
         self.opt.t = c.opt_t;
@@ -130,7 +153,7 @@ impl TrainState {
             self.best = Some(Best {
                 val: bv,
                 epoch: c.best_epoch,
-                params: load_params(bp),
+                params: with_state(load_params(bp), c.best_state.as_deref().unwrap_or(&[])),
             });
         }
         Ok(c.log_pos)
@@ -151,11 +174,11 @@ impl TrainState {
             seed: id.seed,
             epoch: self.epoch,
             step: self.step,
-            params: save_params(&self.params),
+            params: self.split(&self.params).0,
             opt_m: OptState::save(&self.opt.m),
             opt_v: OptState::save(&self.opt.v),
             opt_t: self.opt.t,
-            best_params: self.best.as_ref().map(|b| save_params(&b.params)),
+            best_params: self.best.as_ref().map(|b| self.split(&b.params).0),
             best_epoch: self.best.as_ref().map_or(0, |b| b.epoch),
             best_val: self.best.as_ref().map(|b| b.val),
             elapsed,
@@ -165,8 +188,23 @@ impl TrainState {
             best_link: self.best.as_ref().and_then(|b| b.val.link),
             early: Some(self.early.clone()),
             best_loss: self.best.as_ref().and_then(|b| b.val.loss),
+            state: self.split(&self.params).1,
+            // None for a plan without state: its checkpoint is the last format's plus the
+            // two empty fields.
+            best_state: self
+                .best
+                .as_ref()
+                .map(|b| self.split(&b.params).1)
+                .filter(|s| !s.is_empty()),
         }
         .save(path)
+    }
+
+    /// `params` saved as (parameters, state).
+    fn split(&self, params: &Params) -> (Vec<SavedTensor>, Vec<SavedTensor>) {
+        save_params(params)
+            .into_iter()
+            .partition(|t| !self.state_names.contains(&t.name))
     }
 
     /// One optimiser step over every parameter, with its gradient: `grads` yields
@@ -340,6 +378,42 @@ impl OptState {
         }
         Ok(())
     }
+}
+
+/// `params` with the state tensors `state` added.
+fn with_state(mut params: Params, state: &[SavedTensor]) -> Params {
+    for (name, t) in load_params(state).iter() {
+        params.insert(name.clone(), t.clone());
+    }
+    params
+}
+
+/// Every running statistic of the plan in the checkpoint's state, of its shape.
+fn check_state(params: &Params, lowered: &Lowered, path: &Path) -> Result<(), TrainError> {
+    for d in lowered.state_decls() {
+        match params.get(&d.name) {
+            Some(t) if (t.rows, t.cols) == (d.rows, d.cols) => {}
+            Some(t) => {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "state `{}` is {}×{}, the plan's is {}×{}",
+                        d.name, t.rows, t.cols, d.rows, d.cols
+                    ),
+                })
+            }
+            None => {
+                return Err(TrainError::Checkpoint {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "state `{}` (a batchnorm's running statistics) is missing",
+                        d.name
+                    ),
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_params(params: &Params, lowered: &Lowered, path: &Path) -> Result<(), TrainError> {

@@ -472,6 +472,14 @@ fn run(
     let lowered = lower_for(plan, store, registry)?;
     let sched = schedule(plan, opts.epochs);
     check_memory(opts, &lowered, &sched)?;
+    if let (Some(_), Some(r)) = (&opts.dist, lowered.running.first()) {
+        // Each rank would fold its own batches into them, and the parts' parameters
+        // (which carry them) would disagree after the first epoch.
+        return Err(TrainError::Run(format!(
+            "`batchnorm` (running statistics `{}`) trains in one process: a distributed job does not combine its ranks' running statistics yet",
+            r.name
+        )));
+    }
     let n_train = match &lowered.link {
         // A link plan's epochs count edges (compile::setup_phase), its loss no nodes; its
         // evaluation needs the store's split.
@@ -747,6 +755,15 @@ impl Step<'_, '_> {
             };
             (name.as_str(), g)
         }))?;
+        // The batchnorms' running statistics, from this step's (state, not parameters).
+        for (name, momentum, id) in &ph.running {
+            let stats = vals
+                .get(*id)
+                .and_then(|v| v.as_dense())
+                .ok_or_else(|| TrainError::Run(format!("no step statistics of `{name}`")))?;
+            crate::op::builtin::update_running(&mut state.params, name, *momentum, stats)
+                .map_err(|e| TrainError::Run(e.to_string()))?;
+        }
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let times = vals.times;
         obs.step(Record::Step {

@@ -9,6 +9,7 @@ mod dropout;
 mod link;
 mod loss;
 mod matmul;
+mod nodenorm;
 mod norm;
 mod source;
 mod sparse_features;
@@ -26,6 +27,10 @@ pub use loss::{Loss, LossBackward, LossKind};
 pub use matmul::{
     chain_factors, product, product_flops, transpose, ColumnView, Factor, Gemm, MatMul, Sddmm,
     Spmm, Transpose, PREPACK_K_MIN,
+};
+pub use nodenorm::{
+    running_names, running_stats, update_running, BatchNormStats, NodeNorm, NodeNormGrad, NormKind,
+    PairMode, Wrt, BN_MOMENTUM, NORM_EPS,
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
 pub use source::{AdjKind, Adjacency, Features, One, Param, Sample, TargetsOp};
@@ -93,6 +98,58 @@ pub fn register(r: &mut Registry) {
         &[],
         "l2norm(x): each row divided by its L2 norm",
         |_| Ok(row_wise(L2Norm)),
+    ));
+    ok(r.register(
+        "batchnorm",
+        &["momentum", "eps", "weighted", "name"],
+        "batchnorm(x[, gamma, beta], momentum=0.1, eps=1e-5, weighted=true, name=\"batchnorm.K\"): per column over the step's nodes (weighted by the sampler's 1/C_v), running mean and variance in evaluation; γ, β [1, f]",
+        |a| {
+            a.string("name", "")?;
+            Ok(nodenorm::boxed(NodeNorm::batch(
+                a.num("momentum", BN_MOMENTUM)?,
+                a.num("eps", NORM_EPS)?,
+                a.flag("weighted", true)?,
+            )?))
+        },
+    ));
+    ok(r.register(
+        "layernorm",
+        &["eps"],
+        "layernorm(x[, gamma, beta], eps=1e-5): each row to mean 0 and variance 1 over its features, then γ ⊙ · + β",
+        |a| {
+            Ok(nodenorm::boxed(NodeNorm::new(
+                NormKind::Layer,
+                a.num("eps", NORM_EPS)?,
+                true,
+            )?))
+        },
+    ));
+    ok(r.register(
+        "pairnorm",
+        &["mode", "scale", "eps"],
+        "pairnorm(x, mode=\"PN\", scale=1.0, eps=1e-5): centre over the nodes, rescale (PN: by the mean row norm; PN-SI: each row; PN-SCS: scale rows, then centre)",
+        |a| {
+            Ok(nodenorm::boxed(NodeNorm::new(
+                NormKind::Pair {
+                    mode: PairMode::parse(&a.string("mode", "PN")?)?,
+                    scale: a.num("scale", 1.0)?,
+                },
+                a.num("eps", NORM_EPS)?,
+                false,
+            )?))
+        },
+    ));
+    ok(r.register(
+        "graphnorm",
+        &["eps"],
+        "graphnorm(x, alpha, gamma, beta, eps=1e-5): per column over the graph's nodes, the mean scaled by a learnable α subtracted, then γ ⊙ · / σ + β",
+        |a| {
+            Ok(nodenorm::boxed(NodeNorm::new(
+                NormKind::Graph,
+                a.num("eps", NORM_EPS)?,
+                true,
+            )?))
+        },
     ));
     ok(r.register(
         "concat",
