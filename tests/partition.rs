@@ -476,7 +476,7 @@ fn walk_length_from_plans_is_the_receptive_field() {
         ("gcn", 2),             // Â·ReLU(Â·X·W0)·W1
         ("graphsage", 2),       // repeat = 2 layers of A_mean, a dense classifier
         ("graphsage_max", 2),   // repeat = 2 layers of max over A's neighbours
-        ("sage_pna", 2), // repeat = 2 layers of mean, max, min and std over A's neighbours
+        ("sage_pna", 2),        // repeat = 2 layers of mean, max, min and std over A's neighbours
         ("gat", 2), // attention layer + attention classifier (α is not a hop of its own)
         ("gin", 2), // repeat = 2 of x + A·x
         ("mixhop", 4), // repeat = 2 of max power A² each

@@ -140,8 +140,8 @@ impl TrainState {
         }
         sync.restore(c.dist.as_ref(), path)?;
         self.params = with_state(load_params(&c.params), &c.state);
-        check_params(&self.params, lowered, path)?;
-        check_state(&self.params, lowered, path)?;
+        check_decls(&self.params, &lowered.params, "parameter", path)?;
+        check_decls(&self.params, &lowered.state_decls(), "state", path)?;
         OptState::restore(&mut self.opt.m, &c.opt_m, path)?;
         OptState::restore(&mut self.opt.v, &c.opt_v, path)?;
         self.opt.t = c.opt_t;
@@ -388,54 +388,31 @@ fn with_state(mut params: Params, state: &[SavedTensor]) -> Params {
     params
 }
 
-/// Every running statistic of the plan in the checkpoint's state, of its shape.
-fn check_state(params: &Params, lowered: &Lowered, path: &Path) -> Result<(), TrainError> {
-    for d in lowered.state_decls() {
-        match params.get(&d.name) {
-            Some(t) if (t.rows, t.cols) == (d.rows, d.cols) => {}
-            Some(t) => {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!(
-                        "state `{}` is {}×{}, the plan's is {}×{}",
-                        d.name, t.rows, t.cols, d.rows, d.cols
-                    ),
-                })
-            }
-            None => {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!(
-                        "state `{}` (a batchnorm's running statistics) is missing",
-                        d.name
-                    ),
-                })
-            }
-        }
-    }
-    Ok(())
-}
-
-fn check_params(params: &Params, lowered: &Lowered, path: &Path) -> Result<(), TrainError> {
-    for d in &lowered.params {
-        match params.get(&d.name) {
-            Some(t) if (t.rows, t.cols) == (d.rows, d.cols) => {}
-            Some(t) => {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!(
-                        "parameter `{}` is {}×{}, the plan declares {}×{}",
-                        d.name, t.rows, t.cols, d.rows, d.cols
-                    ),
-                })
-            }
-            None => {
-                return Err(TrainError::Checkpoint {
-                    path: path.to_path_buf(),
-                    what: format!("parameter `{}` is missing", d.name),
-                })
-            }
-        }
+/// Every parameter the plan declares (`what` "parameter") or every running statistic
+/// (`what` "state"), present in the checkpoint with its shape.
+fn check_decls(
+    params: &Params,
+    decls: &[crate::ir::ParamDecl],
+    what: &str,
+    path: &Path,
+) -> Result<(), TrainError> {
+    for d in decls {
+        let wrong = match params.get(&d.name) {
+            Some(t) if (t.rows, t.cols) == (d.rows, d.cols) => continue,
+            Some(t) => format!(
+                "{what} `{}` is {}×{}, the plan declares {}×{}",
+                d.name, t.rows, t.cols, d.rows, d.cols
+            ),
+            None if what == "state" => format!(
+                "state `{}` (a batchnorm's running statistics) is missing",
+                d.name
+            ),
+            None => format!("{what} `{}` is missing", d.name),
+        };
+        return Err(TrainError::Checkpoint {
+            path: path.to_path_buf(),
+            what: wrong,
+        });
     }
     Ok(())
 }
