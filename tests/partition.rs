@@ -482,6 +482,7 @@ fn walk_length_from_plans_is_the_receptive_field() {
         ("mixhop", 4), // repeat = 2 of max power A² each
         ("mlp", 0), // no adjacency: no walks
         ("sgc", 2), // repeat = 2 of Â·x, no parameter
+        ("tagcn", 6), // two layers of up to Â³·x each (a power counts its k)
         ("appnp", 10), // an MLP, then K = 10 steps of Â (the teleport term reads H)
         ("jknet", 3), // 3 GCN layers; the readout concatenates, adds no hop
         ("gcnii", 64), // 64 layers of Â·x (the initial residual h1 adds none)

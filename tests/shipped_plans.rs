@@ -30,6 +30,7 @@ fn the_expected_plans_are_shipped() {
         "graphsage",
         "graphsage_max",
         "sage_pna",
+        "tagcn",
         "mixhop",
         "gat",
         "gin",

@@ -86,6 +86,7 @@ fn shipped(name: &str) -> (Vec<&'static str>, usize) {
         "gin" => (vec!["dims.hidden=32", "sampler.roots=100"], 10),
         "mlp" => (vec!["dims.hidden=32", "sampler.budget=300"], 10),
         "sgc" => (vec![], 100),
+        "tagcn" => (vec!["dims.hidden=8"], 100),
         "appnp" => (vec!["dims.hidden=16"], 100),
         "jknet" => (vec!["dims.hidden=16"], 100),
         // Four of GCNII's 64 copies: the same structure, a test's time.

@@ -73,28 +73,23 @@ impl Block {
             let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
             let v = (self.r0 + i) as u32;
             let d = deg(v);
-            match kind {
-                AdjKind::Raw => {
-                    indices.extend_from_slice(row);
-                    values.extend(row.iter().map(|_| 1.0f32));
-                }
-                AdjKind::Mean | AdjKind::Saint => {
-                    let inv = 1.0 / d.max(1.0);
-                    indices.extend_from_slice(row);
-                    values.extend(row.iter().map(|_| inv));
-                }
-                AdjKind::Sym => {
-                    // The self loop goes where v sorts.
-                    let at = row.partition_point(|&w| w < v);
-                    let inv_v = 1.0 / (1.0 + d).sqrt();
-                    let g = |w: u32| 1.0 / (1.0 + deg(w)).sqrt();
-                    indices.extend_from_slice(&row[..at]);
-                    values.extend(row[..at].iter().map(|&w| inv_v * g(w)));
-                    indices.push(v);
-                    values.push(inv_v * inv_v);
-                    indices.extend_from_slice(&row[at..]);
-                    values.extend(row[at..].iter().map(|&w| inv_v * g(w)));
-                }
+            // The degree in this flavour (a self-loop counts), as the step's adjacency has it.
+            let loop_ = f32::from(u8::from(kind.self_loops()));
+            let dd = |w: u32| (deg(w) + loop_).max(1.0);
+            let (norm, dv) = (kind.norm(), (d + loop_).max(1.0));
+            let value = |w: u32| norm.value(dv, dd(w));
+            if kind.self_loops() {
+                // The self loop goes where v sorts.
+                let at = row.partition_point(|&w| w < v);
+                indices.extend_from_slice(&row[..at]);
+                values.extend(row[..at].iter().map(|&w| value(w)));
+                indices.push(v);
+                values.push(norm.value(dv, dv));
+                indices.extend_from_slice(&row[at..]);
+                values.extend(row[at..].iter().map(|&w| value(w)));
+            } else {
+                indices.extend_from_slice(row);
+                values.extend(row.iter().map(|&w| value(w)));
             }
             offsets.push(indices.len() as u32);
         }

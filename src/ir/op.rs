@@ -717,18 +717,58 @@ pub enum ChainRole {
     Transpose,
 }
 
-/// Adjacency flavours of a subgraph (the plan names `A`, `A_mean`, `A_sym`, `A_saint`).
+/// Adjacency flavours of a subgraph (the plan names `A`, `A_mean`, `A_sym`, `A_saint`, and
+/// the variants with or without self-loops and by columns: `A_sym_noloop`, `A_mean_loop`,
+/// `A_col`, `A_col_loop`). D is the degree in the adjacency itself: with self-loops, the
+/// subgraph degree + 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AdjKind {
     /// A: 1 per edge.
     Raw,
-    /// D⁻¹A, D the subgraph degrees (mean aggregation).
+    /// D⁻¹A, D the subgraph degrees (mean aggregation; rows normalised).
     Mean,
     /// (I+D)^-½ (I+A) (I+D)^-½ (Kipf & Welling), self loops added.
     Sym,
     /// GraphSAINT's normalisation: entry (u, v) = (C_u / C_uv) / deg(u), deg the degree in
     /// the graph sampled from, C the sampler's counts (1 when not estimated).
     Saint,
+    /// D^-½ A D^-½ without self-loops: PyG's `gcn_norm(add_self_loops=False)`, the
+    /// normalisation of its `TAGConv` (and of `SGConv` with self-loops turned off).
+    SymNoLoops,
+    /// (I+D)⁻¹(I+A): the mean over the neighbours and the node itself (rows normalised).
+    MeanLoops,
+    /// A D⁻¹: columns normalised, entry (u, v) = 1/deg(v) (the transpose of `A_mean`: what a
+    /// node sends is split among its neighbours, a random walk's transition matrix Pᵀ).
+    Col,
+    /// (I+A)(I+D)⁻¹: `A_col` with self-loops.
+    ColLoops,
+}
+
+/// How an [`AdjKind`] normalises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdjNorm {
+    /// Values 1.
+    None,
+    /// 1/d(u) for entry (u, v).
+    Rows,
+    /// 1/d(v).
+    Cols,
+    /// 1/√(d(u)·d(v)).
+    Sym,
+}
+
+impl AdjNorm {
+    /// The value of entry (u, v), d(u) and d(v) the degrees in the flavour (at least 1):
+    /// the one formula of the step's adjacency and of full-graph inference's (`Sym` as the
+    /// product of the two reciprocal roots, the bits `A_sym` always had).
+    pub fn value(self, du: f32, dv: f32) -> f32 {
+        match self {
+            AdjNorm::None => 1.0,
+            AdjNorm::Rows => 1.0 / du,
+            AdjNorm::Cols => 1.0 / dv,
+            AdjNorm::Sym => (1.0 / du.sqrt()) * (1.0 / dv.sqrt()),
+        }
+    }
 }
 
 impl AdjKind {
@@ -739,11 +779,39 @@ impl AdjKind {
             AdjKind::Mean => "A_mean",
             AdjKind::Sym => "A_sym",
             AdjKind::Saint => "A_saint",
+            AdjKind::SymNoLoops => "A_sym_noloop",
+            AdjKind::MeanLoops => "A_mean_loop",
+            AdjKind::Col => "A_col",
+            AdjKind::ColLoops => "A_col_loop",
+        }
+    }
+
+    /// Whether the flavour adds a self-loop to every row.
+    pub fn self_loops(self) -> bool {
+        matches!(self, AdjKind::Sym | AdjKind::MeanLoops | AdjKind::ColLoops)
+    }
+
+    /// How the flavour normalises (`A_saint`: by rows, with its own degrees and weights).
+    pub fn norm(self) -> AdjNorm {
+        match self {
+            AdjKind::Raw => AdjNorm::None,
+            AdjKind::Mean | AdjKind::MeanLoops | AdjKind::Saint => AdjNorm::Rows,
+            AdjKind::Col | AdjKind::ColLoops => AdjNorm::Cols,
+            AdjKind::Sym | AdjKind::SymNoLoops => AdjNorm::Sym,
         }
     }
 
     /// Every flavour.
-    pub const ALL: [AdjKind; 4] = [AdjKind::Raw, AdjKind::Mean, AdjKind::Sym, AdjKind::Saint];
+    pub const ALL: [AdjKind; 8] = [
+        AdjKind::Raw,
+        AdjKind::Mean,
+        AdjKind::Sym,
+        AdjKind::Saint,
+        AdjKind::SymNoLoops,
+        AdjKind::MeanLoops,
+        AdjKind::Col,
+        AdjKind::ColLoops,
+    ];
 }
 
 /// What a source op reads (see [`Op::source_kind`]).

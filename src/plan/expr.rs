@@ -7,11 +7,14 @@
 //! expr      := term (('+' | '-') term)*
 //! term      := unary (('*' | '/') unary)*
 //! unary     := '-' unary | chain
-//! chain     := primary ('@' primary)*                       one MatMul chain node
+//! chain     := power ('@' power)*                           one MatMul chain node
+//! power     := primary ('^' INTEGER)?                       k copies of the operand
 //! primary   := NUMBER | STRING | NAME | NAME '(' args ')' | '(' expr ')'
 //! args      := (arg (',' arg)* ','?)?      arg := expr | NAME '=' expr   (keywords last)
 //! ```
-//! `@` binds tighter than `*`, so `0.5 * A @ x` scales the product. Newlines inside
+//! `@` binds tighter than `*`, so `0.5 * A @ x` scales the product. `A_sym^3 @ x` is
+//! `A_sym @ A_sym @ A_sym @ x`, one chain the planner orders like any other (k from 1 to
+//! [`MAX_POWER`]). Newlines inside
 //! parentheses continue the line; `#` starts a comment. Names may contain dots
 //! (`user.gelu`, the namespaced custom ops).
 //!
@@ -22,6 +25,9 @@
 //! sum `a + b + c` is 3 levels: two `+` and an operand).
 
 use std::ops::Range;
+
+/// The largest power `X^k` (64: GCNII's depth).
+pub const MAX_POWER: u64 = 64;
 
 /// The longest `out` string, in bytes (64 KiB: a hundred times the longest shipped one).
 pub const MAX_EXPR_BYTES: usize = 64 * 1024;
@@ -179,7 +185,7 @@ fn lex(s: &str) -> Result<Vec<(Tok, Range<usize>)>, ExprError> {
                     });
                 }
             }
-            b'(' | b')' | b',' | b'=' | b'+' | b'-' | b'*' | b'/' | b'@' => {
+            b'(' | b')' | b',' | b'=' | b'+' | b'-' | b'*' | b'/' | b'@' | b'^' => {
                 if c == b'(' {
                     depth += 1;
                 } else if c == b')' {
@@ -394,17 +400,19 @@ impl Parser {
 
     fn chain(&mut self, above: usize) -> Result<Deep, ExprError> {
         let (first, d0) = self.primary(above)?;
-        if !self.is_op('@') {
-            return Ok((first, d0));
+        let first = self.power(first)?;
+        if first.len() == 1 && !self.is_op('@') {
+            let e = first.into_iter().next().expect("one operand");
+            return Ok((e, d0));
         }
         // A chain is one node over all its operands.
-        within(above + d0 + 1, first.span.start)?;
-        let (mut ops, mut depth) = (vec![first], d0);
+        within(above + d0 + 1, first[0].span.start)?;
+        let (mut ops, mut depth) = (first, d0);
         while self.is_op('@') {
             self.bump();
             let (e, d) = self.primary(above + 1)?;
             depth = depth.max(d);
-            ops.push(e);
+            ops.extend(self.power(e)?);
         }
         let span = ops[0].span.start..ops[ops.len() - 1].span.end;
         Ok((
@@ -414,6 +422,29 @@ impl Parser {
             },
             depth + 1,
         ))
+    }
+
+    /// `e` and an optional `^ k` after it: k copies of `e` (k a whole number from 1 to
+    /// [`MAX_POWER`]).
+    fn power(&mut self, e: Expr) -> Result<Vec<Expr>, ExprError> {
+        if !self.is_op('^') {
+            return Ok(vec![e]);
+        }
+        let at = self.bump().1.start;
+        let k = match self.peek().clone() {
+            Tok::Num(x) if x.fract() == 0.0 && (1.0..=MAX_POWER as f64).contains(&x) => x as usize,
+            _ => {
+                return Err(ExprError {
+                    at,
+                    what: format!(
+                        "`^` takes a whole number from 1 to {MAX_POWER} (a power of a matrix: \
+                         `A_sym^2 @ x`)"
+                    ),
+                })
+            }
+        };
+        self.bump();
+        Ok(vec![e; k])
     }
 
     fn primary(&mut self, above: usize) -> Result<Deep, ExprError> {

@@ -33,7 +33,7 @@ pub use nodenorm::{
     PairMode, Wrt, BN_MOMENTUM, NORM_EPS,
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
-pub use source::{AdjKind, Adjacency, Features, One, Param, Sample, TargetsOp};
+pub use source::{AdjKind, AdjNorm, Adjacency, Features, One, Param, Sample, TargetsOp};
 pub use sparse_features::FeatureProduct;
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};
 

@@ -136,7 +136,7 @@ impl Op for TargetsOp {
     }
 }
 
-pub use crate::ir::op::AdjKind;
+pub use crate::ir::op::{AdjKind, AdjNorm};
 
 /// A subgraph's adjacency matrix in one flavour.
 #[derive(Debug)]
@@ -180,9 +180,9 @@ impl Op for Adjacency {
         Arity::Exact(vec![Kind::Subgraph])
     }
     fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
-        let nnz = match self.kind {
-            AdjKind::Sym => Dim::ENTRIES.plus(Dim::NODES),
-            _ => Dim::ENTRIES,
+        let nnz = match self.kind.self_loops() {
+            true => Dim::ENTRIES.plus(Dim::NODES),
+            false => Dim::ENTRIES,
         };
         Ok(Fact::Sparse {
             rows: Dim::NODES,
@@ -195,17 +195,10 @@ impl Op for Adjacency {
         let n = sub.n_nodes();
         let deg = |u: usize| (sub.offsets[u + 1] - sub.offsets[u]) as f32;
         let (structure, values) = match self.kind {
-            AdjKind::Raw | AdjKind::Mean | AdjKind::Saint => {
+            AdjKind::Saint => {
                 let s = Structure::of(sub).map_err(|e| OpError::Source(e.to_string()))?;
                 let mut v = vec![1.0f32; s.nnz()];
-                if self.kind == AdjKind::Mean {
-                    for u in 0..n {
-                        let r = s.row(u);
-                        let inv = 1.0 / r.len().max(1) as f32;
-                        v[r].fill(inv);
-                    }
-                }
-                if self.kind == AdjKind::Saint {
+                {
                     let source = ctx.source("adj(kind=A_saint)")?;
                     if let Some(w) = source.aggregator_weights(sub) {
                         v.copy_from_slice(&w);
@@ -217,24 +210,29 @@ impl Op for Adjacency {
                 }
                 (s, v)
             }
-            AdjKind::Sym => {
-                let (offsets, indices) = with_self_loops(sub);
-                let transpose = crate::sample::transpose_permutation(&offsets, &indices).map_err(
-                    |(u, v)| {
-                        let id = |i: u32| sub.nodes.get(i as usize).copied().unwrap_or(i);
-                        OpError::Source(StoreError::not_symmetric(id(u), id(v)).to_string())
-                    },
-                )?;
-                let s = Structure {
-                    offsets,
-                    indices,
-                    transpose,
+            kind => {
+                let s = if kind.self_loops() {
+                    let (offsets, indices) = with_self_loops(sub);
+                    let transpose = crate::sample::transpose_permutation(&offsets, &indices)
+                        .map_err(|(u, v)| {
+                            let id = |i: u32| sub.nodes.get(i as usize).copied().unwrap_or(i);
+                            OpError::Source(StoreError::not_symmetric(id(u), id(v)).to_string())
+                        })?;
+                    Structure {
+                        offsets,
+                        indices,
+                        transpose,
+                    }
+                } else {
+                    Structure::of(sub).map_err(|e| OpError::Source(e.to_string()))?
                 };
-                let inv: Vec<f32> = (0..n).map(|u| 1.0 / (1.0 + deg(u)).sqrt()).collect();
+                // The degree in this adjacency: a self-loop counts.
+                let loops = f32::from(u8::from(kind.self_loops()));
+                let d: Vec<f32> = (0..n).map(|u| (deg(u) + loops).max(1.0)).collect();
                 let mut v = Vec::with_capacity(s.nnz());
                 for u in 0..n {
                     for k in s.row(u) {
-                        v.push(inv[u] * inv[s.indices[k] as usize]);
+                        v.push(kind.norm().value(d[u], d[s.indices[k] as usize]));
                     }
                 }
                 (s, v)
