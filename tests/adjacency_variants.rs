@@ -1,13 +1,13 @@
 //! Issue 58 item 2: adjacency flavours by name — with or without self-loops, normalised by
 //! rows, columns or symmetrically — and integer powers `A^k @ x` in plans.
 
+mod common;
+
 use std::sync::Arc;
 
-use saintflow::exec::run;
-use saintflow::ir::{Bindings, Graph, NodeId, Params, Value};
+use saintflow::ir::{Bindings, NodeId, Params, Value};
 use saintflow::op::builtin::{AdjKind, Adjacency};
-use saintflow::op::{Ctx, GraphSource, MemorySource, Op, Registry};
-use saintflow::plan::{LowerEnv, Plan};
+use saintflow::op::{Ctx, GraphSource, MemorySource, Op};
 
 fn ctx<'a>(p: &'a Params, src: &'a dyn GraphSource) -> Ctx<'a> {
     Ctx {
@@ -109,36 +109,6 @@ fn every_flavour_is_its_definition() {
     }
 }
 
-fn plan(out: &str) -> String {
-    format!(
-        "[sampler]\nkind = \"full\"\ngraph = \"full\"\n\n[dims]\nhidden = 4\n\n[[layer]]\nparams = {{ W = [\"in\", \"hidden\"] }}\nout = \"{out}\"\n\n[output]\nparams = {{ W_out = [\"in\", \"classes\"] }}\nout = \"x @ W_out\"\n"
-    )
-}
-
-/// The logits of a plan's forward on `src` with parameters from seed 3.
-fn logits(out: &str, src: &MemorySource) -> Vec<f32> {
-    let reg = Registry::with_builtins();
-    let lowered = Plan::parse(&plan(out), "t.toml")
-        .unwrap()
-        .lower(&LowerEnv {
-            n_features: src.n_features,
-            n_classes: 2,
-            multilabel: false,
-            registry: &reg,
-        })
-        .unwrap();
-    let params = Params::init(&lowered.params, 3);
-    let g: &Graph = &lowered.graph;
-    let values = run(g, &[lowered.logits], Some(src), &params, 0, 1, false).unwrap();
-    values
-        .get(lowered.logits)
-        .unwrap()
-        .as_dense()
-        .unwrap()
-        .data
-        .clone()
-}
-
 /// `A_sym^3 @ x @ W` is `A_sym @ A_sym @ A_sym @ x @ W`, bit for bit (one chain either way,
 /// ordered by the planner), for a flavour with and one without self-loops; `^ 1` is the
 /// operand itself.
@@ -146,51 +116,28 @@ fn logits(out: &str, src: &MemorySource) -> Vec<f32> {
 fn a_power_is_the_chain_of_its_copies() {
     let src = MemorySource::random(40, 4, 5, 2, false, 9);
     for a in ["A_sym", "A_sym_noloop", "A_col_loop"] {
-        let power = logits(&format!("{a}^3 @ x @ W"), &src);
-        let chain = logits(&format!("{a} @ {a} @ {a} @ x @ W"), &src);
+        let power = common::one_layer_logits(&format!("{a}^3 @ x @ W"), &src);
+        let chain = common::one_layer_logits(&format!("{a} @ {a} @ {a} @ x @ W"), &src);
         assert_eq!(power, chain, "{a}");
         assert_eq!(
-            logits(&format!("{a}^1 @ x @ W"), &src),
-            logits(&format!("{a} @ x @ W"), &src)
+            common::one_layer_logits(&format!("{a}^1 @ x @ W"), &src),
+            common::one_layer_logits(&format!("{a} @ x @ W"), &src)
         );
     }
 }
 
 #[test]
 fn a_power_takes_a_whole_number_from_1_to_64() {
-    let reg = Registry::with_builtins();
     for bad in [
         "A_sym^0 @ x @ W",
         "A_sym^1.5 @ x @ W",
         "A_sym^k @ x @ W",
         "A_sym^65 @ x @ W",
     ] {
-        let e = Plan::parse(&plan(bad), "t.toml")
-            .and_then(|p| {
-                p.lower(&LowerEnv {
-                    n_features: 5,
-                    n_classes: 2,
-                    multilabel: false,
-                    registry: &reg,
-                })
-            })
-            .err()
-            .unwrap_or_else(|| panic!("{bad} accepted"))
-            .to_string();
+        let e = common::lowering_error(&common::one_layer_plan(bad));
         assert!(e.contains("whole number from 1 to 64"), "{bad}: {e}");
     }
     // The names are known to the plan language (a typo suggests them).
-    let e = Plan::parse(&plan("A_sym_noloops @ x @ W"), "t.toml")
-        .and_then(|p| {
-            p.lower(&LowerEnv {
-                n_features: 5,
-                n_classes: 2,
-                multilabel: false,
-                registry: &reg,
-            })
-        })
-        .err()
-        .unwrap()
-        .to_string();
+    let e = common::lowering_error(&common::one_layer_plan("A_sym_noloops @ x @ W"));
     assert!(e.contains("A_sym_noloop"), "{e}");
 }

@@ -3,10 +3,13 @@
 //! declares, naming the rule, before anything runs; a non-linear aggregation written as a
 //! mapped fold gets a correct gradient; the built-in `powermean_agg` on that class.
 
+mod common;
+
 use std::sync::Arc;
 
 use saintflow::exec::GradCheck;
 use saintflow::ir::{Bindings, NodeId, Params, SparseMat, Tensor, Value};
+use saintflow::op::MemorySource;
 use saintflow::op::{
     check_rule, neighbour_reduce, AdjKind, Attr, Attrs, Ctx, NeighbourReduce, Op, Registry, Routing,
 };
@@ -208,5 +211,62 @@ fn powermean_agg_passes_the_library_op_checks() {
         let args = [Arg::Adjacency(kind), Arg::Nodes(3)];
         check_op_gradients_with(op(), &args, small).unwrap();
         check_blocked_equals_in_memory(op(), &args).unwrap();
+    }
+}
+
+/// `multi_agg`, `std_agg` and `var_agg` are the expressions they stand for, bit for bit
+/// (plans/README.md "Aggregations"): the same logits as the written-out plan.
+#[test]
+fn named_aggregations_are_their_expressions() {
+    let src = MemorySource::random(37, 4, 5, 2, false, 4);
+    let var = "(A_mean @ (x * x) - (A_mean @ x) * (A_mean @ x))";
+    let cases = [
+        (
+            "multi_agg(A_mean, x) @ W".to_string(),
+            format!("concat(A_mean @ x, max_agg(A_mean, x), min_agg(A_mean, x), sqrt({var})) @ W"),
+            "4 * in",
+        ),
+        (
+            "multi_agg(A_sym, x, aggrs=\\\"max, var\\\") @ W".to_string(),
+            "concat(max_agg(A_sym, x), A_sym @ (x * x) - (A_sym @ x) * (A_sym @ x)) @ W"
+                .to_string(),
+            "2 * in",
+        ),
+        (
+            "var_agg(A_mean, x) @ W".to_string(),
+            format!("{var} @ W"),
+            "in",
+        ),
+        (
+            "std_agg(A_mean, x, eps=0.01) @ W".to_string(),
+            format!("sqrt({var}, eps=0.01) @ W"),
+            "in",
+        ),
+    ];
+    for (named, written, rows) in cases {
+        let plan = |out: &str| {
+            common::one_layer_plan(out)
+                .replace(r#"["in", "hidden"]"#, &format!(r#"["{rows}", "hidden"]"#))
+        };
+        let a = common::one_layer_logits_with(&plan(&named), &src);
+        let b = common::one_layer_logits_with(&plan(&written), &src);
+        assert_eq!(a, b, "{named}");
+        assert!(a.iter().all(|v| v.is_finite()), "{named}");
+    }
+}
+
+#[test]
+fn named_aggregations_say_what_is_wrong() {
+    for (out, says) in [
+        (
+            "multi_agg(A_mean, x, aggrs=\\\"mean,median\\\") @ W",
+            "unknown aggregation `median`",
+        ),
+        ("multi_agg(A_mean) @ W", "takes 2 arguments"),
+        ("var_agg(A_mean, x, eps=0.1) @ W", "no attribute `eps`"),
+        ("multi_agg(A_mean, x, aggrs=3) @ W", "string of names"),
+    ] {
+        let e = common::lowering_error(&common::one_layer_plan(out));
+        assert!(e.contains(says), "{out}: {e}");
     }
 }

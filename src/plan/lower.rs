@@ -24,6 +24,7 @@ use crate::op::builtin::{
 use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
 use crate::suggest::did_you_mean;
 
+use super::aggregations;
 use super::expr::{self, BinOp, Expr, ExprKind};
 use super::schema::{Decoder, DimRef, Layer, LinkTask};
 use super::typing::RESERVED;
@@ -203,7 +204,12 @@ fn collect_ops(e: &Expr, ops: &mut BTreeSet<String>) {
             collect_ops(rhs, ops);
         }
         ExprKind::Chain(v) => v.iter().for_each(|x| collect_ops(x, ops)),
-        ExprKind::Call { name, args, .. } => {
+        ExprKind::Call {
+            name, args, kwargs, ..
+        } => {
+            if let Some(Ok(written)) = aggregations::rewrite(name, args, kwargs, e) {
+                return collect_ops(&written, ops);
+            }
             if !NUMBER_FNS.contains(&name.as_str()) {
                 ops.insert(name.clone());
             }
@@ -938,6 +944,16 @@ impl<'a> Lowerer<'a> {
                 name, args, kwargs, ..
             } if NUMBER_FNS.contains(&name.as_str()) && !self.env.registry.contains(name) => {
                 self.number_fn(layer, scope, e, (name, args, kwargs))
+            }
+            ExprKind::Call {
+                name, args, kwargs, ..
+            } if aggregations::NAMES.contains(&name.as_str())
+                && !self.env.registry.contains(name) =>
+            {
+                let written = aggregations::rewrite(name, args, kwargs, e)
+                    .expect("one of the names")
+                    .map_err(|what| self.err(layer, e.span.start, PlanErrorKind::Op, what))?;
+                self.expr(layer, scope, &written)
             }
             ExprKind::Call {
                 name,

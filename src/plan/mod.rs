@@ -21,6 +21,7 @@
 //! [`expr::MAX_EXPR_DEPTH`] levels deep. What the parameters and a step need in memory
 //! is checked against the machine when training starts (`compile::memory`).
 
+pub mod aggregations;
 mod any;
 pub mod embedding;
 pub mod expr;

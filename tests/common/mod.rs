@@ -398,3 +398,67 @@ out = "A_sym @ x @ W1"
 kind = "adam"
 lr = 0.01
 "#;
+
+/// A full-batch plan of one layer `out` (parameter `W`, hidden 4) and a dense classifier.
+pub fn one_layer_plan(out: &str) -> String {
+    format!(
+        "[sampler]\nkind = \"full\"\ngraph = \"full\"\n\n[dims]\nhidden = 4\n\n[[layer]]\nparams = {{ W = [\"in\", \"hidden\"] }}\nout = \"{out}\"\n\n[output]\nparams = {{ W_out = [\"in\", \"classes\"] }}\nout = \"x @ W_out\"\n"
+    )
+}
+
+/// The logits of [`one_layer_plan`]`(out)`'s forward on `src` (2 classes), parameters from
+/// seed 3; `W`'s rows may be a `[dims]` expression through `w_rows` (default `in`).
+pub fn one_layer_logits(out: &str, src: &saintflow::op::MemorySource) -> Vec<f32> {
+    one_layer_logits_with(&one_layer_plan(out), src)
+}
+
+/// The logits of a plan's forward on `src` (2 classes), parameters from seed 3.
+pub fn one_layer_logits_with(text: &str, src: &saintflow::op::MemorySource) -> Vec<f32> {
+    use saintflow::plan::{LowerEnv, Plan};
+    let reg = saintflow::op::Registry::with_builtins();
+    let lowered = Plan::parse(text, "t.toml")
+        .unwrap()
+        .lower(&LowerEnv {
+            n_features: src.n_features,
+            n_classes: 2,
+            multilabel: false,
+            registry: &reg,
+        })
+        .unwrap();
+    let params = saintflow::ir::Params::init(&lowered.params, 3);
+    let values = saintflow::exec::run(
+        &lowered.graph,
+        &[lowered.logits],
+        Some(src),
+        &params,
+        0,
+        1,
+        false,
+    )
+    .unwrap();
+    values
+        .get(lowered.logits)
+        .unwrap()
+        .as_dense()
+        .unwrap()
+        .data
+        .clone()
+}
+
+/// The error of lowering `text` (5 features, 2 classes), as text.
+pub fn lowering_error(text: &str) -> String {
+    use saintflow::plan::{LowerEnv, Plan};
+    let reg = saintflow::op::Registry::with_builtins();
+    Plan::parse(text, "t.toml")
+        .and_then(|p| {
+            p.lower(&LowerEnv {
+                n_features: 5,
+                n_classes: 2,
+                multilabel: false,
+                registry: &reg,
+            })
+        })
+        .err()
+        .unwrap_or_else(|| panic!("accepted:\n{text}"))
+        .to_string()
+}
