@@ -5,31 +5,17 @@ mod common;
 
 use std::sync::Arc;
 
-use saintflow::ir::{Bindings, NodeId, Params, Value};
+use saintflow::ir::{Params, Value};
 use saintflow::op::builtin::{AdjKind, Adjacency};
-use saintflow::op::{Ctx, GraphSource, MemorySource, Op};
-
-fn ctx<'a>(p: &'a Params, src: &'a dyn GraphSource) -> Ctx<'a> {
-    Ctx {
-        source: Some(src),
-        params: p,
-        step: 0,
-        seed: 1,
-        training: true,
-        node: NodeId::new(0),
-        bindings: Bindings {
-            nodes: 0,
-            entries: 0,
-            pairs: 0,
-        },
-    }
-}
+use saintflow::op::{GraphSource, MemorySource, Op};
 
 /// The flavour's matrix, dense, from the adjacency op on a sampled subgraph.
 fn dense_of(kind: AdjKind, src: &MemorySource) -> (usize, Vec<f32>) {
     let p = Params::default();
     let sub = Value::Subgraph(Arc::new(src.sample(0).unwrap()));
-    let a = Adjacency { kind }.forward(&[&sub], &ctx(&p, src)).unwrap();
+    let a = Adjacency { kind }
+        .forward(&[&sub], &common::op_ctx(&p, Some(src)))
+        .unwrap();
     let a = a.as_sparse().unwrap();
     let n = a.structure.n_rows();
     let mut m = vec![0f32; n * n];

@@ -8,10 +8,10 @@ mod common;
 use std::sync::Arc;
 
 use saintflow::exec::GradCheck;
-use saintflow::ir::{Bindings, NodeId, Params, SparseMat, Tensor, Value};
+use saintflow::ir::{Params, SparseMat, Tensor, Value};
 use saintflow::op::MemorySource;
 use saintflow::op::{
-    check_rule, neighbour_reduce, AdjKind, Attr, Attrs, Ctx, NeighbourReduce, Op, Registry, Routing,
+    check_rule, neighbour_reduce, AdjKind, Attr, Attrs, NeighbourReduce, Op, Registry, Routing,
 };
 use saintflow::testing::{
     check_blocked_equals_in_memory, check_op_gradients, check_op_gradients_with, Arg,
@@ -130,22 +130,6 @@ fn a_non_linear_fold_declared_mapped_gets_a_correct_gradient() {
     assert!(e.contains("map's derivative"), "{e}");
 }
 
-fn ctx(params: &Params) -> Ctx<'_> {
-    Ctx {
-        source: None,
-        params,
-        step: 0,
-        seed: 1,
-        training: true,
-        node: NodeId::new(0),
-        bindings: Bindings {
-            nodes: 0,
-            entries: 0,
-            pairs: 0,
-        },
-    }
-}
-
 /// `powermean_agg` by hand: (mean of clamp(x, 0, 100)^p)^(1/p) per column, 0 for a node
 /// without neighbours; p = 1 is the mean of the clamped values.
 #[test]
@@ -163,7 +147,7 @@ fn powermean_agg_by_hand() {
         let y = op
             .forward(
                 &[&Value::Sparse(a.clone()), &Value::dense(x.clone())],
-                &ctx(&p),
+                &common::op_ctx(&p, None),
             )
             .unwrap();
         y.as_dense().unwrap().data.clone()

@@ -462,3 +462,24 @@ pub fn lowering_error(text: &str) -> String {
         .unwrap_or_else(|| panic!("accepted:\n{text}"))
         .to_string()
 }
+
+/// The context of an op called directly in a test: `params`, `source`, step 0, seed 1,
+/// training.
+pub fn op_ctx<'a>(
+    params: &'a saintflow::ir::Params,
+    source: Option<&'a dyn saintflow::op::GraphSource>,
+) -> saintflow::op::Ctx<'a> {
+    saintflow::op::Ctx {
+        source,
+        params,
+        step: 0,
+        seed: 1,
+        training: true,
+        node: saintflow::ir::NodeId::new(0),
+        bindings: saintflow::ir::Bindings {
+            nodes: 0,
+            entries: 0,
+            pairs: 0,
+        },
+    }
+}
