@@ -11,6 +11,7 @@ mod loss;
 mod matmul;
 mod nodenorm;
 mod norm;
+mod softmax_agg;
 mod source;
 mod sparse_features;
 mod structure;
@@ -33,6 +34,7 @@ pub use nodenorm::{
     PairMode, Wrt, BN_MOMENTUM, NORM_EPS,
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
+pub use softmax_agg::{SoftmaxAgg, SoftmaxAggGrad, SoftmaxWrt};
 pub use source::{AdjKind, AdjNorm, Adjacency, Features, One, Param, Sample, TargetsOp};
 pub use sparse_features::FeatureProduct;
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};
@@ -207,6 +209,12 @@ pub fn register(r: &mut Registry) {
         &[],
         "min_agg(A, x): row i the element-wise minimum of x's rows at i's neighbours (0 without any)",
         |_| Ok(neighbour_reduce(Extreme::Min)),
+    ));
+    ok(r.register(
+        "softmax_agg",
+        &[],
+        "softmax_agg(A, x, t): per column, row i Σ_j softmax_j(t·x_j)·x_j over i's neighbours (A's pattern), t a learnable [1, 1] or [1, f] parameter (PyG's SoftmaxAggregation; 0 without any)",
+        |_| Ok(Arc::new(SoftmaxAgg)),
     ));
     ok(r.register(
         "powermean_agg",
