@@ -3,7 +3,8 @@
 # older core, which runs OpenBLAS's AVX2 kernels at half the AVX-512 rate and flatters any
 # "% of OpenBLAS" or floor taken from it. Both are unset for the baseline (a deliberate
 # AVX2 comparison sets OPENBLAS_CORETYPE=Haswell on its own command), and
-# `blas_core PYTHON` prints the core OpenBLAS then runs, as threadpoolctl reports it.
+# `blas_core PYTHON` prints the core OpenBLAS then runs, as threadpoolctl reports it. The
+# Python benchmark scripts do the same themselves (`import blas_env` first, scripts/blas_env.py).
 if [ -n "${OPENBLAS_CORETYPE:-}${OPENBLAS_L2_SIZE:-}" ]; then
   echo "unset for the OpenBLAS baseline: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-}"
 fi

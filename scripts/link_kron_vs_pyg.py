@@ -18,6 +18,7 @@ batches; throughput = positives per second over the timed batches.
 Usage: link_kron_vs_pyg.py STORE --threads T [--batches 30] [--warmup 3] [--batch-size 1024]
        [--neighbors 10,10,10] [--hidden 256] [--seed 1]          one JSON line on stdout
 """
+import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
 import argparse
 import json
 import os
@@ -25,6 +26,7 @@ import time
 
 
 def main():
+    blas_env.report()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store")
     ap.add_argument("--threads", type=int, default=1)

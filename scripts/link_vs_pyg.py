@@ -32,6 +32,7 @@ Usage:
                                                                   one JSON line on stdout
   link_vs_pyg.py summary DIR                                      the table from DIR's runs
 """
+import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
 import argparse
 import json
 import os
@@ -229,6 +230,7 @@ def summary(args):
 
 
 def main():
+    blas_env.report()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")

@@ -6,12 +6,15 @@ median step wall time of each (the log's `ms.wall`).
 Usage: python scripts/python_op_cost.py [CORA_DIR] [--epochs N] [--rounds K] [--threads T]
 """
 
+import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
 import argparse
 import pathlib
 import statistics
 import tempfile
 
 import numpy as np
+
+blas_env.report()
 
 import saintflow as sf
 

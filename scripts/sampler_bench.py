@@ -8,6 +8,7 @@ Usage: python scripts/sampler_bench.py STORE SAINTFLOW_BIN [--roots R] [--depth 
        [--count N] [--rounds K] [--threads 1,2]
 """
 
+import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
 import argparse
 import json
 import statistics
@@ -27,6 +28,7 @@ ap.add_argument("--threads", default="1,2")
 a = ap.parse_args()
 threads = [int(t) for t in a.threads.split(",")]
 store = sf.Store.open(a.store)
+blas_env.report()
 
 try:
     import torch

@@ -1,9 +1,12 @@
 """torch's matmul rate at the JPDC step's six GEMM shapes, f32 and bf16 (oneDNN's bf16 GEMM
 on a CPU with AVX512_BF16), at 1 and 2 threads: the bf16 floor scripts/step_floor.sh
 compares saintflow's bf16 step with. Prints `Tt dtype shape ms GF/s` lines, the rate last."""
+import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
 import time
 
 import torch
+
+blas_env.report()
 
 SHAPES = [("nn", 8000, 512, 512), ("tn", 512, 8000, 512), ("nt", 8000, 512, 512),
           ("nn", 8000, 1024, 512), ("tn", 1024, 8000, 512), ("nt", 8000, 512, 1024)]

@@ -22,6 +22,7 @@ Prints, per variant and thread count, the median step time per 1000 subgraph nod
     python torch_step.py DIR [--threads 1,2] [--steps 24]
 """
 
+import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
 import argparse
 import json
 import statistics
@@ -135,6 +136,7 @@ def measure(model_cls, subs, threads, steps):
 
 
 def main():
+    blas_env.report()
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     ap.add_argument("--threads", default="1,2")

@@ -42,6 +42,7 @@ Usage:
   tta_vs_pyg.py summary DIR [--target A]
                                      the table from DIR's runs
 """
+import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
 import argparse
 import json
 import math
@@ -387,6 +388,7 @@ def summary(args):
 
 
 def main():
+    blas_env.report()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd_name", required=True)
     r = sub.add_parser("run")
