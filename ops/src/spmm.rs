@@ -772,6 +772,57 @@ mod tests {
         (offsets, indices)
     }
 
+    /// A random weighted CSR (`random_csr`'s, sorted rows) and a random X of `f` columns.
+    fn random_operands(
+        seed: &mut u64,
+        (n, n_cols, f): (usize, usize, usize),
+        empty_every: usize,
+        max_deg: usize,
+    ) -> (Vec<u32>, Vec<u32>, Vec<f32>, Vec<f32>) {
+        let (offsets, indices) = random_csr(seed, n, n_cols, empty_every, max_deg, true);
+        let vals: Vec<f32> = (0..indices.len())
+            .map(|_| (next(seed) % 2000) as f32 / 997.0 - 1.0)
+            .collect();
+        let xs: Vec<f32> = (0..n_cols * f)
+            .map(|_| (next(seed) % 4000) as f32 / 1999.0 - 1.0)
+            .collect();
+        (offsets, indices, vals, xs)
+    }
+
+    /// Every `How` this CPU runs (packed or in place), with `accumulate`.
+    fn every_how(accumulate: bool) -> Vec<How> {
+        isas()
+            .into_iter()
+            .flat_map(|isa| [false, true].map(|packed| (isa, packed)))
+            .filter(|&(isa, packed)| !(packed && isa == Isa::Generic))
+            .map(|(isa, packed)| How {
+                isa,
+                packed,
+                prefetch: !packed,
+                accumulate,
+            })
+            .collect()
+    }
+
+    /// out (row-major, X's width) = or += A·X on path `how`, panel by panel.
+    fn panels(a: CsrRef<'_>, x: MatRef<'_>, out: &mut [f32], how: How) {
+        let f = x.n_cols();
+        let out = Out {
+            ptr: out.as_mut_ptr(),
+            row_stride: f,
+        };
+        let mut pack = PackBuffer::take(how.packed);
+        let mut c = 0;
+        while c < f {
+            let cols = (f - c).min(PANEL);
+            // SAFETY: columns c..c + cols lie within X's and out's width (out holds A's rows
+            // × f); the CSR is well formed and names rows of X.
+            unsafe { panel(Rows::of(a), x, c, cols, &out, how, &mut pack) };
+            c += cols;
+        }
+        pack.give_back();
+    }
+
     /// X streamed in parts of rows (a sub-CSR per part, columns renumbered, each part's
     /// product continuing the last's through `accumulate`) gives one product's bits on
     /// every path this CPU has, packed or in place, however the parts cut the rows.
@@ -780,13 +831,7 @@ mod tests {
         // Sorted rows (a store's), some empty, some with every entry in one part.
         let mut seed = 5u64;
         let (n, n_cols, f) = (37usize, 53usize, 83usize);
-        let (offsets, indices) = random_csr(&mut seed, n, n_cols, 7, 15, true);
-        let vals: Vec<f32> = (0..indices.len())
-            .map(|_| (next(&mut seed) % 2000) as f32 / 997.0 - 1.0)
-            .collect();
-        let xs: Vec<f32> = (0..n_cols * f)
-            .map(|_| (next(&mut seed) % 4000) as f32 / 1999.0 - 1.0)
-            .collect();
+        let (offsets, indices, vals, xs) = random_operands(&mut seed, (n, n_cols, f), 7, 15);
         let a = CsrRef {
             offsets: &offsets,
             indices: &indices,
@@ -801,63 +846,39 @@ mod tests {
         spmm_accumulate(a, x, MatMut::row_major(&mut got, n, f).unwrap()).unwrap();
         assert_eq!(bits(&want), bits(&got), "one part through spmm_accumulate");
         // Every path, X in parts of rows.
-        for isa in isas() {
-            for packed in [false, true] {
-                if packed && isa == Isa::Generic {
-                    continue;
-                }
-                let how = How {
-                    isa,
-                    packed,
-                    prefetch: !packed,
-                    accumulate: true,
-                };
-                for parts in [
-                    vec![0, n_cols],
-                    vec![0, 13, 30, n_cols],
-                    vec![0, 1, 2, 40, n_cols],
-                ] {
-                    let mut got = vec![0f32; n * f];
-                    for p in parts.windows(2) {
-                        let (p0, p1) = (p[0] as u32, p[1] as u32);
-                        let (mut so, mut si, mut sv) = (vec![0u32], vec![], vec![]);
-                        for i in 0..n {
-                            for k in offsets[i] as usize..offsets[i + 1] as usize {
-                                if (p0..p1).contains(&indices[k]) {
-                                    si.push(indices[k] - p0);
-                                    sv.push(vals[k]);
-                                }
+        for how in every_how(true) {
+            for parts in [
+                vec![0, n_cols],
+                vec![0, 13, 30, n_cols],
+                vec![0, 1, 2, 40, n_cols],
+            ] {
+                let mut got = vec![0f32; n * f];
+                for p in parts.windows(2) {
+                    let (p0, p1) = (p[0] as u32, p[1] as u32);
+                    let (mut so, mut si, mut sv) = (vec![0u32], vec![], vec![]);
+                    for i in 0..n {
+                        for k in offsets[i] as usize..offsets[i + 1] as usize {
+                            if (p0..p1).contains(&indices[k]) {
+                                si.push(indices[k] - p0);
+                                sv.push(vals[k]);
                             }
-                            so.push(si.len() as u32);
                         }
-                        let sub = CsrRef {
-                            offsets: &so,
-                            indices: &si,
-                            values: Some(&sv),
-                            n_cols: (p1 - p0) as usize,
-                        };
-                        let xp = &xs[p0 as usize * f..p1 as usize * f];
-                        let x = MatRef::row_major(xp, (p1 - p0) as usize, f).unwrap();
-                        let out = Out {
-                            ptr: got.as_mut_ptr(),
-                            row_stride: f,
-                        };
-                        let mut pack = PackBuffer::take(packed);
-                        let mut c = 0;
-                        while c < f {
-                            let cols = (f - c).min(PANEL);
-                            // SAFETY: columns c..c + cols lie within X's and out's width,
-                            // the sub-CSR is well formed and names rows of its part.
-                            unsafe { panel(Rows::of(sub), x, c, cols, &out, how, &mut pack) };
-                            c += cols;
-                        }
-                        pack.give_back();
+                        so.push(si.len() as u32);
                     }
-                    assert!(
-                        bits(&want) == bits(&got),
-                        "{how:?}, parts {parts:?}: differs from one product"
-                    );
+                    let sub = CsrRef {
+                        offsets: &so,
+                        indices: &si,
+                        values: Some(&sv),
+                        n_cols: (p1 - p0) as usize,
+                    };
+                    let xp = &xs[p0 as usize * f..p1 as usize * f];
+                    let x = MatRef::row_major(xp, (p1 - p0) as usize, f).unwrap();
+                    panels(sub, x, &mut got, how);
                 }
+                assert!(
+                    bits(&want) == bits(&got),
+                    "{how:?}, parts {parts:?}: differs from one product"
+                );
             }
         }
     }
@@ -873,13 +894,7 @@ mod tests {
     fn a_product_overwrites_every_element_of_out_on_every_path() {
         let mut seed = 11u64;
         let (n, n_cols, f) = (41usize, 29usize, 70usize);
-        let (offsets, indices) = random_csr(&mut seed, n, n_cols, 5, 9, true);
-        let vals: Vec<f32> = (0..indices.len())
-            .map(|_| (next(&mut seed) % 2000) as f32 / 997.0 - 1.0)
-            .collect();
-        let xs: Vec<f32> = (0..n_cols * f)
-            .map(|_| (next(&mut seed) % 4000) as f32 / 1999.0 - 1.0)
-            .collect();
+        let (offsets, indices, vals, xs) = random_operands(&mut seed, (n, n_cols, f), 5, 9);
         let a = CsrRef {
             offsets: &offsets,
             indices: &indices,
@@ -887,36 +902,12 @@ mod tests {
             n_cols,
         };
         let x = MatRef::row_major(&xs, n_cols, f).unwrap();
-        for isa in isas() {
-            for packed in [false, true] {
-                if packed && isa == Isa::Generic {
-                    continue;
-                }
-                let how = How {
-                    isa,
-                    packed,
-                    prefetch: !packed,
-                    accumulate: false,
-                };
-                let mut outs = [vec![0f32; n * f], vec![f32::NAN; n * f]];
-                for got in outs.iter_mut() {
-                    let out = Out {
-                        ptr: got.as_mut_ptr(),
-                        row_stride: f,
-                    };
-                    let mut pack = PackBuffer::take(packed);
-                    let mut c = 0;
-                    while c < f {
-                        let cols = (f - c).min(PANEL);
-                        // SAFETY: columns c..c + cols lie within X's and out's width; the
-                        // CSR is well formed and names rows of X.
-                        unsafe { panel(Rows::of(a), x, c, cols, &out, how, &mut pack) };
-                        c += cols;
-                    }
-                    pack.give_back();
-                }
-                assert_eq!(bits(&outs[0]), bits(&outs[1]), "{how:?}");
+        for how in every_how(false) {
+            let mut outs = [vec![0f32; n * f], vec![f32::NAN; n * f]];
+            for got in outs.iter_mut() {
+                panels(a, x, got, how);
             }
+            assert_eq!(bits(&outs[0]), bits(&outs[1]), "{how:?}");
         }
         // Through the public entry point, feature blocks narrower than the width.
         let mut stale = vec![f32::NAN; n * f];
