@@ -1491,12 +1491,49 @@ out = "x @ W_out"
         max <= bound && max > 0.5 * bound,
         "max {max}, bound {bound}"
     );
-    for bad in ["glorot(16)", "glorot(0, 1)", "glorot(a, 1)", "glorot(16, 1"] {
+    for bad in [
+        "glorot(16)",
+        "glorot(0, 1)",
+        "glorot(a, 1)",
+        "glorot(16, 1",
+        "glorot(in + , 1)",
+    ] {
         let t = text.replace("glorot(16, 1)", bad);
         let e = Plan::parse(&t, "fans.toml").unwrap_err().to_string();
         assert!(e.contains("expected glorot(FAN_IN, FAN_OUT)"), "{bad}: {e}");
         assert!(e.contains("fans.toml:3:"), "{bad}: {e}");
     }
+}
+
+/// Glorot fans written with dims (`glorot(in, hidden / heads)`, as GAT's authors initialise
+/// one head's slice of W) are resolved with the layer copy's shape: `in` is the copy's input
+/// width, so two layers of one plan get different fans; a fan that does not come out whole
+/// is refused.
+#[test]
+fn glorot_fans_name_dims_resolved_per_layer() {
+    let text = r#"
+[dims]
+hidden = 64
+heads = 8
+[[layer]]
+repeat = 2
+params = { W = { shape = ["in", "hidden"], init = "glorot(in, hidden / heads)" }, a = { shape = [1, "hidden"], init = "glorot(hidden / heads, 1)" } }
+out = "x @ W + a"
+[output]
+params = { W_out = ["in", "classes"], c = { shape = [1, "classes"], init = "glorot(classes, 1)" } }
+out = "x @ W_out + c"
+"#;
+    let lowered = lower(text, &Registry::with_builtins(), false).unwrap();
+    let init = |name: &str| lowered.params.iter().find(|d| d.name == name).unwrap().init;
+    assert_eq!(init("W.0"), Init::GlorotFans(F, 8));
+    assert_eq!(init("W.1"), Init::GlorotFans(64, 8));
+    assert_eq!(init("a.0"), Init::GlorotFans(8, 1));
+    assert_eq!(init("c"), Init::GlorotFans(C, 1));
+    let t = text.replace("hidden / heads, 1", "hidden / 3, 1");
+    let e = lower(&t, &Registry::with_builtins(), false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Glorot fan of `a`"), "{e}");
 }
 
 /// Issue 58 item 3: a bias may be written on the left, `b + x @ W` and `b - x @ W`, with

@@ -26,7 +26,7 @@ use crate::suggest::did_you_mean;
 
 use super::aggregations;
 use super::expr::{self, BinOp, Expr, ExprKind};
-use super::schema::{Decoder, DimRef, Layer, LinkTask};
+use super::schema::{Decoder, DimRef, InitSpec, Layer, LinkTask};
 use super::typing::RESERVED;
 use super::{Plan, PlanError, PlanErrorKind, Source, MAX_DIM};
 
@@ -646,7 +646,7 @@ impl<'a> Lowerer<'a> {
                         p.span.start,
                         PlanErrorKind::Graph,
                         format!(
-                            "a shape entry of `{}` is not a whole number between 1 and {MAX_DIM} here (in = {width}, features = {}, classes = {})",
+                            "a shape entry or Glorot fan of `{}` is not a whole number between 1 and {MAX_DIM} here (in = {width}, features = {}, classes = {})",
                             p.name, self.env.n_features, self.env.n_classes
                         ),
                     )
@@ -665,9 +665,12 @@ impl<'a> Lowerer<'a> {
                 ));
             }
             self.declared.insert(name.clone(), p.span.start);
-            let init = p
-                .init
-                .unwrap_or(if rows == 1 { Init::Zeros } else { Init::Glorot });
+            let init = match &p.init {
+                None if rows == 1 => Init::Zeros,
+                None => Init::Glorot,
+                Some(InitSpec::Fixed(i)) => *i,
+                Some(InitSpec::GlorotFans(i, o)) => Init::GlorotFans(resolve(i)?, resolve(o)?),
+            };
             let node = self.declare_param(&name, rows, cols, init, p.span.start, wd)?;
             scope.names.insert(p.name.clone(), node);
         }

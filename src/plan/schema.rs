@@ -64,6 +64,16 @@ impl DimFormula {
     }
 }
 
+/// A parameter's initialiser as written: fixed, or Glorot over fans that may name dims
+/// (`glorot(in, hidden / heads)`), resolved with the shape when the layer copy is lowered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InitSpec {
+    /// Known when the plan is parsed.
+    Fixed(Init),
+    /// `glorot(FAN_IN, FAN_OUT)` with each fan a whole number, a dim or arithmetic over them.
+    GlorotFans(DimRef, DimRef),
+}
+
 /// One parameter of a layer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamSpec {
@@ -72,7 +82,7 @@ pub struct ParamSpec {
     /// `[rows, cols]`.
     pub shape: [DimRef; 2],
     /// Its initialiser; `None`: glorot, or zeros for a `[1, k]` row (a bias).
-    pub init: Option<Init>,
+    pub init: Option<InitSpec>,
     pub(crate) span: Range<usize>,
     /// The `[dims]` names its rows and columns were written with, if any (what the memory
     /// check names).

@@ -22,8 +22,8 @@ use super::outpos::out_map;
 use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
 use super::schema::{
-    Compute, Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, Keep, Layer, LinkMetric,
-    LinkTask, Optimizer, ParamSpec, Phase, Plan, Task, Watch,
+    Compute, Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, InitSpec, Keep, Layer,
+    LinkMetric, LinkTask, Optimizer, ParamSpec, Phase, Plan, Task, Watch,
 };
 use super::spanned::{
     toml_error, Lit, RawCompute, RawDistributed, RawEval, RawLayer, RawOptimizer, RawPlan,
@@ -187,25 +187,22 @@ fn at_most_max_dim(src: &Source, at: usize, k: usize, what: &str) -> Result<usiz
     Ok(k)
 }
 
-fn init_of(src: &Source, lit: &S<Lit>, param: &str) -> Result<Init, PlanError> {
+fn init_of(
+    src: &Source,
+    lit: &S<Lit>,
+    param: &str,
+    dims: &BTreeMap<String, usize>,
+) -> Result<InitSpec, PlanError> {
     let at = lit.span().start;
+    let fixed = |i| Ok(InitSpec::Fixed(i));
     match lit.get_ref() {
-        Lit::Int(k) => Ok(Init::Const(*k as f32)),
-        Lit::Float(x) => Ok(Init::Const(*x as f32)),
-        Lit::Str(s) if s.starts_with("glorot(") => glorot_fans(s).map_or_else(
-            || {
-                Err(err(
-                    src,
-                    at,
-                    format!("init `{s}` of `{param}`: expected glorot(FAN_IN, FAN_OUT) with two whole numbers ≥ 1, e.g. glorot(16, 1)"),
-                ))
-            },
-            |(i, o)| Ok(Init::GlorotFans(i, o)),
-        ),
+        Lit::Int(k) => fixed(Init::Const(*k as f32)),
+        Lit::Float(x) => fixed(Init::Const(*x as f32)),
+        Lit::Str(s) if s.starts_with("glorot(") => glorot_fans(src, at, s, param, dims),
         Lit::Str(s) => match s.as_str() {
-            "glorot" => Ok(Init::Glorot),
-            "zeros" => Ok(Init::Zeros),
-            "ones" => Ok(Init::Const(1.0)),
+            "glorot" => fixed(Init::Glorot),
+            "zeros" => fixed(Init::Zeros),
+            "ones" => fixed(Init::Const(1.0)),
             other => Err(err(
                 src,
                 at,
@@ -225,17 +222,43 @@ fn init_of(src: &Source, lit: &S<Lit>, param: &str) -> Result<Init, PlanError> {
     }
 }
 
-/// The fans of `glorot(FAN_IN, FAN_OUT)`, each a whole number in 1 ..= [`MAX_DIM`].
-fn glorot_fans(s: &str) -> Option<(usize, usize)> {
-    let inner = s.strip_prefix("glorot(")?.strip_suffix(')')?;
-    let (i, o) = inner.split_once(',')?;
-    let fan = |x: &str| {
-        x.trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|&k| (1..=MAX_DIM).contains(&k))
+/// The fans of `glorot(FAN_IN, FAN_OUT)` (text `s` at `at`), each a whole number, `in`,
+/// `features`, `classes`, a [dims] name or arithmetic over them, as a shape entry is.
+fn glorot_fans(
+    src: &Source,
+    at: usize,
+    s: &str,
+    param: &str,
+    dims: &BTreeMap<String, usize>,
+) -> Result<InitSpec, PlanError> {
+    let bad = |why: String| {
+        err(
+            src,
+            at,
+            format!("init `{s}` of `{param}`: expected glorot(FAN_IN, FAN_OUT), each fan a whole number ≥ 1, a dim or arithmetic over dims, e.g. glorot(16, 1) or glorot(in, hidden / heads){why}"),
+        )
     };
-    Some((fan(i)?, fan(o)?))
+    let Some((i, o)) = s
+        .strip_prefix("glorot(")
+        .and_then(|t| t.strip_suffix(')'))
+        .and_then(|t| t.split_once(','))
+    else {
+        return Err(bad(String::new()));
+    };
+    let fan = |t: &str| -> Result<DimRef, PlanError> {
+        let t = t.trim();
+        let d = match t.parse::<i64>() {
+            Ok(k) if (1..=MAX_DIM as i64).contains(&k) => DimRef::Known(k as usize),
+            Ok(k) => return Err(bad(format!(": the fan {k} is outside 1 ..= {MAX_DIM}"))),
+            Err(_) if is_ident(t) => {
+                named_dim(t, dims).map_err(|hint| bad(format!(": unknown dim `{t}`{hint}")))?
+            }
+            Err(_) => dim_formula(src, at, t, param, dims)
+                .map_err(|e| bad(format!(": the fan {t:?}: {}", e.what)))?,
+        };
+        Ok(d)
+    };
+    Ok(InitSpec::GlorotFans(fan(i)?, fan(o)?))
 }
 
 /// `h0`, `h1`, …: the names of the layer copies' outputs in sequence.
@@ -359,7 +382,7 @@ fn layer(
             dim_ref(src, &p.shape[0], n, dims)?,
             dim_ref(src, &p.shape[1], n, dims)?,
         ];
-        let init = p.init.as_ref().map(|i| init_of(src, i, n)).transpose()?;
+        let init = p.init.as_ref().map(|i| init_of(src, i, n, dims)).transpose()?;
         let dim_name = |lit: &S<Lit>| match lit.get_ref() {
             Lit::Str(s) if dims.contains_key(s) => Some(s.clone()),
             _ => None,
