@@ -664,6 +664,62 @@ fn concat_and_slice_forward_place_blocks_and_slice_back() {
     }
 }
 
+/// `psum(x, q)` (MixHop's output layer): its gradients with respect to x and q on every
+/// test graph, S = 1, 2, 3 blocks; blocked = in-memory.
+#[test]
+fn psum_gradient_and_blocked_forward() {
+    for (s, c) in [(1, 4), (2, 3), (3, 2)] {
+        let args = [Arg::Nodes(s * c), Arg::Param(1, s)];
+        check_op_gradients(make("psum", &[]), &args).unwrap_or_else(|e| panic!("{e}"));
+        check_blocked_equals_in_memory(make("psum", &[]), &args).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// `psum` by hand: the blocks weighed by softmax(q) in f64; q = 0 is `mean_heads`; a q
+/// that is not a [1, S] row dividing x's width is refused.
+#[test]
+fn psum_forward_weighs_the_blocks_by_softmax_q() {
+    let x = matrix(5, 12, 3);
+    for q in [vec![0.5f32, -1.0, 2.0], vec![0.0, 0.0, 0.0], vec![3.0, 1.0]] {
+        let s = q.len();
+        let c = 12 / s;
+        let qt = Tensor::from_vec(1, s, q.clone()).unwrap();
+        let y = forward(
+            &make("psum", &[]),
+            &[Value::dense(x.clone()), Value::dense(qt)],
+        );
+        let y = y.as_dense().unwrap();
+        let e: Vec<f64> = q.iter().map(|&v| f64::from(v).exp()).collect();
+        let z: f64 = e.iter().sum();
+        let want: Vec<f64> = (0..5)
+            .flat_map(|i| {
+                let (x, e) = (&x, &e);
+                (0..c).map(move |j| {
+                    (0..s)
+                        .map(|b| e[b] / z * f64::from(x.row(i)[b * c + j]))
+                        .sum::<f64>()
+                })
+            })
+            .collect();
+        assert_close(&y.data, &want, 1e-6, &format!("psum q={q:?}"));
+        if q.iter().all(|&v| v == 0.0) {
+            let mean = forward1(&make("mean_heads", &[("heads", s as f64)]), &x);
+            let got: Vec<f64> = y.data.iter().map(|&v| f64::from(v)).collect();
+            assert_close(&mean.data, &got, 1e-6, "psum with q = 0 against mean_heads");
+        }
+    }
+    let p = Params::default();
+    let bad = Tensor::from_vec(1, 5, vec![0.0; 5]).unwrap();
+    let e = make("psum", &[])
+        .forward(
+            &[&Value::dense(x.clone()), &Value::dense(bad)],
+            &ctx(&p, None, 0),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not 5 equal blocks"), "{e}");
+}
+
 #[test]
 fn mean_heads_forward_averages_the_column_blocks() {
     let x = matrix(6, 12, 7);

@@ -1559,3 +1559,44 @@ out = "x @ W_out"
     assert_eq!(logits_of(&plan("relu(b - x @ W)"), &src), minus);
     assert_ne!(minus, right);
 }
+
+/// `lasso = λ` on a layer: every weight matrix of the layer (more than one row) gets λ, its
+/// bias rows none, other layers none; a negative λ is refused at the key. A parameter's own
+/// `weight_decay` overrides its layer's.
+#[test]
+fn a_layer_s_lasso_reaches_its_weight_matrices_only() {
+    let text = r#"
+[[layer]]
+lasso = 0.005
+weight_decay = 0.01
+params = { W0 = ["in", 8], W1 = ["in", 8], b = { shape = [1, 8], weight_decay = 0.0 } }
+out = "x @ W0 + A_sym @ x @ W1 + b"
+[output]
+params = { W_out = ["in", "classes"] }
+out = "x @ W_out"
+"#;
+    let lowered = lower(text, &Registry::with_builtins(), false).unwrap();
+    let got: Vec<(&str, f32)> = lowered
+        .lasso
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    assert_eq!(got, [("W0", 0.005), ("W1", 0.005)]);
+    // A parameter's own weight_decay wins over its layer's.
+    let wd = &lowered.weight_decay;
+    assert_eq!((wd["W0"], wd["W1"], wd["b"]), (0.01, 0.01, 0.0));
+    let e = Plan::parse(&text.replace("0.005", "-1.0"), "lasso.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lasso must be ≥ 0") && e.contains("lasso.toml:3:"),
+        "{e}"
+    );
+    let e = Plan::parse(
+        &text.replace("weight_decay = 0.0 }", "weight_decay = -2.0 }"),
+        "wd.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("weight_decay of `b` must be ≥ 0"), "{e}");
+}

@@ -605,10 +605,7 @@ fn damage_plans() -> Vec<saintflow::plan::Plan> {
                 "phase.1.sampler.roots=40",
             ],
         ),
-        (
-            "mixhop",
-            vec!["dims.hidden=4", "sampler.frontier=20", "sampler.budget=80"],
-        ),
+        ("mixhop", vec!["dims.w0=4", "dims.w1=4", "dims.w2=4"]),
         ("gat", vec!["dims.hidden=4", "dims.heads=2"]),
         (
             "gin",

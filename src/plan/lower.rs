@@ -77,8 +77,11 @@ pub struct Lowered {
     pub params: Vec<ParamDecl>,
     /// `(parameter name, gradient node)`, in the order of `params`.
     pub grads: Vec<(String, NodeId)>,
-    /// L2 weight decay per parameter: its layer's `weight_decay`, else the optimizer's.
+    /// L2 weight decay per parameter: its own `weight_decay`, else its layer's, else the
+    /// optimizer's.
     pub weight_decay: BTreeMap<String, f32>,
+    /// Column group lasso λ per weight matrix whose layer sets `lasso` (absent: none).
+    pub lasso: BTreeMap<String, f32>,
     /// The arithmetic of its dense products (`[compute] precision`), which the planner's
     /// precision pass applies (`PlanOptions::precision`).
     pub precision: Precision,
@@ -262,6 +265,7 @@ struct Lowerer<'a> {
     /// … in sequence, and each named layer's (its last copy's).
     outputs: HashMap<String, NodeId>,
     weight_decay: BTreeMap<String, f32>,
+    lasso: BTreeMap<String, f32>,
     /// Node label → where its expression is (for errors raised by autodiff).
     origins: HashMap<String, usize>,
     /// The `batchnorm`s' running statistics so far.
@@ -288,6 +292,7 @@ impl<'a> Lowerer<'a> {
             param_of: HashMap::new(),
             outputs: HashMap::new(),
             weight_decay: BTreeMap::new(),
+            lasso: BTreeMap::new(),
             origins: HashMap::new(),
             running: Vec::new(),
         })
@@ -577,6 +582,7 @@ impl<'a> Lowerer<'a> {
             params: self.params,
             grads,
             weight_decay: self.weight_decay,
+            lasso: self.lasso,
             precision: Precision::F32,
             link: None,
             running: self.running,
@@ -671,7 +677,11 @@ impl<'a> Lowerer<'a> {
                 Some(InitSpec::Fixed(i)) => *i,
                 Some(InitSpec::GlorotFans(i, o)) => Init::GlorotFans(resolve(i)?, resolve(o)?),
             };
+            let wd = p.weight_decay.unwrap_or(wd);
             let node = self.declare_param(&name, rows, cols, init, p.span.start, wd)?;
+            if let Some(l) = layer.lasso.filter(|&l| l > 0.0 && rows > 1) {
+                self.lasso.insert(name.clone(), l);
+            }
             scope.names.insert(p.name.clone(), node);
         }
         let mut x = x;

@@ -63,7 +63,8 @@ pub const MAX_DIM: usize = u32::MAX as usize;
 pub(crate) use schema::WrittenCount;
 pub use schema::{
     Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, InitSpec, Keep, Layer, LinkMetric,
-    LinkTask, Optimizer, ParamSpec, Phase, Plan, SampleGraph, SamplerConfig, SamplerPlan, Task, Watch,
+    LinkTask, Optimizer, ParamSpec, Phase, Plan, SampleGraph, SamplerConfig, SamplerPlan, Task,
+    Watch,
 };
 
 /// The text of the plan file at `path`, refused before reading when it is larger than

@@ -83,6 +83,8 @@ pub struct ParamSpec {
     pub shape: [DimRef; 2],
     /// Its initialiser; `None`: glorot, or zeros for a `[1, k]` row (a bias).
     pub init: Option<InitSpec>,
+    /// Its own L2 weight decay (`weight_decay` in its table), else its layer's.
+    pub weight_decay: Option<f32>,
     pub(crate) span: Range<usize>,
     /// The `[dims]` names its rows and columns were written with, if any (what the memory
     /// check names).
@@ -103,6 +105,9 @@ pub struct Layer {
     pub dropout: Option<f32>,
     /// L2 weight decay of its parameters (else the optimizer's).
     pub weight_decay: Option<f32>,
+    /// Group lasso on the columns of its weight matrices (`lasso = λ`: λ · Σ_c ‖W[:, c]‖
+    /// added to the loss of every parameter with more than one row; MixHop's regulariser).
+    pub lasso: Option<f32>,
     /// Its parameters, by name.
     pub params: Vec<ParamSpec>,
     /// The expression program.
@@ -158,6 +163,22 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
+    /// The learning rate.
+    pub fn lr(&self) -> f64 {
+        match self {
+            Optimizer::Adam(a) => a.lr,
+            Optimizer::Sgd(s) => s.lr,
+        }
+    }
+
+    /// The same optimiser with learning rate `lr`.
+    pub fn with_lr(self, lr: f64) -> Optimizer {
+        match self {
+            Optimizer::Adam(a) => Optimizer::Adam(Adam { lr, ..a }),
+            Optimizer::Sgd(s) => Optimizer::Sgd(Sgd { lr, ..s }),
+        }
+    }
+
     /// The default weight decay.
     pub fn weight_decay(&self) -> f64 {
         match self {
@@ -174,6 +195,9 @@ pub struct Phase {
     pub epochs: usize,
     /// The sampler during it (the `[sampler]` with the phase's keys over it).
     pub sampler: SamplerPlan,
+    /// The optimizer's learning rate times this during it (`lr_factor = …`, PyTorch's
+    /// `LambdaLR` as phases); None: the optimizer's.
+    pub lr_factor: Option<f64>,
 }
 
 /// `[eval]`: how often the run validates, which epoch's parameters it keeps, and when it

@@ -69,6 +69,7 @@ impl<'de> Deserialize<'de> for Lit {
 pub(super) struct RawParam {
     pub(super) shape: Vec<S<Lit>>,
     pub(super) init: Option<S<Lit>>,
+    pub(super) weight_decay: Option<S<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -76,6 +77,7 @@ pub(super) struct RawParam {
 struct RawParamTable {
     shape: Vec<S<Lit>>,
     init: Option<S<Lit>>,
+    weight_decay: Option<S<f64>>,
 }
 
 impl<'de> Deserialize<'de> for RawParam {
@@ -84,20 +86,25 @@ impl<'de> Deserialize<'de> for RawParam {
         impl<'de> Visitor<'de> for V {
             type Value = RawParam;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a shape `[rows, cols]` or a table `{ shape = [rows, cols], init = \"glorot\" }`")
+                f.write_str("a shape `[rows, cols]` or a table `{ shape = [rows, cols], init = \"glorot\", weight_decay = 0.0 }`")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawParam, A::Error> {
                 let mut shape = Vec::new();
                 while let Some(x) = seq.next_element()? {
                     shape.push(x);
                 }
-                Ok(RawParam { shape, init: None })
+                Ok(RawParam {
+                    shape,
+                    init: None,
+                    weight_decay: None,
+                })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawParam, A::Error> {
                 let t = RawParamTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
                 Ok(RawParam {
                     shape: t.shape,
                     init: t.init,
+                    weight_decay: t.weight_decay,
                 })
             }
         }
@@ -114,6 +121,7 @@ pub(super) struct RawLayer {
     pub(super) share: Option<S<bool>>,
     pub(super) dropout: Option<S<f64>>,
     pub(super) weight_decay: Option<S<f64>>,
+    pub(super) lasso: Option<S<f64>>,
     #[serde(default)]
     pub(super) params: BTreeMap<S<String>, S<RawParam>>,
     pub(super) out: S<String>,
@@ -172,6 +180,7 @@ pub(super) struct RawOptimizer {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPhase {
     pub(super) epochs: S<i64>,
+    pub(super) lr_factor: Option<S<f64>>,
     pub(super) sampler: Option<S<RawTable>>,
 }
 

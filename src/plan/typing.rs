@@ -350,6 +350,16 @@ fn layer(
         }
         w => w.as_ref().map(|w| *w.get_ref() as f32),
     };
+    let lasso = match &raw.lasso {
+        Some(w) if *w.get_ref() < 0.0 || !w.get_ref().is_finite() => {
+            return Err(err(
+                src,
+                w.span().start,
+                format!("lasso must be ≥ 0, got {}", w.get_ref()),
+            ))
+        }
+        w => w.as_ref().map(|w| *w.get_ref() as f32),
+    };
     let mut params = Vec::new();
     for (name, p) in &raw.params {
         let (n, at) = (name.get_ref().as_str(), name.span().start);
@@ -382,15 +392,30 @@ fn layer(
             dim_ref(src, &p.shape[0], n, dims)?,
             dim_ref(src, &p.shape[1], n, dims)?,
         ];
-        let init = p.init.as_ref().map(|i| init_of(src, i, n, dims)).transpose()?;
+        let init = p
+            .init
+            .as_ref()
+            .map(|i| init_of(src, i, n, dims))
+            .transpose()?;
         let dim_name = |lit: &S<Lit>| match lit.get_ref() {
             Lit::Str(s) if dims.contains_key(s) => Some(s.clone()),
             _ => None,
+        };
+        let weight_decay = match &p.weight_decay {
+            Some(w) if *w.get_ref() < 0.0 || !w.get_ref().is_finite() => {
+                return Err(err(
+                    src,
+                    w.span().start,
+                    format!("weight_decay of `{n}` must be ≥ 0, got {}", w.get_ref()),
+                ))
+            }
+            w => w.as_ref().map(|w| *w.get_ref() as f32),
         };
         params.push(ParamSpec {
             name: n.to_string(),
             shape,
             init,
+            weight_decay,
             span: name.span(),
             dim_names: [dim_name(&p.shape[0]), dim_name(&p.shape[1])],
         });
@@ -420,6 +445,7 @@ fn layer(
         share,
         dropout,
         weight_decay,
+        lasso,
         params,
         out,
         out_map,
@@ -1012,7 +1038,24 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
             None => sampler_plan.clone(),
             Some(o) => phase_sampler(s, &base_table, o)?,
         };
-        phases.push(Phase { epochs, sampler });
+        let lr_factor = match &p.lr_factor {
+            Some(v) if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) => {
+                return Err(err(
+                    s,
+                    v.span().start,
+                    format!(
+                        "a phase's lr_factor must be a number > 0, got {}",
+                        v.get_ref()
+                    ),
+                ))
+            }
+            v => v.as_ref().map(|v| *v.get_ref()),
+        };
+        phases.push(Phase {
+            epochs,
+            sampler,
+            lr_factor,
+        });
     }
     let distributed = distributed(s, raw.distributed)?;
     let compute = compute(s, raw.compute)?;

@@ -219,7 +219,7 @@ impl TrainState {
                 .params
                 .get_mut(name)
                 .expect("every parameter initialised");
-            self.opt.update(name, &mut p.data, g)?;
+            self.opt.update(name, &mut p.data, p.cols, g)?;
         }
         Ok(())
     }
@@ -300,10 +300,39 @@ pub(super) fn params_hash(params: &Params) -> u64 {
     h.digest()
 }
 
+/// g + λ · ∂(Σ_c ‖W[:, c]‖)/∂W for a row-major W of `cols` columns: column c's entries
+/// plus λ · W[:, c] / ‖W[:, c]‖ (nothing for a column of zeros, where the norm has no
+/// gradient: the subgradient 0 is taken).
+fn with_column_lasso(w: &[f32], cols: usize, g: &[f32], lambda: f32) -> Vec<f32> {
+    let mut norms = vec![0f64; cols];
+    for row in w.chunks_exact(cols.max(1)) {
+        norms
+            .iter_mut()
+            .zip(row)
+            .for_each(|(n, &v)| *n += f64::from(v) * f64::from(v));
+    }
+    let scale: Vec<f32> = norms
+        .iter()
+        .map(|&n| {
+            if n > 0.0 {
+                (f64::from(lambda) / n.sqrt()) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    w.iter()
+        .zip(g)
+        .enumerate()
+        .map(|(k, (&v, &gv))| gv + scale[k % cols.max(1)] * v)
+        .collect()
+}
+
 /// The optimiser's state: Adam's two moments (SGD's momentum in `m`) and its step count.
 pub(super) struct OptState {
     kind: Optimizer,
     weight_decay: BTreeMap<String, f32>,
+    lasso: BTreeMap<String, f32>,
     t: u64,
     m: BTreeMap<String, Vec<f32>>,
     v: BTreeMap<String, Vec<f32>>,
@@ -318,6 +347,7 @@ impl OptState {
         OptState {
             kind,
             weight_decay: lowered.weight_decay.clone(),
+            lasso: lowered.lasso.clone(),
             t: 0,
             v: if matches!(kind, Optimizer::Adam(_)) {
                 zeros.clone()
@@ -328,8 +358,27 @@ impl OptState {
         }
     }
 
-    fn update(&mut self, name: &str, p: &mut [f32], g: &[f32]) -> Result<(), TrainError> {
+    /// The learning rate of the steps that follow (a phase's).
+    pub(super) fn set_lr(&mut self, lr: f64) {
+        self.kind = self.kind.with_lr(lr);
+    }
+
+    fn update(
+        &mut self,
+        name: &str,
+        p: &mut [f32],
+        cols: usize,
+        g: &[f32],
+    ) -> Result<(), TrainError> {
         let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
+        let lassoed;
+        let g = match self.lasso.get(name) {
+            Some(&l) => {
+                lassoed = with_column_lasso(p, cols, g, l);
+                &lassoed[..]
+            }
+            None => g,
+        };
         let m = self.m.get_mut(name).expect("state per parameter");
         let r = match self.kind {
             Optimizer::Adam(a) => {
@@ -497,4 +546,55 @@ pub(super) fn guard_outputs(
         }
     }
     Ok(claims)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_column_lasso;
+
+    /// λ · Σ_c ‖W[:, c]‖ in f64.
+    fn penalty(w: &[f64], cols: usize, lambda: f64) -> f64 {
+        (0..cols)
+            .map(|c| {
+                w.iter()
+                    .skip(c)
+                    .step_by(cols)
+                    .map(|v| v * v)
+                    .sum::<f64>()
+                    .sqrt()
+            })
+            .sum::<f64>()
+            * lambda
+    }
+
+    /// The lasso's added gradient against central differences of the penalty, a zero
+    /// column (the subgradient 0) and the gradient passed through.
+    #[test]
+    fn column_lasso_gradient_is_the_penalty_s_derivative() {
+        let (rows, cols, lambda) = (4, 3, 0.05f32);
+        let mut w: Vec<f32> = (0..rows * cols)
+            .map(|k| ((k * 37 % 11) as f32 - 5.0) / 7.0)
+            .collect();
+        for r in 0..rows {
+            w[r * cols + 2] = 0.0;
+        }
+        let g: Vec<f32> = (0..rows * cols).map(|k| k as f32 * 0.01).collect();
+        let got = with_column_lasso(&w, cols, &g, lambda);
+        let w64: Vec<f64> = w.iter().map(|&v| f64::from(v)).collect();
+        for k in 0..rows * cols {
+            let added = f64::from(got[k] - g[k]);
+            if k % cols == 2 {
+                assert_eq!(added, 0.0, "zero column, entry {k}");
+                continue;
+            }
+            let h = 1e-6;
+            let (mut up, mut down) = (w64.clone(), w64.clone());
+            up[k] += h;
+            down[k] -= h;
+            let fd = (penalty(&up, cols, f64::from(lambda))
+                - penalty(&down, cols, f64::from(lambda)))
+                / (2.0 * h);
+            assert!((added - fd).abs() < 1e-6, "entry {k}: {added} vs {fd}");
+        }
+    }
 }

@@ -534,6 +534,12 @@ fn run(
     {
         state.epoch += 1;
         let (pi, sp) = phase_of(&sched, state.epoch);
+        // The optimizer's learning rate times the phase's factor (set every epoch: a resumed
+        // run starts in any phase).
+        let factor = plan.phases.get(pi).and_then(|p| p.lr_factor);
+        state
+            .opt
+            .set_lr(plan.optimizer.lr() * factor.unwrap_or(1.0));
         if phase.as_ref().is_none_or(|(i, _)| *i != pi) {
             let env = PhaseEnv {
                 seed: opts.seed,

@@ -11,6 +11,7 @@ mod loss;
 mod matmul;
 mod nodenorm;
 mod norm;
+mod psum;
 mod softmax_agg;
 mod source;
 mod sparse_features;
@@ -34,6 +35,7 @@ pub use nodenorm::{
     PairMode, Wrt, BN_MOMENTUM, NORM_EPS,
 };
 pub use norm::{L2Norm, L2NormBackward, L2_EPS};
+pub use psum::{Psum, PsumGrad, PsumWrt};
 pub use softmax_agg::{SoftmaxAgg, SoftmaxAggGrad, SoftmaxWrt};
 pub use source::{AdjKind, AdjNorm, Adjacency, Features, One, Param, Sample, TargetsOp};
 pub use sparse_features::FeatureProduct;
@@ -221,6 +223,12 @@ pub fn register(r: &mut Registry) {
         &["p"],
         "powermean_agg(A, x, p=1.0): row i (Σ_j a_ij·clamp(x_j, 0, 100)^p)^(1/p) over i's neighbours (with A_mean the power mean; 0 without any)",
         |a| Ok(neighbour_reduce(PowerMean::new(a.num("p", 1.0)?)?)),
+    ));
+    ok(r.register(
+        "psum",
+        &[],
+        "psum(x, q): Σ_s softmax(q)_s · x's column block s, q a learnable [1, S] row and x S equal blocks (MixHop's output layer)",
+        |_| Ok(Arc::new(Psum)),
     ));
     ok(r.register(
         "mean_heads",
