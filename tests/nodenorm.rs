@@ -443,7 +443,16 @@ mod ops {
 
     fn batch(weighted: bool, affine: bool) -> Arc<dyn Op> {
         Arc::new(
-            NodeNorm::batch(0.1, 1e-5, weighted)
+            NodeNorm::batch(0.1, 1e-5, weighted, true)
+                .unwrap()
+                .with(affine, Some("bn")),
+        )
+    }
+
+    /// BatchNorm with `running=false`.
+    fn unrun(affine: bool) -> Arc<dyn Op> {
+        Arc::new(
+            NodeNorm::batch(0.1, 1e-5, true, false)
                 .unwrap()
                 .with(affine, Some("bn")),
         )
@@ -478,6 +487,11 @@ mod ops {
                 "batch no affine",
                 batch(true, false),
                 vec![Arg::Nodes(5), Arg::Subgraph],
+            ),
+            (
+                "batch without running statistics",
+                unrun(true),
+                vec![Arg::Nodes(5), p, p, Arg::Subgraph],
             ),
             (
                 "layer",
@@ -528,7 +542,7 @@ mod ops {
                 grad: NodeId,
             ) -> Result<Vec<Option<NodeId>>, OpError> {
                 // The gradient of the unweighted statistics: wrong for this forward.
-                let plain = NodeNorm::batch(0.1, 1e-5, false)
+                let plain = NodeNorm::batch(0.1, 1e-5, false, true)
                     .unwrap()
                     .with(false, Some("bn"));
                 let (x, s) = (g.input(0), g.input(1));
@@ -542,7 +556,7 @@ mod ops {
                 Ok(vec![Some(dx), None])
             }
         }
-        let op = NodeNorm::batch(0.1, 1e-5, true)
+        let op = NodeNorm::batch(0.1, 1e-5, true, true)
             .unwrap()
             .with(false, Some("bn"));
         let r = check_op_gradients(Arc::new(Unweighted(op)), &[Arg::Nodes(5), Arg::Subgraph]);
@@ -561,7 +575,9 @@ mod ops {
             .unwrap();
         check_blocked_equals_in_memory(batch(true, true), &[Arg::Nodes(5), p, p, Arg::Subgraph])
             .unwrap();
-        // PairNorm and GraphNorm: their statistics folded block by block first.
+        // PairNorm, GraphNorm and BatchNorm without running statistics: their statistics
+        // folded block by block first.
+        check_blocked_equals_in_memory(unrun(true), &[Arg::Nodes(5), p, p, Arg::Subgraph]).unwrap();
         for mode in [PairMode::Pn, PairMode::Si, PairMode::Scs] {
             check_blocked_equals_in_memory(pair(mode, 1.5), &[Arg::Nodes(5)]).unwrap();
         }
@@ -624,7 +640,7 @@ mod ops {
         };
         // BatchNorm in training, without a source: every column mean 0, variance 1 (ε
         // aside); γ, β then scale and shift.
-        let bn = NodeNorm::batch(0.1, 1e-5, true)
+        let bn = NodeNorm::batch(0.1, 1e-5, true, true)
             .unwrap()
             .with(false, Some("bn"));
         let y = run(&bn, &[], true, &params);
@@ -651,6 +667,18 @@ mod ops {
         assert!((y.data[0] - (1.0 - 1.0) / 2.0).abs() < 1e-5);
         assert!((y.data[1] - (2.0 - 2.0) / 1.0).abs() < 1e-5);
         assert!((y.data[5] - (2.0 - 3.0) / 0.5).abs() < 1e-4);
+        // Without running statistics: evaluation normalises by the evaluated rows' own
+        // statistics, uniformly weighted (every column mean 0, variance 1), whatever the
+        // parameters hold; training as with them.
+        let free = NodeNorm::batch(0.1, 1e-5, true, false)
+            .unwrap()
+            .with(false, Some("bn"));
+        let y = run(&free, &[], false, &p);
+        for j in 0..3 {
+            assert!(mean(&col(&y, j)).abs() < 1e-6);
+            assert!((var(&col(&y, j)) - 1.0).abs() < 1e-4);
+        }
+        assert_eq!(run(&free, &[], true, &p), run(&bn, &[], true, &p));
         // LayerNorm: every row mean 0, variance 1, then γ·+β.
         let ln = NodeNorm::new(NormKind::Layer, 1e-5, true).unwrap();
         let g = Tensor::from_vec(1, 3, vec![2., 2., 2.]).unwrap();
@@ -685,7 +713,7 @@ mod ops {
         let ones = Tensor::from_vec(1, 3, vec![1.; 3]).unwrap();
         let zeros = Tensor::from_vec(1, 3, vec![0.; 3]).unwrap();
         let y = run(&gn, &[ones.clone(), g.clone(), b.clone()], true, &params);
-        let bn_affine = NodeNorm::batch(0.1, 1e-5, true)
+        let bn_affine = NodeNorm::batch(0.1, 1e-5, true, true)
             .unwrap()
             .with(true, Some("bn"));
         let want = run(&bn_affine, &[g.clone(), b.clone()], true, &params);

@@ -219,7 +219,9 @@ impl BlockedPlan {
                         let ok = per_node_rows
                             && !ins.is_empty()
                             && ins[0].per_node()
-                            && ins[1..].iter().all(|c| *c == Class::Static);
+                            && ins[1..]
+                                .iter()
+                                .all(|c| matches!(c, Class::Static | Class::Subgraph));
                         if !ok {
                             return Err(format!("{}: unexpected operands", what()));
                         }

@@ -1066,6 +1066,14 @@ impl<'a> Lowerer<'a> {
             .for_call(inputs.len(), &state)
             .map_err(|what| self.err(layer, e.span.start, PlanErrorKind::Op, what))?;
         let Some(running) = running else {
+            // An op without state that reads the subgraph still takes it last.
+            if let crate::op::Arity::Exact(kinds) = made.args() {
+                if kinds.last() == Some(&crate::op::Kind::Subgraph)
+                    && kinds.len() == inputs.len() + 1
+                {
+                    inputs.push(self.sample);
+                }
+            }
             return Ok(Val::Node(self.add(layer, e, made, &inputs)?));
         };
         let clash = self.running.iter().any(|r| r.name == state)

@@ -105,14 +105,15 @@ pub fn register(r: &mut Registry) {
     ));
     ok(r.register(
         "batchnorm",
-        &["momentum", "eps", "weighted", "name"],
-        "batchnorm(x[, gamma, beta], momentum=0.1, eps=1e-5, weighted=true, name=\"batchnorm.K\"): per column over the step's nodes (weighted by the sampler's 1/C_v), running mean and variance in evaluation; γ, β [1, f]",
+        &["momentum", "eps", "weighted", "running", "name"],
+        "batchnorm(x[, gamma, beta], momentum=0.1, eps=1e-5, weighted=true, running=true, name=\"batchnorm.K\"): per column over the step's nodes (weighted by the sampler's 1/C_v), running mean and variance in evaluation (running=false: the evaluated nodes' own, no state); γ, β [1, f]",
         |a| {
             a.string("name", "")?;
             Ok(nodenorm::boxed(NodeNorm::batch(
                 a.num("momentum", BN_MOMENTUM)?,
                 a.num("eps", NORM_EPS)?,
                 a.flag("weighted", true)?,
+                a.flag("running", true)?,
             )?))
         },
     ));

@@ -7,7 +7,7 @@
 //!
 //! | plan name | statistics | y |
 //! |---|---|---|
-//! | `batchnorm(x[, γ, β])` | training: per column, μ = Σ pᵢ xᵢ, v = Σ pᵢ (xᵢ − μ)², p the step's node weights normalised to sum 1 (below); evaluation: the running mean and variance | γ ⊙ (x − μ)/σ + β |
+//! | `batchnorm(x[, γ, β])` | training: per column, μ = Σ pᵢ xᵢ, v = Σ pᵢ (xᵢ − μ)², p the step's node weights normalised to sum 1 (below); evaluation: the running mean and variance, or (`running=false`) the evaluated rows' own, uniform | γ ⊙ (x − μ)/σ + β |
 //! | `layernorm(x[, γ, β])` | per row, over its f features (uniform) | γ ⊙ (x − μ)/σ + β |
 //! | `pairnorm(x, mode="PN")` | c = x − μ (μ the column means over the nodes) | PN: s·c / √(ε + mean_i ‖cᵢ‖²); PN-SI: s·cᵢ / √(ε + ‖cᵢ‖²); PN-SCS: s·xᵢ / √(ε + ‖xᵢ‖²) − μ |
 //! | `graphnorm(x, α, γ, β)` | per column, μ the mean over the nodes, v = mean_i (xᵢ − α ⊙ μ)² | γ ⊙ (x − α ⊙ μ)/σ + β |
@@ -105,6 +105,11 @@ pub enum NormKind {
         /// The running statistics' name: parameters `NAME.running_mean`,
         /// `NAME.running_var` (set by lowering; empty until then).
         state: String,
+        /// Whether it keeps running statistics for evaluation (`running=false`: PyTorch's
+        /// `track_running_stats=False`, TensorFlow's batch_norm left in training mode —
+        /// evaluation normalises by the statistics of the nodes evaluated, uniformly
+        /// weighted, and the op has no state).
+        running: bool,
     },
     /// LayerNorm: row statistics over the features.
     Layer,
@@ -134,7 +139,12 @@ pub struct NodeNorm {
 
 impl NodeNorm {
     /// `batchnorm` with its attributes, affine, its state not named yet.
-    pub fn batch(momentum: f64, eps: f64, weighted: bool) -> Result<NodeNorm, OpError> {
+    pub fn batch(
+        momentum: f64,
+        eps: f64,
+        weighted: bool,
+        running: bool,
+    ) -> Result<NodeNorm, OpError> {
         if !(momentum > 0.0 && momentum <= 1.0) {
             return Err(OpError::Attr {
                 name: "momentum".into(),
@@ -146,6 +156,7 @@ impl NodeNorm {
                 momentum,
                 weighted,
                 state: String::new(),
+                running,
             },
             eps,
             true,
@@ -249,7 +260,10 @@ impl NodeNorm {
     /// Whether this op is row-local in evaluation (LayerNorm, BatchNorm's running
     /// statistics).
     fn row_local_eval(&self) -> bool {
-        matches!(self.kind, NormKind::Batch { .. } | NormKind::Layer)
+        matches!(
+            self.kind,
+            NormKind::Batch { running: true, .. } | NormKind::Layer
+        )
     }
 }
 
@@ -448,13 +462,20 @@ fn forward_whole(norm: &NodeNorm, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Te
     match &norm.kind {
         NormKind::Layer => layer_rows(&x.data, f, norm.eps, &gamma, &beta, &mut y.data),
         NormKind::Batch {
-            weighted, state, ..
+            weighted,
+            state,
+            running,
+            ..
         } => {
             let (mean, var) = if ctx.training {
                 let p = node_weights(*weighted, inputs[inputs.len() - 1], n, ctx)?;
                 column_stats(&x.data, n, f, p.as_deref())
-            } else {
+            } else if *running {
                 running_stats(ctx.params, state, f)?
+            } else {
+                let mut acc = norm.start(f);
+                norm.fold(&mut acc, &x.data, f);
+                return stats_rows(norm, &acc, n, inputs);
             };
             batch_rows(
                 &x.data,
@@ -492,6 +513,22 @@ fn stats_rows(
     let inv_n = 1.0 / n.max(1) as f64;
     let mean: Vec<f64> = acc[..f].iter().map(|s| s * inv_n).collect();
     match norm.kind {
+        NormKind::Batch { .. } => {
+            // Evaluation without running statistics: the evaluated nodes' mean and biased
+            // variance, E[x²] − μ².
+            let (gamma, beta) = affine_rows(norm, inputs, f)?;
+            let var: Vec<f64> = (0..f)
+                .map(|j| (acc[f + j] * inv_n - mean[j] * mean[j]).max(0.0))
+                .collect();
+            batch_rows(
+                &x.data,
+                f,
+                norm.eps,
+                (&mean, &var),
+                (&gamma, &beta),
+                &mut y.data,
+            );
+        }
         NormKind::Graph => {
             let (gamma, beta) = affine_rows(norm, inputs, f)?;
             let alpha = param_row(inputs, 0, f, 1.0, op)?;
@@ -549,7 +586,7 @@ impl NodeStats for NodeNorm {
             NormKind::Pair {
                 mode: PairMode::Pn, ..
             } => vec![0.0; cols + 1],
-            NormKind::Graph => vec![0.0; 2 * cols],
+            NormKind::Graph | NormKind::Batch { .. } => vec![0.0; 2 * cols],
             _ => vec![0.0; cols],
         }
     }
@@ -565,7 +602,7 @@ impl NodeStats for NodeNorm {
                 NormKind::Pair {
                     mode: PairMode::Pn, ..
                 } => acc[cols] += row.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>(),
-                NormKind::Graph => {
+                NormKind::Graph | NormKind::Batch { .. } => {
                     for (s, &v) in acc[cols..].iter_mut().zip(row) {
                         *s += f64::from(v).powi(2);
                     }
@@ -613,10 +650,16 @@ impl Op for NodeNorm {
                 momentum,
                 weighted,
                 state,
+                running: true,
             } => format!(
                 "momentum={momentum}, eps={}, weighted={weighted}, state={state:?}",
                 self.eps
             ),
+            NormKind::Batch {
+                weighted,
+                running: false,
+                ..
+            } => format!("eps={}, weighted={weighted}, running=false", self.eps),
             NormKind::Layer | NormKind::Graph => format!("eps={}", self.eps),
             NormKind::Pair { mode, scale } => {
                 format!("mode={:?}, scale={scale}, eps={}", mode.name(), self.eps)
@@ -677,8 +720,11 @@ impl Op for NodeNorm {
         matches!(self.kind, NormKind::Layer).then_some(self as &dyn RowBlocks)
     }
     fn as_node_stats(&self) -> Option<&dyn NodeStats> {
-        matches!(self.kind, NormKind::Pair { .. } | NormKind::Graph)
-            .then_some(self as &dyn NodeStats)
+        matches!(
+            self.kind,
+            NormKind::Pair { .. } | NormKind::Graph | NormKind::Batch { running: false, .. }
+        )
+        .then_some(self as &dyn NodeStats)
     }
     fn as_plan_call(&self) -> Option<&dyn PlanCall> {
         matches!(self.kind, NormKind::Batch { .. } | NormKind::Layer)
@@ -700,7 +746,11 @@ impl PlanCall for NodeNorm {
     }
     fn running(&self) -> Option<crate::op::Running> {
         match self.kind {
-            NormKind::Batch { momentum, .. } => Some(crate::op::Running {
+            NormKind::Batch {
+                momentum,
+                running: true,
+                ..
+            } => Some(crate::op::Running {
                 momentum,
                 stats: Arc::new(self.stats().expect("a batchnorm")),
             }),
