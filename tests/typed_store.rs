@@ -658,3 +658,95 @@ fn homogeneous_store_is_the_one_type_case() {
         .get("types")
         .is_none());
 }
+
+/// Issue 57's acceptance graph: `scripts/cora_typed.py` writes the shared Cora in
+/// ogbn-mag's layout (papers with features, labels and split; a featureless `word` node per
+/// vocabulary word; `paper cites paper`, `paper has word`), and `import ogb` of it has
+/// Cora's counts: the papers' features, labels and split those of the GraphSAINT import,
+/// `cites` its graph, `has` one entry per non-zero feature, `rev_has` added.
+#[test]
+#[ignore = "needs ../shared/data/cora: cargo test -- --ignored shared_data_"]
+fn shared_data_cora_typed_script_imports_with_coras_counts() {
+    use saintflow::store::import::{import_graphsaint, GraphSaintOptions};
+    let cora = common::require_shared_dataset("cora");
+    let tmp = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cora_typed.py");
+    let dir = tmp.path().join("cora_typed");
+    let o = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&cora)
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (r, s) = import(&dir, &tmp.path().join("typed.sf")).unwrap();
+    assert_eq!(r.split, "planetoid");
+    import_graphsaint(
+        &cora,
+        &tmp.path().join("plain.sf"),
+        &GraphSaintOptions::default(),
+        false,
+        &Progress::hidden(),
+    )
+    .unwrap();
+    let plain = GraphStore::open(tmp.path().join("plain.sf")).unwrap();
+    let (n, f) = (plain.n_nodes(), plain.n_features());
+    assert_eq!((n, f), (2708, 1433));
+
+    let paper = s.node_type_index("paper").unwrap();
+    let word = s.node_type_index("word").unwrap();
+    assert_eq!(s.type_range(paper), 0..2708);
+    assert_eq!(s.type_range(word), 2708..2708 + 1433);
+    assert_eq!(s.type_features(paper).width, f);
+    assert_eq!(
+        s.type_features(paper).data,
+        plain.features(),
+        "features bit for bit"
+    );
+    assert_eq!(s.type_features(word).width, 0);
+    assert!(!s.type_labelled(word));
+    // Labels and split of the papers: Cora's.
+    let (saintflow::store::Labels::Single(a), saintflow::store::Labels::Single(b)) =
+        (s.labels(), plain.labels())
+    else {
+        panic!("single-label")
+    };
+    assert_eq!(&a[..n], b);
+    assert!(a[n..].iter().all(|&c| c == NO_LABEL));
+    assert_eq!(s.n_classes(), 7);
+    assert_eq!(&s.roles()[..n], plain.roles());
+    assert_eq!(
+        (
+            s.role_count(Role::Train),
+            s.role_count(Role::Val),
+            s.role_count(Role::Test)
+        ),
+        (140, 500, 1000)
+    );
+    // cites: Cora's graph, row for row.
+    let cites = s.relation(s.relation_index("paper", "cites", "paper").unwrap());
+    assert_eq!(cites.csr.n_entries(), 10556);
+    for v in 0..n as u32 {
+        assert_eq!(cites.csr.row(v), plain.full().neighbors(v), "paper {v}");
+    }
+    // has: one entry per non-zero feature; rev_has its transpose.
+    let has = s.relation(s.relation_index("paper", "has", "word").unwrap());
+    let nonzero = plain.features().iter().filter(|&&x| x != 0.0).count();
+    assert_eq!(has.csr.n_entries(), nonzero);
+    for v in 0..n as u32 {
+        let words: Vec<u32> = plain
+            .feature_row(v)
+            .unwrap()
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x != 0.0)
+            .map(|(w, _)| 2708 + w as u32)
+            .collect();
+        assert_eq!(has.csr.row(v), words, "paper {v}");
+    }
+    let rev = s.relation(has.reverse);
+    assert_eq!(rev.name, "rev_has");
+    assert_eq!(rev.csr.n_entries(), nonzero);
+    assert_eq!(s.full().n_entries(), 10556 + 2 * nonzero);
+}
