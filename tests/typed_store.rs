@@ -750,3 +750,117 @@ fn shared_data_cora_typed_script_imports_with_coras_counts() {
     assert_eq!(rev.csr.n_entries(), nonzero);
     assert_eq!(s.full().n_entries(), 10556 + 2 * nonzero);
 }
+
+/// The typed Kronecker generator (`gen kronecker --types`): T contiguous types, T²
+/// relations that together are the full graph (each entry in exactly the relation of its
+/// ends' types), features per type with their own widths, labels and roles on t0 only;
+/// `check` passes and equal seeds give equal stores.
+#[test]
+fn typed_kronecker_generator() {
+    use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted, TypedGen};
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = KroneckerSpec {
+        scale: 10,
+        degree: 8.0,
+        n_classes: 3,
+        planted: Some(Planted::default()),
+        typed: Some(TypedGen {
+            features: vec![6, 0, 3],
+        }),
+        ..KroneckerSpec::default()
+    };
+    let p = tmp.path().join("t.sf");
+    generate_kronecker(&spec, &p, false, &Progress::hidden()).unwrap();
+    let s = GraphStore::open(&p).unwrap();
+    check(&s).unwrap();
+    assert_eq!((s.n_node_types(), s.n_relations()), (3, 9));
+    assert_eq!(s.type_range(0), 0..341);
+    assert_eq!(s.type_range(2), 682..1024);
+    assert_eq!(
+        (0..3).map(|t| s.type_features(t).width).collect::<Vec<_>>(),
+        [6, 0, 3]
+    );
+    assert_eq!(s.type_features(2).data.len(), 342 * 3);
+    assert_eq!(s.n_features(), 0);
+    // Every full-graph entry in exactly one relation: the one of its ends' types.
+    let mut in_relations = 0;
+    for r in 0..9 {
+        let rel = s.relation(r);
+        for u in rel.csr.rows() {
+            for &v in rel.csr.row(u) {
+                assert_eq!((s.node_type(u), s.node_type(v)), (rel.src, rel.dst));
+                in_relations += 1;
+            }
+        }
+    }
+    assert_eq!(in_relations, s.full().n_entries());
+    assert!(s.full().n_entries() > 5000);
+    // Labels and roles on t0 only; the relations between types carry edges.
+    let saintflow::store::Labels::Single(l) = s.labels() else {
+        panic!()
+    };
+    for v in 0..1024u32 {
+        let t0 = s.node_type(v) == 0;
+        assert_eq!(l[v as usize] != NO_LABEL, t0, "node {v}");
+        if !t0 {
+            assert_eq!(s.role(v), Role::None);
+        }
+    }
+    assert!(s.role_count(Role::Train) > 100);
+    let cross = s.relation_index("t0", "r0_2", "t2").unwrap();
+    assert!(s.relation(cross).csr.n_entries() > 500);
+    // The training graph is induced on t0's training nodes.
+    let train = s.train();
+    for u in 0..1024u32 {
+        for &v in train.neighbors(u) {
+            assert!(s.role(u) == Role::Train && s.role(v) == Role::Train);
+        }
+    }
+    // Deterministic.
+    let q = tmp.path().join("u.sf");
+    generate_kronecker(&spec, &q, false, &Progress::hidden()).unwrap();
+    assert_eq!(
+        std::fs::read(p.join("header.sf")).unwrap(),
+        std::fs::read(q.join("header.sf")).unwrap()
+    );
+    // The command line, with its errors.
+    let o = common::saintflow(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "8",
+            "--types",
+            "3",
+            "--type-features",
+            "4,4",
+            "-o",
+            "x.sf",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("--type-features: 2 widths, expected one per type (--types 3)"));
+    common::saintflow_ok(
+        &[
+            "gen",
+            "kronecker",
+            "--scale",
+            "8",
+            "--types",
+            "2",
+            "--planted",
+            "-o",
+            "x.sf",
+            "--quiet",
+        ],
+        tmp.path(),
+    );
+    let x = GraphStore::open(tmp.path().join("x.sf")).unwrap();
+    assert_eq!(
+        (x.type_features(0).width, x.type_features(1).width),
+        (32, 0)
+    );
+    assert_eq!(x.n_relations(), 4);
+}
