@@ -240,6 +240,26 @@ fn read_triplets(raw: &Path, types: &[NodeType]) -> Result<Vec<Triplet>, StoreEr
         ));
     }
     names.sort();
+    if list.exists() && rel_root.is_dir() {
+        // Directories the list does not name are not read: say so.
+        let listed: BTreeSet<String> = names
+            .iter()
+            .map(|(s, r, d, _)| format!("{s}___{r}___{d}"))
+            .collect();
+        let mut extra: Vec<String> = std::fs::read_dir(&rel_root)
+            .map_err(|e| StoreError::io(&rel_root, "read directory", e))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !listed.contains(n))
+            .collect();
+        extra.sort();
+        if let Some(first) = extra.first() {
+            return Err(StoreError::input(
+                rel_root.join(first),
+                "a relation directory raw/triplet-type-list.csv.gz does not list (list it, or remove it)",
+            ));
+        }
+    }
     let mut out: Vec<Triplet> = Vec::with_capacity(names.len());
     for (s, r, d, from) in names {
         let what = format!("relation ({s}, {r}, {d})");
@@ -718,7 +738,7 @@ pub(super) fn import_ogb_hetero(
     // The relations, one at a time, each beside the full graph's builder.
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
-    let total: u64 = counts.iter().sum();
+    let total = counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
     let mut full = CsrBuilder::new(&scratch, n, total.saturating_mul(2), DEFAULT_BUCKET_BYTES)?;
     let bar = progress.bar(total, "edges", "edges");
     // (triplet, is reverse): relation ids, originals first, then the reverses in order.
@@ -753,7 +773,12 @@ pub(super) fn import_ogb_hetero(
     let mut dropped = (0u64, 0u64);
     for (i, t) in triplets.iter().enumerate() {
         let (src, dst) = (&types[t.src], &types[t.dst]);
-        let mut fwd = CsrBuilder::new(&scratch, n, counts[i] * 2, RELATION_BUCKET_BYTES)?;
+        let mut fwd = CsrBuilder::new(
+            &scratch,
+            n,
+            counts[i].saturating_mul(2),
+            RELATION_BUCKET_BYTES,
+        )?;
         let mut back = (t.src != t.dst)
             .then(|| CsrBuilder::new(&scratch, n, counts[i], RELATION_BUCKET_BYTES))
             .transpose()?;
