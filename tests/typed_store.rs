@@ -28,8 +28,11 @@ fn gz(path: &Path, lines: impl IntoIterator<Item = impl AsRef<str>>) {
     z.finish().unwrap().flush().unwrap();
 }
 
-/// The tiny dataset's relations as its files list them: (src, rel, dst, edges).
-fn relations() -> Vec<(&'static str, &'static str, &'static str, Vec<(u32, u32)>)> {
+/// A relation as the files list it: (src, rel, dst, edges in local ids).
+type Listed = (&'static str, &'static str, &'static str, Vec<(u32, u32)>);
+
+/// The tiny dataset's relations as its files list them.
+fn relations() -> Vec<Listed> {
     vec![
         // A duplicate line.
         (
@@ -946,4 +949,50 @@ fn damaged_typed_stores_never_panic() {
     // Every damage is refused (each section is checksummed).
     assert_eq!(refused, tried, "{files:?}");
     assert!(tried > 300);
+}
+
+/// Labels on two target types share one class space (C = the largest class + 1 over
+/// both); each type's split lands on its own id range.
+#[test]
+fn labels_and_splits_on_two_types() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("mag");
+    tiny(&dir);
+    gz(
+        &dir.join("raw/nodetype-has-label.csv.gz"),
+        ["paper,author,field_of_study", "True,True,False"],
+    );
+    gz(
+        &dir.join("raw/node-label/author/node-label.csv.gz"),
+        ["4", "nan", "0"],
+    );
+    gz(
+        &dir.join("split/time/nodetype-has-split.csv.gz"),
+        ["paper,author,field_of_study", "True,True,False"],
+    );
+    gz(&dir.join("split/time/author/train.csv.gz"), ["2"]);
+    gz(&dir.join("split/time/author/valid.csv.gz"), [""; 0]);
+    gz(&dir.join("split/time/author/test.csv.gz"), ["0"]);
+    let (_, s) = import(&dir, &tmp.path().join("two.sf")).unwrap();
+    assert_eq!(s.n_classes(), 5);
+    let saintflow::store::Labels::Single(l) = s.labels() else {
+        panic!()
+    };
+    assert_eq!(&l[..3], [4, NO_LABEL, 0]);
+    assert_eq!(&l[5..], PAPER_LABELS);
+    assert!(s.type_labelled(0) && s.type_labelled(2) && !s.type_labelled(1));
+    assert_eq!(s.nodes_with_role(Role::Train), [2, 5, 6]);
+    assert_eq!(s.nodes_with_role(Role::Test), [0, 8]);
+    let j = serde_json::to_value(info(&s)).unwrap();
+    assert_eq!(j["types"]["node_types"][0]["split"]["test"], 1);
+    // A split node of the second type without a label is an error naming its file.
+    gz(&dir.join("split/time/author/valid.csv.gz"), ["1"]);
+    let e = fails(&dir, &tmp.path().join("bad.sf"));
+    assert!(
+        e.contains("node-label/author/node-label.csv.gz")
+            && e.contains(
+                "node 1 of type \"author\" is in split \"time\" (Val) but its label is nan"
+            ),
+        "{e}"
+    );
 }
