@@ -996,3 +996,24 @@ fn labels_and_splits_on_two_types() {
         "{e}"
     );
 }
+
+/// A homogeneous plan on a typed store is refused before anything runs, saying why.
+#[test]
+fn training_a_homogeneous_plan_on_a_typed_store_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("mag");
+    tiny(&dir);
+    import(&dir, &tmp.path().join("mag.sf")).unwrap();
+    let o = common::saintflow(
+        &[
+            "train", "gcn", "--graph", "mag.sf", "--epochs", "1", "--quiet",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("a typed store") && err.contains("author 2, field_of_study 0, paper 3"),
+        "{err}"
+    );
+}

@@ -17,7 +17,7 @@
 //!
 //! `open` checks what is O(N) here as for the global CSR: each relation's offsets (first
 //! 0, monotone, last = its entries) and their checksums, and that nodes of unlabelled
-//! types have no label and no role. `check` ([`check_full`]) verifies the rest: checksums
+//! types have no label and no role. `check` (`check_full`) verifies the rest: checksums
 //! of the indices and features, every index in its destination type's range, rows
 //! strictly increasing without self loops, each relation the transpose of its reverse,
 //! the full graph exactly the union of the relations, finite features.
