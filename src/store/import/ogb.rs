@@ -32,8 +32,8 @@
 //!
 //! Heterogeneous datasets (ogbn-mag: `raw/num-node-dict.csv.gz`, `raw/relations/`,
 //! `raw/node-feat/<type>/`) are imported as typed stores by `ogb_hetero.rs` (issue 57);
-//! graph-property datasets (several graphs in `num-node-list`) are refused. Extra node or edge files (`node_year.csv.gz`, `edge-feat.csv.gz`)
-//! are ignored with a note.
+//! graph-property datasets (several graphs in `num-node-list`) are refused. Extra node or
+//! edge files (`node_year.csv.gz`, `edge-feat.csv.gz`) are ignored with a note.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
