@@ -6,7 +6,7 @@ field_of_study 59,965), its four relations and edge counts (ends drawn uniformly
 16 random features per paper (ogbn-mag has 128), a class of 349 per paper, and the time
 split's sizes (629,571 / 64,879 / 41,939 papers, drawn at random).
 
-Usage: python3 scripts/ogbn_mag_like.py OUT_DIR   (plain python3; about 20 s, 177 MB)"""
+Usage: python3 scripts/ogbn_mag_like.py OUT_DIR   (plain python3; 20–40 s, 177 MB)"""
 import gzip
 import os
 import random
