@@ -1017,3 +1017,32 @@ fn training_a_homogeneous_plan_on_a_typed_store_is_refused() {
         "{err}"
     );
 }
+
+/// `partition` and `split-edges` refuse a typed store (their outputs would lose the
+/// relations), saying so, and write nothing.
+#[test]
+fn partition_and_split_edges_refuse_a_typed_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("mag");
+    tiny(&dir);
+    import(&dir, &tmp.path().join("mag.sf")).unwrap();
+    for (args, out) in [
+        (
+            &["partition", "mag.sf", "-k", "2", "-o", "parts", "--quiet"][..],
+            "parts",
+        ),
+        (
+            &["split-edges", "mag.sf", "-o", "link.sf", "--quiet"][..],
+            "link.sf",
+        ),
+    ] {
+        let o = common::saintflow(args, tmp.path());
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("a typed store") && err.contains("not supported yet"),
+            "{err}"
+        );
+        assert!(!tmp.path().join(out).exists());
+    }
+}
