@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::store::gen::{generate_kronecker, KroneckerSpec, Planted};
+use crate::store::gen::{generate_kronecker, KroneckerSpec, Planted, TypedGen};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum Gen {
@@ -44,6 +44,14 @@ pub(super) struct KroneckerArgs {
     /// Planted mode: class-centroid distance from the origin in noise standard deviations.
     #[arg(long, default_value_t = 1.0, requires = "planted")]
     separation: f32,
+    /// A typed store (issue 57) of T node types t0..t{T-1} (equal id ranges) and T²
+    /// relations (r{a}_{b} for a ≤ b, rev_r{a}_{b} for a < b); labels and roles on t0 only.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=16))]
+    types: Option<u32>,
+    /// With --types: each type's feature width, T numbers (0: no features); default
+    /// --features for t0 and 0 for the others.
+    #[arg(long, requires = "types", value_delimiter = ',')]
+    type_features: Option<Vec<u32>>,
     /// Train,val,test fractions of the random split.
     #[arg(long, default_value = "0.6,0.2,0.2", value_parser = super::parse_split)]
     split: [f64; 3],
@@ -90,6 +98,22 @@ pub(super) fn run(g: Gen, progress: &Progress) -> Result<()> {
         }),
         split: a.split,
         bucket_bytes: a.bucket_mib << 20,
+        typed: match (a.types, a.type_features) {
+            (None, _) => None,
+            (Some(t), Some(f)) if f.len() != t as usize => {
+                return Err(crate::store::StoreError::argument(format!(
+                    "--type-features: {} widths, expected one per type (--types {t})",
+                    f.len()
+                ))
+                .into())
+            }
+            (Some(_), Some(f)) => Some(TypedGen { features: f }),
+            (Some(t), None) => Some(TypedGen {
+                features: (0..t)
+                    .map(|k| if k == 0 { a.features } else { 0 })
+                    .collect(),
+            }),
+        },
     };
     // Never a file, a link or a device, nor a path inside a store (the store writer
     // replaces only a store, only with --force).

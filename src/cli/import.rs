@@ -17,7 +17,9 @@ pub(super) enum Import {
     Graphsaint(GraphSaintArgs),
     /// A whitespace edge list ("u v" per line; # and % comments).
     Edgelist(EdgeListArgs),
-    /// An OGB node-property dataset directory (raw/*.csv.gz or raw/data.npz, split/NAME/).
+    /// An OGB node-property dataset directory (raw/*.csv.gz or raw/data.npz, split/NAME/);
+    /// a heterogeneous one (ogbn-mag's raw/num-node-dict.csv.gz, raw/relations/) becomes a
+    /// typed store.
     Ogb(OgbArgs),
     /// An OGB link-property dataset directory (ogbl-collab, ogbl-citation2, ppa, ddi) with
     /// its own split and negatives: raw/*.csv.gz, split/NAME/{train,valid,test}.pt.

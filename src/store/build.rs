@@ -47,12 +47,14 @@ pub fn write_graph(
                     offsets: &mut fo,
                     indices: &mut fi,
                     keep: None,
+                    rows: None,
                     entries: 0,
                 },
                 CsrSink {
                     offsets: &mut to,
                     indices: &mut ti,
                     keep: Some(&train_set),
+                    rows: None,
                     entries: 0,
                 },
             ];
@@ -64,6 +66,7 @@ pub fn write_graph(
                 offsets: &mut fo,
                 indices: &mut fi,
                 keep: None,
+                rows: None,
                 entries: 0,
             }];
             let stats = full.finish(&mut sinks, || bar.inc(1))?;
@@ -72,6 +75,7 @@ pub fn write_graph(
                 offsets: &mut to,
                 indices: &mut ti,
                 keep: None,
+                rows: None,
                 entries: 0,
             }];
             train.finish(&mut sinks, || bar.inc(1))?;
@@ -127,6 +131,7 @@ pub fn header(
         source: meta.source,
         link: None,
         edge_time: None,
+        types: None,
     }
 }
 

@@ -297,6 +297,9 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
     ));
     // The edge times: checksum, span, an edge's two entries equal, a time split's record.
     problems.extend(crate::store::time::check_times(store, structure_ok[0]));
+    // A typed store's relations, per-type features and their agreement with the full
+    // graph (issue 57).
+    problems.extend(crate::store::typed::check_full(store, structure_ok[0]));
 
     if problems.is_empty() {
         Ok(())

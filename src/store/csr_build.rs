@@ -124,6 +124,11 @@ pub struct CsrSink<'a> {
     /// `None` keeps every entry; `Some(set)` keeps the entries whose two ends are in `set`
     /// (an induced subgraph).
     pub keep: Option<&'a NodeSet>,
+    /// `None` writes a row for every node (N+1 offsets); `Some(lo..hi)` writes rows
+    /// `lo..hi` only (hi − lo + 1 offsets): a typed store's relation, whose rows are its
+    /// source type's nodes (issue 57). Entries of rows outside are dropped; a relation's
+    /// builder receives none.
+    pub rows: Option<std::ops::Range<u64>>,
     /// Entries written (filled by `finish`).
     pub entries: u64,
 }
@@ -282,6 +287,11 @@ impl CsrBuilder {
                 indices_buf.clear();
                 let base = sink.entries;
                 for r in 0..rows {
+                    if let Some(range) = &sink.rows {
+                        if !range.contains(&(lo + r as u64)) {
+                            continue;
+                        }
+                    }
                     offsets_buf.push(base + indices_buf.len() as u64);
                     let row = &cols[start[r]..start[r] + lens[r] as usize];
                     match sink.keep {
@@ -482,8 +492,8 @@ mod tests {
             let set = NodeSet::from_fn(n as u64, |v| v % 3 != 0);
             let induced = |u: u32, v: u32| !u.is_multiple_of(3) && !v.is_multiple_of(3);
             let mut sinks = [
-                CsrSink { offsets: &mut o1, indices: &mut i1, keep: None, entries: 0 },
-                CsrSink { offsets: &mut o2, indices: &mut i2, keep: Some(&set), entries: 0 },
+                CsrSink { offsets: &mut o1, indices: &mut i1, keep: None, rows: None, entries: 0 },
+                CsrSink { offsets: &mut o2, indices: &mut i2, keep: Some(&set), rows: None, entries: 0 },
             ];
             let stats = b.finish(&mut sinks, || {}).unwrap();
             let (e1, e2) = (sinks[0].entries, sinks[1].entries);

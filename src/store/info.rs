@@ -7,7 +7,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::store::format::{
-    LabelKind, LinkSectionId, Role, SectionId, TimeSplit, TrainGraph, HEADER_FILE, VERSION,
+    LabelKind, LinkSectionId, Role, SectionId, TimeSplit, TrainGraph, TypesMeta, HEADER_FILE,
+    VERSION,
 };
 use crate::store::mmap::{Csr, GraphStore};
 
@@ -105,6 +106,51 @@ pub struct Info {
     /// The edge times (`full.time`); absent (not written) without them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edge_time: Option<TimeInfo>,
+    /// A typed store's node types and relations (issue 57); absent (not written) for a
+    /// homogeneous store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub types: Option<TypesInfo>,
+}
+
+/// A typed store's types, as `info` reports them.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TypesInfo {
+    /// The node types, in id order.
+    pub node_types: Vec<NodeTypeInfo>,
+    /// The relations, by relation id.
+    pub relations: Vec<RelationInfo>,
+}
+
+/// One node type's counts.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NodeTypeInfo {
+    /// Its name.
+    pub name: String,
+    /// Its nodes.
+    pub nodes: u64,
+    /// Its global ids: `[first, end)`.
+    pub ids: [u64; 2],
+    /// Its feature width (0: no features).
+    pub features: u64,
+    /// Whether its nodes carry labels.
+    pub labelled: bool,
+    /// Its nodes per role.
+    pub split: SplitInfo,
+}
+
+/// One relation's counts.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RelationInfo {
+    /// Its name.
+    pub name: String,
+    /// Source node type's name.
+    pub src: String,
+    /// Destination node type's name.
+    pub dst: String,
+    /// Its directed entries.
+    pub entries: u64,
+    /// The name of its reverse relation (its own for a symmetric one).
+    pub reverse: String,
 }
 
 /// A store's edge times, as `info` reports them.
@@ -200,6 +246,15 @@ pub fn info(store: &GraphStore) -> Info {
     if let Some(t) = &h.edge_time {
         sections.insert(t.section.name.clone(), t.section.bytes);
     }
+    if let Some(types) = &h.types {
+        for e in types.node_types.iter().filter_map(|t| t.features.as_ref()) {
+            sections.insert(e.name.clone(), e.bytes);
+        }
+        for r in &types.relations {
+            sections.insert(r.offsets.name.clone(), r.offsets.bytes);
+            sections.insert(r.indices.name.clone(), r.indices.bytes);
+        }
+    }
     let header_bytes = std::fs::metadata(store.path().join(HEADER_FILE)).map_or(0, |m| m.len());
     let total = header_bytes + sections.values().sum::<u64>();
     let none = store
@@ -261,6 +316,52 @@ pub fn info(store: &GraphStore) -> Info {
             min: t.min,
             max: t.max,
         }),
+        types: h.types.as_ref().map(|m| types_info(store, m)),
+    }
+}
+
+/// The per-type and per-relation counts of a typed store.
+fn types_info(store: &GraphStore, m: &TypesMeta) -> TypesInfo {
+    let roles = store.roles();
+    let node_types = m
+        .node_types
+        .iter()
+        .enumerate()
+        .map(|(t, ty)| {
+            let range = store.type_range(t);
+            let mut c = [0u64; 4];
+            for &r in &roles[range.start as usize..range.end as usize] {
+                c[usize::from(r.min(3))] += 1;
+            }
+            NodeTypeInfo {
+                name: ty.name.clone(),
+                nodes: ty.count,
+                ids: [u64::from(range.start), u64::from(range.end)],
+                features: ty.n_features,
+                labelled: ty.labelled,
+                split: SplitInfo {
+                    train: c[1],
+                    val: c[2],
+                    test: c[3],
+                    none: c[0],
+                },
+            }
+        })
+        .collect();
+    let relations = m
+        .relations
+        .iter()
+        .map(|r| RelationInfo {
+            name: r.name.clone(),
+            src: m.node_types[r.src as usize].name.clone(),
+            dst: m.node_types[r.dst as usize].name.clone(),
+            entries: r.n_entries,
+            reverse: m.relations[r.reverse as usize].name.clone(),
+        })
+        .collect();
+    TypesInfo {
+        node_types,
+        relations,
     }
 }
 
@@ -361,6 +462,34 @@ impl Info {
                     t.unit.as_ref().map_or(String::new(), |u| format!(" ({u})"))
                 ),
             );
+        }
+        if let Some(t) = &self.types {
+            for ty in &t.node_types {
+                line(
+                    "node type",
+                    format!(
+                        "{}: {} nodes (ids {}..{}), {} features{}; train {} / val {} / test {}",
+                        ty.name,
+                        ty.nodes,
+                        ty.ids[0],
+                        ty.ids[1],
+                        ty.features,
+                        if ty.labelled { ", labelled" } else { "" },
+                        ty.split.train,
+                        ty.split.val,
+                        ty.split.test
+                    ),
+                );
+            }
+            for r in &t.relations {
+                line(
+                    "relation",
+                    format!(
+                        "({}, {}, {}): {} entries, reverse {}",
+                        r.src, r.name, r.dst, r.entries, r.reverse
+                    ),
+                );
+            }
         }
         line("size", format!("{} bytes", self.bytes.total));
         for (name, b) in &self.bytes.sections {

@@ -36,13 +36,13 @@ pub const SMALL_SECTIONS: [SectionId; 4] = [
 ];
 
 /// A mapped section, or nothing for an empty one (zero-length files cannot be mapped).
-enum Backing {
+pub(super) enum Backing {
     Empty,
     Map(Mmap),
 }
 
 impl Backing {
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         match self {
             Backing::Empty => &[],
             Backing::Map(m) => m,
@@ -109,6 +109,8 @@ pub struct GraphStore {
     link: Vec<Backing>,
     /// The edge-time section (`full.time`), when the store has one.
     time: Option<Backing>,
+    /// A typed store's per-type and per-relation sections (issue 57; `store::typed`).
+    pub(super) typed: Option<super::typed::TypedMaps>,
 }
 
 /// A CSR adjacency view: `offsets` has N+1 monotone entries ending at `indices.len()`.
@@ -285,6 +287,10 @@ impl GraphStore {
             }
             None => None,
         };
+        let typed = match &header.types {
+            Some(meta) => Some(super::typed::TypedMaps::open(&dir, meta)?),
+            None => None,
+        };
         let store = GraphStore {
             dir,
             identity: xxhash_rust::xxh3::xxh3_64(&hbytes),
@@ -292,9 +298,11 @@ impl GraphStore {
             sections,
             link,
             time,
+            typed,
         };
         store.check_cheap()?;
         crate::store::link::check_cheap(&store)?;
+        super::typed::check_cheap(&store)?;
         Ok(store)
     }
 
@@ -524,7 +532,7 @@ impl GraphStore {
         Ok(PrivateSection { map: Some(map) })
     }
 
-    fn slice<T: bytemuck::Pod>(&self, id: SectionId) -> &[T] {
+    pub(super) fn slice<T: bytemuck::Pod>(&self, id: SectionId) -> &[T] {
         let bytes = self.section_bytes(id);
         if bytes.is_empty() {
             // An empty section has no mapping, and `&[]` of u8 need not be aligned for T.
@@ -751,7 +759,7 @@ fn read_header_bytes(path: &Path) -> Result<Vec<u8>, StoreError> {
     Ok(buf)
 }
 
-fn map_section(
+pub(super) fn map_section(
     dir: &Path,
     entry: &SectionEntry,
     name: &str,

@@ -14,6 +14,7 @@ pub mod mmap;
 mod ndarray;
 mod not_a_store;
 pub mod time;
+pub mod typed;
 pub mod writer;
 
 pub use check::check;
@@ -22,3 +23,4 @@ pub use format::{Header, LabelKind, Role, SectionId, TrainGraph};
 pub use info::{info, Info};
 pub use link::{LinkEdges, LinkSet, LinkSplit};
 pub use mmap::{Access, Csr, GraphStore, Labels, PrivateSection};
+pub use typed::{RelCsr, Relation, TypeFeatures};

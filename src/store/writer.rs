@@ -21,8 +21,8 @@ compile_error!("saintflow's store format is little-endian and is mapped in place
 
 /// Streams one section's elements to its file while hashing them.
 pub struct SectionWriter {
-    name: &'static str,
-    file: &'static str,
+    name: String,
+    file: String,
     dtype: Dtype,
     path: PathBuf,
     out: BufWriter<File>,
@@ -33,14 +33,14 @@ pub struct SectionWriter {
 impl SectionWriter {
     fn create(
         dir: &Path,
-        (name, file_name): (&'static str, &'static str),
+        (name, file_name): (&str, &str),
         dtype: Dtype,
     ) -> Result<Self, StoreError> {
         let path = dir.join(file_name);
         let file = File::create(&path).map_err(|e| StoreError::io(&path, "create", e))?;
         Ok(SectionWriter {
-            name,
-            file: file_name,
+            name: name.to_string(),
+            file: file_name.to_string(),
             dtype,
             path,
             out: BufWriter::with_capacity(1 << 20, file),
@@ -104,8 +104,8 @@ impl SectionWriter {
         file.sync_all()
             .map_err(|e| StoreError::io(&path, "fsync", e))?;
         Ok(SectionEntry {
-            name: name.to_string(),
-            file: file_name.to_string(),
+            name,
+            file: file_name,
             dtype,
             len: bytes / dtype.size(),
             bytes,
@@ -176,6 +176,20 @@ impl StoreWriter {
     /// Opens the edge-time section's file (`full.time`, i64 elements) for streaming.
     pub fn time_section(&self) -> Result<SectionWriter, StoreError> {
         SectionWriter::create(&self.tmp, TIME_SECTION, Dtype::I64)
+    }
+
+    /// Opens a section named at run time (a typed store's `type<t>.features`,
+    /// `rel<r>.offsets`, `rel<r>.indices`: [`format::type_features_section`],
+    /// [`format::relation_sections`]) for streaming.
+    ///
+    /// [`format::type_features_section`]: crate::store::format::type_features_section
+    /// [`format::relation_sections`]: crate::store::format::relation_sections
+    pub fn named_section(
+        &self,
+        (name, file): (&str, &str),
+        dtype: Dtype,
+    ) -> Result<SectionWriter, StoreError> {
+        SectionWriter::create(&self.tmp, (name, file), dtype)
     }
 
     /// The path file `name` has inside the temporary store (a section written and
@@ -254,6 +268,7 @@ fn is_store_file(name: &str) -> bool {
         || SectionId::ALL.iter().any(|id| id.file_name() == name)
         || LinkSectionId::ALL.iter().any(|id| id.file_name() == name)
         || name == TIME_SECTION.1
+        || crate::store::format::is_typed_section_file(name)
 }
 
 /// Whether `path` is what a store writer leaves behind (a half-written store, or a store

@@ -278,6 +278,13 @@ pub fn partition_store(
 ) -> Result<PartitionReport, PartitionError> {
     let start = Instant::now();
     let store = GraphStore::open(input)?;
+    if store.is_typed() {
+        return Err(crate::store::StoreError::input(
+            input,
+            "a typed store (node and edge types, issue 57): partition writes homogeneous part stores and would drop the relations and the per-type features; not supported yet",
+        )
+        .into());
+    }
     check_k(&store, spec.partition.k)?;
     let g = load_graph(&store)?;
     let spinner = progress.spinner("partitioning");
@@ -492,6 +499,8 @@ fn write_store(
         link: None,
         // Nor the edge times: a part store is for node-level training, which reads none.
         edge_time: None,
+        // Refused above for a typed store: a part store is homogeneous.
+        types: None,
     };
     let (path, f) = w.aux_file(PART_MAP_FILE)?;
     let io = |e| PartitionError::io(&path, "write", e);

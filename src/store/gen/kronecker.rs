@@ -13,6 +13,15 @@
 //!   `separation · μ_class + N(0, I)` with unit class centroids μ_c, so features alone are
 //!   weakly informative and neighbourhoods strongly so. Without it, features are N(0, I).
 //! * Roles: independent per node with probabilities `split` (train/val/test, the rest none).
+//! * `--types T` (issue 57): a typed store. The permuted id range is cut into T equal
+//!   contiguous node types `t0..t{T-1}`; each draw's edge (u, v) belongs to the relation of
+//!   its ends' types: `r{a}_{b}` from type a to type b for a ≤ b (symmetric when a = b) and
+//!   its reverse `rev_r{a}_{b}` for a < b, T² relations in all, together exactly the full
+//!   graph. Type t has its own feature width (`--type-features`, default F for t0 and none
+//!   for the others); only t0 carries labels and roles (the target type, as ogbn-mag's
+//!   papers), the planted classes still shaping every edge, so the other types carry the
+//!   class signal through the structure. The relations are cut from the full graph once it
+//!   is written (rows sorted, types contiguous: a row's part in type b is one slice).
 //! * Determinism: every random value is a function of (seed, stream, index); chunks of draws
 //!   and blocks of nodes may run on any thread in any order.
 
@@ -30,10 +39,11 @@ use crate::seed::{hash3, stream};
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{
-    Dtype, LabelKind, Role, SectionId, SplitCounts, TrainGraph, MAX_CLASSES,
+    relation_sections, type_features_section, Dtype, LabelKind, NodeTypeMeta, RelationMeta, Role,
+    SectionId, SplitCounts, TrainGraph, TypesMeta, MAX_CLASSES, NO_LABEL,
 };
 use crate::store::gen::{random_role, Permutation};
-use crate::store::writer::StoreWriter;
+use crate::store::writer::{SectionWriter, StoreWriter};
 use crate::store::StoreError;
 
 /// Draws per chunk: 2^18 draws → 4 MiB of keys, enough to amortise per-bucket appends.
@@ -80,6 +90,67 @@ pub struct KroneckerSpec {
     pub split: [f64; 3],
     /// Memory for one CSR bucket.
     pub bucket_bytes: u64,
+    /// A typed store (issue 57); `None`: homogeneous, as before.
+    pub typed: Option<TypedGen>,
+}
+
+/// The typed option of the generator (`gen kronecker --types T`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypedGen {
+    /// Feature width of each node type, one per type (T = its length, 2..=[`MAX_GEN_TYPES`]).
+    pub features: Vec<u32>,
+}
+
+/// Most node types the generator makes (T² relations).
+pub const MAX_GEN_TYPES: usize = 16;
+
+impl TypedGen {
+    /// Number of node types T.
+    pub fn n_types(&self) -> usize {
+        self.features.len()
+    }
+
+    /// The first id of type t (t = T: N), types of equal size up to the last's remainder.
+    pub fn start(&self, n: u64, t: usize) -> u64 {
+        let per = n / self.n_types() as u64;
+        if t >= self.n_types() {
+            n
+        } else {
+            per * t as u64
+        }
+    }
+
+    /// The type of node v.
+    pub fn type_of(&self, n: u64, v: u64) -> usize {
+        let per = n / self.n_types() as u64;
+        ((v / per.max(1)) as usize).min(self.n_types() - 1)
+    }
+
+    /// The relations in id order: (name, src, dst, reverse): r{a}_{b} for a ≤ b, then
+    /// rev_r{a}_{b} for a < b.
+    pub fn relations(&self) -> Vec<(String, usize, usize, usize)> {
+        let t = self.n_types();
+        let mut fwd = Vec::new();
+        for a in 0..t {
+            for b in a..t {
+                fwd.push((a, b));
+            }
+        }
+        let revs: Vec<(usize, usize)> = fwd.iter().copied().filter(|(a, b)| a < b).collect();
+        let mut out = Vec::with_capacity(fwd.len() + revs.len());
+        for (i, &(a, b)) in fwd.iter().enumerate() {
+            let rev = match revs.iter().position(|&p| p == (a, b)) {
+                Some(k) => fwd.len() + k,
+                None => i,
+            };
+            out.push((format!("r{a}_{b}"), a, b, rev));
+        }
+        for &(a, b) in &revs {
+            let i = fwd.iter().position(|&p| p == (a, b)).expect("listed above");
+            out.push((format!("rev_r{a}_{b}"), b, a, i));
+        }
+        out
+    }
 }
 
 impl Default for KroneckerSpec {
@@ -94,6 +165,7 @@ impl Default for KroneckerSpec {
             planted: None,
             split: [0.6, 0.2, 0.2],
             bucket_bytes: DEFAULT_BUCKET_BYTES,
+            typed: None,
         }
     }
 }
@@ -165,8 +237,23 @@ impl KroneckerSpec {
                 return arg(format!("--separation expected ≥ 0, got {}", p.separation));
             }
         }
+        if let Some(t) = &self.typed {
+            if !(2..=MAX_GEN_TYPES).contains(&t.n_types()) {
+                return arg(format!(
+                    "--types expected 2..={MAX_GEN_TYPES}, got {}",
+                    t.n_types()
+                ));
+            }
+            if self.n_nodes() < t.n_types() as u64 {
+                return arg(format!(
+                    "--types {} at --scale {}: fewer nodes than types",
+                    t.n_types(),
+                    self.scale
+                ));
+            }
+        }
         let n = 1u64 << self.scale;
-        let feat_bytes = (n as f64) * f64::from(self.n_features) * 4.0;
+        let feat_bytes = (n as f64) * f64::from(self.max_features()) * 4.0;
         if feat_bytes > 1e15 {
             return arg(format!("features would take {feat_bytes:.3e} bytes"));
         }
@@ -183,7 +270,7 @@ impl KroneckerSpec {
     /// the flag behind the larger part with the estimate.
     pub fn check_resources(&self, out: &std::path::Path) -> Result<(), StoreError> {
         let n = self.n_nodes() as f64;
-        let f = f64::from(self.n_features);
+        let f = f64::from(self.max_features());
         let rows = n.min(NODE_BLOCK as f64);
         let in_flight = (rayon::current_num_threads() as f64 * 2.0).min((n / rows).ceil());
         let blocks = in_flight * rows * f * 4.0;
@@ -233,6 +320,14 @@ impl KroneckerSpec {
         Ok(())
     }
 
+    /// The widest feature row (F, or the widest type's in a typed store).
+    pub fn max_features(&self) -> u32 {
+        match &self.typed {
+            Some(t) => t.features.iter().copied().max().unwrap_or(0),
+            None => self.n_features,
+        }
+    }
+
     /// Number of nodes.
     pub fn n_nodes(&self) -> u64 {
         1u64 << self.scale
@@ -264,6 +359,14 @@ impl KroneckerSpec {
             s += &format!(
                 " --planted --homophily {} --separation {}",
                 p.homophily, p.separation
+            );
+        }
+        if let Some(t) = &self.typed {
+            let widths: Vec<String> = t.features.iter().map(u32::to_string).collect();
+            s += &format!(
+                " --types {} --type-features {}",
+                t.n_types(),
+                widths.join(",")
             );
         }
         s
@@ -393,35 +496,71 @@ pub fn generate_kronecker(
     }
     bar.finish_and_clear();
 
-    let is_train = |v: u32| spec.role_of(u64::from(v)) == Role::Train;
+    // Only the target type t0 of a typed store has roles.
+    let is_train = |v: u32| {
+        let v = u64::from(v);
+        spec.typed.as_ref().is_none_or(|t| t.type_of(n, v) == 0) && spec.role_of(v) == Role::Train
+    };
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
 
-    // Node sections, block by block.
-    let f = spec.n_features as usize;
+    // Node sections, block by block. A typed store writes each type's features to its
+    // own section (the types are contiguous id ranges, so in id order a block's rows go to
+    // one or two of them) and labels and roles for the target type t0 only.
+    let typed = spec.typed.as_ref();
+    let width = |v: u64| match typed {
+        Some(t) => t.features[t.type_of(n, v)] as usize,
+        None => spec.n_features as usize,
+    };
+    let target = |v: u64| typed.is_none_or(|t| t.type_of(n, v) == 0);
+    let f0 = typed.map_or(spec.n_features, |t| t.features[0]) as usize;
     let centroids: Vec<f32> = match spec.planted {
-        Some(p) => unit_centroids(spec.n_classes as usize, f, spec.seed, p.separation),
+        Some(p) => unit_centroids(spec.n_classes as usize, f0, spec.seed, p.separation),
         None => Vec::new(),
     };
     let mut feats = w.section(SectionId::Features, Dtype::F32)?;
+    let mut type_feats: Vec<Option<SectionWriter>> = Vec::new();
+    if let Some(t) = typed {
+        for (k, &f) in t.features.iter().enumerate() {
+            type_feats.push(if f > 0 {
+                let (name, file) = type_features_section(k);
+                Some(w.named_section((&name, &file), Dtype::F32)?)
+            } else {
+                None
+            });
+        }
+    }
     let mut labels = w.section(SectionId::Labels, Dtype::U32)?;
     let mut roles = w.section(SectionId::Roles, Dtype::U8)?;
     let mut split = SplitCounts::default();
     let n_blocks = n.div_ceil(NODE_BLOCK);
     let bar = progress.bar(n, "nodes", "nodes");
     for first in (0..n_blocks).step_by(batch as usize) {
-        let blocks: Vec<(Vec<f32>, Vec<u32>, Vec<u8>)> = (first..(first + batch).min(n_blocks))
+        type Block = (Vec<f32>, Vec<(usize, usize)>, Vec<u32>, Vec<u8>);
+        let blocks: Vec<Block> = (first..(first + batch).min(n_blocks))
             .into_par_iter()
             .map(|b| {
                 let (lo, hi) = (b * NODE_BLOCK, ((b + 1) * NODE_BLOCK).min(n));
-                let mut x = vec![0f32; (hi - lo) as usize * f];
-                let mut l = Vec::with_capacity((hi - lo) as usize);
-                let mut r = Vec::with_capacity((hi - lo) as usize);
-                for (i, v) in (lo..hi).enumerate() {
+                let rows = (hi - lo) as usize;
+                let mut x = Vec::with_capacity(rows * width(lo).max(width(hi - 1)));
+                // (type, floats) runs of x, in order: which section each part goes to.
+                let mut runs: Vec<(usize, usize)> = Vec::new();
+                let mut l = Vec::with_capacity(rows);
+                let mut r = Vec::with_capacity(rows);
+                for v in lo..hi {
                     let class = spec.class_of(v);
-                    l.push(class);
-                    r.push(spec.role_of(v) as u8);
+                    let is_target = target(v);
+                    l.push(if is_target { class } else { NO_LABEL });
+                    r.push(if is_target { spec.role_of(v) as u8 } else { 0 });
+                    let f = width(v);
+                    let t = typed.map_or(0, |t| t.type_of(n, v));
+                    match runs.last_mut() {
+                        Some((rt, len)) if *rt == t => *len += f,
+                        _ => runs.push((t, f)),
+                    }
                     if f > 0 {
-                        let row = &mut x[i * f..(i + 1) * f];
+                        let at = x.len();
+                        x.resize(at + f, 0.0);
+                        let row = &mut x[at..];
                         let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(
                             spec.seed,
                             stream::FEATURES,
@@ -430,7 +569,7 @@ pub fn generate_kronecker(
                         for xj in row.iter_mut() {
                             *xj = StandardNormal.sample(&mut rng);
                         }
-                        if !centroids.is_empty() {
+                        if !centroids.is_empty() && is_target {
                             let mu = &centroids[class as usize * f..(class as usize + 1) * f];
                             for (xj, m) in row.iter_mut().zip(mu) {
                                 *xj += m;
@@ -438,11 +577,21 @@ pub fn generate_kronecker(
                         }
                     }
                 }
-                (x, l, r)
+                (x, runs, l, r)
             })
             .collect();
-        for (x, l, r) in blocks {
-            feats.write_f32s(&x)?;
+        for (x, runs, l, r) in blocks {
+            if typed.is_some() {
+                let mut at = 0;
+                for (t, len) in runs {
+                    if let Some(s) = &mut type_feats[t] {
+                        s.write_f32s(&x[at..at + len])?;
+                    }
+                    at += len;
+                }
+            } else {
+                feats.write_f32s(&x)?;
+            }
             labels.write_u32s(&l)?;
             roles.write_bytes(&r)?;
             let s = build::split_counts(&r);
@@ -458,21 +607,53 @@ pub fn generate_kronecker(
     let (entries, train_entries) = (graph.n_entries, graph.n_train_entries);
     let meta = Meta {
         n_nodes: n,
-        n_features: u64::from(spec.n_features),
+        n_features: if typed.is_some() {
+            0
+        } else {
+            u64::from(spec.n_features)
+        },
         n_classes: c,
         label_kind: LabelKind::Single,
         train_graph: TrainGraph::Induced,
         split,
         source: spec.source(),
     };
-    let header = build::header(
+    let mut header = build::header(
         meta,
         graph,
         feats.finish()?,
         labels.finish()?,
         roles.finish()?,
     );
-    w.commit(&header, |_| Ok(()))?;
+    if let Some(t) = typed {
+        let mut node_types = Vec::with_capacity(t.n_types());
+        for (k, s) in type_feats.into_iter().enumerate() {
+            node_types.push(NodeTypeMeta {
+                name: format!("t{k}"),
+                count: t.start(n, k + 1) - t.start(n, k),
+                n_features: u64::from(t.features[k]),
+                features: s.map(SectionWriter::finish).transpose()?,
+                labelled: k == 0,
+            });
+        }
+        let relations = write_typed_relations(&w, t, n)?;
+        header.types = Some(TypesMeta {
+            node_types,
+            relations,
+        });
+    }
+    w.commit(&header, |store| {
+        // A typed store's relations against the full graph, as `check` verifies them.
+        let problems = crate::store::typed::check_full(store, true);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::CheckFailed {
+                path: store.path().to_path_buf(),
+                problems,
+            })
+        }
+    })?;
     Ok(GenReport {
         n_nodes: n,
         draws,
@@ -482,6 +663,77 @@ pub fn generate_kronecker(
         duplicates: stats.duplicates,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// Cuts the written full graph into the typed generator's relations: relation (a → b) of
+/// row u is the part of u's row in type b's id range (rows are sorted and types
+/// contiguous, so one slice found by two binary searches); one pass over the full graph
+/// per source type, O(1) memory beyond the mapped sections.
+fn write_typed_relations(
+    w: &StoreWriter,
+    t: &TypedGen,
+    n: u64,
+) -> Result<Vec<RelationMeta>, StoreError> {
+    let map = |id: SectionId| -> Result<Option<memmap2::Mmap>, StoreError> {
+        let path = w.file_path(id.file_name());
+        let f = std::fs::File::open(&path).map_err(|e| StoreError::io(&path, "open", e))?;
+        let len = f
+            .metadata()
+            .map_err(|e| StoreError::io(&path, "stat", e))?
+            .len();
+        if len == 0 {
+            return Ok(None);
+        }
+        // SAFETY: a section this writer wrote and finished (fsynced), in its own temporary
+        // directory that nothing else writes; mapped read-only.
+        unsafe { memmap2::Mmap::map(&f) }
+            .map(Some)
+            .map_err(|e| StoreError::io(&path, "mmap", e))
+    };
+    let (om, im) = (map(SectionId::FullOffsets)?, map(SectionId::FullIndices)?);
+    let offsets: &[u64] = om.as_deref().map_or(&[], bytemuck::cast_slice);
+    let indices: &[u32] = im.as_deref().map_or(&[], bytemuck::cast_slice);
+    let mut out = Vec::new();
+    for (r, (name, a, b, reverse)) in t.relations().into_iter().enumerate() {
+        let [(on, of), (iname, ifile)] = relation_sections(r);
+        let mut os = w.named_section((&on, &of), Dtype::U64)?;
+        let mut is = w.named_section((&iname, &ifile), Dtype::U32)?;
+        let (lo, hi) = (t.start(n, b) as u32, t.start(n, b + 1) as u32);
+        let mut entries = 0u64;
+        let mut obuf = Vec::with_capacity(1 << 14);
+        let mut ibuf: Vec<u32> = Vec::with_capacity(1 << 16);
+        for u in t.start(n, a)..t.start(n, a + 1) {
+            obuf.push(entries);
+            let row = &indices[offsets[u as usize] as usize..offsets[u as usize + 1] as usize];
+            let (x, y) = (
+                row.partition_point(|&v| v < lo),
+                row.partition_point(|&v| v < hi),
+            );
+            ibuf.extend_from_slice(&row[x..y]);
+            entries += (y - x) as u64;
+            if obuf.len() == obuf.capacity() {
+                os.write_u64s(&obuf)?;
+                obuf.clear();
+            }
+            if ibuf.len() >= 1 << 16 {
+                is.write_u32s(&ibuf)?;
+                ibuf.clear();
+            }
+        }
+        obuf.push(entries);
+        os.write_u64s(&obuf)?;
+        is.write_u32s(&ibuf)?;
+        out.push(RelationMeta {
+            name,
+            src: a as u32,
+            dst: b as u32,
+            n_entries: entries,
+            reverse: reverse as u32,
+            offsets: os.finish()?,
+            indices: is.finish()?,
+        });
+    }
+    Ok(out)
 }
 
 /// C centroids of norm `separation` in F dimensions, uniformly oriented.

@@ -6,7 +6,7 @@ pub mod kronecker;
 use crate::seed::{hash3, mix64, stream, unit_f64};
 use crate::store::format::Role;
 
-pub use kronecker::{generate_kronecker, GenReport, KroneckerSpec, Planted};
+pub use kronecker::{generate_kronecker, GenReport, KroneckerSpec, Planted, TypedGen};
 
 /// Issue 28: the one check of random-split fractions, shared by `gen --split` and an edge
 /// list's `--split`: three numbers in [0, 1] (NaN refused) summing to at most 1.

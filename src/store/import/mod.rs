@@ -8,6 +8,7 @@ pub mod edgelist;
 pub mod graphsaint;
 pub mod limits;
 pub mod ogb;
+mod ogb_hetero;
 pub mod ogb_link;
 pub mod torch_pt;
 

@@ -30,10 +30,10 @@
 //! correctly rounded `str::parse::<f32>` (OGB's loader parses f64 with pandas then casts,
 //! which may differ in the last bit for text with more digits than f32 keeps).
 //!
-//! Heterogeneous datasets (ogbn-mag: `raw/relations/`, `raw/node-feat/<type>/`,
-//! `num-node-dict.csv.gz`) are refused; graph-property datasets (several graphs in
-//! `num-node-list`) too. Extra node or edge files (`node_year.csv.gz`, `edge-feat.csv.gz`)
-//! are ignored with a note.
+//! Heterogeneous datasets (ogbn-mag: `raw/num-node-dict.csv.gz`, `raw/relations/`,
+//! `raw/node-feat/<type>/`) are imported as typed stores by `ogb_hetero.rs` (issue 57);
+//! graph-property datasets (several graphs in `num-node-list`) are refused. Extra node or
+//! edge files (`node_year.csv.gz`, `edge-feat.csv.gz`) are ignored with a note.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
@@ -82,6 +82,10 @@ pub enum OgbLayout {
     Csv,
     /// `raw/data.npz` and `raw/node-label.npz`.
     Binary,
+    /// A heterogeneous dataset in csv.gz (ogbn-mag's layout: `raw/num-node-dict.csv.gz`,
+    /// `raw/relations/`, per-type features, labels and splits), imported as a typed store
+    /// (issue 57, `ogb_hetero.rs`).
+    Hetero,
 }
 
 /// What an OGB import did.
@@ -910,13 +914,11 @@ fn survey_raw(raw: &Path) -> Result<Vec<String>, StoreError> {
                 "a directory, expected a file",
             ));
         }
-        let hetero = e.path().is_dir()
-            || name.starts_with("num-node-dict")
-            || name.starts_with("triplet-type-list");
+        let hetero = e.path().is_dir() || name.starts_with("triplet-type-list");
         if hetero {
             return Err(StoreError::input(
                 raw.join(&name),
-                "a heterogeneous dataset (ogbn-mag's layout: raw/relations/, raw/node-feat/<type>/, num-node-dict): a store holds one node type and one edge type; import ogb reads homogeneous datasets only",
+                "part of a heterogeneous dataset (ogbn-mag's layout: raw/relations/, raw/node-feat/<type>/), but raw/num-node-dict.csv.gz, which a heterogeneous dataset starts from, is missing",
             ));
         }
         if !KNOWN_RAW.contains(&name.as_str()) {
@@ -926,7 +928,15 @@ fn survey_raw(raw: &Path) -> Result<Vec<String>, StoreError> {
     Ok(extra)
 }
 
-/// Imports the OGB node-property-prediction dataset in `dir` into a new store at `out`.
+/// The homogeneous layouts (what [`import_ogb`] reads itself).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Homogeneous {
+    Csv,
+    Binary,
+}
+
+/// Imports the OGB node-property-prediction dataset in `dir` into a new store at `out`
+/// (a typed store for a heterogeneous dataset: `ogb_hetero.rs`).
 pub fn import_ogb(
     dir: &Path,
     out: &Path,
@@ -947,6 +957,10 @@ pub fn import_ogb(
         });
     }
     let raw = dir.join("raw");
+    // ogbn-mag's layout: a typed store (issue 57).
+    if raw.join(super::ogb_hetero::NUM_NODE_DICT).exists() {
+        return super::ogb_hetero::import_ogb_hetero(dir, out, opts, force, progress);
+    }
     let extra = survey_raw(&raw)?;
     let mut notes: Vec<String> = extra
         .iter()
@@ -955,17 +969,17 @@ pub fn import_ogb(
     // `exists`, not `is_file`: a directory or a device in a file's place is an error
     // naming it (when read), never taken for an absent optional file.
     let layout = if raw.join("data.npz").exists() {
-        OgbLayout::Binary
+        Homogeneous::Binary
     } else {
-        OgbLayout::Csv
+        Homogeneous::Csv
     };
     let data_npz = raw.join("data.npz");
     let (n, n_edges) = match layout {
-        OgbLayout::Csv => (
+        Homogeneous::Csv => (
             read_count(&raw.join("num-node-list.csv.gz"))?,
             read_count(&raw.join("num-edge-list.csv.gz"))?,
         ),
-        OgbLayout::Binary => {
+        Homogeneous::Binary => {
             let mut npz = open_npz(&data_npz)?;
             (
                 npz_count(&mut npz, &data_npz, "num_nodes_list")?,
@@ -983,10 +997,10 @@ pub fn import_ogb(
     // length (one row per node; issue 55: num-node-list of 4e9 beside tiny files aborted)
     // and against memory.
     let count_path = match layout {
-        OgbLayout::Csv => raw.join("num-node-list.csv.gz"),
-        OgbLayout::Binary => data_npz.clone(),
+        Homogeneous::Csv => raw.join("num-node-list.csv.gz"),
+        Homogeneous::Binary => data_npz.clone(),
     };
-    if layout == OgbLayout::Csv {
+    if layout == Homogeneous::Csv {
         let p = raw.join("node-label.csv.gz");
         if let Ok(m) = std::fs::metadata(&p) {
             // At least a gzip file's 18 bytes of header and trailer: a shorter file is
@@ -1012,12 +1026,12 @@ pub fn import_ogb(
     let nu = n as usize;
 
     let (labels_path, labels) = match layout {
-        OgbLayout::Csv => {
+        Homogeneous::Csv => {
             let p = raw.join("node-label.csv.gz");
             let l = read_labels_csv(&p, nu)?;
             (p, l)
         }
-        OgbLayout::Binary => {
+        Homogeneous::Binary => {
             let p = raw.join("node-label.npz");
             let l = read_labels_npz(&p, nu)?;
             (p, l)
@@ -1062,7 +1076,7 @@ pub fn import_ogb(
     let bar = progress.bar(n_edges, "edges", "edges");
     let edges_path;
     let seen = match layout {
-        OgbLayout::Csv => {
+        Homogeneous::Csv => {
             edges_path = raw.join("edge.csv.gz");
             let mut lines = GzLines::open(&edges_path)?;
             let mut seen = 0u64;
@@ -1086,7 +1100,7 @@ pub fn import_ogb(
             bar.inc(seen % PROGRESS_EVERY);
             seen
         }
-        OgbLayout::Binary => {
+        Homogeneous::Binary => {
             edges_path = data_npz.clone();
             push_edge_index(&data_npz, &scratch, n, &mut builder, &bar)?
         }
@@ -1103,7 +1117,7 @@ pub fn import_ogb(
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
 
     let (n_features, feats) = match layout {
-        OgbLayout::Csv => {
+        Homogeneous::Csv => {
             let p = raw.join("node-feat.csv.gz");
             if p.exists() {
                 write_features_csv(&w, &p, n)?
@@ -1111,13 +1125,15 @@ pub fn import_ogb(
                 (0, write_no_features(&w)?)
             }
         }
-        OgbLayout::Binary => write_features_npz(&w, &data_npz, n)?,
+        Homogeneous::Binary => write_features_npz(&w, &data_npz, n)?,
     };
     if n_features == 0 {
         notes.push(
             match layout {
-                OgbLayout::Csv => "no raw/node-feat.csv.gz: the store has no node features (F = 0)",
-                OgbLayout::Binary => {
+                Homogeneous::Csv => {
+                    "no raw/node-feat.csv.gz: the store has no node features (F = 0)"
+                }
+                Homogeneous::Binary => {
                     "no node_feat in raw/data.npz: the store has no node features (F = 0)"
                 }
             }
@@ -1151,7 +1167,10 @@ pub fn import_ogb(
             seconds: start.elapsed().as_secs_f64(),
             ..report
         },
-        layout,
+        layout: match layout {
+            Homogeneous::Csv => OgbLayout::Csv,
+            Homogeneous::Binary => OgbLayout::Binary,
+        },
         split: split_name,
         notes,
     })

@@ -143,6 +143,12 @@ pub fn split_edges(
     force: bool,
 ) -> Result<SplitReport, StoreError> {
     let t0 = Instant::now();
+    if input.is_typed() {
+        return Err(StoreError::input(
+            input.path(),
+            "a typed store (node and edge types, issue 57): split-edges would hold edges out of the full graph but not out of its relations; not supported yet",
+        ));
+    }
     let full = input.full();
     let m = full.n_entries() as u64 / 2;
     if m == 0 {
@@ -259,6 +265,7 @@ pub fn split_edges(
             sections: link_sections,
         }),
         edge_time,
+        types: None,
     };
     w.commit(&header, crate::store::check::check)?;
     Ok(SplitReport {
