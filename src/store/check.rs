@@ -300,15 +300,7 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
     // A typed store's relations, per-type features and their agreement with the full
     // graph (issue 57).
     problems.extend(crate::store::typed::check_full(store, structure_ok[0]));
-
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(StoreError::CheckFailed {
-            path: store.path().to_path_buf(),
-            problems,
-        })
-    }
+    StoreError::from_problems(store.path(), problems)
 }
 
 #[cfg(test)]

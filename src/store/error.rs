@@ -67,6 +67,24 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Ok when `problems` is empty, else [`StoreError::CheckFailed`] of the store at `path`
+    /// listing them: how `check` and the writers' commit-time checks report.
+    pub(crate) fn from_problems(
+        path: &std::path::Path,
+        problems: Vec<String>,
+    ) -> Result<(), StoreError> {
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::CheckFailed {
+                path: path.to_path_buf(),
+                problems,
+            })
+        }
+    }
+}
+
 struct Problems<'a>(&'a [String]);
 
 impl fmt::Display for Problems<'_> {

@@ -644,15 +644,7 @@ pub fn generate_kronecker(
     }
     w.commit(&header, |store| {
         // A typed store's relations against the full graph, as `check` verifies them.
-        let problems = crate::store::typed::check_full(store, true);
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(StoreError::CheckFailed {
-                path: store.path().to_path_buf(),
-                problems,
-            })
-        }
+        StoreError::from_problems(store.path(), crate::store::typed::check_full(store, true))
     })?;
     Ok(GenReport {
         n_nodes: n,

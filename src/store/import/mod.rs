@@ -745,15 +745,10 @@ pub(crate) fn commit_import(
             return Err(err(u, v, asym.count));
         }
         // The edge times as the full check verifies them (the graph is symmetric here).
-        let problems = crate::store::time::check_times(store, asym.count == 0);
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(StoreError::CheckFailed {
-                path: store.path().to_path_buf(),
-                problems,
-            })
-        }
+        StoreError::from_problems(
+            store.path(),
+            crate::store::time::check_times(store, asym.count == 0),
+        )
     })?;
     Ok(ImportReport {
         seconds: start.elapsed().as_secs_f64(),

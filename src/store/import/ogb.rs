@@ -766,6 +766,20 @@ pub(super) fn choose_split(
 /// One role byte per node from `train.csv.gz`, `valid.csv.gz`, `test.csv.gz` in `dir`.
 fn read_split(dir: &Path, n: u64) -> Result<Vec<u8>, StoreError> {
     let mut roles = limits::filled(dir, "roles", n, Role::None as u8)?;
+    read_split_into(dir, &mut roles, |lines, l| {
+        node_id(lines, l, n, "node").map(|v| (v as usize, u64::from(v)))
+    })?;
+    Ok(roles)
+}
+
+/// The roles of `train.csv.gz`, `valid.csv.gz`, `test.csv.gz` in `dir` into `roles`: each
+/// non-empty line a node, `id` giving its index in `roles` and its id as the file names it
+/// (errors name that); a node in two files, or twice in one, is an error.
+pub(super) fn read_split_into(
+    dir: &Path,
+    roles: &mut [u8],
+    id: impl Fn(&GzLines, &str) -> Result<(usize, u64), StoreError>,
+) -> Result<(), StoreError> {
     for (file, role) in [
         ("train.csv.gz", Role::Train),
         ("valid.csv.gz", Role::Val),
@@ -774,25 +788,25 @@ fn read_split(dir: &Path, n: u64) -> Result<Vec<u8>, StoreError> {
         let path = dir.join(file);
         let mut lines = GzLines::open(&path)?;
         while lines.advance()? {
-            let l = lines.line();
-            if l.trim().is_empty() {
+            let l = lines.line().trim();
+            if l.is_empty() {
                 continue;
             }
-            let v = node_id(&lines, l, n, "node")? as usize;
+            let (v, named) = id(&lines, l)?;
             if roles[v] != Role::None as u8 {
                 let other = ["", "train", "valid", "test"][roles[v] as usize];
                 return Err(lines.err(if roles[v] == role as u8 {
-                    format!("node {v} is listed twice")
+                    format!("node {named} is listed twice")
                 } else {
                     format!(
-                        "node {v} is also in {other}.csv.gz: the split's parts must not overlap"
+                        "node {named} is also in {other}.csv.gz: the split's parts must not overlap"
                     )
                 }));
             }
             roles[v] = role as u8;
         }
     }
-    Ok(roles)
+    Ok(())
 }
 
 /// Refuses a split without training nodes (nothing to train on: issue 55, a split file

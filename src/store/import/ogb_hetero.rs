@@ -47,7 +47,8 @@ use crate::store::format::{
     MAX_RELATIONS, NO_LABEL,
 };
 use crate::store::import::ogb::{
-    choose_split, read_count, GzLines, OgbLayout, OgbOptions, OgbReport, PROGRESS_EVERY,
+    choose_split, read_count, read_split_into, GzLines, OgbLayout, OgbOptions, OgbReport,
+    PROGRESS_EVERY,
 };
 use crate::store::import::{limits, write_no_features, write_roles, ImportReport, LabelTable};
 use crate::store::writer::StoreWriter;
@@ -426,36 +427,11 @@ fn read_type_labels(
     Ok(max)
 }
 
-/// One type's split files into the global role table.
+/// One type's split files into the global role table (ids local to the type).
 fn read_type_split(dir: &Path, ty: &NodeType, roles: &mut [u8]) -> Result<(), StoreError> {
-    for (file, role) in [
-        ("train.csv.gz", Role::Train),
-        ("valid.csv.gz", Role::Val),
-        ("test.csv.gz", Role::Test),
-    ] {
-        let path = dir.join(file);
-        let mut lines = GzLines::open(&path)?;
-        while lines.advance()? {
-            let l = lines.line().trim();
-            if l.is_empty() {
-                continue;
-            }
-            let v = local_id(&lines, l, ty, "node")? as usize;
-            let k = v as u64 - ty.start;
-            if roles[v] != Role::None as u8 {
-                let other = ["", "train", "valid", "test"][roles[v] as usize];
-                return Err(lines.err(if roles[v] == role as u8 {
-                    format!("node {k} is listed twice")
-                } else {
-                    format!(
-                        "node {k} is also in {other}.csv.gz: the split's parts must not overlap"
-                    )
-                }));
-            }
-            roles[v] = role as u8;
-        }
-    }
-    Ok(())
+    read_split_into(dir, roles, |lines, l| {
+        local_id(lines, l, ty, "node").map(|v| (v as usize, u64::from(v) - ty.start))
+    })
 }
 
 /// One type's features into its own section; (width, entry), or None without a file.
@@ -922,15 +898,7 @@ pub(super) fn import_ogb_hetero(
     w.commit(&header, |store| {
         // The relations against the full graph as `check` verifies them (a writer bug is
         // refused here, never published).
-        let problems = crate::store::typed::check_full(store, true);
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(StoreError::CheckFailed {
-                path: store.path().to_path_buf(),
-                problems,
-            })
-        }
+        StoreError::from_problems(store.path(), crate::store::typed::check_full(store, true))
     })?;
     Ok(OgbReport {
         report: ImportReport {
