@@ -513,25 +513,14 @@ fn stats_rows(
     let inv_n = 1.0 / n.max(1) as f64;
     let mean: Vec<f64> = acc[..f].iter().map(|s| s * inv_n).collect();
     match norm.kind {
-        NormKind::Batch { .. } => {
-            // Evaluation without running statistics: the evaluated nodes' mean and biased
-            // variance, E[x²] − μ².
+        // BatchNorm in evaluation without running statistics is GraphNorm with α = 1: the
+        // evaluated nodes' mean and biased variance E[x²] − μ².
+        NormKind::Graph | NormKind::Batch { .. } => {
             let (gamma, beta) = affine_rows(norm, inputs, f)?;
-            let var: Vec<f64> = (0..f)
-                .map(|j| (acc[f + j] * inv_n - mean[j] * mean[j]).max(0.0))
-                .collect();
-            batch_rows(
-                &x.data,
-                f,
-                norm.eps,
-                (&mean, &var),
-                (&gamma, &beta),
-                &mut y.data,
-            );
-        }
-        NormKind::Graph => {
-            let (gamma, beta) = affine_rows(norm, inputs, f)?;
-            let alpha = param_row(inputs, 0, f, 1.0, op)?;
+            let alpha = match norm.kind {
+                NormKind::Graph => param_row(inputs, 0, f, 1.0, op)?,
+                _ => vec![1.0; f],
+            };
             // mean_i (x_i − αμ)² = E[x²] − (2α − α²) μ².
             let shift: Vec<f64> = mean.iter().zip(&alpha).map(|(m, a)| m * a).collect();
             let var: Vec<f64> = (0..f)
