@@ -10,7 +10,8 @@
 #   PLANS (default "gcn graphsage sgc appnp jknet gcnii gat mixhop graphsage_max mlp"),
 #   SEEDS (default "1 2 3 4 5"), THREADS (default 2), PRECISION (f32 or bf16: adds
 #   `--set compute.precision=…`; default: the plan's own, f32), SAINTFLOW (the binary;
-#   default target/release/saintflow, built when absent). Needs python3 (standard library only).
+#   default target/release/saintflow, built when absent), STORE (the store's name, default cora).
+#   Needs python3 (standard library only).
 # gcnii (64 layers, 1000 epochs) takes minutes a seed on 2 cores; the others seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,7 @@ PLANS=${PLANS:-gcn graphsage sgc appnp jknet gcnii gat mixhop graphsage_max mlp}
 SEEDS=${SEEDS:-1 2 3 4 5}
 THREADS=${THREADS:-2}
 SF=${SAINTFLOW:-$ROOT/target/release/saintflow}
+STORE=${STORE:-cora}
 [ -d "$DATA" ] || { echo "Cora not found at $DATA: set DATA" >&2; exit 1; }
 [ -x "$SF" ] || (cd "$ROOT" && cargo build --release -q --bin saintflow)
 mkdir -p "$OUT"
@@ -27,14 +29,14 @@ set_precision=()
 [ -n "${PRECISION:-}" ] && set_precision=(--set "compute.precision=$PRECISION")
 lscpu | grep -E "Model name|CPU family|^Model:" || true
 echo "saintflow $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?'), threads $THREADS, precision ${PRECISION:-as planned}"
-"$SF" import graphsaint "$DATA" -o "$OUT/cora.sf" --force -q
+"$SF" import graphsaint "$DATA" -o "$OUT/$STORE.sf" --force -q
 echo
 echo "| plan | test accuracy, seeds $SEEDS | mean ± sd |"
 echo "|---|---|---|"
 for p in $PLANS; do
   accs=()
   for s in $SEEDS; do
-    a=$("$SF" train "$ROOT/plans/$p.toml" --graph "$OUT/cora.sf" --seed "$s" --threads "$THREADS" \
+    a=$("$SF" train "$ROOT/plans/$p.toml" --graph "$OUT/$STORE.sf" --seed "$s" --threads "$THREADS" \
           "${set_precision[@]}" --json 2>/dev/null |
         python3 -c 'import json, sys
 t = [r for r in map(json.loads, sys.stdin) if r.get("kind") == "test"]

@@ -18,4 +18,4 @@ OUT=${3:-/tmp/saintflow-$NAME}
 mkdir -p "$OUT"
 [ -x "$OUT/venv/bin/python" ] || { python3 -m venv "$OUT/venv" && "$OUT/venv/bin/pip" install -q numpy scipy; }
 "$OUT/venv/bin/python" -W ignore "$ROOT/scripts/planetoid_to_graphsaint.py" "$RAW" "$NAME" "$OUT/graphsaint"
-PLANS=${PLANS:-gcn sgc appnp gat mixhop} DATA="$OUT/graphsaint" "$ROOT/scripts/cora_plans.sh" "$OUT"
+PLANS=${PLANS:-gcn sgc appnp gat mixhop} STORE=$NAME DATA="$OUT/graphsaint" "$ROOT/scripts/cora_plans.sh" "$OUT"
