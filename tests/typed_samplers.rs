@@ -29,6 +29,14 @@ fn gz(path: &Path, lines: impl IntoIterator<Item = impl AsRef<str>>) {
     z.finish().unwrap().flush().unwrap();
 }
 
+/// A relation as the files list it: (src, rel, dst, edges in local ids).
+type Listed = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(u32, u32)],
+);
+
 /// A tiny typed graph in ogbn-mag's layout, imported: paper 0..4 (labelled, train 0 and
 /// 1), author 0..3, field 0..2 (the importer orders the types by name: author, field,
 /// paper); `author writes paper`, `paper cites paper` (made symmetric), `paper has_topic field`, and the
@@ -39,7 +47,7 @@ fn tiny(dir: &Path) -> PathBuf {
         &raw.join("num-node-dict.csv.gz"),
         ["paper,author,field", "4,3,2"],
     );
-    let rels: [(&str, &str, &str, &[(u32, u32)]); 3] = [
+    let rels: [Listed; 3] = [
         (
             "author",
             "writes",
