@@ -722,6 +722,7 @@ fn issue15_asymmetric_pattern_is_an_error_not_a_wrong_transpose() {
         indices: vec![1, 0, 2, 0],
         parent_entries: vec![0; 4],
         link: None,
+        typed: None,
     };
     let msg = sub.transpose_permutation().unwrap_err().to_string();
     assert!(msg.contains("entry (20, 30) has no reverse"), "{msg}");

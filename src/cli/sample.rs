@@ -69,6 +69,26 @@ struct Record {
     mean_degree: f64,
     max_degree: usize,
     ms: f64,
+    /// A typed store's subgraph: nodes per type, in type order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    types: Option<Vec<TypeCount>>,
+    /// A typed store's subgraph: entries per relation, by relation id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relations: Option<Vec<RelationCount>>,
+}
+
+#[derive(Serialize)]
+struct TypeCount {
+    name: String,
+    nodes: usize,
+}
+
+#[derive(Serialize)]
+struct RelationCount {
+    src: String,
+    name: String,
+    dst: String,
+    entries: usize,
 }
 
 #[derive(Serialize)]
@@ -333,8 +353,37 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     let start = Instant::now();
     for i in 0..a.count {
         let t = Instant::now();
-        let s = sample_subgraph(sampler.as_ref(), a.seed, i, clip)?;
+        let mut s = sample_subgraph(sampler.as_ref(), a.seed, i, clip)?;
+        // A typed store's subgraph carries its types and relations (issue 57 item 4),
+        // timed with the draw: what a typed plan's step pays.
+        if store.is_typed() {
+            crate::sample::attach_relations(&store, &mut s)?;
+        }
         let dt = t.elapsed().as_secs_f64() * 1e3;
+        let (types, relations) = match &s.typed {
+            Some(t) => (
+                Some(
+                    (0..store.n_node_types())
+                        .map(|ty| TypeCount {
+                            name: store.node_type_name(ty).to_string(),
+                            nodes: t.type_range(ty).len(),
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Some(
+                    t.relations
+                        .iter()
+                        .map(|r| RelationCount {
+                            src: store.node_type_name(r.src).to_string(),
+                            name: store.relation(r.relation).name.to_string(),
+                            dst: store.node_type_name(r.dst).to_string(),
+                            entries: r.n_entries(),
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+            ),
+            None => (None, None),
+        };
         ms.push(dt);
         for &v in &s.nodes {
             seen[v as usize] = true;
@@ -352,6 +401,8 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
             mean_degree: s.n_entries() as f64 / s.n_nodes().max(1) as f64,
             max_degree,
             ms: dt,
+            types,
+            relations,
         };
         if a.json {
             super::out(&format!(
@@ -363,7 +414,21 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
                 super::out(&format!(
                     "subgraph {:>4}: {:>8} nodes {:>10} edges  mean degree {:>7.2}  max {:>6}  {:>8.2} ms\n",
                     i, rec.nodes, rec.edges, rec.mean_degree, rec.max_degree, dt
-                ))
+                ))?;
+                if let (Some(ty), Some(rel)) = (&rec.types, &rec.relations) {
+                    let ty: Vec<String> =
+                        ty.iter().map(|t| format!("{} {}", t.name, t.nodes)).collect();
+                    let rel: Vec<String> = rel
+                        .iter()
+                        .map(|r| format!("{} {} {} {}", r.src, r.name, r.dst, r.entries))
+                        .collect();
+                    super::out(&format!(
+                        "      types: {}\n      relations (entries): {}\n",
+                        ty.join(", "),
+                        rel.join(", ")
+                    ))?;
+                }
+                Ok::<(), crate::error::Error>(())
             })?;
         }
         bar.inc(1);

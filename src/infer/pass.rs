@@ -183,6 +183,7 @@ impl<'a> Pass<'a> {
                 indices: Vec::new(),
                 parent_entries: Vec::new(),
                 link: None,
+                typed: None,
             })),
             _ => {
                 let node = self.graph.node(id);

@@ -279,6 +279,7 @@ impl MemorySource {
             indices,
             parent_entries: (0..nnz as u64).collect(),
             link: None,
+            typed: None,
         };
         let features = (0..n * n_features)
             .map(|_| {

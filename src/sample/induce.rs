@@ -31,6 +31,9 @@ pub struct Subgraph {
     /// A link plan's scored pairs of this step (targets and negatives,
     /// [`super::link::attach_targets`]); None for node classification.
     pub link: Option<std::sync::Arc<super::link::LinkBatch>>,
+    /// On a typed store ([`super::typed::attach_relations`]): the nodes' types and each
+    /// relation's entries among the nodes; None for the homogeneous path.
+    pub typed: Option<std::sync::Arc<super::typed::SubgraphTypes>>,
 }
 
 impl Subgraph {

@@ -21,6 +21,8 @@ pub mod link;
 pub mod naive;
 pub mod node;
 pub mod norm;
+pub mod typed;
+pub mod typed_norm;
 pub mod walk;
 
 use rand::SeedableRng;
@@ -43,6 +45,11 @@ pub use link::{
 pub use node::{FullParams, FullSampler, NodeParams, NodeSampler};
 pub use norm::{Counts, Layout, NormCounts, SparseCounts};
 pub use params::SamplerParams;
+pub use typed::{
+    attach_relations, sample_typed_pool, sample_typed_subgraph, typed_walk_sampler, SubRelation,
+    SubgraphTypes, TypedEdgeSampler, TypedNodeSampler, WalkRoots,
+};
+pub use typed_norm::TypedNormCounts;
 pub use walk::{RandomWalkSampler, WalkParams};
 
 /// The RNG of one subgraph draw: xoshiro256++, a fixed algorithm (portable results).
@@ -114,6 +121,36 @@ pub fn nodes_with_edges(graph: Csr<'_>) -> Vec<u32> {
         .into_par_iter()
         .filter(|&v| offsets[v as usize + 1] > offsets[v as usize])
         .collect()
+}
+
+/// A node list a sampler draws from by index (uniformly: an index below `count`).
+pub trait NodeList: Sync {
+    /// How many nodes.
+    fn count(&self) -> usize;
+    /// The `i`-th, `i < count()`.
+    fn at(&self, i: usize) -> u32;
+}
+
+impl NodeList for EdgeNodes {
+    #[inline]
+    fn count(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn at(&self, i: usize) -> u32 {
+        self.get(i)
+    }
+}
+
+impl NodeList for Vec<u32> {
+    #[inline]
+    fn count(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn at(&self, i: usize) -> u32 {
+        self[i]
+    }
 }
 
 /// Words per block of the rank directory of [`EdgeNodes`].
@@ -263,6 +300,7 @@ pub fn sample_subgraph_into(
     sub: &mut Subgraph,
 ) -> Result<(), SampleError> {
     let mut rng = subgraph_rng(seed, index);
+    sub.typed = None;
     let nodes = &mut sub.nodes;
     nodes.clear();
     sampler.sample_nodes(&mut rng, nodes)?;

@@ -1,4 +1,5 @@
-//! GraphSAINT normalisation (ICLR 2020 §3.2): pre-sample subgraphs and count how often
+//! GraphSAINT normalisation (ICLR 2020 §3.2; the derivation in docs/SAMPLING.md, typed
+//! graphs in `typed_norm.rs`): pre-sample subgraphs and count how often
 //! each node (C_v) and each edge (C_{u,v}) appears, then
 //!
 //! * aggregator coefficients α_{u,v} = C_{u,v} / C_v: in a subgraph, the entry of row v
@@ -632,6 +633,7 @@ mod tests {
             indices: vec![1, 0, 2, 1, 3, 2],
             parent_entries: vec![0, 1, 2, 3, 4, 5],
             link: None,
+            typed: None,
         };
         let (node_norm, edge_norm) = counts.pyg_norms(&s);
         // num_samples = the 5 pre-sampled subgraphs (not the 12 nodes they drew);

@@ -6,7 +6,9 @@ use std::cell::RefCell;
 
 use rand_core::RngCore;
 
-use crate::sample::{below, neighbor_at, scale, EdgeNodes, SampleError, SampleRng, Sampler};
+use crate::sample::{
+    below, neighbor_at, scale, EdgeNodes, NodeList, SampleError, SampleRng, Sampler,
+};
 use crate::store::Csr;
 
 sampler_params! {
@@ -36,12 +38,15 @@ impl SamplerParams for WalkParams {
     }
 }
 
-/// Random-walk sampler over one graph.
-pub struct RandomWalkSampler<'g> {
+/// Random-walk sampler over one graph. Roots are drawn uniformly from `R`: every node
+/// with a neighbour ([`EdgeNodes`], the homogeneous sampler) or a list (the typed
+/// sampler's roots of the target types, [`crate::sample::typed`]); generic, so the
+/// homogeneous draw compiles as before.
+pub struct RandomWalkSampler<'g, R: NodeList = EdgeNodes> {
     graph: Csr<'g>,
     roots: usize,
     depth: usize,
-    candidates: EdgeNodes,
+    candidates: R,
 }
 
 impl<'g> RandomWalkSampler<'g> {
@@ -63,7 +68,31 @@ impl<'g> RandomWalkSampler<'g> {
     }
 }
 
-impl Sampler for RandomWalkSampler<'_> {
+impl<'g, R: NodeList> RandomWalkSampler<'g, R> {
+    /// `roots` walks of `depth` steps from roots drawn uniformly from `candidates`, each of
+    /// which must have a neighbour in `graph` (an empty list is [`SampleError::NoEdges`]).
+    pub fn with_roots(
+        graph: Csr<'g>,
+        candidates: R,
+        roots: usize,
+        depth: usize,
+    ) -> Result<Self, SampleError> {
+        if roots == 0 {
+            return Err(SampleError::Param("rw: --roots expected ≥ 1, got 0".into()));
+        }
+        if candidates.count() == 0 {
+            return Err(SampleError::NoEdges);
+        }
+        Ok(RandomWalkSampler {
+            graph,
+            roots,
+            depth,
+            candidates,
+        })
+    }
+}
+
+impl<R: NodeList> Sampler for RandomWalkSampler<'_, R> {
     fn name(&self) -> String {
         format!("rw(roots={}, depth={})", self.roots, self.depth)
     }
@@ -92,9 +121,9 @@ impl Sampler for RandomWalkSampler<'_> {
                 draws.extend((0..total).map(|_| rng.next_u64()));
                 out.resize(start + total, 0);
                 let walks = &mut out[start..];
-                let n = self.candidates.len() as u64;
+                let n = self.candidates.count() as u64;
                 for (i, w) in walks.chunks_exact_mut(per).enumerate() {
-                    w[0] = self.candidates.get(scale(draws[i * per], n) as usize);
+                    w[0] = self.candidates.at(scale(draws[i * per], n) as usize);
                 }
                 for s in 1..per {
                     for (i, w) in walks.chunks_exact_mut(per).enumerate() {
@@ -117,14 +146,14 @@ impl Sampler for RandomWalkSampler<'_> {
     }
 }
 
-impl RandomWalkSampler<'_> {
+impl<R: NodeList> RandomWalkSampler<'_, R> {
     /// Walk after walk, each ending at a node without neighbours.
     fn walk_by_walk(&self, rng: &mut SampleRng, out: &mut Vec<u32>) -> Result<(), SampleError> {
         out.reserve(self.roots.saturating_mul(self.depth.saturating_add(1)));
         for _ in 0..self.roots {
             let mut v = self
                 .candidates
-                .get(below(rng, self.candidates.len() as u64) as usize);
+                .at(below(rng, self.candidates.count() as u64) as usize);
             out.push(v);
             for _ in 0..self.depth {
                 if self.graph.degree(v) == 0 {
