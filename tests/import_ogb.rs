@@ -4,8 +4,10 @@
 
 mod common;
 
+use common::gz;
+
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use npyz::WriterBuilder;
@@ -16,17 +18,6 @@ use saintflow::store::import::{
     TrainGraphMode,
 };
 use saintflow::store::{check, GraphStore, LabelKind, Labels, Role};
-
-/// Writes `lines` (each followed by a newline) gzip-compressed to `path`.
-fn gz(path: &Path, lines: impl IntoIterator<Item = impl AsRef<str>>) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let f = BufWriter::new(File::create(path).unwrap());
-    let mut z = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
-    for l in lines {
-        writeln!(z, "{}", l.as_ref()).unwrap();
-    }
-    z.finish().unwrap().flush().unwrap();
-}
 
 fn ogb(dir: &Path, out: &Path, split: Option<&str>) -> Result<(OgbReport, GraphStore), String> {
     let opts = OgbOptions {

@@ -7,9 +7,9 @@
 
 mod common;
 
+use common::gz;
+
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use rand::SeedableRng;
@@ -18,16 +18,6 @@ use saintflow::sample::naive::{chi_square, chi_square_critical};
 use saintflow::sample::*;
 use saintflow::store::import::{import_ogb, OgbOptions};
 use saintflow::store::{check, GraphStore};
-
-fn gz(path: &Path, lines: impl IntoIterator<Item = impl AsRef<str>>) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let f = BufWriter::new(File::create(path).unwrap());
-    let mut z = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
-    for l in lines {
-        writeln!(z, "{}", l.as_ref()).unwrap();
-    }
-    z.finish().unwrap().flush().unwrap();
-}
 
 /// A relation as the files list it: (src, rel, dst, edges in local ids).
 type Listed = (

@@ -7,26 +7,15 @@
 
 mod common;
 
+use common::gz;
+
 use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use saintflow::progress::Progress;
 use saintflow::store::format::NO_LABEL;
 use saintflow::store::import::{import_ogb, OgbLayout, OgbOptions, OgbReport};
 use saintflow::store::{check, info, GraphStore, Role};
-
-/// Writes `lines` gzip-compressed to `path`.
-fn gz(path: &Path, lines: impl IntoIterator<Item = impl AsRef<str>>) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let f = BufWriter::new(File::create(path).unwrap());
-    let mut z = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
-    for l in lines {
-        writeln!(z, "{}", l.as_ref()).unwrap();
-    }
-    z.finish().unwrap().flush().unwrap();
-}
 
 /// A relation as the files list it: (src, rel, dst, edges in local ids).
 type Listed = (&'static str, &'static str, &'static str, Vec<(u32, u32)>);

@@ -483,3 +483,15 @@ pub fn op_ctx<'a>(
         },
     }
 }
+
+/// Writes `lines` (each followed by a newline) gzip-compressed to `path`, making its
+/// directory: the OGB importers' test inputs.
+pub fn gz(path: &Path, lines: impl IntoIterator<Item = impl AsRef<str>>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let f = BufWriter::new(File::create(path).unwrap());
+    let mut z = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+    for l in lines {
+        writeln!(z, "{}", l.as_ref()).unwrap();
+    }
+    z.finish().unwrap().flush().unwrap();
+}
