@@ -404,6 +404,7 @@ pub fn attach_relations(store: &GraphStore, sub: &mut Subgraph) -> Result<(), Sa
     }
     type_starts.push(sub.nodes.len() as u32);
     let mut relations = Vec::with_capacity(store.n_relations());
+    let mut spans: Vec<(usize, usize)> = Vec::new();
     for r in 0..store.n_relations() {
         let rel = store.relation(r);
         let csr = rel.csr;
@@ -419,16 +420,26 @@ pub fn attach_relations(store: &GraphStore, sub: &mut Subgraph) -> Result<(), Sa
             ..SubRelation::default()
         };
         out.offsets.push(0);
-        for i in rows {
+        // Each row's neighbours of the destination type in the subgraph row (local ids
+        // ascending, so global ids ascending too), and room for all of them at once: grown
+        // entry by entry, the buffers were copied and their fresh pages faulted in on each
+        // doubling (as `induce` found).
+        spans.clear();
+        let mut room = 0usize;
+        for i in rows.clone() {
+            let local = sub.neighbors(i);
+            let lo = local.partition_point(|&j| j < cols.start);
+            let hi = lo + local[lo..].partition_point(|&j| j < cols.end);
+            spans.push((lo, hi));
+            room += hi - lo;
+        }
+        out.indices.reserve(room);
+        out.parent_entries.reserve(room);
+        for (i, &(lo, hi)) in rows.zip(spans.iter()) {
             let u = sub.nodes[i];
             let row = csr.row(u);
             let base = csr.offsets()[(u - csr.src_start) as usize];
-            // The subgraph row's neighbours of the destination type (local ids ascending,
-            // so global ids ascending too).
-            let local = sub.neighbors(i);
-            let lo = local.partition_point(|&j| j < cols.start);
-            let hi = local.partition_point(|&j| j < cols.end);
-            let local = &local[lo..hi];
+            let local = &sub.neighbors(i)[lo..hi];
             if row.len() > 8 * local.len() {
                 let mut from = 0usize;
                 for &j in local {
