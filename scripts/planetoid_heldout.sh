@@ -16,6 +16,9 @@ RAW=${1:?usage: scripts/planetoid_heldout.sh RAW_DIR [NAME] [OUT_DIR]}
 NAME=${2:-citeseer}
 OUT=${3:-/tmp/saintflow-$NAME}
 mkdir -p "$OUT"
-[ -x "$OUT/venv/bin/python" ] || { python3 -m venv "$OUT/venv" && "$OUT/venv/bin/pip" install -q numpy scipy; }
+[ -x "$OUT/venv/bin/python" ] || { python3 -m venv "$OUT/venv" && "$OUT/venv/bin/pip" install -q numpy scipy threadpoolctl; }
+# numpy only converts here (nothing of it is timed); the environment is the baselines' all the same.
+. "$ROOT/scripts/blas_env.sh"
+blas_core "$OUT/venv/bin/python"
 "$OUT/venv/bin/python" -W ignore "$ROOT/scripts/planetoid_to_graphsaint.py" "$RAW" "$NAME" "$OUT/graphsaint"
 PLANS=${PLANS:-gcn sgc appnp gat mixhop} STORE=$NAME DATA="$OUT/graphsaint" "$ROOT/scripts/cora_plans.sh" "$OUT"
