@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::gz;
+use common::{gz, ogb_relations};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -52,18 +52,7 @@ fn tiny(dir: &Path) -> PathBuf {
             &[(0, 0), (1, 0), (2, 1), (3, 1)],
         ),
     ];
-    gz(
-        &raw.join("triplet-type-list.csv.gz"),
-        rels.iter().map(|(s, r, d, _)| format!("{s},{r},{d}")),
-    );
-    for (s, r, d, e) in &rels {
-        let rd = raw.join("relations").join(format!("{s}___{r}___{d}"));
-        gz(
-            &rd.join("edge.csv.gz"),
-            e.iter().map(|(a, b)| format!("{a},{b}")),
-        );
-        gz(&rd.join("num-edge-list.csv.gz"), [e.len().to_string()]);
-    }
+    ogb_relations(&raw, &rels);
     gz(
         &raw.join("node-feat/paper/node-feat.csv.gz"),
         ["1.0", "2.0", "3.0", "4.0"],

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::gz;
+use common::{gz, ogb_relations};
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -64,17 +64,13 @@ fn tiny(dir: &Path) {
         ["paper,author,field_of_study", "4,3,2"],
     );
     let rels = relations();
-    gz(
-        &raw.join("triplet-type-list.csv.gz"),
-        rels.iter().map(|(s, r, d, _)| format!("{s},{r},{d}")),
-    );
+    let listed: Vec<common::OgbRelation<'_>> = rels
+        .iter()
+        .map(|(s, r, d, e)| (*s, *r, *d, &e[..]))
+        .collect();
+    ogb_relations(&raw, &listed);
     for (s, r, d, e) in &rels {
         let rd = raw.join("relations").join(format!("{s}___{r}___{d}"));
-        gz(
-            &rd.join("edge.csv.gz"),
-            e.iter().map(|(a, b)| format!("{a},{b}")),
-        );
-        gz(&rd.join("num-edge-list.csv.gz"), [e.len().to_string()]);
         gz(&rd.join("edge_reltype.csv.gz"), e.iter().map(|_| "0"));
     }
     gz(

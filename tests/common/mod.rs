@@ -495,3 +495,24 @@ pub fn gz(path: &Path, lines: impl IntoIterator<Item = impl AsRef<str>>) {
     }
     z.finish().unwrap().flush().unwrap();
 }
+
+/// A relation as ogbn-mag's files list it: (src, rel, dst, edges in local ids).
+pub type OgbRelation<'a> = (&'a str, &'a str, &'a str, &'a [(u32, u32)]);
+
+/// Relations in ogbn-mag's raw layout under `raw`: `triplet-type-list.csv.gz` and, per
+/// relation (src, rel, dst, edges in local ids), `relations/src___rel___dst/` with
+/// `edge.csv.gz` and `num-edge-list.csv.gz`.
+pub fn ogb_relations(raw: &Path, rels: &[OgbRelation<'_>]) {
+    gz(
+        &raw.join("triplet-type-list.csv.gz"),
+        rels.iter().map(|(s, r, d, _)| format!("{s},{r},{d}")),
+    );
+    for (s, r, d, e) in rels {
+        let rd = raw.join("relations").join(format!("{s}___{r}___{d}"));
+        gz(
+            &rd.join("edge.csv.gz"),
+            e.iter().map(|(a, b)| format!("{a},{b}")),
+        );
+        gz(&rd.join("num-edge-list.csv.gz"), [e.len().to_string()]);
+    }
+}

@@ -17,6 +17,7 @@ use crate::op::RowLocal;
 use crate::op::{Arity, Ctx, GradBuilder, Op, OpError};
 
 use super::dense;
+use super::structure::{spread_blocks, sum_blocks};
 
 /// `psum(x, q)`: the softmax(q)-weighted sum of x's S column blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,16 +98,7 @@ impl Op for Psum {
             .into_iter()
             .map(|v| v as f32)
             .collect();
-        let c = x.cols / s;
-        let mut y = Tensor::zeros(x.rows, c);
-        if c > 0 {
-            y.data.par_chunks_mut(c).enumerate().for_each(|(i, out)| {
-                for (block, &w) in x.row(i).chunks_exact(c).zip(&p) {
-                    out.iter_mut().zip(block).for_each(|(o, &v)| *o += w * v);
-                }
-            });
-        }
-        Ok(Value::dense(y))
+        Ok(Value::dense(sum_blocks(x, &p)))
     }
     fn backward(
         &self,
@@ -187,22 +179,7 @@ impl Op for PsumGrad {
                     .map(|v| v as f32)
                     .collect();
                 let dy = dense(inputs, 1, name)?;
-                let c = dy.cols;
-                let mut dx = Tensor::zeros(dy.rows, c * s);
-                if c > 0 {
-                    dx.data
-                        .par_chunks_mut(c * s)
-                        .enumerate()
-                        .for_each(|(i, out)| {
-                            for (block, &w) in out.chunks_exact_mut(c).zip(&p) {
-                                block
-                                    .iter_mut()
-                                    .zip(dy.row(i))
-                                    .for_each(|(o, &v)| *o = w * v);
-                            }
-                        });
-                }
-                Ok(Value::dense(dx))
+                Ok(Value::dense(spread_blocks(dy, &p)))
             }
             PsumWrt::Q => {
                 let x = dense(inputs, 0, name)?;

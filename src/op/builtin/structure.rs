@@ -425,18 +425,7 @@ impl Op for MeanHeads {
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         let x = dense(inputs, 0, "mean_heads")?;
         let h = self.heads;
-        let f = x.cols / h;
-        let mut y = Tensor::zeros(x.rows, f);
-        let inv = 1.0 / h as f32;
-        if f > 0 {
-            y.data.par_chunks_mut(f).enumerate().for_each(|(i, out)| {
-                for block in x.row(i).chunks_exact(f) {
-                    out.iter_mut().zip(block).for_each(|(o, &v)| *o += v);
-                }
-                out.iter_mut().for_each(|o| *o *= inv);
-            });
-        }
-        Ok(Value::dense(y))
+        Ok(Value::dense(sum_blocks(x, &vec![1.0 / h as f32; h])))
     }
     /// y = (1/H) Σ_h x_h: ∂x_h = ∇y / H for every block h (`mean_heads_backward`).
     fn backward(
@@ -485,23 +474,8 @@ impl Op for MeanHeadsBackward {
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         let d = dense(inputs, 0, "mean_heads_backward")?;
-        let (h, f) = (self.heads, d.cols);
-        let inv = 1.0 / h as f32;
-        let mut y = Tensor::zeros(d.rows, f * h);
-        if f > 0 {
-            y.data
-                .par_chunks_mut(f * h)
-                .enumerate()
-                .for_each(|(i, out)| {
-                    for block in out.chunks_exact_mut(f) {
-                        block
-                            .iter_mut()
-                            .zip(d.row(i))
-                            .for_each(|(o, &v)| *o = v * inv);
-                    }
-                });
-        }
-        Ok(Value::dense(y))
+        let h = self.heads;
+        Ok(Value::dense(spread_blocks(d, &vec![1.0 / h as f32; h])))
     }
     /// y_h = d/H for every h: ∂d = (1/H) Σ_h ∇y_h, a `mean_heads`.
     fn backward(
@@ -511,4 +485,39 @@ impl Op for MeanHeadsBackward {
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         Ok(vec![Some(g.add(MeanHeads { heads: self.heads }, &[grad])?)])
     }
+}
+
+/// Σ_s w_s · x's column block s (x holds `w.len()` equal blocks): `mean_heads` (w_s = 1/H)
+/// and `psum` (w = softmax(q)).
+pub(super) fn sum_blocks(x: &Tensor, w: &[f32]) -> Tensor {
+    let c = x.cols / w.len().max(1);
+    let mut y = Tensor::zeros(x.rows, c);
+    if c > 0 {
+        y.data.par_chunks_mut(c).enumerate().for_each(|(i, out)| {
+            for (block, &ws) in x.row(i).chunks_exact(c).zip(w) {
+                out.iter_mut().zip(block).for_each(|(o, &v)| *o += ws * v);
+            }
+        });
+    }
+    y
+}
+
+/// [w_0·d | w_1·d | …]: the adjoint of [`sum_blocks`] (the backward of both ops).
+pub(super) fn spread_blocks(d: &Tensor, w: &[f32]) -> Tensor {
+    let c = d.cols;
+    let mut y = Tensor::zeros(d.rows, c * w.len());
+    if c > 0 {
+        y.data
+            .par_chunks_mut(c * w.len())
+            .enumerate()
+            .for_each(|(i, out)| {
+                for (block, &ws) in out.chunks_exact_mut(c).zip(w) {
+                    block
+                        .iter_mut()
+                        .zip(d.row(i))
+                        .for_each(|(o, &v)| *o = ws * v);
+                }
+            });
+    }
+    y
 }
