@@ -342,7 +342,9 @@ fn bits(v: &Value) -> Option<(Vec<u32>, Vec<u32>)> {
 /// mode, on the 23-node test graph cut into blocks of 1, 2, 5 and 23 rows; an op with node
 /// statistics ([`NodeStats`](crate::op::NodeStats)) with its statistics folded over x in
 /// blocks of the same size first; a neighbour op that folds ([`NeighbourOp::fold`](crate::op::NeighbourOp::fold)) also with X streamed in
-/// parts of 1, 3, 7 and 23 rows. An op that is neither is an error.
+/// parts of 1, 3, 7 and 23 rows; one that takes any rows
+/// ([`NeighbourOp::any_rows`](crate::op::NeighbourOp::any_rows)) also on a block of every
+/// third row. An op that is neither is an error.
 pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(), CheckError> {
     let (_, src) = graphs().swap_remove(0);
     let b = Built::new(&op, args, &src)?;
@@ -409,6 +411,7 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                     .collect();
                 let rb = RowBlock {
                     r0: r.start,
+                    ids: None,
                     n_nodes: n,
                     x0: 0,
                     adjacency: &block_a,
@@ -426,6 +429,7 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                             let sub = block_a.column_part(&mut cursor, p0 as u32, p1 as u32);
                             let rb = RowBlock {
                                 r0: r.start,
+                                ids: None,
                                 n_nodes: p1 - p0,
                                 x0: p0,
                                 adjacency: &sub,
@@ -534,5 +538,66 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
             });
         }
     }
+    // A neighbour op that takes any rows: a block of every third row from row 1 gives the
+    // whole forward's rows there.
+    if let Some(nb) = op.as_neighbour().filter(|nb| nb.any_rows()) {
+        let k = nb.neighbour(&facts);
+        let a = inputs[k.adjacency]
+            .as_sparse()
+            .ok_or_else(|| err(&"the adjacency argument is not sparse"))?;
+        let x = inputs[k.x]
+            .as_dense()
+            .ok_or_else(|| err(&"the x argument is not dense"))?;
+        let ids: Vec<u32> = (1..n as u32).step_by(3).collect();
+        let others: Vec<Option<&Value>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i != k.adjacency && i != k.x).then_some(v))
+            .collect();
+        let block_a = rows_at(a, &ids);
+        let rb = RowBlock {
+            r0: ids[0] as usize,
+            ids: Some(&ids),
+            n_nodes: n,
+            x0: 0,
+            adjacency: &block_a,
+            x: NodeRows::new(&x.data, x.cols),
+            inputs: &others,
+        };
+        let part = nb
+            .forward_block(&rb, &ctx(ids.len()))
+            .map_err(|e| err(&e))?;
+        let want = match (whole.as_dense(), whole.as_sparse()) {
+            (Some(t), _) => Value::dense(NodeRows::new(&t.data, t.cols).gather(&ids)),
+            (_, Some(s)) => Value::Sparse(rows_at(s, &ids)),
+            _ => return Err(err(&"the forward is neither dense nor sparse")),
+        };
+        if bits(&part) != bits(&want) {
+            return Err(CheckError::Blocked {
+                op: op.name().to_string(),
+                rows: 1..n,
+                what:
+                    "a block of every third row (`any_rows`) differs from those rows of the whole"
+                        .into(),
+            });
+        }
+    }
     Ok(())
+}
+
+/// Rows `ids` of a CSR value, entries in order.
+fn rows_at(a: &SparseMat, ids: &[u32]) -> SparseMat {
+    let st = &a.structure;
+    let h = a.heads();
+    let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
+    for &v in ids {
+        let (lo, hi) = (
+            st.offsets[v as usize] as usize,
+            st.offsets[v as usize + 1] as usize,
+        );
+        indices.extend_from_slice(&st.indices[lo..hi]);
+        values.extend_from_slice(&a.values.data[lo * h..hi * h]);
+        offsets.push(indices.len() as u32);
+    }
+    SparseMat::csr(offsets, indices, values, h)
 }

@@ -866,6 +866,30 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
                 let got = blocks(&full, &params, which, rows);
                 let what = format!("{name} {which:?} rows {rows:?} memory {memory}");
                 assert_close(&want.data, &got, &what);
+                // At chosen rows (the nodes an evaluation scores): those rows of the pass
+                // of every row, bit for bit, in order.
+                let n = store.n_nodes();
+                let ids: Vec<u32> = (0..n as u32)
+                    .filter(|&v| v % 3 == 1 || v as usize == n - 1)
+                    .collect();
+                let (mut seen, mut at) = (Vec::new(), Vec::new());
+                full.for_each_block_at(&Interpreter, &params, which, &ids, &mut |chunk, t| {
+                    seen.extend_from_slice(chunk);
+                    at.extend(t.data.iter().map(|x| x.to_bits()));
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(seen, ids, "{what}: chosen rows in order, once");
+                let cols = got.len() / n;
+                let those: Vec<u32> = ids
+                    .iter()
+                    .flat_map(|&v| &got[v as usize * cols..(v as usize + 1) * cols])
+                    .map(|x| x.to_bits())
+                    .collect();
+                assert!(
+                    at == those,
+                    "{what}: chosen rows differ from the pass of every row"
+                );
                 // Issue 53 item 7: the parameter-free values kept by the first pass and
                 // read by the next ones give the bits of computing them every time, also
                 // under other parameters (a cache of anything that reads one would not).
@@ -931,6 +955,10 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
     );
     // SGC's Â²X, for both outputs, where the memory allows.
     assert!(cached_passes >= 2, "{cached_passes} outputs read a cache");
+    // Most plans' last layer computed at the chosen rows alone (not those keeping a value
+    // of their last level for a later pass, nor a streamed one).
+    let chosen = saintflow::infer::chosen_row_levels();
+    assert!(chosen >= 9 * 3 * 2, "{chosen} last layers at chosen rows");
 }
 
 /// x − the mean of x's rows: every output row depends on every input row, so it is not

@@ -59,7 +59,7 @@ use metrics::add_node;
 
 pub use hops::{plan_hops, receptive_field};
 pub use levels::BlockedPlan;
-pub use pass::run_blocked;
+pub use pass::{chosen_row_levels, run_blocked, Rows};
 pub use plan::{InferOptions, PassPlan};
 
 /// Result with full-graph inference's [`InferError`].
@@ -311,6 +311,61 @@ impl<'g> FullGraph<'g> {
         which: Output,
         sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
     ) -> Result<()> {
+        self.blocks(runner, params, which, None, &mut |rows, t| match rows {
+            Rows::From(r0) => sink(r0, t),
+            Rows::Ids(_) => unreachable!("a pass of every row"),
+        })
+    }
+
+    /// Computes `which` at the nodes `ids` (ascending, distinct) and hands it to
+    /// `sink(ids, rows)` in blocks, in order: what an evaluation that scores some nodes
+    /// needs. The last layer is computed at those rows alone when the plan allows (no
+    /// value of it kept, no streamed input, its neighbour ops taking any rows:
+    /// [`NeighbourOp::any_rows`](crate::op::NeighbourOp::any_rows)); the layers below it
+    /// at every row, as their outputs are read at the neighbours. The values are those of
+    /// [`for_each_block`](Self::for_each_block) at the same rows, bit for bit.
+    pub fn for_each_block_at(
+        &self,
+        runner: &dyn StepRunner,
+        params: &Params,
+        which: Output,
+        ids: &[u32],
+        sink: &mut (dyn FnMut(&[u32], &Tensor) -> Result<()> + Send),
+    ) -> Result<()> {
+        debug_assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "ascending, distinct ids"
+        );
+        self.blocks(
+            runner,
+            params,
+            which,
+            Some(ids),
+            &mut |rows, t| match rows {
+                Rows::Ids(chunk) => sink(chunk, t),
+                Rows::From(r0) => {
+                    // A block of every row: the chosen ones in it, gathered.
+                    let lo = ids.partition_point(|&v| (v as usize) < r0);
+                    let hi = ids.partition_point(|&v| (v as usize) < r0 + t.rows);
+                    let mine = &ids[lo..hi];
+                    if mine.is_empty() {
+                        return Ok(());
+                    }
+                    let local: Vec<u32> = mine.iter().map(|&v| v - r0 as u32).collect();
+                    sink(mine, &kept::gather_rows(&t.data, t.cols, &local))
+                }
+            },
+        )
+    }
+
+    fn blocks(
+        &self,
+        runner: &dyn StepRunner,
+        params: &Params,
+        which: Output,
+        at: Option<&[u32]>,
+        sink: &mut (dyn FnMut(Rows<'_>, &Tensor) -> Result<()> + Send),
+    ) -> Result<()> {
         let blocked = &self.output(which).1;
         match blocked {
             Ok(bp) => {
@@ -347,6 +402,7 @@ impl<'g> FullGraph<'g> {
                         &self.opts,
                         sink,
                         (&values, &fill),
+                        at,
                     )
                 })?;
                 if !fill.is_empty() {
@@ -360,7 +416,7 @@ impl<'g> FullGraph<'g> {
             }
             Err(_) => {
                 let t = self.in_memory(runner, params, which)?;
-                sink(0, &t)
+                sink(Rows::From(0), &t)
             }
         }
     }
@@ -434,9 +490,12 @@ impl<'g> FullGraph<'g> {
         let classes = self.width(Output::Logits);
         let labels = self.store.labels();
         let mut counts: Vec<Counts> = roles.iter().map(|_| Counts::new(classes)).collect();
-        self.for_each_block(runner, params, Output::Logits, &mut |r0, t| {
-            for i in 0..t.rows {
-                let v = (r0 + i) as u32;
+        // Only the nodes of these roles are scored: the last layer is computed there.
+        let ids: Vec<u32> = (0..self.store.n_nodes() as u32)
+            .filter(|&v| roles.contains(&self.store.role(v)))
+            .collect();
+        self.for_each_block_at(runner, params, Output::Logits, &ids, &mut |ids, t| {
+            for (i, &v) in ids.iter().enumerate() {
                 let role = self.store.role(v);
                 if let Some(k) = roles.iter().position(|&r| r == role) {
                     add_node(&mut counts[k], &labels, v, t.row(i));

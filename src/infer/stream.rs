@@ -119,6 +119,7 @@ impl Pass<'_> {
                     let inputs = self.other_inputs(f.id, nb);
                     let rb = RowBlock {
                         r0: c0,
+                        ids: None,
                         n_nodes: p1 - p0,
                         x0: p0,
                         adjacency: &sub,

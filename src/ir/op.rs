@@ -527,6 +527,14 @@ pub trait NeighbourOp {
     fn fold(&self) -> Option<&dyn NeighbourFold> {
         None
     }
+
+    /// Whether [`forward_block`](Self::forward_block) takes blocks of any rows: it reads
+    /// a row's own id only through [`RowBlock::row_ids`] (or not at all), never as
+    /// `r0 + i`. An evaluation that scores some nodes only (validation) then computes its
+    /// last layer at those rows alone. Default: false (every row is computed).
+    fn any_rows(&self) -> bool {
+        false
+    }
 }
 
 /// Capability of a neighbour op whose output row is a fold over the row's adjacency
@@ -680,8 +688,11 @@ impl<'a> NodeRows<'a> {
 
 /// A block of rows of a neighbour op's output (see [`NeighbourOp::forward_block`]).
 pub struct RowBlock<'a> {
-    /// The global id of the block's first row.
+    /// The global id of the block's first row (with `ids`, the first of them).
     pub r0: usize,
+    /// The block's rows' global ids when they are not `r0..r0 + rows` (an evaluation of
+    /// chosen rows, [`NeighbourOp::any_rows`]); `None`: consecutive from `r0`.
+    pub ids: Option<&'a [u32]>,
     /// The adjacency's columns: N, the graph's nodes (in a [`NeighbourFold`]'s part, the
     /// part's).
     pub n_nodes: usize,
@@ -702,6 +713,14 @@ impl RowBlock<'_> {
     /// Rows in the block.
     pub fn rows(&self) -> usize {
         self.adjacency.structure.n_rows()
+    }
+
+    /// The global ids of the block's rows, in order.
+    pub fn row_ids(&self) -> Vec<u32> {
+        match self.ids {
+            Some(ids) => ids.to_vec(),
+            None => (self.r0 as u32..(self.r0 + self.rows()) as u32).collect(),
+        }
     }
 }
 

@@ -519,6 +519,10 @@ impl<R: NeighbourReduce> NeighbourOp for Reduce<R> {
         Neighbour { adjacency: 0, x: 1 }
     }
     /// The block's adjacency rows carry global ids; X is read in place by them.
+    fn any_rows(&self) -> bool {
+        true
+    }
+
     fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
         let rows = block.rows();
         let cols = block.x.cols();

@@ -13,7 +13,7 @@ use crate::exec::StepRunner;
 use crate::infer::link::{link_metrics, no_split, representations, PairScorer};
 use crate::infer::metrics::add_node;
 use crate::infer::{FullGraph, InferOptions, Output};
-use crate::ir::Params;
+use crate::ir::{Params, Tensor};
 use crate::metrics::{argmax, Counts, Metrics};
 use crate::op::Registry;
 use crate::plan::Plan;
@@ -135,20 +135,33 @@ fn node_figures(
         .transpose()?;
     let roles = [Role::Val, Role::Test];
     let mut counts = [Counts::new(classes), Counts::new(classes)];
-    graph.for_each_block(runner, params, Output::Logits, &mut |r0, t| {
-        for i in 0..t.rows {
-            let v = (r0 + i) as u32;
+    let mut count = |ids: &mut dyn Iterator<Item = u32>, t: &Tensor| {
+        for (i, v) in ids.enumerate() {
             if let Some(k) = roles.iter().position(|&r| r == store.role(v)) {
                 add_node(&mut counts[k], &labels, v, t.row(i));
             }
         }
-        if let Some(w) = writer.as_mut() {
+    };
+    match writer.as_mut() {
+        // Every node's prediction: every row.
+        Some(w) => graph.for_each_block(runner, params, Output::Logits, &mut |r0, t| {
+            count(&mut (r0 as u32..(r0 + t.rows) as u32), t);
             w.write_block(r0, t.rows, |i| t.row(i)).map_err(|e| {
                 crate::infer::InferError::io(out.unwrap_or(Path::new("")), "write", e)
             })?;
+            Ok(())
+        })?,
+        // The figures only: the last layer at the scored nodes alone.
+        None => {
+            let ids: Vec<u32> = (0..store.n_nodes() as u32)
+                .filter(|&v| roles.contains(&store.role(v)))
+                .collect();
+            graph.for_each_block_at(runner, params, Output::Logits, &ids, &mut |ids, t| {
+                count(&mut ids.iter().copied(), t);
+                Ok(())
+            })?
         }
-        Ok(())
-    })?;
+    }
     let shape = match writer {
         Some(w) => Some(w.finish()?),
         None => None,

@@ -285,6 +285,10 @@ impl NeighbourOp for Gat {
     /// entries stay in adj's order (global ids), so every row's softmax is the one
     /// `forward` computes. The result keeps adj's pattern: global column ids, read by the
     /// product `α @ z` of the same level.
+    fn any_rows(&self) -> bool {
+        true
+    }
+
     fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
         let adj = block.adjacency;
         let st = &adj.structure;
@@ -298,8 +302,7 @@ impl NeighbourOp for Gat {
                 .ok_or_else(|| OpError::args(format!("gat: argument {} is not dense", i + 1)))
         };
         let (a_l, a_r) = (vector(2)?, vector(3)?);
-        let rows = block.rows();
-        let own: Vec<u32> = (block.r0 as u32..(block.r0 + rows) as u32).collect();
+        let own = block.row_ids();
         let mut u: Vec<u32> = st.indices.clone();
         u.sort_unstable();
         u.dedup();

@@ -217,6 +217,10 @@ impl NeighbourOp for SoftmaxAgg {
     }
     /// The block's adjacency rows carry global ids; x is read in place by them; t is the
     /// static third input.
+    fn any_rows(&self) -> bool {
+        true
+    }
+
     fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
         let t = block
             .inputs

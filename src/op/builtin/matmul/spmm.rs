@@ -181,6 +181,10 @@ impl NeighbourOp for Spmm {
     }
     /// The block's rows of S (global column ids) times the whole of X read in place, head
     /// by head on column views: every output element the same CSR-order sum as `forward`.
+    fn any_rows(&self) -> bool {
+        true
+    }
+
     fn forward_block(&self, block: &RowBlock<'_>, _: &Ctx<'_>) -> Result<Value, OpError> {
         let s = block.adjacency;
         let st = &s.structure;
