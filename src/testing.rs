@@ -23,7 +23,7 @@ use crate::ir::{Tensor, Value};
 use crate::op::builtin::{
     Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };
-use crate::op::{Ctx, GraphSource, MemorySource, NodeRows, Op, RowBlock};
+use crate::op::{Ctx, GraphSource, MemorySource, NeighbourOp, NodeRows, Op, RowBlock};
 
 /// What one argument of the op under test is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -391,24 +391,29 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
         .iter()
         .map(|f| matches!(f.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES))
         .collect();
+    // A neighbour op's adjacency and x arguments, and its other inputs by position.
+    let neighbour_args = |nb: &dyn NeighbourOp| {
+        let k = nb.neighbour(&facts);
+        let a = inputs[k.adjacency]
+            .as_sparse()
+            .ok_or_else(|| err(&"the adjacency argument is not sparse"))?;
+        let x = inputs[k.x]
+            .as_dense()
+            .ok_or_else(|| err(&"the x argument is not dense"))?;
+        let others: Vec<Option<&Value>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i != k.adjacency && i != k.x).then_some(v))
+            .collect();
+        Ok::<_, CheckError>((a, x, others))
+    };
     for size in [1, 2, 5, n] {
         let mut parts: Vec<Value> = Vec::new();
         for r0 in (0..n).step_by(size) {
             let r = r0..(r0 + size).min(n);
             let part = if let Some(nb) = op.as_neighbour() {
-                let k = nb.neighbour(&facts);
-                let a = inputs[k.adjacency]
-                    .as_sparse()
-                    .ok_or_else(|| err(&"the adjacency argument is not sparse"))?;
-                let x = inputs[k.x]
-                    .as_dense()
-                    .ok_or_else(|| err(&"the x argument is not dense"))?;
+                let (a, x, others) = neighbour_args(nb)?;
                 let block_a = rows_of(a, r.clone());
-                let others: Vec<Option<&Value>> = inputs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| (i != k.adjacency && i != k.x).then_some(v))
-                    .collect();
                 let rb = RowBlock {
                     r0: r.start,
                     ids: None,
@@ -541,19 +546,8 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
     // A neighbour op that takes any rows: a block of every third row from row 1 gives the
     // whole forward's rows there.
     if let Some(nb) = op.as_neighbour().filter(|nb| nb.any_rows()) {
-        let k = nb.neighbour(&facts);
-        let a = inputs[k.adjacency]
-            .as_sparse()
-            .ok_or_else(|| err(&"the adjacency argument is not sparse"))?;
-        let x = inputs[k.x]
-            .as_dense()
-            .ok_or_else(|| err(&"the x argument is not dense"))?;
+        let (a, x, others) = neighbour_args(nb)?;
         let ids: Vec<u32> = (1..n as u32).step_by(3).collect();
-        let others: Vec<Option<&Value>> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (i != k.adjacency && i != k.x).then_some(v))
-            .collect();
         let block_a = rows_at(a, &ids);
         let rb = RowBlock {
             r0: ids[0] as usize,
