@@ -199,6 +199,7 @@ fn explain_output_of_every_shipped_plan_matches_its_golden_file() {
             n_classes: 2,
             multilabel: true,
             registry: &reg,
+            types: None,
         };
         let mut lowered = plan
             .lower(&env)
@@ -272,6 +273,7 @@ fn a_product_is_fused_unless_that_keeps_its_wider_operand_alive_longer() {
         n_classes: 3,
         multilabel: false,
         registry: &reg,
+        types: None,
     };
     let options = PlanOptions::new(
         Bindings {

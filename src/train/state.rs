@@ -333,6 +333,8 @@ pub(super) struct OptState {
     kind: Optimizer,
     weight_decay: BTreeMap<String, f32>,
     lasso: BTreeMap<String, f32>,
+    /// Parameters updated by rows (`Lowered::sparse_rows`).
+    sparse_rows: std::collections::BTreeSet<String>,
     t: u64,
     m: BTreeMap<String, Vec<f32>>,
     v: BTreeMap<String, Vec<f32>>,
@@ -348,6 +350,7 @@ impl OptState {
             kind,
             weight_decay: lowered.weight_decay.clone(),
             lasso: lowered.lasso.clone(),
+            sparse_rows: lowered.sparse_rows.clone(),
             t: 0,
             v: if matches!(kind, Optimizer::Adam(_)) {
                 zeros.clone()
@@ -379,10 +382,74 @@ impl OptState {
             }
             None => g,
         };
+        if self.sparse_rows.contains(name) && cols > 0 {
+            return self.update_rows(name, p, cols, g);
+        }
         let m = self.m.get_mut(name).expect("state per parameter");
         let r = match self.kind {
             Optimizer::Adam(a) => {
                 let v = self.v.get_mut(name).expect("state per parameter");
+                saintflow_ops::optim::Adam {
+                    weight_decay: wd,
+                    ..a
+                }
+                .step(self.t, p, g, m, v)
+            }
+            Optimizer::Sgd(s) => saintflow_ops::optim::Sgd {
+                weight_decay: wd,
+                ..s
+            }
+            .step(p, g, m),
+        };
+        r.map_err(|e| TrainError::Run(format!("optimiser on `{name}`: {e}")))
+    }
+
+    /// A sparsely updated parameter (issue 57: a featureless type's table): the optimiser
+    /// step on the rows whose gradient is not all zero, runs of consecutive such rows at
+    /// once; the other rows keep their values and their moments, as PyTorch's `SparseAdam`
+    /// leaves the rows absent from a sparse gradient (a touched row whose gradient is
+    /// exactly zero counts as untouched here). Adam's bias correction uses the run's step
+    /// count t, as for every parameter (SparseAdam's per-parameter count: the same whenever
+    /// every step touches the table, as full-batch training does).
+    fn update_rows(
+        &mut self,
+        name: &str,
+        p: &mut [f32],
+        cols: usize,
+        g: &[f32],
+    ) -> Result<(), TrainError> {
+        let rows = g.len() / cols;
+        let touched = |i: usize| g[i * cols..(i + 1) * cols].iter().any(|&x| x != 0.0);
+        let mut i = 0;
+        while i < rows {
+            if !touched(i) {
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < rows && touched(j) {
+                j += 1;
+            }
+            let span = i * cols..j * cols;
+            let run = (&mut p[span.clone()], &g[span.clone()]);
+            self.update_run(name, run, span)?;
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// The optimiser on `p`, `g`, the elements `span` of parameter `name`.
+    fn update_run(
+        &mut self,
+        name: &str,
+        (p, g): (&mut [f32], &[f32]),
+        span: std::ops::Range<usize>,
+    ) -> Result<(), TrainError> {
+        let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
+        let m = &mut self.m.get_mut(name).expect("state per parameter")[span.clone()];
+        let r = match self.kind {
+            Optimizer::Adam(a) => {
+                let v = &mut self.v.get_mut(name).expect("state per parameter")[span];
                 saintflow_ops::optim::Adam {
                     weight_decay: wd,
                     ..a

@@ -423,6 +423,7 @@ pub fn one_layer_logits_with(text: &str, src: &saintflow::op::MemorySource) -> V
             n_classes: 2,
             multilabel: false,
             registry: &reg,
+            types: None,
         })
         .unwrap();
     let params = saintflow::ir::Params::init(&lowered.params, 3);
@@ -456,6 +457,7 @@ pub fn lowering_error(text: &str) -> String {
                 n_classes: 2,
                 multilabel: false,
                 registry: &reg,
+                types: None,
             })
         })
         .err()
