@@ -41,6 +41,7 @@ fn the_expected_plans_are_shipped() {
         "gcnii",
         "gcn_batchnorm",
         "gcnii_pairnorm",
+        "rgcn",
     ] {
         assert!(
             names.iter().any(|n| n == want),
