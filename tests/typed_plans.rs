@@ -19,9 +19,7 @@ use saintflow::op::builtin::{AdjKind, RelAdjacency};
 use saintflow::op::{Op, Registry, StoreSource};
 use saintflow::plan::Plan;
 use saintflow::planner::PlanOptions;
-use saintflow::progress::Progress;
 use saintflow::sample::FullSampler;
-use saintflow::store::import::{import_ogb, OgbOptions};
 use saintflow::store::{check, GraphStore, Role};
 
 /// A tiny typed graph in ogbn-mag's layout, imported (types in name order: author 0..4,
@@ -65,9 +63,10 @@ fn tiny(dir: &Path) -> PathBuf {
         ),
     ];
     ogb_relations(&raw, &rels);
-    gz(
-        &raw.join("node-feat/paper/node-feat.csv.gz"),
-        [
+    common::ogb_papers_and_import(
+        dir,
+        "paper,author,field",
+        &[
             "1.0,0.5,-0.2",
             "0.3,-1.0,0.8",
             "-0.6,0.2,0.9",
@@ -75,33 +74,9 @@ fn tiny(dir: &Path) -> PathBuf {
             "-0.1,0.4,0.3",
             "0.9,-0.3,-0.8",
         ],
-    );
-    gz(
-        &raw.join("nodetype-has-label.csv.gz"),
-        ["paper,author,field", "True,False,False"],
-    );
-    gz(
-        &raw.join("node-label/paper/node-label.csv.gz"),
-        ["0", "1", "0", "1", "1", "0"],
-    );
-    let sp = dir.join("split/time");
-    gz(
-        &sp.join("nodetype-has-split.csv.gz"),
-        ["paper,author,field", "True,False,False"],
-    );
-    gz(&sp.join("paper/train.csv.gz"), ["0", "1", "2", "4"]);
-    gz(&sp.join("paper/valid.csv.gz"), ["3"]);
-    gz(&sp.join("paper/test.csv.gz"), ["5"]);
-    let out = dir.join("tiny.sf");
-    import_ogb(
-        dir,
-        &out,
-        &OgbOptions::default(),
-        false,
-        &Progress::hidden(),
+        &["0", "1", "0", "1", "1", "0"],
+        [&["0", "1", "2", "4"], &["3"], &["5"]],
     )
-    .unwrap();
-    out
 }
 
 fn open_tiny(dir: &Path) -> GraphStore {

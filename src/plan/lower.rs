@@ -1188,6 +1188,24 @@ impl<'a> Lowerer<'a> {
         Ok(Val::Node(y))
     }
 
+    /// An error at the first of `kwargs`, if any: function `name` takes none.
+    fn no_attributes(
+        &self,
+        layer: &Layer,
+        name: &str,
+        kwargs: &[expr::KwArg],
+    ) -> Result<(), PlanError> {
+        match kwargs.first() {
+            Some(k) => Err(self.err(
+                layer,
+                k.name_span.start,
+                PlanErrorKind::Expr,
+                format!("`{name}` takes no attribute"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// `log(c)`, `exp(c)` or `sqrt(c)` of a number, folded.
     fn number_fn(
         &mut self,
@@ -1204,14 +1222,7 @@ impl<'a> Lowerer<'a> {
                 format!("`{name}` takes one number"),
             ));
         };
-        if let Some(k) = kwargs.first() {
-            return Err(self.err(
-                layer,
-                k.name_span.start,
-                PlanErrorKind::Expr,
-                format!("`{name}` takes no attribute"),
-            ));
-        }
+        self.no_attributes(layer, name, kwargs)?;
         let Val::Num(c) = self.expr(layer, scope, a)? else {
             return Err(self.err(
                 layer,

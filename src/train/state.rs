@@ -373,7 +373,6 @@ impl OptState {
         cols: usize,
         g: &[f32],
     ) -> Result<(), TrainError> {
-        let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
         let lassoed;
         let g = match self.lasso.get(name) {
             Some(&l) => {
@@ -385,23 +384,8 @@ impl OptState {
         if self.sparse_rows.contains(name) && cols > 0 {
             return self.update_rows(name, p, cols, g);
         }
-        let m = self.m.get_mut(name).expect("state per parameter");
-        let r = match self.kind {
-            Optimizer::Adam(a) => {
-                let v = self.v.get_mut(name).expect("state per parameter");
-                saintflow_ops::optim::Adam {
-                    weight_decay: wd,
-                    ..a
-                }
-                .step(self.t, p, g, m, v)
-            }
-            Optimizer::Sgd(s) => saintflow_ops::optim::Sgd {
-                weight_decay: wd,
-                ..s
-            }
-            .step(p, g, m),
-        };
-        r.map_err(|e| TrainError::Run(format!("optimiser on `{name}`: {e}")))
+        let span = 0..p.len();
+        self.update_run(name, (p, g), span)
     }
 
     /// A sparsely updated parameter (issue 57: a featureless type's table): the optimiser
@@ -697,7 +681,9 @@ mod tests {
         let mut whole = state(false);
         let mut pw = init.clone();
         whole.t = 1;
-        whole.update("E", &mut pw, cols, &vec![0.0; rows * cols]).unwrap();
+        whole
+            .update("E", &mut pw, cols, &vec![0.0; rows * cols])
+            .unwrap();
         assert_ne!(pw[2 * cols..3 * cols], init[2 * cols..3 * cols]);
     }
 

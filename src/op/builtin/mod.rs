@@ -43,7 +43,7 @@ pub use sparse_features::FeatureProduct;
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};
 pub use typed::{
     member_flags, relation_flavour, BasisWeight, BasisWeightGrad, BasisWrt, RelAdjacency,
-    TypeInput, TypeRows, TypeRowsGrad,
+    TypeInput, TypeRows,
 };
 
 pub(crate) use super::util::{dense, elementwise_cost, same_shape};

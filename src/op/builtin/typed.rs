@@ -13,8 +13,8 @@
 //! * [`TypeInput`] (`[input]`, a type with features): the subgraph nodes' features of one
 //!   node type, `[n, F_t]`, rows of the other types 0.
 //! * [`TypeRows`] (`[input]`, a type without features): rows of a learned `[count(t), d]`
-//!   table at the subgraph's nodes of type t, other rows 0; its backward [`TypeRowsGrad`]
-//!   scatters ∇y into the table's rows (the rows the step touched; the optimiser updates
+//!   table at the subgraph's nodes of type t, other rows 0; its backward (the same op,
+//!   `scatter`) scatters ∇y into the table's rows (the rows the step touched; the optimiser updates
 //!   only rows with a gradient, see `Lowered::sparse_rows`).
 //! * [`BasisWeight`] (`basis(a, V, r)`): R-GCN's basis decomposition
 //!   W_r = Σ_b a[r, b] · V_b (Schlichtkrull et al. 2018, Eq. 3), V the B blocks of rows
@@ -218,8 +218,11 @@ fn type_span(nodes: &[u32], start: u32, end: u32) -> (usize, usize) {
     (lo, lo + nodes[lo..].partition_point(|&v| v < end))
 }
 
-/// Rows of a `[count, d]` table at the subgraph's nodes of one type: `table(E, sample)`.
-#[derive(Debug)]
+/// Rows of a `[count, d]` table at the subgraph's nodes of one type (`type_rows(E,
+/// sample)`: rows of other types 0), or, as its backward (`scatter`), ∇y's rows at the
+/// type's nodes added into a `[count, d]` gradient (each node once in a subgraph; rows no
+/// node touched stay 0): inputs (∇y, sample).
+#[derive(Clone, Debug)]
 pub struct TypeRows {
     /// The type's name, for `explain`.
     pub name: String,
@@ -227,29 +230,30 @@ pub struct TypeRows {
     pub start: u32,
     /// One past its last.
     pub end: u32,
-}
-
-/// The backward of [`TypeRows`]: ∇E[v − start] = Σ of ∇y's rows at the nodes v of the
-/// type (each once in a subgraph); rows no node touched stay 0. Inputs (∇y, sample).
-#[derive(Debug)]
-pub struct TypeRowsGrad {
-    /// As the forward's.
-    pub name: String,
-    /// As the forward's.
-    pub start: u32,
-    /// As the forward's.
-    pub end: u32,
+    /// The backward: scatter into the table's shape.
+    pub scatter: bool,
 }
 
 impl TypeRows {
     fn count(&self) -> usize {
         (self.end - self.start) as usize
     }
+
+    /// Each (subgraph position, table row) of the subgraph's nodes of the type.
+    fn pairs<'s>(&self, sub: &'s Subgraph) -> impl Iterator<Item = (usize, usize)> + 's {
+        let (lo, hi) = type_span(&sub.nodes, self.start, self.end);
+        let start = self.start;
+        (lo..hi).map(move |i| (i, (sub.nodes[i] - start) as usize))
+    }
 }
 
 impl Op for TypeRows {
     fn name(&self) -> &str {
-        "type_rows"
+        if self.scatter {
+            "type_rows_backward"
+        } else {
+            "type_rows"
+        }
     }
     fn attrs(&self) -> String {
         format!("type={}", self.name)
@@ -258,35 +262,50 @@ impl Op for TypeRows {
         Arity::Exact(vec![Kind::Dense, Kind::Subgraph])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        match inputs[0].matrix() {
-            Some((r, c)) if r.as_known() == Some(self.count()) && c.as_known().is_some() => {
+        let (name, count) = (self.name(), self.count());
+        match (inputs[0].matrix(), self.scatter) {
+            (Some((_, c)), true) if c.as_known().is_some() => Ok(Fact::dense(Dim::known(count), c)),
+            (Some((r, c)), false) if r.as_known() == Some(count) && c.as_known().is_some() => {
                 Ok(Fact::dense(Dim::NODES, c))
             }
             _ => Err(OpError::args(format!(
-                "type_rows ({}): the table is {}, expected [{}, d] (one row per node of the type)",
+                "{name} ({}): argument 1 is {}, expected {}",
                 self.name,
                 inputs[0],
-                self.count()
+                if self.scatter {
+                    "∇y [n, d]".to_string()
+                } else {
+                    format!("the table [{count}, d] (one row per node of the type)")
+                }
             ))),
         }
     }
     fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let e = dense(inputs, 0, "type_rows")?;
-        let sub = subgraph(inputs, 1, "type_rows")?;
-        if e.rows != self.count() {
+        let name = self.name();
+        let x = dense(inputs, 0, name)?;
+        let sub = subgraph(inputs, 1, name)?;
+        let d = x.cols;
+        if self.scatter {
+            let mut t = Tensor::zeros(self.count(), d);
+            for (i, k) in self.pairs(sub) {
+                t.data[k * d..(k + 1) * d]
+                    .iter_mut()
+                    .zip(x.row(i))
+                    .for_each(|(a, &b)| *a += b);
+            }
+            return Ok(Value::dense(t));
+        }
+        if x.rows != self.count() {
             return Err(OpError::args(format!(
-                "type_rows ({}): the table has {} rows, the type {}",
+                "{name} ({}): the table has {} rows, the type {}",
                 self.name,
-                e.rows,
+                x.rows,
                 self.count()
             )));
         }
-        let (lo, hi) = type_span(&sub.nodes, self.start, self.end);
-        let d = e.cols;
         let mut t = Tensor::zeros(sub.n_nodes(), d);
-        for i in lo..hi {
-            let k = (sub.nodes[i] - self.start) as usize;
-            t.data[i * d..(i + 1) * d].copy_from_slice(e.row(k));
+        for (i, k) in self.pairs(sub) {
+            t.data[i * d..(i + 1) * d].copy_from_slice(x.row(k));
         }
         Ok(Value::dense(t))
     }
@@ -295,13 +314,17 @@ impl Op for TypeRows {
         g: &mut GradBuilder<'_>,
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
+        if self.scatter {
+            return Err(OpError::NoBackward {
+                op: self.name().to_string(),
+            });
+        }
         let sample = g.input(1);
         let de = match g.needs_grad(0) {
             true => Some(g.add(
-                TypeRowsGrad {
-                    name: self.name.clone(),
-                    start: self.start,
-                    end: self.end,
+                TypeRows {
+                    scatter: true,
+                    ..self.clone()
                 },
                 &[grad, sample],
             )?),
@@ -310,49 +333,11 @@ impl Op for TypeRows {
         Ok(vec![de, None])
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
+        (!self.scatter).then_some(self as &dyn RowLocal)
     }
 }
 
 impl RowLocal for TypeRows {}
-
-impl Op for TypeRowsGrad {
-    fn name(&self) -> &str {
-        "type_rows_backward"
-    }
-    fn attrs(&self) -> String {
-        format!("type={}", self.name)
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense, Kind::Subgraph])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        match inputs[0].matrix() {
-            Some((_, c)) if c.as_known().is_some() => {
-                Ok(Fact::dense(Dim::known((self.end - self.start) as usize), c))
-            }
-            _ => Err(OpError::args(format!(
-                "type_rows_backward: ∇y is {}, expected [n, d]",
-                inputs[0]
-            ))),
-        }
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let dy = dense(inputs, 0, "type_rows_backward")?;
-        let sub = subgraph(inputs, 1, "type_rows_backward")?;
-        let (lo, hi) = type_span(&sub.nodes, self.start, self.end);
-        let d = dy.cols;
-        let mut t = Tensor::zeros((self.end - self.start) as usize, d);
-        for i in lo..hi {
-            let k = (sub.nodes[i] - self.start) as usize;
-            t.data[k * d..(k + 1) * d]
-                .iter_mut()
-                .zip(dy.row(i))
-                .for_each(|(a, &b)| *a += b);
-        }
-        Ok(Value::dense(t))
-    }
-}
 
 /// `basis(a, V, r)`: W_r = Σ_b a[r, b] · V_b, V's B blocks of `in` rows stacked.
 #[derive(Clone, Debug)]

@@ -97,6 +97,7 @@ impl Lowerer<'_> {
                         name: name.clone(),
                         start: range.0,
                         end: range.1,
+                        scatter: false,
                     }),
                     &[e, self.sample],
                     &format!("{pname}[{name}]"),
@@ -299,14 +300,7 @@ impl Lowerer<'_> {
         e: &Expr,
         (name, args, kwargs): (&str, &[Expr], &[KwArg]),
     ) -> Result<Val, PlanError> {
-        if let Some(k) = kwargs.first() {
-            return Err(self.err(
-                layer,
-                k.name_span.start,
-                PlanErrorKind::Expr,
-                format!("`{name}` takes no attribute"),
-            ));
-        }
+        self.no_attributes(layer, name, kwargs)?;
         if name == "basis" {
             return self.basis(layer, scope, e, args);
         }
