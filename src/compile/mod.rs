@@ -296,7 +296,7 @@ pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result
             plan.name
         )));
     }
-    if store.n_features() == 0 && store.n_nodes() > 0 && plan.input.is_none() {
+    if store.n_features() == 0 && store.n_nodes() > 0 && !store.is_typed() {
         return Err(CompileError::Run(format!(
             "{}: no node features, expected at least 1 feature column for plan `{}` (a GNN plan starts from the features, h0), got 0; saintflow does not learn input embeddings for featureless graphs: give the store features when importing it (`saintflow import edgelist EDGES -o STORE --features X.npy`, an (N, F) float array; e.g. one-hot degree or identity columns, as PyG's OneHotDegree; `gen kronecker --features 16`), or learn node vectors from the graph alone with an [embedding] plan (plans/deepwalk.toml, plans/node2vec.toml, plans/line.toml)",
             store.path().display(),
