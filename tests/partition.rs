@@ -488,6 +488,7 @@ fn walk_length_from_plans_is_the_receptive_field() {
         ("gcnii", 64), // 64 layers of Â·x (the initial residual h1 adds none)
         ("gcn_batchnorm", 2), // GCN's two hops; batchnorm is row-wise in evaluation
         ("gcnii_pairnorm", 16), // 16 layers of Â·x; PairNorm's statistics are no hop
+        ("rgcn", 2), // two R-GCN layers: Σ_r A_mean[r] (on this store the one relation)
         ("gae", 2), // link: Â·ReLU(Â·X·W0)·W1, the decoder reads z only
         ("graphsage_link", 3), // link: 2 SAGE layers and a SAGE [output]
         ("rgcn_link", 2), // link: an R-GCN layer and an R-GCN [output]

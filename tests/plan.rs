@@ -238,6 +238,7 @@ fn lower(text: &str, reg: &Registry, multilabel: bool) -> Result<Lowered, PlanEr
         n_classes: C,
         multilabel,
         registry: reg,
+        types: None,
     })
 }
 
@@ -1087,6 +1088,7 @@ fn overrides_edit_the_toml_before_typing() {
             n_classes: C,
             multilabel: false,
             registry: &registry(),
+            types: None,
         })
         .unwrap();
     assert_eq!(

@@ -41,6 +41,7 @@ fn the_expected_plans_are_shipped() {
         "gcnii",
         "gcn_batchnorm",
         "gcnii_pairnorm",
+        "rgcn",
     ] {
         assert!(
             names.iter().any(|n| n == want),
@@ -199,6 +200,7 @@ fn explain_output_of_every_shipped_plan_matches_its_golden_file() {
             n_classes: 2,
             multilabel: true,
             registry: &reg,
+            types: None,
         };
         let mut lowered = plan
             .lower(&env)
@@ -272,6 +274,7 @@ fn a_product_is_fused_unless_that_keeps_its_wider_operand_alive_longer() {
         n_classes: 3,
         multilabel: false,
         registry: &reg,
+        types: None,
     };
     let options = PlanOptions::new(
         Bindings {

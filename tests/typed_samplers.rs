@@ -16,7 +16,6 @@ use rand::SeedableRng;
 use saintflow::progress::Progress;
 use saintflow::sample::naive::{chi_square, chi_square_critical};
 use saintflow::sample::*;
-use saintflow::store::import::{import_ogb, OgbOptions};
 use saintflow::store::{check, GraphStore};
 
 /// A relation as the files list it: (src, rel, dst, edges in local ids).
@@ -53,36 +52,13 @@ fn tiny(dir: &Path) -> PathBuf {
         ),
     ];
     ogb_relations(&raw, &rels);
-    gz(
-        &raw.join("node-feat/paper/node-feat.csv.gz"),
-        ["1.0", "2.0", "3.0", "4.0"],
-    );
-    gz(
-        &raw.join("nodetype-has-label.csv.gz"),
-        ["paper,author,field", "True,False,False"],
-    );
-    gz(
-        &raw.join("node-label/paper/node-label.csv.gz"),
-        ["0", "1", "0", "1"],
-    );
-    let sp = dir.join("split/time");
-    gz(
-        &sp.join("nodetype-has-split.csv.gz"),
-        ["paper,author,field", "True,False,False"],
-    );
-    gz(&sp.join("paper/train.csv.gz"), ["0", "1"]);
-    gz(&sp.join("paper/valid.csv.gz"), ["2"]);
-    gz(&sp.join("paper/test.csv.gz"), ["3"]);
-    let out = dir.join("tiny.sf");
-    import_ogb(
+    common::ogb_papers_and_import(
         dir,
-        &out,
-        &OgbOptions::default(),
-        false,
-        &Progress::hidden(),
+        "paper,author,field",
+        &["1.0", "2.0", "3.0", "4.0"],
+        &["0", "1", "0", "1"],
+        [&["0", "1"], &["2"], &["3"]],
     )
-    .unwrap();
-    out
 }
 
 fn open_tiny(dir: &Path) -> GraphStore {

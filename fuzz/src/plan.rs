@@ -35,6 +35,7 @@ pub fn plan(data: &[u8]) {
             n_classes: 3,
             multilabel,
             registry: &registry,
+            types: None,
         };
         let mut lowered = match parsed.lower(&env) {
             Ok(l) => l,

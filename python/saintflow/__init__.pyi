@@ -30,7 +30,7 @@ def sampler_kinds() -> Dict[str, Dict[str, Optional[str]]]: ...
 # checks each against the built-in plans); any other name or path gets the union.
 _GnnPlanName = Literal[
     "appnp", "gae", "gat", "gcn", "gcnii", "gin", "graphsage", "graphsage_link",
-    "graphsage_max", "jknet", "mixhop", "mlp", "rgcn_link", "sgc",
+    "graphsage_max", "jknet", "mixhop", "mlp", "rgcn", "rgcn_link", "sgc",
 ]
 _EmbeddingPlanName = Literal["deepwalk", "line", "node2vec"]
 

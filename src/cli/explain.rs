@@ -119,6 +119,7 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
         n_classes,
         multilabel,
         registry,
+        types: store.as_ref().and_then(|s| s.types()),
     };
     let (graph, report) = lower_and_plan(&p, &env, &opts)?;
     if a.dot {

@@ -261,12 +261,13 @@ pub fn lower_and_plan(
 
 /// What lowering needs to know of `store` (feature width, classes, label layout), with
 /// `registry`'s ops.
-pub fn lower_env<'r>(store: &GraphStore, registry: &'r Registry) -> LowerEnv<'r> {
+pub fn lower_env<'r>(store: &'r GraphStore, registry: &'r Registry) -> LowerEnv<'r> {
     LowerEnv {
         n_features: store.n_features(),
         n_classes: store.n_classes(),
         multilabel: matches!(store.labels(), Labels::Multi { .. }),
         registry,
+        types: store.types(),
     }
 }
 
@@ -276,9 +277,9 @@ pub fn lower_env<'r>(store: &GraphStore, registry: &'r Registry) -> LowerEnv<'r>
 /// from the features (`h0`), and saintflow has no learned or one-hot input for featureless
 /// graphs yet; the message names the ways that do work.
 pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result<Lowered> {
-    if store.is_typed() {
+    if store.is_typed() && plan.input.is_none() {
         // A typed store's global features section is empty by design (issue 57): its
-        // features are per node type, which a homogeneous plan cannot read.
+        // features are per node type, which only a plan with an [input] table reads.
         let widths: Vec<String> = (0..store.n_node_types())
             .map(|t| {
                 format!(
@@ -289,13 +290,13 @@ pub fn lower_for(plan: &Plan, store: &GraphStore, registry: &Registry) -> Result
             })
             .collect();
         return Err(CompileError::Run(format!(
-            "{}: a typed store (node types and relations, issue 57), whose features are per node type ({}); plan `{}` is homogeneous and reads one feature matrix over all nodes: typed plans (relation-typed adjacencies, per-type inputs) are not in this build yet",
+            "{}: a typed store (node types and relations, issue 57), whose features are per node type ({}); plan `{}` reads one feature matrix over all nodes: give it an [input] table (h0 per node type: each type's features through its own projection, a learned table for a type without; plans/README.md \"Typed graphs\", plans/rgcn.toml)",
             store.path().display(),
             widths.join(", "),
             plan.name
         )));
     }
-    if store.n_features() == 0 && store.n_nodes() > 0 {
+    if store.n_features() == 0 && store.n_nodes() > 0 && !store.is_typed() {
         return Err(CompileError::Run(format!(
             "{}: no node features, expected at least 1 feature column for plan `{}` (a GNN plan starts from the features, h0), got 0; saintflow does not learn input embeddings for featureless graphs: give the store features when importing it (`saintflow import edgelist EDGES -o STORE --features X.npy`, an (N, F) float array; e.g. one-hot degree or identity columns, as PyG's OneHotDegree; `gen kronecker --features 16`), or learn node vectors from the graph alone with an [embedding] plan (plans/deepwalk.toml, plans/node2vec.toml, plans/line.toml)",
             store.path().display(),

@@ -49,6 +49,16 @@ use crate::exec::interp::step_order;
 use crate::ir::{Fact, Graph, NodeId};
 use crate::op::{AdjKind, Neighbour, SourceKind};
 
+/// An adjacency built per block: a flavour, of the whole graph or of one relation of a
+/// typed store (issue 57: `A_mean[r]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct AdjKey {
+    /// The flavour.
+    pub(super) kind: AdjKind,
+    /// The relation, or `None`: the whole graph.
+    pub(super) relation: Option<u32>,
+}
+
 /// What a node of the forward graph is to blocked evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Class {
@@ -57,7 +67,7 @@ pub(super) enum Class {
     /// The `sample` node (the whole graph).
     Subgraph,
     /// An adjacency flavour, built per block.
-    Adj(AdjKind),
+    Adj(AdjKey),
     /// A neighbour op's sparse output (attention coefficients): the block's rows.
     BlockSparse,
     /// The store's feature rows.
@@ -160,9 +170,12 @@ impl BlockedPlan {
             let what = || format!("`{}` ({})", op.name(), node.label);
             let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
             let is_constant = match op.source_kind() {
-                Some(SourceKind::Subgraph | SourceKind::Features | SourceKind::Adjacency(_)) => {
-                    true
-                }
+                Some(
+                    SourceKind::Subgraph
+                    | SourceKind::Features
+                    | SourceKind::Adjacency(_)
+                    | SourceKind::RelAdjacency { .. },
+                ) => true,
                 Some(_) => false,
                 None => {
                     !node.inputs.is_empty()
@@ -175,7 +188,20 @@ impl BlockedPlan {
             }
             let (c, l) = match op.source_kind() {
                 Some(SourceKind::Subgraph) => (Class::Subgraph, 0),
-                Some(SourceKind::Adjacency(kind)) => (Class::Adj(kind), 0),
+                Some(SourceKind::Adjacency(kind)) => (
+                    Class::Adj(AdjKey {
+                        kind,
+                        relation: None,
+                    }),
+                    0,
+                ),
+                Some(SourceKind::RelAdjacency { kind, relation }) => (
+                    Class::Adj(AdjKey {
+                        kind,
+                        relation: Some(relation),
+                    }),
+                    0,
+                ),
                 Some(SourceKind::Features) => (Class::Features, 0),
                 _ if ins.iter().all(|c| *c == Class::Static) && node.fact.is_static() => {
                     (Class::Static, 0)

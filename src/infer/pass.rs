@@ -11,13 +11,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::kept::{gather_rows, Kept};
-use super::levels::{width, BlockedPlan, Class};
+use super::levels::{width, AdjKey, BlockedPlan, Class};
 use super::plan::{InferOptions, PassPlan};
 use super::{InferError, Result};
 use crate::exec::interp::op_error;
 use crate::ir::op::AdjNorm;
 use crate::ir::recycle::recycle_value;
 use crate::ir::{Bindings, Graph, NodeId, Params, SparseMat, Tensor, Value};
+use crate::op::builtin::member_flags;
 use crate::op::{AdjKind, Ctx, GraphSource, Neighbour, NodeRows, RowBlock};
 use crate::sample::Subgraph;
 use crate::store::{GraphStore, StoreError};
@@ -112,9 +113,13 @@ impl Block {
         Ok(self)
     }
 
-    /// The block's adjacency in flavour `kind`, normalised by full-graph degrees: its rows
+    /// The block's adjacency in flavour `key`, normalised by full-graph degrees: its rows
     /// with the full graph's ids as columns (rows × N).
-    pub(super) fn adjacency(&self, store: &GraphStore, kind: AdjKind) -> SparseMat {
+    pub(super) fn adjacency(&self, store: &GraphStore, key: AdjKey) -> SparseMat {
+        if let Some(r) = key.relation {
+            return self.relation_adjacency(store, key.kind, r as usize);
+        }
+        let kind = key.kind;
         let full = store.full();
         let deg = |v: u32| full.degree(v) as f32;
         let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
@@ -155,6 +160,30 @@ impl Block {
         }
         // No transpose permutation: the analysis admits no transposed product.
         SparseMat::csr(offsets, indices, values, 1)
+    }
+
+    /// Relation r's adjacency in flavour `kind` at the block's rows, as the step's
+    /// `rel_adj` has it on the whole graph (`op::builtin::RelAdjacency`): the full graph's
+    /// entries, 0 where an entry is not of r, d(u) = |N_u^r|, d(v) = |N_v^{r⁻¹}| (≥ 1).
+    fn relation_adjacency(&self, store: &GraphStore, kind: AdjKind, r: usize) -> SparseMat {
+        let (fwd, rev) = (store.relation(r), store.relation(store.relation(r).reverse));
+        let norm = kind.norm();
+        let (mut offsets, mut values) = (vec![0u32], Vec::with_capacity(self.indices.len()));
+        let mut flags = Vec::new();
+        for i in 0..self.rows {
+            let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
+            let v = self.id(i);
+            let du = (member_flags(row, fwd.csr.row(v), &mut flags) as f32).max(1.0);
+            for (&w, &in_r) in row.iter().zip(&flags) {
+                values.push(if in_r {
+                    norm.value(du, (rev.csr.degree(w) as f32).max(1.0))
+                } else {
+                    0.0
+                });
+            }
+            offsets.push(values.len() as u32);
+        }
+        SparseMat::csr(offsets, self.indices.clone(), values, 1)
     }
 }
 
@@ -297,7 +326,7 @@ impl<'a> Pass<'a> {
             At::Ids(ids) => Block::at(self.store, ids)?,
         };
         let (r0, r1) = (block.r0, block.r0 + block.rows);
-        let mut adjacency: HashMap<AdjKind, SparseMat> = HashMap::new();
+        let mut adjacency: HashMap<AdjKey, SparseMat> = HashMap::new();
         let mut vals: HashMap<NodeId, Value> = HashMap::new();
         let own = block.own();
         for &id in work {

@@ -24,12 +24,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::kept::Kept;
+use super::levels::AdjKey;
 use super::levels::{width, Class};
 use super::pass::{Block, Pass};
 use super::plan::LevelStream;
 use super::Result;
 use crate::ir::{Bindings, NodeId, SparseMat, Tensor, Value};
-use crate::op::{AdjKind, NodeRows, RowBlock};
+use crate::op::{NodeRows, RowBlock};
 
 impl Pass<'_> {
     /// The streamed ops' outputs at rows c0..c1: each source's X read in parts of rows,
@@ -44,7 +45,7 @@ impl Pass<'_> {
     ) -> Result<HashMap<NodeId, Arc<Tensor>>> {
         let n = self.store.n_nodes();
         let block = Block::new(self.store, c0, c1)?;
-        let mut adjacency: HashMap<AdjKind, SparseMat> = HashMap::new();
+        let mut adjacency: HashMap<AdjKey, SparseMat> = HashMap::new();
         let mut out = HashMap::new();
         // Progress: the chunk's rows once over all its parts.
         let (sources, mut ticked) = (stream.sources.len(), 0);
@@ -59,7 +60,7 @@ impl Pass<'_> {
             struct Fold<'f> {
                 id: NodeId,
                 op: &'f dyn crate::op::NeighbourFold,
-                kind: AdjKind,
+                kind: AdjKey,
                 cursor: Vec<u32>,
                 acc: Tensor,
             }

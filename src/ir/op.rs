@@ -844,6 +844,14 @@ pub enum SourceKind {
     Targets,
     /// The subgraph's adjacency in a flavour.
     Adjacency(AdjKind),
+    /// One relation's adjacency of a typed store in a flavour (issue 57: `A_mean[r]`):
+    /// rows of every node, nonzero only at the relation's entries.
+    RelAdjacency {
+        /// The flavour (`A` or `A_mean`).
+        kind: AdjKind,
+        /// The relation's id in the store.
+        relation: u32,
+    },
     /// The seed gradient (the number 1) autodiff starts from.
     Seed,
 }

@@ -4,6 +4,7 @@
 //! implementation is `op::StoreSource`.
 
 use crate::sample::Subgraph;
+use crate::store::TypesMeta;
 
 use super::op::OpError;
 use super::Targets;
@@ -34,6 +35,22 @@ pub trait GraphSource: Sync {
     fn node_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
         let _ = sub;
         None
+    }
+    /// The node types and relations of a typed store (issue 57); `None` for a homogeneous
+    /// graph (one type, one relation: the whole graph). A typed source's subgraphs carry
+    /// their relations ([`Subgraph::typed`]).
+    fn types(&self) -> Option<&TypesMeta> {
+        None
+    }
+    /// Writes node type `t`'s feature rows of `nodes` (original ids, all of type `t`) into
+    /// `out` (|nodes| × F_t). Default: the features of a one-type graph (`t` = 0).
+    fn type_features(&self, t: usize, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+        if t != 0 || self.types().is_some() {
+            return Err(OpError::Source(format!(
+                "the graph has no features of node type {t}"
+            )));
+        }
+        self.features(nodes, out)
     }
     /// The feature rows of `nodes` with their zeros left out, for the products the planner
     /// makes sparse ([`crate::planner::SparseFeatures`]). Default: gathered dense with
@@ -143,6 +160,12 @@ macro_rules! forward_to_inner {
         }
         fn node_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
             self.inner.node_weights(sub)
+        }
+        fn types(&self) -> Option<&$crate::store::TypesMeta> {
+            self.inner.types()
+        }
+        fn type_features(&self, t: usize, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+            self.inner.type_features(t, nodes, out)
         }
         fn sparse_features(
             &self,

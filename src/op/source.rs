@@ -112,7 +112,52 @@ impl GraphSource for StoreSource<'_> {
         if self.will_need {
             self.store.will_need_features(&sub.nodes);
         }
+        // A typed store's subgraphs carry their relations (what `A_mean[r]` reads); a
+        // homogeneous store's are as they always were.
+        if self.store.is_typed() {
+            crate::sample::typed::attach_relations(self.store, &mut sub)
+                .map_err(|e| OpError::Source(format!("{}: {e}", self.store.path().display())))?;
+        }
         Ok(sub)
+    }
+
+    fn types(&self) -> Option<&crate::store::TypesMeta> {
+        self.store.types()
+    }
+
+    fn type_features(&self, t: usize, nodes: &[u32], out: &mut [f32]) -> Result<(), OpError> {
+        let s = self.store;
+        if t >= s.n_node_types() {
+            return Err(OpError::Source(format!(
+                "{}: node type {t} of {}",
+                s.path().display(),
+                s.n_node_types()
+            )));
+        }
+        let tf = s.type_features(t);
+        if out.len() != nodes.len() * tf.width {
+            return Err(OpError::Source(format!(
+                "type features of `{}`: {} values for {} rows of width {}",
+                s.node_type_name(t),
+                out.len(),
+                nodes.len(),
+                tf.width
+            )));
+        }
+        if tf.width == 0 {
+            return Ok(());
+        }
+        for (&v, o) in nodes.iter().zip(out.chunks_exact_mut(tf.width)) {
+            let row = tf.row(v).ok_or_else(|| {
+                OpError::Source(format!(
+                    "{}: node {v} is not of type `{}`",
+                    s.path().display(),
+                    s.node_type_name(t)
+                ))
+            })?;
+            o.copy_from_slice(row);
+        }
+        Ok(())
     }
 
     fn n_features(&self) -> usize {

@@ -9,7 +9,8 @@
 //! unary     := '-' unary | chain
 //! chain     := power ('@' power)*                           one MatMul chain node
 //! power     := primary ('^' INTEGER)?                       k copies of the operand
-//! primary   := NUMBER | STRING | NAME | NAME '(' args ')' | '(' expr ')'
+//! primary   := NUMBER | STRING | NAME | NAME '(' args ')' | NAME '[' index ']' | '(' expr ')'
+//! index     := item (',' item)*              item := NAME | STRING   (a relation, a type)
 //! args      := (arg (',' arg)* ','?)?      arg := expr | NAME '=' expr   (keywords last)
 //! ```
 //! `@` binds tighter than `*`, so `0.5 * A @ x` scales the product. `A_sym^3 @ x` is
@@ -118,6 +119,16 @@ pub enum ExprKind {
     },
     /// `(e)`: a parenthesised expression (a product in it is a chain of its own).
     Paren(Box<Expr>),
+    /// `A_mean[cites]`, `A_mean["paper", "cites", "paper"]`, `A_mean[r]`: a name indexed
+    /// by a relation (issue 57); each item a name or a string.
+    Index {
+        /// The indexed name.
+        name: String,
+        /// Where the name is.
+        name_span: Range<usize>,
+        /// The items, each `ExprKind::Name` or `ExprKind::Str`.
+        items: Vec<Expr>,
+    },
 }
 
 /// An expression and its byte range.
@@ -185,10 +196,10 @@ fn lex(s: &str) -> Result<Vec<(Tok, Range<usize>)>, ExprError> {
                     });
                 }
             }
-            b'(' | b')' | b',' | b'=' | b'+' | b'-' | b'*' | b'/' | b'@' | b'^' => {
-                if c == b'(' {
+            b'(' | b')' | b',' | b'=' | b'+' | b'-' | b'*' | b'/' | b'@' | b'^' | b'[' | b']' => {
+                if c == b'(' || c == b'[' {
                     depth += 1;
-                } else if c == b')' {
+                } else if c == b')' || c == b']' {
                     depth = depth.saturating_sub(1);
                 }
                 i += 1;
@@ -470,6 +481,9 @@ impl Parser {
             }
             Tok::Name(name) => {
                 self.bump();
+                if self.is_op('[') {
+                    return self.index(name, span, above);
+                }
                 if !self.is_op('(') {
                     return leaf(ExprKind::Name(name));
                 }
@@ -503,6 +517,44 @@ impl Parser {
             }
             other => self.error(format!("expected an operand, found {}", describe(&other))),
         }
+    }
+
+    /// `NAME [ item, … ]` after the name (at `span`): one to three names or strings.
+    fn index(&mut self, name: String, span: Range<usize>, above: usize) -> Result<Deep, ExprError> {
+        within(above + 2, span.start)?;
+        self.bump();
+        let mut items = Vec::new();
+        loop {
+            let (tok, at) = (self.peek().clone(), self.span());
+            let kind = match tok {
+                Tok::Name(n) => ExprKind::Name(n),
+                Tok::Str(s) => ExprKind::Str(s),
+                other => {
+                    return self.error(format!(
+                        "expected a relation or node type (a name or a string) in `{name}[…]`, found {}",
+                        describe(&other)
+                    ))
+                }
+            };
+            self.bump();
+            items.push(Expr { kind, span: at });
+            if !self.is_op(',') {
+                break;
+            }
+            self.bump();
+        }
+        let end = self.expect(']', &format!("to close `{name}[`"))?;
+        Ok((
+            Expr {
+                kind: ExprKind::Index {
+                    name,
+                    name_span: span.clone(),
+                    items,
+                },
+                span: span.start..end.end,
+            },
+            2,
+        ))
     }
 
     /// A call's arguments, each parsed `above` levels down; their greatest depth.
@@ -613,6 +665,12 @@ mod tests {
                 format!("{name}({})", parts.join(", "))
             }
             ExprKind::Paren(e) => format!("[{}]", show(e)),
+            ExprKind::Index { name, items, .. } => {
+                format!(
+                    "{name}<{}>",
+                    items.iter().map(show).collect::<Vec<_>>().join(", ")
+                )
+            }
         }
     }
 
@@ -634,6 +692,23 @@ mod tests {
         );
         assert_eq!(one("f(\n  a,\n  b,\n)"), "f(a, b)");
         assert_eq!(one("1e-3 * x / 2"), "(/ (* 0.001 x) 2)");
+    }
+
+    #[test]
+    fn relation_indices() {
+        assert_eq!(one("A_mean[cites] @ x @ W"), "(@ A_mean<cites> x W)");
+        assert_eq!(
+            one("A_mean[\"paper\", 'cites', paper] @ x"),
+            "(@ A_mean<\"paper\", \"cites\", paper> x)"
+        );
+        assert_eq!(one("sum_relations(A[r] @ x)"), "sum_relations((@ A<r> x))");
+        let e = parse("A_mean[] @ x").unwrap_err();
+        assert_eq!(e.at, 7);
+        assert!(e.what.contains("a name or a string"), "{}", e.what);
+        let e = parse("A_mean[cites @ x").unwrap_err();
+        assert!(e.what.contains("to close `A_mean[`"), "{}", e.what);
+        let e = parse("A_mean[1]").unwrap_err();
+        assert!(e.what.contains("found the number 1"), "{}", e.what);
     }
 
     #[test]

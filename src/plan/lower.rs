@@ -18,11 +18,15 @@ use saintflow_ops::gemm::Precision;
 use crate::autodiff::differentiate;
 use crate::ir::{Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
 use crate::op::builtin::{
-    running_names, Add, AdjKind, Adjacency, Features, LinkLoss, Loss, LossKind, MatMul, PairKind,
-    Pairs, Param, Sample, TargetsOp,
+    relation_flavour, running_names, Add, AdjKind, Adjacency, BasisWeight, Features, LinkLoss,
+    Loss, LossKind, MatMul, PairKind, Pairs, Param, RelAdjacency, Sample, TargetsOp, TypeInput,
+    TypeRows,
 };
 use crate::op::{Attr, Attrs, GraphSource, Op, OpError, Registry};
+use crate::store::TypesMeta;
 use crate::suggest::did_you_mean;
+
+mod typed;
 
 use super::aggregations;
 use super::expr::{self, BinOp, Expr, ExprKind};
@@ -41,19 +45,48 @@ pub struct LowerEnv<'r> {
     pub multilabel: bool,
     /// The ops plan expressions may call.
     pub registry: &'r Registry,
+    /// The node types and relations of a typed store (issue 57: `A_mean[r]`,
+    /// `sum_relations`, `[input]`); `None`: one type `node`, one relation `to`.
+    pub types: Option<&'r TypesMeta>,
 }
 
 impl<'r> LowerEnv<'r> {
     /// The environment of a data source.
-    pub fn of(source: &dyn GraphSource, registry: &'r Registry) -> LowerEnv<'r> {
+    pub fn of(source: &'r dyn GraphSource, registry: &'r Registry) -> LowerEnv<'r> {
         LowerEnv {
             n_features: source.n_features(),
             n_classes: source.n_classes(),
             multilabel: source.multilabel(),
             registry,
+            types: source.types(),
+        }
+    }
+
+    /// Relations: the store's, or the one of a homogeneous graph.
+    pub fn n_relations(&self) -> usize {
+        self.types.map_or(1, |t| t.relations.len())
+    }
+
+    /// Relation `r` as `(source type, name, destination type)`.
+    pub fn relation_names(&self, r: usize) -> (&str, &str, &str) {
+        use crate::store::format::{DEFAULT_NODE_TYPE, DEFAULT_RELATION};
+        match self.types {
+            Some(t) => {
+                let rel = &t.relations[r];
+                (
+                    &t.node_types[rel.src as usize].name,
+                    &rel.name,
+                    &t.node_types[rel.dst as usize].name,
+                )
+            }
+            None => (DEFAULT_NODE_TYPE, DEFAULT_RELATION, DEFAULT_NODE_TYPE),
         }
     }
 }
+
+/// The plan functions over relations (issue 57), lowered here, not registry ops:
+/// `sum_relations(e)`, `mean_relations(e)` (e once per relation `r`) and `basis(a, V, r)`.
+pub const RELATION_FNS: &[&str] = &["sum_relations", "mean_relations", "basis"];
 
 /// A lowered plan: the validated forward + backward graph of one step, with its outputs
 /// named `loss`, `logits` and `grad/<param>`.
@@ -92,6 +125,11 @@ pub struct Lowered {
     /// gradient, no optimiser), updated after every training step from the step's
     /// statistics (the graph's output `state/NAME`).
     pub running: Vec<RunningStats>,
+    /// Parameters updated sparsely (issue 57: `[input]`'s tables of featureless types):
+    /// the optimiser updates only the rows whose gradient is not all zero, so a row no
+    /// step touched keeps its value and its Adam moments (PyTorch's `SparseAdam`; see
+    /// plans/README.md "Typed graphs").
+    pub sparse_rows: BTreeSet<String>,
 }
 
 /// One `batchnorm`'s running statistics: parameters `NAME.running_mean` and
@@ -179,7 +217,7 @@ impl Plan {
 
 fn collect_ops(e: &Expr, ops: &mut BTreeSet<String>) {
     match &e.kind {
-        ExprKind::Name(_) | ExprKind::Number(_) | ExprKind::Str(_) => {}
+        ExprKind::Name(_) | ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Index { .. } => {}
         ExprKind::Neg(a) | ExprKind::Paren(a) => {
             if matches!(e.kind, ExprKind::Neg(_)) && !matches!(a.kind, ExprKind::Number(_)) {
                 ops.insert("scale".into());
@@ -213,7 +251,10 @@ fn collect_ops(e: &Expr, ops: &mut BTreeSet<String>) {
             if let Some(Ok(written)) = aggregations::rewrite(name, args, kwargs, e) {
                 return collect_ops(&written, ops);
             }
-            if !NUMBER_FNS.contains(&name.as_str()) {
+            if name == "mean_relations" {
+                ops.insert("scale".into());
+            }
+            if !NUMBER_FNS.contains(&name.as_str()) && !RELATION_FNS.contains(&name.as_str()) {
                 ops.insert(name.clone());
             }
             args.iter().for_each(|x| collect_ops(x, ops));
@@ -246,6 +287,8 @@ struct Scope {
     current: usize,
     /// Uses of each binding.
     uses: HashMap<String, usize>,
+    /// Inside `sum_relations(…)`: the relation `r` stands for.
+    relation: Option<usize>,
 }
 
 struct Lowerer<'a> {
@@ -255,6 +298,10 @@ struct Lowerer<'a> {
     g: Graph,
     sample: NodeId,
     adj: BTreeMap<&'static str, NodeId>,
+    /// Relation adjacencies made so far, by (flavour, relation).
+    rel_adj: BTreeMap<(&'static str, usize), NodeId>,
+    /// Parameters updated sparsely (`Lowered::sparse_rows`).
+    sparse_rows: BTreeSet<String>,
     params: Vec<ParamDecl>,
     param_nodes: Vec<NodeId>,
     param_at: Vec<usize>,
@@ -285,6 +332,8 @@ impl<'a> Lowerer<'a> {
             g,
             sample,
             adj: BTreeMap::new(),
+            rel_adj: BTreeMap::new(),
+            sparse_rows: BTreeSet::new(),
             params: Vec::new(),
             param_nodes: Vec::new(),
             param_at: Vec::new(),
@@ -315,6 +364,9 @@ impl<'a> Lowerer<'a> {
                 "features",
             )
             .map_err(|e| self.internal(e))?;
+        if let Some(spec) = &plan.input {
+            x = self.input(spec, x)?;
+        }
         self.outputs.insert("h0".into(), x);
         let mut copies = 0usize;
         for layer in &plan.layers {
@@ -586,6 +638,7 @@ impl<'a> Lowerer<'a> {
             precision: Precision::F32,
             link: None,
             running: self.running,
+            sparse_rows: self.sparse_rows,
         })
     }
 
@@ -628,6 +681,7 @@ impl<'a> Lowerer<'a> {
             bound: HashMap::new(),
             current: 0,
             uses: HashMap::new(),
+            relation: None,
         };
         let wd = layer
             .weight_decay
@@ -638,10 +692,12 @@ impl<'a> Lowerer<'a> {
                 scope.names.insert(p.name.clone(), node);
                 continue;
             }
+            let n_relations = self.env.n_relations();
             let leaf = |d: &DimRef| match d {
                 DimRef::In => width,
                 DimRef::Features => self.env.n_features,
                 DimRef::Classes => self.env.n_classes,
+                DimRef::Relations => n_relations,
                 DimRef::Known(k) => *k,
                 DimRef::Formula(_) => unreachable!("a formula's leaves are not formulas"),
             };
@@ -865,6 +921,18 @@ impl<'a> Lowerer<'a> {
                 ),
             )),
             ExprKind::Paren(inner) => self.expr(layer, scope, inner),
+            ExprKind::Index {
+                name,
+                name_span,
+                items,
+            } => self
+                .relation_adjacency(layer, scope, e, (name, name_span.start, items))
+                .map(Val::Node),
+            ExprKind::Call {
+                name, args, kwargs, ..
+            } if RELATION_FNS.contains(&name.as_str()) && !self.env.registry.contains(name) => {
+                self.relation_fn(layer, scope, e, (name, args, kwargs))
+            }
             ExprKind::Name(n) => {
                 if let Some(&c) = scope.nums.get(n) {
                     *scope.uses.entry(n.clone()).or_default() += 1;
@@ -1120,6 +1188,24 @@ impl<'a> Lowerer<'a> {
         Ok(Val::Node(y))
     }
 
+    /// An error at the first of `kwargs`, if any: function `name` takes none.
+    fn no_attributes(
+        &self,
+        layer: &Layer,
+        name: &str,
+        kwargs: &[expr::KwArg],
+    ) -> Result<(), PlanError> {
+        match kwargs.first() {
+            Some(k) => Err(self.err(
+                layer,
+                k.name_span.start,
+                PlanErrorKind::Expr,
+                format!("`{name}` takes no attribute"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// `log(c)`, `exp(c)` or `sqrt(c)` of a number, folded.
     fn number_fn(
         &mut self,
@@ -1136,14 +1222,7 @@ impl<'a> Lowerer<'a> {
                 format!("`{name}` takes one number"),
             ));
         };
-        if let Some(k) = kwargs.first() {
-            return Err(self.err(
-                layer,
-                k.name_span.start,
-                PlanErrorKind::Expr,
-                format!("`{name}` takes no attribute"),
-            ));
-        }
+        self.no_attributes(layer, name, kwargs)?;
         let Val::Num(c) = self.expr(layer, scope, a)? else {
             return Err(self.err(
                 layer,
@@ -1229,6 +1308,14 @@ impl<'a> Lowerer<'a> {
                 at,
                 PlanErrorKind::Name,
                 format!("`{n}` is a parameter of another layer: parameters belong to the layer declaring them (declare `{n}` in this layer's `params`)"),
+            ));
+        }
+        if n == "r" {
+            return Err(self.err(
+                layer,
+                at,
+                PlanErrorKind::Name,
+                "`r` is each relation inside `sum_relations(…)` or `mean_relations(…)`, and only indexes there: `A_mean[r]`, `basis(a, V, r)`",
             ));
         }
         let known: Vec<&str> = scope

@@ -62,9 +62,9 @@ pub const MAX_LAYERS: usize = 1024;
 pub const MAX_DIM: usize = u32::MAX as usize;
 pub(crate) use schema::WrittenCount;
 pub use schema::{
-    Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, InitSpec, Keep, Layer, LinkMetric,
-    LinkTask, Optimizer, ParamSpec, Phase, Plan, SampleGraph, SamplerConfig, SamplerPlan, Task,
-    Watch,
+    Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, InitSpec, InputSpec, Keep, Layer,
+    LinkMetric, LinkTask, Optimizer, ParamSpec, Phase, Plan, SampleGraph, SamplerConfig,
+    SamplerPlan, Task, Watch,
 };
 
 /// The text of the plan file at `path`, refused before reading when it is larger than

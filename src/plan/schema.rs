@@ -27,12 +27,30 @@ pub enum DimRef {
     Features,
     /// `"classes"`: the graph's class count C.
     Classes,
+    /// `"relations"`: the store's relation count R (1 for a homogeneous graph; issue 57:
+    /// R-GCN's basis coefficients `[relations, B]`).
+    Relations,
     /// A number (written, or a `[dims]` name resolved when the plan is parsed).
     Known(usize),
     /// Arithmetic over the above (`"3 * hidden"`, `"in + classes"`): `+`, `-`, `*`, `/`
     /// (exact) and parentheses, evaluated when the layer copy is lowered (`in` is known
     /// then).
     Formula(Box<DimFormula>),
+}
+
+/// `[input]` (issue 57, plans/README.md "Typed graphs"): h0, the first layer's `x`, made
+/// over the rows of every node type: a type with features F_t > 0 contributes
+/// `x_t @ input.W.<type>` (`[F_t, dim]`, Glorot), a type without a learned table
+/// `input.E.<type>` (`[count(t), dim]`, Glorot, updated sparsely: only rows with a
+/// gradient).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputSpec {
+    /// The width of h0.
+    pub dim: usize,
+    /// L2 weight decay of the projections and tables (else the optimizer's).
+    pub weight_decay: Option<f32>,
+    /// Where `[input]` is.
+    pub at: usize,
 }
 
 /// A shape formula's tree.
@@ -461,6 +479,9 @@ pub struct Plan {
     pub(crate) dim_spans: BTreeMap<String, usize>,
     /// `[sampler]` (`full` on the training graph when absent).
     pub sampler: SamplerPlan,
+    /// `[input]`: the layer-0 input made per node type (issue 57); `None`: the store's
+    /// features as they are.
+    pub input: Option<InputSpec>,
     /// The `[[layer]]`s, in order (each possibly repeated).
     pub layers: Vec<Layer>,
     /// `[output]`: the classifier producing the logits.

@@ -222,6 +222,14 @@ pub(super) struct RawCompute {
     pub(super) precision: Option<S<String>>,
 }
 
+/// `[input]` (issue 57): the layer-0 input per node type.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInput {
+    pub(super) dim: S<Lit>,
+    pub(super) weight_decay: Option<S<f64>>,
+}
+
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPlan {
@@ -232,6 +240,7 @@ pub(super) struct RawPlan {
     #[serde(default)]
     pub(super) constants: BTreeMap<S<String>, S<f64>>,
     pub(super) sampler: Option<S<RawTable>>,
+    pub(super) input: Option<S<RawInput>>,
     pub(super) layer: Option<OneOrMany>,
     pub(super) output: Option<RawLayer>,
     pub(super) loss: Option<RawLoss>,
@@ -250,6 +259,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "dims",
     "constants",
     "sampler",
+    "input",
     "layer",
     "output",
     "loss",

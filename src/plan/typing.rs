@@ -22,8 +22,8 @@ use super::outpos::out_map;
 use super::overrides::apply_override;
 use super::sampler::{phase_sampler, sampler};
 use super::schema::{
-    Compute, Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, InitSpec, Keep, Layer,
-    LinkMetric, LinkTask, Optimizer, ParamSpec, Phase, Plan, Task, Watch,
+    Compute, Consensus, Decoder, DimFormula, DimRef, Distributed, Eval, InitSpec, InputSpec, Keep,
+    Layer, LinkMetric, LinkTask, Optimizer, ParamSpec, Phase, Plan, Task, Watch,
 };
 use super::spanned::{
     toml_error, Lit, RawCompute, RawDistributed, RawEval, RawLayer, RawOptimizer, RawPlan,
@@ -117,8 +117,9 @@ fn named_dim(name: &str, dims: &BTreeMap<String, usize>) -> Result<DimRef, Strin
         "in" => DimRef::In,
         "features" => DimRef::Features,
         "classes" => DimRef::Classes,
+        "relations" => DimRef::Relations,
         d => DimRef::Known(*dims.get(d).ok_or_else(|| {
-            let known = ["in", "features", "classes"]
+            let known = ["in", "features", "classes", "relations"]
                 .into_iter()
                 .chain(dims.keys().map(String::as_str));
             did_you_mean(d, known)
@@ -173,6 +174,54 @@ fn dim_formula(
     Ok(DimRef::Formula(Box::new(
         tree(&stmt.expr, dims).map_err(bad)?,
     )))
+}
+
+/// `[input]`: `dim` a whole number or a [dims] name, `weight_decay` ≥ 0.
+fn input_spec(
+    src: &Source,
+    raw: &S<super::spanned::RawInput>,
+    dims: &BTreeMap<String, usize>,
+) -> Result<InputSpec, PlanError> {
+    let i = raw.get_ref();
+    let at = i.dim.span().start;
+    let dim = match i.dim.get_ref() {
+        Lit::Int(k) if *k >= 1 => at_most_max_dim(src, at, *k as usize, "[input] dim")?,
+        Lit::Str(name) => *dims.get(name).ok_or_else(|| {
+            src.error(
+                at,
+                PlanErrorKind::Name,
+                format!(
+                    "[input] dim: unknown dim `{name}`{}",
+                    did_you_mean(name, dims.keys().map(String::as_str))
+                ),
+            )
+        })?,
+        other => {
+            return Err(err(
+                src,
+                at,
+                format!("[input] dim is {other}: expected a whole number ≥ 1 or a [dims] name"),
+            ))
+        }
+    };
+    let weight_decay = match &i.weight_decay {
+        Some(w) if !(w.get_ref().is_finite() && *w.get_ref() >= 0.0) => {
+            return Err(err(
+                src,
+                w.span().start,
+                format!(
+                    "[input] weight_decay must be a number ≥ 0, got {}",
+                    w.get_ref()
+                ),
+            ))
+        }
+        w => w.as_ref().map(|w| *w.get_ref() as f32),
+    };
+    Ok(InputSpec {
+        dim,
+        weight_decay,
+        at: raw.span().start,
+    })
 }
 
 /// `k` if at most [`MAX_DIM`], else a limit error at `at`.
@@ -923,11 +972,11 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
     let mut dim_spans = BTreeMap::new();
     for (k, v) in &raw.dims {
         let name = k.get_ref();
-        if ["in", "features", "classes"].contains(&name.as_str()) || !is_ident(name) {
+        if ["in", "features", "classes", "relations"].contains(&name.as_str()) || !is_ident(name) {
             return Err(err(
                 s,
                 k.span().start,
-                format!("`{name}` cannot name a dim (`in`, `features` and `classes` are built in; a dim name is letters, digits and `_`)"),
+                format!("`{name}` cannot name a dim (`in`, `features`, `classes` and `relations` are built in; a dim name is letters, digits and `_`)"),
             ));
         }
         let what = format!("dim `{name}`");
@@ -975,6 +1024,10 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         }
     };
     let sampler_plan = sampler(s, &base_table, base_at)?;
+    let input = match &raw.input {
+        None => None,
+        Some(i) => Some(input_spec(s, i, &dims)?),
+    };
     let mut layers: Vec<Layer> = Vec::new();
     let mut copies = 0usize;
     for l in raw.layer.unwrap_or_default().0 {
@@ -1074,6 +1127,7 @@ fn typed(raw: RawPlan, src: Arc<Source>) -> Result<Plan, PlanError> {
         constants,
         dim_spans,
         sampler: sampler_plan,
+        input,
         layers,
         output,
         loss,

@@ -19,7 +19,7 @@ pub mod writer;
 
 pub use check::check;
 pub use error::StoreError;
-pub use format::{Header, LabelKind, Role, SectionId, TrainGraph};
+pub use format::{Header, LabelKind, Role, SectionId, TrainGraph, TypesMeta};
 pub use info::{info, Info};
 pub use link::{LinkEdges, LinkSet, LinkSplit};
 pub use mmap::{Access, Csr, GraphStore, Labels, PrivateSection};

@@ -333,6 +333,8 @@ pub(super) struct OptState {
     kind: Optimizer,
     weight_decay: BTreeMap<String, f32>,
     lasso: BTreeMap<String, f32>,
+    /// Parameters updated by rows (`Lowered::sparse_rows`).
+    sparse_rows: std::collections::BTreeSet<String>,
     t: u64,
     m: BTreeMap<String, Vec<f32>>,
     v: BTreeMap<String, Vec<f32>>,
@@ -348,6 +350,7 @@ impl OptState {
             kind,
             weight_decay: lowered.weight_decay.clone(),
             lasso: lowered.lasso.clone(),
+            sparse_rows: lowered.sparse_rows.clone(),
             t: 0,
             v: if matches!(kind, Optimizer::Adam(_)) {
                 zeros.clone()
@@ -370,7 +373,6 @@ impl OptState {
         cols: usize,
         g: &[f32],
     ) -> Result<(), TrainError> {
-        let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
         let lassoed;
         let g = match self.lasso.get(name) {
             Some(&l) => {
@@ -379,10 +381,59 @@ impl OptState {
             }
             None => g,
         };
-        let m = self.m.get_mut(name).expect("state per parameter");
+        if self.sparse_rows.contains(name) && cols > 0 {
+            return self.update_rows(name, p, cols, g);
+        }
+        let span = 0..p.len();
+        self.update_run(name, (p, g), span)
+    }
+
+    /// A sparsely updated parameter (issue 57: a featureless type's table): the optimiser
+    /// step on the rows whose gradient is not all zero, runs of consecutive such rows at
+    /// once; the other rows keep their values and their moments, as PyTorch's `SparseAdam`
+    /// leaves the rows absent from a sparse gradient (a touched row whose gradient is
+    /// exactly zero counts as untouched here). Adam's bias correction uses the run's step
+    /// count t, as for every parameter (SparseAdam's per-parameter count: the same whenever
+    /// every step touches the table, as full-batch training does).
+    fn update_rows(
+        &mut self,
+        name: &str,
+        p: &mut [f32],
+        cols: usize,
+        g: &[f32],
+    ) -> Result<(), TrainError> {
+        let rows = g.len() / cols;
+        let touched = |i: usize| g[i * cols..(i + 1) * cols].iter().any(|&x| x != 0.0);
+        let mut i = 0;
+        while i < rows {
+            if !touched(i) {
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < rows && touched(j) {
+                j += 1;
+            }
+            let span = i * cols..j * cols;
+            let run = (&mut p[span.clone()], &g[span.clone()]);
+            self.update_run(name, run, span)?;
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// The optimiser on `p`, `g`, the elements `span` of parameter `name`.
+    fn update_run(
+        &mut self,
+        name: &str,
+        (p, g): (&mut [f32], &[f32]),
+        span: std::ops::Range<usize>,
+    ) -> Result<(), TrainError> {
+        let wd = f64::from(self.weight_decay.get(name).copied().unwrap_or(0.0));
+        let m = &mut self.m.get_mut(name).expect("state per parameter")[span.clone()];
         let r = match self.kind {
             Optimizer::Adam(a) => {
-                let v = self.v.get_mut(name).expect("state per parameter");
+                let v = &mut self.v.get_mut(name).expect("state per parameter")[span];
                 saintflow_ops::optim::Adam {
                     weight_decay: wd,
                     ..a
@@ -551,6 +602,90 @@ pub(super) fn guard_outputs(
 #[cfg(test)]
 mod tests {
     use super::with_column_lasso;
+
+    /// Issue 57: a sparsely updated table (`Lowered::sparse_rows`): rows with a gradient
+    /// take Adam's step exactly as the dense update gives them (three steps, weight decay
+    /// on), rows without one keep their value and both moments, bit for bit — also a row
+    /// that had a gradient at an earlier step (its moments are not decayed).
+    #[test]
+    fn sparse_rows_update_only_rows_with_a_gradient() {
+        use super::{OptState, Optimizer};
+        use std::collections::{BTreeMap, BTreeSet};
+        let (rows, cols) = (5, 3);
+        let adam = saintflow_ops::optim::Adam::default();
+        let state = |sparse: bool| OptState {
+            kind: Optimizer::Adam(adam),
+            weight_decay: BTreeMap::from([("E".to_string(), 0.01)]),
+            lasso: BTreeMap::new(),
+            sparse_rows: if sparse {
+                BTreeSet::from(["E".to_string()])
+            } else {
+                BTreeSet::new()
+            },
+            t: 0,
+            m: BTreeMap::from([("E".to_string(), vec![0.0; rows * cols])]),
+            v: BTreeMap::from([("E".to_string(), vec![0.0; rows * cols])]),
+        };
+        let (mut sparse, mut dense) = (state(true), state(false));
+        let init: Vec<f32> = (0..rows * cols).map(|i| 0.1 * i as f32 - 0.4).collect();
+        let (mut ps, mut pd) = (init.clone(), init.clone());
+        // Step 1 touches rows 0, 1, 3; steps 2 and 3 rows 1 and 3 only.
+        let touched = [vec![0, 1, 3], vec![1, 3], vec![1, 3]];
+        let mut frozen = (vec![0f32; cols], vec![0f32; cols], vec![0f32; cols]);
+        for (step, rows_touched) in touched.iter().enumerate() {
+            let mut g = vec![0f32; rows * cols];
+            for &r in rows_touched {
+                for c in 0..cols {
+                    g[r * cols + c] = 0.3 - 0.05 * (r * cols + c) as f32 + step as f32 * 0.1;
+                }
+            }
+            sparse.t += 1;
+            dense.t += 1;
+            sparse.update("E", &mut ps, cols, &g).unwrap();
+            // The dense oracle: the same step on the touched rows only.
+            for &r in rows_touched {
+                let span = r * cols..(r + 1) * cols;
+                let m = &mut dense.m.get_mut("E").unwrap()[span.clone()];
+                let v = &mut dense.v.get_mut("E").unwrap()[span.clone()];
+                saintflow_ops::optim::Adam {
+                    weight_decay: 0.01,
+                    ..adam
+                }
+                .step(dense.t, &mut pd[span.clone()], &g[span.clone()], m, v)
+                .unwrap();
+            }
+            if step == 0 {
+                frozen = (
+                    ps[0..cols].to_vec(),
+                    sparse.m["E"][0..cols].to_vec(),
+                    sparse.v["E"][0..cols].to_vec(),
+                );
+            }
+        }
+        assert_eq!(ps, pd);
+        assert_eq!(sparse.m["E"], dense.m["E"]);
+        assert_eq!(sparse.v["E"], dense.v["E"]);
+        // Rows 2 and 4: never touched, as they started.
+        for r in [2, 4] {
+            let span = r * cols..(r + 1) * cols;
+            assert_eq!(ps[span.clone()], init[span.clone()]);
+            assert!(sparse.m["E"][span.clone()].iter().all(|&x| x == 0.0));
+            assert!(sparse.v["E"][span].iter().all(|&x| x == 0.0));
+        }
+        // Row 0: touched at step 1 only, then left as it was.
+        assert_ne!(frozen.0, init[0..cols]);
+        assert_eq!(ps[0..cols], frozen.0);
+        assert_eq!(sparse.m["E"][0..cols], frozen.1);
+        assert_eq!(sparse.v["E"][0..cols], frozen.2);
+        // A dense parameter would have moved row 2 by weight decay alone.
+        let mut whole = state(false);
+        let mut pw = init.clone();
+        whole.t = 1;
+        whole
+            .update("E", &mut pw, cols, &vec![0.0; rows * cols])
+            .unwrap();
+        assert_ne!(pw[2 * cols..3 * cols], init[2 * cols..3 * cols]);
+    }
 
     /// λ · Σ_c ‖W[:, c]‖ in f64.
     fn penalty(w: &[f64], cols: usize, lambda: f64) -> f64 {

@@ -423,6 +423,7 @@ pub fn one_layer_logits_with(text: &str, src: &saintflow::op::MemorySource) -> V
             n_classes: 2,
             multilabel: false,
             registry: &reg,
+            types: None,
         })
         .unwrap();
     let params = saintflow::ir::Params::init(&lowered.params, 3);
@@ -456,6 +457,7 @@ pub fn lowering_error(text: &str) -> String {
                 n_classes: 2,
                 multilabel: false,
                 registry: &reg,
+                types: None,
             })
         })
         .err()
@@ -515,4 +517,45 @@ pub fn ogb_relations(raw: &Path, rels: &[OgbRelation<'_>]) {
         );
         gz(&rd.join("num-edge-list.csv.gz"), [e.len().to_string()]);
     }
+}
+
+/// Below `dir` (whose `raw/` holds the types and relations already): the `paper` type's
+/// features (`feats`, one CSV row per paper), the only labelled type among `types` (the
+/// header of `num-node-dict.csv.gz`, e.g. `paper,author,field`, paper first), its
+/// `labels` and the split `time` (`[train, valid, test]` paper ids); then `import ogb` of
+/// it all into `dir/tiny.sf`, returned.
+pub fn ogb_papers_and_import(
+    dir: &Path,
+    types: &str,
+    feats: &[&str],
+    labels: &[&str],
+    split: [&[&str]; 3],
+) -> PathBuf {
+    let raw = dir.join("raw");
+    let others = types.split(',').count() - 1;
+    let flags = format!("True{}", ",False".repeat(others));
+    gz(&raw.join("node-feat/paper/node-feat.csv.gz"), feats);
+    gz(
+        &raw.join("nodetype-has-label.csv.gz"),
+        [types, flags.as_str()],
+    );
+    gz(&raw.join("node-label/paper/node-label.csv.gz"), labels);
+    let sp = dir.join("split/time");
+    gz(
+        &sp.join("nodetype-has-split.csv.gz"),
+        [types, flags.as_str()],
+    );
+    for (set, ids) in ["train", "valid", "test"].into_iter().zip(split) {
+        gz(&sp.join(format!("paper/{set}.csv.gz")), ids);
+    }
+    let out = dir.join("tiny.sf");
+    saintflow::store::import::import_ogb(
+        dir,
+        &out,
+        &saintflow::store::import::OgbOptions::default(),
+        false,
+        &Progress::hidden(),
+    )
+    .unwrap();
+    out
 }

@@ -16,6 +16,7 @@ mod softmax_agg;
 mod source;
 mod sparse_features;
 mod structure;
+mod typed;
 
 use std::sync::Arc;
 
@@ -40,6 +41,10 @@ pub use softmax_agg::{SoftmaxAgg, SoftmaxAggGrad, SoftmaxWrt};
 pub use source::{AdjKind, AdjNorm, Adjacency, Features, One, Param, Sample, TargetsOp};
 pub use sparse_features::FeatureProduct;
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};
+pub use typed::{
+    member_flags, relation_flavour, BasisWeight, BasisWeightGrad, BasisWrt, RelAdjacency,
+    TypeInput, TypeRows,
+};
 
 pub(crate) use super::util::{dense, elementwise_cost, same_shape};
 

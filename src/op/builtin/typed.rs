@@ -1,0 +1,497 @@
+//! Issue 57 item 3: the ops of plans over a typed store's relations and node types.
+//!
+//! * [`RelAdjacency`] (`A_mean[r]`, `A[r]`, `A_sym_noloop[r]`, `A_col[r]`): relation r's
+//!   adjacency over the subgraph's rows of every node. It keeps the subgraph's whole
+//!   pattern (the union of the relations, symmetric, with its transpose permutation) and
+//!   sets an entry's value to 0 where the entry is not of relation r, so the fact's nnz is
+//!   the subgraph's entries, the SpMM kernels and their transposed backward are those of
+//!   every adjacency, and blocked inference builds its block the same way (adding an exact
+//!   0 leaves every sum's bits unchanged). The price is nnz(subgraph) per relation used in
+//!   place of nnz(r): R relations cost R passes over the union's entries.
+//!   Normalisation: d(u) = |N_u^r| (R-GCN's c_{u,r}), d(v) = |N_v^{r⁻¹}|, both at least 1,
+//!   through the one formula [`AdjNorm::value`].
+//! * [`TypeInput`] (`[input]`, a type with features): the subgraph nodes' features of one
+//!   node type, `[n, F_t]`, rows of the other types 0.
+//! * [`TypeRows`] (`[input]`, a type without features): rows of a learned `[count(t), d]`
+//!   table at the subgraph's nodes of type t, other rows 0; its backward (the same op,
+//!   `scatter`) scatters ∇y into the table's rows (the rows the step touched; the optimiser updates
+//!   only rows with a gradient, see `Lowered::sparse_rows`).
+//! * [`BasisWeight`] (`basis(a, V, r)`): R-GCN's basis decomposition
+//!   W_r = Σ_b a[r, b] · V_b (Schlichtkrull et al. 2018, Eq. 3), V the B blocks of rows
+//!   `[B·in, out]` stacked, a `[R, B]`; backward [`BasisWeightGrad`]:
+//!   ∂a[r, b] = ⟨∇W_r, V_b⟩ (row r only), ∂V_b = a[r, b] · ∇W_r.
+
+use std::sync::Arc;
+
+use crate::ir::{Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};
+use crate::op::{Arity, Ctx, GradBuilder, Op, OpError, RowLocal, SourceKind, Stage};
+use crate::sample::Subgraph;
+
+use super::dense;
+use super::source::{AdjKind, AdjNorm};
+
+fn subgraph<'v>(inputs: &[&'v Value], i: usize, op: &str) -> Result<&'v Arc<Subgraph>, OpError> {
+    inputs[i]
+        .as_subgraph()
+        .ok_or_else(|| OpError::args(format!("{op}: argument {} is not a subgraph", i + 1)))
+}
+
+/// Whether `kind` can be a relation's adjacency (no self loops, no sampler weights).
+pub fn relation_flavour(kind: AdjKind) -> bool {
+    matches!(
+        kind,
+        AdjKind::Raw | AdjKind::Mean | AdjKind::SymNoLoops | AdjKind::Col
+    )
+}
+
+/// For each entry of one row (`row`, sorted column ids), whether it is in `rel` (a sorted
+/// subset of `row`): the flags, and how many.
+pub fn member_flags(row: &[u32], rel: &[u32], flags: &mut Vec<bool>) -> usize {
+    flags.clear();
+    let mut k = 0usize;
+    for &v in row {
+        while k < rel.len() && rel[k] < v {
+            k += 1;
+        }
+        flags.push(k < rel.len() && rel[k] == v);
+    }
+    rel.len()
+}
+
+/// One relation's adjacency over a subgraph's rows (see the module header).
+#[derive(Debug)]
+pub struct RelAdjacency {
+    /// The flavour (see [`relation_flavour`]).
+    pub kind: AdjKind,
+    /// The relation's id in the store.
+    pub relation: usize,
+    /// Its reverse's id (the column side's degrees).
+    pub reverse: usize,
+    /// The relation as a plan names it (`paper cites paper`), for `explain`.
+    pub name: String,
+}
+
+impl Op for RelAdjacency {
+    fn stage(&self) -> Stage {
+        Stage::Sampling
+    }
+    fn name(&self) -> &str {
+        "rel_adj"
+    }
+    fn source_kind(&self) -> Option<SourceKind> {
+        Some(SourceKind::RelAdjacency {
+            kind: self.kind,
+            relation: self.relation as u32,
+        })
+    }
+    fn attrs(&self) -> String {
+        format!(
+            "kind={} relation={} ({})",
+            self.kind.plan_name(),
+            self.relation,
+            self.name
+        )
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Subgraph])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(Fact::Sparse {
+            rows: Dim::NODES,
+            nnz: Dim::ENTRIES,
+            heads: 1,
+        })
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let sub = subgraph(inputs, 0, "rel_adj")?;
+        let typed = sub.typed.as_ref().ok_or_else(|| {
+            OpError::Source(format!(
+                "rel_adj ({}): the subgraph carries no relations (a typed store's source attaches them)",
+                self.name
+            ))
+        })?;
+        let rel = |r: usize| {
+            typed.relations.get(r).ok_or_else(|| {
+                OpError::Source(format!(
+                    "rel_adj ({}): relation {r} of a subgraph with {} relations",
+                    self.name,
+                    typed.relations.len()
+                ))
+            })
+        };
+        let (fwd, rev) = (rel(self.relation)?, rel(self.reverse)?);
+        let s = Structure::of(sub).map_err(|e| OpError::Source(e.to_string()))?;
+        let n = sub.n_nodes();
+        // Row u's entries of a relation: its local CSR's row when u is of its source type.
+        fn rows_of<'s>(
+            starts: &[u32],
+            r: &'s crate::sample::typed::SubRelation,
+            u: usize,
+        ) -> &'s [u32] {
+            let (t0, t1) = (starts[r.src] as usize, starts[r.src + 1] as usize);
+            if (t0..t1).contains(&u) {
+                let k = u - t0;
+                &r.indices[r.offsets[k] as usize..r.offsets[k + 1] as usize]
+            } else {
+                &[]
+            }
+        }
+        let starts = &typed.type_starts;
+        let norm = self.kind.norm();
+        let col_deg: Vec<f32> = match norm {
+            AdjNorm::Cols | AdjNorm::Sym => (0..n)
+                .map(|v| (rows_of(starts, rev, v).len() as f32).max(1.0))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut values = Vec::with_capacity(s.nnz());
+        let mut flags = Vec::new();
+        for u in 0..n {
+            let row = &s.indices[s.row(u)];
+            let du = (member_flags(row, rows_of(starts, fwd, u), &mut flags) as f32).max(1.0);
+            for (&v, &in_r) in row.iter().zip(&flags) {
+                let dv = col_deg.get(v as usize).copied().unwrap_or(1.0);
+                values.push(if in_r { norm.value(du, dv) } else { 0.0 });
+            }
+        }
+        let nnz = values.len();
+        Ok(Value::Sparse(SparseMat {
+            structure: Arc::new(s),
+            values: Arc::new(Tensor::from_vec(nnz, 1, values).expect("one value per entry")),
+        }))
+    }
+}
+
+/// The subgraph nodes' features of one node type, `[n, F_t]`: row i is node i's features
+/// when node i is of type t (global ids `start..end`), else zeros.
+#[derive(Debug)]
+pub struct TypeInput {
+    /// The node type.
+    pub ty: usize,
+    /// Its name, for `explain`.
+    pub name: String,
+    /// Its global ids.
+    pub start: u32,
+    /// One past its last global id.
+    pub end: u32,
+    /// F_t.
+    pub width: usize,
+}
+
+impl Op for TypeInput {
+    fn stage(&self) -> Stage {
+        Stage::Sampling
+    }
+    fn name(&self) -> &str {
+        "type_features"
+    }
+    fn attrs(&self) -> String {
+        format!("type={} width={}", self.name, self.width)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Subgraph])
+    }
+    fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
+        Ok(Fact::dense(Dim::NODES, Dim::known(self.width)))
+    }
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
+        let sub = subgraph(inputs, 0, "type_features")?;
+        let (lo, hi) = type_span(&sub.nodes, self.start, self.end);
+        let mut t = Tensor::zeros(sub.n_nodes(), self.width);
+        ctx.source("type_features")?.type_features(
+            self.ty,
+            &sub.nodes[lo..hi],
+            &mut t.data[lo * self.width..hi * self.width],
+        )?;
+        Ok(Value::dense(t))
+    }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        Some(self)
+    }
+}
+
+impl RowLocal for TypeInput {}
+
+/// The positions of `nodes` (ascending) in `start..end`.
+fn type_span(nodes: &[u32], start: u32, end: u32) -> (usize, usize) {
+    let lo = nodes.partition_point(|&v| v < start);
+    (lo, lo + nodes[lo..].partition_point(|&v| v < end))
+}
+
+/// Rows of a `[count, d]` table at the subgraph's nodes of one type (`type_rows(E,
+/// sample)`: rows of other types 0), or, as its backward (`scatter`), ∇y's rows at the
+/// type's nodes added into a `[count, d]` gradient (each node once in a subgraph; rows no
+/// node touched stay 0): inputs (∇y, sample).
+#[derive(Clone, Debug)]
+pub struct TypeRows {
+    /// The type's name, for `explain`.
+    pub name: String,
+    /// Its global ids.
+    pub start: u32,
+    /// One past its last.
+    pub end: u32,
+    /// The backward: scatter into the table's shape.
+    pub scatter: bool,
+}
+
+impl TypeRows {
+    fn count(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    /// Each (subgraph position, table row) of the subgraph's nodes of the type.
+    fn pairs<'s>(&self, sub: &'s Subgraph) -> impl Iterator<Item = (usize, usize)> + 's {
+        let (lo, hi) = type_span(&sub.nodes, self.start, self.end);
+        let start = self.start;
+        (lo..hi).map(move |i| (i, (sub.nodes[i] - start) as usize))
+    }
+}
+
+impl Op for TypeRows {
+    fn name(&self) -> &str {
+        if self.scatter {
+            "type_rows_backward"
+        } else {
+            "type_rows"
+        }
+    }
+    fn attrs(&self) -> String {
+        format!("type={}", self.name)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Subgraph])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (name, count) = (self.name(), self.count());
+        match (inputs[0].matrix(), self.scatter) {
+            (Some((_, c)), true) if c.as_known().is_some() => Ok(Fact::dense(Dim::known(count), c)),
+            (Some((r, c)), false) if r.as_known() == Some(count) && c.as_known().is_some() => {
+                Ok(Fact::dense(Dim::NODES, c))
+            }
+            _ => Err(OpError::args(format!(
+                "{name} ({}): argument 1 is {}, expected {}",
+                self.name,
+                inputs[0],
+                if self.scatter {
+                    "∇y [n, d]".to_string()
+                } else {
+                    format!("the table [{count}, d] (one row per node of the type)")
+                }
+            ))),
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let name = self.name();
+        let x = dense(inputs, 0, name)?;
+        let sub = subgraph(inputs, 1, name)?;
+        let d = x.cols;
+        if self.scatter {
+            let mut t = Tensor::zeros(self.count(), d);
+            for (i, k) in self.pairs(sub) {
+                t.data[k * d..(k + 1) * d]
+                    .iter_mut()
+                    .zip(x.row(i))
+                    .for_each(|(a, &b)| *a += b);
+            }
+            return Ok(Value::dense(t));
+        }
+        if x.rows != self.count() {
+            return Err(OpError::args(format!(
+                "{name} ({}): the table has {} rows, the type {}",
+                self.name,
+                x.rows,
+                self.count()
+            )));
+        }
+        let mut t = Tensor::zeros(sub.n_nodes(), d);
+        for (i, k) in self.pairs(sub) {
+            t.data[i * d..(i + 1) * d].copy_from_slice(x.row(k));
+        }
+        Ok(Value::dense(t))
+    }
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        if self.scatter {
+            return Err(OpError::NoBackward {
+                op: self.name().to_string(),
+            });
+        }
+        let sample = g.input(1);
+        let de = match g.needs_grad(0) {
+            true => Some(g.add(
+                TypeRows {
+                    scatter: true,
+                    ..self.clone()
+                },
+                &[grad, sample],
+            )?),
+            false => None,
+        };
+        Ok(vec![de, None])
+    }
+    fn as_row_local(&self) -> Option<&dyn RowLocal> {
+        (!self.scatter).then_some(self as &dyn RowLocal)
+    }
+}
+
+impl RowLocal for TypeRows {}
+
+/// `basis(a, V, r)`: W_r = Σ_b a[r, b] · V_b, V's B blocks of `in` rows stacked.
+#[derive(Clone, Debug)]
+pub struct BasisWeight {
+    /// r.
+    pub relation: usize,
+    /// The relation as the plan names it, for `explain`.
+    pub name: String,
+}
+
+/// Which gradient a [`BasisWeightGrad`] computes: inputs (∇W, a, V).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BasisWrt {
+    /// ∂a (`[R, B]`, row r only).
+    A,
+    /// ∂V (`[B·in, out]`).
+    V,
+}
+
+/// The backward of [`BasisWeight`].
+#[derive(Clone, Debug)]
+pub struct BasisWeightGrad {
+    /// As the forward's.
+    pub relation: usize,
+    /// Which input.
+    pub wrt: BasisWrt,
+}
+
+/// (R, B, in, out) of `a` `[R, B]` and `V` `[B·in, out]`, or an error naming `op`.
+fn basis_dims(op: &str, r: usize, a: &Fact, v: &Fact) -> Result<[usize; 4], OpError> {
+    let known = |f: &Fact| {
+        f.matrix()
+            .and_then(|(x, y)| Some((x.as_known()?, y.as_known()?)))
+    };
+    match (known(a), known(v)) {
+        (Some((rr, b)), Some((vr, out))) if b > 0 && vr % b == 0 && vr > 0 && r < rr => {
+            Ok([rr, b, vr / b, out])
+        }
+        _ => Err(OpError::args(format!(
+            "{op}: a is {a} and V {v}: expected a [relations, B] (relation {r} a row of it) and V [B·in, out] (B blocks of `in` rows)"
+        ))),
+    }
+}
+
+impl Op for BasisWeight {
+    fn name(&self) -> &str {
+        "basis"
+    }
+    fn attrs(&self) -> String {
+        format!("relation={} ({})", self.relation, self.name)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let [_, _, i, o] = basis_dims("basis", self.relation, inputs[0], inputs[1])?;
+        Ok(Fact::dense(Dim::known(i), Dim::known(o)))
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let (a, v) = (dense(inputs, 0, "basis")?, dense(inputs, 1, "basis")?);
+        let b = a.cols;
+        let block = v.data.len() / b;
+        let mut w = Tensor::zeros(v.rows / b, v.cols);
+        for (k, &c) in a.row(self.relation).iter().enumerate() {
+            w.data
+                .iter_mut()
+                .zip(&v.data[k * block..(k + 1) * block])
+                .for_each(|(w, &x)| *w += c * x);
+        }
+        Ok(Value::dense(w))
+    }
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let (a, v) = (g.input(0), g.input(1));
+        let mut out = Vec::with_capacity(2);
+        for (i, wrt) in [(0, BasisWrt::A), (1, BasisWrt::V)] {
+            out.push(match g.needs_grad(i) {
+                true => Some(g.add(
+                    BasisWeightGrad {
+                        relation: self.relation,
+                        wrt,
+                    },
+                    &[grad, a, v],
+                )?),
+                false => None,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl Op for BasisWeightGrad {
+    fn name(&self) -> &str {
+        match self.wrt {
+            BasisWrt::A => "basis_backward_a",
+            BasisWrt::V => "basis_backward_v",
+        }
+    }
+    fn attrs(&self) -> String {
+        format!("relation={}", self.relation)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense, Kind::Dense, Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let [_, _, i, o] = basis_dims(self.name(), self.relation, inputs[1], inputs[2])?;
+        if inputs[0] != &Fact::dense(Dim::known(i), Dim::known(o)) {
+            return Err(OpError::args(format!(
+                "{}: ∇W is {}, expected [{i}, {o}]",
+                self.name(),
+                inputs[0]
+            )));
+        }
+        Ok(match self.wrt {
+            BasisWrt::A => inputs[1].clone(),
+            BasisWrt::V => inputs[2].clone(),
+        })
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let name = self.name();
+        let (dw, a, v) = (
+            dense(inputs, 0, name)?,
+            dense(inputs, 1, name)?,
+            dense(inputs, 2, name)?,
+        );
+        let block = dw.data.len();
+        let r = self.relation;
+        Ok(Value::dense(match self.wrt {
+            BasisWrt::A => {
+                let mut da = Tensor::zeros(a.rows, a.cols);
+                for k in 0..a.cols {
+                    let dot: f64 = dw
+                        .data
+                        .iter()
+                        .zip(&v.data[k * block..(k + 1) * block])
+                        .map(|(&g, &x)| f64::from(g) * f64::from(x))
+                        .sum();
+                    da.data[r * a.cols + k] = dot as f32;
+                }
+                da
+            }
+            BasisWrt::V => {
+                let mut dv = Tensor::zeros(v.rows, v.cols);
+                for (k, &c) in a.row(r).iter().enumerate() {
+                    dv.data[k * block..(k + 1) * block]
+                        .iter_mut()
+                        .zip(&dw.data)
+                        .for_each(|(d, &g)| *d = c * g);
+                }
+                dv
+            }
+        }))
+    }
+}

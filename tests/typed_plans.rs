@@ -1,0 +1,399 @@
+//! Issue 57 item 3: plans over a typed store. Relation adjacencies (`A_mean[r]` and the
+//! other flavours) against brute force over the store's relation CSRs; `[input]` (each
+//! type's features through its own projection, featureless types' tables);
+//! plans/rgcn.toml's whole training step against finite differences on a tiny typed
+//! store, planned and unplanned; blocked inference equal to the in-memory pass there; the
+//! plan errors (unknown relation with its nearest names, FILE:LINE:COL, `r` outside a sum
+//! over relations, a flavour with self loops, `basis` misuse).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{gz, ogb_relations, op_ctx};
+use saintflow::compile::lower_for;
+use saintflow::exec::{check_gradients, run, GradCheck, Interpreter};
+use saintflow::infer::{FullGraph, InferOptions, Output};
+use saintflow::ir::{Bindings, GraphSource, Params};
+use saintflow::op::builtin::{AdjKind, RelAdjacency};
+use saintflow::op::{Op, Registry, StoreSource};
+use saintflow::plan::Plan;
+use saintflow::planner::PlanOptions;
+use saintflow::sample::FullSampler;
+use saintflow::store::{check, GraphStore, Role};
+
+/// A tiny typed graph in ogbn-mag's layout, imported (types in name order: author 0..4,
+/// field 5..7, paper 8..13): papers with 3 features and 2 classes, authors and fields
+/// without features; `author writes paper`, `paper cites paper` (made symmetric), `paper
+/// has_topic field`, the reverses `rev_writes`, `rev_has_topic`.
+fn tiny(dir: &Path) -> PathBuf {
+    let raw = dir.join("raw");
+    gz(
+        &raw.join("num-node-dict.csv.gz"),
+        ["paper,author,field", "6,5,3"],
+    );
+    let rels: [common::OgbRelation<'_>; 3] = [
+        (
+            "author",
+            "writes",
+            "paper",
+            &[
+                (0, 0),
+                (0, 1),
+                (1, 1),
+                (1, 2),
+                (2, 3),
+                (0, 3),
+                (3, 4),
+                (4, 5),
+                (3, 5),
+            ],
+        ),
+        (
+            "paper",
+            "cites",
+            "paper",
+            &[(0, 1), (1, 2), (2, 0), (2, 3), (4, 5), (3, 4)],
+        ),
+        (
+            "paper",
+            "has_topic",
+            "field",
+            &[(0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (5, 2), (5, 0)],
+        ),
+    ];
+    ogb_relations(&raw, &rels);
+    common::ogb_papers_and_import(
+        dir,
+        "paper,author,field",
+        &[
+            "1.0,0.5,-0.2",
+            "0.3,-1.0,0.8",
+            "-0.6,0.2,0.9",
+            "0.7,0.7,-0.4",
+            "-0.1,0.4,0.3",
+            "0.9,-0.3,-0.8",
+        ],
+        &["0", "1", "0", "1", "1", "0"],
+        [&["0", "1", "2", "4"], &["3"], &["5"]],
+    )
+}
+
+fn open_tiny(dir: &Path) -> GraphStore {
+    let s = GraphStore::open(tiny(dir)).unwrap();
+    check(&s).unwrap();
+    assert_eq!((s.n_node_types(), s.n_relations()), (3, 5));
+    s
+}
+
+/// The store sampled whole, every step (what full-batch training and the in-memory
+/// evaluation read), the loss over the training papers.
+fn full_source(store: &GraphStore) -> StoreSource<'_> {
+    StoreSource::new(
+        store,
+        Box::new(FullSampler::new(store.full())),
+        0,
+        1,
+        None,
+        Role::Train,
+    )
+}
+
+fn rgcn(overrides: &[&str]) -> Plan {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/rgcn.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    Plan::parse_with_overrides(&text, &path.display().to_string(), overrides)
+        .unwrap_or_else(|e| panic!("{}", e.render()))
+}
+
+/// Every parameter moved off its initial value by a small deterministic offset (as
+/// tests/shipped_plans.rs does: no ReLU input sits on its kink by construction).
+fn params_for(lowered: &saintflow::plan::Lowered, seed: u64) -> Params {
+    let mut params = Params::init(&lowered.params, seed);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ seed;
+    for d in &lowered.params {
+        for v in &mut params.get_mut(&d.name).unwrap().data {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            *v += ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2;
+        }
+    }
+    params
+}
+
+#[test]
+fn relation_adjacencies_match_brute_force_over_the_relation_csrs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_tiny(tmp.path());
+    let src = full_source(&store);
+    let sub = src.sample(0).unwrap();
+    let n = store.n_nodes();
+    assert_eq!(sub.nodes, (0..n as u32).collect::<Vec<_>>());
+    let sample = saintflow::ir::Value::Subgraph(std::sync::Arc::new(sub.clone()));
+    let params = Params::default();
+    for r in 0..store.n_relations() {
+        let rel = store.relation(r);
+        let rev = store.relation(rel.reverse);
+        for kind in [
+            AdjKind::Raw,
+            AdjKind::Mean,
+            AdjKind::SymNoLoops,
+            AdjKind::Col,
+        ] {
+            let op = RelAdjacency {
+                kind,
+                relation: r,
+                reverse: rel.reverse,
+                name: rel.name.to_string(),
+            };
+            let v = op
+                .forward(&[&sample], &op_ctx(&params, Some(&src)))
+                .unwrap();
+            let a = v.as_sparse().unwrap();
+            // The union's pattern, the relation's values, 0 elsewhere.
+            assert_eq!(a.structure.indices, sub.indices);
+            let mut dense = vec![0f32; n * n];
+            for u in 0..n {
+                for k in a.structure.row(u) {
+                    dense[u * n + a.structure.indices[k] as usize] = a.values.data[k];
+                }
+            }
+            let mut want = vec![0f32; n * n];
+            for u in rel.csr.rows() {
+                let du = rel.csr.degree(u) as f32;
+                for &w in rel.csr.row(u) {
+                    let dv = rev.csr.degree(w) as f32;
+                    want[u as usize * n + w as usize] = match kind {
+                        AdjKind::Raw => 1.0,
+                        AdjKind::Mean => 1.0 / du,
+                        AdjKind::Col => 1.0 / dv,
+                        _ => (1.0 / du.sqrt()) * (1.0 / dv.sqrt()),
+                    };
+                }
+            }
+            assert_eq!(dense, want, "relation {} {kind:?}", rel.name);
+            // Transposing the values through the pattern's permutation gives the reverse
+            // relation's pattern (what the backward SpMM multiplies by).
+            let t = a.transposed_values();
+            for u in 0..n {
+                for k in a.structure.row(u) {
+                    let w = a.structure.indices[k] as usize;
+                    assert_eq!(t.data[k], want[w * n + u]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rgcn_passes_the_whole_step_gradient_check_on_a_typed_store_planned_and_unplanned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_tiny(tmp.path());
+    let reg = Registry::with_builtins();
+    let plan = rgcn(&["dims.hidden=6"]);
+    let lowered = lower_for(&plan, &store, &reg).unwrap();
+    // One projection for the papers' features, a table per featureless type, sparse.
+    let names: Vec<&str> = lowered.params.iter().map(|p| p.name.as_str()).collect();
+    for p in [
+        "input.W.paper",
+        "input.E.author",
+        "input.E.field",
+        "a",
+        "V",
+        "W0",
+    ] {
+        assert!(names.contains(&p), "{p} in {names:?}");
+    }
+    assert_eq!(
+        lowered
+            .sparse_rows
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["input.E.author", "input.E.field"]
+    );
+    let shape = |n: &str| {
+        let d = lowered.params.iter().find(|p| p.name == n).unwrap();
+        (d.rows, d.cols)
+    };
+    assert_eq!(shape("input.W.paper"), (3, 6));
+    assert_eq!(shape("input.E.author"), (5, 6));
+    assert_eq!(shape("a"), (5, 2), "one row per relation, B = 2");
+    assert_eq!(shape("V"), (12, 6), "B blocks of `in` rows");
+    let src = full_source(&store);
+    let params = params_for(&lowered, 1);
+    let check = |g: &saintflow::ir::Graph, loss, grads: &[(String, saintflow::ir::NodeId)]| {
+        let wide = GradCheck::default();
+        let bad = check_gradients(g, loss, grads, &src, &params, wide).unwrap();
+        if bad.is_empty() {
+            return bad;
+        }
+        let narrow = GradCheck {
+            eps: wide.eps / 3.0,
+            ..wide
+        };
+        check_gradients(g, loss, grads, &src, &params, narrow).unwrap()
+    };
+    let bad = check(&lowered.graph, lowered.loss, &lowered.grads);
+    assert!(bad.is_empty(), "unplanned: {bad:#?}");
+    // Every parameter has a gradient that is not zero (the check would pass a graph
+    // that ignores a parameter), the tables' rows all touched by the full graph.
+    let out = run(
+        &lowered.graph,
+        &lowered.grads.iter().map(|g| g.1).collect::<Vec<_>>(),
+        Some(&src),
+        &params,
+        0,
+        0,
+        true,
+    )
+    .unwrap();
+    for (name, id) in &lowered.grads {
+        let g = out.get(*id).unwrap().as_dense().unwrap();
+        assert!(g.data.iter().any(|&x| x != 0.0), "∇{name} is zero");
+    }
+
+    let mut planned = lowered.graph.clone();
+    saintflow::planner::plan(
+        &mut planned,
+        &PlanOptions::new(
+            Bindings {
+                nodes: store.n_nodes(),
+                entries: store.full().n_entries(),
+                pairs: 0,
+            },
+            std::num::NonZeroUsize::new(2).unwrap(),
+        ),
+    )
+    .unwrap();
+    let loss = planned.output("loss").unwrap();
+    let grads: Vec<(String, _)> = lowered
+        .grads
+        .iter()
+        .map(|(n, _)| (n.clone(), planned.output(&format!("grad/{n}")).unwrap()))
+        .collect();
+    let bad = check(&planned, loss, &grads);
+    assert!(bad.is_empty(), "planned: {bad:#?}");
+}
+
+#[test]
+fn blocked_inference_of_rgcn_on_a_typed_store_equals_the_in_memory_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_tiny(tmp.path());
+    let reg = Registry::with_builtins();
+    let lowered = lower_for(&rgcn(&[]), &store, &reg).unwrap();
+    let params = params_for(&lowered, 2);
+    for rows in [Some(1), Some(4), None] {
+        let opts = InferOptions {
+            block_rows: rows,
+            scratch_dir: tmp.path().to_path_buf(),
+            ..InferOptions::default()
+        };
+        let full = FullGraph::new(&store, &lowered, std::num::NonZeroUsize::new(1).unwrap())
+            .unwrap()
+            .with_options(opts);
+        for which in [Output::Logits, Output::Embedding] {
+            assert_eq!(full.in_memory_reason(which), None, "{which:?}");
+            let want = full.in_memory(&Interpreter, &params, which).unwrap();
+            let mut got = Vec::new();
+            full.for_each_block(&Interpreter, &params, which, &mut |_, t| {
+                got.extend_from_slice(&t.data);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(want.data, got, "{which:?} rows {rows:?}: bit for bit");
+            // At chosen rows (an evaluation's scored nodes, of both types), the last
+            // layer's relation blocks built at those rows: the same bits.
+            let n = store.n_nodes();
+            let ids: Vec<u32> = (0..n as u32).filter(|v| v % 2 == 1).collect();
+            let cols = want.cols;
+            let mut at = Vec::new();
+            full.for_each_block_at(&Interpreter, &params, which, &ids, &mut |_, t| {
+                at.extend_from_slice(&t.data);
+                Ok(())
+            })
+            .unwrap();
+            let those: Vec<f32> = ids
+                .iter()
+                .flat_map(|&v| want.data[v as usize * cols..(v as usize + 1) * cols].to_vec())
+                .collect();
+            assert_eq!(
+                those, at,
+                "{which:?} rows {rows:?}: chosen rows bit for bit"
+            );
+        }
+    }
+}
+
+/// The error of lowering `out` as a one-layer plan's `[output]` on the tiny store.
+fn lowering_error(store: &GraphStore, out: &str, params: &str) -> String {
+    let text = format!("[input]\ndim = 4\n\n[output]\nparams = {{ {params} }}\nout = \"{out}\"\n");
+    let plan = Plan::parse(&text, "t.toml").unwrap_or_else(|e| panic!("{}", e.render()));
+    match lower_for(&plan, store, &Registry::with_builtins()) {
+        Ok(_) => panic!("{out}: lowered"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn typed_plan_errors_name_what_is_wrong_and_where() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_tiny(tmp.path());
+    let w = "W = [\"in\", \"classes\"]";
+    let e = lowering_error(&store, "A_mean[cite] @ x @ W", w);
+    assert!(e.starts_with("t.toml:6:15: "), "{e}");
+    assert!(e.contains("no relation `cite`"), "{e}");
+    assert!(e.contains("did you mean `cites`"), "{e}");
+    assert!(e.contains("[\"author\", \"writes\", \"paper\"]"), "{e}");
+    let e = lowering_error(&store, "A_mean['paper', 'writes', 'paper'] @ x @ W", w);
+    assert!(e.contains("no such relation"), "{e}");
+    assert!(
+        e.contains("(`writes` is `A_mean[\"author\", \"writes\", \"paper\"]`)"),
+        "{e}"
+    );
+    let e = lowering_error(&store, "A_mean['paper', 'cite', 'paper'] @ x @ W", w);
+    assert!(e.contains("did you mean `paper cites paper`"), "{e}");
+    let e = lowering_error(&store, "A_mean[r] @ x @ W", w);
+    assert!(e.contains("only inside `sum_relations"), "{e}");
+    let e = lowering_error(&store, "A_sym[cites] @ x @ W", w);
+    assert!(e.contains("without self loops"), "{e}");
+    let e = lowering_error(&store, "W0[cites] @ x @ W", w);
+    assert!(e.contains("only an adjacency takes a relation"), "{e}");
+    let e = lowering_error(&store, "x @ W + r", w);
+    assert!(e.contains("`r` is each relation inside"), "{e}");
+    let e = lowering_error(&store, "sum_relations(sum_relations(A[r] @ x @ W))", w);
+    assert!(e.contains("inside another sum over relations"), "{e}");
+    let e = lowering_error(
+        &store,
+        "sum_relations(A_mean[r] @ x @ basis(a, V, r))",
+        "a = [3, 2], V = [\"2 * in\", \"classes\"]",
+    );
+    assert!(e.contains("expected one row per relation (5)"), "{e}");
+    let e = lowering_error(
+        &store,
+        "sum_relations(A_mean[r] @ x @ basis(a, V))",
+        "a = [\"relations\", 2], V = [\"2 * in\", \"classes\"]",
+    );
+    assert!(e.contains("takes the coefficients"), "{e}");
+    // A relation by name, or by its types, lowers.
+    let ok = |out: &str| {
+        let text = format!("[input]\ndim = 4\n\n[output]\nparams = {{ {w} }}\nout = \"{out}\"\n");
+        let plan = Plan::parse(&text, "t.toml").unwrap();
+        lower_for(&plan, &store, &Registry::with_builtins()).unwrap();
+    };
+    ok("A_mean[writes] @ x @ W");
+    ok("A_mean['author', 'writes', 'paper'] @ x @ W + A[\\\"paper\\\", cites, paper] @ x @ W");
+    ok("mean_relations(A_col[r] @ x @ W)");
+    // A typed store without [input] is refused with the way forward.
+    let plan = Plan::parse(
+        "[output]\nparams = { W = [\"in\", \"classes\"] }\nout = \"x @ W\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    let e = lower_for(&plan, &store, &Registry::with_builtins())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("give it an [input] table"), "{e}");
+}
