@@ -113,6 +113,7 @@ impl Model {
                 cache_bytes: saintflow_ops::cache::l2_bytes(),
                 precision,
                 feature_density: None,
+                type_feature_density: None,
             },
         )
         .unwrap();

@@ -93,6 +93,7 @@ fn planned_at(
             cache_bytes: 1 << 20,
             precision,
             feature_density: None,
+            type_feature_density: None,
         },
     )
     .unwrap();
@@ -175,6 +176,7 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
                 cache_bytes: 1 << 20,
                 precision: Precision::F32,
                 feature_density: None,
+                type_feature_density: None,
             };
             plan_with(&mut plain, &passes, &opts).unwrap();
             let mut plain_wanted = vec![plain.output("loss").unwrap()];

@@ -388,6 +388,7 @@ out = "x @ W1"
         cache_bytes: 1 << 20,
         precision: Precision::F32,
         feature_density: None,
+        type_feature_density: None,
     };
     let step = |fuse: bool| {
         let mut g = lowered.graph.clone();

@@ -364,6 +364,7 @@ fn opts(n: usize, nnz: usize) -> PlanOptions {
         cache_bytes: 1 << 20,
         precision: saintflow::planner::Precision::F32,
         feature_density: None,
+        type_feature_density: None,
     }
 }
 

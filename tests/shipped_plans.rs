@@ -120,6 +120,7 @@ fn every_shipped_plan_passes_the_whole_step_gradient_check_planned_and_unplanned
                     cache_bytes: 1 << 20,
                     precision: saintflow::planner::Precision::F32,
                     feature_density: None,
+                    type_feature_density: None,
                 },
             );
             // The planner renames nothing that matters: outputs are re-read by name.
@@ -218,6 +219,7 @@ fn explain_output_of_every_shipped_plan_matches_its_golden_file() {
             cache_bytes: 1 << 20,
             precision: saintflow::planner::Precision::F32,
             feature_density: None,
+            type_feature_density: None,
         };
         let report = plan_graph(&mut lowered.graph, &options);
         let text = explain_text(&lowered.graph, &report);

@@ -112,7 +112,7 @@ pub(super) fn run(a: ExplainArgs, registry: &Registry) -> Result<()> {
         opts.cache_bytes = c.max(1);
     }
     if let Some(s) = &store {
-        opts = opts.with_feature_density(s.feature_density());
+        opts = opts.with_store_densities(s);
     }
     let env = LowerEnv {
         n_features,

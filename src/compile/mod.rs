@@ -197,7 +197,7 @@ pub(crate) fn setup_phase<'g>(
             threads,
         )
         .with_precision(lowered.precision)
-        .with_feature_density(store.feature_density()),
+        .with_store_densities(store),
     )?;
     let missing =
         |name: &str| CompileError::Run(format!("the planned graph lost its `{name}` output"));

@@ -188,7 +188,7 @@ impl<'g> FullGraph<'g> {
             .with_precision(lowered.precision)
             // The features read sparse where the step reads them so (issue 53 item 7):
             // a dense X·W of Cora's 1,433 columns was most of an APPNP evaluation.
-            .with_feature_density(store.feature_density()),
+            .with_store_densities(store),
         )?;
         let find = |name: &str| {
             graph.output(name).ok_or_else(|| {

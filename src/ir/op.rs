@@ -852,6 +852,16 @@ pub enum SourceKind {
         /// The relation's id in the store.
         relation: u32,
     },
+    /// One node type's feature rows over the subgraph's nodes (issue 57's `[input]`):
+    /// zeros at the rows of other types.
+    TypeFeatures {
+        /// The type's index in the store.
+        ty: u32,
+        /// Its first global id.
+        start: u32,
+        /// One past its last.
+        end: u32,
+    },
     /// The seed gradient (the number 1) autodiff starts from.
     Seed,
 }

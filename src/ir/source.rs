@@ -52,6 +52,21 @@ pub trait GraphSource: Sync {
         }
         self.features(nodes, out)
     }
+    /// Node type `t`'s feature rows of `nodes` (all of that type) with their zeros left
+    /// out, by position, `width` wide: a typed product the planner makes sparse. Default:
+    /// gathered dense with [`GraphSource::type_features`], then compressed.
+    fn sparse_type_features(
+        &self,
+        t: usize,
+        nodes: &[u32],
+        width: usize,
+    ) -> Result<FeatureCsr, OpError> {
+        let mut dense = vec![0.0f32; nodes.len() * width];
+        self.type_features(t, nodes, &mut dense)?;
+        Ok(FeatureCsr::from_rows(
+            dense.chunks_exact(width.max(1)).take(nodes.len()),
+        ))
+    }
     /// The feature rows of `nodes` with their zeros left out, for the products the planner
     /// makes sparse ([`crate::planner::SparseFeatures`]). Default: gathered dense with
     /// [`GraphSource::features`], then compressed.
@@ -172,6 +187,14 @@ macro_rules! forward_to_inner {
             nodes: &[u32],
         ) -> Result<$crate::ir::source::FeatureRows, OpError> {
             self.inner.sparse_features(nodes)
+        }
+        fn sparse_type_features(
+            &self,
+            t: usize,
+            nodes: &[u32],
+            width: usize,
+        ) -> Result<$crate::ir::source::FeatureCsr, OpError> {
+            self.inner.sparse_type_features(t, nodes, width)
         }
     };
 }

@@ -26,6 +26,9 @@ pub struct StoreSource<'g> {
     /// whose feature matrix is at most `whole_sparse` bytes.
     sparse: OnceLock<Arc<FeatureCsr>>,
     whole_sparse: usize,
+    /// The same per node type (typed stores, `sparse_type_features`), rows from 0 at the
+    /// type's first node, made on the type's first sparse request under the same bound.
+    sparse_types: std::sync::Mutex<Vec<Option<Arc<FeatureCsr>>>>,
 }
 
 /// A store whose dense feature matrix is at most this many bytes has it compressed once
@@ -59,6 +62,7 @@ impl<'g> StoreSource<'g> {
             link: None,
             sparse: OnceLock::new(),
             whole_sparse: WHOLE_SPARSE_BYTES,
+            sparse_types: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -158,6 +162,64 @@ impl GraphSource for StoreSource<'_> {
             o.copy_from_slice(row);
         }
         Ok(())
+    }
+
+    /// Each row's nonzeros read from the mapping (no dense copy of the rows).
+    fn sparse_type_features(
+        &self,
+        t: usize,
+        nodes: &[u32],
+        width: usize,
+    ) -> Result<FeatureCsr, OpError> {
+        let s = self.store;
+        if t >= s.n_node_types() || s.type_features(t).width != width {
+            return Err(OpError::Source(format!(
+                "{}: node type {t} has no features of width {width}",
+                s.path().display()
+            )));
+        }
+        let tf = s.type_features(t);
+        let not_of_type = |v: u32| {
+            OpError::Source(format!(
+                "{}: node {v} is not of type `{}`",
+                s.path().display(),
+                s.node_type_name(t)
+            ))
+        };
+        let mut m = FeatureCsr {
+            offsets: Vec::with_capacity(nodes.len() + 1),
+            ..FeatureCsr::default()
+        };
+        m.offsets.push(0);
+        if std::mem::size_of_val(tf.data) <= self.whole_sparse {
+            // The type's rows compressed once; each request copies its rows' nonzeros.
+            let whole = {
+                let mut cache = self.sparse_types.lock().unwrap_or_else(|e| e.into_inner());
+                if cache.len() <= t {
+                    cache.resize(t + 1, None);
+                }
+                cache[t]
+                    .get_or_insert_with(|| {
+                        Arc::new(FeatureCsr::from_rows(tf.data.chunks_exact(width.max(1))))
+                    })
+                    .clone()
+            };
+            for &v in nodes {
+                let k = v
+                    .checked_sub(tf.start)
+                    .filter(|&k| (k as usize) < tf.count)
+                    .ok_or_else(|| not_of_type(v))?;
+                let (c, x) = whole.row(k as usize);
+                m.cols.extend_from_slice(c);
+                m.vals.extend_from_slice(x);
+                m.offsets.push(m.cols.len() as u64);
+            }
+            return Ok(m);
+        }
+        for &v in nodes {
+            m.push_row(tf.row(v).ok_or_else(|| not_of_type(v))?);
+        }
+        Ok(m)
     }
 
     fn n_features(&self) -> usize {

@@ -50,6 +50,10 @@ pub struct PlanOptions {
     /// [`SPARSE_FEATURES_MAX_DENSITY`], the [`SparseFeatures`] pass runs the products by
     /// the features sparse. `None` (the default): the pass does nothing.
     pub feature_density: Option<f64>,
+    /// A typed store's densest node-type features (issue 57's `[input]`: each type's
+    /// `x[t] @ W`), measured the same way: at most [`SPARSE_FEATURES_MAX_DENSITY`], those
+    /// products run sparse too. `None` (the default): they stay dense.
+    pub type_feature_density: Option<f64>,
 }
 
 impl PlanOptions {
@@ -62,6 +66,7 @@ impl PlanOptions {
             cache_bytes: saintflow_ops::cache::l2_bytes(),
             precision: Precision::F32,
             feature_density: None,
+            type_feature_density: None,
         }
     }
 
@@ -74,6 +79,22 @@ impl PlanOptions {
     pub fn with_feature_density(self, density: f64) -> PlanOptions {
         PlanOptions {
             feature_density: Some(density),
+            ..self
+        }
+    }
+
+    /// These options with a store's densities: its features' and, for a typed store, its
+    /// densest node type's ([`SparseFeatures`]).
+    pub fn with_store_densities(self, store: &crate::store::GraphStore) -> PlanOptions {
+        let typed = store.is_typed().then(|| {
+            (0..store.n_node_types())
+                .filter(|&t| store.type_features(t).width > 0)
+                .map(|t| store.type_feature_density(t))
+                .fold(0.0, f64::max)
+        });
+        PlanOptions {
+            feature_density: Some(store.feature_density()),
+            type_feature_density: typed,
             ..self
         }
     }

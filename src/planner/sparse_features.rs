@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::ir::op::ChainRole;
 use crate::ir::{Fact, Graph, IrError};
-use crate::op::builtin::FeatureProduct;
+use crate::op::builtin::{FeatureProduct, TypeRange};
 use crate::op::SourceKind;
 
 use super::{Pass, PlanOptions};
@@ -43,25 +43,35 @@ impl Pass for SparseFeatures {
     }
 
     fn run(&self, graph: &mut Graph, opts: &PlanOptions) -> Result<Vec<(String, usize)>, IrError> {
-        let Some(density) = opts
-            .feature_density
-            .filter(|&d| d <= SPARSE_FEATURES_MAX_DENSITY)
-        else {
+        let sparse = |d: Option<f64>| d.filter(|&d| d <= SPARSE_FEATURES_MAX_DENSITY);
+        let (plain, typed) = (
+            sparse(opts.feature_density),
+            sparse(opts.type_feature_density),
+        );
+        if plain.is_none() && typed.is_none() {
             return Ok(vec![("products".into(), 0)]);
-        };
+        }
         let mut changed = 0;
         for id in graph.ids() {
             // The gemms a rewrite removed.
             if !graph.contains(id) {
                 continue;
             }
-            // Asked of the ops, not by downcast: the features source, and consumers that
-            // are binary products op(X)·Y with X as their first operand (a dense one, so a
-            // gemm: an spmm's first is sparse) and Y not transposed.
+            // Asked of the ops, not by downcast: the features source (the store's, or a
+            // node type's under a typed plan's `[input]`), and consumers that are binary
+            // products op(X)·Y with X as their first operand (a dense one, so a gemm: an
+            // spmm's first is sparse) and Y not transposed.
             let node = graph.node(id);
-            if node.op.source_kind() != Some(SourceKind::Features) {
+            let (density, ty) = match node.op.source_kind() {
+                Some(SourceKind::Features) => (plain, None),
+                Some(SourceKind::TypeFeatures { ty, start, end }) => {
+                    (typed, Some(TypeRange { ty, start, end }))
+                }
+                _ => continue,
+            };
+            let Some(density) = density else {
                 continue;
-            }
+            };
             let Fact::Dense { cols, .. } = node.fact else {
                 continue;
             };
@@ -108,6 +118,7 @@ impl Pass for SparseFeatures {
                     transpose,
                     density,
                     dropout,
+                    ty,
                 };
                 let label = graph.node(c).label.clone();
                 let note = graph.node(c).note.clone();

@@ -39,7 +39,7 @@ pub use norm::{L2Norm, L2NormBackward, L2_EPS};
 pub use psum::{Psum, PsumGrad, PsumWrt};
 pub use softmax_agg::{SoftmaxAgg, SoftmaxAggGrad, SoftmaxWrt};
 pub use source::{AdjKind, AdjNorm, Adjacency, Features, One, Param, Sample, TargetsOp};
-pub use sparse_features::FeatureProduct;
+pub use sparse_features::{FeatureProduct, TypeRange};
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};
 pub use typed::{
     member_flags, relation_flavour, BasisWeight, BasisWeightGrad, BasisWrt, RelAdjacency,

@@ -36,6 +36,21 @@ pub struct FeatureProduct {
     /// X is the features after inverted dropout: (p, the dropout node's id, whose mask
     /// this applies to the nonzeros: the same elements kept, scaled alike).
     pub dropout: Option<(f64, u32)>,
+    /// X is one node type's features over the subgraph's rows (a typed plan's `[input]`,
+    /// `x[t]`): rows of other types are zero, the type's rows read with
+    /// [`GraphSource::sparse_type_features`](crate::ir::GraphSource::sparse_type_features).
+    pub ty: Option<TypeRange>,
+}
+
+/// A node type of a typed store: its index and its global ids `start..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TypeRange {
+    /// The type's index.
+    pub ty: u32,
+    /// Its first global id.
+    pub start: u32,
+    /// One past its last.
+    pub end: u32,
 }
 
 /// A CSR matrix of the step's feature rows (n × F) or of their transpose (F × n).
@@ -69,6 +84,23 @@ impl FeatureProduct {
     /// The subgraph's feature rows as this product reads them.
     fn matrix(&self, sub: &Subgraph, ctx: &Ctx<'_>) -> Result<FeatureMatrix, OpError> {
         let source = ctx.source(self.label())?;
+        if let Some(t) = self.ty {
+            // The type's rows (contiguous in the ascending subgraph), the others empty.
+            let (lo, hi) = super::typed::type_span(&sub.nodes, t.start, t.end);
+            let own = source.sparse_type_features(t.ty as usize, &sub.nodes[lo..hi], self.width)?;
+            let n = sub.nodes.len();
+            let mut all = FeatureCsr {
+                offsets: Vec::with_capacity(n + 1),
+                ..FeatureCsr::default()
+            };
+            all.offsets.extend(std::iter::repeat_n(0, lo + 1));
+            all.cols = own.cols;
+            all.vals = own.vals;
+            all.offsets.extend_from_slice(&own.offsets[1..]);
+            let last = *all.offsets.last().expect("one offset at least");
+            all.offsets.extend(std::iter::repeat_n(last, n - hi));
+            return self.compressed(sub, FeatureRows::Local(all), ctx);
+        }
         if source.n_features() != self.width {
             return Err(OpError::Source(format!(
                 "{}: the graph has {} features, the plan was lowered for {}",
@@ -78,6 +110,16 @@ impl FeatureProduct {
             )));
         }
         let rows = source.sparse_features(&sub.nodes)?;
+        self.compressed(sub, rows, ctx)
+    }
+
+    /// [`matrix`](Self::matrix) from the subgraph's feature rows, nonzeros only.
+    fn compressed(
+        &self,
+        sub: &Subgraph,
+        rows: FeatureRows,
+        ctx: &Ctx<'_>,
+    ) -> Result<FeatureMatrix, OpError> {
         let n = sub.nodes.len();
         if let Some(&bad) = (0..n)
             .flat_map(|i| rows.row(i, sub.nodes[i]).0)

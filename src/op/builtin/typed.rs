@@ -194,6 +194,13 @@ impl Op for TypeInput {
     fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
         Ok(Fact::dense(Dim::NODES, Dim::known(self.width)))
     }
+    fn source_kind(&self) -> Option<SourceKind> {
+        Some(SourceKind::TypeFeatures {
+            ty: self.ty as u32,
+            start: self.start,
+            end: self.end,
+        })
+    }
     fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
         let sub = subgraph(inputs, 0, "type_features")?;
         let (lo, hi) = type_span(&sub.nodes, self.start, self.end);
@@ -213,7 +220,7 @@ impl Op for TypeInput {
 impl RowLocal for TypeInput {}
 
 /// The positions of `nodes` (ascending) in `start..end`.
-fn type_span(nodes: &[u32], start: u32, end: u32) -> (usize, usize) {
+pub(crate) fn type_span(nodes: &[u32], start: u32, end: u32) -> (usize, usize) {
     let lo = nodes.partition_point(|&v| v < start);
     (lo, lo + nodes[lo..].partition_point(|&v| v < end))
 }
