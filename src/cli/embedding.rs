@@ -204,7 +204,7 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
         },
     };
     let name = a.embedding.display().to_string();
-    let pool = super::train::pool(a.threads)?;
+    let pool = super::pool(a.threads)?;
     let rows = match pool.install(|| score(emb, &name, &store, &scoring))? {
         Scores::Link { auc, edges } => {
             if a.json {

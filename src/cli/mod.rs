@@ -223,6 +223,14 @@ fn threads() -> impl clap::builder::TypedValueParser<Value = std::num::NonZeroUs
         .map(|t| std::num::NonZeroUsize::new(t).expect("the range starts at 1"))
 }
 
+/// A rayon pool of `threads` (None: one per core). The flags' parsers keep an explicit
+/// count in 1 ..= [`MAX_THREADS`] (issue 55, item 5).
+fn pool(threads: Option<std::num::NonZeroUsize>) -> crate::error::Result<rayon::ThreadPool> {
+    crate::exec::rayon_pool(crate::machine::threads_or_cores(threads)).map_err(|e| {
+        crate::error::Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}")))
+    })
+}
+
 /// `--epochs`: 1 ..= [`MAX_EPOCHS`].
 fn epochs() -> clap::builder::RangedU64ValueParser<usize> {
     count_in(1, MAX_EPOCHS as u64)

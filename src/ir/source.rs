@@ -5,7 +5,7 @@
 
 use crate::sample::Subgraph;
 
-use super::op::OpError;
+use super::op_error::OpError;
 use super::Targets;
 
 /// The graph a plan trains on, as the source ops see it.
