@@ -31,9 +31,9 @@ run() { # $1 label, $2 target dir ("" = the repo's), rest: env assignments
   echo; echo "== $label" | tee -a "$LOG"
   if [ -n "$tdir" ]; then
     env "$@" CARGO_TARGET_DIR="$tdir" RUSTFLAGS="-C target-cpu=x86-64" \
-      cargo bench -q --bench gemm_openblas 2>/dev/null | tee -a "$LOG"
+      cargo bench -q -p saintflow-ops --bench gemm_openblas 2>/dev/null | tee -a "$LOG"
   else
-    env "$@" cargo bench -q --bench gemm_openblas 2>/dev/null | tee -a "$LOG"
+    env "$@" cargo bench -q -p saintflow-ops --bench gemm_openblas 2>/dev/null | tee -a "$LOG"
   fi
 }
 

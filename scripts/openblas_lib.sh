@@ -1,7 +1,7 @@
 # Sourced by the scripts that time saintflow's GEMM against OpenBLAS (gemm_vs_openblas.sh,
 # step_floor.sh): makes the numpy venv VENV (default /tmp/saintflow-gemm-venv) if it is
 # missing and exports OPENBLAS_LIB, the OpenBLAS numpy's wheel bundles
-# (libscipy_openblas64_*.so), for benches/gemm_openblas.rs to load (which prints the core
+# (libscipy_openblas64_*.so), for ops/benches/gemm_openblas.rs to load (which prints the core
 # it runs). OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset first (scripts/blas_env.sh).
 . "$(dirname "${BASH_SOURCE[0]}")/blas_env.sh"
 VENV=${VENV:-/tmp/saintflow-gemm-venv}

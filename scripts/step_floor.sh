@@ -2,7 +2,7 @@
 # Issue 33's acceptance, the step against the GEMM floor, in one run: ROUNDS rounds (default
 # 5), each measuring
 #   1. OpenBLAS's f32 rate at the step's six GEMM shapes (numpy's wheel, loaded into
-#      benches/gemm_openblas.rs; and saintflow's bf16 GEMM there where the CPU has
+#      ops/benches/gemm_openblas.rs; and saintflow's bf16 GEMM there where the CPU has
 #      AVX512_BF16), at 1 and 2 threads;
 #   2. the JPDC Table-3 step on the executor (benches/step.rs, STEP_BENCH_QUICK=1: f32, and
 #      bf16 where the CPU has it), at 1 and 2 threads.
@@ -37,7 +37,7 @@ if [ "${ISA:-}" = avx2 ]; then
 fi
 impls=openblas
 [ $bf16 = yes ] && impls=openblas,saintflow_bf16
-cargo bench -q --bench gemm_openblas --no-run 2>/dev/null
+cargo bench -q -p saintflow-ops --bench gemm_openblas --no-run 2>/dev/null
 cargo bench -q --bench step --no-run 2>/dev/null
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -51,7 +51,7 @@ best() {
 }
 
 for r in $(seq "$ROUNDS"); do
-  env ${gemm_env[@]+"${gemm_env[@]}"} IMPLS=$impls cargo bench -q --bench gemm_openblas 2>/dev/null > "$W/gemm.txt"
+  env ${gemm_env[@]+"${gemm_env[@]}"} IMPLS=$impls cargo bench -q -p saintflow-ops --bench gemm_openblas 2>/dev/null > "$W/gemm.txt"
   [ "$r" = 1 ] && grep "GEMM path" "$W/gemm.txt"
   if [ -n "${TORCH_PYTHON:-}" ] && [ $bf16 = yes ]; then
     "$TORCH_PYTHON" scripts/torch_bf16_gemm.py > "$W/torch.txt"

@@ -45,7 +45,8 @@ pub enum Error {
     /// Node embedding: `[embedding]` plans and their evaluation.
     #[error(transparent)]
     Embed(#[from] crate::embedding::EmbedError),
-    /// Benchmarks that run the program (`bench scale`).
+    /// Benchmarks that run the program (`bench scale`; the `bench` feature).
+    #[cfg(feature = "bench")]
     #[error(transparent)]
     Bench(#[from] crate::bench::BenchError),
     /// An output refused before anything is written (it would replace an input, a store's

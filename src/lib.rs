@@ -176,6 +176,7 @@
 
 pub mod atomic;
 pub mod autodiff;
+#[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -14,6 +14,14 @@
 //!
 //! Every metric of an empty node set is 0.
 //!
+//! Multi-label also: **ROC-AUC** as OGB's evaluator scores ogbn-proteins, the mean over the
+//! classes that have both a positive and a negative among the scored nodes of each class's
+//! AUC of the logits (Mann–Whitney, ties ½: [`ranking::auc`]); None where no class has both
+//! (OGB raises an error there). The logits rank as the sigmoids do, so the figure is that of
+//! the probabilities. It needs every (node, class) score, 4 bytes each, kept by
+//! [`Counts::add_scores`]; the summed vector of a job's parts ([`Counts::flat`]) carries
+//! counts only, so a distributed run's metrics have no ROC-AUC.
+//!
 //! A leaf: counts come in as class ids and predicates, so training (against a store's
 //! labels, `infer::metrics::add_node`) and embedding evaluation count alike. The ranking
 //! metrics of link prediction (AUC, AP, MRR, Hits@K) are in [`ranking`].
@@ -166,6 +174,11 @@ pub struct Metrics {
     /// plan's pairs, an embedding's classifier).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<f64>,
+    /// A multi-label store's ROC-AUC, the mean over classes (module comment); None for a
+    /// single-label store, where no class has both kinds of node, and in a distributed run
+    /// (its parts sum counts, not scores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roc_auc: Option<f64>,
 }
 
 impl Metrics {
@@ -201,8 +214,12 @@ impl Metrics {
                 t
             }
             None => format!(
-                "accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4}",
-                self.accuracy, self.f1_micro, self.f1_macro
+                "accuracy {:.4}  F1-micro {:.4}  F1-macro {:.4}{}",
+                self.accuracy,
+                self.f1_micro,
+                self.f1_macro,
+                self.roc_auc
+                    .map_or(String::new(), |a| format!("  ROC-AUC {a:.4}"))
             ),
         }
     }
@@ -215,9 +232,11 @@ impl Metrics {
                 format!("AUC {} AP {} MRR {}", f(l.auc), f(l.ap), f(l.mrr))
             }
             None => format!(
-                "accuracy {:.4} F1-micro {:.4}{}",
+                "accuracy {:.4} F1-micro {:.4}{}{}",
                 self.accuracy,
                 self.f1_micro,
+                self.roc_auc
+                    .map_or(String::new(), |a| format!(" ROC-AUC {a:.4}")),
                 self.loss.map_or(String::new(), |l| format!(" loss {l:.4}"))
             ),
         }
@@ -235,6 +254,10 @@ pub struct Counts {
     /// The nodes' summed loss and how many nodes it sums ([`Counts::add_loss`]).
     loss: f64,
     loss_nodes: u64,
+    /// Multi-label, per class: the logits of the nodes that have it and of those that do
+    /// not (ROC-AUC); empty until [`Counts::add_scores`].
+    pos: Vec<Vec<f32>>,
+    neg: Vec<Vec<f32>>,
 }
 
 /// Units of loss per nat in [`Counts::flat`]: the parts of a job sum their losses as
@@ -252,7 +275,39 @@ impl Counts {
             nodes: 0,
             loss: 0.0,
             loss_nodes: 0,
+            pos: Vec::new(),
+            neg: Vec::new(),
         }
+    }
+
+    /// One multi-label node's logits `row` (one per class) against `truth(k)`, kept for
+    /// the ROC-AUC ([`Metrics::roc_auc`]): 4 bytes per (node, class).
+    pub fn add_scores(&mut self, row: &[f32], truth: impl Fn(usize) -> bool) {
+        let classes = self.tp.len();
+        if self.pos.is_empty() {
+            self.pos = vec![Vec::new(); classes];
+            self.neg = vec![Vec::new(); classes];
+        }
+        for (k, &z) in row.iter().enumerate().take(classes) {
+            if truth(k) {
+                self.pos[k].push(z);
+            } else {
+                self.neg[k].push(z);
+            }
+        }
+    }
+
+    /// The mean over classes with both a positive and a negative of their AUC; None when
+    /// no class has both (or no scores were kept).
+    fn roc_auc(&self) -> Option<f64> {
+        let wide = |v: &[f32]| v.iter().map(|&z| f64::from(z)).collect::<Vec<f64>>();
+        let per_class: Vec<f64> = self
+            .pos
+            .iter()
+            .zip(&self.neg)
+            .filter_map(|(p, n)| ranking::auc(&wide(p), &wide(n)))
+            .collect();
+        (!per_class.is_empty()).then(|| per_class.iter().sum::<f64>() / per_class.len() as f64)
     }
 
     /// One node's loss (a counted node's: [`Counts::add_single`] or
@@ -303,7 +358,8 @@ impl Counts {
 
     /// The counts as one vector (TP, FP, FN per class, exact matches, nodes, the loss in
     /// units of 2⁻²⁴ nats rounded, its nodes): what the parts of a job sum to get the
-    /// metrics of all their nodes.
+    /// metrics of all their nodes. The scores behind ROC-AUC are not in it: a sum of
+    /// flat vectors has no ROC-AUC (a distributed run's metrics leave it out).
     pub fn flat(&self) -> Vec<u64> {
         let mut v = Vec::with_capacity(3 * self.tp.len() + 4);
         v.extend(&self.tp);
@@ -326,6 +382,8 @@ impl Counts {
             nodes: flat[3 * c + 1],
             loss: flat[3 * c + 2] as f64 / LOSS_UNITS,
             loss_nodes: flat[3 * c + 3],
+            pos: Vec::new(),
+            neg: Vec::new(),
         }
     }
 
@@ -359,6 +417,7 @@ impl Counts {
             link: None,
             // Only when every counted node was scored by the loss.
             loss: (self.loss_nodes == self.nodes).then(|| self.loss / self.nodes as f64),
+            roc_auc: self.roc_auc(),
         }
     }
 }

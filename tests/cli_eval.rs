@@ -330,7 +330,7 @@ fn eval_writes_multi_label_predictions_that_score_the_runs_f1() {
         ],
         d,
     );
-    saintflow_ok(
+    let train = saintflow_ok(
         &[
             "train",
             "gcn",
@@ -391,6 +391,68 @@ fn eval_writes_multi_label_predictions_that_score_the_runs_f1() {
     let f1 = 2.0 * tp as f64 / (2 * tp + fp + fn_) as f64;
     let want = record["test"]["f1_micro"].as_f64().unwrap();
     assert!((f1 - want).abs() < 1e-12, "{f1} against the run's {want}");
+
+    // Issue 54 item 8: the run's ROC-AUC (OGB's ogbn-proteins figure) is that of the
+    // checkpoint's logits over the test nodes, class by class, pair by pair.
+    assert!(
+        text(&train.stderr).contains("ROC-AUC"),
+        "{}",
+        text(&train.stderr)
+    );
+    let log = std::fs::read_to_string(d.join("run/log.jsonl")).unwrap();
+    assert!(log
+        .lines()
+        .any(|l| l.contains(r#""kind":"epoch""#) && l.contains(r#""roc_auc":"#)));
+    saintflow_ok(
+        &[
+            "embed",
+            "gcn",
+            "--graph",
+            "ml.sf",
+            "--checkpoint",
+            "run/",
+            "--threads",
+            "2",
+            "--logits",
+            "-o",
+            "logits.npy",
+        ],
+        d,
+    );
+    let bytes = std::fs::read(d.join("logits.npy")).unwrap();
+    let logits: Vec<f32> = npyz::NpyFile::new(&bytes[..]).unwrap().into_vec().unwrap();
+    let test = store.nodes_with_role(Role::Test);
+    let mut per_class = Vec::new();
+    for k in 0..3u32 {
+        let (mut wins, mut pairs) = (0f64, 0u64);
+        for &a in &test {
+            for &b in &test {
+                if store.labels().has_class(a, k) && !store.labels().has_class(b, k) {
+                    let (za, zb) = (
+                        logits[a as usize * 3 + k as usize],
+                        logits[b as usize * 3 + k as usize],
+                    );
+                    pairs += 1;
+                    wins += if za > zb {
+                        1.0
+                    } else if za == zb {
+                        0.5
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+        if pairs > 0 {
+            per_class.push(wins / pairs as f64);
+        }
+    }
+    assert!(!per_class.is_empty());
+    let auc = per_class.iter().sum::<f64>() / per_class.len() as f64;
+    let want = record["test"]["roc_auc"]
+        .as_f64()
+        .expect("the test record's roc_auc");
+    assert!((auc - want).abs() < 1e-12, "{auc} against the run's {want}");
 }
 
 /// A link plan: eval gives the run's ranking figures; it has no node classes to write.

@@ -437,6 +437,7 @@ fn brute(pred: &[Vec<bool>], truth: &[Vec<bool>], classes: usize) -> Metrics {
         f1_macro: per.iter().sum::<f64>() / per.len().max(1) as f64,
         link: None,
         loss: None,
+        roc_auc: None,
     }
 }
 
@@ -506,6 +507,100 @@ fn metrics_match_hand_computed_cases_and_the_brute_force_definition() {
             assert!(close(&got, &want), "multi {case}: {got:?} vs {want:?}");
         }
     }
+}
+
+/// Issue 54 item 8: a multi-label store's ROC-AUC is OGB's ogbn-proteins figure, the mean
+/// over classes with both a positive and a negative of P(positive > negative) + ½·P(tie),
+/// here counted pair by pair; a class of one kind only is left out of the mean.
+#[test]
+fn roc_auc_is_the_mean_over_two_class_columns_of_the_brute_force_pair_count() {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |k: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % k
+    };
+    let mut skipped = 0;
+    for case in 0..300 {
+        let classes = 1 + next(5) as usize;
+        let n = 1 + next(30) as usize;
+        // Few distinct scores, so ties are common.
+        let rows: Vec<Vec<f32>> = (0..n)
+            .map(|_| (0..classes).map(|_| next(7) as f32 - 3.0).collect())
+            .collect();
+        // Class 0 of every third case has no positive: it must be left out.
+        let truth: Vec<Vec<bool>> = (0..n)
+            .map(|_| {
+                (0..classes)
+                    .map(|k| !(k == 0 && case % 3 == 0) && next(3) == 0)
+                    .collect()
+            })
+            .collect();
+        let mut c = Counts::new(classes);
+        for (row, t) in rows.iter().zip(&truth) {
+            c.add_multi(|k| row[k] > 0.0, |k| t[k]);
+            c.add_scores(row, |k| t[k]);
+        }
+        let mut per_class = Vec::new();
+        for k in 0..classes {
+            let (mut wins, mut pairs) = (0f64, 0u64);
+            for (a, ta) in rows.iter().zip(&truth) {
+                for (b, tb) in rows.iter().zip(&truth) {
+                    if ta[k] && !tb[k] {
+                        pairs += 1;
+                        wins += if a[k] > b[k] {
+                            1.0
+                        } else if a[k] == b[k] {
+                            0.5
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+            if pairs > 0 {
+                per_class.push(wins / pairs as f64);
+            } else {
+                skipped += 1;
+            }
+        }
+        let want =
+            (!per_class.is_empty()).then(|| per_class.iter().sum::<f64>() / per_class.len() as f64);
+        let got = c.metrics().roc_auc;
+        match (got, want) {
+            (Some(g), Some(w)) => assert!((g - w).abs() < 1e-12, "case {case}: {g} vs {w}"),
+            (None, None) => {}
+            _ => panic!("case {case}: {got:?} vs {want:?}"),
+        }
+    }
+    assert!(
+        skipped > 50,
+        "the cases must exercise one-class columns: {skipped}"
+    );
+
+    // By hand: class 0 all positive (skipped); class 1 positives {2, 1} against negative
+    // {1}: (1 + ½)/2 = 0.75.
+    let mut c = Counts::new(2);
+    for (row, t) in [
+        ([0.5f32, 2.0], [true, true]),
+        ([0.1, 1.0], [true, true]),
+        ([0.3, 1.0], [true, false]),
+    ] {
+        c.add_scores(&row, |k| t[k]);
+        c.add_multi(|k| row[k] > 0.0, |k| t[k]);
+    }
+    let m = c.metrics();
+    assert_eq!(m.roc_auc, Some(0.75), "{m:?}");
+    assert!(m.text().ends_with("ROC-AUC 0.7500"), "{}", m.text());
+    // Counts without scores (single-label, or summed from flat vectors) have none, and the
+    // record leaves the field out.
+    let summed = Counts::from_flat(&c.flat()).metrics();
+    assert_eq!(summed.roc_auc, None);
+    assert_eq!((summed.accuracy, summed.f1_micro), (m.accuracy, m.f1_micro));
+    let json = serde_json::to_value(summed).unwrap();
+    assert!(json.get("roc_auc").is_none(), "{json}");
+    assert_eq!(serde_json::to_value(m).unwrap()["roc_auc"], 0.75);
 }
 
 #[test]

@@ -314,7 +314,7 @@ mod x86 {
     }
 
     /// acc += g·c, then c += g·u, 16 elements at a time. (The generic body compiled for
-    /// AVX-512 in its place: `cargo bench --bench sgns` d128_neg1 1.84 ms against 1.34 ms.)
+    /// AVX-512 in its place: `cargo bench -p saintflow-ops --bench sgns` d128_neg1 1.84 ms against 1.34 ms.)
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn update_avx512(u: &[f32], c: &mut [f32], acc: &mut [f32], g: f32) {

@@ -51,7 +51,7 @@ class Plan:
 
 class TrainResult:
     """What :func:`train` returns: ``val`` and ``test`` metrics (dicts of ``accuracy``,
-    ``f1_micro``, ``f1_macro``, ``loss``; the kept parameters'), ``best_epoch``,
+    ``f1_micro``, ``f1_macro``, ``loss``, a multi-label store's ``roc_auc``; the kept parameters'), ``best_epoch``,
     ``epochs``, ``steps``, ``stopped_at`` (the epoch ``[eval] patience`` stopped the run
     after, or None), ``history`` (one dict per epoch: ``epoch``, ``step``,
     ``train_loss``, ``train_mean_loss``, ``val``, ``best``, ``time``...) and ``records`` (every log record, as

@@ -160,6 +160,10 @@ pub(crate) fn _train<'py>(
                     if let Some(loss) = m.loss {
                         d.set_item("loss", loss)?;
                     }
+                    // A multi-label store's ROC-AUC (OGB's ogbn-proteins figure).
+                    if let Some(a) = m.roc_auc {
+                        d.set_item("roc_auc", a)?;
+                    }
                     // A link plan's figures (None where its split cannot give one), as the
                     // log writes them.
                     if let Some(l) = m.link {

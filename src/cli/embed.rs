@@ -17,7 +17,7 @@ use crate::store::GraphStore;
 use crate::train::checkpoint::params_for;
 use crate::train::TrainError;
 
-use super::train::pool;
+use super::pool;
 use crate::exec::Executor;
 use crate::plan::embedding::EmbeddingPlan;
 use crate::plan::AnyPlan;

@@ -173,6 +173,9 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
             .file("--plot", plot, a.force)
             .ours("a PNG or SVG image", super::written::image)
             .check()?;
+        // A build without the `plot` feature refuses `--plot` before the work.
+        #[cfg(not(feature = "plot"))]
+        crate::plot::check_output(plot)?;
     }
     let store = GraphStore::open(&a.graph)?;
     a.verify.apply(&store)?;
@@ -201,7 +204,7 @@ pub(super) fn eval(a: EvalEmbeddingArgs) -> Result<()> {
         },
     };
     let name = a.embedding.display().to_string();
-    let pool = super::train::pool(a.threads)?;
+    let pool = super::pool(a.threads)?;
     let rows = match pool.install(|| score(emb, &name, &store, &scoring))? {
         Scores::Link { auc, edges } => {
             if a.json {

@@ -16,7 +16,7 @@ use crate::store::GraphStore;
 use crate::train::checkpoint::checkpoint_file;
 use crate::train::{evaluate_checkpoint, EvalCheckpoint};
 
-use super::train::pool;
+use super::pool;
 
 #[derive(Debug, Args)]
 pub(super) struct EvalArgs {

@@ -1,5 +1,6 @@
 //! The `saintflow` command: argument parsing (clap) and dispatch, one file per subcommand.
 
+#[cfg(feature = "bench")]
 mod bench;
 mod check;
 mod demo;
@@ -15,6 +16,7 @@ mod link;
 mod ops;
 mod partition;
 mod plans;
+#[cfg(feature = "plot")]
 mod plot;
 mod sample;
 mod train;
@@ -61,6 +63,7 @@ enum Command {
     Ops(ops::OpsArgs),
     /// Draw training curves (validation accuracy and loss against wall time) of training
     /// logs as SVG or PNG.
+    #[cfg(feature = "plot")]
     Plot(plot::PlotArgs),
     /// Train a plan (a file, or a shipped plan's name: `gcn`) on a graph store; print the
     /// test accuracy and F1.
@@ -80,6 +83,7 @@ enum Command {
     /// (Micro/Macro-F1), or link prediction on held-out edges (AUC).
     EvalEmbedding(embedding::EvalEmbeddingArgs),
     /// Benchmarks: `bench scale` (step time vs |V| and vs degree under a memory cap).
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(bench::Bench),
     /// Write a checkpoint's parameters as .safetensors (names and shapes as in the plan).
@@ -124,6 +128,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Sample(a) => sample::run(a, &progress),
         Command::Explain(a) => explain::run(a, &registry),
         Command::Ops(a) => ops::run(a, &registry),
+        #[cfg(feature = "plot")]
         Command::Plot(a) => plot::run(a),
         Command::Train(a) => train::dispatch(a, &registry, &progress),
         Command::Plans(a) => plans::run(a),
@@ -132,6 +137,7 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Command::Embed(a) => embed::run(a, &registry, &progress),
         Command::Export(a) => export::run(a),
         Command::Partition(a) => partition::run(a, &registry, &progress),
+        #[cfg(feature = "bench")]
         Command::Bench(b) => bench::run(b, &progress),
         Command::SplitEdges(a) => link::split(a),
         Command::EvalLink(a) => link::eval(a),
@@ -215,6 +221,14 @@ fn threads() -> impl clap::builder::TypedValueParser<Value = std::num::NonZeroUs
     use clap::builder::TypedValueParser;
     count_in(1, MAX_THREADS as u64)
         .map(|t| std::num::NonZeroUsize::new(t).expect("the range starts at 1"))
+}
+
+/// A rayon pool of `threads` (None: one per core). The flags' parsers keep an explicit
+/// count in 1 ..= [`MAX_THREADS`] (issue 55, item 5).
+fn pool(threads: Option<std::num::NonZeroUsize>) -> crate::error::Result<rayon::ThreadPool> {
+    crate::exec::rayon_pool(crate::machine::threads_or_cores(threads)).map_err(|e| {
+        crate::error::Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}")))
+    })
 }
 
 /// `--epochs`: 1 ..= [`MAX_EPOCHS`].

@@ -126,13 +126,6 @@ pub(super) struct TrainArgs {
     plot: Option<PathBuf>,
 }
 
-/// A rayon pool of `threads` (None: one per core). The flags' parsers keep an explicit
-/// count in 1 ..= [`super::MAX_THREADS`] (issue 55, item 5).
-pub(super) fn pool(threads: Option<std::num::NonZeroUsize>) -> Result<rayon::ThreadPool> {
-    crate::exec::rayon_pool(crate::machine::threads_or_cores(threads))
-        .map_err(|e| Error::Train(crate::train::TrainError::Run(format!("thread pool: {e}"))))
-}
-
 /// Loads a GNN plan with `--set` overrides for a command that takes GNN plans only (an
 /// `[embedding]` plan is named for what it is: issue 28).
 pub(super) fn load_plan(path: &Path, set: &[String]) -> Result<Plan> {

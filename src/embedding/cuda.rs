@@ -23,9 +23,8 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
-use super::device::GpuRun;
-use super::device::{block_clock, block_seed, pool_seed, DeviceTables};
-use super::grid::{EpisodeStats, Sgd, Touch};
+use super::device::{DeviceTables, GpuRun};
+use super::grid::{block_clock, block_seed, pool_seed, EpisodeStats, Sgd, Touch};
 use super::partition::Parts;
 use super::pool::{Pool, Sampler, CHUNK};
 use super::{EmbedError, Result};

@@ -11,9 +11,9 @@
 
 use saintflow_ops::sgns::{sgns_apply, sgns_loss, sgns_term};
 
-use crate::seed::{hash3, stream};
+use crate::seed::hash3;
 
-use super::grid::{EpisodeStats, Sgd};
+use super::grid::{block_clock, block_seed, learning_rate, pool_seed, EpisodeStats, Sgd};
 use super::partition::Parts;
 use super::pool::{unpack, Pool};
 
@@ -144,38 +144,6 @@ impl DeviceTables {
             self.alias[at]
         })
     }
-}
-
-/// The seed of pool `index`'s negatives in a run seeded `seed` (the CPU grid's too).
-pub fn pool_seed(seed: u64, index: u64) -> u64 {
-    hash3(seed, stream::EMB_NEGATIVES, index)
-}
-
-/// The seed of block (i, j)'s negatives in episode `e` of a pool seeded `pool_seed`.
-pub fn block_seed(pool_seed: u64, e: usize, i: usize, j: usize, n: usize) -> u64 {
-    hash3(pool_seed, e as u64, (i * n + j) as u64)
-}
-
-/// The decay's clock for a block: `(at, step)`, so that the block's k-th sample trains at
-/// `at + k·step` samples into the run. `done` samples came before the pool; the pool
-/// (`pool_len` samples) is trained in `m` episodes of `n` rounds, and this block trains
-/// `range_len` samples in round `r` of episode `e`.
-pub fn block_clock(
-    done: u64,
-    pool_len: usize,
-    (n, m): (usize, usize),
-    (e, r): (usize, usize),
-    range_len: usize,
-) -> (f64, f64) {
-    let at = done as f64 + pool_len as f64 * (e as f64 + r as f64 / n as f64) / m as f64;
-    let step = pool_len as f64 / (n * m) as f64 / range_len.max(1) as f64;
-    (at, step)
-}
-
-/// The learning rate of the sample trained at `clock` samples into a run of `sgd.total`.
-#[inline]
-pub fn learning_rate(sgd: &Sgd, clock: f64) -> f32 {
-    sgd.lr * (1.0 - clock / sgd.total).max(1e-4) as f32
 }
 
 /// Trains `pool` on the CPU exactly as one GPU half-warp does: one episode, rounds r in

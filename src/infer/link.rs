@@ -234,6 +234,7 @@ pub fn link_metrics(
             .with_hits(&scores.hits, &scores.hits_pool),
         ),
         loss: None,
+        roc_auc: None,
     }))
 }
 

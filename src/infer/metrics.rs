@@ -23,6 +23,7 @@ pub fn add_node(counts: &mut Counts, labels: &Labels<'_>, v: u32, row: &[f32]) {
         Labels::Multi { .. } => {
             let truth = |k: usize| labels.has_class(v, k as u32);
             counts.add_multi(|k| row[k] > 0.0, truth);
+            counts.add_scores(row, truth);
             counts.add_loss(sigmoid_ce(row, truth));
         }
     }

@@ -9,6 +9,7 @@ pub mod fact;
 pub mod graph;
 pub mod ndarray;
 pub mod op;
+pub mod op_error;
 pub mod params;
 pub mod recycle;
 pub mod source;

@@ -6,7 +6,7 @@
 use crate::sample::Subgraph;
 use crate::store::TypesMeta;
 
-use super::op::OpError;
+use super::op_error::OpError;
 use super::Targets;
 
 /// The graph a plan trains on, as the source ops see it.

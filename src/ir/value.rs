@@ -255,3 +255,81 @@ impl Value {
         }
     }
 }
+
+impl super::recycle::Recyclable for Value {
+    fn into_buffer(self) -> Option<Vec<f32>> {
+        let t = match self {
+            Value::Dense(t) => t,
+            Value::Sparse(s) => s.values,
+            _ => return None,
+        };
+        Arc::try_unwrap(t).ok().map(|t| t.data)
+    }
+}
+
+impl Tensor {
+    /// A `rows × cols` matrix whose contents are unspecified (stale values of a recycled
+    /// buffer, or zeros): only for ops that overwrite every element.
+    pub fn scratch(rows: usize, cols: usize) -> Tensor {
+        Tensor {
+            rows,
+            cols,
+            data: super::recycle::scratch(rows * cols),
+        }
+    }
+}
+
+/// The free-list through values (`recycle.rs` below knows no value type).
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::recycle::{copied, give, recycle_value, take, MIN_LEN};
+    use super::{Tensor, Value};
+
+    // The free-list is process-wide and tests run in parallel: each test uses lengths
+    // no other test (and no other code in this test binary) requests.
+
+    #[test]
+    fn zeros_from_a_dirty_buffer_are_zero() {
+        let len = MIN_LEN + 17;
+        give(vec![7.5; len]);
+        let t = Tensor::zeros(1, len);
+        assert_eq!(t.data.len(), len);
+        assert!(t.data.iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn take_reuses_a_close_capacity_and_not_a_far_one() {
+        let len = MIN_LEN * 3 + 5;
+        let buf = vec![1.0f32; len];
+        let ptr = buf.as_ptr();
+        give(buf);
+        // 25 % larger request does not fit; a slightly smaller one reuses the buffer.
+        assert!(take(len + 1).is_none());
+        let t = Tensor::scratch(1, len - 3);
+        assert_eq!(t.data.len(), len - 3);
+        assert_eq!(t.data.as_ptr(), ptr, "the kept buffer was reused");
+        assert!(take(len).is_none(), "taken once only");
+    }
+
+    #[test]
+    fn copy_and_clone_equal_the_source() {
+        let len = MIN_LEN * 5 + 1;
+        give(vec![3.0; len]);
+        let src: Vec<f32> = (0..len).map(|i| i as f32 * 0.5).collect();
+        assert_eq!(copied(&src), src);
+        let t = Tensor::from_vec(1, len, src.clone()).unwrap();
+        assert_eq!(t.clone(), t);
+    }
+
+    #[test]
+    fn recycle_value_only_takes_unshared_buffers() {
+        let len = MIN_LEN * 7 + 3;
+        let shared = Arc::new(Tensor::zeros(1, len));
+        recycle_value(Value::Dense(shared.clone()));
+        assert!(take(len).is_none(), "a buffer still shared is not kept");
+        recycle_value(Value::Dense(shared));
+        assert_eq!(take(len).map(|b| b.capacity() >= len), Some(true));
+    }
+}

@@ -306,15 +306,6 @@ impl GraphStore {
         Ok(store)
     }
 
-    /// Opens the store and runs every check of [`check`](fn@crate::store::check) (one pass over all
-    /// bytes plus the symmetry searches): for callers that want a corrupt store refused
-    /// up front, whatever the damage.
-    pub fn open_verified(dir: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let store = Self::open(dir)?;
-        crate::store::check::check(&store)?;
-        Ok(store)
-    }
-
     fn check_cheap(&self) -> Result<(), StoreError> {
         for (off, idx) in [
             (SectionId::FullOffsets, SectionId::FullIndices),

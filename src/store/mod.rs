@@ -13,6 +13,7 @@ pub mod link;
 pub mod mmap;
 mod ndarray;
 mod not_a_store;
+pub mod scan;
 pub mod time;
 pub mod typed;
 pub mod writer;

@@ -23,9 +23,9 @@ use memmap2::{Mmap, MmapMut};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::store::build::GraphSections;
-use crate::store::check::{contains, find_entries};
 use crate::store::format::{Dtype, SectionEntry, SectionId, TimeMeta, TIME_SECTION};
 use crate::store::mmap::{Csr, GraphStore};
+use crate::store::scan::{contains, find_entries};
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 

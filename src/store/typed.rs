@@ -27,12 +27,12 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::store::check::{find_entries, find_rows, Found};
 use crate::store::format::{
     relation_sections, type_features_section, SectionId, TypesMeta, DEFAULT_NODE_TYPE,
     DEFAULT_RELATION,
 };
 use crate::store::mmap::{check_offsets, map_section, Backing, Csr, GraphStore};
+use crate::store::scan::{find_entries, find_rows, Found};
 use crate::store::StoreError;
 
 /// The mapped sections of a typed store.

@@ -185,6 +185,7 @@ mod node_metrics {
                     f1_macro,
                     link: None,
                     loss: None,
+                    roc_auc: None,
                 }
             }),
         )

@@ -15,13 +15,13 @@ use std::time::Instant;
 use crate::npy::{open_npy, plain_dtype, VettedNpy};
 use crate::progress::Progress;
 use crate::store::build::{self, Meta};
-use crate::store::check::{asymmetric_entries, entries_not_in};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, TrainGraph, MAX_NODES};
 use crate::store::gen::exact_split;
 use crate::store::import::{
     read_class_map, read_roles, require_labels, write_features_npy, write_roles, ImportReport,
 };
+use crate::store::scan::{asymmetric_entries, entries_not_in};
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 

@@ -29,8 +29,26 @@ use crate::store::StoreError;
 pub use arrays::{import_arrays, import_arrays_with, ArrayGraph, ArrayLabels, Edges};
 pub use edgelist::{import_edgelist, EdgeListOptions};
 pub use graphsaint::{import_graphsaint, GraphSaintOptions, Resplit, TrainGraphMode};
-pub use ogb::{import_ogb, OgbLayout, OgbOptions, OgbReport};
+pub use ogb::{OgbLayout, OgbOptions, OgbReport};
 pub use ogb_link::{import_ogb_link, OgbLinkLayout, OgbLinkOptions, OgbLinkReport};
+
+/// Imports the OGB node-property-prediction dataset in `dir` into a new store at `out`:
+/// a typed store for a heterogeneous dataset (ogbn-mag's layout, `ogb_hetero.rs`, issue
+/// 57), else `ogb.rs`'s homogeneous import. The choice is made here, above both, so that
+/// the typed import may use the homogeneous one's readers without a cycle.
+pub fn import_ogb(
+    dir: &Path,
+    out: &Path,
+    opts: &OgbOptions,
+    force: bool,
+    progress: &crate::progress::Progress,
+) -> Result<OgbReport, StoreError> {
+    ogb::check_ogb_input(dir, opts)?;
+    if dir.join("raw").join(ogb_hetero::NUM_NODE_DICT).exists() {
+        return ogb_hetero::import_ogb_hetero(dir, out, opts, force, progress);
+    }
+    ogb::import_homogeneous(dir, out, opts, force, progress)
+}
 
 /// What an import did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -740,7 +758,7 @@ pub(crate) fn commit_import(
     );
     header.edge_time = edge_time;
     w.commit(&header, |store| {
-        let asym = crate::store::check::asymmetric_entries(store.full());
+        let asym = crate::store::scan::asymmetric_entries(store.full());
         if let (Some(&(u, v)), Some(err)) = (asym.first.first(), asymmetric) {
             return Err(err(u, v, asym.count));
         }

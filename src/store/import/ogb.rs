@@ -942,23 +942,15 @@ fn survey_raw(raw: &Path) -> Result<Vec<String>, StoreError> {
     Ok(extra)
 }
 
-/// The homogeneous layouts (what [`import_ogb`] reads itself).
+/// The homogeneous layouts (what [`import_homogeneous`] reads).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Homogeneous {
     Csv,
     Binary,
 }
 
-/// Imports the OGB node-property-prediction dataset in `dir` into a new store at `out`
-/// (a typed store for a heterogeneous dataset: `ogb_hetero.rs`).
-pub fn import_ogb(
-    dir: &Path,
-    out: &Path,
-    opts: &OgbOptions,
-    force: bool,
-    progress: &Progress,
-) -> Result<OgbReport, StoreError> {
-    let start = Instant::now();
+/// What an OGB import refuses before reading anything (either layout: [`import_ogb`](super::import_ogb)).
+pub(super) fn check_ogb_input(dir: &Path, opts: &OgbOptions) -> Result<(), StoreError> {
     if !dir.is_dir() {
         return Err(StoreError::input(
             dir,
@@ -970,11 +962,20 @@ pub fn import_ogb(
             what: "--train-graph given: an OGB dataset gives no training graph, expected full or induce".into(),
         });
     }
+    Ok(())
+}
+
+/// Imports a homogeneous OGB node-property-prediction dataset (checked by
+/// [`check_ogb_input`]) in `dir` into a new store at `out`; [`import_ogb`](super::import_ogb) picks the layout.
+pub(super) fn import_homogeneous(
+    dir: &Path,
+    out: &Path,
+    opts: &OgbOptions,
+    force: bool,
+    progress: &Progress,
+) -> Result<OgbReport, StoreError> {
+    let start = Instant::now();
     let raw = dir.join("raw");
-    // ogbn-mag's layout: a typed store (issue 57).
-    if raw.join(super::ogb_hetero::NUM_NODE_DICT).exists() {
-        return super::ogb_hetero::import_ogb_hetero(dir, out, opts, force, progress);
-    }
     let extra = survey_raw(&raw)?;
     let mut notes: Vec<String> = extra
         .iter()

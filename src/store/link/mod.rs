@@ -22,9 +22,9 @@ pub mod split;
 
 use std::collections::HashSet;
 
-use crate::store::check::{contains, find_rows};
 use crate::store::format::{LinkMeta, LinkSectionId};
 use crate::store::mmap::{Csr, GraphStore};
+use crate::store::scan::{contains, find_rows};
 use crate::store::StoreError;
 
 /// Which held-out set.

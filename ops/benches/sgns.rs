@@ -8,7 +8,7 @@
 //! Shapes: `d128_neg1` (GraphVite's DeepWalk: 1 negative, weight 5), `d128_neg5`
 //! (word2vec's 5 negatives), `d32_neg1`.
 //!
-//! Run: `cargo bench --bench sgns -- --warm-up-time 1 --measurement-time 3`.
+//! Run: `cargo bench -p saintflow-ops --bench sgns -- --warm-up-time 1 --measurement-time 3`.
 
 use std::hint::black_box;
 

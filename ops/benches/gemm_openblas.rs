@@ -10,7 +10,7 @@
 //! has (OpenBLAS's AVX2 kernels through `OPENBLAS_CORETYPE=Haswell`, ours through
 //! `SAINTFLOW_ISA=avx2`). Without `OPENBLAS_LIB` only saintflow's rates are printed.
 //!
-//! Run: `OPENBLAS_LIB=/path/libscipy_openblas64_-….so cargo bench --bench gemm_openblas`
+//! Run: `OPENBLAS_LIB=/path/libscipy_openblas64_-….so cargo bench -p saintflow-ops --bench gemm_openblas`
 //! (`REPS`, default 9; `THREADS`, default "1,2"; `IMPLS`, default "openblas,saintflow",
 //! also `saintflow_avx2`, `saintflow_avx512`, `saintflow_generic`, `gemm_crate` and
 //! `saintflow_bf16`, the bf16 product where the CPU has AVX512_BF16;

@@ -9,7 +9,7 @@
 //! scatter-add between 8000 sampled rows and a 32 768 × 512 feature table; edge softmax on
 //! `deg40_n8000` (320 000 entries, 4 heads); Adam on 4 Mi parameters.
 //!
-//! Run: `cargo bench --bench elementwise -- --warm-up-time 1 --measurement-time 3`.
+//! Run: `cargo bench -p saintflow-ops --bench elementwise -- --warm-up-time 1 --measurement-time 3`.
 
 use std::hint::black_box;
 
