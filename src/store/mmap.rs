@@ -603,19 +603,7 @@ impl GraphStore {
     /// over the store (every row of a smaller one): what the planner reads to run the
     /// products by the features sparse. 1 for a store without features.
     pub fn feature_density(&self) -> f64 {
-        let (n, f) = (self.n_nodes(), self.n_features());
-        if n == 0 || f == 0 {
-            return 1.0;
-        }
-        let rows = n.min(4096);
-        let nonzero: usize = (0..rows)
-            .map(|i| {
-                let v = (i as u64 * n as u64 / rows as u64) as usize;
-                let row = &self.features()[v * f..(v + 1) * f];
-                row.iter().filter(|&&x| x != 0.0).count()
-            })
-            .sum();
-        nonzero as f64 / (rows * f) as f64
+        sampled_density(self.features(), self.n_nodes(), self.n_features())
     }
 
     /// The labels.
@@ -799,4 +787,23 @@ pub(super) fn map_section(
         ));
     }
     Ok(Backing::Map(map))
+}
+
+/// The fraction of nonzero values of an n × f row-major matrix, counted on up to 4,096 rows
+/// spread evenly (every row of a smaller one); 1 for an empty one.
+pub(crate) fn sampled_density(data: &[f32], n: usize, f: usize) -> f64 {
+    if n == 0 || f == 0 {
+        return 1.0;
+    }
+    let rows = n.min(4096);
+    let nonzero: usize = (0..rows)
+        .map(|i| {
+            let v = (i as u64 * n as u64 / rows as u64) as usize;
+            data[v * f..(v + 1) * f]
+                .iter()
+                .filter(|&&x| x != 0.0)
+                .count()
+        })
+        .sum();
+    nonzero as f64 / (rows * f) as f64
 }

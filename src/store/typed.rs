@@ -185,21 +185,7 @@ impl GraphStore {
     /// 1 for a type without features.
     pub fn type_feature_density(&self, t: usize) -> f64 {
         let tf = self.type_features(t);
-        let (n, f) = (tf.count, tf.width);
-        if n == 0 || f == 0 {
-            return 1.0;
-        }
-        let rows = n.min(4096);
-        let nonzero: usize = (0..rows)
-            .map(|i| {
-                let k = (i as u64 * n as u64 / rows as u64) as usize;
-                tf.data[k * f..(k + 1) * f]
-                    .iter()
-                    .filter(|&&x| x != 0.0)
-                    .count()
-            })
-            .sum();
-        nonzero as f64 / (rows * f) as f64
+        super::mmap::sampled_density(tf.data, tf.count, tf.width)
     }
 
     /// Whether the store has node and edge types (a `types` record).
