@@ -311,10 +311,7 @@ impl<'g> FullGraph<'g> {
         which: Output,
         sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
     ) -> Result<()> {
-        self.blocks(runner, params, which, None, &mut |rows, t| match rows {
-            Rows::From(r0) => sink(r0, t),
-            Rows::Ids(_) => unreachable!("a pass of every row"),
-        })
+        self.blocks(runner, params, which, None, &mut pass::every_row(sink))
     }
 
     /// Computes `which` at the nodes `ids` (ascending, distinct) and hands it to
@@ -491,9 +488,7 @@ impl<'g> FullGraph<'g> {
         let labels = self.store.labels();
         let mut counts: Vec<Counts> = roles.iter().map(|_| Counts::new(classes)).collect();
         // Only the nodes of these roles are scored: the last layer is computed there.
-        let ids: Vec<u32> = (0..self.store.n_nodes() as u32)
-            .filter(|&v| roles.contains(&self.store.role(v)))
-            .collect();
+        let ids = self.store.nodes_with_roles(roles);
         self.for_each_block_at(runner, params, Output::Logits, &ids, &mut |ids, t| {
             for (i, &v) in ids.iter().enumerate() {
                 let role = self.store.role(v);

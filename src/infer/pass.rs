@@ -456,10 +456,7 @@ pub fn run_blocked(
     sink: &mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
 ) -> Result<()> {
     let none = Cache::new();
-    let mut rows_sink = |rows: Rows<'_>, t: &Tensor| match rows {
-        Rows::From(r0) => sink(r0, t),
-        Rows::Ids(_) => unreachable!("a pass of every row"),
-    };
+    let mut rows_sink = every_row(sink);
     run_pass(
         store,
         graph,
@@ -482,6 +479,17 @@ static CHOSEN_LEVELS: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomic
 #[doc(hidden)]
 pub fn chosen_row_levels() -> usize {
     CHOSEN_LEVELS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A sink of a pass of every row (its blocks are consecutive: `Rows::From`) as the
+/// row-start sink its caller gave.
+pub(super) fn every_row<'s>(
+    sink: &'s mut (dyn FnMut(usize, &Tensor) -> Result<()> + Send),
+) -> impl FnMut(Rows<'_>, &Tensor) -> Result<()> + Send + 's {
+    move |rows, t| match rows {
+        Rows::From(r0) => sink(r0, t),
+        Rows::Ids(_) => unreachable!("a pass of every row"),
+    }
 }
 
 /// Which rows of the output a block of a pass holds.

@@ -498,8 +498,11 @@ pub fn sample_typed_pool(
     clip_to: usize,
 ) -> Result<Vec<Subgraph>, SampleError> {
     use rayon::prelude::*;
-    (first..first + count)
+    crate::sample::sample_pool(sampler, seed, first, count, clip_to)?
         .into_par_iter()
-        .map(|i| sample_typed_subgraph(sampler, store, seed, i, clip_to))
+        .map(|mut sub| {
+            attach_relations(store, &mut sub)?;
+            Ok(sub)
+        })
         .collect()
 }

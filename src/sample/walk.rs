@@ -55,16 +55,7 @@ impl<'g> RandomWalkSampler<'g> {
         if roots == 0 {
             return Err(SampleError::Param("rw: --roots expected ≥ 1, got 0".into()));
         }
-        let candidates = EdgeNodes::new(graph);
-        if candidates.is_empty() {
-            return Err(SampleError::NoEdges);
-        }
-        Ok(RandomWalkSampler {
-            graph,
-            roots,
-            depth,
-            candidates,
-        })
+        Self::with_roots(graph, EdgeNodes::new(graph), roots, depth)
     }
 }
 

@@ -715,10 +715,15 @@ impl GraphStore {
 
     /// Ascending ids of the nodes with role `role`.
     pub fn nodes_with_role(&self, role: Role) -> Vec<u32> {
+        self.nodes_with_roles(&[role])
+    }
+
+    /// Ascending ids of the nodes with any of `roles` (an evaluation's scored nodes).
+    pub fn nodes_with_roles(&self, roles: &[Role]) -> Vec<u32> {
         self.roles_raw()
             .iter()
             .enumerate()
-            .filter(|&(_, &b)| b == role as u8)
+            .filter(|&(_, &b)| roles.iter().any(|&r| b == r as u8))
             .map(|(v, _)| v as u32)
             .collect()
     }

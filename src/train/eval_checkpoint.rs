@@ -153,9 +153,7 @@ fn node_figures(
         })?,
         // The figures only: the last layer at the scored nodes alone.
         None => {
-            let ids: Vec<u32> = (0..store.n_nodes() as u32)
-                .filter(|&v| roles.contains(&store.role(v)))
-                .collect();
+            let ids = store.nodes_with_roles(&roles);
             graph.for_each_block_at(runner, params, Output::Logits, &ids, &mut |ids, t| {
                 count(&mut ids.iter().copied(), t);
                 Ok(())
