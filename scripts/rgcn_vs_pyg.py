@@ -81,6 +81,7 @@ def main():
     import torch.nn.functional as F
     from torch_geometric.nn import RGCNConv
 
+    blas_env.report()  # the BLAS core torch and numpy run on (stderr)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     t_start = time.perf_counter()
