@@ -3,7 +3,8 @@
 //! `negatives` context rows drawn from a table of 65 536 rows (32 MiB at d = 128: past the
 //! L2, the regime of a real run's random rows), then u += acc. Throughput::Elements = the
 //! samples trained (one positive and its negatives each); the ratio of the two is what
-//! BENCHMARKS.md quotes. One thread: the grid runs this loop on each worker alone.
+//! BENCHMARKS.md quotes; `sample` is the whole-sample kernel on the same rows (sorted and
+//! made distinct, as the grid calls it). One thread: the grid runs this loop on each worker alone.
 //!
 //! Shapes: `d128_neg1` (GraphVite's DeepWalk: 1 negative, weight 5), `d128_neg5`
 //! (word2vec's 5 negatives), `d32_neg1`.
@@ -14,7 +15,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use saintflow_ops::naive;
-use saintflow_ops::sgns::{sgns_apply, sgns_term};
+use saintflow_ops::sgns::{sgns_apply, sgns_sample, sgns_term};
 
 const ROWS: usize = 1 << 16;
 const SAMPLES: usize = 4096;
@@ -63,6 +64,40 @@ fn run(
     s
 }
 
+/// `run` through the whole-sample kernel (`sgns_sample`, what the grid calls when a
+/// sample's context rows are distinct) on `N` terms, rows drawn from the same kind of
+/// stream (a sample whose rows repeat is drawn again).
+fn run_samples<const N: usize>(vertex: &mut [f32], context: &mut [f32], d: usize) -> f32 {
+    let mut next = xorshift(7);
+    let mut logits = [0f32; saintflow_ops::sgns::MAX_SAMPLE_TERMS];
+    let mut s = 0.0;
+    for _ in 0..SAMPLES {
+        let u = (next() % ROWS as u64) as usize;
+        let urow = &mut vertex[u * d..(u + 1) * d];
+        let mut picked = [0usize; N];
+        loop {
+            picked
+                .iter_mut()
+                .for_each(|c| *c = (next() % ROWS as u64) as usize);
+            picked.sort_unstable();
+            if picked.windows(2).all(|w| w[0] < w[1]) {
+                break;
+            }
+        }
+        // The distinct rows in ascending order, split off the table one by one.
+        let (mut rest, mut at) = (&mut context[..], 0);
+        let mut rows: [&mut [f32]; N] = std::array::from_fn(|k| {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut((picked[k] - at) * d);
+            let (row, after) = tail.split_at_mut(d);
+            (rest, at) = (after, picked[k] + 1);
+            row
+        });
+        sgns_sample(urow, &mut rows, (1.0, 5.0), 0.025, &mut logits);
+        s += logits[0];
+    }
+    s
+}
+
 fn bench(c: &mut Criterion) {
     for (name, d, negatives) in [
         ("d128_neg1", 128, 1),
@@ -88,9 +123,18 @@ fn bench(c: &mut Criterion) {
                 ))
             })
         });
-        let (mut v, mut ctx) = (init.clone(), init);
+        let (mut v, mut ctx) = (init.clone(), init.clone());
         g.bench_function("kernel", |b| {
             b.iter(|| black_box(run(&mut v, &mut ctx, d, negatives, sgns_term, sgns_apply)))
+        });
+        let (mut v, mut ctx) = (init.clone(), init);
+        g.bench_function("sample", |b| {
+            b.iter(|| {
+                black_box(match negatives {
+                    1 => run_samples::<2>(&mut v, &mut ctx, d),
+                    _ => run_samples::<6>(&mut v, &mut ctx, d),
+                })
+            })
         });
         g.finish();
     }

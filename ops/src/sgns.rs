@@ -181,9 +181,11 @@ fn sample_with(
     {
         match isa {
             // SAFETY: the CPU has `isa` (the callers cap it); every row has ≥ d elements.
-            Isa::Avx512 => return unsafe { x86::sample_avx512(u, ctx, d, weights, lr, logits) },
+            Isa::Avx512 => {
+                return unsafe { x86::sample_avx512_any(u, ctx, d, weights, lr, logits) }
+            }
             // SAFETY: as above (AVX2 and FMA).
-            Isa::Avx2 => return unsafe { x86::sample_avx2(u, ctx, d, weights, lr, logits) },
+            Isa::Avx2 => return unsafe { x86::sample_avx2_any(u, ctx, d, weights, lr, logits) },
             Isa::Generic => {}
         }
     }
@@ -574,6 +576,193 @@ mod x86 {
             i += 8;
         }
         tail_update(u, ctx, &g, full8, d);
+    }
+
+    /// `$any`: `$fixed::<M>` for a sample of M ≤ 6 terms (the shipped plans' 2, word2vec's
+    /// 6), `$dynamic` beyond.
+    macro_rules! by_terms {
+        ($any:ident, $feature:literal, $fixed:ident, $dynamic:ident) => {
+            #[doc = concat!("[`super::sgns_sample`] for ", $feature, ", by term count.")]
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn $any(
+                u: &mut [f32],
+                ctx: &mut [&mut [f32]],
+                d: usize,
+                weights: (f32, f32),
+                lr: f32,
+                logits: &mut [f32],
+            ) {
+                // SAFETY (each arm): the CPU has the feature; the caller's contract holds.
+                unsafe {
+                    match ctx.len() {
+                        1 => $fixed::<1>(u, ctx, d, weights, lr, logits),
+                        2 => $fixed::<2>(u, ctx, d, weights, lr, logits),
+                        3 => $fixed::<3>(u, ctx, d, weights, lr, logits),
+                        4 => $fixed::<4>(u, ctx, d, weights, lr, logits),
+                        5 => $fixed::<5>(u, ctx, d, weights, lr, logits),
+                        6 => $fixed::<6>(u, ctx, d, weights, lr, logits),
+                        _ => $dynamic(u, ctx, d, weights, lr, logits),
+                    }
+                }
+            }
+        };
+    }
+    by_terms!(
+        sample_avx512_any,
+        "avx512f",
+        sample_avx512_fixed,
+        sample_avx512
+    );
+    by_terms!(sample_avx2_any, "avx2", sample_avx2_fixed, sample_avx2);
+
+    /// The rows of a sample of `M` terms as pointers (the slices are distinct `&mut`).
+    #[inline(always)]
+    fn row_ptrs<const M: usize>(ctx: &mut [&mut [f32]]) -> [*mut f32; M] {
+        let mut rows = [std::ptr::null_mut::<f32>(); M];
+        for (r, c) in rows.iter_mut().zip(ctx.iter_mut()) {
+            *r = c.as_mut_ptr();
+        }
+        rows
+    }
+
+    /// [`sample_avx512`] for exactly `M` terms: every logit in one pass over u (one
+    /// accumulator each), the gradients broadcast once, the update unrolled over the rows.
+    /// The same operations per lane and in the same order, so the same bits.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sample_avx512_fixed<const M: usize>(
+        u: &mut [f32],
+        ctx: &mut [&mut [f32]],
+        d: usize,
+        weights: (f32, f32),
+        lr: f32,
+        logits: &mut [f32],
+    ) {
+        let full = d / LANES * LANES;
+        let up = u.as_mut_ptr();
+        let rows = row_ptrs::<M>(ctx);
+        let mut acc = [_mm512_setzero_ps(); M];
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
+            unsafe {
+                let x = _mm512_loadu_ps(up.add(i));
+                for (a, &r) in acc.iter_mut().zip(&rows) {
+                    *a = _mm512_add_ps(*a, _mm512_mul_ps(x, _mm512_loadu_ps(r.add(i))));
+                }
+            }
+            i += LANES;
+        }
+        let ut = &u[full..d];
+        for (k, &a) in acc.iter().enumerate() {
+            logits[k] = if ut.is_empty() {
+                // SAFETY: the CPU has AVX-512F, as this function requires.
+                unsafe { hsum_avx512(a) }
+            } else {
+                let mut l = [0f32; LANES];
+                // SAFETY: `l` holds 16 floats.
+                unsafe { _mm512_storeu_ps(l.as_mut_ptr(), a) };
+                tail(l, ut, &ctx[k][full..d])
+            };
+        }
+        let g = gradients(&logits[..M], weights, lr);
+        let gv: [__m512; M] = std::array::from_fn(|k| _mm512_set1_ps(g[k]));
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length; the rows are distinct.
+            unsafe {
+                let x = _mm512_loadu_ps(up.add(i));
+                let mut a = _mm512_setzero_ps();
+                for (&r, &gk) in rows.iter().zip(&gv) {
+                    let c = _mm512_loadu_ps(r.add(i));
+                    a = _mm512_add_ps(a, _mm512_mul_ps(gk, c));
+                    _mm512_storeu_ps(r.add(i), _mm512_add_ps(c, _mm512_mul_ps(gk, x)));
+                }
+                _mm512_storeu_ps(up.add(i), _mm512_add_ps(x, a));
+            }
+            i += LANES;
+        }
+        tail_update(u, ctx, &g, full, d);
+    }
+
+    /// [`sample_avx2`] for exactly `M` terms: every logit in one pass over u (lanes 0–7 and
+    /// 8–15 of each in two registers), the gradients broadcast once, the update 16 elements
+    /// at a time unrolled over the rows. The same operations per lane and in the same
+    /// order, so the same bits.
+    #[target_feature(enable = "avx2")]
+    unsafe fn sample_avx2_fixed<const M: usize>(
+        u: &mut [f32],
+        ctx: &mut [&mut [f32]],
+        d: usize,
+        weights: (f32, f32),
+        lr: f32,
+        logits: &mut [f32],
+    ) {
+        let full = d / LANES * LANES;
+        let up = u.as_mut_ptr();
+        let rows = row_ptrs::<M>(ctx);
+        let mut acc = [[_mm256_setzero_ps(); 2]; M];
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
+            unsafe {
+                let (x0, x1) = (_mm256_loadu_ps(up.add(i)), _mm256_loadu_ps(up.add(i + 8)));
+                for ([lo, hi], &r) in acc.iter_mut().zip(&rows) {
+                    *lo = _mm256_add_ps(*lo, _mm256_mul_ps(x0, _mm256_loadu_ps(r.add(i))));
+                    *hi = _mm256_add_ps(*hi, _mm256_mul_ps(x1, _mm256_loadu_ps(r.add(i + 8))));
+                }
+            }
+            i += LANES;
+        }
+        let ut = &u[full..d];
+        for (k, &[lo, hi]) in acc.iter().enumerate() {
+            logits[k] = if ut.is_empty() {
+                // SAFETY: the CPU has AVX2, as this function requires.
+                unsafe { hsum8(_mm256_add_ps(lo, hi)) }
+            } else {
+                let mut l = [0f32; LANES];
+                // SAFETY: `l` holds 16 floats.
+                unsafe {
+                    _mm256_storeu_ps(l.as_mut_ptr(), lo);
+                    _mm256_storeu_ps(l.as_mut_ptr().add(8), hi);
+                }
+                tail(l, ut, &ctx[k][full..d])
+            };
+        }
+        let g = gradients(&logits[..M], weights, lr);
+        let gv: [__m256; M] = std::array::from_fn(|k| _mm256_set1_ps(g[k]));
+        let mut i = 0;
+        while i + 16 <= d {
+            // SAFETY: i + 16 ≤ d ≤ every row's length; the rows are distinct.
+            unsafe {
+                let (x0, x1) = (_mm256_loadu_ps(up.add(i)), _mm256_loadu_ps(up.add(i + 8)));
+                let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                for (&r, &gk) in rows.iter().zip(&gv) {
+                    let (c0, c1) = (_mm256_loadu_ps(r.add(i)), _mm256_loadu_ps(r.add(i + 8)));
+                    a0 = _mm256_add_ps(a0, _mm256_mul_ps(gk, c0));
+                    a1 = _mm256_add_ps(a1, _mm256_mul_ps(gk, c1));
+                    _mm256_storeu_ps(r.add(i), _mm256_add_ps(c0, _mm256_mul_ps(gk, x0)));
+                    _mm256_storeu_ps(r.add(i + 8), _mm256_add_ps(c1, _mm256_mul_ps(gk, x1)));
+                }
+                _mm256_storeu_ps(up.add(i), _mm256_add_ps(x0, a0));
+                _mm256_storeu_ps(up.add(i + 8), _mm256_add_ps(x1, a1));
+            }
+            i += 16;
+        }
+        if i + 8 <= d {
+            // SAFETY: i + 8 ≤ d ≤ every row's length; the rows are distinct.
+            unsafe {
+                let x = _mm256_loadu_ps(up.add(i));
+                let mut a = _mm256_setzero_ps();
+                for (&r, &gk) in rows.iter().zip(&gv) {
+                    let c = _mm256_loadu_ps(r.add(i));
+                    a = _mm256_add_ps(a, _mm256_mul_ps(gk, c));
+                    _mm256_storeu_ps(r.add(i), _mm256_add_ps(c, _mm256_mul_ps(gk, x)));
+                }
+                _mm256_storeu_ps(up.add(i), _mm256_add_ps(x, a));
+            }
+            i += 8;
+        }
+        tail_update(u, ctx, &g, i, d);
     }
 
     /// The update of elements `from..d`, one at a time (the generic body's operations).
