@@ -1057,6 +1057,13 @@ fn blocked_inference_equals_the_in_memory_pass_for_every_shipped_plan() {
     // of their last level for a later pass, nor a streamed one).
     let chosen = saintflow::infer::chosen_row_levels();
     assert!(chosen >= 9 * 3 * 2, "{chosen} last layers at chosen rows");
+    // GraphSAGE's last self term (and what it needs of its level) at least, per output and
+    // configuration: computed again at the chosen rows, not kept for every row.
+    let deferred = saintflow::infer::deferred_values();
+    assert!(
+        deferred >= 3 * 2 * 3,
+        "{deferred} values deferred to chosen rows"
+    );
 }
 
 /// x − the mean of x's rows: every output row depends on every input row, so it is not

@@ -93,7 +93,7 @@ impl Class {
 }
 
 /// The analysis of a forward graph for blocked evaluation of one output.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct BlockedPlan {
     pub(super) order: Vec<NodeId>,
     pub(super) class: HashMap<NodeId, Class>,
@@ -112,6 +112,10 @@ pub struct BlockedPlan {
     constants: Vec<NodeId>,
     pub(super) output: NodeId,
     pub(super) levels: usize,
+    /// Lower-level values the output's level computes again at its own rows instead of
+    /// reading them kept (see [`BlockedPlan::at_chosen_rows`]), in order: empty unless
+    /// made by it.
+    pub(super) deferred: Vec<NodeId>,
 }
 
 impl BlockedPlan {
@@ -351,7 +355,108 @@ impl BlockedPlan {
             constants,
             output,
             levels,
+            deferred: Vec::new(),
         })
+    }
+
+    /// This plan for a pass whose output level runs at chosen rows only (an evaluation's
+    /// scored nodes): a kept value that only the output's level reads, and only row-locally
+    /// (GraphSAGE's self term of the last layer, h·W_self, N × 256), is not kept but
+    /// computed again at the chosen rows together with what of its own level it needs (h,
+    /// and the aggregation under it at those rows) — its product then runs at the scored
+    /// rows instead of every row, and its N rows are neither written nor paged in. `None`
+    /// when nothing qualifies: what it needs of its level must take any rows (neighbour
+    /// ops over an adjacency whose X is the features or kept — a floating X is then kept
+    /// whole, as it is narrower than the value deferred —, no node statistics, no sparse
+    /// outputs), and it must not fill a cache (`fill`).
+    pub(super) fn at_chosen_rows(&self, graph: &Graph, fill: &[NodeId]) -> Option<BlockedPlan> {
+        let top = self.level[&self.output];
+        let readers = |id: NodeId| {
+            self.order
+                .iter()
+                .copied()
+                .filter(move |&c| graph.node(c).inputs.contains(&id))
+        };
+        // The nodes of `id`'s level that `id` needs, `id` included, in order.
+        let own_level = |id: NodeId| -> HashSet<NodeId> {
+            let l = self.level[&id];
+            let mut need = HashSet::from([id]);
+            for &c in self.order.iter().rev() {
+                if need.contains(&c) {
+                    for &src in &graph.node(c).inputs {
+                        if self.level.get(&src) == Some(&l)
+                            && matches!(self.class[&src], Class::RowLocal | Class::Neighbour)
+                        {
+                            need.insert(src);
+                        }
+                    }
+                }
+            }
+            need
+        };
+        let computable = |c: NodeId| match self.class[&c] {
+            Class::RowLocal => !self.stats.contains(&c),
+            Class::Neighbour => {
+                let nb = self.neighbour[&c];
+                let node = graph.node(c);
+                let x = node.inputs[nb.x];
+                node.op.as_neighbour().is_some_and(|op| op.any_rows())
+                    && matches!(self.class[&node.inputs[nb.adjacency]], Class::Adj(_))
+                    && (self.class[&x] == Class::Features || self.kept.contains(&x))
+            }
+            _ => false,
+        };
+        let mut deferred: HashSet<NodeId> = HashSet::new();
+        for &id in &self.kept {
+            let l = self.level[&id];
+            let ok = self.class[&id] == Class::RowLocal
+                && l >= 1
+                && l < top
+                && !self.floating(id)
+                && !fill.contains(&id)
+                && readers(id).all(|c| {
+                    self.level[&c] == l
+                        || (self.level[&c] == top
+                            && self.class[&c] == Class::RowLocal
+                            && !self.stats.contains(&c))
+                });
+            if !ok {
+                continue;
+            }
+            let need = own_level(id);
+            if need.iter().all(|&c| computable(c)) {
+                deferred.extend(need);
+            }
+        }
+        if deferred.is_empty() {
+            return None;
+        }
+        let mut plan = self.clone();
+        // A floating X of a deferred neighbour op (the first layer's dropout(X), the
+        // features' width) is kept whole instead: the output's level reads it at the
+        // neighbours of its rows.
+        for &c in &deferred {
+            if self.class[&c] == Class::Neighbour {
+                let node = graph.node(c);
+                plan.floats.remove(&node.inputs[self.neighbour[&c].x]);
+            }
+        }
+        // A deferred value stays kept when a higher level reads it otherwise than as a
+        // row-local input of the output's level (a neighbour op's X, a level between).
+        plan.kept.retain(|&id| {
+            !deferred.contains(&id)
+                || readers(id).any(|c| {
+                    self.level[&c] > self.level[&id]
+                        && !(self.level[&c] == top && self.class[&c] == Class::RowLocal)
+                })
+        });
+        plan.deferred = self
+            .order
+            .iter()
+            .copied()
+            .filter(|c| deferred.contains(c))
+            .collect();
+        Some(plan)
     }
 
     /// The per-node values of this pass that depend on the store alone — no parameter and

@@ -59,7 +59,7 @@ use metrics::add_node;
 
 pub use hops::{plan_hops, receptive_field};
 pub use levels::BlockedPlan;
-pub use pass::{chosen_row_levels, run_blocked, Rows};
+pub use pass::{chosen_row_levels, deferred_values, run_blocked, Rows};
 pub use plan::{InferOptions, PassPlan};
 
 /// Result with full-graph inference's [`InferError`].

@@ -313,7 +313,6 @@ impl<'a> Pass<'a> {
     fn block(
         &self,
         kept: &HashMap<NodeId, Kept>,
-        level: usize,
         work: &[NodeId],
         at: At<'_>,
         folded: &HashMap<NodeId, Arc<Tensor>>,
@@ -348,7 +347,9 @@ impl<'a> Pass<'a> {
                     for &src in &node.inputs {
                         ins.push(match plan.class[&src] {
                             Class::Static => self.statics[&src].clone(),
-                            Class::RowLocal | Class::Neighbour if plan.level[&src] == level => {
+                            // This level's, or a lower level's computed again here
+                            // (`BlockedPlan::deferred`).
+                            Class::RowLocal | Class::Neighbour if vals.contains_key(&src) => {
                                 vals[&src].clone()
                             }
                             Class::Features => self.local(src, &own, &mut vals)?,
@@ -481,6 +482,16 @@ pub fn chosen_row_levels() -> usize {
     CHOSEN_LEVELS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Values computed again at chosen rows instead of kept, over this process's passes.
+static DEFERRED_VALUES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many lower-level values the passes of this process at chosen rows computed again
+/// there instead of keeping them for every row (`BlockedPlan::at_chosen_rows`); for tests.
+#[doc(hidden)]
+pub fn deferred_values() -> usize {
+    DEFERRED_VALUES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A sink of a pass of every row (its blocks are consecutive: `Rows::From`) as the
 /// row-start sink its caller gave.
 pub(super) fn every_row<'s>(
@@ -535,6 +546,13 @@ pub(super) fn run_pass(
         }
     }
     let _pool = PoolCap(crate::ir::recycle::capacity());
+    // At chosen rows, what only they read of lower levels is computed again there
+    // instead of kept for every row (`BlockedPlan::at_chosen_rows`).
+    let deferring = at.and_then(|_| plan.at_chosen_rows(graph, fill));
+    if let Some(p) = &deferring {
+        DEFERRED_VALUES.fetch_add(p.deferred.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+    let plan = deferring.as_ref().unwrap_or(plan);
     let mut pass_plan = PassPlan::new(store, graph, plan, opts)?;
     if pass_plan.out_of_core() {
         crate::ir::recycle::clear();
@@ -597,18 +615,34 @@ pub(super) fn run_pass(
         }
     }
 
+    // A level's work: what its kept values and the output need of it (a value only a
+    // deferred one read is not computed at every row), and at the output's level first
+    // the deferred values of lower levels (`BlockedPlan::at_chosen_rows`).
     let work_of = |level: usize| -> Vec<NodeId> {
-        plan.order
+        let mut need: std::collections::HashSet<NodeId> = plan
+            .order
             .iter()
             .copied()
-            .filter(|id| {
-                plan.level[id] == level
-                    && (matches!(
-                        plan.class[id],
-                        Class::RowLocal | Class::Neighbour | Class::BlockSparse
-                    ) || *id == plan.output)
-            })
-            .collect()
+            .filter(|id| plan.level[id] == level && (kept.contains_key(id) || *id == plan.output))
+            .collect();
+        for &id in plan.order.iter().rev() {
+            if need.contains(&id) {
+                for &src in &graph.node(id).inputs {
+                    if plan.level.get(&src) == Some(&level) {
+                        need.insert(src);
+                    }
+                }
+            }
+        }
+        let own = plan.order.iter().copied().filter(|id| {
+            need.contains(id)
+                && (matches!(
+                    plan.class[id],
+                    Class::RowLocal | Class::Neighbour | Class::BlockSparse
+                ) || *id == plan.output)
+        });
+        let deferred = (plan.level[&plan.output] == level).then_some(&plan.deferred);
+        deferred.into_iter().flatten().copied().chain(own).collect()
     };
     // The levels with work that is kept or is the output, each with its nodes (a level
     // of floating values alone is computed where it is read).
@@ -670,7 +704,7 @@ pub(super) fn run_pass(
             CHOSEN_LEVELS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let none = HashMap::new();
             for chunk in ids.chunks(block_rows.max(1)) {
-                let vals = pass.block(&kept, level, work, At::Ids(chunk), &none, 0)?;
+                let vals = pass.block(&kept, work, At::Ids(chunk), &none, 0)?;
                 sink(
                     Rows::Ids(chunk),
                     vals[&plan.output].as_dense().expect("checked dense"),
@@ -692,7 +726,7 @@ pub(super) fn run_pass(
             let mut r0 = c0;
             while r0 < c1 {
                 let r1 = (r0 + block_rows).min(c1);
-                let vals = pass.block(&kept, level, work, At::Range(r0, r1), &folded, c0)?;
+                let vals = pass.block(&kept, work, At::Range(r0, r1), &folded, c0)?;
                 for (&id, k) in kept.iter_mut() {
                     if plan.level[&id] == level {
                         let t = vals[&id].as_dense().expect("checked dense");
