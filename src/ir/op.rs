@@ -213,8 +213,9 @@ impl Ctx<'_> {
 
 /// An operator of the IR. Implement it (plus registration in a [`Registry`](crate::op::Registry)) to add an op
 /// of your own — or, for the common shapes, implement one of the adapters' small traits
-/// instead ([`Elementwise`](crate::op::Elementwise), [`RowWise`](crate::op::RowWise),
-/// [`NeighbourReduce`](crate::op::NeighbourReduce)), which write this trait for you. See the
+/// instead ([`Elementwise`](crate::op::Elementwise), [`Binary`](crate::op::Binary),
+/// [`RowWise`](crate::op::RowWise), [`NeighbourReduce`](crate::op::NeighbourReduce)), which
+/// write this trait for you (the built-in row-wise ops are written so too). See the
 /// protocol at the top of this file and `examples/custom_op`.
 ///
 /// Four methods are required (name, arguments, shape inference, forward); the rest have

@@ -23,7 +23,7 @@ pub use crate::ir::op::{
 };
 pub use crate::ir::source::{GraphSource, WithSampler};
 pub use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};
-pub use elementwise::{elementwise, Elementwise};
+pub use elementwise::{elementwise, Binary, Elementwise};
 pub use reduce::{check_rule, neighbour_reduce, NeighbourReduce, Routing, ROUTING_RULES};
 pub use registry::{Attr, Attrs, Registry};
 pub use rowwise::{row_wise, RowWise};

@@ -46,7 +46,7 @@ pub use typed::{
     TypeInput, TypeRows,
 };
 
-pub(crate) use super::util::{dense, elementwise_cost, same_shape};
+pub(crate) use super::util::{dense, same_shape};
 
 use super::{elementwise, neighbour_reduce, row_wise, Attrs, OpError, Registry};
 
