@@ -2,7 +2,7 @@
 //! capabilities and what ops see (defined in the IR layer, [`crate::ir::op`], re-exported
 //! here with the IR's value and fact types); the adapters that write an op from a small
 //! trait ([`Elementwise`]: f and f′; [`RowWise`]: one function over a block of rows;
-//! [`NeighbourReduce`]: identity, fold and gradient routing); the helpers ops use
+//! [`NeighbourReduce`]: neutral start, fold and gradient routing); the helpers ops use
 //! ([`util`]); the built-in ops under their plan names; the [`Registry`] that makes ops by
 //! name; and the store-backed [`GraphSource`]. Gradient and blocked-inference checks for a
 //! new op are in [`crate::testing`].
