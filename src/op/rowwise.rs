@@ -56,8 +56,8 @@ use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
 
 use super::util::{dense, elementwise_cost, row_split, same_shape};
 use super::{
-    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, RowLocal,
-    Split, Stage,
+    Arity, ColumnSlice, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned,
+    RowBlocks, RowLocal, Split, Stage,
 };
 
 /// What a row-wise op's author writes (see the module header); the type is then an [`Op`].
@@ -157,8 +157,8 @@ pub trait RowWise: fmt::Debug + Send + Sync + 'static {
         true
     }
 
-    /// As [`Op::column_slice`] (`slice`). Default: `None`.
-    fn column_slice(&self) -> Option<Range<usize>> {
+    /// As [`Op::as_column_slice`] (`slice`). Default: `None`.
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
         None
     }
 
@@ -223,8 +223,8 @@ impl<T: RowWise> RowWise for Rows<T> {
     fn fusible(&self, inputs: &[&Fact]) -> bool {
         RowWise::fusible(&self.0, inputs)
     }
-    fn column_slice(&self) -> Option<Range<usize>> {
-        RowWise::column_slice(&self.0)
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
+        RowWise::as_column_slice(&self.0)
     }
     fn dropout(&self) -> Option<f64> {
         RowWise::dropout(&self.0)
@@ -269,8 +269,8 @@ impl<T: RowWise> Op for T {
     fn stage(&self) -> Stage {
         RowWise::stage(self)
     }
-    fn column_slice(&self) -> Option<Range<usize>> {
-        RowWise::column_slice(self)
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
+        RowWise::as_column_slice(self)
     }
     fn dropout(&self) -> Option<f64> {
         RowWise::dropout(self)

@@ -9,7 +9,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor};
-use crate::op::{Arity, Cost, GradBuilder, MatMut, MatRef, OpError, RowWise};
+use crate::op::{Arity, ColumnSlice, Cost, GradBuilder, MatMut, MatRef, OpError, RowWise};
 
 /// y's rows = the inputs' same rows side by side (y's width is the sum of theirs).
 fn concat_rows(parts: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
@@ -121,8 +121,8 @@ impl RowWise for Slice {
     fn name(&self) -> &str {
         "slice"
     }
-    fn column_slice(&self) -> Option<Range<usize>> {
-        Some(self.start..self.start + self.len)
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         format!("start={}, len={}", self.start, self.len)
@@ -165,6 +165,12 @@ impl RowWise for Slice {
             },
             &[grad],
         )?)])
+    }
+}
+
+impl ColumnSlice for Slice {
+    fn columns(&self) -> Range<usize> {
+        self.start..self.start + self.len
     }
 }
 
