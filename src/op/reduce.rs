@@ -142,7 +142,7 @@ pub trait NeighbourReduce: fmt::Debug + Clone + Send + Sync + 'static {
     }
 
     /// The fold's start: its neutral value (0 for a sum, −∞ for a maximum). Named apart
-    /// from [`Op::identity`](crate::op::Op::identity), the CSE key every op has.
+    /// from [`Op::identity`], the CSE key every op has.
     fn neutral(&self) -> f32;
 
     /// The accumulator after one more neighbour: its value `x` over an entry of value `a`.

@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
 
-use super::util::{dense, elementwise_cost, row_split, same_shape};
+use super::util::{dense, elementwise_cost, row_block, row_split, same_shape};
 use super::{
     Arity, ColumnSlice, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned,
     RowBlocks, RowLocal, Split, Stage,
@@ -312,19 +312,10 @@ fn blocks<'v>(inputs: &[&'v Value], r: Range<usize>, op: &str) -> Result<Vec<Mat
     (0..inputs.len())
         .map(|k| {
             let x = dense(inputs, k, op)?;
-            let c = x.cols;
             if x.rows == 1 && n > 1 {
-                return Ok(MatRef::row_major(&x.data, 1, c)?);
+                return Ok(MatRef::row_major(&x.data, 1, x.cols)?);
             }
-            let data = x.data.get(r.start * c..r.end * c).ok_or_else(|| {
-                OpError::args(format!(
-                    "{op}: argument {} has {} rows, expected at least {}",
-                    k + 1,
-                    x.rows,
-                    r.end
-                ))
-            })?;
-            Ok(MatRef::row_major(data, r.end - r.start, c)?)
+            row_block(inputs, k, r.clone(), op)
         })
         .collect()
 }

@@ -106,24 +106,31 @@ pub(super) fn masked(x: &Tensor, p: f64, ctx: &Ctx<'_>, key: u32) -> Result<Tens
     apply_mask(x, p, mask_base(ctx, key))
 }
 
-/// Rows of [`apply_mask`]: the block `x` whose first element is element `first` of the
-/// whole matrix. The identity when not training or p = 0, as the ops' forwards.
+/// Rows of [`apply_mask`]: the block `x` whose first row is row `r0` of the whole matrix
+/// (its first element element r0·cols). The identity when not training or p = 0, as the
+/// ops' forwards.
 fn mask_rows(
     op: &str,
     p: f64,
     ctx: &Ctx<'_>,
     key: u32,
-    first: u64,
+    r0: usize,
     x: &MatRef<'_>,
     mut y: MatMut<'_>,
 ) -> Result<(), OpError> {
+    if !ctx.training || p == 0.0 {
+        return copy_rows(op, x, y);
+    }
+    let first = (r0 * x.n_cols()) as u64;
     let x = block(x, op)?;
     let y = block_mut(&mut y, op)?;
-    if !ctx.training || p == 0.0 {
-        y.copy_from_slice(x);
-        return Ok(());
-    }
     mask_into(x, p, mask_base(ctx, key), first, y)
+}
+
+/// y = x (evaluation, or p = 0).
+fn copy_rows(op: &str, x: &MatRef<'_>, mut y: MatMut<'_>) -> Result<(), OpError> {
+    block_mut(&mut y, op)?.copy_from_slice(block(x, op)?);
+    Ok(())
 }
 
 /// Inverted dropout: in training, each element is zeroed with probability p and the kept
@@ -154,9 +161,8 @@ impl RowWise for Dropout {
         11.0
     }
     /// Outside a step: evaluation, the identity.
-    fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
-        block_mut(&mut y, "dropout")?.copy_from_slice(block(&x[0], "dropout")?);
-        Ok(())
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        copy_rows("dropout", &x[0], y)
     }
     /// The mask of this node (`ctx.node`: its id before fusion) at the block's elements.
     fn rows_at(
@@ -166,9 +172,15 @@ impl RowWise for Dropout {
         y: MatMut<'_>,
         ctx: &Ctx<'_>,
     ) -> Result<(), OpError> {
-        let first = (r0 * x[0].n_cols()) as u64;
-        let key = ctx.node.index() as u32;
-        mask_rows("dropout", self.p, ctx, key, first, &x[0], y)
+        mask_rows(
+            "dropout",
+            self.p,
+            ctx,
+            ctx.node.index() as u32,
+            r0,
+            &x[0],
+            y,
+        )
     }
     /// ∂x = ∇y ⊙ mask / (1 − p), the mask recomputed from this node's key: saves nothing.
     fn backward(
@@ -210,10 +222,8 @@ impl RowWise for DropoutBackward {
         11.0
     }
     /// Outside a step: evaluation, the identity.
-    fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
-        let op = "dropout_backward";
-        block_mut(&mut y, op)?.copy_from_slice(block(&x[0], op)?);
-        Ok(())
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        copy_rows("dropout_backward", &x[0], y)
     }
     /// The forward node's mask (`key`) at the block's elements.
     fn rows_at(
@@ -223,8 +233,7 @@ impl RowWise for DropoutBackward {
         y: MatMut<'_>,
         ctx: &Ctx<'_>,
     ) -> Result<(), OpError> {
-        let first = (r0 * x[0].n_cols()) as u64;
-        mask_rows("dropout_backward", self.p, ctx, self.key, first, &x[0], y)
+        mask_rows("dropout_backward", self.p, ctx, self.key, r0, &x[0], y)
     }
     /// dx = mask ⊙ ∇y / (1 − p) is self-adjoint: ∂∇y = the same op on the incoming gradient.
     fn backward(
