@@ -30,7 +30,7 @@ impl NeighbourReduce for SumSquares {
     fn name(&self) -> &str {
         "user.sum_squares"
     }
-    fn identity(&self) -> f32 {
+    fn neutral(&self) -> f32 {
         0.0
     }
     fn fold(&self, acc: f32, a: f32, x: f32) -> f32 {
@@ -86,7 +86,7 @@ fn a_non_linear_fold_declared_weighted_is_refused_naming_the_rule() {
         fn name(&self) -> &str {
             "user.average"
         }
-        fn identity(&self) -> f32 {
+        fn neutral(&self) -> f32 {
             0.0
         }
         fn fold(&self, acc: f32, _: f32, x: f32) -> f32 {

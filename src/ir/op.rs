@@ -64,7 +64,7 @@
 //!   inference then streams a large X past a block's accumulators in parts of rows
 //!   instead of reading it at random. [`crate::testing::check_blocked_equals_in_memory`]
 //!   checks the blocks, and the folds over parts.
-//! * Chain roles (optional, for the matrix-chain pass). [`Op::chain`] says that a node is
+//! * Chain roles (optional, for the matrix-chain pass). [`Op::as_chain`] says that a node is
 //!   an unordered product chain to order, or a binary product op(A)·op(B), or a row-major
 //!   transpose copy; the pass orders the chains and reuses the products and transposes it
 //!   finds. Default: `None` (neither).
@@ -72,9 +72,16 @@
 //!   output in Q_f feature blocks returns itself with that count from
 //!   [`FeaturePartitioned::with_partitions`]; the pass chooses Q_f from the output's shape.
 //!   Default: no such capability (the op takes no count).
-//! * Source kinds. [`Op::source_kind`] names the ops that read the data source rather than
+//! * Source kinds. [`Op::as_source`] names the ops that read the data source rather than
 //!   other nodes (the sampled subgraph, its features, targets and adjacency) and the seed
-//!   gradient; blocked inference replaces them by the full graph's blocks. Default: `None`.
+//!   gradient; blocked inference replaces them by the full graph's blocks. Default: none.
+//! * Column views and precision (optional, for the fusion and precision passes): a column
+//!   slice says which columns it passes on ([`Op::as_column_slice`]), an op that reads
+//!   strided operands makes itself read a block in place ([`Op::as_column_views`]), an op
+//!   with a choice of precision makes itself compute at another
+//!   ([`Op::as_precision`]). Default: none. `dyn Op` has shorthands for the passes
+//!   (`chain()`, `source_kind()`, `column_slice()`, `with_column_view()`,
+//!   `with_precision()`).
 
 use std::any::Any;
 use std::fmt;
@@ -84,9 +91,14 @@ use std::sync::Arc;
 use saintflow_ops::gemm::Precision;
 pub use saintflow_ops::view::{MatMut, MatRef};
 
+pub use super::neighbour::{Neighbour, NeighbourFold, NeighbourOp, NodeRows, RowBlock};
 pub use super::op_error::OpError;
+pub use super::passes::{
+    AdjKind, AdjNorm, ChainLink, ChainRole, ColumnSlice, ColumnViews, FeaturePartitioned,
+    PrecisionChoice, SourceKind, SourceOp,
+};
 use super::source::GraphSource;
-use super::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, SparseMat, Tensor, Value};
+use super::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, Value};
 
 /// The arguments an op takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,14 +225,16 @@ impl Ctx<'_> {
 
 /// An operator of the IR. Implement it (plus registration in a [`Registry`](crate::op::Registry)) to add an op
 /// of your own — or, for the common shapes, implement one of the adapters' small traits
-/// instead ([`Elementwise`](crate::op::Elementwise), [`RowWise`](crate::op::RowWise),
-/// [`NeighbourReduce`](crate::op::NeighbourReduce)), which write this trait for you. See the
+/// instead ([`Elementwise`](crate::op::Elementwise), [`Binary`](crate::op::Binary),
+/// [`RowWise`](crate::op::RowWise), [`NeighbourReduce`](crate::op::NeighbourReduce)), which
+/// write this trait for you (the built-in row-wise ops are written so too). See the
 /// protocol at the top of this file and `examples/custom_op`.
 ///
 /// Four methods are required (name, arguments, shape inference, forward); the rest have
 /// defaults. What an op can do beyond a plain forward is found through queries that return
 /// a capability object (`as_partitioned`, `as_row_local`, `as_neighbour`,
-/// `as_feature_partitioned`): each capability is a small trait of its own, so the methods
+/// `as_feature_partitioned`, and the planner's `as_chain`, `as_source`, `as_column_slice`,
+/// `as_column_views`, `as_precision`): each capability is a small trait of its own, so the methods
 /// that belong together (a split and its parts, a neighbour declaration and its blocked
 /// forward) are implemented together or not at all.
 pub trait Op: Any + Send + Sync + fmt::Debug {
@@ -324,38 +338,34 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
         None
     }
 
-    /// What the matrix-chain pass sees in this op (see "Chain roles" at the top of this
-    /// file). Default: `None`.
-    fn chain(&self) -> Option<ChainRole> {
+    /// The op's role for the matrix-chain pass, when it has one (see "Chain roles" at the
+    /// top of this file). Default: `None`.
+    fn as_chain(&self) -> Option<&dyn ChainLink> {
         None
     }
 
     /// What this op reads, when it is a source op (see "Source kinds" at the top of this
     /// file). Default: `None`.
-    fn source_kind(&self) -> Option<SourceKind> {
+    fn as_source(&self) -> Option<&dyn SourceOp> {
         None
     }
 
-    /// The columns of its one input this op passes on whole and unchanged, when it is a
-    /// column slice (`slice`): the fusion pass lets a consumer that can read a column view
-    /// ([`Op::with_column_view`]) read them in place. Default: `None`.
-    fn column_slice(&self) -> Option<Range<usize>> {
+    /// The column slice, when this op passes on columns of its one input whole and
+    /// unchanged (`slice`): the fusion pass lets a consumer that reads column views
+    /// ([`Op::as_column_views`]) read them in place. Default: `None`.
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
         None
     }
 
-    /// This op reading only columns `cols` of its input `slot`, in place, instead of that
-    /// whole input (what it computes on the block is what it computed on a slice of it),
-    /// for an op that takes strided operands (`gemm`). Default: `None` (it cannot).
-    fn with_column_view(&self, slot: usize, cols: Range<usize>) -> Option<Arc<dyn Op>> {
-        let _ = (slot, cols);
+    /// Column views of its operands, for an op that takes strided operands (`gemm`,
+    /// `spmm`). Default: `None` (it cannot).
+    fn as_column_views(&self) -> Option<&dyn ColumnViews> {
         None
     }
 
-    /// This op computing at `precision` (the planner's precision pass, from a plan's
-    /// `[compute] precision`), for an op that has a choice (`gemm`). Default: `None` (no
-    /// choice, or already at `precision`).
-    fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>> {
-        let _ = precision;
+    /// A choice of precision, for an op that has one (`gemm`; the planner's precision
+    /// pass, from a plan's `[compute] precision`). Default: `None`.
+    fn as_precision(&self) -> Option<&dyn PrecisionChoice> {
         None
     }
 
@@ -467,61 +477,6 @@ pub struct Running {
     pub stats: Arc<dyn Op>,
 }
 
-/// Capability: a neighbour op (see "Neighbour ops" at the top of this file). Returned by
-/// [`Op::as_neighbour`].
-pub trait NeighbourOp {
-    /// The inputs this op aggregates over, from the inputs' facts.
-    fn neighbour(&self, inputs: &[&Fact]) -> Neighbour;
-
-    /// The output's rows `block.r0..block.r0 + block.rows()`, with `ctx.training` false.
-    fn forward_block(&self, block: &RowBlock<'_>, ctx: &Ctx<'_>) -> Result<Value, OpError>;
-
-    /// The same rows as a fold that X can be streamed into in parts of rows (see
-    /// [`NeighbourFold`]). Default: none, and out-of-core inference reads X in place by
-    /// the neighbours' ids.
-    fn fold(&self) -> Option<&dyn NeighbourFold> {
-        None
-    }
-
-    /// Whether [`forward_block`](Self::forward_block) takes blocks of any rows: it reads
-    /// a row's own id only through [`RowBlock::row_ids`] (or not at all), never as
-    /// `r0 + i`. An evaluation that scores some nodes only (validation) then computes its
-    /// last layer at those rows alone. Default: false (every row is computed).
-    fn any_rows(&self) -> bool {
-        false
-    }
-}
-
-/// Capability of a neighbour op whose output row is a fold over the row's adjacency
-/// entries, one entry at a time in CSR order (a weighted sum, a maximum): out-of-core
-/// inference then reads X in parts of consecutive rows, each part once per block of
-/// output rows and sequentially, through a bounded buffer, instead of row by row at the
-/// neighbours' ids (random reads of a file larger than memory). Returned by
-/// [`NeighbourOp::fold`].
-///
-/// A block's accumulators are [`start`](Self::start)ed, every part of X is folded in
-/// ascending order ([`fold_part`](Self::fold_part)), then [`finish`](Self::finish)ed.
-/// The store's rows are sorted, so the parts' entries in turn are each row's entries in
-/// CSR order, and the result must be [`NeighbourOp::forward_block`]'s bit for bit.
-pub trait NeighbourFold {
-    /// The accumulators of a block of `rows` rows over X's `cols` columns.
-    fn start(&self, rows: usize, cols: usize) -> Tensor;
-
-    /// Folds into `acc` the block's entries whose neighbours are in one part of X: in
-    /// `part`, the adjacency's columns and `x`'s rows are numbered from the part's first
-    /// node, `part.x0`; every row continues from where the previous part left it.
-    fn fold_part(
-        &self,
-        part: &RowBlock<'_>,
-        acc: &mut Tensor,
-        ctx: &Ctx<'_>,
-    ) -> Result<(), OpError>;
-
-    /// The block's output from its accumulators once every part is folded; `degree[i]`
-    /// is row i's number of entries over all parts.
-    fn finish(&self, acc: Tensor, degree: &[u32]) -> Result<Value, OpError>;
-}
-
 /// Capability: a dense per-node output computed a block of rows at a time from the same
 /// rows of the per-node inputs — what the fusion pass (`planner::fuse`) chains into one
 /// pass over the rows, so that the intermediate values of a chain of row-wise ops live in
@@ -578,248 +533,6 @@ pub trait RowBlocks {
 
 /// What [`RowBlocks::prepare`] computes once for every block of an evaluation.
 pub type Prepared = Arc<dyn Any + Send + Sync>;
-
-/// Capability: the kernel walks its output in Q_f feature blocks (see "Feature partitions"
-/// at the top of this file). Returned by [`Op::as_feature_partitioned`].
-pub trait FeaturePartitioned {
-    /// This op with `q` feature partitions.
-    fn with_partitions(&self, q: usize) -> Arc<dyn Op>;
-}
-
-/// Which inputs a neighbour op aggregates over (see [`NeighbourOp::neighbour`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Neighbour {
-    /// The sparse n × n input whose rows are aggregated over.
-    pub adjacency: usize,
-    /// The dense per-node input read at the neighbours' rows.
-    pub x: usize,
-}
-
-/// The rows of a per-node matrix over the whole graph, read in place by global node id
-/// (the store's mapped features, or a value kept between levels).
-#[derive(Clone, Copy, Debug)]
-pub struct NodeRows<'a> {
-    data: &'a [f32],
-    cols: usize,
-}
-
-impl<'a> NodeRows<'a> {
-    /// `data` as a row-major matrix of `cols` columns (its length a multiple of `cols`).
-    pub fn new(data: &'a [f32], cols: usize) -> NodeRows<'a> {
-        NodeRows { data, cols }
-    }
-
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Rows (N, the graph's nodes).
-    pub fn n_rows(&self) -> usize {
-        self.data.len().checked_div(self.cols).unwrap_or(0)
-    }
-
-    /// Row `v` (a global node id).
-    pub fn row(&self, v: usize) -> &'a [f32] {
-        &self.data[v * self.cols..(v + 1) * self.cols]
-    }
-
-    /// The whole row-major matrix.
-    pub fn data(&self) -> &'a [f32] {
-        self.data
-    }
-
-    /// A copy of rows `ids`, in that order.
-    pub fn gather(&self, ids: &[u32]) -> Tensor {
-        let mut t = Tensor::zeros(ids.len(), self.cols);
-        if self.cols > 0 {
-            for (dst, &v) in t.data.chunks_exact_mut(self.cols).zip(ids) {
-                dst.copy_from_slice(self.row(v as usize));
-            }
-        }
-        t
-    }
-}
-
-/// A block of rows of a neighbour op's output (see [`NeighbourOp::forward_block`]).
-pub struct RowBlock<'a> {
-    /// The global id of the block's first row (with `ids`, the first of them).
-    pub r0: usize,
-    /// The block's rows' global ids when they are not `r0..r0 + rows` (an evaluation of
-    /// chosen rows, [`NeighbourOp::any_rows`]); `None`: consecutive from `r0`.
-    pub ids: Option<&'a [u32]>,
-    /// The adjacency's columns: N, the graph's nodes (in a [`NeighbourFold`]'s part, the
-    /// part's).
-    pub n_nodes: usize,
-    /// The node id of `x`'s row 0 and of the adjacency's column 0: 0, except in a
-    /// [`NeighbourFold`]'s part, where it is the part's first node.
-    pub x0: usize,
-    /// The adjacency input's rows r0..r0 + rows: CSR with global node ids as columns,
-    /// values as the whole-graph adjacency has them.
-    pub adjacency: &'a SparseMat,
-    /// The whole of the `x` input (a [`NeighbourFold`]'s part: the part's rows).
-    pub x: NodeRows<'a>,
-    /// Every input by position: `None` at the adjacency's and x's, the value (static:
-    /// computed once) elsewhere.
-    pub inputs: &'a [Option<&'a Value>],
-}
-
-impl RowBlock<'_> {
-    /// Rows in the block.
-    pub fn rows(&self) -> usize {
-        self.adjacency.structure.n_rows()
-    }
-
-    /// The global ids of the block's rows, in order.
-    pub fn row_ids(&self) -> Vec<u32> {
-        match self.ids {
-            Some(ids) => ids.to_vec(),
-            None => (self.r0 as u32..(self.r0 + self.rows()) as u32).collect(),
-        }
-    }
-}
-
-/// What the matrix-chain pass sees in an op (see [`Op::chain`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ChainRole {
-    /// An unordered chain M₁·…·M_k of its inputs, operand i used transposed when flag i
-    /// is set: the pass replaces it by binary products in the best order.
-    Chain(Vec<bool>),
-    /// The binary product op(input 0)·op(input 1), the flags saying which is transposed.
-    Product(bool, bool),
-    /// A row-major copy of input 0's transpose.
-    Transpose,
-}
-
-/// Adjacency flavours of a subgraph (the plan names `A`, `A_mean`, `A_sym`, `A_saint`, and
-/// the variants with or without self-loops and by columns: `A_sym_noloop`, `A_mean_loop`,
-/// `A_col`, `A_col_loop`). D is the degree in the adjacency itself: with self-loops, the
-/// subgraph degree + 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AdjKind {
-    /// A: 1 per edge.
-    Raw,
-    /// D⁻¹A, D the subgraph degrees (mean aggregation; rows normalised).
-    Mean,
-    /// (I+D)^-½ (I+A) (I+D)^-½ (Kipf & Welling), self loops added.
-    Sym,
-    /// GraphSAINT's normalisation: entry (u, v) = (C_u / C_uv) / deg(u), deg the degree in
-    /// the graph sampled from, C the sampler's counts (1 when not estimated).
-    Saint,
-    /// D^-½ A D^-½ without self-loops: PyG's `gcn_norm(add_self_loops=False)`, the
-    /// normalisation of its `TAGConv` (and of `SGConv` with self-loops turned off).
-    SymNoLoops,
-    /// (I+D)⁻¹(I+A): the mean over the neighbours and the node itself (rows normalised).
-    MeanLoops,
-    /// A D⁻¹: columns normalised, entry (u, v) = 1/deg(v) (the transpose of `A_mean`: what a
-    /// node sends is split among its neighbours, a random walk's transition matrix Pᵀ).
-    Col,
-    /// (I+A)(I+D)⁻¹: `A_col` with self-loops.
-    ColLoops,
-}
-
-/// How an [`AdjKind`] normalises.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AdjNorm {
-    /// Values 1.
-    None,
-    /// 1/d(u) for entry (u, v).
-    Rows,
-    /// 1/d(v).
-    Cols,
-    /// 1/√(d(u)·d(v)).
-    Sym,
-}
-
-impl AdjNorm {
-    /// The value of entry (u, v), d(u) and d(v) the degrees in the flavour (at least 1):
-    /// the one formula of the step's adjacency and of full-graph inference's (`Sym` as the
-    /// product of the two reciprocal roots, the bits `A_sym` always had).
-    pub fn value(self, du: f32, dv: f32) -> f32 {
-        match self {
-            AdjNorm::None => 1.0,
-            AdjNorm::Rows => 1.0 / du,
-            AdjNorm::Cols => 1.0 / dv,
-            AdjNorm::Sym => (1.0 / du.sqrt()) * (1.0 / dv.sqrt()),
-        }
-    }
-}
-
-impl AdjKind {
-    /// The name a plan file uses.
-    pub fn plan_name(self) -> &'static str {
-        match self {
-            AdjKind::Raw => "A",
-            AdjKind::Mean => "A_mean",
-            AdjKind::Sym => "A_sym",
-            AdjKind::Saint => "A_saint",
-            AdjKind::SymNoLoops => "A_sym_noloop",
-            AdjKind::MeanLoops => "A_mean_loop",
-            AdjKind::Col => "A_col",
-            AdjKind::ColLoops => "A_col_loop",
-        }
-    }
-
-    /// Whether the flavour adds a self-loop to every row.
-    pub fn self_loops(self) -> bool {
-        matches!(self, AdjKind::Sym | AdjKind::MeanLoops | AdjKind::ColLoops)
-    }
-
-    /// How the flavour normalises (`A_saint`: by rows, with its own degrees and weights).
-    pub fn norm(self) -> AdjNorm {
-        match self {
-            AdjKind::Raw => AdjNorm::None,
-            AdjKind::Mean | AdjKind::MeanLoops | AdjKind::Saint => AdjNorm::Rows,
-            AdjKind::Col | AdjKind::ColLoops => AdjNorm::Cols,
-            AdjKind::Sym | AdjKind::SymNoLoops => AdjNorm::Sym,
-        }
-    }
-
-    /// Every flavour.
-    pub const ALL: [AdjKind; 8] = [
-        AdjKind::Raw,
-        AdjKind::Mean,
-        AdjKind::Sym,
-        AdjKind::Saint,
-        AdjKind::SymNoLoops,
-        AdjKind::MeanLoops,
-        AdjKind::Col,
-        AdjKind::ColLoops,
-    ];
-}
-
-/// What a source op reads (see [`Op::source_kind`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceKind {
-    /// The step's subgraph (the whole graph in full-graph inference).
-    Subgraph,
-    /// The subgraph nodes' feature rows.
-    Features,
-    /// The subgraph nodes' targets.
-    Targets,
-    /// The subgraph's adjacency in a flavour.
-    Adjacency(AdjKind),
-    /// One relation's adjacency of a typed store in a flavour (issue 57: `A_mean[r]`):
-    /// rows of every node, nonzero only at the relation's entries.
-    RelAdjacency {
-        /// The flavour (`A` or `A_mean`).
-        kind: AdjKind,
-        /// The relation's id in the store.
-        relation: u32,
-    },
-    /// One node type's feature rows over the subgraph's nodes (issue 57's `[input]`):
-    /// zeros at the rows of other types.
-    TypeFeatures {
-        /// The type's index in the store.
-        ty: u32,
-        /// Its first global id.
-        start: u32,
-        /// One past its last.
-        end: u32,
-    },
-    /// The seed gradient (the number 1) autodiff starts from.
-    Seed,
-}
 
 /// The axis of a dense output that a [`Split`] cuts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -910,6 +623,32 @@ impl dyn Op {
     /// ask the trait's queries instead).
     pub fn downcast_ref<T: Op>(&self) -> Option<&T> {
         (self as &dyn Any).downcast_ref::<T>()
+    }
+
+    /// The op's chain role ([`Op::as_chain`]), if any.
+    pub fn chain(&self) -> Option<ChainRole> {
+        self.as_chain().map(ChainLink::role)
+    }
+
+    /// What the op reads ([`Op::as_source`]), if it is a source op.
+    pub fn source_kind(&self) -> Option<SourceKind> {
+        self.as_source().map(SourceOp::kind)
+    }
+
+    /// The columns a column slice passes on ([`Op::as_column_slice`]), if it is one.
+    pub fn column_slice(&self) -> Option<Range<usize>> {
+        self.as_column_slice().map(ColumnSlice::columns)
+    }
+
+    /// The op reading columns `cols` of input `slot` in place ([`Op::as_column_views`]),
+    /// if it can.
+    pub fn with_column_view(&self, slot: usize, cols: Range<usize>) -> Option<Arc<dyn Op>> {
+        self.as_column_views()?.with_column_view(slot, cols)
+    }
+
+    /// The op at `precision` ([`Op::as_precision`]), if it has a choice and is not at it.
+    pub fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>> {
+        self.as_precision()?.with_precision(precision)
     }
 }
 

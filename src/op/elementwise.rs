@@ -3,7 +3,8 @@
 //! row-wise (see [`super::rowwise`]: partitioned, row-local, costed) and whose backward is
 //! a second row-wise op, `NAME_backward(saved, ∇y)`. The backward reads x, or y when
 //! [`Elementwise::saves_output`] says f′ is written in terms of y (σ′ = y(1 − y)): the
-//! planner's liveness then keeps only what the formula needs.
+//! planner's liveness then keeps only what the formula needs. Two inputs of one shape,
+//! y = f(a, b), with the author's backward: [`Binary`].
 //!
 //! ```
 //! use saintflow::op::{elementwise, Elementwise};
@@ -34,7 +35,7 @@ use std::sync::Arc;
 
 use crate::ir::{Fact, NodeId};
 
-use super::rowwise::{row_wise, RowWise, Rows};
+use super::rowwise::{row_wise, RowWise};
 use super::util::{block, block_mut, same_shape};
 use super::{GradBuilder, MatMut, MatRef, Op, OpError};
 
@@ -128,7 +129,7 @@ impl<E: Elementwise> RowWise for Map<E> {
             f: self.0.clone(),
             name: format!("{}_backward", self.0.name()),
         };
-        Ok(vec![Some(g.add(Rows(back), &[saved, grad])?)])
+        Ok(vec![Some(g.add(back, &[saved, grad])?)])
     }
 }
 
@@ -151,4 +152,105 @@ impl<E: Elementwise> RowWise for MapGrad<E> {
         let dx = block_mut(&mut y, &self.name)?;
         self.f.backward_slice(saved, dy, dx)
     }
+}
+
+/// What a binary elementwise op's author writes: y = f(a, b) element by element over two
+/// inputs of one shape (`sub`, `mul`). The type is then a [`RowWise`] op (partitioned,
+/// row-local, fusible, costed); the backward is the author's, since the gradient of an
+/// operand is often another op of the graph (∂a of `a − b` is ∇y itself).
+///
+/// ```
+/// use saintflow::op::{Binary, GradBuilder, NodeId, Op, OpError};
+///
+/// /// y = max(a, b); ∂ goes to the larger operand (a on ties).
+/// #[derive(Clone, Debug)]
+/// struct Max;
+///
+/// impl Binary for Max {
+///     fn name(&self) -> &str {
+///         "user.max"
+///     }
+///     fn f(&self, a: f32, b: f32) -> f32 {
+///         a.max(b)
+///     }
+/// }
+///
+/// let op: std::sync::Arc<dyn Op> = std::sync::Arc::new(Max);
+/// assert_eq!(op.name(), "user.max");
+/// assert!(op.as_row_blocks().is_some());
+/// ```
+pub trait Binary: fmt::Debug + Send + Sync + 'static {
+    /// The name plan files use.
+    fn name(&self) -> &str;
+
+    /// Attributes as `explain` prints them (display only; CSE keys on the `Debug` text).
+    fn attrs(&self) -> String {
+        String::new()
+    }
+
+    /// y = f(a, b).
+    fn f(&self, a: f32, b: f32) -> f32;
+
+    /// Arithmetic per element, for the cost model. Default: 1.
+    fn flops_per_element(&self) -> f64 {
+        1.0
+    }
+
+    /// The gradient nodes, as [`Op::backward`]. Default: not differentiable.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let _ = (g, grad);
+        Err(OpError::NoBackward {
+            op: self.name().to_string(),
+        })
+    }
+}
+
+impl<B: Binary> RowWise for B {
+    fn name(&self) -> &str {
+        Binary::name(self)
+    }
+    fn attrs(&self) -> String {
+        Binary::attrs(self)
+    }
+    fn arity(&self) -> usize {
+        2
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        same_shape(Binary::name(self), "a", inputs[0], "b", inputs[1])
+    }
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        zip_rows(x, y, Binary::name(self), |a, b| self.f(a, b))
+    }
+    fn flops_per_element(&self) -> f64 {
+        Binary::flops_per_element(self)
+    }
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Binary::backward(self, g, grad)
+    }
+}
+
+/// y = f(a, b) element by element over blocks `x[0]`, `x[1]` of y's shape.
+pub(crate) fn zip_rows(
+    x: &[MatRef<'_>],
+    mut y: MatMut<'_>,
+    op: &str,
+    f: impl Fn(f32, f32) -> f32,
+) -> Result<(), OpError> {
+    let (a, b) = (block(&x[0], op)?, block(&x[1], op)?);
+    let y = block_mut(&mut y, op)?;
+    if a.len() != y.len() || b.len() != y.len() {
+        return Err(OpError::args(format!("{op}: blocks of unequal shapes")));
+    }
+    y.iter_mut()
+        .zip(a.iter().zip(b))
+        .for_each(|(y, (&a, &b))| *y = f(a, b));
+    Ok(())
 }

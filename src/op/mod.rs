@@ -2,7 +2,7 @@
 //! capabilities and what ops see (defined in the IR layer, [`crate::ir::op`], re-exported
 //! here with the IR's value and fact types); the adapters that write an op from a small
 //! trait ([`Elementwise`]: f and f′; [`RowWise`]: one function over a block of rows;
-//! [`NeighbourReduce`]: identity, fold and gradient routing); the helpers ops use
+//! [`NeighbourReduce`]: neutral start, fold and gradient routing); the helpers ops use
 //! ([`util`]); the built-in ops under their plan names; the [`Registry`] that makes ops by
 //! name; and the store-backed [`GraphSource`]. Gradient and blocked-inference checks for a
 //! new op are in [`crate::testing`].
@@ -17,13 +17,14 @@ pub mod source;
 pub mod util;
 
 pub use crate::ir::op::{
-    check_args, AdjKind, Arity, Axis, ChainRole, Cost, Ctx, FeaturePartitioned, GradBuilder,
-    Neighbour, NeighbourFold, NeighbourOp, NodeRows, NodeStats, Op, OpError, Partitioned, PlanCall,
-    Prepared, RowBlock, RowBlocks, RowLocal, Running, SourceKind, Split, Stage,
+    check_args, AdjKind, Arity, Axis, ChainLink, ChainRole, ColumnSlice, ColumnViews, Cost, Ctx,
+    FeaturePartitioned, GradBuilder, Neighbour, NeighbourFold, NeighbourOp, NodeRows, NodeStats,
+    Op, OpError, Partitioned, PlanCall, PrecisionChoice, Prepared, RowBlock, RowBlocks, RowLocal,
+    Running, SourceKind, SourceOp, Split, Stage,
 };
 pub use crate::ir::source::{GraphSource, WithSampler};
 pub use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};
-pub use elementwise::{elementwise, Elementwise};
+pub use elementwise::{elementwise, Binary, Elementwise};
 pub use reduce::{check_rule, neighbour_reduce, NeighbourReduce, Routing, ROUTING_RULES};
 pub use registry::{Attr, Attrs, Registry};
 pub use rowwise::{row_wise, RowWise};

@@ -1,7 +1,7 @@
 //! The neighbour-reduce adapter: `op(A, X)`, row i of the output a fold of X's rows at i's
 //! neighbours (the pattern of the sparse A, each with its entry's value a), column by
-//! column: y[i, c] = fold(…fold(identity, a_ij₁, X[j₁, c])…, a_ijₖ, X[jₖ, c]) in CSR order,
-//! `empty` for a row without neighbours. The author gives the identity, the fold and how
+//! column: y[i, c] = fold(…fold(neutral, a_ij₁, X[j₁, c])…, a_ijₖ, X[jₖ, c]) in CSR order,
+//! `empty` for a row without neighbours. The author gives the fold's start (its neutral value), the fold and how
 //! the gradient routes ([`NeighbourReduce`]); [`neighbour_reduce`] makes
 //! * the in-memory forward, split into row blocks run at once (each row alone: the same
 //!   bits for any split),
@@ -24,7 +24,7 @@
 //!     fn name(&self) -> &str {
 //!         "user.max"
 //!     }
-//!     fn identity(&self) -> f32 {
+//!     fn neutral(&self) -> f32 {
 //!         f32::NEG_INFINITY
 //!     }
 //!     fn fold(&self, acc: f32, _a: f32, x: f32) -> f32 {
@@ -59,7 +59,7 @@
 //!     fn name(&self) -> &str {
 //!         "user.rms"
 //!     }
-//!     fn identity(&self) -> f32 {
+//!     fn neutral(&self) -> f32 {
 //!         0.0
 //!     }
 //!     fn fold(&self, acc: f32, a: f32, x: f32) -> f32 {
@@ -87,7 +87,7 @@
 //! struct Wrong;
 //! impl NeighbourReduce for Wrong {
 //!     fn name(&self) -> &str { "user.wrong" }
-//!     fn identity(&self) -> f32 { 0.0 }
+//!     fn neutral(&self) -> f32 { 0.0 }
 //!     fn fold(&self, acc: f32, a: f32, x: f32) -> f32 { acc + a * x * x }
 //!     fn routing(&self) -> Routing { Routing::Weighted }
 //! }
@@ -141,8 +141,9 @@ pub trait NeighbourReduce: fmt::Debug + Clone + Send + Sync + 'static {
         String::new()
     }
 
-    /// The fold's start.
-    fn identity(&self) -> f32;
+    /// The fold's start: its neutral value (0 for a sum, −∞ for a maximum). Named apart
+    /// from [`Op::identity`], the CSE key every op has.
+    fn neutral(&self) -> f32;
 
     /// The accumulator after one more neighbour: its value `x` over an entry of value `a`.
     fn fold(&self, acc: f32, a: f32, x: f32) -> f32;
@@ -326,7 +327,7 @@ fn fold_rows<R: NeighbourReduce>(
         out.fill(if a.is_empty(i) {
             r.empty()
         } else {
-            r.identity()
+            r.neutral()
         });
     }
     fold_entries(r, a, first, x, &mut y)?;
@@ -538,11 +539,11 @@ impl<R: NeighbourReduce> NeighbourOp for Reduce<R> {
     }
 }
 
-/// The fold of the module header, part after part: rows start at the identity, and a row
+/// The fold of the module header, part after part: rows start at the neutral value, and a row
 /// with no entry in any part ends as `empty`.
 impl<R: NeighbourReduce> NeighbourFold for Reduce<R> {
     fn start(&self, rows: usize, cols: usize) -> Tensor {
-        Tensor::from_vec(rows, cols, vec![self.0.identity(); rows * cols]).expect("rows × cols")
+        Tensor::from_vec(rows, cols, vec![self.0.neutral(); rows * cols]).expect("rows × cols")
     }
 
     fn fold_part(&self, part: &RowBlock<'_>, acc: &mut Tensor, _: &Ctx<'_>) -> Result<(), OpError> {
@@ -600,7 +601,7 @@ fn route<R: NeighbourReduce>(
                     continue;
                 }
                 // The row's sums again (acc_i), then h′(acc_i)·∇Y[i] spread by a·g′(x).
-                acc.fill(r.identity());
+                acc.fill(r.neutral());
                 for (j, w) in a.row(i) {
                     check_row(r, j, x.rows)?;
                     let xj = &x.row(j)[cols.clone()];
@@ -623,7 +624,7 @@ fn route<R: NeighbourReduce>(
                 if a.is_empty(i) {
                     continue;
                 }
-                acc.fill(r.identity());
+                acc.fill(r.neutral());
                 sel.fill(usize::MAX);
                 for (j, w) in a.row(i) {
                     check_row(r, j, x.rows)?;

@@ -1,27 +1,66 @@
 //! The row-wise adapter: an op whose output row i is a function of row i of each input
-//! (a normalisation, an activation, a per-row gate). Its author writes one function over a
-//! block of rows ([`RowWise::rows`]); [`row_wise`] turns it into an [`Op`] with
+//! (a normalisation, an activation, a per-row gate, a sum, a concatenation). Its author
+//! writes one function over a block of rows ([`RowWise::rows`]); every [`RowWise`] type is
+//! then an [`Op`] (a blanket implementation) with
 //! * the forward (the whole matrix as one block),
 //! * the partitioned forward (row blocks, about two per worker, run at once by the
 //!   executor; each row is computed alone, so any split gives the same bits),
 //! * row locality (so out-of-core inference runs it block by block),
-//! * a cost (streaming plus [`RowWise::flops_per_element`]).
+//! * row blocks for the fusion pass (unless [`RowWise::fusible`] says no),
+//! * a cost (streaming plus [`RowWise::flops_per_element`], or [`RowWise::cost`]).
 //!
-//! Every input is a dense per-node matrix with the output's row count (the default
-//! [`RowWise::infer`] also wants every input of the output's shape; override it for other
-//! column counts). The backward is the author's, as for any op.
+//! The built-in arithmetic, dropout, concatenation, slices and head means are row-wise ops
+//! of this kind, so every built-in of this shape runs the path a user's op runs.
+//!
+//! Every input is a dense matrix with the output's row count (input 0's rows), except that
+//! an input of one row where input 0 has more is passed whole (a broadcast row: a bias), as
+//! the fusion pass and out-of-core inference pass inputs that are not per-node. The default
+//! [`RowWise::infer`] wants every input of input 0's shape; override it for other column
+//! counts. The backward is the author's, as for any op.
+//!
+//! ```
+//! use saintflow::op::{row_wise, MatMut, MatRef, OpError, RowWise};
+//!
+//! /// y = a·b − 1 per element, for two inputs of one shape.
+//! #[derive(Clone, Debug)]
+//! struct MulMinusOne;
+//!
+//! impl RowWise for MulMinusOne {
+//!     fn name(&self) -> &str {
+//!         "user.mul_minus_one"
+//!     }
+//!     fn arity(&self) -> usize {
+//!         2
+//!     }
+//!     fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
+//!         for i in 0..y.n_rows() {
+//!             let (a, b) = (x[0].row(i), x[1].row(i));
+//!             for ((y, a), b) in y.row_mut(i).iter_mut().zip(a).zip(b) {
+//!                 *y = a * b - 1.0;
+//!             }
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let op = row_wise(MulMinusOne);
+//! assert_eq!(op.name(), "user.mul_minus_one");
+//! assert!(op.as_partitioned().is_some() && op.as_row_blocks().is_some());
+//! ```
 
 use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
 
-use super::util::{dense, elementwise_cost, row_blocks, row_split, same_shape};
+use super::util::{dense, elementwise_cost, row_block, row_split, same_shape};
 use super::{
-    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, RowLocal,
-    Split, Stage,
+    Arity, ColumnSlice, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned,
+    RowBlocks, RowLocal, Split, Stage,
 };
 
-/// What a row-wise op's author writes (see the module header); [`row_wise`] makes the op.
+/// What a row-wise op's author writes (see the module header); the type is then an [`Op`].
 pub trait RowWise: fmt::Debug + Send + Sync + 'static {
     /// The name plan files use.
     fn name(&self) -> &str;
@@ -34,6 +73,12 @@ pub trait RowWise: fmt::Debug + Send + Sync + 'static {
     /// The number of dense inputs. Default: 1.
     fn arity(&self) -> usize {
         1
+    }
+
+    /// The arguments taken. Default: [`RowWise::arity`] dense matrices; a variadic op
+    /// (`concat`, `add_n`) says [`Arity::Variadic`].
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense; self.arity()])
     }
 
     /// The output's fact. Default: every input has the first one's shape, and so has the
@@ -51,14 +96,36 @@ pub trait RowWise: fmt::Debug + Send + Sync + 'static {
         Ok(inputs[0].clone())
     }
 
-    /// A block of rows: `x[k]` is input k's rows and `y` the output's same rows, all
-    /// row-major and contiguous (`as_slice` gives the whole block). Every element of `y`
-    /// must be written (it is not zeroed first). Called on any block, from any worker.
+    /// A block of rows: `x[k]` is input k's rows (or the whole input, for a broadcast
+    /// row) and `y` the output's same rows, all row-major and contiguous (`as_slice` gives
+    /// the whole block). Every element of `y` must be written (it is not zeroed first).
+    /// Called on any block, from any worker.
     fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError>;
+
+    /// [`RowWise::rows`] for the block whose first row is row `r0` of the output, in the
+    /// step of `ctx` (`ctx.node` the op's node): for an op whose rows depend on their
+    /// position or the step (dropout's mask is keyed by the node, the step and the element
+    /// index). Default: `rows`, which such an op writes as it computes outside a step.
+    fn rows_at(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        let _ = (r0, ctx);
+        self.rows(x, y)
+    }
 
     /// Arithmetic per output element, for the cost model. Default: 1.
     fn flops_per_element(&self) -> f64 {
         1.0
+    }
+
+    /// Estimated cost for one step. Default: streaming plus
+    /// [`RowWise::flops_per_element`] per output element.
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        elementwise_cost(inputs, output, b, self.flops_per_element())
     }
 
     /// The gradient nodes, as [`Op::backward`]. Default: not differentiable.
@@ -73,23 +140,46 @@ pub trait RowWise: fmt::Debug + Send + Sync + 'static {
         })
     }
 
+    /// As [`Op::pure`]. Default: true (false for an op with randomness of its own).
+    fn pure(&self) -> bool {
+        true
+    }
+
     /// The stage its time is reported under. Default: other.
     fn stage(&self) -> Stage {
         Stage::Other
     }
+
+    /// Whether the fusion pass may chain this op's blocks with its neighbours', as
+    /// [`RowBlocks::fusible`]. Default: always.
+    fn fusible(&self, inputs: &[&Fact]) -> bool {
+        let _ = inputs;
+        true
+    }
+
+    /// As [`Op::as_column_slice`] (`slice`). Default: `None`.
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
+        None
+    }
+
+    /// As [`Op::dropout`] (`dropout`). Default: `None`.
+    fn dropout(&self) -> Option<f64> {
+        None
+    }
 }
 
-/// The op made of a [`RowWise`] (see the module header).
+/// `t` as an op for a [`Registry`](super::Registry) or a [`GradBuilder`] (`t` is an
+/// [`Op`] itself; this shares it).
+pub fn row_wise<T: RowWise>(t: T) -> Arc<dyn Op> {
+    Arc::new(t)
+}
+
+/// `t` wrapped: the same op as `t` (every [`RowWise`] type is an [`Op`] itself); kept for
+/// code written when only the wrapper was one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rows<T>(pub T);
 
-/// `t` as an op for a [`Registry`](super::Registry) or a
-/// [`GradBuilder`].
-pub fn row_wise<T: RowWise>(t: T) -> std::sync::Arc<dyn Op> {
-    std::sync::Arc::new(Rows(t))
-}
-
-impl<T: RowWise> Op for Rows<T> {
+impl<T: RowWise> RowWise for Rows<T> {
     fn name(&self) -> &str {
         self.0.name()
     }
@@ -97,21 +187,73 @@ impl<T: RowWise> Op for Rows<T> {
         self.0.attrs()
     }
     fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense; self.0.arity()])
+        self.0.args()
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         self.0.infer(inputs)
     }
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        self.0.rows(x, y)
+    }
+    fn rows_at(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        RowWise::rows_at(&self.0, r0, x, y, ctx)
+    }
     fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        elementwise_cost(inputs, output, b, self.0.flops_per_element())
+        RowWise::cost(&self.0, inputs, output, b)
+    }
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        RowWise::backward(&self.0, g, grad)
+    }
+    fn pure(&self) -> bool {
+        RowWise::pure(&self.0)
+    }
+    fn stage(&self) -> Stage {
+        RowWise::stage(&self.0)
+    }
+    fn fusible(&self, inputs: &[&Fact]) -> bool {
+        RowWise::fusible(&self.0, inputs)
+    }
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
+        RowWise::as_column_slice(&self.0)
+    }
+    fn dropout(&self) -> Option<f64> {
+        RowWise::dropout(&self.0)
+    }
+}
+
+impl<T: RowWise> Op for T {
+    fn name(&self) -> &str {
+        RowWise::name(self)
+    }
+    fn attrs(&self) -> String {
+        RowWise::attrs(self)
+    }
+    fn args(&self) -> Arity {
+        RowWise::args(self)
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        RowWise::infer(self, inputs)
+    }
+    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
+        RowWise::cost(self, inputs, output, b)
     }
     fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
-        let rows = dense(inputs, 0, self.0.name())?.rows;
+        let name = RowWise::name(self);
+        let rows = dense(inputs, 0, name)?.rows;
         let cols = output_cols(self, inputs, ctx)?;
         let mut y = Tensor::scratch(rows, cols);
-        let x = row_blocks(inputs, 0..rows, self.0.name())?;
-        self.0
-            .rows(&x, MatMut::row_major(&mut y.data, rows, cols)?)?;
+        let x = blocks(inputs, 0..rows, name)?;
+        self.rows_at(0, &x, MatMut::row_major(&mut y.data, rows, cols)?, ctx)?;
         Ok(Value::dense(y))
     }
     fn backward(
@@ -119,10 +261,19 @@ impl<T: RowWise> Op for Rows<T> {
         g: &mut GradBuilder<'_>,
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
-        self.0.backward(g, grad)
+        RowWise::backward(self, g, grad)
+    }
+    fn pure(&self) -> bool {
+        RowWise::pure(self)
     }
     fn stage(&self) -> Stage {
-        self.0.stage()
+        RowWise::stage(self)
+    }
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
+        RowWise::as_column_slice(self)
+    }
+    fn dropout(&self) -> Option<f64> {
+        RowWise::dropout(self)
     }
     fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         Some(self)
@@ -136,66 +287,80 @@ impl<T: RowWise> Op for Rows<T> {
 }
 
 /// The output's columns: the fact's, resolved (the default `infer` makes it input 0's).
-fn output_cols<T: RowWise>(
-    op: &Rows<T>,
-    inputs: &[&Value],
-    ctx: &Ctx<'_>,
-) -> Result<usize, OpError> {
+fn output_cols<T: RowWise>(op: &T, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<usize, OpError> {
+    let name = RowWise::name(op);
     let facts: Vec<Fact> = inputs
         .iter()
         .map(|v| {
-            let t = dense(std::slice::from_ref(v), 0, op.0.name())?;
+            let t = dense(std::slice::from_ref(v), 0, name)?;
             Ok(Fact::dense(Dim::known(t.rows), Dim::known(t.cols)))
         })
         .collect::<Result<_, OpError>>()?;
     let refs: Vec<&Fact> = facts.iter().collect();
-    let out = op.0.infer(&refs)?;
+    let out = RowWise::infer(op, &refs)?;
     let (_, c) = out
         .matrix()
-        .ok_or_else(|| OpError::args(format!("{}: the output is not a matrix", op.0.name())))?;
+        .ok_or_else(|| OpError::args(format!("{name}: the output is not a matrix")))?;
     Ok(c.resolve(&ctx.bindings))
 }
 
-impl<T: RowWise> Partitioned for Rows<T> {
-    /// Row blocks, about two per worker (none for small inputs or one worker).
+/// Rows `r` of every input as contiguous views, except a broadcast row (one row where
+/// input 0 has more), passed whole. A per-node input shorter than `r.end` is an error
+/// naming `op` and the argument.
+fn blocks<'v>(inputs: &[&'v Value], r: Range<usize>, op: &str) -> Result<Vec<MatRef<'v>>, OpError> {
+    let n = dense(inputs, 0, op)?.rows;
+    (0..inputs.len())
+        .map(|k| {
+            let x = dense(inputs, k, op)?;
+            if x.rows == 1 && n > 1 {
+                return Ok(MatRef::row_major(&x.data, 1, x.cols)?);
+            }
+            row_block(inputs, k, r.clone(), op)
+        })
+        .collect()
+}
+
+impl<T: RowWise> Partitioned for T {
+    /// Row blocks, about two per worker (none for small outputs or one worker).
     fn split(
         &self,
         inputs: &[&Value],
         _: &Fact,
-        _: &Ctx<'_>,
+        ctx: &Ctx<'_>,
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
-        let rows = dense(inputs, 0, self.0.name())?.rows;
-        let mut cols = 0;
-        for k in 0..inputs.len() {
-            cols = cols.max(dense(inputs, k, self.0.name())?.cols);
-        }
-        Ok(row_split(rows, cols, threads))
+        let rows = dense(inputs, 0, RowWise::name(self))?.rows;
+        Ok(row_split(rows, output_cols(self, inputs, ctx)?, threads))
     }
     fn forward_part(
         &self,
         inputs: &[&Value],
-        _: &Ctx<'_>,
+        ctx: &Ctx<'_>,
         split: &Split,
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
-        let x = row_blocks(inputs, split.ranges[part].clone(), self.0.name())?;
-        self.0.rows(&x, out)
+        let r = split.ranges[part].clone();
+        let x = blocks(inputs, r.clone(), RowWise::name(self))?;
+        self.rows_at(r.start, &x, out, ctx)
     }
 }
 
-impl<T: RowWise> RowLocal for Rows<T> {}
+impl<T: RowWise> RowLocal for T {}
 
-impl<T: RowWise> RowBlocks for Rows<T> {
-    /// Every input is per-node (the adapter's contract): the blocks are the same rows.
+impl<T: RowWise> RowBlocks for T {
+    /// The fusion pass passes the blocks of per-node inputs and the others whole, as the
+    /// adapter's own forward does.
     fn rows_at(
         &self,
-        _: usize,
+        r0: usize,
         x: &[MatRef<'_>],
         y: MatMut<'_>,
-        _: &Ctx<'_>,
+        ctx: &Ctx<'_>,
     ) -> Result<(), OpError> {
-        self.0.rows(x, y)
+        RowWise::rows_at(self, r0, x, y, ctx)
+    }
+    fn fusible(&self, inputs: &[&Fact]) -> bool {
+        RowWise::fusible(self, inputs)
     }
 }

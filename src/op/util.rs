@@ -57,20 +57,28 @@ pub fn row_blocks<'v>(
     op: &str,
 ) -> Result<Vec<MatRef<'v>>, OpError> {
     (0..inputs.len())
-        .map(|k| {
-            let x = dense(inputs, k, op)?;
-            let c = x.cols;
-            let data = x.data.get(r.start * c..r.end * c).ok_or_else(|| {
-                OpError::args(format!(
-                    "{op}: argument {} has {} rows, expected at least {}",
-                    k + 1,
-                    x.rows,
-                    r.end
-                ))
-            })?;
-            Ok(MatRef::row_major(data, r.end - r.start, c)?)
-        })
+        .map(|k| row_block(inputs, k, r.clone(), op))
         .collect()
+}
+
+/// Rows `r` of input `k` as a contiguous view ([`row_blocks`] for one input).
+pub fn row_block<'v>(
+    inputs: &[&'v Value],
+    k: usize,
+    r: std::ops::Range<usize>,
+    op: &str,
+) -> Result<MatRef<'v>, OpError> {
+    let x = dense(inputs, k, op)?;
+    let c = x.cols;
+    let data = x.data.get(r.start * c..r.end * c).ok_or_else(|| {
+        OpError::args(format!(
+            "{op}: argument {} has {} rows, expected at least {}",
+            k + 1,
+            x.rows,
+            r.end
+        ))
+    })?;
+    Ok(MatRef::row_major(data, r.end - r.start, c)?)
 }
 
 /// A block view as one slice (the row-wise adapter's and the fusion pass's blocks are

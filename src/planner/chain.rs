@@ -4,7 +4,7 @@
 //! sparse·dense = 2·nnz·f, dense·dense = 2·m·k·n, sparse·sparse impossible).
 //!
 //! CSE-aware: chains are processed in topological order and every product emitted (or
-//! already in the graph: nodes whose [`Op::chain`] is a product or a transpose) is recorded under its operand
+//! already in the graph: nodes whose [`Op::as_chain`] is a product or a transpose) is recorded under its operand
 //! sequence `[(node, transposed)]`; the transpose of `[(a,ta),(b,tb)]` is `[(b,!tb),(a,!ta)]`.
 //! In the programme a sub-chain whose product or its transpose exists costs 0 and is reused:
 //! this is how Â·X of the forward is shared by ∇W = (Â·X)ᵀ·∇Y.

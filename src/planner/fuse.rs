@@ -214,8 +214,8 @@ fn replace_node(
 }
 
 /// Slices as views (issue 33): an op that can read a column view
-/// ([`Op::with_column_view`]: `gemm`, and `spmm` for its X) and reads a column slice
-/// ([`Op::column_slice`]) of a value — the backward of `concat` slices its gradient for
+/// ([`Op::as_column_views`]: `gemm`, and `spmm` for its X) and reads a column slice
+/// ([`Op::as_column_slice`]) of a value — the backward of `concat` slices its gradient for
 /// each branch's ∇W = Xᵀ·∇Y and ∇X = ∇Y·Wᵀ, and for a neighbour branch's Sᵀ·∇Y — reads that
 /// block of the value in place instead (both kernels take strided operands), and a slice
 /// left with no reader is removed: its n × len copy is neither written nor read back. The

@@ -1,5 +1,5 @@
 //! The precision pass (issue 33, item 4): every op with a choice of arithmetic
-//! ([`Op::with_precision`](crate::op::Op::with_precision)) — the dense products (`gemm`: X·W and, after
+//! ([`Op::as_precision`](crate::op::Op::as_precision)) — the dense products (`gemm`: X·W and, after
 //! differentiation, ∇X = ∇Y·Wᵀ and ∇W = Xᵀ·∇Y) takes the plan's arithmetic,
 //! [`PlanOptions::precision`]. For bf16 that is mixed precision as PyTorch's autocast does
 //! it on a CPU: the product's operands are rounded to bfloat16 as the GEMM packs them and

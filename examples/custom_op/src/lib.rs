@@ -3,7 +3,7 @@
 //! * `user.swish(x, beta=1)` = x·σ(βx) (Ramachandran et al.): elementwise, so f and f′ are
 //!   all it takes — the adapter makes the op, its backward, the parallel row split and the
 //!   row locality out-of-core inference needs;
-//! * `user.max_agg(A, x)` (in `max_agg.rs`): a neighbour aggregation, from an identity, a
+//! * `user.max_agg(A, x)` (in `max_agg.rs`): a neighbour aggregation, from a neutral start, a
 //!   fold and the gradient's routing.
 //!
 //! A plan file then writes `user.swish(A_sym @ x @ W, beta=1.5)`.

@@ -18,7 +18,7 @@ impl NeighbourReduce for MaxAgg {
     fn name(&self) -> &str {
         "user.max_agg"
     }
-    fn identity(&self) -> f32 {
+    fn neutral(&self) -> f32 {
         f32::NEG_INFINITY
     }
     fn fold(&self, acc: f32, _a: f32, x: f32) -> f32 {

@@ -10,7 +10,6 @@ use rayon::prelude::*;
 use saintflow_ops::elementwise as k;
 
 use crate::op::elementwise::Map;
-use crate::op::rowwise::Rows;
 use crate::op::{Elementwise, OpError};
 
 /// A finite number attribute (a slope, ELU's α).
@@ -92,7 +91,7 @@ impl Activation {
 }
 
 /// ReLU, the most used activation, as an op.
-pub const RELU: Rows<Map<Activation>> = Rows(Map(Activation::Relu));
+pub const RELU: Map<Activation> = Map(Activation::Relu);
 
 impl Elementwise for Activation {
     /// The name plan files use.

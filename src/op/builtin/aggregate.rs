@@ -21,7 +21,7 @@ impl NeighbourReduce for Extreme {
             Extreme::Min => "min_agg",
         }
     }
-    fn identity(&self) -> f32 {
+    fn neutral(&self) -> f32 {
         match self {
             Extreme::Max => f32::NEG_INFINITY,
             Extreme::Min => f32::INFINITY,
@@ -92,7 +92,7 @@ impl NeighbourReduce for PowerMean {
     fn attrs(&self) -> String {
         format!("p={}", self.p)
     }
-    fn identity(&self) -> f32 {
+    fn neutral(&self) -> f32 {
         0.0
     }
     fn fold(&self, acc: f32, a: f32, x: f32) -> f32 {

@@ -1,27 +1,27 @@
 //! Arithmetic: `a + b` (same shape, or b a 1×c row broadcast over rows — a bias), the n-ary
 //! sum autodiff uses to accumulate gradients, the column sums that are a broadcast's
 //! backward, and the elementwise `a - b`, `a * b`, `c * x` (a plan's unary minus is
-//! `scale(x, c=-1)`).
+//! `scale(x, c=-1)`). All but the column sums and their adjoint are row-wise ops on the
+//! adapters users get ([`RowWise`], [`Binary`]).
 
-use rayon::prelude::*;
-
-use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::ir::{Dim, Fact, Kind, NodeId, Tensor, Value};
+use crate::op::elementwise::zip_rows;
 use crate::op::util::{block, block_mut};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
-use crate::op::{MatMut, MatRef, RowBlocks, RowLocal};
+use crate::op::{Arity, Binary, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, RowWise};
 
-use super::{dense, elementwise_cost, same_shape};
+use super::dense;
 
-/// a + b; b may be a 1×c row added to every row.
+/// a + b; b may be a 1×c row added to every row (a row-wise op whose bias row the adapter
+/// passes whole).
 #[derive(Clone, Copy, Debug)]
 pub struct Add;
 
-impl Op for Add {
+impl RowWise for Add {
     fn name(&self) -> &str {
         "add"
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense, Kind::Dense])
+    fn arity(&self) -> usize {
+        2
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         let (a, b) = (inputs[0], inputs[1]);
@@ -33,16 +33,19 @@ impl Op for Add {
         }
         Ok(a.clone())
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let (a, b) = (dense(inputs, 0, "add")?, dense(inputs, 1, "add")?);
-        if b.rows == a.rows {
-            return Ok(Value::dense(sum2(a, b, "add")?));
+    /// No arithmetic counted (the streaming estimate).
+    fn flops_per_element(&self) -> f64 {
+        0.0
+    }
+    /// Equal shapes: a + b; a bias row (the second input whole, one row): added to every row.
+    fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
+        if x[1].n_rows() == x[0].n_rows() {
+            return zip_rows(x, y, "add", |a, b| a + b);
         }
-        let mut y = a.clone();
-        {
-            saintflow_ops::elementwise::bias_add(&mut y.data, &b.data)?;
-        }
-        Ok(Value::dense(y))
+        let (a, bias) = (block(&x[0], "add")?, block(&x[1], "add")?);
+        let y = block_mut(&mut y, "add")?;
+        y.copy_from_slice(a);
+        Ok(saintflow_ops::elementwise::bias_add(y, bias)?)
     }
     /// y = a + b: ∂a = ∇y; ∂b = ∇y, or its column sums when b was broadcast.
     fn backward(
@@ -58,21 +61,13 @@ impl Op for Add {
         };
         Ok(vec![g.needs_grad(0).then_some(grad), db])
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
 }
-
-impl RowLocal for Add {}
 
 /// a₁ + … + a_k, all of one shape.
 #[derive(Clone, Copy, Debug)]
 pub struct AddN;
 
-impl Op for AddN {
+impl RowWise for AddN {
     fn name(&self) -> &str {
         "add_n"
     }
@@ -91,21 +86,25 @@ impl Op for AddN {
         }
         Ok(inputs[0].clone())
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let a = dense(inputs, 0, "add_n")?;
-        if inputs.len() == 1 {
-            return Ok(Value::dense(a.clone()));
+    /// No arithmetic counted (the streaming estimate).
+    fn flops_per_element(&self) -> f64 {
+        0.0
+    }
+    /// a₁ + a₂, then each further term added in place, left to right.
+    fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
+        if x.len() == 1 {
+            let y = block_mut(&mut y, "add_n")?;
+            y.copy_from_slice(block(&x[0], "add_n")?);
+            return Ok(());
         }
-        // One pass for the first two, then in place: the same additions in the same order.
-        let mut y = sum2(a, dense(inputs, 1, "add_n")?, "add_n")?;
-        for i in 2..inputs.len() {
-            let b = dense(inputs, i, "add_n")?;
-            y.data
-                .par_iter_mut()
-                .zip(&b.data)
+        zip_rows(&x[..2], y.rb_mut(), "add_n", |a, b| a + b)?;
+        let y = block_mut(&mut y, "add_n")?;
+        for b in &x[2..] {
+            y.iter_mut()
+                .zip(block(b, "add_n")?)
                 .for_each(|(y, b)| *y += b);
         }
-        Ok(Value::dense(y))
+        Ok(())
     }
     /// ∂a_i = ∇y for every i.
     fn backward(
@@ -117,15 +116,7 @@ impl Op for AddN {
             .map(|i| g.needs_grad(i).then_some(grad))
             .collect())
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
 }
-
-impl RowLocal for AddN {}
 
 /// Column sums: n×c → 1×c (the backward of a broadcast row).
 #[derive(Clone, Copy, Debug)]
@@ -210,40 +201,16 @@ impl Op for BroadcastRows {
     }
 }
 
-/// `y = f(a, b)` elementwise over two equal-shape matrices, in parallel.
-fn zip_with(
-    inputs: &[&Value],
-    op: &str,
-    f: impl Fn(f32, f32) -> f32 + Sync,
-) -> Result<Value, OpError> {
-    let (a, b) = (dense(inputs, 0, op)?, dense(inputs, 1, op)?);
-    let mut y = Tensor::zeros(a.rows, a.cols);
-    y.data
-        .par_iter_mut()
-        .zip(a.data.par_iter().zip(&b.data))
-        .for_each(|(y, (&a, &b))| *y = f(a, b));
-    Ok(Value::dense(y))
-}
-
 /// a − b, equal shapes.
 #[derive(Clone, Copy, Debug)]
 pub struct Sub;
 
-impl Op for Sub {
+impl Binary for Sub {
     fn name(&self) -> &str {
         "sub"
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense, Kind::Dense])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        same_shape("sub", "a", inputs[0], "b", inputs[1])
-    }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        elementwise_cost(inputs, output, b, 1.0)
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        zip_with(inputs, "sub", |a, b| a - b)
+    fn f(&self, a: f32, b: f32) -> f32 {
+        a - b
     }
     /// y = a − b: ∂a = ∇y, ∂b = −∇y.
     fn backward(
@@ -258,35 +225,18 @@ impl Op for Sub {
         };
         Ok(vec![g.needs_grad(0).then_some(grad), db])
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
 }
-
-impl RowLocal for Sub {}
 
 /// a ⊙ b (elementwise product), equal shapes.
 #[derive(Clone, Copy, Debug)]
 pub struct Mul;
 
-impl Op for Mul {
+impl Binary for Mul {
     fn name(&self) -> &str {
         "mul"
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense, Kind::Dense])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        same_shape("mul", "a", inputs[0], "b", inputs[1])
-    }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        elementwise_cost(inputs, output, b, 1.0)
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        zip_with(inputs, "mul", |a, b| a * b)
+    fn f(&self, a: f32, b: f32) -> f32 {
+        a * b
     }
     /// y = a ⊙ b: ∂a = ∇y ⊙ b, ∂b = ∇y ⊙ a; saves both operands (each only if the other's
     /// gradient is asked for).
@@ -308,15 +258,7 @@ impl Op for Mul {
         };
         Ok(vec![da, db])
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
 }
-
-impl RowLocal for Mul {}
 
 /// c · x for a constant c.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -334,31 +276,19 @@ impl Scale {
     }
 }
 
-impl Op for Scale {
+impl RowWise for Scale {
     fn name(&self) -> &str {
         "scale"
     }
     fn attrs(&self) -> String {
         format!("c={}", self.c)
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        Ok(inputs[0].clone())
-    }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        elementwise_cost(inputs, output, b, 1.0)
-    }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let x = dense(inputs, 0, "scale")?;
+    fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
         let c = self.c;
-        let mut y = Tensor::zeros(x.rows, x.cols);
-        y.data
-            .par_iter_mut()
-            .zip(&x.data)
-            .for_each(|(y, &x)| *y = c * x);
-        Ok(Value::dense(y))
+        let x = block(&x[0], "scale")?;
+        let y = block_mut(&mut y, "scale")?;
+        y.iter_mut().zip(x).for_each(|(y, &x)| *y = c * x);
+        Ok(())
     }
     /// y = c·x: ∂x = c·∇y; saves nothing.
     fn backward(
@@ -368,140 +298,12 @@ impl Op for Scale {
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         Ok(vec![Some(g.add(*self, &[grad])?)])
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
-}
-
-impl RowLocal for Scale {}
-
-/// Rows of an elementwise binary op: y = f(a, b) element by element, the loop `forward`
-/// runs (so the same bits).
-fn zip_rows(
-    x: &[MatRef<'_>],
-    mut y: MatMut<'_>,
-    op: &str,
-    f: impl Fn(f32, f32) -> f32,
-) -> Result<(), OpError> {
-    let (a, b) = (block(&x[0], op)?, block(&x[1], op)?);
-    let y = block_mut(&mut y, op)?;
-    if a.len() != y.len() || b.len() != y.len() {
-        return Err(OpError::args(format!("{op}: blocks of unequal shapes")));
-    }
-    y.iter_mut()
-        .zip(a.iter().zip(b))
-        .for_each(|(y, (&a, &b))| *y = f(a, b));
-    Ok(())
-}
-
-impl RowBlocks for Add {
-    /// Equal shapes: a + b; a bias row (the second input whole, one row): added to every row.
-    fn rows_at(
-        &self,
-        _: usize,
-        x: &[MatRef<'_>],
-        mut y: MatMut<'_>,
-        _: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        if x[1].n_rows() == x[0].n_rows() {
-            return zip_rows(x, y, "add", |a, b| a + b);
-        }
-        let (a, bias) = (block(&x[0], "add")?, block(&x[1], "add")?);
-        let y = block_mut(&mut y, "add")?;
-        y.copy_from_slice(a);
-        Ok(saintflow_ops::elementwise::bias_add(y, bias)?)
-    }
-}
-
-impl RowBlocks for AddN {
-    /// a₁ + a₂, then each further term added in place: `forward`'s order.
-    fn rows_at(
-        &self,
-        _: usize,
-        x: &[MatRef<'_>],
-        mut y: MatMut<'_>,
-        _: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        if x.len() == 1 {
-            let y = block_mut(&mut y, "add_n")?;
-            y.copy_from_slice(block(&x[0], "add_n")?);
-            return Ok(());
-        }
-        zip_rows(&x[..2], y.rb_mut(), "add_n", |a, b| a + b)?;
-        let y = block_mut(&mut y, "add_n")?;
-        for b in &x[2..] {
-            y.iter_mut()
-                .zip(block(b, "add_n")?)
-                .for_each(|(y, b)| *y += b);
-        }
-        Ok(())
-    }
-}
-
-impl RowBlocks for Sub {
-    fn rows_at(
-        &self,
-        _: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        _: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        zip_rows(x, y, "sub", |a, b| a - b)
-    }
-}
-
-impl RowBlocks for Mul {
-    fn rows_at(
-        &self,
-        _: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        _: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        zip_rows(x, y, "mul", |a, b| a * b)
-    }
-}
-
-impl RowBlocks for Scale {
-    fn rows_at(
-        &self,
-        _: usize,
-        x: &[MatRef<'_>],
-        mut y: MatMut<'_>,
-        _: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        let c = self.c;
-        let x = block(&x[0], "scale")?;
-        let y = block_mut(&mut y, "scale")?;
-        y.iter_mut().zip(x).for_each(|(y, &x)| *y = c * x);
-        Ok(())
-    }
-}
-
-/// a + b elementwise into a new matrix, in one pass (no copy of a first).
-fn sum2(a: &Tensor, b: &Tensor, op: &str) -> Result<Tensor, OpError> {
-    if (a.rows, a.cols) != (b.rows, b.cols) {
-        return Err(OpError::args(format!(
-            "{op}: [{}, {}] + [{}, {}], expected equal shapes",
-            a.rows, a.cols, b.rows, b.cols
-        )));
-    }
-    // Every element is written below.
-    let mut y = Tensor::scratch(a.rows, a.cols);
-    y.data
-        .par_iter_mut()
-        .zip(a.data.par_iter().zip(&b.data))
-        .for_each(|(y, (a, b))| *y = a + b);
-    Ok(y)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::Params;
+    use crate::ir::{Bindings, Params};
 
     fn forward(op: &dyn Op, xs: &[Tensor]) -> Tensor {
         let params = Params::default();

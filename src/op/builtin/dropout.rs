@@ -10,13 +10,10 @@
 
 use rayon::prelude::*;
 
-use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
+use crate::ir::{NodeId, Tensor};
 use crate::op::util::{block, block_mut};
-use crate::op::{Arity, Cost, Ctx, GradBuilder, Op, OpError};
-use crate::op::{MatMut, MatRef, RowBlocks, RowLocal};
+use crate::op::{Ctx, GradBuilder, MatMut, MatRef, OpError, RowWise};
 use crate::seed::{hash3, stream};
-
-use super::dense;
 
 /// Elements per parallel task: 64 KiB of f32.
 const CHUNK: usize = 1 << 14;
@@ -109,24 +106,31 @@ pub(super) fn masked(x: &Tensor, p: f64, ctx: &Ctx<'_>, key: u32) -> Result<Tens
     apply_mask(x, p, mask_base(ctx, key))
 }
 
-/// Rows of [`apply_mask`]: the block `x` whose first element is element `first` of the
-/// whole matrix. The identity when not training or p = 0, as the ops' forwards.
+/// Rows of [`apply_mask`]: the block `x` whose first row is row `r0` of the whole matrix
+/// (its first element element r0·cols). The identity when not training or p = 0, as the
+/// ops' forwards.
 fn mask_rows(
     op: &str,
     p: f64,
     ctx: &Ctx<'_>,
     key: u32,
-    first: u64,
+    r0: usize,
     x: &MatRef<'_>,
     mut y: MatMut<'_>,
 ) -> Result<(), OpError> {
+    if !ctx.training || p == 0.0 {
+        return copy_rows(op, x, y);
+    }
+    let first = (r0 * x.n_cols()) as u64;
     let x = block(x, op)?;
     let y = block_mut(&mut y, op)?;
-    if !ctx.training || p == 0.0 {
-        y.copy_from_slice(x);
-        return Ok(());
-    }
     mask_into(x, p, mask_base(ctx, key), first, y)
+}
+
+/// y = x (evaluation, or p = 0).
+fn copy_rows(op: &str, x: &MatRef<'_>, mut y: MatMut<'_>) -> Result<(), OpError> {
+    block_mut(&mut y, op)?.copy_from_slice(block(x, op)?);
+    Ok(())
 }
 
 /// Inverted dropout: in training, each element is zeroed with probability p and the kept
@@ -145,30 +149,38 @@ impl Dropout {
     }
 }
 
-impl Op for Dropout {
+impl RowWise for Dropout {
     fn name(&self) -> &str {
         "dropout"
     }
     fn attrs(&self) -> String {
         format!("p={}", self.p)
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
+    /// Two 64-bit mixes (≈ 10 integer operations) and a multiply per element.
+    fn flops_per_element(&self) -> f64 {
+        11.0
     }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        Ok(inputs[0].clone())
+    /// Outside a step: evaluation, the identity.
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        copy_rows("dropout", &x[0], y)
     }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        // Two 64-bit mixes (≈ 10 integer operations) and a multiply per element.
-        super::elementwise_cost(inputs, output, b, 11.0)
-    }
-    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
-        if !ctx.training || self.p == 0.0 {
-            return Ok(inputs[0].clone());
-        }
-        let x = dense(inputs, 0, "dropout")?;
-        let key = ctx.node.index() as u32;
-        Ok(Value::dense(apply_mask(x, self.p, mask_base(ctx, key))?))
+    /// The mask of this node (`ctx.node`: its id before fusion) at the block's elements.
+    fn rows_at(
+        &self,
+        r0: usize,
+        x: &[MatRef<'_>],
+        y: MatMut<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), OpError> {
+        mask_rows(
+            "dropout",
+            self.p,
+            ctx,
+            ctx.node.index() as u32,
+            r0,
+            &x[0],
+            y,
+        )
     }
     /// ∂x = ∇y ⊙ mask / (1 − p), the mask recomputed from this node's key: saves nothing.
     fn backward(
@@ -184,31 +196,8 @@ impl Op for Dropout {
     fn pure(&self) -> bool {
         false
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
     fn dropout(&self) -> Option<f64> {
         Some(self.p)
-    }
-}
-
-impl RowLocal for Dropout {}
-
-impl RowBlocks for Dropout {
-    /// The mask of this node (`ctx.node`: its id before fusion) at the block's elements.
-    fn rows_at(
-        &self,
-        r0: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        ctx: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        let first = (r0 * x[0].n_cols()) as u64;
-        let key = ctx.node.index() as u32;
-        mask_rows("dropout", self.p, ctx, key, first, &x[0], y)
     }
 }
 
@@ -222,47 +211,20 @@ pub struct DropoutBackward {
     pub key: u32,
 }
 
-impl Op for DropoutBackward {
+impl RowWise for DropoutBackward {
     fn name(&self) -> &str {
         "dropout_backward"
     }
     fn attrs(&self) -> String {
         format!("p={}, key={}", self.p, self.key)
     }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
+    fn flops_per_element(&self) -> f64 {
+        11.0
     }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        Ok(inputs[0].clone())
+    /// Outside a step: evaluation, the identity.
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        copy_rows("dropout_backward", &x[0], y)
     }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        super::elementwise_cost(inputs, output, b, 11.0)
-    }
-    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
-        if !ctx.training || self.p == 0.0 {
-            return Ok(inputs[0].clone());
-        }
-        let dy = dense(inputs, 0, self.name())?;
-        Ok(Value::dense(apply_mask(
-            dy,
-            self.p,
-            mask_base(ctx, self.key),
-        )?))
-    }
-    /// dx = mask ⊙ ∇y / (1 − p) is self-adjoint: ∂∇y = the same op on the incoming gradient.
-    fn backward(
-        &self,
-        g: &mut GradBuilder<'_>,
-        grad: NodeId,
-    ) -> Result<Vec<Option<NodeId>>, OpError> {
-        Ok(vec![Some(g.add(*self, &[grad])?)])
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
-}
-
-impl RowBlocks for DropoutBackward {
     /// The forward node's mask (`key`) at the block's elements.
     fn rows_at(
         &self,
@@ -271,7 +233,14 @@ impl RowBlocks for DropoutBackward {
         y: MatMut<'_>,
         ctx: &Ctx<'_>,
     ) -> Result<(), OpError> {
-        let first = (r0 * x[0].n_cols()) as u64;
-        mask_rows("dropout_backward", self.p, ctx, self.key, first, &x[0], y)
+        mask_rows("dropout_backward", self.p, ctx, self.key, r0, &x[0], y)
+    }
+    /// dx = mask ⊙ ∇y / (1 − p) is self-adjoint: ∂∇y = the same op on the incoming gradient.
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        Ok(vec![Some(g.add(*self, &[grad])?)])
     }
 }

@@ -46,7 +46,7 @@ pub use typed::{
     TypeInput, TypeRows,
 };
 
-pub(crate) use super::util::{dense, elementwise_cost, same_shape};
+pub(crate) use super::util::{dense, same_shape};
 
 use super::{elementwise, neighbour_reduce, row_wise, Attrs, OpError, Registry};
 
@@ -66,7 +66,19 @@ fn required(attrs: &Attrs, op: &str, name: &str) -> Result<(), OpError> {
 /// products are created by lowering, not called by name; backward ops by autodiff.)
 /// A plan's `a - b`, `a * b`, `c * x` and `-x` lower to `sub`, `mul` and `scale`.
 pub fn register(r: &mut Registry) {
-    let ok = |res: Result<(), OpError>| res.expect("built-in names are distinct");
+    activations(r);
+    norms(r);
+    structure(r);
+    aggregations(r);
+}
+
+/// A built-in's registration, which cannot fail: the built-in names are distinct.
+fn ok(res: Result<(), OpError>) {
+    res.expect("built-in names are distinct")
+}
+
+/// The activations and dropout.
+fn activations(r: &mut Registry) {
     ok(r.register("relu", &[], "relu(x): max(x, 0)", |_| {
         Ok(elementwise(Activation::Relu))
     }));
@@ -102,6 +114,10 @@ pub fn register(r: &mut Registry) {
         "dropout(x, p=0.5): inverted dropout while training (p in [0, 1)), identity in evaluation",
         |a| Ok(Arc::new(Dropout::new(a.num("p", 0.5)?)?)),
     ));
+}
+
+/// The normalisations.
+fn norms(r: &mut Registry) {
     ok(r.register(
         "l2norm",
         &[],
@@ -161,6 +177,10 @@ pub fn register(r: &mut Registry) {
             )?))
         },
     ));
+}
+
+/// Column structure and arithmetic.
+fn structure(r: &mut Registry) {
     ok(r.register(
         "concat",
         &[],
@@ -194,6 +214,10 @@ pub fn register(r: &mut Registry) {
     ok(r.register("scale", &["c"], "scale(x, c=1.0): c·x", |a| {
         Ok(Arc::new(Scale::new(a.num("c", 1.0)?)?))
     }));
+}
+
+/// Aggregations over neighbours and heads.
+fn aggregations(r: &mut Registry) {
     ok(r.register(
         "gat",
         &["heads", "slope", "dropout"],

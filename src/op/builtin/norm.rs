@@ -4,7 +4,6 @@
 use saintflow_ops::elementwise::{l2_normalize_rows, l2_normalize_rows_backward};
 
 use crate::ir::{Fact, NodeId};
-use crate::op::rowwise::Rows;
 use crate::op::util::{block, block_mut};
 use crate::op::{GradBuilder, MatMut, MatRef, OpError, RowWise};
 
@@ -48,7 +47,7 @@ impl RowWise for L2Norm {
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         let x = g.input(0);
-        Ok(vec![Some(g.add(Rows(L2NormBackward), &[x, grad])?)])
+        Ok(vec![Some(g.add(L2NormBackward, &[x, grad])?)])
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::ir::{Bindings, Dim, Fact, Kind, Structure, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, Op, OpError, SourceKind, Stage};
+use crate::op::{Arity, Cost, Ctx, Op, OpError, SourceKind, SourceOp, Stage};
 use crate::sample::Subgraph;
 use crate::store::StoreError;
 
@@ -21,8 +21,8 @@ impl Op for Sample {
     fn name(&self) -> &str {
         "sample"
     }
-    fn source_kind(&self) -> Option<SourceKind> {
-        Some(SourceKind::Subgraph)
+    fn as_source(&self) -> Option<&dyn SourceOp> {
+        Some(self)
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![])
@@ -66,8 +66,8 @@ impl Op for Features {
     fn name(&self) -> &str {
         "features"
     }
-    fn source_kind(&self) -> Option<SourceKind> {
-        Some(SourceKind::Features)
+    fn as_source(&self) -> Option<&dyn SourceOp> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         format!("width={}", self.width)
@@ -109,8 +109,8 @@ impl Op for TargetsOp {
     fn name(&self) -> &str {
         "targets"
     }
-    fn source_kind(&self) -> Option<SourceKind> {
-        Some(SourceKind::Targets)
+    fn as_source(&self) -> Option<&dyn SourceOp> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         format!("classes={}", self.classes)
@@ -170,8 +170,8 @@ impl Op for Adjacency {
     fn name(&self) -> &str {
         "adj"
     }
-    fn source_kind(&self) -> Option<SourceKind> {
-        Some(SourceKind::Adjacency(self.kind))
+    fn as_source(&self) -> Option<&dyn SourceOp> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         format!("kind={}", self.kind.plan_name())
@@ -300,8 +300,8 @@ impl Op for One {
     fn name(&self) -> &str {
         "one"
     }
-    fn source_kind(&self) -> Option<SourceKind> {
-        Some(SourceKind::Seed)
+    fn as_source(&self) -> Option<&dyn SourceOp> {
+        Some(self)
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![])
@@ -311,5 +311,35 @@ impl Op for One {
     }
     fn forward(&self, _: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
         Ok(Value::Scalar(1.0))
+    }
+}
+
+impl SourceOp for Sample {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Subgraph
+    }
+}
+
+impl SourceOp for Features {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Features
+    }
+}
+
+impl SourceOp for TargetsOp {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Targets
+    }
+}
+
+impl SourceOp for Adjacency {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Adjacency(self.kind)
+    }
+}
+
+impl SourceOp for One {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Seed
     }
 }

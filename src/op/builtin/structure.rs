@@ -1,18 +1,15 @@
 //! Column structure: `concat` (column blocks side by side), `slice` (one column block, the
 //! backward of concat), its backward `slice_backward` (the block placed in zero columns),
 //! and `mean_heads` (the average of H equal column blocks — GAT's last layer) with its
-//! backward. Pure data movement: their cost is the bytes they move.
+//! backward. Pure data movement: their cost is the bytes they move. All are row-wise ops
+//! on the adapter users get ([`RowWise`]).
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
-use crate::op::util::{row_blocks, row_split};
-use crate::op::RowLocal;
-use crate::op::{
-    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned, RowBlocks, Split,
-};
-
-use super::dense;
+use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor};
+use crate::op::{Arity, ColumnSlice, Cost, GradBuilder, MatMut, MatRef, OpError, RowWise};
 
 /// y's rows = the inputs' same rows side by side (y's width is the sum of theirs).
 fn concat_rows(parts: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
@@ -52,7 +49,7 @@ fn shape(f: &Fact) -> (Dim, Dim) {
 #[derive(Clone, Copy, Debug)]
 pub struct Concat;
 
-impl Op for Concat {
+impl RowWise for Concat {
     fn name(&self) -> &str {
         "concat"
     }
@@ -76,33 +73,12 @@ impl Op for Concat {
         }
         Ok(Fact::dense(rows, cols))
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let parts = (0..inputs.len())
-            .map(|i| dense(inputs, i, "concat"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let rows = parts[0].rows;
-        if let Some(p) = parts.iter().find(|p| p.rows != rows) {
-            return Err(OpError::args(format!(
-                "concat: expected {rows} rows in every argument, got {}",
-                p.rows
-            )));
-        }
-        let cols: usize = parts.iter().map(|p| p.cols).sum();
-        // Each row is filled by its parts' rows, whose widths sum to `cols`.
-        let mut y = Tensor::scratch(rows, cols);
-        if cols > 0 {
-            y.data
-                .par_chunks_mut(cols)
-                .enumerate()
-                .for_each(|(i, out)| {
-                    let mut at = 0;
-                    for p in &parts {
-                        out[at..at + p.cols].copy_from_slice(p.row(i));
-                        at += p.cols;
-                    }
-                });
-        }
-        Ok(Value::dense(y))
+    /// Pure data movement: no arithmetic counted.
+    fn flops_per_element(&self) -> f64 {
+        0.0
+    }
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        concat_rows(x, y)
     }
     /// y = [a₁ | … | a_k]: ∂a_i = ∇y[:, start_i .. start_i + width_i], a `slice`. Needs
     /// widths known at load (feature and hidden widths always are).
@@ -130,62 +106,6 @@ impl Op for Concat {
         }
         Ok(out)
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
-}
-
-impl RowLocal for Concat {}
-
-impl Partitioned for Concat {
-    /// Row blocks, as a row-wise op (a copy: any split gives the same bits).
-    fn split(
-        &self,
-        inputs: &[&Value],
-        _: &Fact,
-        _: &Ctx<'_>,
-        threads: usize,
-    ) -> Result<Option<Split>, OpError> {
-        let rows = dense(inputs, 0, "concat")?.rows;
-        let mut cols = 0;
-        for i in 0..inputs.len() {
-            let x = dense(inputs, i, "concat")?;
-            if x.rows != rows {
-                return Ok(None); // `forward` reports it
-            }
-            cols += x.cols;
-        }
-        Ok(row_split(rows, cols, threads))
-    }
-    fn forward_part(
-        &self,
-        inputs: &[&Value],
-        _: &Ctx<'_>,
-        split: &Split,
-        part: usize,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let parts = row_blocks(inputs, split.ranges[part].clone(), "concat")?;
-        concat_rows(&parts, out)
-    }
-}
-
-impl RowBlocks for Concat {
-    fn rows_at(
-        &self,
-        _: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        _: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        concat_rows(x, y)
-    }
 }
 
 /// x[:, start .. start + len]: one column block (the backward of `concat`).
@@ -197,18 +117,15 @@ pub struct Slice {
     pub len: usize,
 }
 
-impl Op for Slice {
+impl RowWise for Slice {
     fn name(&self) -> &str {
         "slice"
     }
-    fn column_slice(&self) -> Option<std::ops::Range<usize>> {
-        Some(self.start..self.start + self.len)
+    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         format!("start={}, len={}", self.start, self.len)
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         let (rows, cols) = shape(inputs[0]);
@@ -230,25 +147,8 @@ impl Op for Slice {
             bytes_written: bytes,
         }
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let x = dense(inputs, 0, "slice")?;
-        let (s, len) = (self.start, self.len);
-        if s + len > x.cols {
-            return Err(OpError::args(format!(
-                "slice: expected at least {} columns, got {}",
-                s + len,
-                x.cols
-            )));
-        }
-        // Each row of y is one copy of `len` columns.
-        let mut y = Tensor::scratch(x.rows, len);
-        if len > 0 {
-            y.data
-                .par_chunks_mut(len)
-                .enumerate()
-                .for_each(|(i, out)| out.copy_from_slice(&x.row(i)[s..s + len]));
-        }
-        Ok(Value::dense(y))
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
+        slice_rows(&x[0], self.start, y)
     }
     /// y = x[:, s..s+len]: ∂x = ∇y placed at columns s..s+len of zeros (`slice_backward`).
     fn backward(
@@ -266,53 +166,11 @@ impl Op for Slice {
             &[grad],
         )?)])
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
-        Some(self)
-    }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        Some(self)
-    }
 }
 
-impl RowLocal for Slice {}
-
-impl Partitioned for Slice {
-    /// Row blocks (a copy: any split gives the same bits).
-    fn split(
-        &self,
-        inputs: &[&Value],
-        _: &Fact,
-        _: &Ctx<'_>,
-        threads: usize,
-    ) -> Result<Option<Split>, OpError> {
-        let x = dense(inputs, 0, "slice")?;
-        Ok(row_split(x.rows, self.len, threads))
-    }
-    fn forward_part(
-        &self,
-        inputs: &[&Value],
-        _: &Ctx<'_>,
-        split: &Split,
-        part: usize,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let x = row_blocks(inputs, split.ranges[part].clone(), "slice")?;
-        slice_rows(&x[0], self.start, out)
-    }
-}
-
-impl RowBlocks for Slice {
-    fn rows_at(
-        &self,
-        _: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        _: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        slice_rows(&x[0], self.start, y)
+impl ColumnSlice for Slice {
+    fn columns(&self) -> Range<usize> {
+        self.start..self.start + self.len
     }
 }
 
@@ -326,15 +184,12 @@ pub struct SliceBackward {
     pub cols: usize,
 }
 
-impl Op for SliceBackward {
+impl RowWise for SliceBackward {
     fn name(&self) -> &str {
         "slice_backward"
     }
     fn attrs(&self) -> String {
         format!("start={}, cols={}", self.start, self.cols)
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         let (rows, len) = shape(inputs[0]);
@@ -349,17 +204,23 @@ impl Op for SliceBackward {
             ))),
         }
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let d = dense(inputs, 0, "slice_backward")?;
-        let (s, len) = (self.start, d.cols);
-        let mut y = Tensor::zeros(d.rows, self.cols);
-        if len > 0 {
-            y.data
-                .par_chunks_mut(self.cols)
-                .enumerate()
-                .for_each(|(i, out)| out[s..s + len].copy_from_slice(d.row(i)));
+    /// Pure data movement: no arithmetic counted.
+    fn flops_per_element(&self) -> f64 {
+        0.0
+    }
+    /// Not fused (the planner has never chained it).
+    fn fusible(&self, _: &[&Fact]) -> bool {
+        false
+    }
+    /// Each row: zeros, the block's row at columns start...
+    fn rows(&self, x: &[MatRef<'_>], mut y: MatMut<'_>) -> Result<(), OpError> {
+        let (s, len) = (self.start, x[0].n_cols());
+        for i in 0..y.n_rows() {
+            let out = y.row_mut(i);
+            out.fill(0.0);
+            out[s..s + len].copy_from_slice(x[0].row(i));
         }
-        Ok(Value::dense(y))
+        Ok(())
     }
     /// y = pad(x): ∂x = ∇y[:, s..s+len].
     fn backward(
@@ -401,15 +262,12 @@ pub struct MeanHeads {
     pub heads: usize,
 }
 
-impl Op for MeanHeads {
+impl RowWise for MeanHeads {
     fn name(&self) -> &str {
         "mean_heads"
     }
     fn attrs(&self) -> String {
         format!("heads={}", self.heads)
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         let f = head_width("mean_heads", "x", inputs[0], self.heads)?;
@@ -422,10 +280,14 @@ impl Op for MeanHeads {
             ..Cost::streaming(inputs, output, b)
         }
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let x = dense(inputs, 0, "mean_heads")?;
+    /// Not fused (the planner has never chained it).
+    fn fusible(&self, _: &[&Fact]) -> bool {
+        false
+    }
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
         let h = self.heads;
-        Ok(Value::dense(sum_blocks(x, &vec![1.0 / h as f32; h])))
+        sum_block_rows(&x[0], &vec![1.0 / h as f32; h], y);
+        Ok(())
     }
     /// y = (1/H) Σ_h x_h: ∂x_h = ∇y / H for every block h (`mean_heads_backward`).
     fn backward(
@@ -437,12 +299,7 @@ impl Op for MeanHeads {
             g.add(MeanHeadsBackward { heads: self.heads }, &[grad])?,
         )])
     }
-    fn as_row_local(&self) -> Option<&dyn RowLocal> {
-        Some(self)
-    }
 }
-
-impl RowLocal for MeanHeads {}
 
 /// [d/H | d/H | … ] (H copies): the backward of [`MeanHeads`] (and its adjoint, so its own
 /// backward is `mean_heads`).
@@ -452,15 +309,12 @@ pub struct MeanHeadsBackward {
     pub heads: usize,
 }
 
-impl Op for MeanHeadsBackward {
+impl RowWise for MeanHeadsBackward {
     fn name(&self) -> &str {
         "mean_heads_backward"
     }
     fn attrs(&self) -> String {
         format!("heads={}", self.heads)
-    }
-    fn args(&self) -> Arity {
-        Arity::Exact(vec![Kind::Dense])
     }
     fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
         let (rows, cols) = shape(inputs[0]);
@@ -472,10 +326,18 @@ impl Op for MeanHeadsBackward {
         })?;
         Ok(Fact::dense(rows, Dim::known(f * self.heads)))
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
-        let d = dense(inputs, 0, "mean_heads_backward")?;
+    /// Pure data movement: no arithmetic counted.
+    fn flops_per_element(&self) -> f64 {
+        0.0
+    }
+    /// Not fused (the planner has never chained it).
+    fn fusible(&self, _: &[&Fact]) -> bool {
+        false
+    }
+    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
         let h = self.heads;
-        Ok(Value::dense(spread_blocks(d, &vec![1.0 / h as f32; h])))
+        spread_block_rows(&x[0], &vec![1.0 / h as f32; h], y);
+        Ok(())
     }
     /// y_h = d/H for every h: ∂d = (1/H) Σ_h ∇y_h, a `mean_heads`.
     fn backward(
@@ -494,12 +356,30 @@ pub(super) fn sum_blocks(x: &Tensor, w: &[f32]) -> Tensor {
     let mut y = Tensor::zeros(x.rows, c);
     if c > 0 {
         y.data.par_chunks_mut(c).enumerate().for_each(|(i, out)| {
-            for (block, &ws) in x.row(i).chunks_exact(c).zip(w) {
-                out.iter_mut().zip(block).for_each(|(o, &v)| *o += ws * v);
-            }
+            sum_blocks_row(x.row(i), w, out);
         });
     }
     y
+}
+
+/// One row of [`sum_blocks`]: `out` (zeros) += w_s · block s of `x`, s in order.
+fn sum_blocks_row(x: &[f32], w: &[f32], out: &mut [f32]) {
+    let c = out.len();
+    for (block, &ws) in x.chunks_exact(c).zip(w) {
+        out.iter_mut().zip(block).for_each(|(o, &v)| *o += ws * v);
+    }
+}
+
+/// [`sum_blocks`] on a block of rows into `y` (every element written).
+fn sum_block_rows(x: &MatRef<'_>, w: &[f32], mut y: MatMut<'_>) {
+    if y.n_cols() == 0 {
+        return;
+    }
+    for i in 0..y.n_rows() {
+        let out = y.row_mut(i);
+        out.fill(0.0);
+        sum_blocks_row(x.row(i), w, out);
+    }
 }
 
 /// [w_0·d | w_1·d | …]: the adjoint of [`sum_blocks`] (the backward of both ops).
@@ -510,14 +390,24 @@ pub(super) fn spread_blocks(d: &Tensor, w: &[f32]) -> Tensor {
         y.data
             .par_chunks_mut(c * w.len())
             .enumerate()
-            .for_each(|(i, out)| {
-                for (block, &ws) in out.chunks_exact_mut(c).zip(w) {
-                    block
-                        .iter_mut()
-                        .zip(d.row(i))
-                        .for_each(|(o, &v)| *o = ws * v);
-                }
-            });
+            .for_each(|(i, out)| spread_row(d.row(i), w, out));
     }
     y
+}
+
+/// One row of [`spread_blocks`]: block s of `out` = w_s · `d`.
+fn spread_row(d: &[f32], w: &[f32], out: &mut [f32]) {
+    for (block, &ws) in out.chunks_exact_mut(d.len()).zip(w) {
+        block.iter_mut().zip(d).for_each(|(o, &v)| *o = ws * v);
+    }
+}
+
+/// [`spread_blocks`] on a block of rows into `y` (every element written).
+fn spread_block_rows(d: &MatRef<'_>, w: &[f32], mut y: MatMut<'_>) {
+    if d.n_cols() == 0 {
+        return;
+    }
+    for i in 0..y.n_rows() {
+        spread_row(d.row(i), w, y.row_mut(i));
+    }
 }

@@ -24,7 +24,7 @@
 use std::sync::Arc;
 
 use crate::ir::{Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};
-use crate::op::{Arity, Ctx, GradBuilder, Op, OpError, RowLocal, SourceKind, Stage};
+use crate::op::{Arity, Ctx, GradBuilder, Op, OpError, RowLocal, SourceKind, SourceOp, Stage};
 use crate::sample::Subgraph;
 
 use super::dense;
@@ -78,11 +78,8 @@ impl Op for RelAdjacency {
     fn name(&self) -> &str {
         "rel_adj"
     }
-    fn source_kind(&self) -> Option<SourceKind> {
-        Some(SourceKind::RelAdjacency {
-            kind: self.kind,
-            relation: self.relation as u32,
-        })
+    fn as_source(&self) -> Option<&dyn SourceOp> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         format!(
@@ -194,12 +191,8 @@ impl Op for TypeInput {
     fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
         Ok(Fact::dense(Dim::NODES, Dim::known(self.width)))
     }
-    fn source_kind(&self) -> Option<SourceKind> {
-        Some(SourceKind::TypeFeatures {
-            ty: self.ty as u32,
-            start: self.start,
-            end: self.end,
-        })
+    fn as_source(&self) -> Option<&dyn SourceOp> {
+        Some(self)
     }
     fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
         let sub = subgraph(inputs, 0, "type_features")?;
@@ -500,5 +493,24 @@ impl Op for BasisWeightGrad {
                 dv
             }
         }))
+    }
+}
+
+impl SourceOp for RelAdjacency {
+    fn kind(&self) -> SourceKind {
+        SourceKind::RelAdjacency {
+            kind: self.kind,
+            relation: self.relation as u32,
+        }
+    }
+}
+
+impl SourceOp for TypeInput {
+    fn kind(&self) -> SourceKind {
+        SourceKind::TypeFeatures {
+            ty: self.ty as u32,
+            start: self.start,
+            end: self.end,
+        }
     }
 }

@@ -64,8 +64,8 @@ impl Op for Gemm {
     fn name(&self) -> &str {
         "gemm"
     }
-    fn chain(&self) -> Option<ChainRole> {
-        Some(ChainRole::Product(self.ta, self.tb))
+    fn as_chain(&self) -> Option<&dyn ChainLink> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         let view = |i: usize| ColumnView::attr(self.views[i], ["A", "B"][i]);
@@ -160,6 +160,16 @@ impl Op for Gemm {
     fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         Some(self)
     }
+    fn as_column_views(&self) -> Option<&dyn ColumnViews> {
+        Some(self)
+    }
+    fn as_precision(&self) -> Option<&dyn PrecisionChoice> {
+        Some(self)
+    }
+}
+
+impl ColumnViews for Gemm {
+    /// op(A) (slot 0) or op(B) (slot 1) read as a column block in place.
     fn with_column_view(&self, slot: usize, cols: std::ops::Range<usize>) -> Option<Arc<dyn Op>> {
         if slot >= 2 || self.views[slot].is_some() {
             return None;
@@ -171,8 +181,17 @@ impl Op for Gemm {
         });
         Some(Arc::new(g))
     }
+}
+
+impl PrecisionChoice for Gemm {
     fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>> {
         (precision != self.precision).then(|| Arc::new(Gemm { precision, ..*self }) as Arc<dyn Op>)
+    }
+}
+
+impl ChainLink for Gemm {
+    fn role(&self) -> ChainRole {
+        ChainRole::Product(self.ta, self.tb)
     }
 }
 

@@ -32,11 +32,12 @@ pub use spmm::Spmm;
 pub use transpose::Transpose;
 
 use crate::op::{
-    Arity, Axis, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, NodeRows, Op,
-    OpError, RowBlock, Split, Stage,
+    Arity, Axis, ChainLink, ChainRole, Cost, Ctx, GradBuilder, MatMut, MatRef, Neighbour, NodeRows,
+    Op, OpError, RowBlock, Split, Stage,
 };
 use crate::op::{
-    FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, Prepared, RowBlocks, RowLocal,
+    ColumnViews, FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, PrecisionChoice,
+    Prepared, RowBlocks, RowLocal,
 };
 
 /// The kernel's transpose flag of an operand used transposed or not.
@@ -73,8 +74,8 @@ impl Op for MatMul {
     fn name(&self) -> &str {
         "matmul"
     }
-    fn chain(&self) -> Option<ChainRole> {
-        Some(ChainRole::Chain(self.transposed.clone()))
+    fn as_chain(&self) -> Option<&dyn ChainLink> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         if self.transposed.iter().any(|&t| t) {
@@ -201,6 +202,12 @@ impl Op for MatMul {
             }
         }
         Ok(out)
+    }
+}
+
+impl ChainLink for MatMul {
+    fn role(&self) -> ChainRole {
+        ChainRole::Chain(self.transposed.clone())
     }
 }
 

@@ -54,8 +54,8 @@ impl Op for Spmm {
     fn name(&self) -> &str {
         "spmm"
     }
-    fn chain(&self) -> Option<ChainRole> {
-        Some(ChainRole::Product(self.transpose, false))
+    fn as_chain(&self) -> Option<&dyn ChainLink> {
+        Some(self)
     }
     fn attrs(&self) -> String {
         let mut a = Vec::new();
@@ -152,7 +152,24 @@ impl Op for Spmm {
     fn as_partitioned(&self) -> Option<&dyn Partitioned> {
         Some(self)
     }
-    fn with_column_view(&self, slot: usize, cols: std::ops::Range<usize>) -> Option<Arc<dyn Op>> {
+    fn as_column_views(&self) -> Option<&dyn ColumnViews> {
+        Some(self)
+    }
+}
+
+impl ChainLink for Spmm {
+    fn role(&self) -> ChainRole {
+        ChainRole::Product(self.transpose, false)
+    }
+}
+
+impl Spmm {
+    /// This product reading columns `cols` of X (slot 1) in place (see [`ColumnViews`]).
+    pub fn with_column_view(
+        &self,
+        slot: usize,
+        cols: std::ops::Range<usize>,
+    ) -> Option<Arc<dyn Op>> {
         if slot != 1 || self.view.is_some() {
             return None;
         }
@@ -163,6 +180,12 @@ impl Op for Spmm {
             }),
             ..*self
         }))
+    }
+}
+
+impl ColumnViews for Spmm {
+    fn with_column_view(&self, slot: usize, cols: std::ops::Range<usize>) -> Option<Arc<dyn Op>> {
+        Spmm::with_column_view(self, slot, cols)
     }
 }
 

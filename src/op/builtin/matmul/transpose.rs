@@ -11,8 +11,8 @@ impl Op for Transpose {
     fn name(&self) -> &str {
         "transpose"
     }
-    fn chain(&self) -> Option<ChainRole> {
-        Some(ChainRole::Transpose)
+    fn as_chain(&self) -> Option<&dyn ChainLink> {
+        Some(self)
     }
     fn args(&self) -> Arity {
         Arity::Exact(vec![Kind::Dense])
@@ -35,5 +35,11 @@ impl Op for Transpose {
         grad: NodeId,
     ) -> Result<Vec<Option<NodeId>>, OpError> {
         Ok(vec![Some(g.add(Transpose, &[grad])?)])
+    }
+}
+
+impl ChainLink for Transpose {
+    fn role(&self) -> ChainRole {
+        ChainRole::Transpose
     }
 }
