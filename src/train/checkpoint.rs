@@ -769,9 +769,41 @@ pub fn refuse_replacing(ck: &Path, resume_how: &str, force_how: &str) -> Result<
     })
 }
 
+/// Which parameters of a checkpoint to read (the rule of `saintflow export`'s module documentation,
+/// [`super::export`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Which {
+    /// The best-validation parameters (those the run's test was measured with), or the last
+    /// epoch's when the run never evaluated.
+    #[default]
+    Best,
+    /// The parameters after the last completed epoch.
+    Last,
+}
+
+impl Which {
+    /// The parameters of `ckpt` this picks, with the epoch they are from and the name the
+    /// export's `which` records (`best`, or `last`, also when `Best` fell back).
+    pub fn pick(self, ckpt: &Checkpoint) -> (&[SavedTensor], usize, &'static str) {
+        match (self, &ckpt.best_params) {
+            (Which::Best, Some(b)) => (b, ckpt.best_epoch, "best"),
+            _ => (&ckpt.params, ckpt.epoch, "last"),
+        }
+    }
+
+    /// The state (running statistics) that goes with [`Which::pick`]'s parameters.
+    pub fn pick_state(self, ckpt: &Checkpoint) -> &[SavedTensor] {
+        match (self, &ckpt.best_params, &ckpt.best_state) {
+            (Which::Best, Some(_), Some(s)) => s,
+            (Which::Best, Some(_), None) => &[],
+            _ => &ckpt.state,
+        }
+    }
+}
+
 /// The parameters a forward pass (`embed`, the Python package's `embed`) uses from the
 /// checkpoint at `arg` (a file, or a run directory: [`checkpoint_file`]), by the rule every
-/// reader of weights follows ([`super::export::Which`]): the best-validation ones, or the
+/// reader of weights follows ([`Which`]): the best-validation ones, or the
 /// last with `last` (or when the run never evaluated). Refused
 /// when written for another plan (its hash; `plan_label` names the plan in the message) or
 /// another graph.
@@ -795,11 +827,7 @@ pub fn params_for(
         });
     }
     ck.check_graph(&path, store)?;
-    let which = if last {
-        super::export::Which::Last
-    } else {
-        super::export::Which::Best
-    };
+    let which = if last { Which::Last } else { Which::Best };
     let mut params = load_params(which.pick(&ck).0);
     for t in which.pick_state(&ck) {
         params.insert(
