@@ -20,6 +20,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use saintflow::exec::StepInput;
 use saintflow::exec::{Executor, Interpreter, Prefetch, StageTimes, StepRunner};
 use saintflow::ir::{recycle, Bindings, Graph, NodeId, Params, Tensor};
 use saintflow::op::{GraphSource, Registry, StoreSource, WithSampler};
@@ -150,15 +151,15 @@ impl Model {
         step: u64,
     ) -> (usize, StageTimes, Duration) {
         let mut out = runner
-            .run_step(
-                &self.graph,
-                &self.wanted,
-                Some(src),
-                &self.params,
+            .run_step(StepInput {
+                graph: &self.graph,
+                wanted: &self.wanted,
+                source: Some(src),
+                params: &self.params,
                 step,
-                1,
-                true,
-            )
+                seed: 1,
+                training: true,
+            })
             .unwrap();
         let started = Instant::now();
         self.t += 1;
@@ -189,15 +190,15 @@ fn timeline(model: &Model, src: &dyn GraphSource, threads: usize) {
     let mut runs: Vec<(saintflow::exec::Timeline, Bindings)> = (0..7)
         .map(|step| {
             let out = ex
-                .run_step(
-                    &model.graph,
-                    &model.wanted,
-                    Some(src),
-                    &model.params,
+                .run_step(StepInput {
+                    graph: &model.graph,
+                    wanted: &model.wanted,
+                    source: Some(src),
+                    params: &model.params,
                     step,
-                    1,
-                    true,
-                )
+                    seed: 1,
+                    training: true,
+                })
                 .unwrap();
             (out.timeline.expect("recorded"), out.bindings)
         })

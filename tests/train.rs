@@ -14,6 +14,7 @@ use std::process::Command;
 
 use saintflow::compile::lower_for;
 use saintflow::exec::Interpreter;
+use saintflow::exec::StepInput;
 use saintflow::infer::{FullGraph, InferOptions, Output};
 use saintflow::op::Registry;
 use saintflow::plan::Plan;
@@ -1231,18 +1232,12 @@ fn an_interrupted_run_keeps_its_last_whole_epoch() {
     impl saintflow::exec::StepRunner for SetAt<'_> {
         fn run_step(
             &self,
-            graph: &saintflow::ir::Graph,
-            wanted: &[saintflow::ir::NodeId],
-            source: Option<&dyn saintflow::ir::GraphSource>,
-            params: &saintflow::ir::Params,
-            step: u64,
-            seed: u64,
-            training: bool,
+            input: StepInput<'_>,
         ) -> std::result::Result<saintflow::exec::StepValues, saintflow::ir::IrError> {
-            if step == 1 {
+            if input.step == 1 {
                 self.0.store(true, Ordering::Relaxed);
             }
-            Interpreter.run_step(graph, wanted, source, params, step, seed, training)
+            Interpreter.run_step(input)
         }
 
         fn threads(&self) -> usize {

@@ -46,6 +46,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::compile::CompileError;
+use crate::exec::StepInput;
 use crate::exec::StepRunner;
 use crate::ir::{Bindings, Graph, NodeId, Params, Tensor};
 use crate::metrics::{Counts, Metrics};
@@ -427,15 +428,15 @@ impl<'g> FullGraph<'g> {
         which: Output,
     ) -> Result<Tensor> {
         let node = self.output(which).0;
-        let mut v = runner.run_step(
-            &self.graph,
-            &[node],
-            Some(&self.source),
+        let mut v = runner.run_step(StepInput {
+            graph: &self.graph,
+            wanted: &[node],
+            source: Some(&self.source),
             params,
-            0,
-            0,
-            false,
-        )?;
+            step: 0,
+            seed: 0,
+            training: false,
+        })?;
         let t = v
             .take(node)
             .and_then(|x| x.as_dense().cloned())

@@ -26,6 +26,7 @@ use super::Result;
 use crate::compile::{
     advise_training, lower_for, plan_hash, schedule, setup_phase, PhaseEnv, PhaseRun,
 };
+use crate::exec::StepInput;
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Params, Value};
 use crate::op::{GraphSource, Registry};
@@ -712,15 +713,15 @@ impl Step<'_, '_> {
             return Err(TrainError::Interrupted { epoch, step });
         }
         let t0 = Instant::now();
-        let vals = self.runner.run_step(
-            &ph.graph,
-            &ph.wanted,
-            Some(source),
-            &state.params,
+        let vals = self.runner.run_step(StepInput {
+            graph: &ph.graph,
+            wanted: &ph.wanted,
+            source: Some(source),
+            params: &state.params,
             step,
-            opts.seed,
-            true,
-        )?;
+            seed: opts.seed,
+            training: true,
+        })?;
         let loss = vals
             .get(ph.loss)
             .and_then(|v| v.as_scalar())
@@ -813,15 +814,15 @@ impl Step<'_, '_> {
             Ok(o) => o,
             Err(e) => return format!("its origin is unknown ({e})"),
         };
-        let vals = match crate::exec::Interpreter.run_step(
+        let vals = match crate::exec::Interpreter.run_step(StepInput {
             graph,
-            &order,
-            Some(&self.ph.source),
-            &state.params,
+            wanted: &order,
+            source: Some(&self.ph.source),
+            params: &state.params,
             step,
-            self.opts.seed,
-            true,
-        ) {
+            seed: self.opts.seed,
+            training: true,
+        }) {
             Ok(v) => v,
             Err(e) => return format!("its origin is unknown (the diagnostic pass failed: {e})"),
         };
