@@ -151,15 +151,12 @@ impl Model {
         step: u64,
     ) -> (usize, StageTimes, Duration) {
         let mut out = runner
-            .run_step(StepInput {
-                graph: &self.graph,
-                wanted: &self.wanted,
-                source: Some(src),
-                params: &self.params,
-                step,
-                seed: 1,
-                training: true,
-            })
+            .run_step(
+                StepInput::new(&self.graph, &self.wanted, &self.params)
+                    .source(src)
+                    .step(step, 1)
+                    .training(true),
+            )
             .unwrap();
         let started = Instant::now();
         self.t += 1;
@@ -190,15 +187,12 @@ fn timeline(model: &Model, src: &dyn GraphSource, threads: usize) {
     let mut runs: Vec<(saintflow::exec::Timeline, Bindings)> = (0..7)
         .map(|step| {
             let out = ex
-                .run_step(StepInput {
-                    graph: &model.graph,
-                    wanted: &model.wanted,
-                    source: Some(src),
-                    params: &model.params,
-                    step,
-                    seed: 1,
-                    training: true,
-                })
+                .run_step(
+                    StepInput::new(&model.graph, &model.wanted, &model.params)
+                        .source(src)
+                        .step(step, 1)
+                        .training(true),
+                )
                 .unwrap();
             (out.timeline.expect("recorded"), out.bindings)
         })

@@ -359,22 +359,10 @@ fn equal_times_are_broken_by_the_seeded_order_deterministically() {
     let flat = GraphStore::open(d.join("flat.sf")).unwrap();
     for seed in [1, 2] {
         let (t, r) = (d.join(format!("t{seed}.sf")), d.join(format!("r{seed}.sf")));
-        split_edges(
-            &flat,
-            &t,
-            &spec(0.1, 0.1, seed, true),
-            false,
-            saintflow::store::check,
-        )
-        .unwrap();
-        split_edges(
-            &flat,
-            &r,
-            &spec(0.1, 0.1, seed, false),
-            false,
-            saintflow::store::check,
-        )
-        .unwrap();
+        for (out, by_time) in [(&t, true), (&r, false)] {
+            let spec = spec(0.1, 0.1, seed, by_time);
+            split_edges(&flat, out, &spec, false, saintflow::store::check).unwrap();
+        }
         let (t, r) = (GraphStore::open(&t).unwrap(), GraphStore::open(&r).unwrap());
         assert_eq!(positives(&t, LinkSet::Test), positives(&r, LinkSet::Val));
         assert_eq!(positives(&t, LinkSet::Val), positives(&r, LinkSet::Test));

@@ -166,15 +166,12 @@ fn every_shipped_plan_steps_alike_with_sparse_features_on_the_interpreter_and_th
             &format!("{name} interpreter"),
         );
         let got = ex
-            .run_step(StepInput {
-                graph: &sparse,
-                wanted: &wanted,
-                source: Some(&src),
-                params: &params,
-                step: 2,
-                seed: 7,
-                training: true,
-            })
+            .run_step(
+                StepInput::new(&sparse, &wanted, &params)
+                    .source(&src)
+                    .step(2, 7)
+                    .training(true),
+            )
             .unwrap();
         assert_close(
             &got,
@@ -459,15 +456,11 @@ fn evaluation_reads_a_sparse_stores_features_sparse_and_gives_the_dense_forward(
         ] {
             assert_eq!(full.in_memory_reason(which), None, "{name} {which:?}");
             let mut dense = Interpreter
-                .run_step(StepInput {
-                    graph: &lowered.graph,
-                    wanted: &[id],
-                    source: Some(&source),
-                    params: &params,
-                    step: 0,
-                    seed: 0,
-                    training: false,
-                })
+                .run_step(
+                    StepInput::new(&lowered.graph, &[id], &params)
+                        .source(&source)
+                        .step(0, 0),
+                )
                 .unwrap();
             let dense = dense.take(id).unwrap();
             let dense = dense.as_dense().unwrap();

@@ -72,6 +72,40 @@ pub struct StepInput<'a> {
     pub training: bool,
 }
 
+impl<'a> StepInput<'a> {
+    /// An evaluation step 0 of `graph` (seed 0, no source) returning `wanted`; the
+    /// methods below set the rest.
+    pub fn new(graph: &'a Graph, wanted: &'a [NodeId], params: &'a Params) -> Self {
+        StepInput {
+            graph,
+            wanted,
+            source: None,
+            params,
+            step: 0,
+            seed: 0,
+            training: false,
+        }
+    }
+
+    /// With the subgraphs and inputs of `source`.
+    pub fn source(self, source: &'a dyn GraphSource) -> Self {
+        StepInput {
+            source: Some(source),
+            ..self
+        }
+    }
+
+    /// As step `step` of a run seeded `seed`.
+    pub fn step(self, step: u64, seed: u64) -> Self {
+        StepInput { step, seed, ..self }
+    }
+
+    /// Training (dropout on) when `training`, else evaluation.
+    pub fn training(self, training: bool) -> Self {
+        StepInput { training, ..self }
+    }
+}
+
 /// Something that runs a step's DAG: the reference [`Interpreter`] or the work-stealing
 /// executor. The training loop, evaluation and `embed` are written against this, so a
 /// runner can be swapped (and tested against the interpreter) without touching them.

@@ -428,15 +428,8 @@ impl<'g> FullGraph<'g> {
         which: Output,
     ) -> Result<Tensor> {
         let node = self.output(which).0;
-        let mut v = runner.run_step(StepInput {
-            graph: &self.graph,
-            wanted: &[node],
-            source: Some(&self.source),
-            params,
-            step: 0,
-            seed: 0,
-            training: false,
-        })?;
+        let mut v =
+            runner.run_step(StepInput::new(&self.graph, &[node], params).source(&self.source))?;
         let t = v
             .take(node)
             .and_then(|x| x.as_dense().cloned())

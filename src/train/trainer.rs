@@ -713,15 +713,12 @@ impl Step<'_, '_> {
             return Err(TrainError::Interrupted { epoch, step });
         }
         let t0 = Instant::now();
-        let vals = self.runner.run_step(StepInput {
-            graph: &ph.graph,
-            wanted: &ph.wanted,
-            source: Some(source),
-            params: &state.params,
-            step,
-            seed: opts.seed,
-            training: true,
-        })?;
+        let vals = self.runner.run_step(
+            StepInput::new(&ph.graph, &ph.wanted, &state.params)
+                .source(source)
+                .step(step, opts.seed)
+                .training(true),
+        )?;
         let loss = vals
             .get(ph.loss)
             .and_then(|v| v.as_scalar())
@@ -814,15 +811,12 @@ impl Step<'_, '_> {
             Ok(o) => o,
             Err(e) => return format!("its origin is unknown ({e})"),
         };
-        let vals = match crate::exec::Interpreter.run_step(StepInput {
-            graph,
-            wanted: &order,
-            source: Some(&self.ph.source),
-            params: &state.params,
-            step,
-            seed: self.opts.seed,
-            training: true,
-        }) {
+        let vals = match crate::exec::Interpreter.run_step(
+            StepInput::new(graph, &order, &state.params)
+                .source(&self.ph.source)
+                .step(step, self.opts.seed)
+                .training(true),
+        ) {
             Ok(v) => v,
             Err(e) => return format!("its origin is unknown (the diagnostic pass failed: {e})"),
         };

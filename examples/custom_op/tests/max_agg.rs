@@ -305,15 +305,12 @@ fn a_plan_with_the_user_neighbour_op_trains() {
     let mut losses = Vec::new();
     for step in 0..60u64 {
         let vals = Interpreter
-            .run_step(StepInput {
-                graph: &graph,
-                wanted: &wanted,
-                source: Some(&source),
-                params: &params,
-                step,
-                seed: 11,
-                training: true,
-            })
+            .run_step(
+                StepInput::new(&graph, &wanted, &params)
+                    .source(&source)
+                    .step(step, 11)
+                    .training(true),
+            )
             .unwrap();
         losses.push(vals.get(loss).unwrap().as_scalar().unwrap());
         let t = (step + 1) as i32;
