@@ -20,6 +20,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use saintflow::exec::StepInput;
 use saintflow::exec::{Executor, Interpreter, Prefetch, StageTimes, StepRunner};
 use saintflow::ir::{recycle, Bindings, Graph, NodeId, Params, Tensor};
 use saintflow::op::{GraphSource, Registry, StoreSource, WithSampler};
@@ -151,13 +152,10 @@ impl Model {
     ) -> (usize, StageTimes, Duration) {
         let mut out = runner
             .run_step(
-                &self.graph,
-                &self.wanted,
-                Some(src),
-                &self.params,
-                step,
-                1,
-                true,
+                StepInput::new(&self.graph, &self.wanted, &self.params)
+                    .source(src)
+                    .step(step, 1)
+                    .training(true),
             )
             .unwrap();
         let started = Instant::now();
@@ -190,13 +188,10 @@ fn timeline(model: &Model, src: &dyn GraphSource, threads: usize) {
         .map(|step| {
             let out = ex
                 .run_step(
-                    &model.graph,
-                    &model.wanted,
-                    Some(src),
-                    &model.params,
-                    step,
-                    1,
-                    true,
+                    StepInput::new(&model.graph, &model.wanted, &model.params)
+                        .source(src)
+                        .step(step, 1)
+                        .training(true),
                 )
                 .unwrap();
             (out.timeline.expect("recorded"), out.bindings)

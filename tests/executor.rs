@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use saintflow::exec::StepInput;
 use saintflow::exec::{run, Executor, Prefetch, StepRunner, StepValues};
 use saintflow::ir::{Bindings, Fact, Graph, Kind, NodeId, Params, Tensor, Value};
 use saintflow::op::builtin::{Gemm, Spmm};
@@ -186,7 +187,12 @@ fn fused_steps_equal_unfused_steps_bit_for_bit_on_every_shipped_plan() {
             let want = reference(&plain, &plain_wanted, &src, &params, 2, 7);
             let got_ref = reference(&fused, &wanted, &src, &params, 2, 7);
             let got_ex = ex
-                .run_step(&fused, &wanted, Some(&src), &params, 2, 7, true)
+                .run_step(
+                    StepInput::new(&fused, &wanted, &params)
+                        .source(&src)
+                        .step(2, 7)
+                        .training(true),
+                )
                 .unwrap();
             for (k, (&w, &pw)) in wanted.iter().zip(&plain_wanted).enumerate() {
                 let want = bits(want.get(pw).unwrap());
@@ -219,7 +225,12 @@ fn executor_equals_the_interpreter_bit_for_bit_on_every_shipped_plan() {
                 let want = reference(&g, &wanted, &src, &params, 2, 7);
                 for ex in &executors {
                     let got = ex
-                        .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+                        .run_step(
+                            StepInput::new(&g, &wanted, &params)
+                                .source(&src)
+                                .step(2, 7)
+                                .training(true),
+                        )
                         .unwrap();
                     assert_eq!(got.bindings, want.bindings);
                     for &w in &wanted {
@@ -287,7 +298,12 @@ fn bf16_steps_are_planned_in_bf16_equal_on_every_worker_count_and_close_to_f32()
         let want = reference(&g, &wanted, &src, &params, 2, 7);
         for ex in &executors {
             let got = ex
-                .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+                .run_step(
+                    StepInput::new(&g, &wanted, &params)
+                        .source(&src)
+                        .step(2, 7)
+                        .training(true),
+                )
                 .unwrap();
             for &w in &wanted {
                 assert!(
@@ -701,8 +717,12 @@ fn a_failing_or_panicking_op_fails_the_step_without_hanging() {
                 wanted.extend(lowered.grads.iter().map(|g| g.1));
                 let ex = Executor::new(threads.try_into().unwrap());
                 for step in 0..6 {
-                    let r =
-                        ex.run_step(&lowered.graph, &wanted, Some(&src), &params, step, 1, true);
+                    let r = ex.run_step(
+                        StepInput::new(&lowered.graph, &wanted, &params)
+                            .source(&src)
+                            .step(step, 1)
+                            .training(true),
+                    );
                     if step == 3 {
                         let e = r.expect_err("step 3 must fail").to_string();
                         assert!(e.contains(name), "{e}");
@@ -771,13 +791,10 @@ fn prefetched_subgraphs_equal_direct_sampling_and_steps_on_them_equal_the_interp
                 for step in 0..6 {
                     let got = ex
                         .run_step(
-                            &lowered.graph,
-                            &[lowered.loss],
-                            Some(pre),
-                            &params,
-                            step,
-                            1,
-                            true,
+                            StepInput::new(&lowered.graph, &[lowered.loss], &params)
+                                .source(pre)
+                                .step(step, 1)
+                                .training(true),
                         )
                         .unwrap();
                     let want = reference(&lowered.graph, &[lowered.loss], &src, &params, step, 1);
@@ -864,7 +881,12 @@ fn many_steps_in_a_row_free_every_intermediate_on_p_one_thread_rayon_workers() {
     let ex = Executor::new(std::num::NonZeroUsize::new(3).unwrap());
     for step in 0..200 {
         let v = ex
-            .run_step(&lowered.graph, &wanted, Some(&src), &params, step, 1, true)
+            .run_step(
+                StepInput::new(&lowered.graph, &wanted, &params)
+                    .source(&src)
+                    .step(step, 1)
+                    .training(true),
+            )
             .unwrap();
         // Every probe output was an intermediate: none may survive the step.
         assert!(
@@ -929,7 +951,12 @@ fn the_timeline_records_every_task_and_part_on_its_worker() {
     let (g, wanted, params) = planned(&path, 64, &src, &reg);
     let ex = Executor::new(std::num::NonZeroUsize::new(2).unwrap()).with_timeline(true);
     let got = ex
-        .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+        .run_step(
+            StepInput::new(&g, &wanted, &params)
+                .source(&src)
+                .step(2, 7)
+                .training(true),
+        )
         .unwrap();
     let t = got.timeline.expect("a timeline");
     assert_eq!(t.workers, 2);
@@ -974,7 +1001,12 @@ fn the_timeline_records_every_task_and_part_on_its_worker() {
         "{busy:?} vs {by_k:?}"
     );
     let plain = Executor::new(std::num::NonZeroUsize::new(2).unwrap())
-        .run_step(&g, &wanted, Some(&src), &params, 2, 7, true)
+        .run_step(
+            StepInput::new(&g, &wanted, &params)
+                .source(&src)
+                .step(2, 7)
+                .training(true),
+        )
         .unwrap();
     assert!(plain.timeline.is_none());
 }

@@ -25,7 +25,14 @@ fn fresh(tmp: &Path, name: &str) -> PathBuf {
             allow_isolated: false,
             by_time: false,
         };
-        split_edges(&GraphStore::open(&input).unwrap(), &base, &spec, false).unwrap();
+        split_edges(
+            &GraphStore::open(&input).unwrap(),
+            &base,
+            &spec,
+            false,
+            saintflow::store::check,
+        )
+        .unwrap();
     }
     let dst = tmp.join(name);
     copy_store(&base, &dst);
@@ -275,7 +282,13 @@ fn split_edges_refuses_an_input_with_unsorted_rows() {
         by_time: false,
     };
     let out = tmp.path().join("out.sf");
-    let e = err_text(split_edges(&store, &out, &spec, false));
+    let e = err_text(split_edges(
+        &store,
+        &out,
+        &spec,
+        false,
+        saintflow::store::check,
+    ));
     assert!(
         e.contains(&format!("neighbours of node {u} not in increasing order")),
         "{e}"

@@ -42,7 +42,7 @@ fn held_out_edges_leave_both_graphs_and_negatives_are_non_edges() {
     let inp = GraphStore::open(&input).unwrap();
     let before = std::fs::read(input.join("header.sf")).unwrap();
     let out = tmp.path().join("out.sf");
-    let r = split_edges(&inp, &out, &spec(0.05, 0.1, 50, 7), false).unwrap();
+    let r = split_edges(&inp, &out, &spec(0.05, 0.1, 50, 7), false, check).unwrap();
     assert_eq!(std::fs::read(input.join("header.sf")).unwrap(), before);
     let m = inp.full().n_entries() as u64 / 2;
     assert_eq!(r.input_edges, m);
@@ -107,7 +107,7 @@ fn the_split_is_a_function_of_the_seed_alone() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| split_edges(&inp, &out, &spec(0.1, 0.1, 20, seed), false))
+            .install(|| split_edges(&inp, &out, &spec(0.1, 0.1, 20, seed), false, check))
             .unwrap();
         out
     };
@@ -159,7 +159,7 @@ fn too_few_eligible_edges_is_an_error_naming_the_numbers_and_allow_isolated_lift
     let out = tmp.path().join("out.sf");
     // 9 edges; 0.5 + 0.4 asks for 4 + 3 = 7; a path keeps every node covered with at most
     // 4 of its edges held out.
-    let e = err_text(split_edges(&inp, &out, &spec(0.5, 0.4, 1, 1), false));
+    let e = err_text(split_edges(&inp, &out, &spec(0.5, 0.4, 1, 1), false, check));
     assert!(
         e.contains("cannot hold out 7 of 9 undirected edges: only"),
         "{e}"
@@ -171,7 +171,7 @@ fn too_few_eligible_edges_is_an_error_naming_the_numbers_and_allow_isolated_lift
         by_time: false,
         ..spec(0.5, 0.4, 1, 1)
     };
-    split_edges(&inp, &out, &allow, false).unwrap();
+    split_edges(&inp, &out, &allow, false, check).unwrap();
     let s = GraphStore::open(&out).unwrap();
     assert_eq!(s.full().n_entries(), 4);
     assert!(s.link_split().unwrap().meta.allow_isolated);
@@ -184,7 +184,7 @@ fn bad_input_is_refused_with_nothing_written() {
     let inp = GraphStore::open(&p).unwrap();
     let out = tmp.path().join("out.sf");
     // K above a source's candidates: N = 10, degree ≤ 2: at most 7.
-    let e = err_text(split_edges(&inp, &out, &spec(0.2, 0.2, 9, 1), false));
+    let e = err_text(split_edges(&inp, &out, &spec(0.2, 0.2, 9, 1), false, check));
     assert!(
         e.contains("--negatives 9") && e.contains("candidate negatives"),
         "{e}"
@@ -194,7 +194,13 @@ fn bad_input_is_refused_with_nothing_written() {
         (0.5, 0.5, 1, "sum below 1"),
         (0.2, 0.2, 0, "--negatives 0"),
     ] {
-        let e = err_text(split_edges(&inp, &out, &spec(val, test, k, 1), false));
+        let e = err_text(split_edges(
+            &inp,
+            &out,
+            &spec(val, test, k, 1),
+            false,
+            check,
+        ));
         assert!(e.contains(needle), "{e}");
     }
     assert!(!out.exists());
@@ -243,7 +249,7 @@ fn eval_link_by_hand_on_a_tiny_split() {
     let input = small_store(tmp.path(), "in.sf", 8, 9);
     let out = tmp.path().join("out.sf");
     let inp = GraphStore::open(&input).unwrap();
-    split_edges(&inp, &out, &spec(0.05, 0.1, 30, 2), false).unwrap();
+    split_edges(&inp, &out, &spec(0.05, 0.1, 30, 2), false, check).unwrap();
     let s = GraphStore::open(&out).unwrap();
     let split = s.link_split().unwrap();
     let e = split.test;

@@ -359,8 +359,10 @@ fn equal_times_are_broken_by_the_seeded_order_deterministically() {
     let flat = GraphStore::open(d.join("flat.sf")).unwrap();
     for seed in [1, 2] {
         let (t, r) = (d.join(format!("t{seed}.sf")), d.join(format!("r{seed}.sf")));
-        split_edges(&flat, &t, &spec(0.1, 0.1, seed, true), false).unwrap();
-        split_edges(&flat, &r, &spec(0.1, 0.1, seed, false), false).unwrap();
+        for (out, by_time) in [(&t, true), (&r, false)] {
+            let spec = spec(0.1, 0.1, seed, by_time);
+            split_edges(&flat, out, &spec, false, saintflow::store::check).unwrap();
+        }
         let (t, r) = (GraphStore::open(&t).unwrap(), GraphStore::open(&r).unwrap());
         assert_eq!(positives(&t, LinkSet::Test), positives(&r, LinkSet::Val));
         assert_eq!(positives(&t, LinkSet::Val), positives(&r, LinkSet::Test));
@@ -371,7 +373,14 @@ fn equal_times_are_broken_by_the_seeded_order_deterministically() {
         );
     }
     let again = d.join("t1-again.sf");
-    split_edges(&flat, &again, &spec(0.1, 0.1, 1, true), false).unwrap();
+    split_edges(
+        &flat,
+        &again,
+        &spec(0.1, 0.1, 1, true),
+        false,
+        saintflow::store::check,
+    )
+    .unwrap();
     for f in std::fs::read_dir(d.join("t1.sf")).unwrap() {
         let name = f.unwrap().file_name();
         assert_eq!(
@@ -420,6 +429,7 @@ fn stores_without_times_keep_the_header_they_always_had() {
         &d.join("split.sf"),
         &spec(0.1, 0.1, 1, false),
         false,
+        saintflow::store::check,
     )
     .unwrap();
     for s in ["plain.sf", "split.sf"] {
@@ -535,7 +545,14 @@ fn check_verifies_a_time_split_record_against_the_stored_times() {
     let d = tmp.path();
     let input = GraphStore::open(temporal_store(d, "t.sf")).unwrap();
     let good = d.join("split.sf");
-    split_edges(&input, &good, &spec(0.2, 0.2, 3, true), false).unwrap();
+    split_edges(
+        &input,
+        &good,
+        &spec(0.2, 0.2, 3, true),
+        false,
+        saintflow::store::check,
+    )
+    .unwrap();
     check(&GraphStore::open(&good).unwrap()).unwrap();
     let edit = |name: &str, f: &dyn Fn(&mut saintflow::store::format::TimeSplit)| {
         let s = d.join(name);

@@ -239,7 +239,7 @@ fn target_exclusion_changes_what_the_model_learns_about_a_bridge() {
                     allow_isolated: false,
                     by_time: false,
                 };
-                split_edges(&inp, &out, &spec, false).unwrap();
+                split_edges(&inp, &out, &spec, false, saintflow::store::check).unwrap();
                 let store = GraphStore::open(&out).unwrap();
                 store.full().neighbors(0).contains(&half).then_some(store)
             })
@@ -346,6 +346,7 @@ fn no_step_passes_messages_over_its_own_targets_on_a_store() {
             ..SplitEdgesSpec::default()
         },
         false,
+        saintflow::store::check,
     )
     .unwrap();
     let store = GraphStore::open(&out).unwrap();

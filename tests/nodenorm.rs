@@ -1,7 +1,7 @@
 //! Issue 58 item 1, normalisation layers in plans end to end: a batchnorm's running
 //! statistics are trained (moved from their initial 0 and 1), saved as state in the
-//! checkpoint and survive checkpoint → resume bit for bit; older checkpoints (`SFCKPT05`)
-//! still load; the export holds them under their documented names; wrong uses are plan
+//! checkpoint and survive checkpoint → resume bit for bit; a checkpoint without state and
+//! one with it load back equal; the export holds them under their documented names; wrong uses are plan
 //! errors at FILE:LINE:COL; a numpy reproduction of `gcn_batchnorm`'s Cora predictions
 //! from the export (ignored unless asked: Cora, python3 and numpy).
 
@@ -104,7 +104,7 @@ fn batchnorm_running_statistics_survive_checkpoint_and_resume_bit_for_bit() {
 }
 
 #[test]
-fn an_sfckpt05_checkpoint_loads_with_no_state() {
+fn a_checkpoint_without_state_and_one_with_it_load_back() {
     let tmp = tempfile::tempdir().unwrap();
     let w = SavedTensor {
         name: "W".into(),
@@ -134,19 +134,10 @@ fn an_sfckpt05_checkpoint_loads_with_no_state() {
         state: vec![],
         best_state: None,
     };
-    // The SFCKPT05 encoding: this one's without its last two fields (an empty list, 8
-    // bytes, and None, 1 byte), under the old magic, the checksum recomputed.
-    let v6 = c.encode_unchecked();
-    assert_eq!(&v6[..8], b"SFCKPT06");
-    let mut v5 = v6[..v6.len() - 8 - 9].to_vec();
-    assert_eq!(&v6[v6.len() - 17..v6.len() - 8], &[0u8; 9]);
-    v5[..8].copy_from_slice(b"SFCKPT05");
-    let sum = xxhash_rust::xxh3::xxh3_64(&v5);
-    v5.extend_from_slice(&sum.to_le_bytes());
-    let path = tmp.path().join("v5.bin");
-    std::fs::write(&path, &v5).unwrap();
+    let path = tmp.path().join("none.bin");
+    c.save(&path).unwrap();
     assert_eq!(Checkpoint::load(&path).unwrap(), c);
-    // And a v6 file with state reads it back.
+    // And a file with state reads it back.
     let mut s = c.clone();
     s.state = vec![SavedTensor {
         name: "bn.running_mean".into(),
@@ -154,12 +145,12 @@ fn an_sfckpt05_checkpoint_loads_with_no_state() {
         cols: 2,
         data: vec![0.5, -0.5],
     }];
-    let p6 = tmp.path().join("v6.bin");
-    s.save(&p6).unwrap();
-    assert_eq!(Checkpoint::load(&p6).unwrap().state, s.state);
+    let with_state = tmp.path().join("state.bin");
+    s.save(&with_state).unwrap();
+    assert_eq!(Checkpoint::load(&with_state).unwrap().state, s.state);
     // State named like a parameter is refused.
     s.state[0].name = "W".into();
-    let err = s.save(&p6).unwrap_err().to_string();
+    let err = s.save(&with_state).unwrap_err().to_string();
     assert!(err.contains("also a parameter"), "{err}");
 }
 

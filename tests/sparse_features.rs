@@ -10,6 +10,7 @@ mod common;
 
 use std::path::Path;
 
+use saintflow::exec::StepInput;
 use saintflow::exec::{run, Executor, StepRunner, StepValues};
 use saintflow::ir::{Bindings, Graph, NodeId, Params, Value};
 use saintflow::op::builtin::FeatureProduct;
@@ -165,7 +166,12 @@ fn every_shipped_plan_steps_alike_with_sparse_features_on_the_interpreter_and_th
             &format!("{name} interpreter"),
         );
         let got = ex
-            .run_step(&sparse, &wanted, Some(&src), &params, 2, 7, true)
+            .run_step(
+                StepInput::new(&sparse, &wanted, &params)
+                    .source(&src)
+                    .step(2, 7)
+                    .training(true),
+            )
             .unwrap();
         assert_close(
             &got,
@@ -450,7 +456,11 @@ fn evaluation_reads_a_sparse_stores_features_sparse_and_gives_the_dense_forward(
         ] {
             assert_eq!(full.in_memory_reason(which), None, "{name} {which:?}");
             let mut dense = Interpreter
-                .run_step(&lowered.graph, &[id], Some(&source), &params, 0, 0, false)
+                .run_step(
+                    StepInput::new(&lowered.graph, &[id], &params)
+                        .source(&source)
+                        .step(0, 0),
+                )
                 .unwrap();
             let dense = dense.take(id).unwrap();
             let dense = dense.as_dense().unwrap();

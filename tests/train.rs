@@ -14,6 +14,7 @@ use std::process::Command;
 
 use saintflow::compile::lower_for;
 use saintflow::exec::Interpreter;
+use saintflow::exec::StepInput;
 use saintflow::infer::{FullGraph, InferOptions, Output};
 use saintflow::op::Registry;
 use saintflow::plan::Plan;
@@ -300,6 +301,79 @@ fn damaged_and_foreign_checkpoints_are_refused_with_the_file_name() {
     let again = run(&o).unwrap();
     assert_eq!(again.epochs, 3);
     assert!(again.test.is_some());
+}
+
+/// Issue 54 item 6: the safetensors checkpoint (`SFCKPT07`) damaged behind a valid
+/// checksum — a cut or garbled body, a header that is not JSON, that names tensors the
+/// body lacks, or a tensor of another dtype or rank — is refused with the file's name and
+/// what is wrong, never a panic.
+#[test]
+fn issue_54_a_damaged_safetensors_checkpoint_is_refused_with_the_file_name() {
+    use saintflow::train::checkpoint::seal;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = GraphStore::open(common::planted(tmp.path(), 9)).unwrap();
+    let plan = load("gcn", &["dims.hidden=8"]);
+    let ck = tmp.path().join("ck.bin");
+    run(&opts(&store, &plan, 1, 1).checkpoint(&ck)).unwrap();
+    let good = std::fs::read(&ck).unwrap();
+    assert_eq!(&good[..8], b"SFCKPT07");
+    let body = &good[8..good.len() - 8];
+    let name = ck.display().to_string();
+    let load_err = |bytes: &[u8]| {
+        std::fs::write(&ck, bytes).unwrap();
+        saintflow::train::Checkpoint::load(&ck)
+            .unwrap_err()
+            .to_string()
+    };
+    // The safetensors header and JSON as text, to edit.
+    let n = u64::from_le_bytes(body[..8].try_into().unwrap()) as usize;
+    let json = std::str::from_utf8(&body[8..8 + n]).unwrap().to_string();
+    let with_json = |json: &str| {
+        let mut b = (json.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(json.as_bytes());
+        b.extend_from_slice(&body[8 + n..]);
+        seal(&b)
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "body cut",
+            seal(&body[..body.len() / 2]),
+            "not a safetensors body",
+        ),
+        ("empty body", seal(&[]), "not a safetensors body"),
+        ("garbage", seal(&[0xff; 64]), "not a safetensors body"),
+        (
+            "header not JSON",
+            with_json(&json.replacen(r#"\"plan_hash\""#, r#"\"plan_hash"#, 1)),
+            "decoding the header",
+        ),
+        (
+            "a tensor the body lacks",
+            with_json(&json.replacen(r#"\"params\":[["#, r#"\"params\":[[\"extra\",1,1],["#, 1)),
+            "tensors: the header names",
+        ),
+        (
+            "another dtype",
+            with_json(&json.replacen(r#""dtype":"F32""#, r#""dtype":"I32""#, 1)),
+            "expected F32",
+        ),
+        (
+            "no header",
+            with_json(&json.replacen(r#""checkpoint":"#, r#""other":"#, 1)),
+            "no `checkpoint` header",
+        ),
+    ];
+    for (what, bytes, want) in cases {
+        let e = load_err(&bytes);
+        assert!(e.contains(&name) && e.contains(want), "{what}: {e}");
+    }
+    // The file as written still loads, and a re-encoding is the same bytes.
+    let c = saintflow::train::Checkpoint::load(&{
+        std::fs::write(&ck, &good).unwrap();
+        ck.clone()
+    })
+    .unwrap();
+    assert_eq!(c.encode_unchecked(), good);
 }
 
 /// Issue 15: a checkpoint of another graph with the same F and C (same generator, another
@@ -1165,18 +1239,12 @@ fn an_interrupted_run_keeps_its_last_whole_epoch() {
     impl saintflow::exec::StepRunner for SetAt<'_> {
         fn run_step(
             &self,
-            graph: &saintflow::ir::Graph,
-            wanted: &[saintflow::ir::NodeId],
-            source: Option<&dyn saintflow::ir::GraphSource>,
-            params: &saintflow::ir::Params,
-            step: u64,
-            seed: u64,
-            training: bool,
+            input: StepInput<'_>,
         ) -> std::result::Result<saintflow::exec::StepValues, saintflow::ir::IrError> {
-            if step == 1 {
+            if input.step == 1 {
                 self.0.store(true, Ordering::Relaxed);
             }
-            Interpreter.run_step(graph, wanted, source, params, step, seed, training)
+            Interpreter.run_step(input)
         }
 
         fn threads(&self) -> usize {

@@ -1,11 +1,12 @@
 //! `checkpoint`: a checkpoint file made of the input, loaded and resumed.
 //!
 //! The first byte is the mode: bits 0–2 the training plan ([`crate::base::plan`]); bits
-//! 3–4 how the rest becomes the file: 0 as is; 1 sealed (magic `SFCKPT02` before it, its
-//! xxh3-64 after, so that the decoder sees it past the checksum); 2–3 sealed with the first
-//! 16 bytes of the encoding (the plan hash and the seed) set to the plan's and the run's
-//! and the last 8 (the graph's identity) to the base store's, so that the resume goes past
-//! the identity checks; bit 5 evaluation on.
+//! 3–4 how the rest becomes the file: 0 as is; 1 sealed (magic `SFCKPT07` before it, its
+//! xxh3-64 after, so that the decoder sees it past the checksum: the rest is the
+//! safetensors body); 2–3 sealed with the header's plan hash and seed set to the plan's and
+//! the run's and its graph identity to the base store's (when the body's JSON parses that
+//! far: [`with_identity`]), so that the resume goes past the identity checks; bit 5
+//! evaluation on.
 //!
 //! Property: `Checkpoint::load` returns; a loaded checkpoint resumes a run on the base
 //! store for one more step (parameters, optimiser state, counters and best-validation copy
@@ -16,6 +17,7 @@
 
 use saintflow::compile::plan_hash;
 use saintflow::ir::{Init, ParamDecl};
+use saintflow::train::checkpoint::seal;
 use saintflow::train::export::{load_safetensors, safetensors_bytes, Which};
 use saintflow::train::{Checkpoint, TrainOptions};
 
@@ -26,7 +28,7 @@ use crate::input::Input;
 pub const SEED: u64 = 5;
 
 /// The checkpoint file's magic.
-pub const MAGIC: &[u8; 8] = b"SFCKPT02";
+pub use saintflow::train::checkpoint::MAGIC;
 
 /// The fuzz target's body (see the module documentation).
 pub fn checkpoint(data: &[u8]) {
@@ -40,11 +42,8 @@ pub fn checkpoint(data: &[u8]) {
     let file = match (mode >> 3) & 3 {
         0 => body,
         k => {
-            if k >= 2 && body.len() >= 24 {
-                body[..8].copy_from_slice(&plan_hash(plan).to_le_bytes());
-                body[8..16].copy_from_slice(&SEED.to_le_bytes());
-                let n = body.len();
-                body[n - 8..].copy_from_slice(&store.identity().to_le_bytes());
+            if k >= 2 {
+                body = with_identity(&body, plan_hash(plan), SEED, store.identity());
             }
             seal(&body)
         }
@@ -64,13 +63,29 @@ pub fn checkpoint(data: &[u8]) {
         .train();
 }
 
-/// Magic + `body` + xxh3-64 of both: a file `Checkpoint::load` reads past its checks.
-pub fn seal(body: &[u8]) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
-    out.extend_from_slice(body);
-    let sum = xxhash_rust::xxh3::xxh3_64(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
-    out
+/// `body` (a checkpoint's safetensors body) with its header's `plan_hash`, `seed` and
+/// `graph_id` set, or as it is when its safetensors header or the checkpoint JSON inside
+/// does not parse (the loader then refuses it anyway).
+pub fn with_identity(body: &[u8], plan_hash: u64, seed: u64, graph_id: u64) -> Vec<u8> {
+    use serde_json::Value;
+    let edited = || -> Option<Vec<u8>> {
+        let n = usize::try_from(u64::from_le_bytes(body.get(..8)?.try_into().ok()?)).ok()?;
+        let end = n.checked_add(8)?;
+        let mut outer: Value = serde_json::from_slice(body.get(8..end)?).ok()?;
+        let text = outer.get("__metadata__")?.get("checkpoint")?.as_str()?;
+        let mut inner: Value = serde_json::from_str(text).ok()?;
+        let h = inner.as_object_mut()?;
+        h.insert("plan_hash".into(), plan_hash.into());
+        h.insert("seed".into(), seed.into());
+        h.insert("graph_id".into(), graph_id.into());
+        *outer.get_mut("__metadata__")?.get_mut("checkpoint")? = inner.to_string().into();
+        let json = outer.to_string();
+        let mut out = (json.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(json.as_bytes());
+        out.extend_from_slice(&body[end..]);
+        Some(out)
+    };
+    edited().unwrap_or_else(|| body.to_vec())
 }
 
 /// What a loaded checkpoint promises (see the module documentation); panics otherwise.

@@ -419,7 +419,8 @@ impl Store {
                 by_time,
             };
             let r = on_pool(py, || {
-                split_edges(&input, &output, &spec, force).and_then(|_| GraphStore::open(&output))
+                split_edges(&input, &output, &spec, force, saintflow::store::check)
+                    .and_then(|_| GraphStore::open(&output))
             })?;
             Ok(Store::new(lib(r)?))
         })

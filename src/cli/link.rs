@@ -73,7 +73,7 @@ pub(super) fn split(a: SplitEdgesArgs) -> Result<()> {
         allow_isolated: a.allow_isolated,
         by_time: a.by_time,
     };
-    let r = split_edges(&input, &a.output, &spec, a.force)?;
+    let r = split_edges(&input, &a.output, &spec, a.force, crate::store::check)?;
     super::out(&format!(
         "wrote {}: held out {} validation and {} test edges of {} undirected edges ({} remain for message passing); {} negatives per positive and one negative pair per positive; {:.2} s\n",
         a.output.display(),

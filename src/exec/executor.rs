@@ -29,7 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::interp::{check_output, op_error, step_order, StageTimes, StepRunner, StepValues};
+use super::interp::{
+    check_output, op_error, step_order, StageTimes, StepInput, StepRunner, StepValues,
+};
 use super::pool::{current_worker, Pool, Scope};
 use super::timeline::{Span, SpanKind, Timeline};
 use crate::ir::{recycle, Bindings, Graph, IrError, NodeId, Params, Tensor, Value};
@@ -68,23 +70,14 @@ impl Executor {
 }
 
 impl StepRunner for Executor {
-    fn run_step(
-        &self,
-        graph: &Graph,
-        wanted: &[NodeId],
-        source: Option<&dyn GraphSource>,
-        params: &Params,
-        step: u64,
-        seed: u64,
-        training: bool,
-    ) -> Result<StepValues, IrError> {
+    fn run_step(&self, i: StepInput<'_>) -> Result<StepValues, IrError> {
         run_on(
             &self.pool,
-            graph,
-            wanted,
-            source,
-            params,
-            (step, seed, training),
+            i.graph,
+            i.wanted,
+            i.source,
+            i.params,
+            (i.step, i.seed, i.training),
             self.timeline,
         )
     }

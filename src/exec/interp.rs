@@ -53,23 +53,66 @@ pub struct StepValues {
     pub timeline: Option<super::timeline::Timeline>,
 }
 
+/// What one step of a DAG runs on ([`StepRunner::run_step`]).
+#[derive(Clone, Copy)]
+pub struct StepInput<'a> {
+    /// The lowered DAG.
+    pub graph: &'a Graph,
+    /// The nodes whose values the step returns.
+    pub wanted: &'a [NodeId],
+    /// The step's subgraph and its inputs (None for a DAG without graph inputs).
+    pub source: Option<&'a dyn GraphSource>,
+    /// The parameters' values.
+    pub params: &'a Params,
+    /// The step's global index (asks `source` for its subgraph).
+    pub step: u64,
+    /// The run's seed: with `step`, keys the step's randomness (dropout masks).
+    pub seed: u64,
+    /// Training (dropout on) or evaluation.
+    pub training: bool,
+}
+
+impl<'a> StepInput<'a> {
+    /// An evaluation step 0 of `graph` (seed 0, no source) returning `wanted`; the
+    /// methods below set the rest.
+    pub fn new(graph: &'a Graph, wanted: &'a [NodeId], params: &'a Params) -> Self {
+        StepInput {
+            graph,
+            wanted,
+            source: None,
+            params,
+            step: 0,
+            seed: 0,
+            training: false,
+        }
+    }
+
+    /// With the subgraphs and inputs of `source`.
+    pub fn source(self, source: &'a dyn GraphSource) -> Self {
+        StepInput {
+            source: Some(source),
+            ..self
+        }
+    }
+
+    /// As step `step` of a run seeded `seed`.
+    pub fn step(self, step: u64, seed: u64) -> Self {
+        StepInput { step, seed, ..self }
+    }
+
+    /// Training (dropout on) when `training`, else evaluation.
+    pub fn training(self, training: bool) -> Self {
+        StepInput { training, ..self }
+    }
+}
+
 /// Something that runs a step's DAG: the reference [`Interpreter`] or the work-stealing
 /// executor. The training loop, evaluation and `embed` are written against this, so a
 /// runner can be swapped (and tested against the interpreter) without touching them.
 pub trait StepRunner: Sync {
-    /// Runs step `step` of `graph` (`seed` keys the step's randomness, `training` turns
-    /// dropout on) and returns the values of `wanted`.
-    #[allow(clippy::too_many_arguments)]
-    fn run_step(
-        &self,
-        graph: &Graph,
-        wanted: &[NodeId],
-        source: Option<&dyn GraphSource>,
-        params: &Params,
-        step: u64,
-        seed: u64,
-        training: bool,
-    ) -> Result<StepValues, IrError>;
+    /// Runs step `input.step` of `input.graph` and returns the values of `input.wanted`
+    /// ([`StepInput`] says what each field does).
+    fn run_step(&self, input: StepInput<'_>) -> Result<StepValues, IrError>;
 
     /// Worker threads it computes on.
     fn threads(&self) -> usize;
@@ -100,17 +143,10 @@ pub trait StepRunner: Sync {
 pub struct Interpreter;
 
 impl StepRunner for Interpreter {
-    fn run_step(
-        &self,
-        graph: &Graph,
-        wanted: &[NodeId],
-        source: Option<&dyn GraphSource>,
-        params: &Params,
-        step: u64,
-        seed: u64,
-        training: bool,
-    ) -> Result<StepValues, IrError> {
-        run(graph, wanted, source, params, step, seed, training)
+    fn run_step(&self, i: StepInput<'_>) -> Result<StepValues, IrError> {
+        run(
+            i.graph, i.wanted, i.source, i.params, i.step, i.seed, i.training,
+        )
     }
 
     fn threads(&self) -> usize {

@@ -12,7 +12,7 @@ pub mod timeline;
 
 pub use executor::Executor;
 pub use gradcheck::{check_gradients, Discrepancy, GradCheck};
-pub use interp::{run, Interpreter, StageTimes, StepRunner, StepValues};
+pub use interp::{run, Interpreter, StageTimes, StepInput, StepRunner, StepValues};
 pub use pool::{Pool, Scope};
 pub use prefetch::Prefetch;
 pub use timeline::{Span, SpanKind, Timeline};

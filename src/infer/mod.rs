@@ -46,6 +46,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::compile::CompileError;
+use crate::exec::StepInput;
 use crate::exec::StepRunner;
 use crate::ir::{Bindings, Graph, NodeId, Params, Tensor};
 use crate::metrics::{Counts, Metrics};
@@ -427,15 +428,8 @@ impl<'g> FullGraph<'g> {
         which: Output,
     ) -> Result<Tensor> {
         let node = self.output(which).0;
-        let mut v = runner.run_step(
-            &self.graph,
-            &[node],
-            Some(&self.source),
-            params,
-            0,
-            0,
-            false,
-        )?;
+        let mut v =
+            runner.run_step(StepInput::new(&self.graph, &[node], params).source(&self.source))?;
         let t = v
             .take(node)
             .and_then(|x| x.as_dense().cloned())

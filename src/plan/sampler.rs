@@ -11,8 +11,7 @@ use crate::sample::params::{FieldError, FieldType, FieldValue, Input};
 use crate::suggest::did_you_mean;
 
 use super::schema::{SampleGraph, SamplerPlan, WrittenCount};
-use super::spanned::RawTable;
-use super::typing::err;
+use super::spanned::{err, RawTable};
 use super::{PlanError, PlanErrorKind, Source};
 
 /// The keys every sampler has in a plan.

@@ -12,6 +12,11 @@ use crate::suggest::did_you_mean;
 
 use super::{PlanError, PlanErrorKind, Source};
 
+/// A schema error at byte `at` of `src` (typing's and the sampler tables' checks).
+pub(super) fn err(src: &Source, at: usize, what: impl Into<String>) -> PlanError {
+    src.error(at, PlanErrorKind::Schema, what)
+}
+
 pub(super) type S<T> = Spanned<T>;
 
 /// A TOML scalar where a shape entry or an initialiser may be a number or a name.

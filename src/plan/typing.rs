@@ -26,14 +26,10 @@ use super::schema::{
     Layer, LinkMetric, LinkTask, Optimizer, ParamSpec, Phase, Plan, Task, Watch,
 };
 use super::spanned::{
-    toml_error, Lit, RawCompute, RawDistributed, RawEval, RawLayer, RawOptimizer, RawPlan,
+    err, toml_error, Lit, RawCompute, RawDistributed, RawEval, RawLayer, RawOptimizer, RawPlan,
     RawTable, RawTask, S,
 };
 use super::{PlanError, PlanErrorKind, Source, MAX_DIM, MAX_LAYERS};
-
-pub(super) fn err(src: &Source, at: usize, what: impl Into<String>) -> PlanError {
-    src.error(at, PlanErrorKind::Schema, what)
-}
 
 pub(crate) fn parse(src: Arc<Source>) -> Result<Plan, PlanError> {
     let (raw, effective) = deserialize_with_overrides::<RawPlan>(&src)?;

@@ -18,13 +18,16 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
+use memmap2::{Advice, MmapMut, MmapOptions};
 
 use crate::store::format::{
-    decode_header, Header, LabelKind, LinkSectionId, Role, SectionEntry, SectionId, SplitCounts,
-    HEADER_FILE, NO_LABEL, TIME_SECTION,
+    decode_header, Header, LabelKind, LinkSectionId, Role, SectionId, SplitCounts, HEADER_FILE,
+    NO_LABEL, TIME_SECTION,
 };
 use crate::store::StoreError;
+
+use super::section::{check_offsets, map_section, Backing};
+use super::typed_maps::TypedMaps;
 
 /// The sections `open` reads whole (O(N) bytes) and verifies with their checksums; the
 /// others (indices O(nnz), features O(N·F)) only `check` reads whole.
@@ -34,21 +37,6 @@ pub const SMALL_SECTIONS: [SectionId; 4] = [
     SectionId::Labels,
     SectionId::Roles,
 ];
-
-/// A mapped section, or nothing for an empty one (zero-length files cannot be mapped).
-pub(super) enum Backing {
-    Empty,
-    Map(Mmap),
-}
-
-impl Backing {
-    pub(super) fn bytes(&self) -> &[u8] {
-        match self {
-            Backing::Empty => &[],
-            Backing::Map(m) => m,
-        }
-    }
-}
 
 /// A section mapped copy-on-write by [`GraphStore::map_private`].
 pub struct PrivateSection {
@@ -110,7 +98,7 @@ pub struct GraphStore {
     /// The edge-time section (`full.time`), when the store has one.
     time: Option<Backing>,
     /// A typed store's per-type and per-relation sections (issue 57; `store::typed`).
-    pub(super) typed: Option<super::typed::TypedMaps>,
+    pub(super) typed: Option<TypedMaps>,
 }
 
 /// A CSR adjacency view: `offsets` has N+1 monotone entries ending at `indices.len()`.
@@ -184,29 +172,6 @@ impl<'a> Csr<'a> {
     }
 }
 
-/// Checks CSR offsets: N+1 ≥ 1 entries, first 0, monotone, last = `nnz`.
-pub(crate) fn check_offsets(offsets: &[u64], nnz: u64) -> Result<(), String> {
-    let Some(&first) = offsets.first() else {
-        return Err("offsets are empty, expected N+1 entries".into());
-    };
-    if first != 0 {
-        return Err(format!("offsets[0] expected 0, got {first}"));
-    }
-    if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
-        return Err(format!(
-            "offsets not monotone at row {i}: offsets[{i}] = {}, offsets[{}] = {}",
-            offsets[i],
-            i + 1,
-            offsets[i + 1]
-        ));
-    }
-    let last = offsets[offsets.len() - 1];
-    if last != nnz {
-        return Err(format!("offsets[N] expected nnz = {nnz}, got {last}"));
-    }
-    Ok(())
-}
-
 /// Labels of all nodes.
 #[derive(Clone, Copy)]
 pub enum Labels<'a> {
@@ -249,9 +214,11 @@ impl Labels<'_> {
 }
 
 impl GraphStore {
-    /// Opens the store directory `dir`: header, lengths, offsets and roles are checked.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let dir = dir.as_ref().to_path_buf();
+    /// The store directory `dir` mapped, its header, lengths, offsets and roles checked,
+    /// but not yet its link split's and typed sections' cheap checks: what
+    /// [`GraphStore::open`] (store/open.rs, above the link and typed modules) adds.
+    pub(super) fn open_mapped(dir: &Path) -> Result<Self, StoreError> {
+        let dir = dir.to_path_buf();
         let hpath = dir.join(HEADER_FILE);
         // Not a store (a dataset to import, an edge list, nothing): say which command makes
         // one of it (issue 54, item 8).
@@ -288,7 +255,7 @@ impl GraphStore {
             None => None,
         };
         let typed = match &header.types {
-            Some(meta) => Some(super::typed::TypedMaps::open(&dir, meta)?),
+            Some(meta) => Some(TypedMaps::open(&dir, meta)?),
             None => None,
         };
         let store = GraphStore {
@@ -301,8 +268,6 @@ impl GraphStore {
             typed,
         };
         store.check_cheap()?;
-        crate::store::link::check_cheap(&store)?;
-        super::typed::check_cheap(&store)?;
         Ok(store)
     }
 
@@ -741,57 +706,6 @@ fn read_header_bytes(path: &Path) -> Result<Vec<u8>, StoreError> {
         .read_to_end(&mut buf)
         .map_err(|e| StoreError::io(path, "read", e))?;
     Ok(buf)
-}
-
-pub(super) fn map_section(
-    dir: &Path,
-    entry: &SectionEntry,
-    name: &str,
-    file_name: &str,
-) -> Result<Backing, StoreError> {
-    let path = dir.join(file_name);
-    let file = File::open(&path).map_err(|e| StoreError::io(&path, "open section", e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| StoreError::io(&path, "stat", e))?
-        .len();
-    if len != entry.bytes {
-        return Err(StoreError::corrupt(
-            &path,
-            name,
-            format!(
-                "file length expected {} bytes, got {len} ({})",
-                entry.bytes,
-                if len < entry.bytes {
-                    "truncated"
-                } else {
-                    "extended"
-                }
-            ),
-        ));
-    }
-    if len == 0 {
-        return Ok(Backing::Empty);
-    }
-    if usize::try_from(len).is_err() {
-        return Err(StoreError::corrupt(
-            &path,
-            name,
-            "section larger than the address space",
-        ));
-    }
-    // SAFETY: the file is opened read-only and the mapping is read-only. Its length was
-    // checked above; saintflow never writes to a committed store. See the module comment
-    // for what another process truncating the file would do.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| StoreError::io(&path, "mmap", e))?;
-    if map.len() as u64 != len {
-        return Err(StoreError::corrupt(
-            &path,
-            name,
-            "file changed size while being mapped",
-        ));
-    }
-    Ok(Backing::Map(map))
 }
 
 /// The fraction of nonzero values of an n × f row-major matrix, counted on up to 4,096 rows

@@ -13,9 +13,12 @@ pub mod link;
 pub mod mmap;
 mod ndarray;
 mod not_a_store;
+mod open;
 pub mod scan;
+mod section;
 pub mod time;
 pub mod typed;
+mod typed_maps;
 pub mod writer;
 
 pub use check::check;

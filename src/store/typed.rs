@@ -23,56 +23,14 @@
 //! the full graph exactly the union of the relations, finite features.
 
 use std::ops::Range;
-use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::store::format::{
-    relation_sections, type_features_section, SectionId, TypesMeta, DEFAULT_NODE_TYPE,
-    DEFAULT_RELATION,
-};
-use crate::store::mmap::{check_offsets, map_section, Backing, Csr, GraphStore};
+use crate::store::format::{SectionId, TypesMeta, DEFAULT_NODE_TYPE, DEFAULT_RELATION};
+use crate::store::mmap::{Csr, GraphStore};
 use crate::store::scan::{find_entries, find_rows, Found};
+use crate::store::section::{check_offsets, Backing};
 use crate::store::StoreError;
-
-/// The mapped sections of a typed store.
-pub(crate) struct TypedMaps {
-    /// First global id of each type, then N.
-    starts: Vec<u64>,
-    /// Per type: its features (empty for a type without).
-    features: Vec<Backing>,
-    /// Per relation: offsets and indices.
-    offsets: Vec<Backing>,
-    indices: Vec<Backing>,
-}
-
-impl TypedMaps {
-    /// Maps every typed section, each file's length checked against the header.
-    pub(super) fn open(dir: &Path, meta: &TypesMeta) -> Result<TypedMaps, StoreError> {
-        let mut features = Vec::with_capacity(meta.node_types.len());
-        for (t, ty) in meta.node_types.iter().enumerate() {
-            features.push(match &ty.features {
-                Some(e) => {
-                    let (name, file) = type_features_section(t);
-                    map_section(dir, e, &name, &file)?
-                }
-                None => Backing::Empty,
-            });
-        }
-        let (mut offsets, mut indices) = (Vec::new(), Vec::new());
-        for (r, rel) in meta.relations.iter().enumerate() {
-            let [(on, of), (iname, ifile)] = relation_sections(r);
-            offsets.push(map_section(dir, &rel.offsets, &on, &of)?);
-            indices.push(map_section(dir, &rel.indices, &iname, &ifile)?);
-        }
-        Ok(TypedMaps {
-            starts: meta.starts(),
-            features,
-            offsets,
-            indices,
-        })
-    }
-}
 
 fn cast<T: bytemuck::Pod>(b: &Backing) -> &[T] {
     let bytes = b.bytes();

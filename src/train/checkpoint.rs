@@ -5,18 +5,18 @@
 //! the graph by its identity ([`GraphStore::identity`]: the xxh3-64 of the store's header,
 //! which holds the counts and every section's checksum).
 //!
-//! File format: magic `SFCKPT06`, the bincode encoding of [`Checkpoint`], then the
-//! xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
-//! refused with its name rather than half-loaded. `SFCKPT05` (before state that is not a
-//! parameter: `batchnorm`'s running statistics, the last two fields) is read with none;
-//! `SFCKPT04` (before early stopping, also the two fields before those) with neither; `SFCKPT03` (before link plans kept their best
-//! validation figures) also without those; `SFCKPT02` (before
-//! distributed training kept its consensus state here) as a single-process checkpoint. A
-//! `SFCKPT01` file (before graph identities) is refused with a message saying so: it cannot
-//! show which graph it was trained on, and resuming on another one is the silent failure
-//! the identity exists to stop; such files came only from pre-release builds. Written atomically: a temporary file in
-//! the same directory, fsync, rename over the old one, fsync of the directory — a kill at
-//! any moment leaves the old checkpoint or the new one, never a mix.
+//! File format (`SFCKPT07`, docs/FORMAT.md): magic `SFCKPT07`, a safetensors body, then
+//! the xxh3-64 of everything before it (little-endian), so a truncated or damaged file is
+//! refused with its name rather than half-loaded. The body holds every tensor as F32
+//! `[rows, cols]` under `GROUP.INDEX` (`params.0`, `opt_m.3`, `best_state.1`, …) and, in
+//! its metadata under `checkpoint`, a JSON header (`Header`): the scalar fields and each
+//! group's tensors in order, as `[name, rows, cols]`. serde_json writes f64 as the shortest text that reads
+//! back to the same bits (`float_roundtrip`), so a resume is bit-identical. Older
+//! checkpoints (`SFCKPT06` and before: bincode, dropped for RUSTSEC-2025-0141) are refused
+//! with a message naming the file and saying to train again or finish the run with the
+//! release that wrote it. Written atomically: a temporary file in the same directory,
+//! fsync, rename over the old one, fsync of the directory — a kill at any moment leaves the
+//! old checkpoint or the new one, never a mix.
 //!
 //! Every field read is checked before use ([`Checkpoint::validate`], issue 55 items 7 and
 //! 8), on load and before a save, so saintflow never writes a checkpoint it would refuse:
@@ -29,6 +29,9 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::HashMap;
+
+use safetensors::tensor::{Dtype, TensorView};
 use serde::{Deserialize, Serialize};
 
 use crate::dist::DistState;
@@ -38,27 +41,19 @@ use crate::store::GraphStore;
 use super::TrainError;
 use crate::metrics::{LinkMetrics, Metrics};
 
-const MAGIC: &[u8; 8] = b"SFCKPT06";
-/// The format before state: the same encoding without the last two fields, read as
-/// `state: []`, `best_state: None`.
-const MAGIC_V5: &[u8; 8] = b"SFCKPT05";
-/// The format before early stopping: the same encoding without the last two fields, read
-/// as `early: None, best_loss: None`.
-const MAGIC_V4: &[u8; 8] = b"SFCKPT04";
-/// The format before link plans: the same encoding without the last field, read as
-/// `best_link: None` (bincode writes `None` as one zero byte).
-const MAGIC_V3: &[u8; 8] = b"SFCKPT03";
-/// The format before the distributed state: without the last two fields.
-const MAGIC_V2: &[u8; 8] = b"SFCKPT02";
-/// The format before the graph's identity was recorded.
-const MAGIC_V1: &[u8; 8] = b"SFCKPT01";
+/// This format's magic.
+pub const MAGIC: &[u8; 8] = b"SFCKPT07";
+/// Every checkpoint's magic begins so; the two digits after are its version.
+const MAGIC_STEM: &[u8; 6] = b"SFCKPT";
+/// The safetensors metadata key of the JSON header.
+const HEADER_KEY: &str = "checkpoint";
 
 /// The most steps an epoch can have: ⌈|V_train| / |V_s|⌉ with node ids of 32 bits and
 /// |V_s| ≥ 1. A checkpoint claiming more steps than `epoch` times this is refused.
 pub const MAX_STEPS_PER_EPOCH: u64 = 1 << 32;
 
 /// A parameter's value, serialisable.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SavedTensor {
     /// Its name.
     pub name: String,
@@ -99,7 +94,7 @@ pub fn load_params(saved: &[SavedTensor]) -> Params {
 }
 
 /// A training run's state after an epoch.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Checkpoint {
     /// xxh3-64 of the effective plan text.
     pub plan_hash: u64,
@@ -123,8 +118,7 @@ pub struct Checkpoint {
     /// Their epoch.
     pub best_epoch: usize,
     /// Their validation metrics (accuracy and F1s here; a link plan's ranking figures in
-    /// `best_link`, the format's last field).
-    #[serde(with = "node_metrics")]
+    /// `best_link`).
     pub best_val: Option<Metrics>,
     /// Seconds of training so far.
     pub elapsed: f64,
@@ -138,13 +132,13 @@ pub struct Checkpoint {
     /// A link plan's best validation ranking figures (`best_val`'s `link`, which `load`
     /// puts back there).
     pub best_link: Option<LinkMetrics>,
-    /// Where early stopping stands (None in checkpoints from before it).
+    /// Where early stopping stands (None in a run without early stopping's state).
     pub early: Option<EarlyState>,
     /// The best validation's loss (`best_val`'s `loss`, which `load` puts back there).
     pub best_loss: Option<f64>,
     /// State that is not a parameter (no gradient, no optimiser): each `batchnorm`'s
     /// `NAME.running_mean` and `NAME.running_var`, `[1, f]`, after the last step (empty
-    /// in checkpoints from before it, `SFCKPT05` and older, and for plans without any).
+    /// for plans without any).
     pub state: Vec<SavedTensor>,
     /// The state that went with the best-validation parameters (None when they are None).
     pub best_state: Option<Vec<SavedTensor>>,
@@ -156,7 +150,9 @@ pub struct Checkpoint {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EarlyState {
     /// The best value of each watched figure so far, in `watch` order (the selection
-    /// figure alone without `watch`; empty before the first validation).
+    /// figure alone without `watch`; empty before the first validation; −∞ for a figure
+    /// never given, which JSON has no number for: written `"-inf"`).
+    #[serde(with = "f64s_named")]
     pub bests: Vec<f64>,
     /// Evaluations in a row without progress.
     pub since: u64,
@@ -164,31 +160,267 @@ pub struct EarlyState {
     pub stopped_at: Option<usize>,
 }
 
-/// `best_val` as the format has always held it: accuracy, F1-micro and F1-macro.
-mod node_metrics {
+/// An f64 in the JSON header: a number, or the name of a value JSON has no number for
+/// (`"-inf"`, `"inf"`, `"NaN"`), so that early stopping's −∞ survives the header and a
+/// crafted NaN is read back as NaN (and refused by [`Checkpoint::validate`] naming the
+/// field), not as a decoding error or as something else.
+#[derive(Clone, Copy)]
+struct Float(f64);
+
+impl Serialize for Float {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            x if x.is_finite() => s.serialize_f64(x),
+            x if x.is_nan() => s.serialize_str("NaN"),
+            x if x > 0.0 => s.serialize_str("inf"),
+            _ => s.serialize_str("-inf"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Float {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Float, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Named {
+            Number(f64),
+            Name(String),
+        }
+        match Named::deserialize(d)? {
+            Named::Number(x) => Ok(Float(x)),
+            Named::Name(s) => match s.as_str() {
+                "-inf" => Ok(Float(f64::NEG_INFINITY)),
+                "inf" => Ok(Float(f64::INFINITY)),
+                "NaN" => Ok(Float(f64::NAN)),
+                _ => Err(serde::de::Error::custom(format!(
+                    "expected a number, \"-inf\", \"inf\" or \"NaN\", got \"{s}\""
+                ))),
+            },
+        }
+    }
+}
+
+/// [`EarlyState::bests`] as a list of [`Float`].
+mod f64s_named {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use crate::metrics::Metrics;
+    use super::Float;
 
-    pub(super) fn serialize<S: Serializer>(m: &Option<Metrics>, s: S) -> Result<S::Ok, S::Error> {
-        m.map(|m| (m.accuracy, m.f1_micro, m.f1_macro)).serialize(s)
+    pub(super) fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        v.iter().map(|&x| Float(x)).collect::<Vec<_>>().serialize(s)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Metrics>, D::Error> {
-        Ok(
-            Option::<(f64, f64, f64)>::deserialize(d)?.map(|(accuracy, f1_micro, f1_macro)| {
-                Metrics {
-                    accuracy,
-                    f1_micro,
-                    f1_macro,
-                    link: None,
-                    loss: None,
-                    roc_auc: None,
-                }
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        Ok(Vec::<Float>::deserialize(d)?
+            .into_iter()
+            .map(|f| f.0)
+            .collect())
+    }
+}
+
+/// The checkpoint's fields other than the tensors, and the tensors' names per group in
+/// order, as the JSON in the safetensors metadata (`checkpoint`). The tensors themselves
+/// are the body's `GROUP.INDEX`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    plan_hash: u64,
+    seed: u64,
+    epoch: usize,
+    step: u64,
+    opt_t: u64,
+    best_epoch: usize,
+    /// `best_val`'s accuracy, F1-micro and F1-macro (its link figures in `best_link`, its
+    /// loss in `best_loss`).
+    best_val: Option<[Float; 3]>,
+    elapsed: Float,
+    log_pos: Option<u64>,
+    graph_id: u64,
+    dist: Option<DistHeader>,
+    best_link: Option<LinkMetrics>,
+    early: Option<EarlyState>,
+    best_loss: Option<Float>,
+    params: Vec<Entry>,
+    opt_m: Vec<Entry>,
+    opt_v: Vec<Entry>,
+    best_params: Option<Vec<Entry>>,
+    state: Vec<Entry>,
+    best_state: Option<Vec<Entry>>,
+}
+
+/// [`DistState`] in the header: each rank's `(mean, variance, seen)`, then `var_bar`.
+type DistHeader = (Vec<(Float, Float, bool)>, Float);
+
+/// A tensor in the header: its name, rows and columns. The body's `GROUP.INDEX` holds its
+/// values as `[rows, cols]` (as a flat list when they are not rows × cols, which only
+/// [`Checkpoint::encode_unchecked`] writes and [`Checkpoint::validate`] refuses).
+type Entry = (String, usize, usize);
+
+/// The tensor groups in the body, by their key prefix.
+fn groups(c: &Checkpoint) -> [(&'static str, Option<&[SavedTensor]>); 6] {
+    [
+        ("params", Some(c.params.as_slice())),
+        ("opt_m", Some(c.opt_m.as_slice())),
+        ("opt_v", Some(c.opt_v.as_slice())),
+        ("best_params", c.best_params.as_deref()),
+        ("state", Some(c.state.as_slice())),
+        ("best_state", c.best_state.as_deref()),
+    ]
+}
+
+impl Checkpoint {
+    /// The safetensors body (see the module's documentation); `Err` only when the
+    /// safetensors crate refuses a view (which cannot happen for F32 values of their own
+    /// length).
+    fn body(&self) -> Result<Vec<u8>, String> {
+        let names = |t: &[SavedTensor]| {
+            t.iter()
+                .map(|s| (s.name.clone(), s.rows, s.cols))
+                .collect::<Vec<Entry>>()
+        };
+        let header = Header {
+            plan_hash: self.plan_hash,
+            seed: self.seed,
+            epoch: self.epoch,
+            step: self.step,
+            opt_t: self.opt_t,
+            best_epoch: self.best_epoch,
+            best_val: self
+                .best_val
+                .map(|m| [m.accuracy, m.f1_micro, m.f1_macro].map(Float)),
+            elapsed: Float(self.elapsed),
+            log_pos: self.log_pos,
+            graph_id: self.graph_id,
+            dist: self.dist.as_ref().map(|d| {
+                let ranks = d.ranks.iter().map(|r| (Float(r.0), Float(r.1), r.2));
+                (ranks.collect(), Float(d.var_bar))
             }),
-        )
+            best_link: self.best_link,
+            early: self.early.clone(),
+            best_loss: self.best_loss.map(Float),
+            params: names(&self.params),
+            opt_m: names(&self.opt_m),
+            opt_v: names(&self.opt_v),
+            best_params: self.best_params.as_deref().map(names),
+            state: names(&self.state),
+            best_state: self.best_state.as_deref().map(names),
+        };
+        let mut views = Vec::new();
+        for (group, tensors) in groups(self) {
+            for (i, t) in tensors.unwrap_or_default().iter().enumerate() {
+                let shape = if t.rows.checked_mul(t.cols) == Some(t.data.len()) {
+                    vec![t.rows, t.cols]
+                } else {
+                    vec![t.data.len()]
+                };
+                let view = TensorView::new(Dtype::F32, shape, bytemuck::cast_slice(&t.data))
+                    .map_err(|e| format!("{group}: `{}`: {e:?}", t.name))?;
+                views.push((format!("{group}.{i}"), view));
+            }
+        }
+        let json = serde_json::to_string(&header).expect("the header serialises");
+        let meta = HashMap::from([(HEADER_KEY.to_string(), json)]);
+        safetensors::serialize(views, &Some(meta)).map_err(|e| format!("serialising: {e:?}"))
+    }
+
+    /// The checkpoint in `body` (the safetensors part of the file), not yet validated;
+    /// `best_val` gets back its link figures and loss from `best_link` and `best_loss`.
+    fn from_body(body: &[u8]) -> Result<Checkpoint, String> {
+        let st = safetensors::SafeTensors::deserialize(body)
+            .map_err(|e| format!("not a safetensors body: {e}"))?;
+        let (_, meta) = safetensors::SafeTensors::read_metadata(body)
+            .map_err(|e| format!("not a safetensors body: {e}"))?;
+        let json = meta
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get(HEADER_KEY))
+            .ok_or_else(|| format!("no `{HEADER_KEY}` header in the metadata"))?;
+        let h: Header =
+            serde_json::from_str(json).map_err(|e| format!("decoding the header: {e}"))?;
+        let expected: usize = [&h.params, &h.opt_m, &h.opt_v, &h.state]
+            .into_iter()
+            .chain(h.best_params.iter())
+            .chain(h.best_state.iter())
+            .map(Vec::len)
+            .sum();
+        if st.len() != expected {
+            return Err(format!(
+                "tensors: the header names {expected}, expected as many in the body, got {}",
+                st.len()
+            ));
+        }
+        let read = |group: &str, entries: &[Entry]| -> Result<Vec<SavedTensor>, String> {
+            entries
+                .iter()
+                .enumerate()
+                .map(|(i, (name, rows, cols))| {
+                    let key = format!("{group}.{i}");
+                    let t = st
+                        .tensor(&key)
+                        .map_err(|_| format!("{group}: `{name}` ({key}) missing from the body"))?;
+                    if t.dtype() != Dtype::F32 {
+                        return Err(format!(
+                            "{group}: `{name}` of {:?}, expected F32",
+                            t.dtype()
+                        ));
+                    }
+                    // The shape is the header's; `validate` checks it against the values.
+                    let data = t
+                        .data()
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                        .collect();
+                    Ok(SavedTensor {
+                        name: name.clone(),
+                        rows: *rows,
+                        cols: *cols,
+                        data,
+                    })
+                })
+                .collect()
+        };
+        let best_loss = h.best_loss.map(|f| f.0);
+        let best_val = h.best_val.map(|[a, mi, ma]| Metrics {
+            accuracy: a.0,
+            f1_micro: mi.0,
+            f1_macro: ma.0,
+            link: h.best_link,
+            loss: best_loss,
+            roc_auc: None,
+        });
+        Ok(Checkpoint {
+            plan_hash: h.plan_hash,
+            seed: h.seed,
+            epoch: h.epoch,
+            step: h.step,
+            params: read("params", &h.params)?,
+            opt_m: read("opt_m", &h.opt_m)?,
+            opt_v: read("opt_v", &h.opt_v)?,
+            opt_t: h.opt_t,
+            best_params: h
+                .best_params
+                .as_deref()
+                .map(|n| read("best_params", n))
+                .transpose()?,
+            best_epoch: h.best_epoch,
+            best_val,
+            elapsed: h.elapsed.0,
+            log_pos: h.log_pos,
+            graph_id: h.graph_id,
+            dist: h.dist.map(|(ranks, var_bar)| DistState {
+                ranks: ranks.into_iter().map(|(m, v, s)| (m.0, v.0, s)).collect(),
+                var_bar: var_bar.0,
+            }),
+            best_link: h.best_link,
+            early: h.early,
+            best_loss,
+            state: read("state", &h.state)?,
+            best_state: h
+                .best_state
+                .as_deref()
+                .map(|n| read("best_state", n))
+                .transpose()?,
+        })
     }
 }
 
@@ -203,71 +435,28 @@ impl Checkpoint {
         write_atomic(path, &self.encode_unchecked())
     }
 
-    /// The file's bytes (magic, encoding, checksum) without [`Checkpoint::validate`]: what
-    /// tests and the fuzz targets use to make files the loader must refuse. [`save`]
-    /// validates first.
+    /// The file's bytes (magic, safetensors body, checksum) without
+    /// [`Checkpoint::validate`]: what tests and the fuzz targets use to make files the
+    /// loader must refuse. [`save`] validates first.
     ///
     /// [`save`]: Checkpoint::save
     pub fn encode_unchecked(&self) -> Vec<u8> {
-        let mut bytes = MAGIC.to_vec();
-        bincode::serialize_into(&mut bytes, self).expect("checkpoints serialise");
-        let sum = xxhash_rust::xxh3::xxh3_64(&bytes);
-        bytes.extend_from_slice(&sum.to_le_bytes());
-        bytes
+        let body = self
+            .body()
+            .unwrap_or_else(|e| panic!("encode_unchecked: {e}"));
+        seal(&body)
     }
 
-    /// Reads a checkpoint, verifying magic and checksum.
+    /// Reads a checkpoint, verifying magic and checksum, then every field
+    /// ([`Checkpoint::validate`]).
     pub fn load(path: &Path) -> Result<Checkpoint, TrainError> {
         let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, "read", e))?;
         let bad = |what: String| TrainError::Checkpoint {
             path: path.to_path_buf(),
             what,
         };
-        if bytes.len() >= MAGIC_V1.len() && &bytes[..MAGIC_V1.len()] == MAGIC_V1 {
-            return Err(bad(
-                "written by an older saintflow (format SFCKPT01) that did not record which graph it was trained on, so it cannot be checked against this one: train again without --resume (or finish that run with the saintflow that wrote it)".into(),
-            ));
-        }
-        let is = |magic: &[u8; 8]| bytes.len() >= magic.len() && &bytes[..magic.len()] == magic;
-        let (v2, v3, v4, v5) = (is(MAGIC_V2), is(MAGIC_V3), is(MAGIC_V4), is(MAGIC_V5));
-        if bytes.len() < MAGIC.len() + 8 || (!is(MAGIC) && !v2 && !v3 && !v4 && !v5) {
-            return Err(bad(format!(
-                "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
-                bytes.len()
-            )));
-        }
-        let (body, sum) = bytes.split_at(bytes.len() - 8);
-        let want = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
-        let got = xxhash_rust::xxh3::xxh3_64(body);
-        if want != got {
-            return Err(bad(format!(
-                "checksum mismatch (truncated or damaged), expected {want:016x}, got {got:016x}"
-            )));
-        }
-        let decoded = if v2 || v3 || v4 || v5 {
-            let mut b = body[MAGIC.len()..].to_vec();
-            // Each field the older format lacks is None, one zero byte: dist (v2),
-            // best_link (v3), early and best_loss (v4); then (v5 and older) `state`, an
-            // empty list (its length, a zero u64: 8 bytes), and `best_state` None.
-            let missing = if v2 {
-                4
-            } else if v3 {
-                3
-            } else if v4 {
-                2
-            } else {
-                0
-            };
-            b.extend(std::iter::repeat_n(0u8, missing + 8 + 1));
-            bincode::deserialize(&b)
-        } else {
-            bincode::deserialize(&body[MAGIC.len()..])
-        };
-        let mut c: Checkpoint = decoded.map_err(|e| bad(format!("decoding: {e}")))?;
-        if let Some(v) = c.best_val.as_mut() {
-            v.link = c.best_link;
-            v.loss = c.best_loss;
-        }
+        let body = unseal(&bytes).map_err(bad)?;
+        let c = Checkpoint::from_body(body).map_err(|e| bad(format!("decoding: {e}")))?;
         c.validate().map_err(bad)?;
         Ok(c)
     }
@@ -425,6 +614,49 @@ impl Checkpoint {
     }
 }
 
+/// Magic + `body` + the xxh3-64 of both: a checkpoint file around a safetensors body.
+pub fn seal(body: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(MAGIC.len() + body.len() + 8);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(body);
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes);
+    bytes.extend_from_slice(&sum.to_le_bytes());
+    bytes
+}
+
+/// The safetensors body of checkpoint file `bytes`, after its magic and checksum are
+/// checked; an older format's magic is refused with what to do.
+fn unseal(bytes: &[u8]) -> Result<&[u8], String> {
+    if bytes.len() >= MAGIC.len() && bytes.starts_with(MAGIC_STEM) && !bytes.starts_with(MAGIC) {
+        let version = String::from_utf8_lossy(&bytes[MAGIC_STEM.len()..MAGIC.len()]);
+        let older = bytes[MAGIC_STEM.len()..MAGIC.len()] < MAGIC[MAGIC_STEM.len()..];
+        return Err(if older {
+            format!(
+                "written by an older saintflow (format SFCKPT{version}, bincode), which this release no longer reads (the bincode crate is unmaintained, RUSTSEC-2025-0141; checkpoints are SFCKPT07, safetensors, since): train again without --resume, or finish that run with the release that wrote it"
+            )
+        } else {
+            format!(
+                "written by a newer saintflow (format SFCKPT{version}; this one reads SFCKPT07): use that release"
+            )
+        });
+    }
+    if bytes.len() < MAGIC.len() + 8 || !bytes.starts_with(MAGIC) {
+        return Err(format!(
+            "not a saintflow checkpoint (wrong magic or too short: {} bytes)",
+            bytes.len()
+        ));
+    }
+    let (sealed, sum) = bytes.split_at(bytes.len() - 8);
+    let want = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
+    let got = xxhash_rust::xxh3::xxh3_64(sealed);
+    if want != got {
+        return Err(format!(
+            "checksum mismatch (truncated or damaged), expected {want:016x}, got {got:016x}"
+        ));
+    }
+    Ok(&sealed[MAGIC.len()..])
+}
+
 /// The tensors of checkpoint field `field`: names unique and non-empty, `rows × cols`
 /// values, every one finite (and ≥ 0 with `non_negative`).
 fn check_tensors(field: &str, ts: &[SavedTensor], non_negative: bool) -> Result<(), String> {
@@ -537,9 +769,41 @@ pub fn refuse_replacing(ck: &Path, resume_how: &str, force_how: &str) -> Result<
     })
 }
 
+/// Which parameters of a checkpoint to read (the rule of `saintflow export`'s module documentation,
+/// [`super::export`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Which {
+    /// The best-validation parameters (those the run's test was measured with), or the last
+    /// epoch's when the run never evaluated.
+    #[default]
+    Best,
+    /// The parameters after the last completed epoch.
+    Last,
+}
+
+impl Which {
+    /// The parameters of `ckpt` this picks, with the epoch they are from and the name the
+    /// export's `which` records (`best`, or `last`, also when `Best` fell back).
+    pub fn pick(self, ckpt: &Checkpoint) -> (&[SavedTensor], usize, &'static str) {
+        match (self, &ckpt.best_params) {
+            (Which::Best, Some(b)) => (b, ckpt.best_epoch, "best"),
+            _ => (&ckpt.params, ckpt.epoch, "last"),
+        }
+    }
+
+    /// The state (running statistics) that goes with [`Which::pick`]'s parameters.
+    pub fn pick_state(self, ckpt: &Checkpoint) -> &[SavedTensor] {
+        match (self, &ckpt.best_params, &ckpt.best_state) {
+            (Which::Best, Some(_), Some(s)) => s,
+            (Which::Best, Some(_), None) => &[],
+            _ => &ckpt.state,
+        }
+    }
+}
+
 /// The parameters a forward pass (`embed`, the Python package's `embed`) uses from the
 /// checkpoint at `arg` (a file, or a run directory: [`checkpoint_file`]), by the rule every
-/// reader of weights follows ([`super::export::Which`]): the best-validation ones, or the
+/// reader of weights follows ([`Which`]): the best-validation ones, or the
 /// last with `last` (or when the run never evaluated). Refused
 /// when written for another plan (its hash; `plan_label` names the plan in the message) or
 /// another graph.
@@ -563,11 +827,7 @@ pub fn params_for(
         });
     }
     ck.check_graph(&path, store)?;
-    let which = if last {
-        super::export::Which::Last
-    } else {
-        super::export::Which::Best
-    };
+    let which = if last { Which::Last } else { Which::Best };
     let mut params = load_params(which.pick(&ck).0);
     for t in which.pick_state(&ck) {
         params.insert(

@@ -30,40 +30,13 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, TensorView};
 
-use super::checkpoint::{write_atomic, Checkpoint, SavedTensor};
+use super::checkpoint::{write_atomic, Checkpoint};
 use super::TrainError;
 use crate::ir::{ParamDecl, Params, Tensor};
 
-/// Which parameters of a checkpoint to read (see the module's documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Which {
-    /// The best-validation parameters (those the run's test was measured with), or the last
-    /// epoch's when the run never evaluated.
-    #[default]
-    Best,
-    /// The parameters after the last completed epoch.
-    Last,
-}
-
-impl Which {
-    /// The parameters of `ckpt` this picks, with the epoch they are from and the name the
-    /// export's `which` records (`best`, or `last`, also when `Best` fell back).
-    pub fn pick(self, ckpt: &Checkpoint) -> (&[SavedTensor], usize, &'static str) {
-        match (self, &ckpt.best_params) {
-            (Which::Best, Some(b)) => (b, ckpt.best_epoch, "best"),
-            _ => (&ckpt.params, ckpt.epoch, "last"),
-        }
-    }
-
-    /// The state (running statistics) that goes with [`Which::pick`]'s parameters.
-    pub fn pick_state(self, ckpt: &Checkpoint) -> &[SavedTensor] {
-        match (self, &ckpt.best_params, &ckpt.best_state) {
-            (Which::Best, Some(_), Some(s)) => s,
-            (Which::Best, Some(_), None) => &[],
-            _ => &ckpt.state,
-        }
-    }
-}
+/// Which parameters of a checkpoint to read: defined beside the checkpoint (its readers,
+/// `params_for` among them, pick through it), named here too for the export's callers.
+pub use super::checkpoint::Which;
 
 /// The `.safetensors` bytes of `ckpt`'s parameters (see the module header); `checkpoint`
 /// names the file in errors.

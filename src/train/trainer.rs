@@ -26,6 +26,7 @@ use super::Result;
 use crate::compile::{
     advise_training, lower_for, plan_hash, schedule, setup_phase, PhaseEnv, PhaseRun,
 };
+use crate::exec::StepInput;
 use crate::exec::{Executor, StepRunner};
 use crate::ir::{Params, Value};
 use crate::op::{GraphSource, Registry};
@@ -713,13 +714,10 @@ impl Step<'_, '_> {
         }
         let t0 = Instant::now();
         let vals = self.runner.run_step(
-            &ph.graph,
-            &ph.wanted,
-            Some(source),
-            &state.params,
-            step,
-            opts.seed,
-            true,
+            StepInput::new(&ph.graph, &ph.wanted, &state.params)
+                .source(source)
+                .step(step, opts.seed)
+                .training(true),
         )?;
         let loss = vals
             .get(ph.loss)
@@ -814,13 +812,10 @@ impl Step<'_, '_> {
             Err(e) => return format!("its origin is unknown ({e})"),
         };
         let vals = match crate::exec::Interpreter.run_step(
-            graph,
-            &order,
-            Some(&self.ph.source),
-            &state.params,
-            step,
-            self.opts.seed,
-            true,
+            StepInput::new(graph, &order, &state.params)
+                .source(&self.ph.source)
+                .step(step, self.opts.seed)
+                .training(true),
         ) {
             Ok(v) => v,
             Err(e) => return format!("its origin is unknown (the diagnostic pass failed: {e})"),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use saintflow::autodiff::differentiate;
 use saintflow::compile::lower_for;
+use saintflow::exec::StepInput;
 use saintflow::exec::{check_gradients, run, GradCheck, Interpreter, StepRunner};
 use saintflow::infer::{FullGraph, InferOptions, Output};
 use saintflow::ir::{Bindings, Graph, Init, ParamDecl, Params};
@@ -304,7 +305,12 @@ fn a_plan_with_the_user_neighbour_op_trains() {
     let mut losses = Vec::new();
     for step in 0..60u64 {
         let vals = Interpreter
-            .run_step(&graph, &wanted, Some(&source), &params, step, 11, true)
+            .run_step(
+                StepInput::new(&graph, &wanted, &params)
+                    .source(&source)
+                    .step(step, 11)
+                    .training(true),
+            )
             .unwrap();
         losses.push(vals.get(loss).unwrap().as_scalar().unwrap());
         let t = (step + 1) as i32;
