@@ -4,6 +4,7 @@
 //! Autodiff, which appends the backward DAG through each op's `backward`, is
 //! [`crate::autodiff`]; the ops themselves are [`crate::op`].
 
+mod ctx;
 pub mod dump;
 pub mod fact;
 pub mod graph;

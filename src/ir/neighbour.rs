@@ -3,7 +3,8 @@
 //! adjacency rows with X read in place as [`NodeRows`], and the fold that streams X in
 //! parts ([`NeighbourFold`]). Re-exported by [`super::op`] and `saintflow::op`.
 
-use super::op::{Ctx, OpError};
+use super::ctx::Ctx;
+use super::op_error::OpError;
 use super::{Fact, SparseMat, Tensor, Value};
 
 /// Capability: a neighbour op (see "Neighbour ops" in [`super::op`]'s protocol). Returned by

@@ -91,14 +91,13 @@ use std::sync::Arc;
 use saintflow_ops::gemm::Precision;
 pub use saintflow_ops::view::{MatMut, MatRef};
 
+pub use super::ctx::Ctx;
 pub use super::neighbour::{Neighbour, NeighbourFold, NeighbourOp, NodeRows, RowBlock};
 pub use super::op_error::OpError;
 pub use super::passes::{
-    AdjKind, AdjNorm, ChainLink, ChainRole, ColumnSlice, ColumnViews, FeaturePartitioned,
-    PrecisionChoice, SourceKind, SourceOp,
+    AdjKind, AdjNorm, ChainLink, ChainRole, ColumnSlice, SourceKind, SourceOp,
 };
-use super::source::GraphSource;
-use super::{Bindings, Fact, Graph, IrError, Kind, NodeId, Params, Value};
+use super::{Bindings, Fact, Graph, IrError, Kind, NodeId, Value};
 
 /// The arguments an op takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,35 +190,6 @@ impl Cost {
             bytes_read: self.bytes_read + o.bytes_read,
             bytes_written: self.bytes_written + o.bytes_written,
         }
-    }
-}
-
-/// What a forward sees besides its inputs.
-pub struct Ctx<'a> {
-    /// The graph being trained on, for source ops (sample, features, targets).
-    pub source: Option<&'a dyn GraphSource>,
-    /// The parameters' current values.
-    pub params: &'a Params,
-    /// The step number (subgraph index).
-    pub step: u64,
-    /// The run's seed.
-    pub seed: u64,
-    /// Training (dropout active) or evaluation.
-    pub training: bool,
-    /// The node running, as a stable key for per-node randomness (dropout masks).
-    pub node: NodeId,
-    /// The step's symbol values.
-    pub bindings: Bindings,
-}
-
-impl Ctx<'_> {
-    /// The data source, or a clear error for ops that need one.
-    pub fn source(&self, op: &str) -> Result<&dyn GraphSource, OpError> {
-        self.source.ok_or_else(|| {
-            OpError::Missing(format!(
-                "{op}: no graph to read (run without a data source)"
-            ))
-        })
     }
 }
 
@@ -375,6 +345,29 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
     fn dropout(&self) -> Option<f64> {
         None
     }
+}
+
+/// Capability: the kernel walks its output in Q_f feature blocks (see "Feature partitions"
+/// in this file's protocol). Returned by [`Op::as_feature_partitioned`].
+pub trait FeaturePartitioned {
+    /// This op with `q` feature partitions.
+    fn with_partitions(&self, q: usize) -> Arc<dyn Op>;
+}
+
+/// Capability: an op that can read a column block of an input in place. Returned by
+/// [`Op::as_column_views`].
+pub trait ColumnViews {
+    /// This op reading only columns `cols` of its input `slot`, in place, instead of that
+    /// whole input (what it computes on the block is what it computed on a slice of it);
+    /// `None` when it cannot for this slot (or already reads a view there).
+    fn with_column_view(&self, slot: usize, cols: Range<usize>) -> Option<Arc<dyn Op>>;
+}
+
+/// Capability: an op computing at a choice of precision. Returned by
+/// [`Op::as_precision`].
+pub trait PrecisionChoice {
+    /// This op computing at `precision`; `None` when it already does.
+    fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>>;
 }
 
 /// Capability: a forward that splits into parts run at once (see "Partitioned forward" at

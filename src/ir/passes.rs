@@ -1,60 +1,32 @@
-//! What the planner's passes ask of an op, as capabilities of [`Op`] (each a small trait,
+//! What the planner's passes ask of an op, as capabilities of [`Op`](super::op::Op) (each a small trait,
 //! default off for a user's op): feature partitions, chain roles, source kinds, column
 //! slices and views, a choice of precision; and the types they answer with ([`ChainRole`],
 //! [`SourceKind`] with the adjacency flavours [`AdjKind`]). Re-exported by [`super::op`]
 //! and `saintflow::op`; the protocol is in [`super::op`]'s header.
 
 use std::ops::Range;
-use std::sync::Arc;
-
-use saintflow_ops::gemm::Precision;
-
-use super::op::Op;
-
-/// Capability: the kernel walks its output in Q_f feature blocks (see "Feature partitions"
-/// in [`super::op`]'s protocol). Returned by [`Op::as_feature_partitioned`].
-pub trait FeaturePartitioned {
-    /// This op with `q` feature partitions.
-    fn with_partitions(&self, q: usize) -> Arc<dyn Op>;
-}
 
 /// Capability: what the matrix-chain pass sees in an op (see "Chain roles" in
-/// [`super::op`]'s protocol). Returned by [`Op::as_chain`].
+/// [`super::op`]'s protocol). Returned by [`Op::as_chain`](super::op::Op::as_chain).
 pub trait ChainLink {
     /// A chain to order, a binary product, or a transpose copy.
     fn role(&self) -> ChainRole;
 }
 
 /// Capability: a source op (see "Source kinds" in [`super::op`]'s protocol). Returned by
-/// [`Op::as_source`].
+/// [`Op::as_source`](super::op::Op::as_source).
 pub trait SourceOp {
     /// What it reads.
     fn kind(&self) -> SourceKind;
 }
 
-/// Capability: a column slice (`slice`). Returned by [`Op::as_column_slice`].
+/// Capability: a column slice (`slice`). Returned by [`Op::as_column_slice`](super::op::Op::as_column_slice).
 pub trait ColumnSlice {
     /// The columns of its one input it passes on whole and unchanged.
     fn columns(&self) -> Range<usize>;
 }
 
-/// Capability: an op that can read a column block of an input in place. Returned by
-/// [`Op::as_column_views`].
-pub trait ColumnViews {
-    /// This op reading only columns `cols` of its input `slot`, in place, instead of that
-    /// whole input (what it computes on the block is what it computed on a slice of it);
-    /// `None` when it cannot for this slot (or already reads a view there).
-    fn with_column_view(&self, slot: usize, cols: Range<usize>) -> Option<Arc<dyn Op>>;
-}
-
-/// Capability: an op computing at a choice of precision. Returned by
-/// [`Op::as_precision`].
-pub trait PrecisionChoice {
-    /// This op computing at `precision`; `None` when it already does.
-    fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>>;
-}
-
-/// What the matrix-chain pass sees in an op (see [`Op::as_chain`]).
+/// What the matrix-chain pass sees in an op (see [`Op::as_chain`](super::op::Op::as_chain)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChainRole {
     /// An unordered chain M₁·…·M_k of its inputs, operand i used transposed when flag i
@@ -163,7 +135,7 @@ impl AdjKind {
     ];
 }
 
-/// What a source op reads (see [`Op::as_source`]).
+/// What a source op reads (see [`Op::as_source`](super::op::Op::as_source)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceKind {
     /// The step's subgraph (the whole graph in full-graph inference).
