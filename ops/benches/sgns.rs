@@ -7,7 +7,7 @@
 //! made distinct, as the grid calls it). One thread: the grid runs this loop on each worker alone.
 //!
 //! Shapes: `d128_neg1` (GraphVite's DeepWalk: 1 negative, weight 5), `d128_neg5`
-//! (word2vec's 5 negatives), `d32_neg1`.
+//! (word2vec's 5 negatives), `d32_neg1`, `d128_neg9` (past the unrolled counts).
 //!
 //! Run: `cargo bench -p saintflow-ops --bench sgns -- --warm-up-time 1 --measurement-time 3`.
 
@@ -103,6 +103,7 @@ fn bench(c: &mut Criterion) {
         ("d128_neg1", 128, 1),
         ("d128_neg5", 128, 5),
         ("d32_neg1", 32, 1),
+        ("d128_neg9", 128, 9),
     ] {
         let mut next = xorshift(1);
         let init: Vec<f32> = (0..ROWS * d)
@@ -132,7 +133,8 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 black_box(match negatives {
                     1 => run_samples::<2>(&mut v, &mut ctx, d),
-                    _ => run_samples::<6>(&mut v, &mut ctx, d),
+                    5 => run_samples::<6>(&mut v, &mut ctx, d),
+                    _ => run_samples::<10>(&mut v, &mut ctx, d),
                 })
             })
         });

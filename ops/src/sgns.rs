@@ -398,190 +398,11 @@ mod x86 {
         _mm_cvtss_f32(_mm_add_ss(p, _mm_shuffle_ps::<1>(p, p)))
     }
 
-    /// One logit's lanes with the tail (fewer than 16 elements) added to lanes 0..: the
-    /// register sum when there is no tail, else through the array as [`tail`] does.
-    #[inline(always)]
-    fn finish(
-        lanes: impl FnOnce() -> [f32; LANES],
-        sum: impl FnOnce() -> f32,
-        u: &[f32],
-        c: &[f32],
-    ) -> f32 {
-        if u.is_empty() {
-            sum()
-        } else {
-            tail(lanes(), u, c)
-        }
-    }
-
-    /// [`super::sgns_sample`] for AVX-512F: the logits two terms at a time (two
-    /// independent sums), then one pass of the update over every row.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn sample_avx512(
-        u: &mut [f32],
-        ctx: &mut [&mut [f32]],
-        d: usize,
-        weights: (f32, f32),
-        lr: f32,
-        logits: &mut [f32],
-    ) {
-        let m = ctx.len();
-        let full = d / LANES * LANES;
-        let up = u.as_mut_ptr();
-        let lanes = |v: __m512| {
-            let mut l = [0f32; LANES];
-            // SAFETY: `l` holds 16 floats.
-            unsafe { _mm512_storeu_ps(l.as_mut_ptr(), v) };
-            l
-        };
-        let mut k = 0;
-        while k < m {
-            let two = k + 1 < m;
-            let a = ctx[k].as_ptr();
-            let b = if two { ctx[k + 1].as_ptr() } else { a };
-            let (mut va, mut vb) = (_mm512_setzero_ps(), _mm512_setzero_ps());
-            let mut i = 0;
-            while i < full {
-                // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
-                unsafe {
-                    let x = _mm512_loadu_ps(up.add(i));
-                    va = _mm512_add_ps(va, _mm512_mul_ps(x, _mm512_loadu_ps(a.add(i))));
-                    vb = _mm512_add_ps(vb, _mm512_mul_ps(x, _mm512_loadu_ps(b.add(i))));
-                }
-                i += LANES;
-            }
-            let ut = &u[full..d];
-            // SAFETY (each closure): the CPU has AVX-512F, as this function requires.
-            logits[k] = finish(
-                || lanes(va),
-                || unsafe { hsum_avx512(va) },
-                ut,
-                &ctx[k][full..d],
-            );
-            if two {
-                logits[k + 1] = finish(
-                    || lanes(vb),
-                    || unsafe { hsum_avx512(vb) },
-                    ut,
-                    &ctx[k + 1][full..d],
-                );
-            }
-            k += 2;
-        }
-        let g = gradients(&logits[..m], weights, lr);
-        let mut rows = [std::ptr::null_mut::<f32>(); super::MAX_SAMPLE_TERMS];
-        for (r, c) in rows.iter_mut().zip(ctx.iter_mut()) {
-            *r = c.as_mut_ptr();
-        }
-        let mut i = 0;
-        while i < full {
-            // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length; the rows are distinct `&mut`
-            // slices, so no store through one changes another's values.
-            unsafe {
-                let x = _mm512_loadu_ps(up.add(i));
-                let mut acc = _mm512_setzero_ps();
-                for (&r, &gk) in rows[..m].iter().zip(&g) {
-                    let gv = _mm512_set1_ps(gk);
-                    let c = _mm512_loadu_ps(r.add(i));
-                    acc = _mm512_add_ps(acc, _mm512_mul_ps(gv, c));
-                    _mm512_storeu_ps(r.add(i), _mm512_add_ps(c, _mm512_mul_ps(gv, x)));
-                }
-                _mm512_storeu_ps(up.add(i), _mm512_add_ps(x, acc));
-            }
-            i += LANES;
-        }
-        tail_update(u, ctx, &g, full, d);
-    }
-
-    /// [`super::sgns_sample`] for AVX2: lanes 0–7 and 8–15 of each logit in two registers,
-    /// as [`dot_avx2`] sums them, two terms at a time; the update 8 elements at a time.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn sample_avx2(
-        u: &mut [f32],
-        ctx: &mut [&mut [f32]],
-        d: usize,
-        weights: (f32, f32),
-        lr: f32,
-        logits: &mut [f32],
-    ) {
-        let m = ctx.len();
-        let full = d / LANES * LANES;
-        let up = u.as_mut_ptr();
-        let lanes = |lo: __m256, hi: __m256| {
-            let mut l = [0f32; LANES];
-            // SAFETY: `l` holds 16 floats.
-            unsafe {
-                _mm256_storeu_ps(l.as_mut_ptr(), lo);
-                _mm256_storeu_ps(l.as_mut_ptr().add(8), hi);
-            }
-            l
-        };
-        let mut k = 0;
-        while k < m {
-            let two = k + 1 < m;
-            let a = ctx[k].as_ptr();
-            let b = if two { ctx[k + 1].as_ptr() } else { a };
-            let (mut alo, mut ahi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-            let (mut blo, mut bhi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-            let mut i = 0;
-            while i < full {
-                // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
-                unsafe {
-                    let (x0, x1) = (_mm256_loadu_ps(up.add(i)), _mm256_loadu_ps(up.add(i + 8)));
-                    alo = _mm256_add_ps(alo, _mm256_mul_ps(x0, _mm256_loadu_ps(a.add(i))));
-                    ahi = _mm256_add_ps(ahi, _mm256_mul_ps(x1, _mm256_loadu_ps(a.add(i + 8))));
-                    blo = _mm256_add_ps(blo, _mm256_mul_ps(x0, _mm256_loadu_ps(b.add(i))));
-                    bhi = _mm256_add_ps(bhi, _mm256_mul_ps(x1, _mm256_loadu_ps(b.add(i + 8))));
-                }
-                i += LANES;
-            }
-            let ut = &u[full..d];
-            // SAFETY (each closure): the CPU has AVX2, as this function requires.
-            logits[k] = finish(
-                || lanes(alo, ahi),
-                || unsafe { hsum8(_mm256_add_ps(alo, ahi)) },
-                ut,
-                &ctx[k][full..d],
-            );
-            if two {
-                logits[k + 1] = finish(
-                    || lanes(blo, bhi),
-                    || unsafe { hsum8(_mm256_add_ps(blo, bhi)) },
-                    ut,
-                    &ctx[k + 1][full..d],
-                );
-            }
-            k += 2;
-        }
-        let g = gradients(&logits[..m], weights, lr);
-        let mut rows = [std::ptr::null_mut::<f32>(); super::MAX_SAMPLE_TERMS];
-        for (r, c) in rows.iter_mut().zip(ctx.iter_mut()) {
-            *r = c.as_mut_ptr();
-        }
-        let full8 = d / 8 * 8;
-        let mut i = 0;
-        while i < full8 {
-            // SAFETY: i + 8 ≤ full8 ≤ d ≤ every row's length; the rows are distinct.
-            unsafe {
-                let x = _mm256_loadu_ps(up.add(i));
-                let mut acc = _mm256_setzero_ps();
-                for (&r, &gk) in rows[..m].iter().zip(&g) {
-                    let gv = _mm256_set1_ps(gk);
-                    let c = _mm256_loadu_ps(r.add(i));
-                    acc = _mm256_add_ps(acc, _mm256_mul_ps(gv, c));
-                    _mm256_storeu_ps(r.add(i), _mm256_add_ps(c, _mm256_mul_ps(gv, x)));
-                }
-                _mm256_storeu_ps(up.add(i), _mm256_add_ps(x, acc));
-            }
-            i += 8;
-        }
-        tail_update(u, ctx, &g, full8, d);
-    }
-
     /// `$any`: `$fixed::<M>` for a sample of M ≤ 6 terms (the shipped plans' 2, word2vec's
-    /// 6), `$dynamic` beyond.
+    /// 6), unrolled over its rows; `$fixed::<MAX_SAMPLE_TERMS>` beyond, over the sample's
+    /// count at run time.
     macro_rules! by_terms {
-        ($any:ident, $feature:literal, $fixed:ident, $dynamic:ident) => {
+        ($any:ident, $feature:literal, $fixed:ident) => {
             #[doc = concat!("[`super::sgns_sample`] for ", $feature, ", by term count.")]
             #[target_feature(enable = $feature)]
             pub(super) unsafe fn $any(
@@ -601,19 +422,14 @@ mod x86 {
                         4 => $fixed::<4>(u, ctx, d, weights, lr, logits),
                         5 => $fixed::<5>(u, ctx, d, weights, lr, logits),
                         6 => $fixed::<6>(u, ctx, d, weights, lr, logits),
-                        _ => $dynamic(u, ctx, d, weights, lr, logits),
+                        _ => $fixed::<{ super::MAX_SAMPLE_TERMS }>(u, ctx, d, weights, lr, logits),
                     }
                 }
             }
         };
     }
-    by_terms!(
-        sample_avx512_any,
-        "avx512f",
-        sample_avx512_fixed,
-        sample_avx512
-    );
-    by_terms!(sample_avx2_any, "avx2", sample_avx2_fixed, sample_avx2);
+    by_terms!(sample_avx512_any, "avx512f", sample_avx512_fixed);
+    by_terms!(sample_avx2_any, "avx2", sample_avx2_fixed);
 
     /// The rows of a sample of `M` terms as pointers (the slices are distinct `&mut`).
     #[inline(always)]
@@ -625,9 +441,11 @@ mod x86 {
         rows
     }
 
-    /// [`sample_avx512`] for exactly `M` terms: every logit in one pass over u (one
-    /// accumulator each), the gradients broadcast once, the update unrolled over the rows.
-    /// The same operations per lane and in the same order, so the same bits.
+    /// [`super::sgns_sample`] for AVX-512F on `M` terms (below [`super::MAX_SAMPLE_TERMS`]:
+    /// exactly M, unrolled over the rows; at it: the sample's count, ≤ M): every logit in one
+    /// pass over u (one accumulator each), the gradients broadcast once, then one pass of
+    /// the update over every row. The term-by-term operations per lane in their order, so
+    /// the same bits.
     #[target_feature(enable = "avx512f")]
     unsafe fn sample_avx512_fixed<const M: usize>(
         u: &mut [f32],
@@ -639,6 +457,12 @@ mod x86 {
     ) {
         let full = d / LANES * LANES;
         let up = u.as_mut_ptr();
+        // Below the most terms, M itself (a constant: the loops unroll); at it, the count.
+        let m = if M < super::MAX_SAMPLE_TERMS {
+            M
+        } else {
+            ctx.len()
+        };
         let rows = row_ptrs::<M>(ctx);
         let mut acc = [_mm512_setzero_ps(); M];
         let mut i = 0;
@@ -646,14 +470,14 @@ mod x86 {
             // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
             unsafe {
                 let x = _mm512_loadu_ps(up.add(i));
-                for (a, &r) in acc.iter_mut().zip(&rows) {
+                for (a, &r) in acc[..m].iter_mut().zip(&rows[..m]) {
                     *a = _mm512_add_ps(*a, _mm512_mul_ps(x, _mm512_loadu_ps(r.add(i))));
                 }
             }
             i += LANES;
         }
         let ut = &u[full..d];
-        for (k, &a) in acc.iter().enumerate() {
+        for (k, &a) in acc[..m].iter().enumerate() {
             logits[k] = if ut.is_empty() {
                 // SAFETY: the CPU has AVX-512F, as this function requires.
                 unsafe { hsum_avx512(a) }
@@ -664,7 +488,7 @@ mod x86 {
                 tail(l, ut, &ctx[k][full..d])
             };
         }
-        let g = gradients(&logits[..M], weights, lr);
+        let g = gradients(&logits[..m], weights, lr);
         let gv: [__m512; M] = std::array::from_fn(|k| _mm512_set1_ps(g[k]));
         let mut i = 0;
         while i < full {
@@ -672,7 +496,7 @@ mod x86 {
             unsafe {
                 let x = _mm512_loadu_ps(up.add(i));
                 let mut a = _mm512_setzero_ps();
-                for (&r, &gk) in rows.iter().zip(&gv) {
+                for (&r, &gk) in rows[..m].iter().zip(&gv[..m]) {
                     let c = _mm512_loadu_ps(r.add(i));
                     a = _mm512_add_ps(a, _mm512_mul_ps(gk, c));
                     _mm512_storeu_ps(r.add(i), _mm512_add_ps(c, _mm512_mul_ps(gk, x)));
@@ -684,10 +508,10 @@ mod x86 {
         tail_update(u, ctx, &g, full, d);
     }
 
-    /// [`sample_avx2`] for exactly `M` terms: every logit in one pass over u (lanes 0–7 and
-    /// 8–15 of each in two registers), the gradients broadcast once, the update 16 elements
-    /// at a time unrolled over the rows. The same operations per lane and in the same
-    /// order, so the same bits.
+    /// [`super::sgns_sample`] for AVX2 on `M` terms (as [`sample_avx512_fixed`]): every
+    /// logit in one pass over u (lanes 0–7 and 8–15 of each in two registers, as
+    /// [`dot_avx2`] sums them), the gradients broadcast once, the update 16 elements at a
+    /// time. The term-by-term operations per lane in their order, so the same bits.
     #[target_feature(enable = "avx2")]
     unsafe fn sample_avx2_fixed<const M: usize>(
         u: &mut [f32],
@@ -699,6 +523,12 @@ mod x86 {
     ) {
         let full = d / LANES * LANES;
         let up = u.as_mut_ptr();
+        // Below the most terms, M itself (a constant: the loops unroll); at it, the count.
+        let m = if M < super::MAX_SAMPLE_TERMS {
+            M
+        } else {
+            ctx.len()
+        };
         let rows = row_ptrs::<M>(ctx);
         let mut acc = [[_mm256_setzero_ps(); 2]; M];
         let mut i = 0;
@@ -706,7 +536,7 @@ mod x86 {
             // SAFETY: i + 16 ≤ full ≤ d ≤ every row's length.
             unsafe {
                 let (x0, x1) = (_mm256_loadu_ps(up.add(i)), _mm256_loadu_ps(up.add(i + 8)));
-                for ([lo, hi], &r) in acc.iter_mut().zip(&rows) {
+                for ([lo, hi], &r) in acc[..m].iter_mut().zip(&rows[..m]) {
                     *lo = _mm256_add_ps(*lo, _mm256_mul_ps(x0, _mm256_loadu_ps(r.add(i))));
                     *hi = _mm256_add_ps(*hi, _mm256_mul_ps(x1, _mm256_loadu_ps(r.add(i + 8))));
                 }
@@ -714,7 +544,7 @@ mod x86 {
             i += LANES;
         }
         let ut = &u[full..d];
-        for (k, &[lo, hi]) in acc.iter().enumerate() {
+        for (k, &[lo, hi]) in acc[..m].iter().enumerate() {
             logits[k] = if ut.is_empty() {
                 // SAFETY: the CPU has AVX2, as this function requires.
                 unsafe { hsum8(_mm256_add_ps(lo, hi)) }
@@ -728,7 +558,7 @@ mod x86 {
                 tail(l, ut, &ctx[k][full..d])
             };
         }
-        let g = gradients(&logits[..M], weights, lr);
+        let g = gradients(&logits[..m], weights, lr);
         let gv: [__m256; M] = std::array::from_fn(|k| _mm256_set1_ps(g[k]));
         let mut i = 0;
         while i + 16 <= d {
@@ -736,7 +566,7 @@ mod x86 {
             unsafe {
                 let (x0, x1) = (_mm256_loadu_ps(up.add(i)), _mm256_loadu_ps(up.add(i + 8)));
                 let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-                for (&r, &gk) in rows.iter().zip(&gv) {
+                for (&r, &gk) in rows[..m].iter().zip(&gv[..m]) {
                     let (c0, c1) = (_mm256_loadu_ps(r.add(i)), _mm256_loadu_ps(r.add(i + 8)));
                     a0 = _mm256_add_ps(a0, _mm256_mul_ps(gk, c0));
                     a1 = _mm256_add_ps(a1, _mm256_mul_ps(gk, c1));
@@ -753,7 +583,7 @@ mod x86 {
             unsafe {
                 let x = _mm256_loadu_ps(up.add(i));
                 let mut a = _mm256_setzero_ps();
-                for (&r, &gk) in rows.iter().zip(&gv) {
+                for (&r, &gk) in rows[..m].iter().zip(&gv[..m]) {
                     let c = _mm256_loadu_ps(r.add(i));
                     a = _mm256_add_ps(a, _mm256_mul_ps(gk, c));
                     _mm256_storeu_ps(r.add(i), _mm256_add_ps(c, _mm256_mul_ps(gk, x)));
