@@ -520,7 +520,6 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
         // Activations and their backwards: row blocks of an elementwise op.
         use saintflow::op::builtin::Activation;
         use saintflow::op::elementwise::{Map, MapGrad};
-        use saintflow::op::rowwise::Rows;
         use saintflow::op::{Elementwise, NeighbourReduce};
         let x = Value::dense(dense(700, 130, 5));
         let dy = Value::dense(dense(700, 130, 6));
@@ -536,8 +535,8 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
                     f: act,
                     name: format!("{}_backward", act.name()),
                 };
-                parts_equal_forward(&Rows(Map(act)), &[&x], &ctx, threads);
-                parts_equal_forward(&Rows(back), &[&x, &dy], &ctx, threads);
+                parts_equal_forward(&Map(act), &[&x], &ctx, threads);
+                parts_equal_forward(&back, &[&x, &dy], &ctx, threads);
             }
         }
         use saintflow::op::builtin::{L2Norm, L2NormBackward};
@@ -548,8 +547,8 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             parts_equal_forward(&Slice { start: 7, len: 100 }, &[&x], &ctx, threads);
         }
         for threads in [2, 3] {
-            parts_equal_forward(&Rows(L2Norm), &[&x], &ctx, threads);
-            parts_equal_forward(&Rows(L2NormBackward), &[&x, &dy], &ctx, threads);
+            parts_equal_forward(&L2Norm, &[&x], &ctx, threads);
+            parts_equal_forward(&L2NormBackward, &[&x, &dy], &ctx, threads);
         }
         // Spmm on a sampled adjacency, plain and transposed, planner's Q_f or the rule's.
         let adj = saintflow::op::builtin::Adjacency {

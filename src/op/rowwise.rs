@@ -174,63 +174,6 @@ pub fn row_wise<T: RowWise>(t: T) -> Arc<dyn Op> {
     Arc::new(t)
 }
 
-/// `t` wrapped: the same op as `t` (every [`RowWise`] type is an [`Op`] itself); kept for
-/// code written when only the wrapper was one.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Rows<T>(pub T);
-
-impl<T: RowWise> RowWise for Rows<T> {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn attrs(&self) -> String {
-        self.0.attrs()
-    }
-    fn args(&self) -> Arity {
-        self.0.args()
-    }
-    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
-        self.0.infer(inputs)
-    }
-    fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
-        self.0.rows(x, y)
-    }
-    fn rows_at(
-        &self,
-        r0: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        ctx: &Ctx<'_>,
-    ) -> Result<(), OpError> {
-        RowWise::rows_at(&self.0, r0, x, y, ctx)
-    }
-    fn cost(&self, inputs: &[&Fact], output: &Fact, b: &Bindings) -> Cost {
-        RowWise::cost(&self.0, inputs, output, b)
-    }
-    fn backward(
-        &self,
-        g: &mut GradBuilder<'_>,
-        grad: NodeId,
-    ) -> Result<Vec<Option<NodeId>>, OpError> {
-        RowWise::backward(&self.0, g, grad)
-    }
-    fn pure(&self) -> bool {
-        RowWise::pure(&self.0)
-    }
-    fn stage(&self) -> Stage {
-        RowWise::stage(&self.0)
-    }
-    fn fusible(&self, inputs: &[&Fact]) -> bool {
-        RowWise::fusible(&self.0, inputs)
-    }
-    fn as_column_slice(&self) -> Option<&dyn ColumnSlice> {
-        RowWise::as_column_slice(&self.0)
-    }
-    fn dropout(&self) -> Option<f64> {
-        RowWise::dropout(&self.0)
-    }
-}
-
 impl<T: RowWise> Op for T {
     fn name(&self) -> &str {
         RowWise::name(self)
