@@ -113,17 +113,11 @@ impl Progress {
         }
     }
 
-    /// A bar of `len` units labelled `msg`.
-    pub fn bar(&self, len: u64, msg: &'static str, unit: &'static str) -> ProgressBar {
-        if self.quiet {
-            return ProgressBar::hidden();
-        }
-        let bar = styled_bar(
-            len,
-            &format!("{{msg:>10}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})"),
-        );
-        bar.set_message(msg);
-        bar
+    /// A bar of `len` units labelled `msg`: a [`Ticker`], so a long phase (a generator's
+    /// draws, a CSR build's buckets, an import's edges) prints its lines off a terminal too
+    /// (issue 56: `gen kronecker` at scale 27 wrote nothing to a log for minutes).
+    pub fn bar(&self, len: u64, msg: &'static str, unit: &'static str) -> Ticker {
+        self.ticker(len, msg, unit)
     }
 }
 
@@ -198,6 +192,14 @@ impl Ticker {
         self.maybe_line(&mut st)
     }
 
+    /// `pos` units done in all (a phase that counts its position rather than steps).
+    pub fn set_position(&self, pos: u64) {
+        self.bar.set_position(pos);
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.done = pos;
+        self.maybe_line(&mut st);
+    }
+
     /// The total (an estimate that firms up, e.g. steps once every phase is known).
     pub fn set_total(&self, total: u64) {
         self.bar.set_length(total);
@@ -220,6 +222,12 @@ impl Ticker {
         } else if !self.bar.is_hidden() {
             self.bar.println(line.to_string());
         }
+    }
+
+    /// Runs `f` with the bar (a terminal's) hidden, so what `f` prints to stdout is not
+    /// drawn over.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
     }
 
     /// Removes the bar (a terminal's) when the pass ends.

@@ -35,8 +35,10 @@ pub struct ScaleSpec {
     /// Where the stores are (named `k{scale}.sf` at degree 16, `k{scale}d{degree}.sf`
     /// otherwise); missing ones are generated there (50 features, 2 classes, seed 1).
     pub dir: PathBuf,
-    /// Scales of the |V| series, degree 16.
+    /// Scales of the |V| series.
     pub scales: Vec<u32>,
+    /// Degree of the |V| series (16 in the JPDC's figure).
+    pub scales_degree: u32,
     /// Degrees of the degree series.
     pub degrees: Vec<u32>,
     /// Scale of the degree series.
@@ -232,7 +234,11 @@ pub fn run(a: &ScaleSpec, progress: &Progress) -> Result<ScaleReport> {
         None
     };
     let exe = &a.exe;
-    let mut runs: Vec<(&'static str, u32, u32)> = a.scales.iter().map(|&s| ("V", s, 16)).collect();
+    let mut runs: Vec<(&'static str, u32, u32)> = a
+        .scales
+        .iter()
+        .map(|&s| ("V", s, a.scales_degree))
+        .collect();
     runs.extend(a.degrees.iter().map(|&d| ("degree", a.degree_scale, d)));
     for &(_, scale, degree) in &runs {
         let store = a.dir.join(store_name(scale, degree));

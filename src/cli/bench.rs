@@ -22,9 +22,13 @@ pub(super) struct ScaleArgs {
     /// otherwise); missing ones are generated there (50 features, 2 classes, seed 1).
     #[arg(long)]
     dir: PathBuf,
-    /// Scales of the |V| series, degree 16 (`--scales` alone: none).
+    /// Scales of the |V| series, degree `--scales-degree` (`--scales` alone: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "20,21,22,23,24,25")]
     scales: Vec<u32>,
+    /// Degree of the |V| series (its stores are `k{scale}.sf` at 16, else
+    /// `k{scale}d{degree}.sf`).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    scales_degree: u32,
     /// Degrees of the degree series (`--degrees` alone: none).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "8,16,32,64,128,256")]
     degrees: Vec<u32>,
@@ -84,6 +88,7 @@ pub(super) fn run(b: Bench, progress: &Progress) -> Result<()> {
         exe,
         dir: a.dir,
         scales: a.scales,
+        scales_degree: a.scales_degree,
         degrees: a.degrees,
         degree_scale: a.degree_scale,
         steps: a.steps,

@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::store::{check, GraphStore};
+use crate::store::{check, check_with_progress, GraphStore};
 use crate::train::Verify;
 
 #[derive(Debug, Args)]
@@ -17,10 +17,7 @@ pub(super) struct CheckArgs {
 
 pub(super) fn run(a: CheckArgs, progress: &Progress) -> Result<()> {
     let store = GraphStore::open(&a.store)?;
-    let spinner = progress.spinner("checking every section");
-    let result = check(&store);
-    spinner.finish_and_clear();
-    result?;
+    check_with_progress(&store, progress)?;
     super::out(&format!("ok: {} passed every check\n", a.store.display()))?;
     Ok(())
 }

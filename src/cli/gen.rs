@@ -20,7 +20,7 @@ pub(super) struct KroneckerArgs {
     #[arg(long)]
     scale: u32,
     /// Target mean degree, > 0 (N·degree/2 edge draws, at least one; duplicates and self
-    /// loops are dropped; bounded above by the disk the store needs, 32 bytes per draw).
+    /// loops are dropped; bounded above by the disk the store needs while written: about 16 bytes per draw).
     #[arg(long, default_value_t = 16.0)]
     degree: f64,
     /// Feature width F.

@@ -434,7 +434,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
         bar.inc(1);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    bar.finish_and_clear();
+    bar.finish();
     ms.sort_by(f64::total_cmp);
     // Coverage is over the nodes a sampler can reach: those with at least one neighbour.
     let has_edges = |v: usize| g.offsets()[v + 1] > g.offsets()[v];

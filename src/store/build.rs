@@ -58,7 +58,9 @@ pub fn write_graph(
                     entries: 0,
                 },
             ];
-            let stats = full.finish(&mut sinks, || bar.inc(1))?;
+            let stats = full.finish(&mut sinks, || {
+                bar.inc(1);
+            })?;
             (stats, sinks[0].entries, sinks[1].entries)
         }
         Some(train) => {
@@ -69,7 +71,9 @@ pub fn write_graph(
                 rows: None,
                 entries: 0,
             }];
-            let stats = full.finish(&mut sinks, || bar.inc(1))?;
+            let stats = full.finish(&mut sinks, || {
+                bar.inc(1);
+            })?;
             let n_entries = sinks[0].entries;
             let mut sinks = [CsrSink {
                 offsets: &mut to,
@@ -78,11 +82,13 @@ pub fn write_graph(
                 rows: None,
                 entries: 0,
             }];
-            train.finish(&mut sinks, || bar.inc(1))?;
+            train.finish(&mut sinks, || {
+                bar.inc(1);
+            })?;
             (stats, n_entries, sinks[0].entries)
         }
     };
-    bar.finish_and_clear();
+    bar.finish();
     Ok(GraphSections {
         entries: [fo.finish()?, fi.finish()?, to.finish()?, ti.finish()?],
         n_entries,

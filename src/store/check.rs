@@ -5,19 +5,19 @@
 //! verified (the O(N) sections: offsets, roles, labels and their checksums) a store that
 //! exists has passed, so it is not repeated here.
 //!
-//! Cost: one sequential pass over the large sections for the checksums, O(nnz) sequential
-//! passes for symmetry (hash sums; the O(nnz · log d) binary searches only where they
-//! disagree, to list the entries) and O(nnz · log d) searches between the training and the
-//! full graph, in parallel over row blocks.
+//! Cost: one sequential pass over the rows that reads each large section once
+//! (`check_pass.rs`: checksums and every per-entry and per-row check together, symmetry by
+//! hash sums, the training graph against the full graph by merging rows); the O(nnz · log
+//! d) binary searches that list asymmetric entries run only where the sums disagree.
 
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::store::format::{Role, SectionId, TrainGraph};
+use crate::progress::Progress;
+use crate::store::check_pass;
+use crate::store::format::SectionId;
 use crate::store::mmap::{GraphStore, SMALL_SECTIONS};
-use crate::store::scan::{
-    asymmetric_entries, contains, entries_not_in, find_entries, find_rows, Found,
-};
+use crate::store::scan::{contains, find_entries, Found};
 use crate::store::StoreError;
 
 fn describe_entries(found: &Found) -> String {
@@ -48,6 +48,11 @@ impl GraphStore {
 
 /// Runs every check; `Ok` if the store is valid, else every problem found.
 pub fn check(store: &GraphStore) -> Result<(), StoreError> {
+    check_with_progress(store, &Progress::hidden())
+}
+
+/// [`check`], its pass over the rows reported by `progress` (`saintflow check`'s lines).
+pub fn check_with_progress(store: &GraphStore, progress: &Progress) -> Result<(), StoreError> {
     let mut problems: Vec<String> = Vec::new();
     let mut report = |id: SectionId, what: String| {
         problems.push(format!(
@@ -57,13 +62,20 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
         ))
     };
 
-    // Checksums, one section per task; `open` has verified those of the small sections.
-    let sums: Vec<(SectionId, String)> = SectionId::ALL
+    let pass = check_pass::run(store, progress);
+    // Checksums: the pass's sections, and any other large one (none in this format
+    // version); `open` has verified those of the small sections.
+    let others: Vec<(SectionId, u64)> = SectionId::ALL
         .par_iter()
-        .filter(|id| !SMALL_SECTIONS.contains(id))
-        .map(|&id| (id, format!("{:016x}", xxh3_64(store.section_bytes(id)))))
+        .filter(|id| !SMALL_SECTIONS.contains(id) && !check_pass::HASHED.contains(id))
+        .map(|&id| (id, xxh3_64(store.section_bytes(id))))
         .collect();
+    let sums = check_pass::HASHED
+        .into_iter()
+        .zip(pass.checksums)
+        .chain(others);
     for (id, got) in sums {
+        let got = format!("{got:016x}");
         let want = &store.header().section(id).xxh3;
         if *want != got {
             report(id, format!("checksum mismatch, expected {want}, got {got}"));
@@ -77,101 +89,84 @@ pub fn check(store: &GraphStore) -> Result<(), StoreError> {
     ];
     let mut structure_ok = [true, true];
     for (i, &(csr, sec)) in graphs.iter().enumerate() {
-        let out_of_range = find_entries(csr, |_, v| u64::from(v) >= n);
+        let out_of_range = &pass.out_of_range[i];
         if out_of_range.count > 0 {
             report(
                 sec,
                 format!(
                     "index out of range (expected < N = {n}): {}",
-                    describe_entries(&out_of_range)
+                    describe_entries(out_of_range)
                 ),
             );
             structure_ok[i] = false;
         }
-        let unsorted = find_rows(csr.n_nodes(), |u| {
-            csr.neighbors(u).windows(2).any(|w| w[0] >= w[1])
-        });
+        let unsorted = &pass.unsorted[i];
         if unsorted.count > 0 {
             report(
                 sec,
                 format!(
                     "rows not strictly increasing (unsorted or duplicate entries): {}",
-                    describe_rows(&unsorted)
+                    describe_rows(unsorted)
                 ),
             );
             structure_ok[i] = false;
         }
-        let loops = find_entries(csr, |u, v| u == v);
+        let loops = &pass.loops[i];
         if loops.count > 0 {
-            report(sec, format!("self loops: {}", describe_entries(&loops)));
+            report(sec, format!("self loops: {}", describe_entries(loops)));
         }
-        if structure_ok[i] {
-            let asym = asymmetric_entries(csr);
-            if asym.count > 0 {
-                report(
-                    sec,
-                    format!(
-                        "not symmetric, reverse missing for {}",
-                        describe_entries(&asym)
-                    ),
-                );
-            }
+        // The sums disagree: list the entries by the searches (O(nnz · log d), random
+        // reads; only a damaged store gets here).
+        if structure_ok[i] && !pass.symmetric(i) {
+            let asym = find_entries(csr, |u, v| !contains(csr, v, u));
+            report(
+                sec,
+                format!(
+                    "not symmetric, reverse missing for {}",
+                    describe_entries(&asym)
+                ),
+            );
         }
     }
 
     if structure_ok == [true, true] {
-        let (full, train) = (store.full(), store.train());
-        let extra = entries_not_in(train, full);
-        if extra.count > 0 {
+        if pass.extra.count > 0 {
             report(
                 SectionId::TrainIndices,
                 format!(
                     "training graph has edges absent from the full graph: {}",
-                    describe_entries(&extra)
+                    describe_entries(&pass.extra)
                 ),
             );
         }
-        if store.header().train_graph == TrainGraph::Induced {
-            let is_train = |v: u32| store.role(v) == Role::Train;
-            let outside = find_entries(train, |u, v| !(is_train(u) && is_train(v)));
-            if outside.count > 0 {
-                report(
-                    SectionId::TrainIndices,
-                    format!(
-                        "induced training graph has edges touching non-training nodes: {}",
-                        describe_entries(&outside)
-                    ),
-                );
-            }
-            let missing = find_entries(full, |u, v| {
-                is_train(u) && is_train(v) && !contains(train, u, v)
-            });
-            if missing.count > 0 {
-                report(
-                    SectionId::TrainIndices,
-                    format!(
-                        "induced training graph misses full-graph edges between training nodes: {}",
-                        describe_entries(&missing)
-                    ),
-                );
-            }
+        if pass.outside.count > 0 {
+            report(
+                SectionId::TrainIndices,
+                format!(
+                    "induced training graph has edges touching non-training nodes: {}",
+                    describe_entries(&pass.outside)
+                ),
+            );
+        }
+        if pass.missing.count > 0 {
+            report(
+                SectionId::TrainIndices,
+                format!(
+                    "induced training graph misses full-graph edges between training nodes: {}",
+                    describe_entries(&pass.missing)
+                ),
+            );
         }
     }
 
-    let f = store.n_features();
-    if f > 0 {
-        let feats = store.features();
-        let bad = find_rows(store.n_nodes(), |v| {
-            feats[v as usize * f..(v as usize + 1) * f]
-                .iter()
-                .any(|x| !x.is_finite())
-        });
-        if bad.count > 0 {
-            report(
-                SectionId::Features,
-                format!("non-finite values (NaN or ±inf) in {}", describe_rows(&bad)),
-            );
-        }
+    if pass.non_finite.count > 0 {
+        report(
+            SectionId::Features,
+            format!(
+                "non-finite values (NaN or ±inf) in {}",
+                describe_rows(&pass.non_finite)
+            ),
+        );
     }
 
     // The link split's sections (issue 52): its positives out of the graph, its negatives

@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod check;
+mod check_pass;
 pub mod csr_build;
 pub mod error;
 pub mod format;
@@ -21,7 +22,7 @@ pub mod typed;
 mod typed_maps;
 pub mod writer;
 
-pub use check::check;
+pub use check::{check, check_with_progress};
 pub use error::StoreError;
 pub use format::{Header, LabelKind, Role, SectionId, TrainGraph, TypesMeta};
 pub use info::{info, Info};

@@ -28,6 +28,17 @@ pub struct Found {
     pub first: Vec<(u32, u32)>,
 }
 
+impl Found {
+    /// Counts entry (or row, `v` = 0) `(u, v)`, keeping it among the first few.
+    #[inline]
+    pub fn note(&mut self, u: u32, v: u32) {
+        self.count += 1;
+        if self.first.len() < SAMPLES_PER_CHECK {
+            self.first.push((u, v));
+        }
+    }
+}
+
 /// Finds the entries `(u, v)` of `csr` for which `pred(u, v)` holds.
 pub fn find_entries(csr: Csr<'_>, pred: impl Fn(u32, u32) -> bool + Sync) -> Found {
     blocks(csr.n_nodes())
@@ -37,10 +48,7 @@ pub fn find_entries(csr: Csr<'_>, pred: impl Fn(u32, u32) -> bool + Sync) -> Fou
             for u in rows {
                 for &v in csr.neighbors(u as u32) {
                     if pred(u as u32, v) {
-                        f.count += 1;
-                        if f.first.len() < SAMPLES_PER_CHECK {
-                            f.first.push((u as u32, v));
-                        }
+                        f.note(u as u32, v);
                     }
                 }
             }
@@ -57,10 +65,7 @@ pub fn find_rows(n: usize, pred: impl Fn(u32) -> bool + Sync) -> Found {
             let mut f = Found::default();
             for u in rows {
                 if pred(u as u32) {
-                    f.count += 1;
-                    if f.first.len() < SAMPLES_PER_CHECK {
-                        f.first.push((u as u32, 0));
-                    }
+                    f.note(u as u32, 0);
                 }
             }
             f
@@ -68,14 +73,16 @@ pub fn find_rows(n: usize, pred: impl Fn(u32) -> bool + Sync) -> Found {
         .reduce(Found::default, merge)
 }
 
-fn merge(mut a: Found, b: Found) -> Found {
+/// `a` then `b`: counts added, the first few kept in order.
+pub fn merge(mut a: Found, b: Found) -> Found {
     a.count += b.count;
     let room = SAMPLES_PER_CHECK.saturating_sub(a.first.len());
     a.first.extend(b.first.into_iter().take(room));
     a
 }
 
-fn blocks(n: usize) -> Vec<Range<usize>> {
+/// Rows 0..n in blocks of [`BLOCK_ROWS`].
+pub fn blocks(n: usize) -> Vec<Range<usize>> {
     (0..n.div_ceil(BLOCK_ROWS))
         .map(|b| b * BLOCK_ROWS..((b + 1) * BLOCK_ROWS).min(n))
         .collect()
@@ -110,9 +117,9 @@ pub fn asymmetric_entries(csr: Csr<'_>) -> Found {
                         } else {
                             (u as u32, v)
                         };
-                        let pair = (u64::from(s) << 32) | u64::from(t);
-                        a = a.wrapping_add(mix64(pair ^ 0x243f_6a88_85a3_08d3));
-                        b = b.wrapping_add(mix64(pair ^ 0x1319_8a2e_0370_7344));
+                        let [x, y] = entry_hashes(s, t);
+                        a = a.wrapping_add(x);
+                        b = b.wrapping_add(y);
                     }
                 }
                 (a, b)
@@ -126,6 +133,17 @@ pub fn asymmetric_entries(csr: Csr<'_>) -> Found {
         return Found::default();
     }
     find_entries(csr, |u, v| !contains(csr, v, u))
+}
+
+/// The two hashes of entry (u, v) whose wrapping sums over a graph's entries
+/// [`asymmetric_entries`] compares with the sums over the reversed entries.
+#[inline]
+pub fn entry_hashes(u: u32, v: u32) -> [u64; 2] {
+    let pair = (u64::from(u) << 32) | u64::from(v);
+    [
+        mix64(pair ^ 0x243f_6a88_85a3_08d3),
+        mix64(pair ^ 0x1319_8a2e_0370_7344),
+    ]
 }
 
 /// splitmix64's finaliser: a bijection of u64 whose output bits each depend on every

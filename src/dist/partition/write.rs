@@ -339,7 +339,7 @@ pub fn partition_store(
         });
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    bar.finish();
     let parts: Vec<PartReport> = (0..p.k)
         .map(|i| part_report(&g, &p, &aug, i, &counts[i], &ranks[home[i]].store))
         .collect();

@@ -264,10 +264,9 @@ impl KroneckerSpec {
     /// or written (f64: `--degree 1e30` does not overflow): memory, the node blocks in
     /// flight (`threads` × 2 blocks of ≤ 32 Ki rows × F f32) and the planted centroids
     /// (C × F f32), against the machine's memory ([`MemoryLimit::Detect`],
-    /// `SAINTFLOW_MEMORY_LIMIT=off` to skip); disk, 32 bytes per draw (16 of bucketed
-    /// scratch, 16 of CSR indices, full and training graph) + 4·N·F of features + 21·N of
-    /// offsets, labels and roles, against the free space where `out` goes. The error names
-    /// the flag behind the larger part with the estimate.
+    /// `SAINTFLOW_MEMORY_LIMIT=off` to skip); disk, [`KroneckerSpec::disk_peak`] against
+    /// the free space where `out` goes. The error names the flag behind the larger part
+    /// with the estimate.
     pub fn check_resources(&self, out: &std::path::Path) -> Result<(), StoreError> {
         let n = self.n_nodes() as f64;
         let f = f64::from(self.max_features());
@@ -296,9 +295,7 @@ impl KroneckerSpec {
                 )));
             }
         }
-        let edges = 32.0 * (n * self.degree / 2.0).round();
-        let features = 4.0 * n * f;
-        let disk = edges + features + 21.0 * n;
+        let (edges, features, disk) = self.disk_peak();
         let dir = existing_ancestor(out);
         if let Ok(free) = fs4::available_space(&dir) {
             if disk > free as f64 {
@@ -318,6 +315,36 @@ impl KroneckerSpec {
             }
         }
         Ok(())
+    }
+
+    /// Issue 56: the most disk the store takes while it is written, as (edge part, feature
+    /// part, peak) in bytes, f64. Two moments can be the peak: when the last draw is
+    /// bucketed (16 bytes of scratch per draw, one key each way, and nothing else yet), and
+    /// the end (every bucket file is removed as soon as it is read, before its rows are
+    /// written, so the scratch and the CSR never add up past the scratch): the full graph's
+    /// 8 bytes per draw, the induced training graph's share of them (p², p the training
+    /// fraction, roles being independent of edges; +1 % for chance), a typed store's
+    /// relation sections (a second copy of the full graph's, T·N rows), 16·N of offsets, 5·N of labels
+    /// and roles, 4·N·F of features. Duplicates and self loops only make it smaller. At
+    /// scale 27, degree 24, F = 32: 37.7 GB (the store 37.5 GB), where the old sum of both
+    /// moments (32 bytes per draw) said 71.5 GB.
+    pub fn disk_peak(&self) -> (f64, f64, f64) {
+        let n = self.n_nodes() as f64;
+        let draws = self.draws() as f64;
+        let features = 4.0 * n * f64::from(self.max_features());
+        let train_share = (self.split[0] * self.split[0] + 0.01).min(1.0);
+        // A typed store's T² relations each have their source type's N/T rows.
+        let (relations, relation_rows) = match &self.typed {
+            Some(t) => (1.0, n * t.n_types() as f64),
+            None => (0.0, 0.0),
+        };
+        let csr = 8.0 * draws * (1.0 + train_share + relations);
+        let offsets = 16.0 * n + 8.0 * relation_rows;
+        // While buckets are turned into rows, each removed bucket's 16 bytes a draw give way
+        // to its rows and offsets: a mix of the two moments, never above the larger.
+        let scratch = 16.0 * draws;
+        let end = csr + offsets + 5.0 * n + features;
+        (csr.max(16.0 * draws), features, scratch.max(end))
     }
 
     /// The widest feature row (F, or the widest type's in a typed store).
@@ -494,7 +521,7 @@ pub fn generate_kronecker(
         pending = next;
         first += batch;
     }
-    bar.finish_and_clear();
+    bar.finish();
 
     // Only the target type t0 of a typed store has roles.
     let is_train = |v: u32| {
@@ -601,7 +628,7 @@ pub fn generate_kronecker(
             bar.inc(l.len() as u64);
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
 
     let stats = graph.stats;
     let (entries, train_entries) = (graph.n_entries, graph.n_train_entries);

@@ -391,7 +391,7 @@ pub fn import_edgelist(
         bar.inc(1);
         Ok(())
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     let mode = opts.train_graph;
     let is_train = |v: u32| mode.keeps(roles[v as usize]);
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;

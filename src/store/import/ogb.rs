@@ -1120,7 +1120,7 @@ pub(super) fn import_homogeneous(
             push_edge_index(&data_npz, &scratch, n, &mut builder, &bar)?
         }
     };
-    bar.finish_and_clear();
+    bar.finish();
     if seen != n_edges {
         return Err(StoreError::input(
             &edges_path,
@@ -1198,7 +1198,7 @@ fn push_edge_index(
     scratch: &Path,
     n: u64,
     builder: &mut CsrBuilder,
-    bar: &indicatif::ProgressBar,
+    bar: &crate::progress::Ticker,
 ) -> Result<u64, StoreError> {
     let mut npz = open_npz(path)?;
     let npy = required(

@@ -821,7 +821,7 @@ pub(super) fn import_ogb_hetero(
             });
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     if dropped.0 + dropped.1 > 0 {
         notes.push(format!(
             "{} self-loop and {} duplicate entries dropped from the relations",

@@ -515,7 +515,7 @@ pub fn import_ogb_link(
             bar.inc(PROGRESS_EVERY);
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     if seen != n_edges {
         return Err(StoreError::input(
             &edges_path,
