@@ -103,7 +103,26 @@ pub(crate) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Acce
         SampleGraph::Train => (SectionId::TrainOffsets, SectionId::TrainIndices),
         SampleGraph::Full => (SectionId::FullOffsets, SectionId::FullIndices),
     };
-    store.advise(&[offsets, indices, SectionId::Features], access);
+    // A CSR that fits well within the memory budget is read whole, once, and stays
+    // cached; beyond it, one page a fault.
+    let csr = if access == Access::Random && fits_resident(store, &[offsets, indices]) {
+        Access::Resident
+    } else {
+        access
+    };
+    store.advise(&[offsets, indices], csr);
+    store.advise(&[SectionId::Features], access);
+}
+
+/// Whether `sections` take at most three quarters of the memory this process may use (the
+/// machine's, or its cgroup's when lower; unknown counts as not fitting), so that keeping
+/// them in the page cache leaves room for the rest: a step's own memory (0.3–0.6 GB at
+/// JPDC's sizes) and the feature rows of the subgraphs in flight.
+pub(crate) fn fits_resident(store: &GraphStore, sections: &[SectionId]) -> bool {
+    let bytes: u64 = sections.iter().map(|&id| store.section_bytes(id).len() as u64).sum();
+    crate::machine::MemoryLimit::Detect
+        .resolve()
+        .is_some_and(|(limit, _)| bytes <= limit / 4 * 3)
 }
 
 /// One phase, ready to step.

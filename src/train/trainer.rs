@@ -541,6 +541,14 @@ fn run(
         state
             .opt
             .set_lr(plan.optimizer.lr() * factor.unwrap_or(1.0));
+        // Random access from here on: the phase's set-up samples too (the normalisation's
+        // pre-sampling). Issue 56: advised only after it, each page fault of the set-up on
+        // a store past RAM read the device's read-ahead window (8 MiB on the VM measured)
+        // around it: 26 s and most of the training graph read before the first step of
+        // Kronecker scale 27.
+        if opts.io_hints {
+            advise_training(store, &sp, Access::Random);
+        }
         if phase.as_ref().is_none_or(|(i, _)| *i != pi) {
             let env = PhaseEnv {
                 seed: opts.seed,
@@ -556,9 +564,6 @@ fn run(
         }
         let ph = &phase.as_ref().expect("set up").1;
         obs.epoch_begins(state.epoch, state.step, ph.steps_per_epoch, stop, max_steps);
-        if opts.io_hints {
-            advise_training(store, &sp, Access::Random);
-        }
         let n_steps = ph.steps_per_epoch.min(max_steps - state.step);
         let step = Step { opts, runner, ph };
         let t_train = Instant::now();
