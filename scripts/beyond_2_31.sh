@@ -90,7 +90,7 @@ train)
   cat "$WORK/bench/scale.md"
   python3 - "$WORK/bench/logs" <<'PY'
 import glob, json, sys
-for f in sorted(glob.glob(sys.argv[1] + "/*.jsonl")):
+for f in sorted(glob.glob(sys.argv[1] + "/*.log")):
     steps = [r for r in map(json.loads, open(f)) if r.get("kind") == "step"][5:]
     if not steps:
         continue

@@ -119,7 +119,10 @@ pub(crate) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Acce
 /// them in the page cache leaves room for the rest: a step's own memory (0.3–0.6 GB at
 /// JPDC's sizes) and the feature rows of the subgraphs in flight.
 pub(crate) fn fits_resident(store: &GraphStore, sections: &[SectionId]) -> bool {
-    let bytes: u64 = sections.iter().map(|&id| store.section_bytes(id).len() as u64).sum();
+    let bytes: u64 = sections
+        .iter()
+        .map(|&id| store.section_bytes(id).len() as u64)
+        .sum();
     crate::machine::MemoryLimit::Detect
         .resolve()
         .is_some_and(|(limit, _)| bytes <= limit / 4 * 3)

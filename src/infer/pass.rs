@@ -547,8 +547,11 @@ pub(super) fn run_pass(
     }
     let _pool = PoolCap(crate::ir::recycle::capacity());
     // At chosen rows, what only they read of lower levels is computed again there
-    // instead of kept for every row (`BlockedPlan::at_chosen_rows`).
-    let deferring = at.and_then(|_| plan.at_chosen_rows(graph, fill));
+    // instead of kept for every row (`BlockedPlan::at_chosen_rows`), when what that reads
+    // fits in memory.
+    let deferring = at
+        .filter(|_| super::plan::lower_levels_fit(store, graph, plan, opts))
+        .and_then(|_| plan.at_chosen_rows(graph, fill));
     if let Some(p) = &deferring {
         DEFERRED_VALUES.fetch_add(p.deferred.len(), std::sync::atomic::Ordering::Relaxed);
     }

@@ -371,6 +371,28 @@ fn expected_reads(
 /// The streaming buffer when none is given: half of what the memory limit (a cgroup's,
 /// when the process runs in one; 2 GiB when there is none to read) leaves beside the
 /// process's anonymous memory now, and at least 64 MiB.
+/// Whether every neighbour op below the output's level reads an X that fits half the
+/// buffer (as [`PassPlan::new`] decides what to stream): then computing a lower-level value
+/// again at chosen rows (`BlockedPlan::at_chosen_rows`) reads its X from memory. Issue 56:
+/// an X past it is read in place by the neighbours' ids, one page fault per row of a
+/// scattered block (GraphSAGE's validation at Kronecker scale 27 under an 8 GiB cap re-read
+/// the 17 GB of features at random to compute the first layer again at the scored rows).
+pub(super) fn lower_levels_fit(
+    store: &GraphStore,
+    graph: &Graph,
+    plan: &BlockedPlan,
+    opts: &InferOptions,
+) -> bool {
+    let buffer = opts
+        .buffer_bytes
+        .map_or_else(|| default_buffer(opts), |b| b as u64);
+    let out = plan.level[&plan.output];
+    plan.neighbour.iter().all(|(id, nb)| {
+        let x = graph.node(*id).inputs[nb.x];
+        plan.level[id] >= out || 4 * store.n_nodes() as u64 * width(graph, x) as u64 <= buffer / 2
+    })
+}
+
 fn default_buffer(opts: &InferOptions) -> u64 {
     let limit = opts
         .memory_limit
