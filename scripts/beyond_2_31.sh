@@ -119,9 +119,10 @@ sample)
     measure "sample-$s" "$SF" sample "$st" --sampler rw --roots 3000 --depth 2 --count 200 --json
     python3 - "logs/sample-$s.out" <<'PY'
 import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+recs = [r for r in map(json.loads, open(sys.argv[1])) if "index" in r]
 ms = sorted(r["ms"] for r in recs)
-print(f"{len(recs)} subgraphs, median {ms[len(ms) // 2]:.2f} ms, mean nodes {sum(r['nodes'] for r in recs) / len(recs):.0f}")
+summary = [r for r in map(json.loads, open(sys.argv[1])) if r.get("summary")][0]
+print(f"{len(recs)} subgraphs, median {ms[len(ms) // 2]:.2f} ms, mean nodes {sum(r['nodes'] for r in recs) / len(recs):.0f}, {summary['subgraphs_per_s']:.1f} subgraphs/s")
 PY
   done
   ;;

@@ -448,6 +448,11 @@ impl Sampler {
                 },
                 draw.saturating_mul(2 * threads as u128),
             )?;
+            if beyond_memory(&store) {
+                // Rows and feature rows read at random (issue 56): no read-ahead window
+                // around each page fault; the CSR read whole when it fits.
+                store.advise_sampling(train_graph);
+            }
             let mut spec = SamplerSpec {
                 store: store.clone(),
                 config,

@@ -14,8 +14,7 @@ use crate::progress::Progress;
 use crate::sample::config::{self, KINDS};
 use crate::sample::params::{Field, FieldError, FieldType, Input};
 use crate::sample::{sample_subgraph, NormCounts, SamplerConfig};
-use crate::store::format::SectionId;
-use crate::store::{Access, GraphStore};
+use crate::store::GraphStore;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum GraphArg {
@@ -336,27 +335,13 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     }
     let store = GraphStore::open(&a.store)?;
     a.verify.apply(&store)?;
-    let (g, graph_name, sections) = match a.graph {
-        GraphArg::Train => (
-            store.train(),
-            "train",
-            [SectionId::TrainOffsets, SectionId::TrainIndices],
-        ),
-        GraphArg::Full => (
-            store.full(),
-            "full",
-            [SectionId::FullOffsets, SectionId::FullIndices],
-        ),
+    let (g, graph_name) = match a.graph {
+        GraphArg::Train => (store.train(), "train"),
+        GraphArg::Full => (store.full(), "full"),
     };
-    // Samplers read rows at random: the CSR read whole once when it fits the memory
-    // budget well, else one page a fault (issue 56: the default read-ahead, 8 MiB a fault
-    // on the VM measured, read 6.5 GB for ten subgraphs of a store past RAM).
-    let access = if crate::compile::fits_resident(&store, &sections) {
-        Access::Resident
-    } else {
-        Access::Random
-    };
-    store.advise(&sections, access);
+    // Samplers read rows at random (issue 56: with the default read-ahead, 8 MiB a page
+    // fault on the VM measured, ten subgraphs of a store past RAM read 6.5 GB).
+    store.advise_sampling(matches!(a.graph, GraphArg::Train));
     let kind = &a.sampler.config;
     if !a.no_memory_check {
         check_memory(&a)?;

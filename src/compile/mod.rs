@@ -97,35 +97,17 @@ pub(crate) fn expected_nodes(kind: &SamplerConfig, n: usize) -> usize {
     kind.expected_nodes().unwrap_or(n).clamp(1, n.max(1))
 }
 
-/// Advises what sampled training reads: the sampled graph's CSR and the features.
+/// Advises what sampled training reads: the sampled graph's CSR and the features
+/// (`Random`: [`GraphStore::advise_sampling`]; `Normal` again for a full-graph pass).
 pub(crate) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Access) {
-    let (offsets, indices) = match sp.graph {
-        SampleGraph::Train => (SectionId::TrainOffsets, SectionId::TrainIndices),
-        SampleGraph::Full => (SectionId::FullOffsets, SectionId::FullIndices),
-    };
-    // A CSR that fits well within the memory budget is read whole, once, and stays
-    // cached; beyond it, one page a fault.
-    let csr = if access == Access::Random && fits_resident(store, &[offsets, indices]) {
-        Access::Resident
-    } else {
-        access
-    };
-    store.advise(&[offsets, indices], csr);
-    store.advise(&[SectionId::Features], access);
-}
-
-/// Whether `sections` take at most three quarters of the memory this process may use (the
-/// machine's, or its cgroup's when lower; unknown counts as not fitting), so that keeping
-/// them in the page cache leaves room for the rest: a step's own memory (0.3–0.6 GB at
-/// JPDC's sizes) and the feature rows of the subgraphs in flight.
-pub(crate) fn fits_resident(store: &GraphStore, sections: &[SectionId]) -> bool {
-    let bytes: u64 = sections
-        .iter()
-        .map(|&id| store.section_bytes(id).len() as u64)
-        .sum();
-    crate::machine::MemoryLimit::Detect
-        .resolve()
-        .is_some_and(|(limit, _)| bytes <= limit / 4 * 3)
+    let train = sp.graph == SampleGraph::Train;
+    match access {
+        Access::Random => store.advise_sampling(train),
+        _ => {
+            store.advise(&GraphStore::csr_sections(train), access);
+            store.advise(&[SectionId::Features], access);
+        }
+    }
 }
 
 /// One phase, ready to step.

@@ -636,6 +636,31 @@ impl GraphStore {
             .count()
     }
 
+    /// The offsets and indices sections of the training graph (`train`) or the full one.
+    pub fn csr_sections(train: bool) -> [SectionId; 2] {
+        if train {
+            [SectionId::TrainOffsets, SectionId::TrainIndices]
+        } else {
+            [SectionId::FullOffsets, SectionId::FullIndices]
+        }
+    }
+
+    /// The advice for sampling from the training graph (`train`) or the full one, and
+    /// reading the sampled nodes' features: the CSR [`Access::Resident`] when it fits
+    /// three quarters of the memory this process may use (the machine's, or its cgroup's
+    /// when lower; unknown counts as not fitting: a step's own memory and the feature rows
+    /// in flight need the rest), else [`Access::Random`]; the features `Random`. Training,
+    /// `saintflow sample` and the Python sampler ask for it.
+    pub fn advise_sampling(&self, train: bool) {
+        let csr = Self::csr_sections(train);
+        let bytes: u64 = csr.iter().map(|&id| self.section_bytes(id).len() as u64).sum();
+        let fits = crate::machine::MemoryLimit::Detect
+            .resolve()
+            .is_some_and(|(limit, _)| bytes <= limit / 4 * 3);
+        self.advise(&csr, if fits { Access::Resident } else { Access::Random });
+        self.advise(&[SectionId::Features], Access::Random);
+    }
+
     /// Asks the kernel to start reading the pages holding the feature rows of `ids`
     /// (MADV_WILLNEED) and returns at once: issued for a sampled subgraph ahead of its
     /// step, the reads are in flight together (deep I/O queue) instead of one page fault
