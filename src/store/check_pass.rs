@@ -347,7 +347,7 @@ mod tests {
                 let u = rng.random_range(0..n) as usize;
                 train_rows[u].clear();
             }
-            let f = (case % 3) as usize;
+            let f = case % 3;
             let mut features: Vec<f32> = (0..n as usize * f).map(|i| i as f32).collect();
             if f > 0 && case % 2 == 0 {
                 let i = rng.random_range(0..features.len());

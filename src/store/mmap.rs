@@ -653,11 +653,21 @@ impl GraphStore {
     /// `saintflow sample` and the Python sampler ask for it.
     pub fn advise_sampling(&self, train: bool) {
         let csr = Self::csr_sections(train);
-        let bytes: u64 = csr.iter().map(|&id| self.section_bytes(id).len() as u64).sum();
+        let bytes: u64 = csr
+            .iter()
+            .map(|&id| self.section_bytes(id).len() as u64)
+            .sum();
         let fits = crate::machine::MemoryLimit::Detect
             .resolve()
             .is_some_and(|(limit, _)| bytes <= limit / 4 * 3);
-        self.advise(&csr, if fits { Access::Resident } else { Access::Random });
+        self.advise(
+            &csr,
+            if fits {
+                Access::Resident
+            } else {
+                Access::Random
+            },
+        );
         self.advise(&[SectionId::Features], Access::Random);
     }
 
