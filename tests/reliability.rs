@@ -241,7 +241,7 @@ fn issue_28_item_2_gen_counts_are_estimated_and_absurd_ones_refused() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("--degree 1000000000000 (--scale 10): the store needs about 14.6 PiB of disk"),
+        err.contains("--degree 1000000000000 (--scale 10): the store needs about 7.3 PiB of disk"),
         "{err}"
     );
     let o = gen(&["--classes", "1000000000"]);
@@ -390,7 +390,10 @@ fn issue_28_item_4_an_absurd_run_length_is_estimated_after_the_first_pool() {
     child.kill().unwrap();
     child.wait().unwrap();
     let estimate = estimate.unwrap_or_else(|| panic!("no estimate line in {seen:?}"));
-    let long = |l: &str| l.contains(" days ") || l.ends_with(" h") || l.contains(" years");
+    // Hours at least: "34 h 52 min" on a quiet Zen 5, days on a loaded machine.
+    let long = |l: &str| {
+        l.contains(" days ") || l.contains(" h ") || l.ends_with(" h") || l.contains(" years")
+    };
     assert!(
         estimate.contains("samples in") && estimate.contains("at the first pool's rate"),
         "{estimate}"

@@ -97,9 +97,13 @@ pub(crate) fn expected_nodes(kind: &SamplerConfig, n: usize) -> usize {
     kind.expected_nodes().unwrap_or(n).clamp(1, n.max(1))
 }
 
-/// Advises what sampled training reads: the sampled graph's CSR and the features
-/// (`Random`: [`GraphStore::advise_sampling`]; `Normal` again for a full-graph pass).
-pub(crate) fn advise_training(store: &GraphStore, sp: &SamplerPlan, access: Access) {
+/// Advises what sampled training reads, when `on` (the trainer's `io_hints`): the sampled
+/// graph's CSR and the features (`Random`: [`GraphStore::advise_sampling`]; `Normal` again
+/// for a full-graph pass).
+pub(crate) fn advise_training(on: bool, store: &GraphStore, sp: &SamplerPlan, access: Access) {
+    if !on {
+        return;
+    }
     let train = sp.graph == SampleGraph::Train;
     match access {
         Access::Random => store.advise_sampling(train),

@@ -94,6 +94,22 @@ pub enum Access {
     Resident,
 }
 
+/// Gives `access`'s advice for one mapped section; whether it was taken.
+fn advise_backing(b: &Backing, access: Access) -> bool {
+    let advice = match access {
+        Access::Normal | Access::Resident => Advice::Normal,
+        Access::Random => Advice::Random,
+        Access::Sequential => Advice::Sequential,
+    };
+    match b {
+        Backing::Map(m) => {
+            m.advise(advice).is_ok()
+                && (access != Access::Resident || m.advise(Advice::WillNeed).is_ok())
+        }
+        Backing::Empty => false,
+    }
+}
+
 /// An opened, memory-mapped graph store. Cheap to share by reference across threads.
 pub struct GraphStore {
     dir: PathBuf,
@@ -619,20 +635,9 @@ impl GraphStore {
     /// skipped. A hint: a kernel refusing it changes speed, not results, so it is not an
     /// error (the count of sections it applied to is returned).
     pub fn advise(&self, sections: &[SectionId], access: Access) -> usize {
-        let advice = match access {
-            Access::Normal | Access::Resident => Advice::Normal,
-            Access::Random => Advice::Random,
-            Access::Sequential => Advice::Sequential,
-        };
         sections
             .iter()
-            .filter(|id| match &self.sections[id.index()] {
-                Backing::Map(m) => {
-                    let ok = m.advise(advice).is_ok();
-                    ok && (access != Access::Resident || m.advise(Advice::WillNeed).is_ok())
-                }
-                Backing::Empty => false,
-            })
+            .filter(|id| advise_backing(&self.sections[id.index()], access))
             .count()
     }
 
@@ -651,24 +656,40 @@ impl GraphStore {
     /// when lower; unknown counts as not fitting: a step's own memory and the feature rows
     /// in flight need the rest), else [`Access::Random`]; the features `Random`. Training,
     /// `saintflow sample` and the Python sampler ask for it.
+    /// A typed store's relations count with the CSR (a typed step reads the subgraph's
+    /// relation rows) and its types' features are `Random` too.
     pub fn advise_sampling(&self, train: bool) {
         let csr = Self::csr_sections(train);
+        let len = |b: &Backing| match b {
+            Backing::Map(m) => m.len() as u64,
+            Backing::Empty => 0,
+        };
+        let relations: Vec<&Backing> = self
+            .typed
+            .iter()
+            .flat_map(|t| t.offsets.iter().chain(&t.indices))
+            .collect();
         let bytes: u64 = csr
             .iter()
             .map(|&id| self.section_bytes(id).len() as u64)
+            .chain(relations.iter().map(|b| len(b)))
             .sum();
         let fits = crate::machine::MemoryLimit::Detect
             .resolve()
             .is_some_and(|(limit, _)| bytes <= limit / 4 * 3);
-        self.advise(
-            &csr,
-            if fits {
-                Access::Resident
-            } else {
-                Access::Random
-            },
-        );
+        let access = if fits {
+            Access::Resident
+        } else {
+            Access::Random
+        };
+        self.advise(&csr, access);
+        for b in relations {
+            advise_backing(b, access);
+        }
         self.advise(&[SectionId::Features], Access::Random);
+        for b in self.typed.iter().flat_map(|t| &t.features) {
+            advise_backing(b, Access::Random);
+        }
     }
 
     /// Asks the kernel to start reading the pages holding the feature rows of `ids`

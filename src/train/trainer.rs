@@ -541,14 +541,8 @@ fn run(
         state
             .opt
             .set_lr(plan.optimizer.lr() * factor.unwrap_or(1.0));
-        // Random access from here on: the phase's set-up samples too (the normalisation's
-        // pre-sampling). Issue 56: advised only after it, each page fault of the set-up on
-        // a store past RAM read the device's read-ahead window (8 MiB on the VM measured)
-        // around it: 26 s and most of the training graph read before the first step of
-        // Kronecker scale 27.
-        if opts.io_hints {
-            advise_training(store, &sp, Access::Random);
-        }
+        // Before the set-up, which samples too (issue 56: 26 s to scale 27's first step).
+        advise_training(opts.io_hints, store, &sp, Access::Random);
         if phase.as_ref().is_none_or(|(i, _)| *i != pi) {
             let env = PhaseEnv {
                 seed: opts.seed,
@@ -575,9 +569,7 @@ fn run(
         let mut stops = false;
         let val = match &eval {
             Some(e) if evaluates => {
-                if opts.io_hints {
-                    advise_training(store, &sp, Access::Normal);
-                }
+                advise_training(opts.io_hints, store, &sp, Access::Normal);
                 let t = Instant::now();
                 // No validation nodes: nothing measured, no best (the last parameters
                 // are the run's, issue 55 item 1).
