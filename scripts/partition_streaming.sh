@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# Issue 56 item 5: `saintflow partition` at Kronecker scale 22, k = 4, the multilevel first
-# level against the streaming one with /usr/bin/time -v: the multilevel one once under
-# `memcap 8G` (it is killed there) and twice under 12G, the streaming one twice under 8G,
-# then `--method auto --assignment-only` under 8G, then 20 training steps on one streaming
-# part store.
-# Usage: scripts/partition_streaming.sh [DIR]  (SAINTFLOW=binary, MEMCAP=memcap script).
-# Each run's stdout (the --json report), stderr (time -v, memcap's line) go to DIR/NAME.*;
-# the part stores of every run but the last streaming one are removed (disk).
+# Issue 56 item 5: `saintflow partition` on a Kronecker store (scale $SCALE, degree 24, 32
+# features, planted), k = 4, the multilevel first level against the streaming one, with
+# /usr/bin/time -v: each twice (multilevel under `memcap $ML_CAP`, streaming under `memcap
+# 8G`), then `--method auto --assignment-only` under 8G, then (TRAIN=1) 20 training steps of
+# plans/graphsage.toml on the second streaming run's part 0.
+# Usage: [SCALE=22] [ML_CAP=8G] [TRAIN=1] scripts/partition_streaming.sh [DIR]
+# (SAINTFLOW=binary, MEMCAP=memcap script). Each run's --json report and its stderr (time -v,
+# memcap's line) go to DIR/sSCALE-NAME.{json,err}, and one summary line per run to stdout;
+# part stores are removed after each run (disk) but the second streaming run's.
 set -euo pipefail
 DIR=${1:-/tmp/h56p}
+SCALE=${SCALE:-22}
+ML_CAP=${ML_CAP:-8G}
 SF=${SAINTFLOW:-target/release/saintflow}
 MEMCAP=${MEMCAP:-/work/shared/tools/memcap}
+STORE="$DIR/k$SCALE.sf"
 mkdir -p "$DIR"
-[ -d "$DIR/k22.sf" ] || nice -n 19 "$SF" gen kronecker --scale 22 --degree 24 --features 32 \
-  --planted -o "$DIR/k22.sf"
+[ -d "$STORE" ] || nice -n 19 "$SF" gen kronecker --scale "$SCALE" --degree 24 --features 32 \
+  --planted -o "$STORE"
 run() { # NAME CAP ARGS...
-  local name=$1 cap=$2; shift 2
+  local name="s$SCALE-$1" cap=$2; shift 2
   rm -rf "${DIR:?}/$name"
-  nice -n 19 "$MEMCAP" "$cap" /usr/bin/time -v "$SF" partition "$DIR/k22.sf" -k 4 \
+  nice -n 19 "$MEMCAP" "$cap" /usr/bin/time -v "$SF" partition "$STORE" -k 4 \
     -o "$DIR/$name" --json "$@" > "$DIR/$name.json" 2> "$DIR/$name.err" || true
   python3 - "$DIR/$name" <<'PY'
 import json, re, sys
@@ -32,20 +36,22 @@ except ValueError:
     print(f"{name.split('/')[-1]}: failed after {wall}, maxrss {rss / 1048576:.2f} GiB; {cap}")
     sys.exit(0)
 print(f"{name.split('/')[-1]}: {r['method']} ({r['method_reason']}) cut {r['edge_cut']} "
-      f"({100 * r['cut_ratio']:.2f}%) initial {r['initial_cut']} passes {r.get('pass_cuts', [])} "
-      f"balance {r['balance']:.4f} repl {r['replication_factor']:.4f} "
-      f"partition {r['partition_seconds']:.2f} s total {r['total_seconds']:.2f} s "
-      f"wall {wall} maxrss {rss / 1048576:.2f} GiB; {cap}")
+      f"({100 * r['cut_ratio']:.2f}%) initial {r['initial_cut']} levels {r['levels']} "
+      f"passes {r.get('pass_cuts', [])} balance {r['balance']:.4f} "
+      f"repl {r['replication_factor']:.4f} partition {r['partition_seconds']:.2f} s "
+      f"total {r['total_seconds']:.2f} s wall {wall} maxrss {rss / 1048576:.2f} GiB; {cap}")
 PY
 }
-run multilevel-8G 8G --method multilevel
 for i in 1 2; do
-  run "multilevel-$i" 12G --method multilevel
-  rm -rf "${DIR:?}/multilevel-$i"
+  run "multilevel-$i" "$ML_CAP" --method multilevel
+  rm -rf "${DIR:?}/s$SCALE-multilevel-$i"
   run "streaming-$i" 8G --method streaming
-  [ "$i" = 2 ] || rm -rf "${DIR:?}/streaming-$i"
+  [ "$i" = 2 ] || rm -rf "${DIR:?}/s$SCALE-streaming-$i"
 done
 run auto-8G 8G --method auto --assignment-only
-nice -n 19 "$SF" train plans/graphsage.toml --graph "$DIR/streaming-2/part-0.sf" --steps 20 \
-  > "$DIR/train-part0.out" 2>&1
-tail -n 5 "$DIR/train-part0.out"
+if [ "${TRAIN:-0}" = 1 ]; then
+  nice -n 19 "$SF" train plans/graphsage.toml --graph "$DIR/s$SCALE-streaming-2/part-0.sf" \
+    --steps 20 > "$DIR/s$SCALE-train-part0.out" 2>&1
+  tail -n 3 "$DIR/s$SCALE-train-part0.out"
+fi
+rm -rf "${DIR:?}/s$SCALE-streaming-2"

@@ -61,20 +61,22 @@ impl std::str::FromStr for Method {
 }
 
 /// Peak bytes of the multilevel partitioner per (N, directed entries): its input graph
-/// (`WGraph`: 8 B offsets + 4 B weight a node, 4 B id + 4 B weight an entry: 12N + 8E),
-/// then the coarse levels, each held until the end: matching shrinks the nodes by about
-/// half a level and the entries less (merged rows), so the levels add about as much again
-/// as the input; plus the per-node scratch of a level (hash orders, matches, maps: ~16 B a
-/// node). The factor 2 on the graph is that sum; the figure measured at Kronecker scale 22
-/// is in docs/bench/partition.md.
+/// (`WGraph`: 8 B offsets + 4 B weight a node, 4 B id + 4 B weight an entry: 12N + 8E)
+/// times [`MULTILEVEL_FACTOR`], for the coarse levels it holds until the end.
 pub fn multilevel_bytes(n_nodes: u64, entries: u64) -> u64 {
-    let graph = 12u64
+    12u64
         .saturating_mul(n_nodes)
-        .saturating_add(8u64.saturating_mul(entries));
-    graph
-        .saturating_mul(2)
-        .saturating_add(16u64.saturating_mul(n_nodes))
+        .saturating_add(8u64.saturating_mul(entries))
+        .saturating_mul(MULTILEVEL_FACTOR)
 }
+
+/// The multilevel partitioner's peak over its input graph's 12N + 8E bytes. Coarse levels
+/// do not halve the entries of a power-law graph: a hub matches one neighbour a level, so
+/// its star shrinks by a node a level, and the Kronecker stores coarsen through 25 levels
+/// of nearly the same size. Measured (peak resident, `/usr/bin/time -v`, k = 4,
+/// docs/bench/partition.md): 12.1× at Kronecker scale 20 (2.46 GiB), 13.6× at scale 21
+/// (5.55 GiB), over 14.4× at scale 22 (killed at 12 GiB); 16 leaves room for the growth.
+pub const MULTILEVEL_FACTOR: u64 = 16;
 
 /// The first level a run takes and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,13 +99,15 @@ pub fn choose(method: Method, n_nodes: u64, entries: u64, limit: MemoryLimit) ->
             }
         }
         Method::Auto => match limit.resolve() {
-            None => return Choice {
-                method: Method::Multilevel,
-                reason: format!(
+            None => {
+                return Choice {
+                    method: Method::Multilevel,
+                    reason: format!(
                     "auto: no memory limit known; the multilevel partitioner's ~{} assumed to fit",
                     human(need.into())
                 ),
-            },
+                }
+            }
             Some(limit) => limit,
         },
     };

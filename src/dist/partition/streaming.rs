@@ -21,9 +21,10 @@
 //!   alone: with every part near the bound the few free places fill within a pass and the
 //!   communities the first pass mixed stay mixed (a planted 2-community graph kept 68% of a
 //!   random assignment's cut); the balance term lets nodes flow both ways. A pass may raise
-//!   the cut a little (a move for balance); the cut is tracked exactly either way: Fennel's
-//!   is the edges to earlier nodes in other parts, and a move changes it by the neighbours
-//!   left behind less those joined.
+//!   the cut a little (a move for balance); the cut is tracked exactly either way on a
+//!   symmetric graph: Fennel's is the edges to earlier nodes in other parts, and a move
+//!   changes it by the neighbours left behind less those joined (the partition's cut is
+//!   counted over the rows once more at the end, in parallel).
 //! * Node order: id order, which is what makes a pass a sequential read of the CSR. For
 //!   `gen kronecker`'s stores it is a random order (the generator relabels nodes by a keyed
 //!   pseudo-random permutation), the order Fennel's analysis assumes; a store whose ids
@@ -51,7 +52,8 @@ pub const DEFAULT_PASSES: usize = 4;
 const TICK: usize = 1 << 16;
 
 /// What [`partition_streaming`] returns: the partition (its `initial_cut` is Fennel's, its
-/// `levels` 0) and the cut after each pass.
+/// `levels` 0, its `cut` counted over the rows after the last pass) and the cut after each
+/// pass as tracked (the same on a symmetric graph).
 #[derive(Debug, Clone)]
 pub struct Streamed {
     /// The partition.
@@ -82,21 +84,24 @@ pub fn partition_streaming<G: Adjacency + ?Sized>(
     let (mut part, first_cut) = fennel(g, k, cap, opts.seed, &ticker);
     ticker.finish();
     let mut sizes = part_sizes(&part, k);
-    let mut cut = first_cut;
-    let (mut pass_cuts, mut pass_moves) = (vec![cut], Vec::new());
+    // Signed: exact on a symmetric graph, where it never goes below 0; a damaged store's
+    // asymmetric rows could take it there, so the partition's cut is counted at the end.
+    let mut cut = first_cut as i64;
+    let (mut pass_cuts, mut pass_moves) = (vec![first_cut], Vec::new());
     for pass in 0..passes {
         let label = format!("streaming: refinement pass {}/{passes}", pass + 1);
         let ticker = progress.ticker(n as u64, label, "nodes");
         let alpha = fennel_alpha(g, k);
         let (moves, change) = refine_pass(g, &mut part, &mut sizes, cap, alpha, &ticker);
         ticker.finish();
-        cut = cut.checked_add_signed(change).expect("a cut ≥ 0");
-        pass_cuts.push(cut);
+        cut += change;
+        pass_cuts.push(cut.max(0) as u64);
         pass_moves.push(moves);
         if moves == 0 {
             break;
         }
     }
+    let cut = super::graph::cut(g, &part);
     Ok(Streamed {
         partition: Partition {
             part,
