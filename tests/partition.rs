@@ -9,8 +9,9 @@ use std::path::Path;
 
 use saintflow::dist::partition::gad::budget;
 use saintflow::dist::partition::{
-    augment, edge_cut, partition, partition_store, read_part_map, walk_count, AugmentOptions,
-    PartitionOptions, PartitionReport, PartitionSpec, WGraph, PARTITION_JSON,
+    augment, edge_cut, partition, partition_store, partition_streaming, read_assignment,
+    read_part_map, walk_count, AugmentOptions, Method, PartitionOptions, PartitionReport,
+    PartitionSpec, WGraph, PARTITION_JSON,
 };
 use saintflow::plan::Plan;
 use saintflow::prelude::*;
@@ -332,10 +333,21 @@ fn kron_split(dir: &Path, name: &str, split: [f64; 3]) -> std::path::PathBuf {
 
 #[test]
 fn part_stores_open_check_and_train() {
+    part_stores_open_check_and_train_by(Method::Multilevel);
+}
+
+/// Issue 56 item 5: the streaming first level's part stores pass the same checks and train.
+#[test]
+fn streaming_part_stores_open_check_and_train() {
+    part_stores_open_check_and_train_by(Method::Streaming);
+}
+
+fn part_stores_open_check_and_train_by(method: Method) {
     let dir = tempfile::tempdir().unwrap();
     let input = kron(dir.path());
     let out = dir.path().join("parts");
     let spec = PartitionSpec {
+        method,
         ranks: None,
         partition: PartitionOptions {
             k: 3,
@@ -347,12 +359,22 @@ fn part_stores_open_check_and_train() {
             alpha: 0.05,
             ..Default::default()
         },
+        ..PartitionSpec::default()
     };
     let r = partition_store(&input, &out, &spec, false, &Progress::hidden()).unwrap();
+    assert_eq!(r.method, method.name());
     let whole = GraphStore::open(&input).unwrap();
     let json: PartitionReport =
         serde_json::from_slice(&std::fs::read(out.join(PARTITION_JSON)).unwrap()).unwrap();
     assert_eq!(json, r);
+    // assignment.txt: every node's home part, as the part stores' maps say.
+    let assignment = read_assignment(&out).unwrap();
+    assert_eq!(assignment.len(), whole.n_nodes());
+    let g = saintflow::dist::partition::StoreGraph::new(&whole).unwrap();
+    assert_eq!(
+        saintflow::dist::partition::graph::cut(&g, &assignment),
+        r.edge_cut
+    );
     assert_eq!(
         r.parts.iter().map(|p| p.own).sum::<usize>(),
         whole.n_nodes()
@@ -381,6 +403,7 @@ fn part_stores_open_check_and_train() {
             } else {
                 assert_eq!(s.role(l), whole.role(gid));
                 assert_eq!(m.home[l as usize] as usize, pr.part);
+                assert_eq!(assignment[gid as usize] as usize, pr.part);
                 assert!(owner[gid as usize].replace(pr.part).is_none(), "owned once");
             }
         }
@@ -428,6 +451,7 @@ fn output_directory_is_replaced_only_when_forced_and_a_partition() {
             ..Default::default()
         },
         augment: AugmentOptions::default(),
+        ..PartitionSpec::default()
     };
     let p = Progress::hidden();
     partition_store(&input, &out, &spec, false, &p).unwrap();
@@ -641,6 +665,7 @@ fn issue_17_fewer_ranks_than_parts_get_the_union_of_their_parts() {
             alpha: 0.05,
             ..Default::default()
         },
+        ..PartitionSpec::default()
     };
     let r = partition_store(&input, &out, &spec, false, &Progress::hidden()).unwrap();
     assert_eq!((r.k, r.ranks.len()), (5, 2));
@@ -769,6 +794,7 @@ fn rank_stores_and_the_evaluation_graph_are_the_partitions_own() {
             ..Default::default()
         },
         augment: AugmentOptions::default(),
+        ..PartitionSpec::default()
     };
     let p = Progress::hidden();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
@@ -823,6 +849,7 @@ fn huge_epsilon_keeps_every_part_and_rank_nonempty_and_absurd_walks_are_refused(
             ..AugmentOptions::default()
         },
         ranks: Some(ranks),
+        ..PartitionSpec::default()
     };
     let out = tmp.path().join("p");
     let r = partition_store(
@@ -849,4 +876,206 @@ fn huge_epsilon_keeps_every_part_and_rank_nonempty_and_absurd_walks_are_refused(
     .to_string();
     assert!(err.contains("L = 48573 (--layers)"), "{err}");
     assert!(!tmp.path().join("q").exists());
+}
+
+/// Issue 56 item 5: the streaming first level's balance rule holds exactly (every part
+/// non-empty and at most max(⌊(1+ε)N/k⌋, ⌈N/k⌉) nodes) and its tracked cut is the cut, on
+/// random and structured graphs.
+#[test]
+fn streaming_balance_rule_holds_exactly() {
+    let graphs = [
+        ("grid 40x50", grid(40, 50)),
+        ("planted 4x300", planted(4, 300, 10, 2, 1).0),
+        ("sparse random", planted(1, 3000, 2, 0, 5).0),
+        ("dense random", planted(1, 500, 40, 0, 6).0),
+        (
+            "with isolated nodes",
+            graph(1000, &[(0, 1), (1, 2), (5, 6), (7, 999)]),
+        ),
+    ];
+    for (name, g) in &graphs {
+        let n_edges = g.adj.len() as u64 / 2;
+        for k in [1, 2, 3, 4, 8, 13] {
+            for epsilon in [0.0, 0.03, 0.1, 1.0] {
+                let o = PartitionOptions {
+                    k,
+                    epsilon,
+                    seed: 7,
+                };
+                let s = partition_streaming(g, &o, 4, &Progress::hidden()).unwrap();
+                let p = &s.partition;
+                let n = g.n() as u64;
+                let bound = (((1.0 + epsilon) * n as f64 / k as f64).floor() as u64)
+                    .max(n.div_ceil(k as u64));
+                assert_eq!(p.max_weight, bound);
+                let mut sizes = vec![0u64; k];
+                for &x in &p.part {
+                    sizes[x as usize] += 1;
+                }
+                assert!(
+                    sizes.iter().all(|&s| s >= 1 && s <= bound),
+                    "{name} k={k} ε={epsilon}: sizes {sizes:?}, bound {bound}"
+                );
+                let (inside, cut) = cut_of(g, &p.part);
+                assert_eq!(inside + cut, n_edges);
+                assert_eq!(cut, p.cut, "{name} k={k} ε={epsilon}: tracked cut");
+                assert_eq!(s.pass_cuts.last(), Some(&p.cut));
+            }
+        }
+    }
+}
+
+/// Issue 56 item 5: on a graph of k planted communities (ids interleaved, so id order
+/// gives no hint) the streaming partitioner finds most of them, and its cut is far below a
+/// random assignment's.
+#[test]
+fn streaming_finds_planted_communities() {
+    for (k, seed) in [(2, 1), (4, 2), (8, 3)] {
+        let (g, truth) = planted(k, 500, 12, 1, seed);
+        let (_, planted_cut) = cut_of(&g, &truth);
+        let random: Vec<u32> = (0..g.n() as u64)
+            .map(|v| (hash3(9, 1, v) % k as u64) as u32)
+            .collect();
+        let (_, random_cut) = cut_of(&g, &random);
+        let o = PartitionOptions {
+            k,
+            epsilon: 0.03,
+            seed: 0,
+        };
+        let s = partition_streaming(&g, &o, 4, &Progress::hidden()).unwrap();
+        let p = &s.partition;
+        assert!(
+            3 * p.cut < random_cut,
+            "k={k}: cut {} vs random {random_cut} (planted {planted_cut})",
+            p.cut
+        );
+        // A community is found when one part holds ≥ 80% of it, that part the majority
+        // of no other found community.
+        let mut found = 0;
+        let mut taken = vec![false; k];
+        for b in 0..k as u32 {
+            let mut in_part = vec![0usize; k];
+            for v in (0..g.n()).filter(|&v| truth[v] == b) {
+                in_part[p.part[v] as usize] += 1;
+            }
+            let (best, &most) = in_part.iter().enumerate().max_by_key(|x| x.1).unwrap();
+            if 5 * most >= 4 * 500 && !std::mem::replace(&mut taken[best], true) {
+                found += 1;
+            }
+        }
+        assert!(
+            found + 1 >= k && found >= 2,
+            "k={k}: {found} communities found (cut {}, planted {planted_cut}, passes {:?})",
+            p.cut,
+            s.pass_cuts
+        );
+    }
+}
+
+/// Issue 56 item 5: the streaming partition, its augmentation and its part stores are the
+/// same whatever the thread count.
+#[test]
+fn streaming_partition_is_the_same_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let spec = PartitionSpec {
+        partition: PartitionOptions {
+            k: 4,
+            epsilon: 0.03,
+            seed: 5,
+        },
+        method: Method::Streaming,
+        ..PartitionSpec::default()
+    };
+    let run = |threads: usize| {
+        let out = dir.path().join(format!("t{threads}"));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let r = pool
+            .install(|| partition_store(&input, &out, &spec, false, &Progress::hidden()))
+            .unwrap();
+        let maps: Vec<_> = r
+            .parts
+            .iter()
+            .map(|p| read_part_map(&out.join(&p.store)).unwrap())
+            .collect();
+        (read_assignment(&out).unwrap(), r, maps)
+    };
+    let (a1, r1, m1) = run(1);
+    for threads in [2, 5] {
+        let (a, r, m) = run(threads);
+        assert_eq!(a, a1, "{threads} threads: assignment");
+        assert_eq!(m, m1, "{threads} threads: part maps");
+        assert_eq!((r.edge_cut, &r.pass_cuts), (r1.edge_cut, &r1.pass_cuts));
+        let ids = |r: &PartitionReport| {
+            r.ranks
+                .iter()
+                .map(|x| x.identity.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&r), ids(&r1), "{threads} threads: store identities");
+    }
+    assert_eq!(r1.method, "streaming");
+    assert_eq!(r1.levels, 0);
+    assert_eq!(r1.pass_cuts[0], r1.initial_cut);
+}
+
+/// Issue 56 item 5 on the command line: `--method` names a typo's nearest method,
+/// `--method auto` says what it chose and why, and `--assignment-only` writes
+/// `partition.json` and `assignment.txt` but no part store (a directory training refuses).
+#[test]
+fn partition_command_method_and_assignment_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = kron(dir.path());
+    let cmd = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+            .arg("partition")
+            .arg(&input)
+            .args(["-k", "3", "--layers", "1"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let typo = cmd(&["--method", "streamin", "-o"]);
+    let err = String::from_utf8_lossy(&typo.stderr);
+    assert!(!typo.status.success());
+    assert!(
+        err.contains("`streamin`") && err.contains("did you mean `streaming`"),
+        "{err}"
+    );
+    let out = dir.path().join("a");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .arg("partition")
+        .arg(&input)
+        .args(["-k", "3", "--assignment-only", "-o"])
+        .arg(&out)
+        .env("SAINTFLOW_MEMORY_LIMIT", "1K")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        text.contains("first level: streaming (auto:") && text.contains("exceeds"),
+        "{text}"
+    );
+    assert!(text.contains("no part stores"), "{text}");
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["assignment.txt", "partition.json"]);
+    let r: PartitionReport =
+        serde_json::from_slice(&std::fs::read(out.join(PARTITION_JSON)).unwrap()).unwrap();
+    assert!(r.assignment_only && r.ranks.is_empty());
+    let a = read_assignment(&out).unwrap();
+    for p in &r.parts {
+        assert_eq!(a.iter().filter(|&&x| x as usize == p.part).count(), p.own);
+    }
+    let e = saintflow::dist::partition::read_report(&out)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--assignment-only"), "{e}");
 }

@@ -42,6 +42,7 @@ pub fn partition(data: &[u8]) {
             ..AugmentOptions::default()
         },
         ranks,
+        ..PartitionSpec::default()
     };
     let report = match partition_store(&src, &out, &spec, false, &Progress::hidden()) {
         Ok(r) => r,

@@ -1,10 +1,14 @@
-//! `saintflow partition`: k-way partition + GAD augmentation into one store per part.
+//! `saintflow partition`: k-way partition (multilevel, or streaming when the graph does not
+//! fit the memory) + GAD augmentation into one store per part.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::dist::partition::{partition_store, AugmentOptions, PartitionOptions, PartitionSpec};
+use crate::dist::partition::streaming::DEFAULT_PASSES;
+use crate::dist::partition::{
+    partition_store, AugmentOptions, Method, PartitionOptions, PartitionReport, PartitionSpec,
+};
 use crate::error::Result;
 use crate::op::Registry;
 use crate::progress::Progress;
@@ -26,6 +30,24 @@ pub(super) struct PartitionArgs {
     /// load = own nodes + replicas) and each rank gets one store holding its parts.
     #[arg(long, value_parser = super::at_least_one)]
     ranks: Option<usize>,
+    /// The first level: `multilevel` (the better cut; loads the graph into RAM, memory ∝
+    /// nodes + edges), `streaming` (a Fennel pass and refinement passes over the store's
+    /// mapped CSR, O(nodes) memory: for graphs whose multilevel partition does not fit), or
+    /// `auto`: multilevel when its estimated memory fits in 3/4 of the machine's or the
+    /// cgroup's (`SAINTFLOW_MEMORY_LIMIT` overrides), streaming otherwise. The summary and
+    /// partition.json say which ran and why.
+    #[arg(long, default_value = "auto")]
+    method: Method,
+    /// Refinement passes of the streaming first level (each reads the CSR once, in order;
+    /// stops early at a pass without a move).
+    #[arg(long, default_value_t = DEFAULT_PASSES)]
+    passes: usize,
+    /// Write only partition.json and assignment.txt (every node's part, one a line, METIS's
+    /// partition-file format): the part stores are NOT written, so the directory cannot be
+    /// trained on (`train --partitions` refuses it). For a graph whose k part stores would
+    /// not fit the disk; augmentation still runs and its replicas are counted.
+    #[arg(long, conflicts_with = "ranks")]
+    assignment_only: bool,
     /// Imbalance ε: every part has at most max(⌊(1+ε)·N/k⌋, ⌈N/k⌉) own nodes.
     #[arg(long, default_value_t = 0.03)]
     epsilon: f64,
@@ -106,6 +128,10 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
             ..AugmentOptions::default()
         },
         ranks: a.ranks,
+        method: a.method,
+        passes: a.passes,
+        assignment_only: a.assignment_only,
+        ..PartitionSpec::default()
     };
     let r = partition_store(&a.store, &a.out, &spec, a.force, progress)?;
     if a.json {
@@ -125,6 +151,7 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
         r.seed,
         r.total_seconds
     ))?;
+    summary_method(&r)?;
     super::out(&format!(
         "edge cut {} ({:.2}% of edges; initial {}), balance {:.3}, replication factor {:.4} (α {}, L {})\n",
         r.edge_cut,
@@ -142,7 +169,7 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
             p.part, p.own, p.replicas, p.budget, p.boundary, p.walks, p.edge_cut, p.balance
         ))?;
     }
-    if r.ranks.len() < r.k {
+    if !r.ranks.is_empty() && r.ranks.len() < r.k {
         super::out("rank  parts            own  replicas      load  store\n")?;
         for rk in &r.ranks {
             let parts: Vec<String> = rk.parts.iter().map(usize::to_string).collect();
@@ -156,6 +183,29 @@ pub(super) fn run(a: PartitionArgs, registry: &Registry, progress: &Progress) ->
                 rk.store
             ))?;
         }
+    }
+    Ok(())
+}
+
+/// The summary's line naming the first level, why, and (streaming) the cut after each pass;
+/// with `--assignment-only`, that no store was written.
+fn summary_method(r: &PartitionReport) -> Result<()> {
+    let cuts: Vec<String> = r.pass_cuts.iter().map(u64::to_string).collect();
+    let passes = if cuts.is_empty() {
+        String::new()
+    } else {
+        format!("; cut after each pass: {}", cuts.join(" → "))
+    };
+    super::out(&format!(
+        "first level: {} ({}){passes}\n",
+        r.method, r.method_reason
+    ))?;
+    if r.assignment_only {
+        super::out(&format!(
+            "--assignment-only: wrote {} and {} only, no part stores\n",
+            crate::dist::partition::PARTITION_JSON,
+            crate::dist::partition::ASSIGNMENT_FILE
+        ))?;
     }
     Ok(())
 }

@@ -352,6 +352,7 @@ pub fn partitioned_for(
             alpha,
             ..AugmentOptions::default()
         },
+        ..PartitionSpec::default()
     };
     partition_store(&full, &out, &spec, false, &Progress::hidden()).unwrap();
     (full, out)

@@ -22,12 +22,17 @@
 //!   fit stops the selection, so the count is the budget or one whole walk short of it.
 //!
 //! Walk j of part i is a pure function of (seed, i, j); parts run in parallel.
+//!
+//! Memory (issue 56 item 5): over an [`Adjacency`] read in place (the store's mapped CSR),
+//! O(N) anonymous memory: one pass over the rows in id order finds every part's own count,
+//! internal edges and boundary (≤ N ids in all), then the walks (≤ 2^20 per part, ≤ L
+//! nodes each) and their visit counts; no copy of the graph.
 
 use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use super::multilevel::WGraph;
+use super::graph::Adjacency;
 use super::PartitionError;
 use crate::seed::{hash3, mix64, stream};
 
@@ -133,8 +138,8 @@ pub fn density(internal_edges: u64, own: usize) -> f64 {
 }
 
 /// Augments each of the `k` parts of `part` (see the module's documentation).
-pub fn augment(
-    g: &WGraph,
+pub fn augment<G: Adjacency + ?Sized>(
+    g: &G,
     part: &[u32],
     k: usize,
     opts: &AugmentOptions,
@@ -156,34 +161,73 @@ pub fn augment(
             "an assignment of every node to a part < k expected",
         ));
     }
-    let parts = (0..k as u32)
+    let sides = part_sides(g, part, k);
+    let parts = sides
         .into_par_iter()
-        .map(|i| augment_part(g, part, i, opts))
+        .enumerate()
+        .map(|(i, side)| augment_part(g, part, i as u32, side, opts))
         .collect();
     Ok(Augmentation { parts })
 }
 
-fn augment_part(g: &WGraph, part: &[u32], i: u32, opts: &AugmentOptions) -> PartAugmentation {
-    let mut own = 0usize;
-    let mut twice_internal = 0u64;
-    let mut boundary = Vec::new();
-    for u in 0..g.n() {
-        if part[u] != i {
-            continue;
-        }
-        own += 1;
-        let mut outside = false;
-        for (v, _) in g.edges(u) {
-            if part[v] == i {
-                twice_internal += 1;
-            } else {
-                outside = true;
+/// What one pass over the rows finds of a part: own nodes, twice its internal edges, and
+/// its boundary (own nodes with a neighbour elsewhere) in id order.
+#[derive(Default)]
+struct Side {
+    own: usize,
+    twice_internal: u64,
+    boundary: Vec<u32>,
+}
+
+/// Rows a worker scans at a time in [`part_sides`].
+const SIDE_ROWS: usize = 1 << 16;
+
+/// Every part's [`Side`] in one parallel pass over the rows (chunks of ids, joined in id
+/// order: the boundaries come out sorted whatever the thread count).
+fn part_sides<G: Adjacency + ?Sized>(g: &G, part: &[u32], k: usize) -> Vec<Side> {
+    let n = g.n();
+    let chunk = |c: usize| {
+        let mut sides: Vec<Side> = (0..k).map(|_| Side::default()).collect();
+        for u in c * SIDE_ROWS..n.min((c + 1) * SIDE_ROWS) {
+            let i = part[u];
+            let s = &mut sides[i as usize];
+            s.own += 1;
+            let inside = g.row(u).iter().filter(|&&v| part[v as usize] == i).count();
+            s.twice_internal += inside as u64;
+            if inside < g.row(u).len() {
+                s.boundary.push(u as u32);
             }
         }
-        if outside {
-            boundary.push(u as u32);
-        }
-    }
+        sides
+    };
+    (0..n.div_ceil(SIDE_ROWS))
+        .into_par_iter()
+        .map(chunk)
+        .reduce(
+            || (0..k).map(|_| Side::default()).collect(),
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    x.own += y.own;
+                    x.twice_internal += y.twice_internal;
+                    x.boundary.extend(y.boundary);
+                }
+                a
+            },
+        )
+}
+
+fn augment_part<G: Adjacency + ?Sized>(
+    g: &G,
+    part: &[u32],
+    i: u32,
+    side: Side,
+    opts: &AugmentOptions,
+) -> PartAugmentation {
+    let Side {
+        own,
+        twice_internal,
+        boundary,
+    } = side;
     let internal_edges = twice_internal / 2;
     let rho = density(internal_edges, own);
     let mut out = PartAugmentation {
@@ -261,22 +305,34 @@ fn augment_part(g: &WGraph, part: &[u32], i: u32, opts: &AugmentOptions) -> Part
 
 /// One walk of part `i` (see the module's documentation): its outside nodes, distinct, in
 /// first-visit order.
-fn walk(g: &WGraph, part: &[u32], i: u32, boundary: &[u32], layers: usize, mut h: u64) -> Vec<u32> {
+fn walk<G: Adjacency + ?Sized>(
+    g: &G,
+    part: &[u32],
+    i: u32,
+    boundary: &[u32],
+    layers: usize,
+    mut h: u64,
+) -> Vec<u32> {
     let mut next = |n: usize| {
         h = mix64(h.wrapping_add(0x9e37_79b9_7f4a_7c15));
         // Multiply-shift: uniform enough for n ≪ 2^32.
         ((u128::from(h) * n as u128) >> 64) as usize
     };
     let b = boundary[next(boundary.len())] as usize;
-    let outside: Vec<usize> = g.edges(b).map(|e| e.0).filter(|&v| part[v] != i).collect();
+    let outside: Vec<usize> = g
+        .row(b)
+        .iter()
+        .map(|&v| v as usize)
+        .filter(|&v| part[v] != i)
+        .collect();
     let mut cur = outside[next(outside.len())];
     let mut seen = vec![cur as u32];
     for _ in 1..layers {
-        let d = g.xadj[cur + 1] - g.xadj[cur];
-        if d == 0 {
+        let row = g.row(cur);
+        if row.is_empty() {
             break;
         }
-        cur = g.adj[g.xadj[cur] + next(d)] as usize;
+        cur = row[next(row.len())] as usize;
         if part[cur] != i && !seen.contains(&(cur as u32)) {
             seen.push(cur as u32);
         }

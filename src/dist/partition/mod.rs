@@ -1,12 +1,18 @@
 //! Graph partitioning for distributed training (issue 17, the GAD line: Zhao et al., "GAD:
-//! partition, augmentation, variance-weighted consensus"): a multilevel k-way partitioner of
-//! our own ([`multilevel`]), GAD augmentation of each part by random walks from its boundary
-//! ([`gad`]), and the writer of one saintflow store per part plus `partition.json`
-//! ([`mod@write`]). Part of the distributed wing ([`crate::dist`]); it loads the full CSR into
-//! RAM (partitioning is not out of core: memory ∝ N + nnz).
+//! partition, augmentation, variance-weighted consensus"): a first level, either the
+//! multilevel k-way partitioner of our own ([`multilevel`], the graph loaded into RAM:
+//! memory ∝ N + nnz) or the streaming one ([`streaming`]: Fennel and streaming refinement
+//! over the store's mapped CSR, O(N) anonymous memory; issue 56 item 5), chosen by
+//! [`method`]; then GAD augmentation of each part by random walks from its boundary
+//! ([`gad`]) and the writer of one saintflow store per part plus `partition.json`
+//! ([`mod@write`]), both reading the mapped CSR through [`graph::Adjacency`] in O(N)
+//! anonymous memory.
 
 pub mod gad;
+pub mod graph;
+pub mod method;
 pub mod multilevel;
+pub mod streaming;
 pub mod write;
 
 use std::path::PathBuf;
@@ -14,11 +20,14 @@ use std::path::PathBuf;
 use crate::store::StoreError;
 
 pub use gad::{augment, walk_count, AugmentOptions, Augmentation, PartAugmentation};
+pub use graph::{Adjacency, StoreGraph};
+pub use method::{choose, Choice, Method};
 pub use multilevel::{edge_cut, partition, Partition, PartitionOptions, WGraph};
+pub use streaming::{partition_streaming, Streamed};
 pub use write::{
-    assign_parts, check_rank_store, check_source, identity_text, partition_store, read_part_map,
-    read_report, PartMap, PartReport, PartitionReport, PartitionSpec, RankReport, PARTITION_FORMAT,
-    PARTITION_JSON, PART_MAP_FILE,
+    assign_parts, check_rank_store, check_source, identity_text, partition_store, read_assignment,
+    read_part_map, read_report, PartMap, PartReport, PartitionReport, PartitionSpec, RankReport,
+    ASSIGNMENT_FILE, PARTITION_FORMAT, PARTITION_JSON, PART_MAP_FILE,
 };
 
 /// What partitioning can fail on.

@@ -172,8 +172,8 @@ fn part_weights(g: &WGraph, part: &[u32], k: usize) -> Vec<u64> {
     w
 }
 
-/// Partitions `g` into `opts.k` parts (see the module's documentation).
-pub fn partition(g: &WGraph, opts: &PartitionOptions) -> Result<Partition, PartitionError> {
+/// k and ε in range: 1 ≤ k < 2^32, ε finite and ≥ 0 (both first levels check them).
+pub(crate) fn check_options(opts: &PartitionOptions) -> Result<(), PartitionError> {
     let k = opts.k;
     if k == 0 || k > u32::MAX as usize {
         return Err(PartitionError::argument(format!(
@@ -186,10 +186,22 @@ pub fn partition(g: &WGraph, opts: &PartitionOptions) -> Result<Partition, Parti
             opts.epsilon
         )));
     }
-    let total = g.total_weight();
-    let max_weight = ((1.0 + opts.epsilon) * total as f64 / k as f64)
+    Ok(())
+}
+
+/// The balance bound on a part's weight, max(⌊(1+ε)·W/k⌋, ⌈W/k⌉), for total weight W.
+pub(crate) fn max_weight(total: u64, k: usize, epsilon: f64) -> u64 {
+    ((1.0 + epsilon) * total as f64 / k as f64)
         .floor()
-        .max(total.div_ceil(k as u64) as f64) as u64;
+        .max(total.div_ceil(k as u64) as f64) as u64
+}
+
+/// Partitions `g` into `opts.k` parts (see the module's documentation).
+pub fn partition(g: &WGraph, opts: &PartitionOptions) -> Result<Partition, PartitionError> {
+    check_options(opts)?;
+    let k = opts.k;
+    let total = g.total_weight();
+    let max_weight = max_weight(total, k, opts.epsilon);
     // Coarsen to ~20 nodes per part (METIS's order of magnitude), at least 100.
     let coarsen_to = (20 * k).max(100);
     let max_vw = ((1.5 * total as f64 / coarsen_to as f64).ceil() as u64).max(1);

@@ -8,6 +8,16 @@
 //! own/replica. The directory is written beside the destination under a temporary name
 //! (`.NAME.tmp-PID`, locked) and renamed into place; `force` replaces only an earlier
 //! partition directory (one whose `partition.json` has [`PARTITION_FORMAT`]).
+//!
+//! Beside the stores, `assignment.txt` holds every node's part (line v+1: node v's part,
+//! METIS's partition-file format); with `assignment_only` it and `partition.json` are all
+//! that is written (a graph whose part stores would not fit the disk).
+//!
+//! Memory (issue 56 item 5): past the first level everything reads the store's mapped CSR
+//! in place ([`StoreGraph`]): augmentation, the counts, and each part store's sections,
+//! streamed row by row to their files; anonymous memory is O(N) (the assignment, a part's
+//! node list and roles, batches of 64 Ki entries), never O(nnz). Only the multilevel first
+//! level loads the graph ([`load_graph`]), and drops it before augmentation.
 
 use std::fs;
 use std::io::{BufWriter, Write};
@@ -17,14 +27,18 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::gad::{augment, AugmentOptions, Augmentation};
+use super::graph::{balance, Adjacency, StoreGraph};
+use super::method::{choose, Choice, Method};
 use super::multilevel::{partition, Partition, PartitionOptions, WGraph};
+use super::streaming::{partition_streaming, DEFAULT_PASSES};
 use super::PartitionError;
 use crate::atomic::AtomicDir;
+use crate::machine::MemoryLimit;
 use crate::progress::Progress;
 use crate::store::build::split_counts;
-use crate::store::format::{Dtype, Header, Role, SectionId, TrainGraph};
-use crate::store::writer::StoreWriter;
-use crate::store::{check, GraphStore};
+use crate::store::format::{Dtype, Header, Role, SectionEntry, SectionId, TrainGraph};
+use crate::store::writer::{SectionWriter, StoreWriter};
+use crate::store::{check, Access, GraphStore};
 
 /// The `format` tag of `partition.json`.
 pub const PARTITION_FORMAT: &str = "saintflow.partition/1";
@@ -32,6 +46,8 @@ pub const PARTITION_FORMAT: &str = "saintflow.partition/1";
 pub const PARTITION_JSON: &str = "partition.json";
 /// The id map inside each part store.
 pub use crate::store::format::PART_MAP_FILE;
+/// Every node's part, one a line (METIS's partition-file format), in a partition directory.
+pub const ASSIGNMENT_FILE: &str = "assignment.txt";
 
 /// What to partition and how.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +60,28 @@ pub struct PartitionSpec {
     /// are assigned to ranks by GAD's greedy load balance ([`assign_parts`]) and each rank
     /// gets one store holding all its parts.
     pub ranks: Option<usize>,
+    /// The first level ([`Method`]; `Auto` resolved against `memory_limit`).
+    pub method: Method,
+    /// Refinement passes of the streaming first level.
+    pub passes: usize,
+    /// What `Method::Auto` compares the multilevel partitioner's estimate with.
+    pub memory_limit: MemoryLimit,
+    /// Write `partition.json` and [`ASSIGNMENT_FILE`] only, no part stores.
+    pub assignment_only: bool,
+}
+
+impl Default for PartitionSpec {
+    fn default() -> Self {
+        PartitionSpec {
+            partition: PartitionOptions::default(),
+            augment: AugmentOptions::default(),
+            ranks: None,
+            method: Method::default(),
+            passes: DEFAULT_PASSES,
+            memory_limit: MemoryLimit::Detect,
+            assignment_only: false,
+        }
+    }
 }
 
 /// One rank's store in `partition.json`.
@@ -97,7 +135,8 @@ pub fn assign_parts(load: &[u64], ranks: usize) -> Vec<Vec<usize>> {
 pub struct PartReport {
     /// i.
     pub part: usize,
-    /// The store's directory name inside the partition directory.
+    /// The store's directory name inside the partition directory (empty when only the
+    /// assignment was written).
     pub store: String,
     /// Own nodes |V_i|.
     pub own: usize,
@@ -160,8 +199,22 @@ pub struct PartitionReport {
     pub balance: f64,
     /// (Σ own + replicas) / N.
     pub replication_factor: f64,
-    /// Coarsening levels.
+    /// Coarsening levels (0 for the streaming first level).
     pub levels: usize,
+    /// The first level that ran: `multilevel` or `streaming` (absent in partitions written
+    /// before issue 56: multilevel).
+    #[serde(default = "multilevel_name")]
+    pub method: String,
+    /// Why that one (asked for, or `auto`'s memory comparison).
+    #[serde(default)]
+    pub method_reason: String,
+    /// Streaming: the cut after the Fennel pass, then after each refinement pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_cuts: Vec<u64>,
+    /// Only `partition.json` and [`ASSIGNMENT_FILE`] were written: no part stores, no
+    /// ranks; the parts' replicas are counted, not stored.
+    #[serde(default)]
+    pub assignment_only: bool,
     /// Seconds spent partitioning (coarsen, initial, refine).
     pub partition_seconds: f64,
     /// Seconds in all.
@@ -177,6 +230,10 @@ pub struct PartitionReport {
     /// partitions written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_identity: Option<String>,
+}
+
+fn multilevel_name() -> String {
+    Method::Multilevel.name().into()
 }
 
 /// A store's identity as `partition.json` writes it.
@@ -267,6 +324,15 @@ fn check_k(store: &GraphStore, k: usize) -> Result<(), PartitionError> {
     Ok(())
 }
 
+/// What one partition's part stores are written from.
+struct Source<'a> {
+    store: &'a GraphStore,
+    g: &'a StoreGraph<'a>,
+    p: &'a Partition,
+    aug: &'a Augmentation,
+    input: &'a Path,
+}
+
 /// Partitions the store at `input`, augments the parts and writes them to `out` (see the
 /// module's documentation). Returns what `partition.json` holds.
 pub fn partition_store(
@@ -285,12 +351,18 @@ pub fn partition_store(
         )
         .into());
     }
-    check_k(&store, spec.partition.k)?;
-    let g = load_graph(&store)?;
-    let spinner = progress.spinner("partitioning");
-    let p = partition(&g, &spec.partition)?;
+    let k = spec.partition.k;
+    check_k(&store, k)?;
+    let n_ranks = spec.ranks.unwrap_or(k);
+    if n_ranks == 0 || n_ranks > k {
+        return Err(PartitionError::argument(format!(
+            "{n_ranks} ranks for {k} parts: each rank needs at least one part (1 ≤ ranks ≤ k)"
+        )));
+    }
+    let g = StoreGraph::new(&store)?;
+    let choice = choose(spec.method, g.n() as u64, g.entries(), spec.memory_limit);
+    let (p, pass_cuts) = first_level(&store, &g, spec, &choice, progress)?;
     let partition_seconds = start.elapsed().as_secs_f64();
-    spinner.finish_and_clear();
     let aug = augment(
         &g,
         &p.part,
@@ -300,56 +372,89 @@ pub fn partition_store(
             ..spec.augment
         },
     )?;
-    let n_ranks = spec.ranks.unwrap_or(p.k);
-    if n_ranks == 0 || n_ranks > p.k {
-        return Err(PartitionError::argument(format!(
-            "{n_ranks} ranks for {} parts: each rank needs at least one part (1 ≤ ranks ≤ k)",
-            p.k
-        )));
-    }
     let counts = part_counts(&store, &g, &p);
-    let load: Vec<u64> = (0..p.k)
-        .map(|i| (counts[i].own + aug.parts[i].replicas.len()) as u64)
-        .collect();
-    let assignment = assign_parts(&load, n_ranks);
     let dir = create_out_dir(out, force)?;
-    let bar = progress.bar(n_ranks as u64, "write parts", "stores");
-    let mut ranks = Vec::with_capacity(n_ranks);
-    let mut home = vec![0usize; p.k];
-    for (r, mine) in assignment.iter().enumerate() {
-        let name = if n_ranks == p.k {
-            format!("part-{r}.sf")
-        } else {
-            format!("rank-{r}.sf")
-        };
-        let (own, replicas) =
-            write_store(&store, &g, &p, &aug, mine, &dir.path().join(&name), input)?;
-        let identity = Some(identity_text(&GraphStore::open(dir.path().join(&name))?));
-        for &i in mine {
-            home[i] = r;
-        }
-        ranks.push(RankReport {
-            rank: r,
-            parts: mine.clone(),
-            store: name,
-            own,
-            replicas,
-            load: mine.iter().map(|&i| load[i]).sum(),
-            identity,
-        });
-        bar.inc(1);
+    write_assignment(&dir.path().join(ASSIGNMENT_FILE), &p.part)?;
+    let src = Source {
+        store: &store,
+        g: &g,
+        p: &p,
+        aug: &aug,
+        input,
+    };
+    let ranks = if spec.assignment_only {
+        Vec::new()
+    } else {
+        write_ranks(&src, &counts, n_ranks, dir.path(), progress)?
+    };
+    let mut report = summary(&src, spec, &counts, ranks);
+    report.method = choice.method.name().into();
+    report.method_reason = choice.reason;
+    report.pass_cuts = pass_cuts;
+    report.partition_seconds = partition_seconds;
+    report.total_seconds = start.elapsed().as_secs_f64();
+    let mut json = serde_json::to_vec_pretty(&report).expect("a report serialises");
+    json.push(b'\n');
+    let jpath = dir.path().join(PARTITION_JSON);
+    crate::atomic::write_atomic(&jpath, &json)
+        .map_err(|e| PartitionError::io(&jpath, "write", e))?;
+    dir.commit()?;
+    Ok(report)
+}
+
+/// The first level `choice` names: the streaming one over the mapped CSR (read in order:
+/// advised sequential while it runs), or the multilevel one over the graph loaded into RAM
+/// and dropped on return. Returns the partition and the streaming passes' cuts.
+fn first_level(
+    store: &GraphStore,
+    g: &StoreGraph,
+    spec: &PartitionSpec,
+    choice: &Choice,
+    progress: &Progress,
+) -> Result<(Partition, Vec<u64>), PartitionError> {
+    if choice.method == Method::Streaming {
+        let csr = [SectionId::FullOffsets, SectionId::FullIndices];
+        store.advise(&csr, Access::Sequential);
+        let s = partition_streaming(g, &spec.partition, spec.passes, progress)?;
+        store.advise(&csr, Access::Normal);
+        return Ok((s.partition, s.pass_cuts));
     }
-    bar.finish();
+    let w = load_graph(store)?;
+    let spinner = progress.spinner("partitioning");
+    let p = partition(&w, &spec.partition)?;
+    spinner.finish_and_clear();
+    Ok((p, Vec::new()))
+}
+
+/// `partition.json` of `src` but for the method and the times, which the caller sets.
+fn summary(
+    src: &Source,
+    spec: &PartitionSpec,
+    counts: &[PartCounts],
+    ranks: Vec<RankReport>,
+) -> PartitionReport {
+    let p = src.p;
+    let mut store_of = vec![String::new(); p.k];
+    for rk in &ranks {
+        for &i in &rk.parts {
+            store_of[i] = rk.store.clone();
+        }
+    }
     let parts: Vec<PartReport> = (0..p.k)
-        .map(|i| part_report(&g, &p, &aug, i, &counts[i], &ranks[home[i]].store))
+        .map(|i| part_report(src, i, &counts[i], &store_of[i]))
         .collect();
-    let n = g.n() as u64;
-    let stored: usize = ranks.iter().map(|r| r.own + r.replicas).sum();
-    let n_edges = g.adj.len() as u64 / 2;
-    let report = PartitionReport {
+    let n = src.g.n() as u64;
+    // With stores: what they hold (a rank's replicas counted once); without: each part's.
+    let stored: usize = if ranks.is_empty() {
+        parts.iter().map(|q| q.own + q.replicas).sum()
+    } else {
+        ranks.iter().map(|r| r.own + r.replicas).sum()
+    };
+    let n_edges = src.g.entries() / 2;
+    PartitionReport {
         format: PARTITION_FORMAT.into(),
-        source: input.display().to_string(),
-        source_identity: Some(identity_text(&store)),
+        source: src.input.display().to_string(),
+        source_identity: Some(identity_text(src.store)),
         n_nodes: n,
         n_edges,
         k: p.k,
@@ -364,54 +469,122 @@ pub fn partition_store(
             p.cut as f64 / n_edges as f64
         },
         initial_cut: p.initial_cut,
-        balance: p.balance(&g),
+        balance: balance(&p.part, p.k),
         replication_factor: if n == 0 {
             1.0
         } else {
             stored as f64 / n as f64
         },
         levels: p.levels,
-        partition_seconds,
-        total_seconds: start.elapsed().as_secs_f64(),
+        method: multilevel_name(),
+        method_reason: String::new(),
+        pass_cuts: Vec::new(),
+        assignment_only: spec.assignment_only,
+        partition_seconds: 0.0,
+        total_seconds: 0.0,
         parts,
         ranks,
-    };
-    let mut json = serde_json::to_vec_pretty(&report).expect("a report serialises");
-    json.push(b'\n');
-    let jpath = dir.path().join(PARTITION_JSON);
-    crate::atomic::write_atomic(&jpath, &json)
-        .map_err(|e| PartitionError::io(&jpath, "write", e))?;
-    dir.commit()?;
-    Ok(report)
+    }
+}
+
+/// Assigns the parts to `n_ranks` ranks ([`assign_parts`]) and writes each rank's store
+/// into `dir`.
+fn write_ranks(
+    src: &Source,
+    counts: &[PartCounts],
+    n_ranks: usize,
+    dir: &Path,
+    progress: &Progress,
+) -> Result<Vec<RankReport>, PartitionError> {
+    let k = src.p.k;
+    let load: Vec<u64> = (0..k)
+        .map(|i| (counts[i].own + src.aug.parts[i].replicas.len()) as u64)
+        .collect();
+    let assignment = assign_parts(&load, n_ranks);
+    let bar = progress.bar(n_ranks as u64, "write parts", "stores");
+    let mut ranks = Vec::with_capacity(n_ranks);
+    for (r, mine) in assignment.iter().enumerate() {
+        let name = if n_ranks == k {
+            format!("part-{r}.sf")
+        } else {
+            format!("rank-{r}.sf")
+        };
+        let (own, replicas) = write_store(src, mine, &dir.join(&name))?;
+        let identity = Some(identity_text(&GraphStore::open(dir.join(&name))?));
+        ranks.push(RankReport {
+            rank: r,
+            parts: mine.clone(),
+            store: name,
+            own,
+            replicas,
+            load: mine.iter().map(|&i| load[i]).sum(),
+            identity,
+        });
+        bar.inc(1);
+    }
+    bar.finish();
+    Ok(ranks)
+}
+
+/// Writes every node's part to `path`, one a line ([`ASSIGNMENT_FILE`]), and fsyncs it.
+fn write_assignment(path: &Path, part: &[u32]) -> Result<(), PartitionError> {
+    let io = |e| PartitionError::io(path, "write", e);
+    let f = fs::File::create(path).map_err(io)?;
+    let mut out = BufWriter::with_capacity(1 << 20, f);
+    let mut line = String::new();
+    for &p in part {
+        line.clear();
+        // Infallible: a String's fmt::Write.
+        let _ = std::fmt::Write::write_fmt(&mut line, format_args!("{p}\n"));
+        out.write_all(line.as_bytes()).map_err(io)?;
+    }
+    let f = out.into_inner().map_err(|e| io(e.into_error()))?;
+    f.sync_all()
+        .map_err(|e| PartitionError::io(path, "fsync", e))
+}
+
+/// Reads [`ASSIGNMENT_FILE`] of the partition directory `dir`: every node's part.
+pub fn read_assignment(dir: &Path) -> Result<Vec<u32>, PartitionError> {
+    let path = dir.join(ASSIGNMENT_FILE);
+    let text = fs::read_to_string(&path).map_err(|e| PartitionError::io(&path, "read", e))?;
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            l.parse().map_err(|_| {
+                PartitionError::argument(format!(
+                    "{}:{}: `{l}` is not a part number",
+                    path.display(),
+                    i + 1
+                ))
+            })
+        })
+        .collect()
 }
 
 /// Writes the store of the parts `mine` (one rank's) at `dest`: their own nodes and the
 /// replicas of each that are not own. Returns (own nodes, replicas).
 fn write_store(
-    store: &GraphStore,
-    g: &WGraph,
-    p: &Partition,
-    aug: &Augmentation,
+    src: &Source,
     mine: &[usize],
     dest: &Path,
-    input: &Path,
 ) -> Result<(usize, usize), PartitionError> {
-    let is_replica = |v: u32| !mine.contains(&(p.part[v as usize] as usize));
-    let own: Vec<u32> = (0..g.n() as u32).filter(|&v| !is_replica(v)).collect();
+    let (store, part, k) = (src.store, &src.p.part, src.p.k);
+    let is_replica = |v: u32| !mine.contains(&(part[v as usize] as usize));
     let mut replicas: Vec<u32> = mine
         .iter()
-        .flat_map(|&i| aug.parts[i].replicas.iter().copied())
+        .flat_map(|&i| src.aug.parts[i].replicas.iter().copied())
         .filter(|&v| is_replica(v))
         .collect();
     replicas.sort_unstable();
     replicas.dedup();
-    let mut nodes: Vec<u32> = own.iter().chain(&replicas).copied().collect();
+    let mut nodes: Vec<u32> = (0..src.g.n() as u32).filter(|&v| !is_replica(v)).collect();
+    let own = nodes.len();
+    nodes.extend_from_slice(&replicas);
     nodes.sort_unstable();
     let what = match mine {
         [i] => format!("part {i}"),
         _ => format!("parts {mine:?}"),
     };
-    let local = |v: u32| nodes.binary_search(&v).ok();
     let roles: Vec<u8> = nodes
         .iter()
         .map(|&v| {
@@ -422,42 +595,129 @@ fn write_store(
             }
         })
         .collect();
+    let w = StoreWriter::create(dest, false)?;
+    let (csr_sections, n_entries, n_train_entries) =
+        write_csr(&w, src, &nodes, &roles, &is_replica)?;
+    let mut sections = csr_sections.to_vec();
+    sections.extend(write_node_rows(&w, store, &nodes, &roles)?);
+    let h = store.header();
+    let header = Header {
+        n_nodes: nodes.len() as u64,
+        n_entries,
+        n_train_entries,
+        n_features: h.n_features,
+        n_classes: h.n_classes,
+        label_kind: h.label_kind,
+        train_graph: TrainGraph::Given,
+        split: split_counts(&roles),
+        sections,
+        source: format!("saintflow partition {} -k {k}: {what}", src.input.display()),
+        // A part store holds no link split: its positives and negatives are the whole
+        // graph's (issue 52 leaves partitioned link prediction for later).
+        link: None,
+        // Nor the edge times: a part store is for node-level training, which reads none.
+        edge_time: None,
+        // Refused above for a typed store: a part store is homogeneous.
+        types: None,
+    };
+    write_part_map(&w, &nodes, part, k, &what, &is_replica)?;
+    w.commit(&header, check)?;
+    Ok((own, replicas.len()))
+}
+
+/// Entries a CSR section's writer batches before a write.
+const BATCH: usize = 1 << 16;
+
+/// A section written in batches of [`BATCH`] elements.
+struct Batched<T: bytemuck::Pod> {
+    section: SectionWriter,
+    buf: Vec<T>,
+}
+
+impl<T: bytemuck::Pod> Batched<T> {
+    fn new(section: SectionWriter) -> Self {
+        Batched {
+            section,
+            buf: Vec::with_capacity(BATCH),
+        }
+    }
+
+    fn push(&mut self, x: T) -> Result<(), PartitionError> {
+        self.buf.push(x);
+        if self.buf.len() == BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), PartitionError> {
+        self.section.write_bytes(bytemuck::cast_slice(&self.buf))?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<SectionEntry, PartitionError> {
+        self.flush()?;
+        Ok(self.section.finish()?)
+    }
+}
+
+/// The full and training CSR of the part store of `nodes` (sorted global ids), streamed
+/// row by row from the source's mapped rows into the four sections' files. The training
+/// graph: the source's training edges among own training nodes, and every edge between a
+/// replica and a training node or another replica (see the module's documentation).
+/// Returns the sections' entries and the two graphs' entry counts.
+fn write_csr(
+    w: &StoreWriter,
+    src: &Source,
+    nodes: &[u32],
+    roles: &[u8],
+    is_replica: &dyn Fn(u32) -> bool,
+) -> Result<([SectionEntry; 4], u64, u64), PartitionError> {
+    let local = |v: u32| nodes.binary_search(&v).ok();
     let in_train = |l: usize| roles[l] == Role::Train as u8 || is_replica(nodes[l]);
-    let (full, train) = (store.full(), store.train());
-    let (mut fo, mut fi, mut to, mut ti) = (vec![0u64], Vec::new(), vec![0u64], Vec::new());
+    let train = src.store.train();
+    let mut fo = Batched::<u64>::new(w.section(SectionId::FullOffsets, Dtype::U64)?);
+    let mut fi = Batched::<u32>::new(w.section(SectionId::FullIndices, Dtype::U32)?);
+    let mut to = Batched::<u64>::new(w.section(SectionId::TrainOffsets, Dtype::U64)?);
+    let mut ti = Batched::<u32>::new(w.section(SectionId::TrainIndices, Dtype::U32)?);
+    let (mut n_full, mut n_train) = (0u64, 0u64);
+    fo.push(0)?;
+    to.push(0)?;
     for (lu, &u) in nodes.iter().enumerate() {
-        for &v in full.try_neighbors(u)? {
+        let train_row = if in_train(lu) {
+            train.try_neighbors(u)?
+        } else {
+            &[]
+        };
+        for &v in src.g.row(u as usize) {
             let Some(lv) = local(v) else { continue };
-            fi.push(lv as u32);
+            fi.push(lv as u32)?;
+            n_full += 1;
             let keep = in_train(lu)
                 && in_train(lv)
-                && (is_replica(u)
-                    || is_replica(v)
-                    || train.try_neighbors(u)?.binary_search(&v).is_ok());
+                && (is_replica(u) || is_replica(v) || train_row.binary_search(&v).is_ok());
             if keep {
-                ti.push(lv as u32);
+                ti.push(lv as u32)?;
+                n_train += 1;
             }
         }
-        fo.push(fi.len() as u64);
-        to.push(ti.len() as u64);
+        fo.push(n_full)?;
+        to.push(n_train)?;
     }
-    let w = StoreWriter::create(dest, false)?;
-    let section_u64 = |id, v: &[u64]| -> Result<_, PartitionError> {
-        let mut s = w.section(id, Dtype::U64)?;
-        s.write_u64s(v)?;
-        Ok(s.finish()?)
-    };
-    let section_u32 = |id, v: &[u32]| -> Result<_, PartitionError> {
-        let mut s = w.section(id, Dtype::U32)?;
-        s.write_u32s(v)?;
-        Ok(s.finish()?)
-    };
-    let e_fo = section_u64(SectionId::FullOffsets, &fo)?;
-    let e_fi = section_u32(SectionId::FullIndices, &fi)?;
-    let e_to = section_u64(SectionId::TrainOffsets, &to)?;
-    let e_ti = section_u32(SectionId::TrainIndices, &ti)?;
+    let sections = [fo.finish()?, fi.finish()?, to.finish()?, ti.finish()?];
+    Ok((sections, n_full, n_train))
+}
+
+/// The features, labels and roles of `nodes` (sorted global ids) from the source's rows.
+fn write_node_rows(
+    w: &StoreWriter,
+    store: &GraphStore,
+    nodes: &[u32],
+    roles: &[u8],
+) -> Result<[SectionEntry; 3], PartitionError> {
     let mut s = w.section(SectionId::Features, Dtype::F32)?;
-    for &v in &nodes {
+    for &v in nodes {
         s.write_f32s(store.feature_row(v)?)?;
     }
     let e_feat = s.finish()?;
@@ -471,7 +731,7 @@ fn write_store(
             crate::store::LabelKind::Multi => Dtype::U8,
         },
     )?;
-    for &v in &nodes {
+    for &v in nodes {
         let at = v as usize * row;
         let bytes = labels.get(at..at + row).ok_or_else(|| {
             PartitionError::argument(format!("labels of node {v} beyond the labels section"))
@@ -480,46 +740,35 @@ fn write_store(
     }
     let e_labels = s.finish()?;
     let mut s = w.section(SectionId::Roles, Dtype::U8)?;
-    s.write_bytes(&roles)?;
+    s.write_bytes(roles)?;
     let e_roles = s.finish()?;
-    let split = split_counts(&roles);
-    let header = Header {
-        n_nodes: nodes.len() as u64,
-        n_entries: fi.len() as u64,
-        n_train_entries: ti.len() as u64,
-        n_features: h.n_features,
-        n_classes: h.n_classes,
-        label_kind: h.label_kind,
-        train_graph: TrainGraph::Given,
-        split,
-        sections: vec![e_fo, e_fi, e_to, e_ti, e_feat, e_labels, e_roles],
-        source: format!("saintflow partition {} -k {}: {what}", input.display(), p.k),
-        // A part store holds no link split: its positives and negatives are the whole
-        // graph's (issue 52 leaves partitioned link prediction for later).
-        link: None,
-        // Nor the edge times: a part store is for node-level training, which reads none.
-        edge_time: None,
-        // Refused above for a typed store: a part store is homogeneous.
-        types: None,
-    };
+    Ok([e_feat, e_labels, e_roles])
+}
+
+/// `part.tsv` of a part store: local id, global id, home part, own or replica.
+fn write_part_map(
+    w: &StoreWriter,
+    nodes: &[u32],
+    part: &[u32],
+    k: usize,
+    what: &str,
+    is_replica: &dyn Fn(u32) -> bool,
+) -> Result<(), PartitionError> {
     let (path, f) = w.aux_file(PART_MAP_FILE)?;
     let io = |e| PartitionError::io(&path, "write", e);
     let mut out = BufWriter::new(f);
     writeln!(
         out,
-        "# local\tglobal\thome part\town|replica (saintflow partition: {what} of {})",
-        p.k
+        "# local\tglobal\thome part\town|replica (saintflow partition: {what} of {k})"
     )
     .map_err(io)?;
     for (l, &v) in nodes.iter().enumerate() {
         let kind = if is_replica(v) { "replica" } else { "own" };
-        writeln!(out, "{l}\t{v}\t{}\t{kind}", p.part[v as usize]).map_err(io)?;
+        writeln!(out, "{l}\t{v}\t{}\t{kind}", part[v as usize]).map_err(io)?;
     }
     let f = out.into_inner().map_err(|e| io(e.into_error()))?;
     f.sync_all()
-        .map_err(|e| PartitionError::io(&path, "fsync", e))?;
-    w.commit(&header, check)?;
-    Ok((own.len(), replicas.len()))
+        .map_err(|e| PartitionError::io(&path, "fsync", e))
 }
 
 /// What one pass over the nodes counts of each part.
@@ -532,14 +781,18 @@ struct PartCounts {
     test: u64,
 }
 
-/// Every part's own nodes, cut edges and role counts, in one pass over the nodes.
-fn part_counts(store: &GraphStore, g: &WGraph, p: &Partition) -> Vec<PartCounts> {
+/// Every part's own nodes, cut edges and role counts, in one pass over the rows.
+fn part_counts(store: &GraphStore, g: &StoreGraph, p: &Partition) -> Vec<PartCounts> {
     let mut c: Vec<PartCounts> = (0..p.k).map(|_| PartCounts::default()).collect();
     for u in 0..g.n() {
-        let i = p.part[u] as usize;
-        let pc = &mut c[i];
+        let i = p.part[u];
+        let pc = &mut c[i as usize];
         pc.own += 1;
-        pc.edge_cut += g.edges(u).filter(|&(v, _)| p.part[v] as usize != i).count() as u64;
+        pc.edge_cut += g
+            .row(u)
+            .iter()
+            .filter(|&&v| p.part[v as usize] != i)
+            .count() as u64;
         match store.role(u as u32) {
             Role::Train => pc.train += 1,
             Role::Val => pc.val += 1,
@@ -551,15 +804,8 @@ fn part_counts(store: &GraphStore, g: &WGraph, p: &Partition) -> Vec<PartCounts>
 }
 
 /// Part `i`'s figures (counted by [`part_counts`], held by the store `store_name`).
-fn part_report(
-    g: &WGraph,
-    p: &Partition,
-    aug: &Augmentation,
-    i: usize,
-    c: &PartCounts,
-    store_name: &str,
-) -> PartReport {
-    let a = &aug.parts[i];
+fn part_report(src: &Source, i: usize, c: &PartCounts, store_name: &str) -> PartReport {
+    let a = &src.aug.parts[i];
     PartReport {
         part: i,
         store: store_name.to_string(),
@@ -573,7 +819,7 @@ fn part_report(
         density: a.density,
         budget: a.budget,
         edge_cut: c.edge_cut,
-        balance: c.own as f64 * p.k as f64 / g.n().max(1) as f64,
+        balance: c.own as f64 * src.p.k as f64 / src.g.n().max(1) as f64,
         train: c.train,
         val: c.val,
         test: c.test,
@@ -637,6 +883,11 @@ pub fn read_report(dir: &Path) -> Result<PartitionReport, PartitionError> {
         return Err(bad(format!(
             "format `{}`, expected `{PARTITION_FORMAT}`",
             r.format
+        )));
+    }
+    if r.assignment_only {
+        return Err(bad(format!(
+            "written with --assignment-only: only {ASSIGNMENT_FILE}, no part stores to train on; partition again without it"
         )));
     }
     for (i, p) in r.parts.iter().enumerate() {
@@ -714,6 +965,9 @@ fn is_partition_temp(path: &Path) -> bool {
     let known = |n: &str| {
         n.starts_with("part-")
             || n.starts_with(".part-")
+            || n.starts_with("rank-")
+            || n.starts_with(".rank-")
+            || n == ASSIGNMENT_FILE
             || n.starts_with(PARTITION_JSON)
             || n.starts_with(".partition.json")
     };
