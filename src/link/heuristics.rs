@@ -130,13 +130,7 @@ mod tests {
             &[2, 3, 5],
             &[4],
         ];
-        let mut offsets = vec![0u64];
-        let mut indices = Vec::new();
-        for r in rows {
-            indices.extend_from_slice(r);
-            offsets.push(indices.len() as u64);
-        }
-        (offsets, indices)
+        crate::store::mmap::csr_arrays(&rows)
     }
 
     #[test]

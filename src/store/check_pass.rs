@@ -265,21 +265,11 @@ fn compare_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::mmap::csr_arrays;
     use crate::store::scan::{
         asymmetric_entries, contains, entries_not_in, find_entries, find_rows,
     };
     use rand::{Rng, SeedableRng};
-
-    /// A CSR from rows.
-    fn csr_of(rows: &[Vec<u32>]) -> (Vec<u64>, Vec<u32>) {
-        let mut offsets = vec![0u64];
-        let mut indices = Vec::new();
-        for r in rows {
-            indices.extend_from_slice(r);
-            offsets.push(indices.len() as u64);
-        }
-        (offsets, indices)
-    }
 
     /// A symmetric random graph on `n` nodes, then `damage` random changes: an index out
     /// of range, a swap of two entries of a row, a duplicate, a self loop, an entry
@@ -357,8 +347,8 @@ mod tests {
                     f32::INFINITY
                 };
             }
-            let (fo, fi) = csr_of(&full_rows);
-            let (to, ti) = csr_of(&train_rows);
+            let (fo, fi) = csr_arrays(&full_rows);
+            let (to, ti) = csr_arrays(&train_rows);
             let full = Csr::new(&fo, &fi).unwrap();
             let train = Csr::new(&to, &ti).unwrap();
             let view = View {

@@ -94,6 +94,18 @@ pub enum Access {
     Resident,
 }
 
+/// The offsets and indices of the CSR whose row `u` is `rows[u]` (as given: not sorted or
+/// checked), for [`Csr::new`]: small graphs in tests and examples.
+pub fn csr_arrays<R: AsRef<[u32]>>(rows: &[R]) -> (Vec<u64>, Vec<u32>) {
+    let mut offsets = vec![0u64];
+    let mut indices = Vec::new();
+    for r in rows {
+        indices.extend_from_slice(r.as_ref());
+        offsets.push(indices.len() as u64);
+    }
+    (offsets, indices)
+}
+
 /// Gives `access`'s advice for one mapped section; whether it was taken.
 fn advise_backing(b: &Backing, access: Access) -> bool {
     let advice = match access {

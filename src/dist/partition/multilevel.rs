@@ -608,11 +608,11 @@ fn force_balance(g: &WGraph, part: &mut [u32], k: usize, max_weight: u64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// A ring of `n` nodes.
-    fn ring(n: usize) -> WGraph {
+    /// A ring of `n` nodes (the streaming partitioner's tests use it too).
+    pub(crate) fn ring(n: usize) -> WGraph {
         let mut off = vec![0u64];
         let mut idx = Vec::new();
         for u in 0..n {

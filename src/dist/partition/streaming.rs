@@ -239,20 +239,8 @@ fn refine_pass<G: Adjacency + ?Sized>(
 mod tests {
     use super::*;
     use crate::dist::partition::graph::cut;
+    use crate::dist::partition::multilevel::tests::ring;
     use crate::dist::partition::WGraph;
-
-    /// A ring of `n` nodes.
-    fn ring(n: usize) -> WGraph {
-        let mut off = vec![0u64];
-        let mut idx = Vec::new();
-        for u in 0..n {
-            let mut nb = [(u + n - 1) % n, (u + 1) % n];
-            nb.sort();
-            idx.extend(nb.iter().map(|&v| v as u32));
-            off.push(idx.len() as u64);
-        }
-        WGraph::from_csr(&off, &idx).unwrap()
-    }
 
     #[test]
     fn tracked_cut_is_the_cut_and_parts_are_full() {
