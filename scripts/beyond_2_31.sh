@@ -14,7 +14,9 @@
 #   generator's comparison), BASE (20: training's and sampling's comparison), DEGREE (24),
 #   FEATURES (32), CAP (8G), MEMCAP (default ../shared/tools/memcap beside the checkout),
 #   HIDDEN (16: the evaluated model's width; its kept layer is N·HIDDEN·4 bytes of scratch,
-#   8.6 GB at scale 27, where the plan's 256 would need 137 GB), STEPS (200), SAINTFLOW
+#   8.6 GB at scale 27, where the plan's 256 would need 137 GB), STEPS (200), PYTHON (a
+#   python with the saintflow package, for the Python sampler in phase sample; default
+#   target/python-venv/bin/python, skipped when absent), SAINTFLOW
 #   (default target/release/saintflow, built when absent). Takes ≈ 40 minutes on 2 cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +32,9 @@ HIDDEN=${HIDDEN:-16}
 STEPS=${STEPS:-200}
 SF=${SAINTFLOW:-$ROOT/target/release/saintflow}
 . "$ROOT/scripts/memcap_env.sh"
+# No figure here times OpenBLAS; the Python sampler's batches are numpy arrays, so the
+# environment is the baseline scripts' anyway (OPENBLAS_CORETYPE/L2_SIZE unset).
+. "$ROOT/scripts/blas_env.sh"
 [ -x "$SF" ] || (cd "$ROOT" && cargo build --release -q --bin saintflow)
 mkdir -p "$WORK/scale" "$WORK/scratch" "$WORK/logs"
 cd "$WORK"
@@ -125,6 +130,14 @@ summary = [r for r in map(json.loads, open(sys.argv[1])) if r.get("summary")][0]
 print(f"{len(recs)} subgraphs, median {ms[len(ms) // 2]:.2f} ms, mean nodes {sum(r['nodes'] for r in recs) / len(recs):.0f}, {summary['subgraphs_per_s']:.1f} subgraphs/s")
 PY
   done
+  PY=${PYTHON:-$ROOT/target/python-venv/bin/python}
+  if [ -x "$PY" ]; then
+    for s in "$BASE" "$SCALE"; do
+      measure "pysampler-$s" "$PY" "$ROOT/scripts/sampler_out_of_core.py" \
+        "$WORK/scale/k${s}d$DEGREE.sf" 200 0 || true
+      cat "logs/pysampler-$s.out"
+    done
+  fi
   ;;
 *) echo "unknown phase $phase (gen check train eval sample)" >&2; exit 2 ;;
 esac; done

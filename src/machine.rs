@@ -67,6 +67,13 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
     num.trim().parse::<u64>().ok()?.checked_mul(1u64 << shift)
 }
 
+/// What a run may plan to fill of a memory limit: three quarters, the rest left to the
+/// process's own memory (a step's buffers, the rows in flight). The partitioner's choice
+/// of method and the sampled CSR kept resident (`GraphStore::advise_sampling`) use it.
+pub fn working_share(limit: u64) -> u64 {
+    limit / 4 * 3
+}
+
 /// The machine's memory in bytes and its source (`MemTotal`, or the cgroup's limit when
 /// lower: v2's `memory.max`, or v1's `memory.limit_in_bytes` of the memory controller's
 /// group, every ancestor's included); None when neither can be read.

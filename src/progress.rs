@@ -112,13 +112,6 @@ impl Progress {
             clock: None,
         }
     }
-
-    /// A bar of `len` units labelled `msg`: a [`Ticker`], so a long phase (a generator's
-    /// draws, a CSR build's buckets, an import's edges) prints its lines off a terminal too
-    /// (issue 56: `gen kronecker` at scale 27 wrote nothing to a log for minutes).
-    pub fn bar(&self, len: u64, msg: &'static str, unit: &'static str) -> Ticker {
-        self.ticker(len, msg, unit)
-    }
 }
 
 /// A bar of `len` on stderr drawn by `template` (indicatif's syntax).

@@ -349,7 +349,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     let sampler = kind.build(g)?;
     let clip = if kind.whole_graph() { 1 } else { a.clip.max(1) };
     // Timing is per subgraph on one thread; subgraphs/s is for the whole pool below.
-    let bar = progress.bar(a.count, "sample", "subgraphs");
+    let bar = progress.ticker(a.count, "sample", "subgraphs");
     let mut seen = vec![false; g.n_nodes()];
     let mut ms = Vec::with_capacity(a.count as usize);
     let (mut sum_nodes, mut sum_edges) = (0usize, 0usize);

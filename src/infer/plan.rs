@@ -120,9 +120,7 @@ impl PassPlan {
     ) -> Result<PassPlan> {
         let n = store.n_nodes();
         let bytes = |cols: usize| 4 * n as u64 * cols as u64;
-        let buffer = opts
-            .buffer_bytes
-            .map_or_else(|| default_buffer(opts), |b| b as u64);
+        let buffer = buffer_bytes(opts);
         let fanout = 1 + store.full().n_entries() / n.max(1);
         let mut streams = Vec::new();
         let mut in_place = Vec::new();
@@ -383,14 +381,19 @@ pub(super) fn lower_levels_fit(
     plan: &BlockedPlan,
     opts: &InferOptions,
 ) -> bool {
-    let buffer = opts
-        .buffer_bytes
-        .map_or_else(|| default_buffer(opts), |b| b as u64);
+    let buffer = buffer_bytes(opts);
     let out = plan.level[&plan.output];
     plan.neighbour.iter().all(|(id, nb)| {
         let x = graph.node(*id).inputs[nb.x];
         plan.level[id] >= out || 4 * store.n_nodes() as u64 * width(graph, x) as u64 <= buffer / 2
     })
+}
+
+/// The buffer a pass streams through: `opts.buffer_bytes`, or half of what the memory
+/// limit leaves beside the process.
+fn buffer_bytes(opts: &InferOptions) -> u64 {
+    opts.buffer_bytes
+        .map_or_else(|| default_buffer(opts), |b| b as u64)
 }
 
 fn default_buffer(opts: &InferOptions) -> u64 {

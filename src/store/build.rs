@@ -38,7 +38,7 @@ pub fn write_graph(
     let mut to = w.section(SectionId::TrainOffsets, Dtype::U64)?;
     let mut ti = w.section(SectionId::TrainIndices, Dtype::U32)?;
     let buckets = full.n_buckets() as u64 + train.as_ref().map_or(0, |t| t.n_buckets() as u64);
-    let bar = progress.bar(buckets, "build CSR", "buckets");
+    let bar = progress.ticker(buckets, "build CSR", "buckets");
     let (stats, n_entries, n_train_entries) = match train {
         None => {
             let train_set = NodeSet::from_fn(full.n_nodes(), is_train);

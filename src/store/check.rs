@@ -10,13 +10,10 @@
 //! hash sums, the training graph against the full graph by merging rows); the O(nnz · log
 //! d) binary searches that list asymmetric entries run only where the sums disagree.
 
-use rayon::prelude::*;
-use xxhash_rust::xxh3::xxh3_64;
-
 use crate::progress::Progress;
 use crate::store::check_pass;
 use crate::store::format::SectionId;
-use crate::store::mmap::{GraphStore, SMALL_SECTIONS};
+use crate::store::mmap::GraphStore;
 use crate::store::scan::{contains, find_entries, Found};
 use crate::store::StoreError;
 
@@ -62,18 +59,9 @@ pub fn check_with_progress(store: &GraphStore, progress: &Progress) -> Result<()
         ))
     };
 
+    // The pass hashes every large section; `open` has verified the small ones' checksums.
     let pass = check_pass::run(store, progress);
-    // Checksums: the pass's sections, and any other large one (none in this format
-    // version); `open` has verified those of the small sections.
-    let others: Vec<(SectionId, u64)> = SectionId::ALL
-        .par_iter()
-        .filter(|id| !SMALL_SECTIONS.contains(id) && !check_pass::HASHED.contains(id))
-        .map(|&id| (id, xxh3_64(store.section_bytes(id))))
-        .collect();
-    let sums = check_pass::HASHED
-        .into_iter()
-        .zip(pass.checksums)
-        .chain(others);
+    let sums = check_pass::HASHED.into_iter().zip(pass.checksums);
     for (id, got) in sums {
         let got = format!("{got:016x}");
         let want = &store.header().section(id).xxh3;

@@ -30,7 +30,9 @@ use crate::store::scan::{blocks, entry_hashes, merge, Found};
 /// F = 32, about 50 MB of a chunk's sections).
 pub const CHUNK_ROWS: usize = 1 << 18;
 
-/// The sections the pass hashes, in this order.
+/// The sections the pass hashes, in this order: every section but `open`'s
+/// [`SMALL_SECTIONS`](crate::store::mmap::SMALL_SECTIONS) (a test holds the two to
+/// [`SectionId::ALL`]).
 pub const HASHED: [SectionId; 3] = [
     SectionId::FullIndices,
     SectionId::TrainIndices,
@@ -305,6 +307,15 @@ mod tests {
             }
         }
         rows
+    }
+
+    #[test]
+    fn the_pass_and_open_checksum_every_section_once() {
+        use crate::store::mmap::SMALL_SECTIONS;
+        for id in SectionId::ALL {
+            let (small, hashed) = (SMALL_SECTIONS.contains(&id), HASHED.contains(&id));
+            assert!(small != hashed, "{id:?}: small {small}, hashed {hashed}");
+        }
     }
 
     #[test]

@@ -688,7 +688,7 @@ impl GraphStore {
             .sum();
         let fits = crate::machine::MemoryLimit::Detect
             .resolve()
-            .is_some_and(|(limit, _)| bytes <= limit / 4 * 3);
+            .is_some_and(|(limit, _)| bytes <= crate::machine::working_share(limit));
         let access = if fits {
             Access::Resident
         } else {

@@ -111,7 +111,7 @@ pub fn choose(method: Method, n_nodes: u64, entries: u64, limit: MemoryLimit) ->
             Some(limit) => limit,
         },
     };
-    let fits = need <= bytes / 4 * 3;
+    let fits = need <= crate::machine::working_share(bytes);
     let (method, verb) = if fits {
         (Method::Multilevel, "fits in")
     } else {

@@ -501,7 +501,7 @@ fn write_ranks(
         .map(|i| (counts[i].own + src.aug.parts[i].replicas.len()) as u64)
         .collect();
     let assignment = assign_parts(&load, n_ranks);
-    let bar = progress.bar(n_ranks as u64, "write parts", "stores");
+    let bar = progress.ticker(n_ranks as u64, "write parts", "stores");
     let mut ranks = Vec::with_capacity(n_ranks);
     for (r, mine) in assignment.iter().enumerate() {
         let name = if n_ranks == k {

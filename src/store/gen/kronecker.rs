@@ -454,7 +454,7 @@ pub fn generate_kronecker(
     // Edge draws, in parallel batches of chunks; each chunk's keys grouped by bucket.
     let n_chunks = draws.div_ceil(CHUNK_DRAWS);
     let batch = (rayon::current_num_threads() as u64 * 2).max(1);
-    let bar = progress.bar(draws, "edges", "draws");
+    let bar = progress.ticker(draws, "edges", "draws");
     let mut self_loops = 0u64;
     let n_buckets = builder.n_buckets();
     let map = builder.bucket_map();
@@ -560,7 +560,7 @@ pub fn generate_kronecker(
     let mut roles = w.section(SectionId::Roles, Dtype::U8)?;
     let mut split = SplitCounts::default();
     let n_blocks = n.div_ceil(NODE_BLOCK);
-    let bar = progress.bar(n, "nodes", "nodes");
+    let bar = progress.ticker(n, "nodes", "nodes");
     for first in (0..n_blocks).step_by(batch as usize) {
         type Block = (Vec<f32>, Vec<(usize, usize)>, Vec<u32>, Vec<u8>);
         let blocks: Vec<Block> = (first..(first + batch).min(n_blocks))

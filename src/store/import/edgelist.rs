@@ -359,7 +359,7 @@ pub fn import_edgelist(
     let scratch = w.scratch_dir()?;
     let expected = lines * if opts.symmetrize { 2 } else { 1 };
     let mut builder = CsrBuilder::new(&scratch, n, expected, DEFAULT_BUCKET_BYTES)?;
-    let bar = progress.bar(lines, "edges", "lines");
+    let bar = progress.ticker(lines, "edges", "lines");
     let id = |line_no: u64, what: &str, s: &str| -> Result<u32, StoreError> {
         match map {
             Some(map) => map(s).map(|k| k as u32).ok_or_else(|| {

@@ -1088,7 +1088,7 @@ pub(super) fn import_homogeneous(
     let scratch = w.scratch_dir()?;
     let mut builder =
         CsrBuilder::new(&scratch, n, n_edges.saturating_mul(2), DEFAULT_BUCKET_BYTES)?;
-    let bar = progress.bar(n_edges, "edges", "edges");
+    let bar = progress.ticker(n_edges, "edges", "edges");
     let edges_path;
     let seen = match layout {
         Homogeneous::Csv => {

@@ -716,7 +716,7 @@ pub(super) fn import_ogb_hetero(
     let scratch = w.scratch_dir()?;
     let total = counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
     let mut full = CsrBuilder::new(&scratch, n, total.saturating_mul(2), DEFAULT_BUCKET_BYTES)?;
-    let bar = progress.bar(total, "edges", "edges");
+    let bar = progress.ticker(total, "edges", "edges");
     // (triplet, is reverse): relation ids, originals first, then the reverses in order.
     let mut order: Vec<(usize, bool)> = (0..triplets.len()).map(|i| (i, false)).collect();
     order.extend(

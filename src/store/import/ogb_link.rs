@@ -460,7 +460,7 @@ pub fn import_ogb_link(
     let mut builder =
         CsrBuilder::new(&scratch, n, n_edges.saturating_mul(2), DEFAULT_BUCKET_BYTES)?;
     let edges_path = raw.join("edge.csv.gz");
-    let bar = progress.bar(n_edges, "edges", "edges");
+    let bar = progress.ticker(n_edges, "edges", "edges");
     let mut lines = GzLines::open(&edges_path)?;
     // The edge times, line by line beside edge.csv.gz, when the dataset has them.
     let year_path = raw.join("edge_year.csv.gz");
