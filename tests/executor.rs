@@ -362,8 +362,8 @@ fn dense(rows: usize, cols: usize, seed: u32) -> Tensor {
 
 /// Runs every part of `op`'s split into one output, in reverse order (parts may run in
 /// any order), and compares with `forward`.
-fn split_extent(split: &saintflow::op::Split, out: &Tensor) -> usize {
-    match split.axis {
+fn split_extent(split: &dyn saintflow::op::AnySplit, out: &Tensor) -> usize {
+    match split.axis() {
         saintflow::op::Axis::Rows => out.rows,
         saintflow::op::Axis::Cols => out.cols,
     }
@@ -382,7 +382,7 @@ fn parts_equal(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: usize, wr
         .as_partitioned()
         .unwrap_or_else(|| panic!("{} is not partitioned", op.name()));
     let split = p
-        .split(
+        .split_any(
             inputs,
             &Fact::dense(saintflow::ir::Dim::known(0), saintflow::ir::Dim::known(0)),
             ctx,
@@ -390,29 +390,29 @@ fn parts_equal(op: &dyn Op, inputs: &[&Value], ctx: &Ctx<'_>, threads: usize, wr
         )
         .unwrap()
         .unwrap_or_else(|| panic!("{} did not split", op.name()));
-    assert!(split.ranges.len() >= 2);
+    assert!(split.ranges().len() >= 2);
     // Every builtin split declares that its parts write their whole views (the executor
     // then skips the zero-fill); the output starts as NaN, so an element a part leaves
     // unwritten shows in the comparison below.
     assert_eq!(
-        split.writes_all && split.covers(split_extent(&split, want)),
+        split.writes_all() && split.covers(split_extent(&*split, want)),
         writes_all,
         "{}: split writes its whole output?",
         op.name()
     );
     let start = if writes_all { f32::NAN } else { 0.0 };
     let mut out = Tensor::from_vec(want.rows, want.cols, vec![start; want.data.len()]).unwrap();
-    for k in (0..split.ranges.len()).rev() {
-        let r = split.ranges[k].clone();
+    for k in (0..split.ranges().len()).rev() {
+        let r = split.ranges()[k].clone();
         let full = MatMut::row_major(&mut out.data, want.rows, want.cols).unwrap();
-        let view = match split.axis {
+        let view = match split.axis() {
             saintflow::op::Axis::Rows => full.rows_mut(r).unwrap(),
             saintflow::op::Axis::Cols => full.cols_mut(r).unwrap(),
         };
-        p.forward_part(inputs, ctx, &split, k, view).unwrap();
+        p.forward_part_any(inputs, ctx, &*split, k, view).unwrap();
     }
     let full = MatMut::row_major(&mut out.data, want.rows, want.cols).unwrap();
-    p.finish(&split, full).unwrap();
+    p.finish_any(&*split, full).unwrap();
     assert!(
         out.data
             .iter()
@@ -481,7 +481,7 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
         let split = gemm
             .as_partitioned()
             .unwrap()
-            .split(
+            .split_any(
                 &[&x, &dy],
                 &Fact::dense(
                     saintflow::ir::Dim::known(130),
@@ -492,10 +492,10 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             )
             .unwrap()
             .unwrap();
-        let blocks = split.ranges.len() / 2;
-        assert_eq!(split.ranges.len(), 2 * blocks, "{split:?}");
+        let blocks = split.ranges().len() / 2;
+        assert_eq!(split.ranges().len(), 2 * blocks, "{split:?}");
         assert!(
-            blocks >= 2 && split.ranges[blocks..].iter().all(|r| r == &(130..130)),
+            blocks >= 2 && split.ranges()[blocks..].iter().all(|r| r == &(130..130)),
             "{split:?}"
         );
         assert!(split.covers(130));
@@ -509,12 +509,12 @@ fn gemm_row_blocks_spmm_column_blocks_and_row_wise_op_blocks_equal_the_whole_for
             let out = Fact::dense(saintflow::ir::Dim::known(300), saintflow::ir::Dim::known(2));
             gemm.as_partitioned()
                 .unwrap()
-                .split(&[&x, &dy], &out, &ctx, 2)
+                .split_any(&[&x, &dy], &out, &ctx, 2)
                 .unwrap()
         };
         if saintflow_ops::gemm::narrow_path(saintflow_ops::gemm::Precision::F32, 300, 2) {
             let halves = splits(4100).expect("a long k splits");
-            assert_eq!(halves.ranges, vec![0..300, 300..300], "{halves:?}");
+            assert_eq!(halves.ranges(), [0..300, 300..300], "{halves:?}");
             assert!(splits(600).is_none(), "a short k of a narrow ∇W runs whole");
         }
         // Activations and their backwards: row blocks of an elementwise op.

@@ -1333,13 +1333,13 @@ fn fused_chains_equal_their_ops_run_in_turn_on_hostile_shapes() {
         assert_eq!(bits(&got), bits(&want), "{r} × {c}: fused forward");
         // The parts of a split, in reverse order, into one output.
         let p = fused.as_partitioned().unwrap();
-        if let Some(split) = p.split(&[&av, &bv, &ov], &fused.fact, &cx, 3).unwrap() {
-            assert!(split.ranges.len() >= 2 && split.writes_all);
+        if let Some(split) = p.split_any(&[&av, &bv, &ov], &fused.fact, &cx, 3).unwrap() {
+            assert!(split.ranges().len() >= 2 && split.writes_all());
             let mut out = Tensor::from_vec(r, c, vec![f32::NAN; r * c]).unwrap();
-            for k in (0..split.ranges.len()).rev() {
+            for k in (0..split.ranges().len()).rev() {
                 let full = saintflow::op::MatMut::row_major(&mut out.data, r, c).unwrap();
-                let view = full.rows_mut(split.ranges[k].clone()).unwrap();
-                p.forward_part(&[&av, &bv, &ov], &cx, &split, k, view)
+                let view = full.rows_mut(split.ranges()[k].clone()).unwrap();
+                p.forward_part_any(&[&av, &bv, &ov], &cx, &*split, k, view)
                     .unwrap();
             }
             assert_eq!(bits(&Value::dense(out)), bits(&want), "{r} × {c}: parts");
@@ -1440,7 +1440,7 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
                     ];
                     let out = Fact::dense(Dim::NODES, Dim::known(n));
                     let blocks = gemm.as_row_blocks().unwrap();
-                    assert!(blocks.fusible(&[&facts[0], &facts[1]]), "k = {k}");
+                    assert!(blocks.fusible_any(&[&facts[0], &facts[1]]), "k = {k}");
                     let fused = Fused {
                         stages: vec![
                             Stage {
@@ -1468,12 +1468,12 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
                     let got = fused.forward(&[&av, &bv], &cx).unwrap();
                     assert_eq!(bits(&got), bits(&want), "{what}: fused forward");
                     let p = fused.as_partitioned().unwrap();
-                    if let Some(split) = p.split(&[&av, &bv], &fused.fact, &cx, 3).unwrap() {
+                    if let Some(split) = p.split_any(&[&av, &bv], &fused.fact, &cx, 3).unwrap() {
                         let mut o = Tensor::from_vec(r, n, vec![f32::NAN; r * n]).unwrap();
-                        for part in (0..split.ranges.len()).rev() {
+                        for part in (0..split.ranges().len()).rev() {
                             let full = saintflow::op::MatMut::row_major(&mut o.data, r, n).unwrap();
-                            let view = full.rows_mut(split.ranges[part].clone()).unwrap();
-                            p.forward_part(&[&av, &bv], &cx, &split, part, view)
+                            let view = full.rows_mut(split.ranges()[part].clone()).unwrap();
+                            p.forward_part_any(&[&av, &bv], &cx, &*split, part, view)
                                 .unwrap();
                         }
                         assert_eq!(bits(&Value::dense(o)), bits(&want), "{what}: parts");
@@ -1492,7 +1492,7 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
         precision: Precision::F32,
         views: [None, None],
     };
-    let fusible = |g: Gemm, a: &Fact, b: &Fact| g.as_row_blocks().unwrap().fusible(&[a, b]);
+    let fusible = |g: Gemm, a: &Fact, b: &Fact| g.as_row_blocks().unwrap().fusible_any(&[a, b]);
     for k in [1, PREPACK_K_MIN - 1, PREPACK_K_MIN, 64, 1024] {
         assert!(fusible(g(false), &nodes(k), &param(64, k)), "k {k}");
     }
@@ -1510,7 +1510,7 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
         let bv = saintflow::op::MatRef::row_major(&b.data, n, k).unwrap();
         let blocks = g.as_row_blocks().unwrap();
         blocks
-            .prepare(&[Some(av), b_whole.then_some(bv)])
+            .prepare_any(&[Some(av), b_whole.then_some(bv)])
             .unwrap()
             .is_some()
     };

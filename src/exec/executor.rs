@@ -6,7 +6,7 @@
 //!   inputs (one per input *occurrence*, so `add(x, x)` waits for x once per use); nodes at
 //!   zero are submitted in topological order. The task that finishes a node decrements each
 //!   consumer's counter and spawns the consumers that reach zero (on its own deque).
-//! * A node's task asks its op for a [`Split`] (`Partitioned::split`, given the
+//! * A node's task asks its op for a [`Split`](crate::op::Split) (`Partitioned::split`, given the
 //!   actual inputs and the pool's width). None: the task runs `forward`. Some: it allocates
 //!   the output, cuts it into one disjoint view per part and spawns the parts in range
 //!   order; the part that finishes last (an atomic count) completes the node.
@@ -35,7 +35,7 @@ use super::interp::{
 use super::pool::{current_worker, Pool, Scope};
 use super::timeline::{Span, SpanKind, Timeline};
 use crate::ir::{recycle, Bindings, Graph, IrError, NodeId, Params, Tensor, Value};
-use crate::op::{Axis, Ctx, GraphSource, MatMut, OpError, Split};
+use crate::op::{AnySplit, Axis, Ctx, GraphSource, MatMut, OpError};
 
 /// The work-stealing [`StepRunner`]: one [`Pool`] of worker threads, reused by every step.
 #[derive(Debug)]
@@ -142,7 +142,7 @@ struct Parts {
     /// The inputs; each part reads a clone, the last part empties it (so the inputs'
     /// buffers can be recycled when the node completes).
     inputs: Mutex<Vec<Arc<Value>>>,
-    split: Split,
+    split: Box<dyn AnySplit>,
     /// Views of the output, one per part, taken by the part that runs.
     views: Mutex<Vec<Option<MatMut<'static>>>>,
     /// The output buffer; the views point into it. Taken when the last part ends.
@@ -332,7 +332,7 @@ fn run_node<'s>(st: &'s Step<'s>, i: usize, s: &Scope<'s>) {
     let ctx = st.ctx(i);
     let refs: Vec<&Value> = inputs.iter().map(|v| &**v).collect();
     let split = match node.op.as_partitioned().map_or(Ok(None), |p| {
-        guarded(|| p.split(&refs, &node.fact, &ctx, st.threads))
+        guarded(|| p.split_any(&refs, &node.fact, &ctx, st.threads))
     }) {
         Ok(s) => s,
         Err(e) => return st.fail(i, e),
@@ -354,7 +354,7 @@ fn run_node<'s>(st: &'s Step<'s>, i: usize, s: &Scope<'s>) {
         Err(e) => return st.fail(i, e),
     };
     st.add_time(i, started, SpanKind::Prepare);
-    for k in 0..parts.split.ranges.len() {
+    for k in 0..parts.split.ranges().len() {
         let parts = parts.clone();
         s.spawn(move |s| run_part(st, i, &parts, k, s));
     }
@@ -365,7 +365,7 @@ fn prepare_parts(
     st: &Step<'_>,
     i: usize,
     inputs: Vec<Arc<Value>>,
-    split: Split,
+    split: Box<dyn AnySplit>,
     ctx: &Ctx<'_>,
 ) -> Result<Parts, OpError> {
     let fact = &st.graph.node(st.nodes[i].id).fact;
@@ -373,23 +373,23 @@ fn prepare_parts(
         .matrix()
         .ok_or_else(|| OpError::args(format!("split of a non-matrix output {fact}")))?;
     let (rows, cols) = (r.resolve(&ctx.bindings), c.resolve(&ctx.bindings));
-    let extent = match split.axis {
+    let extent = match split.axis() {
         Axis::Rows => rows,
         Axis::Cols => cols,
     };
     let mut at = 0;
-    for r in &split.ranges {
+    for r in split.ranges() {
         if r.start < at || r.end < r.start || r.end > extent {
             return Err(OpError::args(format!(
                 "split ranges {:?}: expected ascending disjoint ranges within 0..{extent}",
-                split.ranges
+                split.ranges()
             )));
         }
         at = r.end;
     }
     // Zeros only where a part may leave an element unwritten (issue 33: this fill was a
     // serial pass over the whole output before any part could start).
-    let mut out = Box::new(if split.writes_all && split.covers(extent) {
+    let mut out = Box::new(if split.writes_all() && split.covers(extent) {
         Tensor::scratch(rows, cols)
     } else {
         Tensor::zeros(rows, cols)
@@ -401,9 +401,9 @@ fn prepare_parts(
         unsafe { std::slice::from_raw_parts_mut(out.data.as_mut_ptr(), out.data.len()) };
     let mut rest = MatMut::row_major(data, rows, cols)?;
     let mut offset = 0;
-    let mut views = Vec::with_capacity(split.ranges.len());
-    for r in &split.ranges {
-        let (view, tail) = match split.axis {
+    let mut views = Vec::with_capacity(split.ranges().len());
+    for r in split.ranges() {
+        let (view, tail) = match split.axis() {
             Axis::Rows => {
                 let (_, v) = rest.split_rows_mut(r.start - offset)?;
                 v.split_rows_mut(r.end - r.start)?
@@ -419,7 +419,7 @@ fn prepare_parts(
     }
     Ok(Parts {
         inputs: Mutex::new(inputs),
-        remaining: AtomicUsize::new(split.ranges.len()),
+        remaining: AtomicUsize::new(split.ranges().len()),
         split,
         views: Mutex::new(views),
         out: Mutex::new(Some(out)),
@@ -436,7 +436,7 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
             let inputs = parts.inputs.lock().expect("inputs").clone();
             let refs: Vec<&Value> = inputs.iter().map(|v| &**v).collect();
             let r = guarded(|| match node.op.as_partitioned() {
-                Some(p) => p.forward_part(&refs, &ctx, &parts.split, k, view),
+                Some(p) => p.forward_part_any(&refs, &ctx, &*parts.split, k, view),
                 None => Err(OpError::Missing(format!(
                     "{}: parts without a split",
                     node.op.name()
@@ -462,7 +462,7 @@ fn run_part<'s>(st: &'s Step<'s>, i: usize, parts: &Parts, k: usize, s: &Scope<'
                 let (rows, cols) = (out.rows, out.cols);
                 let view = MatMut::row_major(&mut out.data, rows, cols)?;
                 match node.op.as_partitioned() {
-                    Some(p) => p.finish(&parts.split, view),
+                    Some(p) => p.finish_any(&*parts.split, view),
                     None => Ok(()),
                 }
             });

@@ -13,6 +13,7 @@ mod neighbour;
 pub mod op;
 pub mod op_error;
 pub mod params;
+mod parts;
 mod passes;
 pub mod recycle;
 pub mod source;

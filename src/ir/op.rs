@@ -18,9 +18,11 @@
 //!   elimination merges them.
 //! * Partitioned forward (optional, for the work-stealing executor). An op whose output is
 //!   dense may say, from its actual inputs, how its forward splits into parts that run at
-//!   once: [`Op::as_partitioned`] gives a [`Partitioned`] whose `split` returns a [`Split`] — an axis of the output (rows or columns), the
-//!   parts' ranges along it (ascending, disjoint, within the output) and optional data
-//!   prepared once for all parts. The executor then allocates the output (zeros, the shape
+//!   once: [`Op::as_partitioned`] gives a [`Partitioned`] (through its erased form
+//!   [`PartitionedDyn`], which every `Partitioned` is) whose `split` returns a [`Split`] —
+//!   an axis of the output (rows or columns), the parts' ranges along it (ascending,
+//!   disjoint, within the output) and data of the op's own type
+//!   ([`Partitioned::Prepared`]) prepared once for all parts. The executor then allocates the output (zeros, the shape
 //!   of the node's fact under the step's bindings; not zeroed when the op declares
 //!   [`Split::writes_all`] and the ranges cover the axis), hands each part a [`MatMut`] view of
 //!   exactly its range (so no two parts can write the same element) and calls
@@ -94,6 +96,9 @@ pub use saintflow_ops::view::{MatMut, MatRef};
 pub use super::ctx::Ctx;
 pub use super::neighbour::{Neighbour, NeighbourFold, NeighbourOp, NodeRows, RowBlock};
 pub use super::op_error::OpError;
+pub use super::parts::{
+    AnyPrepared, AnySplit, Axis, Partitioned, PartitionedDyn, RowBlocks, RowBlocksDyn, Split,
+};
 pub use super::passes::{
     AdjKind, AdjNorm, ChainLink, ChainRole, ColumnSlice, SourceKind, SourceOp,
 };
@@ -268,7 +273,7 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
 
     /// The partitioned forward, when the op has one (see "Partitioned forward" at the top
     /// of this file). Default: `None` (one task runs `forward`).
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         None
     }
 
@@ -286,7 +291,7 @@ pub trait Op: Any + Send + Sync + fmt::Debug {
 
     /// Row blocks for fusion, when the op computes any block of rows alone (see
     /// [`RowBlocks`]). Default: `None` (the fusion pass leaves the op alone).
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocksDyn> {
         None
     }
 
@@ -370,40 +375,6 @@ pub trait PrecisionChoice {
     fn with_precision(&self, precision: Precision) -> Option<Arc<dyn Op>>;
 }
 
-/// Capability: a forward that splits into parts run at once (see "Partitioned forward" at
-/// the top of this file). Returned by [`Op::as_partitioned`].
-pub trait Partitioned {
-    /// How to split this forward into parts for `threads` workers, from the actual inputs.
-    /// `output` is the node's fact; `ctx.bindings` resolves it. `None`: this time one task
-    /// runs `forward` (small inputs, one worker).
-    fn split(
-        &self,
-        inputs: &[&Value],
-        output: &Fact,
-        ctx: &Ctx<'_>,
-        threads: usize,
-    ) -> Result<Option<Split>, OpError>;
-
-    /// Computes part `part` of `split` (the value [`Partitioned::split`] returned) into
-    /// `out`, the view of the output's rows or columns `split.ranges[part]`.
-    fn forward_part(
-        &self,
-        inputs: &[&Value],
-        ctx: &Ctx<'_>,
-        split: &Split,
-        part: usize,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError>;
-
-    /// Completes the output once every part has run, on the worker that ran the last one;
-    /// `out` is the whole output. Default: nothing (the parts wrote it). `gemm` adds here
-    /// the second halves of k it computed as parts of their own.
-    fn finish(&self, split: &Split, out: MatMut<'_>) -> Result<(), OpError> {
-        let _ = (split, out);
-        Ok(())
-    }
-}
-
 /// Capability: row i of the output depends only on row i of the per-node inputs (see "Row
 /// locality" at the top of this file). Returned by [`Op::as_row_local`].
 pub trait RowLocal {
@@ -468,134 +439,6 @@ pub struct Running {
     pub momentum: f64,
     /// The op computing a step's statistics from (input 0, the subgraph).
     pub stats: Arc<dyn Op>,
-}
-
-/// Capability: a dense per-node output computed a block of rows at a time from the same
-/// rows of the per-node inputs — what the fusion pass (`planner::fuse`) chains into one
-/// pass over the rows, so that the intermediate values of a chain of row-wise ops live in
-/// a cache-sized block instead of n × f matrices. Returned by [`Op::as_row_blocks`].
-///
-/// The block must be computed exactly as `forward` computes those rows (the same
-/// operations in the same order), so that a fused chain gives the unfused chain's bits.
-pub trait RowBlocks {
-    /// Rows `r0..r0 + y.n_rows()` of the output into `y` (every element written). `x[k]`
-    /// is input k's same rows when input k is per-node (n rows), else the whole input (a
-    /// bias row, a parameter). `ctx` is the step's, with `ctx.node` the id this op's node
-    /// had before fusion (dropout keys its mask by it).
-    fn rows_at(
-        &self,
-        r0: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        ctx: &Ctx<'_>,
-    ) -> Result<(), OpError>;
-
-    /// Whether the fusion pass may compute this node a block of rows at a time, given its
-    /// inputs' facts: an op whose rows are row-local for some operands only (`gemm`: op(A)
-    /// not transposed, op(B) a parameter), or that would lose speed in blocks, says no.
-    /// Default: always.
-    fn fusible(&self, inputs: &[&Fact]) -> bool {
-        let _ = inputs;
-        true
-    }
-
-    /// Work done once per evaluation for all its blocks, from the inputs the fused node
-    /// holds whole: `x[k]` is input k whole (n rows when per-node) where it is an input of
-    /// the fused node, `None` where an earlier stage computes it block by block. `gemm`
-    /// packs op(B) here, so that its blocks do not each pack it again. The result goes to
-    /// [`RowBlocks::rows_at_prepared`] for every block. Default: nothing to do.
-    fn prepare(&self, x: &[Option<MatRef<'_>>]) -> Result<Option<Prepared>, OpError> {
-        let _ = x;
-        Ok(None)
-    }
-
-    /// [`RowBlocks::rows_at`] with what [`RowBlocks::prepare`] returned; the same bits.
-    /// Default: `rows_at`.
-    fn rows_at_prepared(
-        &self,
-        r0: usize,
-        x: &[MatRef<'_>],
-        y: MatMut<'_>,
-        ctx: &Ctx<'_>,
-        prepared: &Prepared,
-    ) -> Result<(), OpError> {
-        let _ = prepared;
-        self.rows_at(r0, x, y, ctx)
-    }
-}
-
-/// What [`RowBlocks::prepare`] computes once for every block of an evaluation.
-pub type Prepared = Arc<dyn Any + Send + Sync>;
-
-/// The axis of a dense output that a [`Split`] cuts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Axis {
-    /// Parts are blocks of rows.
-    Rows,
-    /// Parts are blocks of columns.
-    Cols,
-}
-
-/// How an op's forward splits into parts (see [`Partitioned::split`]).
-pub struct Split {
-    /// The output axis cut.
-    pub axis: Axis,
-    /// One range per part, ascending and disjoint, within the output's extent on `axis`.
-    /// A range may be empty: that part writes nothing of the output (`gemm`'s second
-    /// halves of k write buffers of their own, which [`Partitioned::finish`] adds).
-    pub ranges: Vec<Range<usize>>,
-    /// Data the op computes once for all parts (e.g. permuted values), read by every part.
-    pub prepared: Option<Box<dyn Any + Send + Sync>>,
-    /// Every part writes every element of its view (no accumulation into it, no element
-    /// skipped). When the ranges also cover the whole axis the executor hands out the
-    /// output without zero-filling it first (a recycled buffer keeps its stale values until
-    /// the parts overwrite them): at 2 threads that fill was a serial pass over an n×1024
-    /// matrix before the parts could start (issue 33). False unless the op says so.
-    pub writes_all: bool,
-}
-
-impl fmt::Debug for Split {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Split")
-            .field("axis", &self.axis)
-            .field("ranges", &self.ranges)
-            .field("writes_all", &self.writes_all)
-            .finish()
-    }
-}
-
-impl Split {
-    /// `parts` near-equal blocks of `0..len` along `axis` (fewer if `len` is smaller).
-    pub fn even(axis: Axis, len: usize, parts: usize) -> Split {
-        let parts = parts.clamp(1, len.max(1));
-        Split {
-            axis,
-            ranges: (0..parts)
-                .map(|i| i * len / parts..(i + 1) * len / parts)
-                .collect(),
-            prepared: None,
-            writes_all: false,
-        }
-    }
-
-    /// Declares that every part writes every element of its view ([`Split::writes_all`]).
-    pub fn writing_all(mut self) -> Split {
-        self.writes_all = true;
-        self
-    }
-
-    /// Whether the ranges tile `0..extent` with no gap (what lets the executor skip the
-    /// zero-fill, with [`Split::writes_all`]).
-    pub fn covers(&self, extent: usize) -> bool {
-        let mut at = 0;
-        for r in &self.ranges {
-            if r.start != at {
-                return false;
-            }
-            at = r.end;
-        }
-        at == extent
-    }
 }
 
 /// The stages a step's time is split into.

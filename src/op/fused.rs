@@ -14,7 +14,8 @@ use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
 
 use super::util::{dense, row_split};
 use super::{
-    Arity, Cost, Ctx, MatMut, MatRef, Op, OpError, Partitioned, Prepared, RowLocal, Split,
+    AnyPrepared, Arity, Cost, Ctx, MatMut, MatRef, Op, OpError, Partitioned, PartitionedDyn,
+    RowLocal, Split,
 };
 
 /// Where a stage's input comes from.
@@ -68,7 +69,7 @@ impl Fused {
         &self,
         inputs: &[&Value],
         ctx: &Ctx<'_>,
-        prepared: &[Option<Prepared>],
+        prepared: &[Option<AnyPrepared>],
         rows: std::ops::Range<usize>,
         mut out: MatMut<'_>,
     ) -> Result<(), OpError> {
@@ -125,8 +126,8 @@ impl Fused {
                     OpError::args(format!("fused: {} computes no row blocks", st.op.name()))
                 })?;
                 match prepared.get(k) {
-                    Some(Some(p)) => op.rows_at_prepared(r, &views, y, &sctx, p)?,
-                    _ => op.rows_at(r, &views, y, &sctx)?,
+                    Some(Some(p)) => op.rows_at_prepared_any(r, &views, y, &sctx, p)?,
+                    _ => op.rows_at_any(r, &views, y, &sctx)?,
                 }
             }
             r += h;
@@ -144,7 +145,7 @@ impl Fused {
 
     /// Each stage's [`RowBlocks::prepare`] on the fused node's whole inputs, once for all
     /// the blocks of an evaluation.
-    fn prepare(&self, inputs: &[&Value]) -> Result<Vec<Option<Prepared>>, OpError> {
+    fn prepare(&self, inputs: &[&Value]) -> Result<Vec<Option<AnyPrepared>>, OpError> {
         self.stages
             .iter()
             .map(|st| {
@@ -162,7 +163,7 @@ impl Fused {
                         Src::Stage(_) => Ok(None),
                     })
                     .collect::<Result<Vec<_>, OpError>>()?;
-                op.prepare(&whole)
+                op.prepare_any(&whole)
             })
             .collect()
     }
@@ -291,7 +292,7 @@ impl Op for Fused {
     fn pure(&self) -> bool {
         self.stages.iter().all(|s| s.op.pure())
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         Some(self)
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
@@ -300,6 +301,9 @@ impl Op for Fused {
 }
 
 impl Partitioned for Fused {
+    /// Each stage's [`RowBlocks::prepare`](super::RowBlocks::prepare), once for all parts.
+    type Prepared = Vec<Option<AnyPrepared>>;
+
     /// Row blocks, about two per worker, as a row-wise op.
     fn split(
         &self,
@@ -307,28 +311,28 @@ impl Partitioned for Fused {
         _: &Fact,
         _: &Ctx<'_>,
         threads: usize,
-    ) -> Result<Option<Split>, OpError> {
+    ) -> Result<Option<Split<Vec<Option<AnyPrepared>>>>, OpError> {
         let widest = self.stages.iter().map(|s| s.cols).max().unwrap_or(0);
-        let Some(mut split) = row_split(self.rows(inputs)?, widest, threads) else {
+        let Some(split) = row_split(self.rows(inputs)?, widest, threads) else {
             return Ok(None);
         };
-        split.prepared = Some(Box::new(self.prepare(inputs)?));
-        Ok(Some(split))
+        Ok(Some(split.with_prepared(self.prepare(inputs)?)))
     }
     fn forward_part(
         &self,
         inputs: &[&Value],
         ctx: &Ctx<'_>,
-        split: &Split,
+        split: &Split<Vec<Option<AnyPrepared>>>,
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
-        let prepared = split
-            .prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<Vec<Option<Prepared>>>())
-            .ok_or_else(|| OpError::Missing("fused: a part without its prepared stages".into()))?;
-        self.run(inputs, ctx, prepared, split.ranges[part].clone(), out)
+        self.run(
+            inputs,
+            ctx,
+            &split.prepared,
+            split.ranges[part].clone(),
+            out,
+        )
     }
 }
 

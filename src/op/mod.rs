@@ -17,10 +17,10 @@ pub mod source;
 pub mod util;
 
 pub use crate::ir::op::{
-    check_args, AdjKind, Arity, Axis, ChainLink, ChainRole, ColumnSlice, ColumnViews, Cost, Ctx,
-    FeaturePartitioned, GradBuilder, Neighbour, NeighbourFold, NeighbourOp, NodeRows, NodeStats,
-    Op, OpError, Partitioned, PlanCall, PrecisionChoice, Prepared, RowBlock, RowBlocks, RowLocal,
-    Running, SourceKind, SourceOp, Split, Stage,
+    check_args, AdjKind, AnyPrepared, AnySplit, Arity, Axis, ChainLink, ChainRole, ColumnSlice,
+    ColumnViews, Cost, Ctx, FeaturePartitioned, GradBuilder, Neighbour, NeighbourFold, NeighbourOp,
+    NodeRows, NodeStats, Op, OpError, Partitioned, PartitionedDyn, PlanCall, PrecisionChoice,
+    RowBlock, RowBlocks, RowBlocksDyn, RowLocal, Running, SourceKind, SourceOp, Split, Stage,
 };
 pub use crate::ir::source::{GraphSource, WithSampler};
 pub use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};

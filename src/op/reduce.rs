@@ -104,7 +104,7 @@ use super::builtin::Sddmm;
 use super::util::dense;
 use super::{
     Arity, Axis, Cost, Ctx, GradBuilder, MatMut, Neighbour, NeighbourFold, NeighbourOp, NodeRows,
-    Op, OpError, Partitioned, RowBlock, Split, Stage,
+    Op, OpError, Partitioned, PartitionedDyn, RowBlock, Split, Stage,
 };
 
 /// How the gradient of a [`NeighbourReduce`] reaches X.
@@ -480,7 +480,7 @@ impl<R: NeighbourReduce> Op for Reduce<R> {
         };
         Ok(vec![da, dx])
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         Some(self)
     }
     fn as_neighbour(&self) -> Option<&dyn NeighbourOp> {
@@ -489,6 +489,7 @@ impl<R: NeighbourReduce> Op for Reduce<R> {
 }
 
 impl<R: NeighbourReduce> Partitioned for Reduce<R> {
+    type Prepared = ();
     fn split(
         &self,
         inputs: &[&Value],
@@ -713,12 +714,13 @@ impl<R: NeighbourReduce> Op for ReduceGrad<R> {
         route(&self.r, &Rows::of(a, &self.name)?, x, dy, 0..x.cols, view)?;
         Ok(Value::dense(dx))
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         Some(self)
     }
 }
 
 impl<R: NeighbourReduce> Partitioned for ReduceGrad<R> {
+    type Prepared = ();
     /// Column blocks: a row's gradient scatters to other rows, but never to another column.
     fn split(
         &self,

@@ -57,7 +57,7 @@ use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Tensor, Value};
 use super::util::{dense, elementwise_cost, row_block, row_split, same_shape};
 use super::{
     Arity, ColumnSlice, Cost, Ctx, GradBuilder, MatMut, MatRef, Op, OpError, Partitioned,
-    RowBlocks, RowLocal, Split, Stage,
+    PartitionedDyn, RowBlocks, RowBlocksDyn, RowLocal, Split, Stage,
 };
 
 /// What a row-wise op's author writes (see the module header); the type is then an [`Op`].
@@ -218,13 +218,13 @@ impl<T: RowWise> Op for T {
     fn dropout(&self) -> Option<f64> {
         RowWise::dropout(self)
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         Some(self)
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocksDyn> {
         Some(self)
     }
 }
@@ -264,6 +264,7 @@ fn blocks<'v>(inputs: &[&'v Value], r: Range<usize>, op: &str) -> Result<Vec<Mat
 }
 
 impl<T: RowWise> Partitioned for T {
+    type Prepared = ();
     /// Row blocks, about two per worker (none for small outputs or one worker).
     fn split(
         &self,
@@ -292,6 +293,7 @@ impl<T: RowWise> Partitioned for T {
 impl<T: RowWise> RowLocal for T {}
 
 impl<T: RowWise> RowBlocks for T {
+    type Prepared = ();
     /// The fusion pass passes the blocks of per-node inputs and the others whole, as the
     /// adapter's own forward does.
     fn rows_at(

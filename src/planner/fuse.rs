@@ -53,7 +53,7 @@ fn stages_of(graph: &Graph, id: NodeId) -> Option<Vec<Stage>> {
     let blocks = node.op.as_row_blocks()?;
     let cols = per_node_width(&node.fact)?;
     let facts: Vec<Fact> = node.inputs.iter().map(|&i| graph.fact(i).clone()).collect();
-    if !blocks.fusible(&facts.iter().collect::<Vec<_>>()) {
+    if !blocks.fusible_any(&facts.iter().collect::<Vec<_>>()) {
         return None;
     }
     let mut per_node = Vec::with_capacity(facts.len());

@@ -19,7 +19,9 @@ use saintflow_ops::view::{MatMut, MatRef};
 use super::dropout::DropoutMask;
 use crate::ir::source::{FeatureCsr, FeatureRows};
 use crate::ir::{Bindings, Dim, Fact, Kind, Tensor, Value};
-use crate::op::{Arity, Cost, Ctx, Op, OpError, Partitioned, RowLocal, Split, Stage};
+use crate::op::{
+    Arity, Cost, Ctx, Op, OpError, Partitioned, PartitionedDyn, RowLocal, Split, Stage,
+};
 use crate::sample::Subgraph;
 
 /// X·W (`transpose` false: inputs the subgraph and W, F × d; output n × d) or Xᵀ·∇Y
@@ -54,7 +56,7 @@ pub struct TypeRange {
 }
 
 /// A CSR matrix of the step's feature rows (n × F) or of their transpose (F × n).
-struct FeatureMatrix {
+pub struct FeatureMatrix {
     offsets: Vec<u32>,
     indices: Vec<u32>,
     values: Vec<f32>,
@@ -298,7 +300,7 @@ impl Op for FeatureProduct {
         }
         Ok(Value::dense(out))
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         Some(self)
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
@@ -313,6 +315,9 @@ impl Op for FeatureProduct {
 impl RowLocal for FeatureProduct {}
 
 impl Partitioned for FeatureProduct {
+    /// The CSR of the features and the feature block width.
+    type Prepared = (FeatureMatrix, usize);
+
     /// Column blocks of the output (the kernel's feature blocks, about two runs per
     /// worker), the CSR made once for all of them in `prepared`.
     fn split(
@@ -321,7 +326,7 @@ impl Partitioned for FeatureProduct {
         _: &Fact,
         ctx: &Ctx<'_>,
         threads: usize,
-    ) -> Result<Option<Split>, OpError> {
+    ) -> Result<Option<Split<(FeatureMatrix, usize)>>, OpError> {
         let (sub, y) = self.operands(inputs)?;
         let d = y.cols;
         let rows = self.out_rows(sub);
@@ -330,29 +335,18 @@ impl Partitioned for FeatureProduct {
         }
         let m = self.matrix(sub, ctx)?;
         let w = block_width(m.n_cols.max(rows), d, threads);
-        Ok(super::matmul::spmm_column_split(
-            d,
-            w,
-            threads,
-            Box::new((m, w)),
-        ))
+        Ok(super::matmul::spmm_column_split(d, w, threads, (m, w)))
     }
     fn forward_part(
         &self,
         inputs: &[&Value],
         _: &Ctx<'_>,
-        split: &Split,
+        split: &Split<(FeatureMatrix, usize)>,
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
         let (_, y) = self.operands(inputs)?;
-        let (m, w) = split
-            .prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<(FeatureMatrix, usize)>())
-            .ok_or_else(|| {
-                OpError::Missing(format!("{}: part without its prepared CSR", self.label()))
-            })?;
+        let (m, w) = &split.prepared;
         let cols = split.ranges[part].clone();
         let yv = MatRef::row_major(&y.data, y.rows, y.cols)?.cols(cols)?;
         spmm_view_blocked(m.csr(), yv, out, *w)?;

@@ -154,10 +154,10 @@ impl Op for Gemm {
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         Some(self)
     }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocksDyn> {
         Some(self)
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         Some(self)
     }
     fn as_column_views(&self) -> Option<&dyn ColumnViews> {
@@ -210,6 +210,8 @@ impl RowLocal for Gemm {
 pub const PREPACK_K_MIN: usize = 17;
 
 impl RowBlocks for Gemm {
+    type Prepared = PackedB;
+
     /// Rows of op(A)·op(B), op(A) not transposed: the product of A's rows, through the same
     /// kernel as `forward` (its k-sums do not depend on the rows around them, so the block
     /// has the whole product's bits).
@@ -240,7 +242,7 @@ impl RowBlocks for Gemm {
     /// op(B) packed once for every block ([`PackedB`], for the tile path `forward` would
     /// take), when k is at least [`PREPACK_K_MIN`], op(B) is an input of the fused node, and
     /// C is wide enough to pack for (not the narrow path of one or two columns).
-    fn prepare(&self, x: &[Option<MatRef<'_>>]) -> Result<Option<Prepared>, OpError> {
+    fn prepare(&self, x: &[Option<MatRef<'_>>]) -> Result<Option<PackedB>, OpError> {
         let (false, Some(Some(b))) = (self.ta, x.get(1)) else {
             return Ok(None);
         };
@@ -259,24 +261,19 @@ impl RowBlocks for Gemm {
         if k < PREPACK_K_MIN {
             return Ok(None);
         }
-        Ok(self
-            .shared_packing(m, n, b)?
-            .map(|packed| Arc::new(packed) as Prepared))
+        self.shared_packing(m, n, b)
     }
 
     /// The block's rows of op(A) times the packed op(B) ([`gemm_packed`]: the same bits as
     /// [`gemm_view_with`]).
     fn rows_at_prepared(
         &self,
-        r0: usize,
+        _: usize,
         x: &[MatRef<'_>],
         y: MatMut<'_>,
-        ctx: &Ctx<'_>,
-        prepared: &Prepared,
+        _: &Ctx<'_>,
+        packed: &PackedB,
     ) -> Result<(), OpError> {
-        let Some(packed) = prepared.downcast_ref::<PackedB>() else {
-            return self.rows_at(r0, x, y, ctx);
-        };
         let a = self.block_rows_of_a(x)?;
         gemm_packed(a, Trans::N, packed, y, false)?;
         Ok(())
@@ -321,6 +318,10 @@ impl Gemm {
 }
 
 impl Partitioned for Gemm {
+    /// op(B) packed once and each block's buffer for its second half of k, where they
+    /// apply.
+    type Prepared = Option<GemmParts>;
+
     /// Row blocks of C (rows of op(A)), about two per worker so a slow block can be
     /// balanced; op(B) packed once for all of them ([`PackedB`]), each block one sequential
     /// call of the kernel on it. A C of too few rows for that (∇W of a first layer, F × h)
@@ -342,7 +343,7 @@ impl Partitioned for Gemm {
         _: &Fact,
         _: &Ctx<'_>,
         threads: usize,
-    ) -> Result<Option<Split>, OpError> {
+    ) -> Result<Option<Split<Option<GemmParts>>>, OpError> {
         if inputs[0].as_dense().is_none() || inputs[1].as_dense().is_none() {
             return Ok(None);
         }
@@ -379,7 +380,7 @@ impl Partitioned for Gemm {
             return Ok(Some(if halves {
                 by_halves(split, n, |cols| (m, cols))
             } else {
-                split
+                split.with_prepared(None)
             }));
         }
         let narrow = narrow_path(self.precision, m, n);
@@ -406,32 +407,27 @@ impl Partitioned for Gemm {
         // (A C with few columns runs transposed, and each part packs its own rows of
         // op(A) then: nothing to share.)
         let mut split = Split::even(Axis::Rows, m, parts).writing_all();
-        if let Some(packed) = self.shared_packing(m, n, b)? {
-            let halves = packed
-                .splits_k()
-                .then(|| split_halves(&mut split, m, |rows| (rows, n)));
-            split.prepared = Some(Box::new(GemmParts::Packed { packed, halves }));
-        }
+        let Some(packed) = self.shared_packing(m, n, b)? else {
+            return Ok(Some(split.with_prepared(None)));
+        };
+        let halves = packed
+            .splits_k()
+            .then(|| split_halves(&mut split, m, |rows| (rows, n)));
         // gemm_packed and gemm_view without accumulation write all of C.
-        Ok(Some(split))
+        Ok(Some(
+            split.with_prepared(Some(GemmParts::Packed { packed, halves })),
+        ))
     }
     fn forward_part(
         &self,
         inputs: &[&Value],
         _: &Ctx<'_>,
-        split: &Split,
+        split: &Split<Option<GemmParts>>,
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
         let (ta, tb) = (trans(self.ta), trans(self.tb));
-        let prepared = split
-            .prepared
-            .as_ref()
-            .map(|p| {
-                p.downcast_ref::<GemmParts>()
-                    .ok_or_else(|| OpError::Missing("gemm: part without its packed B".into()))
-            })
-            .transpose()?;
+        let prepared = split.prepared.as_ref();
         // A second half of k (parts past the blocks) computes its block's rows or columns.
         let blocks = prepared.and_then(GemmParts::halves).map(Vec::len);
         let block = match blocks {
@@ -479,13 +475,8 @@ impl Partitioned for Gemm {
     }
 
     /// Adds each row block's second half of k to the block (split by k only).
-    fn finish(&self, split: &Split, mut out: MatMut<'_>) -> Result<(), OpError> {
-        let Some(halves) = split
-            .prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<GemmParts>())
-            .and_then(GemmParts::halves)
-        else {
+    fn finish(&self, split: &Split<Option<GemmParts>>, mut out: MatMut<'_>) -> Result<(), OpError> {
+        let Some(halves) = split.prepared.as_ref().and_then(GemmParts::halves) else {
             return Ok(());
         };
         for (block, half) in halves.iter().enumerate() {
@@ -507,7 +498,7 @@ impl Partitioned for Gemm {
 }
 
 /// What a split [`Gemm`] computes once for its parts.
-enum GemmParts {
+pub enum GemmParts {
     /// Row blocks of a C of many columns: op(B) packed once for all of them, and for a
     /// long k each block's buffer for its second half.
     Packed {
@@ -531,10 +522,13 @@ impl GemmParts {
 
 /// `split` (blocks of an axis of `len`) with a part per block for its second half of k, on
 /// op(B) as it is ([`GemmParts::Halves`]).
-fn by_halves(mut split: Split, len: usize, shape: impl Fn(usize) -> (usize, usize)) -> Split {
+fn by_halves(
+    mut split: Split,
+    len: usize,
+    shape: impl Fn(usize) -> (usize, usize),
+) -> Split<Option<GemmParts>> {
     let halves = split_halves(&mut split, len, shape);
-    split.prepared = Some(Box::new(GemmParts::Halves(halves)));
-    split
+    split.with_prepared(Some(GemmParts::Halves(halves)))
 }
 
 /// Adds to `split` (blocks of an axis of `len`) a part per block for its second half of k

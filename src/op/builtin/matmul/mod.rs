@@ -36,8 +36,8 @@ use crate::op::{
     Op, OpError, RowBlock, Split, Stage,
 };
 use crate::op::{
-    ColumnViews, FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, PrecisionChoice,
-    Prepared, RowBlocks, RowLocal,
+    ColumnViews, FeaturePartitioned, NeighbourFold, NeighbourOp, Partitioned, PartitionedDyn,
+    PrecisionChoice, RowBlocks, RowBlocksDyn, RowLocal,
 };
 
 /// The kernel's transpose flag of an operand used transposed or not.

@@ -149,7 +149,7 @@ impl Op for Spmm {
     fn as_neighbour(&self) -> Option<&dyn NeighbourOp> {
         (!self.transpose).then_some(self)
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
         Some(self)
     }
     fn as_column_views(&self) -> Option<&dyn ColumnViews> {
@@ -292,6 +292,8 @@ impl NeighbourFold for Spmm {
 }
 
 impl Partitioned for Spmm {
+    type Prepared = SpmmPrepared;
+
     /// Column blocks of the output (JPDC §6.2): the Q_f feature blocks of width w (the
     /// planner's Q_f, else the kernel's rule) grouped into about two runs of contiguous
     /// blocks per worker; each run is one call of the kernel, which computes its blocks one
@@ -305,7 +307,7 @@ impl Partitioned for Spmm {
         _: &Fact,
         _: &Ctx<'_>,
         threads: usize,
-    ) -> Result<Option<Split>, OpError> {
+    ) -> Result<Option<Split<SpmmPrepared>>, OpError> {
         let (Some(s), Some(x)) = (inputs[0].as_sparse(), inputs[1].as_dense()) else {
             return Ok(None);
         };
@@ -330,17 +332,17 @@ impl Partitioned for Spmm {
             f,
             w,
             threads,
-            Box::new(SpmmPrepared {
+            SpmmPrepared {
                 values: prepared,
                 width: w,
-            }),
+            },
         ))
     }
     fn forward_part(
         &self,
         inputs: &[&Value],
         _: &Ctx<'_>,
-        split: &Split,
+        split: &Split<SpmmPrepared>,
         part: usize,
         out: MatMut<'_>,
     ) -> Result<(), OpError> {
@@ -348,11 +350,7 @@ impl Partitioned for Spmm {
             .as_sparse()
             .ok_or_else(|| OpError::args("spmm: argument 1 is not sparse"))?;
         let x = super::super::dense(inputs, 1, "spmm")?;
-        let prep = split
-            .prepared
-            .as_ref()
-            .and_then(|p| p.downcast_ref::<SpmmPrepared>())
-            .ok_or_else(|| OpError::Missing("spmm: part without its prepared data".into()))?;
+        let prep = &split.prepared;
         let values = if self.transpose {
             &prep.values.data
         } else {
@@ -377,12 +375,12 @@ impl Partitioned for Spmm {
 /// the kernel, run boundaries block boundaries, so every block is the one a whole call
 /// computes); `None` under two blocks. The kernel writes every row of its block, empty
 /// rows as zeros: the parts write all of the output.
-pub(in crate::op::builtin) fn spmm_column_split(
+pub(in crate::op::builtin) fn spmm_column_split<P>(
     cols: usize,
     width: usize,
     threads: usize,
-    prepared: Box<dyn std::any::Any + Send + Sync>,
-) -> Option<Split> {
+    prepared: P,
+) -> Option<Split<P>> {
     let q = cols.div_ceil(width.max(1));
     if q < 2 {
         return None;
@@ -394,13 +392,13 @@ pub(in crate::op::builtin) fn spmm_column_split(
     Some(Split {
         axis: Axis::Cols,
         ranges,
-        prepared: Some(prepared),
+        prepared,
         writes_all: true,
     })
 }
 
 /// What [`Spmm::split`] computes once for its parts.
-struct SpmmPrepared {
+pub struct SpmmPrepared {
     /// The transposed values (Algorithm 6), when the product is transposed.
     values: Tensor,
     /// Feature block width w.

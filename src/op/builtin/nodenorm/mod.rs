@@ -50,8 +50,8 @@ use std::sync::Arc;
 use crate::ir::{Bindings, Dim, Fact, Kind, NodeId, Params, Tensor, Value};
 use crate::op::util::{dense, elementwise_cost, row_split};
 use crate::op::{
-    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, NodeStats, Op, OpError, Partitioned, PlanCall,
-    RowBlocks, RowLocal, Split,
+    Arity, Cost, Ctx, GradBuilder, MatMut, MatRef, NodeStats, Op, OpError, Partitioned,
+    PartitionedDyn, PlanCall, RowBlocks, RowBlocksDyn, RowLocal, Split,
 };
 
 mod grad;
@@ -704,14 +704,14 @@ impl Op for NodeNorm {
         }
         Ok(out)
     }
-    fn as_partitioned(&self) -> Option<&dyn Partitioned> {
-        matches!(self.kind, NormKind::Layer).then_some(self as &dyn Partitioned)
+    fn as_partitioned(&self) -> Option<&dyn PartitionedDyn> {
+        matches!(self.kind, NormKind::Layer).then_some(self as &dyn PartitionedDyn)
     }
     fn as_row_local(&self) -> Option<&dyn RowLocal> {
         self.row_local_eval().then_some(self as &dyn RowLocal)
     }
-    fn as_row_blocks(&self) -> Option<&dyn RowBlocks> {
-        matches!(self.kind, NormKind::Layer).then_some(self as &dyn RowBlocks)
+    fn as_row_blocks(&self) -> Option<&dyn RowBlocksDyn> {
+        matches!(self.kind, NormKind::Layer).then_some(self as &dyn RowBlocksDyn)
     }
     fn as_node_stats(&self) -> Option<&dyn NodeStats> {
         matches!(
@@ -756,6 +756,7 @@ impl PlanCall for NodeNorm {
 impl RowLocal for NodeNorm {}
 
 impl Partitioned for NodeNorm {
+    type Prepared = ();
     /// LayerNorm only: row blocks, each row computed alone.
     fn split(
         &self,
@@ -789,6 +790,7 @@ impl Partitioned for NodeNorm {
 }
 
 impl RowBlocks for NodeNorm {
+    type Prepared = ();
     /// LayerNorm's rows: x's block, γ and β whole.
     fn rows_at(
         &self,
