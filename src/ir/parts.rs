@@ -203,9 +203,7 @@ pub trait PartitionedDyn {
 }
 
 /// The typed split behind `split`, which must be one `T` made.
-fn own_split<'s, T: Partitioned>(
-    split: &'s dyn AnySplit,
-) -> Result<&'s Split<T::Prepared>, OpError> {
+fn own_split<T: Partitioned>(split: &dyn AnySplit) -> Result<&Split<T::Prepared>, OpError> {
     split
         .as_any()
         .downcast_ref::<Split<T::Prepared>>()
