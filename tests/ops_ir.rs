@@ -353,6 +353,43 @@ fn dropout_gradient() {
 }
 
 #[test]
+fn dropout_outside_training_is_its_input_itself_and_masks_in_training() {
+    let params = Params::default();
+    let x = Value::dense(matrix(300, 7, 3));
+    let mut c = ctx(&params, None, 2);
+    for p in [0.0, 0.5] {
+        let op = make("dropout", &[("p", p)]);
+        c.training = false;
+        let y = op.forward(&[&x], &c).unwrap();
+        let (xd, yd) = (x.as_dense().unwrap(), y.as_dense().unwrap());
+        assert!(std::ptr::eq(xd, yd), "p {p}: evaluation shares x, no copy");
+        assert!(op
+            .as_partitioned()
+            .unwrap()
+            .split_any(&[&x], &Fact::dense(Dim::known(300), Dim::known(7)), &c, 4)
+            .unwrap()
+            .is_none());
+        c.training = true;
+        let y = op.forward(&[&x], &c).unwrap();
+        let yd = y.as_dense().unwrap();
+        let zeroed = yd
+            .data
+            .iter()
+            .zip(&xd.data)
+            .filter(|(y, x)| **y == 0.0 && **x != 0.0)
+            .count();
+        if p == 0.0 {
+            assert!(std::ptr::eq(xd, yd), "p 0 in training shares x too");
+        } else {
+            assert!(
+                !std::ptr::eq(xd, yd) && zeroed > 300,
+                "p {p}: {zeroed} dropped"
+            );
+        }
+    }
+}
+
+#[test]
 fn max_agg_and_min_agg_gradients_and_blocked_forward() {
     // A small step: an extremum is piecewise linear, and the step must not move an argmax.
     let small = GradCheck {

@@ -166,6 +166,15 @@ pub trait RowWise: fmt::Debug + Send + Sync + 'static {
     fn dropout(&self) -> Option<f64> {
         None
     }
+
+    /// Whether, in the step of `ctx`, the output is input 0 unchanged (dropout outside
+    /// training, or at p = 0): `forward` then returns input 0 itself, shared, instead of a
+    /// copy, and the executor does not split it. Blocks of rows (a fused chain) still copy.
+    /// Default: never.
+    fn passes_through(&self, ctx: &Ctx<'_>) -> bool {
+        let _ = ctx;
+        false
+    }
 }
 
 /// `t` as an op for a [`Registry`](super::Registry) or a [`GradBuilder`] (`t` is an
@@ -192,6 +201,10 @@ impl<T: RowWise> Op for T {
     }
     fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
         let name = RowWise::name(self);
+        if RowWise::passes_through(self, ctx) {
+            dense(inputs, 0, name)?;
+            return Ok(inputs[0].clone());
+        }
         let rows = dense(inputs, 0, name)?.rows;
         let cols = output_cols(self, inputs, ctx)?;
         let mut y = Tensor::scratch(rows, cols);
@@ -274,6 +287,9 @@ impl<T: RowWise> Partitioned for T {
         threads: usize,
     ) -> Result<Option<Split>, OpError> {
         let rows = dense(inputs, 0, RowWise::name(self))?.rows;
+        if RowWise::passes_through(self, ctx) {
+            return Ok(None);
+        }
         Ok(row_split(rows, output_cols(self, inputs, ctx)?, threads))
     }
     fn forward_part(

@@ -164,6 +164,11 @@ impl RowWise for Dropout {
     fn rows(&self, x: &[MatRef<'_>], y: MatMut<'_>) -> Result<(), OpError> {
         copy_rows("dropout", &x[0], y)
     }
+    /// Evaluation, or p = 0: x itself (a full-graph pass gathered a part of the features
+    /// and then copied it here, for every part of every chunk).
+    fn passes_through(&self, ctx: &Ctx<'_>) -> bool {
+        !ctx.training || self.p == 0.0
+    }
     /// The mask of this node (`ctx.node`: its id before fusion) at the block's elements.
     fn rows_at(
         &self,
