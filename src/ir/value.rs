@@ -122,11 +122,34 @@ impl SparseMat {
     /// parts taken in ascending order: `cursor[i]` (row i's first entry not yet taken, all
     /// rows' starts at first) moves past the entries taken.
     pub fn column_part(&self, cursor: &mut [u32], p0: u32, p1: u32) -> SparseMat {
+        self.column_part_reusing(cursor, p0, p1, None)
+    }
+
+    /// [`SparseMat::column_part`] into the buffers of `spare` (an earlier part no one else
+    /// holds any more; otherwise new ones): a streamed evaluation takes a part of every
+    /// chunk's adjacency for each part of X, and fresh buffers for each were most of its
+    /// time (the kernel zeroing their pages).
+    pub fn column_part_reusing(
+        &self,
+        cursor: &mut [u32],
+        p0: u32,
+        p1: u32,
+        spare: Option<SparseMat>,
+    ) -> SparseMat {
         let st = &self.structure;
         let h = self.heads();
-        let mut offsets = Vec::with_capacity(cursor.len() + 1);
+        let (mut offsets, mut indices, mut values) = spare
+            .and_then(|s| {
+                let structure = Arc::try_unwrap(s.structure).ok()?;
+                let values = Arc::try_unwrap(s.values).ok()?;
+                Some((structure.offsets, structure.indices, values.data))
+            })
+            .unwrap_or_default();
+        offsets.clear();
+        indices.clear();
+        values.clear();
+        offsets.reserve(cursor.len() + 1);
         offsets.push(0u32);
-        let (mut indices, mut values) = (Vec::new(), Vec::new());
         for (i, c) in cursor.iter_mut().enumerate() {
             let (lo, hi) = (*c as usize, st.offsets[i + 1] as usize);
             let take = st.indices[lo..hi].partition_point(|&j| j < p1);
