@@ -1,7 +1,17 @@
 """A plain PyTorch Geometric model trained on Cora with saintflow's GraphSAINT batches
 instead of PyG's GraphSAINTRandomWalkSampler: PyG's own example (examples/graph_saint.py:
 GraphConv layers, `edge_weight = edge_norm`, the loss weighted by `node_norm`) with only
-the loader changed. `--sampler pyg` runs PyG's loader instead where torch_sparse imports.
+the loader changed, and evaluated on the whole graph, `store.to_pyg()`. `--sampler pyg`
+runs PyG's loader instead where torch_sparse imports.
+
+The norms, as PyG's sampler gives them (C: how often a pre-sampling drew a node or an
+edge; docs/PYTHON.md has the formulas): a batch is a sampled subgraph, biased towards
+what the sampler draws often. `edge_norm` (C_row / C_e) weights each message of a layer
+that *adds* its messages, an edge drawn often counting for less (GraphSAINT's aggregator
+normalisation in PyG's form, docs/PYTHON.md says how it differs from the paper's);
+`node_norm` (∝ 1 / C_v) weights each node's loss, so `(loss * node_norm)[train_mask].sum()`
+estimates the training loss over the whole graph, not over the nodes drawn most. The
+evaluation samples nothing: the layers switch to the `mean` aggregator, without weights.
 
     pip install ./python torch torch_geometric
     python examples/python/pyg_saint_cora.py [--data ../shared/data/cora] [--seeds 1,2,3]
@@ -14,7 +24,6 @@ import tempfile
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import Data
 from torch_geometric.nn import GraphConv
 
 import saintflow as sf
@@ -55,18 +64,9 @@ class Net(torch.nn.Module):
 
 with tempfile.TemporaryDirectory() as tmp:
     store = sf.Store.import_graphsaint(a.data, pathlib.Path(tmp) / "cora.sf")
-    n = store.n_nodes
-    indptr, indices = store.csr("full")
-    rows = np.repeat(np.arange(n), np.diff(indptr.astype(np.int64)))
-    roles = store.roles()
-    full = Data(
-        x=torch.from_numpy(store.features(np.arange(n))),
-        y=torch.from_numpy(store.labels(np.arange(n))),
-        edge_index=torch.from_numpy(np.stack([rows, indices.astype(np.int64)])),
-        train_mask=torch.from_numpy(roles == 1),
-        val_mask=torch.from_numpy(roles == 2),
-        test_mask=torch.from_numpy(roles == 3),
-    )
+    # The whole graph for evaluation (and for PyG's own sampler): x over the store's map,
+    # edge_index from its CSR, y, and the masks from its roles.
+    full = store.to_pyg()
     results = []
     for seed in (int(s) for s in a.seeds.split(",")):
         torch.manual_seed(seed)
@@ -88,9 +88,9 @@ with tempfile.TemporaryDirectory() as tmp:
             model.set_aggr("add")
             for data in batches():
                 opt.zero_grad()
-                out = model(data.x, data.edge_index, data.edge_norm)
+                out = model(data.x, data.edge_index, data.edge_norm)  # messages × edge_norm, added
                 loss = F.nll_loss(out, data.y, reduction="none")
-                loss = (loss * data.node_norm)[data.train_mask].sum()
+                loss = (loss * data.node_norm)[data.train_mask].sum()  # ≈ the graph's mean loss
                 loss.backward()
                 opt.step()
             model.eval()

@@ -2,6 +2,7 @@
 
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -110,6 +111,66 @@ class Store:
         """``(indptr, indices)`` of the ``"full"`` or ``"train"`` graph: read-only views of
         the map (uint64, uint32), no copy."""
         return self._s.csr(graph)
+
+    def edge_index(self, graph="full"):
+        """The ``"full"`` or ``"train"`` graph as PyG's ``edge_index``: a new ``[2, E]``
+        int64 array, the row and the column of every CSR entry in ``csr()``'s order
+        (``edge_index[1]`` is ``indices``, widened). It is a copy (16 bytes an entry),
+        checked against the memory first (``MemoryError`` naming the bytes); every
+        column is checked to be a node id as it is copied."""
+        return self._s.edge_index(graph)
+
+    def to_torch(self, graph="full"):
+        """The whole graph as a dict of torch tensors, for full-graph evaluation of a
+        model trained on a sampler's batches (PyG's ``Data`` fields, without PyG):
+
+        * ``x`` ``[N, F]`` float32: **no copy**, the tensor is over :meth:`features_view`,
+          the copy-on-write map of the store's features (pages are read as the model
+          reads them; an in-place write changes this process's private copy of the
+          page, never the store). ``x.clone()`` for a copy in memory.
+        * ``y``: ``[N]`` int64 class ids (−1: no label), or ``[N, C]`` float32 0/1 rows
+          for a multi-label store (``labels()`` of every node);
+        * ``edge_index`` ``[2, E]`` int64 of ``graph`` (:meth:`edge_index`);
+        * ``train_mask``, ``val_mask``, ``test_mask`` ``[N]`` bool, from the roles;
+        * ``num_nodes`` (an int).
+
+        Everything but ``x`` is a new array: ``16 × E`` bytes for ``edge_index`` and
+        about ``11 × N`` (``3 + 4·C`` per node when multi-label) for the rest, checked
+        against the memory this process may use before anything is allocated
+        (``MemoryError`` naming the bytes). ``graph="train"`` takes the training
+        graph's edges; the nodes, features, labels and masks are all N nodes' either
+        way."""
+        torch = require("torch", "Store.to_torch")
+        return self._tensors(torch, graph, "Store.to_torch")
+
+    def to_pyg(self, graph="full"):
+        """:meth:`to_torch`'s tensors as a ``torch_geometric.data.Data`` (``x``, ``y``,
+        ``edge_index``, ``train_mask``, ``val_mask``, ``test_mask``, ``num_nodes``): the
+        full graph for evaluating, with ``model.eval()``, a model trained on
+        ``SaintSampler`` batches. ``x`` is the features' map, not a copy (see
+        :meth:`to_torch`)."""
+        pyg_data = require("torch_geometric.data", "Store.to_pyg")
+        torch = require("torch", "Store.to_pyg")
+        return pyg_data.Data(**self._tensors(torch, graph, "Store.to_pyg"))
+
+    def _tensors(self, torch, graph, what):
+        edge_index, y, train, val, test = self._s._graph_arrays(graph, what)
+        x = self._s.features_view()
+        with warnings.catch_warnings():
+            # torch warns that a read-only array is not writable through a tensor; this
+            # one's memory is a writable copy-on-write map (numpy's flag only keeps
+            # numpy from writing by accident), so a write is private, never a fault.
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            x = torch.from_numpy(x)
+        return {
+            "x": x,
+            "y": torch.from_numpy(y),
+            "edge_index": torch.from_numpy(edge_index),
+            "train_mask": torch.from_numpy(train),
+            "val_mask": torch.from_numpy(val),
+            "test_mask": torch.from_numpy(test),
+            "num_nodes": self.n_nodes,
+        }
 
     @property
     def has_link_split(self):

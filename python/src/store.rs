@@ -20,7 +20,7 @@ use saintflow::store::import::{
     import_arrays_with, ArrayGraph, ArrayLabels, Edges, TrainGraphMode,
 };
 use saintflow::store::link::split::{split_edges, SplitEdgesSpec};
-use saintflow::store::{GraphStore, Labels, LinkSet, PrivateSection, Role, SectionId};
+use saintflow::store::{Csr, GraphStore, Labels, LinkSet, PrivateSection, Role, SectionId};
 
 use crate::batch::{Buffers, YData};
 use crate::error::{guard, lib, SaintflowError, StoreError};
@@ -259,18 +259,93 @@ impl Store {
     #[pyo3(signature = (graph = "full"))]
     fn csr<'py>(&self, py: Python<'py>, graph: &str) -> PyResult<Py<PyAny>> {
         let s = self.get()?;
-        let (offsets, indices) = match graph {
-            "full" => (SectionId::FullOffsets, SectionId::FullIndices),
-            "train" => (SectionId::TrainOffsets, SectionId::TrainIndices),
-            other => {
-                return Err(StoreError::new_err(format!(
-                    "no graph named {other:?}: expected \"full\" or \"train\""
-                )))
-            }
+        let (offsets, indices) = match graph_named(graph)? {
+            Graph::Full => (SectionId::FullOffsets, SectionId::FullIndices),
+            Graph::Train => (SectionId::TrainOffsets, SectionId::TrainIndices),
         };
         let indptr = view1::<u64>(&section_map(py, &s, offsets)?)?;
         let indices = view1::<u32>(&section_map(py, &s, indices)?)?;
         Ok((indptr, indices).into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// The full or training graph's entries as PyG's `edge_index`: a new `[2, E]` int64
+    /// array (row, then column, of every CSR entry in the CSR's order), every column id
+    /// checked `< N` as it is copied.
+    #[pyo3(signature = (graph = "full"))]
+    fn edge_index<'py>(&self, py: Python<'py>, graph: &str) -> PyResult<Bound<'py, PyArray2<i64>>> {
+        guard(|| {
+            let store = self.get()?;
+            let graph = graph_named(graph)?;
+            let e = graph.csr(&store).n_entries();
+            fits(
+                || format!("Store.edge_index: [2, {e}] int64"),
+                16 * e as u128,
+            )?;
+            edge_index_of(py, &store, graph)
+        })
+    }
+
+    /// What `Store.to_torch`/`to_pyg` copy, checked against the memory as one size first
+    /// (`what` names the caller in the message): `(edge_index [2, E] int64, y, train_mask,
+    /// val_mask, test_mask)`, y as `labels` gives it for every node, the masks bool `[N]`
+    /// from the roles. The features are not here: they stay the map's view.
+    fn _graph_arrays<'py>(
+        &self,
+        py: Python<'py>,
+        graph: &str,
+        what: &str,
+    ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        guard(|| {
+            let store = self.get()?;
+            let graph = graph_named(graph)?;
+            let n = store.n_nodes();
+            let e = graph.csr(&store).n_entries();
+            let y_width: u128 = match store.labels() {
+                Labels::Single(_) => 8,
+                Labels::Multi { .. } => 4 * store.n_classes() as u128,
+            };
+            // edge_index 16 bytes an entry; per node: y, three masks, and the 4-byte id
+            // list the labels are gathered through.
+            let bytes = 16 * e as u128 + n as u128 * (y_width + 3 + 4);
+            fits(
+                || {
+                    format!(
+                        "{what}: edge_index [2, {e}] int64 ({}), y and masks of {n} nodes \
+                         ({}; the features are a map, not counted)",
+                        saintflow::machine::human(16 * e as u128),
+                        saintflow::machine::human(n as u128 * (y_width + 3)),
+                    )
+                },
+                bytes,
+            )?;
+            let edge_index = edge_index_of(py, &store, graph)?;
+            let ids: Vec<u32> = {
+                let mut ids = try_vec("labels' node ids", n, 0u32)?;
+                ids.iter_mut().zip(0u32..).for_each(|(v, i)| *v = i);
+                ids
+            };
+            let y = labels_of(py, &store, &ids)?;
+            drop(ids);
+            let roles = store.roles();
+            let mask = |role: Role| -> PyResult<Bound<'py, PyArray1<bool>>> {
+                let mut m = try_vec("a mask", n, false)?;
+                m.iter_mut()
+                    .zip(roles)
+                    .for_each(|(m, &r)| *m = r == role as u8);
+                Ok(m.into_pyarray(py))
+            };
+            let masks = (mask(Role::Train)?, mask(Role::Val)?, mask(Role::Test)?);
+            pyo3::types::PyTuple::new(
+                py,
+                [
+                    edge_index.into_any(),
+                    y,
+                    masks.0.into_any(),
+                    masks.1.into_any(),
+                    masks.2.into_any(),
+                ],
+            )
+        })
     }
 
     /// `saintflow info --json` as a JSON string (the Python side parses it).
@@ -594,6 +669,101 @@ impl Store {
             Err(_) => "Store(closed)".to_string(),
         }
     }
+}
+
+/// A store's two graphs, by the names the Python API gives them.
+#[derive(Clone, Copy)]
+enum Graph {
+    Full,
+    Train,
+}
+
+impl Graph {
+    fn csr(self, store: &GraphStore) -> Csr<'_> {
+        match self {
+            Graph::Full => store.full(),
+            Graph::Train => store.train(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Graph::Full => "full",
+            Graph::Train => "train",
+        }
+    }
+}
+
+fn graph_named(name: &str) -> PyResult<Graph> {
+    match name {
+        "full" => Ok(Graph::Full),
+        "train" => Ok(Graph::Train),
+        other => Err(StoreError::new_err(format!(
+            "no graph named {other:?}: expected \"full\" or \"train\""
+        ))),
+    }
+}
+
+/// Entries per task when `edge_index` is filled: 2¹⁶ entries are 512 KiB of each output row
+/// (a task long next to rayon's cost of one, and a few hundred tasks on a million edges).
+const EDGE_CHUNK: usize = 1 << 16;
+
+/// `graph`'s CSR as a new `[2, E]` int64 array, filled on the default pool with the GIL
+/// released: row k is the node whose offsets range holds entry k (found once per chunk by
+/// a binary search over the offsets, then walked), column k the entry's neighbour, checked
+/// `< N` (`open` checks the offsets, not the indices: a damaged index is a `StoreError`,
+/// not an out-of-range id handed to PyG). The caller has checked the size.
+fn edge_index_of<'py>(
+    py: Python<'py>,
+    store: &GraphStore,
+    graph: Graph,
+) -> PyResult<Bound<'py, PyArray2<i64>>> {
+    let csr = graph.csr(store);
+    let (offsets, indices) = (csr.offsets(), csr.indices());
+    let (n, e) = (csr.n_nodes(), csr.n_entries());
+    let mut out = try_vec("Store.edge_index", 2 * e, 0i64)?;
+    let first_bad = on_pool(py, || {
+        use rayon::prelude::*;
+        let (rows, cols) = out.split_at_mut(e);
+        rows.par_chunks_mut(EDGE_CHUNK)
+            .enumerate()
+            .for_each(|(c, rows)| {
+                let start = (c * EDGE_CHUNK) as u64;
+                // The last node whose range starts at or before `start` (offsets[0] = 0).
+                let mut v = offsets.partition_point(|&o| o <= start) - 1;
+                for (pos, r) in (start..).zip(rows.iter_mut()) {
+                    while offsets[v + 1] <= pos {
+                        v += 1;
+                    }
+                    *r = v as i64;
+                }
+            });
+        cols.par_chunks_mut(EDGE_CHUNK)
+            .zip(indices.par_chunks(EDGE_CHUNK))
+            .enumerate()
+            .filter_map(|(c, (cols, idx))| {
+                let mut bad = None;
+                for (k, (d, &s)) in cols.iter_mut().zip(idx).enumerate() {
+                    if s as usize >= n && bad.is_none() {
+                        bad = Some((c * EDGE_CHUNK + k, s));
+                    }
+                    *d = i64::from(s);
+                }
+                bad
+            })
+            .min()
+    })?;
+    if let Some((k, v)) = first_bad {
+        return Err(StoreError::new_err(format!(
+            "{}: the {} graph's indices[{k}] = {v}, expected < {n} (the store is damaged: \
+             `saintflow check` says where)",
+            store.path().display(),
+            graph.name()
+        )));
+    }
+    Ok(Array2::from_shape_vec((2, e), out)
+        .expect("2 × e values")
+        .into_pyarray(py))
 }
 
 fn labels_of<'py>(py: Python<'py>, store: &GraphStore, ids: &[u32]) -> PyResult<Bound<'py, PyAny>> {
