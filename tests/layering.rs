@@ -718,31 +718,6 @@ const LONG_FN_ALLOWED: &[(&str, &str, &str)] = &[
         "202 lines; an importer read in one pass in its on-disk order: to split along its stages",
     ),
     (
-        "plan/lower.rs",
-        "expr",
-        "201 lines; lowering of an expression, one arm per expression kind: to split per kind",
-    ),
-    (
-        "plan/typing.rs",
-        "typed",
-        "176 lines; plan typing, one field after another in schema order: to split per section",
-    ),
-    (
-        "plan/typing.rs",
-        "task",
-        "172 lines; plan typing of the task table, one key after another: to split per key group",
-    ),
-    (
-        "plan/typing.rs",
-        "layer",
-        "169 lines; plan typing of a layer table, one key after another: to split per key group",
-    ),
-    (
-        "plan/lower.rs",
-        "layer",
-        "166 lines; lowering of a layer, one arm per layer kind: to split per kind",
-    ),
-    (
         "store/import/arrays.rs",
         "import_arrays_with",
         "160 lines; an importer read in one pass in its on-disk order: to split along its stages",
