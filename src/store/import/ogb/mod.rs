@@ -31,12 +31,12 @@
 //! which may differ in the last bit for text with more digits than f32 keeps).
 //!
 //! Heterogeneous datasets (ogbn-mag: `raw/num-node-dict.csv.gz`, `raw/relations/`,
-//! `raw/node-feat/<type>/`) are imported as typed stores by `ogb_hetero.rs` (issue 57);
+//! `raw/node-feat/<type>/`) are imported as typed stores by `ogb_hetero/` (issue 57);
 //! graph-property datasets (several graphs in `num-node-list`) are refused. Extra node or
 //! edge files (`node_year.csv.gz`, `edge-feat.csv.gz`) are ignored with a note.
 //!
 //! Here the options and the import's stages (counts checked, labels and split, the edge
-//! pass, features, the header); the readers they share with `ogb_hetero.rs` and
+//! pass, features, the header); the readers they share with `ogb_hetero/` and
 //! `ogb_link.rs` in gz.rs (gzip lines, counts, node ids), npz.rs, labels.rs, split.rs and
 //! features.rs.
 
@@ -96,7 +96,7 @@ pub enum OgbLayout {
     Binary,
     /// A heterogeneous dataset in csv.gz (ogbn-mag's layout: `raw/num-node-dict.csv.gz`,
     /// `raw/relations/`, per-type features, labels and splits), imported as a typed store
-    /// (issue 57, `ogb_hetero.rs`).
+    /// (issue 57, `ogb_hetero/`).
     Hetero,
 }
 
