@@ -698,11 +698,6 @@ const LONG_FN_ALLOWED: &[(&str, &str, &str)] = &[
         "203 lines; the typed store's full check, one rule after another: to split per rule",
     ),
     (
-        "store/import/edgelist.rs",
-        "import_edgelist",
-        "202 lines; an importer read in one pass in its on-disk order: to split along its stages",
-    ),
-    (
         "store/import/arrays.rs",
         "import_arrays_with",
         "160 lines; an importer read in one pass in its on-disk order: to split along its stages",
