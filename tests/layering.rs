@@ -698,11 +698,6 @@ const LONG_FN_ALLOWED: &[(&str, &str, &str)] = &[
         "203 lines; the typed store's full check, one rule after another: to split per rule",
     ),
     (
-        "store/import/arrays.rs",
-        "import_arrays_with",
-        "160 lines; an importer read in one pass in its on-disk order: to split along its stages",
-    ),
-    (
         "embedding/mod.rs",
         "run",
         "158 lines; src/embedding is not this change's to edit: the embedding run, left for its owner",
