@@ -602,35 +602,6 @@ fn existing_ancestor(path: &std::path::Path) -> std::path::PathBuf {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thresholds_match_the_paper_initiator() {
-        // [[0.9,0.5],[0.5,0.1]] / 2.0 → cumulative 0.45, 0.70, 0.95 of 65536.
-        assert_eq!(thresholds([0.9, 0.5, 0.5, 0.1]), [29491, 45875, 62259]);
-    }
-
-    #[test]
-    fn rmat_quadrant_frequencies_follow_the_initiator() {
-        // One level: P(row bit 0) = a + b = 0.70, P(col bit 0) = a + c = 0.70.
-        let t = thresholds([0.9, 0.5, 0.5, 0.1]);
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
-        let mut counts = [0u64; 4];
-        let n = 400_000;
-        for _ in 0..n {
-            let (u, v) = rmat(&mut rng, 1, t);
-            counts[(u * 2 + v) as usize] += 1;
-        }
-        for (q, p) in [0.45, 0.25, 0.25, 0.05].iter().enumerate() {
-            let got = counts[q] as f64 / n as f64;
-            let sd = (p * (1.0 - p) / n as f64).sqrt();
-            assert!((got - p).abs() < 5.0 * sd, "quadrant {q}: {got} vs {p}");
-        }
-    }
-}
-
 /// The edge draws, in parallel batches of chunks (each chunk's keys grouped by bucket;
 /// batch k + 1 drawn while batch k is appended to the bucket files); the self loops met.
 fn draw_edges(
@@ -845,4 +816,33 @@ fn node_block(spec: &KroneckerSpec, n: u64, b: u64, centroids: &[f32]) -> Block 
         }
     }
     (x, runs, l, r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_match_the_paper_initiator() {
+        // [[0.9,0.5],[0.5,0.1]] / 2.0 → cumulative 0.45, 0.70, 0.95 of 65536.
+        assert_eq!(thresholds([0.9, 0.5, 0.5, 0.1]), [29491, 45875, 62259]);
+    }
+
+    #[test]
+    fn rmat_quadrant_frequencies_follow_the_initiator() {
+        // One level: P(row bit 0) = a + b = 0.70, P(col bit 0) = a + c = 0.70.
+        let t = thresholds([0.9, 0.5, 0.5, 0.1]);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut counts = [0u64; 4];
+        let n = 400_000;
+        for _ in 0..n {
+            let (u, v) = rmat(&mut rng, 1, t);
+            counts[(u * 2 + v) as usize] += 1;
+        }
+        for (q, p) in [0.45, 0.25, 0.25, 0.05].iter().enumerate() {
+            let got = counts[q] as f64 / n as f64;
+            let sd = (p * (1.0 - p) / n as f64).sqrt();
+            assert!((got - p).abs() < 5.0 * sd, "quadrant {q}: {got} vs {p}");
+        }
+    }
 }
