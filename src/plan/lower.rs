@@ -9,6 +9,10 @@
 //! the registry's op `f` with its keyword arguments as attributes, a layer's `dropout` key
 //! the registry's `dropout` (attribute `p`). A binding `z = …` names a node: later uses
 //! share it, and a chain does not flow through it.
+//!
+//! Here the plan's sources, parameters, loss and outputs; a layer copy in lower/layer.rs,
+//! expressions in lower/expression.rs, calls in lower/call.rs, what reads a typed store in
+//! lower/typed.rs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
