@@ -356,26 +356,8 @@ pub fn import_ogb_link(
     let (n, n_edges) = counts(&count_path, &raw)?;
     let (split_name, split_dir) = split_files(dir, opts)?;
     train_count_note(&split_dir, n_edges, &mut notes)?;
+    let (layout, val, test) = held_out_sets(&split_dir, n, &mut notes)?;
     let valid_path = split_dir.join("valid.pt");
-    let valid_pt = PtFile::open(&valid_path)?;
-    let layout = layout_of(&valid_pt)?;
-    let val = read_set(valid_pt, layout, n, &mut notes)?;
-    let test = read_set(
-        PtFile::open(&split_dir.join("test.pt"))?,
-        layout,
-        n,
-        &mut notes,
-    )?;
-    if layout == OgbLinkLayout::Tails && val.k != test.k {
-        return Err(StoreError::input(
-            &test.path,
-            format!(
-                "{} negatives per positive, expected {} as valid.pt (the store holds one K)",
-                test.k, val.k
-            ),
-        ));
-    }
-
     let positives = positives(&val, &test, &valid_path)?;
 
     let w = StoreWriter::create(out, force)?;
@@ -533,6 +515,30 @@ fn train_count_note(
     }
     drop(train_pt);
     Ok(())
+}
+
+/// The held-out sets, `valid.pt` then `test.pt`, in the layout `valid.pt`'s keys say; a
+/// tails layout needs one K in both.
+fn held_out_sets(
+    split_dir: &Path,
+    n: u64,
+    notes: &mut Vec<String>,
+) -> Result<(OgbLinkLayout, SetData, SetData), StoreError> {
+    let valid_path = split_dir.join("valid.pt");
+    let valid_pt = PtFile::open(&valid_path)?;
+    let layout = layout_of(&valid_pt)?;
+    let val = read_set(valid_pt, layout, n, notes)?;
+    let test = read_set(PtFile::open(&split_dir.join("test.pt"))?, layout, n, notes)?;
+    if layout == OgbLinkLayout::Tails && val.k != test.k {
+        return Err(StoreError::input(
+            &test.path,
+            format!(
+                "{} negatives per positive, expected {} as valid.pt (the store holds one K)",
+                test.k, val.k
+            ),
+        ));
+    }
+    Ok((layout, val, test))
 }
 
 /// The held-out positives by undirected pair: u ≠ v, and each held out once (within and
