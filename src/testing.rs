@@ -14,6 +14,7 @@
 //! [`Arg::Nodes`] is `features @ W` with W a parameter, so W's first n rows *are* the
 //! argument's rows and its gradient is checked entry by entry.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::autodiff::differentiate;
@@ -23,7 +24,9 @@ use crate::ir::{Tensor, Value};
 use crate::op::builtin::{
     Add, AdjKind, Adjacency, Features, Loss, LossKind, MatMul, Param, Sample, TargetsOp,
 };
-use crate::op::{Ctx, GraphSource, MemorySource, NeighbourOp, NodeRows, Op, RowBlock};
+use crate::op::{
+    Ctx, GraphSource, MemorySource, NeighbourFold, NeighbourOp, NodeRows, NodeStats, Op, RowBlock,
+};
 
 /// What one argument of the op under test is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -371,138 +374,31 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
         inputs.push(v);
     }
     let n = src.graph.nodes.len();
-    let ctx = |nodes: usize| Ctx {
-        source: None,
+    let facts: Vec<&Fact> = b.args.iter().map(|&a| b.g.fact(a)).collect();
+    let check = Blocked {
+        op: op.as_ref(),
+        inputs: &inputs,
+        per_node: facts
+            .iter()
+            .map(|f| matches!(f.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES))
+            .collect(),
+        facts,
         params: &params,
-        step: 0,
-        seed: 0,
-        training: false,
         node: b.op,
-        bindings: Bindings {
-            nodes,
-            entries: 0,
-            pairs: 0,
-        },
+        n,
     };
     let refs: Vec<&Value> = inputs.iter().collect();
-    let whole = op.forward(&refs, &ctx(n)).map_err(|e| err(&e))?;
-    let facts: Vec<&Fact> = b.args.iter().map(|&a| b.g.fact(a)).collect();
-    let per_node: Vec<bool> = facts
-        .iter()
-        .map(|f| matches!(f.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES))
-        .collect();
-    // A neighbour op's adjacency and x arguments, and its other inputs by position.
-    let neighbour_args = |nb: &dyn NeighbourOp| {
-        let k = nb.neighbour(&facts);
-        let a = inputs[k.adjacency]
-            .as_sparse()
-            .ok_or_else(|| err(&"the adjacency argument is not sparse"))?;
-        let x = inputs[k.x]
-            .as_dense()
-            .ok_or_else(|| err(&"the x argument is not dense"))?;
-        let others: Vec<Option<&Value>> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (i != k.adjacency && i != k.x).then_some(v))
-            .collect();
-        Ok::<_, CheckError>((a, x, others))
-    };
+    let whole = op.forward(&refs, &check.ctx(n)).map_err(|e| err(&e))?;
     for size in [1, 2, 5, n] {
         let mut parts: Vec<Value> = Vec::new();
         for r0 in (0..n).step_by(size) {
             let r = r0..(r0 + size).min(n);
             let part = if let Some(nb) = op.as_neighbour() {
-                let (a, x, others) = neighbour_args(nb)?;
-                let block_a = rows_of(a, r.clone());
-                let rb = RowBlock {
-                    r0: r.start,
-                    ids: None,
-                    n_nodes: n,
-                    x0: 0,
-                    adjacency: &block_a,
-                    x: NodeRows::new(&x.data, x.cols),
-                    inputs: &others,
-                };
-                let part = nb.forward_block(&rb, &ctx(r.len())).map_err(|e| err(&e))?;
-                if let Some(fold) = nb.fold() {
-                    // X streamed in parts of `cut` rows must give the block's bits.
-                    for cut in [1, 3, 7, n] {
-                        let mut cursor = block_a.structure.offsets[..r.len()].to_vec();
-                        let mut acc = fold.start(r.len(), x.cols);
-                        for p0 in (0..n).step_by(cut) {
-                            let p1 = (p0 + cut).min(n);
-                            let sub = block_a.column_part(&mut cursor, p0 as u32, p1 as u32);
-                            let rb = RowBlock {
-                                r0: r.start,
-                                ids: None,
-                                n_nodes: p1 - p0,
-                                x0: p0,
-                                adjacency: &sub,
-                                x: NodeRows::new(&x.data[p0 * x.cols..p1 * x.cols], x.cols),
-                                inputs: &others,
-                            };
-                            fold.fold_part(&rb, &mut acc, &ctx(r.len()))
-                                .map_err(|e| err(&e))?;
-                        }
-                        let degree: Vec<u32> = block_a
-                            .structure
-                            .offsets
-                            .windows(2)
-                            .map(|w| w[1] - w[0])
-                            .collect();
-                        let folded = fold.finish(acc, &degree).map_err(|e| err(&e))?;
-                        if bits(&folded) != bits(&part) {
-                            return Err(CheckError::Blocked {
-                                op: op.name().to_string(),
-                                rows: r.clone(),
-                                what: format!(
-                                    "X streamed in parts of {cut} rows differs from the block"
-                                ),
-                            });
-                        }
-                    }
-                }
-                part
+                check.neighbour_part(nb, r)?
             } else if let Some(ns) = op.as_node_stats() {
-                // The statistics folded over x in blocks of `size` rows, then this block.
-                let x = inputs[0]
-                    .as_dense()
-                    .ok_or_else(|| err(&"the x argument is not dense"))?;
-                let mut acc = ns.start(x.cols);
-                for p0 in (0..n).step_by(size) {
-                    let p1 = (p0 + size).min(n);
-                    ns.fold(&mut acc, &x.data[p0 * x.cols..p1 * x.cols], x.cols);
-                }
-                let rows = Value::dense(
-                    Tensor::from_vec(
-                        r.len(),
-                        x.cols,
-                        x.data[r.start * x.cols..r.end * x.cols].to_vec(),
-                    )
-                    .expect("whole rows"),
-                );
-                let mut refs: Vec<&Value> = vec![&rows];
-                refs.extend(inputs[1..].iter());
-                ns.rows(&acc, n, &refs, &ctx(r.len()))
-                    .map_err(|e| err(&e))?
-            } else if op.as_row_local().is_some_and(|l| l.row_local(&facts)) {
-                let sliced: Vec<Value> = inputs
-                    .iter()
-                    .zip(&per_node)
-                    .map(|(v, &pn)| match (v.as_dense(), pn) {
-                        (Some(t), true) => Value::dense(
-                            Tensor::from_vec(
-                                r.len(),
-                                t.cols,
-                                t.data[r.start * t.cols..r.end * t.cols].to_vec(),
-                            )
-                            .expect("whole rows"),
-                        ),
-                        _ => v.clone(),
-                    })
-                    .collect();
-                let refs: Vec<&Value> = sliced.iter().collect();
-                op.forward(&refs, &ctx(r.len())).map_err(|e| err(&e))?
+                check.stats_part(ns, r, size)?
+            } else if op.as_row_local().is_some_and(|l| l.row_local(&check.facts)) {
+                check.row_local_part(r)?
             } else {
                 return Err(err(
                     &"neither a neighbour op nor row-local: nothing to block",
@@ -510,6 +406,200 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
             };
             parts.push(part);
         }
+        check.compare(&parts, &whole, size)?;
+    }
+    // A neighbour op that takes any rows: a block of every third row from row 1 gives the
+    // whole forward's rows there.
+    if let Some(nb) = op.as_neighbour().filter(|nb| nb.any_rows()) {
+        check.any_rows(nb, &whole)?;
+    }
+    Ok(())
+}
+
+/// What [`check_blocked_equals_in_memory`] compares blocks against: the op, its inputs
+/// and their facts, the parameters, the test graph's node count.
+struct Blocked<'a> {
+    op: &'a dyn Op,
+    inputs: &'a [Value],
+    facts: Vec<&'a Fact>,
+    /// Which inputs are per-node matrices (`[N, k]`): a row-local op's block slices them.
+    per_node: Vec<bool>,
+    params: &'a Params,
+    node: NodeId,
+    n: usize,
+}
+
+/// A neighbour op's adjacency and x arguments, and its other inputs by position.
+type NeighbourArgs<'a> = (&'a SparseMat, &'a Tensor, Vec<Option<&'a Value>>);
+
+impl<'a> Blocked<'a> {
+    /// The context of a forward over `nodes` rows, in evaluation mode.
+    fn ctx(&self, nodes: usize) -> Ctx<'_> {
+        Ctx {
+            source: None,
+            params: self.params,
+            step: 0,
+            seed: 0,
+            training: false,
+            node: self.node,
+            bindings: Bindings {
+                nodes,
+                entries: 0,
+                pairs: 0,
+            },
+        }
+    }
+
+    fn err(&self, e: &dyn std::fmt::Display) -> CheckError {
+        setup(self.op, e)
+    }
+
+    /// A neighbour op's adjacency and x arguments, and its other inputs by position.
+    fn neighbour_args(&self, nb: &dyn NeighbourOp) -> Result<NeighbourArgs<'a>, CheckError> {
+        let inputs = self.inputs;
+        let k = nb.neighbour(&self.facts);
+        let a = inputs[k.adjacency]
+            .as_sparse()
+            .ok_or_else(|| self.err(&"the adjacency argument is not sparse"))?;
+        let x = inputs[k.x]
+            .as_dense()
+            .ok_or_else(|| self.err(&"the x argument is not dense"))?;
+        let others: Vec<Option<&Value>> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i != k.adjacency && i != k.x).then_some(v))
+            .collect();
+        Ok((a, x, others))
+    }
+
+    /// Rows `r` of a neighbour op through `forward_block`; one that folds also with X
+    /// streamed in parts ([`Self::check_fold`]).
+    fn neighbour_part(&self, nb: &dyn NeighbourOp, r: Range<usize>) -> Result<Value, CheckError> {
+        let n = self.n;
+        let (a, x, others) = self.neighbour_args(nb)?;
+        let block_a = rows_of(a, r.clone());
+        let rb = RowBlock {
+            r0: r.start,
+            ids: None,
+            n_nodes: n,
+            x0: 0,
+            adjacency: &block_a,
+            x: NodeRows::new(&x.data, x.cols),
+            inputs: &others,
+        };
+        let part = nb
+            .forward_block(&rb, &self.ctx(r.len()))
+            .map_err(|e| self.err(&e))?;
+        if let Some(fold) = nb.fold() {
+            self.check_fold(fold, (&block_a, x, &others), &r, &part)?;
+        }
+        Ok(part)
+    }
+
+    /// X streamed in parts of `cut` rows must give the block's bits (`part`).
+    fn check_fold(
+        &self,
+        fold: &dyn NeighbourFold,
+        (block_a, x, others): (&SparseMat, &Tensor, &[Option<&Value>]),
+        r: &Range<usize>,
+        part: &Value,
+    ) -> Result<(), CheckError> {
+        let (n, op, err) = (self.n, self.op, |e: &dyn std::fmt::Display| self.err(e));
+        let ctx = |nodes: usize| self.ctx(nodes);
+        for cut in [1, 3, 7, n] {
+            let mut cursor = block_a.structure.offsets[..r.len()].to_vec();
+            let mut acc = fold.start(r.len(), x.cols);
+            for p0 in (0..n).step_by(cut) {
+                let p1 = (p0 + cut).min(n);
+                let sub = block_a.column_part(&mut cursor, p0 as u32, p1 as u32);
+                let rb = RowBlock {
+                    r0: r.start,
+                    ids: None,
+                    n_nodes: p1 - p0,
+                    x0: p0,
+                    adjacency: &sub,
+                    x: NodeRows::new(&x.data[p0 * x.cols..p1 * x.cols], x.cols),
+                    inputs: others,
+                };
+                fold.fold_part(&rb, &mut acc, &ctx(r.len()))
+                    .map_err(|e| err(&e))?;
+            }
+            let degree: Vec<u32> = block_a
+                .structure
+                .offsets
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .collect();
+            let folded = fold.finish(acc, &degree).map_err(|e| err(&e))?;
+            if bits(&folded) != bits(part) {
+                return Err(CheckError::Blocked {
+                    op: op.name().to_string(),
+                    rows: r.clone(),
+                    what: format!("X streamed in parts of {cut} rows differs from the block"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows `r` of an op with node statistics: the statistics folded over x in blocks of
+    /// `size` rows, then this block.
+    fn stats_part(
+        &self,
+        ns: &dyn NodeStats,
+        r: Range<usize>,
+        size: usize,
+    ) -> Result<Value, CheckError> {
+        let (n, inputs, err) = (self.n, self.inputs, |e: &dyn std::fmt::Display| self.err(e));
+        let ctx = |nodes: usize| self.ctx(nodes);
+        let x = inputs[0]
+            .as_dense()
+            .ok_or_else(|| err(&"the x argument is not dense"))?;
+        let mut acc = ns.start(x.cols);
+        for p0 in (0..n).step_by(size) {
+            let p1 = (p0 + size).min(n);
+            ns.fold(&mut acc, &x.data[p0 * x.cols..p1 * x.cols], x.cols);
+        }
+        let rows = Value::dense(
+            Tensor::from_vec(
+                r.len(),
+                x.cols,
+                x.data[r.start * x.cols..r.end * x.cols].to_vec(),
+            )
+            .expect("whole rows"),
+        );
+        let mut refs: Vec<&Value> = vec![&rows];
+        refs.extend(inputs[1..].iter());
+        ns.rows(&acc, n, &refs, &ctx(r.len())).map_err(|e| err(&e))
+    }
+
+    /// Rows `r` of a row-local op: its forward on those rows of every per-node input.
+    fn row_local_part(&self, r: Range<usize>) -> Result<Value, CheckError> {
+        let (inputs, per_node, op) = (self.inputs, &self.per_node, self.op);
+        let err = |e: &dyn std::fmt::Display| self.err(e);
+        let ctx = |nodes: usize| self.ctx(nodes);
+        let sliced: Vec<Value> = inputs
+            .iter()
+            .zip(per_node)
+            .map(|(v, &pn)| match (v.as_dense(), pn) {
+                (Some(t), true) => Value::dense(
+                    Tensor::from_vec(
+                        r.len(),
+                        t.cols,
+                        t.data[r.start * t.cols..r.end * t.cols].to_vec(),
+                    )
+                    .expect("whole rows"),
+                ),
+                _ => v.clone(),
+            })
+            .collect();
+        let refs: Vec<&Value> = sliced.iter().collect();
+        op.forward(&refs, &ctx(r.len())).map_err(|e| err(&e))
+    }
+
+    /// The blocks of `size` rows, joined, against the whole forward, bit for bit.
+    fn compare(&self, parts: &[Value], whole: &Value, size: usize) -> Result<(), CheckError> {
+        let op = self.op;
         let got = parts
             .iter()
             .map(bits)
@@ -519,7 +609,7 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                 acc.1.extend(v);
                 Some(acc)
             });
-        let want = bits(&whole);
+        let want = bits(whole);
         if got != want {
             let what = match (&got, &want) {
                 (Some(g), Some(w)) => match g.1.iter().zip(&w.1).position(|(a, b)| a != b) {
@@ -542,11 +632,15 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                 what,
             });
         }
+        Ok(())
     }
-    // A neighbour op that takes any rows: a block of every third row from row 1 gives the
-    // whole forward's rows there.
-    if let Some(nb) = op.as_neighbour().filter(|nb| nb.any_rows()) {
-        let (a, x, others) = neighbour_args(nb)?;
+
+    /// A block of every third row from row 1 through `forward_block` against those rows
+    /// of the whole forward.
+    fn any_rows(&self, nb: &dyn NeighbourOp, whole: &Value) -> Result<(), CheckError> {
+        let (n, op, err) = (self.n, self.op, |e: &dyn std::fmt::Display| self.err(e));
+        let ctx = |nodes: usize| self.ctx(nodes);
+        let (a, x, others) = self.neighbour_args(nb)?;
         let ids: Vec<u32> = (1..n as u32).step_by(3).collect();
         let block_a = rows_at(a, &ids);
         let rb = RowBlock {
@@ -575,8 +669,8 @@ pub fn check_blocked_equals_in_memory(op: Arc<dyn Op>, args: &[Arg]) -> Result<(
                         .into(),
             });
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Rows `ids` of a CSR value, entries in order.

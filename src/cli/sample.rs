@@ -13,7 +13,7 @@ use crate::machine::{human, MemoryLimit};
 use crate::progress::Progress;
 use crate::sample::config::{self, KINDS};
 use crate::sample::params::{Field, FieldError, FieldType, Input};
-use crate::sample::{sample_subgraph, NormCounts, SamplerConfig};
+use crate::sample::{sample_subgraph, NormCounts, SamplerConfig, Subgraph};
 use crate::store::GraphStore;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -363,30 +363,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
             crate::sample::attach_relations(&store, &mut s)?;
         }
         let dt = t.elapsed().as_secs_f64() * 1e3;
-        let (types, relations) = match &s.typed {
-            Some(t) => (
-                Some(
-                    (0..store.n_node_types())
-                        .map(|ty| TypeCount {
-                            name: store.node_type_name(ty).to_string(),
-                            nodes: t.type_range(ty).len(),
-                        })
-                        .collect::<Vec<_>>(),
-                ),
-                Some(
-                    t.relations
-                        .iter()
-                        .map(|r| RelationCount {
-                            src: store.node_type_name(r.src).to_string(),
-                            name: store.relation(r.relation).name.to_string(),
-                            dst: store.node_type_name(r.dst).to_string(),
-                            entries: r.n_entries(),
-                        })
-                        .collect::<Vec<_>>(),
-                ),
-            ),
-            None => (None, None),
-        };
+        let (types, relations) = typed_counts(&store, &s);
         ms.push(dt);
         for &v in &s.nodes {
             seen[v as usize] = true;
@@ -413,26 +390,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
                 serde_json::to_string(&rec).expect("record serialises")
             ))?;
         } else if a.count <= 20 {
-            bar.suspend(|| {
-                super::out(&format!(
-                    "subgraph {:>4}: {:>8} nodes {:>10} edges  mean degree {:>7.2}  max {:>6}  {:>8.2} ms\n",
-                    i, rec.nodes, rec.edges, rec.mean_degree, rec.max_degree, dt
-                ))?;
-                if let (Some(ty), Some(rel)) = (&rec.types, &rec.relations) {
-                    let ty: Vec<String> =
-                        ty.iter().map(|t| format!("{} {}", t.name, t.nodes)).collect();
-                    let rel: Vec<String> = rel
-                        .iter()
-                        .map(|r| format!("{} {} {} {}", r.src, r.name, r.dst, r.entries))
-                        .collect();
-                    super::out(&format!(
-                        "      types: {}\n      relations (entries): {}\n",
-                        ty.join(", "),
-                        rel.join(", ")
-                    ))?;
-                }
-                Ok::<(), crate::error::Error>(())
-            })?;
+            bar.suspend(|| print_record(&rec))?;
         }
         bar.inc(1);
     }
@@ -459,18 +417,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
         coverage: covered as f64 / candidates as f64,
         threads: 1,
     };
-    if a.json {
-        super::out(&format!(
-            "{}\n",
-            serde_json::to_string(&summary).expect("summary serialises")
-        ))?;
-    } else {
-        super::out(&format!(
-            "{} on the {} graph: {} subgraphs, mean {:.1} nodes / {:.1} edges (mean degree {:.2}), median {:.2} ms per subgraph (1 thread), {:.1} subgraphs/s; {:.1}% of the nodes with edges covered\n",
-            summary.sampler, graph_name, a.count, summary.mean_nodes, summary.mean_edges, summary.mean_degree,
-            summary.median_ms, summary.subgraphs_per_s, summary.coverage * 100.0
-        ))?;
-    }
+    print_summary(&summary, a.json)?;
     if let Some(path) = &a.save_norm {
         let counts = NormCounts::estimate(sampler.as_ref(), a.count, a.seed, clip)?;
         counts.save(path)?;
@@ -481,6 +428,79 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
                 path.display()
             ))?;
         }
+    }
+    Ok(())
+}
+
+/// A typed store's subgraph's nodes per type and entries per relation (None, None on a
+/// homogeneous store).
+fn typed_counts(
+    store: &GraphStore,
+    s: &Subgraph,
+) -> (Option<Vec<TypeCount>>, Option<Vec<RelationCount>>) {
+    match &s.typed {
+        Some(t) => (
+            Some(
+                (0..store.n_node_types())
+                    .map(|ty| TypeCount {
+                        name: store.node_type_name(ty).to_string(),
+                        nodes: t.type_range(ty).len(),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            Some(
+                t.relations
+                    .iter()
+                    .map(|r| RelationCount {
+                        src: store.node_type_name(r.src).to_string(),
+                        name: store.relation(r.relation).name.to_string(),
+                        dst: store.node_type_name(r.dst).to_string(),
+                        entries: r.n_entries(),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        None => (None, None),
+    }
+}
+
+/// A subgraph's line (and its types' and relations' line on a typed store).
+fn print_record(rec: &Record) -> Result<()> {
+    super::out(&format!(
+        "subgraph {:>4}: {:>8} nodes {:>10} edges  mean degree {:>7.2}  max {:>6}  {:>8.2} ms\n",
+        rec.index, rec.nodes, rec.edges, rec.mean_degree, rec.max_degree, rec.ms
+    ))?;
+    if let (Some(ty), Some(rel)) = (&rec.types, &rec.relations) {
+        let ty: Vec<String> = ty
+            .iter()
+            .map(|t| format!("{} {}", t.name, t.nodes))
+            .collect();
+        let rel: Vec<String> = rel
+            .iter()
+            .map(|r| format!("{} {} {} {}", r.src, r.name, r.dst, r.entries))
+            .collect();
+        super::out(&format!(
+            "      types: {}\n      relations (entries): {}\n",
+            ty.join(", "),
+            rel.join(", ")
+        ))?;
+    }
+    Ok(())
+}
+
+/// The summary line (or its JSON).
+fn print_summary(summary: &Summary, json: bool) -> Result<()> {
+    if json {
+        super::out(&format!(
+            "{}\n",
+            serde_json::to_string(summary).expect("summary serialises")
+        ))?;
+    } else {
+        super::out(&format!(
+            "{} on the {} graph: {} subgraphs, mean {:.1} nodes / {:.1} edges (mean degree {:.2}), median {:.2} ms per subgraph (1 thread), {:.1} subgraphs/s; {:.1}% of the nodes with edges covered\n",
+            summary.sampler, summary.graph, summary.count, summary.mean_nodes, summary.mean_edges, summary.mean_degree,
+            summary.median_ms, summary.subgraphs_per_s, summary.coverage * 100.0
+        ))?;
     }
     Ok(())
 }

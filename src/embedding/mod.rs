@@ -318,32 +318,9 @@ fn run(
     let walker = Walker::new(graph, plan).hold_out(opts.holdout, opts.seed);
     let sampler = Sampler::new(&walker, plan, &parts, opts.seed);
     let dim = plan.dim;
-    let mut vertex = match &opts.output {
-        Some(path) => MappedMatrix::npy_output(
-            path,
-            &crate::npy::NpyHeader::f32_matrix(nodes, dim).canonical(),
-            nodes,
-            dim,
-        )?,
-        None => MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?,
-    };
-    // The context matrix starts at zero; on a GPU that holds it whole it lives there only.
-    let mut context = match (&gpu, nparts) {
-        (Some(_), 1) => None,
-        _ => Some(MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?),
-    };
-    // word2vec's start: vertex rows uniform in ±0.5/d, context rows zero (the file's zeros).
+    let (mut vertex, mut context) = matrices(opts, nodes, dim, gpu.is_some() && nparts == 1)?;
     let seed = opts.seed;
-    vertex
-        .data_mut()
-        .par_chunks_mut(dim.max(1))
-        .enumerate()
-        .for_each(|(r, row)| {
-            for (c, x) in row.iter_mut().enumerate() {
-                let h = hash3(seed, stream::EMB_INIT, (r * dim + c) as u64);
-                *x = ((unit_f64(h) - 0.5) / dim as f64) as f32;
-            }
-        });
+    init_vertex(&mut vertex, dim, seed);
     let sgd = Sgd {
         lr: plan.lr,
         negatives: plan.negatives,
@@ -436,6 +413,45 @@ fn run(
             .map_or_else(|| "cpu".to_string(), |g| g.describe()),
         gpu_wait_seconds,
     })
+}
+
+/// The vertex matrix (the output's `.npy`, or scratch) and the context matrix, which
+/// starts at zero; on a GPU that holds it whole (`on_gpu`) it lives there only.
+fn matrices(
+    opts: &EmbedOptions,
+    nodes: usize,
+    dim: usize,
+    on_gpu: bool,
+) -> Result<(MappedMatrix, Option<MappedMatrix>)> {
+    let vertex = match &opts.output {
+        Some(path) => MappedMatrix::npy_output(
+            path,
+            &crate::npy::NpyHeader::f32_matrix(nodes, dim).canonical(),
+            nodes,
+            dim,
+        )?,
+        None => MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?,
+    };
+    let context = if on_gpu {
+        None
+    } else {
+        Some(MappedMatrix::scratch(&opts.scratch_dir, nodes, dim)?)
+    };
+    Ok((vertex, context))
+}
+
+/// word2vec's start: vertex rows uniform in ±0.5/d (context rows are the file's zeros).
+fn init_vertex(vertex: &mut MappedMatrix, dim: usize, seed: u64) {
+    vertex
+        .data_mut()
+        .par_chunks_mut(dim.max(1))
+        .enumerate()
+        .for_each(|(r, row)| {
+            for (c, x) in row.iter_mut().enumerate() {
+                let h = hash3(seed, stream::EMB_INIT, (r * dim + c) as u64);
+                *x = ((unit_f64(h) - 0.5) / dim as f64) as f32;
+            }
+        });
 }
 
 /// The CPU's loop: the samplers fill the next pool while the trainers consume this one,

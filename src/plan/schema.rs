@@ -1,6 +1,6 @@
 //! The typed plan: what [`Plan::parse`](super::Plan::parse) checks a plan file into
 //! (dims, layers with their parameters and `out` programs, sampler, loss, optimizer, phases,
-//! eval). Reading it is `spanned.rs`'s job, checking it `typing.rs`'s and `sampler.rs`'s.
+//! eval). Reading it is `spanned.rs`'s job, checking it `typing/`'s and `sampler.rs`'s.
 
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -385,7 +385,24 @@ pub(crate) fn check_full(store: &GraphStore, full_ok: bool) -> Vec<String> {
             store.typed_section_path(file).display()
         ))
     };
-    // Checksums of the large sections (the offsets' were verified at open).
+    checksums(store, meta, &mut report);
+    let rel_ok = relation_entries(store, meta, &mut report);
+    reverses(store, meta, &rel_ok, &mut report);
+    let orphans = if full_ok && rel_ok.iter().all(|&ok| ok) {
+        union(store, meta, &mut report)
+    } else {
+        None
+    };
+    problems.extend(orphans);
+    problems.extend(finite_features(store, meta));
+    problems
+}
+
+/// How [`check_full`]'s rules report a problem: (section file, section name, what).
+type Report<'a> = dyn FnMut(&str, &str, String) + 'a;
+
+/// Checksums of the large sections (the offsets' were verified at open).
+fn checksums(store: &GraphStore, meta: &TypesMeta, report: &mut Report<'_>) {
     let mut sums: Vec<(&str, &str, &str, &[u8])> = Vec::new();
     for (t, ty) in meta.node_types.iter().enumerate() {
         if let Some(e) = &ty.features {
@@ -415,9 +432,11 @@ pub(crate) fn check_full(store: &GraphStore, full_ok: bool) -> Vec<String> {
             );
         }
     }
+}
 
-    // Each relation: indices in the destination type's range, rows strictly increasing,
-    // no self loops.
+/// Each relation: indices in the destination type's range, rows strictly increasing, no
+/// self loops. Whether each relation's entries are in range and sorted (searchable).
+fn relation_entries(store: &GraphStore, meta: &TypesMeta, report: &mut Report<'_>) -> Vec<bool> {
     let mut rel_ok = vec![true; meta.relations.len()];
     for (r, rel) in meta.relations.iter().enumerate() {
         let relation = store.relation(r);
@@ -475,10 +494,13 @@ pub(crate) fn check_full(store: &GraphStore, full_ok: bool) -> Vec<String> {
             report(file, name, label(&format!("self loops: {}", describe(&f))));
         }
     }
+    rel_ok
+}
 
-    // Each relation the transpose of its reverse: every entry (u, v) of r has (v, u) in
-    // reverse(r); with the entry counts equal (the header's validation), that makes them
-    // transposes of each other.
+/// Each relation the transpose of its reverse: every entry (u, v) of r has (v, u) in
+/// reverse(r); with the entry counts equal (the header's validation), that makes them
+/// transposes of each other.
+fn reverses(store: &GraphStore, meta: &TypesMeta, rel_ok: &[bool], report: &mut Report<'_>) {
     for (r, rel) in meta.relations.iter().enumerate() {
         let rev = rel.reverse as usize;
         if !rel_ok[r] || !rel_ok[rev] {
@@ -503,53 +525,57 @@ pub(crate) fn check_full(store: &GraphStore, full_ok: bool) -> Vec<String> {
             );
         }
     }
+}
 
-    // The full graph is the union of the relations: every relation entry is a full-graph
-    // entry, and every full-graph entry (u, v) is in a relation from u's type to v's.
-    if full_ok && rel_ok.iter().all(|&ok| ok) {
-        let full = store.full();
-        let fi = SectionId::FullIndices;
-        for (r, rel) in meta.relations.iter().enumerate() {
-            let a = store.relation(r).csr;
-            let extra = find_entries(as_local(a), |k, v| {
-                full.neighbors(k + a.src_start).binary_search(&v).is_err()
-            });
-            if extra.count > 0 {
-                let mut f = extra.clone();
-                f.first.iter_mut().for_each(|e| e.0 += a.src_start);
-                report(
-                    &rel.indices.file,
-                    &rel.indices.name,
-                    format!(
-                        "relation {:?}: entries absent from the full graph: {}",
-                        rel.name,
-                        describe(&f)
-                    ),
-                );
-            }
-        }
-        let n_types = meta.node_types.len();
-        let mut between: Vec<Vec<usize>> = vec![Vec::new(); n_types * n_types];
-        for (r, rel) in meta.relations.iter().enumerate() {
-            between[rel.src as usize * n_types + rel.dst as usize].push(r);
-        }
-        let orphans = find_entries(full, |u, v| {
-            let (s, d) = (store.node_type(u), store.node_type(v));
-            !between[s * n_types + d]
-                .iter()
-                .any(|&r| store.relation(r).csr.row(u).binary_search(&v).is_ok())
+/// The full graph is the union of the relations: every relation entry is a full-graph
+/// entry (each one's problem reported), and every full-graph entry (u, v) is in a
+/// relation from u's type to v's (the message of those that are not).
+fn union(store: &GraphStore, meta: &TypesMeta, report: &mut Report<'_>) -> Option<String> {
+    let full = store.full();
+    let fi = SectionId::FullIndices;
+    for (r, rel) in meta.relations.iter().enumerate() {
+        let a = store.relation(r).csr;
+        let extra = find_entries(as_local(a), |k, v| {
+            full.neighbors(k + a.src_start).binary_search(&v).is_err()
         });
-        if orphans.count > 0 {
-            problems.push(format!(
-                "{}: section {}: full-graph entries in no relation between their ends' types: {}",
-                store.section_path(fi).display(),
-                fi.name(),
-                describe(&orphans)
-            ));
+        if extra.count > 0 {
+            let mut f = extra.clone();
+            f.first.iter_mut().for_each(|e| e.0 += a.src_start);
+            report(
+                &rel.indices.file,
+                &rel.indices.name,
+                format!(
+                    "relation {:?}: entries absent from the full graph: {}",
+                    rel.name,
+                    describe(&f)
+                ),
+            );
         }
     }
+    let n_types = meta.node_types.len();
+    let mut between: Vec<Vec<usize>> = vec![Vec::new(); n_types * n_types];
+    for (r, rel) in meta.relations.iter().enumerate() {
+        between[rel.src as usize * n_types + rel.dst as usize].push(r);
+    }
+    let orphans = find_entries(full, |u, v| {
+        let (s, d) = (store.node_type(u), store.node_type(v));
+        !between[s * n_types + d]
+            .iter()
+            .any(|&r| store.relation(r).csr.row(u).binary_search(&v).is_ok())
+    });
+    (orphans.count > 0).then(|| {
+        format!(
+            "{}: section {}: full-graph entries in no relation between their ends' types: {}",
+            store.section_path(fi).display(),
+            fi.name(),
+            describe(&orphans)
+        )
+    })
+}
 
-    // Finite features, per type.
+/// Finite features, per type: one message per type with a non-finite value.
+fn finite_features(store: &GraphStore, meta: &TypesMeta) -> Vec<String> {
+    let mut problems = Vec::new();
     for (t, ty) in meta.node_types.iter().enumerate() {
         let Some(e) = &ty.features else { continue };
         let tf = store.type_features(t);

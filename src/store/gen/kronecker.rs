@@ -40,7 +40,7 @@ use crate::store::build::{self, Meta};
 use crate::store::csr_build::{pack, CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{
     relation_sections, type_features_section, Dtype, LabelKind, NodeTypeMeta, RelationMeta, Role,
-    SectionId, SplitCounts, TrainGraph, TypesMeta, MAX_CLASSES, NO_LABEL,
+    SectionEntry, SectionId, SplitCounts, TrainGraph, TypesMeta, MAX_CLASSES, NO_LABEL,
 };
 use crate::store::gen::{random_role, Permutation};
 use crate::store::writer::{SectionWriter, StoreWriter};
@@ -444,84 +444,9 @@ pub fn generate_kronecker(
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
     let mut builder = CsrBuilder::new(&scratch, n, draws * 2, spec.bucket_bytes)?;
-    let perm = Permutation::new(n, hash3(spec.seed, stream::PERMUTATION, 0));
-    let t = thresholds(spec.initiator);
     let c = u64::from(spec.n_classes);
-    let rewire = spec
-        .planted
-        .map(|p| (p.homophily * (1u64 << 32) as f64) as u64);
-
-    // Edge draws, in parallel batches of chunks; each chunk's keys grouped by bucket.
-    let n_chunks = draws.div_ceil(CHUNK_DRAWS);
     let batch = (rayon::current_num_threads() as u64 * 2).max(1);
-    let bar = progress.ticker(draws, "edges", "draws");
-    let mut self_loops = 0u64;
-    let n_buckets = builder.n_buckets();
-    let map = builder.bucket_map();
-    let bucket_of = |src: u64| map.bucket_of(src as u32);
-    let generate = |first: u64| -> Vec<(Vec<Vec<u64>>, u64)> {
-        (first..(first + batch).min(n_chunks))
-            .into_par_iter()
-            .map(|chunk| {
-                let mut rng =
-                    Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, stream::EDGES, chunk));
-                let lo = chunk * CHUNK_DRAWS;
-                let hi = (lo + CHUNK_DRAWS).min(draws);
-                let mut per_bucket: Vec<Vec<u64>> = vec![Vec::new(); n_buckets];
-                let mut loops = 0u64;
-                for _ in lo..hi {
-                    let (a, b) = rmat(&mut rng, spec.scale, t);
-                    let u = perm.apply(a);
-                    let mut v = perm.apply(b);
-                    if let Some(p) = rewire {
-                        let r = rng.next_u64();
-                        if (r >> 32) < p {
-                            let moved = v - v % c + u % c;
-                            if moved < n {
-                                v = moved;
-                            }
-                        }
-                    }
-                    if u == v {
-                        loops += 1;
-                        continue;
-                    }
-                    per_bucket[bucket_of(u)].push(pack(u as u32, v as u32));
-                    per_bucket[bucket_of(v)].push(pack(v as u32, u as u32));
-                }
-                (per_bucket, loops)
-            })
-            .collect()
-    };
-    // Batch k+1 is generated while batch k is appended to the bucket files.
-    let mut pending: Vec<(Vec<Vec<u64>>, u64)> = Vec::new();
-    let mut first = 0;
-    loop {
-        let more = first < n_chunks;
-        let (next, written) = rayon::join(
-            || if more { generate(first) } else { Vec::new() },
-            || -> Result<u64, StoreError> {
-                let mut loops_done = 0;
-                for (per_bucket, loops) in pending.drain(..) {
-                    loops_done += loops;
-                    for (b, keys) in per_bucket.iter().enumerate() {
-                        if !keys.is_empty() {
-                            builder.push_bucket(b, keys)?;
-                        }
-                    }
-                }
-                Ok(loops_done)
-            },
-        );
-        self_loops += written?;
-        bar.set_position((first * CHUNK_DRAWS).min(draws));
-        if !more {
-            break;
-        }
-        pending = next;
-        first += batch;
-    }
-    bar.finish();
+    let self_loops = draw_edges(spec, (n, draws), batch, &mut builder, progress)?;
 
     // Only the target type t0 of a typed store has roles.
     let is_train = |v: u32| {
@@ -530,105 +455,8 @@ pub fn generate_kronecker(
     };
     let graph = build::write_graph(&w, builder, None, &is_train, progress)?;
 
-    // Node sections, block by block. A typed store writes each type's features to its
-    // own section (the types are contiguous id ranges, so in id order a block's rows go to
-    // one or two of them) and labels and roles for the target type t0 only.
+    let nodes = write_nodes(spec, &w, batch, progress)?;
     let typed = spec.typed.as_ref();
-    let width = |v: u64| match typed {
-        Some(t) => t.features[t.type_of(n, v)] as usize,
-        None => spec.n_features as usize,
-    };
-    let target = |v: u64| typed.is_none_or(|t| t.type_of(n, v) == 0);
-    let f0 = typed.map_or(spec.n_features, |t| t.features[0]) as usize;
-    let centroids: Vec<f32> = match spec.planted {
-        Some(p) => unit_centroids(spec.n_classes as usize, f0, spec.seed, p.separation),
-        None => Vec::new(),
-    };
-    let mut feats = w.section(SectionId::Features, Dtype::F32)?;
-    let mut type_feats: Vec<Option<SectionWriter>> = Vec::new();
-    if let Some(t) = typed {
-        for (k, &f) in t.features.iter().enumerate() {
-            type_feats.push(if f > 0 {
-                let (name, file) = type_features_section(k);
-                Some(w.named_section((&name, &file), Dtype::F32)?)
-            } else {
-                None
-            });
-        }
-    }
-    let mut labels = w.section(SectionId::Labels, Dtype::U32)?;
-    let mut roles = w.section(SectionId::Roles, Dtype::U8)?;
-    let mut split = SplitCounts::default();
-    let n_blocks = n.div_ceil(NODE_BLOCK);
-    let bar = progress.ticker(n, "nodes", "nodes");
-    for first in (0..n_blocks).step_by(batch as usize) {
-        type Block = (Vec<f32>, Vec<(usize, usize)>, Vec<u32>, Vec<u8>);
-        let blocks: Vec<Block> = (first..(first + batch).min(n_blocks))
-            .into_par_iter()
-            .map(|b| {
-                let (lo, hi) = (b * NODE_BLOCK, ((b + 1) * NODE_BLOCK).min(n));
-                let rows = (hi - lo) as usize;
-                let mut x = Vec::with_capacity(rows * width(lo).max(width(hi - 1)));
-                // (type, floats) runs of x, in order: which section each part goes to.
-                let mut runs: Vec<(usize, usize)> = Vec::new();
-                let mut l = Vec::with_capacity(rows);
-                let mut r = Vec::with_capacity(rows);
-                for v in lo..hi {
-                    let class = spec.class_of(v);
-                    let is_target = target(v);
-                    l.push(if is_target { class } else { NO_LABEL });
-                    r.push(if is_target { spec.role_of(v) as u8 } else { 0 });
-                    let f = width(v);
-                    let t = typed.map_or(0, |t| t.type_of(n, v));
-                    match runs.last_mut() {
-                        Some((rt, len)) if *rt == t => *len += f,
-                        _ => runs.push((t, f)),
-                    }
-                    if f > 0 {
-                        let at = x.len();
-                        x.resize(at + f, 0.0);
-                        let row = &mut x[at..];
-                        let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(
-                            spec.seed,
-                            stream::FEATURES,
-                            v,
-                        ));
-                        for xj in row.iter_mut() {
-                            *xj = StandardNormal.sample(&mut rng);
-                        }
-                        if !centroids.is_empty() && is_target {
-                            let mu = &centroids[class as usize * f..(class as usize + 1) * f];
-                            for (xj, m) in row.iter_mut().zip(mu) {
-                                *xj += m;
-                            }
-                        }
-                    }
-                }
-                (x, runs, l, r)
-            })
-            .collect();
-        for (x, runs, l, r) in blocks {
-            if typed.is_some() {
-                let mut at = 0;
-                for (t, len) in runs {
-                    if let Some(s) = &mut type_feats[t] {
-                        s.write_f32s(&x[at..at + len])?;
-                    }
-                    at += len;
-                }
-            } else {
-                feats.write_f32s(&x)?;
-            }
-            labels.write_u32s(&l)?;
-            roles.write_bytes(&r)?;
-            let s = build::split_counts(&r);
-            split.train += s.train;
-            split.val += s.val;
-            split.test += s.test;
-            bar.inc(l.len() as u64);
-        }
-    }
-    bar.finish();
 
     let stats = graph.stats;
     let (entries, train_entries) = (graph.n_entries, graph.n_train_entries);
@@ -642,19 +470,13 @@ pub fn generate_kronecker(
         n_classes: c,
         label_kind: LabelKind::Single,
         train_graph: TrainGraph::Induced,
-        split,
+        split: nodes.split,
         source: spec.source(),
     };
-    let mut header = build::header(
-        meta,
-        graph,
-        feats.finish()?,
-        labels.finish()?,
-        roles.finish()?,
-    );
+    let mut header = build::header(meta, graph, nodes.features, nodes.labels, nodes.roles);
     if let Some(t) = typed {
         let mut node_types = Vec::with_capacity(t.n_types());
-        for (k, s) in type_feats.into_iter().enumerate() {
+        for (k, s) in nodes.type_features.into_iter().enumerate() {
             node_types.push(NodeTypeMeta {
                 name: format!("t{k}"),
                 count: t.start(n, k + 1) - t.start(n, k),
@@ -778,6 +600,222 @@ fn existing_ancestor(path: &std::path::Path) -> std::path::PathBuf {
         || std::path::PathBuf::from("."),
         std::path::Path::to_path_buf,
     )
+}
+
+/// The edge draws, in parallel batches of chunks (each chunk's keys grouped by bucket;
+/// batch k + 1 drawn while batch k is appended to the bucket files); the self loops met.
+fn draw_edges(
+    spec: &KroneckerSpec,
+    (n, draws): (u64, u64),
+    batch: u64,
+    builder: &mut CsrBuilder,
+    progress: &Progress,
+) -> Result<u64, StoreError> {
+    let perm = Permutation::new(n, hash3(spec.seed, stream::PERMUTATION, 0));
+    let t = thresholds(spec.initiator);
+    let c = u64::from(spec.n_classes);
+    let rewire = spec
+        .planted
+        .map(|p| (p.homophily * (1u64 << 32) as f64) as u64);
+
+    let n_chunks = draws.div_ceil(CHUNK_DRAWS);
+    let bar = progress.ticker(draws, "edges", "draws");
+    let mut self_loops = 0u64;
+    let n_buckets = builder.n_buckets();
+    let map = builder.bucket_map();
+    let bucket_of = |src: u64| map.bucket_of(src as u32);
+    let generate = |first: u64| -> Vec<(Vec<Vec<u64>>, u64)> {
+        (first..(first + batch).min(n_chunks))
+            .into_par_iter()
+            .map(|chunk| {
+                let mut rng =
+                    Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, stream::EDGES, chunk));
+                let lo = chunk * CHUNK_DRAWS;
+                let hi = (lo + CHUNK_DRAWS).min(draws);
+                let mut per_bucket: Vec<Vec<u64>> = vec![Vec::new(); n_buckets];
+                let mut loops = 0u64;
+                for _ in lo..hi {
+                    let (a, b) = rmat(&mut rng, spec.scale, t);
+                    let u = perm.apply(a);
+                    let mut v = perm.apply(b);
+                    if let Some(p) = rewire {
+                        let r = rng.next_u64();
+                        if (r >> 32) < p {
+                            let moved = v - v % c + u % c;
+                            if moved < n {
+                                v = moved;
+                            }
+                        }
+                    }
+                    if u == v {
+                        loops += 1;
+                        continue;
+                    }
+                    per_bucket[bucket_of(u)].push(pack(u as u32, v as u32));
+                    per_bucket[bucket_of(v)].push(pack(v as u32, u as u32));
+                }
+                (per_bucket, loops)
+            })
+            .collect()
+    };
+    // Batch k+1 is generated while batch k is appended to the bucket files.
+    let mut pending: Vec<(Vec<Vec<u64>>, u64)> = Vec::new();
+    let mut first = 0;
+    loop {
+        let more = first < n_chunks;
+        let (next, written) = rayon::join(
+            || if more { generate(first) } else { Vec::new() },
+            || -> Result<u64, StoreError> {
+                let mut loops_done = 0;
+                for (per_bucket, loops) in pending.drain(..) {
+                    loops_done += loops;
+                    for (b, keys) in per_bucket.iter().enumerate() {
+                        if !keys.is_empty() {
+                            builder.push_bucket(b, keys)?;
+                        }
+                    }
+                }
+                Ok(loops_done)
+            },
+        );
+        self_loops += written?;
+        bar.set_position((first * CHUNK_DRAWS).min(draws));
+        if !more {
+            break;
+        }
+        pending = next;
+        first += batch;
+    }
+    bar.finish();
+    Ok(self_loops)
+}
+
+/// The node sections: features, labels, roles, and a typed store's features per type
+/// (still open: the header's types record finishes them).
+struct NodeSections {
+    features: SectionEntry,
+    type_features: Vec<Option<SectionWriter>>,
+    labels: SectionEntry,
+    roles: SectionEntry,
+    split: SplitCounts,
+}
+
+/// One block of nodes' rows: (features, the (type, floats) runs of them, labels, roles).
+type Block = (Vec<f32>, Vec<(usize, usize)>, Vec<u32>, Vec<u8>);
+
+/// Node sections, block by block. A typed store writes each type's features to its own
+/// section (the types are contiguous id ranges, so in id order a block's rows go to one
+/// or two of them) and labels and roles for the target type t0 only.
+fn write_nodes(
+    spec: &KroneckerSpec,
+    w: &StoreWriter,
+    batch: u64,
+    progress: &Progress,
+) -> Result<NodeSections, StoreError> {
+    let n = spec.n_nodes();
+    let typed = spec.typed.as_ref();
+    let f0 = typed.map_or(spec.n_features, |t| t.features[0]) as usize;
+    let centroids: Vec<f32> = match spec.planted {
+        Some(p) => unit_centroids(spec.n_classes as usize, f0, spec.seed, p.separation),
+        None => Vec::new(),
+    };
+    let mut feats = w.section(SectionId::Features, Dtype::F32)?;
+    let mut type_feats: Vec<Option<SectionWriter>> = Vec::new();
+    if let Some(t) = typed {
+        for (k, &f) in t.features.iter().enumerate() {
+            type_feats.push(if f > 0 {
+                let (name, file) = type_features_section(k);
+                Some(w.named_section((&name, &file), Dtype::F32)?)
+            } else {
+                None
+            });
+        }
+    }
+    let mut labels = w.section(SectionId::Labels, Dtype::U32)?;
+    let mut roles = w.section(SectionId::Roles, Dtype::U8)?;
+    let mut split = SplitCounts::default();
+    let n_blocks = n.div_ceil(NODE_BLOCK);
+    let bar = progress.ticker(n, "nodes", "nodes");
+    for first in (0..n_blocks).step_by(batch as usize) {
+        let blocks: Vec<Block> = (first..(first + batch).min(n_blocks))
+            .into_par_iter()
+            .map(|b| node_block(spec, n, b, &centroids))
+            .collect();
+        for (x, runs, l, r) in blocks {
+            if typed.is_some() {
+                let mut at = 0;
+                for (t, len) in runs {
+                    if let Some(s) = &mut type_feats[t] {
+                        s.write_f32s(&x[at..at + len])?;
+                    }
+                    at += len;
+                }
+            } else {
+                feats.write_f32s(&x)?;
+            }
+            labels.write_u32s(&l)?;
+            roles.write_bytes(&r)?;
+            let s = build::split_counts(&r);
+            split.train += s.train;
+            split.val += s.val;
+            split.test += s.test;
+            bar.inc(l.len() as u64);
+        }
+    }
+    bar.finish();
+    Ok(NodeSections {
+        features: feats.finish()?,
+        type_features: type_feats,
+        labels: labels.finish()?,
+        roles: roles.finish()?,
+        split,
+    })
+}
+
+/// Block `b`'s rows: each node's class (target type only) and role, and its features (a
+/// standard normal draw seeded by the node, plus its class's centroid when planted).
+fn node_block(spec: &KroneckerSpec, n: u64, b: u64, centroids: &[f32]) -> Block {
+    let typed = spec.typed.as_ref();
+    let width = |v: u64| match typed {
+        Some(t) => t.features[t.type_of(n, v)] as usize,
+        None => spec.n_features as usize,
+    };
+    let target = |v: u64| typed.is_none_or(|t| t.type_of(n, v) == 0);
+    let (lo, hi) = (b * NODE_BLOCK, ((b + 1) * NODE_BLOCK).min(n));
+    let rows = (hi - lo) as usize;
+    let mut x = Vec::with_capacity(rows * width(lo).max(width(hi - 1)));
+    // (type, floats) runs of x, in order: which section each part goes to.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut l = Vec::with_capacity(rows);
+    let mut r = Vec::with_capacity(rows);
+    for v in lo..hi {
+        let class = spec.class_of(v);
+        let is_target = target(v);
+        l.push(if is_target { class } else { NO_LABEL });
+        r.push(if is_target { spec.role_of(v) as u8 } else { 0 });
+        let f = width(v);
+        let t = typed.map_or(0, |t| t.type_of(n, v));
+        match runs.last_mut() {
+            Some((rt, len)) if *rt == t => *len += f,
+            _ => runs.push((t, f)),
+        }
+        if f > 0 {
+            let at = x.len();
+            x.resize(at + f, 0.0);
+            let row = &mut x[at..];
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash3(spec.seed, stream::FEATURES, v));
+            for xj in row.iter_mut() {
+                *xj = StandardNormal.sample(&mut rng);
+            }
+            if !centroids.is_empty() && is_target {
+                let mu = &centroids[class as usize * f..(class as usize + 1) * f];
+                for (xj, m) in row.iter_mut().zip(mu) {
+                    *xj += m;
+                }
+            }
+        }
+    }
+    (x, runs, l, r)
 }
 
 #[cfg(test)]

@@ -130,58 +130,8 @@ pub fn import_arrays_with(
         &format!("the label and role tables of N = {n} nodes"),
         u128::from(n) * limits::TABLE_BYTES_PER_NODE,
     )?;
-    let nu = n as usize;
-    let labels = match graph.labels {
-        None => LabelTable::none(nu),
-        Some(l) => label_table(l, nu).map_err(bad)?,
-    };
-    let roles: Vec<u8> = match graph.roles {
-        None => limits::filled(out, "roles", n, Role::None as u8)?,
-        Some(r) if r.len() != nu => {
-            return Err(bad(format!("roles: {} entries for {n} nodes", r.len())))
-        }
-        Some(r) => {
-            if let Some(v) = r.iter().position(|&b| Role::from_byte(b).is_none()) {
-                return Err(bad(format!(
-                    "roles: node {v} has role {}, expected 0 (none), 1 (train), 2 (val) or 3 (test)",
-                    r[v]
-                )));
-            }
-            r.to_vec()
-        }
-    };
-    if graph.labels.is_some() || graph.roles.is_some() {
-        require_labels(out, &labels, &roles)?;
-    }
-    if let Some((x, f)) = graph.features {
-        if x.len() as u64 != n * f as u64 {
-            return Err(bad(format!(
-                "x: {} values, expected {n} nodes × {f} features",
-                x.len()
-            )));
-        }
-        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
-            return Err(bad(format!(
-                "x: row {}, column {} is not finite: {}",
-                i / f.max(1),
-                i % f.max(1),
-                x[i]
-            )));
-        }
-    }
-
-    let entries = match graph.edges {
-        Edges::Coo { src, .. } => src.len() as u64,
-        Edges::Csr { indices, .. } => indices.len() as u64,
-    };
-    if let Some(t) = graph.edge_time {
-        if t.len() as u64 != entries {
-            return Err(bad(format!(
-                "edge_time: {} values for {entries} entries, expected one per entry",
-                t.len()
-            )));
-        }
-    }
+    let (labels, roles) = labels_and_roles(graph, out, n)?;
+    let entries = check_features_and_times(graph, out, n)?;
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
     let expected = entries * if graph.symmetrize { 2 } else { 1 };
@@ -379,4 +329,74 @@ fn label_table(labels: ArrayLabels<'_>, n: usize) -> Result<LabelTable, String> 
             })
         }
     }
+}
+
+/// The labels and roles given (each checked: a role byte is 0 to 3, one per node), or
+/// none; labelled nodes required where either is given.
+fn labels_and_roles(
+    graph: &ArrayGraph<'_>,
+    out: &Path,
+    n: u64,
+) -> Result<(LabelTable, Vec<u8>), StoreError> {
+    let bad = |what: String| StoreError::input(out, what);
+    let nu = n as usize;
+    let labels = match graph.labels {
+        None => LabelTable::none(nu),
+        Some(l) => label_table(l, nu).map_err(bad)?,
+    };
+    let roles: Vec<u8> = match graph.roles {
+        None => limits::filled(out, "roles", n, Role::None as u8)?,
+        Some(r) if r.len() != nu => {
+            return Err(bad(format!("roles: {} entries for {n} nodes", r.len())))
+        }
+        Some(r) => {
+            if let Some(v) = r.iter().position(|&b| Role::from_byte(b).is_none()) {
+                return Err(bad(format!(
+                    "roles: node {v} has role {}, expected 0 (none), 1 (train), 2 (val) or 3 (test)",
+                    r[v]
+                )));
+            }
+            r.to_vec()
+        }
+    };
+    if graph.labels.is_some() || graph.roles.is_some() {
+        require_labels(out, &labels, &roles)?;
+    }
+    Ok((labels, roles))
+}
+
+/// The features (N × F values, finite) and the edge times (one per entry) checked; the
+/// count of entries given.
+fn check_features_and_times(graph: &ArrayGraph<'_>, out: &Path, n: u64) -> Result<u64, StoreError> {
+    let bad = |what: String| StoreError::input(out, what);
+    if let Some((x, f)) = graph.features {
+        if x.len() as u64 != n * f as u64 {
+            return Err(bad(format!(
+                "x: {} values, expected {n} nodes × {f} features",
+                x.len()
+            )));
+        }
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(bad(format!(
+                "x: row {}, column {} is not finite: {}",
+                i / f.max(1),
+                i % f.max(1),
+                x[i]
+            )));
+        }
+    }
+
+    let entries = match graph.edges {
+        Edges::Coo { src, .. } => src.len() as u64,
+        Edges::Csr { indices, .. } => indices.len() as u64,
+    };
+    if let Some(t) = graph.edge_time {
+        if t.len() as u64 != entries {
+            return Err(bad(format!(
+                "edge_time: {} values for {entries} entries, expected one per entry",
+                t.len()
+            )));
+        }
+    }
+    Ok(entries)
 }

@@ -240,92 +240,9 @@ pub fn import_edgelist(
     progress: &Progress,
 ) -> Result<ImportReport, StoreError> {
     let start = Instant::now();
-    crate::store::gen::check_split(opts.split)?;
-    if opts.train_graph == TrainGraphMode::Given {
-        return Err(StoreError::Argument {
-            what:
-                "--train-graph given: an edge list gives no training graph, expected full or induce"
-                    .into(),
-        });
-    }
-    if let Some(c) = opts.time_column {
-        if c < 3 {
-            return Err(StoreError::argument(format!(
-                "--time-column {c}: columns 1 and 2 are the node ids, expected 3 or more"
-            )));
-        }
-    }
-    if opts.remap {
-        refuse_positional("--features", &opts.features)?;
-        refuse_positional("--labels", &opts.labels)?;
-        refuse_positional("--roles", &opts.roles)?;
-    }
+    check_options(opts)?;
     // Pass 1: the node count (and the remapping), before anything ∝ N is allocated.
-    let (mut max_id, mut max_line, mut lines) = (None::<u64>, 0u64, 0u64);
-    let mut remap = opts.remap.then(|| Remap {
-        ids: HashMap::new(),
-    });
-    scan(path, opts.time_column, |line_no, u, v, _| {
-        let (u, v) = match &mut remap {
-            Some(r) => (
-                u64::from(r.id(path, line_no, u)?),
-                u64::from(r.id(path, line_no, v)?),
-            ),
-            None => (
-                numeric(path, line_no, "first", u)?,
-                numeric(path, line_no, "second", v)?,
-            ),
-        };
-        if max_id.is_none_or(|m| u.max(v) > m) {
-            (max_id, max_line) = (Some(u.max(v)), line_no);
-        }
-        lines += 1;
-        Ok(())
-    })?;
-    let n = match (opts.n_nodes, max_id) {
-        (Some(n), Some(m)) if m >= n => {
-            return Err(StoreError::input(
-                path,
-                format!("node id {m} out of range for --nodes {n}"),
-            ))
-        }
-        (Some(n), _) => n,
-        (None, Some(m)) => m.saturating_add(1),
-        (None, None) => 0,
-    };
-    if n == 0 {
-        return Err(StoreError::input(
-            path,
-            "no edge lines (the file is empty or only comments) and no --nodes: the store would have 0 nodes",
-        ));
-    }
-    if let (None, Some(m)) = (opts.n_nodes, max_id) {
-        let bound = SPARSE_FACTOR
-            .saturating_mul(lines)
-            .saturating_add(SPARSE_SLACK);
-        if m >= bound {
-            return Err(StoreError::input(
-                path,
-                format!(
-                    "line {max_line}: node id {m} is far beyond the {lines} edge lines (ids are used as row numbers, so the store would have {} nodes; the limit without --remap is {SPARSE_FACTOR} × lines + {SPARSE_SLACK} = {bound}): pass --remap to number the ids 0..N, or --nodes to insist",
-                    m.saturating_add(1)
-                ),
-            ));
-        }
-    }
-    if n > MAX_NODES {
-        return Err(StoreError::input(
-            path,
-            format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
-        ));
-    }
-    // `--nodes` is trusted as a count, not as an allocation (issue 55: --nodes 4e9 beside
-    // a tiny list aborted): the per-node tables must fit in memory.
-    limits::check_memory(
-        path,
-        &format!("the label and role tables of N = {n} nodes"),
-        u128::from(n) * limits::TABLE_BYTES_PER_NODE,
-    )?;
+    let (n, lines, remap) = first_pass(path, opts)?;
     let nu = n as usize;
     let lookup = |s: &str| {
         remap
@@ -334,26 +251,7 @@ pub fn import_edgelist(
             .map(|&k| k as usize)
     };
     let map: Option<IdMap<'_>> = remap.as_ref().map(|_| &lookup as IdMap<'_>);
-    let labels = match (&opts.labels, map) {
-        (Some(p), Some(map)) => read_class_map_with(p, nu, Some(map))?,
-        (Some(p), None) => read_labels(p, nu)?,
-        (None, _) => LabelTable::none(nu),
-    };
-    // A random split covers only labelled nodes: an unlabelled node cannot be trained or
-    // scored on.
-    let roles: Vec<u8> = match (&opts.roles, &opts.labels) {
-        (Some(p), _) => read_roles_with(p, nu, map)?,
-        (None, Some(_)) => (0..nu)
-            .map(|v| match labels.is_labelled(v) {
-                true => random_role(opts.seed, opts.split, v as u64) as u8,
-                false => Role::None as u8,
-            })
-            .collect(),
-        (None, None) => limits::filled(path, "roles", n, Role::None as u8)?,
-    };
-    if let Some(p) = &opts.labels {
-        require_labels(p, &labels, &roles)?;
-    }
+    let (labels, roles) = labels_and_roles(path, opts, n, map)?;
 
     let w = StoreWriter::create(out, force)?;
     let scratch = w.scratch_dir()?;
@@ -451,4 +349,136 @@ fn write_ids(w: &StoreWriter, originals: &[&str]) -> Result<(), StoreError> {
     }
     let f = out.into_inner().map_err(|e| io(e.into_error()))?;
     f.sync_all().map_err(|e| StoreError::io(&path, "fsync", e))
+}
+
+/// The options' own checks, before the file is read.
+fn check_options(opts: &EdgeListOptions) -> Result<(), StoreError> {
+    crate::store::gen::check_split(opts.split)?;
+    if opts.train_graph == TrainGraphMode::Given {
+        return Err(StoreError::Argument {
+            what:
+                "--train-graph given: an edge list gives no training graph, expected full or induce"
+                    .into(),
+        });
+    }
+    if let Some(c) = opts.time_column {
+        if c < 3 {
+            return Err(StoreError::argument(format!(
+                "--time-column {c}: columns 1 and 2 are the node ids, expected 3 or more"
+            )));
+        }
+    }
+    if opts.remap {
+        refuse_positional("--features", &opts.features)?;
+        refuse_positional("--labels", &opts.labels)?;
+        refuse_positional("--roles", &opts.roles)?;
+    }
+    Ok(())
+}
+
+/// Pass 1: the node count N (from `--nodes` or the largest id, which must not be far
+/// beyond the lines without `--remap`), the edge lines, and the remapping; N checked
+/// against the u32 ids and, before anything ∝ N is allocated, memory.
+fn first_pass(
+    path: &Path,
+    opts: &EdgeListOptions,
+) -> Result<(u64, u64, Option<Remap>), StoreError> {
+    let (mut max_id, mut max_line, mut lines) = (None::<u64>, 0u64, 0u64);
+    let mut remap = opts.remap.then(|| Remap {
+        ids: HashMap::new(),
+    });
+    scan(path, opts.time_column, |line_no, u, v, _| {
+        let (u, v) = match &mut remap {
+            Some(r) => (
+                u64::from(r.id(path, line_no, u)?),
+                u64::from(r.id(path, line_no, v)?),
+            ),
+            None => (
+                numeric(path, line_no, "first", u)?,
+                numeric(path, line_no, "second", v)?,
+            ),
+        };
+        if max_id.is_none_or(|m| u.max(v) > m) {
+            (max_id, max_line) = (Some(u.max(v)), line_no);
+        }
+        lines += 1;
+        Ok(())
+    })?;
+    let n = match (opts.n_nodes, max_id) {
+        (Some(n), Some(m)) if m >= n => {
+            return Err(StoreError::input(
+                path,
+                format!("node id {m} out of range for --nodes {n}"),
+            ))
+        }
+        (Some(n), _) => n,
+        (None, Some(m)) => m.saturating_add(1),
+        (None, None) => 0,
+    };
+    if n == 0 {
+        return Err(StoreError::input(
+            path,
+            "no edge lines (the file is empty or only comments) and no --nodes: the store would have 0 nodes",
+        ));
+    }
+    if let (None, Some(m)) = (opts.n_nodes, max_id) {
+        let bound = SPARSE_FACTOR
+            .saturating_mul(lines)
+            .saturating_add(SPARSE_SLACK);
+        if m >= bound {
+            return Err(StoreError::input(
+                path,
+                format!(
+                    "line {max_line}: node id {m} is far beyond the {lines} edge lines (ids are used as row numbers, so the store would have {} nodes; the limit without --remap is {SPARSE_FACTOR} × lines + {SPARSE_SLACK} = {bound}): pass --remap to number the ids 0..N, or --nodes to insist",
+                    m.saturating_add(1)
+                ),
+            ));
+        }
+    }
+    if n > MAX_NODES {
+        return Err(StoreError::input(
+            path,
+            format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
+        ));
+    }
+    // `--nodes` is trusted as a count, not as an allocation (issue 55: --nodes 4e9 beside
+    // a tiny list aborted): the per-node tables must fit in memory.
+    limits::check_memory(
+        path,
+        &format!("the label and role tables of N = {n} nodes"),
+        u128::from(n) * limits::TABLE_BYTES_PER_NODE,
+    )?;
+    Ok((n, lines, remap))
+}
+
+/// The labels (by original id under `--remap`) and the roles: given, or a random split of
+/// the labelled nodes, or none.
+fn labels_and_roles(
+    path: &Path,
+    opts: &EdgeListOptions,
+    n: u64,
+    map: Option<IdMap<'_>>,
+) -> Result<(LabelTable, Vec<u8>), StoreError> {
+    let nu = n as usize;
+    let labels = match (&opts.labels, map) {
+        (Some(p), Some(map)) => read_class_map_with(p, nu, Some(map))?,
+        (Some(p), None) => read_labels(p, nu)?,
+        (None, _) => LabelTable::none(nu),
+    };
+    // A random split covers only labelled nodes: an unlabelled node cannot be trained or
+    // scored on.
+    let roles: Vec<u8> = match (&opts.roles, &opts.labels) {
+        (Some(p), _) => read_roles_with(p, nu, map)?,
+        (None, Some(_)) => (0..nu)
+            .map(|v| match labels.is_labelled(v) {
+                true => random_role(opts.seed, opts.split, v as u64) as u8,
+                false => Role::None as u8,
+            })
+            .collect(),
+        (None, None) => limits::filled(path, "roles", n, Role::None as u8)?,
+    };
+    if let Some(p) = &opts.labels {
+        require_labels(p, &labels, &roles)?;
+    }
+    Ok((labels, roles))
 }

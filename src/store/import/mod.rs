@@ -33,8 +33,8 @@ pub use ogb::{OgbLayout, OgbOptions, OgbReport};
 pub use ogb_link::{import_ogb_link, OgbLinkLayout, OgbLinkOptions, OgbLinkReport};
 
 /// Imports the OGB node-property-prediction dataset in `dir` into a new store at `out`:
-/// a typed store for a heterogeneous dataset (ogbn-mag's layout, `ogb_hetero.rs`, issue
-/// 57), else `ogb.rs`'s homogeneous import. The choice is made here, above both, so that
+/// a typed store for a heterogeneous dataset (ogbn-mag's layout, `ogb_hetero/`, issue
+/// 57), else `ogb/`'s homogeneous import. The choice is made here, above both, so that
 /// the typed import may use the homogeneous one's readers without a cycle.
 pub fn import_ogb(
     dir: &Path,

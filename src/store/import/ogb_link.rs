@@ -353,20 +353,125 @@ pub fn import_ogb_link(
         .map(|f| format!("raw/{f} ignored (not read by import ogb-link)"))
         .collect();
     let count_path = raw.join("num-node-list.csv.gz");
-    let n = read_count(&count_path)?;
+    let (n, n_edges) = counts(&count_path, &raw)?;
+    let (split_name, split_dir) = split_files(dir, opts)?;
+    train_count_note(&split_dir, n_edges, &mut notes)?;
+    let (layout, val, test) = held_out_sets(&split_dir, n, &mut notes)?;
+    let valid_path = split_dir.join("valid.pt");
+    let positives = positives(&val, &test, &valid_path)?;
+
+    let w = StoreWriter::create(out, force)?;
+    let scratch = w.scratch_dir()?;
+    let mut builder =
+        CsrBuilder::new(&scratch, n, n_edges.saturating_mul(2), DEFAULT_BUCKET_BYTES)?;
+    let year_path = raw.join("edge_year.csv.gz");
+    let years = push_edges(
+        &w,
+        &raw,
+        (n, n_edges),
+        (&val, &test, positives),
+        &mut builder,
+        progress,
+    )?;
+    let graph = build::write_graph(&w, builder, None, &|_| true, progress)?;
+    let edge_time = match years {
+        Some((_, spool)) => {
+            let t = spool.write(&w, &graph, Some("year"), &year_path)?;
+            notes.push(format!(
+                "edge times from raw/edge_year.csv.gz: years {} to {} (a pair listed in several years keeps the earliest)",
+                t.min, t.max
+            ));
+            Some(t)
+        }
+        None => None,
+    };
+    let feat_path = raw.join("node-feat.csv.gz");
+    let (n_features, feats) = if feat_path.exists() {
+        write_features_csv(&w, &feat_path, n)?
+    } else {
+        notes.push("no raw/node-feat.csv.gz: the store has no node features (F = 0)".into());
+        (0, write_no_features(&w)?)
+    };
+    let roles = limits::filled(&count_path, "roles", n, 0u8)?;
+    let labels = LabelTable::none(n as usize);
+    let report = ImportReport::new(n, &graph, start);
+    let stored_edges = graph.n_entries / 2;
+    let meta = Meta {
+        n_nodes: n,
+        n_features,
+        n_classes: 0,
+        label_kind: labels.kind,
+        train_graph: TrainGraph::Given,
+        split: build::split_counts(&roles),
+        source: format!(
+            "saintflow import ogb-link {} --split {split_name}",
+            dir.display()
+        ),
+    };
+    let mut header = build::header(
+        meta,
+        graph,
+        feats,
+        labels.write(&w)?,
+        write_roles(&w, &roles)?,
+    );
+    header.edge_time = edge_time;
+    let link_sections = link_sections(&w, &val, &test)?;
+    let (n_val, n_test) = (val.pos.len() as u64, test.pos.len() as u64);
+    let (k, pairs) = (val.k, [val.pairs.len() as u64, test.pairs.len() as u64]);
+    // Written: the commit's `check` reads them from the files (mapped), not from here.
+    drop((val, test));
+    header.link = Some(LinkMeta {
+        n_val,
+        n_test,
+        negatives: k,
+        val_negpairs: Some(pairs[0]),
+        test_negpairs: Some(pairs[1]),
+        given: true,
+        seed: 0,
+        allow_isolated: false,
+        input_edges: stored_edges + n_val + n_test,
+        by_time: None,
+        sections: link_sections,
+    });
+    w.commit(&header, crate::store::check::check)?;
+    Ok(OgbLinkReport {
+        report: ImportReport {
+            seconds: start.elapsed().as_secs_f64(),
+            ..report
+        },
+        split: split_name,
+        layout,
+        positives: [n_val, n_test],
+        negatives: k,
+        negative_pairs: pairs,
+        notes,
+    })
+}
+
+/// N and E from `num-node-list.csv.gz` (at `count_path`) and `num-edge-list.csv.gz`; N
+/// checked against the u32 ids and, before anything in proportion to it is allocated, the
+/// label and role tables against memory.
+fn counts(count_path: &Path, raw: &Path) -> Result<(u64, u64), StoreError> {
+    let n = read_count(count_path)?;
     let n_edges = read_count(&raw.join("num-edge-list.csv.gz"))?;
     if n > MAX_NODES {
         return Err(StoreError::input(
-            &count_path,
+            count_path,
             format!("{n} nodes exceed the u32 index limit {MAX_NODES}"),
         ));
     }
     // The label and role tables, before anything in proportion to N is allocated.
     limits::check_memory(
-        &count_path,
+        count_path,
         &format!("the label and role tables of N = {n} nodes"),
         u128::from(n) * 5,
     )?;
+    Ok((n, n_edges))
+}
+
+/// The split's directory, chosen by name, holding `train.pt`, `valid.pt` and `test.pt`.
+fn split_files(dir: &Path, opts: &OgbLinkOptions) -> Result<(String, PathBuf), StoreError> {
     let (split_name, split_dir) =
         choose_split(dir, opts.split.as_deref(), "{train,valid,test}.pt")?;
     for f in ["train.pt", "valid.pt", "test.pt"] {
@@ -377,8 +482,16 @@ pub fn import_ogb_link(
             ));
         }
     }
-    // train.pt first, for its count only: its pickle (all of it, for numpy arrays) is
-    // dropped before the held-out sets are read.
+    Ok((split_name, split_dir))
+}
+
+/// `train.pt`, for its count only (a note when it differs from num-edge-list); its pickle
+/// (all of it, for numpy arrays) is dropped before the held-out sets are read.
+fn train_count_note(
+    split_dir: &Path,
+    n_edges: u64,
+    notes: &mut Vec<String>,
+) -> Result<(), StoreError> {
     let train_path = split_dir.join("train.pt");
     let train_pt = PtFile::open(&train_path)?;
     let train_count = match layout_of(&train_pt)? {
@@ -401,16 +514,21 @@ pub fn import_ogb_link(
         }
     }
     drop(train_pt);
+    Ok(())
+}
+
+/// The held-out sets, `valid.pt` then `test.pt`, in the layout `valid.pt`'s keys say; a
+/// tails layout needs one K in both.
+fn held_out_sets(
+    split_dir: &Path,
+    n: u64,
+    notes: &mut Vec<String>,
+) -> Result<(OgbLinkLayout, SetData, SetData), StoreError> {
     let valid_path = split_dir.join("valid.pt");
     let valid_pt = PtFile::open(&valid_path)?;
     let layout = layout_of(&valid_pt)?;
-    let val = read_set(valid_pt, layout, n, &mut notes)?;
-    let test = read_set(
-        PtFile::open(&split_dir.join("test.pt"))?,
-        layout,
-        n,
-        &mut notes,
-    )?;
+    let val = read_set(valid_pt, layout, n, notes)?;
+    let test = read_set(PtFile::open(&split_dir.join("test.pt"))?, layout, n, notes)?;
     if layout == OgbLinkLayout::Tails && val.k != test.k {
         return Err(StoreError::input(
             &test.path,
@@ -420,16 +538,24 @@ pub fn import_ogb_link(
             ),
         ));
     }
+    Ok((layout, val, test))
+}
 
-    // Positives: u ≠ v, and each held out once (within and across the sets).
+/// The held-out positives by undirected pair: u ≠ v, and each held out once (within and
+/// across the sets).
+fn positives(
+    val: &SetData,
+    test: &SetData,
+    valid_path: &Path,
+) -> Result<HashMap<u64, (LinkSet, usize)>, StoreError> {
     let held = val.pos.len() + test.pos.len();
     limits::check_memory(
-        &valid_path,
+        valid_path,
         &format!("the index of {held} positives"),
         held as u128 * 32,
     )?;
     let mut positives: HashMap<u64, (LinkSet, usize)> = HashMap::with_capacity(held);
-    for (set, data) in [(LinkSet::Val, &val), (LinkSet::Test, &test)] {
+    for (set, data) in [(LinkSet::Val, val), (LinkSet::Test, test)] {
         for (i, &(u, v)) in data.pos.iter().enumerate() {
             if u == v {
                 return Err(StoreError::input(
@@ -450,22 +576,31 @@ pub fn import_ogb_link(
             }
         }
     }
+    Ok(positives)
+}
+
+/// The edge pass over `raw/edge.csv.gz`: each edge pushed both ways (a held-out positive
+/// met there is an error), its year spooled when `raw/edge_year.csv.gz` is there (one
+/// per edge); the count checked. Returns the year lines and their spool.
+fn push_edges(
+    w: &StoreWriter,
+    raw: &Path,
+    (n, n_edges): (u64, u64),
+    (val, test, positives): (&SetData, &SetData, HashMap<u64, (LinkSet, usize)>),
+    builder: &mut CsrBuilder,
+    progress: &Progress,
+) -> Result<Option<(GzLines, TimeSpool)>, StoreError> {
     let set_file = |s: LinkSet| match s {
         LinkSet::Val => &val.path,
         LinkSet::Test => &test.path,
     };
-
-    let w = StoreWriter::create(out, force)?;
-    let scratch = w.scratch_dir()?;
-    let mut builder =
-        CsrBuilder::new(&scratch, n, n_edges.saturating_mul(2), DEFAULT_BUCKET_BYTES)?;
     let edges_path = raw.join("edge.csv.gz");
     let bar = progress.ticker(n_edges, "edges", "edges");
     let mut lines = GzLines::open(&edges_path)?;
     // The edge times, line by line beside edge.csv.gz, when the dataset has them.
     let year_path = raw.join("edge_year.csv.gz");
     let mut years = if year_path.exists() {
-        Some((GzLines::open(&year_path)?, TimeSpool::create(&w)?))
+        Some((GzLines::open(&year_path)?, TimeSpool::create(w)?))
     } else {
         None
     };
@@ -531,49 +666,15 @@ pub fn import_ogb_link(
             )));
         }
     }
-    let graph = build::write_graph(&w, builder, None, &|_| true, progress)?;
-    let edge_time = match years {
-        Some((_, spool)) => {
-            let t = spool.write(&w, &graph, Some("year"), &year_path)?;
-            notes.push(format!(
-                "edge times from raw/edge_year.csv.gz: years {} to {} (a pair listed in several years keeps the earliest)",
-                t.min, t.max
-            ));
-            Some(t)
-        }
-        None => None,
-    };
-    let feat_path = raw.join("node-feat.csv.gz");
-    let (n_features, feats) = if feat_path.exists() {
-        write_features_csv(&w, &feat_path, n)?
-    } else {
-        notes.push("no raw/node-feat.csv.gz: the store has no node features (F = 0)".into());
-        (0, write_no_features(&w)?)
-    };
-    let roles = limits::filled(&count_path, "roles", n, 0u8)?;
-    let labels = LabelTable::none(n as usize);
-    let report = ImportReport::new(n, &graph, start);
-    let stored_edges = graph.n_entries / 2;
-    let meta = Meta {
-        n_nodes: n,
-        n_features,
-        n_classes: 0,
-        label_kind: labels.kind,
-        train_graph: TrainGraph::Given,
-        split: build::split_counts(&roles),
-        source: format!(
-            "saintflow import ogb-link {} --split {split_name}",
-            dir.display()
-        ),
-    };
-    let mut header = build::header(
-        meta,
-        graph,
-        feats,
-        labels.write(&w)?,
-        write_roles(&w, &roles)?,
-    );
-    header.edge_time = edge_time;
+    Ok(years)
+}
+
+/// The six link sections (the sets' positives, tails and pairs), in `LinkSectionId` order.
+fn link_sections(
+    w: &StoreWriter,
+    val: &SetData,
+    test: &SetData,
+) -> Result<Vec<SectionEntry>, StoreError> {
     let flat = |v: &[(u32, u32)]| v.iter().flat_map(|&(a, b)| [a, b]).collect::<Vec<u32>>();
     let mut link_sections: Vec<SectionEntry> = Vec::with_capacity(6);
     for (id, data) in [
@@ -589,34 +690,5 @@ pub fn import_ogb_link(
         link_sections.push(s.finish()?);
     }
     debug_assert!(link_sections.iter().all(|s| s.dtype == Dtype::U32));
-    let (n_val, n_test) = (val.pos.len() as u64, test.pos.len() as u64);
-    let (k, pairs) = (val.k, [val.pairs.len() as u64, test.pairs.len() as u64]);
-    // Written: the commit's `check` reads them from the files (mapped), not from here.
-    drop((val, test));
-    header.link = Some(LinkMeta {
-        n_val,
-        n_test,
-        negatives: k,
-        val_negpairs: Some(pairs[0]),
-        test_negpairs: Some(pairs[1]),
-        given: true,
-        seed: 0,
-        allow_isolated: false,
-        input_edges: stored_edges + n_val + n_test,
-        by_time: None,
-        sections: link_sections,
-    });
-    w.commit(&header, crate::store::check::check)?;
-    Ok(OgbLinkReport {
-        report: ImportReport {
-            seconds: start.elapsed().as_secs_f64(),
-            ..report
-        },
-        split: split_name,
-        layout,
-        positives: [n_val, n_test],
-        negatives: k,
-        negative_pairs: pairs,
-        notes,
-    })
+    Ok(link_sections)
 }
