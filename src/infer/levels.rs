@@ -140,216 +140,36 @@ impl BlockedPlan {
         output: NodeId,
         cached: &HashSet<NodeId>,
     ) -> std::result::Result<BlockedPlan, String> {
-        let mut order = step_order(graph, &[output]).map_err(|e| e.to_string())?;
-        if !cached.is_empty() {
-            // The ancestors of `output` not only reached through a cached value.
-            let mut needed = HashSet::from([output]);
-            for &id in order.iter().rev() {
-                if needed.contains(&id) && !cached.contains(&id) {
-                    needed.extend(graph.node(id).inputs.iter().copied());
-                }
-            }
-            order.retain(|id| needed.contains(id));
-        }
-        // Values that depend on the store alone: no parameter, no op with randomness of
-        // its own (`Op::pure`), only the store's sources (a source op of no known kind
-        // may be a parameter). Their values are the same at every pass.
-        let mut constant: HashSet<NodeId> = HashSet::new();
-        let mut class: HashMap<NodeId, Class> = HashMap::new();
-        let mut level: HashMap<NodeId, usize> = HashMap::new();
-        let mut neighbour: HashMap<NodeId, Neighbour> = HashMap::new();
-        let mut stats: HashSet<NodeId> = HashSet::new();
+        let order = needed_order(graph, output, cached)?;
+        let mut c = Classes::default();
         for &id in &order {
             // Read whole from the cache: what it was computed from is not in `order`.
             if cached.contains(&id) {
-                constant.insert(id);
-                class.insert(id, Class::Cached);
-                level.insert(id, 0);
+                c.constant.insert(id);
+                c.class.insert(id, Class::Cached);
+                c.level.insert(id, 0);
                 continue;
             }
-            let node = graph.node(id);
-            let op = node.op.as_ref();
-            let ins: Vec<Class> = node.inputs.iter().map(|i| class[i]).collect();
-            let lvl = |i: usize| level.get(&node.inputs[i]).copied().unwrap_or(0);
-            let what = || format!("`{}` ({})", op.name(), node.label);
-            let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
-            let is_constant = match op.source_kind() {
-                Some(
-                    SourceKind::Subgraph
-                    | SourceKind::Features
-                    | SourceKind::Adjacency(_)
-                    | SourceKind::RelAdjacency { .. },
-                ) => true,
-                Some(_) => false,
-                None => {
-                    !node.inputs.is_empty()
-                        && op.pure()
-                        && node.inputs.iter().all(|i| constant.contains(i))
-                }
-            };
-            if is_constant {
-                constant.insert(id);
+            if c.is_constant(graph, id) {
+                c.constant.insert(id);
             }
-            let (c, l) = match op.source_kind() {
-                Some(SourceKind::Subgraph) => (Class::Subgraph, 0),
-                Some(SourceKind::Adjacency(kind)) => (
-                    Class::Adj(AdjKey {
-                        kind,
-                        relation: None,
-                    }),
-                    0,
-                ),
-                Some(SourceKind::RelAdjacency { kind, relation }) => (
-                    Class::Adj(AdjKey {
-                        kind,
-                        relation: Some(relation),
-                    }),
-                    0,
-                ),
-                Some(SourceKind::Features) => (Class::Features, 0),
-                _ if ins.iter().all(|c| *c == Class::Static) && node.fact.is_static() => {
-                    (Class::Static, 0)
-                }
-                _ => match op.as_neighbour().map(|o| o.neighbour(&facts)) {
-                    Some(nb) => {
-                        let (a, x) = (nb.adjacency, nb.x);
-                        let ok = a < ins.len()
-                            && x < ins.len()
-                            && a != x
-                            && matches!(ins[a], Class::Adj(_) | Class::BlockSparse)
-                            && ins[x].per_node()
-                            && (0..ins.len()).all(|i| i == a || i == x || ins[i] == Class::Static);
-                        if !ok {
-                            return Err(format!("{}: unexpected operands", what()));
-                        }
-                        let l = (lvl(x) + 1).max(lvl(a));
-                        if ins[a] == Class::BlockSparse && lvl(a) != l {
-                            return Err(format!(
-                                "{}: its sparse operand is computed at a lower level",
-                                what()
-                            ));
-                        }
-                        let c = match node.fact {
-                            Fact::Sparse { rows, .. } if rows == crate::ir::Dim::NODES => {
-                                Class::BlockSparse
-                            }
-                            _ if matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES) => {
-                                Class::Neighbour
-                            }
-                            _ => return Err(format!("{} does not give one row per node", what())),
-                        };
-                        neighbour.insert(id, nb);
-                        (c, l)
-                    }
-                    None if op.as_node_stats().is_some() => {
-                        // Statistics over every row of x first: x complete at a lower
-                        // level (kept), the op one level above it, row by row.
-                        let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
-                            && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
-                        let ok = per_node_rows
-                            && !ins.is_empty()
-                            && ins[0].per_node()
-                            && ins[1..]
-                                .iter()
-                                .all(|c| matches!(c, Class::Static | Class::Subgraph));
-                        if !ok {
-                            return Err(format!("{}: unexpected operands", what()));
-                        }
-                        stats.insert(id);
-                        (Class::RowLocal, lvl(0) + 1)
-                    }
-                    None => {
-                        let per_node_rows = !matches!(node.fact, Fact::Sparse { .. })
-                            && matches!(node.fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES);
-                        // The subgraph stands for the block's nodes (see `RowLocal`).
-                        let inputs_ok = ins
-                            .iter()
-                            .all(|c| c.per_node() || matches!(c, Class::Static | Class::Subgraph));
-                        if !(per_node_rows
-                            && inputs_ok
-                            && op.as_row_local().is_some_and(|r| r.row_local(&facts)))
-                        {
-                            return Err(format!(
-                                "{} is not a row-local op of per-node values",
-                                what()
-                            ));
-                        }
-                        let l = (0..ins.len())
-                            .filter(|&i| ins[i].per_node())
-                            .map(lvl)
-                            .max()
-                            .unwrap_or(0);
-                        (Class::RowLocal, l)
-                    }
-                },
-            };
-            class.insert(id, c);
-            level.insert(id, l);
+            let (class, level) = c.classify(graph, id)?;
+            c.class.insert(id, class);
+            c.level.insert(id, level);
         }
-        if !class[&output].per_node() {
+        if !c.class[&output].per_node() {
             return Err("the output is not a per-node matrix".into());
         }
-        // Read at a higher level than their own (neighbour ops' X always are): kept, or
-        // computed again from the features where they are read (see `floating`).
-        let mut kept = Vec::new();
-        for &id in &order {
-            if !matches!(class[&id], Class::RowLocal | Class::Neighbour) {
-                continue;
-            }
-            let later = order
-                .iter()
-                .any(|&c| graph.node(c).inputs.contains(&id) && level[&c] > level[&id]);
-            if later {
-                kept.push(id);
-            }
-        }
-        // A level-0 row-local value read at one higher level floats; read at several, it
-        // is kept: computed again at each it would cost its product (X·W_in, 1433 × 64
-        // on Cora) once per reader's level — GCNII's h_0, read by all 64 layers, was 64
-        // products of the features per evaluation (issue 53 item 7).
-        let floats = kept
-            .iter()
-            .copied()
-            .filter(|id| class[id] == Class::RowLocal && level[id] == 0)
-            // An op's statistics read x whole, from where it is kept.
-            .filter(|&id| {
-                !stats
-                    .iter()
-                    .any(|&s| graph.node(s).inputs.first() == Some(&id))
-            })
-            .filter(|&id| {
-                let mut at: Vec<usize> = order
-                    .iter()
-                    .filter(|&&c| graph.node(c).inputs.contains(&id) && level[&c] > 0)
-                    .map(|c| level[c])
-                    .collect();
-                at.sort_unstable();
-                at.dedup();
-                at.len() <= 1
-            })
-            .collect();
-        // The parameter-free values that a value with a parameter reads (or the output):
-        // computed once per run where a cache keeps them (issue 53 item 7: SGC's Â²X).
-        let constants = order
-            .iter()
-            .copied()
-            .filter(|id| {
-                constant.contains(id) && matches!(class[id], Class::RowLocal | Class::Neighbour)
-            })
-            .filter(|&id| {
-                id == output
-                    || order
-                        .iter()
-                        .any(|c| graph.node(*c).inputs.contains(&id) && !constant.contains(c))
-            })
-            .collect();
-        let levels = order.iter().map(|id| level[id]).max().unwrap_or(0) + 1;
+        let kept = c.kept_values(graph, &order);
+        let floats = c.floating_values(graph, &order, &kept);
+        let constants = c.constant_values(graph, &order, output);
+        let levels = order.iter().map(|id| c.level[id]).max().unwrap_or(0) + 1;
         Ok(BlockedPlan {
             order,
-            class,
-            level,
-            neighbour,
-            stats,
+            class: c.class,
+            level: c.level,
+            neighbour: c.neighbour,
+            stats: c.stats,
             kept,
             floats,
             constants,
@@ -478,6 +298,261 @@ impl BlockedPlan {
     pub(super) fn floating(&self, id: NodeId) -> bool {
         self.floats.contains(&id)
     }
+}
+
+/// The ancestors of `output` in step order, without those reached only through a cached
+/// value.
+fn needed_order(
+    graph: &Graph,
+    output: NodeId,
+    cached: &HashSet<NodeId>,
+) -> std::result::Result<Vec<NodeId>, String> {
+    let mut order = step_order(graph, &[output]).map_err(|e| e.to_string())?;
+    if !cached.is_empty() {
+        let mut needed = HashSet::from([output]);
+        for &id in order.iter().rev() {
+            if needed.contains(&id) && !cached.contains(&id) {
+                needed.extend(graph.node(id).inputs.iter().copied());
+            }
+        }
+        order.retain(|id| needed.contains(id));
+    }
+    Ok(order)
+}
+
+/// What [`BlockedPlan::analyse`] finds of each value, node by node in step order.
+#[derive(Default)]
+struct Classes {
+    /// Values that depend on the store alone: no parameter, no op with randomness of its
+    /// own (`Op::pure`), only the store's sources (a source op of no known kind may be a
+    /// parameter). Their values are the same at every pass.
+    constant: HashSet<NodeId>,
+    class: HashMap<NodeId, Class>,
+    level: HashMap<NodeId, usize>,
+    neighbour: HashMap<NodeId, Neighbour>,
+    stats: HashSet<NodeId>,
+}
+
+impl Classes {
+    /// Whether `id` depends on the store alone (see [`Classes::constant`]), its inputs
+    /// classed.
+    fn is_constant(&self, graph: &Graph, id: NodeId) -> bool {
+        let node = graph.node(id);
+        match node.op.source_kind() {
+            Some(
+                SourceKind::Subgraph
+                | SourceKind::Features
+                | SourceKind::Adjacency(_)
+                | SourceKind::RelAdjacency { .. },
+            ) => true,
+            Some(_) => false,
+            None => {
+                !node.inputs.is_empty()
+                    && node.op.pure()
+                    && node.inputs.iter().all(|i| self.constant.contains(i))
+            }
+        }
+    }
+
+    /// The class and level of `id`, its inputs classed; a neighbour op's operands and a
+    /// node-statistics op go to [`Classes::neighbour`] and [`Classes::stats`].
+    fn classify(
+        &mut self,
+        graph: &Graph,
+        id: NodeId,
+    ) -> std::result::Result<(Class, usize), String> {
+        let node = graph.node(id);
+        let op = node.op.as_ref();
+        let ins: Vec<Class> = node.inputs.iter().map(|i| self.class[i]).collect();
+        let adj = |kind, relation| Class::Adj(AdjKey { kind, relation });
+        Ok(match op.source_kind() {
+            Some(SourceKind::Subgraph) => (Class::Subgraph, 0),
+            Some(SourceKind::Adjacency(kind)) => (adj(kind, None), 0),
+            Some(SourceKind::RelAdjacency { kind, relation }) => (adj(kind, Some(relation)), 0),
+            Some(SourceKind::Features) => (Class::Features, 0),
+            _ if ins.iter().all(|c| *c == Class::Static) && node.fact.is_static() => {
+                (Class::Static, 0)
+            }
+            _ => {
+                let facts: Vec<&Fact> = node.inputs.iter().map(|&i| graph.fact(i)).collect();
+                match op.as_neighbour().map(|o| o.neighbour(&facts)) {
+                    Some(nb) => self.neighbour_op(graph, id, &ins, nb)?,
+                    None if op.as_node_stats().is_some() => self.stats_op(graph, id, &ins)?,
+                    None => self.row_local_op(graph, id, &ins, &facts)?,
+                }
+            }
+        })
+    }
+
+    /// The level of `id`'s input `i` (0 for an input not classed by level).
+    fn input_level(&self, graph: &Graph, id: NodeId, i: usize) -> usize {
+        self.level
+            .get(&graph.node(id).inputs[i])
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A neighbour op: one level above its X, at or above its adjacency's.
+    fn neighbour_op(
+        &mut self,
+        graph: &Graph,
+        id: NodeId,
+        ins: &[Class],
+        nb: Neighbour,
+    ) -> std::result::Result<(Class, usize), String> {
+        let node = graph.node(id);
+        let what = || format!("`{}` ({})", node.op.name(), node.label);
+        let (a, x) = (nb.adjacency, nb.x);
+        let ok = a < ins.len()
+            && x < ins.len()
+            && a != x
+            && matches!(ins[a], Class::Adj(_) | Class::BlockSparse)
+            && ins[x].per_node()
+            && (0..ins.len()).all(|i| i == a || i == x || ins[i] == Class::Static);
+        if !ok {
+            return Err(format!("{}: unexpected operands", what()));
+        }
+        let la = self.input_level(graph, id, a);
+        let l = (self.input_level(graph, id, x) + 1).max(la);
+        if ins[a] == Class::BlockSparse && la != l {
+            return Err(format!(
+                "{}: its sparse operand is computed at a lower level",
+                what()
+            ));
+        }
+        let c = match node.fact {
+            Fact::Sparse { rows, .. } if rows == crate::ir::Dim::NODES => Class::BlockSparse,
+            _ if per_node_rows(&node.fact) => Class::Neighbour,
+            _ => return Err(format!("{} does not give one row per node", what())),
+        };
+        self.neighbour.insert(id, nb);
+        Ok((c, l))
+    }
+
+    /// Statistics over every row of x first: x complete at a lower level (kept), the op
+    /// one level above it, row by row.
+    fn stats_op(
+        &mut self,
+        graph: &Graph,
+        id: NodeId,
+        ins: &[Class],
+    ) -> std::result::Result<(Class, usize), String> {
+        let node = graph.node(id);
+        let ok = per_node_rows(&node.fact)
+            && !ins.is_empty()
+            && ins[0].per_node()
+            && ins[1..]
+                .iter()
+                .all(|c| matches!(c, Class::Static | Class::Subgraph));
+        if !ok {
+            return Err(format!(
+                "`{}` ({}): unexpected operands",
+                node.op.name(),
+                node.label
+            ));
+        }
+        self.stats.insert(id);
+        Ok((Class::RowLocal, self.input_level(graph, id, 0) + 1))
+    }
+
+    /// A row-local op of per-node values (the subgraph stands for the block's nodes, see
+    /// `RowLocal`): at the highest level of its per-node inputs.
+    fn row_local_op(
+        &self,
+        graph: &Graph,
+        id: NodeId,
+        ins: &[Class],
+        facts: &[&Fact],
+    ) -> std::result::Result<(Class, usize), String> {
+        let node = graph.node(id);
+        let inputs_ok = ins
+            .iter()
+            .all(|c| c.per_node() || matches!(c, Class::Static | Class::Subgraph));
+        if !(per_node_rows(&node.fact)
+            && inputs_ok
+            && node.op.as_row_local().is_some_and(|r| r.row_local(facts)))
+        {
+            return Err(format!(
+                "`{}` ({}) is not a row-local op of per-node values",
+                node.op.name(),
+                node.label
+            ));
+        }
+        let l = (0..ins.len())
+            .filter(|&i| ins[i].per_node())
+            .map(|i| self.input_level(graph, id, i))
+            .max()
+            .unwrap_or(0);
+        Ok((Class::RowLocal, l))
+    }
+
+    /// Values read at a higher level than their own (neighbour ops' X always are): kept,
+    /// or computed again from the features where they are read (see `floating`).
+    fn kept_values(&self, graph: &Graph, order: &[NodeId]) -> Vec<NodeId> {
+        order
+            .iter()
+            .copied()
+            .filter(|id| matches!(self.class[id], Class::RowLocal | Class::Neighbour))
+            .filter(|id| {
+                order
+                    .iter()
+                    .any(|&c| graph.node(c).inputs.contains(id) && self.level[&c] > self.level[id])
+            })
+            .collect()
+    }
+
+    /// A level-0 row-local value read at one higher level floats; read at several, it is
+    /// kept: computed again at each it would cost its product (X·W_in, 1433 × 64 on Cora)
+    /// once per reader's level — GCNII's h_0, read by all 64 layers, was 64 products of
+    /// the features per evaluation (issue 53 item 7). An op's statistics read x whole,
+    /// from where it is kept.
+    fn floating_values(&self, graph: &Graph, order: &[NodeId], kept: &[NodeId]) -> HashSet<NodeId> {
+        kept.iter()
+            .copied()
+            .filter(|id| self.class[id] == Class::RowLocal && self.level[id] == 0)
+            .filter(|&id| {
+                !self
+                    .stats
+                    .iter()
+                    .any(|&s| graph.node(s).inputs.first() == Some(&id))
+            })
+            .filter(|&id| {
+                let mut at: Vec<usize> = order
+                    .iter()
+                    .filter(|&&c| graph.node(c).inputs.contains(&id) && self.level[&c] > 0)
+                    .map(|c| self.level[c])
+                    .collect();
+                at.sort_unstable();
+                at.dedup();
+                at.len() <= 1
+            })
+            .collect()
+    }
+
+    /// The parameter-free values that a value with a parameter reads (or the output):
+    /// computed once per run where a cache keeps them (issue 53 item 7: SGC's Â²X).
+    fn constant_values(&self, graph: &Graph, order: &[NodeId], output: NodeId) -> Vec<NodeId> {
+        order
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.constant.contains(id)
+                    && matches!(self.class[id], Class::RowLocal | Class::Neighbour)
+            })
+            .filter(|&id| {
+                id == output
+                    || order
+                        .iter()
+                        .any(|c| graph.node(*c).inputs.contains(&id) && !self.constant.contains(c))
+            })
+            .collect()
+    }
+}
+
+/// A dense fact of one row per node (not a sparse one).
+fn per_node_rows(fact: &Fact) -> bool {
+    !matches!(fact, Fact::Sparse { .. })
+        && matches!(fact.matrix(), Some((r, _)) if r == crate::ir::Dim::NODES)
 }
 
 /// Columns of a per-node value (known at load time for every per-node value of a plan).

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::kept::{gather_rows, Kept};
 use super::levels::{width, AdjKey, BlockedPlan, Class};
-use super::plan::{InferOptions, PassPlan};
+use super::plan::{InferOptions, LevelStream, PassPlan};
 use super::{InferError, Result};
 use crate::exec::interp::op_error;
 use crate::ir::op::AdjNorm;
@@ -556,20 +556,7 @@ pub(super) fn run_pass(
         DEFERRED_VALUES.fetch_add(p.deferred.len(), std::sync::atomic::Ordering::Relaxed);
     }
     let plan = deferring.as_ref().unwrap_or(plan);
-    let mut pass_plan = PassPlan::new(store, graph, plan, opts)?;
-    if pass_plan.out_of_core() {
-        crate::ir::recycle::clear();
-        crate::ir::recycle::set_capacity(PASS_POOL_BYTES);
-        pass_plan = PassPlan::new(store, graph, plan, opts)?;
-    }
-    if pass_plan.out_of_core() {
-        let line = pass_plan.to_string();
-        let mut last = ANNOUNCED.lock().unwrap_or_else(|e| e.into_inner());
-        if last.as_deref() != Some(line.as_str()) {
-            opts.progress.line(&line);
-            *last = Some(line);
-        }
-    }
+    let pass_plan = announced_plan(store, graph, plan, opts)?;
     let mut pass = Pass {
         store,
         graph,
@@ -581,76 +568,12 @@ pub(super) fn run_pass(
         cached,
         stats: HashMap::new(),
     };
-
-    // Static values, once.
-    for &id in &plan.order {
-        if plan.class[&id] != Class::Static {
-            continue;
-        }
-        let node = graph.node(id);
-        let ins: Vec<&Value> = node.inputs.iter().map(|i| &pass.statics[i]).collect();
-        let b = Bindings {
-            nodes: 0,
-            entries: 0,
-            pairs: 0,
-        };
-        let v = node
-            .op
-            .forward(&ins, &pass.ctx(id, b))
-            .map_err(|e| pass.fail(id, e))?;
-        pass.statics.insert(id, v);
-    }
-
-    // Kept matrices: in memory or in scratch files.
-    let mut kept: HashMap<NodeId, Kept> = HashMap::new();
-    for (k, &(id, cols)) in pass_plan.kept.iter().enumerate() {
-        let file = pass_plan
-            .scratch
-            .as_ref()
-            .map(|(dir, _)| dir.join(format!(".saintflow-infer-{}-{k}", std::process::id())));
-        kept.insert(id, Kept::new(n, cols, file.as_deref())?);
-    }
-    // Values for the cache: kept in memory as they are computed, at their level (read
-    // back from there by this pass, as a kept value is).
-    for &id in fill {
-        if let std::collections::hash_map::Entry::Vacant(e) = kept.entry(id) {
-            e.insert(Kept::new(n, width(graph, id), None)?);
-        }
-    }
-
-    // A level's work: what its kept values and the output need of it (a value only a
-    // deferred one read is not computed at every row), and at the output's level first
-    // the deferred values of lower levels (`BlockedPlan::at_chosen_rows`).
-    let work_of = |level: usize| -> Vec<NodeId> {
-        let mut need: std::collections::HashSet<NodeId> = plan
-            .order
-            .iter()
-            .copied()
-            .filter(|id| plan.level[id] == level && (kept.contains_key(id) || *id == plan.output))
-            .collect();
-        for &id in plan.order.iter().rev() {
-            if need.contains(&id) {
-                for &src in &graph.node(id).inputs {
-                    if plan.level.get(&src) == Some(&level) {
-                        need.insert(src);
-                    }
-                }
-            }
-        }
-        let own = plan.order.iter().copied().filter(|id| {
-            need.contains(id)
-                && (matches!(
-                    plan.class[id],
-                    Class::RowLocal | Class::Neighbour | Class::BlockSparse
-                ) || *id == plan.output)
-        });
-        let deferred = (plan.level[&plan.output] == level).then_some(&plan.deferred);
-        deferred.into_iter().flatten().copied().chain(own).collect()
-    };
+    pass.compute_statics()?;
+    let mut kept = allocate_kept(n, graph, &pass_plan, fill)?;
     // The levels with work that is kept or is the output, each with its nodes (a level
     // of floating values alone is computed where it is read).
     let levels: Vec<(usize, Vec<NodeId>)> = (0..plan.levels)
-        .map(|l| (l, work_of(l)))
+        .map(|l| (l, level_work(graph, plan, &kept, l)))
         .filter(|(_, w)| {
             w.iter()
                 .any(|id| kept.contains_key(id) || *id == plan.output)
@@ -665,88 +588,18 @@ pub(super) fn run_pass(
         .progress
         .ticker((rounds * n) as u64, "full-graph pass", "rows");
     let (started, read0) = (std::time::Instant::now(), crate::progress::bytes_read());
-    let block_rows = pass_plan.block_rows;
     for (li, (level, work)) in levels.iter().enumerate() {
-        let level = *level;
         ticker.set_message(format!("layer {}/{}", li + 1, levels.len()));
-        // Node statistics of this level's ops: x's rows folded in order, a block at a
-        // time (the same terms in the same order as the in-memory forward's one fold).
-        for &id in work.iter().filter(|id| plan.stats.contains(id)) {
-            let ns = graph
-                .node(id)
-                .op
-                .as_node_stats()
-                .expect("classed by its node statistics");
-            let x = graph.node(id).inputs[0];
-            let (data, cols) = pass.whole(&kept, x);
-            let mut acc = ns.start(cols);
-            for r0 in (0..n).step_by(block_rows.max(1)) {
-                let r1 = (r0 + block_rows).min(n);
-                ns.fold(&mut acc, &data[r0 * cols..r1 * cols], cols);
-            }
-            pass.stats.insert(id, acc);
-        }
-        let stream = pass_plan.streams.iter().find(|s| s.level == level);
-        // The output's level at chosen rows only (`at`: the nodes an evaluation scores),
-        // where nothing of it is kept for all rows, it streams nothing, and its neighbour
-        // ops take any rows; otherwise every row, and the caller picks.
-        let chosen = at.filter(|_| {
-            plan.level[&plan.output] == level
-                && stream.is_none()
-                && !kept.keys().any(|id| plan.level[id] == level)
-                && work.iter().all(|&id| match plan.class[&id] {
-                    Class::Neighbour | Class::BlockSparse => graph
-                        .node(id)
-                        .op
-                        .as_neighbour()
-                        .is_some_and(|nb| nb.any_rows()),
-                    _ => true,
-                })
-        });
-        if let Some(ids) = chosen {
-            CHOSEN_LEVELS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let none = HashMap::new();
-            for chunk in ids.chunks(block_rows.max(1)) {
-                let vals = pass.block(&kept, work, At::Ids(chunk), &none, 0)?;
-                sink(
-                    Rows::Ids(chunk),
-                    vals[&plan.output].as_dense().expect("checked dense"),
-                )?;
-                vals.into_values().for_each(recycle_value);
-                ticker.inc(chunk.len() as u64);
-            }
-            ticker.inc(n.saturating_sub(ids.len()) as u64);
-            continue;
-        }
-        let chunk_rows = stream.map_or(n.max(1), |s| s.chunk_rows);
-        let mut c0 = 0;
-        while c0 < n {
-            let c1 = (c0 + chunk_rows).min(n);
-            let folded = match stream {
-                Some(s) => pass.fold_chunk(&kept, c0, c1, s, &ticker)?,
-                None => HashMap::new(),
-            };
-            let mut r0 = c0;
-            while r0 < c1 {
-                let r1 = (r0 + block_rows).min(c1);
-                let vals = pass.block(&kept, work, At::Range(r0, r1), &folded, c0)?;
-                for (&id, k) in kept.iter_mut() {
-                    if plan.level[&id] == level {
-                        let t = vals[&id].as_dense().expect("checked dense");
-                        k.write(r0 * t.cols, &t.data)?;
-                    }
-                }
-                if plan.level[&plan.output] == level {
-                    sink(
-                        Rows::From(r0),
-                        vals[&plan.output].as_dense().expect("checked dense"),
-                    )?;
-                }
-                vals.into_values().for_each(recycle_value);
-                ticker.inc((r1 - r0) as u64);
-                r0 = r1;
-            }
-            c0 = c1;
+        let level = Level {
+            level: *level,
+            work,
+            stream: pass_plan.streams.iter().find(|s| s.level == *level),
+            block_rows: pass_plan.block_rows,
+        };
+        pass.fold_stats(&kept, &level);
+        match pass.chosen_rows(&kept, &level, at) {
+            Some(ids) => pass.run_at_ids(&kept, &level, ids, sink, &ticker)?,
+            None => pass.run_in_chunks(&mut kept, &level, sink, &ticker)?,
         }
     }
     if pass_plan.out_of_core() {
@@ -766,4 +619,241 @@ pub(super) fn run_pass(
         }
     }
     Ok(filled)
+}
+
+/// The pass's plan; out of core, made again once the step's recycled buffers are gone
+/// (its buffer is what the memory limit leaves beside the process), and printed once per
+/// different plan.
+fn announced_plan(
+    store: &GraphStore,
+    graph: &Graph,
+    plan: &BlockedPlan,
+    opts: &InferOptions,
+) -> Result<PassPlan> {
+    let mut pass_plan = PassPlan::new(store, graph, plan, opts)?;
+    if pass_plan.out_of_core() {
+        crate::ir::recycle::clear();
+        crate::ir::recycle::set_capacity(PASS_POOL_BYTES);
+        pass_plan = PassPlan::new(store, graph, plan, opts)?;
+    }
+    if pass_plan.out_of_core() {
+        let line = pass_plan.to_string();
+        let mut last = ANNOUNCED.lock().unwrap_or_else(|e| e.into_inner());
+        if last.as_deref() != Some(line.as_str()) {
+            opts.progress.line(&line);
+            *last = Some(line);
+        }
+    }
+    Ok(pass_plan)
+}
+
+/// The kept matrices, in memory or in scratch files, and the values for the cache: kept
+/// in memory as they are computed, at their level (read back from there by this pass, as
+/// a kept value is).
+fn allocate_kept(
+    n: usize,
+    graph: &Graph,
+    pass_plan: &PassPlan,
+    fill: &[NodeId],
+) -> Result<HashMap<NodeId, Kept>> {
+    let mut kept: HashMap<NodeId, Kept> = HashMap::new();
+    for (k, &(id, cols)) in pass_plan.kept.iter().enumerate() {
+        let file = pass_plan
+            .scratch
+            .as_ref()
+            .map(|(dir, _)| dir.join(format!(".saintflow-infer-{}-{k}", std::process::id())));
+        kept.insert(id, Kept::new(n, cols, file.as_deref())?);
+    }
+    for &id in fill {
+        if let std::collections::hash_map::Entry::Vacant(e) = kept.entry(id) {
+            e.insert(Kept::new(n, width(graph, id), None)?);
+        }
+    }
+    Ok(kept)
+}
+
+/// A level's work: what its kept values and the output need of it (a value only a
+/// deferred one read is not computed at every row), and at the output's level first the
+/// deferred values of lower levels (`BlockedPlan::at_chosen_rows`).
+fn level_work(
+    graph: &Graph,
+    plan: &BlockedPlan,
+    kept: &HashMap<NodeId, Kept>,
+    level: usize,
+) -> Vec<NodeId> {
+    let mut need: std::collections::HashSet<NodeId> = plan
+        .order
+        .iter()
+        .copied()
+        .filter(|id| plan.level[id] == level && (kept.contains_key(id) || *id == plan.output))
+        .collect();
+    for &id in plan.order.iter().rev() {
+        if need.contains(&id) {
+            for &src in &graph.node(id).inputs {
+                if plan.level.get(&src) == Some(&level) {
+                    need.insert(src);
+                }
+            }
+        }
+    }
+    let own = plan.order.iter().copied().filter(|id| {
+        need.contains(id)
+            && (matches!(
+                plan.class[id],
+                Class::RowLocal | Class::Neighbour | Class::BlockSparse
+            ) || *id == plan.output)
+    });
+    let deferred = (plan.level[&plan.output] == level).then_some(&plan.deferred);
+    deferred.into_iter().flatten().copied().chain(own).collect()
+}
+
+/// One level of a pass: its number, its nodes, its stream (if it streams X) and the rows
+/// of a block.
+struct Level<'l> {
+    level: usize,
+    work: &'l [NodeId],
+    stream: Option<&'l LevelStream>,
+    block_rows: usize,
+}
+
+/// Where a pass's output rows go, block by block.
+type Sink<'s> = dyn FnMut(Rows<'_>, &Tensor) -> Result<()> + Send + 's;
+
+impl Pass<'_> {
+    /// The static values, once.
+    fn compute_statics(&mut self) -> Result<()> {
+        for &id in &self.plan.order {
+            if self.plan.class[&id] != Class::Static {
+                continue;
+            }
+            let node = self.graph.node(id);
+            let ins: Vec<&Value> = node.inputs.iter().map(|i| &self.statics[i]).collect();
+            let b = Bindings {
+                nodes: 0,
+                entries: 0,
+                pairs: 0,
+            };
+            let v = node
+                .op
+                .forward(&ins, &self.ctx(id, b))
+                .map_err(|e| self.fail(id, e))?;
+            self.statics.insert(id, v);
+        }
+        Ok(())
+    }
+
+    /// Node statistics of the level's ops: x's rows folded in order, a block at a time
+    /// (the same terms in the same order as the in-memory forward's one fold).
+    fn fold_stats(&mut self, kept: &HashMap<NodeId, Kept>, level: &Level<'_>) {
+        let n = self.store.n_nodes();
+        for &id in level.work.iter().filter(|id| self.plan.stats.contains(id)) {
+            let ns = self
+                .graph
+                .node(id)
+                .op
+                .as_node_stats()
+                .expect("classed by its node statistics");
+            let x = self.graph.node(id).inputs[0];
+            let (data, cols) = self.whole(kept, x);
+            let mut acc = ns.start(cols);
+            for r0 in (0..n).step_by(level.block_rows.max(1)) {
+                let r1 = (r0 + level.block_rows).min(n);
+                ns.fold(&mut acc, &data[r0 * cols..r1 * cols], cols);
+            }
+            self.stats.insert(id, acc);
+        }
+    }
+
+    /// The output's level at chosen rows only (`at`: the nodes an evaluation scores),
+    /// where nothing of it is kept for all rows, it streams nothing, and its neighbour
+    /// ops take any rows; otherwise every row (`None`), and the caller picks.
+    fn chosen_rows<'i>(
+        &self,
+        kept: &HashMap<NodeId, Kept>,
+        level: &Level<'_>,
+        at: Option<&'i [u32]>,
+    ) -> Option<&'i [u32]> {
+        let (plan, graph) = (self.plan, self.graph);
+        at.filter(|_| {
+            plan.level[&plan.output] == level.level
+                && level.stream.is_none()
+                && !kept.keys().any(|id| plan.level[id] == level.level)
+                && level.work.iter().all(|&id| match plan.class[&id] {
+                    Class::Neighbour | Class::BlockSparse => graph
+                        .node(id)
+                        .op
+                        .as_neighbour()
+                        .is_some_and(|nb| nb.any_rows()),
+                    _ => true,
+                })
+        })
+    }
+
+    /// The output's level at the rows `ids`, block by block into the sink.
+    fn run_at_ids(
+        &self,
+        kept: &HashMap<NodeId, Kept>,
+        level: &Level<'_>,
+        ids: &[u32],
+        sink: &mut Sink<'_>,
+        ticker: &crate::progress::Ticker,
+    ) -> Result<()> {
+        CHOSEN_LEVELS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let none = HashMap::new();
+        for chunk in ids.chunks(level.block_rows.max(1)) {
+            let vals = self.block(kept, level.work, At::Ids(chunk), &none, 0)?;
+            sink(
+                Rows::Ids(chunk),
+                vals[&self.plan.output].as_dense().expect("checked dense"),
+            )?;
+            vals.into_values().for_each(recycle_value);
+            ticker.inc(chunk.len() as u64);
+        }
+        ticker.inc(self.store.n_nodes().saturating_sub(ids.len()) as u64);
+        Ok(())
+    }
+
+    /// The level at every row: chunk by chunk (a streamed level folds each chunk's
+    /// neighbour ops first), block by block within a chunk, the kept values written at
+    /// their rows and the output's rows into the sink.
+    fn run_in_chunks(
+        &self,
+        kept: &mut HashMap<NodeId, Kept>,
+        level: &Level<'_>,
+        sink: &mut Sink<'_>,
+        ticker: &crate::progress::Ticker,
+    ) -> Result<()> {
+        let (n, plan) = (self.store.n_nodes(), self.plan);
+        let chunk_rows = level.stream.map_or(n.max(1), |s| s.chunk_rows);
+        let mut c0 = 0;
+        while c0 < n {
+            let c1 = (c0 + chunk_rows).min(n);
+            let folded = match level.stream {
+                Some(s) => self.fold_chunk(kept, c0, c1, s, ticker)?,
+                None => HashMap::new(),
+            };
+            let mut r0 = c0;
+            while r0 < c1 {
+                let r1 = (r0 + level.block_rows).min(c1);
+                let vals = self.block(kept, level.work, At::Range(r0, r1), &folded, c0)?;
+                for (&id, k) in kept.iter_mut() {
+                    if plan.level[&id] == level.level {
+                        let t = vals[&id].as_dense().expect("checked dense");
+                        k.write(r0 * t.cols, &t.data)?;
+                    }
+                }
+                if plan.level[&plan.output] == level.level {
+                    sink(
+                        Rows::From(r0),
+                        vals[&plan.output].as_dense().expect("checked dense"),
+                    )?;
+                }
+                vals.into_values().for_each(recycle_value);
+                ticker.inc((r1 - r0) as u64);
+                r0 = r1;
+            }
+            c0 = c1;
+        }
+        Ok(())
+    }
 }

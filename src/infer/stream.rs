@@ -33,6 +33,18 @@ use crate::ir::recycle::{self, recycle_value};
 use crate::ir::{Bindings, NodeId, SparseMat, Tensor, Value};
 use crate::op::{NodeRows, RowBlock};
 
+/// One streamed op of a chunk: its accumulators over the chunk's rows and where each row's
+/// entries stand.
+struct Fold<'f> {
+    id: NodeId,
+    op: &'f dyn crate::op::NeighbourFold,
+    kind: AdjKey,
+    cursor: Vec<u32>,
+    acc: Tensor,
+    /// The last part's adjacency, whose buffers the next part refills.
+    spare: Option<SparseMat>,
+}
+
 impl Pass<'_> {
     /// The streamed ops' outputs at rows c0..c1: each source's X read in parts of rows,
     /// in ascending order, every part folded into the ops' accumulators.
@@ -59,15 +71,6 @@ impl Pass<'_> {
             } else {
                 self.whole(kept, src.x)
             };
-            struct Fold<'f> {
-                id: NodeId,
-                op: &'f dyn crate::op::NeighbourFold,
-                kind: AdjKey,
-                cursor: Vec<u32>,
-                acc: Tensor,
-                /// The last part's adjacency, whose buffers the next part refills.
-                spare: Option<SparseMat>,
-            }
             let mut folds = Vec::new();
             for &id in &src.ops {
                 let node = self.graph.node(id);
@@ -167,32 +170,39 @@ impl Pass<'_> {
                 p0 = p1;
             }
             for f in folds {
-                let offsets = &adjacency[&f.kind].structure.offsets;
-                let degree: Vec<u32> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
-                let v =
-                    f.op.finish(f.acc, &degree)
-                        .map_err(|e| self.fail(f.id, e))?;
-                let t = match v {
-                    Value::Dense(t)
-                        if t.rows == block.rows && t.cols == width(self.graph, f.id) =>
-                    {
-                        t
-                    }
-                    _ => {
-                        return Err(self.fail(
-                            f.id,
-                            crate::op::OpError::args(format!(
-                                "streamed evaluation: expected {} × {} for rows {c0}..{c1}",
-                                block.rows,
-                                width(self.graph, f.id)
-                            )),
-                        ))
-                    }
-                };
-                out.insert(f.id, t);
+                let (id, t) = self.finish_fold(f, &adjacency, block.rows, c0, c1)?;
+                out.insert(id, t);
             }
         }
         Ok(out)
+    }
+
+    /// A streamed op's output at the chunk's rows c0..c1 from its accumulators (`rows` of
+    /// them), checked against the op's width.
+    fn finish_fold(
+        &self,
+        f: Fold<'_>,
+        adjacency: &HashMap<AdjKey, SparseMat>,
+        rows: usize,
+        c0: usize,
+        c1: usize,
+    ) -> Result<(NodeId, Arc<Tensor>)> {
+        let offsets = &adjacency[&f.kind].structure.offsets;
+        let degree: Vec<u32> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
+        let v =
+            f.op.finish(f.acc, &degree)
+                .map_err(|e| self.fail(f.id, e))?;
+        match v {
+            Value::Dense(t) if t.rows == rows && t.cols == width(self.graph, f.id) => Ok((f.id, t)),
+            _ => Err(self.fail(
+                f.id,
+                crate::op::OpError::args(format!(
+                    "streamed evaluation: expected {} × {} for rows {c0}..{c1}",
+                    rows,
+                    width(self.graph, f.id)
+                )),
+            )),
+        }
     }
 }
 

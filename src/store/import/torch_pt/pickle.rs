@@ -94,204 +94,21 @@ impl<'p> Machine<'p> {
                 .get(at)
                 .ok_or_else(|| self.err(pos, "the pickle ends without STOP".into()))?;
             at += 1;
-            let take = |at: &mut usize, n: usize| -> Result<&[u8], StoreError> {
-                let s = p.get(*at..at.saturating_add(n)).ok_or_else(|| {
-                    StoreError::input(
-                        self.path,
-                        format!(
-                            "data.pkl: offset {pos}: opcode {op:#04x} runs past the pickle's end"
-                        ),
-                    )
-                })?;
-                *at += n;
-                Ok(s)
-            };
-            match op {
-                0x80 => {
-                    // PROTO
-                    let v = take(&mut at, 1)?[0];
-                    if !(2..=5).contains(&v) {
-                        return Err(self.err(pos, format!("pickle protocol {v}, expected 2 to 5")));
-                    }
-                }
-                b'.' => {
-                    // STOP
-                    if self.stack.len() != 1 || !self.marks.is_empty() {
-                        return Err(self.err(pos, format!("STOP with {} values on the stack, expected 1", self.stack.len())));
-                    }
-                    return Ok(self.stack.pop().expect("one value"));
-                }
-                b'(' => {
-                    self.marks.push(self.stack.len());
-                    self.stack.push(Rc::new(Value::Mark));
-                }
-                b'}' => self.push(Value::Dict(Vec::new(), 1)),
-                b']' => self.push(Value::List(Vec::new(), 1)),
-                b')' => self.push(Value::Tuple(Vec::new(), 1)),
-                b'N' => self.push(Value::None),
-                0x88 => self.push(Value::Bool(true)),
-                0x89 => self.push(Value::Bool(false)),
-                b'K' => {
-                    let v = take(&mut at, 1)?[0];
-                    self.push(Value::Int(i64::from(v)));
-                }
-                b'M' => {
-                    let b = take(&mut at, 2)?;
-                    self.push(Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))));
-                }
-                b'J' => {
-                    let b = take(&mut at, 4)?;
-                    self.push(Value::Int(i64::from(i32::from_le_bytes(b.try_into().unwrap()))));
-                }
-                0x8a => {
-                    // LONG1: n bytes of two's-complement little-endian.
-                    let n = take(&mut at, 1)?[0] as usize;
-                    let b = take(&mut at, n)?;
-                    if n > 8 {
-                        return Err(self.err(pos, format!("LONG1 of {n} bytes, expected an integer of at most 8")));
-                    }
-                    let mut v: i64 = 0;
-                    for (i, &x) in b.iter().enumerate() {
-                        v |= i64::from(x) << (8 * i);
-                    }
-                    if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
-                        v -= 1i64 << (8 * n);
-                    }
-                    self.push(Value::Int(v));
-                }
-                b'X' => {
-                    let n = u32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap()) as usize;
-                    let start = at;
-                    let b = take(&mut at, n)?;
-                    let s = std::str::from_utf8(b)
-                        .map_err(|_| self.err(pos, "BINUNICODE is not UTF-8".into()))?;
-                    if n <= MAX_NAME {
-                        self.push(Value::Str(s.to_string()));
-                    } else {
-                        // A numpy array's bytes (protocol 2): left in the pickle.
-                        self.push(Value::Blob { start, len: n, text: true });
-                    }
-                }
-                b'C' | b'B' => {
-                    // SHORT_BINBYTES, BINBYTES (protocol 3+)
-                    let n = if op == b'C' {
-                        take(&mut at, 1)?[0] as usize
-                    } else {
-                        u32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap()) as usize
-                    };
-                    let start = at;
-                    take(&mut at, n)?;
-                    self.push(Value::Blob { start, len: n, text: false });
-                }
-                b'c' => {
-                    let module = self.line(p, &mut at, pos)?;
-                    let name = self.line(p, &mut at, pos)?;
-                    self.push(Value::Global(module, name));
-                }
-                b'q' | b'r' => {
-                    let key = if op == b'q' {
-                        u32::from(take(&mut at, 1)?[0])
-                    } else {
-                        u32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap())
-                    };
-                    let top = self.top(pos)?;
-                    self.memo.insert(key, top);
-                }
-                b'h' | b'j' => {
-                    let key = if op == b'h' {
-                        u32::from(take(&mut at, 1)?[0])
-                    } else {
-                        u32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap())
-                    };
-                    let v = self
-                        .memo
-                        .get(&key)
-                        .cloned()
-                        .ok_or_else(|| self.err(pos, format!("BINGET of memo {key}, never put")))?;
-                    self.stack.push(v);
-                }
-                b't' => {
-                    let items = self.pop_mark(pos)?;
-                    let d = over(&items);
-                    self.push(Value::Tuple(items, d));
-                }
-                0x85..=0x87 => {
-                    let n = (op - 0x84) as usize;
-                    if self.stack.len() < n + self.marks.last().map_or(0, |m| m + 1) {
-                        return Err(self.err(pos, format!("TUPLE{n} on a stack too short")));
-                    }
-                    let items = self.stack.split_off(self.stack.len() - n);
-                    let d = over(&items);
-                    self.push(Value::Tuple(items, d));
-                }
-                b'R' => {
-                    let args = self.pop(pos)?;
-                    let func = self.pop(pos)?;
-                    if !matches!(*args, Value::Tuple(..)) {
-                        return Err(self.err(pos, "REDUCE's arguments are not a tuple".into()));
-                    }
-                    let d = over([&func, &args]);
-                    self.push(Value::Reduce(func, args, d));
-                }
-                b'b' => {
-                    // BUILD sets the state of `obj` in place: memo entries that hold it
-                    // (numpy reuses a dtype by BINGET) see the built object.
-                    let state = self.pop(pos)?;
-                    let obj = self.pop(pos)?;
-                    let d = over([&obj, &state]);
-                    self.replace_top_memo(&obj.clone(), Value::Build(obj, state, d));
-                }
-                b'Q' => {
-                    let id = self.pop(pos)?;
-                    let d = over([&id]);
-                    self.push(Value::PersId(id, d));
-                }
-                b's' | b'u' => {
-                    let items = if op == b's' {
-                        let v = self.pop(pos)?;
-                        let k = self.pop(pos)?;
-                        vec![k, v]
-                    } else {
-                        self.pop_mark(pos)?
-                    };
-                    if items.len() % 2 != 0 {
-                        return Err(self.err(pos, "SETITEMS with an odd number of values".into()));
-                    }
-                    let d = self.pop(pos)?;
-                    let Value::Dict(entries, depth) = &*d else {
-                        return Err(self.err(pos, "SETITEM(S) on a value that is not a dict".into()));
-                    };
-                    let depth = (*depth).max(over(&items));
-                    let mut entries: Vec<_> = entries.clone();
-                    for kv in items.chunks_exact(2) {
-                        entries.push((kv[0].clone(), kv[1].clone()));
-                    }
-                    self.replace_top_memo(&d, Value::Dict(entries, depth));
-                }
-                b'a' | b'e' => {
-                    let items = if op == b'a' {
-                        vec![self.pop(pos)?]
-                    } else {
-                        self.pop_mark(pos)?
-                    };
-                    let l = self.pop(pos)?;
-                    let Value::List(old, depth) = &*l else {
-                        return Err(self.err(pos, "APPEND(S) on a value that is not a list".into()));
-                    };
-                    let depth = (*depth).max(over(&items));
-                    let mut all = old.clone();
-                    all.extend(items);
-                    self.replace_top_memo(&l, Value::List(all, depth));
-                }
-                _ => {
+            if op == b'.' {
+                // STOP
+                if self.stack.len() != 1 || !self.marks.is_empty() {
                     return Err(self.err(
                         pos,
                         format!(
-                            "opcode {op:#04x} ({}) is not one torch.save writes for a dict of arrays; refused",
-                            opcode_name(op)
+                            "STOP with {} values on the stack, expected 1",
+                            self.stack.len()
                         ),
-                    ))
+                    ));
                 }
+                return Ok(self.stack.pop().expect("one value"));
+            }
+            if !self.value_op(p, &mut at, pos, op)? {
+                self.structure_op(p, &mut at, pos, op)?;
             }
             if self.stack.len() > MAX_TUPLE {
                 return Err(self.err(pos, format!("more than {MAX_TUPLE} values on the stack")));
@@ -305,6 +122,245 @@ impl<'p> Machine<'p> {
         }
     }
 
+    /// An opcode that pushes a value read from the pickle (a literal, a mark, an empty
+    /// container, a global's name); false for any other.
+    fn value_op(
+        &mut self,
+        p: &[u8],
+        at: &mut usize,
+        pos: usize,
+        op: u8,
+    ) -> Result<bool, StoreError> {
+        let take = |at: &mut usize, n: usize| -> Result<&[u8], StoreError> {
+            let s = p.get(*at..at.saturating_add(n)).ok_or_else(|| {
+                StoreError::input(
+                    self.path,
+                    format!("data.pkl: offset {pos}: opcode {op:#04x} runs past the pickle's end"),
+                )
+            })?;
+            *at += n;
+            Ok(s)
+        };
+        match op {
+            0x80 => {
+                // PROTO
+                let v = take(at, 1)?[0];
+                if !(2..=5).contains(&v) {
+                    return Err(self.err(pos, format!("pickle protocol {v}, expected 2 to 5")));
+                }
+            }
+            b'(' => {
+                self.marks.push(self.stack.len());
+                self.stack.push(Rc::new(Value::Mark));
+            }
+            b'}' => self.push(Value::Dict(Vec::new(), 1)),
+            b']' => self.push(Value::List(Vec::new(), 1)),
+            b')' => self.push(Value::Tuple(Vec::new(), 1)),
+            b'N' => self.push(Value::None),
+            0x88 => self.push(Value::Bool(true)),
+            0x89 => self.push(Value::Bool(false)),
+            b'K' => {
+                let v = take(at, 1)?[0];
+                self.push(Value::Int(i64::from(v)));
+            }
+            b'M' => {
+                let b = take(at, 2)?;
+                self.push(Value::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))));
+            }
+            b'J' => {
+                let b = take(at, 4)?;
+                self.push(Value::Int(i64::from(i32::from_le_bytes(
+                    b.try_into().unwrap(),
+                ))));
+            }
+            0x8a => {
+                // LONG1: n bytes of two's-complement little-endian.
+                let n = take(at, 1)?[0] as usize;
+                let b = take(at, n)?;
+                if n > 8 {
+                    return Err(self.err(
+                        pos,
+                        format!("LONG1 of {n} bytes, expected an integer of at most 8"),
+                    ));
+                }
+                let mut v: i64 = 0;
+                for (i, &x) in b.iter().enumerate() {
+                    v |= i64::from(x) << (8 * i);
+                }
+                if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
+                    v -= 1i64 << (8 * n);
+                }
+                self.push(Value::Int(v));
+            }
+            b'X' => {
+                let n = u32::from_le_bytes(take(at, 4)?.try_into().unwrap()) as usize;
+                let start = *at;
+                let b = take(at, n)?;
+                let s = std::str::from_utf8(b)
+                    .map_err(|_| self.err(pos, "BINUNICODE is not UTF-8".into()))?;
+                if n <= MAX_NAME {
+                    self.push(Value::Str(s.to_string()));
+                } else {
+                    // A numpy array's bytes (protocol 2): left in the pickle.
+                    self.push(Value::Blob {
+                        start,
+                        len: n,
+                        text: true,
+                    });
+                }
+            }
+            b'C' | b'B' => {
+                // SHORT_BINBYTES, BINBYTES (protocol 3+)
+                let n = if op == b'C' {
+                    take(at, 1)?[0] as usize
+                } else {
+                    u32::from_le_bytes(take(at, 4)?.try_into().unwrap()) as usize
+                };
+                let start = *at;
+                take(at, n)?;
+                self.push(Value::Blob {
+                    start,
+                    len: n,
+                    text: false,
+                });
+            }
+            b'c' => {
+                let module = self.line(p, at, pos)?;
+                let name = self.line(p, at, pos)?;
+                self.push(Value::Global(module, name));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// An opcode over the stack's values: the memo, tuples, REDUCE, BUILD, persistent
+    /// ids, dict and list fills; any other is refused by name.
+    fn structure_op(
+        &mut self,
+        p: &[u8],
+        at: &mut usize,
+        pos: usize,
+        op: u8,
+    ) -> Result<(), StoreError> {
+        let take = |at: &mut usize, n: usize| -> Result<&[u8], StoreError> {
+            let s = p.get(*at..at.saturating_add(n)).ok_or_else(|| {
+                StoreError::input(
+                    self.path,
+                    format!("data.pkl: offset {pos}: opcode {op:#04x} runs past the pickle's end"),
+                )
+            })?;
+            *at += n;
+            Ok(s)
+        };
+        match op {
+            b'q' | b'r' => {
+                let key = if op == b'q' {
+                    u32::from(take(at, 1)?[0])
+                } else {
+                    u32::from_le_bytes(take(at, 4)?.try_into().unwrap())
+                };
+                let top = self.top(pos)?;
+                self.memo.insert(key, top);
+            }
+            b'h' | b'j' => {
+                let key = if op == b'h' {
+                    u32::from(take(at, 1)?[0])
+                } else {
+                    u32::from_le_bytes(take(at, 4)?.try_into().unwrap())
+                };
+                let v = self
+                    .memo
+                    .get(&key)
+                    .cloned()
+                    .ok_or_else(|| self.err(pos, format!("BINGET of memo {key}, never put")))?;
+                self.stack.push(v);
+            }
+            b't' => {
+                let items = self.pop_mark(pos)?;
+                let d = over(&items);
+                self.push(Value::Tuple(items, d));
+            }
+            0x85..=0x87 => {
+                let n = (op - 0x84) as usize;
+                if self.stack.len() < n + self.marks.last().map_or(0, |m| m + 1) {
+                    return Err(self.err(pos, format!("TUPLE{n} on a stack too short")));
+                }
+                let items = self.stack.split_off(self.stack.len() - n);
+                let d = over(&items);
+                self.push(Value::Tuple(items, d));
+            }
+            b'R' => {
+                let args = self.pop(pos)?;
+                let func = self.pop(pos)?;
+                if !matches!(*args, Value::Tuple(..)) {
+                    return Err(self.err(pos, "REDUCE's arguments are not a tuple".into()));
+                }
+                let d = over([&func, &args]);
+                self.push(Value::Reduce(func, args, d));
+            }
+            b'b' => {
+                // BUILD sets the state of `obj` in place: memo entries that hold it
+                // (numpy reuses a dtype by BINGET) see the built object.
+                let state = self.pop(pos)?;
+                let obj = self.pop(pos)?;
+                let d = over([&obj, &state]);
+                self.replace_top_memo(&obj.clone(), Value::Build(obj, state, d));
+            }
+            b'Q' => {
+                let id = self.pop(pos)?;
+                let d = over([&id]);
+                self.push(Value::PersId(id, d));
+            }
+            b's' | b'u' => {
+                let items = if op == b's' {
+                    let v = self.pop(pos)?;
+                    let k = self.pop(pos)?;
+                    vec![k, v]
+                } else {
+                    self.pop_mark(pos)?
+                };
+                if items.len() % 2 != 0 {
+                    return Err(self.err(pos, "SETITEMS with an odd number of values".into()));
+                }
+                let d = self.pop(pos)?;
+                let Value::Dict(entries, depth) = &*d else {
+                    return Err(self.err(pos, "SETITEM(S) on a value that is not a dict".into()));
+                };
+                let depth = (*depth).max(over(&items));
+                let mut entries: Vec<_> = entries.clone();
+                for kv in items.chunks_exact(2) {
+                    entries.push((kv[0].clone(), kv[1].clone()));
+                }
+                self.replace_top_memo(&d, Value::Dict(entries, depth));
+            }
+            b'a' | b'e' => {
+                let items = if op == b'a' {
+                    vec![self.pop(pos)?]
+                } else {
+                    self.pop_mark(pos)?
+                };
+                let l = self.pop(pos)?;
+                let Value::List(old, depth) = &*l else {
+                    return Err(self.err(pos, "APPEND(S) on a value that is not a list".into()));
+                };
+                let depth = (*depth).max(over(&items));
+                let mut all = old.clone();
+                all.extend(items);
+                self.replace_top_memo(&l, Value::List(all, depth));
+            }
+            _ => {
+                return Err(self.err(
+                    pos,
+                    format!(
+                        "opcode {op:#04x} ({}) is not one torch.save writes for a dict of arrays; refused",
+                        opcode_name(op)
+                    ),
+                ))
+            }
+        }
+        Ok(())
+    }
     /// Pushes `new` in place of `old` (a dict or list filled, or an object built, after it
     /// was memoised: the memo entries that held `old` now hold `new`, as Python's in-place
     /// mutation would show).
