@@ -131,16 +131,8 @@ impl<'p> Machine<'p> {
         pos: usize,
         op: u8,
     ) -> Result<bool, StoreError> {
-        let take = |at: &mut usize, n: usize| -> Result<&[u8], StoreError> {
-            let s = p.get(*at..at.saturating_add(n)).ok_or_else(|| {
-                StoreError::input(
-                    self.path,
-                    format!("data.pkl: offset {pos}: opcode {op:#04x} runs past the pickle's end"),
-                )
-            })?;
-            *at += n;
-            Ok(s)
-        };
+        let path = self.path;
+        let take = |at: &mut usize, n: usize| operand(p, at, n, (path, pos, op));
         match op {
             0x80 => {
                 // PROTO
@@ -243,16 +235,8 @@ impl<'p> Machine<'p> {
         pos: usize,
         op: u8,
     ) -> Result<(), StoreError> {
-        let take = |at: &mut usize, n: usize| -> Result<&[u8], StoreError> {
-            let s = p.get(*at..at.saturating_add(n)).ok_or_else(|| {
-                StoreError::input(
-                    self.path,
-                    format!("data.pkl: offset {pos}: opcode {op:#04x} runs past the pickle's end"),
-                )
-            })?;
-            *at += n;
-            Ok(s)
-        };
+        let path = self.path;
+        let take = |at: &mut usize, n: usize| operand(p, at, n, (path, pos, op));
         match op {
             b'q' | b'r' => {
                 let key = if op == b'q' {
@@ -463,4 +447,22 @@ pub(super) fn opcode_name(op: u8) -> &'static str {
         b'p' => "PUT",
         _ => "unknown",
     }
+}
+
+/// The next `n` bytes of the pickle `p` at `at` (moved past them): an opcode's operand; an
+/// error naming the opcode `op` at offset `pos` of `path` when they run past the end.
+fn operand<'b>(
+    p: &'b [u8],
+    at: &mut usize,
+    n: usize,
+    (path, pos, op): (&Path, usize, u8),
+) -> Result<&'b [u8], StoreError> {
+    let s = p.get(*at..at.saturating_add(n)).ok_or_else(|| {
+        StoreError::input(
+            path,
+            format!("data.pkl: offset {pos}: opcode {op:#04x} runs past the pickle's end"),
+        )
+    })?;
+    *at += n;
+    Ok(s)
 }
