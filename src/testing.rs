@@ -343,7 +343,7 @@ fn bits(v: &Value) -> Option<(Vec<u32>, Vec<u32>)> {
 /// ([`NeighbourOp::forward_block`]), or a row-local
 /// op's forward on row slices — equals its in-memory forward bit for bit, in evaluation
 /// mode, on the 23-node test graph cut into blocks of 1, 2, 5 and 23 rows; an op with node
-/// statistics ([`NodeStats`](crate::op::NodeStats)) with its statistics folded over x in
+/// statistics ([`NodeStats`]) with its statistics folded over x in
 /// blocks of the same size first; a neighbour op that folds ([`NeighbourOp::fold`]) also with X streamed in
 /// parts of 1, 3, 7 and 23 rows; one that takes any rows
 /// ([`NeighbourOp::any_rows`]) also on a block of every
