@@ -539,13 +539,7 @@ pub(super) fn run_pass(
     // Out of core, the training step's recycled buffers go first, and the pass keeps few
     // (a block's values are a few MiB): its buffer is what the memory limit leaves beside
     // what the process holds. The step's cap comes back when the pass ends.
-    struct PoolCap(usize);
-    impl Drop for PoolCap {
-        fn drop(&mut self) {
-            crate::ir::recycle::set_capacity(self.0);
-        }
-    }
-    let _pool = PoolCap(crate::ir::recycle::capacity());
+    let _pool = crate::ir::recycle::CapacityGuard::new();
     // At chosen rows, what only they read of lower levels is computed again there
     // instead of kept for every row (`BlockedPlan::at_chosen_rows`), when what that reads
     // fits in memory.

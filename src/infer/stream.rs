@@ -58,7 +58,12 @@ impl Pass<'_> {
     ) -> Result<HashMap<NodeId, Arc<Tensor>>> {
         let n = self.store.n_nodes();
         let block = Block::new(self.store, c0, c1)?;
-        let mut pool = PoolHold::new();
+        // The free-list's cap raised, while the chunk folds, to hold one part's computed
+        // values: each part then refills the last one's buffers instead of faulting in
+        // fresh pages (the kernel's zeroing of them was 44 % of a streamed pass's time at
+        // Kronecker scale 25 under `memcap 2G`); the cap comes back when the chunk is
+        // done. The part's values exist at once anyway, so the peak does not grow.
+        let pool = recycle::CapacityGuard::new();
         let mut adjacency: HashMap<AdjKey, SparseMat> = HashMap::new();
         let mut out = HashMap::new();
         // Progress: the chunk's rows once over all its parts.
@@ -162,7 +167,7 @@ impl Pass<'_> {
                 // list's cap raised to hold one part's.
                 drop(computed_part);
                 let bytes: usize = memo.values().map(dense_bytes).sum();
-                pool.hold(bytes);
+                pool.hold_more(bytes);
                 memo.into_values().for_each(recycle_value);
                 let done = block.rows * (si * n + p1) / (sources * n);
                 ticker.inc((done - ticked) as u64);
@@ -209,35 +214,4 @@ impl Pass<'_> {
 /// The bytes of a value's dense buffer (0 for other values).
 fn dense_bytes(v: &Value) -> usize {
     v.as_dense().map_or(0, |t| 4 * t.data.len())
-}
-
-/// The free-list's cap raised, while a chunk folds, to hold one part's computed values
-/// (each part then refills the last one's buffers instead of faulting in fresh pages: the
-/// kernel's zeroing of them was 44 % of a streamed pass's time at Kronecker scale 25 under
-/// `memcap 2G`); the cap it had comes back when the chunk is done, and what is over it is
-/// freed. The part's values exist at once anyway, so the peak does not grow.
-struct PoolHold {
-    before: usize,
-}
-
-impl PoolHold {
-    fn new() -> PoolHold {
-        PoolHold {
-            before: recycle::capacity(),
-        }
-    }
-
-    /// Raise the cap to at least `before` + `bytes`.
-    fn hold(&mut self, bytes: usize) {
-        let want = self.before.saturating_add(bytes);
-        if recycle::capacity() < want {
-            recycle::set_capacity(want);
-        }
-    }
-}
-
-impl Drop for PoolHold {
-    fn drop(&mut self) {
-        recycle::set_capacity(self.before);
-    }
 }

@@ -98,6 +98,39 @@ pub fn set_capacity(bytes: usize) {
     while f.bytes > f.capacity && f.evict_oldest() {}
 }
 
+/// The cap on kept bytes as it was when made, restored when dropped (what a phase that
+/// changes the cap for a while — an out-of-core pass, a streamed chunk — holds).
+pub struct CapacityGuard {
+    before: usize,
+}
+
+impl CapacityGuard {
+    /// Remembers the cap now.
+    pub fn new() -> CapacityGuard {
+        CapacityGuard { before: capacity() }
+    }
+
+    /// Raises the cap to at least the remembered one plus `bytes`.
+    pub fn hold_more(&self, bytes: usize) {
+        let want = self.before.saturating_add(bytes);
+        if capacity() < want {
+            set_capacity(want);
+        }
+    }
+}
+
+impl Default for CapacityGuard {
+    fn default() -> CapacityGuard {
+        CapacityGuard::new()
+    }
+}
+
+impl Drop for CapacityGuard {
+    fn drop(&mut self) {
+        set_capacity(self.before);
+    }
+}
+
 /// The cap on kept bytes.
 pub fn capacity() -> usize {
     lock().capacity
