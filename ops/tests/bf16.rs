@@ -2,7 +2,9 @@
 //! rounded to bf16 ([`bf16::round`]), within the f32 accumulation bound, on the wide and
 //! the narrow tile, plain and transposed; the same bits on every thread count and row
 //! split; and a clear refusal on a CPU without AVX512_BF16. On such a CPU the oracle
-//! tests check that refusal instead (they cannot run the instruction).
+//! tests check that refusal instead (they cannot run the instruction). Where the CPU has
+//! AMX, the default bf16 path is its tiles, and the AVX512_BF16 tiles are checked by
+//! name beside them (and the other way round on a CPU without AMX: refused by name).
 
 mod common;
 
@@ -10,7 +12,9 @@ use common::{
     abs, assert_close, in_pool, oriented, packed_in_row_halves, packed_in_row_parts, values,
     GEMM_SHAPES,
 };
-use saintflow_ops::gemm::{bf16, gemm_view_with, plan, Isa, PackedB, Precision, Trans};
+use saintflow_ops::gemm::{
+    amx, bf16, gemm_view_bf16, gemm_view_with, plan, Bf16Tiles, Isa, PackedB, Precision, Trans,
+};
 use saintflow_ops::{naive, MatMut, MatRef};
 
 /// Shapes crossing every blocking edge of the bf16 path: odd k (a half-empty last pair),
@@ -185,4 +189,99 @@ fn bf16_bits_depend_on_neither_threads_nor_the_split() {
     }
     // (13, 8193, 20): 4097 bf16 pairs, past the split.
     assert!(split_by_halves > 0);
+}
+
+/// Both bf16 tiles by name, in one process: each within the oracle's bound on every
+/// shape and orientation, overwriting and accumulating, on 1 and 2 threads with the same
+/// bits; on a CPU without AMX (or AVX512_BF16) the names it cannot run are refused.
+#[test]
+fn both_bf16_tiles_by_name_match_the_oracle() {
+    let run_on = |tiles: Bf16Tiles,
+                  (a, ar, ac, ta): (&[f32], usize, usize, Trans),
+                  (b, br, bc, tb): (&[f32], usize, usize, Trans),
+                  (m, n): (usize, usize),
+                  c0: Option<&[f32]>| {
+        let mut c = c0.map_or_else(|| vec![f32::NAN; m * n], <[f32]>::to_vec);
+        gemm_view_bf16(
+            tiles,
+            MatRef::row_major(a, ar, ac).unwrap(),
+            ta,
+            MatRef::row_major(b, br, bc).unwrap(),
+            tb,
+            MatMut::row_major(&mut c, m, n).unwrap(),
+            c0.is_some(),
+        )
+        .map(|()| c)
+    };
+    let one = [1f32; 4];
+    let probe = |tiles| {
+        run_on(
+            tiles,
+            (&one, 2, 2, Trans::N),
+            (&one, 2, 2, Trans::N),
+            (2, 2),
+            None,
+        )
+    };
+    let mut names = vec![];
+    for (tiles, runs) in [
+        (Bf16Tiles::Avx512Bf16, Precision::Bf16.check().is_ok()),
+        (
+            Bf16Tiles::Amx,
+            Precision::Bf16.check().is_ok() && amx::available(),
+        ),
+    ] {
+        if runs {
+            names.push(tiles);
+        } else {
+            let e = probe(tiles).unwrap_err().to_string();
+            assert!(e.contains("bf16") || e.contains("AMX"), "{tiles:?}: {e}");
+            eprintln!("{tiles:?} not run here: {e}");
+        }
+    }
+    // Shapes crossing the AMX tile's edges too: 32-row and 32-column tiles with a
+    // ragged last one, k padded to 16 pairs within a block and across blocks.
+    let shapes = SHAPES
+        .into_iter()
+        .chain([(33, 31, 65), (64, 64, 64), (96, 1030, 97)]);
+    for (m, k, n) in shapes {
+        let a = values(m * k, 51);
+        let b = values(k * n, 52);
+        let (ar, br) = (rounded(&a), rounded(&b));
+        let want = naive::gemm_nn(m, k, n, &ar, &br);
+        let bound = naive::gemm_nn(m, k, n, &abs(&ar), &abs(&br));
+        let c0 = values(m * n, 53);
+        let sum: Vec<f32> = c0.iter().zip(&want).map(|(x, y)| x + y).collect();
+        let sum_bound: Vec<f32> = c0.iter().zip(&bound).map(|(x, y)| x.abs() + y).collect();
+        for (ta, tb, (sa_r, sa_c), (sb_r, sb_c)) in oriented(m, k, n) {
+            let a_st = match ta {
+                Trans::N => a.clone(),
+                Trans::T => naive::transpose(m, k, &a),
+            };
+            let b_st = match tb {
+                Trans::N => b.clone(),
+                Trans::T => naive::transpose(k, n, &b),
+            };
+            for &tiles in &names {
+                let what = format!("{tiles:?} {ta:?}{tb:?} {m}×{k}×{n}");
+                let on = |threads, c0| {
+                    in_pool(threads, || {
+                        run_on(
+                            tiles,
+                            (&a_st, sa_r, sa_c, ta),
+                            (&b_st, sb_r, sb_c, tb),
+                            (m, n),
+                            c0,
+                        )
+                        .unwrap()
+                    })
+                };
+                let got = on(1, None);
+                assert_close(&what, &got, &want, &bound, k);
+                assert!(bits(&on(2, None)) == bits(&got), "{what}: 2 threads differ");
+                let acc = on(2, Some(&c0));
+                assert_close(&format!("{what} accumulate"), &acc, &sum, &sum_bound, k + 1);
+            }
+        }
+    }
 }

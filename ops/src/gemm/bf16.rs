@@ -185,7 +185,7 @@ unsafe fn tile_6xn<const NV: usize>(steps: usize, a: *const u32, b: *const u32, 
 /// slots; `lanes` ≤ `width`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16,avx2,fma")]
-unsafe fn pack_pairs(
+pub(super) unsafe fn pack_pairs(
     dst: &mut [f32],
     src: *const f32,
     lane_stride: usize,

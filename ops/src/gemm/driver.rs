@@ -267,7 +267,7 @@ pub(super) unsafe fn run_halves<K: MicroKernel>(
     // Group g of block i of half h against its packed op(B) at `b_blk`.
     let group = |h: usize, i: usize, g: usize, b_blk: *const f32| {
         let ((_, jc, nc), (pc, kc)) = geometry(h, i);
-        let len = kc.div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR;
+        let len = K::steps(kc) * nc.div_ceil(K::NR) * K::NR;
         let (c, accumulate, ks) = &halves[h];
         // SAFETY: b_blk is the owner's block i, len floats, unchanged until every group of
         // it is finished (the owner waits); the rows of group g are this claim's alone
@@ -365,7 +365,7 @@ pub(super) fn b_scratch_len<K: MicroKernel>(
     nc: usize,
 ) -> usize {
     match b {
-        BSource::Strided(_) => kc_max.min(k_len).div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR,
+        BSource::Strided(_) => K::steps(kc_max.min(k_len)) * nc.div_ceil(K::NR) * K::NR,
         BSource::Packed(_) => 0,
     }
 }
@@ -385,7 +385,7 @@ pub(super) unsafe fn b_block<'a, K: MicroKernel>(
 ) -> &'a [f32] {
     match b {
         BSource::Strided(b) => {
-            let len = kc.div_ceil(K::K_STEP) * nc.div_ceil(K::NR) * K::NR;
+            let len = K::steps(kc) * nc.div_ceil(K::NR) * K::NR;
             let dst = &mut buf.as_mut_slice()[..len];
             // SAFETY: the block is inside op(B) (the caller's contract).
             unsafe { pack_b_block::<K>(b, (jc, nc), (pc, kc), dst, parallel) };
@@ -467,7 +467,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
     overwrite: bool,
     rows: Rows,
 ) {
-    let steps = kc.div_ceil(K::K_STEP);
+    let steps = K::steps(kc);
     let panel_b = steps * K::NR;
     let n_panels = nc.div_ceil(K::NR);
     let b_blk = &b_blk[..n_panels * panel_b];
@@ -528,7 +528,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
         } else {
             let a_pan = &mut a_buf.as_mut_slice()[..steps * K::MR];
             // SAFETY: as above; the CPU runs K (the caller's contract).
-            unsafe { K::pack(a_pan, src, a.rs, a.cs, rows, kc, K::MR) };
+            unsafe { K::pack_a(a_pan, src, a.rs, a.cs, rows, kc, K::MR) };
             ARows::Packed(a_pan.as_ptr())
         };
         // The next panel's rows, brought towards L1 while this one computes (its packing
@@ -542,7 +542,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
     };
     let m_panels = m.div_ceil(K::MR);
     let threads = rayon::current_num_threads();
-    let a_buf = || AlignedVec::zeroed(KC * K::MR);
+    let a_buf = || AlignedVec::zeroed(K::steps(KC * K::K_STEP) * K::MR);
     let own = match rows {
         Rows::Shared if m_panels >= 2 * threads => {
             (0..m_panels)
@@ -590,7 +590,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
                         // SAFETY: rows i0..i0+rows, columns pc+t0..+t_n of op(A) are in
                         // bounds; the CPU runs K (the caller's contract).
                         unsafe {
-                            K::pack(
+                            K::pack_a(
                                 &mut a_pan[t0 * K::MR..],
                                 a.at(i0, pc + t0).cast_const(),
                                 a.rs,
@@ -621,7 +621,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
             }
         });
     } else {
-        with_scratch(&A_PACK, KC * K::MR, |buf| {
+        with_scratch(&A_PACK, K::steps(KC * K::K_STEP) * K::MR, |buf| {
             ps.for_each(|p| row_panel(buf, p, 0..n_panels))
         });
     }

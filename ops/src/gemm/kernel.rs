@@ -69,12 +69,20 @@ pub(crate) trait MicroKernel {
     /// is the 32 bits of two consecutive k elements, which one `vdpbf16ps` lane folds).
     const K_STEP: usize = 1;
 
+    /// Packed steps of a panel holding `kc` elements of k: ⌈kc / K_STEP⌉, or more where
+    /// the tile routine reads k in whole chunks (the AMX tiles: 16 pairs), the steps past
+    /// ⌈kc / K_STEP⌉ zero in both panels.
+    #[inline(always)]
+    fn steps(kc: usize) -> usize {
+        kc.div_ceil(Self::K_STEP)
+    }
+
     /// Packs `lanes` lanes × `kc` elements of k of a strided operand into a panel of
-    /// ⌈kc / K_STEP⌉ steps of `width` lanes (see [`super::pack`], which is the f32 one),
+    /// [`MicroKernel::steps`] steps of `width` lanes (see [`super::pack`], which is the f32 one),
     /// lanes past `lanes` and elements past `kc` zero.
     ///
     /// # Safety
-    /// As [`super::pack`]; `dst` holds ⌈kc / K_STEP⌉·`width` slots; the CPU runs the
+    /// As [`super::pack`]; `dst` holds `steps(kc)`·`width` slots; the CPU runs the
     /// kernel.
     #[inline(always)]
     unsafe fn pack(
@@ -88,6 +96,25 @@ pub(crate) trait MicroKernel {
     ) {
         // SAFETY: forwarded contract.
         unsafe { super::pack(dst, src, lane_stride, k_stride, lanes, kc, width) }
+    }
+
+    /// [`MicroKernel::pack`] for a panel of op(A)'s rows (`width` = MR): the same layout
+    /// for every tile but the AMX one, whose A tiles read each row's steps contiguously.
+    ///
+    /// # Safety
+    /// As [`MicroKernel::pack`].
+    #[inline(always)]
+    unsafe fn pack_a(
+        dst: &mut [f32],
+        src: *const f32,
+        lane_stride: usize,
+        k_stride: usize,
+        lanes: usize,
+        kc: usize,
+        width: usize,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { Self::pack(dst, src, lane_stride, k_stride, lanes, kc, width) }
     }
 
     /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k A(i, k)·b[k·NR + j] over the tile `c`

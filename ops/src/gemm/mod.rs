@@ -37,6 +37,7 @@
 //! blocks added in order; the thread count and the split never change a bit, and the two
 //! x86 paths give the same bits.
 
+pub mod amx;
 pub mod bf16;
 mod kernel;
 mod narrow;
@@ -110,14 +111,18 @@ enum Kern {
     Bf16,
     /// 6×16.
     Bf16Narrow,
+    /// The AMX tiles, 32×32 ([`amx`]).
+    Amx,
 }
 
 impl Kern {
     /// The routine for a product that [`plan`] put on `isa`, at `precision`: for bf16,
     /// the tile of the f32 one's width (AVX-512's 64 columns, or 16 where the plan took
-    /// AVX2's narrow tile for a C of few columns).
+    /// AVX2's narrow tile for a C of few columns), or the AMX tiles in place of the wide
+    /// one where the CPU has them ([`amx::enabled`]).
     fn of(precision: Precision, isa: Isa) -> Kern {
         match (precision, isa) {
+            (Precision::Bf16, Isa::Avx512) if amx::enabled() => Kern::Amx,
             (Precision::Bf16, Isa::Avx512) => Kern::Bf16,
             (Precision::Bf16, Isa::Avx2) => Kern::Bf16Narrow,
             _ => Kern::F32(isa),
@@ -132,6 +137,11 @@ macro_rules! with_kernel {
             #[cfg(target_arch = "x86_64")]
             $crate::gemm::Kern::Bf16 => {
                 type $k = $crate::gemm::bf16::Avx512Bf16;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            $crate::gemm::Kern::Amx => {
+                type $k = $crate::gemm::amx::AmxBf16;
                 $body
             }
             #[cfg(target_arch = "x86_64")]
@@ -208,6 +218,7 @@ pub fn gemm_view(
         c,
         accumulate,
         None,
+        None,
     )
 }
 
@@ -235,6 +246,7 @@ pub fn gemm_view_with(
         c,
         accumulate,
         None,
+        None,
     )
 }
 
@@ -257,7 +269,19 @@ pub fn gemm_view_half(
     let kernel = "gemm_view_half";
     require_precision(precision, kernel)?;
     let isa = Isa::current();
-    product(kernel, isa, precision, a, ta, b, tb, c, false, Some(half))
+    product(
+        kernel,
+        isa,
+        precision,
+        a,
+        ta,
+        b,
+        tb,
+        c,
+        false,
+        Some(half),
+        None,
+    )
 }
 
 /// Whether a product of k (the columns of op(A)) at `precision` runs as two halves of k
@@ -289,7 +313,66 @@ pub fn gemm_view_isa(
 ) -> Result<(), KernelError> {
     require(isa, "gemm_view_isa")?;
     let f32 = Precision::F32;
-    product("gemm_view_isa", isa, f32, a, ta, b, tb, c, accumulate, None)
+    product(
+        "gemm_view_isa",
+        isa,
+        f32,
+        a,
+        ta,
+        b,
+        tb,
+        c,
+        accumulate,
+        None,
+        None,
+    )
+}
+
+/// Which tiles a bf16 product runs on ([`gemm_view_bf16`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Tiles {
+    /// AVX512_BF16's `vdpbf16ps` ([`bf16`]): Cooper Lake, Sapphire Rapids and later Xeons,
+    /// Zen 4 and later.
+    Avx512Bf16,
+    /// AMX's `tdpbf16ps` ([`amx`]): Sapphire Rapids and later Xeons.
+    Amx,
+}
+
+/// [`gemm_view_with`] at bf16 on the named tiles, whatever [`amx::enabled`] says (the
+/// tests and benchmarks compare the two in one process); an error where the CPU lacks
+/// them. Where the plan narrows a product to the 6×16 tile, that tile runs either way.
+pub fn gemm_view_bf16(
+    tiles: Bf16Tiles,
+    a: MatRef<'_>,
+    ta: Trans,
+    b: MatRef<'_>,
+    tb: Trans,
+    c: MatMut<'_>,
+    accumulate: bool,
+) -> Result<(), KernelError> {
+    let kernel = "gemm_view_bf16";
+    require_precision(Precision::Bf16, kernel)?;
+    if tiles == Bf16Tiles::Amx && !amx::available() {
+        return Err(KernelError::View {
+            kernel,
+            what: "this CPU (or its kernel) cannot run the AMX tiles".into(),
+        });
+    }
+    let bf16 = Precision::Bf16;
+    let isa = Isa::current();
+    product(
+        kernel,
+        isa,
+        bf16,
+        a,
+        ta,
+        b,
+        tb,
+        c,
+        accumulate,
+        None,
+        Some(tiles),
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -304,12 +387,18 @@ fn product(
     mut c: MatMut<'_>,
     accumulate: bool,
     only: Option<KHalf>,
+    tiles: Option<Bf16Tiles>,
 ) -> Result<(), KernelError> {
     let (m, k, a) = operand(a, ta);
     let (kb, n, b) = operand(b, tb);
     check_len(kernel, "rows of op(B) (columns of op(A))", k, kb)?;
     // One half of k (`gemm_view_half`): its range in the whole's blocking, on this thread.
-    let k_step = with_kernel!(Kern::of(precision, isa), K => K::K_STEP);
+    let kern_of = |isa: Isa| match (tiles, isa) {
+        (Some(Bf16Tiles::Amx), Isa::Avx512) => Kern::Amx,
+        (Some(Bf16Tiles::Avx512Bf16), Isa::Avx512) => Kern::Bf16,
+        _ => Kern::of(precision, isa),
+    };
+    let k_step = with_kernel!(kern_of(isa), K => K::K_STEP);
     let half = only.map(|h| half_range(kernel, k, k_step, h)).transpose()?;
     let what = "columns of C (columns of op(B))";
     let Some(out) = target(kernel, what, (m, n, k), &mut c, accumulate)? else {
@@ -325,7 +414,7 @@ fn product(
     }
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
     let (isa, transposed) = plan(isa, m, n, ta_of);
-    let kern = Kern::of(precision, isa);
+    let kern = kern_of(isa);
     let (shape, a, b, out) = if transposed {
         ((n, m, k), b.t(), a.t(), out.t())
     } else {
@@ -459,6 +548,7 @@ fn contiguous(
         tb,
         c,
         accumulate,
+        None,
         None,
     )
 }

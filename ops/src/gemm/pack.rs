@@ -5,10 +5,10 @@
 use super::*;
 
 /// Packs op(B)'s rows pc..pc+kc, columns jc..jc+nc into `K::NR`-column panels of
-/// ⌈kc/K_STEP⌉ steps, one after another in `dst` (lanes along columns, k along rows).
+/// `K::steps(kc)` steps, one after another in `dst` (lanes along columns, k along rows).
 ///
 /// # Safety
-/// The block is inside op(B); dst holds ⌈kc/K_STEP⌉·⌈nc/NR⌉·NR slots; the CPU runs `K`.
+/// The block is inside op(B); dst holds steps(kc)·⌈nc/NR⌉·NR slots; the CPU runs `K`.
 pub(super) unsafe fn pack_b_block<K: MicroKernel>(
     b: Strided,
     (jc, nc): (usize, usize),
@@ -89,7 +89,7 @@ pub(super) unsafe fn pack_b_block<K: MicroKernel>(
             )
         }
     };
-    let panel = kc.div_ceil(K::K_STEP) * width;
+    let panel = K::steps(kc) * width;
     if parallel {
         dst.par_chunks_mut(panel).enumerate().for_each(pack_b);
     } else {

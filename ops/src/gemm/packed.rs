@@ -13,7 +13,7 @@ pub struct PackedB {
     k: usize,
     n: usize,
     nc_max: usize,
-    /// Packed steps per k block ([`k_blocks`] of k).
+    /// Elements of k per block ([`k_blocks_of`] of k); the last block holds the rest.
     kc: usize,
     data: AlignedVec,
 }
@@ -57,15 +57,16 @@ impl PackedB {
         let (k, n, op) = operand(b, tb);
         let nc_max = nc_block();
         let (nr, k_step) = with_kernel!(kern, K => (K::NR, K::K_STEP));
-        let mut data = AlignedVec::zeroed(k.div_ceil(k_step) * n.div_ceil(nr) * nr);
+        let kc_max = k_blocks_of(k, k_step).0;
+        let column_steps = k_steps(kern, k, kc_max);
+        let mut data = AlignedVec::zeroed(column_steps * n.div_ceil(nr) * nr);
         let parallel = k * n >= PARALLEL_MIN_MACS / 64 && rayon::current_num_threads() > 1;
         let mut rest = data.as_mut_slice();
-        let kc_max = k_blocks_of(k, k_step).0;
         for jc in (0..n).step_by(nc_max) {
             let nc = nc_max.min(n - jc);
             for pc in (0..k).step_by(kc_max) {
                 let kc = kc_max.min(k - pc);
-                let len = kc.div_ceil(k_step) * nc.div_ceil(nr) * nr;
+                let len = with_kernel!(kern, K => K::steps(kc)) * nc.div_ceil(nr) * nr;
                 let (dst, tail) = rest.split_at_mut(len);
                 // SAFETY: the block is inside op(B) (its view's bounds), dst holds it; the
                 // CPU runs `kern` (the caller's contract).
@@ -80,7 +81,7 @@ impl PackedB {
             k,
             n,
             nc_max,
-            kc: kc_max / k_step,
+            kc: kc_max,
             data,
         }
     }
@@ -104,17 +105,26 @@ impl PackedB {
 
     /// The block of column block `jb` and k block `pb`, as `run` packs it. Blocks lie in
     /// (jc, pc) order; every column block but the last is `nc_max` wide and every k block
-    /// but the last `kc` steps deep, so earlier blocks have full sizes.
+    /// but the last `kc` elements deep, so earlier blocks have full sizes.
     pub(super) fn block(&self, jb: usize, pb: usize) -> &[f32] {
-        let (nr, k_step) = with_kernel!(self.kern, K => (K::NR, K::K_STEP));
-        let steps = self.k.div_ceil(k_step);
+        let (nr, full, last) = with_kernel!(self.kern, K => (
+            K::NR,
+            K::steps(self.kc),
+            K::steps(self.kc.min(self.k - pb * self.kc)),
+        ));
         let jc = jb * self.nc_max;
         let nc = self.nc_max.min(self.n - jc);
         let panels = nc.div_ceil(nr) * nr;
-        let start = jb * steps * (self.nc_max.div_ceil(nr) * nr) + pb * self.kc * panels;
-        let kc = self.kc.min(steps - pb * self.kc);
-        &self.data.as_slice()[start..start + kc * panels]
+        let column_block = k_steps(self.kern, self.k, self.kc) * (self.nc_max.div_ceil(nr) * nr);
+        let start = jb * column_block + pb * full * panels;
+        &self.data.as_slice()[start..start + last * panels]
     }
+}
+
+/// Packed steps of all of k in blocks of `kc` elements (the last the rest) for `kern`:
+/// each block padded as its tile routine reads it ([`MicroKernel::steps`]).
+fn k_steps(kern: Kern, k: usize, kc: usize) -> usize {
+    with_kernel!(kern, K => (k / kc) * K::steps(kc) + K::steps(k % kc))
 }
 
 /// C = op(A)·B, or C += it, with B packed beforehand: the same bits as [`gemm_view`] on

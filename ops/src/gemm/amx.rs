@@ -1,0 +1,564 @@
+//! The bf16 product on Intel's AMX tiles (Sapphire Rapids and later Xeons): the same
+//! arithmetic as [`super::bf16`] — op(A) and op(B) rounded to bfloat16 as they are packed,
+//! products accumulated in f32, C and everything outside the product f32 — with
+//! `tdpbf16ps`, which multiplies a 16×32 bf16 tile by a 32×16 one into a 16×16 f32 tile:
+//! 16,384 multiply-adds an instruction against `vdpbf16ps`'s 32. oneDNN (PyTorch's bf16
+//! matmul) runs there, at about ten times the f32 rate (issue 53, BENCHMARKS.md).
+//!
+//! The tile, 32×32: C's four 16×16 quarters in tmm0–3, two A tiles (16 rows × 16 pairs)
+//! in tmm4–5, two B tiles (16 pairs × 16 columns) in tmm6–7; each chunk of 16 pairs loads
+//! the four and issues four `tdpbf16ps`, each A and B tile used twice. Layouts:
+//! * B's panel is the bf16 path's (`pack_pairs`: step s, lane j at s·32 + j, a pair of
+//!   k per 32 bits), which is a B tile as stored: row s of the tile is step s, the 16
+//!   columns of one half 64 bytes, the halves 64 bytes apart (stride 128).
+//! * A's panel is row-major instead ([`MicroKernel::pack_a`]): row i's steps contiguous,
+//!   `steps` pairs apart, since a row of an A tile is 16 consecutive pairs of one row.
+//! * Each panel's steps are padded with zeros to a multiple of 16 ([`MicroKernel::steps`]),
+//!   so every chunk is whole (a pair of zeros adds 0·0).
+//!
+//! Arithmetic: each element is its tile's k chunks in order from zero, each chunk its
+//! pairs in order (`tdpbf16ps` as the SDM writes it: the low product, then the high one,
+//! each sum rounded to f32 with subnormals flushed), then written or added to C as the f32
+//! tiles do; so the bits depend on neither the thread count, the split, nor where a tile
+//! falls. They are not `vdpbf16ps`'s (which adds a pair's high product first).
+//!
+//! Using the tiles needs the kernel's leave once per process (`arch_prctl
+//! (ARCH_REQ_XCOMP_PERM, XTILEDATA)`, Linux 5.16 and later) and a tile configuration per
+//! use: each row of tiles loads its configuration and releases the tiles at its end, so
+//! neither another library's configuration nor a context switch's save of 8 KiB of tile
+//! state is left behind. `SAINTFLOW_AMX=off` keeps bf16 on the AVX512_BF16 tiles (to
+//! compare the two, or where tiles are unwanted).
+
+use std::sync::OnceLock;
+
+use super::kernel::{ARows, CTile, MicroKernel};
+
+/// The environment variable that turns the AMX tiles off (`off` or `0`).
+pub const AMX_ENV: &str = "SAINTFLOW_AMX";
+
+/// Whether this CPU and kernel run the AMX bf16 tiles (AMX-TILE, AMX-BF16, the kernel's
+/// leave to use them, and the AVX512_BF16 the packing converts with). Asked once.
+pub fn available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| cpu_has_amx() && super::bf16::available() && permitted())
+}
+
+/// Whether bf16 products run on the AMX tiles: [`available`], and not turned off by
+/// `SAINTFLOW_AMX`. Read once per process.
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        let off = std::env::var(AMX_ENV)
+            .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "no"))
+            .unwrap_or(false);
+        !off && available()
+    })
+}
+
+/// CPUID leaf 7: AMX-BF16 (EDX bit 22) and AMX-TILE (bit 24).
+fn cpu_has_amx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid_count;
+        // Leaf 7 only where the CPU has it.
+        if __cpuid_count(0, 0).eax < 7 {
+            return false;
+        }
+        let edx = __cpuid_count(7, 0).edx;
+        edx & (1 << 22) != 0 && edx & (1 << 24) != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Asks Linux for the tile data state (once per process; every thread may then use it).
+fn permitted() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with this request only changes the process's permitted
+        // extended state; it reads no memory of ours.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        r == 0
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    false
+}
+
+/// Pairs per tile row (64 bytes).
+const CHUNK: usize = 16;
+
+/// The AMX tile, 32×32.
+pub(crate) struct AmxBf16;
+
+impl MicroKernel for AmxBf16 {
+    const MR: usize = 32;
+    const NR: usize = 32;
+    const K_STEP: usize = 2;
+
+    #[inline(always)]
+    fn steps(kc: usize) -> usize {
+        kc.div_ceil(2).next_multiple_of(CHUNK)
+    }
+
+    unsafe fn pack(
+        dst: &mut [f32],
+        src: *const f32,
+        lane_stride: usize,
+        k_stride: usize,
+        lanes: usize,
+        kc: usize,
+        width: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: forwarded contract; dst holds steps(kc)·width slots, of which
+        // pack_pairs fills the first ⌈kc/2⌉·width and the rest are zeroed here.
+        unsafe {
+            let pairs = kc.div_ceil(2) * width;
+            super::bf16::pack_pairs(dst, src, lane_stride, k_stride, lanes, kc, width);
+            dst[pairs..Self::steps(kc) * width].fill(0.0);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (dst, src, lane_stride, k_stride, lanes, kc, width);
+    }
+
+    unsafe fn pack_a(
+        dst: &mut [f32],
+        src: *const f32,
+        lane_stride: usize,
+        k_stride: usize,
+        lanes: usize,
+        kc: usize,
+        width: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: forwarded contract (the CPU has AVX512_BF16: `available`).
+        unsafe {
+            pack_rows(dst, src, lane_stride, k_stride, lanes, kc, width)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (dst, src, lane_stride, k_stride, lanes, kc, width);
+    }
+
+    unsafe fn tile(steps: usize, a: ARows, b: *const f32, c: CTile) {
+        // SAFETY: forwarded contract.
+        unsafe { Self::row(steps, a, b, 0, c, |_| {}) }
+    }
+
+    unsafe fn row<F: FnMut(usize)>(
+        steps: usize,
+        a: ARows,
+        b: *const f32,
+        panel_b: usize,
+        c: CTile,
+        mut each: F,
+    ) {
+        let ARows::Packed(a) = a else {
+            unreachable!("the bf16 path always packs op(A)")
+        };
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU runs the tiles (`available`, checked by the caller's choice of
+        // this routine); each tile's panels and C corner as the contract states.
+        unsafe {
+            configure();
+            for q in 0..c.cols.div_ceil(Self::NR) {
+                each(q);
+                tile_32x32(
+                    steps,
+                    a.cast(),
+                    b.add(q * panel_b).cast(),
+                    c.nth(q, Self::NR),
+                );
+            }
+            release();
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (steps, a, b, panel_b, c, &mut each);
+    }
+}
+
+/// The tile configuration (palette 1): eight tiles of 16 rows × 64 bytes.
+#[repr(C, align(64))]
+struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    colsb: [u16; 16],
+    rows: [u8; 16],
+}
+
+/// Loads the configuration every tile routine here uses.
+///
+/// # Safety
+/// The CPU has AMX and the process the kernel's leave ([`available`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn configure() {
+    static CONFIG: TileConfig = TileConfig {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+        rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+    // SAFETY: the caller's contract; CONFIG is 64 readable bytes.
+    unsafe {
+        std::arch::asm!(
+            "ldtilecfg [{cfg}]",
+            cfg = in(reg) &CONFIG,
+            options(nostack, readonly, preserves_flags)
+        )
+    }
+}
+
+/// Returns the tiles to their initial state.
+///
+/// # Safety
+/// As [`configure`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn release() {
+    // SAFETY: the caller's contract.
+    unsafe { std::arch::asm!("tilerelease", options(nostack, nomem, preserves_flags)) }
+}
+
+/// One 32×32 tile over `steps` pairs (a multiple of 16): `a` is the row-major A panel
+/// (32 rows of `steps` pairs), `b` the B panel (`steps` rows of 32 pairs, 64-byte
+/// aligned).
+///
+/// # Safety
+/// The tiles are configured ([`configure`]); the panels hold what is stated; the tile's
+/// corner of C is valid for writes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_32x32(steps: usize, a: *const u32, b: *const u32, c: CTile) {
+    use std::arch::asm;
+    use std::arch::x86_64::*;
+    debug_assert_eq!(steps % CHUNK, 0);
+    let sa = steps * 4;
+    let sb = AmxBf16::NR * 4;
+    // SAFETY: tmm0–3 are zeroed, then each chunk reads A rows 0–15 and 16–31 at pairs
+    // s0..s0+16 (inside the panel: s0 + 16 ≤ steps) and B rows s0..s0+16, both halves.
+    unsafe {
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            out("tmm0") _, out("tmm1") _, out("tmm2") _, out("tmm3") _,
+            options(nostack, nomem, preserves_flags)
+        );
+        for s0 in (0..steps).step_by(CHUNK) {
+            let a0 = a.add(s0);
+            let a1 = a.add(16 * steps + s0);
+            let b0 = b.add(s0 * AmxBf16::NR);
+            let b1 = b0.add(16);
+            asm!(
+                "tileloadd tmm4, [{a0} + {sa}]",
+                "tileloadd tmm6, [{b0} + {sb}]",
+                "tileloadd tmm7, [{b1} + {sb}]",
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tileloadd tmm5, [{a1} + {sa}]",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                a0 = in(reg) a0,
+                a1 = in(reg) a1,
+                b0 = in(reg) b0,
+                b1 = in(reg) b1,
+                sa = in(reg) sa,
+                sb = in(reg) sb,
+                out("tmm0") _, out("tmm1") _, out("tmm2") _, out("tmm3") _,
+                out("tmm4") _, out("tmm5") _, out("tmm6") _, out("tmm7") _,
+                options(nostack, readonly, preserves_flags)
+            );
+        }
+    }
+    let whole = c.rows == 32 && c.cols == 32 && c.cs == 1;
+    if whole && c.overwrite {
+        // Straight into C: its rows are c.rs floats apart.
+        let rs = c.rs * 4;
+        // SAFETY: the whole 32×32 corner is C's (rows 32, cols 32, cs 1).
+        unsafe {
+            asm!(
+                "tilestored [{c0} + {rs}], tmm0",
+                "tilestored [{c1} + {rs}], tmm1",
+                "tilestored [{c2} + {rs}], tmm2",
+                "tilestored [{c3} + {rs}], tmm3",
+                c0 = in(reg) c.ptr,
+                c1 = in(reg) c.ptr.add(16),
+                c2 = in(reg) c.ptr.add(16 * c.rs),
+                c3 = in(reg) c.ptr.add(16 * c.rs + 16),
+                rs = in(reg) rs,
+                options(nostack, preserves_flags)
+            );
+        }
+        return;
+    }
+    #[repr(align(64))]
+    struct Staged([f32; 32 * 32]);
+    let mut tmp = Staged([0.0; 32 * 32]);
+    let t = tmp.0.as_mut_ptr();
+    // SAFETY: tmp holds 32 rows of 32 floats (stride 128 bytes).
+    unsafe {
+        asm!(
+            "tilestored [{t0} + {rs}], tmm0",
+            "tilestored [{t1} + {rs}], tmm1",
+            "tilestored [{t2} + {rs}], tmm2",
+            "tilestored [{t3} + {rs}], tmm3",
+            t0 = in(reg) t,
+            t1 = in(reg) t.add(16),
+            t2 = in(reg) t.add(16 * 32),
+            t3 = in(reg) t.add(16 * 32 + 16),
+            rs = in(reg) 128usize,
+            options(nostack, preserves_flags)
+        );
+    }
+    if whole {
+        for i in 0..32 {
+            for h in 0..2 {
+                // SAFETY: row i, columns 16h..16h+16 of the corner are C's; tmp's row i.
+                unsafe {
+                    let p = c.ptr.add(i * c.rs + 16 * h);
+                    let v = _mm512_loadu_ps(t.add(i * 32 + 16 * h));
+                    _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), v));
+                }
+            }
+        }
+    } else {
+        // SAFETY: forwarded contract.
+        unsafe { super::kernel::store_partial(&tmp.0, 32, c) }
+    }
+}
+
+/// Packs `lanes` rows × `kc` elements of k into `width` rows of `steps(kc)` pairs each,
+/// row-major (row l's pair s at `l·steps + s`): what an A tile reads. Rows past `lanes`
+/// and pairs past ⌈kc/2⌉ are zero; each pair rounds as [`super::bf16::round`].
+///
+/// # Safety
+/// The CPU has AVX512_BF16; the elements named are readable (element (l, t) at
+/// `src + l·lane_stride + t·k_stride`); `dst` holds `steps(kc)`·`width` slots; `lanes` ≤
+/// `width`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16,avx2,fma")]
+unsafe fn pack_rows(
+    dst: &mut [f32],
+    src: *const f32,
+    lane_stride: usize,
+    k_stride: usize,
+    lanes: usize,
+    kc: usize,
+    width: usize,
+) {
+    use std::arch::x86_64::*;
+    let steps = AmxBf16::steps(kc);
+    assert!(dst.len() >= steps * width && lanes <= width);
+    dst[lanes * steps..steps * width].fill(0.0);
+    let d = dst.as_mut_ptr().cast::<u32>();
+    let pairs = kc.div_ceil(2);
+    if k_stride == 1 {
+        // A row's k run is contiguous: 32 elements (16 pairs) converted at a time, in
+        // order, straight into the row.
+        for l in 0..lanes {
+            // SAFETY: row l < lanes (the contract); the masked loads read elements
+            // t..t+n of the run only; the stores write pairs t/2.. of row l, inside dst.
+            unsafe {
+                let row = src.add(l * lane_stride);
+                let out = d.add(l * steps);
+                let mut t = 0;
+                while t < kc {
+                    let n = (kc - t).min(32);
+                    let lo = _mm512_maskz_loadu_ps(low_mask(n.min(16)), row.add(t));
+                    let hi = _mm512_maskz_loadu_ps(
+                        low_mask(n.saturating_sub(16)),
+                        row.wrapping_add(t + 16),
+                    );
+                    let h = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+                    _mm512_mask_storeu_epi32(out.add(t / 2).cast(), low_mask(n.div_ceil(2)), h);
+                    t += 32;
+                }
+                std::ptr::write_bytes(out.add(pairs), 0, steps - pairs);
+            }
+        }
+    } else if lane_stride == 1 {
+        // Rows contiguous (op(A) transposed: Xᵀ of ∇W = Xᵀ·∇Y): per block of 16 rows and
+        // 16 pairs, each pair's 16 rows converted together (as `pack_pairs` does), then
+        // the 16×16 block of pairs transposed into the rows.
+        let idx = _mm512_set_epi16(
+            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
+            4, 19, 3, 18, 2, 17, 1, 16, 0,
+        );
+        for l0 in (0..lanes).step_by(16) {
+            let m = low_mask((lanes - l0).min(16));
+            for s0 in (0..steps).step_by(CHUNK) {
+                let mut block = [_mm512_setzero_si512(); 16];
+                for (j, v) in block.iter_mut().enumerate() {
+                    let t = 2 * (s0 + j);
+                    if t >= kc {
+                        break;
+                    }
+                    // SAFETY: rows l0.. (masked to lanes) of elements t and t + 1 < kc.
+                    unsafe {
+                        let r0 = _mm512_maskz_loadu_ps(m, src.add(t * k_stride + l0));
+                        let r1 = if t + 1 < kc {
+                            _mm512_maskz_loadu_ps(m, src.add((t + 1) * k_stride + l0))
+                        } else {
+                            _mm512_setzero_ps()
+                        };
+                        let h =
+                            std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(r1, r0));
+                        *v = _mm512_permutexvar_epi16(idx, h);
+                    }
+                }
+                let rows = transpose16(block);
+                for (l, r) in rows.iter().enumerate().take(width.min(l0 + 16) - l0) {
+                    // SAFETY: row l0 + l < width, pairs s0..s0+16 ≤ steps: inside dst.
+                    // Rows past `lanes` store the zeros their masked loads gave.
+                    unsafe { _mm512_storeu_si512(d.add((l0 + l) * steps + s0).cast(), *r) };
+                }
+            }
+        }
+    } else {
+        for l in 0..lanes {
+            for s in 0..steps {
+                let at = |t: usize| {
+                    if t < kc {
+                        // SAFETY: l < lanes, t < kc (the contract).
+                        super::bf16::round(unsafe { *src.add(l * lane_stride + t * k_stride) })
+                            as u32
+                    } else {
+                        0
+                    }
+                };
+                // SAFETY: l < width, s < steps.
+                unsafe { *d.add(l * steps + s) = at(2 * s) | (at(2 * s + 1) << 16) };
+            }
+        }
+    }
+}
+
+/// The transpose of a 16×16 block of 32-bit lanes (`r[i]` lane j → result `[j]` lane i):
+/// pairs of rows interleaved by 32 bits, then by 64, then 128-bit lanes gathered.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn transpose16(r: [std::arch::x86_64::__m512i; 16]) -> [std::arch::x86_64::__m512i; 16] {
+    use std::arch::x86_64::*;
+    let mut t = [_mm512_setzero_si512(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4i + j], 128-bit lane g: column 4g + j of rows 4i..4i+4.
+    let mut u = [_mm512_setzero_si512(); 16];
+    for i in 0..4 {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    let mut out = [_mm512_setzero_si512(); 16];
+    for j in 0..4 {
+        let x0 = _mm512_shuffle_i32x4::<0x44>(u[j], u[4 + j]);
+        let x1 = _mm512_shuffle_i32x4::<0xee>(u[j], u[4 + j]);
+        let y0 = _mm512_shuffle_i32x4::<0x44>(u[8 + j], u[12 + j]);
+        let y1 = _mm512_shuffle_i32x4::<0xee>(u[8 + j], u[12 + j]);
+        out[j] = _mm512_shuffle_i32x4::<0x88>(x0, y0);
+        out[4 + j] = _mm512_shuffle_i32x4::<0xdd>(x0, y0);
+        out[8 + j] = _mm512_shuffle_i32x4::<0x88>(x1, y1);
+        out[12 + j] = _mm512_shuffle_i32x4::<0xdd>(x1, y1);
+    }
+    out
+}
+
+/// The mask of the lowest `n` (≤ 16) lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn low_mask(n: usize) -> u16 {
+    if n >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << n) - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bf16::round;
+    use super::*;
+
+    /// The row-major A panel from each source layout (k contiguous, rows contiguous —
+    /// the transposing path —, neither) against the scalar definition: 21 rows of 45
+    /// elements (odd k: a half-empty last pair, and pairs 23..32 of padding) into 32 rows.
+    #[test]
+    fn every_layout_packs_the_same_rows() {
+        if !crate::gemm::bf16::available() {
+            eprintln!("no AVX512_BF16 here: the packer cannot run");
+            return;
+        }
+        let (lanes, kc, width) = (21usize, 45usize, 32usize);
+        let steps = AmxBf16::steps(kc);
+        assert_eq!(steps, 32);
+        let x: Vec<f32> = (0..lanes * kc)
+            .map(|i| (i as f32 * 0.37).sin() * 3.0)
+            .collect();
+        let want: Vec<u32> = (0..steps * width)
+            .map(|i| {
+                let (l, s) = (i / steps, i % steps);
+                let at = |t: usize| {
+                    if l < lanes && t < kc {
+                        round(x[l * kc + t]) as u32
+                    } else {
+                        0
+                    }
+                };
+                at(2 * s) | (at(2 * s + 1) << 16)
+            })
+            .collect();
+        let xt: Vec<f32> = (0..kc * lanes)
+            .map(|i| x[(i % lanes) * kc + i / lanes])
+            .collect();
+        let spread: Vec<f32> = x.iter().flat_map(|&v| [v, f32::NAN]).collect();
+        for (what, src, ls, ks) in [
+            ("k contiguous", &x, kc, 1),
+            ("rows contiguous", &xt, 1, lanes),
+            ("strided", &spread, 2 * kc, 2),
+        ] {
+            let mut dst = vec![f32::NAN; steps * width];
+            // SAFETY: the CPU has AVX512_BF16; every (l, t) is inside src; dst's size.
+            unsafe { pack_rows(&mut dst, src.as_ptr(), ls, ks, lanes, kc, width) };
+            let got: Vec<u32> = dst.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+
+    /// The transpose of a 16×16 block, lane by lane.
+    #[test]
+    fn transpose16_transposes() {
+        if !crate::isa::Isa::Avx512.available() {
+            eprintln!("no AVX-512 here");
+            return;
+        }
+        use std::arch::x86_64::*;
+        let m: Vec<u32> = (0..256).collect();
+        // SAFETY: the CPU has AVX-512F; each row is 16 u32.
+        let out = unsafe {
+            let rows: [__m512i; 16] =
+                std::array::from_fn(|i| _mm512_loadu_si512(m[16 * i..].as_ptr().cast()));
+            transpose16(rows)
+        };
+        for (j, v) in out.iter().enumerate() {
+            let mut lanes = [0u32; 16];
+            // SAFETY: 16 u32 of room.
+            unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), *v) };
+            let want: Vec<u32> = (0..16).map(|i| m[16 * i + j]).collect();
+            assert_eq!(lanes.to_vec(), want, "column {j}");
+        }
+    }
+}
