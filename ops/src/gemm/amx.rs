@@ -16,11 +16,13 @@
 //! * Each panel's steps are padded with zeros to a multiple of 16 ([`MicroKernel::steps`]),
 //!   so every chunk is whole (a pair of zeros adds 0·0).
 //!
-//! Arithmetic: each element is its tile's k chunks in order from zero, each chunk its
-//! pairs in order (`tdpbf16ps` as the SDM writes it: the low product, then the high one,
-//! each sum rounded to f32 with subnormals flushed), then written or added to C as the f32
-//! tiles do; so the bits depend on neither the thread count, the split, nor where a tile
-//! falls. They are not `vdpbf16ps`'s (which adds a pair's high product first).
+//! Arithmetic: each element starts from C (or zero when overwriting) and adds its k
+//! chunks in order, each chunk its pairs in order (`tdpbf16ps` as the SDM writes it: the
+//! low product, then the high one, each sum rounded to f32 with subnormals flushed); a
+//! tile at C's edge computes on a copy of its corner the same way. So the bits depend on
+//! neither the thread count, the split, nor where a tile falls. They are not the
+//! `vdpbf16ps` tiles' (which sum a block from zero before adding it to C, and add a
+//! pair's high product first).
 //!
 //! Using the tiles needs the kernel's leave once per process (`arch_prctl
 //! (ARCH_REQ_XCOMP_PERM, XTILEDATA)`, Linux 5.16 and later) and a tile configuration per
@@ -95,6 +97,9 @@ fn permitted() -> bool {
 /// Pairs per tile row (64 bytes).
 const CHUNK: usize = 16;
 
+/// How many chunks ahead the tile prefetches B.
+const PREFETCH_CHUNKS: usize = 2;
+
 /// The AMX tile, 32×32.
 pub(crate) struct AmxBf16;
 
@@ -102,6 +107,8 @@ impl MicroKernel for AmxBf16 {
     const MR: usize = 32;
     const NR: usize = 32;
     const K_STEP: usize = 2;
+
+    const PREFETCH_NEXT_A: bool = false;
 
     #[inline(always)]
     fn steps(kc: usize) -> usize {
@@ -168,8 +175,13 @@ impl MicroKernel for AmxBf16 {
         // this routine); each tile's panels and C corner as the contract states.
         unsafe {
             configure();
-            for q in 0..c.cols.div_ceil(Self::NR) {
+            let tiles = c.cols.div_ceil(Self::NR);
+            for q in 0..tiles {
                 each(q);
+                // The next tile's rows of C, which it loads first when accumulating.
+                if q + 1 < tiles {
+                    super::kernel::prefetch_c(&c.nth(q + 1, Self::NR));
+                }
                 tile_32x32(
                     steps,
                     a.cast(),
@@ -231,31 +243,90 @@ unsafe fn release() {
 
 /// One 32×32 tile over `steps` pairs (a multiple of 16): `a` is the row-major A panel
 /// (32 rows of `steps` pairs), `b` the B panel (`steps` rows of 32 pairs, 64-byte
-/// aligned).
+/// aligned). C's quarters are loaded into the accumulators (zeroed when overwriting),
+/// the chunks added in order, and stored back: a whole tile straight from and to C, a
+/// tile at C's edge through a 32×32 copy of its corner (zeros around it), so that every
+/// element is the same sum wherever its tile falls.
 ///
 /// # Safety
 /// The tiles are configured ([`configure`]); the panels hold what is stated; the tile's
-/// corner of C is valid for writes.
+/// corner of C is valid for reads and writes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn tile_32x32(steps: usize, a: *const u32, b: *const u32, c: CTile) {
     use std::arch::asm;
     use std::arch::x86_64::*;
     debug_assert_eq!(steps % CHUNK, 0);
+    #[repr(align(64))]
+    struct Staged([f32; 32 * 32]);
+    let whole = c.rows == 32 && c.cols == 32 && c.cs == 1;
+    // Zeroed only at C's edge (4 KiB per tile was 15 % of a whole tile's time).
+    let mut staged = std::mem::MaybeUninit::<Staged>::uninit();
+    let (base, rs) = if whole {
+        (c.ptr, c.rs)
+    } else {
+        let staged = staged.write(Staged([0.0; 32 * 32]));
+        if !c.overwrite {
+            for i in 0..c.rows {
+                for j in 0..c.cols {
+                    // SAFETY: i < rows, j < cols: inside the corner (the contract).
+                    staged.0[i * 32 + j] = unsafe { *c.ptr.add(i * c.rs + j * c.cs) };
+                }
+            }
+        }
+        (staged.0.as_mut_ptr(), 32)
+    };
+    let quarters = [
+        base,
+        base.wrapping_add(16),
+        base.wrapping_add(16 * rs),
+        base.wrapping_add(16 * rs + 16),
+    ];
+    let rs_bytes = rs * 4;
+    // SAFETY: the quarters are 16 rows of 16 floats, rs floats apart, inside the corner
+    // of C or the staged copy.
+    unsafe {
+        if c.overwrite {
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                out("tmm0") _, out("tmm1") _, out("tmm2") _, out("tmm3") _,
+                options(nostack, nomem, preserves_flags)
+            );
+        } else {
+            asm!(
+                "tileloadd tmm0, [{c0} + {rs}]",
+                "tileloadd tmm1, [{c1} + {rs}]",
+                "tileloadd tmm2, [{c2} + {rs}]",
+                "tileloadd tmm3, [{c3} + {rs}]",
+                c0 = in(reg) quarters[0],
+                c1 = in(reg) quarters[1],
+                c2 = in(reg) quarters[2],
+                c3 = in(reg) quarters[3],
+                rs = in(reg) rs_bytes,
+                out("tmm0") _, out("tmm1") _, out("tmm2") _, out("tmm3") _,
+                options(nostack, readonly, preserves_flags)
+            );
+        }
+    }
     let sa = steps * 4;
     let sb = AmxBf16::NR * 4;
-    // SAFETY: tmm0–3 are zeroed, then each chunk reads A rows 0–15 and 16–31 at pairs
-    // s0..s0+16 (inside the panel: s0 + 16 ≤ steps) and B rows s0..s0+16, both halves.
+    // SAFETY: each chunk reads A rows 0–15 and 16–31 at pairs s0..s0+16 (inside the
+    // panel: s0 + 16 ≤ steps) and B rows s0..s0+16, both halves; prefetches never fault.
     unsafe {
-        asm!(
-            "tilezero tmm0",
-            "tilezero tmm1",
-            "tilezero tmm2",
-            "tilezero tmm3",
-            out("tmm0") _, out("tmm1") _, out("tmm2") _, out("tmm3") _,
-            options(nostack, nomem, preserves_flags)
-        );
         for s0 in (0..steps).step_by(CHUNK) {
+            // B's chunk after next (2 KiB, 32 lines) towards L1: a tile load from L2
+            // waits on its lines, and without renaming of tile registers the next loads
+            // wait on it (+20–25 % on the step's shapes). Past the panel's end it is the
+            // next panel's start, which the next tile reads.
+            let ahead = b
+                .wrapping_add((s0 + PREFETCH_CHUNKS * CHUNK) * AmxBf16::NR)
+                .cast::<i8>();
+            for line in 0..32 {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line));
+            }
             let a0 = a.add(s0);
             let a1 = a.add(16 * steps + s0);
             let b0 = b.add(s0 * AmxBf16::NR);
@@ -280,61 +351,33 @@ unsafe fn tile_32x32(steps: usize, a: *const u32, b: *const u32, c: CTile) {
                 options(nostack, readonly, preserves_flags)
             );
         }
-    }
-    let whole = c.rows == 32 && c.cols == 32 && c.cs == 1;
-    if whole && c.overwrite {
-        // Straight into C: its rows are c.rs floats apart.
-        let rs = c.rs * 4;
-        // SAFETY: the whole 32×32 corner is C's (rows 32, cols 32, cs 1).
-        unsafe {
-            asm!(
-                "tilestored [{c0} + {rs}], tmm0",
-                "tilestored [{c1} + {rs}], tmm1",
-                "tilestored [{c2} + {rs}], tmm2",
-                "tilestored [{c3} + {rs}], tmm3",
-                c0 = in(reg) c.ptr,
-                c1 = in(reg) c.ptr.add(16),
-                c2 = in(reg) c.ptr.add(16 * c.rs),
-                c3 = in(reg) c.ptr.add(16 * c.rs + 16),
-                rs = in(reg) rs,
-                options(nostack, preserves_flags)
-            );
-        }
-        return;
-    }
-    #[repr(align(64))]
-    struct Staged([f32; 32 * 32]);
-    let mut tmp = Staged([0.0; 32 * 32]);
-    let t = tmp.0.as_mut_ptr();
-    // SAFETY: tmp holds 32 rows of 32 floats (stride 128 bytes).
-    unsafe {
         asm!(
-            "tilestored [{t0} + {rs}], tmm0",
-            "tilestored [{t1} + {rs}], tmm1",
-            "tilestored [{t2} + {rs}], tmm2",
-            "tilestored [{t3} + {rs}], tmm3",
-            t0 = in(reg) t,
-            t1 = in(reg) t.add(16),
-            t2 = in(reg) t.add(16 * 32),
-            t3 = in(reg) t.add(16 * 32 + 16),
-            rs = in(reg) 128usize,
+            "tilestored [{c0} + {rs}], tmm0",
+            "tilestored [{c1} + {rs}], tmm1",
+            "tilestored [{c2} + {rs}], tmm2",
+            "tilestored [{c3} + {rs}], tmm3",
+            c0 = in(reg) quarters[0],
+            c1 = in(reg) quarters[1],
+            c2 = in(reg) quarters[2],
+            c3 = in(reg) quarters[3],
+            rs = in(reg) rs_bytes,
             options(nostack, preserves_flags)
         );
     }
-    if whole {
-        for i in 0..32 {
-            for h in 0..2 {
-                // SAFETY: row i, columns 16h..16h+16 of the corner are C's; tmp's row i.
-                unsafe {
-                    let p = c.ptr.add(i * c.rs + 16 * h);
-                    let v = _mm512_loadu_ps(t.add(i * 32 + 16 * h));
-                    _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), v));
-                }
-            }
+    if !whole {
+        // SAFETY: written above (not whole); forwarded contract; the staged tile already
+        // holds C's part.
+        unsafe {
+            let staged = staged.assume_init_ref();
+            super::kernel::store_partial(
+                &staged.0,
+                32,
+                CTile {
+                    overwrite: true,
+                    ..c
+                },
+            )
         }
-    } else {
-        // SAFETY: forwarded contract.
-        unsafe { super::kernel::store_partial(&tmp.0, 32, c) }
     }
 }
 

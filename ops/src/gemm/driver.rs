@@ -533,7 +533,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
         };
         // The next panel's rows, brought towards L1 while this one computes (its packing
         // otherwise waits on memory: X is read once, from DRAM).
-        let next = (!direct && i0 + K::MR < m).then(|| {
+        let next = (K::PREFETCH_NEXT_A && !direct && i0 + K::MR < m).then(|| {
             let rows = K::MR.min(m - i0 - K::MR);
             // SAFETY: row i0 + MR < m, column pc < k of op(A).
             (unsafe { a.at(i0 + K::MR, pc) }.cast_const(), rows)
@@ -608,7 +608,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
                 // probably because the first lines left L2 before their pack: X's rows lie
                 // 2 KiB apart, in a few sets, beside the B block.
                 let next_i0 = (p0 + panels) * K::MR;
-                let next = (p0 + panels < ps.end).then(|| {
+                let next = (K::PREFETCH_NEXT_A && p0 + panels < ps.end).then(|| {
                     // SAFETY: row next_i0 < m, column pc < k of op(A).
                     let src = unsafe { a.at(next_i0, pc) }.cast_const();
                     (src, (GROUP * K::MR).min(m - next_i0))

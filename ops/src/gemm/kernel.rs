@@ -77,6 +77,11 @@ pub(crate) trait MicroKernel {
         kc.div_ceil(Self::K_STEP)
     }
 
+    /// Whether a row panel's sweep brings the next panel's rows of op(A) towards L1 as it
+    /// goes (see `block`): right for panels of a few rows, wrong for the AMX tile's 32
+    /// (64 KiB of f32 at k = 512, more than L1, and its prefetches stalled the tiles).
+    const PREFETCH_NEXT_A: bool = true;
+
     /// Packs `lanes` lanes × `kc` elements of k of a strided operand into a panel of
     /// [`MicroKernel::steps`] steps of `width` lanes (see [`super::pack`], which is the f32 one),
     /// lanes past `lanes` and elements past `kc` zero.
