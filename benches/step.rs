@@ -561,8 +561,14 @@ fn steps(c: &mut Criterion) {
         let ex = Executor::new(threads.try_into().unwrap());
         let mut next = 0u64;
         let mut model = Model::new(&src, 2, threads, b);
-        if std::env::var_os("STEP_BENCH_OPS").is_some() {
-            pool.install(|| per_op(&model, &pre));
+        // `STEP_BENCH_OPS=1` (or `=bf16`: the bf16 model's ops).
+        match std::env::var("STEP_BENCH_OPS").as_deref() {
+            Ok("bf16") => {
+                let m16 = Model::with_precision(&src, 2, threads, b, Precision::Bf16);
+                pool.install(|| per_op(&m16, &pre));
+            }
+            Ok(_) => pool.install(|| per_op(&model, &pre)),
+            Err(_) => {}
         }
         if std::env::var_os("STEP_BENCH_TIMELINE").is_some() {
             timeline(&model, &pre, threads);

@@ -212,10 +212,10 @@ fn main() {
     let isa = Isa::current();
     println!(
         "saintflow GEMM path: {isa:?}, bf16 on {}; OpenBLAS: {}",
-        if amx::enabled() {
-            "AMX tiles"
-        } else {
-            "AVX512_BF16 tiles (where the CPU has it)"
+        match (Precision::Bf16.check(), amx::enabled()) {
+            (Err(_), _) => "no path here",
+            (Ok(()), true) => "AMX tiles",
+            (Ok(()), false) => "AVX512_BF16 tiles",
         },
         blas.as_ref()
             .map_or("not loaded".into(), |b| format!("{} kernels", b.core))

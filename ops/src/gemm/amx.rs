@@ -146,12 +146,55 @@ impl MicroKernel for AmxBf16 {
         width: usize,
     ) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: forwarded contract (the CPU has AVX512_BF16: `available`).
+        // SAFETY: forwarded contract (the CPU has AVX512_BF16: `available`); a whole
+        // panel: rows steps(kc) apart.
         unsafe {
-            pack_rows(dst, src, lane_stride, k_stride, lanes, kc, width)
+            let steps = Self::steps(kc);
+            pack_rows(
+                dst,
+                (steps, 0),
+                src,
+                lane_stride,
+                k_stride,
+                lanes,
+                kc,
+                width,
+            )
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (dst, src, lane_stride, k_stride, lanes, kc, width);
+    }
+
+    unsafe fn pack_a_part(
+        panel: &mut [f32],
+        steps: usize,
+        t0: usize,
+        src: *const f32,
+        lane_stride: usize,
+        k_stride: usize,
+        lanes: usize,
+        t_n: usize,
+        width: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: forwarded contract (t0 a multiple of 32, so the part's padded pairs end
+        // by the panel's `steps`).
+        unsafe {
+            let at = (steps, t0 / 2);
+            pack_rows(panel, at, src, lane_stride, k_stride, lanes, t_n, width)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (
+            panel,
+            steps,
+            t0,
+            src,
+            lane_stride,
+            k_stride,
+            lanes,
+            t_n,
+            width,
+        );
     }
 
     unsafe fn tile(steps: usize, a: ARows, b: *const f32, c: CTile) {
@@ -381,18 +424,22 @@ unsafe fn tile_32x32(steps: usize, a: *const u32, b: *const u32, c: CTile) {
     }
 }
 
-/// Packs `lanes` rows × `kc` elements of k into `width` rows of `steps(kc)` pairs each,
-/// row-major (row l's pair s at `l·steps + s`): what an A tile reads. Rows past `lanes`
-/// and pairs past ⌈kc/2⌉ are zero; each pair rounds as [`super::bf16::round`].
+/// Packs `lanes` rows × `kc` elements of k into `width` rows of `steps(kc)` pairs each:
+/// row l's pair s at `l·stride + first + s` (a whole panel: `stride` = `steps(kc)`,
+/// `first` 0; a part of k of a panel packed part by part: the panel's steps and the part's
+/// first pair). What an A tile reads. Rows past `lanes` and pairs past ⌈kc/2⌉ are zero;
+/// each pair rounds as [`super::bf16::round`].
 ///
 /// # Safety
 /// The CPU has AVX512_BF16; the elements named are readable (element (l, t) at
-/// `src + l·lane_stride + t·k_stride`); `dst` holds `steps(kc)`·`width` slots; `lanes` ≤
-/// `width`.
+/// `src + l·lane_stride + t·k_stride`); `dst` holds `(width − 1)·stride + first +
+/// steps(kc)` slots; `first + steps(kc)` ≤ `stride`; `lanes` ≤ `width`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn pack_rows(
     dst: &mut [f32],
+    (stride, first): (usize, usize),
     src: *const f32,
     lane_stride: usize,
     k_stride: usize,
@@ -402,9 +449,16 @@ unsafe fn pack_rows(
 ) {
     use std::arch::x86_64::*;
     let steps = AmxBf16::steps(kc);
-    assert!(dst.len() >= steps * width && lanes <= width);
-    dst[lanes * steps..steps * width].fill(0.0);
-    let d = dst.as_mut_ptr().cast::<u32>();
+    assert!(
+        width > 0
+            && first + steps <= stride
+            && dst.len() >= (width - 1) * stride + first + steps
+            && lanes <= width
+    );
+    for l in lanes..width {
+        dst[l * stride + first..l * stride + first + steps].fill(0.0);
+    }
+    let d = dst.as_mut_ptr().cast::<u32>().wrapping_add(first);
     let pairs = kc.div_ceil(2);
     if k_stride == 1 {
         // A row's k run is contiguous: 32 elements (16 pairs) converted at a time, in
@@ -414,7 +468,7 @@ unsafe fn pack_rows(
             // t..t+n of the run only; the stores write pairs t/2.. of row l, inside dst.
             unsafe {
                 let row = src.add(l * lane_stride);
-                let out = d.add(l * steps);
+                let out = d.add(l * stride);
                 let mut t = 0;
                 while t < kc {
                     let n = (kc - t).min(32);
@@ -438,9 +492,19 @@ unsafe fn pack_rows(
             31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
             4, 19, 3, 18, 2, 17, 1, 16, 0,
         );
-        for l0 in (0..lanes).step_by(16) {
-            let m = low_mask((lanes - l0).min(16));
-            for s0 in (0..steps).step_by(CHUNK) {
+        for s0 in (0..steps).step_by(CHUNK) {
+            // The next chunk's 32 rows towards L1 meanwhile (the loads waited on them one
+            // by one: each row's lanes are lines of their own, k_stride apart). Past kc
+            // the addresses are only computed, never read.
+            for t in 2 * (s0 + CHUNK)..2 * (s0 + 2 * CHUNK) {
+                let row = src.wrapping_add(t * k_stride).cast::<i8>();
+                for off in (0..4 * lanes).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(off));
+                }
+            }
+            // Both 16-lane halves of a row while its lines are at hand.
+            for l0 in (0..lanes).step_by(16) {
+                let m = low_mask((lanes - l0).min(16));
                 let mut block = [_mm512_setzero_si512(); 16];
                 for (j, v) in block.iter_mut().enumerate() {
                     let t = 2 * (s0 + j);
@@ -464,7 +528,7 @@ unsafe fn pack_rows(
                 for (l, r) in rows.iter().enumerate().take(width.min(l0 + 16) - l0) {
                     // SAFETY: row l0 + l < width, pairs s0..s0+16 ≤ steps: inside dst.
                     // Rows past `lanes` store the zeros their masked loads gave.
-                    unsafe { _mm512_storeu_si512(d.add((l0 + l) * steps + s0).cast(), *r) };
+                    unsafe { _mm512_storeu_si512(d.add((l0 + l) * stride + s0).cast(), *r) };
                 }
             }
         }
@@ -481,7 +545,7 @@ unsafe fn pack_rows(
                     }
                 };
                 // SAFETY: l < width, s < steps.
-                unsafe { *d.add(l * steps + s) = at(2 * s) | (at(2 * s + 1) << 16) };
+                unsafe { *d.add(l * stride + s) = at(2 * s) | (at(2 * s + 1) << 16) };
             }
         }
     }
@@ -575,7 +639,7 @@ mod tests {
         ] {
             let mut dst = vec![f32::NAN; steps * width];
             // SAFETY: the CPU has AVX512_BF16; every (l, t) is inside src; dst's size.
-            unsafe { pack_rows(&mut dst, src.as_ptr(), ls, ks, lanes, kc, width) };
+            unsafe { pack_rows(&mut dst, (steps, 0), src.as_ptr(), ls, ks, lanes, kc, width) };
             let got: Vec<u32> = dst.iter().map(|v| v.to_bits()).collect();
             assert_eq!(got, want, "{what}");
         }

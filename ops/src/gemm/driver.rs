@@ -566,23 +566,24 @@ pub(super) unsafe fn block<K: MicroKernel>(
         });
         return;
     };
-    if a.rs == 1 && K::K_STEP == 1 {
+    if a.rs == 1 && K::K_STEP <= 2 {
         // op(A) transposed (Xᵀ of ∇W = Xᵀ·∇Y): a step of a panel is MR floats of one row
         // of X, 24 bytes of a line, and X's rows lie a power of two apart (2 or 4 KiB), so
         // the lines of one panel's 256 rows share a few L1 sets and are gone by the next
         // panel, which reads them again. Panels are packed GROUP at a time instead (48
-        // columns of X, three whole lines of each row), ROWS rows of X at a time across
+        // columns of X, three whole lines of each row), 8 rows of X at a time (32 for bf16) across
         // the group, then swept one by one. A pack went from 6 % of a 512×512 product over
         // k = 8000 to 3 % (perf, AVX2 path, one thread). Only where one thread sweeps
         // every row panel (one thread, or each half of a split k, `run`) or claims them a
         // group at a time (`run_halves`): threads that share the row panels take them one
         // by one (a group would leave one a group short).
-        const ROWS: usize = 8;
+        // (32 for bf16 pairs: a part then fills whole chunks of an AMX tile's 16 pairs.)
+        let rows_at = if K::K_STEP == 1 { 8 } else { 32 };
         with_scratch(&A_PACK, GROUP * steps * K::MR, |group| {
             for p0 in ps.clone().step_by(GROUP) {
                 let panels = GROUP.min(ps.end - p0);
-                for t0 in (0..kc).step_by(ROWS) {
-                    let t_n = ROWS.min(kc - t0);
+                for t0 in (0..kc).step_by(rows_at) {
+                    let t_n = rows_at.min(kc - t0);
                     let bufs = group.as_mut_slice().chunks_exact_mut(steps * K::MR);
                     for (g, a_pan) in bufs.take(panels).enumerate() {
                         let i0 = (p0 + g) * K::MR;
@@ -590,8 +591,10 @@ pub(super) unsafe fn block<K: MicroKernel>(
                         // SAFETY: rows i0..i0+rows, columns pc+t0..+t_n of op(A) are in
                         // bounds; the CPU runs K (the caller's contract).
                         unsafe {
-                            K::pack_a(
-                                &mut a_pan[t0 * K::MR..],
+                            K::pack_a_part(
+                                a_pan,
+                                steps,
+                                t0,
                                 a.at(i0, pc + t0).cast_const(),
                                 a.rs,
                                 a.cs,

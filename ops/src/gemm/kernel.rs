@@ -122,6 +122,41 @@ pub(crate) trait MicroKernel {
         unsafe { Self::pack(dst, src, lane_stride, k_stride, lanes, kc, width) }
     }
 
+    /// Elements t0..t0+t_n of k of a panel of op(A)'s rows (the whole panel `steps(kc)`
+    /// steps, packed part by part: `block`'s groups of transposed panels), t0 a multiple
+    /// of 32; for the k-major panels, [`MicroKernel::pack_a`] from step t0/K_STEP on.
+    ///
+    /// # Safety
+    /// As [`MicroKernel::pack`] for the part; `panel` holds `steps`·`width` slots and the
+    /// part's steps end within `steps`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn pack_a_part(
+        panel: &mut [f32],
+        steps: usize,
+        t0: usize,
+        src: *const f32,
+        lane_stride: usize,
+        k_stride: usize,
+        lanes: usize,
+        t_n: usize,
+        width: usize,
+    ) {
+        let _ = steps;
+        // SAFETY: forwarded contract.
+        unsafe {
+            Self::pack_a(
+                &mut panel[t0 / Self::K_STEP * width..],
+                src,
+                lane_stride,
+                k_stride,
+                lanes,
+                t_n,
+                width,
+            )
+        }
+    }
+
     /// C[i, j] = (overwrite ? 0 : C[i, j]) + Σ_k A(i, k)·b[k·NR + j] over the tile `c`
     /// (k counts packed steps: `kc` is ⌈elements / K_STEP⌉);
     /// the padding lanes of the B panel (and of a packed A panel) are zeros and nothing

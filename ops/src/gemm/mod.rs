@@ -30,8 +30,8 @@
 //! of path ([`plan`], [`Precision`]); `blocking.rs` the block sizes and the k split;
 //! `pack.rs` the packing of op(A)'s and op(B)'s panels; `driver.rs` the loops around the
 //! tile routines (the macro-kernel, two halves of k, the thread-local scratch); `packed.rs`
-//! op(B) packed once for several products ([`PackedB`]); `kernel.rs`, `bf16.rs` and
-//! `narrow.rs` the tile routines.
+//! op(B) packed once for several products ([`PackedB`]); `kernel.rs`, `bf16.rs`, `amx.rs`
+//! and `narrow.rs` the tile routines.
 //!
 //! Arithmetic: each element is Σ over k in order, one FMA per step within a KC block,
 //! blocks added in order; the thread count and the split never change a bit, and the two
@@ -68,7 +68,8 @@ pub enum Precision {
     F32,
     /// Operands rounded to bfloat16 as they are packed, products accumulated in f32 with
     /// AVX512_BF16's dot product ([`bf16`]); only on CPUs that have it, on the AVX-512
-    /// path (a 6×64 tile, or 6×16 where [`plan`] narrows the f32 one).
+    /// path (a 6×64 tile, or 6×16 where [`plan`] narrows the f32 one), and on the AMX
+    /// tiles in place of the 6×64 one where the CPU has them ([`amx`]).
     Bf16,
 }
 

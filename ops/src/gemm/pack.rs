@@ -17,14 +17,16 @@ pub(super) unsafe fn pack_b_block<K: MicroKernel>(
     parallel: bool,
 ) {
     let width = K::NR;
-    if b.cs == 1 && K::K_STEP == 1 {
+    if b.cs == 1 && K::K_STEP <= 2 {
         // Rows of op(B) are contiguous: read each row of the block once, in order, and
         // deal it out to the panels. Panel by panel, the reads would be NR floats every
         // row stride — for AVX2 one cache line per 2 KiB, a new strided stream per panel,
         // and ∇Y of ∇W = Xᵀ·∇Y comes from memory: tn on the AVX2 path ran at 80–91 % of
         // OpenBLAS, 27 % slower than the AVX-512 path (4 lines per row) on the same CPU.
         // Threads take groups of whole panels (contiguous in dst), each still reading
-        // rows in order.
+        // rows in order. bf16 pairs (K_STEP 2) likewise, 32 rows (16 pairs, an AMX
+        // tile's chunk) at a time: a chunk's padding then ends where the panel's does.
+        let panel = K::steps(kc) * width;
         let panels = nc.div_ceil(width);
         let groups = if parallel {
             (2 * rayon::current_num_threads()).min(panels)
@@ -32,15 +34,15 @@ pub(super) unsafe fn pack_b_block<K: MicroKernel>(
             1
         };
         let per = panels.div_ceil(groups);
+        // 8 rows at a time (16 KiB of a 512-column block, kept in L1) dealt panel by
+        // panel: one row at a time wrote every panel's stream at once, and the panels
+        // lie kc·NR·4 bytes apart (64 KiB on AVX-512), all in one L1 set.
+        let rows_at = if K::K_STEP == 1 { 8 } else { 32 };
         let pack_rows = |(g, dst): (usize, &mut [f32])| {
             let q0 = g * per;
-            let n_pan = dst.len() / (kc * width);
-            // 8 rows at a time (16 KiB of a 512-column block, kept in L1) dealt panel by
-            // panel: one row at a time wrote every panel's stream at once, and the panels
-            // lie kc·NR·4 bytes apart (64 KiB on AVX-512), all in one L1 set.
-            const ROWS: usize = 8;
-            for t0 in (0..kc).step_by(ROWS) {
-                let t_n = ROWS.min(kc - t0);
+            let n_pan = dst.len() / panel;
+            for t0 in (0..kc).step_by(rows_at) {
+                let t_n = rows_at.min(kc - t0);
                 for q in 0..n_pan {
                     let cols = width.min(nc - (q0 + q) * width);
                     // `pack` copies a whole panel's row at a length the compiler knows
@@ -50,10 +52,12 @@ pub(super) unsafe fn pack_b_block<K: MicroKernel>(
                     // twelfth session). A last, narrower panel gets its zero tail there.
                     // SAFETY: rows pc + t0 .. + t_n of op(B), columns jc + (q0 + q)·width
                     // .. + cols, are in bounds (row-contiguous: cs 1); the destination
-                    // holds t_n steps of `width` from step t0 of panel q.
+                    // holds steps(t_n) steps of `width` from step t0/K_STEP of panel q
+                    // (t0 is a multiple of 32 pairs' rows, so those steps end within
+                    // the panel); the CPU runs K (the caller's contract).
                     unsafe {
-                        pack(
-                            &mut dst[q * kc * width + t0 * width..],
+                        K::pack(
+                            &mut dst[q * panel + t0 / K::K_STEP * width..],
                             b.at(pc + t0, jc + (q0 + q) * width).cast_const(),
                             1,
                             b.rs,
@@ -65,7 +69,7 @@ pub(super) unsafe fn pack_b_block<K: MicroKernel>(
                 }
             }
         };
-        let chunk = per * kc * width;
+        let chunk = per * panel;
         if parallel {
             dst.par_chunks_mut(chunk).enumerate().for_each(pack_rows);
         } else {
