@@ -33,6 +33,8 @@
 
 use std::sync::OnceLock;
 
+#[cfg(target_arch = "x86_64")]
+use super::bf16::{lane_pairs, low_mask, run_pairs};
 use super::kernel::{ARows, CTile, MicroKernel};
 
 /// The environment variable that turns the AMX tiles off (`off` or `0`).
@@ -472,12 +474,7 @@ unsafe fn pack_rows(
                 let mut t = 0;
                 while t < kc {
                     let n = (kc - t).min(32);
-                    let lo = _mm512_maskz_loadu_ps(low_mask(n.min(16)), row.add(t));
-                    let hi = _mm512_maskz_loadu_ps(
-                        low_mask(n.saturating_sub(16)),
-                        row.wrapping_add(t + 16),
-                    );
-                    let h = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+                    let h = run_pairs(row.add(t), n);
                     _mm512_mask_storeu_epi32(out.add(t / 2).cast(), low_mask(n.div_ceil(2)), h);
                     t += 32;
                 }
@@ -488,10 +485,6 @@ unsafe fn pack_rows(
         // Rows contiguous (op(A) transposed: Xᵀ of ∇W = Xᵀ·∇Y): per block of 16 rows and
         // 16 pairs, each pair's 16 rows converted together (as `pack_pairs` does), then
         // the 16×16 block of pairs transposed into the rows.
-        let idx = _mm512_set_epi16(
-            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
-            4, 19, 3, 18, 2, 17, 1, 16, 0,
-        );
         for s0 in (0..steps).step_by(CHUNK) {
             // The next chunk's 32 rows towards L1 meanwhile (the loads waited on them one
             // by one: each row's lanes are lines of their own, k_stride apart). Past kc
@@ -513,15 +506,8 @@ unsafe fn pack_rows(
                     }
                     // SAFETY: rows l0.. (masked to lanes) of elements t and t + 1 < kc.
                     unsafe {
-                        let r0 = _mm512_maskz_loadu_ps(m, src.add(t * k_stride + l0));
-                        let r1 = if t + 1 < kc {
-                            _mm512_maskz_loadu_ps(m, src.add((t + 1) * k_stride + l0))
-                        } else {
-                            _mm512_setzero_ps()
-                        };
-                        let h =
-                            std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(r1, r0));
-                        *v = _mm512_permutexvar_epi16(idx, h);
+                        let r0 = src.add(t * k_stride + l0);
+                        *v = lane_pairs(r0, (t + 1 < kc).then(|| r0.add(k_stride)), m);
                     }
                 }
                 let rows = transpose16(block);
@@ -584,20 +570,9 @@ fn transpose16(r: [std::arch::x86_64::__m512i; 16]) -> [std::arch::x86_64::__m51
     out
 }
 
-/// The mask of the lowest `n` (≤ 16) lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn low_mask(n: usize) -> u16 {
-    if n >= 16 {
-        u16::MAX
-    } else {
-        (1u16 << n) - 1
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::bf16::round;
+    use super::super::bf16::pair_of;
     use super::*;
 
     /// The row-major A panel from each source layout (k contiguous, rows contiguous —
@@ -616,17 +591,7 @@ mod tests {
             .map(|i| (i as f32 * 0.37).sin() * 3.0)
             .collect();
         let want: Vec<u32> = (0..steps * width)
-            .map(|i| {
-                let (l, s) = (i / steps, i % steps);
-                let at = |t: usize| {
-                    if l < lanes && t < kc {
-                        round(x[l * kc + t]) as u32
-                    } else {
-                        0
-                    }
-                };
-                at(2 * s) | (at(2 * s + 1) << 16)
-            })
+            .map(|i| pair_of(&x, (lanes, kc), i / steps, i % steps))
             .collect();
         let xt: Vec<f32> = (0..kc * lanes)
             .map(|i| x[(i % lanes) * kc + i / lanes])

@@ -215,16 +215,10 @@ pub(super) unsafe fn pack_pairs(
             let mut t = 0;
             while t < kc {
                 let n = (kc - t).min(32);
-                let lo_mask: __mmask16 = low_mask(n.min(16));
-                let hi_mask: __mmask16 = low_mask(n.saturating_sub(16));
                 let mut pairs = [0u32; 16];
-                // SAFETY: the masked loads read elements t..t+n of the run only; pairs
-                // holds 16 lanes.
+                // SAFETY: elements t..t+n of the run are readable; pairs holds 16 lanes.
                 unsafe {
-                    let lo = _mm512_maskz_loadu_ps(lo_mask, row.add(t));
-                    let hi = _mm512_maskz_loadu_ps(hi_mask, row.wrapping_add(t + 16));
-                    let h = _mm512_cvtne2ps_pbh(hi, lo);
-                    let h = std::mem::transmute::<__m512bh, __m512i>(h);
+                    let h = run_pairs(row.add(t), n);
                     _mm512_storeu_si512(pairs.as_mut_ptr().cast(), h);
                 }
                 for (p, &v) in pairs.iter().enumerate().take(n.div_ceil(2)) {
@@ -237,10 +231,6 @@ pub(super) unsafe fn pack_pairs(
     } else if lane_stride == 1 {
         // Lanes contiguous: per step, the two k rows' lanes 16 at a time, converted
         // together and interleaved into pairs.
-        let idx = _mm512_set_epi16(
-            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
-            4, 19, 3, 18, 2, 17, 1, 16, 0,
-        );
         for s in 0..steps {
             let t = 2 * s;
             let second = t + 1 < kc;
@@ -249,14 +239,8 @@ pub(super) unsafe fn pack_pairs(
                 // SAFETY: elements (l0..l0+16 masked to lanes, t and t+1 < kc) are
                 // readable; the store writes lanes l0.. of step s, inside dst.
                 unsafe {
-                    let r0 = _mm512_maskz_loadu_ps(m, src.add(t * k_stride + l0));
-                    let r1 = if second {
-                        _mm512_maskz_loadu_ps(m, src.add((t + 1) * k_stride + l0))
-                    } else {
-                        _mm512_setzero_ps()
-                    };
-                    let h = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(r1, r0));
-                    let p = _mm512_permutexvar_epi16(idx, h);
+                    let r0 = src.add(t * k_stride + l0);
+                    let p = lane_pairs(r0, second.then(|| r0.add(k_stride)), m);
                     _mm512_mask_storeu_epi32(d.add(s * width + l0).cast(), m, p);
                 }
             }
@@ -279,15 +263,79 @@ pub(super) unsafe fn pack_pairs(
     }
 }
 
+/// The 16 pairs of `n` (≤ 32) contiguous elements from `run` (pair p = (x\[2p\],
+/// x\[2p+1\]), those past `n` zero), rounded as [`round`].
+///
+/// # Safety
+/// The CPU has AVX512_BF16; elements 0..n from `run` are readable.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+#[inline]
+pub(super) unsafe fn run_pairs(run: *const f32, n: usize) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    // SAFETY: the masked loads read elements 0..n only.
+    unsafe {
+        let lo = _mm512_maskz_loadu_ps(low_mask(n.min(16)), run);
+        let hi = _mm512_maskz_loadu_ps(low_mask(n.saturating_sub(16)), run.wrapping_add(16));
+        std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo))
+    }
+}
+
+/// The pairs of 16 lanes (masked by `m`) from two consecutive k rows, `first` and
+/// `second` (zeros without it): lane l = (first\[l\], second\[l\]), rounded as [`round`].
+///
+/// # Safety
+/// The CPU has AVX512_BF16; the lanes of `m` are readable from both rows.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+#[inline]
+pub(super) unsafe fn lane_pairs(
+    first: *const f32,
+    second: Option<*const f32>,
+    m: u16,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    // Element e of the converted pair of rows: e < 16 from `first`, the rest from
+    // `second`; the permutation interleaves them lane by lane.
+    let idx = _mm512_set_epi16(
+        31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
+        19, 3, 18, 2, 17, 1, 16, 0,
+    );
+    // SAFETY: the masked loads read the lanes of `m` only.
+    unsafe {
+        let r0 = _mm512_maskz_loadu_ps(m, first);
+        let r1 = match second {
+            Some(p) => _mm512_maskz_loadu_ps(m, p),
+            None => _mm512_setzero_ps(),
+        };
+        let h = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(r1, r0));
+        _mm512_permutexvar_epi16(idx, h)
+    }
+}
+
 /// The mask of the lowest `n` (≤ 16) lanes.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn low_mask(n: usize) -> u16 {
+pub(super) fn low_mask(n: usize) -> u16 {
     if n >= 16 {
         u16::MAX
     } else {
         (1u16 << n) - 1
     }
+}
+
+/// The packed pair of lane `l`, step `s` of a row-major `lanes`×`kc` block, by the
+/// definition (zero past the block): the packers' oracle.
+#[cfg(test)]
+pub(super) fn pair_of(x: &[f32], (lanes, kc): (usize, usize), l: usize, s: usize) -> u32 {
+    let at = |t: usize| {
+        if l < lanes && t < kc {
+            round(x[l * kc + t]) as u32
+        } else {
+            0
+        }
+    };
+    at(2 * s) | (at(2 * s + 1) << 16)
 }
 
 #[cfg(test)]
@@ -360,17 +408,7 @@ mod tests {
             .map(|i| (i as f32 * 0.37).sin() * 3.0)
             .collect();
         let want: Vec<u32> = (0..kc.div_ceil(2) * width)
-            .map(|i| {
-                let (s, l) = (i / width, i % width);
-                let at = |t: usize| {
-                    if l < lanes && t < kc {
-                        round(x[l * kc + t]) as u32
-                    } else {
-                        0
-                    }
-                };
-                at(2 * s) | (at(2 * s + 1) << 16)
-            })
+            .map(|i| pair_of(&x, (lanes, kc), i % width, i / width))
             .collect();
         let xt: Vec<f32> = (0..kc * lanes)
             .map(|i| x[(i % lanes) * kc + i / lanes])
