@@ -11,9 +11,9 @@
 //! * B's panel is the bf16 path's (`pack_pairs`: step s, lane j at s·32 + j, a pair of
 //!   k per 32 bits), which is a B tile as stored: row s of the tile is step s, the 16
 //!   columns of one half 64 bytes, the halves 64 bytes apart (stride 128).
-//! * A's panel is row-major instead ([`MicroKernel::pack_a`]): row i's steps contiguous,
+//! * A's panel is row-major instead (`MicroKernel::pack_a`): row i's steps contiguous,
 //!   `steps` pairs apart, since a row of an A tile is 16 consecutive pairs of one row.
-//! * Each panel's steps are padded with zeros to a multiple of 16 ([`MicroKernel::steps`]),
+//! * Each panel's steps are padded with zeros to a multiple of 16 (`MicroKernel::steps`),
 //!   so every chunk is whole (a pair of zeros adds 0·0).
 //!
 //! Arithmetic: each element starts from C (or zero when overwriting) and adds its k
