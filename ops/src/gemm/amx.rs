@@ -570,7 +570,7 @@ fn transpose16(r: [std::arch::x86_64::__m512i; 16]) -> [std::arch::x86_64::__m51
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::super::bf16::pair_of;
     use super::*;
