@@ -644,6 +644,36 @@ fn piped_train_prints_one_line_per_epoch() {
     }
 }
 
+/// Issue 53: `SAINTFLOW_AMX` takes on or off; anything else is a usage error naming the
+/// variable, the value and the accepted ones, before any work (no output written).
+#[test]
+fn issue_53_an_unknown_saintflow_amx_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = common::planted(tmp.path(), 9).display().to_string();
+    let plan = gcn_plan();
+    let args = train_args(&plan, &store, &["--epochs", "1", "--json"]);
+    let run = |v: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+            .args(&args)
+            .env("SAINTFLOW_AMX", v)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap()
+    };
+    let bad = run("of");
+    let (out, err) = text(&bad);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("SAINTFLOW_AMX") && err.contains("\"of\"") && err.contains("on or off"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+    for ok in ["off", "ON", "0", ""] {
+        let o = run(ok);
+        assert!(o.status.success(), "SAINTFLOW_AMX={ok:?}: {}", text(&o).1);
+    }
+}
+
 /// Issue 33: `SAINTFLOW_ISA` forces the kernels' instruction set. An unknown value is a
 /// usage error naming the variable and the accepted values; the AVX2 and AVX-512 paths
 /// train to the same losses and metrics, bit for bit (GEMM, SpMM and the elementwise loops

@@ -112,8 +112,12 @@ pub fn run_with(registry: Registry) -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
-    // The kernels ignore a `SAINTFLOW_ISA` they do not know; the command says so at once.
-    if let Err(e) = saintflow_ops::isa::Isa::from_env() {
+    // The kernels ignore a `SAINTFLOW_ISA` or `SAINTFLOW_AMX` they do not know; the
+    // command says so at once.
+    let env = saintflow_ops::isa::Isa::from_env()
+        .map(|_| ())
+        .and_then(|()| saintflow_ops::gemm::amx::from_env().map(|_| ()));
+    if let Err(e) = env {
         crate::atomic::stderr_line(&format!("error: {e}"));
         return ExitCode::from(2);
     }

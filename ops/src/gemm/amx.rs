@@ -48,15 +48,32 @@ pub fn available() -> bool {
 }
 
 /// Whether bf16 products run on the AMX tiles: [`available`], and not turned off by
-/// `SAINTFLOW_AMX`. Read once per process.
+/// `SAINTFLOW_AMX`. Read once per process; a value [`from_env`] refuses leaves them on
+/// (the command line refuses it first).
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        let off = std::env::var(AMX_ENV)
-            .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "no"))
-            .unwrap_or(false);
-        !off && available()
-    })
+    *ON.get_or_init(|| from_env().unwrap_or(None) != Some(false) && available())
+}
+
+/// What `SAINTFLOW_AMX` asks: `Ok(None)` when unset or empty, `Some(true)` for `on`
+/// (`1`, `yes`: where the CPU has them, the default anyway), `Some(false)` for `off` (`0`,
+/// `no`); an error naming the accepted values otherwise.
+pub fn from_env() -> Result<Option<bool>, String> {
+    let v = match std::env::var(AMX_ENV) {
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(format!("{AMX_ENV}: not UTF-8: {v:?}; expected on or off"))
+        }
+        Ok(v) => v,
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" => Ok(None),
+        "on" | "1" | "yes" => Ok(Some(true)),
+        "off" | "0" | "no" => Ok(Some(false)),
+        _ => Err(format!(
+            "{AMX_ENV}: unknown value {v:?}; expected on or off"
+        )),
+    }
 }
 
 /// CPUID leaf 7: AMX-BF16 (EDX bit 22) and AMX-TILE (bit 24).
