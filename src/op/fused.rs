@@ -330,7 +330,7 @@ impl Partitioned for Fused {
     type Prepared = Vec<Option<AnyPrepared>>;
 
     /// Row blocks: two per worker as a row-wise op, more where the chain's products make
-    /// a block long ([`Fused::parts`]).
+    /// a block long (`Fused::parts`).
     fn split(
         &self,
         inputs: &[&Value],
