@@ -15,7 +15,7 @@ use common::{
 use saintflow_ops::gemm::{
     amx, bf16, gemm_view_bf16, gemm_view_with, plan, Bf16Tiles, Isa, PackedB, Precision, Trans,
 };
-use saintflow_ops::{naive, MatMut, MatRef};
+use saintflow_ops::{naive, KernelError, MatMut, MatRef};
 
 /// Shapes crossing every blocking edge of the bf16 path: odd k (a half-empty last pair),
 /// k past one block of 512 elements (256 pairs), n past NC, edge tiles, and narrow C
@@ -39,27 +39,36 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-fn run(
+/// One bf16 product, the kind `tiles` names (None: the default path, `gemm_view_with`),
+/// into C = NaNs (overwritten) or a copy of `c0` (accumulated).
+fn run_tiles(
+    tiles: Option<Bf16Tiles>,
     (a, ar, ac, ta): (&[f32], usize, usize, Trans),
     (b, br, bc, tb): (&[f32], usize, usize, Trans),
     (m, n): (usize, usize),
     c0: Option<&[f32]>,
-) -> Vec<f32> {
-    let mut c = match c0 {
-        Some(c0) => c0.to_vec(),
-        None => vec![f32::NAN; m * n],
-    };
-    gemm_view_with(
-        Precision::Bf16,
+) -> Result<Vec<f32>, KernelError> {
+    let mut c = c0.map_or_else(|| vec![f32::NAN; m * n], <[f32]>::to_vec);
+    let (av, bv) = (
         MatRef::row_major(a, ar, ac).unwrap(),
-        ta,
         MatRef::row_major(b, br, bc).unwrap(),
-        tb,
-        MatMut::row_major(&mut c, m, n).unwrap(),
-        c0.is_some(),
-    )
-    .unwrap();
-    c
+    );
+    let cv = MatMut::row_major(&mut c, m, n).unwrap();
+    match tiles {
+        None => gemm_view_with(Precision::Bf16, av, ta, bv, tb, cv, c0.is_some()),
+        Some(t) => gemm_view_bf16(t, av, ta, bv, tb, cv, c0.is_some()),
+    }
+    .map(|()| c)
+}
+
+/// [`run_tiles`] on the default path, which must run.
+fn run(
+    a: (&[f32], usize, usize, Trans),
+    b: (&[f32], usize, usize, Trans),
+    mn: (usize, usize),
+    c0: Option<&[f32]>,
+) -> Vec<f32> {
+    run_tiles(None, a, b, mn, c0).unwrap()
 }
 
 #[test]
@@ -196,27 +205,10 @@ fn bf16_bits_depend_on_neither_threads_nor_the_split() {
 /// bits; on a CPU without AMX (or AVX512_BF16) the names it cannot run are refused.
 #[test]
 fn both_bf16_tiles_by_name_match_the_oracle() {
-    let run_on = |tiles: Bf16Tiles,
-                  (a, ar, ac, ta): (&[f32], usize, usize, Trans),
-                  (b, br, bc, tb): (&[f32], usize, usize, Trans),
-                  (m, n): (usize, usize),
-                  c0: Option<&[f32]>| {
-        let mut c = c0.map_or_else(|| vec![f32::NAN; m * n], <[f32]>::to_vec);
-        gemm_view_bf16(
-            tiles,
-            MatRef::row_major(a, ar, ac).unwrap(),
-            ta,
-            MatRef::row_major(b, br, bc).unwrap(),
-            tb,
-            MatMut::row_major(&mut c, m, n).unwrap(),
-            c0.is_some(),
-        )
-        .map(|()| c)
-    };
     let one = [1f32; 4];
     let probe = |tiles| {
-        run_on(
-            tiles,
+        run_tiles(
+            Some(tiles),
             (&one, 2, 2, Trans::N),
             (&one, 2, 2, Trans::N),
             (2, 2),
@@ -266,8 +258,8 @@ fn both_bf16_tiles_by_name_match_the_oracle() {
                 let what = format!("{tiles:?} {ta:?}{tb:?} {m}×{k}×{n}");
                 let on = |threads, c0| {
                     in_pool(threads, || {
-                        run_on(
-                            tiles,
+                        run_tiles(
+                            Some(tiles),
                             (&a_st, sa_r, sa_c, ta),
                             (&b_st, sb_r, sb_c, tb),
                             (m, n),

@@ -33,6 +33,7 @@
 
 use std::sync::OnceLock;
 
+use super::bf16::Avx512Bf16;
 #[cfg(target_arch = "x86_64")]
 use super::bf16::{lane_pairs, low_mask, run_pairs};
 use super::kernel::{ARows, CTile, MicroKernel};
@@ -143,16 +144,11 @@ impl MicroKernel for AmxBf16 {
         kc: usize,
         width: usize,
     ) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: forwarded contract; dst holds steps(kc)·width slots, of which
-        // pack_pairs fills the first ⌈kc/2⌉·width and the rest are zeroed here.
-        unsafe {
-            let pairs = kc.div_ceil(2) * width;
-            super::bf16::pack_pairs(dst, src, lane_stride, k_stride, lanes, kc, width);
-            dst[pairs..Self::steps(kc) * width].fill(0.0);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (dst, src, lane_stride, k_stride, lanes, kc, width);
+        // The bf16 tiles' pairs, then the padding steps zeroed: dst holds steps(kc)·width
+        // slots, of which the pairs fill the first ⌈kc/2⌉·width.
+        // SAFETY: forwarded contract (the CPU has AVX512_BF16: `available`).
+        unsafe { Avx512Bf16::pack(dst, src, lane_stride, k_stride, lanes, kc, width) };
+        dst[kc.div_ceil(2) * width..Self::steps(kc) * width].fill(0.0);
     }
 
     unsafe fn pack_a(

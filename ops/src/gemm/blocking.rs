@@ -79,6 +79,19 @@ pub(super) fn half_range(
     Ok((ks, kc))
 }
 
+/// Rows of a row-contiguous operand packed at a time across its panels (op(B)'s block in
+/// `pack_b_block`, a group of op(A)ᵀ's panels in `block`) for a tile routine packing
+/// `k_step` elements a step: 8 for f32 (16 KiB of a 512-column block, kept in L1), 32 for
+/// bf16 pairs (a part then fills whole chunks of an AMX tile's 16 pairs, so its padding
+/// ends where the panel's does).
+pub(super) const fn rows_per_part(k_step: usize) -> usize {
+    if k_step == 1 {
+        8
+    } else {
+        32
+    }
+}
+
 /// Row panels of op(A) packed together where op(A) is transposed (see [`block`]); also the
 /// row panels that a thread claims at a time in a shared half of k ([`run_halves`]), so a
 /// claim packs as one thread's sweep would.

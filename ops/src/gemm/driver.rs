@@ -577,8 +577,7 @@ pub(super) unsafe fn block<K: MicroKernel>(
         // every row panel (one thread, or each half of a split k, `run`) or claims them a
         // group at a time (`run_halves`): threads that share the row panels take them one
         // by one (a group would leave one a group short).
-        // (32 for bf16 pairs: a part then fills whole chunks of an AMX tile's 16 pairs.)
-        let rows_at = if K::K_STEP == 1 { 8 } else { 32 };
+        let rows_at = rows_per_part(K::K_STEP);
         with_scratch(&A_PACK, GROUP * steps * K::MR, |group| {
             for p0 in ps.clone().step_by(GROUP) {
                 let panels = GROUP.min(ps.end - p0);

@@ -120,10 +120,11 @@ impl Kern {
     /// The routine for a product that [`plan`] put on `isa`, at `precision`: for bf16,
     /// the tile of the f32 one's width (AVX-512's 64 columns, or 16 where the plan took
     /// AVX2's narrow tile for a C of few columns), or the AMX tiles in place of the wide
-    /// one where the CPU has them ([`amx::enabled`]).
-    fn of(precision: Precision, isa: Isa) -> Kern {
+    /// one: where the CPU has them ([`amx::enabled`]), or as `tiles` names.
+    fn of(precision: Precision, isa: Isa, tiles: Option<Bf16Tiles>) -> Kern {
+        let amx = tiles.map_or_else(amx::enabled, |t| t == Bf16Tiles::Amx);
         match (precision, isa) {
-            (Precision::Bf16, Isa::Avx512) if amx::enabled() => Kern::Amx,
+            (Precision::Bf16, Isa::Avx512) if amx => Kern::Amx,
             (Precision::Bf16, Isa::Avx512) => Kern::Bf16,
             (Precision::Bf16, Isa::Avx2) => Kern::Bf16Narrow,
             _ => Kern::F32(isa),
@@ -288,7 +289,7 @@ pub fn gemm_view_half(
 /// Whether a product of k (the columns of op(A)) at `precision` runs as two halves of k
 /// ([`gemm_view_half`], [`gemm_packed_half`]).
 pub fn k_splits(precision: Precision, k: usize) -> bool {
-    let kern = Kern::of(precision, Isa::current());
+    let kern = Kern::of(precision, Isa::current(), None);
     k_blocks_of(k, with_kernel!(kern, K => K::K_STEP))
         .1
         .is_some()
@@ -394,12 +395,7 @@ fn product(
     let (kb, n, b) = operand(b, tb);
     check_len(kernel, "rows of op(B) (columns of op(A))", k, kb)?;
     // One half of k (`gemm_view_half`): its range in the whole's blocking, on this thread.
-    let kern_of = |isa: Isa| match (tiles, isa) {
-        (Some(Bf16Tiles::Amx), Isa::Avx512) => Kern::Amx,
-        (Some(Bf16Tiles::Avx512Bf16), Isa::Avx512) => Kern::Bf16,
-        _ => Kern::of(precision, isa),
-    };
-    let k_step = with_kernel!(kern_of(isa), K => K::K_STEP);
+    let k_step = with_kernel!(Kern::of(precision, isa, tiles), K => K::K_STEP);
     let half = only.map(|h| half_range(kernel, k, k_step, h)).transpose()?;
     let what = "columns of C (columns of op(B))";
     let Some(out) = target(kernel, what, (m, n, k), &mut c, accumulate)? else {
@@ -415,7 +411,7 @@ fn product(
     }
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
     let (isa, transposed) = plan(isa, m, n, ta_of);
-    let kern = kern_of(isa);
+    let kern = Kern::of(precision, isa, tiles);
     let (shape, a, b, out) = if transposed {
         ((n, m, k), b.t(), a.t(), out.t())
     } else {

@@ -24,8 +24,7 @@ pub(super) unsafe fn pack_b_block<K: MicroKernel>(
         // and ∇Y of ∇W = Xᵀ·∇Y comes from memory: tn on the AVX2 path ran at 80–91 % of
         // OpenBLAS, 27 % slower than the AVX-512 path (4 lines per row) on the same CPU.
         // Threads take groups of whole panels (contiguous in dst), each still reading
-        // rows in order. bf16 pairs (K_STEP 2) likewise, 32 rows (16 pairs, an AMX
-        // tile's chunk) at a time: a chunk's padding then ends where the panel's does.
+        // rows in order. bf16 pairs (K_STEP 2) likewise.
         let panel = K::steps(kc) * width;
         let panels = nc.div_ceil(width);
         let groups = if parallel {
@@ -34,10 +33,10 @@ pub(super) unsafe fn pack_b_block<K: MicroKernel>(
             1
         };
         let per = panels.div_ceil(groups);
-        // 8 rows at a time (16 KiB of a 512-column block, kept in L1) dealt panel by
-        // panel: one row at a time wrote every panel's stream at once, and the panels
-        // lie kc·NR·4 bytes apart (64 KiB on AVX-512), all in one L1 set.
-        let rows_at = if K::K_STEP == 1 { 8 } else { 32 };
+        // A few rows at a time (`rows_per_part`) dealt panel by panel: one row at a time
+        // wrote every panel's stream at once, and the panels lie kc·NR·4 bytes apart
+        // (64 KiB on AVX-512), all in one L1 set.
+        let rows_at = rows_per_part(K::K_STEP);
         let pack_rows = |(g, dst): (usize, &mut [f32])| {
             let q0 = g * per;
             let n_pan = dst.len() / panel;

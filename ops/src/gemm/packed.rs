@@ -48,7 +48,7 @@ impl PackedB {
         require(isa, "PackedB::new_with")?;
         require_precision(precision, "PackedB::new_with")?;
         // SAFETY: the CPU has `isa`, and bf16 if asked (checked).
-        Ok(unsafe { PackedB::pack(Kern::of(precision, isa), b, tb) })
+        Ok(unsafe { PackedB::pack(Kern::of(precision, isa, None), b, tb) })
     }
 
     /// # Safety

@@ -773,3 +773,14 @@ pub(crate) fn commit_import(
         ..report
     })
 }
+
+/// The entries of directory `dir` in name order (what the OGB importers scan `raw/` and
+/// its subdirectories with); an error naming the directory if it cannot be read.
+pub(crate) fn sorted_entries(dir: &Path) -> Result<Vec<std::fs::DirEntry>, StoreError> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| StoreError::io(dir, "read directory", e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| StoreError::io(dir, "read directory", e))?;
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
+}

@@ -56,7 +56,9 @@ use crate::store::import::ogb::{
     choose_split, node_id, read_count, write_features_csv, GzLines, PROGRESS_EVERY,
 };
 use crate::store::import::torch_pt::PtFile;
-use crate::store::import::{limits, write_no_features, write_roles, ImportReport, LabelTable};
+use crate::store::import::{
+    limits, sorted_entries, write_no_features, write_roles, ImportReport, LabelTable,
+};
 use crate::store::link::LinkSet;
 use crate::store::time::TimeSpool;
 use crate::store::writer::StoreWriter;
@@ -129,11 +131,7 @@ fn survey_raw(raw: &Path) -> Result<Vec<String>, StoreError> {
             "OGB's binary layout (ogbl-vessel): import ogb-link reads the csv.gz layout (raw/edge.csv.gz)",
         ));
     }
-    let mut entries: Vec<_> = std::fs::read_dir(raw)
-        .map_err(|e| StoreError::io(raw, "read directory", e))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| StoreError::io(raw, "read directory", e))?;
-    entries.sort_by_key(|e| e.file_name());
+    let entries = sorted_entries(raw)?;
     let mut extra = Vec::new();
     for e in entries {
         let name = e.file_name().to_string_lossy().into_owned();

@@ -49,7 +49,9 @@ use crate::progress::Progress;
 use crate::store::build::{self, Meta};
 use crate::store::csr_build::{CsrBuilder, DEFAULT_BUCKET_BYTES};
 use crate::store::format::{Role, SectionEntry, MAX_NODES};
-use crate::store::import::{limits, write_no_features, write_roles, ImportReport, TrainGraphMode};
+use crate::store::import::{
+    limits, sorted_entries, write_no_features, write_roles, ImportReport, TrainGraphMode,
+};
 use crate::store::writer::StoreWriter;
 use crate::store::StoreError;
 
@@ -139,11 +141,7 @@ fn survey_raw(raw: &Path) -> Result<Vec<String>, StoreError> {
         ));
     }
     let mut extra = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(raw)
-        .map_err(|e| StoreError::io(raw, "read directory", e))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| StoreError::io(raw, "read directory", e))?;
-    entries.sort_by_key(|e| e.file_name());
+    let entries = sorted_entries(raw)?;
     for e in entries {
         let name = e.file_name().to_string_lossy().into_owned();
         if KNOWN_RAW.contains(&name.as_str()) && e.path().is_dir() {

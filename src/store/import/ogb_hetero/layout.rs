@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::store::format::{check_type_name, MAX_NODES, MAX_NODE_TYPES, MAX_RELATIONS};
 use crate::store::import::ogb::{read_count, GzLines};
+use crate::store::import::sorted_entries;
 use crate::store::StoreError;
 
 use super::NUM_NODE_DICT;
@@ -162,11 +163,7 @@ pub(super) fn read_triplets(raw: &Path, types: &[NodeType]) -> Result<Vec<Triple
                 "not found: a heterogeneous dataset (raw/num-node-dict.csv.gz) keeps its edges in raw/relations/<src>___<rel>___<dst>/",
             ));
         }
-        let mut dirs: Vec<_> = std::fs::read_dir(&rel_root)
-            .map_err(|e| StoreError::io(&rel_root, "read directory", e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| StoreError::io(&rel_root, "read directory", e))?;
-        dirs.sort_by_key(|e| e.file_name());
+        let dirs = sorted_entries(&rel_root)?;
         for e in dirs {
             let name = e.file_name().to_string_lossy().into_owned();
             let path = e.path();
@@ -295,11 +292,7 @@ pub(super) fn marked_types(
         ));
     }
     if dirs.is_dir() {
-        let mut entries: Vec<_> = std::fs::read_dir(dirs)
-            .map_err(|e| StoreError::io(dirs, "read directory", e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| StoreError::io(dirs, "read directory", e))?;
-        entries.sort_by_key(|e| e.file_name());
+        let entries = sorted_entries(dirs)?;
         for e in entries {
             if !e.path().is_dir() {
                 continue;
@@ -335,11 +328,7 @@ pub(super) fn local_id(
 /// Lists `raw/`'s files and directories the typed importer does not read.
 pub(super) fn survey(raw: &Path) -> Result<Vec<String>, StoreError> {
     let mut notes = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(raw)
-        .map_err(|e| StoreError::io(raw, "read directory", e))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| StoreError::io(raw, "read directory", e))?;
-    entries.sort_by_key(|e| e.file_name());
+    let entries = sorted_entries(raw)?;
     for e in entries {
         let name = e.file_name().to_string_lossy().into_owned();
         let known = if e.path().is_dir() {
