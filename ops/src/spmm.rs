@@ -232,33 +232,73 @@ fn run(
     }
     let w = width.clamp(1, f);
     let q = f.div_ceil(w);
-    let lanes = rayon::current_num_threads().clamp(1, q);
+    let threads = rayon::current_num_threads();
+    let lanes = threads.clamp(1, q);
     let out = Out {
         ptr: out.as_mut_ptr(),
         row_stride: out.row_stride(),
     };
     let how = How::choose(gather, a, x, accumulate);
-    let rows = Rows::of(a);
-    (0..lanes).into_par_iter().for_each(|lane| {
-        let out = &out;
-        let mut pack = PackBuffer::take(how.packed);
-        for b in lane * q / lanes..(lane + 1) * q / lanes {
-            let c1 = ((b + 1) * w).min(f);
-            let mut c = b * w;
-            while c < c1 {
-                let cols = (c1 - c).min(PANEL);
-                // SAFETY: columns c..c + cols of every row of out belong to block b, which
-                // only this lane computes (blocks are disjoint), and out (a unique borrow)
-                // outlives the parallel loop. Shapes were checked above against the
-                // validated CSR, so every X row named by an index exists.
-                unsafe { panel(rows, x, c, cols, out, how, &mut pack) };
-                c += cols;
+    let all = Rows::of(a);
+    let splits = row_splits(&how, all.offsets, threads / lanes);
+    let whole = &out;
+    (0..lanes * (splits.len() - 1))
+        .into_par_iter()
+        .for_each(|task| {
+            let (lane, part) = (task / (splits.len() - 1), task % (splits.len() - 1));
+            let (r0, r1) = (splits[part], splits[part + 1]);
+            let rows = Rows {
+                offsets: &all.offsets[r0..=r1],
+                ..all
+            };
+            let out = &Out {
+                ptr: whole.ptr.wrapping_add(r0 * whole.row_stride),
+                row_stride: whole.row_stride,
+            };
+            let mut pack = PackBuffer::take(how.packed);
+            for b in lane * q / lanes..(lane + 1) * q / lanes {
+                let c1 = ((b + 1) * w).min(f);
+                let mut c = b * w;
+                while c < c1 {
+                    let cols = (c1 - c).min(PANEL);
+                    // SAFETY: columns c..c + cols of rows r0..r1 of out belong to block b and
+                    // row range `part`, which only this task computes (blocks and ranges are
+                    // disjoint), and out (a unique borrow) outlives the parallel loop. Shapes were checked above against the
+                    // validated CSR, so every X row named by an index exists.
+                    unsafe { panel(rows, x, c, cols, out, how, &mut pack) };
+                    c += cols;
+                }
             }
-        }
-        pack.give_back();
-    });
+            pack.give_back();
+        });
     Ok(())
 }
+
+/// Row ranges that split the rows as well as the column blocks, `ways` of them, cut at
+/// equal shares of the entries: a narrow output (GraphSAGE's 16 columns in a streamed
+/// evaluation) has fewer column blocks than threads, and one lane did all its rows. Rows
+/// are independent, so the bits do not change. One range when X is packed (each range
+/// would pack the same panel again) or there are too few rows to share.
+fn row_splits(how: &How, offsets: &[u32], ways: usize) -> Vec<usize> {
+    let n = offsets.len() - 1;
+    let ways = if how.packed {
+        1
+    } else {
+        ways.min(n / SPLIT_ROWS).max(1)
+    };
+    let nnz = u64::from(offsets[n]);
+    let mut splits: Vec<usize> = (0..ways)
+        .map(|p| offsets.partition_point(|&o| u64::from(o) * (ways as u64) < nnz * p as u64))
+        .map(|r| r.min(n))
+        .collect();
+    splits[0] = 0;
+    splits.push(n);
+    splits.dedup();
+    splits
+}
+
+/// The fewest rows a row range of [`row_splits`] takes.
+const SPLIT_ROWS: usize = 4096;
 
 /// The output shared by the lanes (disjoint column blocks): element (i, j) at
 /// `ptr + i·row_stride + j`.

@@ -326,3 +326,76 @@ fn auto_packs_when_cheap_and_prefetches_only_slow_layouts_read_in_place() {
     assert_eq!(how(Gather::InPlace, dense, slow), (false, true));
     assert_eq!(how(Gather::Packed, sparse, good), (vector, false));
 }
+
+/// A narrow output has fewer column blocks than threads: its rows are split too, at equal
+/// shares of the entries (hub rows and runs of empty rows included), and the product is
+/// the one lane's bit for bit, overwriting and accumulating, on 2, 3 and 5 threads.
+#[test]
+fn narrow_outputs_split_their_rows_across_threads_with_the_same_bits() {
+    let mut seed = 53;
+    let (n, n_cols, f) = (5 * SPLIT_ROWS + 77, 9000, 16);
+    let (offsets, mut indices, vals, xs) = random_operands(&mut seed, (n, n_cols, f), 7, 12);
+    // A hub: row 3 names every column.
+    let hub: Vec<u32> = (0..n_cols as u32).collect();
+    let at = offsets[3] as usize..offsets[4] as usize;
+    let grown = hub.len() - at.len();
+    indices.splice(at, hub);
+    let offsets: Vec<u32> = offsets
+        .iter()
+        .enumerate()
+        .map(|(i, &o)| if i > 3 { o + grown as u32 } else { o })
+        .collect();
+    let vals: Vec<f32> = (0..indices.len()).map(|k| vals[k % vals.len()]).collect();
+    let a = CsrRef {
+        offsets: &offsets,
+        indices: &indices,
+        values: Some(&vals),
+        n_cols,
+    };
+    let x = MatRef::row_major(&xs, n_cols, f).unwrap();
+    let start: Vec<f32> = (0..n * f).map(|i| (i % 13) as f32 * 0.25).collect();
+    let product = |threads: usize, accumulate: bool| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut out = start.clone();
+        pool.install(|| {
+            let o = MatMut::row_major(&mut out, n, f).unwrap();
+            if accumulate {
+                spmm_accumulate(a, x, o).unwrap();
+            } else {
+                run("test", a, x, o, f, Gather::InPlace, false).unwrap();
+            }
+        });
+        bits(&out)
+    };
+    for accumulate in [false, true] {
+        let one = product(1, accumulate);
+        for threads in [2, 3, 5] {
+            assert!(
+                product(threads, accumulate) == one,
+                "{threads} threads, accumulate {accumulate}: not one lane's bits"
+            );
+        }
+    }
+    // The splits: balanced by entries, covering every row once.
+    let how = How::choose(Gather::InPlace, a, x, false);
+    let s = row_splits(&how, &offsets, 4);
+    assert_eq!((s[0], *s.last().unwrap()), (0, n));
+    assert!(s.windows(2).all(|w| w[0] < w[1]), "{s:?}");
+    assert_eq!(s.len(), 5, "{s:?}: four ranges");
+    let nnz = indices.len();
+    let widest = offsets
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap();
+    for w in s.windows(2) {
+        let entries = (offsets[w[1]] - offsets[w[0]]) as usize;
+        assert!(
+            entries.abs_diff(nnz / 4) <= widest,
+            "{s:?}: a range of {entries} of {nnz} entries"
+        );
+    }
+}
