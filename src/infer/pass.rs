@@ -29,7 +29,7 @@ pub(super) struct Block {
     r0: usize,
     ids: Option<Vec<u32>>,
     pub(super) rows: usize,
-    offsets: Vec<u32>,
+    pub(super) offsets: Vec<u32>,
     pub(super) indices: Vec<u32>,
 }
 
@@ -37,15 +37,27 @@ impl Block {
     /// Rows r0..r1 of the full graph; a neighbour id ≥ N (a corrupt store read before
     /// `check`) is an error naming the entry (one comparison per copied id).
     pub(super) fn new(store: &GraphStore, r0: usize, r1: usize) -> Result<Block> {
+        Block::refill(store, r0, r1, None)
+    }
+
+    /// [`Block::new`] into the buffers of `spare` (an earlier chunk's): a streamed level
+    /// copies every chunk's rows, and fresh pages for each are the kernel's to zero.
+    pub(super) fn refill(
+        store: &GraphStore,
+        r0: usize,
+        r1: usize,
+        spare: Option<Block>,
+    ) -> Result<Block> {
         let full = store.full();
         let base = full.offsets()[r0];
         // The block's adjacency counts its entries (and a self-loop per row) in u32.
         crate::sample::subgraph_offset((full.offsets()[r1] - base) as usize + (r1 - r0))?;
-        let offsets: Vec<u32> = full.offsets()[r0..=r1]
-            .iter()
-            .map(|&o| (o - base) as u32)
-            .collect();
-        let indices = full.indices()[base as usize..full.offsets()[r1] as usize].to_vec();
+        let (mut offsets, mut indices) =
+            spare.map_or_else(Default::default, |b| (b.offsets, b.indices));
+        offsets.clear();
+        offsets.extend(full.offsets()[r0..=r1].iter().map(|&o| (o - base) as u32));
+        indices.clear();
+        indices.extend_from_slice(&full.indices()[base as usize..full.offsets()[r1] as usize]);
         Block {
             r0,
             ids: None,
@@ -81,7 +93,7 @@ impl Block {
     }
 
     /// Row i's node id.
-    fn id(&self, i: usize) -> u32 {
+    pub(super) fn id(&self, i: usize) -> u32 {
         match &self.ids {
             Some(ids) => ids[i],
             None => (self.r0 + i) as u32,
@@ -819,11 +831,11 @@ impl Pass<'_> {
     ) -> Result<()> {
         let (n, plan) = (self.store.n_nodes(), self.plan);
         let chunk_rows = level.stream.map_or(n.max(1), |s| s.chunk_rows);
-        let mut c0 = 0;
+        let (mut c0, mut spare) = (0, None);
         while c0 < n {
             let c1 = (c0 + chunk_rows).min(n);
             let folded = match level.stream {
-                Some(s) => self.fold_chunk(kept, c0, c1, s, ticker)?,
+                Some(s) => self.fold_chunk(kept, (c0, c1), s, &mut spare, ticker)?,
                 None => HashMap::new(),
             };
             let mut r0 = c0;

@@ -142,7 +142,9 @@ impl PassPlan {
                 // A floating X streams whatever its size: its parts are computed from the
                 // features' parts, where reading it in place would need it whole, kept.
                 if foldable && (large || plan.floating(x) || opts.part_rows.is_some()) {
-                    flavours.push(plan.class[&a]);
+                    if !flavours.contains(&plan.class[&a]) {
+                        flavours.push(plan.class[&a]);
+                    }
                     match sources.iter_mut().find(|s| s.x == x) {
                         Some(s) => s.ops.push(id),
                         None => sources.push(StreamSource {
@@ -173,13 +175,7 @@ impl PassPlan {
                 let rows = (share / (4 * s.cols.max(1) as u64)) as usize;
                 s.part_rows = opts.part_rows.unwrap_or(rows).clamp(1, n.max(1));
             }
-            flavours.dedup();
-            let acc_row: usize = sources
-                .iter()
-                .flat_map(|s| &s.ops)
-                .map(|&id| 4 * width(graph, id))
-                .sum::<usize>()
-                + 12 * fanout * flavours.len();
+            let acc_row = chunk_row_bytes(graph, &sources, &flavours, fanout, n);
             let rows = (buffer * ACC_SHARE / ACC_OF / acc_row.max(1) as u64) as usize;
             streams.push(LevelStream {
                 level,
@@ -187,13 +183,37 @@ impl PassPlan {
                 sources,
             });
         }
-        let kept: Vec<(NodeId, usize)> = plan
-            .kept
+        let keep = |whole: &[NodeId]| -> Vec<(NodeId, usize)> {
+            plan.kept
+                .iter()
+                .filter(|&&id| !plan.floating(id) || whole.contains(&id))
+                .map(|&id| (id, width(graph, id)))
+                .collect()
+        };
+        let mut kept = keep(&whole);
+        let mut kept_bytes: u64 = kept.iter().map(|&(_, c)| bytes(c)).sum();
+        // A floating X streamed into more than one chunk is computed once and kept when
+        // it is no wider than the features (issue 56): each chunk would otherwise read
+        // the features again and repeat X's product; kept, each chunk reads X — where the
+        // memory or the scratch disk has room for it beside the rest.
+        let features = bytes(store.n_features());
+        let again: Vec<NodeId> = streams
             .iter()
-            .filter(|&&id| !plan.floating(id) || whole.contains(&id))
-            .map(|&id| (id, width(graph, id)))
+            .filter(|l| n.div_ceil(l.chunk_rows) > 1)
+            .flat_map(|l| &l.sources)
+            .filter(|s| plan.floating(s.x) && bytes(s.cols) <= features && !whole.contains(&s.x))
+            .map(|s| s.x)
             .collect();
-        let kept_bytes: u64 = kept.iter().map(|&(_, c)| bytes(c)).sum();
+        if !again.is_empty() {
+            let more = [whole.clone(), again].concat();
+            let with = keep(&more);
+            let with_bytes: u64 = with.iter().map(|&(_, c)| bytes(c)).sum();
+            let room = with_bytes <= opts.memory_bytes as u64
+                || fs4::available_space(&opts.scratch_dir).map_or(true, |f| f >= with_bytes);
+            if room {
+                (kept, kept_bytes) = (with, with_bytes);
+            }
+        }
         let on_disk = kept_bytes > opts.memory_bytes as u64;
         let scratch = on_disk.then(|| {
             let free = fs4::available_space(&opts.scratch_dir).ok();
@@ -320,6 +340,35 @@ impl std::fmt::Display for PassPlan {
     }
 }
 
+/// What a streamed chunk holds per output row (the accumulators' share of the buffer is
+/// divided by it): the rows' entries as the store has them (4 bytes each, and an offset),
+/// a built adjacency for each relation flavour (an id and a value an entry), and for every
+/// op its accumulators, a cursor, and its cut of one part (offsets, and 8 bytes an entry
+/// for the part's share of the entries).
+fn chunk_row_bytes(
+    graph: &Graph,
+    sources: &[StreamSource],
+    flavours: &[Class],
+    fanout: usize,
+    n: usize,
+) -> usize {
+    let ops: usize = sources
+        .iter()
+        .map(|s| {
+            let parts = n.div_ceil(s.part_rows.max(1)).max(1);
+            s.ops
+                .iter()
+                .map(|&id| 4 * width(graph, id) + 8 + (8 * fanout).div_ceil(parts))
+                .sum::<usize>()
+        })
+        .sum();
+    let built = flavours
+        .iter()
+        .filter(|c| matches!(c, Class::Adj(k) if k.relation.is_some()))
+        .count();
+    ops + 4 * (fanout + 1) + built * (8 * fanout + 4)
+}
+
 /// The bytes a pass is expected to read: each streamed X once per chunk (the features'
 /// part for an X computed from them), every large X read in place at least once, and a
 /// kept value read at its own rows by a later level once.
@@ -339,7 +388,7 @@ fn expected_reads(
         .flat_map(|l| {
             let chunks = n.div_ceil(l.chunk_rows) as u64;
             l.sources.iter().map(move |s| {
-                let x = if plan.floating(s.x) {
+                let x = if plan.floating(s.x) && !kept.iter().any(|&(id, _)| id == s.x) {
                     features
                 } else {
                     bytes(s.cols)

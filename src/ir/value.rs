@@ -138,18 +138,7 @@ impl SparseMat {
     ) -> SparseMat {
         let st = &self.structure;
         let h = self.heads();
-        let (mut offsets, mut indices, mut values) = spare
-            .and_then(|s| {
-                let structure = Arc::try_unwrap(s.structure).ok()?;
-                let values = Arc::try_unwrap(s.values).ok()?;
-                Some((structure.offsets, structure.indices, values.data))
-            })
-            .unwrap_or_default();
-        offsets.clear();
-        indices.clear();
-        values.clear();
-        offsets.reserve(cursor.len() + 1);
-        offsets.push(0u32);
+        let (mut offsets, mut indices, mut values) = SparseMat::buffers(spare, cursor.len());
         for (i, c) in cursor.iter_mut().enumerate() {
             let (lo, hi) = (*c as usize, st.offsets[i + 1] as usize);
             let take = st.indices[lo..hi].partition_point(|&j| j < p1);
@@ -163,6 +152,24 @@ impl SparseMat {
             offsets.push(indices.len() as u32);
         }
         SparseMat::csr(offsets, indices, values, h)
+    }
+
+    /// The emptied buffers of `spare` when no one else holds them (otherwise new ones),
+    /// the offsets holding the leading 0 of a CSR of `rows` rows: what a part cut refills.
+    pub fn buffers(spare: Option<SparseMat>, rows: usize) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
+        let (mut offsets, mut indices, mut values) = spare
+            .and_then(|s| {
+                let structure = Arc::try_unwrap(s.structure).ok()?;
+                let values = Arc::try_unwrap(s.values).ok()?;
+                Some((structure.offsets, structure.indices, values.data))
+            })
+            .unwrap_or_default();
+        offsets.clear();
+        indices.clear();
+        values.clear();
+        offsets.reserve(rows + 1);
+        offsets.push(0u32);
+        (offsets, indices, values)
     }
 
     /// A CSR matrix without a transpose permutation (nothing multiplies it transposed):
