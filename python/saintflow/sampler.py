@@ -29,6 +29,15 @@ class Batch:
     ``node_norm`` ``[n]`` and ``edge_norm`` ``[E]`` with exactly PyG's GraphSAINT meaning
     (``None`` when the sampler has ``sample_coverage=0``); ``index`` the subgraph's index
     (subgraph i depends only on the seed and i).
+
+    On a typed store (node and edge types) the same batch also comes by type: ``hetero``,
+    a dict of ``node_types`` (names), ``type_starts`` (local ids of type t are
+    ``type_starts[t]:type_starts[t + 1]``: types are contiguous), ``x`` (each type's
+    feature rows at its own width, ``None`` for a type without features), ``edge_types``
+    (``(source, relation, destination)`` names), ``edge_index`` (per relation ``[2, E_r]``
+    in the two types' own local ids) and ``edge_norm`` (per relation, each entry's
+    ``edge_norm``); ``to_hetero()`` makes it a PyG ``HeteroData``. ``None`` on a
+    homogeneous store.
     """
 
     __slots__ = (
@@ -42,6 +51,7 @@ class Batch:
         "roles",
         "node_norm",
         "edge_norm",
+        "hetero",
     )
 
     # What a batch dict gives (a subclass adds its own); the arrays to_torch converts.
@@ -94,6 +104,42 @@ class Batch:
         if self.node_norm is not None:
             data.node_norm = t["node_norm"]
             data.edge_norm = t["edge_norm"]
+        return data
+
+    def to_hetero(self):
+        """A ``torch_geometric.data.HeteroData`` of a typed store's batch: per node type
+        ``n_id`` (ids within the type, as PyG's heterogeneous loaders give them), ``x``
+        (absent for a type without features: ``num_nodes`` then), and for a labelled type
+        ``y``, the three masks and ``node_norm``; per relation ``(source, relation,
+        destination)`` its ``edge_index`` (messages from source to destination) and
+        ``edge_norm``. A homogeneous store's batch raises ``ValueError`` (``to_pyg``)."""
+        if self.hetero is None:
+            raise ValueError("to_hetero: the batch is of a homogeneous store; use to_pyg")
+        pyg_data = require("torch_geometric.data", "Batch.to_hetero")
+        torch = require("torch", "Batch.to_hetero")
+        h = self.hetero
+        data = pyg_data.HeteroData()
+        starts = h["type_starts"]
+        t = self.to_torch()
+        for k, name in enumerate(h["node_types"]):
+            a, b = int(starts[k]), int(starts[k + 1])
+            d = data[name]
+            d.n_id = t["n_id"][a:b] - int(h["type_ids"][k])
+            if h["x"][k] is not None:
+                d.x = torch.from_numpy(h["x"][k])
+            else:
+                d.num_nodes = b - a
+            if h["labelled"][k]:
+                d.y = t["y"][a:b]
+                for m in ("train_mask", "val_mask", "test_mask"):
+                    d[m] = t[m][a:b]
+                if t["node_norm"] is not None:
+                    d.node_norm = t["node_norm"][a:b]
+        for k, et in enumerate(h["edge_types"]):
+            s = data[tuple(et)]
+            s.edge_index = torch.from_numpy(h["edge_index"][k])
+            if h["edge_norm"][k] is not None:
+                s.edge_norm = torch.from_numpy(h["edge_norm"][k])
         return data
 
     def __repr__(self):

@@ -31,6 +31,141 @@ pub(crate) struct Batch {
     pub(crate) y: YData,
     /// A link sampler's scored pairs (None: a node sampler's batch).
     pub(crate) link: Option<LinkArrays>,
+    /// A typed store's batch by node type and relation (None: a homogeneous store's).
+    pub(crate) hetero: Option<Box<Hetero>>,
+}
+
+/// A typed store's batch as `HeteroData` holds it: each node type's local ids are a
+/// contiguous range of the batch's (`type_starts`), each relation's entries in the types'
+/// own local ids.
+pub(crate) struct Hetero {
+    /// Local ids of type t: `type_starts[t]..type_starts[t + 1]`.
+    pub(crate) type_starts: Vec<i64>,
+    /// Each type's feature rows (width its own; None for a type without features).
+    pub(crate) x: Vec<Option<(Vec<f32>, usize)>>,
+    /// Per relation: 2 × E_r (sources' type-local ids, then destinations'), and each
+    /// entry's PyG edge norm (the batch's `edge_norm` of the same entry).
+    pub(crate) relations: Vec<(Vec<i64>, Option<Vec<f32>>)>,
+}
+
+impl Hetero {
+    /// The typed arrays of `sub` (its relations attached), `edge_norm` the batch's per
+    /// entry of its CSR: a relation's entry (u, v) is the CSR's entry (u, v).
+    pub(crate) fn of(
+        store: &GraphStore,
+        sub: &Subgraph,
+        edge_norm: Option<&[f32]>,
+    ) -> Result<Hetero, String> {
+        let typed = sub
+            .typed
+            .as_ref()
+            .ok_or("a typed store's subgraph without its relations")?;
+        let starts = &typed.type_starts;
+        let mut x = Vec::with_capacity(starts.len() - 1);
+        for t in 0..starts.len() - 1 {
+            let tf = store.type_features(t);
+            if tf.width == 0 {
+                x.push(None);
+                continue;
+            }
+            let nodes = &sub.nodes[starts[t] as usize..starts[t + 1] as usize];
+            let mut rows = Vec::with_capacity(nodes.len() * tf.width);
+            for &v in nodes {
+                rows.extend_from_slice(tf.row(v).ok_or_else(|| {
+                    format!("node {v} is not of type `{}`", store.node_type_name(t))
+                })?);
+            }
+            x.push(Some((rows, tf.width)));
+        }
+        let mut relations = Vec::with_capacity(typed.relations.len());
+        for r in &typed.relations {
+            let (src0, dst0) = (starts[r.src], starts[r.dst]);
+            let e = r.n_entries();
+            let mut index = Vec::with_capacity(2 * e);
+            for k in 0..r.offsets.len() - 1 {
+                let d = (r.offsets[k + 1] - r.offsets[k]) as usize;
+                index.extend(std::iter::repeat_n(k as i64, d));
+            }
+            index.extend(r.indices.iter().map(|&c| i64::from(c - dst0)));
+            let norm = match edge_norm {
+                None => None,
+                Some(all) => {
+                    let mut norm = Vec::with_capacity(e);
+                    for k in 0..r.offsets.len() - 1 {
+                        let u = (src0 as usize) + k;
+                        let (lo, hi) = (sub.offsets[u] as usize, sub.offsets[u + 1] as usize);
+                        let row = &sub.indices[lo..hi];
+                        for &c in &r.indices[r.offsets[k] as usize..r.offsets[k + 1] as usize] {
+                            let at = row.partition_point(|&w| w < c);
+                            if row.get(at) != Some(&c) {
+                                return Err(format!(
+                                    "relation {}'s entry ({u}, {c}) is not an entry of the batch",
+                                    store.relation(r.relation).name
+                                ));
+                            }
+                            norm.push(all[lo + at]);
+                        }
+                    }
+                    Some(norm)
+                }
+            };
+            relations.push((index, norm));
+        }
+        Ok(Hetero {
+            type_starts: starts.iter().map(|&s| i64::from(s)).collect(),
+            x,
+            relations,
+        })
+    }
+
+    /// The dict `Batch.to_hetero` reads: `node_types` (names), `type_ids` (each type's
+    /// first global id), `labelled`, `type_starts`, `x` (an
+    /// array or None per type), `edge_types` ((source, relation, destination) names),
+    /// `edge_index` and `edge_norm` (per relation).
+    fn into_py<'py>(self, py: Python<'py>, store: &GraphStore) -> PyResult<Bound<'py, PyDict>> {
+        use numpy::{IntoPyArray, PyArrayMethods};
+        let d = PyDict::new(py);
+        let types = self.type_starts.len() - 1;
+        let names: Vec<&str> = (0..types).map(|t| store.node_type_name(t)).collect();
+        d.set_item("node_types", names)?;
+        // Each type's first global id (types are contiguous id ranges) and whether it
+        // carries labels.
+        let first: Vec<u32> = (0..types).map(|t| store.type_range(t).start).collect();
+        d.set_item("type_ids", first)?;
+        let labelled: Vec<bool> = (0..types)
+            .map(|t| store.types().is_some_and(|m| m.node_types[t].labelled))
+            .collect();
+        d.set_item("labelled", labelled)?;
+        d.set_item("type_starts", self.type_starts.into_pyarray(py))?;
+        let mut xs = Vec::with_capacity(types);
+        for x in self.x {
+            xs.push(match x {
+                Some((rows, w)) => {
+                    let n = rows.len() / w;
+                    Some(rows.into_pyarray(py).reshape([n, w])?)
+                }
+                None => None,
+            });
+        }
+        d.set_item("x", xs)?;
+        let mut edge_types = Vec::new();
+        let (mut index, mut norms) = (Vec::new(), Vec::new());
+        for (r, (ei, norm)) in self.relations.into_iter().enumerate() {
+            let rel = store.relation(r);
+            edge_types.push((
+                store.node_type_name(rel.src),
+                rel.name,
+                store.node_type_name(rel.dst),
+            ));
+            let e = ei.len() / 2;
+            index.push(ei.into_pyarray(py).reshape([2, e])?);
+            norms.push(norm.map(|v| v.into_pyarray(py)));
+        }
+        d.set_item("edge_types", edge_types)?;
+        d.set_item("edge_index", index)?;
+        d.set_item("edge_norm", norms)?;
+        Ok(d)
+    }
 }
 
 /// A link batch's scored pairs in local ids: the P targets, then target i's K negatives
@@ -328,5 +463,7 @@ pub(crate) fn batch_dict<'py>(
         d.set_item("num_positives", l.positives)?;
         d.set_item("negatives", l.k)?;
     }
+    let hetero = b.hetero.map(|h| h.into_py(py, &spec.store)).transpose()?;
+    d.set_item("hetero", hetero)?;
     Ok(d)
 }

@@ -34,7 +34,7 @@ use saintflow::sample::{
 use saintflow::seed::{hash3, stream};
 use saintflow::store::{GraphStore, Role};
 
-use crate::batch::{batch_dict, Batch, Buffers, LinkArrays, YData};
+use crate::batch::{batch_dict, Batch, Buffers, Hetero, LinkArrays, YData};
 use crate::error::{guard, SaintflowError, SampleError};
 use crate::runtime::{fits, on_pool, pool, run_interruptible, threads_of, try_vec};
 use crate::store::Store;
@@ -353,6 +353,13 @@ impl SamplerSpec {
                 k: b.k,
             }
         });
+        // A typed store's batch also by node type and relation (`Batch.to_hetero`).
+        let hetero = if store.is_typed() {
+            saintflow::sample::attach_relations(store, &mut sub).map_err(|e| e.to_string())?;
+            Some(Box::new(Hetero::of(store, &sub, edge_norm.as_deref())?))
+        } else {
+            None
+        };
         bufs.subgraphs.give(sub);
         Ok(Batch {
             index,
@@ -365,6 +372,7 @@ impl SamplerSpec {
             node_norm,
             edge_norm,
             link,
+            hetero,
         })
     }
 }

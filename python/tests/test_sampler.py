@@ -217,3 +217,97 @@ def test_to_torch_and_to_pyg_share_the_batch_memory(store):
     assert d.num_nodes == b.num_nodes and d.edge_index.shape == (2, b.num_edges)
     assert torch.equal(d.node_norm, torch.from_numpy(b.node_norm))
     assert torch.equal(d.edge_norm, torch.from_numpy(b.edge_norm))
+
+
+@pytest.fixture
+def typed_store(tmp_path, saintflow_bin):
+    """A typed Kronecker store (3 node types, the first with 4 features and labels, the
+    others without; a relation per type pair and its reverse), made by the command line."""
+    path = tmp_path / "typed.sf"
+    subprocess.run(
+        [saintflow_bin, "gen", "kronecker", "--scale", "9", "--degree", "6", "--types", "3",
+         "--features", "4", "--planted", "-o", str(path), "-q"],
+        check=True,
+    )
+    return sf.Store.open(path)
+
+
+def test_homogeneous_batches_have_no_types(store):
+    b = next(iter(sf.SaintSampler(store, "rw", roots=20, depth=2, num_steps=1, sample_coverage=0)))
+    assert b.hetero is None
+    with pytest.raises(ValueError, match="homogeneous"):
+        b.to_hetero()
+
+
+@pytest.mark.parametrize("kind, keys", [("rw", dict(roots=40, depth=2)), ("node", dict(budget=120))])
+def test_typed_batches_come_by_node_type_and_relation(typed_store, kind, keys):
+    """Issue 57 item 4: each type's rows are a contiguous range of the batch, its nodes of
+    that type, its features the store's rows at the type's own width; every relation's
+    entries, in the two types' own local ids, are entries of the batch between them, the
+    relations together are every entry of the batch, and each carries its entry's
+    edge_norm."""
+    info = typed_store.info()["types"]
+    ntypes = [t["name"] for t in info["node_types"]]
+    sampler = sf.SaintSampler(typed_store, kind, graph="full", num_steps=4, sample_coverage=20, **keys)
+    for b in sampler:
+        h = b.hetero
+        assert h["node_types"] == ntypes
+        starts = h["type_starts"]
+        assert starts[0] == 0 and starts[-1] == b.num_nodes and np.all(np.diff(starts) >= 0)
+        for k, t in enumerate(info["node_types"]):
+            ids = b.n_id[starts[k]:starts[k + 1]]
+            lo, hi = t["ids"]
+            assert h["type_ids"][k] == lo
+            assert np.all((ids >= lo) & (ids < hi)), t["name"]
+            assert h["labelled"][k] == t["labelled"]
+            if t["features"]:
+                # The store's own section (docs/FORMAT.md: row k is node start(t) + k).
+                raw = np.fromfile(typed_store.path / f"type{k}.features.f32", dtype=np.float32)
+                rows = raw.reshape(t["nodes"], t["features"])[ids - lo]
+                np.testing.assert_array_equal(h["x"][k], rows)
+            else:
+                assert h["x"][k] is None
+        edges = {(int(i), int(j)): e for e, (i, j) in enumerate(b.edge_index.T)}
+        seen = set()
+        assert [tuple(et) for et in h["edge_types"]] == [
+            (r["src"], r["name"], r["dst"]) for r in info["relations"]
+        ]
+        for k, (src, _, dst) in enumerate(h["edge_types"]):
+            s, d = ntypes.index(src), ntypes.index(dst)
+            ei = h["edge_index"][k]
+            # Relation k's entries in the store (rel<k>: row i is node start(src) + i).
+            off = np.fromfile(typed_store.path / f"rel{k}.offsets.u64", dtype=np.uint64).astype(np.int64)
+            col = np.fromfile(typed_store.path / f"rel{k}.indices.u32", dtype=np.uint32)
+            s0 = info["node_types"][s]["ids"][0]
+            rel = {(s0 + i, int(c)) for i in range(len(off) - 1) for c in col[off[i]:off[i + 1]]}
+            ns, nd = b.n_id[starts[s]:starts[s + 1]], b.n_id[starts[d]:starts[d + 1]]
+            pairs = {(int(ns[i]), int(nd[j])) for i, j in ei.T}
+            assert len(pairs) == ei.shape[1] and pairs <= rel, (src, dst)
+            # Every entry of r between the batch's nodes is there (the induced subgraph).
+            members = set(ns.tolist()), set(nd.tolist())
+            assert pairs == {(u, v) for u, v in rel if u in members[0] and v in members[1]}
+            assert ei.shape[0] == 2 and ei.dtype == np.int64
+            assert np.all(ei[0] < starts[s + 1] - starts[s]) and np.all(ei[1] < starts[d + 1] - starts[d])
+            for e, (i, j) in enumerate(ei.T):
+                local = (int(i) + int(starts[s]), int(j) + int(starts[d]))
+                assert local in edges, (src, dst, local)
+                seen.add(local)
+                assert h["edge_norm"][k][e] == b.edge_norm[edges[local]]
+        assert seen == set(edges), "the relations cover every entry of the batch"
+
+
+def test_typed_batches_are_heterodata(typed_store):
+    torch = pytest.importorskip("torch", reason="torch is not installed here (CI's venv has numpy only)")
+    pytest.importorskip("torch_geometric", reason="torch_geometric is not installed here")
+    b = next(iter(sf.SaintSampler(typed_store, "rw", graph="full", roots=40, depth=2, num_steps=1)))
+    data = b.to_hetero()
+    assert data.validate()
+    h = b.hetero
+    for k, name in enumerate(h["node_types"]):
+        assert data[name].num_nodes == h["type_starts"][k + 1] - h["type_starts"][k]
+        assert torch.equal(data[name].n_id, torch.from_numpy(b.n_id[h["type_starts"][k]:h["type_starts"][k + 1]] - h["type_ids"][k]))
+    labelled = [n for n, lab in zip(h["node_types"], h["labelled"]) if lab]
+    assert labelled and all(data[n].y.shape[0] == data[n].num_nodes for n in labelled)
+    assert set(data.edge_types) == {tuple(et) for et in h["edge_types"]}
+    for et in data.edge_types:
+        assert data[et].edge_norm.shape[0] == data[et].edge_index.shape[1]
