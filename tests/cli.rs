@@ -644,6 +644,22 @@ fn piped_train_prints_one_line_per_epoch() {
     }
 }
 
+/// Runs the `saintflow` binary with `args` in `cwd`, the environment variable `var` set to
+/// `value`.
+fn saintflow_with_env(
+    args: &[&str],
+    cwd: &std::path::Path,
+    var: &str,
+    value: &str,
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
+        .args(args)
+        .env(var, value)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
 /// Issue 53: `SAINTFLOW_AMX` takes on or off; anything else is a usage error naming the
 /// variable, the value and the accepted ones, before any work (no output written).
 #[test]
@@ -652,14 +668,7 @@ fn issue_53_an_unknown_saintflow_amx_is_refused() {
     let store = common::planted(tmp.path(), 9).display().to_string();
     let plan = gcn_plan();
     let args = train_args(&plan, &store, &["--epochs", "1", "--json"]);
-    let run = |v: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
-            .args(&args)
-            .env("SAINTFLOW_AMX", v)
-            .current_dir(tmp.path())
-            .output()
-            .unwrap()
-    };
+    let run = |v: &str| saintflow_with_env(&args, tmp.path(), "SAINTFLOW_AMX", v);
     let bad = run("of");
     let (out, err) = text(&bad);
     assert_eq!(bad.status.code(), Some(2), "{err}");
@@ -688,14 +697,7 @@ fn issue_33_saintflow_isa_forces_a_path_and_the_fma_paths_train_alike() {
         &store,
         &["--epochs", "2", "--threads", "2", "--seed", "3", "--json"],
     );
-    let run = |isa: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_saintflow"))
-            .args(&args)
-            .env("SAINTFLOW_ISA", isa)
-            .current_dir(tmp.path())
-            .output()
-            .unwrap()
-    };
+    let run = |isa: &str| saintflow_with_env(&args, tmp.path(), "SAINTFLOW_ISA", isa);
     let bad = run("avx3");
     let (_, err) = text(&bad);
     assert_eq!(bad.status.code(), Some(2), "{err}");

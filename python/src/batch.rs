@@ -82,10 +82,7 @@ impl Hetero {
             let (src0, dst0) = (starts[r.src], starts[r.dst]);
             let e = r.n_entries();
             let mut index = Vec::with_capacity(2 * e);
-            for k in 0..r.offsets.len() - 1 {
-                let d = (r.offsets[k + 1] - r.offsets[k]) as usize;
-                index.extend(std::iter::repeat_n(k as i64, d));
-            }
+            push_rows(&r.offsets, &mut index);
             index.extend(r.indices.iter().map(|&c| i64::from(c - dst0)));
             let norm = match edge_norm {
                 None => None,
@@ -207,6 +204,13 @@ impl Batch {
                 bufs.label_weight.give(w);
             }
         }
+    }
+}
+
+/// A CSR's row of each entry, in entry order: the first row of PyG's `edge_index`.
+pub(crate) fn push_rows(offsets: &[u32], out: &mut Vec<i64>) {
+    for (i, w) in offsets.windows(2).enumerate() {
+        out.extend(std::iter::repeat_n(i as i64, (w[1] - w[0]) as usize));
     }
 }
 

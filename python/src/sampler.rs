@@ -34,7 +34,7 @@ use saintflow::sample::{
 use saintflow::seed::{hash3, stream};
 use saintflow::store::{GraphStore, Role};
 
-use crate::batch::{batch_dict, Batch, Buffers, Hetero, LinkArrays, YData};
+use crate::batch::{batch_dict, push_rows, Batch, Buffers, Hetero, LinkArrays, YData};
 use crate::error::{guard, SaintflowError, SampleError};
 use crate::runtime::{fits, on_pool, pool, run_interruptible, threads_of, try_vec};
 use crate::store::Store;
@@ -319,10 +319,7 @@ impl SamplerSpec {
         // PyG's edge_index: the rows, then the columns, in one allocation.
         let mut edge_index = bufs.edge_index.take();
         edge_index.reserve(2 * sub.n_entries());
-        for i in 0..sub.n_nodes() {
-            let d = (sub.offsets[i + 1] - sub.offsets[i]) as usize;
-            edge_index.extend(std::iter::repeat_n(i as i64, d));
-        }
+        push_rows(&sub.offsets, &mut edge_index);
         edge_index.extend(sub.indices.iter().map(|&c| i64::from(c)));
         let (mut roles, mut nodes, mut indptr) =
             (bufs.roles.take(), bufs.nodes.take(), bufs.indptr.take());

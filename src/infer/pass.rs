@@ -134,23 +134,16 @@ impl Block {
         let kind = key.kind;
         let full = store.full();
         let deg = |v: u32| full.degree(v) as f32;
+        let ev = EntryValues::of(kind);
         let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
         for i in 0..self.rows {
             let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
             let v = self.id(i);
-            let d = deg(v);
-            // The degree in this flavour (a self-loop counts), as the step's adjacency has it.
-            let loop_ = f32::from(u8::from(kind.self_loops()));
-            let dd = |w: u32| (deg(w) + loop_).max(1.0);
-            let (norm, dv) = (kind.norm(), (d + loop_).max(1.0));
-            let value = |w: u32| norm.value(dv, dd(w));
-            // A row's values depend on the neighbour's degree only for the column and
-            // symmetric norms; the others fill the row without reading those degrees
-            // (a random read of the offsets per entry: 7 % of a GraphSAGE evaluation).
-            let per_entry = matches!(norm, AdjNorm::Cols | AdjNorm::Sym);
+            let dv = ev.degree(deg(v));
+            let norm = ev.norm;
             let fill = |values: &mut Vec<f32>, part: &[u32]| {
-                if per_entry {
-                    values.extend(part.iter().map(|&w| value(w)));
+                if ev.per_entry() {
+                    values.extend(part.iter().map(|&w| norm.value(dv, ev.degree(deg(w)))));
                 } else {
                     values.resize(values.len() + part.len(), norm.value(dv, dv));
                 }
@@ -196,6 +189,38 @@ impl Block {
             offsets.push(values.len() as u32);
         }
         SparseMat::csr(offsets, self.indices.clone(), values, 1)
+    }
+}
+
+/// How a plain flavour's entry values come from full-graph degrees: the one formula of
+/// [`Block::adjacency`] and of a streamed chunk's cut (`Block::column_part`), as the step's
+/// adjacency has it.
+#[derive(Clone, Copy)]
+pub(super) struct EntryValues {
+    pub(super) norm: AdjNorm,
+    /// 1 when the flavour adds a self-loop (which counts in the degrees), else 0.
+    loop_: f32,
+}
+
+impl EntryValues {
+    pub(super) fn of(kind: AdjKind) -> EntryValues {
+        EntryValues {
+            norm: kind.norm(),
+            loop_: f32::from(u8::from(kind.self_loops())),
+        }
+    }
+
+    /// A node's degree in the flavour from its stored degree: the self-loop counted, at
+    /// least 1.
+    pub(super) fn degree(self, d: f32) -> f32 {
+        (d + self.loop_).max(1.0)
+    }
+
+    /// Whether a row's values read the neighbour's degree (the column and symmetric norms);
+    /// the others fill a row with one value without reading them (a random read of the
+    /// offsets per entry: 7 % of a GraphSAGE evaluation).
+    pub(super) fn per_entry(self) -> bool {
+        matches!(self.norm, AdjNorm::Cols | AdjNorm::Sym)
     }
 }
 

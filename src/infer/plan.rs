@@ -192,6 +192,8 @@ impl PassPlan {
         };
         let mut kept = keep(&whole);
         let mut kept_bytes: u64 = kept.iter().map(|&(_, c)| bytes(c)).sum();
+        // The scratch directory's free space, asked once for both decisions below.
+        let free = fs4::available_space(&opts.scratch_dir).ok();
         // A floating X streamed into more than one chunk is computed once and kept when
         // it is no wider than the features (issue 56): each chunk would otherwise read
         // the features again and repeat X's product; kept, each chunk reads X — where the
@@ -208,17 +210,14 @@ impl PassPlan {
             let more = [whole.clone(), again].concat();
             let with = keep(&more);
             let with_bytes: u64 = with.iter().map(|&(_, c)| bytes(c)).sum();
-            let room = with_bytes <= opts.memory_bytes as u64
-                || fs4::available_space(&opts.scratch_dir).map_or(true, |f| f >= with_bytes);
+            let room =
+                with_bytes <= opts.memory_bytes as u64 || free.is_none_or(|f| f >= with_bytes);
             if room {
                 (kept, kept_bytes) = (with, with_bytes);
             }
         }
         let on_disk = kept_bytes > opts.memory_bytes as u64;
-        let scratch = on_disk.then(|| {
-            let free = fs4::available_space(&opts.scratch_dir).ok();
-            (opts.scratch_dir.clone(), free)
-        });
+        let scratch = on_disk.then(|| (opts.scratch_dir.clone(), free));
         if let Some((dir, Some(free))) = &scratch {
             if *free < kept_bytes {
                 return Err(InferError::Infer(format!(

@@ -31,11 +31,10 @@ use rayon::prelude::*;
 use super::kept::Kept;
 use super::levels::AdjKey;
 use super::levels::{width, Class};
-use super::pass::{Block, Pass};
+use super::pass::{Block, EntryValues, Pass};
 use super::plan::LevelStream;
 use super::plan::StreamSource;
 use super::Result;
-use crate::ir::op::AdjNorm;
 use crate::ir::recycle::{self, recycle_value};
 use crate::ir::{Bindings, NodeId, SparseMat, Tensor, Value};
 use crate::op::AdjKind;
@@ -88,9 +87,8 @@ impl Block {
     ) -> SparseMat {
         let rows = self.rows;
         let (mut offsets, mut indices, mut values) = SparseMat::buffers(spare, rows);
-        let (norm, loops) = (kind.norm(), kind.self_loops());
-        let loop_ = f32::from(u8::from(loops));
-        let per_entry = matches!(norm, AdjNorm::Cols | AdjNorm::Sym);
+        let (ev, loops) = (EntryValues::of(kind), kind.self_loops());
+        let (norm, per_entry) = (ev.norm, ev.per_entry());
         // Whether row i's self-loop falls in this part.
         let own = |i: usize| loops && (p0..p1).contains(&self.id(i));
         offsets.resize(rows + 1, 0);
@@ -134,14 +132,13 @@ impl Block {
                 let looped = own(i);
                 let take = (offsets_[i + 1] - offsets_[i]) as usize - usize::from(looped);
                 let row = &self.indices[*c as usize..*c as usize + take];
-                let d = (self.offsets[i + 1] - self.offsets[i]) as f32;
-                let dv = (d + loop_).max(1.0);
+                let dv = ev.degree((self.offsets[i + 1] - self.offsets[i]) as f32);
                 let own_value = norm.value(dv, dv);
                 let put = |ind: &mut [u32], val: &mut [f32], at: &mut usize, part: &[u32]| {
                     for (j, &w) in part.iter().enumerate() {
                         ind[*at + j] = w - p0;
                         val[*at + j] = if per_entry {
-                            norm.value(dv, (degrees[(w - p0) as usize] + loop_).max(1.0))
+                            norm.value(dv, ev.degree(degrees[(w - p0) as usize]))
                         } else {
                             own_value
                         };
@@ -199,9 +196,9 @@ impl Pass<'_> {
                 self.whole(kept, src.x)
             };
             let mut folds = self.folds(src, cols, &block, &mut built);
-            let per_entry = folds.iter().any(|f| {
-                matches!(f.entries, Entries::Plain(k) if matches!(k.norm(), AdjNorm::Cols | AdjNorm::Sym))
-            });
+            let per_entry = folds
+                .iter()
+                .any(|f| matches!(f.entries, Entries::Plain(k) if EntryValues::of(k).per_entry()));
             let mut p0 = 0;
             let mut own = Vec::new();
             while p0 < n {
