@@ -24,8 +24,16 @@ An epoch is one full-batch training step and one evaluation of the validation no
 the plan's `[eval] every = 1`); its wall time is measured around both, and the training
 step alone beside it.
 
+`--model rgat` is plans/rgat.toml's model the same way: the same inputs, then per layer
+dropout 0.5 on its input, a bias-free root projection plus `RGATConv` (within-relation,
+additive self-attention, `dim=1`, `num_bases` bases, no bias), 4 heads of 4 then one head
+of `classes`, ReLU between. Stated difference: PyG's `RGATConv` has one query and one key
+kernel shared by every relation (`q`, `k` of [H·F', H·D]), where the plan (as the paper's
+Q^(r), K^(r)) has a query and a key row per relation and head.
+
 Usage:
-  rgcn_vs_pyg.py DATA_DIR --threads T --seed S [--epochs 50] [--hidden 16] [--bases 2]
+  rgcn_vs_pyg.py DATA_DIR --threads T --seed S [--model rgcn|rgat] [--epochs 50]
+                 [--hidden 16] [--bases 2]
                                  one JSON line: per-epoch times (median, all), accuracies
 """
 import blas_env  # first: unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE before numpy or torch loads
@@ -75,11 +83,13 @@ def main():
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--hidden", type=int, default=16)
     ap.add_argument("--bases", type=int, default=2)
+    ap.add_argument("--model", choices=("rgcn", "rgat"), default="rgcn")
+    ap.add_argument("--heads", type=int, default=4)
     a = ap.parse_args()
 
     import torch
     import torch.nn.functional as F
-    from torch_geometric.nn import RGCNConv
+    from torch_geometric.nn import RGATConv, RGCNConv
 
     blas_env.report()  # the BLAS core torch and numpy run on (stderr)
     torch.set_num_threads(a.threads)
@@ -130,19 +140,42 @@ def main():
                     w = torch.empty(counts[t], h)
                     torch.nn.init.xavier_uniform_(w)
                     self.table[t] = torch.nn.Parameter(w)
-            self.conv1 = RGCNConv(h, h, n_rel, num_bases=a.bases, aggr="mean", bias=False)
-            self.conv2 = RGCNConv(h, classes, n_rel, num_bases=a.bases, aggr="mean", bias=False)
+            if a.model == "rgcn":
+                self.conv1 = RGCNConv(h, h, n_rel, num_bases=a.bases, aggr="mean", bias=False)
+                self.conv2 = RGCNConv(h, classes, n_rel, num_bases=a.bases, aggr="mean", bias=False)
+                return
+            att = dict(
+                num_bases=a.bases,
+                attention_mechanism="within-relation",
+                attention_mode="additive-self-attention",
+                dim=1,
+                bias=False,
+            )
+            self.conv1 = RGATConv(h, h // a.heads, n_rel, heads=a.heads, **att)
+            self.conv2 = RGATConv(h, classes, n_rel, heads=1, **att)
+            self.root1 = torch.nn.Linear(h, h, bias=False)
+            self.root2 = torch.nn.Linear(h, classes, bias=False)
+            for lin in (self.root1, self.root2):
+                torch.nn.init.xavier_uniform_(lin.weight)
 
         def forward(self):
             h0 = torch.cat(
                 [x[t] @ self.proj[t] if t in x else self.table[t] for t in names], dim=0
             )
-            h1 = F.relu(self.conv1(h0, edge_index, edge_type))
-            return self.conv2(h1, edge_index, edge_type)
+            if a.model == "rgcn":
+                h1 = F.relu(self.conv1(h0, edge_index, edge_type))
+                return self.conv2(h1, edge_index, edge_type)
+            h0 = F.dropout(h0, 0.5, self.training)
+            h1 = F.relu(self.root1(h0) + self.conv1(h0, edge_index, edge_type))
+            h1 = F.dropout(h1, 0.5, self.training)
+            return self.root2(h1) + self.conv2(h1, edge_index, edge_type)
 
     model = Model()
     decayed = list(model.proj.values()) + list(model.table.values()) + list(model.conv1.parameters())
     others = list(model.conv2.parameters())
+    if a.model == "rgat":
+        decayed += list(model.root1.parameters())
+        others += list(model.root2.parameters())
     opt = torch.optim.Adam(
         [{"params": decayed, "weight_decay": 5e-4}, {"params": others, "weight_decay": 0.0}],
         lr=0.01,
@@ -173,6 +206,7 @@ def main():
         json.dumps(
             {
                 "side": "pyg",
+                "model": a.model,
                 "threads": a.threads,
                 "seed": a.seed,
                 "relations": n_rel,

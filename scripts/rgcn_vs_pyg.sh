@@ -12,7 +12,8 @@
 # Environment: CORA (default ../shared/data/cora), VENV (a venv with torch and
 #   torch_geometric; default target/rgcn-vs-pyg-venv, made here), SEEDS (default 1 to 20:
 #   140 training labels make single runs differ by ±6 points, so 5 seeds cannot resolve
-#   a 1-point difference), THREADS (default "1 2").
+#   a 1-point difference), THREADS (default "1 2"), MODEL (rgcn, the default, or rgat:
+#   plans/rgat.toml against PyG's `RGATConv`, see scripts/rgcn_vs_pyg.py).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -21,6 +22,7 @@ CORA=${CORA:-$ROOT/../shared/data/cora}
 VENV=${VENV:-$ROOT/target/rgcn-vs-pyg-venv}
 SEEDS=${SEEDS:-$(seq -s " " 1 20)}
 THREADS=${THREADS:-1 2}
+MODEL=${MODEL:-rgcn}
 [ -d "$CORA" ] || { echo "no Cora at $CORA (set CORA=<GraphSAINT-format Cora directory>)" >&2; exit 2; }
 . scripts/blas_env.sh   # unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (says so if they were set)
 if ! "$VENV/bin/python" -c "import torch, torch_geometric" 2>/dev/null; then
@@ -36,15 +38,16 @@ python3 scripts/cora_typed.py "$CORA" -o "$OUT/raw"
 mkdir -p "$OUT/runs"
 for t in $THREADS; do
   for s in $SEEDS; do
-    "$SF" train rgcn --graph "$OUT/cora_typed.sf" --seed "$s" --threads "$t" --json --quiet \
+    "$SF" train "$MODEL" --graph "$OUT/cora_typed.sf" --seed "$s" --threads "$t" --json --quiet \
       > "$OUT/runs/sf-t$t-s$s.jsonl"
-    "$VENV/bin/python" -W ignore scripts/rgcn_vs_pyg.py "$OUT/raw" --threads "$t" --seed "$s" \
+    "$VENV/bin/python" -W ignore scripts/rgcn_vs_pyg.py "$OUT/raw" --threads "$t" --seed "$s" --model "$MODEL" \
       > "$OUT/runs/pyg-t$t-s$s.json"
   done
 done
-python3 - "$OUT/runs" "$THREADS" "$SEEDS" <<'EOF'
+python3 - "$OUT/runs" "$THREADS" "$SEEDS" "$MODEL" <<'EOF'
 import json, pathlib, statistics, sys
 runs, threads, seeds = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3].split()
+conv = {"rgcn": "RGCNConv", "rgat": "RGATConv"}[sys.argv[4]]
 def sf(t, s):
     recs = [json.loads(l) for l in open(runs / f"sf-t{t}-s{s}.jsonl") if l.strip()]
     ep = [r for r in recs if r["kind"] == "epoch"]
@@ -59,7 +62,7 @@ for t in threads:
     a = [sf(t, s) for s in seeds]
     b = [pyg(t, s) for s in seeds]
     ms_a, ms_b = statistics.median(x[0] for x in a), statistics.median(x[0] for x in b)
-    for name, xs, ms, ratio in (("saintflow", a, ms_a, f"**{ms_a / ms_b:.2f}×**"), ("PyG RGCNConv", b, ms_b, "")):
+    for name, xs, ms, ratio in (("saintflow", a, ms_a, f"**{ms_a / ms_b:.2f}×**"), (f"PyG {conv}", b, ms_b, "")):
         accs = ", ".join(f"{100 * x[1]:.1f}" for x in xs)
         mean = 100 * statistics.mean(x[1] for x in xs)
         print(f"| {t} | {name} | {ms:.1f} | {ratio} | {accs} | {mean:.2f} |")

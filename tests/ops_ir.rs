@@ -780,9 +780,11 @@ fn mean_heads_forward_averages_the_column_blocks() {
 }
 
 /// Naive GAT attention in f64: per row u and head h, the softmax over u's entries of
-/// LeakyReLU(⟨z_u,h, a_l,h⟩ + ⟨z_v,h, a_r,h⟩).
+/// LeakyReLU(⟨z_u,h, a_l,h⟩ + ⟨z_v,h, a_r,h⟩); entries whose `values` is 0 are no
+/// neighbours (α 0, out of the softmax).
 fn naive_gat(
     st: &Structure,
+    values: &[f32],
     z: &Tensor,
     a_l: &Tensor,
     a_r: &Tensor,
@@ -800,6 +802,7 @@ fn naive_gat(
         for h in 0..heads {
             let scores: Vec<f64> = st
                 .row(u)
+                .filter(|&k| values[k] != 0.0)
                 .map(|k| {
                     let e = dot(u, a_l, h) + dot(st.indices[k] as usize, a_r, h);
                     if e > 0.0 {
@@ -810,7 +813,7 @@ fn naive_gat(
                 })
                 .collect();
             let sum: f64 = scores.iter().map(|e| e.exp()).sum();
-            for (k, e) in st.row(u).zip(&scores) {
+            for (k, e) in st.row(u).filter(|&k| values[k] != 0.0).zip(&scores) {
                 alpha[k * heads + h] = e.exp() / sum;
             }
         }
@@ -823,11 +826,33 @@ fn gat_forward_is_a_row_softmax_of_leaky_scores_per_head() {
     let src = MemorySource::random(14, 4, 5, 2, false, 3);
     let p = Params::default();
     let sub = Value::Subgraph(Arc::new(src.sample(0).unwrap()));
-    for (kind, heads) in [(AdjKind::Sym, 1), (AdjKind::Sym, 3), (AdjKind::Raw, 2)] {
-        let adj = Adjacency { kind }
+    // The last case: a third of A_sym's entries and all of row 1's given the value 0, as
+    // a relation's adjacency gives the other relations' entries (RGAT's within-relation
+    // attention): those are no neighbours.
+    for (kind, heads, holes) in [
+        (AdjKind::Sym, 1, false),
+        (AdjKind::Sym, 3, false),
+        (AdjKind::Raw, 2, false),
+        (AdjKind::Sym, 2, true),
+    ] {
+        let mut adj = Adjacency { kind }
             .forward(&[&sub], &ctx(&p, Some(&src), 0))
             .unwrap();
         let st = adj.as_sparse().unwrap().structure.clone();
+        if holes {
+            let mut values = (*adj.as_sparse().unwrap().values).clone();
+            for k in 0..st.nnz() {
+                if k % 3 == 1 || st.row(1).contains(&k) {
+                    values.data[k] = 0.0;
+                }
+            }
+            assert!(!st.row(1).is_empty() && values.data.iter().any(|&v| v != 0.0));
+            adj = Value::Sparse(SparseMat {
+                structure: st.clone(),
+                values: Arc::new(values),
+            });
+        }
+        let values = adj.as_sparse().unwrap().values.data.clone();
         let width = heads * 4;
         let z = matrix(14, width, 8);
         let a_l = matrix(1, width, 9);
@@ -845,21 +870,27 @@ fn gat_forward_is_a_row_softmax_of_leaky_scores_per_head() {
         let s: &SparseMat = out.as_sparse().unwrap();
         assert_eq!(*s.structure, *st, "gat keeps adj's pattern");
         assert_eq!(s.heads(), heads);
-        let want = naive_gat(&st, &z, &a_l, &a_r, heads, 0.2);
+        let want = naive_gat(&st, &values, &z, &a_l, &a_r, heads, 0.2);
         assert_close(
             &s.values.data,
             &want,
             1e-5,
-            &format!("gat {kind:?} heads={heads}"),
+            &format!("gat {kind:?} heads={heads} holes={holes}"),
         );
+        for (k, &v) in values.iter().enumerate() {
+            if v == 0.0 {
+                let a = &s.values.data[k * heads..(k + 1) * heads];
+                assert!(a.iter().all(|&x| x == 0.0), "entry {k} of value 0: α {a:?}");
+            }
+        }
         for u in 0..st.n_rows() {
             for h in 0..heads {
                 let sum: f64 = st
                     .row(u)
                     .map(|k| f64::from(s.values.data[k * heads + h]))
                     .sum();
-                if st.row(u).is_empty() {
-                    assert_eq!(sum, 0.0);
+                if st.row(u).all(|k| values[k] == 0.0) {
+                    assert_eq!(sum, 0.0, "row {u}: no neighbour, no attention");
                 } else {
                     assert!((sum - 1.0).abs() < 1e-5, "row {u} head {h}: Σα = {sum}");
                 }

@@ -513,6 +513,7 @@ fn walk_length_from_plans_is_the_receptive_field() {
         ("gcn_batchnorm", 2), // GCN's two hops; batchnorm is row-wise in evaluation
         ("gcnii_pairnorm", 16), // 16 layers of Â·x; PairNorm's statistics are no hop
         ("rgcn", 2), // two R-GCN layers: Σ_r A_mean[r] (on this store the one relation)
+        ("rgat", 2), // two RGAT layers: Σ_r gat(A[r], …) @ z (α is not a hop of its own)
         ("gae", 2), // link: Â·ReLU(Â·X·W0)·W1, the decoder reads z only
         ("graphsage_link", 3), // link: 2 SAGE layers and a SAGE [output]
         ("rgcn_link", 2), // link: an R-GCN layer and an R-GCN [output]

@@ -42,6 +42,7 @@ fn the_expected_plans_are_shipped() {
         "gcn_batchnorm",
         "gcnii_pairnorm",
         "rgcn",
+        "rgat",
     ] {
         assert!(
             names.iter().any(|n| n == want),

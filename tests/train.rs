@@ -95,6 +95,7 @@ fn shipped(name: &str) -> (Vec<&'static str>, usize) {
         // Its 50 epochs as shipped (full-batch: one step each) are few for this graph's
         // weak signal at Adam's 0.01.
         "rgcn" => (vec!["dims.hidden=16"], 100),
+        "rgat" => (vec!["dims.hidden=16"], 100),
         // Link plans (tests/link_train.rs trains them; here only their inference).
         "gae" => (vec!["dims.hidden=8"], 10),
         "graphsage_link" => (vec!["dims.hidden=16", "task.decoder_hidden=8"], 10),

@@ -100,7 +100,11 @@ fn full_source(store: &GraphStore) -> StoreSource<'_> {
 }
 
 fn rgcn(overrides: &[&str]) -> Plan {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/rgcn.toml");
+    shipped("rgcn", overrides)
+}
+
+fn shipped(name: &str, overrides: &[&str]) -> Plan {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("plans/{name}.toml"));
     let text = std::fs::read_to_string(&path).unwrap();
     Plan::parse_with_overrides(&text, &path.display().to_string(), overrides)
         .unwrap_or_else(|e| panic!("{}", e.render()))
@@ -120,6 +124,79 @@ fn params_for(lowered: &saintflow::plan::Lowered, seed: u64) -> Params {
         }
     }
     params
+}
+
+/// The finite-difference check of `grads`, at a narrower ε where the default one finds a
+/// difference (a ReLU or LeakyReLU kink within ε).
+fn gradient_check(
+    g: &saintflow::ir::Graph,
+    loss: saintflow::ir::NodeId,
+    grads: &[(String, saintflow::ir::NodeId)],
+    src: &StoreSource<'_>,
+    params: &Params,
+) -> Vec<saintflow::exec::Discrepancy> {
+    let wide = GradCheck::default();
+    let bad = check_gradients(g, loss, grads, src, params, wide).unwrap();
+    if bad.is_empty() {
+        return bad;
+    }
+    let narrow = GradCheck {
+        eps: wide.eps / 3.0,
+        ..wide
+    };
+    check_gradients(g, loss, grads, src, params, narrow).unwrap()
+}
+
+/// A typed plan's whole training step on the full tiny store against finite differences,
+/// unplanned and planned; every parameter's gradient not zero (the check would pass a
+/// graph that ignores one).
+fn whole_step_gradient_check(
+    store: &GraphStore,
+    lowered: &saintflow::plan::Lowered,
+    params: &Params,
+    what: &str,
+) {
+    let src = full_source(store);
+    let check = |g: &saintflow::ir::Graph, loss, grads: &[(String, saintflow::ir::NodeId)]| {
+        gradient_check(g, loss, grads, &src, params)
+    };
+    let bad = check(&lowered.graph, lowered.loss, &lowered.grads);
+    assert!(bad.is_empty(), "{what} unplanned: {bad:#?}");
+    let out = run(
+        &lowered.graph,
+        &lowered.grads.iter().map(|g| g.1).collect::<Vec<_>>(),
+        Some(&src),
+        params,
+        0,
+        0,
+        true,
+    )
+    .unwrap();
+    for (name, id) in &lowered.grads {
+        let g = out.get(*id).unwrap().as_dense().unwrap();
+        assert!(g.data.iter().any(|&x| x != 0.0), "{what}: ∇{name} is zero");
+    }
+    let mut planned = lowered.graph.clone();
+    saintflow::planner::plan(
+        &mut planned,
+        &PlanOptions::new(
+            Bindings {
+                nodes: store.n_nodes(),
+                entries: store.full().n_entries(),
+                pairs: 0,
+            },
+            std::num::NonZeroUsize::new(2).unwrap(),
+        ),
+    )
+    .unwrap();
+    let loss = planned.output("loss").unwrap();
+    let grads: Vec<(String, _)> = lowered
+        .grads
+        .iter()
+        .map(|(n, _)| (n.clone(), planned.output(&format!("grad/{n}")).unwrap()))
+        .collect();
+    let bad = check(&planned, loss, &grads);
+    assert!(bad.is_empty(), "{what} planned: {bad:#?}");
 }
 
 #[test]
@@ -224,57 +301,9 @@ fn rgcn_passes_the_whole_step_gradient_check_on_a_typed_store_planned_and_unplan
     let src = full_source(&store);
     let params = params_for(&lowered, 1);
     let check = |g: &saintflow::ir::Graph, loss, grads: &[(String, saintflow::ir::NodeId)]| {
-        let wide = GradCheck::default();
-        let bad = check_gradients(g, loss, grads, &src, &params, wide).unwrap();
-        if bad.is_empty() {
-            return bad;
-        }
-        let narrow = GradCheck {
-            eps: wide.eps / 3.0,
-            ..wide
-        };
-        check_gradients(g, loss, grads, &src, &params, narrow).unwrap()
+        gradient_check(g, loss, grads, &src, &params)
     };
-    let bad = check(&lowered.graph, lowered.loss, &lowered.grads);
-    assert!(bad.is_empty(), "unplanned: {bad:#?}");
-    // Every parameter has a gradient that is not zero (the check would pass a graph
-    // that ignores a parameter), the tables' rows all touched by the full graph.
-    let out = run(
-        &lowered.graph,
-        &lowered.grads.iter().map(|g| g.1).collect::<Vec<_>>(),
-        Some(&src),
-        &params,
-        0,
-        0,
-        true,
-    )
-    .unwrap();
-    for (name, id) in &lowered.grads {
-        let g = out.get(*id).unwrap().as_dense().unwrap();
-        assert!(g.data.iter().any(|&x| x != 0.0), "∇{name} is zero");
-    }
-
-    let mut planned = lowered.graph.clone();
-    saintflow::planner::plan(
-        &mut planned,
-        &PlanOptions::new(
-            Bindings {
-                nodes: store.n_nodes(),
-                entries: store.full().n_entries(),
-                pairs: 0,
-            },
-            std::num::NonZeroUsize::new(2).unwrap(),
-        ),
-    )
-    .unwrap();
-    let loss = planned.output("loss").unwrap();
-    let grads: Vec<(String, _)> = lowered
-        .grads
-        .iter()
-        .map(|(n, _)| (n.clone(), planned.output(&format!("grad/{n}")).unwrap()))
-        .collect();
-    let bad = check(&planned, loss, &grads);
-    assert!(bad.is_empty(), "planned: {bad:#?}");
+    whole_step_gradient_check(&store, &lowered, &params, "rgcn");
 
     // Planned with the paper type's features read sparse (a store's density at most 10 %:
     // Cora's bag of words): `x[paper] @ input.W.paper` and its ∇W become feature
@@ -332,20 +361,97 @@ fn rgcn_passes_the_whole_step_gradient_check_on_a_typed_store_planned_and_unplan
     }
 }
 
+/// plans/rgat.toml: per relation r, attention on r's entries alone (`gat(A[r], …)`: the
+/// union's other entries have the value 0) with r's query and key rows `q[r]`, `k[r]`;
+/// its whole step against finite differences, and the attention against a softmax over
+/// relation r's own CSR.
 #[test]
-fn blocked_inference_of_rgcn_on_a_typed_store_equals_the_in_memory_pass() {
+fn rgat_passes_the_whole_step_gradient_check_and_attends_within_each_relation() {
     let tmp = tempfile::tempdir().unwrap();
     let store = open_tiny(tmp.path());
     let reg = Registry::with_builtins();
-    let lowered = lower_for(&rgcn(&[]), &store, &reg).unwrap();
-    let params = params_for(&lowered, 2);
+    let lowered = lower_for(&shipped("rgat", &["dims.hidden=8"]), &store, &reg).unwrap();
+    let shape = |n: &str| {
+        let d = lowered.params.iter().find(|p| p.name == n).unwrap();
+        (d.rows, d.cols)
+    };
+    assert_eq!(shape("q"), (5, 8), "a query row per relation");
+    assert_eq!(
+        shape("k_out"),
+        (5, 2),
+        "a key row per relation, classes wide"
+    );
+    assert_eq!(shape("V"), (16, 8), "B = 2 blocks of `in` rows");
+    let params = params_for(&lowered, 3);
+    whole_step_gradient_check(&store, &lowered, &params, "rgat");
+
+    // Each relation's α (the first layer's gat nodes, in relation order) sums to 1 over
+    // the relation's own entries of a row and is 0 on the other entries.
+    let src = full_source(&store);
+    let gats: Vec<_> = lowered
+        .graph
+        .ids()
+        .into_iter()
+        .filter(|&id| lowered.graph.node(id).op.name() == "gat")
+        .collect();
+    assert_eq!(
+        gats.len(),
+        2 * store.n_relations(),
+        "one per relation and layer"
+    );
+    let out = run(&lowered.graph, &gats, Some(&src), &params, 0, 0, false).unwrap();
+    for (r, &id) in gats[..store.n_relations()].iter().enumerate() {
+        let alpha = out.get(id).unwrap().as_sparse().unwrap();
+        let (st, heads) = (&alpha.structure, alpha.heads());
+        let rel = store.relation(r);
+        for u in 0..st.n_rows() {
+            let own = rel.csr.row(u as u32);
+            for h in 0..heads {
+                let (mut inside, mut outside) = (0.0f64, 0.0f64);
+                for k in st.row(u) {
+                    let a = f64::from(alpha.values.data[k * heads + h]);
+                    match own.binary_search(&st.indices[k]).is_ok() {
+                        true => inside += a,
+                        false => outside += a,
+                    }
+                }
+                let want = if own.is_empty() { 0.0 } else { 1.0 };
+                assert!(
+                    (inside - want).abs() < 1e-5 && outside == 0.0,
+                    "relation {r} row {u} head {h}: Σα {inside} inside, {outside} outside"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn blocked_inference_of_rgcn_and_rgat_on_a_typed_store_equals_the_in_memory_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_tiny(tmp.path());
+    let reg = Registry::with_builtins();
+    for name in ["rgcn", "rgat"] {
+        blocked_equals_in_memory(
+            &store,
+            &lower_for(&shipped(name, &[]), &store, &reg).unwrap(),
+            tmp.path(),
+        );
+    }
+}
+
+fn blocked_equals_in_memory(
+    store: &GraphStore,
+    lowered: &saintflow::plan::Lowered,
+    scratch: &Path,
+) {
+    let params = params_for(lowered, 2);
     for rows in [Some(1), Some(4), None] {
         let opts = InferOptions {
             block_rows: rows,
-            scratch_dir: tmp.path().to_path_buf(),
+            scratch_dir: scratch.to_path_buf(),
             ..InferOptions::default()
         };
-        let full = FullGraph::new(&store, &lowered, std::num::NonZeroUsize::new(1).unwrap())
+        let full = FullGraph::new(store, lowered, std::num::NonZeroUsize::new(1).unwrap())
             .unwrap()
             .with_options(opts);
         for which in [Output::Logits, Output::Embedding] {
@@ -413,8 +519,21 @@ fn typed_plan_errors_name_what_is_wrong_and_where() {
     assert!(e.contains("only inside `sum_relations"), "{e}");
     let e = lowering_error(&store, "A_sym[cites] @ x @ W", w);
     assert!(e.contains("without self loops"), "{e}");
-    let e = lowering_error(&store, "W0[cites] @ x @ W", w);
-    assert!(e.contains("only an adjacency takes a relation"), "{e}");
+    let e = lowering_error(&store, "x @ W[cites]", w);
+    assert!(e.starts_with("t.toml:6:12: "), "{e}");
+    assert!(
+        e.contains("W is [4, 2]: a relation takes its block of rows from a value with one block per relation (5)"),
+        "{e}"
+    );
+    let e = lowering_error(
+        &store,
+        "x @ W[cite]",
+        "W = [\"relations * in\", \"classes\"]",
+    );
+    assert!(
+        e.contains("no relation `cite`") && e.contains("did you mean `cites`"),
+        "{e}"
+    );
     let e = lowering_error(&store, "x @ W + r", w);
     assert!(e.contains("`r` is each relation inside"), "{e}");
     let e = lowering_error(&store, "sum_relations(sum_relations(A[r] @ x @ W))", w);
@@ -440,6 +559,17 @@ fn typed_plan_errors_name_what_is_wrong_and_where() {
     ok("A_mean[writes] @ x @ W");
     ok("A_mean['author', 'writes', 'paper'] @ x @ W + A[\\\"paper\\\", cites, paper] @ x @ W");
     ok("mean_relations(A_col[r] @ x @ W)");
+    // A value with a block of rows per relation, indexed by one: a matrix each, a row each.
+    let ok_with = |out: &str, params: &str| {
+        let text =
+            format!("[input]\ndim = 4\n\n[output]\nparams = {{ {params} }}\nout = \"{out}\"\n");
+        let plan = Plan::parse(&text, "t.toml").unwrap_or_else(|e| panic!("{}", e.render()));
+        lower_for(&plan, &store, &Registry::with_builtins()).unwrap();
+    };
+    ok_with(
+        "sum_relations(A_mean[r] @ x @ W[r]) + x @ W[cites] + b[writes]",
+        "W = [\"relations * in\", \"classes\"], b = [\"relations\", \"classes\"]",
+    );
     // A typed store without [input] is refused with the way forward.
     let plan = Plan::parse(
         "[output]\nparams = { W = [\"in\", \"classes\"] }\nout = \"x @ W\"\n",

@@ -23,7 +23,8 @@ use crate::autodiff::differentiate;
 use crate::ir::{Dim, Fact, Graph, Init, IrError, NodeId, ParamDecl};
 use crate::op::builtin::{
     relation_flavour, running_names, Add, AdjKind, BasisWeight, Features, LinkLoss, Loss, LossKind,
-    MatMul, PairKind, Pairs, Param, RelAdjacency, Sample, TargetsOp, TypeInput, TypeRows,
+    MatMul, PairKind, Pairs, Param, RelAdjacency, RelationBlock, Sample, TargetsOp, TypeInput,
+    TypeRows,
 };
 use crate::op::{Attr, Attrs, GraphSource, Op, Registry};
 use crate::store::TypesMeta;

@@ -19,6 +19,7 @@
 //! from the projections (O(n·F + nnz·H), less than one more pass over z) rather than kept
 //! as a second nnz × H array.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -116,7 +117,59 @@ fn raw_scores(
     Ok((e_raw, e))
 }
 
-/// GAT attention: α on adj's pattern (adj's values ignored), `heads` values per entry.
+/// The projections s_l, s_r of one attention (node-major, `heads` per node) and what turns
+/// them into α.
+struct Scores<'a> {
+    heads: usize,
+    slope: f32,
+    s_l: &'a [f32],
+    s_r: &'a [f32],
+}
+
+impl Scores<'_> {
+    /// α on a pattern (`indices` index s_r's nodes), `heads` values per entry: LeakyReLU of
+    /// the scores, each row's softmax. An entry whose adjacency value is exactly 0 is not a
+    /// neighbour: α is 0 there and it is out of its row's softmax. A relation's adjacency
+    /// keeps the union's pattern with 0 on the other relations' entries, so `gat(A[r], …)`
+    /// attends within relation r (RGAT's WIRGAT); the entries left are scored on a compact
+    /// copy of the pattern and their α put back in place.
+    fn alpha(&self, offsets: &[u32], indices: &[u32], values: &[f32]) -> Result<Tensor, OpError> {
+        let h = self.heads;
+        let masked = values.len() == indices.len() && values.contains(&0.0);
+        let (offsets, indices, at): (Cow<[u32]>, Cow<[u32]>, _) = if masked {
+            let mut kept_offsets = Vec::with_capacity(offsets.len());
+            kept_offsets.push(0u32);
+            let (mut kept, mut at) = (Vec::new(), Vec::new());
+            for w in offsets.windows(2) {
+                for k in w[0] as usize..w[1] as usize {
+                    if values[k] != 0.0 {
+                        kept.push(indices[k]);
+                        at.push(k);
+                    }
+                }
+                kept_offsets.push(kept.len() as u32);
+            }
+            (kept_offsets.into(), kept.into(), Some(at))
+        } else {
+            (offsets.into(), indices.into(), None)
+        };
+        let n_e = indices.len() * h;
+        let (mut e_raw, mut e) = (vec![0.0f32; n_e], vec![0.0f32; n_e]);
+        gat_scores(
+            &offsets, &indices, h, self.s_l, self.s_r, self.slope, &mut e_raw, &mut e,
+        )?;
+        let mut alpha = Tensor::zeros(indices.len(), h);
+        edge_softmax(&offsets, h, &e, &mut alpha.data)?;
+        let Some(at) = at else { return Ok(alpha) };
+        let mut full = Tensor::zeros(values.len(), h);
+        for (i, &k) in at.iter().enumerate() {
+            full.data[k * h..(k + 1) * h].copy_from_slice(alpha.row(i));
+        }
+        Ok(full)
+    }
+}
+
+/// GAT attention: α on adj's pattern (an entry of value 0 is no neighbour; other values ignored), `heads` values per entry.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gat {
     /// Attention heads H (z is n × H·f).
@@ -201,10 +254,18 @@ impl Op for Gat {
             dense(inputs, 2, "gat")?,
             dense(inputs, 3, "gat")?,
         );
-        let (_, e) = raw_scores(adj, z, a_l, a_r, self.heads, self.slope)?;
         let st = &adj.structure;
-        let mut alpha = Tensor::zeros(st.nnz(), self.heads);
-        edge_softmax(&st.offsets, self.heads, &e, &mut alpha.data)?;
+        let (s_l, s_r) = (
+            head_dot(z, &a_l.data, self.heads),
+            head_dot(z, &a_r.data, self.heads),
+        );
+        let scores = Scores {
+            heads: self.heads,
+            slope: self.slope,
+            s_l: &s_l,
+            s_r: &s_r,
+        };
+        let mut alpha = scores.alpha(&st.offsets, &st.indices, &adj.values.data)?;
         if ctx.training && self.dropout > 0.0 {
             alpha = super::dropout::masked(&alpha, self.dropout, ctx, ctx.node.index() as u32)?;
         }
@@ -313,20 +374,13 @@ impl NeighbourOp for Gat {
             .collect();
         let s_l = head_dot(&block.x.gather(&own), &a_l.data, self.heads);
         let s_r = head_dot(&block.x.gather(&u), &a_r.data, self.heads);
-        let n_e = st.nnz() * self.heads;
-        let (mut e_raw, mut e) = (vec![0.0f32; n_e], vec![0.0f32; n_e]);
-        gat_scores(
-            &st.offsets,
-            &local,
-            self.heads,
-            &s_l,
-            &s_r,
-            self.slope,
-            &mut e_raw,
-            &mut e,
-        )?;
-        let mut alpha = Tensor::zeros(st.nnz(), self.heads);
-        edge_softmax(&st.offsets, self.heads, &e, &mut alpha.data)?;
+        let scores = Scores {
+            heads: self.heads,
+            slope: self.slope,
+            s_l: &s_l,
+            s_r: &s_r,
+        };
+        let alpha = scores.alpha(&st.offsets, &local, &adj.values.data)?;
         Ok(Value::Sparse(SparseMat {
             structure: Arc::clone(&adj.structure),
             values: Arc::new(alpha),

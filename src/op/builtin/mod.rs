@@ -43,7 +43,7 @@ pub use sparse_features::{FeatureProduct, TypeRange};
 pub use structure::{Concat, MeanHeads, MeanHeadsBackward, Slice, SliceBackward};
 pub use typed::{
     member_flags, relation_flavour, BasisWeight, BasisWeightGrad, BasisWrt, RelAdjacency,
-    TypeInput, TypeRows,
+    RelationBlock, TypeInput, TypeRows,
 };
 
 pub(crate) use super::util::{dense, same_shape};
@@ -221,7 +221,7 @@ fn aggregations(r: &mut Registry) {
     ok(r.register(
         "gat",
         &["heads", "slope", "dropout"],
-        "gat(adj, z, a_l, a_r, heads=1, slope=0.2, dropout=0.0): GAT attention α on adj's pattern, H values per entry (multiply by z next); dropout on α while training",
+        "gat(adj, z, a_l, a_r, heads=1, slope=0.2, dropout=0.0): GAT attention α on adj's pattern, H values per entry (multiply by z next); an entry of value 0 is no neighbour (`gat(A[r], …)`: within relation r); dropout on α while training",
         |a| {
             Ok(Arc::new(Gat::new(
                 a.count("heads", 1, 1)?,

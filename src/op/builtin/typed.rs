@@ -20,6 +20,10 @@
 //!   W_r = Σ_b a[r, b] · V_b (Schlichtkrull et al. 2018, Eq. 3), V the B blocks of rows
 //!   `[B·in, out]` stacked, a `[R, B]`; backward [`BasisWeightGrad`]:
 //!   ∂a[r, b] = ⟨∇W_r, V_b⟩ (row r only), ∂V_b = a[r, b] · ∇W_r.
+//! * [`RelationBlock`] (`q[r]`): relation r's block of a value stacked one block of rows
+//!   per relation, `[R·k, c]` → `[k, c]` (RGAT's per-relation attention vectors, k = 1;
+//!   per-relation weights without bases, k = in); its backward (the same op, `scatter`)
+//!   puts ∇ into block r of zeros.
 
 use std::sync::Arc;
 
@@ -493,6 +497,83 @@ impl Op for BasisWeightGrad {
                 dv
             }
         }))
+    }
+}
+
+/// `q[r]`: block `relation` of `relations` equal blocks of rows; `scatter`: the backward,
+/// `[k, c]` into block `relation` of a `[R·k, c]` zero matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelationBlock {
+    /// r.
+    pub relation: usize,
+    /// R.
+    pub relations: usize,
+    /// The backward.
+    pub scatter: bool,
+}
+
+impl Op for RelationBlock {
+    fn name(&self) -> &str {
+        match self.scatter {
+            false => "relation_block",
+            true => "relation_block_backward",
+        }
+    }
+    fn attrs(&self) -> String {
+        format!("relation={} of {}", self.relation, self.relations)
+    }
+    fn args(&self) -> Arity {
+        Arity::Exact(vec![Kind::Dense])
+    }
+    fn infer(&self, inputs: &[&Fact]) -> Result<Fact, OpError> {
+        let (rows, cols) = inputs[0].matrix().expect("dense");
+        let r = self.relations;
+        match (rows.as_known(), self.scatter) {
+            (Some(n), false) if n % r == 0 && n > 0 && self.relation < r => {
+                Ok(Fact::dense(Dim::known(n / r), cols))
+            }
+            (Some(n), true) if n > 0 && self.relation < r => {
+                Ok(Fact::dense(Dim::known(n * r), cols))
+            }
+            _ => Err(OpError::args(format!(
+                "{}: {} has no block {} of {r} equal blocks of rows",
+                self.name(),
+                inputs[0],
+                self.relation
+            ))),
+        }
+    }
+    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+        let x = dense(inputs, 0, self.name())?;
+        let r = self.relation;
+        Ok(Value::dense(match self.scatter {
+            false => {
+                let k = x.rows / self.relations;
+                let span = k * x.cols;
+                Tensor {
+                    rows: k,
+                    cols: x.cols,
+                    data: x.data[r * span..(r + 1) * span].to_vec(),
+                }
+            }
+            true => {
+                let mut out = Tensor::zeros(x.rows * self.relations, x.cols);
+                let span = x.data.len();
+                out.data[r * span..(r + 1) * span].copy_from_slice(&x.data);
+                out
+            }
+        }))
+    }
+    fn backward(
+        &self,
+        g: &mut GradBuilder<'_>,
+        grad: NodeId,
+    ) -> Result<Vec<Option<NodeId>>, OpError> {
+        let back = RelationBlock {
+            scatter: !self.scatter,
+            ..self.clone()
+        };
+        Ok(vec![Some(g.add(back, &[grad])?)])
     }
 }
 

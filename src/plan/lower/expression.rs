@@ -91,7 +91,7 @@ impl Lowerer<'_> {
 
     /// A name: a number binding, a constant, `l`, an earlier layer's output, or what
     /// [`Self::name`] finds.
-    fn name_value(
+    pub(super) fn name_value(
         &mut self,
         layer: &Layer,
         scope: &mut Scope,

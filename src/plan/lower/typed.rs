@@ -14,8 +14,8 @@ use super::super::expr::{Expr, ExprKind, KwArg};
 use super::super::schema::{InputSpec, Layer};
 use super::super::{PlanError, PlanErrorKind};
 use super::{
-    relation_flavour, Add, AdjKind, BasisWeight, Lowerer, MatMul, RelAdjacency, Scope, TypeInput,
-    TypeRows, Val,
+    relation_flavour, Add, AdjKind, BasisWeight, Lowerer, MatMul, RelAdjacency, RelationBlock,
+    Scope, TypeInput, TypeRows, Val,
 };
 
 impl Lowerer<'_> {
@@ -253,12 +253,7 @@ impl Lowerer<'_> {
         (name, at, items): (&str, usize, &[Expr]),
     ) -> Result<NodeId, PlanError> {
         let Some(kind) = AdjKind::ALL.into_iter().find(|k| k.plan_name() == name) else {
-            return Err(self.err(
-                layer,
-                at,
-                PlanErrorKind::Expr,
-                format!("`{name}[…]`: only an adjacency takes a relation (`A[r]`, `A_mean[r]`, `A_sym_noloop[r]`, `A_col[r]`)"),
-            ));
+            return self.relation_block(layer, scope, e, (name, at, items));
         };
         if !relation_flavour(kind) {
             return Err(self.err(
@@ -290,6 +285,49 @@ impl Lowerer<'_> {
             .map_err(|err| self.internal(err))?;
         self.rel_adj.insert((kind.plan_name(), r), id);
         Ok(id)
+    }
+
+    /// `q[r]` of a value that is not an adjacency: relation r's block of its rows, stacked
+    /// one block per relation (`["relations", c]` gives a `[1, c]` row: RGAT's attention
+    /// vectors; `["relations * in", out]` a weight per relation).
+    fn relation_block(
+        &mut self,
+        layer: &Layer,
+        scope: &mut Scope,
+        e: &Expr,
+        (name, at, items): (&str, usize, &[Expr]),
+    ) -> Result<NodeId, PlanError> {
+        let value = match self.name_value(layer, scope, name, e)? {
+            Val::Node(id) => id,
+            Val::Num(_) => {
+                return Err(self.err(
+                    layer,
+                    at,
+                    PlanErrorKind::Expr,
+                    format!("`{name}[…]`: `{name}` is a number; a relation indexes an adjacency (`A_mean[r]`) or a value with a block of rows per relation (`q[r]`, q declared [\"relations\", …])"),
+                ))
+            }
+        };
+        let relations = self.env.n_relations();
+        let rows = match self.g.fact(value) {
+            Fact::Dense { rows, .. } => rows.as_known(),
+            _ => None,
+        };
+        if !rows.is_some_and(|n| n > 0 && n % relations == 0) {
+            return Err(self.err(
+                layer,
+                at,
+                PlanErrorKind::Graph,
+                format!("`{name}[…]`: {name} is {}: a relation takes its block of rows from a value with one block per relation ({relations}); declare it [\"relations\", …] (a row each) or [\"relations * in\", …] (a matrix each); the adjacencies that take a relation are `A[r]`, `A_mean[r]`, `A_sym_noloop[r]`, `A_col[r]`", self.g.fact(value)),
+            ));
+        }
+        let relation = self.resolve_relation(layer, scope, name, items)?;
+        let op = RelationBlock {
+            relation,
+            relations,
+            scatter: false,
+        };
+        self.add(layer, e, Arc::new(op), &[value])
     }
 
     /// `sum_relations(e)`, `mean_relations(e)`, `basis(a, V, r)`.
