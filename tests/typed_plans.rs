@@ -110,6 +110,12 @@ fn shipped(name: &str, overrides: &[&str]) -> Plan {
         .unwrap_or_else(|e| panic!("{}", e.render()))
 }
 
+/// A declared parameter's (rows, cols).
+fn param_shape(lowered: &saintflow::plan::Lowered, name: &str) -> (usize, usize) {
+    let d = lowered.params.iter().find(|p| p.name == name).unwrap();
+    (d.rows, d.cols)
+}
+
 /// Every parameter moved off its initial value by a small deterministic offset (as
 /// tests/shipped_plans.rs does: no ReLU input sits on its kink by construction).
 fn params_for(lowered: &saintflow::plan::Lowered, seed: u64) -> Params {
@@ -290,10 +296,7 @@ fn rgcn_passes_the_whole_step_gradient_check_on_a_typed_store_planned_and_unplan
             .collect::<Vec<_>>(),
         ["input.E.author", "input.E.field"]
     );
-    let shape = |n: &str| {
-        let d = lowered.params.iter().find(|p| p.name == n).unwrap();
-        (d.rows, d.cols)
-    };
+    let shape = |n: &str| param_shape(&lowered, n);
     assert_eq!(shape("input.W.paper"), (3, 6));
     assert_eq!(shape("input.E.author"), (5, 6));
     assert_eq!(shape("a"), (5, 2), "one row per relation, B = 2");
@@ -371,10 +374,7 @@ fn rgat_passes_the_whole_step_gradient_check_and_attends_within_each_relation() 
     let store = open_tiny(tmp.path());
     let reg = Registry::with_builtins();
     let lowered = lower_for(&shipped("rgat", &["dims.hidden=8"]), &store, &reg).unwrap();
-    let shape = |n: &str| {
-        let d = lowered.params.iter().find(|p| p.name == n).unwrap();
-        (d.rows, d.cols)
-    };
+    let shape = |n: &str| param_shape(&lowered, n);
     assert_eq!(shape("q"), (5, 8), "a query row per relation");
     assert_eq!(
         shape("k_out"),
