@@ -582,3 +582,23 @@ fn typed_plan_errors_name_what_is_wrong_and_where() {
         .to_string();
     assert!(e.contains("give it an [input] table"), "{e}");
 }
+
+/// A whole-graph sampler's source builds its subgraph (with the typed relations) once and
+/// hands out copies: every step's equals the first and a fresh source's draw.
+#[test]
+fn a_whole_graph_source_hands_out_the_same_subgraph_at_every_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_tiny(tmp.path());
+    let src = full_source(&store);
+    let first = src.sample(0).unwrap();
+    assert_eq!(first.nodes.len(), store.n_nodes());
+    assert!(first.typed.is_some(), "the relations are attached");
+    for step in [1, 7, 1000] {
+        assert_eq!(src.sample(step).unwrap(), first, "step {step}");
+        assert_eq!(
+            full_source(&store).sample(step).unwrap(),
+            first,
+            "fresh, step {step}"
+        );
+    }
+}

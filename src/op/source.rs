@@ -29,6 +29,10 @@ pub struct StoreSource<'g> {
     /// The same per node type (typed stores, `sparse_type_features`), rows from 0 at the
     /// type's first node, made on the type's first sparse request under the same bound.
     sparse_types: std::sync::Mutex<Vec<Option<Arc<FeatureCsr>>>>,
+    /// A whole-graph sampler's subgraph (the same at every step), built on the first
+    /// request with its relations; later steps get copies (full-batch training rebuilt
+    /// the whole graph's pattern, transpose and relation rows every step).
+    whole: OnceLock<Subgraph>,
 }
 
 /// A store whose dense feature matrix is at most this many bytes has it compressed once
@@ -63,6 +67,7 @@ impl<'g> StoreSource<'g> {
             sparse: OnceLock::new(),
             whole_sparse: WHOLE_SPARSE_BYTES,
             sparse_types: std::sync::Mutex::new(Vec::new()),
+            whole: OnceLock::new(),
         }
     }
 
@@ -92,8 +97,9 @@ impl<'g> StoreSource<'g> {
     }
 }
 
-impl GraphSource for StoreSource<'_> {
-    fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
+impl StoreSource<'_> {
+    /// Subgraph `step`, drawn and built.
+    fn draw(&self, step: u64) -> Result<Subgraph, OpError> {
         let mut sub = sample_subgraph(self.sampler.as_ref(), self.seed, step, self.clip_to)
             .map_err(|e| OpError::Source(format!("{}: {e}", self.store.path().display())))?;
         if let Some(cfg) = &self.link {
@@ -121,6 +127,20 @@ impl GraphSource for StoreSource<'_> {
         if self.store.is_typed() {
             crate::sample::typed::attach_relations(self.store, &mut sub)
                 .map_err(|e| OpError::Source(format!("{}: {e}", self.store.path().display())))?;
+        }
+        Ok(sub)
+    }
+}
+
+impl GraphSource for StoreSource<'_> {
+    fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
+        let same = self.link.is_none() && self.sampler.whole_graph();
+        if let Some(sub) = self.whole.get().filter(|_| same) {
+            return Ok(sub.clone());
+        }
+        let sub = self.draw(step)?;
+        if same {
+            let _ = self.whole.set(sub.clone());
         }
         Ok(sub)
     }

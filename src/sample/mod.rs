@@ -78,6 +78,11 @@ pub trait Sampler: Sync {
     fn graph(&self) -> Csr<'_>;
     /// Appends the sampled nodes (any order, repeats allowed) to `out`.
     fn sample_nodes(&self, rng: &mut SampleRng, out: &mut Vec<u32>) -> Result<(), SampleError>;
+    /// Whether every subgraph is the whole graph, the same at every index (a source may
+    /// build it once and hand out copies). Default: no.
+    fn whole_graph(&self) -> bool {
+        false
+    }
 }
 
 /// A uniform integer in `0..k` (k ≥ 1) by Lemire's multiply-shift; bias ≤ k / 2^64.

@@ -141,4 +141,8 @@ impl Sampler for FullSampler<'_> {
         out.extend(0..self.graph.n_nodes() as u32);
         Ok(())
     }
+
+    fn whole_graph(&self) -> bool {
+        true
+    }
 }
