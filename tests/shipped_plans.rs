@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use saintflow::exec::{check_gradients, run, GradCheck};
+use saintflow::exec::run;
 use saintflow::ir::{Bindings, GraphSource, Params};
 use saintflow::op::{MemorySource, Registry};
 use saintflow::plan::{LowerEnv, Plan};
@@ -103,8 +103,13 @@ fn every_shipped_plan_passes_the_whole_step_gradient_check_planned_and_unplanned
                     *v += ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2;
                 }
             }
-            let unplanned =
-                check_off_kinks(&lowered.graph, lowered.loss, &lowered.grads, &src, &params);
+            let unplanned = common::check_off_kinks(
+                &lowered.graph,
+                lowered.loss,
+                &lowered.grads,
+                &src,
+                &params,
+            );
             assert!(unplanned.is_empty(), "{file} unplanned: {unplanned:#?}");
 
             let mut planned = lowered.graph.clone();
@@ -155,35 +160,10 @@ fn every_shipped_plan_passes_the_whole_step_gradient_check_planned_and_unplanned
                 (l0 - l1).abs() <= 1e-5 * l0.abs().max(1.0),
                 "{file}: loss {l0} unplanned, {l1} planned"
             );
-            let bad = check_off_kinks(&planned, loss, &grads, &src, &params);
+            let bad = common::check_off_kinks(&planned, loss, &grads, &src, &params);
             assert!(bad.is_empty(), "{file} planned: {bad:#?}");
         }
     }
-}
-
-/// The whole-step gradient check at ε = 1e-2 and, where it finds a discrepancy, again at
-/// ε/3: only those left at the smaller step count. A wrong gradient is off at both steps; a
-/// kink (ReLU's, LeakyReLU's) within ε of a parameter's value moves the central difference
-/// by an amount that grows with ε and vanishes below the kink's distance (GAT's `a_l_out`
-/// with its attention vectors' Glorot range over the paper's fans: 7.9 % off at 1e-2, 24 %
-/// at 3e-2, within tolerance at 3e-3).
-fn check_off_kinks(
-    graph: &saintflow::ir::Graph,
-    loss: saintflow::ir::NodeId,
-    grads: &[(String, saintflow::ir::NodeId)],
-    src: &MemorySource,
-    params: &Params,
-) -> Vec<saintflow::exec::Discrepancy> {
-    let wide = GradCheck::default();
-    let bad = check_gradients(graph, loss, grads, src, params, wide).unwrap();
-    if bad.is_empty() {
-        return bad;
-    }
-    let narrow = GradCheck {
-        eps: wide.eps / 3.0,
-        ..wide
-    };
-    check_gradients(graph, loss, grads, src, params, narrow).unwrap()
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use common::{gz, ogb_relations, op_ctx};
 use saintflow::compile::lower_for;
-use saintflow::exec::{check_gradients, run, GradCheck, Interpreter};
+use saintflow::exec::{run, Interpreter};
 use saintflow::infer::{FullGraph, InferOptions, Output};
 use saintflow::ir::{Bindings, GraphSource, Params};
 use saintflow::op::builtin::{AdjKind, RelAdjacency};
@@ -132,27 +132,6 @@ fn params_for(lowered: &saintflow::plan::Lowered, seed: u64) -> Params {
     params
 }
 
-/// The finite-difference check of `grads`, at a narrower ε where the default one finds a
-/// difference (a ReLU or LeakyReLU kink within ε).
-fn gradient_check(
-    g: &saintflow::ir::Graph,
-    loss: saintflow::ir::NodeId,
-    grads: &[(String, saintflow::ir::NodeId)],
-    src: &StoreSource<'_>,
-    params: &Params,
-) -> Vec<saintflow::exec::Discrepancy> {
-    let wide = GradCheck::default();
-    let bad = check_gradients(g, loss, grads, src, params, wide).unwrap();
-    if bad.is_empty() {
-        return bad;
-    }
-    let narrow = GradCheck {
-        eps: wide.eps / 3.0,
-        ..wide
-    };
-    check_gradients(g, loss, grads, src, params, narrow).unwrap()
-}
-
 /// A typed plan's whole training step on the full tiny store against finite differences,
 /// unplanned and planned; every parameter's gradient not zero (the check would pass a
 /// graph that ignores one).
@@ -164,7 +143,7 @@ fn whole_step_gradient_check(
 ) {
     let src = full_source(store);
     let check = |g: &saintflow::ir::Graph, loss, grads: &[(String, saintflow::ir::NodeId)]| {
-        gradient_check(g, loss, grads, &src, params)
+        common::check_off_kinks(g, loss, grads, &src, params)
     };
     let bad = check(&lowered.graph, lowered.loss, &lowered.grads);
     assert!(bad.is_empty(), "{what} unplanned: {bad:#?}");
@@ -304,7 +283,7 @@ fn rgcn_passes_the_whole_step_gradient_check_on_a_typed_store_planned_and_unplan
     let src = full_source(&store);
     let params = params_for(&lowered, 1);
     let check = |g: &saintflow::ir::Graph, loss, grads: &[(String, saintflow::ir::NodeId)]| {
-        gradient_check(g, loss, grads, &src, &params)
+        common::check_off_kinks(g, loss, grads, &src, &params)
     };
     whole_step_gradient_check(&store, &lowered, &params, "rgcn");
 

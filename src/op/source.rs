@@ -134,14 +134,14 @@ impl StoreSource<'_> {
 
 impl GraphSource for StoreSource<'_> {
     fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
-        let same = self.link.is_none() && self.sampler.whole_graph();
-        if let Some(sub) = self.whole.get().filter(|_| same) {
+        if self.link.is_some() || !self.sampler.whole_graph() {
+            return self.draw(step);
+        }
+        if let Some(sub) = self.whole.get() {
             return Ok(sub.clone());
         }
         let sub = self.draw(step)?;
-        if same {
-            let _ = self.whole.set(sub.clone());
-        }
+        let _ = self.whole.set(sub.clone());
         Ok(sub)
     }
 

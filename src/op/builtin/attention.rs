@@ -91,42 +91,44 @@ fn head_dot(z: &Tensor, a: &[f32], heads: usize) -> Vec<f32> {
     s
 }
 
-/// ê (raw scores) of every entry and head.
-fn raw_scores(
-    adj: &SparseMat,
-    z: &Tensor,
-    a_l: &Tensor,
-    a_r: &Tensor,
-    heads: usize,
-    slope: f32,
-) -> Result<(Vec<f32>, Vec<f32>), OpError> {
-    let st = &adj.structure;
-    let (s_l, s_r) = (head_dot(z, &a_l.data, heads), head_dot(z, &a_r.data, heads));
-    let mut e_raw = vec![0.0f32; st.nnz() * heads];
-    let mut e = vec![0.0f32; st.nnz() * heads];
-    gat_scores(
-        &st.offsets,
-        &st.indices,
-        heads,
-        &s_l,
-        &s_r,
-        slope,
-        &mut e_raw,
-        &mut e,
-    )?;
-    Ok((e_raw, e))
-}
-
 /// The projections s_l, s_r of one attention (node-major, `heads` per node) and what turns
-/// them into α.
-struct Scores<'a> {
+/// them into scores and α.
+struct Scores {
     heads: usize,
     slope: f32,
-    s_l: &'a [f32],
-    s_r: &'a [f32],
+    s_l: Vec<f32>,
+    s_r: Vec<f32>,
 }
 
-impl Scores<'_> {
+impl Scores {
+    /// s_l from `z_l`'s rows (the pattern's rows), s_r from `z_r`'s (the nodes its
+    /// indices name): z twice for a whole pattern, a block's gathered rows otherwise.
+    fn new(
+        z_l: &Tensor,
+        z_r: &Tensor,
+        a_l: &Tensor,
+        a_r: &Tensor,
+        heads: usize,
+        slope: f32,
+    ) -> Scores {
+        Scores {
+            heads,
+            slope,
+            s_l: head_dot(z_l, &a_l.data, heads),
+            s_r: head_dot(z_r, &a_r.data, heads),
+        }
+    }
+
+    /// ê and e = LeakyReLU(ê) of every entry and head.
+    fn raw(&self, offsets: &[u32], indices: &[u32]) -> Result<(Vec<f32>, Vec<f32>), OpError> {
+        let n_e = indices.len() * self.heads;
+        let (mut e_raw, mut e) = (vec![0.0f32; n_e], vec![0.0f32; n_e]);
+        gat_scores(
+            offsets, indices, self.heads, &self.s_l, &self.s_r, self.slope, &mut e_raw, &mut e,
+        )?;
+        Ok((e_raw, e))
+    }
+
     /// α on a pattern (`indices` index s_r's nodes), `heads` values per entry: LeakyReLU of
     /// the scores, each row's softmax. An entry whose adjacency value is exactly 0 is not a
     /// neighbour: α is 0 there and it is out of its row's softmax. A relation's adjacency
@@ -153,11 +155,7 @@ impl Scores<'_> {
         } else {
             (offsets.into(), indices.into(), None)
         };
-        let n_e = indices.len() * h;
-        let (mut e_raw, mut e) = (vec![0.0f32; n_e], vec![0.0f32; n_e]);
-        gat_scores(
-            &offsets, &indices, h, self.s_l, self.s_r, self.slope, &mut e_raw, &mut e,
-        )?;
+        let (_, e) = self.raw(&offsets, &indices)?;
         let mut alpha = Tensor::zeros(indices.len(), h);
         edge_softmax(&offsets, h, &e, &mut alpha.data)?;
         let Some(at) = at else { return Ok(alpha) };
@@ -255,16 +253,7 @@ impl Op for Gat {
             dense(inputs, 3, "gat")?,
         );
         let st = &adj.structure;
-        let (s_l, s_r) = (
-            head_dot(z, &a_l.data, self.heads),
-            head_dot(z, &a_r.data, self.heads),
-        );
-        let scores = Scores {
-            heads: self.heads,
-            slope: self.slope,
-            s_l: &s_l,
-            s_r: &s_r,
-        };
+        let scores = Scores::new(z, z, a_l, a_r, self.heads, self.slope);
         let mut alpha = scores.alpha(&st.offsets, &st.indices, &adj.values.data)?;
         if ctx.training && self.dropout > 0.0 {
             alpha = super::dropout::masked(&alpha, self.dropout, ctx, ctx.node.index() as u32)?;
@@ -372,14 +361,8 @@ impl NeighbourOp for Gat {
             .iter()
             .map(|v| u.binary_search(v).expect("collected above") as u32)
             .collect();
-        let s_l = head_dot(&block.x.gather(&own), &a_l.data, self.heads);
-        let s_r = head_dot(&block.x.gather(&u), &a_r.data, self.heads);
-        let scores = Scores {
-            heads: self.heads,
-            slope: self.slope,
-            s_l: &s_l,
-            s_r: &s_r,
-        };
+        let (z_l, z_r) = (block.x.gather(&own), block.x.gather(&u));
+        let scores = Scores::new(&z_l, &z_r, a_l, a_r, self.heads, self.slope);
         let alpha = scores.alpha(&st.offsets, &local, &adj.values.data)?;
         Ok(Value::Sparse(SparseMat {
             structure: Arc::clone(&adj.structure),
@@ -464,7 +447,8 @@ impl Op for GatScoresBackward {
         let (h, st) = (self.heads, &alpha.structure);
         let mut de = vec![0.0f32; st.nnz() * h];
         edge_softmax_backward(&st.offsets, h, &alpha.values.data, &dalpha.data, &mut de)?;
-        let (e_raw, _) = raw_scores(alpha, z, a_l, a_r, h, self.slope)?;
+        let (e_raw, _) =
+            Scores::new(z, z, a_l, a_r, h, self.slope).raw(&st.offsets, &st.indices)?;
         let n = st.n_rows();
         let (mut ds_l, mut ds_r) = (vec![0.0f32; n * h], vec![0.0f32; n * h]);
         gat_scores_backward(
