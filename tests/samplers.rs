@@ -698,6 +698,56 @@ fn every_kind_expected_nodes_match_the_draws() {
     }
 }
 
+/// A relation's adjacency and its transpose (the reverse relation's pattern): the
+/// permutation puts each transposed entry's value where a dense transpose has it, and
+/// patterns that are not each other's transpose are errors.
+#[test]
+fn transpose_between_two_patterns_matches_a_dense_transpose() {
+    // 5 nodes; r: 0 → {3, 4}, 1 → {3}, 2 → {4} (rows 3, 4 empty); its reverse: 3 → {0, 1},
+    // 4 → {0, 2}.
+    let (offsets, indices) = (vec![0u32, 2, 3, 4, 4, 4], vec![3u32, 4, 3, 4]);
+    let (t_offsets, t_indices) = (vec![0u32, 0, 0, 0, 2, 4], vec![0u32, 1, 0, 2]);
+    let perm = transpose_between(&offsets, &indices, &t_offsets, &t_indices).unwrap();
+    let values = [1.0f32, 2.0, 3.0, 4.0];
+    let n = 5;
+    let mut dense = vec![0f32; n * n];
+    for u in 0..n {
+        for k in offsets[u] as usize..offsets[u + 1] as usize {
+            dense[u * n + indices[k] as usize] = values[k];
+        }
+    }
+    for v in 0..n {
+        for k in t_offsets[v] as usize..t_offsets[v + 1] as usize {
+            let u = t_indices[k] as usize;
+            assert_eq!(
+                values[perm[k] as usize],
+                dense[u * n + v],
+                "entry ({v}, {u})"
+            );
+        }
+    }
+    // A symmetric pattern against itself: the permutation of `transpose_permutation`.
+    let (so, si) = (vec![0u32, 1, 3, 4], vec![1u32, 0, 2, 1]);
+    assert_eq!(
+        transpose_between(&so, &si, &so, &si).unwrap(),
+        transpose_permutation(&so, &si).unwrap()
+    );
+    // The transposed pattern misses the reverse of (2, 4): named.
+    let short = (vec![0u32, 0, 0, 0, 2, 3], vec![0u32, 1, 0]);
+    assert_eq!(
+        transpose_between(&offsets, &indices, &short.0, &short.1),
+        Err((2, 4))
+    );
+    // It holds one entry more than the reverses (4 → 3): an error, not a slot left 0.
+    let long = (vec![0u32, 0, 0, 0, 2, 5], vec![0u32, 1, 0, 2, 3]);
+    assert_eq!(
+        transpose_between(&offsets, &indices, &long.0, &long.1),
+        Err((5, 0))
+    );
+    // Different row counts.
+    assert!(transpose_between(&offsets, &indices, &[0, 0], &[]).is_err());
+}
+
 /// Issue 15 (fuzzing, `store_step`): a damaged store whose graph is not symmetric gave an
 /// asymmetric subgraph, and the transpose permutation (Algorithm 6) debug-asserted, or in
 /// release computed a wrong permutation. Now each entry's reverse is checked.

@@ -203,18 +203,21 @@ fn relation_adjacencies_match_brute_force_over_the_relation_csrs() {
             AdjKind::SymNoLoops,
             AdjKind::Col,
         ] {
-            let op = RelAdjacency {
-                kind,
-                relation: r,
-                reverse: rel.reverse,
-                name: rel.name.to_string(),
-            };
+            let op = RelAdjacency::new(kind, r, rel.reverse, rel.name.to_string());
             let v = op
                 .forward(&[&sample], &op_ctx(&params, Some(&src)))
                 .unwrap();
             let a = v.as_sparse().unwrap();
-            // The union's pattern, the relation's values, 0 elsewhere.
-            assert_eq!(a.structure.indices, sub.indices);
+            // The relation's entries alone, in the rows of its source type.
+            let row_of = |u: usize| &a.structure.indices[a.structure.row(u)];
+            for u in 0..n {
+                assert_eq!(
+                    row_of(u),
+                    rel.csr.row(u as u32),
+                    "relation {} row {u}",
+                    rel.name
+                );
+            }
             let mut dense = vec![0f32; n * n];
             for u in 0..n {
                 for k in a.structure.row(u) {
@@ -235,15 +238,42 @@ fn relation_adjacencies_match_brute_force_over_the_relation_csrs() {
                 }
             }
             assert_eq!(dense, want, "relation {} {kind:?}", rel.name);
-            // Transposing the values through the pattern's permutation gives the reverse
-            // relation's pattern (what the backward SpMM multiplies by).
+            // The transpose's pattern is the reverse relation's, and the values permuted
+            // into it are the transposed matrix's (what the backward SpMM multiplies by).
+            let (t_offsets, t_indices) = a.structure.transposed_pattern();
             let t = a.transposed_values();
-            for u in 0..n {
-                for k in a.structure.row(u) {
-                    let w = a.structure.indices[k] as usize;
-                    assert_eq!(t.data[k], want[w * n + u]);
+            assert_eq!(t.data.len(), t_indices.len());
+            for v in 0..n {
+                let row = &t_indices[t_offsets[v] as usize..t_offsets[v + 1] as usize];
+                assert_eq!(
+                    row,
+                    rev.csr.row(v as u32),
+                    "reverse of {} row {v}",
+                    rel.name
+                );
+                for (k, &u) in (t_offsets[v] as usize..).zip(row) {
+                    assert_eq!(t.data[k], want[u as usize * n + v]);
                 }
             }
+            // The same subgraph's relations again: the matrix built once, shared.
+            let again = op
+                .forward(&[&sample], &op_ctx(&params, Some(&src)))
+                .unwrap();
+            let again = again.as_sparse().unwrap();
+            assert!(std::sync::Arc::ptr_eq(&again.structure, &a.structure));
+            // A copy of the subgraph whose relations are a new allocation: built again,
+            // equal.
+            let mut copy = sub.clone();
+            copy.typed = copy
+                .typed
+                .as_ref()
+                .map(|t| std::sync::Arc::new((**t).clone()));
+            let copy = saintflow::ir::Value::Subgraph(std::sync::Arc::new(copy));
+            let fresh = op.forward(&[&copy], &op_ctx(&params, Some(&src))).unwrap();
+            let fresh = fresh.as_sparse().unwrap();
+            assert!(!std::sync::Arc::ptr_eq(&fresh.structure, &a.structure));
+            assert_eq!(fresh.structure, a.structure);
+            assert_eq!(fresh.values.data, a.values.data);
         }
     }
 }
@@ -432,7 +462,7 @@ fn blocked_equals_in_memory(
         };
         let full = FullGraph::new(store, lowered, std::num::NonZeroUsize::new(1).unwrap())
             .unwrap()
-            .with_options(opts);
+            .with_options(opts.clone());
         for which in [Output::Logits, Output::Embedding] {
             assert_eq!(full.in_memory_reason(which), None, "{which:?}");
             let want = full.in_memory(&Interpreter, &params, which).unwrap();
@@ -443,6 +473,31 @@ fn blocked_equals_in_memory(
             })
             .unwrap();
             assert_eq!(want.data, got, "{which:?} rows {rows:?}: bit for bit");
+            // Keeping the passes' blocks and relation adjacencies (a training run's
+            // evaluations): the same bits at every pass, under other parameters too.
+            let keeping = FullGraph::new(store, lowered, std::num::NonZeroUsize::new(1).unwrap())
+                .unwrap()
+                .with_options(opts.clone())
+                .keep_constants(true);
+            let other = params_for(lowered, 3);
+            let other_want = full.in_memory(&Interpreter, &other, which).unwrap();
+            for (pass, (p, w)) in [(&params, &want), (&params, &want), (&other, &other_want)]
+                .into_iter()
+                .enumerate()
+            {
+                let mut got = Vec::new();
+                keeping
+                    .for_each_block(&Interpreter, p, which, &mut |_, t| {
+                        got.extend_from_slice(&t.data);
+                        Ok(())
+                    })
+                    .unwrap();
+                assert_eq!(
+                    w.data, got,
+                    "{which:?} rows {rows:?}: kept blocks, pass {pass}"
+                );
+                assert!(keeping.kept_blocks() > 0, "{which:?}: blocks kept");
+            }
             // At chosen rows (an evaluation's scored nodes, of both types), the last
             // layer's relation blocks built at those rows: the same bits.
             let n = store.n_nodes();
@@ -572,6 +627,19 @@ fn a_whole_graph_source_hands_out_the_same_subgraph_at_every_step() {
     let first = src.sample(0).unwrap();
     assert_eq!(first.nodes.len(), store.n_nodes());
     assert!(first.typed.is_some(), "the relations are attached");
+    // One subgraph shared by every step's `sample` op, equal to the copies.
+    let shared = src
+        .fixed_sample()
+        .unwrap()
+        .expect("a whole-graph source's is fixed");
+    assert_eq!(*shared, first);
+    assert!(std::sync::Arc::ptr_eq(
+        &shared,
+        &src.fixed_sample().unwrap().unwrap()
+    ));
+    // A source whose subgraphs come from elsewhere has none fixed.
+    let other = saintflow::ir::source::WithSampler::new(&src, |_| Ok(first.clone()));
+    assert!(other.fixed_sample().unwrap().is_none());
     for step in [1, 7, 1000] {
         assert_eq!(src.sample(step).unwrap(), first, "step {step}");
         assert_eq!(

@@ -165,4 +165,8 @@ impl GraphSource for Prefetch<'_, '_> {
     }
 
     forward_to_inner!();
+    /// The inner source's: a fixed subgraph has nothing to prefetch.
+    fn fixed_sample(&self) -> Result<Option<std::sync::Arc<Subgraph>>, OpError> {
+        self.inner.fixed_sample()
+    }
 }

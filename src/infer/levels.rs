@@ -119,6 +119,19 @@ pub struct BlockedPlan {
 }
 
 impl BlockedPlan {
+    /// The adjacency flavours (and relations) the pass builds on each block.
+    pub(super) fn adjacency_keys(&self) -> usize {
+        let keys: std::collections::HashSet<AdjKey> = self
+            .class
+            .values()
+            .filter_map(|c| match c {
+                Class::Adj(k) => Some(*k),
+                _ => None,
+            })
+            .collect();
+        keys.len()
+    }
+
     /// Classifies the ancestors of `output`; `Err` says why the graph cannot be blocked.
     pub fn new(graph: &Graph, output: NodeId) -> std::result::Result<BlockedPlan, String> {
         BlockedPlan::analyse(graph, output, &HashSet::new())

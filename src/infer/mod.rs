@@ -143,6 +143,9 @@ pub struct FullGraph<'g> {
     /// ([`FullGraph::keep_constants`]).
     keep: bool,
     cache: std::sync::Mutex<CacheState>,
+    /// With `keep`: the passes' row blocks and their adjacencies, when they fit
+    /// ([`FullGraph::keeps_blocks`]).
+    blocks: std::sync::Mutex<pass::BlockCache>,
 }
 
 /// The parameter-free values of a [`FullGraph`]'s passes, and the outputs whose values
@@ -219,6 +222,7 @@ impl<'g> FullGraph<'g> {
             graph,
             opts: InferOptions::default(),
             keep: false,
+            blocks: Default::default(),
             cache: Default::default(),
         })
     }
@@ -250,6 +254,22 @@ impl<'g> FullGraph<'g> {
             Output::Logits => &self.logits,
             Output::Embedding => &self.embedding,
         }
+    }
+
+    /// Whether passes keep their row blocks and adjacencies for the next ones: with
+    /// [`FullGraph::keep_constants`], when the full graph's rows and an entry array per
+    /// adjacency `plan` builds (4 B an index, 4 a value) take at most a quarter of
+    /// [`InferOptions::memory_bytes`]. The same bits either way.
+    fn keeps_blocks(&self, plan: &BlockedPlan) -> bool {
+        let flavours = plan.adjacency_keys();
+        let entries = self.store.full().n_entries() as u128 + self.store.n_nodes() as u128;
+        self.keep && entries * 4 * (1 + 2 * flavours as u128) <= self.opts.memory_bytes as u128 / 4
+    }
+
+    /// Row blocks kept for the next passes ([`FullGraph::keep_constants`]); for tests.
+    #[doc(hidden)]
+    pub fn kept_blocks(&self) -> usize {
+        self.blocks.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// The bytes of `which`'s parameter-free values, were they kept (0: none to keep).
@@ -399,7 +419,11 @@ impl<'g> FullGraph<'g> {
                         params,
                         &self.opts,
                         sink,
-                        (&values, &fill),
+                        (
+                            &values,
+                            &fill,
+                            self.keeps_blocks(bp).then_some(&self.blocks),
+                        ),
                         at,
                     )
                 })?;

@@ -8,7 +8,7 @@
 //! their rows, the wanted output goes to the caller's sink, block by block, in order.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::kept::{gather_rows, Kept};
 use super::levels::{width, AdjKey, BlockedPlan, Class};
@@ -168,27 +168,27 @@ impl Block {
     }
 
     /// Relation r's adjacency in flavour `kind` at the block's rows, as the step's
-    /// `rel_adj` has it on the whole graph (`op::builtin::RelAdjacency`): the full graph's
-    /// entries, 0 where an entry is not of r, d(u) = |N_u^r|, d(v) = |N_v^{r⁻¹}| (≥ 1).
+    /// `rel_adj` has it on the whole graph (`op::builtin::RelAdjacency`): r's entries alone
+    /// (each row's entries of r's destination type that are in r), d(u) = |N_u^r|,
+    /// d(v) = |N_v^{r⁻¹}| (≥ 1). The ids come from the block's checked rows.
     fn relation_adjacency(&self, store: &GraphStore, kind: AdjKind, r: usize) -> SparseMat {
         let (fwd, rev) = (store.relation(r), store.relation(store.relation(r).reverse));
+        let dst = store.type_range(fwd.dst);
         let norm = kind.norm();
-        let (mut offsets, mut values) = (vec![0u32], Vec::with_capacity(self.indices.len()));
+        let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
         let mut flags = Vec::new();
         for i in 0..self.rows {
             let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
-            let v = self.id(i);
-            let du = (member_flags(row, fwd.csr.row(v), &mut flags) as f32).max(1.0);
-            for (&w, &in_r) in row.iter().zip(&flags) {
-                values.push(if in_r {
-                    norm.value(du, (rev.csr.degree(w) as f32).max(1.0))
-                } else {
-                    0.0
-                });
+            let lo = row.partition_point(|&w| w < dst.start);
+            let part = &row[lo..lo + row[lo..].partition_point(|&w| w < dst.end)];
+            let du = (member_flags(part, fwd.csr.row(self.id(i)), &mut flags) as f32).max(1.0);
+            for (&w, _) in part.iter().zip(&flags).filter(|(_, &in_r)| in_r) {
+                indices.push(w);
+                values.push(norm.value(du, (rev.csr.degree(w) as f32).max(1.0)));
             }
-            offsets.push(values.len() as u32);
+            offsets.push(indices.len() as u32);
         }
-        SparseMat::csr(offsets, self.indices.clone(), values, 1)
+        SparseMat::csr(offsets, indices, values, 1)
     }
 }
 
@@ -244,13 +244,58 @@ pub(super) struct Pass<'a> {
     pub(super) stats: HashMap<NodeId, Vec<f64>>,
     /// Parameter-free values of an earlier pass (`Class::Cached`).
     cached: &'a Cache,
+    /// Blocks of rows and their adjacencies kept across passes, where the caller keeps
+    /// them ([`BlockCache`]).
+    blocks: Option<&'a Mutex<BlockCache>>,
 }
 
 /// Parameter-free values kept across the passes of one [`FullGraph`](super::FullGraph)
 /// (see [`BlockedPlan::constants`]): N-row matrices in memory, by node.
 pub(super) type Cache = HashMap<NodeId, Arc<Kept>>;
 
+/// The row blocks of a [`FullGraph`](super::FullGraph)'s passes and the adjacencies built
+/// on them, kept for the next passes when the whole graph's fit (the per-epoch evaluation
+/// of a small graph: every pass copies the same rows and builds the same adjacencies,
+/// which was a third of a full-batch R-GCN evaluation). Values depend on the store alone.
+#[derive(Default)]
+pub(super) struct BlockCache {
+    blocks: HashMap<(usize, usize), Arc<Block>>,
+    adjacency: HashMap<(usize, usize, AdjKey), SparseMat>,
+}
+
+impl BlockCache {
+    /// Blocks kept.
+    pub(super) fn len(&self) -> usize {
+        self.blocks.len()
+    }
+}
+
 impl<'a> Pass<'a> {
+    /// `block`'s adjacency in flavour `key`: the one kept from an earlier pass over the
+    /// same rows `range`, or built (and kept, where the caller keeps blocks).
+    fn block_adjacency(
+        &self,
+        block: &Block,
+        range: Option<(usize, usize)>,
+        key: AdjKey,
+    ) -> SparseMat {
+        let (Some(cache), Some((r0, r1))) = (self.blocks, range) else {
+            return block.adjacency(self.store, key);
+        };
+        let kept = cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .adjacency
+            .get(&(r0, r1, key))
+            .cloned();
+        kept.unwrap_or_else(|| {
+            let a = block.adjacency(self.store, key);
+            let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+            c.adjacency.insert((r0, r1, key), a.clone());
+            a
+        })
+    }
+
     pub(super) fn ctx(&self, id: NodeId, b: Bindings) -> Ctx<'_> {
         Ctx {
             source: Some(self.source),
@@ -357,9 +402,30 @@ impl<'a> Pass<'a> {
     ) -> Result<HashMap<NodeId, Value>> {
         let (graph, plan) = (self.graph, self.plan);
         let n = self.store.n_nodes();
-        let block = match at {
-            At::Range(r0, r1) => Block::new(self.store, r0, r1)?,
-            At::Ids(ids) => Block::at(self.store, ids)?,
+        let range = match at {
+            At::Range(r0, r1) => Some((r0, r1)),
+            At::Ids(_) => None,
+        };
+        let block = match (at, self.blocks) {
+            (At::Range(r0, r1), Some(cache)) => {
+                let kept = cache
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .blocks
+                    .get(&(r0, r1))
+                    .cloned();
+                match kept {
+                    Some(b) => b,
+                    None => {
+                        let b = Arc::new(Block::new(self.store, r0, r1)?);
+                        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+                        c.blocks.insert((r0, r1), Arc::clone(&b));
+                        b
+                    }
+                }
+            }
+            (At::Range(r0, r1), None) => Arc::new(Block::new(self.store, r0, r1)?),
+            (At::Ids(ids), _) => Arc::new(Block::at(self.store, ids)?),
         };
         let (r0, r1) = (block.r0, block.r0 + block.rows);
         let mut adjacency: HashMap<AdjKey, SparseMat> = HashMap::new();
@@ -419,7 +485,7 @@ impl<'a> Pass<'a> {
                     if let Class::Adj(kind) = plan.class[&s] {
                         adjacency
                             .entry(kind)
-                            .or_insert_with(|| block.adjacency(self.store, kind));
+                            .or_insert_with(|| self.block_adjacency(&block, range, kind));
                     }
                     let a = match plan.class[&s] {
                         Class::Adj(kind) => &adjacency[&kind],
@@ -503,7 +569,7 @@ pub fn run_blocked(
         params,
         opts,
         &mut rows_sink,
-        (&none, &[]),
+        (&none, &[], None),
         None,
     )?;
     Ok(())
@@ -569,7 +635,7 @@ pub(super) fn run_pass(
     params: &Params,
     opts: &InferOptions,
     sink: &mut (dyn FnMut(Rows<'_>, &Tensor) -> Result<()> + Send),
-    (cached, fill): (&Cache, &[NodeId]),
+    (cached, fill, blocks): (&Cache, &[NodeId], Option<&Mutex<BlockCache>>),
     at: Option<&[u32]>,
 ) -> Result<Cache> {
     let n = store.n_nodes();
@@ -597,6 +663,7 @@ pub(super) fn run_pass(
         statics: HashMap::new(),
         features: store.features(),
         cached,
+        blocks,
         stats: HashMap::new(),
     };
     pass.compute_statics()?;

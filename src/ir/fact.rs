@@ -18,6 +18,10 @@ pub struct Dim {
     pub entries: usize,
     /// Coefficient of the step's scored pairs `e` (link plans).
     pub pairs: usize,
+    /// Set on a relation's adjacency (`A[r]` on a typed store holds relation r's entries
+    /// alone): the dimension is then at most its resolved value (`nnz_r ≤ nnz`), a bound
+    /// rather than a count, since the per-relation counts are not bound per step.
+    pub relation: Option<u32>,
 }
 
 impl Dim {
@@ -27,6 +31,7 @@ impl Dim {
         nodes: 1,
         entries: 0,
         pairs: 0,
+        relation: None,
     };
     /// The subgraph's entry count (directed edges), `nnz`.
     pub const ENTRIES: Dim = Dim {
@@ -34,6 +39,7 @@ impl Dim {
         nodes: 0,
         entries: 1,
         pairs: 0,
+        relation: None,
     };
     /// The step's scored pairs (a link plan's targets and their negatives), `e`.
     pub const PAIRS: Dim = Dim {
@@ -41,6 +47,7 @@ impl Dim {
         nodes: 0,
         entries: 0,
         pairs: 1,
+        relation: None,
     };
 
     /// A dimension known when the plan is loaded.
@@ -50,12 +57,33 @@ impl Dim {
             nodes: 0,
             entries: 0,
             pairs: 0,
+            relation: None,
         }
     }
 
-    /// The dimension's value for one step.
+    /// Relation r's entries among the subgraph's nodes, `nnz_r` (at most `nnz`).
+    pub const fn relation_entries(r: u32) -> Dim {
+        Dim {
+            known: 0,
+            nodes: 0,
+            entries: 1,
+            pairs: 0,
+            relation: Some(r),
+        }
+    }
+
+    /// The dimension's value for one step (for a relation's entries, its bound `nnz`).
     pub fn resolve(self, b: &Bindings) -> usize {
         self.known + self.nodes * b.nodes + self.entries * b.entries + self.pairs * b.pairs
+    }
+
+    /// Whether a value's actual extent `v` fits the dimension under `b`: equal to it, or
+    /// for a relation's entries at most it.
+    pub fn admits(self, v: usize, b: &Bindings) -> bool {
+        match self.relation {
+            None => v == self.resolve(b),
+            Some(_) => v <= self.resolve(b),
+        }
     }
 
     /// The value when known at load time.
@@ -70,6 +98,7 @@ impl Dim {
             nodes: self.nodes + o.nodes,
             entries: self.entries + o.entries,
             pairs: self.pairs + o.pairs,
+            relation: self.relation.or(o.relation),
         }
     }
 }
@@ -77,7 +106,15 @@ impl Dim {
 impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
-        for (c, sym) in [(self.entries, "nnz"), (self.nodes, "n"), (self.pairs, "e")] {
+        let nnz = match self.relation {
+            Some(r) => format!("nnz_r{r}"),
+            None => "nnz".to_string(),
+        };
+        for (c, sym) in [
+            (self.entries, nnz.as_str()),
+            (self.nodes, "n"),
+            (self.pairs, "e"),
+        ] {
             match c {
                 0 => {}
                 1 => parts.push(sym.to_string()),

@@ -13,6 +13,12 @@ use super::Targets;
 pub trait GraphSource: Sync {
     /// Subgraph of step `step` (deterministic for the source's seed).
     fn sample(&self, step: u64) -> Result<Subgraph, OpError>;
+    /// The subgraph of every step, shared, when the source hands out one and the same
+    /// (a whole-graph sampler's, built once); `None` when steps differ. The `sample` op
+    /// reads it first, so no step copies it (a sixth of a full-batch R-GCN step did).
+    fn fixed_sample(&self) -> Result<Option<std::sync::Arc<Subgraph>>, OpError> {
+        Ok(None)
+    }
     /// Feature width F.
     fn n_features(&self) -> usize;
     /// Classes C.

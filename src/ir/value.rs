@@ -52,16 +52,21 @@ impl Clone for Tensor {
     }
 }
 
-/// The pattern of a sparse matrix on a subgraph: square CSR with sorted rows, symmetric
-/// pattern, and the Algorithm-6 permutation that transposes a value array.
+/// The pattern of a sparse matrix on a subgraph: square CSR with sorted rows, and the
+/// Algorithm-6 permutation that transposes a value array. The pattern is symmetric, except
+/// a relation's adjacency on a typed store: its transpose has the reverse relation's
+/// entries, kept in `transposed`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Structure {
     /// Row offsets, n + 1.
     pub offsets: Vec<u32>,
     /// Column ids, sorted within each row.
     pub indices: Vec<u32>,
-    /// `transpose[k]` = position of the reverse of entry k.
+    /// `transpose[k]` = position in this pattern of the reverse of the transposed
+    /// pattern's entry k (for a symmetric pattern, of the reverse of entry k).
     pub transpose: Vec<u32>,
+    /// The transposed matrix's pattern (row offsets, column ids) when it is not this one.
+    pub transposed: Option<Box<(Vec<u32>, Vec<u32>)>>,
 }
 
 impl Structure {
@@ -72,7 +77,16 @@ impl Structure {
             offsets: sub.offsets.clone(),
             indices: sub.indices.clone(),
             transpose: sub.transpose_permutation()?,
+            transposed: None,
         })
+    }
+
+    /// The transposed matrix's pattern: (row offsets, column ids).
+    pub fn transposed_pattern(&self) -> (&[u32], &[u32]) {
+        match &self.transposed {
+            Some(t) => (&t.0, &t.1),
+            None => (&self.offsets, &self.indices),
+        }
     }
 
     /// Rows.
@@ -107,7 +121,8 @@ impl SparseMat {
         self.values.cols
     }
 
-    /// The values of the transposed matrix, on the same pattern (Algorithm 6).
+    /// The values of the transposed matrix in its pattern's order (Algorithm 6; a
+    /// symmetric pattern's own).
     pub fn transposed_values(&self) -> Tensor {
         let h = self.heads();
         let perm = &self.structure.transpose;
@@ -194,6 +209,7 @@ impl SparseMat {
                 offsets,
                 indices,
                 transpose: Vec::new(),
+                transposed: None,
             }),
             values: Arc::new(Tensor::from_vec(nnz, heads, values).expect("heads values per entry")),
         }
@@ -284,7 +300,7 @@ impl Value {
 
     /// Whether the value matches `fact` under `b` (the interpreter checks every output).
     pub fn matches(&self, fact: &Fact, b: &Bindings) -> bool {
-        let eq = |d: Dim, v: usize| d.resolve(b) == v;
+        let eq = |d: Dim, v: usize| d.admits(v, b);
         match (self, fact) {
             (Value::Dense(t), Fact::Dense { rows, cols }) => eq(*rows, t.rows) && eq(*cols, t.cols),
             (Value::Sparse(s), Fact::Sparse { rows, nnz, heads }) => {

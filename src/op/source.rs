@@ -30,9 +30,10 @@ pub struct StoreSource<'g> {
     /// type's first node, made on the type's first sparse request under the same bound.
     sparse_types: std::sync::Mutex<Vec<Option<Arc<FeatureCsr>>>>,
     /// A whole-graph sampler's subgraph (the same at every step), built on the first
-    /// request with its relations; later steps get copies (full-batch training rebuilt
-    /// the whole graph's pattern, transpose and relation rows every step).
-    whole: OnceLock<Subgraph>,
+    /// request with its relations and shared from then on ([`GraphSource::fixed_sample`];
+    /// full-batch training rebuilt the whole graph's pattern, transpose and relation rows
+    /// every step, then copied them).
+    whole: OnceLock<Arc<Subgraph>>,
 }
 
 /// A store whose dense feature matrix is at most this many bytes has it compressed once
@@ -134,15 +135,21 @@ impl StoreSource<'_> {
 
 impl GraphSource for StoreSource<'_> {
     fn sample(&self, step: u64) -> Result<Subgraph, OpError> {
+        match self.fixed_sample()? {
+            Some(sub) => Ok((*sub).clone()),
+            None => self.draw(step),
+        }
+    }
+
+    fn fixed_sample(&self) -> Result<Option<Arc<Subgraph>>, OpError> {
         if self.link.is_some() || !self.sampler.whole_graph() {
-            return self.draw(step);
+            return Ok(None);
         }
         if let Some(sub) = self.whole.get() {
-            return Ok(sub.clone());
+            return Ok(Some(Arc::clone(sub)));
         }
-        let sub = self.draw(step)?;
-        let _ = self.whole.set(sub.clone());
-        Ok(sub)
+        let sub = Arc::new(self.draw(0)?);
+        Ok(Some(Arc::clone(self.whole.get_or_init(|| sub))))
     }
 
     fn types(&self) -> Option<&crate::store::TypesMeta> {

@@ -66,26 +66,53 @@ impl Subgraph {
 
 /// Algorithm 6: `perm[k]` is the position of the reverse of entry `k`, so that
 /// `data_t[k] = data[perm[k]]` is the transposed matrix's data on the same index arrays.
-///
-/// Rows are visited in increasing order u; the entries (v, u) of row v are sorted by u, so
-/// the next unclaimed slot of row v (a cursor) is exactly (v, u). One pass, O(nnz).
 /// Requires sorted rows, column ids < n and a symmetric pattern: where they fail (a corrupt
-/// store), `Err((u, v))` names the first entry whose reverse was not where the cursor
-/// stood. The check is one comparison per entry, so it is always on.
+/// store), `Err((u, v))` names the first entry whose reverse was not where it belonged.
 pub fn transpose_permutation(offsets: &[u32], indices: &[u32]) -> Result<Vec<u32>, (u32, u32)> {
+    // A symmetric pattern is its own transpose, and the permutation an involution.
+    transpose_between(offsets, indices, offsets, indices)
+}
+
+/// Algorithm 6 between a pattern and its transpose's (`t_offsets`, `t_indices`, the
+/// same n rows): `perm[k]` is the position in the first pattern of the reverse of the
+/// transposed pattern's entry k, so that `data_t[k] = data[perm[k]]` is the transposed
+/// matrix's data in its own CSR order.
+///
+/// Rows are visited in increasing order u; the entries (v, u) of the transposed pattern's
+/// row v are sorted by u, so its next unclaimed slot (a cursor) is exactly (v, u). One
+/// pass, O(nnz). Requires sorted rows, column ids < n and the two patterns each other's
+/// transpose: where they are not, `Err((u, v))` names the first entry whose reverse was
+/// not where the cursor stood (or (n, 0) when the transposed pattern has entries to
+/// spare). The check is one comparison per entry, so it is always on.
+pub fn transpose_between(
+    offsets: &[u32],
+    indices: &[u32],
+    t_offsets: &[u32],
+    t_indices: &[u32],
+) -> Result<Vec<u32>, (u32, u32)> {
     let n = offsets.len().saturating_sub(1);
-    let mut cursor: Vec<u32> = offsets[..n].to_vec();
-    let mut perm = vec![0u32; indices.len()];
+    if t_offsets.len() != offsets.len() {
+        return Err((n as u32, 0));
+    }
+    let mut cursor: Vec<u32> = t_offsets[..n].to_vec();
+    let mut perm = vec![0u32; t_indices.len()];
     for u in 0..n {
         for k in offsets[u]..offsets[u + 1] {
             let v = indices[k as usize];
             let t = match cursor.get(v as usize) {
-                Some(&t) if t < offsets[v as usize + 1] && indices[t as usize] as usize == u => t,
+                Some(&t)
+                    if t < t_offsets[v as usize + 1] && t_indices[t as usize] as usize == u =>
+                {
+                    t
+                }
                 _ => return Err((u as u32, v)),
             };
             cursor[v as usize] += 1;
-            perm[k as usize] = t;
+            perm[t as usize] = k;
         }
+    }
+    if indices.len() != t_indices.len() {
+        return Err((n as u32, 0));
     }
     Ok(perm)
 }

@@ -37,7 +37,8 @@ pub use config::{SamplerConfig, KINDS};
 pub use edge::{EdgeParams, EdgeSampler};
 pub use frontier::{Dashboard, FrontierParams, FrontierSampler};
 pub use induce::{
-    clip, induce, induce_into, sort_dedup, subgraph_offset, transpose_permutation, Subgraph,
+    clip, induce, induce_into, sort_dedup, subgraph_offset, transpose_between,
+    transpose_permutation, Subgraph,
 };
 pub use link::{
     attach_targets, saint_target_weight, LinkBatch, LinkSampling, NegativeDist, NegativeEnds,

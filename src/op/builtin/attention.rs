@@ -131,10 +131,11 @@ impl Scores {
 
     /// α on a pattern (`indices` index s_r's nodes), `heads` values per entry: LeakyReLU of
     /// the scores, each row's softmax. An entry whose adjacency value is exactly 0 is not a
-    /// neighbour: α is 0 there and it is out of its row's softmax. A relation's adjacency
-    /// keeps the union's pattern with 0 on the other relations' entries, so `gat(A[r], …)`
-    /// attends within relation r (RGAT's WIRGAT); the entries left are scored on a compact
-    /// copy of the pattern and their α put back in place.
+    /// neighbour: α is 0 there and it is out of its row's softmax (an adjacency built with
+    /// explicit zeros attends only where it is nonzero); the entries left are scored on a
+    /// compact copy of the pattern and their α put back in place. A relation's adjacency
+    /// holds r's entries alone, so `gat(A[r], …)` attends within relation r (RGAT's
+    /// WIRGAT) without the mask.
     fn alpha(&self, offsets: &[u32], indices: &[u32], values: &[f32]) -> Result<Tensor, OpError> {
         let h = self.heads;
         let masked = values.len() == indices.len() && values.contains(&0.0);

@@ -39,9 +39,11 @@ impl Op for Sample {
         }
     }
     fn forward(&self, _: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
-        Ok(Value::Subgraph(Arc::new(
-            ctx.source("sample")?.sample(ctx.step)?,
-        )))
+        let source = ctx.source("sample")?;
+        Ok(Value::Subgraph(match source.fixed_sample()? {
+            Some(sub) => sub,
+            None => Arc::new(source.sample(ctx.step)?),
+        }))
     }
 }
 
@@ -222,6 +224,7 @@ impl Op for Adjacency {
                         offsets,
                         indices,
                         transpose,
+                        transposed: None,
                     }
                 } else {
                     Structure::of(sub).map_err(|e| OpError::Source(e.to_string()))?

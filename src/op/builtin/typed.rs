@@ -1,15 +1,17 @@
 //! Issue 57 item 3: the ops of plans over a typed store's relations and node types.
 //!
 //! * [`RelAdjacency`] (`A_mean[r]`, `A[r]`, `A_sym_noloop[r]`, `A_col[r]`): relation r's
-//!   adjacency over the subgraph's rows of every node. It keeps the subgraph's whole
-//!   pattern (the union of the relations, symmetric, with its transpose permutation) and
-//!   sets an entry's value to 0 where the entry is not of relation r, so the fact's nnz is
-//!   the subgraph's entries, the SpMM kernels and their transposed backward are those of
-//!   every adjacency, and blocked inference builds its block the same way (adding an exact
-//!   0 leaves every sum's bits unchanged). The price is nnz(subgraph) per relation used in
-//!   place of nnz(r): R relations cost R passes over the union's entries.
+//!   adjacency over the subgraph's rows of every node, with r's entries alone: rows of r's
+//!   source type hold their r-neighbours, other rows are empty. Its transpose (the
+//!   backward SpMM's) has the reverse relation's pattern, kept beside it with the
+//!   permutation between the two ([`crate::sample::transpose_between`]); a relation that
+//!   is its own reverse is symmetric and keeps none. The fact's nnz is the relation's
+//!   entry count `nnz_r`, checked as at most the step's entries (the per-relation counts
+//!   are not bound per step). R relations cost one pass over the union's entries in all,
+//!   where the union's pattern with 0 off r (until stop 72) cost one per relation.
 //!   Normalisation: d(u) = |N_u^r| (R-GCN's c_{u,r}), d(v) = |N_v^{r⁻¹}|, both at least 1,
-//!   through the one formula [`AdjNorm::value`].
+//!   through the one formula [`AdjNorm`](super::source::AdjNorm)`::value`. A full-graph
+//!   sampler hands out the same relations at every step, so the matrix is built once.
 //! * [`TypeInput`] (`[input]`, a type with features): the subgraph nodes' features of one
 //!   node type, `[n, F_t]`, rows of the other types 0.
 //! * [`TypeRows`] (`[input]`, a type without features): rows of a learned `[count(t), d]`
@@ -25,14 +27,15 @@
 //!   per-relation weights without bases, k = in); its backward (the same op, `scatter`)
 //!   puts ∇ into block r of zeros.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::ir::{Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};
 use crate::op::{Arity, Ctx, GradBuilder, Op, OpError, RowLocal, SourceKind, SourceOp, Stage};
+use crate::sample::typed::{SubRelation, SubgraphTypes};
 use crate::sample::Subgraph;
 
 use super::dense;
-use super::source::{AdjKind, AdjNorm};
+use super::source::AdjKind;
 
 fn subgraph<'v>(inputs: &[&'v Value], i: usize, op: &str) -> Result<&'v Arc<Subgraph>, OpError> {
     inputs[i]
@@ -69,10 +72,104 @@ pub struct RelAdjacency {
     pub kind: AdjKind,
     /// The relation's id in the store.
     pub relation: usize,
-    /// Its reverse's id (the column side's degrees).
+    /// Its reverse's id (the transposed pattern; the column side's degrees).
     pub reverse: usize,
     /// The relation as a plan names it (`paper cites paper`), for `explain`.
     pub name: String,
+    /// The matrix built for the subgraph whose relations these are: a full-graph sampler
+    /// hands out the same relations at every step (one `Arc`), so the matrix is built
+    /// once. Held weakly: a dropped subgraph never matches again.
+    built: Mutex<Option<(Weak<SubgraphTypes>, SparseMat)>>,
+}
+
+impl RelAdjacency {
+    /// Relation `relation` (reverse `reverse`) in flavour `kind`.
+    pub fn new(kind: AdjKind, relation: usize, reverse: usize, name: String) -> RelAdjacency {
+        RelAdjacency {
+            kind,
+            relation,
+            reverse,
+            name,
+            built: Mutex::new(None),
+        }
+    }
+
+    /// The matrix on `typed`'s relations: r's entries as an n-row CSR, its transpose's
+    /// pattern the reverse's entries (none kept when r is its own reverse) and the
+    /// permutation between them; d(u) = |N_u^r|, d(v) = |N_v^{r⁻¹}|, both at least 1.
+    fn build(&self, typed: &SubgraphTypes, n: usize) -> Result<SparseMat, OpError> {
+        let rel = |r: usize| {
+            typed.relations.get(r).ok_or_else(|| {
+                OpError::Source(format!(
+                    "rel_adj ({}): relation {r} of a subgraph with {} relations",
+                    self.name,
+                    typed.relations.len()
+                ))
+            })
+        };
+        let (fwd, rev) = (rel(self.relation)?, rel(self.reverse)?);
+        let starts = &typed.type_starts;
+        let (offsets, indices) = rows_of_every_node(starts, fwd, n)?;
+        let transposed = (self.reverse != self.relation)
+            .then(|| rows_of_every_node(starts, rev, n))
+            .transpose()?;
+        let (t_offsets, t_indices) = transposed
+            .as_ref()
+            .map_or((&offsets, &indices), |(o, i)| (o, i));
+        let transpose = crate::sample::transpose_between(&offsets, &indices, t_offsets, t_indices)
+            .map_err(|(u, v)| {
+                OpError::Source(format!(
+                    "rel_adj ({}): the subgraph's entry ({u}, {v}) of the relation has no reverse \
+                     among relation {}'s",
+                    self.name, self.reverse
+                ))
+            })?;
+        let norm = self.kind.norm();
+        let degree = |o: &[u32], u: usize| ((o[u + 1] - o[u]) as f32).max(1.0);
+        let mut values = Vec::with_capacity(indices.len());
+        for u in 0..n {
+            let du = degree(&offsets, u);
+            let row = &indices[offsets[u] as usize..offsets[u + 1] as usize];
+            values.extend(
+                row.iter()
+                    .map(|&v| norm.value(du, degree(t_offsets, v as usize))),
+            );
+        }
+        let nnz = values.len();
+        Ok(SparseMat {
+            structure: Arc::new(Structure {
+                offsets,
+                indices,
+                transpose,
+                transposed: transposed.map(Box::new),
+            }),
+            values: Arc::new(Tensor::from_vec(nnz, 1, values).expect("one value per entry")),
+        })
+    }
+}
+
+/// A relation's entries among a subgraph's `n` nodes as an n-row CSR: the rows of its
+/// source type's nodes (`starts`, the types' first local ids), every other row empty.
+fn rows_of_every_node(
+    starts: &[u32],
+    r: &SubRelation,
+    n: usize,
+) -> Result<(Vec<u32>, Vec<u32>), OpError> {
+    let (t0, t1) = (starts[r.src] as usize, starts[r.src + 1] as usize);
+    if r.offsets.len() != t1 - t0 + 1 || t1 > n {
+        return Err(OpError::Source(format!(
+            "rel_adj: relation {} has {} row offsets for {} nodes of its source type",
+            r.relation,
+            r.offsets.len(),
+            t1 - t0
+        )));
+    }
+    let mut offsets = Vec::with_capacity(n + 1);
+    offsets.resize(t0 + 1, 0u32);
+    offsets.extend_from_slice(&r.offsets[1..]);
+    let last = *offsets.last().expect("a leading 0");
+    offsets.resize(n + 1, last);
+    Ok((offsets, r.indices.clone()))
 }
 
 impl Op for RelAdjacency {
@@ -99,7 +196,7 @@ impl Op for RelAdjacency {
     fn infer(&self, _: &[&Fact]) -> Result<Fact, OpError> {
         Ok(Fact::Sparse {
             rows: Dim::NODES,
-            nnz: Dim::ENTRIES,
+            nnz: Dim::relation_entries(self.relation as u32),
             heads: 1,
         })
     }
@@ -111,55 +208,15 @@ impl Op for RelAdjacency {
                 self.name
             ))
         })?;
-        let rel = |r: usize| {
-            typed.relations.get(r).ok_or_else(|| {
-                OpError::Source(format!(
-                    "rel_adj ({}): relation {r} of a subgraph with {} relations",
-                    self.name,
-                    typed.relations.len()
-                ))
-            })
-        };
-        let (fwd, rev) = (rel(self.relation)?, rel(self.reverse)?);
-        let s = Structure::of(sub).map_err(|e| OpError::Source(e.to_string()))?;
-        let n = sub.n_nodes();
-        // Row u's entries of a relation: its local CSR's row when u is of its source type.
-        fn rows_of<'s>(
-            starts: &[u32],
-            r: &'s crate::sample::typed::SubRelation,
-            u: usize,
-        ) -> &'s [u32] {
-            let (t0, t1) = (starts[r.src] as usize, starts[r.src + 1] as usize);
-            if (t0..t1).contains(&u) {
-                let k = u - t0;
-                &r.indices[r.offsets[k] as usize..r.offsets[k + 1] as usize]
-            } else {
-                &[]
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((key, a)) = built.as_ref() {
+            if key.upgrade().is_some_and(|k| Arc::ptr_eq(&k, typed)) {
+                return Ok(Value::Sparse(a.clone()));
             }
         }
-        let starts = &typed.type_starts;
-        let norm = self.kind.norm();
-        let col_deg: Vec<f32> = match norm {
-            AdjNorm::Cols | AdjNorm::Sym => (0..n)
-                .map(|v| (rows_of(starts, rev, v).len() as f32).max(1.0))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let mut values = Vec::with_capacity(s.nnz());
-        let mut flags = Vec::new();
-        for u in 0..n {
-            let row = &s.indices[s.row(u)];
-            let du = (member_flags(row, rows_of(starts, fwd, u), &mut flags) as f32).max(1.0);
-            for (&v, &in_r) in row.iter().zip(&flags) {
-                let dv = col_deg.get(v as usize).copied().unwrap_or(1.0);
-                values.push(if in_r { norm.value(du, dv) } else { 0.0 });
-            }
-        }
-        let nnz = values.len();
-        Ok(Value::Sparse(SparseMat {
-            structure: Arc::new(s),
-            values: Arc::new(Tensor::from_vec(nnz, 1, values).expect("one value per entry")),
-        }))
+        let a = self.build(typed, sub.n_nodes())?;
+        *built = Some((Arc::downgrade(typed), a.clone()));
+        Ok(Value::Sparse(a))
     }
 }
 

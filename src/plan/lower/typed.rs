@@ -273,12 +273,12 @@ impl Lowerer<'_> {
         }
         let (s, n, d) = self.env.relation_names(r);
         let label = format!("{name}[\"{s}\", \"{n}\", \"{d}\"]");
-        let op = RelAdjacency {
+        let op = RelAdjacency::new(
             kind,
-            relation: r,
-            reverse: types.relations[r].reverse as usize,
-            name: format!("{s} {n} {d}"),
-        };
+            r,
+            types.relations[r].reverse as usize,
+            format!("{s} {n} {d}"),
+        );
         let id = self
             .g
             .add(Arc::new(op), &[self.sample], label)

@@ -332,11 +332,11 @@ fn sparse_product(
     let heads = s.heads();
     // Sᵀ's values in its CSR order, permuted; S's read where they are (no copy).
     let permuted;
-    let values: &Tensor = if ts {
+    let (values, (offsets, indices)): (&Tensor, _) = if ts {
         permuted = s.transposed_values();
-        &permuted
+        (&permuted, st.transposed_pattern())
     } else {
-        &s.values
+        (&s.values, (&st.offsets[..], &st.indices[..]))
     };
     if cols == 0 || n == 0 {
         return Ok(Tensor::zeros(n, cols));
@@ -345,8 +345,8 @@ fn sparse_product(
     let mut out = Tensor::scratch(n, cols);
     if heads == 1 {
         let a = CsrRef {
-            offsets: &st.offsets,
-            indices: &st.indices,
+            offsets,
+            indices,
             values: Some(&values.data),
             n_cols: n,
         };
@@ -366,8 +366,8 @@ fn sparse_product(
             xh.data[i * f..(i + 1) * f].copy_from_slice(&y.row(i)[h * f..(h + 1) * f]);
         }
         let a = CsrRef {
-            offsets: &st.offsets,
-            indices: &st.indices,
+            offsets,
+            indices,
             values: Some(&vh),
             n_cols: n,
         };

@@ -357,9 +357,14 @@ impl Partitioned for Spmm {
             &s.values.data
         };
         let st = &s.structure;
+        let (offsets, indices) = if self.transpose {
+            st.transposed_pattern()
+        } else {
+            (&st.offsets[..], &st.indices[..])
+        };
         let a = CsrRef {
-            offsets: &st.offsets,
-            indices: &st.indices,
+            offsets,
+            indices,
             values: Some(values),
             n_cols: st.n_rows(),
         };
