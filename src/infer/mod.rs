@@ -33,6 +33,7 @@
 //! engine below it; training ([`crate::train`]) evaluates through [`FullGraph`] and turns
 //! [`InferError`] into its own error, each variant worded as before the wing.
 
+mod block;
 pub mod hops;
 mod kept;
 pub mod levels;
@@ -145,7 +146,7 @@ pub struct FullGraph<'g> {
     cache: std::sync::Mutex<CacheState>,
     /// With `keep`: the passes' row blocks and their adjacencies, when they fit
     /// ([`FullGraph::keeps_blocks`]).
-    blocks: std::sync::Mutex<pass::BlockCache>,
+    blocks: std::sync::Mutex<block::BlockCache>,
 }
 
 /// The parameter-free values of a [`FullGraph`]'s passes, and the outputs whose values

@@ -10,219 +10,17 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::block::{Block, BlockCache};
 use super::kept::{gather_rows, Kept};
 use super::levels::{width, AdjKey, BlockedPlan, Class};
 use super::plan::{InferOptions, LevelStream, PassPlan};
 use super::{InferError, Result};
 use crate::exec::interp::op_error;
-use crate::ir::op::AdjNorm;
 use crate::ir::recycle::recycle_value;
 use crate::ir::{Bindings, Graph, NodeId, Params, SparseMat, Tensor, Value};
-use crate::op::builtin::member_flags;
-use crate::op::{AdjKind, Ctx, GraphSource, Neighbour, NodeRows, RowBlock};
+use crate::op::{Ctx, GraphSource, Neighbour, NodeRows, RowBlock};
 use crate::sample::Subgraph;
-use crate::store::{GraphStore, StoreError};
-
-/// One block of rows r0..r1, or of chosen rows (`ids`): their adjacency rows with the
-/// full graph's node ids.
-pub(super) struct Block {
-    r0: usize,
-    ids: Option<Vec<u32>>,
-    pub(super) rows: usize,
-    pub(super) offsets: Vec<u32>,
-    pub(super) indices: Vec<u32>,
-}
-
-impl Block {
-    /// Rows r0..r1 of the full graph; a neighbour id ≥ N (a corrupt store read before
-    /// `check`) is an error naming the entry (one comparison per copied id).
-    pub(super) fn new(store: &GraphStore, r0: usize, r1: usize) -> Result<Block> {
-        Block::refill(store, r0, r1, None)
-    }
-
-    /// [`Block::new`] into the buffers of `spare` (an earlier chunk's): a streamed level
-    /// copies every chunk's rows, and fresh pages for each are the kernel's to zero.
-    pub(super) fn refill(
-        store: &GraphStore,
-        r0: usize,
-        r1: usize,
-        spare: Option<Block>,
-    ) -> Result<Block> {
-        let full = store.full();
-        let base = full.offsets()[r0];
-        // The block's adjacency counts its entries (and a self-loop per row) in u32.
-        crate::sample::subgraph_offset((full.offsets()[r1] - base) as usize + (r1 - r0))?;
-        let (mut offsets, mut indices) =
-            spare.map_or_else(Default::default, |b| (b.offsets, b.indices));
-        offsets.clear();
-        offsets.extend(full.offsets()[r0..=r1].iter().map(|&o| (o - base) as u32));
-        indices.clear();
-        indices.extend_from_slice(&full.indices()[base as usize..full.offsets()[r1] as usize]);
-        Block {
-            r0,
-            ids: None,
-            rows: r1 - r0,
-            offsets,
-            indices,
-        }
-        .checked(full.n_nodes())
-    }
-
-    /// The rows `ids` (ascending node ids) of the full graph, checked as [`Block::new`]'s.
-    pub(super) fn at(store: &GraphStore, ids: &[u32]) -> Result<Block> {
-        let full = store.full();
-        let o = full.offsets();
-        let entries: u64 = ids.iter().map(|&v| o[v as usize + 1] - o[v as usize]).sum();
-        crate::sample::subgraph_offset(entries as usize + ids.len())?;
-        let (mut offsets, mut indices) = (Vec::with_capacity(ids.len() + 1), Vec::new());
-        offsets.push(0u32);
-        indices.reserve(entries as usize);
-        for &v in ids {
-            let v = v as usize;
-            indices.extend_from_slice(&full.indices()[o[v] as usize..o[v + 1] as usize]);
-            offsets.push(indices.len() as u32);
-        }
-        Block {
-            r0: ids.first().map_or(0, |&v| v as usize),
-            ids: Some(ids.to_vec()),
-            rows: ids.len(),
-            offsets,
-            indices,
-        }
-        .checked(full.n_nodes())
-    }
-
-    /// Row i's node id.
-    pub(super) fn id(&self, i: usize) -> u32 {
-        match &self.ids {
-            Some(ids) => ids[i],
-            None => (self.r0 + i) as u32,
-        }
-    }
-
-    /// The block's rows' node ids.
-    pub(super) fn own(&self) -> Vec<u32> {
-        (0..self.rows).map(|i| self.id(i)).collect()
-    }
-
-    /// A neighbour id ≥ N (a corrupt store read before `check`) is an error naming the
-    /// entry (one comparison per copied id); so is a row not sorted, the order streaming
-    /// X in parts relies on.
-    fn checked(self, n: usize) -> Result<Block> {
-        let n = n as u64;
-        let offsets = &self.offsets;
-        let row_of = |k: usize| self.id(offsets.partition_point(|&o| o as usize <= k) - 1);
-        if let Some(k) = self.indices.iter().position(|&v| u64::from(v) >= n) {
-            return Err(StoreError::neighbor_out_of_range(row_of(k), self.indices[k], n).into());
-        }
-        for w in offsets.windows(2) {
-            let row = &self.indices[w[0] as usize..w[1] as usize];
-            if let Some(k) = row.windows(2).position(|p| p[1] <= p[0]) {
-                let at = w[0] as usize + k + 1;
-                return Err(StoreError::row_not_sorted(row_of(at), self.indices[at]).into());
-            }
-        }
-        Ok(self)
-    }
-
-    /// The block's adjacency in flavour `key`, normalised by full-graph degrees: its rows
-    /// with the full graph's ids as columns (rows × N).
-    pub(super) fn adjacency(&self, store: &GraphStore, key: AdjKey) -> SparseMat {
-        if let Some(r) = key.relation {
-            return self.relation_adjacency(store, key.kind, r as usize);
-        }
-        let kind = key.kind;
-        let full = store.full();
-        let deg = |v: u32| full.degree(v) as f32;
-        let ev = EntryValues::of(kind);
-        let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
-        for i in 0..self.rows {
-            let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
-            let v = self.id(i);
-            let dv = ev.degree(deg(v));
-            let norm = ev.norm;
-            let fill = |values: &mut Vec<f32>, part: &[u32]| {
-                if ev.per_entry() {
-                    values.extend(part.iter().map(|&w| norm.value(dv, ev.degree(deg(w)))));
-                } else {
-                    values.resize(values.len() + part.len(), norm.value(dv, dv));
-                }
-            };
-            if kind.self_loops() {
-                // The self loop goes where v sorts.
-                let at = row.partition_point(|&w| w < v);
-                indices.extend_from_slice(&row[..at]);
-                fill(&mut values, &row[..at]);
-                indices.push(v);
-                values.push(norm.value(dv, dv));
-                indices.extend_from_slice(&row[at..]);
-                fill(&mut values, &row[at..]);
-            } else {
-                indices.extend_from_slice(row);
-                fill(&mut values, row);
-            }
-            offsets.push(indices.len() as u32);
-        }
-        // No transpose permutation: the analysis admits no transposed product.
-        SparseMat::csr(offsets, indices, values, 1)
-    }
-
-    /// Relation r's adjacency in flavour `kind` at the block's rows, as the step's
-    /// `rel_adj` has it on the whole graph (`op::builtin::RelAdjacency`): r's entries alone
-    /// (each row's entries of r's destination type that are in r), d(u) = |N_u^r|,
-    /// d(v) = |N_v^{r⁻¹}| (≥ 1). The ids come from the block's checked rows.
-    fn relation_adjacency(&self, store: &GraphStore, kind: AdjKind, r: usize) -> SparseMat {
-        let (fwd, rev) = (store.relation(r), store.relation(store.relation(r).reverse));
-        let dst = store.type_range(fwd.dst);
-        let norm = kind.norm();
-        let (mut offsets, mut indices, mut values) = (vec![0u32], Vec::new(), Vec::new());
-        let mut flags = Vec::new();
-        for i in 0..self.rows {
-            let row = &self.indices[self.offsets[i] as usize..self.offsets[i + 1] as usize];
-            let lo = row.partition_point(|&w| w < dst.start);
-            let part = &row[lo..lo + row[lo..].partition_point(|&w| w < dst.end)];
-            let du = (member_flags(part, fwd.csr.row(self.id(i)), &mut flags) as f32).max(1.0);
-            for (&w, _) in part.iter().zip(&flags).filter(|(_, &in_r)| in_r) {
-                indices.push(w);
-                values.push(norm.value(du, (rev.csr.degree(w) as f32).max(1.0)));
-            }
-            offsets.push(indices.len() as u32);
-        }
-        SparseMat::csr(offsets, indices, values, 1)
-    }
-}
-
-/// How a plain flavour's entry values come from full-graph degrees: the one formula of
-/// [`Block::adjacency`] and of a streamed chunk's cut (`Block::column_part`), as the step's
-/// adjacency has it.
-#[derive(Clone, Copy)]
-pub(super) struct EntryValues {
-    pub(super) norm: AdjNorm,
-    /// 1 when the flavour adds a self-loop (which counts in the degrees), else 0.
-    loop_: f32,
-}
-
-impl EntryValues {
-    pub(super) fn of(kind: AdjKind) -> EntryValues {
-        EntryValues {
-            norm: kind.norm(),
-            loop_: f32::from(u8::from(kind.self_loops())),
-        }
-    }
-
-    /// A node's degree in the flavour from its stored degree: the self-loop counted, at
-    /// least 1.
-    pub(super) fn degree(self, d: f32) -> f32 {
-        (d + self.loop_).max(1.0)
-    }
-
-    /// Whether a row's values read the neighbour's degree (the column and symmetric norms);
-    /// the others fill a row with one value without reading them (a random read of the
-    /// offsets per entry: 7 % of a GraphSAGE evaluation).
-    pub(super) fn per_entry(self) -> bool {
-        matches!(self.norm, AdjNorm::Cols | AdjNorm::Sym)
-    }
-}
+use crate::store::GraphStore;
 
 /// The recycled buffers a pass keeps (its blocks' values, a few MiB each).
 const PASS_POOL_BYTES: usize = 64 << 20;
@@ -253,49 +51,7 @@ pub(super) struct Pass<'a> {
 /// (see [`BlockedPlan::constants`]): N-row matrices in memory, by node.
 pub(super) type Cache = HashMap<NodeId, Arc<Kept>>;
 
-/// The row blocks of a [`FullGraph`](super::FullGraph)'s passes and the adjacencies built
-/// on them, kept for the next passes when the whole graph's fit (the per-epoch evaluation
-/// of a small graph: every pass copies the same rows and builds the same adjacencies,
-/// which was a third of a full-batch R-GCN evaluation). Values depend on the store alone.
-#[derive(Default)]
-pub(super) struct BlockCache {
-    blocks: HashMap<(usize, usize), Arc<Block>>,
-    adjacency: HashMap<(usize, usize, AdjKey), SparseMat>,
-}
-
-impl BlockCache {
-    /// Blocks kept.
-    pub(super) fn len(&self) -> usize {
-        self.blocks.len()
-    }
-}
-
 impl<'a> Pass<'a> {
-    /// `block`'s adjacency in flavour `key`: the one kept from an earlier pass over the
-    /// same rows `range`, or built (and kept, where the caller keeps blocks).
-    fn block_adjacency(
-        &self,
-        block: &Block,
-        range: Option<(usize, usize)>,
-        key: AdjKey,
-    ) -> SparseMat {
-        let (Some(cache), Some((r0, r1))) = (self.blocks, range) else {
-            return block.adjacency(self.store, key);
-        };
-        let kept = cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .adjacency
-            .get(&(r0, r1, key))
-            .cloned();
-        kept.unwrap_or_else(|| {
-            let a = block.adjacency(self.store, key);
-            let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-            c.adjacency.insert((r0, r1, key), a.clone());
-            a
-        })
-    }
-
     pub(super) fn ctx(&self, id: NodeId, b: Bindings) -> Ctx<'_> {
         Ctx {
             source: Some(self.source),
@@ -407,23 +163,7 @@ impl<'a> Pass<'a> {
             At::Ids(_) => None,
         };
         let block = match (at, self.blocks) {
-            (At::Range(r0, r1), Some(cache)) => {
-                let kept = cache
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .blocks
-                    .get(&(r0, r1))
-                    .cloned();
-                match kept {
-                    Some(b) => b,
-                    None => {
-                        let b = Arc::new(Block::new(self.store, r0, r1)?);
-                        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-                        c.blocks.insert((r0, r1), Arc::clone(&b));
-                        b
-                    }
-                }
-            }
+            (At::Range(r0, r1), Some(cache)) => BlockCache::block(cache, self.store, r0, r1)?,
             (At::Range(r0, r1), None) => Arc::new(Block::new(self.store, r0, r1)?),
             (At::Ids(ids), _) => Arc::new(Block::at(self.store, ids)?),
         };
@@ -483,9 +223,9 @@ impl<'a> Pass<'a> {
                     let nb = plan.neighbour[&id];
                     let (s, x) = (node.inputs[nb.adjacency], node.inputs[nb.x]);
                     if let Class::Adj(kind) = plan.class[&s] {
-                        adjacency
-                            .entry(kind)
-                            .or_insert_with(|| self.block_adjacency(&block, range, kind));
+                        adjacency.entry(kind).or_insert_with(|| {
+                            BlockCache::adjacency(self.blocks, self.store, &block, range, kind)
+                        });
                     }
                     let a = match plan.class[&s] {
                         Class::Adj(kind) => &adjacency[&kind],

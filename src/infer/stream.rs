@@ -28,10 +28,11 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::block::{Block, EntryValues};
 use super::kept::Kept;
 use super::levels::AdjKey;
 use super::levels::{width, Class};
-use super::pass::{Block, EntryValues, Pass};
+use super::pass::Pass;
 use super::plan::LevelStream;
 use super::plan::StreamSource;
 use super::Result;
