@@ -192,7 +192,8 @@ fn relation_adjacencies_match_brute_force_over_the_relation_csrs() {
     let sub = src.sample(0).unwrap();
     let n = store.n_nodes();
     assert_eq!(sub.nodes, (0..n as u32).collect::<Vec<_>>());
-    let sample = saintflow::ir::Value::Subgraph(std::sync::Arc::new(sub.clone()));
+    // The source's fixed subgraph, as the `sample` op hands it to every step.
+    let sample = saintflow::ir::Value::Subgraph(src.fixed_sample().unwrap().unwrap());
     let params = Params::default();
     for r in 0..store.n_relations() {
         let rel = store.relation(r);
@@ -255,23 +256,23 @@ fn relation_adjacencies_match_brute_force_over_the_relation_csrs() {
                     assert_eq!(t.data[k], want[u as usize * n + v]);
                 }
             }
-            // The same subgraph's relations again: the matrix built once, shared.
+            // The fixed subgraph again: the matrix built once, shared.
             let again = op
                 .forward(&[&sample], &op_ctx(&params, Some(&src)))
                 .unwrap();
             let again = again.as_sparse().unwrap();
             assert!(std::sync::Arc::ptr_eq(&again.structure, &a.structure));
-            // A copy of the subgraph whose relations are a new allocation: built again,
-            // equal.
-            let mut copy = sub.clone();
-            copy.typed = copy
-                .typed
-                .as_ref()
-                .map(|t| std::sync::Arc::new((**t).clone()));
-            let copy = saintflow::ir::Value::Subgraph(std::sync::Arc::new(copy));
+            // Any other subgraph (a sampled one; here an equal copy): built each time,
+            // never kept, equal.
+            let copy = saintflow::ir::Value::Subgraph(std::sync::Arc::new(sub.clone()));
             let fresh = op.forward(&[&copy], &op_ctx(&params, Some(&src))).unwrap();
             let fresh = fresh.as_sparse().unwrap();
             assert!(!std::sync::Arc::ptr_eq(&fresh.structure, &a.structure));
+            let twice = op.forward(&[&copy], &op_ctx(&params, Some(&src))).unwrap();
+            assert!(!std::sync::Arc::ptr_eq(
+                &twice.as_sparse().unwrap().structure,
+                &fresh.structure
+            ));
             assert_eq!(fresh.structure, a.structure);
             assert_eq!(fresh.values.data, a.values.data);
         }

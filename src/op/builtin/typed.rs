@@ -76,9 +76,10 @@ pub struct RelAdjacency {
     pub reverse: usize,
     /// The relation as a plan names it (`paper cites paper`), for `explain`.
     pub name: String,
-    /// The matrix built for the subgraph whose relations these are: a full-graph sampler
-    /// hands out the same relations at every step (one `Arc`), so the matrix is built
-    /// once. Held weakly: a dropped subgraph never matches again.
+    /// The matrix built on the source's fixed subgraph
+    /// ([`GraphSource::fixed_sample`](crate::ir::GraphSource::fixed_sample): a
+    /// full-graph sampler's, the same at every step), keyed by its relations: built once.
+    /// Held weakly: a dropped subgraph never matches again.
     built: Mutex<Option<(Weak<SubgraphTypes>, SparseMat)>>,
 }
 
@@ -200,7 +201,7 @@ impl Op for RelAdjacency {
             heads: 1,
         })
     }
-    fn forward(&self, inputs: &[&Value], _: &Ctx<'_>) -> Result<Value, OpError> {
+    fn forward(&self, inputs: &[&Value], ctx: &Ctx<'_>) -> Result<Value, OpError> {
         let sub = subgraph(inputs, 0, "rel_adj")?;
         let typed = sub.typed.as_ref().ok_or_else(|| {
             OpError::Source(format!(
@@ -208,6 +209,15 @@ impl Op for RelAdjacency {
                 self.name
             ))
         })?;
+        // Kept only for the source's fixed subgraph: a sampled one is not seen again, and
+        // a kept matrix would hold its buffers back from the free-list.
+        let fixed = ctx
+            .source
+            .and_then(|s| s.fixed_sample().ok().flatten())
+            .is_some_and(|f| Arc::ptr_eq(&f, sub));
+        if !fixed {
+            return self.build(typed, sub.n_nodes()).map(Value::Sparse);
+        }
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((key, a)) = built.as_ref() {
             if key.upgrade().is_some_and(|k| Arc::ptr_eq(&k, typed)) {
