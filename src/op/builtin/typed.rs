@@ -8,7 +8,7 @@
 //!   is its own reverse is symmetric and keeps none. The fact's nnz is the relation's
 //!   entry count `nnz_r`, checked as at most the step's entries (the per-relation counts
 //!   are not bound per step). R relations cost one pass over the union's entries in all,
-//!   where the union's pattern with 0 off r (until stop 72) cost one per relation.
+//!   where the union's pattern with 0 off r (up to 6b8763b) cost one per relation.
 //!   Normalisation: d(u) = |N_u^r| (R-GCN's c_{u,r}), d(v) = |N_v^{r⁻¹}|, both at least 1,
 //!   through the one formula [`AdjNorm`](super::source::AdjNorm)`::value`. A full-graph
 //!   sampler hands out the same relations at every step, so the matrix is built once.
