@@ -234,13 +234,16 @@ impl BlockCache {
     }
 
     /// Rows r0..r1 of the full graph: the block kept by an earlier pass, or copied (and
-    /// kept).
+    /// kept, where the caller keeps blocks).
     pub(super) fn block(
-        cache: &Mutex<BlockCache>,
+        cache: Option<&Mutex<BlockCache>>,
         store: &GraphStore,
         r0: usize,
         r1: usize,
     ) -> Result<Arc<Block>> {
+        let Some(cache) = cache else {
+            return Ok(Arc::new(Block::new(store, r0, r1)?));
+        };
         let lock = || cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(b) = lock().blocks.get(&(r0, r1)) {
             return Ok(Arc::clone(b));

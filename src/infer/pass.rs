@@ -158,14 +158,12 @@ impl<'a> Pass<'a> {
     ) -> Result<HashMap<NodeId, Value>> {
         let (graph, plan) = (self.graph, self.plan);
         let n = self.store.n_nodes();
-        let range = match at {
-            At::Range(r0, r1) => Some((r0, r1)),
-            At::Ids(_) => None,
-        };
-        let block = match (at, self.blocks) {
-            (At::Range(r0, r1), Some(cache)) => BlockCache::block(cache, self.store, r0, r1)?,
-            (At::Range(r0, r1), None) => Arc::new(Block::new(self.store, r0, r1)?),
-            (At::Ids(ids), _) => Arc::new(Block::at(self.store, ids)?),
+        let (block, range) = match at {
+            At::Range(r0, r1) => (
+                BlockCache::block(self.blocks, self.store, r0, r1)?,
+                Some((r0, r1)),
+            ),
+            At::Ids(ids) => (Arc::new(Block::at(self.store, ids)?), None),
         };
         let (r0, r1) = (block.r0, block.r0 + block.rows);
         let mut adjacency: HashMap<AdjKey, SparseMat> = HashMap::new();

@@ -89,6 +89,15 @@ impl Structure {
         }
     }
 
+    /// The pattern of the matrix used plain or `transposed`: (row offsets, column ids).
+    pub fn pattern(&self, transposed: bool) -> (&[u32], &[u32]) {
+        if transposed {
+            self.transposed_pattern()
+        } else {
+            (&self.offsets, &self.indices)
+        }
+    }
+
     /// Rows.
     pub fn n_rows(&self) -> usize {
         self.offsets.len().saturating_sub(1)

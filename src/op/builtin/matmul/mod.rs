@@ -332,12 +332,13 @@ fn sparse_product(
     let heads = s.heads();
     // Sᵀ's values in its CSR order, permuted; S's read where they are (no copy).
     let permuted;
-    let (values, (offsets, indices)): (&Tensor, _) = if ts {
+    let values: &Tensor = if ts {
         permuted = s.transposed_values();
-        (&permuted, st.transposed_pattern())
+        &permuted
     } else {
-        (&s.values, (&st.offsets[..], &st.indices[..]))
+        &s.values
     };
+    let (offsets, indices) = st.pattern(ts);
     if cols == 0 || n == 0 {
         return Ok(Tensor::zeros(n, cols));
     }

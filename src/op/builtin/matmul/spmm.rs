@@ -357,11 +357,7 @@ impl Partitioned for Spmm {
             &s.values.data
         };
         let st = &s.structure;
-        let (offsets, indices) = if self.transpose {
-            st.transposed_pattern()
-        } else {
-            (&st.offsets[..], &st.indices[..])
-        };
+        let (offsets, indices) = st.pattern(self.transpose);
         let a = CsrRef {
             offsets,
             indices,
