@@ -45,14 +45,14 @@
 //!     ..Default::default() // depth 2
 //! });
 //! assert_eq!(rw.expected_nodes(), Some(150));
-//! let sampler = rw.build(store.train())?;
+//! let sampler = rw.build(&store, store.train())?;
 //! let sub = sample_subgraph(&*sampler, 7, 0, 16)?;
 //! assert!(sub.n_nodes() > 0 && sub.n_nodes() % 16 == 0);
 //! assert!(sub.nodes.iter().all(|v| train.binary_search(v).is_ok()));
 //!
 //! // Or a sampler's own type, without the enum: a frontier of 20 nodes grown to 100.
 //! let frontier = FrontierParams { frontier: 20, budget: 100, ..Default::default() }
-//!     .build(store.train())?;
+//!     .build(&store, store.train())?;
 //! assert!(sample_subgraph(&frontier, 7, 0, 1)?.n_nodes() <= 100);
 //! # Ok(())
 //! # }

@@ -875,7 +875,8 @@ fn issue_28_messages_embedding_plans_and_foreign_sampler_flags() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("--roots belongs to the rw sampler") && err.contains("--frontier"),
+        err.contains("--roots belongs to the rw and typed_rw samplers")
+            && err.contains("--frontier"),
         "{err}"
     );
     // The sampler's own flags still pass.

@@ -658,19 +658,50 @@ fn edge_nodes_select_equals_the_listed_nodes() {
 
 /// Every kind's `expected_nodes` (what the trainer and `explain` plan for) against what
 /// its sampler, built by `SamplerConfig::build` with the kind's defaults, draws on a
-/// generated skewed graph of 200 000 nodes (mean degree ≈ 9): the draws before dedup match
+/// generated skewed graph of 200 000 nodes (mean degree ≈ 9), written to a store (the
+/// typed kinds take a homogeneous store as its one type and relation): the draws before
+/// dedup match
 /// within 1 % (they are exact for every sampler here: no walk meets a dead end), and the
 /// unique nodes of 5 subgraphs average between 75 % and 100 % of it (at ≤ 9 000 draws on
 /// 200 000 nodes a uniform draw repeats ≈ 2 %; walks and frontiers step back to a node
 /// they came from with probability 1/degree, ≈ 10 %, hence the margin).
 #[test]
 fn every_kind_expected_nodes_match_the_draws() {
+    use saintflow::store::import::{import_arrays, ArrayGraph, Edges};
     let n = 200_000;
     let (o, i) = skewed_graph(n);
-    let g = Csr::new(&o, &i).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("skewed.sf");
+    let (indptr, indices): (Vec<i64>, Vec<i64>) = (
+        o.iter().map(|&x| x as i64).collect(),
+        i.iter().map(|&x| i64::from(x)).collect(),
+    );
+    let arrays = ArrayGraph {
+        n_nodes: None,
+        edges: Edges::Csr {
+            indptr: &indptr,
+            indices: &indices,
+        },
+        symmetrize: false,
+        features: None,
+        labels: None,
+        roles: None,
+        source: "skewed",
+        edge_time: None,
+    };
+    import_arrays(
+        &arrays,
+        &path,
+        false,
+        &saintflow::progress::Progress::hidden(),
+    )
+    .unwrap();
+    let store = GraphStore::open(&path).unwrap();
+    let g = store.full();
+    assert_eq!((g.offsets(), g.indices()), (&o[..], &i[..]));
     for row in KINDS {
         let kind = (row.default)();
-        let sampler = kind.build(g).unwrap();
+        let sampler = kind.build(&store, g).unwrap();
         let expected = kind.expected_nodes().unwrap_or(n) as f64;
         let runs = 5u64;
         let (mut draws, mut unique) = (0usize, 0usize);

@@ -203,6 +203,8 @@ fn relation_adjacencies_match_brute_force_over_the_relation_csrs() {
             AdjKind::Mean,
             AdjKind::SymNoLoops,
             AdjKind::Col,
+            // GraphSAINT's, on the whole graph without counts: `A_mean`'s values.
+            AdjKind::Saint,
         ] {
             let op = RelAdjacency::new(kind, r, rel.reverse, rel.name.to_string());
             let v = op
@@ -232,7 +234,7 @@ fn relation_adjacencies_match_brute_force_over_the_relation_csrs() {
                     let dv = rev.csr.degree(w) as f32;
                     want[u as usize * n + w as usize] = match kind {
                         AdjKind::Raw => 1.0,
-                        AdjKind::Mean => 1.0 / du,
+                        AdjKind::Mean | AdjKind::Saint => 1.0 / du,
                         AdjKind::Col => 1.0 / dv,
                         _ => (1.0 / du.sqrt()) * (1.0 / dv.sqrt()),
                     };

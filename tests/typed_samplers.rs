@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rand::SeedableRng;
-use saintflow::progress::Progress;
 use saintflow::sample::naive::{chi_square, chi_square_critical};
 use saintflow::sample::*;
 use saintflow::store::{check, GraphStore};
@@ -70,20 +69,7 @@ fn open_tiny(dir: &Path) -> GraphStore {
 
 /// A typed Kronecker graph: 3 types, 9 relations, skewed degrees.
 fn kron_typed(dir: &Path) -> GraphStore {
-    use saintflow::store::gen::{generate_kronecker, KroneckerSpec, Planted, TypedGen};
-    let spec = KroneckerSpec {
-        scale: 9,
-        degree: 8.0,
-        n_classes: 3,
-        planted: Some(Planted::default()),
-        typed: Some(TypedGen {
-            features: vec![2, 0, 1],
-        }),
-        ..KroneckerSpec::default()
-    };
-    let p = dir.join("k.sf");
-    generate_kronecker(&spec, &p, false, &Progress::hidden()).unwrap();
-    GraphStore::open(&p).unwrap()
+    GraphStore::open(common::typed_kronecker(dir, 9)).unwrap()
 }
 
 fn rng(seed: u64) -> SampleRng {

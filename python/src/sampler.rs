@@ -57,6 +57,15 @@ fn sampler_config(kind: &str, keys: &Bound<'_, PyDict>, also: &[&str]) -> PyResu
             Input::Int(i)
         } else if let Ok(x) = v.extract::<f64>() {
             Input::Float(x)
+        } else if let Ok(t) = v.extract::<String>() {
+            // `"paper=500,author=200"`, `"paper,author"`: a flag's text.
+            Input::Text(t)
+        } else if let Ok(d) = v.extract::<std::collections::BTreeMap<String, i64>>() {
+            // A dict of counts (a typed sampler's `budgets`); sorted by name, as a dict's
+            // order is the caller's and the draws do not depend on it.
+            Input::Counts(d.into_iter().collect())
+        } else if let Ok(names) = v.extract::<Vec<String>>() {
+            Input::Names(names)
         } else {
             Input::Other
         };
@@ -478,7 +487,10 @@ impl Sampler {
             let flag = AtomicBool::new(false);
             let r = run_interruptible(py, &flag, || {
                 pool.install(|| -> Result<(Option<NormCounts>, u64, u64), String> {
-                    let inner = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
+                    let inner = spec
+                        .config
+                        .build(&spec.store, spec.graph())
+                        .map_err(|e| e.to_string())?;
                     let sampler = Cancellable {
                         inner: inner.as_ref(),
                         flag: &flag,
@@ -618,7 +630,10 @@ impl Sampler {
         guard(|| {
             let spec = self.spec.clone();
             let b = on_pool(py, move || {
-                let sampler = spec.config.build(spec.graph()).map_err(|e| e.to_string())?;
+                let sampler = spec
+                    .config
+                    .build(&spec.store, spec.graph())
+                    .map_err(|e| e.to_string())?;
                 let seed = seed.unwrap_or(spec.seed);
                 let mut sub = sample_subgraph(sampler.as_ref(), seed, index, spec.clip)
                     .map_err(|e| e.to_string())?;
@@ -705,7 +720,7 @@ impl Sampler {
                 // iterator, and off the pool that would be rayon's global pool, whose
                 // threads a forked child does not have.
                 pool.install(|| {
-                    let sampler = match spec.config.build(spec.graph()) {
+                    let sampler = match spec.config.build(&spec.store, spec.graph()) {
                         Ok(s) => s,
                         Err(e) => {
                             let _ = tx.send(Err(e.to_string()));

@@ -239,7 +239,13 @@ def test_homogeneous_batches_have_no_types(store):
         b.to_hetero()
 
 
-@pytest.mark.parametrize("kind, keys", [("rw", dict(roots=40, depth=2)), ("node", dict(budget=120))])
+@pytest.mark.parametrize("kind, keys", [
+    ("rw", dict(roots=40, depth=2)),
+    ("node", dict(budget=120)),
+    ("typed_node", dict(budgets={"t0": 60, "t2": 30})),
+    ("typed_edge", dict(budgets={"r0_1": 30, "r2_2": 20})),
+    ("typed_rw", dict(roots=30, root_types=["t1"])),
+])
 def test_typed_batches_come_by_node_type_and_relation(typed_store, kind, keys):
     """Issue 57 item 4: each type's rows are a contiguous range of the batch, its nodes of
     that type, its features the store's rows at the type's own width; every relation's
@@ -294,6 +300,23 @@ def test_typed_batches_come_by_node_type_and_relation(typed_store, kind, keys):
                 seen.add(local)
                 assert h["edge_norm"][k][e] == b.edge_norm[edges[local]]
         assert seen == set(edges), "the relations cover every entry of the batch"
+
+
+def test_typed_kinds_take_budgets_by_name(typed_store):
+    """The typed samplers' budgets name node types and relations (a dict, or a flag's
+    text): a type not named has no node in a batch, and a name the store lacks is an
+    error with the nearest name."""
+    for budgets in ({"t0": 60, "t2": 30}, "t0=60,t2=30"):
+        sampler = sf.SaintSampler(typed_store, "typed_node", graph="full", num_steps=3, budgets=budgets)
+        for b in sampler:
+            starts = b.hetero["type_starts"]
+            assert starts[2] - starts[1] == 0 and starts[1] > 0 and starts[3] > starts[2]
+    with pytest.raises(sf.SampleError, match=r"no node type `t5`.*did you mean"):
+        sf.SaintSampler(typed_store, "typed_node", graph="full", budgets={"t0": 5, "t5": 1})
+    with pytest.raises(sf.SampleError, match=r"no relation `r0_3`"):
+        sf.SaintSampler(typed_store, "typed_edge", graph="full", budgets={"r0_3": 5})
+    with pytest.raises(sf.SampleError, match=r"budgets"):
+        sf.SaintSampler(typed_store, "typed_node", graph="full", budgets={"t0": -1})
 
 
 def test_typed_batches_are_heterodata(typed_store):

@@ -184,7 +184,7 @@ fn check_flag(
     s: &str,
 ) -> Result<Input, String> {
     let v = Input::parse(s);
-    match (kind.default)().set(field.name, v) {
+    match (kind.default)().set(field.name, v.clone()) {
         Ok(()) => Ok(v),
         Err(FieldError::Invalid(ty)) => Err(format!("expected {}, got {s}", ty.expected())),
         Err(FieldError::Unknown) => unreachable!("`{}` is a field of `{}`", field.name, kind.name),
@@ -209,11 +209,12 @@ impl Args for SamplerArgs {
                 .help(flag_help(field.name));
             cmd = cmd.arg(match field.ty {
                 FieldType::Flag => arg.action(ArgAction::SetTrue),
-                FieldType::Count | FieldType::Positive => arg
-                    .value_name(field.name.to_uppercase())
-                    // `--eta -1` is a value out of range, not an unknown flag.
-                    .allow_negative_numbers(true)
-                    .value_parser(move |s: &str| check_flag(kind, field, s)),
+                FieldType::Count | FieldType::Positive | FieldType::Counts | FieldType::Names => {
+                    arg.value_name(field.name.to_uppercase())
+                        // `--eta -1` is a value out of range, not an unknown flag.
+                        .allow_negative_numbers(true)
+                        .value_parser(move |s: &str| check_flag(kind, field, s))
+                }
             });
         }
         cmd
@@ -234,10 +235,10 @@ impl FromArgMatches for SamplerArgs {
         for field in config.fields() {
             let v = match field.ty {
                 FieldType::Flag => m.get_flag(field.name).then_some(Input::Bool(true)),
-                FieldType::Count | FieldType::Positive => m.get_one::<Input>(field.name).copied(),
+                _ => m.get_one::<Input>(field.name).cloned(),
             };
-            if let (FieldType::Count, Some(Input::Int(n))) = (field.ty, v) {
-                given.push((field.name, n as u64));
+            if let (FieldType::Count, Some(Input::Int(n))) = (field.ty, &v) {
+                given.push((field.name, *n as u64));
             }
             if let Some(v) = v {
                 // Checked by the flag's parser against the first kind with the field; kinds
@@ -346,7 +347,7 @@ pub(super) fn run(a: SampleArgs, progress: &Progress) -> Result<()> {
     if !a.no_memory_check {
         check_memory(&a)?;
     }
-    let sampler = kind.build(g)?;
+    let sampler = kind.build(&store, g)?;
     let clip = if kind.whole_graph() { 1 } else { a.clip.max(1) };
     // Timing is per subgraph on one thread; subgraphs/s is for the whole pool below.
     let bar = progress.ticker(a.count, "sample", "subgraphs");
@@ -536,6 +537,8 @@ mod tests {
                     FieldType::Count => (Some("7"), "7"),
                     FieldType::Positive => (Some("2.5"), "2.5"),
                     FieldType::Flag => (None, "true"),
+                    FieldType::Counts => (Some("a=3,b=0"), "{ a = 3, b = 0 }"),
+                    FieldType::Names => (Some("a,b"), "[\"a\", \"b\"]"),
                 };
                 // A flag of another kind is refused.
                 let foreign = if k.field("edges").is_some() {
@@ -579,7 +582,14 @@ mod tests {
                 }
             }
         }
-        for bad in [["--budget", "0"], ["--eta", "-1"], ["--pin-cap", "2.5"]] {
+        for bad in [
+            ["--budget", "0"],
+            ["--eta", "-1"],
+            ["--pin-cap", "2.5"],
+            ["--budgets", "paper=-1"],
+            ["--budgets", "paper"],
+            ["--root-types", "a,a"],
+        ] {
             let e = parse(&["sample", "store", bad[0], bad[1]]).unwrap_err();
             let text = e.to_string();
             assert!(

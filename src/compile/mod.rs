@@ -89,7 +89,7 @@ pub fn build_sampler<'g>(store: &'g GraphStore, sp: &SamplerPlan) -> Result<Box<
         SampleGraph::Train => store.train(),
         SampleGraph::Full => store.full(),
     };
-    Ok(sp.kind.build(g)?)
+    Ok(sp.kind.build(store, g)?)
 }
 
 /// The sampler's expected node draw (before dedup) on a graph of `n` nodes.

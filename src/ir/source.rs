@@ -42,6 +42,13 @@ pub trait GraphSource: Sync {
         let _ = sub;
         None
     }
+    /// Node `node`'s degree through relation `r` in the graph sampled from, when the
+    /// source has relations and the graph sampled from is the one they are of (a typed
+    /// store's full graph): what `A_saint[r]` divides by. Default: none.
+    fn relation_degree(&self, r: usize, node: u32) -> Option<usize> {
+        let _ = (r, node);
+        None
+    }
     /// The node types and relations of a typed store (issue 57); `None` for a homogeneous
     /// graph (one type, one relation: the whole graph). A typed source's subgraphs carry
     /// their relations ([`Subgraph::typed`]).
@@ -178,6 +185,9 @@ macro_rules! forward_to_inner {
         }
         fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
             self.inner.aggregator_weights(sub)
+        }
+        fn relation_degree(&self, r: usize, node: u32) -> Option<usize> {
+            self.inner.relation_degree(r, node)
         }
         fn node_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
             self.inner.node_weights(sub)

@@ -346,6 +346,14 @@ impl GraphSource for StoreSource<'_> {
     fn aggregator_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
         self.norm.as_ref().map(|n| n.aggregator_weights(sub))
     }
+    /// A typed store's relation degree, when the sampler draws its full graph (the
+    /// relations are the full graph's; a training graph that is a part of it has other
+    /// degrees).
+    fn relation_degree(&self, r: usize, node: u32) -> Option<usize> {
+        let s = self.store;
+        let full = self.sampler.graph().n_entries() == s.full().n_entries();
+        (s.is_typed() && full && r < s.n_relations()).then(|| s.relation(r).csr.degree(node))
+    }
     fn node_weights(&self, sub: &Subgraph) -> Option<Vec<f32>> {
         self.norm.as_ref().map(|n| n.node_weights(sub))
     }

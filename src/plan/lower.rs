@@ -198,10 +198,32 @@ impl Plan {
                 ),
             ));
         }
+        self.check_sampler_names(env)?;
         let mut lowered = Lowerer::new(self, env)?.run()?;
         lowered.precision = self.compute.precision;
         lowered.link = self.task.link().cloned();
         Ok(lowered)
+    }
+
+    /// The names the samplers give (a typed sampler's node types and relations) against
+    /// the graph's, each error at the field's value.
+    fn check_sampler_names(&self, env: &LowerEnv<'_>) -> Result<(), PlanError> {
+        let phases = self.phases.iter().map(|p| &p.sampler);
+        for sp in std::iter::once(&self.sampler).chain(phases) {
+            if let Err(e) = sp.kind.check_graph_fields(env.types) {
+                let at = sp.spans.iter().find(|(k, _)| *k == e.field).map(|s| s.1);
+                let what = format!("sampler `{}`: {}", e.field, e.what);
+                return Err(match at {
+                    Some(at) => self.src.error(at, PlanErrorKind::Name, what),
+                    // Only a written value can name something.
+                    None => PlanError {
+                        kind: PlanErrorKind::Name,
+                        ..self.limit_error_at(None, what)
+                    },
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Every registry op the plan calls (by name, or through `-`, `*`, `/` and `dropout`):

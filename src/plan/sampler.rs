@@ -22,12 +22,23 @@ pub(super) fn keeps_key(kind: &str, key: &str) -> bool {
     COMMON_SAMPLER_KEYS.contains(&key) || config::find(kind).is_some_and(|s| s.field(key).is_some())
 }
 
-/// A TOML value as a written input.
+/// A TOML value as a written input: a scalar, a table of whole numbers (a typed sampler's
+/// `budgets`), an array of strings (`root_types`).
 fn input(v: &toml::Value) -> Input {
     match v {
         toml::Value::Integer(i) => Input::Int(*i),
         toml::Value::Float(x) => Input::Float(*x),
         toml::Value::Boolean(b) => Input::Bool(*b),
+        toml::Value::Table(t) => t
+            .iter()
+            .map(|(k, v)| v.as_integer().map(|c| (k.clone(), c)))
+            .collect::<Option<_>>()
+            .map_or(Input::Other, Input::Counts),
+        toml::Value::Array(a) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<_>>()
+            .map_or(Input::Other, Input::Names),
         _ => Input::Other,
     }
 }
@@ -89,12 +100,21 @@ pub(super) fn sampler(
     }
     let mut kind = (row.default)();
     let mut written = Vec::new();
+    let mut spans = Vec::new();
     for field in row.fields {
         let Some(v) = get(field.name) else { continue };
+        spans.push((field.name, v.span().start));
         match kind.set(field.name, input(v.get_ref())) {
             Ok(()) => {
-                if let (FieldType::Count, Some(&n)) = (field.ty, v.get_ref().as_integer().as_ref())
-                {
+                // A table's largest count stands for it (the memory check's placement).
+                let count = match (field.ty, v.get_ref()) {
+                    (FieldType::Count, toml::Value::Integer(n)) => Some(*n),
+                    (FieldType::Counts, toml::Value::Table(t)) => {
+                        t.values().filter_map(toml::Value::as_integer).max()
+                    }
+                    _ => None,
+                };
+                if let Some(n) = count {
                     written.push(WrittenCount {
                         key: field.name,
                         value: n as u64,
@@ -156,6 +176,7 @@ pub(super) fn sampler(
         graph,
         clip,
         written,
+        spans,
     })
 }
 

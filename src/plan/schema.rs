@@ -157,6 +157,10 @@ pub struct SamplerPlan {
     /// The counts written in the plan (or by `--set`): key, value and where the value is,
     /// so the memory check can place an absurd sampler size (issue 28).
     pub(crate) written: Vec<WrittenCount>,
+    /// Where each field written in the plan (or by `--set`) has its value, so that a name
+    /// the store lacks (a typed sampler's `budgets`) is placed at it when the plan is
+    /// lowered against a store.
+    pub(crate) spans: Vec<(&'static str, usize)>,
 }
 
 /// A sampler count as written: its key, its value, and where (in the virtual source).

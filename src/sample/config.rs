@@ -8,10 +8,12 @@
 use crate::sample::edge::EdgeParams;
 use crate::sample::frontier::FrontierParams;
 use crate::sample::node::{FullParams, NodeParams};
-use crate::sample::params::{Field, FieldError, Fields, Input, SamplerParams};
+use crate::sample::params::{Field, FieldError, Fields, GraphFieldError, Input, SamplerParams};
+use crate::sample::typed_params::{TypedEdgeParams, TypedNodeParams, TypedWalkParams};
 use crate::sample::walk::WalkParams;
 use crate::sample::{SampleError, Sampler};
-use crate::store::Csr;
+use crate::store::format::TypesMeta;
+use crate::store::{Csr, GraphStore};
 
 /// One sampler kind as the layers above list it.
 #[derive(Clone, Copy, Debug)]
@@ -101,11 +103,23 @@ macro_rules! samplers {
                 }
             }
 
-            /// The sampler over `graph`.
-            pub fn build<'g>(&self, graph: Csr<'g>) -> Result<Box<dyn Sampler + 'g>, SampleError> {
+            /// The sampler over `graph`, one of `store`'s graphs
+            /// ([`SamplerParams::build`]).
+            pub fn build<'g>(
+                &self,
+                store: &'g GraphStore,
+                graph: Csr<'g>,
+            ) -> Result<Box<dyn Sampler + 'g>, SampleError> {
                 Ok(match self {
-                    $(SamplerConfig::$variant(p) => Box::new(p.build(graph)?),)+
+                    $(SamplerConfig::$variant(p) => Box::new(p.build(store, graph)?),)+
                 })
+            }
+
+            /// Whether its fields fit the graph ([`SamplerParams::check_graph_fields`]).
+            pub fn check_graph_fields(&self, types: Option<&TypesMeta>) -> Result<(), GraphFieldError> {
+                match self {
+                    $(SamplerConfig::$variant(p) => p.check_graph_fields(types),)+
+                }
             }
 
             /// Expected node draws per subgraph before dedup; `None`: the whole graph.
@@ -136,6 +150,12 @@ samplers! {
     Node(NodeParams),
     /// The whole graph.
     Full(FullParams),
+    /// Nodes per node type (typed graphs).
+    TypedNode(TypedNodeParams),
+    /// Edges per relation (typed graphs).
+    TypedEdge(TypedEdgeParams),
+    /// Random walks from roots of chosen node types (typed graphs).
+    TypedWalk(TypedWalkParams),
 }
 
 /// The kind named `name`.

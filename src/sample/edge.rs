@@ -16,7 +16,7 @@
 
 use crate::sample::params::SamplerParams;
 use crate::sample::{below, random_neighbor, EdgeNodes, SampleError, SampleRng, Sampler};
-use crate::store::Csr;
+use crate::store::{Csr, GraphStore};
 
 sampler_params! {
     /// Parameters of the edge sampler (plan `kind = "edge"`).
@@ -32,7 +32,7 @@ impl SamplerParams for EdgeParams {
     const DOC: &'static str = "Edges ∝ 1/deg(u) + 1/deg(v)";
     type Sampler<'g> = EdgeSampler<'g>;
 
-    fn build<'g>(&self, graph: Csr<'g>) -> Result<EdgeSampler<'g>, SampleError> {
+    fn build<'g>(&self, _: &'g GraphStore, graph: Csr<'g>) -> Result<EdgeSampler<'g>, SampleError> {
         EdgeSampler::new(graph, self.edges)
     }
 

@@ -20,7 +20,7 @@ use rand_core::RngCore;
 
 use crate::sample::params::SamplerParams;
 use crate::sample::{below, SampleError, Sampler};
-use crate::store::Csr;
+use crate::store::{Csr, GraphStore};
 
 /// A pin that belongs to no frontier node.
 const INVALID: u32 = u32::MAX;
@@ -209,7 +209,11 @@ impl SamplerParams for FrontierParams {
     const DOC: &'static str = "Frontier sampling with the Dashboard";
     type Sampler<'g> = FrontierSampler<'g>;
 
-    fn build<'g>(&self, graph: Csr<'g>) -> Result<FrontierSampler<'g>, SampleError> {
+    fn build<'g>(
+        &self,
+        _: &'g GraphStore,
+        graph: Csr<'g>,
+    ) -> Result<FrontierSampler<'g>, SampleError> {
         FrontierSampler::new(graph, *self)
     }
 

@@ -23,6 +23,7 @@ pub mod node;
 pub mod norm;
 pub mod typed;
 pub mod typed_norm;
+pub mod typed_params;
 pub mod walk;
 
 use rand::SeedableRng;
@@ -51,6 +52,7 @@ pub use typed::{
     SubgraphTypes, TypedEdgeSampler, TypedNodeSampler, WalkRoots,
 };
 pub use typed_norm::TypedNormCounts;
+pub use typed_params::{TypedEdgeParams, TypedNodeParams, TypedWalkParams};
 pub use walk::{RandomWalkSampler, WalkParams};
 
 /// The RNG of one subgraph draw: xoshiro256++, a fixed algorithm (portable results).

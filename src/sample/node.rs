@@ -6,7 +6,7 @@
 
 use crate::sample::params::SamplerParams;
 use crate::sample::{below, nodes_with_edges, SampleError, SampleRng, Sampler};
-use crate::store::Csr;
+use crate::store::{Csr, GraphStore};
 
 sampler_params! {
     /// Parameters of the node sampler (plan `kind = "node"`).
@@ -24,7 +24,7 @@ impl SamplerParams for NodeParams {
     const DOC: &'static str = "Nodes ∝ degree (or uniform with `uniform`)";
     type Sampler<'g> = NodeSampler<'g>;
 
-    fn build<'g>(&self, graph: Csr<'g>) -> Result<NodeSampler<'g>, SampleError> {
+    fn build<'g>(&self, _: &'g GraphStore, graph: Csr<'g>) -> Result<NodeSampler<'g>, SampleError> {
         NodeSampler::new(graph, self.budget, !self.uniform)
     }
 
@@ -45,7 +45,7 @@ impl SamplerParams for FullParams {
     const WHOLE_GRAPH: bool = true;
     type Sampler<'g> = FullSampler<'g>;
 
-    fn build<'g>(&self, graph: Csr<'g>) -> Result<FullSampler<'g>, SampleError> {
+    fn build<'g>(&self, _: &'g GraphStore, graph: Csr<'g>) -> Result<FullSampler<'g>, SampleError> {
         Ok(FullSampler::new(graph))
     }
 

@@ -13,7 +13,8 @@
 use std::fmt::Debug;
 
 use crate::sample::{SampleError, Sampler};
-use crate::store::Csr;
+use crate::store::format::TypesMeta;
+use crate::store::{Csr, GraphStore};
 
 /// A sampler's parameter struct: its kind's name and description, and how it becomes a
 /// sampler over a graph.
@@ -28,13 +29,44 @@ pub trait SamplerParams: Fields + Clone + Debug + Default + PartialEq {
     /// The sampler these parameters build.
     type Sampler<'g>: Sampler + 'g;
 
-    /// The sampler over `graph`; the cross-field checks (frontier m ≤ n, η ≥ 1) are the
-    /// sampler's constructor's.
-    fn build<'g>(&self, graph: Csr<'g>) -> Result<Self::Sampler<'g>, SampleError>;
+    /// The sampler over `graph`, one of `store`'s graphs (its full or training graph; the
+    /// typed samplers read the store's types and relations, the others only `graph`); the
+    /// cross-field checks (frontier m ≤ n, η ≥ 1) are the sampler's constructor's.
+    fn build<'g>(
+        &self,
+        store: &'g GraphStore,
+        graph: Csr<'g>,
+    ) -> Result<Self::Sampler<'g>, SampleError>;
 
     /// Expected node draws per subgraph, before dedup (what the planner plans for);
     /// `None`: every node of the graph.
     fn expected_nodes(&self) -> Option<usize>;
+
+    /// Whether the fields fit the graph and each other: the names they give (node types,
+    /// relations) are the graph's (`types`: a typed store's; `None`: a homogeneous graph's
+    /// one type and relation), and no two fields say the same thing two ways. Checked when
+    /// a plan is lowered against a store, so that the error can point at the plan's value;
+    /// [`build`](Self::build) checks the same before it builds.
+    fn check_graph_fields(&self, _types: Option<&TypesMeta>) -> Result<(), GraphFieldError> {
+        Ok(())
+    }
+}
+
+/// A field that does not fit the graph (a name it lacks) or another field: which field,
+/// and the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphFieldError {
+    /// The field (`budgets`, `root_types`).
+    pub field: &'static str,
+    /// What is wrong, with the nearest name and the graph's names.
+    pub what: String,
+}
+
+impl GraphFieldError {
+    /// As a sampler's parameter error (`typed_node `budgets`: …`).
+    pub(crate) fn of(kind: &str) -> impl FnOnce(GraphFieldError) -> SampleError + '_ {
+        move |e| SampleError::Param(format!("{kind} `{}`: {}", e.field, e.what))
+    }
 }
 
 /// The fields of a parameter struct, written by [`sampler_params!`](crate::sampler_params).
@@ -56,6 +88,12 @@ pub enum FieldType {
     Positive,
     /// `true` or `false` (`bool`; on the command line a switch).
     Flag,
+    /// Whole numbers ≥ 0 by name ([`NamedCounts`]): a plan's table `{ paper = 500 }`, a
+    /// flag's `paper=500,author=200`, a Python dict.
+    Counts,
+    /// Names ([`Names`]): a plan's array `["paper", "author"]`, a flag's `paper,author`, a
+    /// Python list.
+    Names,
 }
 
 impl FieldType {
@@ -65,6 +103,8 @@ impl FieldType {
             FieldType::Count => "a whole number ≥ 1",
             FieldType::Positive => "a number > 0",
             FieldType::Flag => "true or false",
+            FieldType::Counts => "a table of names to whole numbers ≥ 0, each name once",
+            FieldType::Names => "a list of names, each once",
         }
     }
 }
@@ -104,9 +144,9 @@ pub enum FieldError {
     Invalid(FieldType),
 }
 
-/// A written value before it is checked against its field (a plan's TOML scalar, a flag's
-/// text).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A written value before it is checked against its field (a plan's TOML value, a flag's
+/// text, a Python value).
+#[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// A whole number.
     Int(i64),
@@ -114,12 +154,21 @@ pub enum Input {
     Float(f64),
     /// A boolean.
     Bool(bool),
-    /// Anything else (a string, an array, a table): never valid.
+    /// A table of whole numbers by name, in the order written (a plan's inline table, a
+    /// Python dict).
+    Counts(Vec<(String, i64)>),
+    /// Names, in the order written (a plan's array of strings, a Python list).
+    Names(Vec<String>),
+    /// A flag's text that is no scalar (`paper=500,author=200`, `paper,author`): what a
+    /// [`FieldType::Counts`] or [`FieldType::Names`] field parses; any other field refuses
+    /// it.
+    Text(String),
+    /// Anything else (a plan's string, a table of other values): never valid.
     Other,
 }
 
 impl Input {
-    /// A flag's text: a whole number, a float, `true`/`false`, or [`Input::Other`].
+    /// A flag's text: a whole number, a float, `true`/`false`, or [`Input::Text`].
     pub fn parse(s: &str) -> Input {
         let s = s.trim();
         if let Ok(i) = s.parse::<i64>() {
@@ -129,8 +178,98 @@ impl Input {
         } else if let Ok(b) = s.parse::<bool>() {
             Input::Bool(b)
         } else {
-            Input::Other
+            Input::Text(s.to_string())
         }
+    }
+}
+
+/// Whole numbers ≥ 0 by name, in the order written, each name once: a typed sampler's
+/// draws per node type or relation (`budgets = { paper = 500, author = 200 }`). What the
+/// names mean is the sampler's: they are checked against the graph when it is built (and
+/// when a plan is lowered against a store), not here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamedCounts(pub Vec<(String, usize)>);
+
+impl NamedCounts {
+    /// No name given.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The sum of the counts (saturating).
+    pub fn total(&self) -> usize {
+        self.0.iter().fold(0usize, |a, (_, c)| a.saturating_add(*c))
+    }
+}
+
+/// Names in the order written, each once (a typed walk's root types).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names(pub Vec<String>);
+
+/// Whether `names` holds each name once, and each a name (not empty, no `,` or `=`: the
+/// flag syntax's separators).
+fn distinct_names<'a>(names: impl Iterator<Item = &'a str> + Clone) -> bool {
+    let ok = |n: &str| !n.is_empty() && !n.contains([',', '=']);
+    names.clone().all(ok)
+        && names
+            .clone()
+            .enumerate()
+            .all(|(i, n)| names.clone().take(i).all(|m| m != n))
+}
+
+/// A flag's comma-separated list, items trimmed (empty text: no item).
+fn items(s: &str) -> Vec<&str> {
+    if s.trim().is_empty() {
+        return Vec::new();
+    }
+    s.split(',').map(str::trim).collect()
+}
+
+impl FieldValue for NamedCounts {
+    const TYPE: FieldType = FieldType::Counts;
+
+    fn from_input(v: Input) -> Option<NamedCounts> {
+        let pairs: Vec<(String, i64)> = match v {
+            Input::Counts(p) => p,
+            Input::Text(s) => items(&s)
+                .into_iter()
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.trim().to_string(), v.trim().parse::<i64>().ok()?))
+                })
+                .collect::<Option<_>>()?,
+            _ => return None,
+        };
+        if !distinct_names(pairs.iter().map(|(k, _)| k.as_str())) {
+            return None;
+        }
+        pairs
+            .into_iter()
+            .map(|(k, c)| Some((k, usize::try_from(c).ok()?)))
+            .collect::<Option<_>>()
+            .map(NamedCounts)
+    }
+
+    fn text(&self) -> Option<String> {
+        let parts: Vec<String> = self.0.iter().map(|(k, c)| format!("{k}={c}")).collect();
+        (!parts.is_empty()).then(|| parts.join(","))
+    }
+}
+
+impl FieldValue for Names {
+    const TYPE: FieldType = FieldType::Names;
+
+    fn from_input(v: Input) -> Option<Names> {
+        let names: Vec<String> = match v {
+            Input::Names(n) => n,
+            Input::Text(s) => items(&s).into_iter().map(str::to_string).collect(),
+            _ => return None,
+        };
+        distinct_names(names.iter().map(String::as_str)).then_some(Names(names))
+    }
+
+    fn text(&self) -> Option<String> {
+        (!self.0.is_empty()).then(|| self.0.join(","))
     }
 }
 
@@ -324,6 +463,50 @@ mod tests {
         assert_eq!(Input::parse("-1"), Input::Int(-1));
         assert_eq!(Input::parse("2.5"), Input::Float(2.5));
         assert_eq!(Input::parse("true"), Input::Bool(true));
-        assert_eq!(Input::parse("many"), Input::Other);
+        assert_eq!(Input::parse("many"), Input::Text("many".into()));
+    }
+
+    #[test]
+    fn named_counts_and_names_parse_from_a_plan_or_a_flag() {
+        let nc = |pairs: &[(&str, usize)]| {
+            NamedCounts(pairs.iter().map(|&(k, c)| (k.to_string(), c)).collect())
+        };
+        let table = Input::Counts(vec![("paper".into(), 500), ("word".into(), 0)]);
+        assert_eq!(
+            NamedCounts::from_input(table),
+            Some(nc(&[("paper", 500), ("word", 0)]))
+        );
+        assert_eq!(
+            NamedCounts::from_input(Input::parse(" paper = 500, word=0 ")),
+            Some(nc(&[("paper", 500), ("word", 0)]))
+        );
+        assert_eq!(nc(&[("paper", 500), ("word", 0)]).total(), 500);
+        assert_eq!(nc(&[("a", 1), ("b", 2)]).text().as_deref(), Some("a=1,b=2"));
+        assert_eq!(NamedCounts::default().text(), None);
+        // A negative count, a repeated name, a missing `=`, an empty name, a scalar.
+        for bad in [
+            Input::Counts(vec![("paper".into(), -1)]),
+            Input::Counts(vec![("a".into(), 1), ("a".into(), 2)]),
+            Input::parse("paper"),
+            Input::parse("=3"),
+            Input::parse("a=1,a=2"),
+            Input::Int(3),
+            Input::Other,
+        ] {
+            assert_eq!(NamedCounts::from_input(bad.clone()), None, "{bad:?}");
+        }
+        assert_eq!(
+            Names::from_input(Input::parse("paper, author")),
+            Some(Names(vec!["paper".into(), "author".into()]))
+        );
+        assert_eq!(
+            Names::from_input(Input::Names(vec!["paper".into()])),
+            Some(Names(vec!["paper".into()]))
+        );
+        assert_eq!(Names::from_input(Input::parse("a,a")), None);
+        assert_eq!(Names::from_input(Input::parse("a,,b")), None);
+        assert_eq!(Names::from_input(Input::Int(1)), None);
+        // Scalars refuse text.
+        assert_eq!(usize::from_input(Input::parse("paper=1")), None);
     }
 }

@@ -9,7 +9,7 @@ use rand_core::RngCore;
 use crate::sample::{
     below, neighbor_at, scale, EdgeNodes, NodeList, SampleError, SampleRng, Sampler,
 };
-use crate::store::Csr;
+use crate::store::{Csr, GraphStore};
 
 sampler_params! {
     /// Parameters of the random-walk sampler (plan `kind = "rw"`).
@@ -27,7 +27,11 @@ impl SamplerParams for WalkParams {
     const DOC: &'static str = "Random walks";
     type Sampler<'g> = RandomWalkSampler<'g>;
 
-    fn build<'g>(&self, graph: Csr<'g>) -> Result<RandomWalkSampler<'g>, SampleError> {
+    fn build<'g>(
+        &self,
+        _: &'g GraphStore,
+        graph: Csr<'g>,
+    ) -> Result<RandomWalkSampler<'g>, SampleError> {
         RandomWalkSampler::new(graph, self.roots, self.depth)
     }
 

@@ -586,3 +586,24 @@ pub fn check_off_kinks(
     };
     check_gradients(graph, loss, grads, src, params, narrow).unwrap()
 }
+
+/// A typed planted Kronecker store of 2^`scale` nodes (`gen kronecker --types 3`): types
+/// t0, t1, t2 (features of width 2, none, 1), 9 relations `r{a}_{b}` and their reverses,
+/// skewed degrees, 3 planted classes on t0 (its training graph is induced on t0's
+/// training nodes: typed plans sample `graph = "full"`).
+pub fn typed_kronecker(dir: &Path, scale: u32) -> PathBuf {
+    use saintflow::store::gen::TypedGen;
+    let spec = KroneckerSpec {
+        scale,
+        degree: 8.0,
+        n_classes: 3,
+        planted: Some(Planted::default()),
+        typed: Some(TypedGen {
+            features: vec![2, 0, 1],
+        }),
+        ..KroneckerSpec::default()
+    };
+    let p = dir.join(format!("typed{scale}.sf"));
+    generate_kronecker(&spec, &p, false, &Progress::hidden()).unwrap();
+    p
+}

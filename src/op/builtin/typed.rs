@@ -10,7 +10,9 @@
 //!   are not bound per step). R relations cost one pass over the union's entries in all,
 //!   where the union's pattern with 0 off r (up to 6b8763b) cost one per relation.
 //!   Normalisation: d(u) = |N_u^r| (R-GCN's c_{u,r}), d(v) = |N_v^{r⁻¹}|, both at least 1,
-//!   through the one formula [`AdjNorm`](super::source::AdjNorm)`::value`. A full-graph
+//!   through the one formula [`AdjNorm`](super::source::AdjNorm)`::value`; `A_saint[r]`
+//!   GraphSAINT's per relation (the sampler's weights over the sampled graph's relation
+//!   degrees, [`saint_values`]). A full-graph
 //!   sampler hands out the same relations at every step, so the matrix is built once.
 //! * [`TypeInput`] (`[input]`, a type with features): the subgraph nodes' features of one
 //!   node type, `[n, F_t]`, rows of the other types 0.
@@ -29,6 +31,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::ir::GraphSource;
 use crate::ir::{Dim, Fact, Kind, NodeId, SparseMat, Structure, Tensor, Value};
 use crate::op::{Arity, Ctx, GradBuilder, Op, OpError, RowLocal, SourceKind, SourceOp, Stage};
 use crate::sample::typed::{SubRelation, SubgraphTypes};
@@ -43,11 +46,11 @@ fn subgraph<'v>(inputs: &[&'v Value], i: usize, op: &str) -> Result<&'v Arc<Subg
         .ok_or_else(|| OpError::args(format!("{op}: argument {} is not a subgraph", i + 1)))
 }
 
-/// Whether `kind` can be a relation's adjacency (no self loops, no sampler weights).
+/// Whether `kind` can be a relation's adjacency (no self loops).
 pub fn relation_flavour(kind: AdjKind) -> bool {
     matches!(
         kind,
-        AdjKind::Raw | AdjKind::Mean | AdjKind::SymNoLoops | AdjKind::Col
+        AdjKind::Raw | AdjKind::Mean | AdjKind::SymNoLoops | AdjKind::Col | AdjKind::Saint
     )
 }
 
@@ -95,10 +98,18 @@ impl RelAdjacency {
         }
     }
 
-    /// The matrix on `typed`'s relations: r's entries as an n-row CSR, its transpose's
-    /// pattern the reverse's entries (none kept when r is its own reverse) and the
-    /// permutation between them; d(u) = |N_u^r|, d(v) = |N_v^{r⁻¹}|, both at least 1.
-    fn build(&self, typed: &SubgraphTypes, n: usize) -> Result<SparseMat, OpError> {
+    /// The matrix on `sub`'s relations (`typed`): r's entries as an n-row CSR, its
+    /// transpose's pattern the reverse's entries (none kept when r is its own reverse) and
+    /// the permutation between them; d(u) = |N_u^r|, d(v) = |N_v^{r⁻¹}|, both at least 1
+    /// — or, for `A_saint[r]`, the sampler's weights over the degrees in the graph sampled
+    /// from (`source`'s; [`saint_values`]).
+    fn build(
+        &self,
+        sub: &Subgraph,
+        typed: &SubgraphTypes,
+        source: Option<&dyn GraphSource>,
+    ) -> Result<SparseMat, OpError> {
+        let n = sub.n_nodes();
         let rel = |r: usize| {
             typed.relations.get(r).ok_or_else(|| {
                 OpError::Source(format!(
@@ -125,17 +136,28 @@ impl RelAdjacency {
                     self.name, self.reverse
                 ))
             })?;
-        let norm = self.kind.norm();
-        let degree = |o: &[u32], u: usize| ((o[u + 1] - o[u]) as f32).max(1.0);
-        let mut values = Vec::with_capacity(indices.len());
-        for u in 0..n {
-            let du = degree(&offsets, u);
-            let row = &indices[offsets[u] as usize..offsets[u + 1] as usize];
-            values.extend(
-                row.iter()
-                    .map(|&v| norm.value(du, degree(t_offsets, v as usize))),
-            );
-        }
+        let values = if self.kind == AdjKind::Saint {
+            let source = source.ok_or_else(|| {
+                OpError::Source(format!(
+                    "rel_adj ({}): A_saint[r] reads its source",
+                    self.name
+                ))
+            })?;
+            saint_values(self, sub, source, (&offsets, &indices))?
+        } else {
+            let norm = self.kind.norm();
+            let degree = |o: &[u32], u: usize| ((o[u + 1] - o[u]) as f32).max(1.0);
+            let mut values = Vec::with_capacity(indices.len());
+            for u in 0..n {
+                let du = degree(&offsets, u);
+                let row = &indices[offsets[u] as usize..offsets[u + 1] as usize];
+                values.extend(
+                    row.iter()
+                        .map(|&v| norm.value(du, degree(t_offsets, v as usize))),
+                );
+            }
+            values
+        };
         let nnz = values.len();
         Ok(SparseMat {
             structure: Arc::new(Structure {
@@ -147,6 +169,51 @@ impl RelAdjacency {
             values: Arc::new(Tensor::from_vec(nnz, 1, values).expect("one value per entry")),
         })
     }
+}
+
+/// `A_saint[r]`'s values: GraphSAINT's normalisation of relation r (docs/SAMPLING.md,
+/// "Typed graphs: the normalisation"): entry (u, v) of r is
+/// (C_u / C_{u,v,r}) / deg_r(u), the sampler's aggregator weight of the entry (for an
+/// induced subgraph C_{u,v,r} is the union entry's C_{u,v}: the source's weight of the
+/// union subgraph's entry, 1 without counts) over u's degree through r in the graph
+/// sampled from (`GraphSource::relation_degree`): the full graph's Ã_r = D_r⁻¹A_r
+/// estimated without bias on the subgraph. On the whole graph without counts it is
+/// `A_mean[r]`.
+fn saint_values(
+    adj: &RelAdjacency,
+    sub: &Subgraph,
+    source: &dyn GraphSource,
+    (offsets, indices): (&[u32], &[u32]),
+) -> Result<Vec<f32>, OpError> {
+    let weights = source.aggregator_weights(sub);
+    let mut values = Vec::with_capacity(indices.len());
+    for u in 0..sub.n_nodes() {
+        let row = &indices[offsets[u] as usize..offsets[u + 1] as usize];
+        if row.is_empty() {
+            continue;
+        }
+        let d = source
+            .relation_degree(adj.relation, sub.nodes[u])
+            .ok_or_else(|| {
+                OpError::Source(format!(
+                "A_saint[\"{}\"]: the relation's degrees in the graph sampled from are a typed \
+                 store's full graph's: sample graph = \"full\"",
+                adj.name.replace(' ', "\", \"")
+            ))
+            })?;
+        let d = d.max(1) as f32;
+        // The relation's columns are a sorted subset of the union row's: a merge finds each
+        // one's union entry (its weight's index).
+        let base = sub.offsets[u] as usize;
+        let union = &sub.indices[base..sub.offsets[u + 1] as usize];
+        let mut k = 0usize;
+        for &v in row {
+            k += union[k..].partition_point(|&w| w < v);
+            let w = weights.as_ref().map_or(1.0, |w| w[base + k]);
+            values.push(w / d);
+        }
+    }
+    Ok(values)
 }
 
 /// A relation's entries among a subgraph's `n` nodes as an n-row CSR: the rows of its
@@ -216,7 +283,7 @@ impl Op for RelAdjacency {
             .and_then(|s| s.fixed_sample().ok().flatten())
             .is_some_and(|f| Arc::ptr_eq(&f, sub));
         if !fixed {
-            return self.build(typed, sub.n_nodes()).map(Value::Sparse);
+            return self.build(sub, typed, ctx.source).map(Value::Sparse);
         }
         let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((key, a)) = built.as_ref() {
@@ -224,7 +291,7 @@ impl Op for RelAdjacency {
                 return Ok(Value::Sparse(a.clone()));
             }
         }
-        let a = self.build(typed, sub.n_nodes())?;
+        let a = self.build(sub, typed, ctx.source)?;
         *built = Some((Arc::downgrade(typed), a.clone()));
         Ok(Value::Sparse(a))
     }

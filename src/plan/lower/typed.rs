@@ -260,7 +260,7 @@ impl Lowerer<'_> {
                 layer,
                 at,
                 PlanErrorKind::Expr,
-                format!("`{name}[…]`: a relation's adjacency is `A`, `A_mean` (R-GCN's 1/c_(i,r)), `A_sym_noloop` or `A_col`: flavours without self loops or sampler weights"),
+                format!("`{name}[…]`: a relation's adjacency is `A`, `A_mean` (R-GCN's 1/c_(i,r)), `A_sym_noloop`, `A_col` or `A_saint` (GraphSAINT's per relation): flavours without self loops"),
             ));
         }
         let r = self.resolve_relation(layer, scope, name, items)?;
