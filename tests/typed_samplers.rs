@@ -282,17 +282,59 @@ fn typed_walks_start_at_target_training_nodes_and_follow_the_union_graph() {
 /// is an entry of its local CSR of r, at the right position, and nothing else is; the
 /// nodes' types are the store's. On the tiny graph and a typed Kronecker graph (long
 /// relation rows against few subgraph neighbours: the binary-search path).
+/// Authors who write and review papers: two relations from `author` to `paper` (and their
+/// reverses two from `paper` to `author`), overlapping in one entry, so a relation's row is
+/// not the union's run between the two types.
+fn two_relations(dir: &Path) -> GraphStore {
+    let raw = dir.join("raw");
+    gz(&raw.join("num-node-dict.csv.gz"), ["paper,author", "4,3"]);
+    let rels: [Listed; 3] = [
+        (
+            "author",
+            "writes",
+            "paper",
+            &[(0, 0), (0, 1), (1, 2), (2, 3)],
+        ),
+        ("author", "reviews", "paper", &[(0, 1), (1, 3), (2, 0)]),
+        ("paper", "cites", "paper", &[(0, 1), (1, 2), (2, 3)]),
+    ];
+    ogb_relations(&raw, &rels);
+    let p = common::ogb_papers_and_import(
+        dir,
+        "paper,author",
+        &["1.0", "2.0", "3.0", "4.0"],
+        &["0", "1", "0", "1"],
+        [&["0", "1"], &["2"], &["3"]],
+    );
+    let s = GraphStore::open(p).unwrap();
+    check(&s).unwrap();
+    let (a, p) = (
+        s.node_type_index("author").unwrap(),
+        s.node_type_index("paper").unwrap(),
+    );
+    assert_eq!(s.relations_between(a, p).len(), 2);
+    s
+}
+
+/// Each relation's entries among a subgraph's nodes against a scan of the relation's CSR:
+/// on the full graph where every relation is the only one between its types (positions
+/// read off the union's), where two relations join the same types and on a training graph
+/// that is a part of the full graph (the merge).
 #[test]
 fn subgraph_relations_equal_brute_force() {
     let tmp = tempfile::tempdir().unwrap();
     let tiny = open_tiny(tmp.path());
     let kron = kron_typed(tmp.path());
-    for s in [&tiny, &kron] {
+    let two_dir = tmp.path().join("two");
+    let two = two_relations(&two_dir);
+    for s in [&tiny, &kron, &two] {
         let g = s.full();
         let n_types = s.n_node_types();
         let small = TypedNodeSampler::new(s, g, &vec![2; n_types], true).unwrap();
         let big = TypedNodeSampler::new(s, g, &vec![s.n_nodes() / 4; n_types], false).unwrap();
-        for (sm, count) in [(&small, 40u64), (&big, 6)] {
+        let train = RandomWalkSampler::new(s.train(), 3, 2).unwrap();
+        let samplers: [(&dyn Sampler, u64); 3] = [(&small, 40), (&big, 6), (&train, 10)];
+        for (sm, count) in samplers {
             for i in 0..count {
                 let sub = sample_typed_subgraph(sm, s, 3, i, 1).unwrap();
                 let t = sub.typed.as_ref().unwrap();

@@ -393,10 +393,16 @@ impl SubgraphTypes {
 /// the store's full or training graph). An entry (u, v) of relation r is kept when u and v
 /// are in the subgraph and (u, v) is an entry of the sampled graph: for the full graph and
 /// for the training graph induced on the training nodes, every entry of r between two of
-/// the subgraph's nodes. Cost: per node, its relation rows merged with its subgraph row
+/// the subgraph's nodes. Cost: where r is the only relation from its source type to its
+/// destination type (ogbn-mag's relations, the typed Cora's, the generator's) and `sub`
+/// was drawn from the full graph, r's row of u is the run of u's full row between the
+/// destination type's ids, so an entry's position in r follows from its position in the
+/// full graph (`parent_entries`) and the run's start, one binary search per row
+/// ([`positions_from_the_union`]); otherwise u's relation row merged with its subgraph row
 /// (a binary search per subgraph neighbour where the relation's row is long).
 pub fn attach_relations(store: &GraphStore, sub: &mut Subgraph) -> Result<(), SampleError> {
     let n_types = store.n_node_types();
+    let full = store.full();
     let mut type_starts = Vec::with_capacity(n_types + 1);
     for t in 0..n_types {
         let start = store.type_range(t).start;
@@ -412,6 +418,8 @@ pub fn attach_relations(store: &GraphStore, sub: &mut Subgraph) -> Result<(), Sa
             type_starts[rel.src] as usize..type_starts[rel.src + 1] as usize,
             type_starts[rel.dst]..type_starts[rel.dst + 1],
         );
+        let cols_global = store.type_range(rel.dst);
+        let alone = store.relations_between(rel.src, rel.dst).len() == 1;
         let mut out = SubRelation {
             relation: r,
             src: rel.src,
@@ -437,8 +445,23 @@ pub fn attach_relations(store: &GraphStore, sub: &mut Subgraph) -> Result<(), Sa
         out.parent_entries.reserve(room);
         for (i, &(lo, hi)) in rows.zip(spans.iter()) {
             let u = sub.nodes[i];
-            let row = csr.row(u);
             let base = csr.offsets()[(u - csr.src_start) as usize];
+            let k0 = sub.offsets[i] as usize;
+            if alone
+                && positions_from_the_union(
+                    (full, u, csr.degree(u)),
+                    &cols_global,
+                    sub,
+                    k0 + lo..k0 + hi,
+                    base,
+                    &mut out,
+                )
+            {
+                out.offsets
+                    .push(crate::sample::subgraph_offset(out.indices.len())?);
+                continue;
+            }
+            let row = csr.row(u);
             let local = &sub.neighbors(i)[lo..hi];
             if row.len() > 8 * local.len() {
                 let mut from = 0usize;
@@ -473,6 +496,46 @@ pub fn attach_relations(store: &GraphStore, sub: &mut Subgraph) -> Result<(), Sa
         relations,
     }));
     Ok(())
+}
+
+/// The entries `span` of `sub` (row u's neighbours of the relation's destination type,
+/// ids `dst`) pushed onto `out` with their positions in the relation (`base`: u's first),
+/// read off their full-graph positions: u's relation row, of `degree` entries, is the run
+/// of u's full row within `dst` when the relation is the only one between the two types.
+/// Checked, not assumed: every entry's parent position must hold that neighbour in u's
+/// full row (`sub` drawn from the full graph) and the run must be as long as the
+/// relation's row; `false` (nothing pushed) sends the row to the merge.
+fn positions_from_the_union(
+    (full, u, degree): (Csr<'_>, u32, usize),
+    dst: &Range<u32>,
+    sub: &Subgraph,
+    span: Range<usize>,
+    base: u64,
+    out: &mut SubRelation,
+) -> bool {
+    let (f0, f1) = (full.offsets()[u as usize], full.offsets()[u as usize + 1]);
+    let frow = &full.indices()[f0 as usize..f1 as usize];
+    let run = frow.partition_point(|&w| w < dst.start);
+    // The run within `dst` is `degree` long: its last entry inside, the next outside.
+    if run + degree > frow.len()
+        || (degree > 0 && frow[run + degree - 1] >= dst.end)
+        || frow.get(run + degree).is_some_and(|&w| w < dst.end)
+    {
+        return false;
+    }
+    let ok = span.clone().all(|k| {
+        let p = sub.parent_entries[k];
+        (f0..f1).contains(&p) && frow[(p - f0) as usize] == sub.nodes[sub.indices[k] as usize]
+    });
+    if !ok {
+        return false;
+    }
+    for k in span {
+        out.indices.push(sub.indices[k]);
+        out.parent_entries
+            .push(base + (sub.parent_entries[k] - f0) - run as u64);
+    }
+    true
 }
 
 /// Draws subgraph `index` ([`crate::sample::sample_subgraph`]) and attaches its relations.
