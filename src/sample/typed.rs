@@ -398,7 +398,7 @@ impl SubgraphTypes {
 /// was drawn from the full graph, r's row of u is the run of u's full row between the
 /// destination type's ids, so an entry's position in r follows from its position in the
 /// full graph (`parent_entries`) and the run's start, one binary search per row
-/// ([`positions_from_the_union`]); otherwise u's relation row merged with its subgraph row
+/// (`positions_from_the_union`); otherwise u's relation row merged with its subgraph row
 /// (a binary search per subgraph neighbour where the relation's row is long).
 pub fn attach_relations(store: &GraphStore, sub: &mut Subgraph) -> Result<(), SampleError> {
     let n_types = store.n_node_types();
