@@ -17,8 +17,8 @@ use crate::suggest::did_you_mean;
 /// one type `node` and one relation `to` (`node___to___node`).
 pub struct NameTable<'a> {
     node_types: Vec<&'a str>,
-    /// (source type, name, destination type, reverse relation).
-    relations: Vec<(&'a str, &'a str, &'a str, usize)>,
+    /// (source type, name, destination type).
+    relations: Vec<(&'a str, &'a str, &'a str)>,
 }
 
 impl<'a> NameTable<'a> {
@@ -35,14 +35,13 @@ impl<'a> NameTable<'a> {
                             t.node_types[r.src as usize].name.as_str(),
                             r.name.as_str(),
                             t.node_types[r.dst as usize].name.as_str(),
-                            r.reverse as usize,
                         )
                     })
                     .collect(),
             },
             None => NameTable {
                 node_types: vec![DEFAULT_NODE_TYPE],
-                relations: vec![(DEFAULT_NODE_TYPE, DEFAULT_RELATION, DEFAULT_NODE_TYPE, 0)],
+                relations: vec![(DEFAULT_NODE_TYPE, DEFAULT_RELATION, DEFAULT_NODE_TYPE)],
             },
         }
     }
@@ -64,7 +63,7 @@ impl<'a> NameTable<'a> {
     /// The relation named `name`: its own name when no other relation has it, or OGB's
     /// `source___name___destination` (ogbn-mag's directory names).
     pub fn relation(&self, name: &str) -> Result<usize, String> {
-        let triple = |(s, n, d, _): &(&str, &str, &str, usize)| format!("{s}___{n}___{d}");
+        let triple = |(s, n, d): &(&str, &str, &str)| format!("{s}___{n}___{d}");
         let hits: Vec<usize> = (0..self.relations.len())
             .filter(|&r| self.relations[r].1 == name || triple(&self.relations[r]) == name)
             .collect();
@@ -91,11 +90,6 @@ impl<'a> NameTable<'a> {
                     .join(", ")
             )),
         }
-    }
-
-    /// The reverse of relation `r`.
-    fn reverse(&self, r: usize) -> usize {
-        self.relations[r].3
     }
 }
 
@@ -282,7 +276,6 @@ impl TypedEdgeParams {
         let rels = self
             .named(store.types())
             .map_err(GraphFieldError::of(Self::KIND))?;
-        let names = NameTable::of(store.types());
         if !self.budgets.is_empty() {
             // In relation order: the draws do not depend on the order the names came in
             // (a plan's table, a Python dict).
@@ -301,12 +294,13 @@ impl TypedEdgeParams {
             let o = csr.offsets();
             o.windows(2).filter(|w| w[1] > w[0]).count() as u64
         };
+        let reverse = |r: usize| store.relation(r).reverse;
         let groups: Vec<usize> = (0..store.n_relations())
-            .filter(|&r| names.reverse(r) >= r)
+            .filter(|&r| reverse(r) >= r)
             .collect();
         let weights: Vec<u64> = groups
             .iter()
-            .map(|&r| match names.reverse(r) {
+            .map(|&r| match reverse(r) {
                 rev if rev == r => rows(r),
                 rev => rows(r) + rows(rev),
             })
