@@ -1460,6 +1460,9 @@ fn a_fused_products_row_blocks_equal_the_product_on_hostile_shapes() {
         (1001, 7, 1024),
         (13, PREPACK_K_MIN, 17),
         (601, 300, 515),
+        // A weight past half of any L2 this project meets (1.2 MiB): blocks of 288 rows,
+        // the last one short.
+        (700, 600, 515),
     ] {
         for &precision in &precisions {
             for tb in [false, true] {
