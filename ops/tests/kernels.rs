@@ -73,6 +73,9 @@ fn gemm_bits_depend_on_neither_threads_nor_the_fma_path() {
         (500, 300, 2),
         (300, 700, 7),
         (61, 4400, 45),
+        // Past the split with 67 row panels of 6: two whole groups of transposed panels
+        // and a short one, claimed by 2 and 3 threads.
+        (400, 4400, 40),
     ] {
         let a = values(m * k, 11);
         let b = values(k * n, 12);
@@ -157,8 +160,9 @@ fn gemm_on_a_packed_b_equals_the_whole_product_bit_for_bit() {
             }
         }
     }
-    // (19, 4097, 37): k runs as two halves, in every orientation, path and thread count.
-    assert_eq!(split_by_halves, 3 * 2 * Isa::supported().len());
+    // (19, 4097, 37) and (200, 4097, 40): k runs as two halves, in every orientation, path
+    // and thread count.
+    assert_eq!(split_by_halves, 2 * 3 * 2 * Isa::supported().len());
     let b = values(12, 1);
     let packed =
         PackedB::new(Isa::Generic, MatRef::row_major(&b, 3, 4).unwrap(), Trans::N).unwrap();

@@ -89,7 +89,7 @@ pub fn random_csr(n: usize, n_cols: usize, seed: u64) -> (Vec<u32>, Vec<u32>) {
 }
 
 /// GEMM shapes (m, k, n): empty dimensions, one element, odd sizes, thin and tall.
-pub const GEMM_SHAPES: [(usize, usize, usize); 17] = [
+pub const GEMM_SHAPES: [(usize, usize, usize); 18] = [
     (0, 5, 7),
     (5, 0, 7),
     (5, 7, 0),
@@ -111,8 +111,11 @@ pub const GEMM_SHAPES: [(usize, usize, usize); 17] = [
     (13, 257, 31),
     // k long enough to run as two halves (16 blocks of KC = 256), 17 blocks with the last
     // one element deep: the halves meet at block 8; C of 4 row panels of AVX2's tile (the
-    // transposed op(A) packs them as one group, short of 8).
+    // transposed op(A) packs them as one group, short of 32).
     (19, 4097, 37),
+    // The same halves with 34 row panels of 6: a whole group of 32 transposed panels and a
+    // short one.
+    (200, 4097, 40),
 ];
 
 /// op(A)'s and op(B)'s transposes, and the stored shapes of A and B.
