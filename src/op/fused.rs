@@ -462,7 +462,7 @@ mod tests {
     use crate::op::builtin::Gemm;
     use crate::op::Attrs;
     use crate::op::Registry;
-    use crate::planner::Precision;
+    use saintflow_ops::gemm::Precision;
 
     /// A chain `gemm → relu` of `rows` × `k` by `k` × `n`, with its inputs.
     fn chain(rows: usize, k: usize, n: usize) -> (Fused, Vec<Value>) {
