@@ -574,10 +574,10 @@ pub(super) unsafe fn block<K: MicroKernel>(
         // columns of X, twelve whole lines of each row), 8 rows of X at a time (32 for bf16)
         // across the group, then swept one by one. A pack went from 6 % of a 512×512
         // product over k = 8000 to 3 % (perf, AVX2 path, one thread) with groups of 8,
-        // and the product from 89 to 97 % of OpenBLAS's with groups of 32 (blocking.rs). Only where one thread sweeps
-        // every row panel (one thread, or each half of a split k, `run`) or claims them a
-        // group at a time (`run_halves`): threads that share the row panels take them one
-        // by one (a group would leave one a group short).
+        // and the product from 89 to 97 % of OpenBLAS's with groups of 32 (blocking.rs).
+        // Only where one thread sweeps every row panel (one thread, or each half of a split
+        // k, `run`) or claims them a group at a time (`run_halves`): threads that share the
+        // row panels take them one by one (a group would leave one a group short).
         let rows_at = rows_per_part(K::K_STEP);
         with_scratch(&A_PACK, GROUP * steps * K::MR, |group| {
             for p0 in ps.clone().step_by(GROUP) {
