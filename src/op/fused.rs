@@ -58,9 +58,9 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Stage buffers kept per thread, and the largest kept (floats: 16 MiB).
-const STAGE_BUFFERS_KEPT: usize = 8;
-const STAGE_BUFFER_MAX: usize = 4 << 20;
+/// Floats of stage buffers kept per thread (16 MiB: a 1024-column chain's three stages of
+/// 288 rows are 3.5 MiB), so the kept memory stays bounded whatever a chain's width.
+const STAGE_BUFFERS_KEPT_FLOATS: usize = 4 << 20;
 
 /// Buffers of the given lengths, from this thread's kept ones where it has them. Their
 /// values are stale (initialised floats): a stage writes every element of its block
@@ -81,13 +81,15 @@ fn stage_buffers(lens: impl Iterator<Item = usize>) -> Vec<Vec<f32>> {
     })
 }
 
-/// Keeps `bufs` for this thread's next chain (up to [`STAGE_BUFFERS_KEPT`] of at most
-/// [`STAGE_BUFFER_MAX`] floats).
+/// Keeps `bufs` for this thread's next chain, up to [`STAGE_BUFFERS_KEPT_FLOATS`] in all
+/// (the rest are freed).
 fn keep_stage_buffers(bufs: Vec<Vec<f32>>) {
     STAGE_BUFFERS.with(|kept| {
         let mut kept = kept.borrow_mut();
+        let mut held: usize = kept.iter().map(Vec::capacity).sum();
         for b in bufs {
-            if kept.len() < STAGE_BUFFERS_KEPT && b.capacity() <= STAGE_BUFFER_MAX {
+            if held + b.capacity() <= STAGE_BUFFERS_KEPT_FLOATS {
+                held += b.capacity();
                 kept.push(b);
             }
         }
@@ -520,7 +522,7 @@ mod tests {
         use crate::ir::{Bindings, NodeId, Params};
         let params = Params::default();
         for (rows, k, n) in [(700, 512, 1024), (61, 64, 1024), (5, 3, 7)] {
-            keep_stage_buffers(vec![vec![f32::NAN; 1 << 20]; STAGE_BUFFERS_KEPT]);
+            keep_stage_buffers(vec![vec![f32::NAN; 1 << 20]; 4]);
             let (fused, inputs) = chain(rows, k, n);
             let refs: Vec<&Value> = inputs.iter().collect();
             let cx = Ctx {
@@ -551,6 +553,22 @@ mod tests {
             );
             STAGE_BUFFERS.with(|kept| assert!(!kept.borrow().is_empty()));
         }
+    }
+
+    /// The kept buffers never pass their bound: buffers past it are freed, not kept.
+    #[test]
+    fn kept_stage_buffers_are_bounded() {
+        let held = || STAGE_BUFFERS.with(|k| k.borrow().iter().map(Vec::capacity).sum::<usize>());
+        keep_stage_buffers(vec![vec![0.0; STAGE_BUFFERS_KEPT_FLOATS / 3]; 5]);
+        assert!(held() <= STAGE_BUFFERS_KEPT_FLOATS, "{}", held());
+        assert!(held() >= 2 * (STAGE_BUFFERS_KEPT_FLOATS / 3), "{}", held());
+        keep_stage_buffers(vec![vec![0.0; STAGE_BUFFERS_KEPT_FLOATS + 1]]);
+        assert!(held() <= STAGE_BUFFERS_KEPT_FLOATS, "{}", held());
+        let taken = stage_buffers([7, STAGE_BUFFERS_KEPT_FLOATS / 3].into_iter());
+        assert_eq!(
+            taken.iter().map(Vec::len).collect::<Vec<_>>(),
+            [7, STAGE_BUFFERS_KEPT_FLOATS / 3]
+        );
     }
 
     /// A chain whose product streams a weight larger than half the L2 cache runs in blocks
