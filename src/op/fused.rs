@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::ir::{Bindings, Fact, Kind, NodeId, Tensor, Value};
+use crate::ir::{recycle, Bindings, Fact, Kind, NodeId, Tensor, Value};
 
 use super::util::{dense, row_split};
 use super::{
@@ -46,55 +46,22 @@ pub struct Stage {
     pub fact: Fact,
 }
 
+impl Stage {
+    /// The fused node's inputs this stage reads whole (a weight, a bias row), by index.
+    fn whole_inputs(&self) -> impl Iterator<Item = usize> + '_ {
+        self.inputs
+            .iter()
+            .zip(&self.per_node)
+            .filter_map(|(src, &pn)| match *src {
+                Src::Input(i) if !pn => Some(i),
+                _ => None,
+            })
+    }
+}
+
 /// Multiply-adds per row block that [`Fused::parts`] aims at: about a millisecond of a
 /// core's GEMM, so the last block of a chain leaves little time with a worker idle.
 const PART_WORK: usize = 1 << 26;
-
-thread_local! {
-    /// Stage buffers of the chains this thread ran last, kept for the next (a chain of
-    /// 288-row blocks of 1024 columns has 1.2 MB stages; zeroing them on every call was
-    /// 2 % of a GraphSAGE step).
-    static STAGE_BUFFERS: std::cell::RefCell<Vec<Vec<f32>>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Floats of stage buffers kept per thread (16 MiB: a 1024-column chain's three stages of
-/// 288 rows are 3.5 MiB), so the kept memory stays bounded whatever a chain's width.
-const STAGE_BUFFERS_KEPT_FLOATS: usize = 4 << 20;
-
-/// Buffers of the given lengths, from this thread's kept ones where it has them. Their
-/// values are stale (initialised floats): a stage writes every element of its block
-/// ([`RowBlocks::rows_at`](super::RowBlocks::rows_at)'s contract) before the next reads it.
-fn stage_buffers(lens: impl Iterator<Item = usize>) -> Vec<Vec<f32>> {
-    STAGE_BUFFERS.with(|kept| {
-        let mut kept = kept.borrow_mut();
-        lens.map(|len| {
-            let mut b = kept.pop().unwrap_or_default();
-            if b.len() < len {
-                b.resize(len, 0.0);
-            } else {
-                b.truncate(len);
-            }
-            b
-        })
-        .collect()
-    })
-}
-
-/// Keeps `bufs` for this thread's next chain, up to [`STAGE_BUFFERS_KEPT_FLOATS`] in all
-/// (the rest are freed).
-fn keep_stage_buffers(bufs: Vec<Vec<f32>>) {
-    STAGE_BUFFERS.with(|kept| {
-        let mut kept = kept.borrow_mut();
-        let mut held: usize = kept.iter().map(Vec::capacity).sum();
-        for b in bufs {
-            if held + b.capacity() <= STAGE_BUFFERS_KEPT_FLOATS {
-                held += b.capacity();
-                kept.push(b);
-            }
-        }
-    })
-}
 
 /// The fused chain: stages in order, the last one's output the node's.
 #[derive(Clone, Debug)]
@@ -123,41 +90,35 @@ const BLOCK_ROWS_MULTIPLE: usize = 12;
 /// 1 MiB at 1024 columns) live in L3, which the unfused chain's n-row values did not.
 const STREAMED_BLOCK_ROWS: usize = 288;
 
+/// The fused node's inputs, each a dense matrix.
+fn dense_inputs<'a>(inputs: &[&'a Value]) -> Result<Vec<&'a Tensor>, OpError> {
+    (0..inputs.len())
+        .map(|i| dense(inputs, i, "fused"))
+        .collect()
+}
+
 impl Fused {
-    /// Rows `rows` of the output into `out` (those rows, contiguous), block by block.
+    /// Rows `rows` of the output into `out` (those rows, contiguous), block by block. The
+    /// stage buffers come from the free-list ([`recycle::scratch`], stale values: a stage
+    /// writes every element of its block, [`RowBlocks::rows_at`](super::RowBlocks::rows_at)'s
+    /// contract, before the next reads it) and go back to it: zeroing fresh 1.2 MB buffers
+    /// on every call was 2 % of a GraphSAGE step.
     fn run(
         &self,
         inputs: &[&Value],
         ctx: &Ctx<'_>,
         prepared: &[Option<AnyPrepared>],
         rows: std::ops::Range<usize>,
-        out: MatMut<'_>,
-    ) -> Result<(), OpError> {
-        let xs: Vec<&Tensor> = (0..inputs.len())
-            .map(|i| dense(inputs, i, "fused"))
-            .collect::<Result<_, _>>()?;
-        let step = self.block_rows(inputs, saintflow_ops::cache::l2_bytes());
-        let last = self.stages.len() - 1;
-        let h_max = step.min(rows.len());
-        let mut bufs = stage_buffers(self.stages[..last].iter().map(|s| h_max * s.cols));
-        let done = self.run_blocks(&xs, ctx, prepared, rows, step, &mut bufs, out);
-        keep_stage_buffers(bufs);
-        done
-    }
-
-    /// [`Fused::run`]'s blocks, each stage's rows in `bufs` (the last stage's in `out`).
-    #[allow(clippy::too_many_arguments)]
-    fn run_blocks(
-        &self,
-        xs: &[&Tensor],
-        ctx: &Ctx<'_>,
-        prepared: &[Option<AnyPrepared>],
-        rows: std::ops::Range<usize>,
-        step: usize,
-        bufs: &mut [Vec<f32>],
         mut out: MatMut<'_>,
     ) -> Result<(), OpError> {
+        let xs = dense_inputs(inputs)?;
+        let step = self.block_rows(&xs, saintflow_ops::cache::l2_bytes());
         let last = self.stages.len() - 1;
+        let h_max = step.min(rows.len());
+        let mut bufs: Vec<Vec<f32>> = self.stages[..last]
+            .iter()
+            .map(|s| recycle::scratch(h_max * s.cols))
+            .collect();
         let mut r = rows.start;
         while r < rows.end {
             let h = step.min(rows.end - r);
@@ -208,25 +169,20 @@ impl Fused {
             }
             r += h;
         }
+        bufs.into_iter().for_each(recycle::give);
         Ok(())
     }
 
     /// Rows per block: a block of the widest stage is about [`BLOCK_ELEMENTS`], in whole
     /// [`BLOCK_ROWS_MULTIPLE`]s; at least [`STREAMED_BLOCK_ROWS`] when a stage reads a
-    /// whole input larger than half of `l2` bytes.
-    fn block_rows(&self, inputs: &[&Value], l2: usize) -> usize {
+    /// whole input larger than half of `l2` bytes. `xs`: the fused node's inputs.
+    fn block_rows(&self, xs: &[&Tensor], l2: usize) -> usize {
         let widest = self.stages.iter().map(|s| s.cols).max().unwrap_or(1).max(1);
         let rows = BLOCK_ELEMENTS / widest;
         let rows = (rows / BLOCK_ROWS_MULTIPLE).max(1) * BLOCK_ROWS_MULTIPLE;
-        let streamed = self.stages.iter().any(|st| {
-            st.inputs
-                .iter()
-                .zip(&st.per_node)
-                .any(|(src, &pn)| match *src {
-                    Src::Input(i) if !pn => dense(inputs, i, "fused")
-                        .is_ok_and(|x| x.data.len() * size_of::<f32>() > l2 / 2),
-                    _ => false,
-                })
+        let streamed = self.stages.iter().flat_map(Stage::whole_inputs).any(|i| {
+            xs.get(i)
+                .is_some_and(|x| x.data.len() * size_of::<f32>() > l2 / 2)
         });
         if streamed {
             rows.max(STREAMED_BLOCK_ROWS)
@@ -260,7 +216,6 @@ impl Fused {
             .collect()
     }
 
-    /// The node's rows: those of a per-node input.
     /// How many row blocks the executor runs the chain in on `threads` workers: two per
     /// worker, or as many as make blocks of about [`PART_WORK`] multiply-adds (each stage's
     /// columns times the rows of its whole inputs: a product's k), up to sixteen per worker.
@@ -271,10 +226,8 @@ impl Fused {
         let mut per_row = 0usize;
         for st in &self.stages {
             let mut k = 0usize;
-            for (src, &pn) in st.inputs.iter().zip(&st.per_node) {
-                if let (Src::Input(i), false) = (src, pn) {
-                    k += dense(inputs, *i, "fused")?.rows;
-                }
+            for i in st.whole_inputs() {
+                k += dense(inputs, i, "fused")?.rows;
             }
             per_row += st.cols * k.max(1);
         }
@@ -282,6 +235,7 @@ impl Fused {
         Ok(by_work.clamp(2 * threads, 16 * threads))
     }
 
+    /// The node's rows: those of a per-node input.
     fn rows(&self, inputs: &[&Value]) -> Result<usize, OpError> {
         for st in &self.stages {
             for (src, &pn) in st.inputs.iter().zip(&st.per_node) {
@@ -367,7 +321,7 @@ impl Op for Fused {
         if cols == 0 || rows == 0 {
             return Ok(Value::dense(y));
         }
-        let step = self.block_rows(inputs, saintflow_ops::cache::l2_bytes());
+        let step = self.block_rows(&dense_inputs(inputs)?, saintflow_ops::cache::l2_bytes());
         let prepared = self.prepare(inputs)?;
         y.data
             .par_chunks_mut(step * cols)
@@ -513,18 +467,22 @@ mod tests {
         (fused, vec![signed(rows, k, 1), signed(k, n, 2)])
     }
 
-    /// Stage buffers come back with the last chain's values in them, and no chain reads
-    /// one before writing it: with this thread's kept buffers all NaN, a chain's rows equal
-    /// its ops run in turn, bit for bit, for a weight streamed or not (blocks of 288 rows
-    /// and of 24, a short last block), and the buffers are kept for the next call.
+    /// Stage buffers come from the free-list with another value's numbers in them, and no
+    /// chain reads one before writing it: with the free-list holding NaN buffers of the
+    /// stage's length, a chain's rows equal its ops run in turn, bit for bit, for a weight
+    /// streamed or not (blocks of 288 rows and of 24, a short last block).
     #[test]
     fn stale_stage_buffers_change_no_bit() {
         use crate::ir::{Bindings, NodeId, Params};
         let params = Params::default();
         for (rows, k, n) in [(700, 512, 1024), (61, 64, 1024), (5, 3, 7)] {
-            keep_stage_buffers(vec![vec![f32::NAN; 1 << 20]; 4]);
             let (fused, inputs) = chain(rows, k, n);
             let refs: Vec<&Value> = inputs.iter().collect();
+            let xs = dense_inputs(&refs).unwrap();
+            let step = fused.block_rows(&xs, saintflow_ops::cache::l2_bytes());
+            for _ in 0..4 {
+                recycle::give(vec![f32::NAN; step.min(rows) * n]);
+            }
             let cx = Ctx {
                 source: None,
                 params: &params,
@@ -551,24 +509,7 @@ mod tests {
                     .all(|(a, b)| a.to_bits() == b.to_bits()),
                 "{rows} × {k} × {n}"
             );
-            STAGE_BUFFERS.with(|kept| assert!(!kept.borrow().is_empty()));
         }
-    }
-
-    /// The kept buffers never pass their bound: buffers past it are freed, not kept.
-    #[test]
-    fn kept_stage_buffers_are_bounded() {
-        let held = || STAGE_BUFFERS.with(|k| k.borrow().iter().map(Vec::capacity).sum::<usize>());
-        keep_stage_buffers(vec![vec![0.0; STAGE_BUFFERS_KEPT_FLOATS / 3]; 5]);
-        assert!(held() <= STAGE_BUFFERS_KEPT_FLOATS, "{}", held());
-        assert!(held() >= 2 * (STAGE_BUFFERS_KEPT_FLOATS / 3), "{}", held());
-        keep_stage_buffers(vec![vec![0.0; STAGE_BUFFERS_KEPT_FLOATS + 1]]);
-        assert!(held() <= STAGE_BUFFERS_KEPT_FLOATS, "{}", held());
-        let taken = stage_buffers([7, STAGE_BUFFERS_KEPT_FLOATS / 3].into_iter());
-        assert_eq!(
-            taken.iter().map(Vec::len).collect::<Vec<_>>(),
-            [7, STAGE_BUFFERS_KEPT_FLOATS / 3]
-        );
     }
 
     /// A chain whose product streams a weight larger than half the L2 cache runs in blocks
@@ -578,6 +519,7 @@ mod tests {
     fn a_streamed_weight_gets_long_blocks() {
         let (fused, inputs) = chain(5, 512, 1024);
         let refs: Vec<&Value> = inputs.iter().collect();
+        let refs = dense_inputs(&refs).unwrap();
         // The weight is 2 MiB.
         assert_eq!(fused.block_rows(&refs, 2 << 20), STREAMED_BLOCK_ROWS);
         assert_eq!(fused.block_rows(&refs, (4 << 20) - 8), STREAMED_BLOCK_ROWS);
@@ -585,6 +527,7 @@ mod tests {
         assert_eq!(fused.block_rows(&refs, 64 << 20), 24);
         let (narrow, inputs) = chain(5, 512, 64);
         let refs: Vec<&Value> = inputs.iter().collect();
+        let refs = dense_inputs(&refs).unwrap();
         // 128 KiB of weight; blocks of 32 K elements are 512 rows of 64 columns, already
         // longer than a streamed block: never shortened.
         assert_eq!(narrow.block_rows(&refs, 1 << 20), 504);
