@@ -1,8 +1,14 @@
 //! GEMM against OpenBLAS in one process (issue 33): the six products of a GraphSAGE step
 //! (forward X·W, ∇X = ∇Y·Wᵀ, ∇W = Xᵀ·∇Y at 8000 rows × 512/1024), at 1 and 2 threads,
 //! round-robin so that every library sees the same machine state, medians of `REPS`
-//! timed repetitions after a checked warm-up. First it prints the machine's bound, one
-//! core's FMA rate per vector width (`fma_bound`), which every GF/s figure is below.
+//! timed repetitions after a checked warm-up. Each timed call follows a pause (the previous
+//! library's idle threads gone) and an untimed call of the same product: the core's clock,
+//! caches and AMX unit as a step's back-to-back products find them, and as
+//! `scripts/torch_bf16_gemm.py` times oneDNN. `WARM=no` times the first call after the
+//! pause instead (the protocol before 2026-12-01: on the AMX Xeon it ran OpenBLAS 10–30 %
+//! and our AMX tiles 20–35 % slower than back to back, and so set the step's floor too
+//! high). First it prints the machine's bound, one core's FMA rate per vector width
+//! (`fma_bound`), which every GF/s figure is below.
 //!
 //! OpenBLAS is the library numpy's wheel bundles (`libscipy_openblas64_`: ILP64, symbols
 //! suffixed `64_`), loaded with `dlopen` from `OPENBLAS_LIB`; `scripts/gemm_vs_openblas.sh`
@@ -208,6 +214,8 @@ fn main() {
         .split(',')
         .map(|s| s.trim().to_string())
         .collect();
+    // `WARM=no`: time the first call after each pause (module doc).
+    let warm = !matches!(std::env::var("WARM").as_deref(), Ok("no") | Ok("0"));
     let blas = load_openblas();
     let isa = Isa::current();
     println!(
@@ -219,6 +227,14 @@ fn main() {
         },
         blas.as_ref()
             .map_or("not loaded".into(), |b| format!("{} kernels", b.core))
+    );
+    println!(
+        "timing: {}",
+        if warm {
+            "each call after a pause and an untimed call (back to back)"
+        } else {
+            "the first call after a pause (WARM=no)"
+        }
     );
     if let Some(line) = fma_bound() {
         println!("{line}");
@@ -340,124 +356,133 @@ fn main() {
             let mut c = vec![0f32; s.m * s.n];
             let mut reference: Option<Vec<f32>> = None;
             let mut times: Vec<Vec<f64>> = vec![Vec::new(); impls.len()];
+            // One call of library `name` into `c`: false where it is not loaded.
+            let call = |name: &str, c: &mut Vec<f32>| -> bool {
+                match name {
+                    "openblas" => match &blas {
+                        Some(bl) => {
+                            let ta = if s.ta == N { 111 } else { 112 };
+                            let tb = if s.tb == N { 111 } else { 112 };
+                            // SAFETY: row-major cblas_sgemm on buffers of the sizes
+                            // above (lda = stored columns of A, ldb of B, ldc = n).
+                            unsafe {
+                                (bl.sgemm)(
+                                    101,
+                                    ta,
+                                    tb,
+                                    s.m as i64,
+                                    s.n as i64,
+                                    s.k as i64,
+                                    1.0,
+                                    a.as_ptr(),
+                                    ac as i64,
+                                    b.as_ptr(),
+                                    bc as i64,
+                                    0.0,
+                                    c.as_mut_ptr(),
+                                    s.n as i64,
+                                )
+                            };
+                            true
+                        }
+                        None => false,
+                    },
+                    "gemm_crate" => {
+                        // The `gemm` crate as ops/src/gemm.rs called it before issue 33:
+                        // the transposed problem Cᵀ = op(B)ᵀ·op(A)ᵀ, Cᵀ column-major.
+                        let (a_rs, a_cs) = if s.ta == N {
+                            (ac as isize, 1)
+                        } else {
+                            (1, ac as isize)
+                        };
+                        let (b_rs, b_cs) = if s.tb == N {
+                            (bc as isize, 1)
+                        } else {
+                            (1, bc as isize)
+                        };
+                        let par = if t > 1 {
+                            gemm::Parallelism::Rayon(t)
+                        } else {
+                            gemm::Parallelism::None
+                        };
+                        // SAFETY: the strides address the row-major buffers above.
+                        pool.install(|| unsafe {
+                            gemm::gemm(
+                                s.n,
+                                s.m,
+                                s.k,
+                                c.as_mut_ptr(),
+                                s.n as isize,
+                                1,
+                                false,
+                                b.as_ptr(),
+                                b_rs,
+                                b_cs,
+                                a.as_ptr(),
+                                a_rs,
+                                a_cs,
+                                1.0f32,
+                                1.0f32,
+                                false,
+                                false,
+                                false,
+                                par,
+                            )
+                        });
+                        true
+                    }
+                    "saintflow_bf16" => {
+                        // bf16 operands, f32 accumulation (issue 33, item 4).
+                        let av = MatRef::row_major(&a, ar, ac).unwrap();
+                        let bv = MatRef::row_major(&b, br, bc).unwrap();
+                        let cv = MatMut::row_major(c, s.m, s.n).unwrap();
+                        let bf16 = Precision::Bf16;
+                        pool.install(|| gemm_view_with(bf16, av, s.ta, bv, s.tb, cv, false))
+                            .unwrap();
+                        true
+                    }
+                    "saintflow_bf16_avx512" | "saintflow_bf16_amx" => {
+                        let tiles = match name {
+                            "saintflow_bf16_amx" => Bf16Tiles::Amx,
+                            _ => Bf16Tiles::Avx512Bf16,
+                        };
+                        let av = MatRef::row_major(&a, ar, ac).unwrap();
+                        let bv = MatRef::row_major(&b, br, bc).unwrap();
+                        let cv = MatMut::row_major(c, s.m, s.n).unwrap();
+                        pool.install(|| gemm_view_bf16(tiles, av, s.ta, bv, s.tb, cv, false))
+                            .unwrap();
+                        true
+                    }
+                    other => {
+                        let isa = match other {
+                            "saintflow" => Isa::current(),
+                            "saintflow_avx2" => Isa::Avx2,
+                            "saintflow_avx512" => Isa::Avx512,
+                            "saintflow_generic" => Isa::Generic,
+                            _ => panic!("unknown IMPLS entry {other}"),
+                        };
+                        let av = MatRef::row_major(&a, ar, ac).unwrap();
+                        let bv = MatRef::row_major(&b, br, bc).unwrap();
+                        let cv = MatMut::row_major(c, s.m, s.n).unwrap();
+                        pool.install(|| gemm_view_isa(isa, av, s.ta, bv, s.tb, cv, false))
+                            .unwrap();
+                        true
+                    }
+                }
+            };
             for rep in 0..=reps {
                 for (i, name) in impls.iter().enumerate() {
                     // OpenBLAS's idle threads spin for a while after a call, and rayon's
                     // before they sleep: without a pause the library timed next would
                     // share its cores with them.
                     std::thread::sleep(std::time::Duration::from_millis(PAUSE_MS));
+                    if warm {
+                        // The same call untimed first: what a step sees, products back
+                        // to back (AMX and the caches were idle through the pause).
+                        call(name, &mut c);
+                    }
                     let t0 = Instant::now();
-                    let ran = match name.as_str() {
-                        "openblas" => match &blas {
-                            Some(bl) => {
-                                let ta = if s.ta == N { 111 } else { 112 };
-                                let tb = if s.tb == N { 111 } else { 112 };
-                                // SAFETY: row-major cblas_sgemm on buffers of the sizes
-                                // above (lda = stored columns of A, ldb of B, ldc = n).
-                                unsafe {
-                                    (bl.sgemm)(
-                                        101,
-                                        ta,
-                                        tb,
-                                        s.m as i64,
-                                        s.n as i64,
-                                        s.k as i64,
-                                        1.0,
-                                        a.as_ptr(),
-                                        ac as i64,
-                                        b.as_ptr(),
-                                        bc as i64,
-                                        0.0,
-                                        c.as_mut_ptr(),
-                                        s.n as i64,
-                                    )
-                                };
-                                true
-                            }
-                            None => false,
-                        },
-                        "gemm_crate" => {
-                            // The `gemm` crate as ops/src/gemm.rs called it before issue 33:
-                            // the transposed problem Cᵀ = op(B)ᵀ·op(A)ᵀ, Cᵀ column-major.
-                            let (a_rs, a_cs) = if s.ta == N {
-                                (ac as isize, 1)
-                            } else {
-                                (1, ac as isize)
-                            };
-                            let (b_rs, b_cs) = if s.tb == N {
-                                (bc as isize, 1)
-                            } else {
-                                (1, bc as isize)
-                            };
-                            let par = if t > 1 {
-                                gemm::Parallelism::Rayon(t)
-                            } else {
-                                gemm::Parallelism::None
-                            };
-                            // SAFETY: the strides address the row-major buffers above.
-                            pool.install(|| unsafe {
-                                gemm::gemm(
-                                    s.n,
-                                    s.m,
-                                    s.k,
-                                    c.as_mut_ptr(),
-                                    s.n as isize,
-                                    1,
-                                    false,
-                                    b.as_ptr(),
-                                    b_rs,
-                                    b_cs,
-                                    a.as_ptr(),
-                                    a_rs,
-                                    a_cs,
-                                    1.0f32,
-                                    1.0f32,
-                                    false,
-                                    false,
-                                    false,
-                                    par,
-                                )
-                            });
-                            true
-                        }
-                        "saintflow_bf16" => {
-                            // bf16 operands, f32 accumulation (issue 33, item 4).
-                            let av = MatRef::row_major(&a, ar, ac).unwrap();
-                            let bv = MatRef::row_major(&b, br, bc).unwrap();
-                            let cv = MatMut::row_major(&mut c, s.m, s.n).unwrap();
-                            let bf16 = Precision::Bf16;
-                            pool.install(|| gemm_view_with(bf16, av, s.ta, bv, s.tb, cv, false))
-                                .unwrap();
-                            true
-                        }
-                        "saintflow_bf16_avx512" | "saintflow_bf16_amx" => {
-                            let tiles = match name.as_str() {
-                                "saintflow_bf16_amx" => Bf16Tiles::Amx,
-                                _ => Bf16Tiles::Avx512Bf16,
-                            };
-                            let av = MatRef::row_major(&a, ar, ac).unwrap();
-                            let bv = MatRef::row_major(&b, br, bc).unwrap();
-                            let cv = MatMut::row_major(&mut c, s.m, s.n).unwrap();
-                            pool.install(|| gemm_view_bf16(tiles, av, s.ta, bv, s.tb, cv, false))
-                                .unwrap();
-                            true
-                        }
-                        other => {
-                            let isa = match other {
-                                "saintflow" => Isa::current(),
-                                "saintflow_avx2" => Isa::Avx2,
-                                "saintflow_avx512" => Isa::Avx512,
-                                "saintflow_generic" => Isa::Generic,
-                                _ => panic!("unknown IMPLS entry {other}"),
-                            };
-                            let av = MatRef::row_major(&a, ar, ac).unwrap();
-                            let bv = MatRef::row_major(&b, br, bc).unwrap();
-                            let cv = MatMut::row_major(&mut c, s.m, s.n).unwrap();
-                            pool.install(|| gemm_view_isa(isa, av, s.ta, bv, s.tb, cv, false))
-                                .unwrap();
-                            true
-                        }
-                    };
+                    let ran = call(name, &mut c);
                     let dt = t0.elapsed().as_secs_f64();
                     if !ran {
                         continue;
