@@ -16,7 +16,9 @@
 #   default /tmp/saintflow-gemm-venv), TORCH_PYTHON (optional); ISA=avx2: the forced-AVX2
 #   pair on an AVX-512 CPU (what an AVX2-only CPU such as a Zen 3 runs): OpenBLAS's Haswell
 #   kernels for the floor, SAINTFLOW_ISA=avx2 for the step, no bf16.
-# The first round prints the GEMM paths it ran (saintflow's, and OpenBLAS's core).
+# The first round prints the GEMM paths it ran (saintflow's, and OpenBLAS's core) and how
+# the bench timed them: back to back by default, as the step runs its products and as
+# torch's rate is timed; WARM=no times the first call after a pause (BENCHMARKS.md note 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
@@ -52,7 +54,7 @@ best() {
 
 for r in $(seq "$ROUNDS"); do
   env ${gemm_env[@]+"${gemm_env[@]}"} IMPLS=$impls cargo bench -q -p saintflow-ops --bench gemm_openblas 2>/dev/null > "$W/gemm.txt"
-  [ "$r" = 1 ] && grep "GEMM path" "$W/gemm.txt"
+  [ "$r" = 1 ] && grep -E "GEMM path|^timing" "$W/gemm.txt"
   if [ -n "${TORCH_PYTHON:-}" ] && [ $bf16 = yes ]; then
     "$TORCH_PYTHON" scripts/torch_bf16_gemm.py > "$W/torch.txt"
   fi
