@@ -14,7 +14,8 @@
 //! Run: `cargo bench --bench step` (`STEP_BENCH_QUICK=1`: only the f32/bf16 line per thread
 //! count, what `scripts/step_floor.sh` reads; `STEP_BENCH_F32=1`: f32 alone, for a profile;
 //! `STEP_BENCH_THREADS=1`: those thread counts; `STEP_BENCH_TIMELINE=1`: CPU time by node of
-//! the median of 7 steps, with each GEMM's rate).
+//! the median of 7 steps, with each GEMM's rate; `STEP_BENCH_TIMELINE=bf16`: the same for
+//! the bf16 model).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -570,8 +571,14 @@ fn steps(c: &mut Criterion) {
             Ok(_) => pool.install(|| per_op(&model, &pre)),
             Err(_) => {}
         }
-        if std::env::var_os("STEP_BENCH_TIMELINE").is_some() {
-            timeline(&model, &pre, threads);
+        // `STEP_BENCH_TIMELINE=1` (or `=bf16`: the bf16 model's).
+        match std::env::var("STEP_BENCH_TIMELINE").as_deref() {
+            Ok("bf16") => {
+                let m16 = Model::with_precision(&src, 2, threads, b, Precision::Bf16);
+                timeline(&m16, &pre, threads);
+            }
+            Ok(_) => timeline(&model, &pre, threads),
+            Err(_) => {}
         }
         // `STEP_BENCH_F32=1`: the f32 step alone (a profile of it, without bf16's kernels).
         let mut bf16 = (Precision::Bf16.check().is_ok()

@@ -13,7 +13,8 @@ use common::{
     GEMM_SHAPES,
 };
 use saintflow_ops::gemm::{
-    amx, bf16, gemm_view_bf16, gemm_view_with, plan, Bf16Tiles, Isa, PackedB, Precision, Trans,
+    amx, bf16, gemm_view_bf16, gemm_view_half, gemm_view_with, k_splits, narrow_path, plan,
+    Bf16Tiles, Isa, KHalf, PackedB, Precision, Trans,
 };
 use saintflow_ops::{naive, KernelError, MatMut, MatRef};
 
@@ -169,7 +170,10 @@ fn bf16_bits_depend_on_neither_threads_nor_the_split() {
                 whole.iter().all(|w| *w == whole[0]),
                 "{what}: threads differ"
             );
-            if transposed {
+            // A C computed transposed, or of one or two columns (the narrow path, which
+            // packs nothing: the executor gives each row block the whole path), shares no
+            // packed op(B).
+            if transposed || narrow_path(Precision::Bf16, m, n) {
                 continue;
             }
             let av = MatRef::row_major(&a, ar, ac).unwrap();
@@ -276,4 +280,95 @@ fn both_bf16_tiles_by_name_match_the_oracle() {
             }
         }
     }
+}
+
+/// A bf16 product of one or two columns (a classifier's logits H·W and its ∇W = Hᵀ·∇Y) runs
+/// on the narrow path, not the tiles: the f32 path's bits on operands rounded to bf16 first,
+/// bit for bit — op(A) row-major and transposed, overwriting and accumulating, on 1 and 2
+/// threads, k whole and long enough to split (its halves apart, the second added last, as
+/// the executor's parts run them); operands with the rounding's hostile values (halfway
+/// cases both ways, subnormals, tiny values). NaN is left to the rounding's unit test.
+#[test]
+fn bf16_narrow_products_are_the_f32_path_on_rounded_operands() {
+    if Precision::Bf16.check().is_err() {
+        eprintln!("bf16 not run here");
+        return;
+    }
+    // Values whose rounding is hostile: ties both ways, subnormals, large and tiny.
+    let hostile = |n: usize, seed: u64| -> Vec<f32> {
+        let base = values(n, seed);
+        base.iter()
+            .enumerate()
+            .map(|(i, &v)| match i % 7 {
+                0 => f32::from_bits(0x3f80_8000 + (((i / 7) as u32 & 1) << 16)), // ties
+                1 => f32::from_bits(0x0000_1234), // subnormal: reads as zero
+                2 => v * 1e-30,
+                _ => v,
+            })
+            .collect()
+    };
+    for (m, k, n) in [
+        (37usize, 300usize, 2usize),
+        (40, 5000, 1),
+        (1000, 70, 2),
+        (9, 9000, 2),
+    ] {
+        assert!(narrow_path(Precision::Bf16, m, n), "{m}×{n} not narrow");
+        let a = hostile(m * k, 61);
+        let b = hostile(k * n, 62);
+        let c0 = values(m * n, 63);
+        for (ta, tb, (ar, ac), (br, bc)) in oriented(m, k, n) {
+            let a_st = match ta {
+                Trans::N => a.clone(),
+                Trans::T => naive::transpose(m, k, &a),
+            };
+            let b_st = match tb {
+                Trans::N => b.clone(),
+                Trans::T => naive::transpose(k, n, &b),
+            };
+            let (a_r, b_r) = (rounded(&a_st), rounded(&b_st));
+            let what = format!("{ta:?}{tb:?} {m}×{k}×{n}");
+            let product = |p: Precision, (a, b): (&[f32], &[f32]), c0: Option<&[f32]>| {
+                let mut c = c0.map_or_else(|| vec![f32::NAN; m * n], <[f32]>::to_vec);
+                let av = MatRef::row_major(a, ar, ac).unwrap();
+                let bv = MatRef::row_major(b, br, bc).unwrap();
+                let cv = MatMut::row_major(&mut c, m, n).unwrap();
+                gemm_view_with(p, av, ta, bv, tb, cv, c0.is_some()).unwrap();
+                c
+            };
+            for threads in [1, 2] {
+                for c0 in [None, Some(&c0[..])] {
+                    let (got, want) = in_pool(threads, || {
+                        (
+                            product(Precision::Bf16, (&a_st, &b_st), c0),
+                            product(Precision::F32, (&a_r, &b_r), c0),
+                        )
+                    });
+                    let acc = c0.is_some();
+                    assert!(
+                        bits(&got) == bits(&want),
+                        "{what} on {threads}: accumulate {acc}"
+                    );
+                }
+            }
+            // The halves of a long k apart, as the executor's parts compute them.
+            if k_splits(Precision::Bf16, (m, n), k) {
+                let av = MatRef::row_major(&a_st, ar, ac).unwrap();
+                let bv = MatRef::row_major(&b_st, br, bc).unwrap();
+                let mut first = vec![f32::NAN; m * n];
+                let mut second = vec![f32::NAN; m * n];
+                for (half, c) in [(KHalf::First, &mut first), (KHalf::Second, &mut second)] {
+                    let cv = MatMut::row_major(c, m, n).unwrap();
+                    gemm_view_half(Precision::Bf16, av, ta, bv, tb, half, cv).unwrap();
+                }
+                let halves: Vec<f32> = first.iter().zip(&second).map(|(x, y)| x + y).collect();
+                let whole = product(Precision::F32, (&a_r, &b_r), None);
+                assert!(bits(&halves) == bits(&whole), "{what}: halves apart");
+            }
+        }
+    }
+    assert!(
+        k_splits(Precision::Bf16, (40, 1), 5000),
+        "5000 splits on the narrow path"
+    );
 }

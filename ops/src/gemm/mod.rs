@@ -286,13 +286,22 @@ pub fn gemm_view_half(
     )
 }
 
-/// Whether a product of k (the columns of op(A)) at `precision` runs as two halves of k
-/// ([`gemm_view_half`], [`gemm_packed_half`]).
-pub fn k_splits(precision: Precision, k: usize) -> bool {
-    let kern = Kern::of(precision, Isa::current(), None);
-    k_blocks_of(k, with_kernel!(kern, K => K::K_STEP))
+/// Whether an m×n product of k (the columns of op(A)) at `precision` runs as two halves
+/// of k ([`gemm_view_half`], [`gemm_packed_half`]).
+pub fn k_splits(precision: Precision, (m, n): (usize, usize), k: usize) -> bool {
+    let narrow = narrow_path(precision, m, n);
+    k_blocks_of(k, k_step(precision, Isa::current(), None, narrow))
         .1
         .is_some()
+}
+
+/// Elements of k a packed step of the path holds: the tile routine's
+/// [`MicroKernel::K_STEP`], or 1 on the narrow path (f32 blocks of k, bf16 too).
+fn k_step(precision: Precision, isa: Isa, tiles: Option<Bf16Tiles>, narrow: bool) -> usize {
+    if narrow {
+        return 1;
+    }
+    with_kernel!(Kern::of(precision, isa, tiles), K => K::K_STEP)
 }
 
 /// An error naming `kernel` when the CPU cannot run products of `precision`.
@@ -394,19 +403,23 @@ fn product(
     let (m, k, a) = operand(a, ta);
     let (kb, n, b) = operand(b, tb);
     check_len(kernel, "rows of op(B) (columns of op(A))", k, kb)?;
+    // A bf16 product that names its tiles (`gemm_view_bf16`) runs on them.
+    let narrow = tiles.is_none() && narrow::applies(precision, isa, (m, n), a.cs == 1 || a.rs == 1);
     // One half of k (`gemm_view_half`): its range in the whole's blocking, on this thread.
-    let k_step = with_kernel!(Kern::of(precision, isa, tiles), K => K::K_STEP);
-    let half = only.map(|h| half_range(kernel, k, k_step, h)).transpose()?;
+    let half = only
+        .map(|h| half_range(kernel, k, k_step(precision, isa, tiles, narrow), h))
+        .transpose()?;
     let what = "columns of C (columns of op(B))";
     let Some(out) = target(kernel, what, (m, n, k), &mut c, accumulate)? else {
         return Ok(());
     };
     let parallel = only.is_none() && forks(m, n, k);
-    if narrow::applies(precision, isa, (m, n), a.cs == 1 || a.rs == 1) {
+    if narrow {
+        let bf16 = precision == Precision::Bf16;
         // SAFETY: as below (the views' bounds, C a unique borrow); a.cs or a.rs is 1;
         // `isa` is an x86 FMA path the CPU has (checked or current), and both have AVX2
         // and FMA; with `only`, k splits (checked).
-        unsafe { narrow::product((m, n, k), a, b, out, accumulate, parallel, only) };
+        unsafe { narrow::product((m, n, k), a, b, out, accumulate, parallel, only, bf16) };
         return Ok(());
     }
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };

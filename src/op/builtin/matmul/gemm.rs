@@ -360,7 +360,7 @@ impl Partitioned for Gemm {
         if m * n * k < GEMM_SPLIT_MIN_MACS {
             return Ok(None);
         }
-        let halves = k_splits(self.precision, k);
+        let halves = k_splits(self.precision, (m, n), k);
         if m < 2 * GEMM_MIN_ROWS {
             if n < 2 * GEMM_MIN_COLS {
                 return Ok(None);
