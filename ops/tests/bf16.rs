@@ -372,3 +372,53 @@ fn bf16_narrow_products_are_the_f32_path_on_rounded_operands() {
         "5000 splits on the narrow path"
     );
 }
+
+/// Where the CPU has AMX, a bf16 product of k shorter than one tile chunk
+/// ([`amx::K_MIN`]: a classifier's ∇H, k = its classes) runs on the AVX512_BF16 tiles, whose
+/// steps are single pairs, and a longer one on AMX: the default path's bits are the named
+/// tiles' bits on each side of the bound (the two tiles' bits differ: the check can
+/// fail), and op(B) packed once for row parts agrees with the whole (the executor's
+/// chains and row blocks).
+#[test]
+fn bf16_products_of_short_k_leave_the_amx_tiles() {
+    if Precision::Bf16.check().is_err() || !amx::enabled() {
+        eprintln!("no AMX tiles here (or turned off): nothing chooses between them");
+        return;
+    }
+    let (mut differ, mut packed_shapes) = (false, 0);
+    for (m, k, n) in [
+        (50, 2, 300),
+        (70, 31, 64),
+        (40, 32, 64),
+        (33, 47, 70),
+        (64, 20, 128),
+    ] {
+        let a = values(m * k, 71);
+        let b = values(k * n, 72);
+        let (ar, br) = ((&a[..], m, k, Trans::N), (&b[..], k, n, Trans::N));
+        let default = run(ar, br, (m, n), None);
+        let named = |t| run_tiles(Some(t), ar, br, (m, n), None).unwrap();
+        let (avx, tiles) = (named(Bf16Tiles::Avx512Bf16), named(Bf16Tiles::Amx));
+        let want = if k < amx::K_MIN { &avx } else { &tiles };
+        assert!(
+            bits(&default) == bits(want),
+            "{m}×{k}×{n}: not the expected tiles"
+        );
+        differ |= bits(&avx) != bits(&tiles);
+        // A C computed transposed shares no packed op(B) (as in the test above).
+        let (isa, transposed) = plan(Isa::Avx512, m, n, Trans::N);
+        if !transposed {
+            let bv = MatRef::row_major(&b, k, n).unwrap();
+            let av = MatRef::row_major(&a, m, k).unwrap();
+            let packed = PackedB::new_with(Precision::Bf16, isa, bv, Trans::N).unwrap();
+            let parts = packed_in_row_parts(av, Trans::N, &packed, (m, n));
+            assert!(
+                bits(&parts) == bits(&default),
+                "{m}×{k}×{n}: packed row parts"
+            );
+            packed_shapes += 1;
+        }
+    }
+    assert!(packed_shapes >= 2, "too few shapes checked packed");
+    assert!(differ, "the two tiles gave the same bits on every shape");
+}

@@ -117,12 +117,16 @@ enum Kern {
 }
 
 impl Kern {
-    /// The routine for a product that [`plan`] put on `isa`, at `precision`: for bf16,
-    /// the tile of the f32 one's width (AVX-512's 64 columns, or 16 where the plan took
-    /// AVX2's narrow tile for a C of few columns), or the AMX tiles in place of the wide
-    /// one: where the CPU has them ([`amx::enabled`]), or as `tiles` names.
-    fn of(precision: Precision, isa: Isa, tiles: Option<Bf16Tiles>) -> Kern {
-        let amx = tiles.map_or_else(amx::enabled, |t| t == Bf16Tiles::Amx);
+    /// The routine for a product of k that [`plan`] put on `isa`, at `precision`: for
+    /// bf16, the tile of the f32 one's width (AVX-512's 64 columns, or 16 where the plan
+    /// took AVX2's narrow tile for a C of few columns), or the AMX tiles in place of the
+    /// wide one: as `tiles` names, or where the CPU has them ([`amx::enabled`]) and k
+    /// fills at least one of their chunks ([`amx::K_MIN`]).
+    fn of(precision: Precision, isa: Isa, tiles: Option<Bf16Tiles>, k: usize) -> Kern {
+        let amx = tiles.map_or_else(
+            || amx::enabled() && k >= amx::K_MIN,
+            |t| t == Bf16Tiles::Amx,
+        );
         match (precision, isa) {
             (Precision::Bf16, Isa::Avx512) if amx => Kern::Amx,
             (Precision::Bf16, Isa::Avx512) => Kern::Bf16,
@@ -301,7 +305,8 @@ fn k_step(precision: Precision, isa: Isa, tiles: Option<Bf16Tiles>, narrow: bool
     if narrow {
         return 1;
     }
-    with_kernel!(Kern::of(precision, isa, tiles), K => K::K_STEP)
+    // Every bf16 tile packs pairs of k, whichever k chooses.
+    with_kernel!(Kern::of(precision, isa, tiles, usize::MAX), K => K::K_STEP)
 }
 
 /// An error naming `kernel` when the CPU cannot run products of `precision`.
@@ -424,7 +429,7 @@ fn product(
     }
     let ta_of = if a.cs == 1 { Trans::N } else { Trans::T };
     let (isa, transposed) = plan(isa, m, n, ta_of);
-    let kern = Kern::of(precision, isa, tiles);
+    let kern = Kern::of(precision, isa, tiles, k);
     let (shape, a, b, out) = if transposed {
         ((n, m, k), b.t(), a.t(), out.t())
     } else {

@@ -48,7 +48,12 @@ impl PackedB {
         require(isa, "PackedB::new_with")?;
         require_precision(precision, "PackedB::new_with")?;
         // SAFETY: the CPU has `isa`, and bf16 if asked (checked).
-        Ok(unsafe { PackedB::pack(Kern::of(precision, isa, None), b, tb) })
+        let k = if tb == Trans::N {
+            b.n_rows()
+        } else {
+            b.n_cols()
+        };
+        Ok(unsafe { PackedB::pack(Kern::of(precision, isa, None, k), b, tb) })
     }
 
     /// # Safety
