@@ -118,7 +118,7 @@ fn permitted() -> bool {
 const CHUNK: usize = 16;
 
 /// The shortest k whose bf16 products run on these tiles by default (one whole chunk of
-/// [`CHUNK`] pairs). A shorter one — ∇H = ∇Y·W_outᵀ of a classifier, k = its classes —
+/// 16 pairs). A shorter one — ∇H = ∇Y·W_outᵀ of a classifier, k = its classes —
 /// padded every row to a chunk of 16 pairs: its panels of op(B) 16 times the pairs, packed
 /// per row block of the chain that holds it (12–14 ms a JPDC step against the f32 path's
 /// 9.5); it runs on the AVX512_BF16 tiles, whose steps are single pairs.
