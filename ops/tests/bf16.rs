@@ -62,6 +62,25 @@ fn run_tiles(
     .map(|()| c)
 }
 
+/// op(A) and op(B) as stored for an orientation: the transposed operand transposed.
+fn stored(
+    a: &[f32],
+    b: &[f32],
+    (m, k, n): (usize, usize, usize),
+    ta: Trans,
+    tb: Trans,
+) -> (Vec<f32>, Vec<f32>) {
+    let a_st = match ta {
+        Trans::N => a.to_vec(),
+        Trans::T => naive::transpose(m, k, a),
+    };
+    let b_st = match tb {
+        Trans::N => b.to_vec(),
+        Trans::T => naive::transpose(k, n, b),
+    };
+    (a_st, b_st)
+}
+
 /// [`run_tiles`] on the default path, which must run.
 fn run(
     a: (&[f32], usize, usize, Trans),
@@ -98,14 +117,7 @@ fn bf16_products_match_the_rounded_oracle_on_every_tile_and_orientation() {
         let bound = naive::gemm_nn(m, k, n, &abs(&ar), &abs(&br));
         let c0 = values(m * n, 33);
         for (ta, tb, (sa_r, sa_c), (sb_r, sb_c)) in oriented(m, k, n) {
-            let a_st = match ta {
-                Trans::N => a.clone(),
-                Trans::T => naive::transpose(m, k, &a),
-            };
-            let b_st = match tb {
-                Trans::N => b.clone(),
-                Trans::T => naive::transpose(k, n, &b),
-            };
+            let (a_st, b_st) = stored(&a, &b, (m, k, n), ta, tb);
             let what = format!("{ta:?}{tb:?} {m}×{k}×{n}");
             for threads in [1, 2, 3] {
                 let got = in_pool(threads, || {
@@ -250,14 +262,7 @@ fn both_bf16_tiles_by_name_match_the_oracle() {
         let sum: Vec<f32> = c0.iter().zip(&want).map(|(x, y)| x + y).collect();
         let sum_bound: Vec<f32> = c0.iter().zip(&bound).map(|(x, y)| x.abs() + y).collect();
         for (ta, tb, (sa_r, sa_c), (sb_r, sb_c)) in oriented(m, k, n) {
-            let a_st = match ta {
-                Trans::N => a.clone(),
-                Trans::T => naive::transpose(m, k, &a),
-            };
-            let b_st = match tb {
-                Trans::N => b.clone(),
-                Trans::T => naive::transpose(k, n, &b),
-            };
+            let (a_st, b_st) = stored(&a, &b, (m, k, n), ta, tb);
             for &tiles in &names {
                 let what = format!("{tiles:?} {ta:?}{tb:?} {m}×{k}×{n}");
                 let on = |threads, c0| {
@@ -318,14 +323,7 @@ fn bf16_narrow_products_are_the_f32_path_on_rounded_operands() {
         let b = hostile(k * n, 62);
         let c0 = values(m * n, 63);
         for (ta, tb, (ar, ac), (br, bc)) in oriented(m, k, n) {
-            let a_st = match ta {
-                Trans::N => a.clone(),
-                Trans::T => naive::transpose(m, k, &a),
-            };
-            let b_st = match tb {
-                Trans::N => b.clone(),
-                Trans::T => naive::transpose(k, n, &b),
-            };
+            let (a_st, b_st) = stored(&a, &b, (m, k, n), ta, tb);
             let (a_r, b_r) = (rounded(&a_st), rounded(&b_st));
             let what = format!("{ta:?}{tb:?} {m}×{k}×{n}");
             let product = |p: Precision, (a, b): (&[f32], &[f32]), c0: Option<&[f32]>| {

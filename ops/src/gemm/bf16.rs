@@ -338,35 +338,46 @@ pub(super) fn pair_of(x: &[f32], (lanes, kc): (usize, usize), l: usize, s: usize
     at(2 * s) | (at(2 * s + 1) << 16)
 }
 
+/// Values whose rounding to bf16 is hostile (ties both ways, subnormals, infinities, quiet
+/// and signalling NaNs of both signs, the largest finite values), then 4000 random bit
+/// patterns: what every rounding of this crate is checked against [`round`] on.
+#[cfg(test)]
+pub(super) fn hostile_values() -> Vec<f32> {
+    let mut xs = vec![
+        0.0f32,
+        -0.0,
+        1.0,
+        1.003_906_3, // halfway, even below: stays 1.0
+        1.011_718_8, // halfway, odd below: rounds up
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-40, // subnormal: zero
+        -1e-40,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0x7f80_0001), // signalling NaN
+        f32::from_bits(0xff80_0001),
+        f32::from_bits(0x7f7f_ffff),
+        3.4e38,
+    ];
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..4000 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        xs.push(f32::from_bits((state >> 32) as u32));
+    }
+    xs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn round_matches_the_hardware_conversion_on_hostile_values() {
-        let mut xs = vec![
-            0.0f32,
-            -0.0,
-            1.0,
-            1.003_906_3, // halfway, even below: stays 1.0
-            1.011_718_8, // halfway, odd below: rounds up
-            f32::MAX,
-            f32::MIN_POSITIVE,
-            1e-40, // subnormal: zero
-            -1e-40,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            f32::from_bits(0x7f80_0001), // signalling NaN
-            3.4e38,
-        ];
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..4000 {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            xs.push(f32::from_bits((state >> 32) as u32));
-        }
+        let xs = hostile_values();
         assert_eq!(round(1.003_906_3), 0x3f80);
         assert_eq!(round(1.011_718_8), 0x3f82);
         assert_eq!(round(-1e-40), 0x8000);

@@ -423,7 +423,8 @@ fn product(
         let bf16 = precision == Precision::Bf16;
         // SAFETY: as below (the views' bounds, C a unique borrow); a.cs or a.rs is 1;
         // `isa` is an x86 FMA path the CPU has (checked or current), and both have AVX2
-        // and FMA; with `only`, k splits (checked).
+        // and FMA; bf16 only where the caller checked `precision` (AVX-512F and
+        // AVX512_BF16, which the bf16 stripes use); with `only`, k splits (checked).
         unsafe { narrow::product((m, n, k), a, b, out, accumulate, parallel, only, bf16) };
         return Ok(());
     }
