@@ -294,19 +294,24 @@ pub fn gemm_view_half(
 /// of k ([`gemm_view_half`], [`gemm_packed_half`]).
 pub fn k_splits(precision: Precision, (m, n): (usize, usize), k: usize) -> bool {
     let narrow = narrow_path(precision, m, n);
-    k_blocks_of(k, k_step(precision, Isa::current(), None, narrow))
+    k_blocks_of(k, k_step(precision, Isa::current(), None, narrow, k))
         .1
         .is_some()
 }
 
-/// Elements of k a packed step of the path holds: the tile routine's
+/// Elements of k a packed step of a product of k holds: its tile routine's
 /// [`MicroKernel::K_STEP`], or 1 on the narrow path (f32 blocks of k, bf16 too).
-fn k_step(precision: Precision, isa: Isa, tiles: Option<Bf16Tiles>, narrow: bool) -> usize {
+fn k_step(
+    precision: Precision,
+    isa: Isa,
+    tiles: Option<Bf16Tiles>,
+    narrow: bool,
+    k: usize,
+) -> usize {
     if narrow {
         return 1;
     }
-    // Every bf16 tile packs pairs of k, whichever k chooses.
-    with_kernel!(Kern::of(precision, isa, tiles, usize::MAX), K => K::K_STEP)
+    with_kernel!(Kern::of(precision, isa, tiles, k), K => K::K_STEP)
 }
 
 /// An error naming `kernel` when the CPU cannot run products of `precision`.
@@ -412,7 +417,7 @@ fn product(
     let narrow = tiles.is_none() && narrow::applies(precision, isa, (m, n), a.cs == 1 || a.rs == 1);
     // One half of k (`gemm_view_half`): its range in the whole's blocking, on this thread.
     let half = only
-        .map(|h| half_range(kernel, k, k_step(precision, isa, tiles, narrow), h))
+        .map(|h| half_range(kernel, k, k_step(precision, isa, tiles, narrow, k), h))
         .transpose()?;
     let what = "columns of C (columns of op(B))";
     let Some(out) = target(kernel, what, (m, n, k), &mut c, accumulate)? else {
