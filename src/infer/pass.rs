@@ -25,8 +25,8 @@ use crate::store::GraphStore;
 /// The recycled buffers a pass keeps (its blocks' values, a few MiB each).
 const PASS_POOL_BYTES: usize = 64 << 20;
 
-/// The announced plans of this process: each different plan is printed once, not at
-/// every evaluation of a run.
+/// The last announced plan's decisions ([`PassPlan::decisions`]): each different plan is
+/// printed once, not at every evaluation of a run.
 static ANNOUNCED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 /// What every block and chunk of a pass reads: the graph, the analysis, the static values.
@@ -473,11 +473,11 @@ fn announced_plan(
         pass_plan = PassPlan::new(store, graph, plan, opts)?;
     }
     if pass_plan.out_of_core() {
-        let line = pass_plan.to_string();
+        let decisions = pass_plan.decisions();
         let mut last = ANNOUNCED.lock().unwrap_or_else(|e| e.into_inner());
-        if last.as_deref() != Some(line.as_str()) {
-            opts.progress.line(&line);
-            *last = Some(line);
+        if last.as_deref() != Some(decisions.as_str()) {
+            opts.progress.line(pass_plan.to_string());
+            *last = Some(decisions);
         }
     }
     Ok(pass_plan)

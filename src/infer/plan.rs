@@ -257,6 +257,18 @@ impl PassPlan {
         })
     }
 
+    /// The plan's decisions as text: its line without the scratch disk's free bytes,
+    /// which move between two evaluations of a run whenever anything writes to that disk
+    /// (a run's second evaluation announced the same plan again when another process
+    /// wrote beside it). What tells one announced plan from another.
+    pub fn decisions(&self) -> String {
+        let mut key = self.clone();
+        if let Some((_, free)) = &mut key.scratch {
+            *free = None;
+        }
+        key.to_string()
+    }
+
     /// Whether the pass uses disk beyond the store (kept values in files) or an X larger
     /// than half the buffer: what is worth a line before it starts.
     pub fn out_of_core(&self) -> bool {
@@ -452,4 +464,36 @@ fn default_buffer(opts: &InferOptions) -> u64 {
         .map_or(2 << 30, |(b, _)| b);
     let used = crate::machine::anon_resident(std::process::id());
     (limit.saturating_sub(used) / 2).max(64 << 20)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(free: u64, buffer_bytes: u64) -> PassPlan {
+        PassPlan {
+            nodes: 1024,
+            layers: 2,
+            kept: vec![],
+            kept_bytes: 1 << 20,
+            scratch: Some((PathBuf::from("scratch"), Some(free))),
+            buffer_bytes,
+            block_rows: 1024,
+            streams: vec![],
+            in_place: vec![],
+            read_bytes: 2 << 20,
+            write_bytes: 1 << 20,
+        }
+    }
+
+    /// Two plans that differ only in the scratch disk's free bytes are one plan; a
+    /// different buffer is another; the printed line still states the free bytes.
+    #[test]
+    fn the_free_bytes_are_not_a_decision() {
+        let (a, b) = (plan(45 << 30, 1 << 20), plan(44 << 30, 1 << 20));
+        assert_ne!(a.to_string(), b.to_string());
+        assert!(a.to_string().contains("free)"), "{a}");
+        assert_eq!(a.decisions(), b.decisions());
+        assert_ne!(a.decisions(), plan(45 << 30, 2 << 20).decisions());
+    }
 }
