@@ -499,7 +499,11 @@ fn blocked_equals_in_memory(
                     w.data, got,
                     "{which:?} rows {rows:?}: kept blocks, pass {pass}"
                 );
-                assert!(keeping.kept_blocks() > 0, "{which:?}: blocks kept");
+                // Logits read the relations' adjacency rows, so their blocks are kept; a
+                // block is copied only for an op that reads it (R-GCN's embedding reads none).
+                if which == Output::Logits {
+                    assert!(keeping.kept_blocks() > 0, "{which:?}: blocks kept");
+                }
             }
             // At chosen rows (an evaluation's scored nodes, of both types), the last
             // layer's relation blocks built at those rows: the same bits.

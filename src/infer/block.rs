@@ -93,11 +93,6 @@ impl Block {
         }
     }
 
-    /// The block's rows' node ids.
-    pub(super) fn own(&self) -> Vec<u32> {
-        (0..self.rows).map(|i| self.id(i)).collect()
-    }
-
     /// A neighbour id ≥ N (a corrupt store read before `check`) is an error naming the
     /// entry (one comparison per copied id); so is a row not sorted, the order streaming
     /// X in parts relies on.
@@ -186,7 +181,7 @@ impl Block {
 }
 
 /// How a plain flavour's entry values come from full-graph degrees: the one formula of
-/// [`Block::adjacency`] and of a streamed chunk's cut (`Block::column_part`), as the step's
+/// [`Block::adjacency`] and of a streamed chunk's cut (`Parted::part`), as the step's
 /// adjacency has it.
 #[derive(Clone, Copy)]
 pub(super) struct EntryValues {

@@ -33,12 +33,14 @@
 //! engine below it; training ([`crate::train`]) evaluates through [`FullGraph`] and turns
 //! [`InferError`] into its own error, each variant worded as before the wing.
 
+mod ahead;
 mod block;
 pub mod hops;
 mod kept;
 pub mod levels;
 pub mod link;
 pub mod metrics;
+mod parted;
 mod pass;
 pub mod plan;
 mod stream;

@@ -68,6 +68,20 @@ impl<'a> Pass<'a> {
         op_error(self.graph.node(id), e).into()
     }
 
+    /// The stored entries of the rows of nodes `own` (ascending).
+    fn entries(&self, own: &[u32]) -> usize {
+        let o = self.store.full().offsets();
+        match (own.first(), own.last()) {
+            (Some(&a), Some(&b)) if (b - a) as usize + 1 == own.len() => {
+                (o[b as usize + 1] - o[a as usize]) as usize
+            }
+            _ => own
+                .iter()
+                .map(|&v| (o[v as usize + 1] - o[v as usize]) as usize)
+                .sum(),
+        }
+    }
+
     /// A lower level's per-node value, whole (N rows).
     pub(super) fn whole<'k>(
         &'k self,
@@ -158,17 +172,22 @@ impl<'a> Pass<'a> {
     ) -> Result<HashMap<NodeId, Value>> {
         let (graph, plan) = (self.graph, self.plan);
         let n = self.store.n_nodes();
-        let (block, range) = match at {
-            At::Range(r0, r1) => (
-                BlockCache::block(self.blocks, self.store, r0, r1)?,
-                Some((r0, r1)),
-            ),
-            At::Ids(ids) => (Arc::new(Block::at(self.store, ids)?), None),
+        // The rows' adjacency rows are copied (and checked) only for an op that reads them
+        // here: a streamed level's neighbour ops are folded already, and the copy was a
+        // tenth of a streamed pass's time.
+        let (range, own) = match at {
+            At::Range(r0, r1) => (Some((r0, r1)), (r0 as u32..r1 as u32).collect::<Vec<_>>()),
+            At::Ids(ids) => (None, ids.to_vec()),
         };
-        let (r0, r1) = (block.r0, block.r0 + block.rows);
+        let rows = own.len();
+        let (r0, r1) = match range {
+            Some(range) => range,
+            None => (own.first().map_or(0, |&v| v as usize), 0),
+        };
+        let r1 = r1.max(r0 + rows);
+        let mut block: Option<Arc<Block>> = None;
         let mut adjacency: HashMap<AdjKey, SparseMat> = HashMap::new();
         let mut vals: HashMap<NodeId, Value> = HashMap::new();
-        let own = block.own();
         for &id in work {
             let node = graph.node(id);
             let out = match plan.class[&id] {
@@ -203,8 +222,8 @@ impl<'a> Pass<'a> {
                     }
                     let refs: Vec<&Value> = ins.iter().collect();
                     let b = Bindings {
-                        nodes: block.rows,
-                        entries: block.indices.len(),
+                        nodes: rows,
+                        entries: self.entries(&own),
                         pairs: 0,
                     };
                     match (plan.stats.contains(&id), node.op.as_node_stats()) {
@@ -220,9 +239,18 @@ impl<'a> Pass<'a> {
                 Class::Neighbour | Class::BlockSparse => {
                     let nb = plan.neighbour[&id];
                     let (s, x) = (node.inputs[nb.adjacency], node.inputs[nb.x]);
+                    let block = match &mut block {
+                        Some(b) => &*b,
+                        slot => &*slot.insert(match at {
+                            At::Range(r0, r1) => {
+                                BlockCache::block(self.blocks, self.store, r0, r1)?
+                            }
+                            At::Ids(ids) => Arc::new(Block::at(self.store, ids)?),
+                        }),
+                    };
                     if let Class::Adj(kind) = plan.class[&s] {
                         adjacency.entry(kind).or_insert_with(|| {
-                            BlockCache::adjacency(self.blocks, self.store, &block, range, kind)
+                            BlockCache::adjacency(self.blocks, self.store, block, range, kind)
                         });
                     }
                     let a = match plan.class[&s] {
@@ -243,7 +271,7 @@ impl<'a> Pass<'a> {
                         inputs: &inputs,
                     };
                     let b = Bindings {
-                        nodes: block.rows,
+                        nodes: rows,
                         entries: a.structure.nnz(),
                         pairs: 0,
                     };
@@ -261,11 +289,11 @@ impl<'a> Pass<'a> {
             };
             let ok = match plan.class[&id] {
                 Class::BlockSparse => {
-                    matches!(out.as_sparse(), Some(s) if s.structure.n_rows() == block.rows)
+                    matches!(out.as_sparse(), Some(s) if s.structure.n_rows() == rows)
                 }
                 _ => matches!(
                     out.as_dense(),
-                    Some(t) if t.rows == block.rows && t.cols == width(graph, id)
+                    Some(t) if t.rows == rows && t.cols == width(graph, id)
                 ),
             };
             if !ok {
@@ -273,7 +301,7 @@ impl<'a> Pass<'a> {
                     id,
                     crate::op::OpError::args(format!(
                         "row-blocked evaluation: expected {} × {} for rows {r0}..{r1}",
-                        block.rows,
+                        rows,
                         width(graph, id)
                     )),
                 ));
@@ -661,7 +689,7 @@ impl Pass<'_> {
     ) -> Result<()> {
         let (n, plan) = (self.store.n_nodes(), self.plan);
         let chunk_rows = level.stream.map_or(n.max(1), |s| s.chunk_rows);
-        let (mut c0, mut spare) = (0, None);
+        let (mut c0, mut spare) = (0, super::parted::Spare::default());
         while c0 < n {
             let c1 = (c0 + chunk_rows).min(n);
             let folded = match level.stream {

@@ -173,7 +173,10 @@ impl PassPlan {
             let share = buffer / PART_SHARE / sources.len() as u64;
             for s in &mut sources {
                 let rows = (share / (4 * s.cols.max(1) as u64)) as usize;
-                s.part_rows = opts.part_rows.unwrap_or(rows).clamp(1, n.max(1));
+                // At most MAX_PART_ROWS: a chunk's rows sorted by part number a part's
+                // columns in 24 bits.
+                let most = n.clamp(1, super::parted::MAX_PART_ROWS);
+                s.part_rows = opts.part_rows.unwrap_or(rows).clamp(1, most);
             }
             let acc_row = chunk_row_bytes(graph, &sources, &flavours, fanout, n);
             let rows = (buffer * ACC_SHARE / ACC_OF / acc_row.max(1) as u64) as usize;
