@@ -136,8 +136,17 @@ impl Parted {
                 for p in 1..=parts {
                     start[p] += start[p - 1];
                 }
+                // A run grown to an eighth past the job's words, once: grown as a Vec
+                // grows, a run doubled its capacity whenever a chunk's job had a word more
+                // than the last one's, and the chunks' memory passed the plan's count (230
+                // MiB more at Kronecker scale 25 under `memcap 2G`, killed at a larger
+                // buffer).
+                let words = start[parts];
                 run.clear();
-                run.resize(start[parts], 0);
+                if run.capacity() < words {
+                    run.reserve_exact(words + words / 8);
+                }
+                run.resize(words, 0);
                 let mut at = start[..parts].to_vec();
                 parted.scan(store, j, |p, distance, col| {
                     let at = &mut at[p];

@@ -355,10 +355,11 @@ impl std::fmt::Display for PassPlan {
 }
 
 /// What a streamed chunk holds per output row (the accumulators' share of the buffer is
-/// divided by it): the rows' entries as the store has them (4 bytes each, and an offset),
-/// a built adjacency for each relation flavour (an id and a value an entry), and for every
-/// op its accumulators, a cursor, and its cut of one part (offsets, and 8 bytes an entry
-/// for the part's share of the entries).
+/// divided by it): the rows' entries sorted by part (`Parted`: 4 bytes each and an eighth
+/// more, the runs' room to grow, and a degree) — or, for a relation flavour, as the store
+/// has them (4 bytes each and an offset) and its built adjacency (an id and a value an
+/// entry) —, and for every op its accumulators, a cursor or offset, and its cut of one part
+/// (8 bytes an entry for the part's share of the entries).
 fn chunk_row_bytes(
     graph: &Graph,
     sources: &[StreamSource],
@@ -380,7 +381,16 @@ fn chunk_row_bytes(
         .iter()
         .filter(|c| matches!(c, Class::Adj(k) if k.relation.is_some()))
         .count();
-    ops + 4 * (fanout + 1) + built * (8 * fanout + 4)
+    let plain = flavours
+        .iter()
+        .any(|c| matches!(c, Class::Adj(k) if k.relation.is_none()));
+    let sorted = if plain {
+        (4 * fanout * 9).div_ceil(8) + 4
+    } else {
+        0
+    };
+    let stored = if built > 0 { 4 * (fanout + 1) } else { 0 };
+    ops + sorted + stored + built * (8 * fanout + 4)
 }
 
 /// The bytes a pass is expected to read: each streamed X once per chunk (the features'
