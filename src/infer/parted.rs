@@ -50,6 +50,14 @@ pub(super) struct Spare {
     pub(super) parted: Option<Parted>,
 }
 
+/// The bytes a chunk's [`Parted`] holds per row, at `fanout` stored entries a row on
+/// average (what the plan counts): a word an entry and an eighth more (the runs' room to
+/// grow, taken once), the row's degree, and 4 bytes for the parts' index and the escaped
+/// distances.
+pub(super) fn row_bytes(fanout: usize) -> usize {
+    (4 * fanout * 9).div_ceil(8) + 8
+}
+
 /// A chunk's rows c0..c1 of the full graph, their entries sorted by the part of X that
 /// holds each neighbour (parts of `part_rows` consecutive rows).
 pub(super) struct Parted {
@@ -326,6 +334,13 @@ impl Parted {
         })
     }
 
+    /// The bytes the chunk holds (its buffers' capacities).
+    #[cfg(test)]
+    fn held_bytes(&self) -> usize {
+        let runs: usize = self.runs.iter().map(Vec::capacity).sum();
+        4 * (runs + self.degree.capacity()) + 8 * self.starts.capacity()
+    }
+
     /// Words past one an entry: the escaped distances (the unit tests' check that the
     /// escape is exercised).
     #[cfg(test)]
@@ -419,6 +434,30 @@ mod tests {
             }
         }
         assert!(escaped > 0, "no distance of 255 rows or more was written");
+    }
+
+    /// What a chunk's sorted rows hold stays within what the plan counts for them
+    /// ([`row_bytes`] at the graph's mean fanout, as `PassPlan` has it), chunk after chunk
+    /// with the buffers passed on: a run grown as a Vec grows doubled its capacity when a
+    /// chunk had a word more than the last.
+    #[test]
+    fn a_chunk_holds_no_more_than_the_plan_counts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store(16, 8.0, tmp.path());
+        let n = store.n_nodes();
+        let fanout = 1 + store.full().n_entries() / n;
+        // Chunks of two jobs of JOB_ROWS and one of three (the parts' index is small
+        // beside the runs at this size, as in a pass).
+        let mut spare = None;
+        for (c0, c1) in [(0, n / 2), (n / 2, n), (n / 4, n)] {
+            let parted = Parted::new(&store, (c0, c1), 1000, spare.take()).unwrap();
+            let (held, counted) = (parted.held_bytes(), (c1 - c0) * row_bytes(fanout));
+            assert!(
+                held <= counted,
+                "rows {c0}..{c1}: {held} bytes held, {counted} counted"
+            );
+            spare = Some(parted);
+        }
     }
 
     /// A neighbour id past N or a row out of order in the store is the error a block's

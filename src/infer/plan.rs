@@ -355,11 +355,11 @@ impl std::fmt::Display for PassPlan {
 }
 
 /// What a streamed chunk holds per output row (the accumulators' share of the buffer is
-/// divided by it): the rows' entries sorted by part (`Parted`: 4 bytes each and an eighth
-/// more, the runs' room to grow, and a degree) — or, for a relation flavour, as the store
-/// has them (4 bytes each and an offset) and its built adjacency (an id and a value an
-/// entry) —, and for every op its accumulators, a cursor or offset, and its cut of one part
-/// (8 bytes an entry for the part's share of the entries).
+/// divided by it): the rows' entries sorted by part (`parted::row_bytes`: 4 bytes each, an
+/// eighth more of room to grow, a degree and the parts' index) — or, for a relation
+/// flavour, as the store has them (4 bytes each and an offset) and its built adjacency (an
+/// id and a value an entry) —, and for every op its accumulators, a cursor or offset, and
+/// its cut of one part (8 bytes an entry for the part's share of the entries).
 fn chunk_row_bytes(
     graph: &Graph,
     sources: &[StreamSource],
@@ -385,7 +385,7 @@ fn chunk_row_bytes(
         .iter()
         .any(|c| matches!(c, Class::Adj(k) if k.relation.is_none()));
     let sorted = if plain {
-        (4 * fanout * 9).div_ceil(8) + 4
+        super::parted::row_bytes(fanout)
     } else {
         0
     };
