@@ -65,6 +65,11 @@ impl Kept {
         }
     }
 
+    /// Whether the value lives in a scratch file (read through a map), not in memory.
+    pub(super) fn in_file(&self) -> bool {
+        matches!(self, Kept::File { .. })
+    }
+
     pub(super) fn data(&self) -> &[f32] {
         match self {
             Kept::Mem(v) => v,

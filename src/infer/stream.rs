@@ -139,6 +139,8 @@ impl Pass<'_> {
             std::thread::scope(|scope| -> Result<()> {
                 let mut ahead = match (in_place, kept.get(&src.x)) {
                     (false, _) => None,
+                    // A value kept in memory is folded where it is.
+                    (true, Some(k)) if !k.in_file() => None,
                     (true, Some(k)) => Some(Ahead::start(
                         scope,
                         Source::Kept(k),
