@@ -30,6 +30,8 @@ pub(super) struct Ahead<'scope, 'env> {
     data: &'env [f32],
     cols: usize,
     part_rows: usize,
+    /// The first row of the part being copied.
+    at: usize,
     next: Option<ScopedJoinHandle<'scope, Vec<f32>>>,
 }
 
@@ -47,9 +49,10 @@ impl<'scope, 'env> Ahead<'scope, 'env> {
             data,
             cols,
             part_rows,
+            at: 0,
             next: None,
         };
-        ahead.spawn(0)?;
+        ahead.spawn()?;
         Ok(ahead)
     }
 
@@ -57,9 +60,9 @@ impl<'scope, 'env> Ahead<'scope, 'env> {
         self.data.len() / self.cols.max(1)
     }
 
-    /// Starts copying the part from row p0 (nothing past the last row).
-    fn spawn(&mut self, p0: usize) -> Result<()> {
-        let n = self.rows();
+    /// Starts copying the part from row `at` (nothing past the last row).
+    fn spawn(&mut self) -> Result<()> {
+        let (n, p0) = (self.rows(), self.at);
         if p0 >= n {
             return Ok(());
         }
@@ -79,13 +82,14 @@ impl<'scope, 'env> Ahead<'scope, 'env> {
         Ok(())
     }
 
-    /// The part from row p0 (the one after the last taken), the next one's copy started.
-    pub(super) fn take(&mut self, p0: usize) -> Result<Vec<f32>> {
+    /// The next part, in order; the one after it starts copying.
+    pub(super) fn take(&mut self) -> Result<Vec<f32>> {
         let copy = match self.next.take() {
             Some(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
             None => Vec::new(),
         };
-        self.spawn(p0 + self.part_rows)?;
+        self.at += self.part_rows;
+        self.spawn()?;
         Ok(copy)
     }
 }

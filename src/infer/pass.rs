@@ -68,14 +68,12 @@ impl<'a> Pass<'a> {
         op_error(self.graph.node(id), e).into()
     }
 
-    /// The stored entries of the rows of nodes `own` (ascending).
-    fn entries(&self, own: &[u32]) -> usize {
+    /// The stored entries of the rows `at`.
+    fn entries(&self, at: &At<'_>) -> usize {
         let o = self.store.full().offsets();
-        match (own.first(), own.last()) {
-            (Some(&a), Some(&b)) if (b - a) as usize + 1 == own.len() => {
-                (o[b as usize + 1] - o[a as usize]) as usize
-            }
-            _ => own
+        match *at {
+            At::Range(r0, r1) => (o[r1] - o[r0]) as usize,
+            At::Ids(ids) => ids
                 .iter()
                 .map(|&v| (o[v as usize + 1] - o[v as usize]) as usize)
                 .sum(),
@@ -175,16 +173,14 @@ impl<'a> Pass<'a> {
         // The rows' adjacency rows are copied (and checked) only for an op that reads them
         // here: a streamed level's neighbour ops are folded already, and the copy was a
         // tenth of a streamed pass's time.
-        let (range, own) = match at {
-            At::Range(r0, r1) => (Some((r0, r1)), (r0 as u32..r1 as u32).collect::<Vec<_>>()),
-            At::Ids(ids) => (None, ids.to_vec()),
+        let (own, range): (Vec<u32>, _) = match at {
+            At::Range(r0, r1) => ((r0 as u32..r1 as u32).collect(), Some((r0, r1))),
+            At::Ids(ids) => (ids.to_vec(), None),
         };
         let rows = own.len();
-        let (r0, r1) = match range {
-            Some(range) => range,
-            None => (own.first().map_or(0, |&v| v as usize), 0),
-        };
-        let r1 = r1.max(r0 + rows);
+        let r0 = range.map_or(own.first().map_or(0, |&v| v as usize), |r| r.0);
+        let r1 = r0 + rows;
+        let entries = self.entries(&at);
         let mut block: Option<Arc<Block>> = None;
         let mut adjacency: HashMap<AdjKey, SparseMat> = HashMap::new();
         let mut vals: HashMap<NodeId, Value> = HashMap::new();
@@ -223,7 +219,7 @@ impl<'a> Pass<'a> {
                     let refs: Vec<&Value> = ins.iter().collect();
                     let b = Bindings {
                         nodes: rows,
-                        entries: self.entries(&own),
+                        entries,
                         pairs: 0,
                     };
                     match (plan.stats.contains(&id), node.op.as_node_stats()) {

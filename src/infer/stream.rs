@@ -137,26 +137,19 @@ impl Pass<'_> {
             // X: each part computed from the features' part; a cached one: in memory.
             let in_place = !computed && self.plan.class[&src.x] != Class::Cached;
             std::thread::scope(|scope| -> Result<()> {
-                let mut ahead = match (in_place, kept.get(&src.x)) {
-                    (false, _) => None,
-                    // A value kept in memory is folded where it is.
-                    (true, Some(k)) if !k.in_file() => None,
-                    (true, Some(k)) => Some(Ahead::start(
-                        scope,
-                        Source::Kept(k),
-                        (data, cols),
-                        src.part_rows,
-                    )?),
-                    (true, None) => Some(Ahead::start(
-                        scope,
-                        Source::Features(self.store),
-                        (data, cols),
-                        src.part_rows,
-                    )?),
+                // A value kept in memory is folded where it is.
+                let source = match kept.get(&src.x) {
+                    Some(k) if k.in_file() => Some(Source::Kept(k)),
+                    Some(_) => None,
+                    None => Some(Source::Features(self.store)),
                 };
+                let mut ahead = source
+                    .filter(|_| in_place)
+                    .map(|s| Ahead::start(scope, s, (data, cols), src.part_rows))
+                    .transpose()?;
                 while p0 < n {
                     let p1 = (p0 + src.part_rows).min(n);
-                    let copy = ahead.as_mut().map(|a| a.take(p0)).transpose()?;
+                    let copy = ahead.as_mut().map(Ahead::take).transpose()?;
                     let mut memo = HashMap::new();
                     let computed_part = if computed {
                         own.clear();
